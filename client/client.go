@@ -1,0 +1,123 @@
+// Package client is the public Go client of Protobase: connect, manage the
+// schema, and write records through an auto-batching Writer.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// Client is a connection to a Protobase server; safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	api  pb.ProtobaseClient
+}
+
+// Option configures Dial.
+type Option func(*dialOptions)
+
+type dialOptions struct {
+	grpc []grpc.DialOption
+}
+
+// WithDialOptions passes extra options to grpc.NewClient (credentials,
+// interceptors). Without credentials the connection is plaintext.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *dialOptions) { o.grpc = append(o.grpc, opts...) }
+}
+
+// Dial connects to the server at addr ("host:port"). The connection is
+// established lazily, on the first call.
+func Dial(addr string, opts ...Option) (*Client, error) {
+	var o dialOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	dopts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithInitialWindowSize(4 << 20),
+		grpc.WithInitialConnWindowSize(16 << 20),
+	}, o.grpc...)
+	conn, err := grpc.NewClient(addr, dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	return &Client{conn: conn, api: pb.NewProtobaseClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// API returns the raw generated client, for calls this package does not wrap.
+func (c *Client) API() pb.ProtobaseClient { return c.api }
+
+// Conn returns the underlying connection.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// SchemaOptions modify ApplySchema.
+type SchemaOptions struct {
+	// DryRun plans without changing anything.
+	DryRun bool
+	// AllowDrop names the record types that may be dropped with their data.
+	AllowDrop []string
+}
+
+// ApplySchema makes files (import path -> .proto source) the whole schema.
+func (c *Client) ApplySchema(ctx context.Context, files map[string]string, opts SchemaOptions) (*pb.ApplySchemaResponse, error) {
+	resp, err := c.api.ApplySchema(ctx, &pb.ApplySchemaRequest{Files: files, DryRun: opts.DryRun, AllowDrop: opts.AllowDrop})
+	if err != nil {
+		return nil, asError(err)
+	}
+	return resp, nil
+}
+
+// GetSchema returns the server's schema.
+func (c *Client) GetSchema(ctx context.Context) (*pb.GetSchemaResponse, error) {
+	resp, err := c.api.GetSchema(ctx, &pb.GetSchemaRequest{})
+	if err != nil {
+		return nil, asError(err)
+	}
+	return resp, nil
+}
+
+// Error is a failed call with the server's details. Write names the batch,
+// record and field of a failed write, when the server sent them.
+type Error struct {
+	Status *status.Status
+	Write  *pb.WriteError
+}
+
+func (e *Error) Error() string { return e.Status.Code().String() + ": " + e.Status.Message() }
+
+// GRPCStatus lets status.FromError and status.Code see the original status.
+func (e *Error) GRPCStatus() *status.Status { return e.Status }
+
+// asError wraps a gRPC error as *Error, extracting the write details.
+func asError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	e := &Error{Status: st}
+	for _, d := range st.Details() {
+		if we, ok := d.(*pb.WriteError); ok {
+			e.Write = we
+		}
+	}
+	return e
+}

@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// buildChunk is how many records one build step indexes while holding
+// writeMu; small enough that writers wait at most a few milliseconds.
+const buildChunk = 1000
+
+// startBuild indexes the existing records of a type for an index in state
+// BUILDING, in the background.
+//
+// Correctness with concurrent writes: writers maintain BUILDING indexes like
+// READY ones, and each build step reads the current records and writes
+// their entries under writeMu. A record written before the builder reaches
+// it gets its entry from the writer and again (identically) from the
+// builder; one written after already has it. Reads ignore the index until
+// the builder marks it READY.
+func (e *Engine) startBuild(typeID, indexID uint32) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		if err := e.buildIndex(typeID, indexID); err != nil {
+			e.log.Error("index build failed", "type", typeID, "index", indexID, "err", err)
+		}
+	}()
+}
+
+func (e *Engine) buildIndex(typeID, indexID uint32) error {
+	var after []byte // last record key indexed
+	var n uint64
+	for {
+		if e.bgCtx.Err() != nil {
+			return nil // resumes from the start on the next Open
+		}
+		done, conflict, err := e.buildStep(typeID, indexID, &after, &n)
+		if err != nil {
+			return err
+		}
+		if conflict != "" {
+			return e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_FAILED, conflict)
+		}
+		if done {
+			e.log.Info("index built", "type", typeID, "index", indexID, "records", n)
+			return e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_READY, "")
+		}
+	}
+}
+
+// buildStep indexes up to buildChunk records after *after. It reports done
+// when the type has no more records, or a unique-index conflict.
+func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (done bool, conflict string, err error) {
+	e.writeMu.Lock()
+	t := e.cat.Load().byID[typeID]
+	var ix *index
+	if t != nil {
+		ix = t.indexByID(indexID)
+	}
+	if ix == nil || !ix.building {
+		e.writeMu.Unlock()
+		return true, "", errStale
+	}
+	lower := t.prefix
+	if *after != nil {
+		lower = append(append([]byte(nil), *after...), 0)
+	}
+	it, err := e.st.NewIter(lower, prefixEnd(t.prefix))
+	if err != nil {
+		e.writeMu.Unlock()
+		return false, "", err
+	}
+	b := e.st.NewBatch()
+	defer b.Close()
+	uniq := map[string][]byte{} // unique keys set by this step
+	var key, val []byte
+	count := 0
+	for it.First(); it.Valid() && count < buildChunk; it.Next() {
+		count++
+		key = append(key[:0], it.Key()...)
+		val = append(val[:0], it.Value()...)
+		pk := key[len(t.prefix):]
+		ik := append([]byte(nil), ix.prefix...)
+		if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
+			break
+		}
+		if !ix.ix.Unique {
+			b.Set(append(ik, pk...), nil)
+			continue
+		}
+		cur, ok := uniq[string(ik)]
+		if !ok {
+			var found bool
+			if cur, found, err = e.st.Get(ik, nil); err != nil {
+				break
+			}
+			ok = found
+		}
+		if ok && !bytes.Equal(cur, pk) {
+			conflict = fmt.Sprintf("unique index %s: two records share one value (primary keys %x and %x)", ix.ix.Name, cur, pk)
+			break
+		}
+		uniq[string(ik)] = append([]byte(nil), pk...)
+		b.Set(ik, pk)
+	}
+	more := it.Valid()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || conflict != "" {
+		e.writeMu.Unlock()
+		return false, conflict, err
+	}
+	*after = append((*after)[:0], key...)
+	*n += uint64(count)
+	if err := e.st.Apply(b); err != nil {
+		e.writeMu.Unlock()
+		return false, "", err
+	}
+	e.writeMu.Unlock()
+	return !more, "", b.Wait()
+}
+
+var errStale = fmt.Errorf("index no longer building")
+
+// finishBuild records the build's outcome in the schema state. A failed
+// build's partial entries are deleted in the same batch.
+func (e *Engine) finishBuild(typeID, indexID uint32, st pb.IndexState, msg string) error {
+	e.schemaMu.Lock()
+	defer e.schemaMu.Unlock()
+	e.writeMu.Lock()
+	cat := e.cat.Load()
+	t := cat.byID[typeID]
+	if t == nil || t.indexByID(indexID) == nil || !t.indexByID(indexID).building {
+		e.writeMu.Unlock()
+		return nil // dropped or replaced meanwhile
+	}
+	ix := t.indexByID(indexID)
+	state := cat.state.WithIndexState(t.rt.Name, ix.ix.Name, st, msg)
+	ncat, err := newCatalog(state)
+	if err != nil {
+		e.writeMu.Unlock()
+		return err
+	}
+	enc, err := state.Encode()
+	if err != nil {
+		e.writeMu.Unlock()
+		return err
+	}
+	b := e.st.NewBatch()
+	defer b.Close()
+	b.Set(keySchema, enc)
+	if st == pb.IndexState_INDEX_STATE_FAILED {
+		b.DeleteRange(ix.prefix, prefixEnd(ix.prefix))
+	}
+	if err := e.st.Apply(b); err != nil {
+		e.writeMu.Unlock()
+		return err
+	}
+	e.cat.Store(ncat)
+	e.writeMu.Unlock()
+	return b.Wait()
+}
+

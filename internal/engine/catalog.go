@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/schema"
+)
+
+// catalog is the engine's compiled view of one schema state: per record
+// type, the wire validator and the compiled key paths. It is immutable and
+// replaced as a whole when the schema or an index state changes.
+type catalog struct {
+	state *schema.State
+	types map[string]*recType // by full name
+	byID  map[uint32]*recType
+}
+
+// recType is one record type ready for the hot path.
+type recType struct {
+	rt      *schema.RecordType
+	rec     *record.Type
+	url     string // canonical type URL, "type.googleapis.com/" + full name
+	prefix  []byte // record key prefix
+	pk      []keyPath
+	pkNums  []protowire.Number // top-level fields holding the primary key
+	indexes []*index           // maintained by writes: BUILDING and READY
+}
+
+// index is one secondary index maintained by writes.
+type index struct {
+	ix       *schema.Index
+	prefix   []byte
+	paths    []keyPath
+	building bool // existing records are still being indexed
+}
+
+// keyPath is one key component: where to read it and how to encode it.
+type keyPath struct {
+	path *record.Path
+	kind protoreflect.Kind
+}
+
+func newCatalog(state *schema.State) (*catalog, error) {
+	c := &catalog{
+		state: state,
+		types: make(map[string]*recType, len(state.Types)),
+		byID:  make(map[uint32]*recType, len(state.Types)),
+	}
+	for name, rt := range state.Types {
+		t, err := newRecType(rt)
+		if err != nil {
+			return nil, fmt.Errorf("type %s: %w", name, err)
+		}
+		c.types[string(name)] = t
+		c.byID[rt.ID] = t
+	}
+	return c, nil
+}
+
+func newRecType(rt *schema.RecordType) (*recType, error) {
+	rec, err := record.Compile(rt.Desc)
+	if err != nil {
+		return nil, err
+	}
+	t := &recType{
+		rt:     rt,
+		rec:    rec,
+		url:    "type.googleapis.com/" + string(rt.Name),
+		prefix: recordPrefix(rt.ID),
+	}
+	if t.pk, err = compilePaths(rec, rt.PrimaryKey); err != nil {
+		return nil, fmt.Errorf("primary key: %w", err)
+	}
+	seen := map[protowire.Number]bool{}
+	for _, kf := range rt.PrimaryKey {
+		n := kf.Fields[0].Number()
+		if !seen[n] {
+			seen[n] = true
+			t.pkNums = append(t.pkNums, n)
+		}
+	}
+	for _, ix := range rt.Indexes {
+		if ix.State == pb.IndexState_INDEX_STATE_FAILED {
+			continue
+		}
+		paths, err := compilePaths(rec, ix.Fields)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: %w", ix.Name, err)
+		}
+		t.indexes = append(t.indexes, &index{
+			ix:       ix,
+			prefix:   indexPrefix(ix.ID),
+			paths:    paths,
+			building: ix.State == pb.IndexState_INDEX_STATE_BUILDING,
+		})
+	}
+	return t, nil
+}
+
+func compilePaths(rec *record.Type, fields []schema.KeyField) ([]keyPath, error) {
+	out := make([]keyPath, len(fields))
+	for i, kf := range fields {
+		p, err := rec.Path(kf.Path)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = keyPath{path: p, kind: kf.Kind}
+	}
+	return out, nil
+}
+
+// lookup finds the record type of a type URL: the full name is the text
+// after the last '/', as for google.protobuf.Any. The map index with a
+// converted byte slice does not allocate.
+func (c *catalog) lookup(typeURL string) *recType {
+	if i := strings.LastIndexByte(typeURL, '/'); i >= 0 {
+		typeURL = typeURL[i+1:]
+	}
+	return c.types[typeURL]
+}
+
+// appendKey appends the key encoding of paths read from the record bytes b.
+// Absent fields encode as their default value, as protobuf reads them.
+func appendKey(dst, b []byte, paths []keyPath) ([]byte, string, error) {
+	for _, kp := range paths {
+		v, _, err := kp.path.Get(b)
+		if err != nil {
+			return dst, kp.path.String(), err
+		}
+		dst = appendScalar(dst, kp.kind, v)
+	}
+	return dst, "", nil
+}
+
+func appendScalar(dst []byte, kind protoreflect.Kind, v record.Scalar) []byte {
+	switch kind {
+	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
+		protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind,
+		protoreflect.EnumKind:
+		return keys.AppendInt(dst, v.Int)
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
+		protoreflect.Fixed64Kind:
+		return keys.AppendUint(dst, v.Uint)
+	case protoreflect.BoolKind:
+		return keys.AppendBool(dst, v.Bool)
+	case protoreflect.FloatKind:
+		return keys.AppendFloat32(dst, float32(v.Float))
+	case protoreflect.DoubleKind:
+		return keys.AppendFloat64(dst, v.Float)
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return keys.AppendBytes(dst, v.Bytes)
+	}
+	// The schema package refuses other kinds in keys; reaching here is a bug.
+	panic(fmt.Sprintf("engine: kind %v in a key", kind))
+}
+
+
+// indexByID returns the maintained index with the given id, if any.
+func (t *recType) indexByID(id uint32) *index {
+	for _, ix := range t.indexes {
+		if ix.ix.ID == id {
+			return ix
+		}
+	}
+	return nil
+}

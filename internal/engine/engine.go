@@ -1,0 +1,165 @@
+// Package engine is the transport-free core of Protobase: it applies write
+// batches, applies schemas, builds indexes and (later) runs queries. Every
+// transport (gRPC, REST, NATS) is a thin adapter onto an *Engine, and the
+// engine alone decides what an error means (see Status).
+//
+// A write batch goes through three phases:
+//
+//  1. Prepare, concurrently with other writers: look up each record's type,
+//     validate its bytes with protowire (never a full decode), and encode its
+//     primary and index keys into a per-batch arena.
+//  2. Apply, under writeMu: check existence and uniqueness against the store
+//     and against earlier records of the same batch, build one storage batch
+//     (records, index entries, commit sequence) and make it visible.
+//  3. Wait, outside the lock: wait until the WAL holding the batch is
+//     fsynced. Writers that reach this point together share one fsync
+//     (group commit); the WAL is ordered, so a batch is never durable
+//     without every batch applied before it.
+//
+// Holding writeMu across phase 2 makes existence checks and the apply one
+// atomic step, which is what ALREADY_EXISTS, NOT_FOUND and unique indexes
+// need. Phase 2 only reads point keys and copies bytes; the expensive work
+// (validation, key encoding) and the fsync are outside it.
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// MaxRecordsPerBatch caps the records of one write batch (0: 10,000).
+	MaxRecordsPerBatch int
+	// MaxInflightBytes bounds the record bytes of the write batches being
+	// applied at once across all streams (0: 256 MiB). A batch waits for
+	// room, which stops its stream from reading and so pushes back on the
+	// client through flow control; a batch larger than the whole budget is
+	// RESOURCE_EXHAUSTED.
+	MaxInflightBytes int64
+	// Logger receives background events (index builds); nil discards.
+	Logger *slog.Logger
+}
+
+// Engine is safe for concurrent use.
+//
+// Lock order: schemaMu before writeMu. The catalog is immutable and swapped
+// atomically; readers load it without locks.
+type Engine struct {
+	st   *store.Store
+	opts Options
+	log  *slog.Logger
+
+	cat atomic.Pointer[catalog]
+
+	// schemaMu serializes schema changes and index-state transitions.
+	schemaMu sync.Mutex
+
+	// writeMu guards the check-then-apply step of writes, index build
+	// chunks and schema commits; it also guards seq.
+	writeMu sync.Mutex
+	seq     uint64 // last commit sequence applied (visible, maybe not yet durable)
+
+	// bg tracks background index builds; cancel stops them on Close.
+	bg     sync.WaitGroup
+	bgCtx  context.Context
+	cancel context.CancelFunc
+
+	closed atomic.Bool
+
+	// inflight bounds the bytes of write batches being applied.
+	inflight *semaphore.Weighted
+
+	stats Stats
+}
+
+// Stats are cumulative counters, safe to read concurrently.
+type Stats struct {
+	Batches     atomic.Uint64
+	Records     atomic.Uint64
+	WriteErrors atomic.Uint64
+}
+
+// Open loads the schema state and commit sequence from st and resumes any
+// index build that a previous process left unfinished. The engine does not
+// own st: the caller closes it after Close.
+func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
+	if opts.MaxRecordsPerBatch <= 0 {
+		opts.MaxRecordsPerBatch = 10000
+	}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = 256 << 20
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{st: st, opts: opts, log: log, inflight: semaphore.NewWeighted(opts.MaxInflightBytes)}
+	e.bgCtx, e.cancel = context.WithCancel(context.Background())
+
+	state := schema.Empty()
+	raw, found, err := st.Get(keySchema, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read schema state: %w", err)
+	}
+	if found {
+		if state, err = schema.Decode(ctx, raw); err != nil {
+			return nil, fmt.Errorf("decode schema state: %w", err)
+		}
+	}
+	cat, err := newCatalog(state)
+	if err != nil {
+		return nil, fmt.Errorf("load schema state: %w", err)
+	}
+	e.cat.Store(cat)
+
+	raw, found, err = st.Get(keySeq, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read commit sequence: %w", err)
+	}
+	if found && len(raw) == 8 {
+		e.seq = binary.BigEndian.Uint64(raw)
+	}
+
+	for _, t := range cat.types {
+		for _, ix := range t.indexes {
+			if ix.building {
+				e.startBuild(t.rt.ID, ix.ix.ID)
+			}
+		}
+	}
+	return e, nil
+}
+
+// Close stops background work. In-flight calls should have finished; the
+// store stays open for the caller to close.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	e.cancel()
+	e.bg.Wait()
+	return nil
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// Schema returns the current schema state (immutable).
+func (e *Engine) Schema() *schema.State { return e.cat.Load().state }
+
+// Position returns the last commit sequence applied.
+func (e *Engine) Position() uint64 {
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	return e.seq
+}

@@ -1,0 +1,476 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// Op is a write operation.
+type Op uint8
+
+// The write operations.
+const (
+	OpInsert Op = iota + 1
+	OpUpdate
+	OpUpsert
+	OpRemove
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpInsert:
+		return "insert"
+	case OpUpdate:
+		return "update"
+	case OpUpsert:
+		return "upsert"
+	case OpRemove:
+		return "remove"
+	}
+	return "unknown"
+}
+
+// OpFromProto maps the API's WriteOp.
+func OpFromProto(op pb.WriteOp) (Op, bool) {
+	switch op {
+	case pb.WriteOp_WRITE_OP_INSERT:
+		return OpInsert, true
+	case pb.WriteOp_WRITE_OP_UPDATE:
+		return OpUpdate, true
+	case pb.WriteOp_WRITE_OP_UPSERT:
+		return OpUpsert, true
+	case pb.WriteOp_WRITE_OP_REMOVE:
+		return OpRemove, true
+	}
+	return 0, false
+}
+
+// maxPending is how many applied batches a Writer lets wait for their fsync
+// while it prepares the next: the stream keeps going while the disk syncs.
+const maxPending = 2
+
+// Writer applies the batches of one write stream in order and keeps the
+// counts that errors and acknowledgements report. A batch is applied
+// (visible) when Apply returns; it is durable once Sync returns. Batches
+// are never acknowledged before Sync. A Writer is not safe for concurrent
+// use; its scratch buffers are reused from batch to batch so the hot path
+// does not allocate per record.
+type Writer struct {
+	e *Engine
+
+	batches  uint64 // batches applied on this stream
+	records  uint64 // records applied on this stream
+	position uint64 // commit sequence of the last applied batch
+	durable  uint64 // commit sequence known durable
+
+	pending []*store.Batch // applied, fsync not yet waited for, oldest first
+	free    []*store.Batch
+
+	// Per-batch scratch.
+	arena  []byte
+	preps  []prep
+	ixOff  []span
+	oldBuf []byte // value of the record being replaced
+	ixBuf  []byte // value of a unique index entry being checked
+	oldIx  []byte
+	seen   map[uint64]struct{}
+	seed   maphash.Seed
+	ov     map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
+}
+
+// span is a [start, end) range of Writer.arena.
+type span struct{ s, e int32 }
+
+// prep is one record after phase 1.
+type prep struct {
+	t    *recType
+	val  []byte // the record bytes as received
+	key  span   // record key
+	pk   span   // primary-key part of key
+	ix   int32  // first entry in ixOff; one per maintained index (none for remove)
+	url  string
+}
+
+// ovEntry is the batch-local state of a key written earlier in the batch.
+type ovEntry struct {
+	val     []byte
+	deleted bool
+}
+
+// NewWriter starts a write stream.
+func (e *Engine) NewWriter() *Writer {
+	return &Writer{e: e, seen: make(map[uint64]struct{}), seed: maphash.MakeSeed()}
+}
+
+// Batches returns the number of batches applied on the stream.
+func (w *Writer) Batches() uint64 { return w.batches }
+
+// Records returns the number of records applied on the stream.
+func (w *Writer) Records() uint64 { return w.records }
+
+// Position returns the commit sequence of the last applied batch.
+func (w *Writer) Position() uint64 { return w.position }
+
+// Apply applies one batch atomically. On error nothing of the batch is
+// applied, earlier batches stay applied, and the *Error names the batch,
+// record and field, with the counts applied before it. Apply does not wait
+// for durability; call Sync before acknowledging.
+func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
+	if err := w.apply(ctx, op, recs); err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{Code: codes.Internal, Msg: err.Error(), Err: err}
+		}
+		if e.Write == nil {
+			e.Write = &pb.WriteError{Reason: e.Msg}
+		}
+		e.Write.Batch = w.batches
+		e.Write.BatchesApplied = w.batches
+		e.Write.RecordsApplied = w.records
+		w.e.stats.WriteErrors.Add(1)
+		return e
+	}
+	w.batches++
+	w.records += uint64(len(recs))
+	w.e.stats.Batches.Add(1)
+	w.e.stats.Records.Add(uint64(len(recs)))
+	return nil
+}
+
+// Sync waits until every batch applied on the stream is durable and
+// returns the durable position.
+func (w *Writer) Sync() (uint64, error) {
+	for len(w.pending) > 0 {
+		if err := w.waitOldest(); err != nil {
+			return w.durable, err
+		}
+	}
+	w.durable = w.position
+	return w.durable, nil
+}
+
+// Close releases the writer's storage batches after waiting for them.
+func (w *Writer) Close() error {
+	_, err := w.Sync()
+	for _, b := range w.free {
+		b.Close()
+	}
+	w.free = nil
+	return err
+}
+
+func (w *Writer) waitOldest() error {
+	b := w.pending[0]
+	w.pending = w.pending[1:]
+	err := b.Wait()
+	b.Reset()
+	w.free = append(w.free, b)
+	if err != nil {
+		return &Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
+	e := w.e
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if op < OpInsert || op > OpRemove {
+		return &Error{Code: codes.InvalidArgument, Msg: "unknown write operation"}
+	}
+	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
+		return recordError(codes.ResourceExhausted, max, "", "",
+			"batch holds "+itoa(len(recs))+" records, more than the limit of "+itoa(max))
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	var size int64
+	for _, a := range recs {
+		size += int64(len(a.GetValue()) + len(a.GetTypeUrl()))
+	}
+	if size > e.opts.MaxInflightBytes {
+		return recordError(codes.ResourceExhausted, 0, "", "",
+			"batch of "+itoa(int(size))+" bytes exceeds the server's in-flight limit of "+itoa(int(e.opts.MaxInflightBytes)))
+	}
+	if err := e.inflight.Acquire(ctx, size); err != nil {
+		return err
+	}
+	defer e.inflight.Release(size)
+	cat := e.cat.Load()
+	dups, err := w.prepare(cat, op, recs)
+	if err != nil {
+		return err
+	}
+
+	// Bound the stream's unsynced batches before taking the lock.
+	for len(w.pending) >= maxPending {
+		if err := w.waitOldest(); err != nil {
+			return err
+		}
+	}
+	var b *store.Batch
+	if n := len(w.free); n > 0 {
+		b, w.free = w.free[n-1], w.free[:n-1]
+	} else {
+		b = e.st.NewBatch()
+	}
+
+	e.writeMu.Lock()
+	if cur := e.cat.Load(); cur != cat {
+		// The schema changed since phase 1: prepare again under the lock.
+		cat = cur
+		if dups, err = w.prepare(cat, op, recs); err != nil {
+			e.writeMu.Unlock()
+			w.free = append(w.free, b)
+			return err
+		}
+	}
+	err = w.build(b, op, dups)
+	if err == nil {
+		e.seq++
+		var seq [8]byte
+		binary.BigEndian.PutUint64(seq[:], e.seq)
+		b.Set(keySeq, seq[:])
+		if err = e.st.Apply(b); err == nil {
+			w.position = e.seq
+		} else {
+			e.seq--
+		}
+	}
+	e.writeMu.Unlock()
+	if err != nil {
+		b.Reset()
+		w.free = append(w.free, b)
+		return err
+	}
+	w.pending = append(w.pending, b)
+	return nil
+}
+
+// prepare is phase 1: validate every record and encode its keys. It
+// reports whether the batch may write one key twice (then phase 2 keeps a
+// batch-local overlay).
+func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err error) {
+	w.arena = w.arena[:0]
+	w.preps = w.preps[:0]
+	w.ixOff = w.ixOff[:0]
+	clear(w.seen)
+	for i, a := range recs {
+		if a == nil {
+			return false, recordError(codes.InvalidArgument, i, "", "", "record is null")
+		}
+		t := cat.lookup(a.TypeUrl)
+		if t == nil {
+			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "",
+				"unknown type URL "+quote(a.TypeUrl)+": no record type of that name in the schema")
+		}
+		if err := t.rec.Validate(a.Value); err != nil {
+			var re *record.Error
+			if errors.As(err, &re) {
+				return false, recordError(codes.InvalidArgument, i, a.TypeUrl, re.Field, re.Reason)
+			}
+			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "", err.Error())
+		}
+		p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff))}
+		start := len(w.arena)
+		w.arena = append(w.arena, t.prefix...)
+		pkStart := len(w.arena)
+		var field string
+		if w.arena, field, err = appendKey(w.arena, a.Value, t.pk); err != nil {
+			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
+		}
+		p.key = span{int32(start), int32(len(w.arena))}
+		p.pk = span{int32(pkStart), int32(len(w.arena))}
+		if w.mark(w.arena[start:]) {
+			dups = true
+		}
+		if op != OpRemove {
+			for _, ix := range t.indexes {
+				s := len(w.arena)
+				w.arena = append(w.arena, ix.prefix...)
+				if w.arena, field, err = appendKey(w.arena, a.Value, ix.paths); err != nil {
+					return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
+				}
+				if ix.ix.Unique {
+					if w.mark(w.arena[s:]) {
+						dups = true
+					}
+				} else {
+					w.arena = append(w.arena, w.arena[pkStart:p.key.e]...)
+				}
+				w.ixOff = append(w.ixOff, span{int32(s), int32(len(w.arena))})
+			}
+		}
+		w.preps = append(w.preps, p)
+	}
+	return dups, nil
+}
+
+// mark records a key's hash and reports whether it was seen before in the
+// batch. A hash collision only costs the overlay's slower path.
+func (w *Writer) mark(k []byte) bool {
+	h := maphash.Bytes(w.seed, k)
+	if _, ok := w.seen[h]; ok {
+		return true
+	}
+	w.seen[h] = struct{}{}
+	return false
+}
+
+func (w *Writer) bytes(s span) []byte { return w.arena[s.s:s.e] }
+
+// get reads a key as the batch has left it so far. A value read from the
+// store lands in *buf and stays valid until the next get with that buffer.
+func (w *Writer) get(k []byte, buf *[]byte, dups bool) ([]byte, bool, error) {
+	if dups || len(w.ov) > 0 {
+		if ov, ok := w.ov[string(k)]; ok {
+			return ov.val, !ov.deleted, nil
+		}
+	}
+	v, found, err := w.e.st.Get(k, (*buf)[:0])
+	if found {
+		*buf = v
+	}
+	return v, found, err
+}
+
+func (w *Writer) set(b *store.Batch, k, v []byte, dups bool) {
+	b.Set(k, v)
+	if dups {
+		w.ov[string(k)] = ovEntry{val: v}
+	}
+}
+
+// del deletes a key. record says the deletion must be visible to later
+// records of the batch even on the fast path: a unique value freed by one
+// record may be taken by a later one, and phase 1 cannot see that coming.
+func (w *Writer) del(b *store.Batch, k []byte, record bool) {
+	b.Delete(k)
+	if record {
+		w.ov[string(k)] = ovEntry{deleted: true}
+	}
+}
+
+// build is phase 2, under writeMu: existence and uniqueness checks, then the
+// storage operations of every record in order.
+func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
+	if w.ov == nil {
+		w.ov = make(map[string]ovEntry)
+	}
+	clear(w.ov)
+	for i := range w.preps {
+		p := &w.preps[i]
+		t := p.t
+		key := w.bytes(p.key)
+		pk := w.bytes(p.pk)
+
+		var old []byte
+		var found bool
+		var err error
+		if op != OpUpsert || len(t.indexes) > 0 {
+			if old, found, err = w.get(key, &w.oldBuf, dups); err != nil {
+				return err
+			}
+		}
+		switch {
+		case op == OpInsert && found:
+			return recordError(codes.AlreadyExists, i, p.url, pkFields(t),
+				"a record with this primary key exists")
+		case (op == OpUpdate || op == OpRemove) && !found:
+			return recordError(codes.NotFound, i, p.url, pkFields(t),
+				"no record with this primary key")
+		}
+
+		// Unique indexes: the new key must be free or already ours.
+		if op != OpRemove {
+			for j, ix := range t.indexes {
+				if !ix.ix.Unique {
+					continue
+				}
+				nk := w.bytes(w.ixOff[int(p.ix)+j])
+				cur, taken, err := w.get(nk, &w.ixBuf, dups)
+				if err != nil {
+					return err
+				}
+				if taken && !bytes.Equal(cur, pk) {
+					return recordError(codes.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
+						"unique index "+ix.ix.Name+" already holds this value for another record")
+				}
+			}
+		}
+
+		// Remove the old record's index entries that change.
+		if found && len(t.indexes) > 0 {
+			for j, ix := range t.indexes {
+				w.oldIx = append(w.oldIx[:0], ix.prefix...)
+				if w.oldIx, _, err = appendKey(w.oldIx, old, ix.paths); err != nil {
+					return &Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+				}
+				if !ix.ix.Unique {
+					w.oldIx = append(w.oldIx, pk...)
+				}
+				if op != OpRemove && bytes.Equal(w.oldIx, w.bytes(w.ixOff[int(p.ix)+j])) {
+					continue
+				}
+				if ix.ix.Unique {
+					// Delete only an entry pointing at this record.
+					cur, ok, err := w.get(w.oldIx, &w.ixBuf, dups)
+					if err != nil {
+						return err
+					}
+					if !ok || !bytes.Equal(cur, pk) {
+						continue
+					}
+				}
+				w.del(b, w.oldIx, dups || ix.ix.Unique)
+			}
+		}
+
+		if op == OpRemove {
+			w.del(b, key, dups)
+			continue
+		}
+		w.set(b, key, p.val, dups)
+		for j, ix := range t.indexes {
+			nk := w.bytes(w.ixOff[int(p.ix)+j])
+			if ix.ix.Unique {
+				w.set(b, nk, pk, dups)
+			} else {
+				w.set(b, nk, nil, dups)
+			}
+		}
+	}
+	return nil
+}
+
+func pkFields(t *recType) string {
+	s := make([]string, len(t.rt.PrimaryKey))
+	for i, kf := range t.rt.PrimaryKey {
+		s[i] = kf.Path
+	}
+	return strings.Join(s, ",")
+}
+
+func indexFields(ix *index) []string {
+	s := make([]string, len(ix.ix.Fields))
+	for i, kf := range ix.ix.Fields {
+		s[i] = kf.Path
+	}
+	return s
+}

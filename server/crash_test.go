@@ -1,0 +1,201 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/server"
+)
+
+// childEnv makes the test binary a server process (see TestMain): the
+// crash test kills it with SIGKILL, which must not lose acknowledged data.
+const childEnv = "PROTOBASE_TEST_CHILD_DATA"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		runChild(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func runChild(dir string) {
+	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Println("ADDR", srv.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	<-ctx.Done()
+	_ = srv.Stop()
+}
+
+func startChild(t *testing.T, dir string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ADDR ") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child did not start: %q %v", line, err)
+	}
+	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+}
+
+const crashBatch = 100
+
+// crashRecords builds batch n: crashBatch users and crashBatch orders whose
+// ids encode the batch, so a half-applied batch would show.
+func crashRecords(n int) []*anypb.Any {
+	recs := make([]*anypb.Any, 0, 2*crashBatch)
+	for i := 0; i < crashBatch; i++ {
+		id := int64(n*crashBatch + i)
+		var u []byte
+		u = protowire.AppendTag(u, 1, protowire.VarintType)
+		u = protowire.AppendVarint(u, uint64(id))
+		u = protowire.AppendTag(u, 2, protowire.BytesType)
+		u = protowire.AppendString(u, fmt.Sprintf("user %d of batch %d", i, n))
+		u = protowire.AppendTag(u, 3, protowire.BytesType)
+		u = protowire.AppendString(u, fmt.Sprintf("u%d@example.com", id))
+		var o []byte
+		o = protowire.AppendTag(o, 1, protowire.VarintType)
+		o = protowire.AppendVarint(o, uint64(id))
+		o = protowire.AppendTag(o, 2, protowire.VarintType)
+		o = protowire.AppendVarint(o, uint64(n))
+		recs = append(recs,
+			&anypb.Any{TypeUrl: "type.googleapis.com/shop.User", Value: u},
+			&anypb.Any{TypeUrl: "type.googleapis.com/shop.Order", Value: o})
+	}
+	return recs
+}
+
+// TestCrashRecovery kills an ingesting server process with SIGKILL at
+// random points, restarts it on the same directory, and checks that every
+// acknowledged batch is present and no batch is partly applied.
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test starts child processes")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	dir := t.TempDir()
+
+	const writers = 2
+	var mu sync.Mutex
+	acked := map[int]bool{}
+	next := make([]int, writers) // next batch ordinal per writer
+	for w := range next {
+		next[w] = w
+	}
+	for round := 0; round < 4; round++ {
+		cmd, addr := startChild(t, dir)
+		c, err := client.Dial(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				st, err := c.API().Write(ctx)
+				if err != nil {
+					return
+				}
+				for ctx.Err() == nil {
+					mu.Lock()
+					n := next[w]
+					next[w] += writers // a batch sent but not acknowledged is never reused
+					mu.Unlock()
+					if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: crashRecords(n), Ack: true}); err != nil {
+						return
+					}
+					if _, err := st.Recv(); err != nil {
+						return
+					}
+					mu.Lock()
+					acked[n] = true
+					mu.Unlock()
+				}
+			}(w)
+		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		cancel()
+		wg.Wait()
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acked) == 0 {
+		t.Fatal("no batch was acknowledged before the kills")
+	}
+
+	ts := startServer(t, server.Config{DataDir: dir})
+	users := map[int]int{}
+	for _, u := range ts.records("shop.User") {
+		users[int(fieldValue(u, "id").Int())/crashBatch]++
+	}
+	orders := map[int]int{}
+	for _, o := range ts.records("shop.Order") {
+		orders[int(fieldValue(o, "id").Uint())]++
+	}
+	for n := range acked {
+		if users[n] != crashBatch || orders[n] != crashBatch {
+			t.Errorf("acknowledged batch %d: %d users, %d orders, want %d each", n, users[n], orders[n], crashBatch)
+		}
+	}
+	for n, c := range users {
+		if c != crashBatch || orders[n] != crashBatch {
+			t.Errorf("batch %d partly applied: %d users, %d orders", n, c, orders[n])
+		}
+	}
+	for n := range orders {
+		if users[n] == 0 {
+			t.Errorf("batch %d has orders and no users", n)
+		}
+	}
+	t.Logf("%d batches acknowledged, %d present after %d kills", len(acked), len(users), 4)
+	// The unique index survived the kills too.
+	_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, 0))})
+	if len(acked) > 0 && acked[0] {
+		writeErr(t, err, codes.AlreadyExists)
+	}
+}

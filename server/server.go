@@ -1,0 +1,266 @@
+// Package server is the embeddable Protobase server: Start builds the store,
+// the engine and the transports from a Config and runs them until Stop. The
+// CLI's serve command, the integration tests and the benchmark lab all start
+// servers through it, so they exercise the same wiring.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/store"
+	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
+)
+
+// Config configures a server. The zero value of every field but DataDir is
+// a sensible default.
+type Config struct {
+	// DataDir is the Pebble directory; created if missing.
+	DataDir string
+	// GRPCAddr is the gRPC listen address (default "127.0.0.1:7070"; port 0
+	// picks a free port, see Server.Addr).
+	GRPCAddr string
+	// MetricsAddr, when set, serves Prometheus metrics at /metrics.
+	MetricsAddr string
+	// NoSync acknowledges writes before they are fsynced. Faster, and a
+	// crash or power loss can lose acknowledged writes (never corrupt the
+	// store). For benchmarks; the default (false) is durable.
+	NoSync bool
+	// MaxMessageBytes caps one gRPC message (default 64 MiB).
+	MaxMessageBytes int
+	// MaxRecordsPerBatch caps the records of one write batch (default 10,000).
+	MaxRecordsPerBatch int
+	// MaxInflightBytes caps the bytes of write batches applied at once
+	// (default 256 MiB).
+	MaxInflightBytes int64
+	// CacheBytes sizes the block cache (default chosen by the store).
+	CacheBytes int64
+	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
+	// it, remaining streams are cut.
+	ShutdownTimeout time.Duration
+	// Logger receives server events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running Protobase server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	st      *store.Store
+	eng     *engine.Engine
+	gs      *grpc.Server
+	lis     net.Listener
+	health  *health.Server
+	metrics *http.Server
+	mlis    net.Listener
+
+	stopOnce sync.Once
+	stopErr  error
+	done     chan struct{}
+	serveErr error
+}
+
+// Start opens the store and starts serving. ctx bounds only the start-up;
+// call Stop to shut down.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: DataDir is required")
+	}
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = "127.0.0.1:7070"
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 64 << 20
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
+
+	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s.st = st
+	eng, err := engine.Open(ctx, st, engine.Options{
+		MaxRecordsPerBatch: cfg.MaxRecordsPerBatch,
+		MaxInflightBytes:   cfg.MaxInflightBytes,
+		Logger:             log,
+	})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open engine: %w", err)
+	}
+	s.eng = eng
+
+	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		s.closeStorage()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
+	}
+	s.lis = lis
+
+	reg := prometheus.NewRegistry()
+	srvMetrics := grpcprom.NewServerMetrics()
+	reg.MustRegister(srvMetrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerEngineMetrics(reg, eng)
+
+	s.gs = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(srvMetrics.StreamServerInterceptor()),
+		// Large windows keep batched streams from stalling on loopback and
+		// LAN links; flow control still bounds memory per stream.
+		grpc.InitialWindowSize(4<<20),
+		grpc.InitialConnWindowSize(16<<20),
+	)
+	grpctransport.New(eng).Register(s.gs)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.gs, s.health)
+	// Reflection resolves the runtime record types too, so grpcurl can
+	// describe them. Both protocol versions, for older tools.
+	ropts := reflection.ServerOptions{Services: s.gs, DescriptorResolver: schemaResolver{eng}, ExtensionResolver: protoregistry.GlobalTypes}
+	reflectionv1.RegisterServerReflectionServer(s.gs, reflection.NewServerV1(ropts))
+	reflectionv1alpha.RegisterServerReflectionServer(s.gs, reflection.NewServer(ropts))
+	srvMetrics.InitializeMetrics(s.gs)
+
+	if cfg.MetricsAddr != "" {
+		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			lis.Close()
+			s.closeStorage()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		s.mlis = mlis
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = s.metrics.Serve(mlis) }()
+	}
+
+	go func() {
+		s.serveErr = s.gs.Serve(lis)
+		close(s.done)
+	}()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync)
+	return s, nil
+}
+
+// Addr returns the gRPC listen address (with the real port when 0 was asked).
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// MetricsAddr returns the metrics listen address, or "".
+func (s *Server) MetricsAddr() string {
+	if s.mlis == nil {
+		return ""
+	}
+	return s.mlis.Addr().String()
+}
+
+// Engine returns the server's engine (for in-process use by the lab).
+func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// Stop shuts down gracefully: health turns NOT_SERVING, new calls are
+// refused, in-flight calls (and so in-flight batches) finish within
+// ShutdownTimeout, then the engine and store close. Safe to call twice.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.health.Shutdown()
+		stopped := make(chan struct{})
+		go func() {
+			s.gs.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(s.cfg.ShutdownTimeout):
+			s.log.Warn("graceful stop timed out; closing remaining streams")
+			s.gs.Stop()
+			<-stopped
+		}
+		<-s.done
+		if s.metrics != nil {
+			_ = s.metrics.Close()
+		}
+		s.stopErr = s.closeStorage()
+		s.log.Info("stopped")
+	})
+	return s.stopErr
+}
+
+// Done is closed when the gRPC server has stopped serving.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+func (s *Server) closeStorage() error {
+	var errs []error
+	if s.eng != nil {
+		errs = append(errs, s.eng.Close())
+	}
+	if s.st != nil {
+		errs = append(errs, s.st.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// schemaResolver resolves descriptors from the engine's current runtime
+// schema first, then from the compiled-in registry.
+type schemaResolver struct{ eng *engine.Engine }
+
+var _ protodesc.Resolver = schemaResolver{}
+
+func (r schemaResolver) FindFileByPath(path string) (protoreflect.FileDescriptor, error) {
+	if reg := r.eng.Schema().Compiled.Registry; reg != nil {
+		if fd, err := reg.FindFileByPath(path); err == nil {
+			return fd, nil
+		}
+	}
+	return protoregistry.GlobalFiles.FindFileByPath(path)
+}
+
+func (r schemaResolver) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
+	if reg := r.eng.Schema().Compiled.Registry; reg != nil {
+		if d, err := reg.FindDescriptorByName(name); err == nil {
+			return d, nil
+		}
+	}
+	return protoregistry.GlobalFiles.FindDescriptorByName(name)
+}
+
+func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
+	st := eng.Stats()
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_batches_total", Help: "Write batches applied."},
+			func() float64 { return float64(st.Batches.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_records_total", Help: "Records written (inserted, updated, upserted or removed)."},
+			func() float64 { return float64(st.Records.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_errors_total", Help: "Write batches refused."},
+			func() float64 { return float64(st.WriteErrors.Load()) }),
+	)
+}

@@ -1,0 +1,245 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+const (
+	insert = pb.WriteOp_WRITE_OP_INSERT
+	update = pb.WriteOp_WRITE_OP_UPDATE
+	upsert = pb.WriteOp_WRITE_OP_UPSERT
+	remove = pb.WriteOp_WRITE_OP_REMOVE
+)
+
+func TestWriteOperationsAcrossTypes(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+
+	// Records of two types share a batch.
+	resp := ts.mustWrite(insert, []*anypb.Any{
+		ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@example.com"}`),
+		ts.rec("shop.Order", `{"userId": 1, "id": 10, "total": 9.5, "line": {"sku": "A", "qty": 2}}`),
+		ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@example.com"}`),
+	}, []*anypb.Any{
+		ts.rec("shop.Order", `{"userId": 1, "id": 11}`),
+	})
+	if resp.Batches != 2 || resp.Records != 4 || resp.Position == 0 {
+		t.Fatalf("insert response %v", resp)
+	}
+	if n := ts.count("shop.User"); n != 2 {
+		t.Fatalf("users: %d", n)
+	}
+	if n := ts.count("shop.Order"); n != 2 {
+		t.Fatalf("orders: %d", n)
+	}
+
+	// Insert of an existing key.
+	_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "x@example.com"}`)})
+	we := writeErr(t, err, codes.AlreadyExists)
+	if we.Batch != 0 || we.Record != 0 || we.Field != "id" {
+		t.Fatalf("detail %v", we)
+	}
+
+	// Update of a missing key.
+	_, err = ts.write(update, []*anypb.Any{ts.rec("shop.User", `{"id": 3}`)})
+	writeErr(t, err, codes.NotFound)
+
+	// Update, upsert (one existing, one new), remove.
+	ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "Anna", "email": "anna@example.com"}`)})
+	ts.mustWrite(upsert, []*anypb.Any{
+		ts.rec("shop.User", `{"id": 2, "name": "Bobby", "email": "bob@example.com"}`),
+		ts.rec("shop.User", `{"id": 3, "name": "Cy", "email": "cy@example.com"}`),
+	})
+	ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.Order", `{"userId": 1, "id": 10}`)})
+
+	users := ts.records("shop.User")
+	var got []string
+	for _, u := range users {
+		got = append(got, fmt.Sprintf("%d:%s:%s", fieldValue(u, "id").Int(), fieldValue(u, "name").String(), fieldValue(u, "email").String()))
+	}
+	want := "[1:Anna:anna@example.com 2:Bobby:bob@example.com 3:Cy:cy@example.com]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("users %v, want %v", got, want)
+	}
+	orders := ts.records("shop.Order")
+	if len(orders) != 1 || fieldValue(orders[0], "id").Uint() != 11 {
+		t.Fatalf("orders after remove: %v", orders)
+	}
+
+	// Remove of a missing key.
+	_, err = ts.write(remove, []*anypb.Any{ts.rec("shop.Order", `{"userId": 1, "id": 10}`)})
+	writeErr(t, err, codes.NotFound)
+}
+
+func TestStopOnFirstInvalidRecord(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+
+	good := func(id int) *anypb.Any {
+		return ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, id, id))
+	}
+	bad := &anypb.Any{TypeUrl: "type.googleapis.com/shop.User", Value: []byte{0x12, 0x02, 0xff, 0xfe}} // name: invalid UTF-8
+	_, err := ts.write(insert,
+		[]*anypb.Any{good(1), good(2)},
+		[]*anypb.Any{good(3), good(4), bad, good(5)},
+		[]*anypb.Any{good(6)},
+	)
+	we := writeErr(t, err, codes.InvalidArgument)
+	if we.Batch != 1 || we.Record != 2 || we.Field != "name" || we.RecordsApplied != 2 || we.BatchesApplied != 1 {
+		t.Fatalf("detail %v", we)
+	}
+	// Everything of batch 0, nothing of batch 1 or later.
+	var ids []int64
+	for _, u := range ts.records("shop.User") {
+		ids = append(ids, fieldValue(u, "id").Int())
+	}
+	if fmt.Sprint(ids) != "[1 2]" {
+		t.Fatalf("stored ids %v, want [1 2]", ids)
+	}
+}
+
+func TestUniqueIndex(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.mustWrite(insert, []*anypb.Any{
+		ts.rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
+		ts.rec("shop.User", `{"id": 2, "email": "b@example.com"}`),
+	})
+
+	cases := []struct {
+		name   string
+		op     pb.WriteOp
+		recs   []string
+		code   codes.Code
+		record uint64
+	}{
+		{"insert takes a used email", insert, []string{`{"id": 3, "email": "a@example.com"}`}, codes.AlreadyExists, 0},
+		{"two records of one batch share an email", insert, []string{`{"id": 3, "email": "c@example.com"}`, `{"id": 4, "email": "c@example.com"}`}, codes.AlreadyExists, 1},
+		{"update takes another's email", update, []string{`{"id": 2, "email": "a@example.com"}`}, codes.AlreadyExists, 0},
+		{"upsert takes another's email", upsert, []string{`{"id": 5, "email": "b@example.com"}`}, codes.AlreadyExists, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var recs []*anypb.Any
+			for _, r := range tc.recs {
+				recs = append(recs, ts.rec("shop.User", r))
+			}
+			_, err := ts.write(tc.op, recs)
+			we := writeErr(t, err, tc.code)
+			if we.Record != tc.record || we.Field != "email" {
+				t.Fatalf("detail %v", we)
+			}
+		})
+	}
+	if n := ts.count("shop.User"); n != 2 {
+		t.Fatalf("failed writes changed data: %d users", n)
+	}
+
+	// A record keeps its own email on update; an email freed by an update
+	// or a remove can be taken, within one batch too.
+	ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "x", "email": "a@example.com"}`)})
+	ts.mustWrite(upsert, []*anypb.Any{
+		ts.rec("shop.User", `{"id": 1, "email": "a2@example.com"}`),
+		ts.rec("shop.User", `{"id": 3, "email": "a@example.com"}`),
+	})
+	ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.User", `{"id": 2}`)})
+	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 4, "email": "b@example.com"}`)})
+	_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 5, "email": "a2@example.com"}`)})
+	writeErr(t, err, codes.AlreadyExists)
+}
+
+func TestSameKeyTwiceInOneBatch(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	_, err := ts.write(insert, []*anypb.Any{
+		ts.rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
+		ts.rec("shop.User", `{"id": 1, "email": "b@example.com"}`),
+	})
+	if we := writeErr(t, err, codes.AlreadyExists); we.Record != 1 {
+		t.Fatalf("detail %v", we)
+	}
+	// Upserting one key twice keeps the last, and its index entries.
+	ts.mustWrite(upsert, []*anypb.Any{
+		ts.rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
+		ts.rec("shop.User", `{"id": 1, "email": "b@example.com"}`),
+	})
+	users := ts.records("shop.User")
+	if len(users) != 1 || fieldValue(users[0], "email").String() != "b@example.com" {
+		t.Fatalf("users %v", users)
+	}
+	// a@ was released by the second upsert; b@ is taken.
+	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "a@example.com"}`)})
+	_, err = ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "b@example.com"}`)})
+	writeErr(t, err, codes.AlreadyExists)
+}
+
+func TestWriteStreamAcknowledgements(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ctx := t.Context()
+	st, err := ts.c.API().Write(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(op pb.WriteOp, ack bool, recs ...*anypb.Any) {
+		if err := st.Send(&pb.WriteStreamRequest{Op: op, Records: recs, Ack: ack}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(insert, false, ts.rec("shop.User", `{"id": 1, "email": "a@x"}`))
+	send(upsert, true, ts.rec("shop.User", `{"id": 2, "email": "b@x"}`), ts.rec("shop.User", `{"id": 1, "email": "c@x"}`))
+	ack, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Batch != 1 || ack.Records != 3 || ack.Position == 0 {
+		t.Fatalf("ack %v", ack)
+	}
+	send(remove, true, ts.rec("shop.User", `{"id": 2}`))
+	ack2, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack2.Batch != 2 || ack2.Position <= ack.Position {
+		t.Fatalf("second ack %v after %v", ack2, ack)
+	}
+	send(insert, false, ts.rec("shop.User", `{"id": 1}`)) // duplicate: ends the stream
+	_, err = st.Recv()
+	if we := writeErr(t, err, codes.AlreadyExists); we.Batch != 3 || we.RecordsApplied != 4 {
+		t.Fatalf("detail %v", we)
+	}
+	if n := ts.count("shop.User"); n != 1 {
+		t.Fatalf("users %d", n)
+	}
+}
+
+func TestDataSurvivesRestart(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 7, "email": "s@x"}`)})
+	before, err := ts.c.GetSchema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts = ts.restart()
+	after, err := ts.c.GetSchema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || after.Files["shop.proto"] != shopProto {
+		t.Fatalf("schema after restart: version %d (want %d)", after.Version, before.Version)
+	}
+	if n := ts.count("shop.User"); n != 1 {
+		t.Fatalf("users after restart: %d", n)
+	}
+	// The unique index survived too.
+	_, err = ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 8, "email": "s@x"}`)})
+	writeErr(t, err, codes.AlreadyExists)
+}
