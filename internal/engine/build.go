@@ -164,4 +164,3 @@ func (e *Engine) finishBuild(typeID, indexID uint32, st pb.IndexState, msg strin
 	e.writeMu.Unlock()
 	return b.Wait()
 }
-

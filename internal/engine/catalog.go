@@ -161,7 +161,6 @@ func appendScalar(dst []byte, kind protoreflect.Kind, v record.Scalar) []byte {
 	panic(fmt.Sprintf("engine: kind %v in a key", kind))
 }
 
-
 // indexByID returns the maintained index with the given id, if any.
 func (t *recType) indexByID(id uint32) *index {
 	for _, ix := range t.indexes {

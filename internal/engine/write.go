@@ -85,8 +85,14 @@ type Writer struct {
 	ixBuf  []byte // value of a unique index entry being checked
 	oldIx  []byte
 	seen   map[uint64]struct{}
-	seed   maphash.Seed
-	ov     map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
+	// Key ranges of the batch: when the store holds no key in
+	// [min, max], no record key (or unique key) of the batch exists and
+	// the per-record point reads are skipped.
+	recMin, recMax   span
+	uniqMin, uniqMax span
+	hasUniq          bool
+	seed             maphash.Seed
+	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
 }
 
 // span is a [start, end) range of Writer.arena.
@@ -94,12 +100,12 @@ type span struct{ s, e int32 }
 
 // prep is one record after phase 1.
 type prep struct {
-	t    *recType
-	val  []byte // the record bytes as received
-	key  span   // record key
-	pk   span   // primary-key part of key
-	ix   int32  // first entry in ixOff; one per maintained index (none for remove)
-	url  string
+	t   *recType
+	val []byte // the record bytes as received
+	key span   // record key
+	pk  span   // primary-key part of key
+	ix  int32  // first entry in ixOff; one per maintained index (none for remove)
+	url string
 }
 
 // ovEntry is the batch-local state of a key written earlier in the batch.
@@ -270,6 +276,7 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 	w.arena = w.arena[:0]
 	w.preps = w.preps[:0]
 	w.ixOff = w.ixOff[:0]
+	w.hasUniq = false
 	clear(w.seen)
 	for i, a := range recs {
 		if a == nil {
@@ -297,6 +304,11 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 		}
 		p.key = span{int32(start), int32(len(w.arena))}
 		p.pk = span{int32(pkStart), int32(len(w.arena))}
+		if i == 0 {
+			w.recMin, w.recMax = p.key, p.key
+		} else {
+			w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
+		}
 		if w.mark(w.arena[start:]) {
 			dups = true
 		}
@@ -311,6 +323,12 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 					if w.mark(w.arena[s:]) {
 						dups = true
 					}
+					k := span{int32(s), int32(len(w.arena))}
+					if !w.hasUniq {
+						w.uniqMin, w.uniqMax, w.hasUniq = k, k, true
+					} else {
+						w.uniqMin, w.uniqMax = w.widen(w.uniqMin, w.uniqMax, k)
+					}
 				} else {
 					w.arena = append(w.arena, w.arena[pkStart:p.key.e]...)
 				}
@@ -320,6 +338,37 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 		w.preps = append(w.preps, p)
 	}
 	return dups, nil
+}
+
+// widen extends [lo, hi] to cover k.
+func (w *Writer) widen(lo, hi, k span) (span, span) {
+	kb := w.bytes(k)
+	if bytes.Compare(kb, w.bytes(lo)) < 0 {
+		lo = k
+	}
+	if bytes.Compare(kb, w.bytes(hi)) > 0 {
+		hi = k
+	}
+	return lo, hi
+}
+
+// absent reports whether the store holds no key in [lo, hi]. One iterator
+// probe answers for a whole batch of ascending or clustered keys, the
+// common shape of bulk inserts.
+func (w *Writer) absent(lo, hi span) (bool, error) {
+	upper := append(w.oldIx[:0], w.bytes(hi)...)
+	upper = append(upper, 0)
+	it, err := w.e.st.NewIter(w.bytes(lo), upper)
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	if err := it.Error(); err != nil {
+		it.Close()
+		return false, err
+	}
+	w.oldIx = upper
+	return !found, it.Close()
 }
 
 // mark records a key's hash and reports whether it was seen before in the
@@ -374,6 +423,19 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 		w.ov = make(map[string]ovEntry)
 	}
 	clear(w.ov)
+	// Only records that may replace something need their old value.
+	recsAbsent, uniqAbsent := false, false
+	if op == OpInsert || op == OpUpsert {
+		var err error
+		if recsAbsent, err = w.absent(w.recMin, w.recMax); err != nil {
+			return err
+		}
+		if w.hasUniq {
+			if uniqAbsent, err = w.absent(w.uniqMin, w.uniqMax); err != nil {
+				return err
+			}
+		}
+	}
 	for i := range w.preps {
 		p := &w.preps[i]
 		t := p.t
@@ -383,7 +445,7 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 		var old []byte
 		var found bool
 		var err error
-		if op != OpUpsert || len(t.indexes) > 0 {
+		if (op != OpUpsert || len(t.indexes) > 0) && !(recsAbsent && !dups) {
 			if old, found, err = w.get(key, &w.oldBuf, dups); err != nil {
 				return err
 			}
@@ -404,6 +466,9 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 					continue
 				}
 				nk := w.bytes(w.ixOff[int(p.ix)+j])
+				if uniqAbsent && !dups && len(w.ov) == 0 {
+					continue
+				}
 				cur, taken, err := w.get(nk, &w.ixBuf, dups)
 				if err != nil {
 					return err

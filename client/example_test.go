@@ -1,0 +1,85 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/server"
+)
+
+const usersProto = `syntax = "proto3";
+package demo;
+import "protobase/v1/options.proto";
+message User {
+  option (protobase.v1.record) = { primary_key: "id" index: { fields: "email" unique: true } };
+  int64 id = 1;
+  string email = 2;
+}
+`
+
+// user encodes a demo.User by hand; with generated Go types you would call
+// Writer.Write(&demopb.User{...}) instead.
+func user(id int64, email string) *anypb.Any {
+	b := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(id))
+	b = protowire.AppendString(protowire.AppendTag(b, 2, protowire.BytesType), email)
+	return &anypb.Any{TypeUrl: "type.googleapis.com/demo.User", Value: b}
+}
+
+func Example() {
+	dir, _ := os.MkdirTemp("", "protobase-example")
+	defer os.RemoveAll(dir)
+	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop()
+
+	ctx := context.Background()
+	c, err := client.Dial(srv.Addr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	plan, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("added:", plan.Plan.TypesAdded)
+
+	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{MaxRecords: 500})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := int64(1); i <= 1000; i++ {
+		if err := w.WriteAny(user(i, fmt.Sprintf("user%d@example.com", i))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	ack, err := w.Close() // flushes and waits until every batch is durable
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("durable records:", ack.Records)
+
+	// A constraint violation names the batch, the record and the field.
+	w, _ = c.NewWriter(ctx, client.Insert, client.WriterOptions{})
+	_ = w.WriteAny(user(1001, "new@example.com"))
+	_ = w.WriteAny(user(1002, "user7@example.com"))
+	_, err = w.Close()
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		fmt.Printf("%v: batch %d, record %d, field %s\n", ce.Status.Code(), ce.Write.Batch, ce.Write.Record, ce.Write.Field)
+	}
+	// Output:
+	// added: [demo.User]
+	// durable records: 1000
+	// AlreadyExists: batch 0, record 1, field email
+}

@@ -1,0 +1,174 @@
+package server_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/server"
+)
+
+const benchProto = `syntax = "proto3";
+package bench;
+import "protobase/v1/options.proto";
+message Item {
+  option (protobase.v1.record) = { primary_key: "id" index: { fields: "name" } };
+  int64 id = 1;
+  string name = 2;
+  string email = 3;
+  int64 created = 4;
+  string note = 5;
+}
+`
+
+// benchItem encodes a ~100-byte bench.Item.
+func benchItem(dst []byte, id int64) []byte {
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, uint64(id))
+	dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+	dst = protowire.AppendString(dst, fmt.Sprintf("name-%012d", id%100000))
+	dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+	dst = protowire.AppendString(dst, fmt.Sprintf("user%010d@example.com", id))
+	dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, 1700000000000+uint64(id))
+	dst = protowire.AppendTag(dst, 5, protowire.BytesType)
+	dst = protowire.AppendString(dst, "lorem ipsum dolor sit amet consectetur")
+	return dst
+}
+
+func benchBatches(batch, total int) [][]*anypb.Any {
+	var out [][]*anypb.Any
+	for id := 0; id < total; {
+		n := min(batch, total-id)
+		b := make([]*anypb.Any, n)
+		for i := range b {
+			b[i] = &anypb.Any{TypeUrl: "type.googleapis.com/bench.Item", Value: benchItem(nil, int64(id))}
+			id++
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+var ingestSizes = []int{1, 100, 1000}
+
+// BenchmarkIngest measures durable (and, for comparison, non-durable)
+// batched inserts of ~100-byte records with one secondary index: over gRPC
+// through a client stream, straight into the engine, and as raw storage
+// batches of the same keys and values (the ceiling: no validation, no
+// existence checks, no index maintenance logic).
+func BenchmarkIngest(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		for _, size := range ingestSizes {
+			name := fmt.Sprintf("batch=%d/sync=%v", size, sync)
+			b.Run("grpc/"+name, func(b *testing.B) { benchGRPC(b, size, sync) })
+			b.Run("engine/"+name, func(b *testing.B) { benchEngine(b, size, sync) })
+			b.Run("raw/"+name, func(b *testing.B) { benchRaw(b, size, sync) })
+		}
+	}
+}
+
+func reportRecords(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+func benchGRPC(b *testing.B, size int, sync bool) {
+	srv, err := server.Start(context.Background(), server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: !sync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := client.Dial(srv.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ApplySchema(context.Background(), map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	batches := benchBatches(size, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	st, err := c.API().Insert(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, recs := range batches {
+		if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		b.Fatal(err)
+	}
+	reportRecords(b)
+}
+
+func benchEngine(b *testing.B, size int, sync bool) {
+	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: sync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	e, err := engine.Open(context.Background(), st, engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.ApplySchema(context.Background(), &pb.ApplySchemaRequest{Files: map[string]string{"bench.proto": benchProto}}); err != nil {
+		b.Fatal(err)
+	}
+	batches := benchBatches(size, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	w := e.NewWriter()
+	for _, recs := range batches {
+		if err := w.Apply(context.Background(), engine.OpInsert, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	reportRecords(b)
+}
+
+func benchRaw(b *testing.B, size int, sync bool) {
+	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: sync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	batches := benchBatches(size, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	bt := st.NewBatch()
+	defer bt.Close()
+	var key, ix []byte
+	for n, recs := range batches {
+		bt.Reset()
+		for i, a := range recs {
+			id := int64(n*size + i)
+			key = keys.AppendInt(binary.BigEndian.AppendUint32(append(key[:0], 1), 1), id)
+			bt.Set(key, a.Value)
+			ix = binary.BigEndian.AppendUint32(append(ix[:0], 2), 1)
+			ix = keys.AppendString(ix, fmt.Sprintf("name-%012d", id%100000))
+			ix = append(ix, key[5:]...)
+			bt.Set(ix, nil)
+		}
+		if err := st.Commit(bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRecords(b)
+}
