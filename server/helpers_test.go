@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
 

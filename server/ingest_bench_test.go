@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/store"

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
 
@@ -164,4 +164,3 @@ func waitIndex(t *testing.T, ts *testServer, typ, name string, want pb.IndexStat
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
