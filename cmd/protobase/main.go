@@ -1,0 +1,139 @@
+// Command protobase is the command line of Protobase: it runs the server
+// (serve) and talks to one (schema, insert, update, upsert, remove).
+//
+// main only wires the process to run, which builds the command tree and maps
+// its outcome to an exit code: 0 success, 1 the operation failed, 2 the
+// command line was wrong.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// defaultAddr is the server address used when neither --addr nor
+// PROTOBASE_ADDR is given.
+const defaultAddr = "127.0.0.1:7070"
+
+// app holds what every command shares: the process's streams and the global
+// flags. Tests build one through run.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	// addr is the --addr flag: the server the client commands talk to.
+	addr string
+
+	// isTerminal reports whether w is an interactive terminal (progress bars
+	// are drawn only then).
+	isTerminal func(w io.Writer) bool
+}
+
+// run executes the command line args and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, isTerminal: isTerminal}
+	return a.run(ctx, args)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.code != exitUsage {
+		if ee.err != nil {
+			fmt.Fprintf(a.stderr, "error: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// Anything else comes from cobra (unknown command or flag, wrong number
+	// of arguments, missing required flag) or is a usageError.
+	fmt.Fprintf(a.stderr, "error: %v\n", err)
+	if cmd == nil {
+		cmd = root
+	}
+	fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	return exitUsage
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "protobase",
+		Short: "Protobase, a gRPC-native database",
+		Long: `Protobase stores protobuf messages as records. Record types are declared in
+.proto files applied to the server; records are written and read over gRPC.
+
+This command runs a server (serve) and talks to one (schema, insert, update,
+upsert, remove). The client commands reach the server at --addr, which
+defaults to $PROTOBASE_ADDR or else ` + defaultAddr + `.`,
+		Example: `  protobase serve --data ./protobase-data
+  protobase schema apply shop.proto
+  protobase insert --type shop.User users.jsonl`,
+		Version:       versionString(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	// Flag errors are usage errors (exit 2).
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.CompletionOptions.HiddenDefaultCmd = true
+
+	addr := defaultAddr
+	if v := os.Getenv("PROTOBASE_ADDR"); v != "" {
+		addr = v
+	}
+	root.PersistentFlags().StringVar(&a.addr, "addr", addr,
+		"server address, host:port ($PROTOBASE_ADDR, when set, overrides the default)")
+
+	root.AddCommand(
+		a.serveCommand(),
+		a.schemaCommand(),
+		a.insertCommand(),
+		a.updateCommand(),
+		a.upsertCommand(),
+		a.removeCommand(),
+		a.versionCommand(),
+	)
+	return root
+}
+
+// groupCommand makes a command that only holds subcommands: without
+// arguments it prints its help; with one it is a usage error.
+func groupCommand(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+		}
+		return cmd.Help()
+	}
+	return c
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

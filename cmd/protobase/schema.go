@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/protobase/protobase/client"
+)
+
+func (a *app) schemaCommand() *cobra.Command {
+	cmd := groupCommand(&cobra.Command{
+		Use:   "schema",
+		Short: "Apply or show the schema of record types",
+		Long: `The schema is a set of .proto files. Messages carrying the option
+(protobase.v1.record) are record types, with a primary key and secondary
+indexes; files import "protobase/v1/options.proto" to declare them.
+
+"schema apply" replaces the whole schema with the given files and prints
+the plan; "schema get" prints the current one.`,
+		Example: `  protobase schema apply shop.proto
+  protobase schema get`,
+	})
+	cmd.AddCommand(a.schemaApplyCommand(), a.schemaGetCommand())
+	return cmd
+}
+
+// dial connects to the server at --addr.
+func (a *app) dial() (*client.Client, error) {
+	c, err := client.Dial(a.addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return c, nil
+}

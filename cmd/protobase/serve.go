@@ -1,0 +1,149 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/protobase/protobase/server"
+)
+
+// serveOptions are the flags of serve.
+type serveOptions struct {
+	data             string
+	grpcAddr         string
+	metricsAddr      string
+	sync             bool
+	maxMessageBytes  int
+	maxBatchRecords  int
+	maxInflightBytes int64
+	cacheBytes       int64
+	shutdownTimeout  time.Duration
+	logLevel         string
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Protobase server",
+		Long: `Run a Protobase server on the data directory --data (created if missing),
+serving the gRPC API on --grpc-addr and, when --metrics-addr is set,
+Prometheus metrics at http://METRICS-ADDR/metrics.
+
+Every write is fsynced before it is acknowledged. --sync=false acknowledges
+writes before they reach the disk: faster, but a crash or power loss can
+lose acknowledged writes (the store itself is never corrupted).
+
+The server logs to stderr and runs until SIGINT or SIGTERM; it then stops
+accepting calls, lets in-flight calls (and write batches) finish, and exits
+0. It exits 1 when it cannot start (for example, when the address is in use
+or the data directory is locked by another server).
+
+The global --addr flag is for client commands; serve listens on --grpc-addr.`,
+		Example: `  protobase serve
+  protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090
+  protobase serve --sync=false --log-level debug   # benchmarks only`,
+		Args: cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error { return a.serve(cmd, o) }),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
+	f.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address, host:port (port 0 picks a free port)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "Prometheus metrics listen address, host:port (empty: no metrics)")
+	f.BoolVar(&o.sync, "sync", true, "fsync writes before acknowledging them; --sync=false is faster but risks losing acknowledged writes on a crash or power loss")
+	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
+	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
+	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "most bytes of write batches applied at once (0: 256 MiB)")
+	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, "block cache size in bytes (0: the store's default)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
+	level, err := parseLogLevel(o.logLevel)
+	if err != nil {
+		return usageError(err)
+	}
+	switch {
+	case o.data == "":
+		return usagef("--data must not be empty")
+	case o.maxMessageBytes < 0:
+		return usagef("--max-message-bytes must not be negative")
+	case o.maxBatchRecords < 0:
+		return usagef("--max-batch-records must not be negative")
+	case o.maxInflightBytes < 0:
+		return usagef("--max-inflight-bytes must not be negative")
+	case o.cacheBytes < 0:
+		return usagef("--cache-bytes must not be negative")
+	case o.shutdownTimeout < 0:
+		return usagef("--shutdown-timeout must not be negative")
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.Start(ctx, server.Config{
+		DataDir:            o.data,
+		GRPCAddr:           o.grpcAddr,
+		MetricsAddr:        o.metricsAddr,
+		NoSync:             !o.sync,
+		MaxMessageBytes:    o.maxMessageBytes,
+		MaxRecordsPerBatch: o.maxBatchRecords,
+		MaxInflightBytes:   o.maxInflightBytes,
+		CacheBytes:         o.cacheBytes,
+		ShutdownTimeout:    o.shutdownTimeout,
+		Logger:             log,
+	})
+	if err != nil {
+		// Pebble's lock on the data directory is held: by another process
+		// (EAGAIN from the lock call) or by this one.
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock held") {
+			return fmt.Errorf("cannot start the server: %w\n(is another server using the data directory %s?)", err, o.data)
+		}
+		return fmt.Errorf("cannot start the server: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "protobase serving on %s (data %s)\n", srv.Addr(), o.data)
+	if m := srv.MetricsAddr(); m != "" {
+		fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", m)
+	}
+	if !o.sync {
+		log.Warn("sync is off: a crash or power loss can lose acknowledged writes")
+	}
+
+	select {
+	case <-ctx.Done():
+		// A second signal kills the process the default way.
+		stop()
+		log.Info("shutting down; in-flight calls are finishing")
+		if err := srv.Stop(); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		return nil
+	case <-srv.Done():
+		err := srv.Stop()
+		return errors.Join(errors.New("the gRPC server stopped unexpectedly"), err)
+	}
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+}

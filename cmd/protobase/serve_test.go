@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"net"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeBadAddress(t *testing.T) {
+	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", "not-an-address")
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "error: cannot start the server: ", "not-an-address")
+	if r.stdout != "" {
+		t.Errorf("printed %q", r.stdout)
+	}
+}
+
+func TestServeAddressInUse(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", lis.Addr().String())
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "error: cannot start the server: ", "address already in use")
+}
+
+func TestServeDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, done := startServe(t, ctx, "--data", dir)
+	r := cli(t, "", "serve", "--data", dir, "--grpc-addr", "127.0.0.1:0")
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "cannot start the server: ", "is another server using the data directory")
+	cancel()
+	<-done
+}
+
+// startServe runs "serve" on a free port until ctx ends and returns the
+// address it printed and a channel receiving its exit code.
+func startServe(t *testing.T, ctx context.Context, args ...string) (string, <-chan int) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	args = append([]string{"serve", "--grpc-addr", "127.0.0.1:0"}, args...)
+	go func() { done <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
+	re := regexp.MustCompile(`protobase serving on (\S+) \(data .*\)\n`)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			return m[1], done
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d\n%s", code, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("serve printed no address\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	return "", nil
+}
+
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addr, done := startServe(t, ctx, "--data", t.TempDir(), "--sync=false", "--log-level", "debug", "--max-batch-records", "5")
+	applyShop(t, addr)
+	mustCLI(t, `{"id": 1}`, "--addr", addr, "insert", "--type", "shop.User")
+
+	// --max-batch-records reaches the server.
+	r := cli(t, strings.Repeat("{\"id\": 9}\n", 6), "--addr", addr, "upsert", "--type", "shop.User", "--batch", "6")
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "upsert failed (ResourceExhausted)", "more than the limit of 5")
+
+	// Cancelling the context stands in for SIGINT: a clean stop, exit 0.
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("serve exited %d after shutdown", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}

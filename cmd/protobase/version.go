@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the release version, set at build time with
+// -ldflags "-X main.version=v1.2.3". Without it, the module version from
+// the build information is used, or "dev".
+var version = ""
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of this binary",
+		Long: `Print the version of the protobase binary, the commit it was built from
+(when known) and the Go toolchain and platform.`,
+		Example: `  protobase version`,
+		Args:    cobra.NoArgs,
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(a.stdout, "protobase %s\n", versionString())
+			return err
+		}),
+	}
+}
+
+// versionString is "VERSION (commit REV, GO OS/ARCH)".
+func versionString() string {
+	v := version
+	commit := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		var modified bool
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+				if len(commit) > 12 {
+					commit = commit[:12]
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if commit != "" && modified {
+			commit += "-dirty"
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	s := v + " ("
+	if commit != "" {
+		s += "commit " + commit + ", "
+	}
+	return s + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")"
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+
+	"github.com/protobase/protobase/client"
+)
+
+// writeSpec is what sets insert, update, upsert and remove apart.
+type writeSpec struct {
+	op   client.Op
+	name string // "insert"
+	done string // "inserted"
+}
+
+type writeOptions struct {
+	typeName string
+	batch    int
+}
+
+// jsonLinesHelp ends the long help of every write command.
+const jsonLinesHelp = `
+
+Records are read as JSON lines from FILE, or from stdin when FILE is "-" or
+absent: one JSON object per line, in the protobuf JSON mapping of the
+record type given with --type (field names as in the .proto file or in
+lowerCamelCase; 64-bit integers may be strings). Blank lines are skipped.
+The message types come from the server's schema, so nothing is compiled
+locally.
+
+Records are sent in batches of --batch records on one write stream; each
+batch applies atomically, and batches apply in order. The first failure
+stops everything: the batches before the failing one are applied and
+durable, the failing batch and those after it are not. The error names the
+batch, the record, its input line and the field to blame, and how many
+records were applied before it. A line that is not valid JSON for the type
+stops the command too: the records before it are written, nothing after it
+is sent.
+
+A progress bar is drawn on stderr when stderr is a terminal; a summary is
+printed on stderr at the end. Exit status 0 means every record was written.`
+
+func (a *app) writeCommand(spec writeSpec, cmd *cobra.Command) *cobra.Command {
+	var o writeOptions
+	cmd.Use = spec.name + " --type FULL.NAME [FILE|-]"
+	cmd.Long += jsonLinesHelp
+	cmd.Args = cobra.MaximumNArgs(1)
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		path := "-"
+		if len(args) == 1 {
+			path = args[0]
+		}
+		return a.write(cmd.Context(), spec, o, path)
+	})
+	f := cmd.Flags()
+	f.StringVarP(&o.typeName, "type", "t", "", "full name of the record type, e.g. shop.User (required)")
+	_ = cmd.MarkFlagRequired("type")
+	f.IntVar(&o.batch, "batch", 1000, "records per write batch")
+	return cmd
+}
+
+func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path string) error {
+	if o.batch <= 0 {
+		return usagef("--batch must be positive")
+	}
+	in, err := openInput(path, a.stdin)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	c, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rt, err := loadRecordType(ctx, c, a.addr, o.typeName)
+	if err != nil {
+		return err
+	}
+	w, err := c.NewWriter(ctx, spec.op, client.WriterOptions{MaxRecords: o.batch})
+	if err != nil {
+		return callError(spec.name, a.addr, err)
+	}
+
+	var prog *progress
+	if a.isTerminal(a.stderr) {
+		prog = newProgress(a.stderr, spec.name, in.size, false)
+	}
+	start := time.Now()
+	var (
+		lines    lineMap
+		lr       = newLineReader(in.r)
+		lineNo   uint64
+		readErr  error // reading the input failed
+		parseErr error // a line is not a record
+	)
+	for {
+		raw, err := lr.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = fmt.Errorf("read %s: %w", in.name, err)
+			}
+			break
+		}
+		lineNo++
+		prog.read(len(raw))
+		js := bytes.TrimSpace(raw)
+		if len(js) == 0 {
+			continue
+		}
+		rec, err := rt.encode(js)
+		if err != nil {
+			parseErr = fmt.Errorf("%s line %d: not a valid %s: %w", in.name, lineNo, rt.name, err)
+			break
+		}
+		prog.record()
+		lines.add(lineNo)
+		if err := w.WriteAny(rec); err != nil {
+			// The stream failed; Close returns the same error.
+			break
+		}
+	}
+	// Close sends what is pending (the records before a bad line too) and
+	// waits until the server has made everything durable.
+	ack, err := w.Close()
+	elapsed := time.Since(start)
+	prog.finish(err == nil && readErr == nil && parseErr == nil)
+	if err != nil {
+		return writeFailure(spec, a.addr, in.name, err, &lines, parseErr)
+	}
+	n := ack.GetRecords()
+	switch {
+	case readErr != nil:
+		return fmt.Errorf("%v\n%d %s read before the error %s written; the rest of the input was not read",
+			readErr, n, plural(n, "record", "records"), plural(n, "was", "were"))
+	case parseErr != nil:
+		return fmt.Errorf("%v\n%d %s before line %d %s written; nothing after it was sent",
+			parseErr, n, plural(n, "record", "records"), lineNo, plural(n, "was", "were"))
+	}
+	secs := elapsed.Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(n) / secs
+	}
+	fmt.Fprintf(a.stderr, "%s %d %s in %.2fs (%.0f records/s)\n", spec.done, n, plural(n, "record", "records"), secs, rate)
+	return nil
+}
+
+// writeFailure describes a failed write stream: the server's status, the
+// details of the WriteError (with the input line of the failing record) and
+// how much was applied before it. parseErr, when set, is a bad line found
+// after the failing record.
+func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap, parseErr error) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("%s failed: %w", spec.name, err)
+	}
+	if ce.Status.Code() == codes.Unavailable && ce.Write == nil {
+		return callError(spec.name, addr, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s failed (%s): %s", spec.name, ce.Status.Code(), ce.Status.Message())
+	if we := ce.Write; we != nil {
+		ord := we.GetRecordsApplied() + we.GetRecord()
+		// Errors of a whole batch (its size) carry no type URL; their
+		// record index names no input record.
+		if we.GetTypeUrl() != "" {
+			if line, ok := lines.line(ord); ok {
+				fmt.Fprintf(&b, "\n  input:   %s line %d", input, line)
+			}
+		}
+		fmt.Fprintf(&b, "\n  batch:   %d (record %d of the batch)", we.GetBatch(), we.GetRecord())
+		if t := we.GetTypeUrl(); t != "" {
+			fmt.Fprintf(&b, "\n  type:    %s", strings.TrimPrefix(t, typeURLPrefix))
+		}
+		if f := we.GetField(); f != "" {
+			fmt.Fprintf(&b, "\n  field:   %s", f)
+		}
+		if r := we.GetReason(); r != "" {
+			fmt.Fprintf(&b, "\n  reason:  %s", r)
+		}
+		n, nb := we.GetRecordsApplied(), we.GetBatchesApplied()
+		fmt.Fprintf(&b, "\n  applied: %d %s (%d %s); the failing batch and all after it were not applied",
+			n, plural(n, "record", "records"), nb, plural(nb, "batch", "batches"))
+		if line, ok := lines.line(n); ok {
+			fmt.Fprintf(&b, " (input from line %d on)", line)
+		}
+	}
+	if parseErr != nil {
+		fmt.Fprintf(&b, "\nalso: %v", parseErr)
+	}
+	return errors.New(b.String())
+}
