@@ -1,0 +1,490 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	protobasev1 "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// Counts returns the number of stored records of an existing record type.
+// Plan calls it only for types it drops or whose change depends on whether
+// data exists.
+type Counts func(t *RecordType) (uint64, error)
+
+// PlanRequest is an ApplySchema request: every file of the new schema, and
+// the full names of the record types that may be dropped.
+type PlanRequest struct {
+	Files     map[string]string
+	AllowDrop []string
+}
+
+// Reasons of a PlanError.
+const (
+	// ReasonDropNotAllowed: a record type would be dropped without being
+	// named in allow_drop.
+	ReasonDropNotAllowed = "DROP_NOT_ALLOWED"
+	// ReasonIncompatible: a change is not allowed because records exist
+	// (possibly along with drops that were not allowed).
+	ReasonIncompatible = "INCOMPATIBLE_CHANGE"
+)
+
+// PlanError refuses a schema transition; it maps to FAILED_PRECONDITION.
+// Each problem names the type and the field or index.
+type PlanError struct {
+	Reason   string
+	Problems []string
+}
+
+func (e *PlanError) Error() string { return strings.Join(e.Problems, "\n") }
+
+// Result is a planned schema transition.
+type Result struct {
+	// Plan is the ApplySchema response plan.
+	Plan *protobasev1.SchemaPlan
+	// State is the new state: Version is the old one + 1 when Changed, and
+	// State is the old state itself otherwise.
+	State   *State
+	Changed bool
+	// DroppedTypes are the old types to delete with their records (by ID).
+	DroppedTypes []*RecordType
+	// DroppedIndexes are the old indexes whose entries must be deleted (by
+	// ID), including the indexes of DroppedTypes and indexes replaced by a
+	// redefinition.
+	DroppedIndexes []*Index
+	// BuildIndexes are the new indexes of types holding records: State has
+	// them BUILDING; the engine indexes the existing records, then records
+	// the outcome with WithIndexState (READY or FAILED).
+	BuildIndexes []*Index
+}
+
+// Plan compiles the files of req and computes the transition from old (nil
+// means Empty). Errors are a *CompileError for bad sources, a *PlanError for
+// a refused transition, or an error from counts or ctx. A nil counts means
+// no type holds records.
+//
+// The rules:
+//   - The request is the whole schema: files not in it are removed, and a
+//     record type that disappears (its message or its record option is
+//     removed) is dropped, which is allowed only when its full name is in
+//     AllowDrop. Names in AllowDrop that are not dropped are ignored.
+//   - When a type holds records, for it and for every message type it uses
+//     (recursively, compared by full name) a field's number, kind,
+//     message/enum type and cardinality are immutable, a field may be
+//     removed only if its number is reserved, and the primary key is fixed.
+//     Adding fields and renaming them is allowed. Without records anything
+//     goes.
+//   - Indexes are matched by name; a different definition under the same
+//     name is a drop and an add, and so is an index that FAILED (applying
+//     again retries it). An added index is READY on a new or empty type and
+//     BUILDING (build_required) on a type holding records.
+//   - New types and indexes get fresh ids; kept ones keep theirs.
+func Plan(ctx context.Context, old *State, req PlanRequest, counts Counts) (*Result, error) {
+	if old == nil {
+		old = Empty()
+	}
+	c, err := Compile(ctx, req.Files)
+	if err != nil {
+		return nil, err
+	}
+	p := &planner{
+		old:    old,
+		c:      c,
+		counts: counts,
+		memo:   map[protoreflect.FullName]uint64{},
+		res: &Result{
+			Plan: &protobasev1.SchemaPlan{},
+		},
+		types:     map[protoreflect.FullName]*RecordType{},
+		byID:      map[uint32]*RecordType{},
+		nextType:  old.NextTypeID,
+		nextIndex: old.NextIndexID,
+		allowDrop: map[protoreflect.FullName]bool{},
+	}
+	for _, n := range req.AllowDrop {
+		p.allowDrop[protoreflect.FullName(n)] = true
+	}
+	if err := p.run(); err != nil {
+		return nil, err
+	}
+	if len(p.problems) > 0 {
+		reason := ReasonDropNotAllowed
+		if p.incompatible {
+			reason = ReasonIncompatible
+		}
+		return nil, &PlanError{Reason: reason, Problems: p.problems}
+	}
+	res := p.res
+	pl := res.Plan
+	res.Changed = len(pl.FilesAdded)+len(pl.FilesChanged)+len(pl.FilesRemoved)+
+		len(pl.TypesDropped)+len(pl.IndexesAdded)+len(pl.IndexesDropped) > 0
+	if !res.Changed {
+		res.State = old
+		res.Plan = &protobasev1.SchemaPlan{}
+		res.DroppedTypes, res.DroppedIndexes, res.BuildIndexes = nil, nil, nil
+		return res, nil
+	}
+	res.State = &State{
+		Version:     old.Version + 1,
+		Compiled:    c,
+		Types:       p.types,
+		ByID:        p.byID,
+		NextTypeID:  p.nextType,
+		NextIndexID: p.nextIndex,
+	}
+	return res, nil
+}
+
+type planner struct {
+	old    *State
+	c      *Compiled
+	counts Counts
+	memo   map[protoreflect.FullName]uint64
+	res    *Result
+
+	types               map[protoreflect.FullName]*RecordType
+	byID                map[uint32]*RecordType
+	nextType, nextIndex uint32
+	allowDrop           map[protoreflect.FullName]bool
+
+	problems     []string
+	incompatible bool
+}
+
+// count returns the number of records of an old type, asking once.
+func (p *planner) count(t *RecordType) (uint64, error) {
+	if p.counts == nil {
+		return 0, nil
+	}
+	if n, ok := p.memo[t.Name]; ok {
+		return n, nil
+	}
+	n, err := p.counts(t)
+	if err != nil {
+		return 0, fmt.Errorf("count records of %s: %w", t.Name, err)
+	}
+	p.memo[t.Name] = n
+	return n, nil
+}
+
+func (p *planner) run() error {
+	pl := p.res.Plan
+	oldFiles := p.old.Compiled.Files
+	for _, name := range sortedKeys(p.c.Files) {
+		src, ok := oldFiles[name]
+		switch {
+		case !ok:
+			pl.FilesAdded = append(pl.FilesAdded, name)
+		case src != p.c.Files[name]:
+			pl.FilesChanged = append(pl.FilesChanged, name)
+		}
+	}
+	for _, name := range sortedKeys(oldFiles) {
+		if _, ok := p.c.Files[name]; !ok {
+			pl.FilesRemoved = append(pl.FilesRemoved, name)
+		}
+	}
+
+	for _, ot := range p.old.sortedTypes() {
+		if _, ok := p.c.Types[ot.Name]; ok {
+			continue
+		}
+		n, err := p.count(ot)
+		if err != nil {
+			return err
+		}
+		if !p.allowDrop[ot.Name] {
+			p.problems = append(p.problems, fmt.Sprintf(
+				"type %s: would be dropped with its %d records (its message or record option is gone); name it in allow_drop to delete it", ot.Name, n))
+			continue
+		}
+		pl.TypesDropped = append(pl.TypesDropped, &protobasev1.TypeDrop{Type: string(ot.Name), Records: n})
+		p.res.DroppedTypes = append(p.res.DroppedTypes, ot)
+		p.res.DroppedIndexes = append(p.res.DroppedIndexes, ot.Indexes...)
+	}
+
+	names := make([]protoreflect.FullName, 0, len(p.c.Types))
+	for name := range p.c.Types {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		nt := p.c.Types[name]
+		if ot, ok := p.old.Types[name]; ok {
+			if err := p.keep(ot, nt); err != nil {
+				return err
+			}
+			continue
+		}
+		t := *nt
+		t.ID = p.nextType
+		p.nextType++
+		t.Indexes = make([]*Index, len(nt.Indexes))
+		for i, nix := range nt.Indexes {
+			t.Indexes[i] = p.addIndex(nix, false)
+		}
+		pl.TypesAdded = append(pl.TypesAdded, string(name))
+		p.types[name], p.byID[t.ID] = &t, &t
+	}
+	return nil
+}
+
+// addIndex gives a new index an id and its initial state, and lists it.
+func (p *planner) addIndex(nix *Index, build bool) *Index {
+	ix := *nix
+	ix.ID = p.nextIndex
+	p.nextIndex++
+	ix.State, ix.Error = protobasev1.IndexState_INDEX_STATE_READY, ""
+	if build {
+		ix.State = protobasev1.IndexState_INDEX_STATE_BUILDING
+		p.res.BuildIndexes = append(p.res.BuildIndexes, &ix)
+	}
+	p.res.Plan.IndexesAdded = append(p.res.Plan.IndexesAdded, indexChange(&ix, build))
+	return &ix
+}
+
+func (p *planner) dropIndex(oix *Index) {
+	p.res.DroppedIndexes = append(p.res.DroppedIndexes, oix)
+	p.res.Plan.IndexesDropped = append(p.res.Plan.IndexesDropped, indexChange(oix, false))
+}
+
+func indexChange(ix *Index, build bool) *protobasev1.IndexChange {
+	return &protobasev1.IndexChange{
+		Type:          string(ix.Type),
+		Index:         ix.Name,
+		Fields:        keyPaths(ix.Fields),
+		Unique:        ix.Unique,
+		BuildRequired: build,
+	}
+}
+
+// keep plans a type present in both states.
+func (p *planner) keep(ot, nt *RecordType) error {
+	var d differ
+	d.visited = map[protoreflect.FullName]bool{}
+	d.message(ot.Desc, nt.Desc, "")
+	if op, np := keyPaths(ot.PrimaryKey), keyPaths(nt.PrimaryKey); !slices.Equal(op, np) {
+		// Renaming a key field leaves the stored keys as they are.
+		same := slices.Equal(keyNumbers(ot.PrimaryKey), keyNumbers(nt.PrimaryKey))
+		verb := map[bool]string{true: "renamed", false: "changed"}[same]
+		d.add(!same, fmt.Sprintf("primary key %s from [%s] to [%s]", verb, strings.Join(op, ", "), strings.Join(np, ", ")))
+	}
+
+	// Which indexes are kept, dropped, added.
+	newByName := map[string]*Index{}
+	for _, nix := range nt.Indexes {
+		newByName[nix.Name] = nix
+	}
+	oldByName := map[string]*Index{}
+	for _, oix := range ot.Indexes {
+		oldByName[oix.Name] = oix
+	}
+	adds := false
+	for _, nix := range nt.Indexes {
+		oix, ok := oldByName[nix.Name]
+		if !ok || !sameIndex(oix, nix) || oix.State == protobasev1.IndexState_INDEX_STATE_FAILED {
+			adds = true
+		}
+	}
+
+	var n uint64
+	if adds || d.breaking {
+		var err error
+		if n, err = p.count(ot); err != nil {
+			return err
+		}
+	}
+	if n > 0 {
+		for _, c := range d.changes {
+			if c.breaking {
+				p.incompatible = true
+				p.problems = append(p.problems, fmt.Sprintf("type %s (%d records): %s%s", ot.Name, n, c.text, c.hint))
+			}
+		}
+	}
+
+	t := *nt
+	t.ID = ot.ID
+	t.Indexes = make([]*Index, len(nt.Indexes))
+	for i, nix := range nt.Indexes {
+		oix, ok := oldByName[nix.Name]
+		switch {
+		case ok && sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED:
+			ix := *nix
+			ix.ID, ix.State, ix.Error = oix.ID, oix.State, oix.Error
+			t.Indexes[i] = &ix
+			if op, np := keyPaths(oix.Fields), keyPaths(nix.Fields); !slices.Equal(op, np) {
+				d.add(false, fmt.Sprintf("index %s fields renamed from [%s] to [%s]", nix.Name, strings.Join(op, ", "), strings.Join(np, ", ")))
+			}
+			continue
+		case ok && sameIndex(oix, nix):
+			d.add(false, fmt.Sprintf("index %s rebuilt (it had failed: %s)", nix.Name, oix.Error))
+			p.dropIndex(oix)
+		case ok:
+			d.add(false, fmt.Sprintf("index %s redefined", nix.Name))
+			p.dropIndex(oix)
+		default:
+			d.add(false, fmt.Sprintf("index %s added", nix.Name))
+		}
+		t.Indexes[i] = p.addIndex(nix, n > 0)
+	}
+	for _, oix := range ot.Indexes {
+		if _, ok := newByName[oix.Name]; !ok {
+			d.add(false, fmt.Sprintf("index %s dropped", oix.Name))
+			p.dropIndex(oix)
+		}
+	}
+	if len(d.changes) > 0 {
+		tc := &protobasev1.TypeChange{Type: string(ot.Name)}
+		for _, c := range d.changes {
+			tc.Changes = append(tc.Changes, c.text)
+		}
+		p.res.Plan.TypesChanged = append(p.res.Plan.TypesChanged, tc)
+	}
+	p.types[t.Name], p.byID[t.ID] = &t, &t
+	return nil
+}
+
+// sameIndex reports whether two indexes have the same entries: the same
+// fields, compared by number so that renaming a field keeps the index.
+func sameIndex(a, b *Index) bool {
+	return a.Unique == b.Unique && slices.Equal(keyNumbers(a.Fields), keyNumbers(b.Fields))
+}
+
+// keyNumbers identifies the fields of a key by their numbers along each path
+// ("4.1" for address.city).
+func keyNumbers(k []KeyField) []string {
+	out := make([]string, len(k))
+	for i, kf := range k {
+		nums := make([]string, len(kf.Fields))
+		for j, f := range kf.Fields {
+			nums[j] = strconv.Itoa(int(f.Number()))
+		}
+		out[i] = strings.Join(nums, ".")
+	}
+	return out
+}
+
+// differ compares an old and a new version of a message type and the
+// message types it uses.
+type differ struct {
+	visited  map[protoreflect.FullName]bool
+	changes  []change
+	breaking bool
+}
+
+type change struct {
+	text string
+	// breaking changes are refused when the type holds records.
+	breaking bool
+	// hint is added to the problem when the change is refused.
+	hint string
+}
+
+func (d *differ) add(breaking bool, text string) { d.addHint(breaking, text, "") }
+
+func (d *differ) addHint(breaking bool, text, hint string) {
+	d.changes = append(d.changes, change{text, breaking, hint})
+	d.breaking = d.breaking || breaking
+}
+
+// message compares two messages of the same full name; prefix qualifies the
+// changes of nested message types.
+func (d *differ) message(om, nm protoreflect.MessageDescriptor, prefix string) {
+	if d.visited[om.FullName()] {
+		return
+	}
+	d.visited[om.FullName()] = true
+	var nested [][2]protoreflect.MessageDescriptor
+
+	ofs, nfs := sortedFields(om), sortedFields(nm)
+	for _, of := range ofs {
+		nf := nm.Fields().ByNumber(of.Number())
+		if nf == nil {
+			if moved := nm.Fields().ByName(of.Name()); moved != nil {
+				d.add(true, fmt.Sprintf("%sfield %s: number changed from %d to %d", prefix, of.Name(), of.Number(), moved.Number()))
+				continue
+			}
+			if nm.ReservedRanges().Has(of.Number()) {
+				d.add(false, fmt.Sprintf("%sfield %s (%d) removed (number reserved)", prefix, of.Name(), of.Number()))
+				continue
+			}
+			d.addHint(true, fmt.Sprintf("%sfield %s (%d) removed", prefix, of.Name(), of.Number()),
+				fmt.Sprintf(" (to remove a field of stored records, reserve its number: \"reserved %d;\")", of.Number()))
+			continue
+		}
+		if ot, nt := fieldType(of), fieldType(nf); ot != nt {
+			d.add(true, fmt.Sprintf("%sfield %s (%d) changed from %s to %s", prefix, of.Name(), of.Number(), ot, nt))
+			continue
+		}
+		if of.Name() != nf.Name() {
+			d.add(false, fmt.Sprintf("%sfield %s (%d) renamed to %s", prefix, of.Name(), of.Number(), nf.Name()))
+		}
+		// Same type name: compare the message types themselves.
+		if om, nm := fieldMessage(of), fieldMessage(nf); om != nil && nm != nil {
+			nested = append(nested, [2]protoreflect.MessageDescriptor{om, nm})
+		}
+	}
+	for _, nf := range nfs {
+		if om.Fields().ByNumber(nf.Number()) != nil {
+			continue
+		}
+		if of := om.Fields().ByName(nf.Name()); of != nil && nm.Fields().ByNumber(of.Number()) == nil {
+			continue // reported as a number change
+		}
+		d.add(false, fmt.Sprintf("%sfield %s (%d) added", prefix, nf.Name(), nf.Number()))
+	}
+	for _, pair := range nested {
+		d.message(pair[0], pair[1], fmt.Sprintf("message %s: ", pair[0].FullName()))
+	}
+}
+
+// fieldMessage is the message type a field holds (the value type of a map).
+func fieldMessage(f protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
+	if f.IsMap() {
+		f = f.MapValue()
+	}
+	return f.Message()
+}
+
+func sortedFields(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	fs := md.Fields()
+	out := make([]protoreflect.FieldDescriptor, fs.Len())
+	for i := range out {
+		out[i] = fs.Get(i)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number() < out[j].Number() })
+	return out
+}
+
+// fieldType describes what a field holds on the wire and in which
+// cardinality: two fields with the same description are compatible.
+func fieldType(f protoreflect.FieldDescriptor) string {
+	if f.IsMap() {
+		return fmt.Sprintf("map<%s, %s>", fieldType(f.MapKey()), fieldType(f.MapValue()))
+	}
+	var s string
+	switch f.Kind() {
+	case protoreflect.MessageKind:
+		s = string(f.Message().FullName())
+	case protoreflect.GroupKind:
+		s = "group " + string(f.Message().FullName())
+	case protoreflect.EnumKind:
+		s = string(f.Enum().FullName())
+	default:
+		s = f.Kind().String()
+	}
+	switch f.Cardinality() {
+	case protoreflect.Repeated:
+		s = "repeated " + s
+	case protoreflect.Required:
+		s = "required " + s
+	}
+	return s
+}

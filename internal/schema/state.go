@@ -1,0 +1,278 @@
+package schema
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	protobasev1 "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// State is one version of the schema: the compiled sources, the storage ids
+// of the record types and indexes, and the build state of each index.
+//
+// A State is immutable: Plan and WithIndexState return new States that share
+// what did not change. Invariants: Types and ByID hold the same record types;
+// every id is below NextTypeID / NextIndexID; ids are unique (index ids
+// across all types) and never reused.
+type State struct {
+	// Version counts applied changes; 0 is the empty schema.
+	Version  uint64
+	Compiled *Compiled
+	Types    map[protoreflect.FullName]*RecordType
+	ByID     map[uint32]*RecordType
+	// NextTypeID and NextIndexID are the ids the next new type or index
+	// gets. They start at 1 and only grow.
+	NextTypeID, NextIndexID uint32
+}
+
+// Empty returns the state of a database without schema.
+func Empty() *State {
+	return &State{
+		Compiled:    emptyCompiled(),
+		Types:       map[protoreflect.FullName]*RecordType{},
+		ByID:        map[uint32]*RecordType{},
+		NextTypeID:  1,
+		NextIndexID: 1,
+	}
+}
+
+// Lookup finds a record type by type URL ("type.googleapis.com/shop.User",
+// any "prefix/shop.User": the text after the last '/') or by full name.
+func (s *State) Lookup(typeURL string) (*RecordType, bool) {
+	name := typeURL
+	if i := strings.LastIndexByte(typeURL, '/'); i >= 0 {
+		name = typeURL[i+1:]
+	}
+	t, ok := s.Types[protoreflect.FullName(name)]
+	return t, ok
+}
+
+// Index returns the index of the type with the given name.
+func (t *RecordType) Index(name string) (*Index, bool) {
+	for _, ix := range t.Indexes {
+		if ix.Name == name {
+			return ix, true
+		}
+	}
+	return nil, false
+}
+
+// WithIndexState returns a copy of s in which the named index has the given
+// state and error message. The Version does not change: index states are
+// progress, not schema. s itself is unchanged; when the type or index does
+// not exist, s is returned.
+func (s *State) WithIndexState(typ protoreflect.FullName, index string, st protobasev1.IndexState, errMsg string) *State {
+	old, ok := s.Types[typ]
+	if !ok {
+		return s
+	}
+	pos := slices.IndexFunc(old.Indexes, func(ix *Index) bool { return ix.Name == index })
+	if pos < 0 {
+		return s
+	}
+	ix := *old.Indexes[pos]
+	ix.State, ix.Error = st, errMsg
+	t := *old
+	t.Indexes = slices.Clone(old.Indexes)
+	t.Indexes[pos] = &ix
+
+	ns := *s
+	ns.Types = make(map[protoreflect.FullName]*RecordType, len(s.Types))
+	for k, v := range s.Types {
+		ns.Types[k] = v
+	}
+	ns.Types[typ] = &t
+	ns.ByID = make(map[uint32]*RecordType, len(s.ByID))
+	for k, v := range s.ByID {
+		ns.ByID[k] = v
+	}
+	ns.ByID[t.ID] = &t
+	return &ns
+}
+
+// Describe lists the record types for GetSchema, sorted by name.
+func (s *State) Describe() []*protobasev1.RecordType {
+	out := make([]*protobasev1.RecordType, 0, len(s.Types))
+	for _, t := range s.sortedTypes() {
+		rt := &protobasev1.RecordType{Name: string(t.Name), PrimaryKey: keyPaths(t.PrimaryKey)}
+		for _, ix := range t.Indexes {
+			rt.Indexes = append(rt.Indexes, &protobasev1.Index{
+				Name:   ix.Name,
+				Fields: keyPaths(ix.Fields),
+				Unique: ix.Unique,
+				State:  ix.State,
+				Error:  ix.Error,
+			})
+		}
+		out = append(out, rt)
+	}
+	return out
+}
+
+// FileDescriptorSet returns every compiled file, imports included, each
+// after the files it imports.
+func (s *State) FileDescriptorSet() *descriptorpb.FileDescriptorSet {
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, fd := range s.Compiled.ordered {
+		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
+	}
+	return set
+}
+
+func (s *State) sortedTypes() []*RecordType {
+	out := make([]*RecordType, 0, len(s.Types))
+	for _, t := range s.Types {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// stateFormat versions the encoding of State.
+const stateFormat = 1
+
+type stateJSON struct {
+	Format      int               `json:"format"`
+	Version     uint64            `json:"version"`
+	Files       map[string]string `json:"files"`
+	Types       []typeJSON        `json:"types"`
+	NextTypeID  uint32            `json:"next_type_id"`
+	NextIndexID uint32            `json:"next_index_id"`
+}
+
+type typeJSON struct {
+	Name       string      `json:"name"`
+	ID         uint32      `json:"id"`
+	PrimaryKey []string    `json:"primary_key"`
+	Indexes    []indexJSON `json:"indexes,omitempty"`
+}
+
+type indexJSON struct {
+	Name   string   `json:"name"`
+	ID     uint32   `json:"id"`
+	Fields []string `json:"fields"`
+	Unique bool     `json:"unique,omitempty"`
+	State  string   `json:"state"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// Encode returns the persistent form of s: deterministic JSON holding the
+// version, the sources, the ids and definitions of the types and indexes,
+// the index states and the id counters.
+func (s *State) Encode() ([]byte, error) {
+	j := stateJSON{
+		Format:      stateFormat,
+		Version:     s.Version,
+		Files:       s.Compiled.Files,
+		Types:       []typeJSON{},
+		NextTypeID:  s.NextTypeID,
+		NextIndexID: s.NextIndexID,
+	}
+	for _, t := range s.sortedTypes() {
+		tj := typeJSON{Name: string(t.Name), ID: t.ID, PrimaryKey: keyPaths(t.PrimaryKey)}
+		for _, ix := range t.Indexes {
+			tj.Indexes = append(tj.Indexes, indexJSON{
+				Name:   ix.Name,
+				ID:     ix.ID,
+				Fields: keyPaths(ix.Fields),
+				Unique: ix.Unique,
+				State:  ix.State.String(),
+				Error:  ix.Error,
+			})
+		}
+		j.Types = append(j.Types, tj)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(j); err != nil {
+		return nil, fmt.Errorf("encode schema state: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode rebuilds a State from the bytes of Encode: it compiles the stored
+// sources again and re-attaches the ids and index states. It fails when the
+// sources no longer compile or do not match the stored types and indexes.
+func Decode(ctx context.Context, b []byte) (*State, error) {
+	var j stateJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("decode schema state: %w", err)
+	}
+	if j.Format != stateFormat {
+		return nil, fmt.Errorf("decode schema state: format %d, want %d", j.Format, stateFormat)
+	}
+	if j.NextTypeID == 0 || j.NextIndexID == 0 {
+		return nil, fmt.Errorf("decode schema state: id counters must start at 1")
+	}
+	c := emptyCompiled()
+	if len(j.Files) > 0 {
+		var err error
+		if c, err = Compile(ctx, j.Files); err != nil {
+			return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
+		}
+	}
+	s := &State{
+		Version:     j.Version,
+		Compiled:    c,
+		Types:       make(map[protoreflect.FullName]*RecordType, len(j.Types)),
+		ByID:        make(map[uint32]*RecordType, len(j.Types)),
+		NextTypeID:  j.NextTypeID,
+		NextIndexID: j.NextIndexID,
+	}
+	indexIDs := map[uint32]bool{}
+	for _, tj := range j.Types {
+		name := protoreflect.FullName(tj.Name)
+		ct, ok := c.Types[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("decode schema state: type %s is not a record type of the stored files", name)
+		case s.Types[name] != nil:
+			return nil, fmt.Errorf("decode schema state: type %s stored twice", name)
+		case tj.ID == 0 || tj.ID >= j.NextTypeID || s.ByID[tj.ID] != nil:
+			return nil, fmt.Errorf("decode schema state: type %s: bad id %d", name, tj.ID)
+		case !slices.Equal(tj.PrimaryKey, keyPaths(ct.PrimaryKey)):
+			return nil, fmt.Errorf("decode schema state: type %s: stored primary key %v, files say %v", name, tj.PrimaryKey, keyPaths(ct.PrimaryKey))
+		case len(tj.Indexes) != len(ct.Indexes):
+			return nil, fmt.Errorf("decode schema state: type %s: %d indexes stored, files declare %d", name, len(tj.Indexes), len(ct.Indexes))
+		}
+		t := *ct
+		t.ID = tj.ID
+		t.Indexes = make([]*Index, len(ct.Indexes))
+		for i, cix := range ct.Indexes {
+			ij := tj.Indexes[i]
+			st, ok := protobasev1.IndexState_value[ij.State]
+			switch {
+			case ij.Name != cix.Name || !slices.Equal(ij.Fields, keyPaths(cix.Fields)) || ij.Unique != cix.Unique:
+				return nil, fmt.Errorf("decode schema state: type %s: stored index %q does not match the files", name, ij.Name)
+			case ij.ID == 0 || ij.ID >= j.NextIndexID || indexIDs[ij.ID]:
+				return nil, fmt.Errorf("decode schema state: type %s: index %q: bad id %d", name, ij.Name, ij.ID)
+			case !ok || st == int32(protobasev1.IndexState_INDEX_STATE_UNSPECIFIED):
+				return nil, fmt.Errorf("decode schema state: type %s: index %q: bad state %q", name, ij.Name, ij.State)
+			}
+			indexIDs[ij.ID] = true
+			ix := *cix
+			ix.ID, ix.State, ix.Error = ij.ID, protobasev1.IndexState(st), ij.Error
+			t.Indexes[i] = &ix
+		}
+		s.Types[name] = &t
+		s.ByID[t.ID] = &t
+	}
+	for name := range c.Types {
+		if s.Types[name] == nil {
+			return nil, fmt.Errorf("decode schema state: record type %s of the stored files has no stored id", name)
+		}
+	}
+	return s, nil
+}
