@@ -386,13 +386,19 @@ func (w *Writer) bytes(s span) []byte { return w.arena[s.s:s.e] }
 
 // get reads a key as the batch has left it so far. A value read from the
 // store lands in *buf and stays valid until the next get with that buffer.
-func (w *Writer) get(k []byte, buf *[]byte, dups bool) ([]byte, bool, error) {
+// likelyMissing picks the read that consults bloom filters on every level,
+// cheaper for keys that are usually absent (inserts, unique values).
+func (w *Writer) get(k []byte, buf *[]byte, dups, likelyMissing bool) ([]byte, bool, error) {
 	if dups || len(w.ov) > 0 {
 		if ov, ok := w.ov[string(k)]; ok {
 			return ov.val, !ov.deleted, nil
 		}
 	}
-	v, found, err := w.e.st.Get(k, (*buf)[:0])
+	get := w.e.st.Get
+	if likelyMissing {
+		get = w.e.st.GetLikelyMissing
+	}
+	v, found, err := get(k, (*buf)[:0])
 	if found {
 		*buf = v
 	}
@@ -446,7 +452,7 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 		var found bool
 		var err error
 		if (op != OpUpsert || len(t.indexes) > 0) && !(recsAbsent && !dups) {
-			if old, found, err = w.get(key, &w.oldBuf, dups); err != nil {
+			if old, found, err = w.get(key, &w.oldBuf, dups, op == OpInsert); err != nil {
 				return err
 			}
 		}
@@ -469,7 +475,7 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 				if uniqAbsent && !dups && len(w.ov) == 0 {
 					continue
 				}
-				cur, taken, err := w.get(nk, &w.ixBuf, dups)
+				cur, taken, err := w.get(nk, &w.ixBuf, dups, true)
 				if err != nil {
 					return err
 				}
@@ -495,7 +501,7 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 				}
 				if ix.ix.Unique {
 					// Delete only an entry pointing at this record.
-					cur, ok, err := w.get(w.oldIx, &w.ixBuf, dups)
+					cur, ok, err := w.get(w.oldIx, &w.ixBuf, dups, false)
 					if err != nil {
 						return err
 					}

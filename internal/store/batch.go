@@ -1,0 +1,198 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+var (
+	// ErrBatchApplied is returned by Apply/Commit for a batch that was already
+	// applied and not Reset since.
+	ErrBatchApplied = errors.New("store: batch already applied; Reset it before reuse")
+	// ErrBatchNotApplied is returned by Wait for a batch that was never applied.
+	ErrBatchNotApplied = errors.New("store: Wait on a batch that was not applied")
+	// ErrBatchClosed is returned by Apply/Commit/Wait on a closed batch.
+	ErrBatchClosed = errors.New("store: batch closed")
+)
+
+// Batch is an atomic group of writes (sets, deletes, range deletes). It wraps
+// a *pebble.Batch.
+//
+// A Batch is not safe for concurrent use. Its lifecycle is:
+//
+//	b := s.NewBatch()
+//	b.Set(...); b.Delete(...)       // build
+//	s.Apply(b)                      // visible to readers, atomically
+//	b.Wait()                        // durable (Sync=true); no-op otherwise
+//	b.Reset()                       // optional: reuse for the next batch
+//	b.Close()                       // return it to Pebble's pool
+//
+// After Apply, the batch must be Reset before new operations are added
+// (adding one panics) and may not be applied again until Reset. Reset and
+// Close first wait for a pending fsync if the caller has not called Wait,
+// because Pebble forbids releasing a batch whose sync is outstanding.
+type Batch struct {
+	s  *Store
+	pb *pebble.Batch
+
+	applied  bool  // Apply was called since creation/Reset
+	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
+	waitErr  error // result of the first Wait
+}
+
+// NewBatch returns an empty batch for s. The batch must be Closed.
+func (s *Store) NewBatch() *Batch {
+	return &Batch{s: s, pb: s.db.NewBatch()}
+}
+
+// NewBatchWithSize is NewBatch with room for about sizeBytes of encoded
+// operations preallocated, to avoid regrowing large ingest batches.
+func (s *Store) NewBatchWithSize(sizeBytes int) *Batch {
+	return &Batch{s: s, pb: s.db.NewBatchWithSize(sizeBytes)}
+}
+
+func (b *Batch) mutable() {
+	if b.applied {
+		panic("store: batch modified after Apply; call Reset first")
+	}
+	if b.pb == nil {
+		panic("store: batch used after Close")
+	}
+}
+
+// Set adds key=value to the batch. Pebble copies both slices, so the caller
+// may reuse its buffers as soon as Set returns.
+func (b *Batch) Set(key, value []byte) {
+	b.mutable()
+	// Errors are only possible for indexed batches; ours are not indexed.
+	_ = b.pb.Set(key, value, nil)
+}
+
+// Delete adds a point deletion of key to the batch. The key is copied.
+func (b *Batch) Delete(key []byte) {
+	b.mutable()
+	_ = b.pb.Delete(key, nil)
+}
+
+// DeleteRange adds a deletion of every key in [start, end) to the batch. The
+// keys are copied. Range deletions are cheap to write; the covered data is
+// reclaimed by later compactions.
+func (b *Batch) DeleteRange(start, end []byte) {
+	b.mutable()
+	_ = b.pb.DeleteRange(start, end, nil)
+}
+
+// Len returns the encoded size of the batch in bytes (at least the 12-byte
+// header, even when empty).
+func (b *Batch) Len() int { return b.pb.Len() }
+
+// Count returns the number of operations in the batch.
+func (b *Batch) Count() uint32 { return b.pb.Count() }
+
+// Empty reports whether the batch has no operations.
+func (b *Batch) Empty() bool { return b.pb.Empty() }
+
+// Reset empties the batch for reuse, keeping its buffer. If the batch was
+// applied with a sync still pending, Reset first waits for it (the result
+// stays unobservable; call Wait before Reset to see it).
+func (b *Batch) Reset() {
+	if b.pb == nil {
+		panic("store: batch used after Close")
+	}
+	b.syncWait()
+	b.pb.Reset()
+	b.applied = false
+	b.waitErr = nil
+}
+
+// Close releases the batch. Like Reset, it first waits for a pending sync.
+// Close is idempotent.
+func (b *Batch) Close() {
+	if b.pb == nil {
+		return
+	}
+	b.syncWait()
+	_ = b.pb.Close()
+	b.pb = nil
+}
+
+func (b *Batch) syncWait() {
+	if b.needWait {
+		b.needWait = false
+		b.waitErr = b.pb.SyncWait()
+	}
+}
+
+// Wait blocks until the applied batch is durable (Options.Sync=true) and
+// returns the WAL sync error, if any; with Sync=false it returns at once.
+// Because the WAL is synced in order, a nil result also means every batch
+// applied before this one is durable. Calling Wait again returns the same
+// result. Wait may be called after Store.Close (which syncs the WAL).
+func (b *Batch) Wait() error {
+	if b.pb == nil {
+		return ErrBatchClosed
+	}
+	if !b.applied {
+		return ErrBatchNotApplied
+	}
+	b.syncWait()
+	if b.waitErr != nil {
+		return fmt.Errorf("store: wal sync: %w", b.waitErr)
+	}
+	return nil
+}
+
+// Apply makes the batch visible atomically and returns without waiting for
+// fsync; call Wait to wait for durability. This lets a caller release its own
+// lock before waiting, so concurrent writers' batches are fsynced together
+// (group commit). With Sync=false Wait returns at once.
+//
+// Apply uses Pebble's DB.ApplyNoSyncWait when Sync is set, else DB.Apply with
+// NoSync. Applying an empty batch is a no-op that succeeds. After an error the
+// batch must be Reset or Closed.
+//
+// Apply may block while Pebble stalls writes (too many queued memtables or
+// L0 sublevels; see Metrics.WriteStalls); a caller holding its own lock
+// around Apply stalls its other writers with it.
+func (s *Store) Apply(b *Batch) error {
+	if b.pb == nil {
+		return ErrBatchClosed
+	}
+	if b.s != s {
+		return errors.New("store: batch belongs to a different store")
+	}
+	if b.applied {
+		return ErrBatchApplied
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	b.applied = true
+	var err error
+	if s.sync {
+		err = s.db.ApplyNoSyncWait(b.pb, pebble.Sync)
+		b.needWait = err == nil
+	} else {
+		err = s.db.Apply(b.pb, pebble.NoSync)
+	}
+	if err != nil {
+		return fmt.Errorf("store: apply batch: %w", err)
+	}
+	return nil
+}
+
+// Commit is Apply followed by Wait: it returns once the batch is visible and,
+// with Sync=true, durable.
+func (s *Store) Commit(b *Batch) error {
+	if err := s.Apply(b); err != nil {
+		return err
+	}
+	return b.Wait()
+}
