@@ -58,7 +58,11 @@ func FuzzValidate(f *testing.F) {
 				t.Fatalf("%s: re-marshal: %v", name, err)
 			}
 			if cerr := typ.Validate(canon); cerr != nil {
-				reason := cerr.(*Error).Reason
+				var re *Error
+				if !errors.As(cerr, &re) {
+					t.Fatalf("%s: Validate returned %T, want *Error", name, cerr)
+				}
+				reason := re.Reason
 				proto2UTF8 := typ == s.legacyT && reason == "invalid UTF-8"
 				if !proto2UTF8 && !strings.HasPrefix(reason, "nesting deeper") {
 					t.Fatalf("%s: canonical encoding %x of a clean message rejected: %v", name, canon, cerr)

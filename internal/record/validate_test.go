@@ -12,10 +12,6 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-func num(md protoreflect.MessageDescriptor, name string) protowire.Number {
-	return field(md, name).Number()
-}
-
 func TestValidateValid(t *testing.T) {
 	s := loadSchema(t)
 	rec := marshal(t, fullRecord(s))

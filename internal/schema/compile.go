@@ -302,7 +302,7 @@ var builtinFiles = sync.OnceValues(func() (map[string]linker.File, error) {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		if p != OptionsPath && !(strings.HasPrefix(p, "google/api/") && strings.HasSuffix(p, ".proto")) {
+		if p != OptionsPath && (!strings.HasPrefix(p, "google/api/") || !strings.HasSuffix(p, ".proto")) {
 			return nil // the API itself is not importable by schemas
 		}
 		b, err := fs.ReadFile(protosrc.FS, p)

@@ -325,7 +325,7 @@ func TestBatchAtomicity(t *testing.T) {
 				// Point gets at the snapshot agree with its iterator.
 				v, _, err := snap.Get([]byte("k049"), nil)
 				if err != nil || string(v) != first {
-					errc <- fmt.Errorf("snapshot Get = %q, %v; iterator saw %q", v, err, first)
+					errc <- fmt.Errorf("snapshot Get = %q, %w; iterator saw %q", v, err, first)
 					return
 				}
 				snap.Close()
