@@ -54,6 +54,13 @@ type Config struct {
 	// MaxInflightBytes caps the bytes of write batches applied at once
 	// (default 256 MiB).
 	MaxInflightBytes int64
+	// SearchWorkers bounds the queries of one Search stream running at once
+	// (default 2 × GOMAXPROCS).
+	SearchWorkers int
+	// MaxResultRecords and MaxResultBytes bound one result message of
+	// Search and Scan (defaults 1,000 records, 1 MiB).
+	MaxResultRecords int
+	MaxResultBytes   int
 	// CacheBytes sizes the block cache (default chosen by the store).
 	CacheBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
@@ -110,6 +117,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	eng, err := engine.Open(ctx, st, engine.Options{
 		MaxRecordsPerBatch: cfg.MaxRecordsPerBatch,
 		MaxInflightBytes:   cfg.MaxInflightBytes,
+		SearchWorkers:      cfg.SearchWorkers,
+		MaxResultRecords:   cfg.MaxResultRecords,
+		MaxResultBytes:     cfg.MaxResultBytes,
 		Logger:             log,
 	})
 	if err != nil {
@@ -262,5 +272,13 @@ func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
 			func() float64 { return float64(st.Records.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_errors_total", Help: "Write batches refused."},
 			func() float64 { return float64(st.WriteErrors.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_queries_total", Help: "Queries run (Search, Scan, Query)."},
+			func() float64 { return float64(st.Queries.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_query_errors_total", Help: "Queries refused or failed."},
+			func() float64 { return float64(st.QueryErrors.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_point_lookups_total", Help: "Primary-key point reads made by queries."},
+			func() float64 { return float64(st.PointLookups.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_records_read_total", Help: "Records read from storage by queries."},
+			func() float64 { return float64(st.RecordsRead.Load()) }),
 	)
 }

@@ -87,11 +87,12 @@ func (a *app) rootCommand() *cobra.Command {
 .proto files applied to the server; records are written and read over gRPC.
 
 This command runs a server (serve) and talks to one (schema, insert, update,
-upsert, remove). The client commands reach the server at --addr, which
+upsert, remove, search, scan). The client commands reach the server at --addr, which
 defaults to $PROTOBASE_ADDR or else ` + defaultAddr + `.`,
 		Example: `  protobase serve --data ./protobase-data
   protobase schema apply shop.proto
-  protobase insert --type shop.User users.jsonl`,
+  protobase insert --type shop.User users.jsonl
+  protobase search --type shop.User --where 'name prefix "An"'`,
 		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -115,6 +116,8 @@ defaults to $PROTOBASE_ADDR or else ` + defaultAddr + `.`,
 		a.updateCommand(),
 		a.upsertCommand(),
 		a.removeCommand(),
+		a.searchCommand(),
+		a.scanCommand(),
 		a.versionCommand(),
 	)
 	return root

@@ -27,11 +27,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -48,6 +50,18 @@ type Options struct {
 	MaxInflightBytes int64
 	// Logger receives background events (index builds); nil discards.
 	Logger *slog.Logger
+
+	// SearchWorkers bounds the queries of one Search stream running at
+	// once (0: 2 × GOMAXPROCS).
+	SearchWorkers int
+	// MaxResultRecords and MaxResultBytes bound one result message
+	// (0: 1,000 records, 1 MiB).
+	MaxResultRecords int
+	MaxResultBytes   int
+	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
+	MaxPageSize int
+	// QueryLimits bound the size of one query's expression.
+	QueryLimits query.Limits
 }
 
 // Engine is safe for concurrent use.
@@ -80,6 +94,9 @@ type Engine struct {
 	inflight *semaphore.Weighted
 
 	stats Stats
+
+	// secret signs page tokens; immutable after Open.
+	secret []byte
 }
 
 // Stats are cumulative counters, safe to read concurrently.
@@ -87,6 +104,12 @@ type Stats struct {
 	Batches     atomic.Uint64
 	Records     atomic.Uint64
 	WriteErrors atomic.Uint64
+	// Queries counts queries run; PointLookups the primary-key point reads
+	// among them; RecordsRead the records read from storage by queries.
+	Queries      atomic.Uint64
+	QueryErrors  atomic.Uint64
+	PointLookups atomic.Uint64
+	RecordsRead  atomic.Uint64
 }
 
 // Open loads the schema state and commit sequence from st and resumes any
@@ -98,6 +121,18 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	}
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = 256 << 20
+	}
+	if opts.SearchWorkers <= 0 {
+		opts.SearchWorkers = 2 * runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxResultRecords <= 0 {
+		opts.MaxResultRecords = 1000
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = 1 << 20
+	}
+	if opts.MaxPageSize <= 0 {
+		opts.MaxPageSize = 10000
 	}
 	log := opts.Logger
 	if log == nil {
@@ -121,6 +156,10 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("load schema state: %w", err)
 	}
 	e.cat.Store(cat)
+
+	if e.secret, err = loadSecret(st); err != nil {
+		return nil, err
+	}
 
 	raw, found, err = st.Get(keySeq, nil)
 	if err != nil {
@@ -163,3 +202,7 @@ func (e *Engine) Position() uint64 {
 	defer e.writeMu.Unlock()
 	return e.seq
 }
+
+// Flush writes the memtables to storage files; for tests and tools that
+// need data on disk (parallel scans split at file boundaries).
+func (e *Engine) Flush() error { return e.st.Flush() }

@@ -21,6 +21,8 @@ type Error struct {
 	Msg string
 	// Write, when set, names the batch, record and field of a failed write.
 	Write *pb.WriteError
+	// Field is the field path to blame in a failed query, if any.
+	Field string
 	// Details are extra status details (for example google.rpc.BadRequest).
 	Details []protoadapt.MessageV1
 	// Err is the wrapped cause, if any.

@@ -1,40 +1,235 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"errors"
 
 	"google.golang.org/grpc/codes"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
 )
+
+// compiled is a validated query with its plan, bound to one catalog.
+type compiled struct {
+	q    *pb.Query
+	t    *recType
+	plan *query.Plan
+}
+
+// compile validates q against the current schema and plans it. Only READY
+// indexes are offered to the planner.
+func (e *Engine) compile(q *pb.Query) (*compiled, error) {
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if q == nil {
+		return nil, &Error{Code: codes.InvalidArgument, Msg: "query is missing"}
+	}
+	t := e.cat.Load().lookup(q.GetType())
+	if t == nil || q.GetType() == "" {
+		return nil, &Error{Code: codes.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
+	}
+	var ready []*schema.Index
+	for _, ix := range t.rt.Indexes {
+		if ix.State == pb.IndexState_INDEX_STATE_READY {
+			ready = append(ready, ix)
+		}
+	}
+	plan, err := query.Compile(q, &query.Target{Rec: t.rec, Type: t.rt, Indexes: ready}, e.opts.QueryLimits)
+	if err != nil {
+		var qe *query.Error
+		if errors.As(err, &qe) {
+			return nil, &Error{Code: codes.InvalidArgument, Msg: qe.Error(), Field: qe.Field, Err: err}
+		}
+		return nil, &Error{Code: codes.InvalidArgument, Msg: err.Error(), Err: err}
+	}
+	return &compiled{q: q, t: t, plan: plan}, nil
+}
+
+// cursor runs a plan on one reader. It is not safe for concurrent use; it
+// reuses its iterator and buffers across ranges.
+type cursor struct {
+	e   *Engine
+	c   *compiled
+	r   store.Reader
+	it  *store.Iter
+	buf []byte // record read through an index
+	out []byte // keys-only record
+	n   uint64 // matches emitted
+}
+
+// run iterates ranges in plan order, skipping keys up to and including
+// after (forward) or from after on (reverse), and calls emit with the
+// access-path key and the record bytes of every match. Both are valid only
+// during the call. It stops at the plan's limit, when emit returns false,
+// or when ctx is done.
+func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, emit func(key, rec []byte) bool) error {
+	p := cu.c.plan
+	if p.Access == query.AccessPKPoint && after == nil {
+		return cu.points(ctx, ranges, emit)
+	}
+	defer func() {
+		if cu.it != nil {
+			cu.it.Close()
+			cu.it = nil
+		}
+	}()
+	for i := range ranges {
+		rg := ranges[i]
+		if p.Reverse {
+			rg = ranges[len(ranges)-1-i]
+		}
+		lo, hi := rg.Start, rg.End
+		if after != nil {
+			if p.Reverse {
+				if bytes.Compare(after, hi) < 0 || hi == nil {
+					hi = after
+				}
+			} else if bytes.Compare(after, lo) >= 0 {
+				lo = append(append([]byte(nil), after...), 0)
+			}
+			if hi != nil && bytes.Compare(lo, hi) >= 0 {
+				continue
+			}
+		}
+		if cu.it == nil {
+			it, err := cu.r.NewIter(lo, hi)
+			if err != nil {
+				return err
+			}
+			cu.it = it
+		} else {
+			cu.it.SetBounds(lo, hi)
+		}
+		more, err := cu.scan(ctx, emit)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan walks the current iterator; it reports whether to go on.
+func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bool, error) {
+	p := cu.c.plan
+	it := cu.it
+	ok := it.First()
+	if p.Reverse {
+		ok = it.Last()
+	}
+	for ; ok; ok = cu.step() {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		key := it.Key()
+		rec := it.Value()
+		if p.Access == query.AccessIndexRange {
+			pk, err := p.PKFromIndexEntry(key, rec)
+			if err != nil {
+				return false, &Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
+			}
+			rk := append(append(cu.out[:0], cu.c.t.prefix...), pk...)
+			var found bool
+			if cu.buf, found, err = cu.r.Get(rk, cu.buf[:0]); err != nil {
+				return false, err
+			}
+			cu.out = rk
+			if !found {
+				continue // entry of a record removed after the entry was read: not possible on a snapshot, harmless
+			}
+			rec = cu.buf
+		}
+		cu.e.stats.RecordsRead.Add(1)
+		if more, err := cu.match(key, rec, emit); err != nil || !more {
+			return false, err
+		}
+	}
+	return true, it.Error()
+}
+
+func (cu *cursor) step() bool {
+	if cu.c.plan.Reverse {
+		return cu.it.Prev()
+	}
+	return cu.it.Next()
+}
+
+// points serves primary-key point plans with one Get per key: no iterator.
+func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(key, rec []byte) bool) error {
+	p := cu.c.plan
+	for i := range ranges {
+		rg := ranges[i]
+		if p.Reverse {
+			rg = ranges[len(ranges)-1-i]
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cu.e.stats.PointLookups.Add(1)
+		var found bool
+		var err error
+		if cu.buf, found, err = cu.r.Get(rg.Start, cu.buf[:0]); err != nil {
+			return err
+		}
+		if !found {
+			continue
+		}
+		cu.e.stats.RecordsRead.Add(1)
+		if more, err := cu.match(rg.Start, cu.buf, emit); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// match applies the residual filter and the limit.
+func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool, error) {
+	p := cu.c.plan
+	if p.Filter != nil {
+		ok, err := p.Filter.Match(rec)
+		if err != nil {
+			return false, &Error{Code: codes.Internal, Msg: "stored record unreadable: " + err.Error(), Err: err}
+		}
+		if !ok {
+			return true, nil
+		}
+	}
+	if p.KeysOnly {
+		cu.out = record.AppendFields(cu.out[:0], rec, cu.c.t.pkNums)
+		rec = cu.out
+	}
+	cu.n++
+	if !emit(key, rec) {
+		return false, nil
+	}
+	return p.Limit == 0 || cu.n < p.Limit, nil
+}
+
+// reader picks what a query reads from: a single point lookup needs no
+// snapshot (one Get is atomic); anything else gets its own snapshot.
+func (e *Engine) reader(c *compiled) (store.Reader, func()) {
+	if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) <= 1 {
+		return e.st, func() {}
+	}
+	snap := e.st.NewSnapshot()
+	return snap, func() { snap.Close() }
+}
 
 // ForEach calls fn with the bytes of every record of a type, in primary-key
 // order, on one storage snapshot taken at the call. fn must not keep val
 // after it returns; returning false stops the scan.
 func (e *Engine) ForEach(ctx context.Context, typeName string, fn func(val []byte) bool) error {
-	if e.closed.Load() {
-		return ErrClosed
-	}
-	t := e.cat.Load().lookup(typeName)
-	if t == nil {
-		return errorf(codes.NotFound, "no record type %q in the schema", typeName)
-	}
-	snap := e.st.NewSnapshot()
-	defer snap.Close()
-	it, err := snap.NewIter(t.prefix, prefixEnd(t.prefix))
+	c, err := e.compile(&pb.Query{Type: typeName, Order: &pb.Order{}})
 	if err != nil {
 		return err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := ctx.Err(); err != nil {
-			it.Close()
-			return err
-		}
-		if !fn(it.Value()) {
-			break
-		}
-	}
-	if err := it.Error(); err != nil {
-		it.Close()
-		return err
-	}
-	return it.Close()
+	r, done := e.reader(c)
+	defer done()
+	cu := &cursor{e: e, c: c, r: r}
+	return cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool { return fn(rec) })
 }

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// ScanOptions tune Scan. Zero values pick the server's defaults.
+type ScanOptions struct {
+	// Parallelism is the number of concurrent readers on the server.
+	Parallelism uint32
+	// BatchSize is the number of records per response.
+	BatchSize uint32
+}
+
+// Scanner iterates over every match of one query:
+//
+//	sc := c.Scan(ctx, q, client.ScanOptions{Parallelism: 4})
+//	for sc.Next() { use(sc.Record()) }
+//	if err := sc.Err(); err != nil { ... }
+type Scanner struct {
+	stream grpc.ServerStreamingClient[pb.ScanResponse]
+	cancel context.CancelFunc
+	cur    []*anypb.Any
+	rec    *anypb.Any
+	err    error
+	count  uint64
+	plan   *pb.Plan
+	done   bool
+}
+
+// Scan starts a server-streaming scan of q.
+func (c *Client) Scan(ctx context.Context, q *pb.Query, opts ScanOptions) *Scanner {
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := c.api.Scan(ctx, &pb.ScanRequest{Query: q, Parallelism: opts.Parallelism, BatchSize: opts.BatchSize})
+	return &Scanner{stream: st, cancel: cancel, err: asError(err)}
+}
+
+// Next advances to the next record.
+func (s *Scanner) Next() bool {
+	for len(s.cur) == 0 {
+		if s.err != nil || s.done {
+			s.cancel()
+			return false
+		}
+		resp, err := s.stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.err = asError(err)
+			} else if !s.done {
+				s.err = errors.New("scan ended without its final message")
+			}
+			s.cancel()
+			return false
+		}
+		if resp.Plan != nil {
+			s.plan = resp.Plan
+		}
+		if resp.Done {
+			s.done, s.count = true, resp.Count
+		}
+		s.cur = resp.Records
+	}
+	s.rec, s.cur = s.cur[0], s.cur[1:]
+	return true
+}
+
+// Record is the current record.
+func (s *Scanner) Record() *anypb.Any { return s.rec }
+
+// Err is the error that ended the scan, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// Count is the server's count of matches, valid once Next returned false
+// without error.
+func (s *Scanner) Count() uint64 { return s.count }
+
+// Plan is the query's plan when it asked for explain.
+func (s *Scanner) Plan() *pb.Plan { return s.plan }
+
+// Close stops the scan early.
+func (s *Scanner) Close() { s.cancel() }
+
+// Page is one page of a paginated query.
+type Page struct {
+	Records []*anypb.Any
+	// Token resumes after this page; empty on the last page.
+	Token string
+	Plan  *pb.Plan
+}
+
+// Query fetches one page of q; pass the previous page's Token to continue.
+func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token string) (*Page, error) {
+	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token})
+	if err != nil {
+		return nil, asError(err)
+	}
+	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan}, nil
+}
+
+// Pages calls fn with every page of q in order until the last page or an
+// error; fn returns false to stop.
+func (c *Client) Pages(ctx context.Context, q *pb.Query, pageSize uint32, fn func(*Page) bool) error {
+	token := ""
+	for {
+		p, err := c.Query(ctx, q, pageSize, token)
+		if err != nil {
+			return err
+		}
+		if !fn(p) || p.Token == "" {
+			return nil
+		}
+		token = p.Token
+	}
+}
+
+// Unpack decodes records into messages of a generated Go type:
+//
+//	users, err := client.Unpack[*shoppb.User](records)
+func Unpack[M proto.Message](recs []*anypb.Any) ([]M, error) {
+	out := make([]M, len(recs))
+	for i, a := range recs {
+		var zero M
+		m := zero.ProtoReflect().New().Interface().(M)
+		if err := a.UnmarshalTo(m); err != nil {
+			return out[:i], err
+		}
+		out[i] = m
+	}
+	return out, nil
+}

@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// Search multiplexes many queries on one Search stream. Send queries with
+// Query or Batch; each returns a Results per query, read concurrently or in
+// any order. Safe for concurrent use.
+//
+// Results are buffered per query (a few responses); a query whose results
+// are never read eventually stalls the stream for the others, as HTTP/2
+// flow control would.
+type Search struct {
+	stream grpc.BidiStreamingClient[pb.SearchRequest, pb.SearchResponse]
+	cancel context.CancelFunc
+
+	sendMu sync.Mutex // guards next and stream.Send
+	next   uint64
+
+	mu      sync.Mutex // guards pending and err
+	pending map[uint64]*Results
+	err     error
+	done    chan struct{}
+}
+
+// QueryError is the error of one query on a Search stream.
+type QueryError struct {
+	Query uint64
+	Code  codes.Code
+	Msg   string
+	Field string
+}
+
+func (e *QueryError) Error() string {
+	s := fmt.Sprintf("query %d: %v: %s", e.Query, e.Code, e.Msg)
+	return s
+}
+
+// GRPCStatus lets status.Code see the query's code.
+func (e *QueryError) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
+
+// Results are the results of one query. Not safe for concurrent use.
+type Results struct {
+	id    uint64
+	ch    chan *pb.ResultBatch
+	final chan struct{}
+	cur   []*anypb.Any
+	err   error
+	count uint64
+	plan  *pb.Plan
+	s     *Search
+}
+
+// NewSearch opens a Search stream; ctx bounds its life.
+func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := c.api.Search(ctx)
+	if err != nil {
+		cancel()
+		return nil, asError(err)
+	}
+	s := &Search{stream: st, cancel: cancel, pending: map[uint64]*Results{}, done: make(chan struct{})}
+	go s.receive()
+	return s, nil
+}
+
+// Query sends one query in its own request.
+func (s *Search) Query(q *pb.Query) (*Results, error) {
+	rs, err := s.Batch([]*pb.Query{q})
+	if err != nil {
+		return nil, err
+	}
+	return rs[0], nil
+}
+
+// Batch sends queries in one request, the batching that makes small
+// queries fast.
+func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	rs := make([]*Results, len(qs))
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil, s.err
+	}
+	for i := range qs {
+		r := &Results{id: s.next + uint64(i), ch: make(chan *pb.ResultBatch, 4), final: make(chan struct{}), s: s}
+		s.pending[r.id] = r
+		rs[i] = r
+	}
+	s.mu.Unlock()
+	s.next += uint64(len(qs))
+	if err := s.stream.Send(&pb.SearchRequest{Queries: qs}); err != nil {
+		<-s.done
+		return nil, s.failure(err)
+	}
+	return rs, nil
+}
+
+// Close ends the stream after the results of every query sent so far
+// have arrived (read them before or after Close).
+func (s *Search) Close() error {
+	s.sendMu.Lock()
+	err := s.stream.CloseSend()
+	s.sendMu.Unlock()
+	if err != nil {
+		return asError(err)
+	}
+	<-s.done
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *Search) failure(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return asError(err)
+}
+
+func (s *Search) receive() {
+	defer close(s.done)
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			s.finishAll(asError(err))
+			return
+		}
+		for _, b := range resp.Results {
+			if r := s.lookup(b.Query); r != nil {
+				if b.Plan != nil {
+					r.plan = b.Plan
+				}
+				r.ch <- b
+			}
+		}
+		for _, d := range resp.Done {
+			if r := s.take(d.Query); r != nil {
+				r.count = d.Count
+				if d.Plan != nil {
+					r.plan = d.Plan
+				}
+				close(r.ch)
+			}
+		}
+		for _, qe := range resp.Errors {
+			if r := s.take(qe.Query); r != nil {
+				r.err = &QueryError{Query: qe.Query, Code: codes.Code(qe.Code), Msg: qe.Message, Field: qe.Field}
+				close(r.ch)
+			}
+		}
+	}
+}
+
+func (s *Search) lookup(id uint64) *Results {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[id]
+}
+
+func (s *Search) take(id uint64) *Results {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.pending[id]
+	delete(s.pending, id)
+	return r
+}
+
+// finishAll ends every pending query with err (or a stream-ended error).
+func (s *Search) finishAll(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && len(s.pending) > 0 {
+		err = errors.New("search stream ended before every query finished")
+	}
+	if s.err == nil {
+		s.err = err
+	}
+	for id, r := range s.pending {
+		r.err = err
+		close(r.ch)
+		delete(s.pending, id)
+	}
+}
+
+// Next returns the next record, io.EOF after the last, or the query's
+// error (a *QueryError for a failed query).
+func (r *Results) Next() (*anypb.Any, error) {
+	for len(r.cur) == 0 {
+		b, ok := <-r.ch
+		if !ok {
+			if r.err != nil {
+				return nil, r.err
+			}
+			return nil, io.EOF
+		}
+		r.cur = b.Records
+	}
+	a := r.cur[0]
+	r.cur = r.cur[1:]
+	return a, nil
+}
+
+// All reads the remaining records.
+func (r *Results) All() ([]*anypb.Any, error) {
+	var out []*anypb.Any
+	for {
+		a, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+	}
+}
+
+// Count is the server's count of matches; valid after Next returned io.EOF.
+func (r *Results) Count() uint64 { return r.count }
+
+// Plan is the query's plan when it asked for explain; valid after the
+// first record or the end.
+func (r *Results) Plan() *pb.Plan { return r.plan }
+
+// ID is the query's id on the stream.
+func (r *Results) ID() uint64 { return r.id }

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/client/where"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// readOptions are the flags search and scan share.
+type readOptions struct {
+	typ      string
+	where    string
+	limit    uint64
+	order    string
+	count    bool
+	explain  bool
+	keysOnly bool
+	format   string
+	// scan only
+	parallelism uint32
+}
+
+func (o *readOptions) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&o.typ, "type", "t", "", "record type to read, as a full name (required)")
+	f.StringVarP(&o.where, "where", "w", "", `filter, e.g. 'age >= 30 and (name prefix "An" or email contains "@example")'`)
+	f.Uint64Var(&o.limit, "limit", 0, "return at most N records (0: no limit)")
+	f.StringVar(&o.order, "order", "", `order by the primary key ("pk") or an index, by name or by its first field; append " desc" to reverse`)
+	f.BoolVar(&o.count, "count", false, "print only the number of matches")
+	f.BoolVar(&o.explain, "explain", false, "print the chosen plan to stderr")
+	f.BoolVar(&o.keysOnly, "keys-only", false, "return records holding only their primary-key fields")
+	f.StringVar(&o.format, "format", "jsonl", "output format: jsonl or table")
+	_ = cmd.MarkFlagRequired("type")
+}
+
+func (a *app) searchCommand() *cobra.Command {
+	var o readOptions
+	cmd := &cobra.Command{
+		Use:   "search --type FULL.NAME [--where EXPR] [flags]",
+		Short: "Find records with a query on a Search stream",
+		Long: `search runs one query on a Search stream and prints the matches, one JSON
+object per line (or a table). The filter syntax:
+
+  comparisons   field = v, !=, <, <=, >, >=; field in (v1, v2); field prefix "s";
+                field contains "s"; a bare bool field means field = true
+  combinations  and, or, not, parentheses
+  values        integers, floats, "strings", b"bytes", true/false, ENUM_NAMES
+  fields        dotted paths through messages (address.city); a repeated
+                field matches when any element does`,
+		Example: `  protobase search --type shop.User --where 'age >= 30 and name prefix "An"'
+  protobase search -t shop.User -w 'id in (1, 2, 3)' --format table
+  protobase search -t shop.User --order "name desc" --limit 10 --explain`,
+		Args: cobra.NoArgs,
+	}
+	o.register(cmd)
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		return a.read(cmd.Context(), &o, false)
+	})
+	return cmd
+}
+
+func (a *app) scanCommand() *cobra.Command {
+	var o readOptions
+	cmd := &cobra.Command{
+		Use:   "scan --type FULL.NAME [--where EXPR] [--parallelism N] [flags]",
+		Short: "Stream every match of a query, reading in parallel on the server",
+		Long: `scan streams every match of one query from the server, which splits the key
+range into parts read concurrently (--parallelism). Without --order the
+parts' results interleave; with it they arrive in key order. The filter
+syntax is that of "protobase search --help".`,
+		Example: `  protobase scan --type shop.User --parallelism 4 > users.jsonl
+  protobase scan -t shop.User -w 'email contains "@example.com"' --count`,
+		Args: cobra.NoArgs,
+	}
+	o.register(cmd)
+	cmd.Flags().Uint32Var(&o.parallelism, "parallelism", 1, "concurrent readers on the server")
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		return a.read(cmd.Context(), &o, true)
+	})
+	return cmd
+}
+
+func (a *app) read(ctx context.Context, o *readOptions, scan bool) error {
+	if o.format != "jsonl" && o.format != "table" {
+		return usagef("--format %q: want jsonl or table", o.format)
+	}
+	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain, KeysOnly: o.keysOnly}
+	if o.where != "" {
+		e, err := where.Parse(o.where)
+		if err != nil {
+			var se *where.SyntaxError
+			if errors.As(err, &se) {
+				return usageError(fmt.Errorf("--where:\n%s", se.Pretty()))
+			}
+			return usageError(fmt.Errorf("--where: %w", err))
+		}
+		q.Where = e
+	}
+	c, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rt, err := loadRecordType(ctx, c, a.addr, q.Type)
+	if err != nil {
+		return err
+	}
+	if o.order != "" {
+		if q.Order, err = resolveOrder(ctx, c, a.addr, q.Type, o.order); err != nil {
+			return err
+		}
+	}
+	out := newPrinter(a.stdout, o.format, rt.md)
+	defer out.flush()
+	var count uint64
+	var plan *pb.Plan
+	if scan {
+		sc := c.Scan(ctx, q, client.ScanOptions{Parallelism: o.parallelism})
+		for sc.Next() {
+			if err := out.print(sc.Record()); err != nil {
+				sc.Close()
+				return err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return callError("scan", a.addr, err)
+		}
+		count, plan = sc.Count(), sc.Plan()
+	} else {
+		s, err := c.NewSearch(ctx)
+		if err != nil {
+			return callError("search", a.addr, err)
+		}
+		res, err := s.Query(q)
+		if err != nil {
+			return callError("search", a.addr, err)
+		}
+		for {
+			rec, err := res.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				var qe *client.QueryError
+				if errors.As(err, &qe) {
+					msg := qe.Msg
+					if qe.Field != "" && !strings.Contains(msg, qe.Field) {
+						msg = "field " + qe.Field + ": " + msg
+					}
+					return fmt.Errorf("search failed (%v): %s", qe.Code, msg)
+				}
+				return callError("search", a.addr, err)
+			}
+			if err := out.print(rec); err != nil {
+				return err
+			}
+		}
+		_ = s.Close()
+		count, plan = res.Count(), res.Plan()
+	}
+	if o.explain && plan != nil {
+		fmt.Fprintf(a.stderr, "plan: %s\n", plan.GetText())
+	}
+	if o.count {
+		fmt.Fprintln(a.stdout, count)
+	}
+	return nil
+}
+
+// resolveOrder maps --order ("pk", an index name, or an index's first
+// field, optionally followed by "desc" or "asc") to the query's Order.
+func resolveOrder(ctx context.Context, c *client.Client, addr, typ, s string) (*pb.Order, error) {
+	words := strings.Fields(s)
+	if len(words) == 0 || len(words) > 2 {
+		return nil, usagef("--order %q: want FIELD or INDEX, optionally followed by desc", s)
+	}
+	o := &pb.Order{}
+	if len(words) == 2 {
+		switch strings.ToLower(words[1]) {
+		case "desc":
+			o.Descending = true
+		case "asc":
+		default:
+			return nil, usagef("--order %q: %q is not asc or desc", s, words[1])
+		}
+	}
+	resp, err := c.GetSchema(ctx)
+	if err != nil {
+		return nil, callError("get the schema", addr, err)
+	}
+	for _, t := range resp.GetTypes() {
+		if t.GetName() != typ {
+			continue
+		}
+		name := words[0]
+		if name == "pk" || (len(t.PrimaryKey) > 0 && name == t.PrimaryKey[0]) {
+			return o, nil
+		}
+		var options []string
+		for _, ix := range t.GetIndexes() {
+			if ix.GetName() == name || ix.GetFields()[0] == name {
+				o.Index = ix.GetName()
+				return o, nil
+			}
+			options = append(options, ix.GetName())
+		}
+		return nil, usagef("--order %q: %s has no index on %q (its indexes: %s; or pk)", s, typ, name, strings.Join(options, ", "))
+	}
+	return nil, fmt.Errorf("unknown record type %q", typ)
+}
+
+// printer writes records as JSON lines or as a table.
+type printer struct {
+	w      io.Writer
+	table  *tabwriter.Writer
+	md     protoreflect.MessageDescriptor
+	header bool
+	json   protojson.MarshalOptions
+}
+
+func newPrinter(w io.Writer, format string, md protoreflect.MessageDescriptor) *printer {
+	p := &printer{w: w, md: md}
+	if format == "table" {
+		p.table = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	}
+	return p
+}
+
+func (p *printer) print(a *anypb.Any) error {
+	m := dynamicpb.NewMessage(p.md)
+	if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+		return fmt.Errorf("decode a record of %s: %w", p.md.FullName(), err)
+	}
+	if p.table == nil {
+		b, err := p.json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		return err
+	}
+	fields := p.md.Fields()
+	if !p.header {
+		p.header = true
+		var names []string
+		for i := 0; i < fields.Len(); i++ {
+			names = append(names, string(fields.Get(i).Name()))
+		}
+		fmt.Fprintln(p.table, strings.Join(names, "\t"))
+	}
+	var cells []string
+	for i := 0; i < fields.Len(); i++ {
+		cells = append(cells, p.cell(m, fields.Get(i)))
+	}
+	_, err := fmt.Fprintln(p.table, strings.Join(cells, "\t"))
+	return err
+}
+
+// cell renders one field: scalars plainly, anything else as compact JSON.
+func (p *printer) cell(m *dynamicpb.Message, fd protoreflect.FieldDescriptor) string {
+	if !m.Has(fd) && fd.Kind() != protoreflect.MessageKind && !fd.IsList() {
+		v := fd.Default()
+		return scalarText(fd, v)
+	}
+	if fd.IsList() || fd.IsMap() || fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
+		b, _ := p.json.Marshal(fieldOnly(m, fd))
+		s := string(b)
+		// {"name":value} → value
+		if i := strings.IndexByte(s, ':'); i > 0 && strings.HasSuffix(s, "}") {
+			s = s[i+1 : len(s)-1]
+		} else {
+			s = ""
+		}
+		return s
+	}
+	return scalarText(fd, m.Get(fd))
+}
+
+func scalarText(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			return string(ev.Name())
+		}
+		return fmt.Sprint(int32(v.Enum()))
+	case protoreflect.BytesKind:
+		return fmt.Sprintf("%x", v.Bytes())
+	}
+	return v.String()
+}
+
+// fieldOnly returns a message holding only fd of m.
+func fieldOnly(m *dynamicpb.Message, fd protoreflect.FieldDescriptor) *dynamicpb.Message {
+	n := dynamicpb.NewMessage(m.Descriptor())
+	if m.Has(fd) {
+		n.Set(fd, m.Get(fd))
+	}
+	return n
+}
+
+func (p *printer) flush() {
+	if p.table != nil {
+		p.table.Flush()
+	}
+}

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// DefaultPageSize is Query's page size when the request names none.
+const DefaultPageSize = 1000
+
+var keySecret = []byte{spaceMeta, 's', 'e', 'c', 'r', 'e', 't'}
+
+// loadSecret reads (or creates, durably) the key that signs page tokens,
+// so a token survives restarts and cannot be forged by a client.
+func loadSecret(st *store.Store) ([]byte, error) {
+	v, found, err := st.Get(keySecret, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read token secret: %w", err)
+	}
+	if found && len(v) == 32 {
+		return v, nil
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("make token secret: %w", err)
+	}
+	b := st.NewBatch()
+	defer b.Close()
+	b.Set(keySecret, secret)
+	if err := st.Commit(b); err != nil {
+		return nil, fmt.Errorf("store token secret: %w", err)
+	}
+	return secret, nil
+}
+
+// Query returns one page of matches and, when more may follow, a token
+// that resumes after the page's last key: fetching N rows costs O(N) however
+// deep the page. Each page reads its own snapshot.
+func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
+	e.stats.Queries.Add(1)
+	c, err := e.compile(req.GetQuery())
+	if err != nil {
+		e.stats.QueryErrors.Add(1)
+		return nil, err
+	}
+	size := uint64(req.GetPageSize())
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	if size > uint64(e.opts.MaxPageSize) {
+		return nil, &Error{Code: codes.InvalidArgument, Field: "page_size",
+			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
+	}
+	fp := fingerprint(c)
+	var after []byte
+	var returned uint64
+	if tok := req.GetPageToken(); tok != "" {
+		if after, returned, err = e.openToken(tok, fp); err != nil {
+			return nil, err
+		}
+	}
+	limit := c.plan.Limit
+	if limit > 0 {
+		if returned >= limit {
+			return &pb.QueryResponse{}, nil
+		}
+		size = min(size, limit-returned)
+	}
+
+	rd, done := e.reader(c)
+	if after != nil && rd == e.st {
+		// Resuming a point plan iterates, which needs a consistent view.
+		done()
+		snap := e.st.NewSnapshot()
+		rd, done = snap, func() { snap.Close() }
+	}
+	defer done()
+	cu := &cursor{e: e, c: c, r: rd}
+	resp := &pb.QueryResponse{}
+	var last []byte
+	more := false
+	var vals []byte
+	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
+		if uint64(len(resp.Records)) == size {
+			more = true // one match past the page: there is a next page
+			return false
+		}
+		last = append(last[:0], key...)
+		if c.plan.Count {
+			return true
+		}
+		if cap(vals)-len(vals) < len(rec) {
+			vals = make([]byte, 0, max(64<<10, len(rec)))
+		}
+		start := len(vals)
+		vals = append(vals, rec...)
+		resp.Records = append(resp.Records, &anypb.Any{TypeUrl: c.t.url, Value: vals[start:len(vals):len(vals)]})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.q.GetExplain() {
+		resp.Plan = c.plan.Explain()
+	}
+	if more && (limit == 0 || returned+size < limit) {
+		resp.NextPageToken = e.sealToken(fp, last, returned+uint64(len(resp.Records)))
+	}
+	return resp, nil
+}
+
+// fingerprint identifies the query and its access path, so a token is
+// only accepted by the query (and the index) that produced it.
+func fingerprint(c *compiled) uint64 {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c.q)
+	h := fnv.New64a()
+	h.Write(b)
+	var ix [9]byte
+	ix[0] = byte(c.plan.Access)
+	if c.plan.Index != nil {
+		binary.BigEndian.PutUint32(ix[1:], c.plan.Index.ID)
+	}
+	h.Write(ix[:])
+	return h.Sum64()
+}
+
+// A token is base64url(mac[16] | fingerprint[8] | returned uvarint | last key),
+// mac = HMAC-SHA256(secret, rest) truncated.
+func (e *Engine) sealToken(fp uint64, last []byte, returned uint64) string {
+	body := binary.BigEndian.AppendUint64(nil, fp)
+	body = binary.AppendUvarint(body, returned)
+	body = append(body, last...)
+	m := hmac.New(sha256.New, e.secret)
+	m.Write(body)
+	return base64.RawURLEncoding.EncodeToString(append(m.Sum(nil)[:16], body...))
+}
+
+func (e *Engine) openToken(tok string, fp uint64) (last []byte, returned uint64, err error) {
+	bad := func(why string) error {
+		return &Error{Code: codes.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil || len(raw) < 16+8+1 {
+		return nil, 0, bad("malformed")
+	}
+	m := hmac.New(sha256.New, e.secret)
+	m.Write(raw[16:])
+	if !hmac.Equal(m.Sum(nil)[:16], raw[:16]) {
+		return nil, 0, bad("not issued by this database")
+	}
+	if binary.BigEndian.Uint64(raw[16:24]) != fp {
+		return nil, 0, bad("it belongs to another query, or the index it used changed")
+	}
+	returned, n := binary.Uvarint(raw[24:])
+	if n <= 0 {
+		return nil, 0, bad("malformed")
+	}
+	last = raw[24+n:]
+	if len(last) < 5 { // a key is at least its space tag and id
+		return nil, 0, bad("malformed")
+	}
+	return last, returned, nil
+}

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// Search serves one Search stream. recv returns the next request (io.EOF
+// when the client is done); send sends one response and is only called
+// from one goroutine at a time.
+//
+// A query's id is its ordinal on the stream. The queries of a request are
+// cut into chunks run by a bounded pool of workers; a worker runs its
+// chunk's queries in order and packs their results, completions and errors
+// into responses bounded by MaxResultRecords and MaxResultBytes, so a batch
+// of point lookups travels back in a few messages, not one per query. A
+// failing query reports its error alone; the stream goes on.
+//
+// Flow control: responses pass through a small channel to the one sender;
+// when the client reads slowly, send blocks, the channel fills, workers
+// block, the pool stays full and recv is not called, so the client's own
+// sends block on HTTP/2 flow control. Memory stays bounded by the pool size
+// times the response bound.
+func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, error), send func(*pb.SearchResponse) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := e.opts.SearchWorkers
+	out := make(chan *pb.SearchResponse, workers)
+	var sendErr error
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for resp := range out {
+			if sendErr != nil {
+				continue // drain so workers never block after a failed send
+			}
+			if err := send(resp); err != nil {
+				sendErr = err
+				cancel()
+			}
+		}
+	}()
+
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	var next uint64
+	var err error
+	for {
+		var req *pb.SearchRequest
+		req, err = recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			break
+		}
+		qs := req.GetQueries()
+		// Enough chunks to keep every worker busy, not so many that a
+		// batch of point lookups pays per-goroutine costs per query.
+		size := max(1, (len(qs)+workers-1)/workers)
+		for start := 0; start < len(qs); start += size {
+			chunk := qs[start:min(start+size, len(qs))]
+			id := next + uint64(start)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				e.runChunk(ctx, chunk, id, out)
+			}()
+		}
+		next += uint64(len(qs))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	wg.Wait()
+	close(out)
+	<-sent
+	if err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	return ctx.Err()
+}
+
+// responder packs results into bounded responses.
+type responder struct {
+	e     *Engine
+	out   chan<- *pb.SearchResponse
+	ctx   context.Context
+	resp  *pb.SearchResponse
+	recs  int
+	bytes int
+	slab  []anypb.Any
+}
+
+func (r *responder) flush() bool {
+	if r.resp == nil {
+		return true
+	}
+	select {
+	case r.out <- r.resp:
+	case <-r.ctx.Done():
+		return false
+	}
+	r.resp, r.recs, r.bytes = nil, 0, 0
+	return true
+}
+
+func (r *responder) cur() *pb.SearchResponse {
+	if r.resp == nil {
+		r.resp = &pb.SearchResponse{}
+	}
+	return r.resp
+}
+
+// any returns a fresh Any from a slab: one allocation per 64 results.
+func (r *responder) any(url string, val []byte) *anypb.Any {
+	if len(r.slab) == 0 {
+		r.slab = make([]anypb.Any, 64)
+	}
+	a := &r.slab[0]
+	r.slab = r.slab[1:]
+	a.TypeUrl = url
+	a.Value = val
+	return a
+}
+
+func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- *pb.SearchResponse) {
+	r := &responder{e: e, out: out, ctx: ctx}
+	var vals []byte // one buffer for the values of the current response
+	for i, q := range qs {
+		id := first + uint64(i)
+		e.stats.Queries.Add(1)
+		c, err := e.compile(q)
+		if err != nil {
+			e.stats.QueryErrors.Add(1)
+			r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+			continue
+		}
+		rd, done := e.reader(c)
+		cu := &cursor{e: e, c: c, r: rd}
+		var batch *pb.ResultBatch
+		explained := false
+		err = cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
+			if c.plan.Count {
+				return true
+			}
+			if r.recs >= e.opts.MaxResultRecords || r.bytes+len(rec) > e.opts.MaxResultBytes && r.recs > 0 {
+				if !r.flush() {
+					return false
+				}
+				batch = nil
+				vals = nil
+			}
+			if batch == nil {
+				batch = &pb.ResultBatch{Query: id}
+				if q.GetExplain() && !explained {
+					batch.Plan = c.plan.Explain()
+					explained = true
+				}
+				resp := r.cur()
+				resp.Results = append(resp.Results, batch)
+			}
+			// Values share one growing buffer per response; a new
+			// buffer starts when it would move (earlier slices stay valid).
+			if cap(vals)-len(vals) < len(rec) {
+				vals = make([]byte, 0, max(64<<10, len(rec)))
+			}
+			start := len(vals)
+			vals = append(vals, rec...)
+			batch.Records = append(batch.Records, r.any(c.t.url, vals[start:len(vals):len(vals)]))
+			r.recs++
+			r.bytes += len(rec) + len(c.t.url) + 8
+			return true
+		})
+		done()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.stats.QueryErrors.Add(1)
+			r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+			batch = nil
+			continue
+		}
+		d := &pb.QueryDone{Query: id, Count: cu.n}
+		if q.GetExplain() && !explained {
+			d.Plan = c.plan.Explain()
+		}
+		r.cur().Done = append(r.cur().Done, d)
+		batch = nil
+	}
+	r.flush()
+}
+
+func queryError(id uint64, err error) *pb.QueryError {
+	st := Status(err)
+	qe := &pb.QueryError{Query: id, Code: int32(st.Code()), Message: st.Message()}
+	var e *Error
+	if errors.As(err, &e) {
+		qe.Field = e.Field
+	}
+	return qe
+}
