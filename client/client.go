@@ -9,9 +9,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // Client is a connection to a Protobase server; safe for concurrent use.
@@ -45,6 +47,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
+		experimental.WithBufferPool(grpcbuf.Pool),
 	}, o.grpc...)
 	conn, err := grpc.NewClient(addr, dopts...)
 	if err != nil {

@@ -19,9 +19,13 @@ import (
 // Query or Batch; each returns a Results per query, read concurrently or in
 // any order. Safe for concurrent use.
 //
-// Results are buffered per query (a few responses); a query whose results
-// are never read eventually stalls the stream for the others, as HTTP/2
-// flow control would.
+// Results are received in the background and queued per query until read,
+// so queries can be read in any order, or not at all, without stalling the
+// others: one stream carries every query's results interleaved, and a
+// bounded per-query buffer would let one unread query block the delivery
+// of the query being read (a deadlock). The cost is memory: results that
+// arrived and were not read stay queued. For result sets larger than
+// memory, use Scan, whose single consumer gets HTTP/2 flow control.
 type Search struct {
 	stream grpc.BidiStreamingClient[pb.SearchRequest, pb.SearchResponse]
 	cancel context.CancelFunc
@@ -51,16 +55,53 @@ func (e *QueryError) Error() string {
 // GRPCStatus lets status.Code see the query's code.
 func (e *QueryError) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
 
-// Results are the results of one query. Not safe for concurrent use.
+// Results are the results of one query. Not safe for concurrent use by
+// several readers; the stream's receiver fills it concurrently.
 type Results struct {
 	id    uint64
-	ch    chan *pb.ResultBatch
-	final chan struct{}
-	cur   []*anypb.Any
+	s     *Search
+	ready chan struct{} // capacity 1: signalled after every push and at the end
+	cur   []*anypb.Any  // reader-owned: the batch being read
+
+	mu    sync.Mutex // guards the fields below
+	queue [][]*anypb.Any
+	ended bool
 	err   error
 	count uint64
 	plan  *pb.Plan
-	s     *Search
+}
+
+func newResults(s *Search, id uint64) *Results {
+	return &Results{id: id, s: s, ready: make(chan struct{}, 1)}
+}
+
+func (r *Results) signal() {
+	select {
+	case r.ready <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (r *Results) push(b *pb.ResultBatch) {
+	r.mu.Lock()
+	if b.Plan != nil {
+		r.plan = b.Plan
+	}
+	if len(b.Records) > 0 {
+		r.queue = append(r.queue, b.Records)
+	}
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *Results) end(count uint64, plan *pb.Plan, err error) {
+	r.mu.Lock()
+	r.ended, r.count, r.err = true, count, err
+	if plan != nil {
+		r.plan = plan
+	}
+	r.mu.Unlock()
+	r.signal()
 }
 
 // NewSearch opens a Search stream; ctx bounds its life.
@@ -97,7 +138,7 @@ func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
 		return nil, s.err
 	}
 	for i := range qs {
-		r := &Results{id: s.next + uint64(i), ch: make(chan *pb.ResultBatch, 4), final: make(chan struct{}), s: s}
+		r := newResults(s, s.next+uint64(i))
 		s.pending[r.id] = r
 		rs[i] = r
 	}
@@ -148,25 +189,17 @@ func (s *Search) receive() {
 		}
 		for _, b := range resp.Results {
 			if r := s.lookup(b.Query); r != nil {
-				if b.Plan != nil {
-					r.plan = b.Plan
-				}
-				r.ch <- b
+				r.push(b)
 			}
 		}
 		for _, d := range resp.Done {
 			if r := s.take(d.Query); r != nil {
-				r.count = d.Count
-				if d.Plan != nil {
-					r.plan = d.Plan
-				}
-				close(r.ch)
+				r.end(d.Count, d.Plan, nil)
 			}
 		}
 		for _, qe := range resp.Errors {
 			if r := s.take(qe.Query); r != nil {
-				r.err = &QueryError{Query: qe.Query, Code: codes.Code(qe.Code), Msg: qe.Message, Field: qe.Field}
-				close(r.ch)
+				r.end(0, nil, &QueryError{Query: qe.Query, Code: codes.Code(qe.Code), Msg: qe.Message, Field: qe.Field})
 			}
 		}
 	}
@@ -197,8 +230,7 @@ func (s *Search) finishAll(err error) {
 		s.err = err
 	}
 	for id, r := range s.pending {
-		r.err = err
-		close(r.ch)
+		r.end(0, nil, err)
 		delete(s.pending, id)
 	}
 }
@@ -207,14 +239,24 @@ func (s *Search) finishAll(err error) {
 // error (a *QueryError for a failed query).
 func (r *Results) Next() (*anypb.Any, error) {
 	for len(r.cur) == 0 {
-		b, ok := <-r.ch
-		if !ok {
-			if r.err != nil {
-				return nil, r.err
+		r.mu.Lock()
+		switch {
+		case len(r.queue) > 0:
+			r.cur = r.queue[0]
+			r.queue[0] = nil
+			r.queue = r.queue[1:]
+		case r.ended:
+			err := r.err
+			r.mu.Unlock()
+			if err != nil {
+				return nil, err
 			}
 			return nil, io.EOF
 		}
-		r.cur = b.Records
+		r.mu.Unlock()
+		if len(r.cur) == 0 {
+			<-r.ready
+		}
 	}
 	a := r.cur[0]
 	r.cur = r.cur[1:]
@@ -237,11 +279,19 @@ func (r *Results) All() ([]*anypb.Any, error) {
 }
 
 // Count is the server's count of matches; valid after Next returned io.EOF.
-func (r *Results) Count() uint64 { return r.count }
+func (r *Results) Count() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
 
 // Plan is the query's plan when it asked for explain; valid after the
 // first record or the end.
-func (r *Results) Plan() *pb.Plan { return r.plan }
+func (r *Results) Plan() *pb.Plan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.plan
+}
 
 // ID is the query's id on the stream.
 func (r *Results) ID() uint64 { return r.id }

@@ -58,6 +58,8 @@ type testServer struct {
 	srv *server.Server
 	cfg server.Config
 	c   *client.Client
+	// descs caches the server's descriptors by type name; apply clears it.
+	descs map[string]protoreflect.MessageDescriptor
 }
 
 func startServer(t *testing.T, cfg server.Config) *testServer {
@@ -98,6 +100,7 @@ func (ts *testServer) restart() *testServer {
 func (ts *testServer) apply(files map[string]string, opts client.SchemaOptions) (*pb.ApplySchemaResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	ts.descs = nil
 	return ts.c.ApplySchema(ctx, files, opts)
 }
 
@@ -114,7 +117,14 @@ func (ts *testServer) mustApply(files map[string]string) *pb.ApplySchemaResponse
 // descriptors (as a client of a runtime schema would).
 func (ts *testServer) rec(typeName, js string) *anypb.Any {
 	ts.t.Helper()
-	md := ts.desc(typeName)
+	md, ok := ts.descs[typeName]
+	if !ok {
+		md = ts.desc(typeName)
+		if ts.descs == nil {
+			ts.descs = map[string]protoreflect.MessageDescriptor{}
+		}
+		ts.descs[typeName] = md
+	}
 	m := dynamicpb.NewMessage(md)
 	if err := protojson.Unmarshal([]byte(js), m); err != nil {
 		ts.t.Fatalf("record %s %s: %v", typeName, js, err)

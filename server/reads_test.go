@@ -330,3 +330,37 @@ func TestBadQueries(t *testing.T) {
 		t.Fatalf("after bad queries: %v %v", recs, err)
 	}
 }
+
+// TestSearchReadInAnyOrder reads the queries of one stream in reverse
+// order. Their results arrive interleaved on one stream, so the client
+// must queue per query: a bounded per-query buffer would block delivery of
+// the query being read behind one not yet read, and the test would hang.
+func TestSearchReadInAnyOrder(t *testing.T) {
+	ts := startServer(t, server.Config{MaxResultRecords: 10})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	loadUsers(t, ts, 2000)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := ts.c.NewSearch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var qs []*pb.Query
+	for range 20 {
+		qs = append(qs, &pb.Query{Type: "shop.User"})
+	}
+	rs, err := s.Batch(qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(rs) - 1; i >= 0; i-- {
+		recs, err := rs[i].All()
+		if err != nil {
+			t.Fatalf("query %d: %v", i, err)
+		}
+		if len(recs) != 2000 || rs[i].Count() != 2000 {
+			t.Fatalf("query %d: %d records, count %d", i, len(recs), rs[i].Count())
+		}
+	}
+}

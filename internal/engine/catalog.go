@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
 )
@@ -31,6 +32,11 @@ type recType struct {
 	pk      []keyPath
 	pkNums  []protowire.Number // top-level fields holding the primary key
 	indexes []*index           // maintained by writes: BUILDING and READY
+	// target offers reads the READY indexes only; point recognises plain
+	// primary-key lookups (nil when the key has no fast path). Both are
+	// immutable: an index becoming READY publishes a new catalog.
+	target *query.Target
+	point  *query.Point
 }
 
 // index is one secondary index maintained by writes.
@@ -75,6 +81,13 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		url:    "type.googleapis.com/" + string(rt.Name),
 		prefix: recordPrefix(rt.ID),
 	}
+	t.target = &query.Target{Rec: rec, Type: rt}
+	for _, ix := range rt.Indexes {
+		if ix.State == pb.IndexState_INDEX_STATE_READY {
+			t.target.Indexes = append(t.target.Indexes, ix)
+		}
+	}
+	t.point = query.NewPoint(t.target)
 	if t.pk, err = compilePaths(rec, rt.PrimaryKey); err != nil {
 		return nil, fmt.Errorf("primary key: %w", err)
 	}

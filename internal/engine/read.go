@@ -10,7 +10,6 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
-	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -34,13 +33,7 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 	if t == nil || q.GetType() == "" {
 		return nil, &Error{Code: codes.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
 	}
-	var ready []*schema.Index
-	for _, ix := range t.rt.Indexes {
-		if ix.State == pb.IndexState_INDEX_STATE_READY {
-			ready = append(ready, ix)
-		}
-	}
-	plan, err := query.Compile(q, &query.Target{Rec: t.rec, Type: t.rt, Indexes: ready}, e.opts.QueryLimits)
+	plan, err := query.Compile(q, t.target, e.opts.QueryLimits)
 	if err != nil {
 		var qe *query.Error
 		if errors.As(err, &qe) {
@@ -51,13 +44,50 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 	return &compiled{q: q, t: t, plan: plan}, nil
 }
 
+// pointScratch lets a worker serve plain primary-key lookups without
+// compiling them: one plan of one range, reused query after query, so a
+// point lookup allocates nothing before its read. It belongs to one worker.
+type pointScratch struct {
+	c    compiled
+	plan query.Plan
+	rg   [1]query.Range
+	key  []byte
+}
+
+// compileFast is compile with the primary-key fast path: query.Point
+// recognises "pk = value" and encodes its key; anything else, including
+// every invalid query, is compiled. The result is valid until the next
+// call with the same scratch.
+func (e *Engine) compileFast(q *pb.Query, s *pointScratch) (*compiled, error) {
+	if t := e.cat.Load().lookup(q.GetType()); t != nil && t.point != nil && !e.closed.Load() {
+		if key, ok := t.point.Key(s.key[:0], q); ok {
+			s.key = key
+			// End is left nil: points reads Start alone.
+			s.rg[0] = query.Range{Start: key}
+			s.plan = query.Plan{
+				Access:   query.AccessPKPoint,
+				Ranges:   s.rg[:],
+				Reverse:  q.GetOrder().GetDescending(),
+				Limit:    q.GetLimit(),
+				KeysOnly: q.GetKeysOnly(),
+				Count:    q.GetCount(),
+			}
+			s.c = compiled{q: q, t: t, plan: &s.plan}
+			return &s.c, nil
+		}
+	}
+	return e.compile(q)
+}
+
 // cursor runs a plan on one reader. It is not safe for concurrent use; it
 // reuses its iterator and buffers across ranges.
 type cursor struct {
-	e   *Engine
-	c   *compiled
-	r   store.Reader
-	it  *store.Iter
+	e  *Engine
+	c  *compiled
+	r  store.Reader
+	it *store.Iter
+	// pit, when set, serves point reads (see points); its owner closes it.
+	pit *store.Iter
 	buf []byte // record read through an index
 	out []byte // keys-only record
 	n   uint64 // matches emitted
@@ -159,9 +189,20 @@ func (cu *cursor) step() bool {
 	return cu.it.Next()
 }
 
-// points serves primary-key point plans with one Get per key: no iterator.
+// points serves primary-key point plans with a point read per key: no
+// range iteration. Several keys are read through one iterator (cheaper
+// than as many Gets, see store.Iter.Lookup): the caller's pit if set, else
+// one made for the call; a lone key is a plain Get.
 func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(key, rec []byte) bool) error {
 	p := cu.c.plan
+	it := cu.pit
+	if it == nil && len(ranges) > 1 {
+		var err error
+		if it, err = cu.r.NewIter(nil, nil); err != nil {
+			return err
+		}
+		defer it.Close()
+	}
 	for i := range ranges {
 		rg := ranges[i]
 		if p.Reverse {
@@ -173,7 +214,12 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		cu.e.stats.PointLookups.Add(1)
 		var found bool
 		var err error
-		if cu.buf, found, err = cu.r.Get(rg.Start, cu.buf[:0]); err != nil {
+		if it != nil {
+			cu.buf, found, err = it.Lookup(rg.Start, cu.buf[:0])
+		} else {
+			cu.buf, found, err = cu.r.Get(rg.Start, cu.buf[:0])
+		}
+		if err != nil {
 			return err
 		}
 		if !found {

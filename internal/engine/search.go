@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/store"
 )
 
 // Search serves one Search stream. recv returns the next request (io.EOF
@@ -143,17 +145,36 @@ func (r *responder) any(url string, val []byte) *anypb.Any {
 func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- *pb.SearchResponse) {
 	r := &responder{e: e, out: out, ctx: ctx}
 	var vals []byte // one buffer for the values of the current response
+	var scratch pointScratch
+	var pit *store.Iter // shared by lone point lookups, made on first use
+	cu := &cursor{e: e} // reused: its buffers outlive each query
+	e.stats.Queries.Add(uint64(len(qs)))
 	for i, q := range qs {
 		id := first + uint64(i)
-		e.stats.Queries.Add(1)
-		c, err := e.compile(q)
+		c, err := e.compileFast(q, &scratch)
 		if err != nil {
 			e.stats.QueryErrors.Add(1)
 			r.cur().Errors = append(r.cur().Errors, queryError(id, err))
 			continue
 		}
-		rd, done := e.reader(c)
-		cu := &cursor{e: e, c: c, r: rd}
+		cu.c, cu.n, cu.pit = c, 0, nil
+		done := func() {}
+		if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) == 1 {
+			// Lone point lookups share one iterator per chunk: each still
+			// reads one consistent state, the iterator's, fixed after the
+			// request arrived.
+			if pit == nil {
+				if pit, err = e.st.NewIter(nil, nil); err != nil {
+					e.stats.QueryErrors.Add(1)
+					r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+					continue
+				}
+				defer pit.Close()
+			}
+			cu.r, cu.pit = e.st, pit
+		} else {
+			cu.r, done = e.reader(c)
+		}
 		var batch *pb.ResultBatch
 		explained := false
 		err = cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
@@ -176,10 +197,16 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 				resp := r.cur()
 				resp.Results = append(resp.Results, batch)
 			}
-			// Values share one growing buffer per response; a new
-			// buffer starts when it would move (earlier slices stay valid).
+			// Values share one buffer per response; a new buffer starts
+			// when it would move (earlier slices stay valid). It is sized
+			// for what this chunk can still return, so a lone lookup does
+			// not pay for a 64 KiB buffer.
 			if cap(vals)-len(vals) < len(rec) {
-				vals = make([]byte, 0, max(64<<10, len(rec)))
+				guess := 64 << 10 // a range: expect many records
+				if c.plan.Access == query.AccessPKPoint {
+					guess = len(rec) * (len(qs) - i + len(c.plan.Ranges))
+				}
+				vals = make([]byte, 0, min(max(guess, len(rec)), max(64<<10, len(rec))))
 			}
 			start := len(vals)
 			vals = append(vals, rec...)

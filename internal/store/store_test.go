@@ -881,3 +881,54 @@ func TestGetDoesNotAllocate(t *testing.T) {
 	check([]byte("k0500"), 1)  // sstable hit
 	check([]byte("k0500x"), 1) // sstable miss (bloom filter)
 }
+
+// TestIterLookup checks point reads through a reused iterator against the
+// data in the memtable and in sstables, deleted keys, prefixes and
+// extensions of existing keys, and that the iterator keeps its view.
+func TestIterLookup(t *testing.T) {
+	s := openT(t, t.TempDir(), false)
+	commitT(t, s, func(b *Batch) {
+		for i := range 1000 {
+			b.Set(fmt.Appendf(nil, "k%d", 2*i), fmt.Appendf(nil, "v%d", 2*i))
+		}
+		b.Delete([]byte("k100"))
+	})
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	commitT(t, s, func(b *Batch) {
+		b.Set([]byte("k1"), []byte("mem"))
+		b.Delete([]byte("k200"))
+	})
+	it, err := s.NewIter(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	commitT(t, s, func(b *Batch) { b.Set([]byte("k3"), []byte("later")) })
+	cases := []struct {
+		key, want string
+		found     bool
+	}{
+		{"k10", "v10", true},
+		{"k1998", "v1998", true},
+		{"k1", "mem", true},      // memtable
+		{"k0", "v0", true},       // first key
+		{"k100", "", false},      // deleted in the same batch
+		{"k200", "", false},      // deleted later, in the memtable
+		{"k3", "", false},        // written after the iterator was made
+		{"k10\x00", "", false},   // extension of an existing key
+		{"k", "", false},         // prefix of existing keys
+		{"a", "", false},         // before everything
+		{"z", "", false},         // after everything
+		{"k1998", "v1998", true}, // again, after seeking elsewhere
+	}
+	var dst []byte
+	for _, c := range cases {
+		var found bool
+		dst, found, err = it.Lookup([]byte(c.key), dst)
+		if err != nil || found != c.found || string(dst) != c.want {
+			t.Errorf("Lookup(%q) = %q, %v, %v; want %q, %v", c.key, dst, found, err, c.want, c.found)
+		}
+	}
+}

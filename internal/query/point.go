@@ -1,0 +1,96 @@
+package query
+
+import (
+	"encoding/binary"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keys"
+)
+
+// Point recognises the commonest query of all, one record by its primary
+// key ("id = 42"), and encodes its record key without compiling a plan.
+//
+// Compile validates and plans any expression; for a point lookup that work
+// (expression nodes, candidate paths, range sets) costs more than the
+// storage read itself, and batched lookups arrive by the million. Key gives
+// the same answer Compile would — a pk_point plan with one range, no filter
+// — or declines, and the caller compiles: anything unusual (enums, floats,
+// composite keys, explain, a value of another type, a value the field cannot
+// hold) takes the general path, so its errors and plans stay in one place.
+//
+// A Point is immutable and safe for concurrent use.
+type Point struct {
+	prefix []byte // tag and type id of the record key space
+	field  string // the primary key's field path
+	cls    class
+	kind   protoreflect.Kind
+}
+
+// NewPoint returns the point-lookup recogniser of t's type, or nil when its
+// primary key is not a single field of a kind the fast path encodes.
+func NewPoint(t *Target) *Point {
+	if t == nil || t.Type == nil || len(t.Type.PrimaryKey) != 1 {
+		return nil
+	}
+	f := t.Type.PrimaryKey[0]
+	cls := classOf(f.Kind)
+	switch {
+	case f.Kind == protoreflect.EnumKind:
+		return nil // operands name values; let Compile resolve them
+	case cls == clsInt, cls == clsUint, cls == clsBool, cls == clsBytes:
+	default:
+		return nil
+	}
+	prefix := binary.BigEndian.AppendUint32([]byte{spaceRecord}, t.Type.ID)
+	return &Point{prefix: prefix, field: f.Path, cls: cls, kind: f.Kind}
+}
+
+// Key appends to dst the record key q looks up and reports true when q is
+// a plain primary-key equality that Compile would plan as one pk_point
+// range with no filter. On false, dst is returned unchanged and the caller
+// must Compile q. Limit, keys_only and count do not change the access path
+// and are left to the caller, which reads them from q.
+func (p *Point) Key(dst []byte, q *pb.Query) ([]byte, bool) {
+	if p == nil || q.GetExplain() || q.GetOrder().GetIndex() != "" {
+		return dst, false
+	}
+	c := q.GetWhere().GetCmp()
+	if c == nil || c.GetOp() != pb.Op_OP_EQ || c.GetField() != p.field || len(c.GetValues()) != 0 {
+		return dst, false
+	}
+	out := append(dst, p.prefix...)
+	switch v := c.GetValue().GetKind().(type) {
+	case *pb.Value_Int:
+		if p.cls != clsInt {
+			return dst, false
+		}
+		lo, hi := intDomain(p.kind)
+		if v.Int < lo || v.Int > hi {
+			return dst, false
+		}
+		return keys.AppendInt(out, v.Int), true
+	case *pb.Value_Uint:
+		if p.cls != clsUint || v.Uint > uintMax(p.kind) {
+			return dst, false
+		}
+		return keys.AppendUint(out, v.Uint), true
+	case *pb.Value_Bool:
+		if p.cls != clsBool {
+			return dst, false
+		}
+		return keys.AppendBool(out, v.Bool), true
+	case *pb.Value_String_:
+		if p.kind != protoreflect.StringKind {
+			return dst, false
+		}
+		return keys.AppendString(out, v.String_), true
+	case *pb.Value_Bytes:
+		if p.kind != protoreflect.BytesKind {
+			return dst, false
+		}
+		return keys.AppendBytes(out, v.Bytes), true
+	}
+	return dst, false
+}

@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// readBenchRecords is the data set of the read benchmarks: ~100-byte
+// bench.Item records with one secondary index on name (10 records share a
+// name). PROTOBASE_BENCH_RECORDS overrides it for quick runs.
+func readBenchRecords() int {
+	if s := os.Getenv("PROTOBASE_BENCH_RECORDS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1_000_000
+}
+
+// BenchmarkRead measures every read path over gRPC against one server
+// loaded once with readBenchRecords records: Search primary-key lookups by
+// batch size (alternating send and receive, as seed 000 measured),
+// secondary-index range queries, and full Scans by parallelism.
+func BenchmarkRead(b *testing.B) {
+	total := readBenchRecords()
+	srv, err := server.Start(context.Background(), server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := client.Dial(srv.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.ApplySchema(ctx, map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	st, err := c.API().Insert(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for id := 0; id < total; id += 1000 {
+		recs := make([]*anypb.Any, 0, 1000)
+		for i := id; i < min(id+1000, total); i++ {
+			recs = append(recs, &anypb.Any{TypeUrl: "type.googleapis.com/bench.Item", Value: benchItem(nil, int64(i))})
+		}
+		if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		b.Fatal(err)
+	}
+	// Reads should meet the data as it rests, in sstables, not memtables.
+	if err := srv.Engine().Flush(); err != nil {
+		b.Fatal(err)
+	}
+
+	for _, batch := range []int{1, 10, 100, 1000, 10000} {
+		b.Run(fmt.Sprintf("search-pk/batch=%d", batch), func(b *testing.B) { benchSearchPK(b, c, total, batch) })
+	}
+	b.Run("search-index-range/records=1000", func(b *testing.B) { benchIndexRange(b, c, total) })
+	for _, par := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("scan/parallelism=%d", par), func(b *testing.B) { benchScan(b, c, total, par) })
+	}
+}
+
+func pkQuery(id int64) *pb.Query {
+	return &pb.Query{Type: "bench.Item", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+		Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: id}},
+	}}}}
+}
+
+// benchSearchPK sends a batch of random primary-key lookups, waits for all
+// of them to finish, and repeats: b.N counts lookups.
+func benchSearchPK(b *testing.B, c *client.Client, total, batch int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := c.API().Search(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, uint64(batch)))
+	// The requests are built before the clock starts and reused: the
+	// benchmark measures the server and the transport, not query building.
+	reqs := make([]*pb.SearchRequest, 16)
+	for i := range reqs {
+		qs := make([]*pb.Query, batch)
+		for j := range qs {
+			qs[j] = pkQuery(rng.Int64N(int64(total)))
+		}
+		reqs[i] = &pb.SearchRequest{Queries: qs}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	found := 0
+	for n, r := 0, 0; n < b.N; n, r = n+batch, r+1 {
+		if err := st.Send(reqs[r%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		for done := 0; done < batch; {
+			resp, err := st.Recv()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(resp.GetErrors()) > 0 {
+				b.Fatal(resp.GetErrors()[0].GetMessage())
+			}
+			for _, rb := range resp.GetResults() {
+				found += len(rb.GetRecords())
+			}
+			done += len(resp.GetDone())
+		}
+	}
+	b.StopTimer()
+	if err := st.CloseSend(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		b.Fatalf("stream end: %v", err)
+	}
+	if found == 0 {
+		b.Fatal("no lookup found its record")
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchIndexRange runs secondary-index range queries of 100 names (1,000
+// records each query on the full data set) one after another on a Search
+// stream: b.N counts records.
+func benchIndexRange(b *testing.B, c *client.Client, total int) {
+	names := min(total, 100_000)
+	s, err := c.NewSearch(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(2, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	read, plan := 0, ""
+	for read < b.N {
+		lo := rng.IntN(max(1, names-100))
+		q := &pb.Query{Type: "bench.Item", Explain: read == 0, Where: &pb.Expr{Expr: &pb.Expr_And{And: &pb.ExprList{Exprs: []*pb.Expr{
+			{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: pb.Op_OP_GE, Value: &pb.Value{Kind: &pb.Value_String_{String_: fmt.Sprintf("name-%012d", lo)}}}}},
+			{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: pb.Op_OP_LT, Value: &pb.Value{Kind: &pb.Value_String_{String_: fmt.Sprintf("name-%012d", lo+100)}}}}},
+		}}}}}
+		res, err := s.Query(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs, err := res.All()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p := res.Plan(); p != nil {
+			plan = p.GetAccess()
+		}
+		if len(recs) == 0 {
+			b.Fatal("empty range")
+		}
+		read += len(recs)
+	}
+	b.StopTimer()
+	if plan != "index_range" {
+		b.Fatalf("plan %q, want index_range", plan)
+	}
+	b.ReportMetric(float64(read)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchScan reads the whole data set with one Scan per iteration.
+func benchScan(b *testing.B, c *client.Client, total, par int) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		sc := c.Scan(context.Background(), &pb.Query{Type: "bench.Item"}, client.ScanOptions{Parallelism: uint32(par)})
+		n := 0
+		for sc.Next() {
+			n++
+		}
+		if err := sc.Err(); err != nil {
+			b.Fatal(err)
+		}
+		if n != total {
+			b.Fatalf("scan read %d records, want %d", n, total)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/scan")
+	b.ReportMetric(float64(total*b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(0, "ns/op")
+}
