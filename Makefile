@@ -17,6 +17,7 @@ GOLANGCI_VERSION        := v2.6.2
 DATA ?= ./protobase-data
 ADDR ?= 127.0.0.1:7070
 FUZZTIME ?= 30s
+LAB_OUT ?= ./lab-report
 
 .PHONY: help
 help: ## list the targets
@@ -43,6 +44,14 @@ test-race: ## run every test under the race detector
 bench: ## run the Go benchmarks (ingest vs raw Pebble, codecs, validator)
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 3 ./internal/... ./server/
 
+.PHONY: bench-lab
+bench-lab: ## run every lab experiment (protobase bench all) into LAB_OUT
+	$(GO) run ./cmd/protobase bench all --out $(LAB_OUT)
+
+.PHONY: bench-lab-quick
+bench-lab-quick: ## smoke-run every lab experiment in quick mode (under a minute) into LAB_OUT
+	$(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
@@ -51,6 +60,9 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzPathGet$$' -fuzztime $(FUZZTIME) ./internal/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzValueReader$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzWriteBody$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./internal/transport/schemajson/
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## install the pinned generators into ./bin
@@ -70,7 +82,8 @@ $(BIN)/golangci-lint:
 
 .PHONY: generate
 generate: tools ## regenerate gen/ from proto/
-	rm -rf gen
+	# Remove what buf writes, not gen/ itself: gen/openapi/embed.go is hand-written.
+	rm -rf gen/protobase gen/openapi/*.json
 	buf generate
 
 .PHONY: check-generate

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -29,8 +30,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/store"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
+	labtransport "github.com/protobase/protobase/internal/transport/lab"
 )
 
 // Config configures a server. The zero value of every field but DataDir is
@@ -43,6 +46,29 @@ type Config struct {
 	GRPCAddr string
 	// MetricsAddr, when set, serves Prometheus metrics at /metrics.
 	MetricsAddr string
+
+	// HTTPAddr, when set, serves the REST/JSON gateway (and the OpenAPI
+	// description at /openapi.json) on this address, HTTP/1.1 and
+	// cleartext HTTP/2 on one listener; port 0 picks a free port, see
+	// Server.HTTPAddr. A JSON object of a request body is bounded by
+	// MaxMessageBytes.
+	HTTPAddr string
+	// NATS runs an embedded NATS server on NATSAddr and serves the NATS
+	// request-reply API on it. Exclusive with NATSURL.
+	NATS bool
+	// NATSAddr is the embedded NATS server's listen address (default
+	// "127.0.0.1:4222"; port 0 picks a free port, see Server.NATSURL). Its
+	// max_payload is MaxMessageBytes, at most 8 MiB.
+	NATSAddr string
+	// NATSURL, when set, serves the NATS API on an external NATS server
+	// (for example "nats://127.0.0.1:4222"), reconnecting as needed.
+	NATSURL string
+	// NATSPrefix is the first part of every NATS subject (default
+	// "protobase": protobase.query, protobase.get, ...).
+	NATSPrefix string
+	// NATSQueue is the queue group of the NATS endpoints (default
+	// "protobase"): servers sharing it share the requests.
+	NATSQueue string
 	// NoSync acknowledges writes before they are fsynced. Faster, and a
 	// crash or power loss can lose acknowledged writes (never corrupt the
 	// store). For benchmarks; the default (false) is durable.
@@ -68,6 +94,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives server events; nil discards them.
 	Logger *slog.Logger
+	// Lab registers the benchmark lab's service (protobase.lab.v1.Lab:
+	// echo, sink and engine counters) beside the public API, for
+	// `protobase bench --addr`. Off by default: it is not for applications.
+	Lab bool
 }
 
 // Server is a running Protobase server.
@@ -81,6 +111,7 @@ type Server struct {
 	health  *health.Server
 	metrics *http.Server
 	mlis    net.Listener
+	tr      transports // REST and NATS, see transports.go
 
 	stopOnce sync.Once
 	stopErr  error
@@ -102,6 +133,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if err := checkTransports(&cfg); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -149,8 +183,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// LAN links; flow control still bounds memory per stream.
 		grpc.InitialWindowSize(4<<20),
 		grpc.InitialConnWindowSize(16<<20),
+		experimental.BufferPool(grpcbuf.Pool),
 	)
 	grpctransport.New(eng).Register(s.gs)
+	if cfg.Lab {
+		labtransport.New(eng, !cfg.NoSync).Register(s.gs)
+	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.gs, s.health)
 	// Reflection resolves the runtime record types too, so grpcurl can
@@ -172,6 +210,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.metrics.Serve(mlis) }()
+	}
+
+	if err := s.startTransports(); err != nil {
+		lis.Close()
+		if s.metrics != nil {
+			_ = s.metrics.Close()
+		}
+		s.closeStorage()
+		return nil, err
 	}
 
 	go func() {
@@ -203,6 +250,11 @@ func (s *Server) Engine() *engine.Engine { return s.eng }
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		s.health.Shutdown()
+		// REST and NATS call the engine without going through the gRPC
+		// server: stop them first, with the same grace period.
+		tctx, tcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		s.stopTransports(tctx)
+		tcancel()
 		stopped := make(chan struct{})
 		go func() {
 			s.gs.GracefulStop()

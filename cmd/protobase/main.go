@@ -119,6 +119,7 @@ defaults to $PROTOBASE_ADDR or else ` + defaultAddr + `.`,
 		a.searchCommand(),
 		a.scanCommand(),
 		a.versionCommand(),
+		a.benchCommand(),
 	)
 	return root
 }

@@ -20,6 +20,12 @@ type serveOptions struct {
 	data             string
 	grpcAddr         string
 	metricsAddr      string
+	httpAddr         string
+	nats             bool
+	natsAddr         string
+	natsURL          string
+	natsPrefix       string
+	natsQueue        string
 	sync             bool
 	maxMessageBytes  int
 	maxBatchRecords  int
@@ -27,6 +33,7 @@ type serveOptions struct {
 	cacheBytes       int64
 	shutdownTimeout  time.Duration
 	logLevel         string
+	lab              bool
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -38,6 +45,14 @@ func (a *app) serveCommand() *cobra.Command {
 serving the gRPC API on --grpc-addr and, when --metrics-addr is set,
 Prometheus metrics at http://METRICS-ADDR/metrics.
 
+--http-addr also serves the API as REST/JSON (HTTP/1.1 and cleartext
+HTTP/2 on one port), with its OpenAPI description at /openapi.json.
+--nats runs an embedded NATS server on --nats-addr, or --nats-url joins an
+external one, and serves the API as NATS request-reply on the subjects
+PREFIX.schema.get, .insert, .update, .upsert, .remove, .query and .get
+(--nats-prefix, default "protobase"), in the queue group --nats-queue, so
+that several servers share the load. See docs/transports.md.
+
 Every write is fsynced before it is acknowledged. --sync=false acknowledges
 writes before they reach the disk: faster, but a crash or power loss can
 lose acknowledged writes (the store itself is never corrupted).
@@ -47,10 +62,18 @@ accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use
 or the data directory is locked by another server).
 
+--lab also serves the benchmark lab's service (protobase.lab.v1.Lab: an
+echo that skips storage, a search sink that sends nothing back, and the
+engine's counters), so that 'protobase bench --addr' can run every
+experiment against this server. Leave it off in production.
+
 The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 		Example: `  protobase serve
+  protobase serve --http-addr 127.0.0.1:8080 --nats             # REST and embedded NATS
+  protobase serve --nats-url nats://nats.internal:4222 --nats-prefix shop
   protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090
-  protobase serve --sync=false --log-level debug   # benchmarks only`,
+  protobase serve --sync=false --log-level debug   # benchmarks only
+  protobase serve --lab                            # a target for protobase bench --addr`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error { return a.serve(cmd, o) }),
 	}
@@ -58,6 +81,12 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
 	f.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address, host:port (port 0 picks a free port)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "Prometheus metrics listen address, host:port (empty: no metrics)")
+	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and h2c (empty: no REST)")
+	f.BoolVar(&o.nats, "nats", false, "run an embedded NATS server on --nats-addr and serve the NATS API on it")
+	f.StringVar(&o.natsAddr, "nats-addr", "127.0.0.1:4222", "embedded NATS server listen address, host:port (port 0 picks a free port); with --nats")
+	f.StringVar(&o.natsURL, "nats-url", "", "serve the NATS API on this external NATS server, e.g. nats://host:4222 (exclusive with --nats)")
+	f.StringVar(&o.natsPrefix, "nats-prefix", "protobase", "first token(s) of every NATS subject")
+	f.StringVar(&o.natsQueue, "nats-queue", "protobase", "NATS queue group; servers in one group share the requests")
 	f.BoolVar(&o.sync, "sync", true, "fsync writes before acknowledging them; --sync=false is faster but risks losing acknowledged writes on a crash or power loss")
 	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
 	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
@@ -65,6 +94,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, "block cache size in bytes (0: the store's default)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
 	return cmd
 }
 
@@ -87,6 +117,9 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	case o.shutdownTimeout < 0:
 		return usagef("--shutdown-timeout must not be negative")
 	}
+	if err := checkTransportFlags(cmd, o); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -95,6 +128,12 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 		DataDir:            o.data,
 		GRPCAddr:           o.grpcAddr,
 		MetricsAddr:        o.metricsAddr,
+		HTTPAddr:           o.httpAddr,
+		NATS:               o.nats,
+		NATSAddr:           natsAddr(o),
+		NATSURL:            o.natsURL,
+		NATSPrefix:         o.natsPrefix,
+		NATSQueue:          o.natsQueue,
 		NoSync:             !o.sync,
 		MaxMessageBytes:    o.maxMessageBytes,
 		MaxRecordsPerBatch: o.maxBatchRecords,
@@ -102,6 +141,7 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 		CacheBytes:         o.cacheBytes,
 		ShutdownTimeout:    o.shutdownTimeout,
 		Logger:             log,
+		Lab:                o.lab,
 	})
 	if err != nil {
 		// Pebble's lock on the data directory is held: by another process
@@ -115,6 +155,7 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if m := srv.MetricsAddr(); m != "" {
 		fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", m)
 	}
+	printTransports(a.stdout, srv, o)
 	if !o.sync {
 		log.Warn("sync is off: a crash or power loss can lose acknowledged writes")
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -544,4 +545,35 @@ func indexFields(ix *index) []string {
 		s[i] = kf.Path
 	}
 	return s
+}
+
+// Abort ends a stream whose next batch never reached Apply because the
+// transport could not receive or decode it (malformed JSON, an oversized
+// message, a cancelled stream). The batches applied before it are made
+// durable first, so the counts it reports are true, and err comes back as an
+// *Error naming batch Batches() with those counts: a client learns exactly
+// what was kept, whichever transport it used. An *Error keeps its code and
+// record details; any other error keeps the code Status gives it.
+func (w *Writer) Abort(err error) error {
+	if _, serr := w.Sync(); serr != nil {
+		return serr
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		st := Status(err)
+		e = &Error{Code: st.Code(), Msg: st.Message(), Err: err}
+	} else {
+		cp := *e
+		e = &cp
+	}
+	we := &pb.WriteError{Reason: e.Msg}
+	if e.Write != nil {
+		we = proto.Clone(e.Write).(*pb.WriteError)
+	}
+	we.Batch = w.batches
+	we.BatchesApplied = w.batches
+	we.RecordsApplied = w.records
+	e.Write = we
+	w.e.stats.WriteErrors.Add(1)
+	return e
 }

@@ -73,6 +73,10 @@ func (s *Service) Remove(st grpc.ClientStreamingServer[pb.WriteRequest, pb.Write
 // writeStream applies each received batch in order. OK is sent only after
 // every batch is durable; on a failed batch, the batches before it are made
 // durable first, so the counts in the error are true.
+//
+// The REST gateway calls the write methods with an HTTP-backed stream whose
+// RecvMsg decodes newline-delimited JSON, so this loop is the one code path
+// for write streams on both transports.
 func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse], op engine.Op) error {
 	ctx := st.Context()
 	w := s.e.NewWriter()
@@ -88,7 +92,10 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 				}
 				return st.SendAndClose(&pb.WriteResponse{Batches: w.Batches(), Records: w.Records(), Position: pos})
 			}
-			return err
+			// The next batch never arrived whole (too large, cancelled,
+			// undecodable): report it as that batch's error with the
+			// durable counts of the ones before it.
+			return toStatus(w.Abort(err))
 		}
 		if err := w.Apply(ctx, op, req.Records); err != nil {
 			if _, serr := w.Sync(); serr != nil {
@@ -114,7 +121,7 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 				_, err := w.Sync()
 				return toStatus(err)
 			}
-			return err
+			return toStatus(w.Abort(err))
 		}
 		op, ok := engine.OpFromProto(req.Op)
 		if !ok {

@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+)
+
+func init() { Register(func() Experiment { return new(Batching) }) }
+
+// seed000 are seed 000's figures: alternating Search on one stream,
+// op/s by batch size.
+var seed000 = map[int]float64{1: 9482, 10: 85479, 100: 622246, 1000: 1939291}
+
+const seed000Source = "seed 000 (gRPC throughput: effects of batching; i7-13700H, localhost)"
+
+// Batching is seed 000: Search on one bidirectional stream, alternating
+// send and receive, by queries per request. Each query is a primary-key
+// lookup over a preloaded data set ("lookup" rows); the "transport" rows
+// send the same requests to Lab.Echo, which answers without touching
+// storage, so the gap between the two is what storage and the engine add
+// to what gRPC costs.
+type Batching struct {
+	Records       int
+	Batches       []int
+	TransportOnly bool
+
+	// ctr counts the lookup queries answered, which the server's
+	// point-lookup counter must match (see Run).
+	ctr searchCounter
+}
+
+// Name implements Experiment.
+func (*Batching) Name() string { return "batching" }
+
+// Describe implements Experiment.
+func (*Batching) Describe() string {
+	return "Search throughput by queries per request, alternating send and receive (seed 000)"
+}
+
+// Flags implements Experiment.
+func (b *Batching) Flags(fs *pflag.FlagSet) {
+	fs.IntVar(&b.Records, "records", 0, "records preloaded for the lookups (0: 100000, 10000 with --quick)")
+	fs.IntSliceVar(&b.Batches, "batches", nil, "queries per request (default 1,10,100,1000,10000)")
+	fs.BoolVar(&b.TransportOnly, "transport-only", false, "only the transport rows: the server answers without touching storage")
+}
+
+func (b *Batching) defaults(quick bool) error {
+	if b.Records == 0 {
+		b.Records = 100000
+		if quick {
+			b.Records = 10000
+		}
+	}
+	if len(b.Batches) == 0 {
+		b.Batches = []int{1, 10, 100, 1000, 10000}
+	}
+	if b.Records < 1 {
+		return fmt.Errorf("--records must be at least 1, got %d", b.Records)
+	}
+	return checkBatches(b.Batches)
+}
+
+// checkBatches validates a --batches list.
+func checkBatches(bs []int) error {
+	for _, n := range bs {
+		if n < 1 || n > 100000 {
+			return fmt.Errorf("--batches: %d is out of range 1..100000", n)
+		}
+	}
+	return nil
+}
+
+// Run implements Experiment.
+func (b *Batching) Run(ctx context.Context, env *Env) (*Result, error) {
+	if err := b.defaults(env.Quick); err != nil {
+		return nil, err
+	}
+	t, err := env.Target(ctx, TargetConfig{})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Chart: &Chart{
+		Title: "Search, alternating send/receive: throughput by batch size", Kind: Lines,
+		XLabel: "queries per request", YLabel: "queries/s", X: "batch", Series: "mode", LogX: true, LogY: true,
+	}}
+	modes := []string{"lookup", "transport"}
+	if b.TransportOnly {
+		modes = modes[1:]
+	} else {
+		if err := t.EnsureSchema(ctx, labSchema); err != nil {
+			return nil, err
+		}
+		if err := loadItems(ctx, env, t, b.Records); err != nil {
+			return nil, err
+		}
+	}
+	before, err := t.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, mode := range modes {
+		open := t.API.Search
+		if mode == "transport" {
+			open = t.Lab.Echo
+		}
+		for _, batch := range b.Batches {
+			frames, err := searchFrames(batch, b.Records)
+			if err != nil {
+				return nil, err
+			}
+			ctr := &b.ctr
+			if mode == "transport" {
+				ctr = new(searchCounter) // echoes are not lookups
+			}
+			label := fmt.Sprintf("%s batch=%d", mode, batch)
+			s, err := env.Measure(ctx, label, alternateSearch(open, frames, batch, searchCheck{records: 1}, ctr))
+			if err != nil {
+				return nil, err
+			}
+			var ref *Reference
+			if v, ok := seed000[batch]; ok {
+				ref = &Reference{Value: v, Source: seed000Source}
+			}
+			res.Rows = append(res.Rows, NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, ref))
+		}
+	}
+	after, err := t.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Every lookup query must have been a point read on the server; on an
+	// --addr server other clients may add to the counter, never take away.
+	lookups := after.PointLookups - before.PointLookups
+	if lookups < b.ctr.queries || (t.Embedded && lookups != b.ctr.queries) {
+		return nil, fmt.Errorf("server made %d point lookups for %d lookup queries", lookups, b.ctr.queries)
+	}
+	if !b.TransportOnly {
+		res.Notes = append(res.Notes, fmt.Sprintf("lookup rows: %d records preloaded; the server made %d point lookups for %d queries answered", b.Records, lookups, b.ctr.queries))
+	}
+	res.Notes = append(res.Notes, "transport rows: Lab.Echo answers each query with a canned 100-byte record without touching storage")
+	return res, nil
+}

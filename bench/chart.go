@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// publishedSeries names the series of published figures on every chart.
+const publishedSeries = "published"
+
+// CheckChartPath reports whether path names a chart format Draw writes
+// (.png or .svg).
+func CheckChartPath(path string) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".png", ".svg":
+		return nil
+	}
+	return fmt.Errorf("%s: unknown chart format %q (use .png or .svg)", path, filepath.Ext(path))
+}
+
+// chartSeries is one series of a chart: a value per X category.
+type chartSeries struct {
+	name   string
+	values map[string]float64
+}
+
+// chartData groups res's rows into X categories (in row order) and series
+// (measured series in row order, then the published figures).
+func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
+	index := map[string]int{}
+	published := chartSeries{name: publishedSeries, values: map[string]float64{}}
+	for _, r := range rows {
+		if c.Unit != "" && r.Unit != c.Unit {
+			continue
+		}
+		x := paramString(r.Params[c.X])
+		if !slices.Contains(xs, x) {
+			xs = append(xs, x)
+		}
+		name := "measured"
+		if c.Series != "" {
+			name = paramString(r.Params[c.Series])
+		}
+		i, ok := index[name]
+		if !ok {
+			i = len(series)
+			index[name] = i
+			series = append(series, chartSeries{name: name, values: map[string]float64{}})
+		}
+		series[i].values[x] = r.Median
+		if r.Reference != nil {
+			published.values[x] = r.Reference.Value
+		}
+	}
+	if len(published.values) > 0 {
+		series = append(series, published)
+	}
+	return xs, series
+}
+
+func paramString(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// Draw renders res's chart to path (.png or .svg, by extension). Log
+// scales are used when asked and, for Y, whenever the values span more
+// than two decades.
+func Draw(res *Result, path string) error {
+	if err := CheckChartPath(path); err != nil {
+		return err
+	}
+	c := res.Chart
+	if c == nil {
+		return fmt.Errorf("%s: experiment %s has no chart", path, res.Experiment)
+	}
+	xs, series := chartData(c, res.Rows)
+	if len(xs) == 0 {
+		return fmt.Errorf("%s: no rows to draw", path)
+	}
+	p := plot.New()
+	p.Title.Text = c.Title
+	p.X.Label.Text = c.XLabel
+	p.Y.Label.Text = c.YLabel
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range series {
+		for _, v := range s.values {
+			if v > 0 {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+	}
+	logY := c.LogY || (lo > 0 && hi/lo > 100)
+
+	var err error
+	if c.Kind == Lines {
+		err = drawLines(p, c, xs, series)
+	} else {
+		err = drawBars(p, xs, series)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if logY && lo > 0 {
+		floor := math.Pow(10, math.Floor(math.Log10(lo)))
+		p.Y.Scale = clampedLog{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Min = floor
+		p.Y.Max = math.Pow(10, math.Ceil(math.Log10(hi*1.01)))
+	} else {
+		p.Y.Min = 0
+		p.Y.Tick.Marker = commaTicks{}
+	}
+	width := vg.Length(max(16, 4+2*len(xs))) * vg.Centimeter
+	if err := p.Save(width, 12*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("save chart %s: %w", path, err)
+	}
+	return nil
+}
+
+func drawBars(p *plot.Plot, xs []string, series []chartSeries) error {
+	n := len(series)
+	w := vg.Points(max(4, 60/float64(n)))
+	for i, s := range series {
+		vals := make(plotter.Values, len(xs))
+		for j, x := range xs {
+			vals[j] = s.values[x]
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return fmt.Errorf("series %s: %w", s.name, err)
+		}
+		b.LineStyle.Width = 0
+		b.Color = seriesColor(s.name, i)
+		b.Offset = w * vg.Length(float64(i)-float64(n-1)/2)
+		p.Add(b)
+		p.Legend.Add(s.name, b)
+	}
+	p.NominalX(xs...)
+	return nil
+}
+
+func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error {
+	num := make(map[string]float64, len(xs))
+	for _, x := range xs {
+		v, err := strconv.ParseFloat(x, 64)
+		if err != nil {
+			return fmt.Errorf("line chart needs a numeric %s, got %q", c.X, x)
+		}
+		num[x] = v
+	}
+	for i, s := range series {
+		var pts plotter.XYs
+		for _, x := range xs {
+			if v, ok := s.values[x]; ok && v > 0 {
+				pts = append(pts, plotter.XY{X: num[x], Y: v})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("series %s: %w", s.name, err)
+		}
+		col := seriesColor(s.name, i)
+		l.Color, sc.Color = col, col
+		if s.name == publishedSeries {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l, sc)
+		p.Legend.Add(s.name, l, sc)
+	}
+	if c.LogX {
+		p.X.Scale = clampedLog{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	return nil
+}
+
+// seriesColor gives the published figures one fixed grey, so that they
+// read as the reference on every chart.
+func seriesColor(name string, i int) color.Color {
+	if name == publishedSeries {
+		return color.Gray{Y: 150}
+	}
+	return plotutil.Color(i)
+}
+
+// clampedLog is a log scale that draws values below the axis minimum at
+// the minimum, so that bars (which start at 0) can sit on a log axis.
+type clampedLog struct{}
+
+func (clampedLog) Normalize(lo, hi, x float64) float64 {
+	lo = math.Max(lo, math.SmallestNonzeroFloat64)
+	hi = math.Max(hi, lo)
+	x = math.Max(x, lo)
+	if hi == lo {
+		return 0
+	}
+	return (math.Log(x) - math.Log(lo)) / (math.Log(hi) - math.Log(lo))
+}
+
+// commaTicks labels a linear axis with thousands separators.
+type commaTicks struct{}
+
+func (commaTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = formatValue(ts[i].Value)
+		}
+	}
+	return ts
+}

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// The lab's record types live in their own package and file so that they
+// can be added to an --addr server's schema beside whatever it holds.
+const (
+	labProtoFile = "protobase_lab/items.proto"
+	labProto     = `syntax = "proto3";
+package protobase_lab;
+import "protobase/v1/options.proto";
+
+// Item has no secondary index: lookups, write patterns, ingest without indexes.
+message Item {
+  option (protobase.v1.record) = { primary_key: "id" };
+  int64 id = 1;
+  string name = 2;
+  string email = 3;
+  int64 created = 4;
+  string note = 5;
+}
+
+// IndexedItem is Item with two secondary indexes: ingest with indexes.
+message IndexedItem {
+  option (protobase.v1.record) = {
+    primary_key: "id"
+    index: { fields: "name" }
+    index: { fields: "email" }
+  };
+  int64 id = 1;
+  string name = 2;
+  string email = 3;
+  int64 created = 4;
+  string note = 5;
+}
+`
+	itemType        = "protobase_lab.Item"
+	indexedItemType = "protobase_lab.IndexedItem"
+	typeURLPrefix   = "type.googleapis.com/"
+)
+
+// labSchema is the schema every experiment adds.
+var labSchema = map[string]string{labProtoFile: labProto}
+
+// appendItem appends the encoding of item id (about 100 bytes, the size
+// the seeds' messages had) to dst without allocating beyond dst's growth.
+func appendItem(dst []byte, id int64) []byte {
+	var num [20]byte
+	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, uint64(id))
+	dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+	s := strconv.AppendInt(num[:0], id%100000, 10)
+	dst = protowire.AppendVarint(dst, uint64(5+len(s)))
+	dst = append(append(dst, "name-"...), s...)
+	dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+	s = strconv.AppendInt(num[:0], id, 10)
+	dst = protowire.AppendVarint(dst, uint64(4+len(s)+12))
+	dst = append(append(append(dst, "user"...), s...), "@example.com"...)
+	dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+	dst = protowire.AppendVarint(dst, 1700000000000+uint64(id))
+	dst = protowire.AppendTag(dst, 5, protowire.BytesType)
+	dst = protowire.AppendString(dst, "lorem ipsum dolor sit amet, consectetur adipiscing")
+	return dst
+}
+
+// appendWriteRecords appends to dst the encoding of the records field
+// (field 1 of WriteRequest, field 2 of WriteStreamRequest) holding n items
+// of type typeName with ids first, first+1, …, and returns dst and the
+// bytes of record values it holds. Encoding straight into one buffer
+// keeps the ingest loop at one allocation per batch.
+func appendWriteRecords(dst []byte, field protowire.Number, typeName string, first int64, n int) ([]byte, int64) {
+	url := typeURLPrefix + typeName
+	var item []byte
+	var payload int64
+	for i := 0; i < n; i++ {
+		item = appendItem(item[:0], first+int64(i))
+		payload += int64(len(item))
+		anyLen := protowire.SizeTag(1) + protowire.SizeBytes(len(url)) + protowire.SizeTag(2) + protowire.SizeBytes(len(item))
+		dst = protowire.AppendTag(dst, field, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(anyLen))
+		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		dst = protowire.AppendString(dst, url)
+		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, item)
+	}
+	return dst, payload
+}
+
+// lookupQuery is a primary-key lookup of item id.
+func lookupQuery(id int64) *pb.Query {
+	return &pb.Query{
+		Type: itemType,
+		Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+			Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: id}},
+		}}},
+	}
+}
+
+// searchFrames encodes SearchRequests of batch lookups each, walking the
+// ids 0..records-1 in a scattered order so that consecutive lookups do not
+// hit neighbouring keys, with as many requests as it takes to cover every
+// id once (at least one).
+func searchFrames(batch, records int) ([]frame, error) {
+	n := max(1, (records+batch-1)/batch)
+	frames := make([]frame, 0, n)
+	// A stride coprime with records visits every id once.
+	stride := int64(7919)
+	for gcd(stride, int64(records)) != 1 {
+		stride++
+	}
+	var id int64
+	for i := 0; i < n; i++ {
+		req := &pb.SearchRequest{Queries: make([]*pb.Query, batch)}
+		for j := range req.Queries {
+			req.Queries[j] = lookupQuery(id)
+			id = (id + stride) % int64(records)
+		}
+		f, err := encodeFrame(req)
+		if err != nil {
+			return nil, err
+		}
+		frames = append(frames, f)
+	}
+	return frames, nil
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// loadItems upserts items 0..n-1 (upsert, so that an --addr server that
+// already holds them loads again harmlessly).
+func loadItems(ctx context.Context, env *Env, t *Target, n int) error {
+	task := env.Progress.Task(fmt.Sprintf("load %d records", n), (n+999)/1000)
+	defer task.Done("")
+	st, err := t.API.Upsert(ctx)
+	if err != nil {
+		return fmt.Errorf("load: open stream: %w", err)
+	}
+	const batch = 1000
+	var backing []byte
+	for first := 0; first < n; first += batch {
+		m := min(batch, n-first)
+		req := &pb.WriteRequest{Records: make([]*anypb.Any, m)}
+		backing = make([]byte, 0, m*110)
+		for i := range req.Records {
+			start := len(backing)
+			backing = appendItem(backing, int64(first+i))
+			req.Records[i] = &anypb.Any{TypeUrl: typeURLPrefix + itemType, Value: backing[start:len(backing):len(backing)]}
+		}
+		if err := st.Send(req); err != nil {
+			break // the status says why
+		}
+		task.Step()
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	return nil
+}
+
+// protowireAppendOp appends WriteStreamRequest.op (field 1).
+func protowireAppendOp(b []byte, op pb.WriteOp) []byte {
+	b = protowire.AppendTag(b, 1, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(op))
+}
+
+// protowireAppendAck appends WriteStreamRequest.ack = true (field 3).
+func protowireAppendAck(b []byte) []byte {
+	b = protowire.AppendTag(b, 3, protowire.VarintType)
+	return protowire.AppendVarint(b, 1)
+}
+
+// itemWireBytes is about the encoded size of one item in a write request
+// (record, type URL and framing), for sizing windows.
+const itemWireBytes = 150

@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+
+	"google.golang.org/grpc"
+
+	"github.com/protobase/protobase/client"
+	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// TargetConfig configures the embedded server of a Target. With --addr the
+// running server is used as it is, and Target.Sync says what it does.
+type TargetConfig struct {
+	// NoSync starts the embedded server with server.Config.NoSync.
+	NoSync bool
+}
+
+// Target is a server an experiment talks to, over loopback TCP: an
+// embedded server in a fresh temporary directory, or the --addr server.
+type Target struct {
+	// Addr is the server's gRPC address.
+	Addr string
+	// Client is a client connected to it; API and Lab are its raw stubs.
+	Client *client.Client
+	API    pb.ProtobaseClient
+	Lab    labv1.LabClient
+	// Embedded is false for an --addr server.
+	Embedded bool
+	// Sync reports whether the server fsyncs writes before acknowledging.
+	Sync bool
+	// Server is the embedded server (nil with --addr), so that tests can
+	// read its engine's counters; experiments use Stats instead.
+	Server *server.Server
+
+	dir string // the embedded server's data directory, removed on Close
+}
+
+// dialOptions give the lab's connections windows large enough that a
+// send-all-then-receive-all round never stalls on flow control.
+func dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(64 << 20),
+		grpc.WithInitialConnWindowSize(64 << 20),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)),
+	}
+}
+
+// Target starts an embedded lab server configured by cfg, or connects to
+// the --addr server (which must serve the lab API: protobase serve --lab).
+// The Env closes it.
+func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
+	t := &Target{Addr: e.Addr}
+	if e.Addr == "" {
+		dir, err := os.MkdirTemp("", "protobase-bench-*")
+		if err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		srv, err := server.Start(ctx, server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true})
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("start embedded server: %w", err)
+		}
+		t.Addr, t.Embedded, t.Server, t.dir = srv.Addr(), true, srv, dir
+	}
+	c, err := client.Dial(t.Addr, client.WithDialOptions(dialOptions()...))
+	if err != nil {
+		_ = t.Close()
+		return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
+	}
+	t.Client, t.API, t.Lab = c, c.API(), labv1.NewLabClient(c.Conn())
+	st, err := t.Lab.Stats(ctx, &labv1.StatsRequest{})
+	if err != nil {
+		_ = t.Close()
+		return nil, fmt.Errorf("server at %s does not serve the lab API (start it with protobase serve --lab): %w", t.Addr, err)
+	}
+	t.Sync = st.Sync
+	e.mu.Lock()
+	e.targets = append(e.targets, t)
+	e.mu.Unlock()
+	return t, nil
+}
+
+// Stats returns the server's engine counters.
+func (t *Target) Stats(ctx context.Context) (*labv1.StatsResponse, error) {
+	st, err := t.Lab.Stats(ctx, &labv1.StatsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("lab stats: %w", err)
+	}
+	return st, nil
+}
+
+// EnsureSchema adds files to the server's schema, keeping every file
+// already there (ApplySchema is whole-state, and an --addr server may hold
+// other types). It applies nothing when the files are already current.
+func (t *Target) EnsureSchema(ctx context.Context, files map[string]string) error {
+	cur, err := t.Client.GetSchema(ctx)
+	if err != nil {
+		return fmt.Errorf("get schema: %w", err)
+	}
+	all := maps.Clone(cur.Files)
+	if all == nil {
+		all = map[string]string{}
+	}
+	changed := false
+	for name, src := range files {
+		if all[name] != src {
+			all[name], changed = src, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if _, err := t.Client.ApplySchema(ctx, all, client.SchemaOptions{}); err != nil {
+		return fmt.Errorf("apply lab schema: %w", err)
+	}
+	return nil
+}
+
+// Close closes the client and stops and removes an embedded server.
+func (t *Target) Close() error {
+	var errs []error
+	if t.Client != nil {
+		errs = append(errs, t.Client.Close())
+	}
+	if t.Server != nil {
+		errs = append(errs, t.Server.Stop())
+	}
+	if t.dir != "" {
+		errs = append(errs, os.RemoveAll(t.dir))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/protobase/protobase/bench"
+)
+
+// benchOptions are the flags every bench subcommand shares.
+type benchOptions struct {
+	runs     int
+	duration time.Duration
+	warmup   time.Duration
+	quick    bool
+	json     string
+	chart    string
+	out      string
+}
+
+func (a *app) benchCommand() *cobra.Command {
+	var o benchOptions
+	cmd := groupCommand(&cobra.Command{
+		Use:   "bench",
+		Short: "Run the benchmark lab's experiments",
+		Long: `Run the lab's experiments: each starts an embedded server on a loopback
+port in a fresh temporary directory (or, with --addr, uses a running server
+started with 'protobase serve --lab'), loads its data, warms up, runs each
+configuration --runs times for --duration, and prints the median with min and
+max beside the published figure and the ratio measured/published.
+
+--json FILE writes the rows as JSON, --chart FILE.png|FILE.svg draws them.
+'bench all --out DIR' runs every experiment and writes DIR/report.md with
+every table and chart, plus one JSON file per experiment. --quick makes every
+experiment short and small (all of them in under a minute): for smoke checks,
+not for comparison. See docs/benchmarks.md.`,
+		Example: `  protobase bench batching
+  protobase bench batching --transport-only --chart batching.svg
+  protobase bench patterns --runs 3 --duration 5s --json patterns.json
+  protobase bench all --quick --out lab-report
+  protobase serve --lab & protobase bench ingest --addr 127.0.0.1:7070`,
+	})
+	pf := cmd.PersistentFlags()
+	pf.IntVar(&o.runs, "runs", bench.DefaultRuns, fmt.Sprintf("measured runs per configuration (--quick: %d)", bench.QuickRuns))
+	pf.DurationVar(&o.duration, "duration", bench.DefaultDuration, fmt.Sprintf("length of one run (--quick: %v)", bench.QuickDuration))
+	pf.DurationVar(&o.warmup, "warmup", bench.DefaultWarmup, fmt.Sprintf("unmeasured warm-up before the runs of each configuration (--quick: %v)", bench.QuickWarmup))
+	pf.BoolVar(&o.quick, "quick", false, "short runs on small data, every experiment in under a minute in all")
+
+	for _, x := range bench.Experiments() {
+		cmd.AddCommand(a.benchExperimentCommand(x, &o))
+	}
+	all := &cobra.Command{
+		Use:   "all",
+		Short: "Run every experiment and write a report",
+		Args:  cobra.NoArgs,
+		RunE:  runE(func(cmd *cobra.Command, _ []string) error { return a.benchAll(cmd, o) }),
+	}
+	all.Flags().StringVar(&o.out, "out", "", "directory for report.md, the JSON files and the charts (created if missing; required)")
+	cmd.AddCommand(all)
+	return cmd
+}
+
+func (a *app) benchExperimentCommand(x bench.Experiment, o *benchOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   x.Name(),
+		Short: x.Describe(),
+		Args:  cobra.NoArgs,
+		RunE:  runE(func(cmd *cobra.Command, _ []string) error { return a.benchOne(cmd, x, *o) }),
+	}
+	x.Flags(cmd.Flags())
+	cmd.Flags().StringVar(&o.json, "json", "", "write the rows as JSON to this file")
+	cmd.Flags().StringVar(&o.chart, "chart", "", "draw the rows to this file (.png or .svg)")
+	return cmd
+}
+
+// options resolves the shared flags: --quick sets the durations and runs
+// that were not given explicitly.
+func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, error) {
+	opts := bench.Options{Runs: o.runs, Duration: o.duration, Warmup: o.warmup, Quick: o.quick}
+	if o.quick {
+		q := bench.QuickOptions()
+		if !cmd.Flags().Changed("runs") {
+			opts.Runs = q.Runs
+		}
+		if !cmd.Flags().Changed("duration") {
+			opts.Duration = q.Duration
+		}
+		if !cmd.Flags().Changed("warmup") {
+			opts.Warmup = q.Warmup
+		}
+	}
+	// Only an explicit --addr targets a running server: the lab's default
+	// is its own embedded one.
+	if cmd.Flags().Changed("addr") {
+		opts.Addr = a.addr
+	}
+	if err := opts.Validate(); err != nil {
+		return opts, usageError(fmt.Errorf("--%w", err))
+	}
+	return opts, nil
+}
+
+func (a *app) benchOne(cmd *cobra.Command, x bench.Experiment, o benchOptions) error {
+	opts, err := a.benchOptions(cmd, o)
+	if err != nil {
+		return err
+	}
+	if o.json != "" {
+		if err := bench.CheckWritable(o.json); err != nil {
+			return usagef("--json: %v", err)
+		}
+	}
+	if o.chart != "" {
+		if err := bench.CheckChartPath(o.chart); err != nil {
+			return usagef("--chart: %v", err)
+		}
+		if err := bench.CheckWritable(o.chart); err != nil {
+			return usagef("--chart: %v", err)
+		}
+	}
+	res, err := a.benchRun(cmd.Context(), x, opts)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteTable(a.stdout, res); err != nil {
+		return err
+	}
+	if o.json != "" {
+		if err := bench.WriteJSON(o.json, res); err != nil {
+			return err
+		}
+	}
+	if o.chart != "" {
+		if err := bench.Draw(res, o.chart); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) benchAll(cmd *cobra.Command, o benchOptions) error {
+	opts, err := a.benchOptions(cmd, o)
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		return usagef("--out is required: the directory for report.md")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return usagef("--out: %v", err)
+	}
+	if err := bench.CheckWritable(filepath.Join(o.out, "report.md")); err != nil {
+		return usagef("--out: %v", err)
+	}
+	var results []*bench.Result
+	for _, x := range bench.Experiments() {
+		res, err := a.benchRun(cmd.Context(), x, opts)
+		if err != nil {
+			return err
+		}
+		if err := bench.WriteTable(a.stdout, res); err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	path, err := bench.WriteReportDir(o.out, results)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "report: %s\n", path)
+	return err
+}
+
+// benchRun runs x with progress on stderr: bars on a terminal, lines
+// otherwise.
+func (a *app) benchRun(ctx context.Context, x bench.Experiment, opts bench.Options) (*bench.Result, error) {
+	if a.isTerminal(a.stderr) {
+		p := bench.NewBarProgress(a.stderr)
+		res, err := bench.Run(ctx, x, opts, p)
+		p.Wait()
+		return res, err
+	}
+	// Progress lines are best effort: a closed stderr must not fail a run.
+	_, _ = fmt.Fprintf(a.stderr, "%s: %s\n", x.Name(), x.Describe())
+	return bench.Run(ctx, x, opts, &bench.LineProgress{W: a.stderr})
+}

@@ -1,0 +1,259 @@
+// Package gateway serves the Protobase API as REST/JSON, on the routes of
+// the google.api.http annotations of protobase.v1 (grpc-gateway), plus the
+// OpenAPI description at /openapi.json.
+//
+// # One code path
+//
+// The gateway calls the same pb.ProtobaseServer the gRPC server serves
+// (internal/transport/grpc), in process: unary calls through the
+// grpc-gateway's generated in-process handlers, stream calls through
+// httpStream, which implements the gRPC stream interfaces over the HTTP
+// exchange. Validation, limits, batching semantics and every error code
+// therefore come from one place, and a REST error carries the same status
+// and details (protobase.v1.WriteError) as the gRPC one. The alternative,
+// dialling our own gRPC port (what the generated stream handlers expect),
+// would add a protobuf encode, an HTTP/2 hop and a second set of limits to
+// every call, and it cannot report which batches of a write stream were
+// applied when the JSON of a later one is malformed: the proxied stream is
+// just cancelled.
+//
+// # JSON
+//
+// Records are google.protobuf.Any. They render through the runtime schema
+// ({"@type": "type.googleapis.com/shop.User", "id": "1", ...}) and JSON
+// input converts back with it (schemajson.Resolver, which follows
+// ApplySchema without a restart). Converting JSON to a record encodes it
+// deterministically, so equal JSON gives equal bytes.
+//
+// Client streams (the write streams, Search, Write) take newline-delimited
+// JSON: one object per message, each at most MaxMessageBytes (413 and
+// RESOURCE_EXHAUSTED beyond). Streamed responses (Scan, Search, Write) are
+// newline-delimited {"result": message} lines, ending with an
+// {"error": status} line on failure, as grpc-gateway renders streams.
+//
+// HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge) share one listener
+// through net/http's own Protocols setting (see server.Start); bidirectional
+// streams run full duplex on both.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/transport/schemajson"
+)
+
+const (
+	contentTypeJSON   = "application/json"
+	contentTypeNDJSON = "application/x-ndjson"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Service is the API implementation, the one the gRPC server serves.
+	Service pb.ProtobaseServer
+	// Resolver converts records between JSON and bytes.
+	Resolver *schemajson.Resolver
+	// MaxMessageBytes bounds one JSON object of a request body (required).
+	MaxMessageBytes int
+	// OpenAPI is served at /openapi.json when set.
+	OpenAPI []byte
+}
+
+// Gateway is the REST/JSON handler. It is safe for concurrent use.
+type Gateway struct {
+	svc   pb.ProtobaseServer
+	codec *codec
+	mux   *http.ServeMux
+}
+
+var _ http.Handler = (*Gateway)(nil)
+
+// New builds the gateway's routes.
+func New(opts Options) (*Gateway, error) {
+	if opts.Service == nil || opts.Resolver == nil || opts.MaxMessageBytes <= 0 {
+		return nil, errors.New("gateway: Service, Resolver and MaxMessageBytes are required")
+	}
+	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux()}
+	gw := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
+		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			g.writeError(w, r, err)
+		}),
+	)
+	// The generated in-process handlers serve the unary calls and refuse
+	// streams; the stream routes registered after them take precedence
+	// (runtime.ServeMux tries the most recently added handler first).
+	if err := pb.RegisterProtobaseHandlerServer(context.Background(), gw, g.svc); err != nil {
+		return nil, fmt.Errorf("gateway: register handlers: %w", err)
+	}
+	routes := []struct {
+		path string
+		h    runtime.HandlerFunc
+	}{
+		{"/v1/records:insert", g.writes(g.svc.Insert)},
+		{"/v1/records:update", g.writes(g.svc.Update)},
+		{"/v1/records:upsert", g.writes(g.svc.Upsert)},
+		{"/v1/records:remove", g.writes(g.svc.Remove)},
+		{"/v1/records:write", g.write},
+		{"/v1/search", g.search},
+		{"/v1/scan", g.scan},
+	}
+	for _, rt := range routes {
+		if err := gw.HandlePath(http.MethodPost, rt.path, rt.h); err != nil {
+			return nil, fmt.Errorf("gateway: route %s: %w", rt.path, err)
+		}
+	}
+	g.mux.Handle("/", gw)
+	if spec := opts.OpenAPI; spec != nil {
+		g.mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", contentTypeJSON)
+			_, _ = w.Write(spec)
+		})
+	}
+	return g, nil
+}
+
+// ServeHTTP serves one request. The body is wrapped so that its decoder
+// can flag an oversized message for the error handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil {
+		r.Body = &body{ReadCloser: r.Body}
+	}
+	g.mux.ServeHTTP(w, r)
+}
+
+// writes serves a client-streaming write call: newline-delimited batches
+// in, one WriteResponse (or error) out.
+func (g *Gateway) writes(call func(grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+		st := newStream[pb.WriteRequest, pb.WriteResponse](g, w, r)
+		st.finish(call(st), false)
+	}
+}
+
+// write serves the bidirectional Write stream: each acknowledged batch
+// answers with a line as soon as it is durable.
+func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	fullDuplex(w)
+	st := newStream[pb.WriteStreamRequest, pb.WriteStreamResponse](g, w, r)
+	st.finish(g.svc.Write(st), true)
+}
+
+// search serves Search: batches of queries in, result lines out, while
+// the body is still being read.
+func (g *Gateway) search(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	fullDuplex(w)
+	st := newStream[pb.SearchRequest, pb.SearchResponse](g, w, r)
+	st.finish(g.svc.Search(st), true)
+}
+
+// scan serves Scan: one ScanRequest in, a line per result message out.
+func (g *Gateway) scan(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	st := newStream[pb.ScanRequest, pb.ScanResponse](g, w, r)
+	req := new(pb.ScanRequest)
+	if err := st.RecvMsg(req); err != nil && !errors.Is(err, io.EOF) {
+		g.writeError(w, r, err)
+		return
+	}
+	st.finish(g.svc.Scan(req, st), true)
+}
+
+// fullDuplex lets an HTTP/1.1 handler write the response while it still
+// reads the body (net/http otherwise stops the body at the first write).
+// HTTP/2 streams are full duplex already, and refuse the call harmlessly.
+func fullDuplex(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).EnableFullDuplex()
+}
+
+// invalid turns a decode error into INVALID_ARGUMENT, or RESOURCE_EXHAUSTED
+// for an oversized message.
+func invalid(err error) error {
+	code := codes.InvalidArgument
+	if errors.Is(err, errTooLarge) {
+		code = codes.ResourceExhausted
+	}
+	return &engine.Error{Code: code, Msg: err.Error(), Err: err}
+}
+
+// statusOf maps err to its status and HTTP code. Statuses come from
+// engine.Status, like gRPC's. Two gateway-specific cases: routing errors
+// keep their HTTP code (404, 405), and a request whose body held an
+// oversized message is RESOURCE_EXHAUSTED with 413, although the generated
+// unary handlers report every decode error as INVALID_ARGUMENT.
+func (g *Gateway) statusOf(r *http.Request, err error) (*status.Status, int) {
+	var he *runtime.HTTPStatusError
+	if errors.As(err, &he) {
+		return engine.Status(he.Err), he.HTTPStatus
+	}
+	st := engine.Status(err)
+	if b, ok := r.Body.(*body); ok && b.tooLarge.Load() {
+		if st.Code() != codes.ResourceExhausted {
+			p := st.Proto()
+			p.Code = int32(codes.ResourceExhausted)
+			st = status.FromProto(p)
+		}
+		return st, http.StatusRequestEntityTooLarge
+	}
+	return st, runtime.HTTPStatusFromCode(st.Code())
+}
+
+// writeError writes a google.rpc.Status as JSON, details included.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	st, code := g.statusOf(r, err)
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.WriteHeader(code)
+	_, _ = w.Write(g.marshalStatus(st))
+	_, _ = w.Write([]byte{'\n'})
+}
+
+// writeStreamError ends a streamed response with an {"error": status}
+// line, after the HTTP code when nothing was written yet.
+func (g *Gateway) writeStreamError(w http.ResponseWriter, r *http.Request, err error, first bool) {
+	st, code := g.statusOf(r, err)
+	if first {
+		w.Header().Set("Content-Type", contentTypeNDJSON)
+		w.WriteHeader(code)
+	}
+	b := g.marshalStatus(st)
+	line := make([]byte, 0, len(b)+len(`{"error":}`)+1)
+	line = append(line, `{"error":`...)
+	line = append(line, b...)
+	line = append(line, '}', '\n')
+	_, _ = w.Write(line)
+}
+
+func (g *Gateway) marshalStatus(st *status.Status) []byte {
+	b, err := g.codec.Marshal(st.Proto())
+	if err != nil {
+		// A detail that does not render (it cannot happen with the
+		// engine's details) must not hide the status itself.
+		p := st.Proto()
+		p.Details = nil
+		b, _ = g.codec.Marshal(p)
+	}
+	return b
+}
+
+// writeMessage writes a successful unary-style response.
+func (g *Gateway) writeMessage(w http.ResponseWriter, m proto.Message) {
+	b, err := g.codec.Marshal(m)
+	if err != nil {
+		g.writeError(w, &http.Request{}, fmt.Errorf("render response as JSON: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", contentTypeJSON)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte{'\n'})
+}

@@ -1,0 +1,436 @@
+// Package nats serves the Protobase API as NATS request-reply: schema get,
+// one write batch per request, Query pages and point lookups, as a NATS
+// micro service (so `nats micro ls|info|stats` list it) whose endpoints
+// share a queue group, letting several servers split the load of a subject.
+// It is a thin adapter onto internal/engine: every rule and error code comes
+// from the engine, and errors carry the same google.rpc.Status details as
+// gRPC.
+//
+// # Subjects
+//
+// Under a prefix (default "protobase"):
+//
+//	PREFIX.schema.get  GetSchemaRequest  -> GetSchemaResponse
+//	PREFIX.insert      WriteRequest      -> WriteResponse   (one batch)
+//	PREFIX.update      WriteRequest      -> WriteResponse
+//	PREFIX.upsert      WriteRequest      -> WriteResponse
+//	PREFIX.remove      WriteRequest      -> WriteResponse
+//	PREFIX.query       QueryRequest      -> QueryResponse   (one page)
+//	PREFIX.get         google.protobuf.Any (a key record) -> google.protobuf.Any
+//
+// # Encoding
+//
+// Payloads are the protobuf binary encoding of the protobase.v1 messages,
+// unless the request has the header "Content-Type: application/json": then
+// the request is protobuf JSON, records included ({"@type": ..., fields}),
+// converted through the runtime schema, and the reply is JSON with the same
+// header. An empty payload is the empty message.
+//
+// An error reply has the micro error headers, Nats-Service-Error-Code (the
+// HTTP status equivalent of the gRPC code, as the REST gateway answers) and
+// Nats-Service-Error (the message), and a body holding the google.rpc.Status
+// in the request's encoding, with the same details as gRPC
+// (protobase.v1.WriteError for writes).
+//
+// # Point lookups
+//
+// PREFIX.get takes a record of the wanted type with (at least) its
+// primary-key fields set and answers the stored record, or NOT_FOUND. It is
+// one storage read through engine.Get: no query planning, no snapshot, no
+// decode. A QueryRequest with EQ on the primary key reaches the same single
+// read through the planner, paying for the query's compilation.
+//
+// # Concurrency
+//
+// Each endpoint is one subscription, delivering its requests one at a time.
+// Reads are answered on the delivery goroutine (they are short; a page is
+// bounded by page_size). A write batch is applied there too, so batches on a
+// subject apply in arrival order, and it then waits for its fsync on a
+// goroutine of its own, so concurrent batches share one fsync (group
+// commit) instead of queueing behind each other's.
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/transport/schemajson"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix = "protobase"
+	DefaultQueue  = "protobase"
+	// ServiceName is the micro service name `nats micro` lists.
+	ServiceName = "protobase"
+)
+
+// The endpoints' subjects, relative to the prefix (see Subject).
+const (
+	SubjectSchemaGet = "schema.get"
+	SubjectInsert    = "insert"
+	SubjectUpdate    = "update"
+	SubjectUpsert    = "upsert"
+	SubjectRemove    = "remove"
+	SubjectQuery     = "query"
+	SubjectGet       = "get"
+)
+
+// Subject returns the full subject of an endpoint under prefix.
+func Subject(prefix, endpoint string) string { return prefix + "." + endpoint }
+
+// HeaderContentType selects JSON payloads when it is ContentTypeJSON.
+const (
+	HeaderContentType = "Content-Type"
+	ContentTypeJSON   = "application/json"
+)
+
+// Options configure a Service.
+type Options struct {
+	// Conn is the connection to serve on; the caller owns it.
+	Conn *nats.Conn
+	// Engine answers the requests.
+	Engine *engine.Engine
+	// Resolver converts JSON payloads through the runtime schema.
+	Resolver *schemajson.Resolver
+	// Prefix of every subject (default DefaultPrefix).
+	Prefix string
+	// Queue is the queue group of every endpoint (default DefaultQueue).
+	Queue string
+	// MaxMessageBytes refuses larger requests with RESOURCE_EXHAUSTED; the
+	// connection's max_payload bounds them too, and bounds replies.
+	MaxMessageBytes int
+	// Version is the micro service version, semver (default "0.0.0").
+	Version string
+	// Logger receives failures to reply; nil discards them.
+	Logger *slog.Logger
+}
+
+// Service is a running NATS service. Stop it before closing the engine.
+type Service struct {
+	opts Options
+	e    *engine.Engine
+	svc  micro.Service
+	log  *slog.Logger
+	json protojson.UnmarshalOptions
+	out  protojson.MarshalOptions
+
+	ctx    context.Context // cancelled by Stop after in-flight work is done
+	cancel context.CancelFunc
+
+	// Unsubscribing drains asynchronously, so handlers may still be called
+	// after micro's Stop returns. mu guards stopping; active counts the
+	// handlers running and the write batches waiting for durability, and
+	// is only incremented from zero under mu with stopping false, so Stop
+	// can wait for it.
+	mu       sync.Mutex
+	stopping bool
+	active   sync.WaitGroup
+}
+
+// Start registers the micro service and its endpoints on opts.Conn.
+func Start(opts Options) (*Service, error) {
+	if opts.Conn == nil || opts.Engine == nil || opts.Resolver == nil {
+		return nil, errors.New("nats: Conn, Engine and Resolver are required")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Queue == "" {
+		opts.Queue = DefaultQueue
+	}
+	if opts.Version == "" {
+		opts.Version = "0.0.0"
+	}
+	if err := ValidPrefix(opts.Prefix); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
+		opts: opts,
+		e:    opts.Engine,
+		log:  log,
+		json: protojson.UnmarshalOptions{Resolver: opts.Resolver},
+		out:  protojson.MarshalOptions{Resolver: opts.Resolver},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	svc, err := micro.AddService(opts.Conn, micro.Config{
+		Name:        ServiceName,
+		Version:     opts.Version,
+		Description: "Protobase request-reply API (protobase.v1 messages; protobuf, or JSON with Content-Type: application/json)",
+		QueueGroup:  opts.Queue,
+	})
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("nats: add micro service: %w", err)
+	}
+	s.svc = svc
+	g := svc.AddGroup(opts.Prefix)
+	endpoints := []struct {
+		name, subject string
+		h             micro.HandlerFunc
+	}{
+		{"schema-get", SubjectSchemaGet, s.schemaGet},
+		{"insert", SubjectInsert, s.write(engine.OpInsert)},
+		{"update", SubjectUpdate, s.write(engine.OpUpdate)},
+		{"upsert", SubjectUpsert, s.write(engine.OpUpsert)},
+		{"remove", SubjectRemove, s.write(engine.OpRemove)},
+		{"query", SubjectQuery, s.query},
+		{"get", SubjectGet, s.get},
+	}
+	for _, ep := range endpoints {
+		if err := g.AddEndpoint(ep.name, s.guard(ep.h), micro.WithEndpointSubject(ep.subject)); err != nil {
+			_ = svc.Stop()
+			s.cancel()
+			return nil, fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
+		}
+	}
+	return s, nil
+}
+
+// ValidPrefix checks that prefix is a literal NATS subject (tokens of
+// printable characters without wildcards, separated by single dots).
+func ValidPrefix(prefix string) error {
+	if prefix == "" {
+		return errors.New("nats: subject prefix is empty")
+	}
+	for _, tok := range strings.Split(prefix, ".") {
+		if tok == "" {
+			return fmt.Errorf("nats: subject prefix %q has an empty token", prefix)
+		}
+		if tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n*>") {
+			return fmt.Errorf("nats: subject prefix %q must not hold wildcards or whitespace", prefix)
+		}
+	}
+	return nil
+}
+
+// Stop unsubscribes, lets running handlers finish and write batches become
+// durable and reply, then returns; requests still being delivered get
+// UNAVAILABLE, so a client may retry another server of the queue group. It
+// does not close the connection.
+func (s *Service) Stop() error {
+	err := s.svc.Stop()
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.active.Wait()
+	s.cancel()
+	if err != nil {
+		return fmt.Errorf("nats: stop service: %w", err)
+	}
+	return nil
+}
+
+// guard counts a handler as active, or refuses the request once Stop began.
+func (s *Service) guard(h micro.HandlerFunc) micro.HandlerFunc {
+	return func(req micro.Request) {
+		s.mu.Lock()
+		if s.stopping {
+			s.mu.Unlock()
+			s.fail(s.begin(req), &engine.Error{Code: codes.Unavailable, Msg: "the server is stopping"})
+			return
+		}
+		s.active.Add(1)
+		s.mu.Unlock()
+		defer s.active.Done()
+		h(req)
+	}
+}
+
+// request is one decoded request's context: its encoding and reply path.
+type request struct {
+	micro.Request
+	json bool
+}
+
+func (s *Service) begin(req micro.Request) *request {
+	ct := req.Headers().Get(HeaderContentType)
+	return &request{Request: req, json: strings.HasPrefix(ct, ContentTypeJSON)}
+}
+
+// decode reads the payload into m; an empty payload is the empty message.
+func (s *Service) decode(r *request, m proto.Message) error {
+	data := r.Data()
+	if max := s.opts.MaxMessageBytes; max > 0 && len(data) > max {
+		return &engine.Error{Code: codes.ResourceExhausted,
+			Msg: fmt.Sprintf("request of %d bytes is larger than the limit of %d bytes", len(data), max)}
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if r.json {
+		return schemajson.Unmarshal(s.json, data, m)
+	}
+	if err := proto.Unmarshal(data, m); err != nil {
+		// Say which message was expected: the usual cause is a JSON
+		// payload sent without the Content-Type header.
+		return &engine.Error{Code: codes.InvalidArgument, Err: err,
+			Msg: fmt.Sprintf("payload is not a protobuf %s (for JSON, set the header %s: %s): %v",
+				m.ProtoReflect().Descriptor().FullName(), HeaderContentType, ContentTypeJSON, err)}
+	}
+	return nil
+}
+
+// reply sends m in the request's encoding. A reply the connection cannot
+// carry (over max_payload) becomes a RESOURCE_EXHAUSTED error instead of
+// silence.
+func (s *Service) reply(r *request, m proto.Message) {
+	var b []byte
+	var err error
+	if r.json {
+		b, err = s.out.Marshal(m)
+	} else {
+		b, err = proto.Marshal(m)
+	}
+	if err != nil {
+		s.fail(r, &engine.Error{Code: codes.Internal, Msg: "encode reply: " + err.Error(), Err: err})
+		return
+	}
+	if max := s.opts.Conn.MaxPayload(); int64(len(b)) > max {
+		s.fail(r, &engine.Error{Code: codes.ResourceExhausted,
+			Msg: fmt.Sprintf("reply of %d bytes exceeds the NATS max_payload of %d bytes; ask for fewer records (page_size)", len(b), max)})
+		return
+	}
+	var opts []micro.RespondOpt
+	if r.json {
+		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
+	}
+	if err := r.Respond(b, opts...); err != nil {
+		s.log.Warn("nats: reply failed", "subject", r.Subject(), "err", err)
+	}
+}
+
+// fail sends err as a micro error: the HTTP-equivalent code and message in
+// the headers, the google.rpc.Status with its details as the body.
+func (s *Service) fail(r *request, err error) {
+	st := engine.Status(err)
+	var body []byte
+	if r.json {
+		body, err = s.out.Marshal(st.Proto())
+	} else {
+		body, err = proto.Marshal(st.Proto())
+	}
+	if err != nil {
+		body = nil
+	}
+	msg := st.Message()
+	if msg == "" {
+		msg = st.Code().String()
+	}
+	code := strconv.Itoa(runtime.HTTPStatusFromCode(st.Code()))
+	var opts []micro.RespondOpt
+	if r.json {
+		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
+	}
+	// Header values cannot hold line breaks; the body has the full text.
+	if rerr := r.Error(code, strings.ReplaceAll(msg, "\n", " "), body, opts...); rerr != nil {
+		s.log.Warn("nats: error reply failed", "subject", r.Subject(), "err", rerr)
+	}
+}
+
+func (s *Service) schemaGet(req micro.Request) {
+	r := s.begin(req)
+	if err := s.decode(r, new(pb.GetSchemaRequest)); err != nil {
+		s.fail(r, err)
+		return
+	}
+	resp, err := s.e.GetSchema(s.ctx)
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	s.reply(r, resp)
+}
+
+func (s *Service) query(req micro.Request) {
+	r := s.begin(req)
+	q := new(pb.QueryRequest)
+	if err := s.decode(r, q); err != nil {
+		s.fail(r, err)
+		return
+	}
+	resp, err := s.e.Query(s.ctx, q)
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	s.reply(r, resp)
+}
+
+func (s *Service) get(req micro.Request) {
+	r := s.begin(req)
+	key := new(anypb.Any)
+	if err := s.decode(r, key); err != nil {
+		s.fail(r, err)
+		return
+	}
+	rec, err := s.e.Get(s.ctx, key)
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	if rec == nil {
+		s.fail(r, status.Errorf(codes.NotFound, "no %s record with that primary key", typeName(key.TypeUrl)))
+		return
+	}
+	s.reply(r, rec)
+}
+
+// write applies one batch in arrival order, then waits for durability off
+// the delivery goroutine (see the package comment).
+func (s *Service) write(op engine.Op) micro.HandlerFunc {
+	return func(req micro.Request) {
+		r := s.begin(req)
+		batch := new(pb.WriteRequest)
+		w := s.e.NewWriter()
+		err := s.decode(r, batch)
+		if err != nil {
+			err = w.Abort(err)
+		} else {
+			err = w.Apply(s.ctx, op, batch.Records)
+		}
+		if err != nil {
+			_ = w.Close()
+			s.fail(r, err)
+			return
+		}
+		s.active.Add(1) // nonzero already: this handler is active
+		go func() {
+			defer s.active.Done()
+			defer func() { _ = w.Close() }() // synced below; Close only frees
+			pos, err := w.Sync()
+			if err != nil {
+				s.fail(r, err)
+				return
+			}
+			s.reply(r, &pb.WriteResponse{Batches: w.Batches(), Records: w.Records(), Position: pos})
+		}()
+	}
+}
+
+func typeName(url string) string {
+	if i := strings.LastIndexByte(url, '/'); i >= 0 {
+		return url[i+1:]
+	}
+	return url
+}

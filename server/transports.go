@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/protobase/protobase/gen/openapi"
+	"github.com/protobase/protobase/internal/transport/gateway"
+	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
+	"github.com/protobase/protobase/internal/transport/schemajson"
+)
+
+// transports are the optional fronts beside gRPC: the REST/JSON gateway
+// and the NATS service. Each is nil when not configured.
+type transports struct {
+	http    *http.Server
+	hlis    net.Listener
+	hcancel context.CancelFunc // cancels the contexts of HTTP requests
+	hreqs   *requestGroup
+
+	ns      *natsserver.Server // embedded NATS server, when Config.NATS
+	nc      *nats.Conn
+	natsSvc *natstransport.Service
+}
+
+// checkTransports validates the transport fields of cfg and fills in
+// their defaults.
+func checkTransports(cfg *Config) error {
+	if cfg.NATS && cfg.NATSURL != "" {
+		return errors.New("server: NATS (embedded) and NATSURL (external) are exclusive")
+	}
+	if cfg.NATSAddr != "" && !cfg.NATS {
+		return errors.New("server: NATSAddr is the embedded NATS server's address; set NATS too")
+	}
+	if cfg.NATS && cfg.NATSAddr == "" {
+		cfg.NATSAddr = "127.0.0.1:4222"
+	}
+	if cfg.NATSPrefix == "" {
+		cfg.NATSPrefix = natstransport.DefaultPrefix
+	}
+	if cfg.NATSQueue == "" {
+		cfg.NATSQueue = natstransport.DefaultQueue
+	}
+	return natstransport.ValidPrefix(cfg.NATSPrefix)
+}
+
+// startTransports starts the REST gateway and the NATS service when
+// configured. On error, whatever it started is stopped again.
+func (s *Server) startTransports() (err error) {
+	defer func() {
+		if err != nil {
+			s.stopTransports(context.Background())
+		}
+	}()
+	svc := grpctransport.New(s.eng)
+	res := schemajson.New(func() *protoregistry.Files { return s.eng.Schema().Compiled.Registry })
+	if s.cfg.HTTPAddr != "" {
+		if err := s.startHTTP(svc, res); err != nil {
+			return err
+		}
+	}
+	if s.cfg.NATS || s.cfg.NATSURL != "" {
+		if err := s.startNATS(res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver) error {
+	gw, err := gateway.New(gateway.Options{
+		Service:         svc,
+		Resolver:        res,
+		MaxMessageBytes: s.cfg.MaxMessageBytes,
+		OpenAPI:         openapi.Spec,
+	})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	t := &s.tr
+	t.hlis = lis
+	t.hreqs = &requestGroup{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.hcancel = cancel
+	// HTTP/1.1 and cleartext HTTP/2 (prior knowledge) on one listener,
+	// with net/http's own HTTP/2: x/net's h2c package is deprecated for
+	// this, and it reads a whole Upgrade request into memory.
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	t.http = &http.Server{
+		Handler:           t.hreqs.wrap(gw),
+		Protocols:         &protos,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() { _ = t.http.Serve(lis) }()
+	s.log.Info("serving REST/JSON", "http", lis.Addr().String())
+	return nil
+}
+
+func (s *Server) startNATS(res *schemajson.Resolver) error {
+	t := &s.tr
+	var err error
+	if s.cfg.NATS {
+		if t.ns, err = natstransport.RunEmbedded(s.cfg.NATSAddr, s.cfg.MaxMessageBytes); err != nil {
+			return err
+		}
+		// The server's own connection is in-process: no TCP on its path.
+		t.nc, err = nats.Connect(t.ns.ClientURL(), nats.Name("protobase"), nats.InProcessServer(t.ns))
+	} else {
+		// An external server may restart: keep reconnecting for as long
+		// as we serve.
+		t.nc, err = nats.Connect(s.cfg.NATSURL, nats.Name("protobase"), nats.MaxReconnects(-1))
+	}
+	if err != nil {
+		return fmt.Errorf("connect to nats: %w", err)
+	}
+	t.natsSvc, err = natstransport.Start(natstransport.Options{
+		Conn:            t.nc,
+		Engine:          s.eng,
+		Resolver:        res,
+		Prefix:          s.cfg.NATSPrefix,
+		Queue:           s.cfg.NATSQueue,
+		MaxMessageBytes: s.cfg.MaxMessageBytes,
+		Logger:          s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("serving NATS", "url", s.NATSURL(), "prefix", s.cfg.NATSPrefix, "queue", s.cfg.NATSQueue)
+	return nil
+}
+
+// stopTransports stops taking requests on REST and NATS and waits for the
+// running ones until ctx ends, then cuts them and waits for their handlers
+// to return: afterwards nothing of theirs touches the engine.
+func (s *Server) stopTransports(ctx context.Context) {
+	t := &s.tr
+	if t.natsSvc != nil {
+		if err := t.natsSvc.Stop(); err != nil {
+			s.log.Warn("stop nats service", "err", err)
+		}
+	}
+	if t.nc != nil {
+		t.nc.Close()
+	}
+	if t.ns != nil {
+		t.ns.Shutdown()
+		t.ns.WaitForShutdown()
+	}
+	if t.http != nil {
+		if err := t.http.Shutdown(ctx); err != nil {
+			s.log.Warn("graceful HTTP stop timed out; closing remaining requests")
+			_ = t.http.Close()
+		}
+		t.hcancel()
+		t.hreqs.wait()
+	}
+}
+
+// HTTPAddr returns the REST listen address (with the real port when 0 was
+// asked), or "" when REST is off.
+func (s *Server) HTTPAddr() string {
+	if s.tr.hlis == nil {
+		return ""
+	}
+	return s.tr.hlis.Addr().String()
+}
+
+// NATSURL returns the URL of the NATS server the service is on: the
+// embedded server's client URL (with the real port when 0 was asked) or
+// Config.NATSURL; "" when NATS is off.
+func (s *Server) NATSURL() string {
+	switch {
+	case s.tr.ns != nil:
+		return s.tr.ns.ClientURL()
+	case s.tr.nc != nil:
+		return s.cfg.NATSURL
+	}
+	return ""
+}
+
+// requestGroup counts running HTTP handlers so that Stop can wait for
+// them even after http.Server.Close, which does not. Once wait has begun,
+// new requests are refused.
+type requestGroup struct {
+	mu      sync.Mutex
+	closing bool
+	wg      sync.WaitGroup
+}
+
+func (g *requestGroup) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		if g.closing {
+			g.mu.Unlock()
+			http.Error(w, "the server is stopping", http.StatusServiceUnavailable)
+			return
+		}
+		g.wg.Add(1)
+		g.mu.Unlock()
+		defer g.wg.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (g *requestGroup) wait() {
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
+	g.wg.Wait()
+}
