@@ -37,7 +37,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"})
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) //nolint:gocritic // an example: any failure ends it, temporary files and all
 	}
 	defer srv.Stop()
 

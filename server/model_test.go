@@ -118,7 +118,7 @@ func genSchema(rng *rand.Rand) (src string, fields []modelField, pk []string, in
 var (
 	modelStrings = []string{"", "a", "ab", "abc", "b", "ba", "An", "Ann", "Anna", "x\x00y", "é"}
 	modelInts    = []int64{math.MinInt32, -100, -1, 0, 1, 2, 3, 42, 100, math.MaxInt32}
-	modelDoubles = []float64{math.Inf(-1), -2.5, -0.0, 0, 0.5, 1, 2.5, math.Inf(1), math.NaN()}
+	modelDoubles = []float64{math.Inf(-1), -2.5, math.Copysign(0, -1), 0, 0.5, 1, 2.5, math.Inf(1), math.NaN()}
 )
 
 func genValue(rng *rand.Rand, fd protoreflect.FieldDescriptor) protoreflect.Value {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -129,7 +130,7 @@ func benchSearchPK(b *testing.B, c *client.Client, total, batch int) {
 	if err := st.CloseSend(); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.Recv(); err != io.EOF {
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
 		b.Fatalf("stream end: %v", err)
 	}
 	if found == 0 {

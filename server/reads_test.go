@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +147,7 @@ func TestSearchManyQueriesOneStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append(r1, r2...)
+	all := slices.Concat(r1, r2)
 	scanN := -1
 	for i, r := range all {
 		if r.ID() != uint64(i) {

@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	lis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
-		s.closeStorage()
+		_ = s.closeStorage() // the start-up error is the one to report
 		return nil, fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
 	}
 	s.lis = lis
@@ -202,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			lis.Close()
-			s.closeStorage()
+			_ = s.closeStorage() // the start-up error is the one to report
 			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
 		}
 		s.mlis = mlis
@@ -217,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if s.metrics != nil {
 			_ = s.metrics.Close()
 		}
-		s.closeStorage()
+		_ = s.closeStorage() // the start-up error is the one to report
 		return nil, err
 	}
 

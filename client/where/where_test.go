@@ -483,7 +483,7 @@ func TestSyntaxErrorText(t *testing.T) {
 	if got, want := err.Error(), `column 8: expected value after ">=", found ")"`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	se := err.(*where.SyntaxError)
+	se := syntaxErr(t, err)
 	if se.Offset != 7 {
 		t.Errorf("Offset = %d, want 7", se.Offset)
 	}
@@ -499,7 +499,7 @@ func TestSyntaxErrorText(t *testing.T) {
 	want = "x = \"é\"\t)\n" +
 		"       \t^\n" +
 		`unmatched ")"`
-	if got := err.(*where.SyntaxError).Pretty(); got != want {
+	if got := syntaxErr(t, err).Pretty(); got != want {
 		t.Errorf("Pretty() =\n%q\nwant\n%q", got, want)
 	}
 
@@ -512,7 +512,7 @@ func TestSyntaxErrorText(t *testing.T) {
 	want = "b = )\n" +
 		"    ^\n" +
 		`expected value after "=", found ")"`
-	if got := err.(*where.SyntaxError).Pretty(); got != want {
+	if got := syntaxErr(t, err).Pretty(); got != want {
 		t.Errorf("Pretty() =\n%q\nwant\n%q", got, want)
 	}
 
@@ -521,13 +521,13 @@ func TestSyntaxErrorText(t *testing.T) {
 	want = "(a\n" +
 		"  ^\n" +
 		`expected ")" to close "(" at column 1, found end of input`
-	if got := err.(*where.SyntaxError).Pretty(); got != want {
+	if got := syntaxErr(t, err).Pretty(); got != want {
 		t.Errorf("Pretty() =\n%q\nwant\n%q", got, want)
 	}
 
 	// Invalid UTF-8 and control characters are not echoed raw.
 	_, err = where.Parse("a = \x01 \xff")
-	pretty := err.(*where.SyntaxError).Pretty()
+	pretty := syntaxErr(t, err).Pretty()
 	if !utf8.ValidString(pretty) || strings.ContainsRune(pretty, 1) {
 		t.Errorf("Pretty() = %q echoes bad bytes", pretty)
 	}
@@ -571,8 +571,8 @@ func FuzzParse(f *testing.F) {
 			if e != nil {
 				t.Fatalf("Parse(%q) returned both an expression and an error", s)
 			}
-			se, ok := err.(*where.SyntaxError)
-			if !ok {
+			var se *where.SyntaxError
+			if !errors.As(err, &se) {
 				t.Fatalf("Parse(%q) error %T is not *SyntaxError", s, err)
 			}
 			if se.Input != s || se.Offset < 0 || se.Offset > len(s) || se.Column < 1 || se.Msg == "" {
@@ -599,4 +599,14 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Format not stable for %q: %q then %q", s, text, again)
 		}
 	})
+}
+
+// syntaxErr returns err as a *where.SyntaxError or fails the test.
+func syntaxErr(t *testing.T, err error) *where.SyntaxError {
+	t.Helper()
+	var se *where.SyntaxError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v (%T) is not a *where.SyntaxError", err, err)
+	}
+	return se
 }

@@ -140,10 +140,10 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	n := ack.GetRecords()
 	switch {
 	case readErr != nil:
-		return fmt.Errorf("%v\n%d %s read before the error %s written; the rest of the input was not read",
+		return fmt.Errorf("%w\n%d %s read before the error %s written; the rest of the input was not read",
 			readErr, n, plural(n, "record", "records"), plural(n, "was", "were"))
 	case parseErr != nil:
-		return fmt.Errorf("%v\n%d %s before line %d %s written; nothing after it was sent",
+		return fmt.Errorf("%w\n%d %s before line %d %s written; nothing after it was sent",
 			parseErr, n, plural(n, "record", "records"), lineNo, plural(n, "was", "were"))
 	}
 	secs := elapsed.Seconds()

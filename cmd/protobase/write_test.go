@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -141,12 +142,12 @@ func TestInsertMalformedLine(t *testing.T) {
 	in := `{"id": 1, "email": "a"}
 {"id": 2, "email": "b"}
 
-{"id": 3, "nmae": "typo"}
+{"id": 3, "nam": "typo"}
 {"id": 4, "email": "d"}
 `
 	r := cli(t, in, "--addr", addr, "insert", "--type", "shop.User")
 	wantCode(t, r, exitFailed)
-	wantContains(t, r.stderr, "stdin line 4: not a valid shop.User: ", `unknown field "nmae"`,
+	wantContains(t, r.stderr, "stdin line 4: not a valid shop.User: ", `unknown field "nam"`,
 		"2 records before line 4 were written; nothing after it was sent")
 	if got, want := fmt.Sprint(users(t, srv)), "[1::a 2::b]"; got != want {
 		t.Errorf("stored %s, want %s", got, want)
@@ -232,7 +233,7 @@ func TestLineReaderLongLines(t *testing.T) {
 	var got []string
 	for {
 		l, err := lr.next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -35,7 +35,7 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 	var n uint64
 	for {
 		if e.bgCtx.Err() != nil {
-			return nil // resumes from the start on the next Open
+			return nil //nolint:nilerr // shutting down is not a failure: the build resumes on the next Open
 		}
 		done, conflict, err := e.buildStep(typeID, indexID, &after, &n)
 		if err != nil {

@@ -45,11 +45,6 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-func errorf(code codes.Code, format string, args ...any) *Error {
-	err := fmt.Errorf(format, args...)
-	return &Error{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
-}
-
 // recordError builds the error of record i of the current batch; the writer
 // fills in the batch ordinal and applied counts.
 func recordError(code codes.Code, i int, typeURL, field, reason string) *Error {

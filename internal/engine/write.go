@@ -357,8 +357,8 @@ func (w *Writer) widen(lo, hi, k span) (span, span) {
 // probe answers for a whole batch of ascending or clustered keys, the
 // common shape of bulk inserts.
 func (w *Writer) absent(lo, hi span) (bool, error) {
-	upper := append(w.oldIx[:0], w.bytes(hi)...)
-	upper = append(upper, 0)
+	w.oldIx = append(append(w.oldIx[:0], w.bytes(hi)...), 0)
+	upper := w.oldIx
 	it, err := w.e.st.NewIter(w.bytes(lo), upper)
 	if err != nil {
 		return false, err
@@ -452,7 +452,7 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 		var old []byte
 		var found bool
 		var err error
-		if (op != OpUpsert || len(t.indexes) > 0) && !(recsAbsent && !dups) {
+		if (op != OpUpsert || len(t.indexes) > 0) && (!recsAbsent || dups) {
 			if old, found, err = w.get(key, &w.oldBuf, dups, op == OpInsert); err != nil {
 				return err
 			}

@@ -60,37 +60,38 @@ func (p *Point) Key(dst []byte, q *pb.Query) ([]byte, bool) {
 	if c == nil || c.GetOp() != pb.Op_OP_EQ || c.GetField() != p.field || len(c.GetValues()) != 0 {
 		return dst, false
 	}
-	out := append(dst, p.prefix...)
+	n := len(dst)
+	dst = append(dst, p.prefix...)
 	switch v := c.GetValue().GetKind().(type) {
 	case *pb.Value_Int:
 		if p.cls != clsInt {
-			return dst, false
+			return dst[:n], false
 		}
 		lo, hi := intDomain(p.kind)
 		if v.Int < lo || v.Int > hi {
-			return dst, false
+			return dst[:n], false
 		}
-		return keys.AppendInt(out, v.Int), true
+		return keys.AppendInt(dst, v.Int), true
 	case *pb.Value_Uint:
 		if p.cls != clsUint || v.Uint > uintMax(p.kind) {
-			return dst, false
+			return dst[:n], false
 		}
-		return keys.AppendUint(out, v.Uint), true
+		return keys.AppendUint(dst, v.Uint), true
 	case *pb.Value_Bool:
 		if p.cls != clsBool {
-			return dst, false
+			return dst[:n], false
 		}
-		return keys.AppendBool(out, v.Bool), true
+		return keys.AppendBool(dst, v.Bool), true
 	case *pb.Value_String_:
 		if p.kind != protoreflect.StringKind {
-			return dst, false
+			return dst[:n], false
 		}
-		return keys.AppendString(out, v.String_), true
+		return keys.AppendString(dst, v.String_), true
 	case *pb.Value_Bytes:
 		if p.kind != protoreflect.BytesKind {
-			return dst, false
+			return dst[:n], false
 		}
-		return keys.AppendBytes(out, v.Bytes), true
+		return keys.AppendBytes(dst, v.Bytes), true
 	}
-	return dst, false
+	return dst[:n], false
 }
