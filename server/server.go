@@ -184,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.InitialWindowSize(4<<20),
 		grpc.InitialConnWindowSize(16<<20),
 		experimental.BufferPool(grpcbuf.Pool),
+		grpc.ForceServerCodecV2(grpctransport.Codec{}),
 	)
 	grpctransport.New(eng).Register(s.gs)
 	if cfg.Lab {

@@ -1,0 +1,323 @@
+package grpc
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// Codec is the server's gRPC codec: protobuf, with a fast decoder for the
+// one message that arrives by the million, SearchRequest.
+//
+// Decoding a batch of point lookups with the generated code allocates six
+// messages per query (Query, Expr, its oneof wrapper, Comparison, Value and
+// its wrapper) plus two strings; on a Search stream of batched lookups that
+// was the server's largest cost after the storage read itself. The fast
+// decoder allocates each kind of message once per request, in slabs, and
+// reuses the type and field strings across queries. It understands the
+// common shape — a query whose filter is a single comparison with a scalar
+// operand — and hands every other query's bytes to proto.Unmarshal, so the
+// result is always what proto.Unmarshal would produce (FuzzDecodeSearch
+// checks it): same messages, same errors.
+//
+// The codec's name is "proto", so clients see ordinary protobuf.
+type Codec struct{}
+
+var protoCodec = encoding.GetCodecV2("proto")
+
+// Name implements encoding.CodecV2.
+func (Codec) Name() string { return "proto" }
+
+// Marshal implements encoding.CodecV2.
+func (Codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+
+// Unmarshal implements encoding.CodecV2.
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	req, ok := v.(*pb.SearchRequest)
+	if !ok {
+		return protoCodec.Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	// decodeSearch keeps no reference to the bytes: strings are copied.
+	if err := decodeSearch(buf.ReadOnlyData(), req); err != nil {
+		return fmt.Errorf("decode SearchRequest: %w", err)
+	}
+	return nil
+}
+
+// Wire numbers of the messages the fast path reads.
+const (
+	fieldQueries = 1 // SearchRequest.queries
+
+	fieldQType     = 1 // Query.type
+	fieldQWhere    = 2 // Query.where
+	fieldQLimit    = 3 // Query.limit
+	fieldQKeysOnly = 5 // Query.keys_only
+	fieldQExplain  = 6 // Query.explain
+	fieldQCount    = 7 // Query.count
+
+	fieldExprCmp = 1 // Expr.cmp
+
+	fieldCmpField = 1 // Comparison.field
+	fieldCmpOp    = 2 // Comparison.op
+	fieldCmpValue = 3 // Comparison.value
+
+	fieldValInt    = 1
+	fieldValUint   = 2
+	fieldValBool   = 4
+	fieldValString = 5
+	fieldValBytes  = 6
+)
+
+// slabs hands out the messages of one request from per-kind arrays.
+type slabs struct {
+	queries []pb.Query
+	exprs   []pb.Expr
+	cmps    []pb.Comparison
+	vals    []pb.Value
+	wrapCmp []pb.Expr_Cmp
+	ints    []pb.Value_Int
+	uints   []pb.Value_Uint
+	strs    []pb.Value_String_
+	byts    []pb.Value_Bytes
+	bools   []pb.Value_Bool
+	n       int // queries decoded so far
+	lastTyp string
+	lastFld string
+}
+
+// decodeSearch decodes b into req, as proto.Unmarshal would.
+func decodeSearch(b []byte, req *pb.SearchRequest) error {
+	// First pass: count the queries, and leave anything unusual (unknown
+	// fields, wrong wire types, truncation) to the generated decoder.
+	n := 0
+	for rest := b; len(rest) > 0; {
+		num, typ, l := protowire.ConsumeTag(rest)
+		if l < 0 || num != fieldQueries || typ != protowire.BytesType {
+			return proto.Unmarshal(b, req)
+		}
+		rest = rest[l:]
+		m := protowire.ConsumeFieldValue(num, typ, rest)
+		if m < 0 {
+			return proto.Unmarshal(b, req)
+		}
+		rest = rest[m:]
+		n++
+	}
+	req.Reset()
+	if n == 0 {
+		return nil
+	}
+	s := &slabs{
+		queries: make([]pb.Query, n),
+		exprs:   make([]pb.Expr, n),
+		cmps:    make([]pb.Comparison, n),
+		vals:    make([]pb.Value, n),
+		wrapCmp: make([]pb.Expr_Cmp, n),
+	}
+	req.Queries = make([]*pb.Query, n)
+	for rest := b; len(rest) > 0; {
+		_, _, l := protowire.ConsumeTag(rest)
+		rest = rest[l:]
+		qb, m := protowire.ConsumeBytes(rest)
+		rest = rest[m:]
+		q := &s.queries[s.n]
+		if !s.query(qb, q) {
+			q.Reset()
+			if err := proto.Unmarshal(qb, q); err != nil {
+				req.Reset()
+				return err
+			}
+		}
+		req.Queries[s.n] = q
+		s.n++
+	}
+	return nil
+}
+
+// query decodes the common shape of a query into q; false means b is
+// something else and q must be decoded by proto.Unmarshal.
+func (s *slabs) query(b []byte, q *pb.Query) bool {
+	var seen uint8
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 || num < 1 || num > 7 || seen&(1<<num) != 0 {
+			return false
+		}
+		seen |= 1 << num
+		b = b[l:]
+		switch {
+		case num == fieldQType && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 || !s.str(v, &s.lastTyp) {
+				return false
+			}
+			q.Type = s.lastTyp
+			b = b[m:]
+		case num == fieldQWhere && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 || !s.where(v, q) {
+				return false
+			}
+			b = b[m:]
+		case typ == protowire.VarintType && (num == fieldQLimit || num == fieldQKeysOnly || num == fieldQExplain || num == fieldQCount):
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return false
+			}
+			switch num {
+			case fieldQLimit:
+				q.Limit = v
+			case fieldQKeysOnly:
+				q.KeysOnly = v != 0
+			case fieldQExplain:
+				q.Explain = v != 0
+			case fieldQCount:
+				q.Count = v != 0
+			}
+			b = b[m:]
+		default:
+			return false // order, or anything unexpected
+		}
+	}
+	return true
+}
+
+// where decodes an Expr holding a single comparison.
+func (s *slabs) where(b []byte, q *pb.Query) bool {
+	num, typ, l := protowire.ConsumeTag(b)
+	if l < 0 || num != fieldExprCmp || typ != protowire.BytesType {
+		return false
+	}
+	cb, m := protowire.ConsumeBytes(b[l:])
+	if m < 0 || l+m != len(b) {
+		return false
+	}
+	c := &s.cmps[s.n]
+	var seen uint8
+	for len(cb) > 0 {
+		num, typ, l := protowire.ConsumeTag(cb)
+		if l < 0 || num < 1 || num > 3 || seen&(1<<num) != 0 {
+			return false
+		}
+		seen |= 1 << num
+		cb = cb[l:]
+		switch {
+		case num == fieldCmpField && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(cb)
+			if m < 0 || !s.str(v, &s.lastFld) {
+				return false
+			}
+			c.Field = s.lastFld
+			cb = cb[m:]
+		case num == fieldCmpOp && typ == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(cb)
+			if m < 0 {
+				return false
+			}
+			c.Op = pb.Op(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
+			cb = cb[m:]
+		case num == fieldCmpValue && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(cb)
+			if m < 0 || !s.value(v) {
+				return false
+			}
+			c.Value = &s.vals[s.n]
+			cb = cb[m:]
+		default:
+			return false
+		}
+	}
+	e := &s.exprs[s.n]
+	w := &s.wrapCmp[s.n]
+	w.Cmp = c
+	e.Expr = w
+	q.Where = e
+	return true
+}
+
+// value decodes a Value holding one scalar operand into s.vals[s.n].
+func (s *slabs) value(b []byte) bool {
+	num, typ, l := protowire.ConsumeTag(b)
+	if l < 0 {
+		return false
+	}
+	b = b[l:]
+	v := &s.vals[s.n]
+	switch {
+	case typ == protowire.VarintType && (num == fieldValInt || num == fieldValUint || num == fieldValBool):
+		x, m := protowire.ConsumeVarint(b)
+		if m != len(b) {
+			return false
+		}
+		switch num {
+		case fieldValInt:
+			if s.ints == nil {
+				s.ints = make([]pb.Value_Int, len(s.queries))
+			}
+			w := &s.ints[s.n]
+			w.Int = int64(x) //nolint:gosec // int64 travels as its two's-complement varint
+			v.Kind = w
+		case fieldValUint:
+			if s.uints == nil {
+				s.uints = make([]pb.Value_Uint, len(s.queries))
+			}
+			w := &s.uints[s.n]
+			w.Uint = x
+			v.Kind = w
+		default:
+			if s.bools == nil {
+				s.bools = make([]pb.Value_Bool, len(s.queries))
+			}
+			w := &s.bools[s.n]
+			w.Bool = x != 0
+			v.Kind = w
+		}
+	case typ == protowire.BytesType && num == fieldValString:
+		x, m := protowire.ConsumeBytes(b)
+		if m != len(b) || !utf8.Valid(x) {
+			return false
+		}
+		if s.strs == nil {
+			s.strs = make([]pb.Value_String_, len(s.queries))
+		}
+		w := &s.strs[s.n]
+		w.String_ = string(x)
+		v.Kind = w
+	case typ == protowire.BytesType && num == fieldValBytes:
+		x, m := protowire.ConsumeBytes(b)
+		if m != len(b) {
+			return false
+		}
+		if s.byts == nil {
+			s.byts = make([]pb.Value_Bytes, len(s.queries))
+		}
+		w := &s.byts[s.n]
+		// proto.Unmarshal gives an empty, non-nil slice for empty bytes.
+		w.Bytes = append(make([]byte, 0, len(x)), x...)
+		v.Kind = w
+	default:
+		return false
+	}
+	return true
+}
+
+// str sets *last to b as a string, reusing *last when equal, so a batch of
+// queries on one type shares one string. false for invalid UTF-8.
+func (s *slabs) str(b []byte, last *string) bool {
+	if string(b) == *last {
+		return true
+	}
+	if !utf8.Valid(b) {
+		return false
+	}
+	*last = string(b)
+	return true
+}
