@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
 
@@ -82,4 +83,76 @@ func Example() {
 	// added: [demo.User]
 	// durable records: 1000
 	// AlreadyExists: batch 0, record 1, field email
+}
+
+// eq is the query filter field = v for an int64 field.
+func eq(field string, v int64) *pb.Expr {
+	return &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: field, Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: v}}}}}
+}
+
+// Many queries travel on one Search stream, batched into one request; each
+// has its own Results, readable in any order. Scan streams every match,
+// read in parallel on the server; Query pages resume from a token.
+func ExampleSearch() {
+	dir, _ := os.MkdirTemp("", "protobase-example")
+	defer os.RemoveAll(dir)
+	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"})
+	if err != nil {
+		log.Fatal(err) //nolint:gocritic // an example: any failure ends it, temporary files and all
+	}
+	defer srv.Stop()
+	ctx := context.Background()
+	c, err := client.Dial(srv.Addr())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	w, _ := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
+	for i := int64(1); i <= 100; i++ {
+		_ = w.WriteAny(user(i, fmt.Sprintf("user%d@example.com", i)))
+	}
+	if _, err := w.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	s, err := c.NewSearch(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rs, err := s.Batch([]*pb.Query{
+		{Type: "demo.User", Where: eq("id", 7)},
+		{Type: "demo.User", Where: eq("id", 1000)}, // no such user
+		{Type: "demo.User", Where: eq("nope", 1)},  // fails alone
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range rs {
+		recs, err := r.All()
+		fmt.Printf("query %d: %d record(s), err: %v\n", r.ID(), len(recs), err)
+	}
+	_ = s.Close()
+
+	sc := c.Scan(ctx, &pb.Query{Type: "demo.User"}, client.ScanOptions{Parallelism: 4})
+	n := 0
+	for sc.Next() {
+		n++
+	}
+	fmt.Println("scanned:", n, sc.Err())
+
+	pages := 0
+	_ = c.Pages(ctx, &pb.Query{Type: "demo.User"}, 30, func(p *client.Page) bool {
+		pages++
+		return true
+	})
+	fmt.Println("pages of 30:", pages)
+	// Output:
+	// query 0: 1 record(s), err: <nil>
+	// query 1: 0 record(s), err: <nil>
+	// query 2: 0 record(s), err: query 2: InvalidArgument: field nope: no field "nope" in demo.User
+	// scanned: 100 <nil>
+	// pages of 30: 4
 }
