@@ -73,6 +73,7 @@ func BenchmarkRead(b *testing.B) {
 	for _, batch := range []int{1, 10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("search-pk/batch=%d", batch), func(b *testing.B) { benchSearchPK(b, c, total, batch) })
 	}
+	b.Run("query-pk/unary", func(b *testing.B) { benchQueryPK(b, c, total) })
 	b.Run("search-index-range/records=1000", func(b *testing.B) { benchIndexRange(b, c, total) })
 	for _, par := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("scan/parallelism=%d", par), func(b *testing.B) { benchScan(b, c, total, par) })
@@ -204,5 +205,31 @@ func benchScan(b *testing.B, c *client.Client, total, par int) {
 	b.StopTimer()
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/scan")
 	b.ReportMetric(float64(total*b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// benchQueryPK makes one unary Query per primary-key lookup, one after
+// another: the request/response cost a hop pays per record.
+func benchQueryPK(b *testing.B, c *client.Client, total int) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	reqs := make([]*pb.QueryRequest, 1024)
+	for i := range reqs {
+		reqs[i] = &pb.QueryRequest{Query: pkQuery(rng.Int64N(int64(total)))}
+	}
+	api := c.API()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		resp, err := api.Query(ctx, reqs[i%len(reqs)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(resp.GetRecords()) != 1 {
+			b.Fatalf("lookup returned %d records", len(resp.GetRecords()))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 	b.ReportMetric(0, "ns/op")
 }

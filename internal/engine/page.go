@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -51,7 +52,17 @@ func loadSecret(st *store.Store) ([]byte, error) {
 // deep the page. Each page reads its own snapshot.
 func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	e.stats.Queries.Add(1)
-	c, err := e.compile(req.GetQuery())
+	var c *compiled
+	var err error
+	if req.GetPageToken() == "" {
+		// A plain primary-key lookup skips the planner, as on Search. Only
+		// without a token: a point plan never issues one, and resuming
+		// needs the planner's full ranges.
+		var scratch pointScratch
+		c, err = e.compileFast(req.GetQuery(), &scratch)
+	} else {
+		c, err = e.compile(req.GetQuery())
+	}
 	if err != nil {
 		e.stats.QueryErrors.Add(1)
 		return nil, err
@@ -64,11 +75,10 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		return nil, &Error{Code: codes.InvalidArgument, Field: "page_size",
 			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
 	}
-	fp := fingerprint(c)
 	var after []byte
 	var returned uint64
 	if tok := req.GetPageToken(); tok != "" {
-		if after, returned, err = e.openToken(tok, fp); err != nil {
+		if after, returned, err = e.openToken(tok, fingerprint(c)); err != nil {
 			return nil, err
 		}
 	}
@@ -103,7 +113,13 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 			return true
 		}
 		if cap(vals)-len(vals) < len(rec) {
-			vals = make([]byte, 0, max(64<<10, len(rec)))
+			// Sized for what the page can still hold (a point lookup
+			// needs one record's worth), at most 64 KiB at a time.
+			left := int(size) - len(resp.Records)
+			if c.plan.Access == query.AccessPKPoint {
+				left = min(left, len(c.plan.Ranges))
+			}
+			vals = make([]byte, 0, max(len(rec), min(64<<10, left*len(rec))))
 		}
 		start := len(vals)
 		vals = append(vals, rec...)
@@ -117,7 +133,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		resp.Plan = c.plan.Explain()
 	}
 	if more && (limit == 0 || returned+size < limit) {
-		resp.NextPageToken = e.sealToken(fp, last, returned+uint64(len(resp.Records)))
+		resp.NextPageToken = e.sealToken(fingerprint(c), last, returned+uint64(len(resp.Records)))
 	}
 	return resp, nil
 }
