@@ -32,6 +32,10 @@ type Options struct {
 	Runs int
 	// Duration is the length of one measured run.
 	Duration time.Duration
+	// DurationSet reports that Duration was given explicitly rather than
+	// left at its default, so that an experiment whose seed fixed the
+	// length of a run (transports: wrk's 10 s) can use that length instead.
+	DurationSet bool
 	// Warmup is the length of the unmeasured run before the measured ones
 	// (0: none).
 	Warmup time.Duration

@@ -29,6 +29,10 @@ func TestExperimentsQuick(t *testing.T) {
 				x.Records = 2000
 			case *Ingest:
 				x.Batches = []int{1, 100}
+			case *Layout:
+				x.Sizes = []string{"Tiny", "Small"}
+			case *Fetch:
+				x.Users = []int{3000}
 			}
 			res, err := Run(t.Context(), x, tinyOptions(), nil)
 			if err != nil {

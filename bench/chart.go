@@ -32,13 +32,22 @@ func CheckChartPath(path string) error {
 type chartSeries struct {
 	name   string
 	values map[string]float64
+	// of is, for a series of published figures, the index of the measured
+	// series it is the reference of, or -1 when it is the only published
+	// series (named publishedSeries, drawn grey). It is 0 for measured series.
+	of        int
+	published bool
 }
 
 // chartData groups res's rows into X categories (in row order) and series
-// (measured series in row order, then the published figures).
+// (measured series in row order, then the published figures). The
+// published figures form one series, publishedSeries, when they belong to
+// one measured series (or X alone tells them apart); when several measured
+// series carry references, each gets its own "NAME (published)" series so
+// that figures sharing an X do not overwrite each other.
 func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
 	index := map[string]int{}
-	published := chartSeries{name: publishedSeries, values: map[string]float64{}}
+	refs := map[int]map[string]float64{} // measured series index → X → published value
 	for _, r := range rows {
 		if c.Unit != "" && r.Unit != c.Unit {
 			continue
@@ -59,11 +68,24 @@ func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
 		}
 		series[i].values[x] = r.Median
 		if r.Reference != nil {
-			published.values[x] = r.Reference.Value
+			if refs[i] == nil {
+				refs[i] = map[string]float64{}
+			}
+			refs[i][x] = r.Reference.Value
 		}
 	}
-	if len(published.values) > 0 {
-		series = append(series, published)
+	switch {
+	case len(refs) == 1:
+		for _, v := range refs {
+			series = append(series, chartSeries{name: publishedSeries, values: v, of: -1, published: true})
+		}
+	case len(refs) > 1:
+		n := len(series)
+		for i := range n {
+			if v := refs[i]; v != nil {
+				series = append(series, chartSeries{name: series[i].name + " (" + publishedSeries + ")", values: v, of: i, published: true})
+			}
+		}
 	}
 	return xs, series
 }
@@ -151,7 +173,7 @@ func drawBars(p *plot.Plot, xs []string, series []chartSeries) error {
 			return fmt.Errorf("series %s: %w", s.name, err)
 		}
 		b.LineStyle.Width = 0
-		b.Color = seriesColor(s.name, i)
+		b.Color = seriesColor(s, i)
 		b.Offset = w * vg.Length(float64(i)-float64(n-1)/2)
 		p.Add(b)
 		p.Legend.Add(s.name, b)
@@ -183,9 +205,9 @@ func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error 
 		if err != nil {
 			return fmt.Errorf("series %s: %w", s.name, err)
 		}
-		col := seriesColor(s.name, i)
+		col := seriesColor(s, i)
 		l.Color, sc.Color = col, col
-		if s.name == publishedSeries {
+		if s.published {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(l, sc)
@@ -199,10 +221,16 @@ func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error 
 }
 
 // seriesColor gives the published figures one fixed grey, so that they
-// read as the reference on every chart.
-func seriesColor(name string, i int) color.Color {
-	if name == publishedSeries {
+// read as the reference on every chart; when each measured series has its
+// own, they take a paler shade of its colour.
+func seriesColor(s chartSeries, i int) color.Color {
+	switch {
+	case s.published && s.of < 0:
 		return color.Gray{Y: 150}
+	case s.published:
+		r, g, b, _ := plotutil.Color(s.of).RGBA()
+		pale := func(v uint32) uint8 { return uint8((v>>8 + 255) / 2) }
+		return color.RGBA{R: pale(r), G: pale(g), B: pale(b), A: 255}
 	}
 	return plotutil.Color(i)
 }

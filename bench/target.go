@@ -20,6 +20,14 @@ import (
 type TargetConfig struct {
 	// NoSync starts the embedded server with server.Config.NoSync.
 	NoSync bool
+	// HTTP also serves the REST/JSON gateway on a free loopback port, and
+	// NATS the NATS API on an embedded NATS server on a free loopback port
+	// (Target.HTTPAddr, Target.NATSURL). An --addr server's are not
+	// discovered: experiments that need them take their addresses as flags.
+	HTTP, NATS bool
+	// Local starts an embedded server even with --addr, for an experiment
+	// that needs one in its own process beside the one it measures.
+	Local bool
 }
 
 // Target is a server an experiment talks to, over loopback TCP: an
@@ -38,9 +46,16 @@ type Target struct {
 	// Server is the embedded server (nil with --addr), so that tests can
 	// read its engine's counters; experiments use Stats instead.
 	Server *server.Server
+	// HTTPAddr and NATSURL are where the embedded server serves REST and
+	// NATS when TargetConfig asked for them, else "". NATSPrefix is the
+	// first token of its NATS subjects.
+	HTTPAddr, NATSURL, NATSPrefix string
 
 	dir string // the embedded server's data directory, removed on Close
 }
+
+// labNATSPrefix is the subject prefix of the embedded servers' NATS API.
+const labNATSPrefix = "protobase"
 
 // dialOptions give the lab's connections windows large enough that a
 // send-all-then-receive-all round never stalls on flow control.
@@ -57,17 +72,31 @@ func dialOptions() []grpc.DialOption {
 // The Env closes it.
 func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
 	t := &Target{Addr: e.Addr}
-	if e.Addr == "" {
+	if cfg.Local {
+		t.Addr = ""
+	}
+	if t.Addr == "" {
 		dir, err := os.MkdirTemp("", "protobase-bench-*")
 		if err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
-		srv, err := server.Start(ctx, server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true})
+		scfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true}
+		if cfg.HTTP {
+			scfg.HTTPAddr = "127.0.0.1:0"
+		}
+		if cfg.NATS {
+			scfg.NATS, scfg.NATSAddr, scfg.NATSPrefix = true, "127.0.0.1:0", labNATSPrefix
+		}
+		srv, err := server.Start(ctx, scfg)
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("start embedded server: %w", err)
 		}
 		t.Addr, t.Embedded, t.Server, t.dir = srv.Addr(), true, srv, dir
+		t.HTTPAddr, t.NATSURL = srv.HTTPAddr(), srv.NATSURL()
+		if cfg.NATS {
+			t.NATSPrefix = labNATSPrefix
+		}
 	}
 	c, err := client.Dial(t.Addr, client.WithDialOptions(dialOptions()...))
 	if err != nil {

@@ -3,6 +3,7 @@ package proto_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 
 	_ "google.golang.org/genproto/googleapis/api/annotations" // registers google.api.http
 
+	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	protofs "github.com/protobase/protobase/proto"
 )
@@ -27,13 +29,16 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
 		Accessor: protocompile.SourceAccessorFromMap(readAll(t)),
 	})}
-	files, err := c.Compile(context.Background(), "protobase/v1/options.proto", "protobase/v1/protobase.proto")
+	generated := map[string]protoreflect.FileDescriptor{
+		"protobase/v1/options.proto":    pb.File_protobase_v1_options_proto,
+		"protobase/v1/protobase.proto":  pb.File_protobase_v1_protobase_proto,
+		"protobase/lab/v1/lab.proto":    labv1.File_protobase_lab_v1_lab_proto,
+		"protobase/lab/v1/layout.proto": labv1.File_protobase_lab_v1_layout_proto,
+	}
+	files, err := c.Compile(context.Background(), "protobase/v1/options.proto", "protobase/v1/protobase.proto",
+		"protobase/lab/v1/lab.proto", "protobase/lab/v1/layout.proto")
 	if err != nil {
 		t.Fatal(err)
-	}
-	generated := map[string]protoreflect.FileDescriptor{
-		"protobase/v1/options.proto":   pb.File_protobase_v1_options_proto,
-		"protobase/v1/protobase.proto": pb.File_protobase_v1_protobase_proto,
 	}
 	for _, f := range files {
 		want := protodesc.ToFileDescriptorProto(generated[f.Path()])
@@ -49,6 +54,15 @@ func readAll(t *testing.T) map[string]string {
 	out := map[string]string{}
 	for _, name := range []string{"protobase/v1/options.proto", "protobase/v1/protobase.proto", "google/api/annotations.proto", "google/api/http.proto"} {
 		b, err := protofs.FS.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = string(b)
+	}
+	// The lab API is not embedded (user schemas cannot import it): read it
+	// from the source tree.
+	for _, name := range []string{"protobase/lab/v1/lab.proto", "protobase/lab/v1/layout.proto"} {
+		b, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}

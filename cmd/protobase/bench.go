@@ -81,7 +81,8 @@ func (a *app) benchExperimentCommand(x bench.Experiment, o *benchOptions) *cobra
 // options resolves the shared flags: --quick sets the durations and runs
 // that were not given explicitly.
 func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, error) {
-	opts := bench.Options{Runs: o.runs, Duration: o.duration, Warmup: o.warmup, Quick: o.quick}
+	opts := bench.Options{Runs: o.runs, Duration: o.duration, Warmup: o.warmup, Quick: o.quick,
+		DurationSet: cmd.Flags().Changed("duration")}
 	if o.quick {
 		q := bench.QuickOptions()
 		if !cmd.Flags().Changed("runs") {

@@ -1,0 +1,40 @@
+package bench
+
+import "testing"
+
+// BenchmarkLayout is the client side of the layout experiment as plain Go
+// benchmarks, named like the seed's (Tiny/FlatMarshal, …) so that their
+// output reads beside it:
+//
+//	go test -run '^$' -bench Layout -benchmem ./bench/
+func BenchmarkLayout(b *testing.B) {
+	for _, sz := range layoutSizes {
+		ev, err := newLayoutEvents(sz.bytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range layoutCases(ev) {
+			b.Run(sz.name+"/"+benchName(c), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(sz.bytes))
+				c.fn(b)
+			})
+		}
+	}
+}
+
+// benchName is the seed's benchmark name of c ("FlatMarshal",
+// "WrappedUnmarshal"), with "+payload" as "Full".
+func benchName(c layoutCase) string {
+	name := map[string]string{"flat": "Flat", "wrapped": "Wrapped"}[c.layout]
+	switch c.op {
+	case "marshal":
+		return name + "Marshal"
+	case "unmarshal":
+		return name + "Unmarshal"
+	case "marshal+payload":
+		return name + "MarshalFull"
+	default:
+		return name + "UnmarshalFull"
+	}
+}

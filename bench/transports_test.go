@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The histogram's percentiles match the exact ones of sorted samples
+// within its precision, its mean, min and max are exact, and merging
+// per-connection histograms equals recording everything in one.
+func TestLatencyHistPercentiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 10001
+	samples := make([]time.Duration, n)
+	var whole, a, b latencyHist
+	var sum float64
+	for i := range samples {
+		// Log-uniform over 1 µs .. 100 ms: every bucket scale is used.
+		d := time.Duration(math.Exp(math.Log(1e3) + rng.Float64()*(math.Log(1e8)-math.Log(1e3))))
+		samples[i] = d
+		sum += float64(d)
+		whole.record(d)
+		if i%2 == 0 {
+			a.record(d)
+		} else {
+			b.record(d)
+		}
+	}
+	a.merge(&b)
+	if a != whole {
+		t.Fatal("merged halves differ from the whole")
+	}
+	slices.Sort(samples)
+	for _, p := range []float64{0, 1, 25, 50, 90, 99, 99.9, 100} {
+		rank := max(1, int(math.Ceil(p/100*n)))
+		want := samples[rank-1]
+		got := whole.percentile(p)
+		if rel := math.Abs(float64(got-want)) / float64(want); rel > 1.0/histSub {
+			t.Errorf("p%v = %v, exact %v (off by %.3f%%)", p, got, want, rel*100)
+		}
+	}
+	if whole.percentile(0) != samples[0] || whole.percentile(100) != samples[n-1] || time.Duration(whole.max) != samples[n-1] {
+		t.Errorf("min/max: p0 %v p100 %v max %v, want %v and %v", whole.percentile(0), whole.percentile(100), whole.max, samples[0], samples[n-1])
+	}
+	if want := time.Duration(math.Round(sum / n)); whole.mean() != want {
+		t.Errorf("mean %v, want %v", whole.mean(), want)
+	}
+
+	// Small values are exact; an empty histogram reports zeros.
+	var small latencyHist
+	for v := range 199 {
+		small.record(time.Duration(v + 1))
+	}
+	if small.percentile(50) != 100 || small.percentile(99) != 198 || small.mean() != 100 {
+		t.Errorf("1..199 ns: p50 %v p99 %v mean %v", small.percentile(50), small.percentile(99), small.mean())
+	}
+	var empty latencyHist
+	if empty.percentile(50) != 0 || empty.mean() != 0 {
+		t.Error("empty histogram reports a value")
+	}
+}
+
+// Every value falls in the bucket histIndex gives it, and buckets tile
+// the line in order, up to the largest uint64.
+func TestHistBuckets(t *testing.T) {
+	prevHi := uint64(0)
+	for i := range histBuckets {
+		lo, hi := histRange(i)
+		if i > 0 && lo != prevHi+1 || lo > hi {
+			t.Fatalf("bucket %d is [%d, %d] after one ending at %d", i, lo, hi, prevHi)
+		}
+		if histIndex(lo) != i || histIndex(hi) != i {
+			t.Fatalf("bucket %d [%d, %d]: indexes %d and %d", i, lo, hi, histIndex(lo), histIndex(hi))
+		}
+		prevHi = hi
+	}
+	if prevHi != math.MaxUint64 {
+		t.Fatalf("last bucket ends at %d", prevHi)
+	}
+}
+
+// The wrk parser reads a report with --latency, errors and all (golden
+// sample), and the seed's own report without it.
+func TestParseWRK(t *testing.T) {
+	out, err := os.ReadFile("testdata/wrk_latency.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseWRK(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{
+		requests: 76397, elapsed: 10100 * time.Millisecond, bytesRead: 26.67 * (1 << 20),
+		reqPerSec: 7562.07, transferPerSec: 2.64 * (1 << 20),
+		avg: 1340 * time.Microsecond, max: 36120 * time.Microsecond,
+		p50: 1210 * time.Microsecond, p99: 3070 * time.Microsecond,
+		non2xx: 5, socketErrors: 3, threads: 2, connects: 10,
+	}
+	if *got != want {
+		t.Errorf("got  %+v\nwant %+v", *got, want)
+	}
+
+	out, err = os.ReadFile("testdata/wrk_seed_nats.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = parseWRK(out); err != nil {
+		t.Fatal(err)
+	}
+	if got.requests != 16351 || got.avg != 6140*time.Microsecond || got.p50 != 0 || math.Abs(got.transferPerSec-583.90*1024) > 1e-6 {
+		t.Errorf("seed report: %+v", *got)
+	}
+
+	for _, bad := range []string{
+		"",
+		"wrk: connection refused\n",
+		strings.Replace(string(out), "6.14ms", "6.14ps", 1),
+		strings.Replace(string(out), "5.71MB", "5.71", 1),
+	} {
+		if _, err := parseWRK([]byte(bad)); err == nil {
+			t.Errorf("no error for %q", bad)
+		}
+	}
+	if d, err := parseWRKDuration("1.02m"); err != nil || d != 61200*time.Millisecond {
+		t.Errorf("1.02m = %v, %v", d, err)
+	}
+}
+
+// Without wrk on PATH, --driver wrk fails clearly before anything starts.
+func TestTransportsWRKMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	x := &Transports{Driver: "wrk", Connections: 10, Threads: 2}
+	_, err := x.Run(t.Context(), NewEnv(tinyOptions(), nil))
+	if !errors.Is(err, errNoWrk) {
+		t.Fatalf("got %v, want %v", err, errNoWrk)
+	}
+}
+
+// The load generator's response reader takes what the front sends and
+// refuses what would make its counts wrong.
+func TestReadResponse(t *testing.T) {
+	ok := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: 5\r\n\r\nhello"
+	n, err := readResponse(bufio.NewReader(strings.NewReader(ok + ok)))
+	if err != nil || n != int64(len(ok)) {
+		t.Fatalf("read %d bytes, %v; want %d", n, err, len(ok))
+	}
+	for _, bad := range []string{
+		"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx",
+		"HTTP/1.1 200 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort",
+		"SSH-2.0\r\n\r\n",
+	} {
+		if _, err := readResponse(bufio.NewReader(strings.NewReader(bad))); err == nil {
+			t.Errorf("no error for %q", bad)
+		}
+	}
+	if _, err := readResponse(bufio.NewReader(strings.NewReader("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 4\r\n\r\ngone"))); !errors.Is(err, errStatus) || !strings.Contains(err.Error(), "502: gone") {
+		t.Errorf("502: %v", err)
+	}
+}
+
+// Each mode goes where it claims: a request through the front is one
+// point lookup on the direct engine for the direct modes and on the lab
+// server for the hops (and none on the other), the REST hop speaks HTTP/2,
+// the NATS hop sends NATS messages; and every mode serves the same bytes
+// for the same id, and 404 for an id that is not stored.
+func TestTransportsModesUseTheirHop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	ctx := t.Context()
+	env := NewEnv(tinyOptions(), nil)
+	t.Cleanup(func() { _ = env.Close() })
+	x := &Transports{Records: 100, Connections: 10, Threads: 2, Driver: "builtin"}
+	if err := x.defaults(true); err != nil {
+		t.Fatal(err)
+	}
+	lab, err := x.setup(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hopStats, directStats := lab.hop.Server.Engine().Stats(), lab.direct.Server.Engine().Stats()
+
+	var it labItem
+	if err := decodeItem(appendItem(nil, 42), &it); err != nil {
+		t.Fatal(err)
+	}
+	want := string(appendItemJSON(nil, &it))
+	if !strings.HasPrefix(want, `{"id":42,"name":"name-42","email":"user42@example.com","created":1700000000042,`) {
+		t.Fatalf("front JSON %s", want)
+	}
+	for _, mode := range allModes {
+		t.Run(mode, func(t *testing.T) {
+			f, skip, err := lab.newFetcher(mode)
+			if err != nil || skip != "" {
+				t.Fatal(err, skip)
+			}
+			fr, err := startFront(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := fr.close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			hop0, direct0 := hopStats.PointLookups.Load(), directStats.PointLookups.Load()
+			if got := getBody(t, "http://"+fr.addr()+"/records/42", http.StatusOK); got != want {
+				t.Errorf("body %s, want %s", got, want)
+			}
+			getBody(t, "http://"+fr.addr()+"/records/100000", http.StatusNotFound)
+			hop, direct := hopStats.PointLookups.Load()-hop0, directStats.PointLookups.Load()-direct0
+			if isDirect(mode) && (direct != 2 || hop != 0) || !isDirect(mode) && (hop != 2 || direct != 0) {
+				t.Errorf("point lookups: %d on the lab server, %d on the direct engine", hop, direct)
+			}
+			switch f := f.(type) {
+			case *restFetcher:
+				if f.h2.Load() != 2 {
+					t.Errorf("%d of 2 REST answers came over HTTP/2", f.h2.Load())
+				}
+			case *natsFetcher:
+				if st := f.nc.Stats(); st.OutMsgs != 2 || st.InMsgs != 2 {
+					t.Errorf("NATS connection sent %d and received %d messages, want 2 and 2", st.OutMsgs, st.InMsgs)
+				}
+			}
+		})
+	}
+}
+
+func getBody(t *testing.T, url string, status int) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != status {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+// A run gives, per mode, requests/s beside the seed's, four latency rows
+// and transfer, plus each hop's share of its no-hop baseline; and the
+// load's requests are all answered by the servers (Run checks the
+// counters and fails otherwise).
+func TestTransportsRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and measures")
+	}
+	x := &Transports{Records: 200, Connections: 4, Threads: 2, Driver: "builtin", Modes: []string{modeNATS, modeDirectGet}}
+	res, _ := runWith(t, x)
+	var names []string
+	for _, r := range res.Rows {
+		names = append(names, r.Name)
+		if r.Median <= 0 || r.Runs != 1 {
+			t.Errorf("row %+v", r)
+		}
+		if (r.Unit == "req/s") != (r.Params["metric"] == "requests/s") || r.Unit == "req/s" && r.Reference == nil {
+			t.Errorf("row %+v", r)
+		}
+	}
+	wantNames := []string{
+		"direct-get requests/s", "direct-get latency avg", "direct-get latency p50", "direct-get latency p99", "direct-get latency max", "direct-get transfer/s",
+		"nats requests/s", "nats latency avg", "nats latency p50", "nats latency p99", "nats latency max", "nats transfer/s", "nats share of direct-get",
+	}
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("rows %q\nwant %q", names, wantNames)
+	}
+}
