@@ -206,3 +206,7 @@ func (e *Engine) Position() uint64 {
 // Flush writes the memtables to storage files; for tests and tools that
 // need data on disk (parallel scans split at file boundaries).
 func (e *Engine) Flush() error { return e.st.Flush() }
+
+// Compact compacts the whole store (see store.Store.Compact): after a bulk
+// load, reads then meet one sorted run and no background compaction.
+func (e *Engine) Compact(ctx context.Context) error { return e.st.Compact(ctx) }

@@ -882,6 +882,27 @@ func TestGetDoesNotAllocate(t *testing.T) {
 	check([]byte("k0500x"), 1) // sstable miss (bloom filter)
 }
 
+func TestCompact(t *testing.T) {
+	s := openT(t, t.TempDir(), false)
+	for round := range 4 {
+		commitT(t, s, func(b *Batch) {
+			for i := range 500 {
+				b.Set(fmt.Appendf(nil, "\x01k%04d", i), fmt.Appendf(nil, "v%d-%d", round, i))
+			}
+		})
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Metrics(); m.L0Tables != 0 || m.ReadAmp != 1 {
+		t.Fatalf("after Compact: %v", m)
+	}
+	wantValue(t, s, "\x01k0042", "v3-42")
+}
+
 // TestIterLookup checks point reads through a reused iterator against the
 // data in the memtable and in sstables, deleted keys, prefixes and
 // extensions of existing keys, and that the iterator keeps its view.
