@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
@@ -407,3 +408,39 @@ func anyValue(b []byte) ([]byte, error) {
 	}
 	return val, nil
 }
+
+// searchFetcher multiplexes the front's lookups on one long-lived Search
+// stream: each request sends one query and waits for its results, but no
+// request pays for a new HTTP/2 stream, its headers and the per-call work of
+// a unary RPC. This is how a service would make the hop to Protobase.
+type searchFetcher struct {
+	s *client.Search
+}
+
+func newSearchFetcher(c *client.Client) (fetcher, string, error) {
+	s, err := c.NewSearch(context.Background())
+	if err != nil {
+		return nil, "", fmt.Errorf("open search stream: %w", err)
+	}
+	return &searchFetcher{s: s}, "", nil
+}
+
+func (f *searchFetcher) fetch(_ context.Context, id int64, it *labItem) error {
+	res, err := f.s.Query(lookupQuery(id))
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	recs, err := res.All()
+	if err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	switch len(recs) {
+	case 0:
+		return errNotFound
+	case 1:
+		return decodeItem(recs[0].GetValue(), it)
+	}
+	return fmt.Errorf("search by primary key returned %d records", len(recs))
+}
+
+func (f *searchFetcher) close() error { return f.s.Close() }
