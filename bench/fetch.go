@@ -542,7 +542,9 @@ func (f *Fetch) workload(c *client.Client, wc *wireCounter, m fetchMethod, q *pb
 			peak = heap.Stop()
 		}
 		if err != nil {
-			if m.name == "offset" && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			// The limit's context ended the fetch. The error may be the
+			// context's or a DEADLINE_EXCEEDED status from the server.
+			if m.name == "offset" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return Count{}, fmt.Errorf("%w within %v (%d of %d rows)", errNotFinished, f.OffsetLimit, len(ids), len(want))
 			}
 			return Count{}, err
