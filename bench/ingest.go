@@ -121,14 +121,25 @@ func onOff(b bool) string {
 const ingestWindow = 256 << 10
 
 // workload inserts batches of fresh items for d through one Write stream
-// (op INSERT), asking for an acknowledgement every ingestWindow/2 bytes and
-// keeping at most two of them outstanding. The run ends with the stream's
-// final status, sent once every batch is durable (on a syncing server).
-// Each batch is encoded straight into a new buffer: one allocation per
-// batch, and a sent buffer is never reused (see frame).
+// (see insertStream).
 func (g *Ingest) workload(t *Target, typ string, batch int) Workload {
+	return insertStream(t, batch, itemWireBytes, func(buf []byte) ([]byte, int64) {
+		first := g.nextID.Add(int64(batch)) - int64(batch)
+		return appendWriteRecords(buf, 2, typ, first, batch)
+	}, nil)
+}
+
+// insertStream is the insert loop of ingest and layout: batches from
+// appendBatch for d (and while more, if given, allows) through one Write
+// stream (op INSERT), asking for an acknowledgement every ingestWindow/2
+// bytes and keeping at most two of them outstanding. The run ends with the
+// stream's final status, sent once every batch is durable (on a syncing
+// server). Each batch is encoded straight into a new buffer: one
+// allocation per batch, and a sent buffer is never reused (see frame).
+// appendBatch appends one batch's records and returns their bytes.
+func insertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte) ([]byte, int64), more func(payload int64) bool) Workload {
 	codec := newLabCodec().callOption()
-	ackEvery := max(1, ingestWindow/2/(batch*itemWireBytes))
+	ackEvery := max(1, ingestWindow/2/(batch*recordBytes))
 	return func(ctx context.Context, d time.Duration) (Count, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -142,10 +153,9 @@ func (g *Ingest) workload(t *Target, typ string, batch int) Workload {
 		size := 0
 		start := time.Now()
 		deadline := start.Add(d)
-		for i := 1; time.Now().Before(deadline); i++ {
-			first := g.nextID.Add(int64(batch)) - int64(batch)
+		for i := 1; time.Now().Before(deadline) && (more == nil || more(payload)); i++ {
 			buf := protowireAppendOp(make([]byte, 0, size), pb.WriteOp_WRITE_OP_INSERT)
-			buf, n := appendWriteRecords(buf, 2, typ, first, batch)
+			buf, n := appendBatch(buf)
 			if i%ackEvery == 0 {
 				buf = protowireAppendAck(buf)
 				asked++

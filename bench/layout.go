@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
 func init() { Register(func() Experiment { return new(Layout) }) }
@@ -591,65 +589,12 @@ func (l *Layout) serverRows(ctx context.Context, env *Env, sizes []layoutSize) (
 	return notes, rows, nil
 }
 
-// layoutInsert inserts batches of fresh events for d (or until
-// layoutRunBytes) through one Write stream, like Ingest's workload: an
-// acknowledgement asked every ingestWindow/2 bytes, at most two
-// outstanding, and the run ends with the stream's final status.
+// layoutInsert inserts batches of fresh events for d, or until
+// layoutRunBytes, through one Write stream (see insertStream).
 func layoutInsert(t *Target, lr layoutRecords, batch int, next *int64) Workload {
-	codec := newLabCodec().callOption()
-	ackEvery := max(1, ingestWindow/2/(batch*len(lr.tail)))
-	return func(ctx context.Context, d time.Duration) (Count, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		st, err := t.API.Write(ctx, codec)
-		if err != nil {
-			return Count{}, fmt.Errorf("open write stream: %w", err)
-		}
-		ack := new(pb.WriteStreamResponse)
-		var records, payload int64
-		var asked, acked int
-		size := 0
-		start := time.Now()
-		deadline := start.Add(d)
-		for i := 1; time.Now().Before(deadline) && payload < layoutRunBytes; i++ {
-			buf := protowireAppendOp(make([]byte, 0, size), pb.WriteOp_WRITE_OP_INSERT)
-			buf, n := lr.appendWrite(buf, *next, batch)
-			*next += int64(batch)
-			if i%ackEvery == 0 {
-				buf = protowireAppendAck(buf)
-				asked++
-			}
-			size = cap(buf)
-			f := frame(buf) // a new buffer per batch: a sent frame is never reused
-			if err := st.SendMsg(&f); err != nil {
-				return Count{}, recvStatus(st, "send", err)
-			}
-			records += int64(batch)
-			payload += n
-			for asked-acked > 1 {
-				if err := st.RecvMsg(ack); err != nil {
-					return Count{}, fmt.Errorf("receive acknowledgement: %w", err)
-				}
-				acked++
-			}
-		}
-		if err := st.CloseSend(); err != nil {
-			return Count{}, fmt.Errorf("close: %w", err)
-		}
-		for {
-			err := st.RecvMsg(ack)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return Count{}, fmt.Errorf("insert: %w", err)
-			}
-			acked++
-		}
-		elapsed := time.Since(start)
-		if acked != asked {
-			return Count{}, fmt.Errorf("%d acknowledgements for %d asked", acked, asked)
-		}
-		return Count{Ops: records, Bytes: payload, Elapsed: elapsed}, nil
-	}
+	return insertStream(t, batch, len(lr.tail), func(buf []byte) ([]byte, int64) {
+		buf, n := lr.appendWrite(buf, *next, batch)
+		*next += int64(batch)
+		return buf, n
+	}, func(payload int64) bool { return payload < layoutRunBytes })
 }
