@@ -1,5 +1,6 @@
 // Command protobase is the command line of Protobase: it runs the server
-// (serve) and talks to one (schema, insert, update, upsert, remove).
+// (serve), talks to one (schema, insert, update, upsert, remove, search,
+// scan) and runs the benchmark lab against one (bench).
 //
 // main only wires the process to run, which builds the command tree and maps
 // its outcome to an exit code: 0 success, 1 the operation failed, 2 the
@@ -84,15 +85,17 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "protobase",
 		Short: "Protobase, a gRPC-native database",
 		Long: `Protobase stores protobuf messages as records. Record types are declared in
-.proto files applied to the server; records are written and read over gRPC.
+.proto files applied to the server; records are written and read over gRPC (and REST/JSON or NATS: serve --help).
 
-This command runs a server (serve) and talks to one (schema, insert, update,
-upsert, remove, search, scan). The client commands reach the server at --addr, which
-defaults to $PROTOBASE_ADDR or else ` + defaultAddr + `.`,
+This command runs a server (serve), talks to one (schema, insert, update,
+upsert, remove, search, scan) and runs the benchmark lab (bench). The client
+commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
+else ` + defaultAddr + `.`,
 		Example: `  protobase serve --data ./protobase-data
   protobase schema apply shop.proto
   protobase insert --type shop.User users.jsonl
-  protobase search --type shop.User --where 'name prefix "An"'`,
+  protobase search --type shop.User --where 'name prefix "An"'
+  protobase bench all --quick --out lab-report`,
 		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
