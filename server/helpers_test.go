@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,8 +59,10 @@ type testServer struct {
 	srv *server.Server
 	cfg server.Config
 	c   *client.Client
-	// descs caches the server's descriptors by type name; apply clears it.
-	descs map[string]protoreflect.MessageDescriptor
+	// descs caches the server's descriptors by type name; apply clears
+	// it. descMu guards it: tests build records from several goroutines.
+	descMu sync.Mutex
+	descs  map[string]protoreflect.MessageDescriptor
 }
 
 func startServer(t *testing.T, cfg server.Config) *testServer {
@@ -100,7 +103,9 @@ func (ts *testServer) restart() *testServer {
 func (ts *testServer) apply(files map[string]string, opts client.SchemaOptions) (*pb.ApplySchemaResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	ts.descMu.Lock()
 	ts.descs = nil
+	ts.descMu.Unlock()
 	return ts.c.ApplySchema(ctx, files, opts)
 }
 
@@ -117,13 +122,17 @@ func (ts *testServer) mustApply(files map[string]string) *pb.ApplySchemaResponse
 // descriptors (as a client of a runtime schema would).
 func (ts *testServer) rec(typeName, js string) *anypb.Any {
 	ts.t.Helper()
+	ts.descMu.Lock()
 	md, ok := ts.descs[typeName]
+	ts.descMu.Unlock()
 	if !ok {
-		md = ts.desc(typeName)
+		md = ts.desc(typeName) // may fail the test: not under the lock
+		ts.descMu.Lock()
 		if ts.descs == nil {
 			ts.descs = map[string]protoreflect.MessageDescriptor{}
 		}
 		ts.descs[typeName] = md
+		ts.descMu.Unlock()
 	}
 	m := dynamicpb.NewMessage(md)
 	if err := protojson.Unmarshal([]byte(js), m); err != nil {

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/anypb"
@@ -191,7 +193,9 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	var pit *store.Iter // shared by lone point lookups, made on first use
 	cu := &cursor{e: e} // reused: its buffers outlive each query
 	e.stats.Queries.Add(uint64(len(qs)))
-	for i, q := range qs {
+	order := e.lookupOrder(qs)
+	for k, i := range order {
+		q := qs[i]
 		id := first + uint64(i)
 		c, err := e.compileFast(q, &scratch)
 		if err != nil {
@@ -246,7 +250,7 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			if cap(vals)-len(vals) < len(rec) {
 				guess := 64 << 10 // a range: expect many records
 				if c.plan.Access == query.AccessPKPoint {
-					guess = len(rec) * (len(qs) - i + len(c.plan.Ranges))
+					guess = len(rec) * (len(order) - k + len(c.plan.Ranges))
 				}
 				vals = make([]byte, 0, min(max(guess, len(rec)), max(64<<10, len(rec))))
 			}
@@ -280,6 +284,43 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 		batch = nil
 	}
 	r.flush()
+}
+
+// lookupOrder returns the order in which to run a chunk's queries: plain
+// primary-key lookups first, sorted by key, then the rest as they came.
+// Sorted, the chunk's lookups move one iterator forward through the store,
+// so Pebble can continue from where the previous seek ended instead of
+// descending from the top (TrySeekUsingNext) and finds the next key often
+// in a block it already holds. Results are keyed by query id, so the order
+// in which queries finish is the server's to choose.
+func (e *Engine) lookupOrder(qs []*pb.Query) []int {
+	order := make([]int, 0, len(qs))
+	if len(qs) < 2 {
+		return append(order, 0)[:len(qs)]
+	}
+	type job struct{ i, start, end int }
+	cat := e.cat.Load()
+	var arena []byte // the keys; jobs hold offsets, as it may move
+	jobs := make([]job, 0, len(qs))
+	var rest []int
+	for i, q := range qs {
+		if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
+			start := len(arena)
+			var ok bool
+			if arena, ok = t.point.Key(arena, q); ok {
+				jobs = append(jobs, job{i, start, len(arena)})
+				continue
+			}
+		}
+		rest = append(rest, i)
+	}
+	slices.SortFunc(jobs, func(a, b job) int {
+		return bytes.Compare(arena[a.start:a.end], arena[b.start:b.end])
+	})
+	for _, j := range jobs {
+		order = append(order, j.i)
+	}
+	return append(order, rest...)
 }
 
 func queryError(id uint64, err error) *pb.QueryError {
