@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -23,6 +25,42 @@ import (
 
 // frame is a message already encoded.
 type frame []byte
+
+// frameCycle sends pre-encoded frames in turn, starting over after the
+// last: a workload's requests without encoding or allocating per send.
+type frameCycle struct {
+	frames []frame
+	next   int
+}
+
+// send sends the next frame on st. A failed send reports the stream's
+// status, which says why.
+func (c *frameCycle) send(st grpc.ClientStream) error {
+	if err := st.SendMsg(&c.frames[c.next]); err != nil {
+		return recvStatus(st, "send", err)
+	}
+	c.next++
+	if c.next == len(c.frames) {
+		c.next = 0
+	}
+	return nil
+}
+
+// drain receives into m until the stream ends and returns how many
+// messages came; the end's status is the error, nil for OK.
+func drain(st grpc.ClientStream, m any) (uint64, error) {
+	var n uint64
+	for {
+		err := st.RecvMsg(m)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+}
 
 // encodeFrame encodes m once.
 func encodeFrame(m proto.Message) (frame, error) {

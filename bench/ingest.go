@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
@@ -177,16 +175,11 @@ func insertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte
 		if err := st.CloseSend(); err != nil {
 			return Count{}, fmt.Errorf("close: %w", err)
 		}
-		for {
-			err := st.RecvMsg(ack)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return Count{}, fmt.Errorf("insert: %w", err)
-			}
-			acked++
+		n, err := drain(st, ack)
+		if err != nil {
+			return Count{}, fmt.Errorf("insert: %w", err)
 		}
+		acked += int(n)
 		elapsed := time.Since(start)
 		if acked != asked {
 			return Count{}, fmt.Errorf("%d acknowledgements for %d asked", acked, asked)

@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -209,17 +207,13 @@ func (p *Patterns) writeWorkload(t *Target, pat string, frames []frame, batch in
 		}
 		ack := new(pb.WriteStreamResponse)
 		var sent, acks uint64
-		next := 0
+		cyc := frameCycle{frames: frames}
 		start := time.Now()
 		deadline := start.Add(d)
 		for {
 			for i := 0; i < perRound; i++ {
-				if err := st.SendMsg(&frames[next]); err != nil {
-					return Count{}, recvStatus(st, "send", err)
-				}
-				next++
-				if next == len(frames) {
-					next = 0
+				if err := cyc.send(st); err != nil {
+					return Count{}, err
 				}
 				sent++
 			}
@@ -240,16 +234,9 @@ func (p *Patterns) writeWorkload(t *Target, pat string, frames []frame, batch in
 		}
 		// The final status comes once every batch is applied: for
 		// no-response, that is when the work is done.
-		var extra uint64
-		for {
-			err := st.RecvMsg(ack)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return Count{}, fmt.Errorf("write stream: %w", err)
-			}
-			extra++
+		extra, err := drain(st, ack)
+		if err != nil {
+			return Count{}, fmt.Errorf("write stream: %w", err)
 		}
 		elapsed := time.Since(start)
 		if extra != 0 {

@@ -59,17 +59,13 @@ func searchRounds(open openSearch, frames []frame, batch, perRound int, chk sear
 		}
 		var tally searchTally
 		var sent uint64
-		next := 0
+		cyc := frameCycle{frames: frames}
 		start := time.Now()
 		deadline := start.Add(d)
 		for {
 			for i := 0; i < perRound; i++ {
-				if err := st.SendMsg(&frames[next]); err != nil {
-					return Count{}, recvStatus(st, "send", err)
-				}
-				next++
-				if next == len(frames) {
-					next = 0
+				if err := cyc.send(st); err != nil {
+					return Count{}, err
 				}
 				sent += uint64(batch)
 			}
@@ -133,16 +129,12 @@ func sinkSearch(lab labv1.LabClient, frames []frame, batch int, chk searchCheck,
 			return Count{}, fmt.Errorf("open sink: %w", err)
 		}
 		var sent uint64
-		next := 0
+		cyc := frameCycle{frames: frames}
 		start := time.Now()
 		deadline := start.Add(d)
 		for i := 0; ; i++ {
-			if err := st.SendMsg(&frames[next]); err != nil {
-				return Count{}, recvStatus(st, "send", err)
-			}
-			next++
-			if next == len(frames) {
-				next = 0
+			if err := cyc.send(st); err != nil {
+				return Count{}, err
 			}
 			sent += uint64(batch)
 			// Checking the clock every 64 requests keeps it out of the loop.

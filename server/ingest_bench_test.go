@@ -82,20 +82,28 @@ func reportRecords(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-func benchGRPC(b *testing.B, size int, sync bool) {
+// benchServer starts a server with the bench schema applied and returns
+// it with a connected client; both are closed when the benchmark ends.
+func benchServer(b *testing.B, sync bool) (*server.Server, *client.Client) {
+	b.Helper()
 	srv, err := server.Start(context.Background(), server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: !sync})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Stop()
+	b.Cleanup(func() { _ = srv.Stop() })
 	c, err := client.Dial(srv.Addr())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	b.Cleanup(func() { _ = c.Close() })
 	if _, err := c.ApplySchema(context.Background(), map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	return srv, c
+}
+
+func benchGRPC(b *testing.B, size int, sync bool) {
+	_, c := benchServer(b, sync)
 	batches := benchBatches(size, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()

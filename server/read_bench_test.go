@@ -14,7 +14,6 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/server"
 )
 
 // readBenchRecords is the data set of the read benchmarks: ~100-byte
@@ -35,20 +34,8 @@ func readBenchRecords() int {
 // secondary-index range queries, and full Scans by parallelism.
 func BenchmarkRead(b *testing.B) {
 	total := readBenchRecords()
-	srv, err := server.Start(context.Background(), server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
-	c, err := client.Dial(srv.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	srv, c := benchServer(b, false)
 	ctx := context.Background()
-	if _, err := c.ApplySchema(ctx, map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	st, err := c.API().Insert(ctx)
 	if err != nil {
 		b.Fatal(err)

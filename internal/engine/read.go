@@ -62,21 +62,27 @@ func (e *Engine) compileFast(q *pb.Query, s *pointScratch) (*compiled, error) {
 	if t := e.cat.Load().lookup(q.GetType()); t != nil && t.point != nil && !e.closed.Load() {
 		if key, ok := t.point.Key(s.key[:0], q); ok {
 			s.key = key
-			// End is left nil: points reads Start alone.
-			s.rg[0] = query.Range{Start: key}
-			s.plan = query.Plan{
-				Access:   query.AccessPKPoint,
-				Ranges:   s.rg[:],
-				Reverse:  q.GetOrder().GetDescending(),
-				Limit:    q.GetLimit(),
-				KeysOnly: q.GetKeysOnly(),
-				Count:    q.GetCount(),
-			}
-			s.c = compiled{q: q, t: t, plan: &s.plan}
-			return &s.c, nil
+			return s.point(t, key, q), nil
 		}
 	}
 	return e.compile(q)
+}
+
+// point fills the scratch with the plan of q, a lookup of t's record key
+// key that query.Point accepted, and returns it.
+func (s *pointScratch) point(t *recType, key []byte, q *pb.Query) *compiled {
+	// End is left nil: points reads Start alone.
+	s.rg[0] = query.Range{Start: key}
+	s.plan = query.Plan{
+		Access:   query.AccessPKPoint,
+		Ranges:   s.rg[:],
+		Reverse:  q.GetOrder().GetDescending(),
+		Limit:    q.GetLimit(),
+		KeysOnly: q.GetKeysOnly(),
+		Count:    q.GetCount(),
+	}
+	s.c = compiled{q: q, t: t, plan: &s.plan}
+	return &s.c
 }
 
 // cursor runs a plan on one reader. It is not safe for concurrent use; it

@@ -193,11 +193,21 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	var pit *store.Iter // shared by lone point lookups, made on first use
 	cu := &cursor{e: e} // reused: its buffers outlive each query
 	e.stats.Queries.Add(uint64(len(qs)))
-	order := e.lookupOrder(qs)
-	for k, i := range order {
+	points, rest := e.lookupOrder(qs)
+	for k := range qs {
+		var i int
+		var c *compiled
+		var err error
+		if k < len(points) {
+			p := &points[k]
+			i = p.i
+			c = scratch.point(p.t, p.key, qs[i])
+		} else {
+			i = rest[k-len(points)]
+			c, err = e.compile(qs[i])
+		}
 		q := qs[i]
 		id := first + uint64(i)
-		c, err := e.compileFast(q, &scratch)
 		if err != nil {
 			e.stats.QueryErrors.Add(1)
 			r.cur().Errors = append(r.cur().Errors, queryError(id, err))
@@ -250,7 +260,7 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			if cap(vals)-len(vals) < len(rec) {
 				guess := 64 << 10 // a range: expect many records
 				if c.plan.Access == query.AccessPKPoint {
-					guess = len(rec) * (len(order) - k + len(c.plan.Ranges))
+					guess = len(rec) * (len(qs) - k + len(c.plan.Ranges))
 				}
 				vals = make([]byte, 0, min(max(guess, len(rec)), max(64<<10, len(rec))))
 			}
@@ -286,41 +296,52 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	r.flush()
 }
 
-// lookupOrder returns the order in which to run a chunk's queries: plain
-// primary-key lookups first, sorted by key, then the rest as they came.
-// Sorted, the chunk's lookups move one iterator forward through the store,
-// so Pebble can continue from where the previous seek ended instead of
-// descending from the top (TrySeekUsingNext) and finds the next key often
-// in a block it already holds. Results are keyed by query id, so the order
-// in which queries finish is the server's to choose.
-func (e *Engine) lookupOrder(qs []*pb.Query) []int {
-	order := make([]int, 0, len(qs))
-	if len(qs) < 2 {
-		return append(order, 0)[:len(qs)]
+// pointJob is a plain primary-key lookup of a chunk: query i of the chunk
+// reads record key key of type t.
+type pointJob struct {
+	i   int
+	t   *recType
+	key []byte
+}
+
+// lookupOrder splits a chunk's queries into plain primary-key lookups,
+// with their keys encoded once (query.Point) and sorted, and the rest, in
+// arrival order, which need the planner. Sorted, the lookups move one
+// iterator forward through the store, so Pebble continues from where the
+// previous seek ended instead of descending from the top
+// (TrySeekUsingNext) and often finds the next key in a block it already
+// holds. Results are keyed by query id, so the order in which queries
+// finish is the server's to choose.
+func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
+	if e.closed.Load() {
+		rest = make([]int, len(qs)) // compile reports the closed engine
+		for i := range rest {
+			rest[i] = i
+		}
+		return nil, rest
 	}
-	type job struct{ i, start, end int }
 	cat := e.cat.Load()
-	var arena []byte // the keys; jobs hold offsets, as it may move
-	jobs := make([]job, 0, len(qs))
-	var rest []int
+	var arena []byte // every key; sliced once complete, as appends move it
+	ends := make([]int, 0, len(qs))
+	points = make([]pointJob, 0, len(qs))
 	for i, q := range qs {
 		if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
-			start := len(arena)
 			var ok bool
 			if arena, ok = t.point.Key(arena, q); ok {
-				jobs = append(jobs, job{i, start, len(arena)})
+				points = append(points, pointJob{i: i, t: t})
+				ends = append(ends, len(arena))
 				continue
 			}
 		}
 		rest = append(rest, i)
 	}
-	slices.SortFunc(jobs, func(a, b job) int {
-		return bytes.Compare(arena[a.start:a.end], arena[b.start:b.end])
-	})
-	for _, j := range jobs {
-		order = append(order, j.i)
+	start := 0
+	for k, end := range ends {
+		points[k].key = arena[start:end:end]
+		start = end
 	}
-	return append(order, rest...)
+	slices.SortFunc(points, func(a, b pointJob) int { return bytes.Compare(a.key, b.key) })
+	return points, rest
 }
 
 func queryError(id uint64, err error) *pb.QueryError {

@@ -139,14 +139,7 @@ func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 		if !errors.As(err, &e) {
 			e = &Error{Code: codes.Internal, Msg: err.Error(), Err: err}
 		}
-		if e.Write == nil {
-			e.Write = &pb.WriteError{Reason: e.Msg}
-		}
-		e.Write.Batch = w.batches
-		e.Write.BatchesApplied = w.batches
-		e.Write.RecordsApplied = w.records
-		w.e.stats.WriteErrors.Add(1)
-		return e
+		return w.stamp(e)
 	}
 	w.batches++
 	w.records += uint64(len(recs))
@@ -563,17 +556,25 @@ func (w *Writer) Abort(err error) error {
 		st := Status(err)
 		e = &Error{Code: st.Code(), Msg: st.Message(), Err: err}
 	} else {
-		cp := *e
+		cp := *e // the caller's error stays as it was
 		e = &cp
+		if e.Write != nil {
+			e.Write = proto.Clone(e.Write).(*pb.WriteError)
+		}
 	}
-	we := &pb.WriteError{Reason: e.Msg}
-	if e.Write != nil {
-		we = proto.Clone(e.Write).(*pb.WriteError)
+	return w.stamp(e)
+}
+
+// stamp names the stream's next batch as the failed one in e's WriteError
+// (adding one if e has none), with the counts applied before it, and
+// counts the failure.
+func (w *Writer) stamp(e *Error) *Error {
+	if e.Write == nil {
+		e.Write = &pb.WriteError{Reason: e.Msg}
 	}
-	we.Batch = w.batches
-	we.BatchesApplied = w.batches
-	we.RecordsApplied = w.records
-	e.Write = we
+	e.Write.Batch = w.batches
+	e.Write.BatchesApplied = w.batches
+	e.Write.RecordsApplied = w.records
 	w.e.stats.WriteErrors.Add(1)
 	return e
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // Codec is the server's gRPC codec: protobuf, with a fast decoder for the
@@ -43,7 +44,7 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return protoCodec.Unmarshal(data, v)
 	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	buf := data.MaterializeToBuffer(grpcbuf.Pool)
 	defer buf.Free()
 	// decodeSearch keeps no reference to the bytes: strings are copied.
 	if err := decodeSearch(buf.ReadOnlyData(), req); err != nil {
