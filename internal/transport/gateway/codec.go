@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -83,7 +83,7 @@ func (d *decoder) Decode(v any) error {
 
 // decodeBatch decodes the next write batch (a *pb.WriteRequest or a
 // *pb.WriteStreamRequest) with schemajson.Unmarshal, whose errors name the
-// record to blame. Errors are *engine.Error; the writer fills in the batch
+// record to blame. Errors are *apierror.Error; the writer fills in the batch
 // and the counts (engine.Writer.Abort).
 func (d *decoder) decodeBatch(m proto.Message) error {
 	b, err := d.vr.next()
@@ -91,7 +91,7 @@ func (d *decoder) decodeBatch(m proto.Message) error {
 		if errors.Is(err, io.EOF) {
 			return io.EOF
 		}
-		e := &engine.Error{Code: codes.InvalidArgument, Msg: err.Error(), Err: err}
+		e := apierror.Wrap(codes.InvalidArgument, err)
 		if errors.Is(err, errTooLarge) {
 			if d.body != nil {
 				d.body.tooLarge.Store(true)

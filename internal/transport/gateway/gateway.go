@@ -50,7 +50,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -184,20 +184,20 @@ func invalid(err error) error {
 	if errors.Is(err, errTooLarge) {
 		code = codes.ResourceExhausted
 	}
-	return &engine.Error{Code: code, Msg: err.Error(), Err: err}
+	return apierror.Wrap(code, err)
 }
 
 // statusOf maps err to its status and HTTP code. Statuses come from
-// engine.Status, like gRPC's. Two gateway-specific cases: routing errors
+// apierror.Status, like gRPC's. Two gateway-specific cases: routing errors
 // keep their HTTP code (404, 405), and a request whose body held an
 // oversized message is RESOURCE_EXHAUSTED with 413, although the generated
 // unary handlers report every decode error as INVALID_ARGUMENT.
 func (g *Gateway) statusOf(r *http.Request, err error) (*status.Status, int) {
 	var he *runtime.HTTPStatusError
 	if errors.As(err, &he) {
-		return engine.Status(he.Err), he.HTTPStatus
+		return apierror.Status(he.Err), he.HTTPStatus
 	}
-	st := engine.Status(err)
+	st := apierror.Status(err)
 	if b, ok := r.Body.(*body); ok && b.tooLarge.Load() {
 		if st.Code() != codes.ResourceExhausted {
 			p := st.Proto()
@@ -206,7 +206,7 @@ func (g *Gateway) statusOf(r *http.Request, err error) (*status.Status, int) {
 		}
 		return st, http.StatusRequestEntityTooLarge
 	}
-	return st, runtime.HTTPStatusFromCode(st.Code())
+	return st, apierror.HTTPStatus(st.Code())
 }
 
 // writeError writes a google.rpc.Status as JSON, details included.

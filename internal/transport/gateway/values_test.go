@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -118,7 +118,7 @@ func FuzzWriteBody(f *testing.F) {
 			if errors.Is(err, io.EOF) {
 				return
 			}
-			var e *engine.Error
+			var e *apierror.Error
 			if !errors.As(err, &e) || (e.Code != codes.InvalidArgument && e.Code != codes.ResourceExhausted) {
 				t.Fatalf("error %T %v", err, err)
 			}

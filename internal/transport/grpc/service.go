@@ -1,6 +1,6 @@
 // Package grpc adapts the engine to the gRPC API (protobase.v1.Protobase).
 // It owns nothing but the mapping of streams onto engine calls: every rule
-// and every error code comes from internal/engine.
+// comes from internal/engine and every error code from internal/apierror.
 package grpc
 
 import (
@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -30,7 +30,7 @@ func New(e *engine.Engine) *Service { return &Service{e: e} }
 // Register registers the service on gs.
 func (s *Service) Register(gs *grpc.Server) { pb.RegisterProtobaseServer(gs, s) }
 
-func toStatus(err error) error { return engine.Status(err).Err() }
+func toStatus(err error) error { return apierror.Status(err).Err() }
 
 // ApplySchema implements pb.ProtobaseServer.
 func (s *Service) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*pb.ApplySchemaResponse, error) {
@@ -125,8 +125,9 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 		}
 		op, ok := engine.OpFromProto(req.Op)
 		if !ok {
-			_, _ = w.Sync()
-			return status.Errorf(codes.InvalidArgument, "batch %d: op %v is not a write operation", w.Batches(), req.Op)
+			// Abort makes the earlier batches durable and names this one,
+			// with their counts, like any other failed batch.
+			return toStatus(w.Abort(apierror.Errorf(codes.InvalidArgument, "op %v is not a write operation", req.Op)))
 		}
 		if err := w.Apply(ctx, op, req.Records); err != nil {
 			if _, serr := w.Sync(); serr != nil {

@@ -15,12 +15,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -74,7 +74,7 @@ func (s *Service) Echo(st grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchRe
 		}
 		n, err := countQueries(in.ProtoReflect().GetUnknown())
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "malformed SearchRequest: %v", err)
+			return toStatus(apierror.Errorf(codes.InvalidArgument, "malformed SearchRequest: %w", err))
 		}
 		buf = appendEcho(buf[:0], record, next, n)
 		next += n
@@ -197,4 +197,4 @@ func (s *Service) Stats(context.Context, *labv1.StatsRequest) (*labv1.StatsRespo
 
 // toStatus maps an engine error to a gRPC status, as the public service
 // does.
-func toStatus(err error) error { return engine.Status(err).Err() }
+func toStatus(err error) error { return apierror.Status(err).Err() }

@@ -59,16 +59,15 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
@@ -247,7 +246,7 @@ func (s *Service) guard(h micro.HandlerFunc) micro.HandlerFunc {
 		s.mu.Lock()
 		if s.stopping {
 			s.mu.Unlock()
-			s.fail(s.begin(req), &engine.Error{Code: codes.Unavailable, Msg: "the server is stopping"})
+			s.fail(s.begin(req), apierror.New(codes.Unavailable, "the server is stopping"))
 			return
 		}
 		s.active.Add(1)
@@ -272,8 +271,7 @@ func (s *Service) begin(req micro.Request) *request {
 func (s *Service) decode(r *request, m proto.Message) error {
 	data := r.Data()
 	if max := s.opts.MaxMessageBytes; max > 0 && len(data) > max {
-		return &engine.Error{Code: codes.ResourceExhausted,
-			Msg: fmt.Sprintf("request of %d bytes is larger than the limit of %d bytes", len(data), max)}
+		return apierror.Errorf(codes.ResourceExhausted, "request of %d bytes is larger than the limit of %d bytes", len(data), max)
 	}
 	if len(data) == 0 {
 		return nil
@@ -284,9 +282,8 @@ func (s *Service) decode(r *request, m proto.Message) error {
 	if err := proto.Unmarshal(data, m); err != nil {
 		// Say which message was expected: the usual cause is a JSON
 		// payload sent without the Content-Type header.
-		return &engine.Error{Code: codes.InvalidArgument, Err: err,
-			Msg: fmt.Sprintf("payload is not a protobuf %s (for JSON, set the header %s: %s): %v",
-				m.ProtoReflect().Descriptor().FullName(), HeaderContentType, ContentTypeJSON, err)}
+		return apierror.Errorf(codes.InvalidArgument, "payload is not a protobuf %s (for JSON, set the header %s: %s): %w",
+			m.ProtoReflect().Descriptor().FullName(), HeaderContentType, ContentTypeJSON, err)
 	}
 	return nil
 }
@@ -303,12 +300,12 @@ func (s *Service) reply(r *request, m proto.Message) {
 		b, err = proto.Marshal(m)
 	}
 	if err != nil {
-		s.fail(r, &engine.Error{Code: codes.Internal, Msg: "encode reply: " + err.Error(), Err: err})
+		s.fail(r, apierror.Errorf(codes.Internal, "encode reply: %w", err))
 		return
 	}
 	if max := s.opts.Conn.MaxPayload(); int64(len(b)) > max {
-		s.fail(r, &engine.Error{Code: codes.ResourceExhausted,
-			Msg: fmt.Sprintf("reply of %d bytes exceeds the NATS max_payload of %d bytes; ask for fewer records (page_size)", len(b), max)})
+		s.fail(r, apierror.Errorf(codes.ResourceExhausted,
+			"reply of %d bytes exceeds the NATS max_payload of %d bytes; ask for fewer records (page_size)", len(b), max))
 		return
 	}
 	var opts []micro.RespondOpt
@@ -323,7 +320,7 @@ func (s *Service) reply(r *request, m proto.Message) {
 // fail sends err as a micro error: the HTTP-equivalent code and message in
 // the headers, the google.rpc.Status with its details as the body.
 func (s *Service) fail(r *request, err error) {
-	st := engine.Status(err)
+	st := apierror.Status(err)
 	var body []byte
 	if r.json {
 		body, err = s.out.Marshal(st.Proto())
@@ -337,7 +334,7 @@ func (s *Service) fail(r *request, err error) {
 	if msg == "" {
 		msg = st.Code().String()
 	}
-	code := strconv.Itoa(runtime.HTTPStatusFromCode(st.Code()))
+	code := strconv.Itoa(apierror.HTTPStatus(st.Code()))
 	var opts []micro.RespondOpt
 	if r.json {
 		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
@@ -390,7 +387,7 @@ func (s *Service) get(req micro.Request) {
 		return
 	}
 	if rec == nil {
-		s.fail(r, status.Errorf(codes.NotFound, "no %s record with that primary key", typeName(key.TypeUrl)))
+		s.fail(r, apierror.Errorf(codes.NotFound, "no %s record with that primary key", typeName(key.TypeUrl)))
 		return
 	}
 	s.reply(r, rec)

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/apierror"
 )
 
 // Unmarshal decodes the JSON object b into m with opts (whose Resolver
@@ -20,7 +20,7 @@ import (
 //   - A record whose "@type" is not in the schema is kept with its type URL
 //     and no bytes, and decoding goes on, so that the engine refuses it with
 //     exactly the error (code and WriteError) a protobuf client gets.
-//   - Any other error is an *engine.Error with INVALID_ARGUMENT and a
+//   - Any other error is an *apierror.Error with INVALID_ARGUMENT and a
 //     WriteError naming the record that does not decode and its type.
 //
 // The record-by-record pass runs only on the error path: a valid object is
@@ -41,7 +41,7 @@ func Unmarshal(opts protojson.UnmarshalOptions, b []byte, m proto.Message) error
 	case *pb.WriteRequest, *pb.WriteStreamRequest:
 		return locate(opts, b, m, perr)
 	}
-	return &engine.Error{Code: codes.InvalidArgument, Msg: "invalid JSON: " + perr.Error(), Err: perr}
+	return apierror.Errorf(codes.InvalidArgument, "invalid JSON: %w", perr)
 }
 
 // unknownType reports whether the object b names in "@type" a type that
@@ -119,5 +119,5 @@ func badRecord(record int, typeURL string, err error) error {
 	if record >= 0 {
 		we.Record = uint64(record)
 	}
-	return &engine.Error{Code: codes.InvalidArgument, Msg: we.Reason, Write: we, Err: err}
+	return &apierror.Error{Code: codes.InvalidArgument, Msg: we.Reason, Write: we, Err: err}
 }

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/apierror"
 )
 
 func TestUnmarshalNamesTheRecord(t *testing.T) {
@@ -18,7 +18,7 @@ func TestUnmarshalNamesTheRecord(t *testing.T) {
 	idx := "type.googleapis.com/protobase.v1.Index"
 	var wr pb.WriteRequest
 	err := Unmarshal(opts, []byte(`{"records": [{"@type": "`+idx+`", "name": "a"}, {"@type": "`+idx+`", "unique": "maybe"}]}`), &wr)
-	var e *engine.Error
+	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Write.GetRecord() != 1 || e.Write.GetTypeUrl() != idx {
 		t.Fatalf("error %v (%+v)", err, e)
 	}
@@ -34,7 +34,7 @@ func TestUnmarshalNamesTheRecord(t *testing.T) {
 }
 
 // FuzzUnmarshal: hostile JSON for every message a JSON transport decodes
-// gives a message or an INVALID_ARGUMENT *engine.Error, never a panic.
+// gives a message or an INVALID_ARGUMENT *apierror.Error, never a panic.
 func FuzzUnmarshal(f *testing.F) {
 	for _, s := range []string{
 		`{"records": [{"@type": "type.googleapis.com/protobase.v1.Index", "name": "a"}]}`,
@@ -52,7 +52,7 @@ func FuzzUnmarshal(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			var e *engine.Error
+			var e *apierror.Error
 			if !errors.As(err, &e) || e.Code != codes.InvalidArgument {
 				t.Fatalf("%T: error %T %v", m, err, err)
 			}
