@@ -3,6 +3,8 @@ package bench
 import (
 	"testing"
 	"time"
+
+	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 )
 
 // tinyOptions are --quick with the shortest runs that still measure, to
@@ -79,10 +81,10 @@ func TestBatchingLooksUpEveryQuery(t *testing.T) {
 	}
 	b := &Batching{Records: 1000, Batches: []int{1, 100}}
 	_, env := runWith(t, b)
-	st := env.targets[0].Server.Engine().Stats()
-	if b.ctr.queries == 0 || st.PointLookups.Load() != b.ctr.queries || st.Queries.Load() != b.ctr.queries {
+	st := mustStats(t, env.targets[0])
+	if b.ctr.queries == 0 || st.PointLookups != b.ctr.queries || st.Queries != b.ctr.queries {
 		t.Fatalf("client had %d lookups answered; server made %d point lookups for %d queries",
-			b.ctr.queries, st.PointLookups.Load(), st.Queries.Load())
+			b.ctr.queries, st.PointLookups, st.Queries)
 	}
 }
 
@@ -107,14 +109,13 @@ func TestNoResponseSendsNothing(t *testing.T) {
 	if err := loadItems(ctx, env, tg, 500); err != nil {
 		t.Fatal(err)
 	}
-	stats := tg.Server.Engine().Stats()
 
 	frames, err := searchFrames(10, 500)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ctr searchCounter
-	queries0 := stats.PointLookups.Load()
+	queries0 := mustStats(t, tg).PointLookups
 	c, err := sinkSearch(tg.Lab, frames, 10, searchCheck{records: 1}, &ctr)(ctx, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestNoResponseSendsNothing(t *testing.T) {
 	if ctr.responses != 1 || ctr.queries != uint64(c.Ops) || c.Ops < 10 {
 		t.Fatalf("sink: %d messages received for %d queries", ctr.responses, c.Ops)
 	}
-	if got := stats.PointLookups.Load() - queries0; got != uint64(c.Ops) {
+	if got := mustStats(t, tg).PointLookups - queries0; got != uint64(c.Ops) {
 		t.Fatalf("sink: server made %d lookups for %d queries", got, c.Ops)
 	}
 
@@ -131,7 +132,7 @@ func TestNoResponseSendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	records0 := stats.Records.Load()
+	records0 := mustStats(t, tg).Records
 	c, err = p.writeWorkload(tg, patNoResponse, wframes, 10)(ctx, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestNoResponseSendsNothing(t *testing.T) {
 	if p.writes.acks != 0 || p.writes.noResp != 0 || c.Ops < 10 {
 		t.Fatalf("no-response writes: %d acknowledgements, %d other messages for %d records", p.writes.acks, p.writes.noResp, c.Ops)
 	}
-	if got := stats.Records.Load() - records0; got != uint64(c.Ops) {
+	if got := mustStats(t, tg).Records - records0; got != uint64(c.Ops) {
 		t.Fatalf("server wrote %d records, %d sent", got, c.Ops)
 	}
 
@@ -155,4 +156,14 @@ func TestNoResponseSendsNothing(t *testing.T) {
 	if p.writes.acks*10 != uint64(c.Ops) {
 		t.Fatalf("alternate: %d acknowledgements for %d records", p.writes.acks, c.Ops)
 	}
+}
+
+// mustStats returns the engine counters of tg's server, through the lab API.
+func mustStats(t *testing.T, tg *Target) *labv1.StatsResponse {
+	t.Helper()
+	st, err := tg.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

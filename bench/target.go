@@ -43,8 +43,9 @@ type Target struct {
 	Embedded bool
 	// Sync reports whether the server fsyncs writes before acknowledging.
 	Sync bool
-	// Server is the embedded server (nil with --addr), so that tests can
-	// read its engine's counters; experiments use Stats instead.
+	// Server is the embedded server (nil with --addr): the transports
+	// experiment's no-hop modes call it in-process. Counters come from
+	// Stats.
 	Server *server.Server
 	// HTTPAddr and NATSURL are where the embedded server serves REST and
 	// NATS when TargetConfig asked for them, else "". NATSPrefix is the

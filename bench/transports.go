@@ -206,9 +206,9 @@ func (x *Transports) setup(ctx context.Context, env *Env) (*transportsLab, error
 func (lab *transportsLab) newFetcher(mode string) (fetcher, string, error) {
 	switch mode {
 	case modeDirect:
-		return queryFetcher{query: lab.direct.Server.Engine().Query}, "", nil
+		return queryFetcher{query: lab.direct.Server.Query}, "", nil
 	case modeDirectGet:
-		return getFetcher{get: lab.direct.Server.Engine().Get}, "", nil
+		return getFetcher{get: lab.direct.Server.Get}, "", nil
 	case modeGRPC:
 		api := lab.hop.API
 		return queryFetcher{query: func(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {

@@ -240,7 +240,7 @@ func (q queryFetcher) fetch(ctx context.Context, id int64, it *labItem) error {
 
 func (queryFetcher) close() error { return nil }
 
-// getFetcher looks an item up with engine.Get in-process: the no-hop
+// getFetcher looks an item up with server.Server.Get in-process: the no-hop
 // counterpart of the nats mode, which reaches the same call.
 type getFetcher struct {
 	get func(context.Context, *anypb.Any) (*anypb.Any, error)

@@ -191,7 +191,6 @@ func TestTransportsModesUseTheirHop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hopStats, directStats := lab.hop.Server.Engine().Stats(), lab.direct.Server.Engine().Stats()
 
 	var it labItem
 	if err := decodeItem(appendItem(nil, 42), &it); err != nil {
@@ -216,12 +215,12 @@ func TestTransportsModesUseTheirHop(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			hop0, direct0 := hopStats.PointLookups.Load(), directStats.PointLookups.Load()
+			hop0, direct0 := mustStats(t, lab.hop).PointLookups, mustStats(t, lab.direct).PointLookups
 			if got := getBody(t, "http://"+fr.addr()+"/records/42", http.StatusOK); got != want {
 				t.Errorf("body %s, want %s", got, want)
 			}
 			getBody(t, "http://"+fr.addr()+"/records/100000", http.StatusNotFound)
-			hop, direct := hopStats.PointLookups.Load()-hop0, directStats.PointLookups.Load()-direct0
+			hop, direct := mustStats(t, lab.hop).PointLookups-hop0, mustStats(t, lab.direct).PointLookups-direct0
 			if isDirect(mode) && (direct != 2 || hop != 0) || !isDirect(mode) && (hop != 2 || direct != 0) {
 				t.Errorf("point lookups: %d on the lab server, %d on the direct engine", hop, direct)
 			}

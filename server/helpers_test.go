@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
+	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
@@ -207,23 +208,45 @@ func (ts *testServer) mustWrite(op pb.WriteOp, batches ...[]*anypb.Any) *pb.Writ
 }
 
 // records returns the stored records of a type as JSON-able messages, in
-// primary-key order, read straight from the engine's snapshot.
+// primary-key order, read by one sequential Scan (one snapshot). One record
+// a message: any stored record fits in a message (it arrived in one), a
+// batch of them may not under a small Config.MaxMessageBytes.
 func (ts *testServer) records(typeName string) []*dynamicpb.Message {
 	ts.t.Helper()
 	md := ts.desc(typeName)
-	var out []*dynamicpb.Message
-	err := ts.srv.Engine().ForEach(context.Background(), typeName, func(val []byte) bool {
-		m := dynamicpb.NewMessage(md)
-		if err := proto.Unmarshal(val, m); err != nil {
-			ts.t.Errorf("stored record does not decode: %v", err)
-		}
-		out = append(out, m)
-		return true
-	})
+	st, err := ts.c.API().Scan(context.Background(), &pb.ScanRequest{
+		Query: &pb.Query{Type: typeName, Order: &pb.Order{}}, Parallelism: 1, BatchSize: 1})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	return out
+	var out []*dynamicpb.Message
+	for {
+		resp, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			ts.t.Fatal(err)
+		}
+		for _, a := range resp.Records {
+			m := dynamicpb.NewMessage(md)
+			if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+				ts.t.Errorf("stored record does not decode: %v", err)
+			}
+			out = append(out, m)
+		}
+	}
+}
+
+// stats returns the engine's counters through the lab service, which the
+// server registers only with Config.Lab.
+func (ts *testServer) stats() *labv1.StatsResponse {
+	ts.t.Helper()
+	st, err := labv1.NewLabClient(ts.c.Conn()).Stats(context.Background(), &labv1.StatsRequest{})
+	if err != nil {
+		ts.t.Fatalf("lab stats (is Config.Lab set?): %v", err)
+	}
+	return st
 }
 
 func (ts *testServer) count(typeName string) int { return len(ts.records(typeName)) }

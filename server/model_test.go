@@ -455,7 +455,7 @@ func runModel(t *testing.T, rng *rand.Rand, queries int) {
 		}
 	}
 	ts.mustWrite(insert, batch)
-	if err := ts.srv.Engine().Flush(); err != nil {
+	if err := server.Flush(ts.srv); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := ts.c.GetSchema(t.Context())

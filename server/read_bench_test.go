@@ -14,6 +14,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
 )
 
 // readBenchRecords is the data set of the read benchmarks: ~100-byte
@@ -54,7 +55,7 @@ func BenchmarkRead(b *testing.B) {
 	}
 	// Reads should meet the data as it rests after a bulk load settles:
 	// compacted into one sorted run, with no compaction competing.
-	if err := srv.Engine().Compact(ctx); err != nil {
+	if err := server.Compact(ctx, srv); err != nil {
 		b.Fatal(err)
 	}
 

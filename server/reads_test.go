@@ -185,7 +185,7 @@ func TestSearchManyQueriesOneStream(t *testing.T) {
 
 // Cancelling a stream stops the server's work on it.
 func TestSearchCancelStopsServerWork(t *testing.T) {
-	ts := startServer(t, server.Config{MaxResultRecords: 10})
+	ts := startServer(t, server.Config{MaxResultRecords: 10, Lab: true})
 	ts.mustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 5000)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -207,9 +207,9 @@ func TestSearchCancelStopsServerWork(t *testing.T) {
 	cancel()
 	// The server stops reading soon: far less than 50 × 5000 records.
 	time.Sleep(200 * time.Millisecond)
-	before := ts.srv.Engine().Stats().RecordsRead.Load()
+	before := ts.stats().RecordsRead
 	time.Sleep(300 * time.Millisecond)
-	after := ts.srv.Engine().Stats().RecordsRead.Load()
+	after := ts.stats().RecordsRead
 	if after != before || after >= 50*5000 {
 		t.Fatalf("server still reading after cancel: %d then %d records", before, after)
 	}

@@ -28,6 +28,10 @@ import (
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
@@ -242,8 +246,28 @@ func (s *Server) MetricsAddr() string {
 	return s.mlis.Addr().String()
 }
 
-// Engine returns the server's engine (for in-process use by the lab).
-func (s *Server) Engine() *engine.Engine { return s.eng }
+// Query runs a Query in-process: what the Query RPC answers, without a
+// transport in between, for a program that embeds the server. Errors are
+// gRPC statuses, as a client would see them.
+func (s *Server) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
+	resp, err := s.eng.Query(ctx, req)
+	if err != nil {
+		return nil, apierror.Status(err).Err()
+	}
+	return resp, nil
+}
+
+// Get returns the stored record with the primary key of key (a record of
+// the type, holding at least its primary-key fields), or nil when there is
+// none: what the NATS get subject answers, in-process. Errors are gRPC
+// statuses.
+func (s *Server) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
+	rec, err := s.eng.Get(ctx, key)
+	if err != nil {
+		return nil, apierror.Status(err).Err()
+	}
+	return rec, nil
+}
 
 // Stop shuts down gracefully: health turns NOT_SERVING, new calls are
 // refused, in-flight calls (and so in-flight batches) finish within

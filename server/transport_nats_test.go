@@ -256,7 +256,7 @@ func TestNATSExternalQueueGroup(t *testing.T) {
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	var servers []*testServer
 	for range 2 {
-		ts := startServer(t, server.Config{NoSync: true, NATSURL: ns.ClientURL(), MaxMessageBytes: 64 << 10})
+		ts := startServer(t, server.Config{NoSync: true, NATSURL: ns.ClientURL(), MaxMessageBytes: 64 << 10, Lab: true})
 		ts.mustApply(map[string]string{"shop.proto": shopProto})
 		ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1}`)})
 		servers = append(servers, ts)
@@ -269,7 +269,7 @@ func TestNATSExternalQueueGroup(t *testing.T) {
 		c.mustCall(natstransport.SubjectGet, servers[0].rec("shop.User", `{"id": 1}`), new(anypb.Any))
 	}
 	for i, ts := range servers {
-		if n := ts.srv.Engine().Stats().PointLookups.Load(); n == 0 {
+		if n := ts.stats().PointLookups; n == 0 {
 			t.Errorf("server %d served no lookup of 64", i)
 		}
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -217,6 +218,34 @@ func TestWriteStreamAcknowledgements(t *testing.T) {
 	}
 	if n := ts.count("shop.User"); n != 1 {
 		t.Fatalf("users %d", n)
+	}
+}
+
+// TestWriteStreamBadOp checks that a batch without a write operation
+// fails like any other bad batch: named, with the counts applied before it,
+// which stay applied.
+func TestWriteStreamBadOp(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	st, err := ts.c.API().Write(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*pb.WriteStreamRequest{
+		{Op: insert, Records: []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`), ts.rec("shop.User", `{"id": 2, "email": "b@x"}`)}},
+		{Op: pb.WriteOp_WRITE_OP_UNSPECIFIED, Records: []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "c@x"}`)}},
+	} {
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = st.Recv()
+	we := writeErr(t, err, codes.InvalidArgument)
+	if we.Batch != 1 || we.BatchesApplied != 1 || we.RecordsApplied != 2 || !strings.Contains(we.Reason, "not a write operation") {
+		t.Fatalf("detail %v", we)
+	}
+	if n := ts.count("shop.User"); n != 2 {
+		t.Fatalf("users %d, want the first batch's 2", n)
 	}
 }
 

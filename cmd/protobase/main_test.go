@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
 
@@ -125,16 +126,15 @@ func users(t *testing.T, srv *server.Server) []string {
 		return m.Get(rt.md.Fields().ByName(protoreflect.Name(name)))
 	}
 	var out []string
-	err = srv.Engine().ForEach(t.Context(), "shop.User", func(val []byte) bool {
+	sc := c.Scan(t.Context(), &pb.Query{Type: "shop.User"}, client.ScanOptions{})
+	for sc.Next() {
 		m := dynamicpb.NewMessage(rt.md)
-		if err := proto.Unmarshal(val, m); err != nil {
-			t.Errorf("decode record: %v", err)
-			return false
+		if err := proto.Unmarshal(sc.Record().GetValue(), m); err != nil {
+			t.Fatalf("decode record: %v", err)
 		}
 		out = append(out, field(m, "id").String()+":"+field(m, "name").String()+":"+field(m, "email").String())
-		return true
-	})
-	if err != nil {
+	}
+	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(out)

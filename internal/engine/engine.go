@@ -196,13 +196,6 @@ func (e *Engine) Stats() *Stats { return &e.stats }
 // Schema returns the current schema state (immutable).
 func (e *Engine) Schema() *schema.State { return e.cat.Load().state }
 
-// Position returns the last commit sequence applied.
-func (e *Engine) Position() uint64 {
-	e.writeMu.Lock()
-	defer e.writeMu.Unlock()
-	return e.seq
-}
-
 // Flush writes the memtables to storage files; for tests and tools that
 // need data on disk (parallel scans split at file boundaries).
 func (e *Engine) Flush() error { return e.st.Flush() }
