@@ -4,7 +4,7 @@
 // It owns:
 //   - opening and closing the Pebble directory with tuned options (newest
 //     on-disk format, bloom filters on every level, L0 and memtable sizing for
-//     ingest-heavy use, a quiet logger);
+//     ingest-heavy use, Pebble's own log through slog);
 //   - atomic write batches (Batch) and their durability (fsync with group
 //     commit);
 //   - reads: point gets, bounded iterators and consistent snapshots;
@@ -65,7 +65,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync"
@@ -91,6 +91,9 @@ var (
 	// ErrReadOnly is returned by write operations on a Store opened with
 	// Options.ReadOnly.
 	ErrReadOnly = errors.New("store: read-only")
+	// ErrLocked is returned by Open when another store, in this process or
+	// another one, has the directory open.
+	ErrLocked = errors.New("store: directory in use by another store")
 )
 
 // Options configures Open.
@@ -120,13 +123,12 @@ type Options struct {
 	// ReadOnly opens an existing store without write access. Open fails if
 	// Dir does not exist; Apply, Commit and Flush return ErrReadOnly.
 	ReadOnly bool
-	// Logger receives Pebble's error and fatal messages (nil: log.Default(),
-	// i.e. stderr). Informational messages are dropped unless LogInfo is set,
-	// so tests stay quiet. A fatal message terminates the process, as Pebble
-	// cannot continue after, for example, a failed WAL write.
-	Logger *log.Logger
-	// LogInfo forwards Pebble's informational messages to Logger as well.
-	LogInfo bool
+	// Logger receives Pebble's own messages (nil discards them): its
+	// informational ones (flushes, compactions) at debug level, its errors
+	// at error level. A fatal message is logged (to stderr when Logger
+	// would drop it) and terminates the process, as Pebble cannot continue
+	// after, for example, a failed WAL write.
+	Logger *slog.Logger
 }
 
 // Store is an open Pebble database. It is safe for concurrent use by multiple
@@ -139,6 +141,7 @@ type Store struct {
 	dir      string
 	sync     bool
 	readOnly bool
+	release  func() // gives up the claim on dir (see claimDir)
 
 	// mu guards the transition to closed: every call into db holds mu.RLock
 	// and checks closed, Close takes mu.Lock. Pebble panics when used after
@@ -167,9 +170,17 @@ func Open(o Options) (*Store, error) {
 	} else if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", o.Dir, err)
 	}
-	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly}
+	release, err := claimDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly, release: release}
 	db, err := pebble.Open(o.Dir, s.pebbleOptions(o))
 	if err != nil {
+		release()
+		if lockedByOther(err) {
+			err = fmt.Errorf("%w: %w", ErrLocked, err)
+		}
 		return nil, fmt.Errorf("store: open pebble at %s: %w", o.Dir, err)
 	}
 	s.db = db
@@ -185,10 +196,6 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 	memBytes := o.MemTableBytes
 	if memBytes <= 0 {
 		memBytes = DefaultMemTableBytes
-	}
-	logger := o.Logger
-	if logger == nil {
-		logger = log.Default()
 	}
 	maxCompactions := min(max(runtime.GOMAXPROCS(0), 2), 8)
 
@@ -210,7 +217,7 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 		CompactionConcurrencyRange: func() (int, int) {
 			return 1, maxCompactions
 		},
-		Logger:   &pebbleLogger{l: logger, info: o.LogInfo},
+		Logger:   newPebbleLogger(o.Logger),
 		ReadOnly: o.ReadOnly,
 		EventListener: &pebble.EventListener{
 			WriteStallBegin: func(pebble.WriteStallBeginInfo) {
@@ -251,6 +258,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed.Store(true)
+	defer s.release()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.dir, err)
 	}
@@ -322,30 +330,3 @@ func (s *Store) EstimateSize(start, end []byte) (uint64, error) {
 	}
 	return n, nil
 }
-
-// pebbleLogger adapts a *log.Logger to pebble.Logger: informational messages
-// are dropped unless info is set, errors are always logged, and fatal
-// messages are logged before the process exits (Pebble's contract: Fatalf
-// does not return normally; continuing after, e.g., a failed WAL write would
-// leave the commit pipeline wedged).
-type pebbleLogger struct {
-	l    *log.Logger
-	info bool
-}
-
-func (p *pebbleLogger) Infof(format string, args ...any) {
-	if p.info {
-		_ = p.l.Output(2, "pebble: "+fmt.Sprintf(format, args...))
-	}
-}
-
-func (p *pebbleLogger) Errorf(format string, args ...any) {
-	_ = p.l.Output(2, "pebble: ERROR: "+fmt.Sprintf(format, args...))
-}
-
-func (p *pebbleLogger) Fatalf(format string, args ...any) {
-	_ = p.l.Output(2, "pebble: FATAL: "+fmt.Sprintf(format, args...))
-	os.Exit(1)
-}
-
-var _ pebble.Logger = (*pebbleLogger)(nil)

@@ -1,0 +1,53 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// openDirs holds the directories of the stores open in this process, by
+// resolved path. Pebble's file lock keeps other processes out (Open maps
+// their refusal to ErrLocked); within one process a second Open must be
+// refused before Pebble, whose own check reports it only as text.
+var openDirs struct {
+	mu   sync.Mutex
+	dirs map[string]struct{} // guarded by mu
+}
+
+// claimDir claims dir for one store of this process, or returns ErrLocked.
+// The returned func gives the claim up.
+func claimDir(dir string) (release func(), err error) {
+	path, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		path = p
+	}
+	openDirs.mu.Lock()
+	defer openDirs.mu.Unlock()
+	if _, ok := openDirs.dirs[path]; ok {
+		return nil, fmt.Errorf("%w of this process: %s", ErrLocked, dir)
+	}
+	if openDirs.dirs == nil {
+		openDirs.dirs = make(map[string]struct{})
+	}
+	openDirs.dirs[path] = struct{}{}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			openDirs.mu.Lock()
+			delete(openDirs.dirs, path)
+			openDirs.mu.Unlock()
+		})
+	}, nil
+}
+
+// lockedByOther reports whether Pebble's Open failed because another
+// process holds the directory's lock file.
+func lockedByOther(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK)
+}
