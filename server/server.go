@@ -41,7 +41,7 @@ import (
 )
 
 // Config configures a server. The zero value of every field but DataDir is
-// a sensible default.
+// a sensible default; Validate says which values Start refuses.
 type Config struct {
 	// DataDir is the Pebble directory; created if missing.
 	DataDir string
@@ -126,28 +126,17 @@ type Server struct {
 // Start opens the store and starts serving. ctx bounds only the start-up;
 // call Stop to shut down.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.DataDir == "" {
-		return nil, errors.New("server: DataDir is required")
-	}
-	if cfg.GRPCAddr == "" {
-		cfg.GRPCAddr = "127.0.0.1:7070"
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 64 << 20
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
-	if err := checkTransports(&cfg); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
 
-	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes})
+	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

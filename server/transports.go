@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,27 +30,6 @@ type transports struct {
 	ns      *natsserver.Server // embedded NATS server, when Config.NATS
 	nc      *nats.Conn
 	natsSvc *natstransport.Service
-}
-
-// checkTransports validates the transport fields of cfg and fills in
-// their defaults.
-func checkTransports(cfg *Config) error {
-	if cfg.NATS && cfg.NATSURL != "" {
-		return errors.New("server: NATS (embedded) and NATSURL (external) are exclusive")
-	}
-	if cfg.NATSAddr != "" && !cfg.NATS {
-		return errors.New("server: NATSAddr is the embedded NATS server's address; set NATS too")
-	}
-	if cfg.NATS && cfg.NATSAddr == "" {
-		cfg.NATSAddr = "127.0.0.1:4222"
-	}
-	if cfg.NATSPrefix == "" {
-		cfg.NATSPrefix = natstransport.DefaultPrefix
-	}
-	if cfg.NATSQueue == "" {
-		cfg.NATSQueue = natstransport.DefaultQueue
-	}
-	return natstransport.ValidPrefix(cfg.NATSPrefix)
 }
 
 // startTransports starts the REST gateway and the NATS service when

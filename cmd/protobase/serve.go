@@ -57,7 +57,9 @@ Every write is fsynced before it is acknowledged. --sync=false acknowledges
 writes before they reach the disk: faster, but a crash or power loss can
 lose acknowledged writes (the store itself is never corrupted).
 
-The server logs to stderr and runs until SIGINT or SIGTERM; it then stops
+The server logs to stderr at --log-level (debug adds the storage engine's
+own messages: flushes, compactions, WAL recovery) and runs until SIGINT or
+SIGTERM; it then stops
 accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use
 or the data directory is locked by another server).
@@ -103,50 +105,21 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err != nil {
 		return usageError(err)
 	}
-	switch {
-	case o.data == "":
-		return usagef("--data must not be empty")
-	case o.maxMessageBytes < 0:
-		return usagef("--max-message-bytes must not be negative")
-	case o.maxBatchRecords < 0:
-		return usagef("--max-batch-records must not be negative")
-	case o.maxInflightBytes < 0:
-		return usagef("--max-inflight-bytes must not be negative")
-	case o.cacheBytes < 0:
-		return usagef("--cache-bytes must not be negative")
-	case o.shutdownTimeout < 0:
-		return usagef("--shutdown-timeout must not be negative")
-	}
-	if err := checkTransportFlags(cmd, o); err != nil {
+	if err := checkEmptyFlags(cmd); err != nil {
 		return err
+	}
+	cfg := serveConfig(cmd, o)
+	if err := cfg.Validate(); err != nil {
+		return usageError(configError(err))
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.Start(ctx, server.Config{
-		DataDir:            o.data,
-		GRPCAddr:           o.grpcAddr,
-		MetricsAddr:        o.metricsAddr,
-		HTTPAddr:           o.httpAddr,
-		NATS:               o.nats,
-		NATSAddr:           natsAddr(o),
-		NATSURL:            o.natsURL,
-		NATSPrefix:         o.natsPrefix,
-		NATSQueue:          o.natsQueue,
-		NoSync:             !o.sync,
-		MaxMessageBytes:    o.maxMessageBytes,
-		MaxRecordsPerBatch: o.maxBatchRecords,
-		MaxInflightBytes:   o.maxInflightBytes,
-		CacheBytes:         o.cacheBytes,
-		ShutdownTimeout:    o.shutdownTimeout,
-		Logger:             log,
-		Lab:                o.lab,
-	})
+	cfg.Logger = log
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
-		// Pebble's lock on the data directory is held: by another process
-		// (EAGAIN from the lock call) or by this one.
-		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "lock held") {
+		if errors.Is(err, server.ErrLocked) {
 			return fmt.Errorf("cannot start the server: %w\n(is another server using the data directory %s?)", err, o.data)
 		}
 		return fmt.Errorf("cannot start the server: %w", err)

@@ -1,50 +1,90 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
 )
 
-// checkTransportFlags validates the REST and NATS flags of serve: flags
-// that would silently do nothing are usage errors.
-func checkTransportFlags(cmd *cobra.Command, o serveOptions) error {
-	changed := cmd.Flags().Changed
-	switch {
-	case o.nats && o.natsURL != "":
-		return usagef("--nats (embedded server) and --nats-url (external server) are exclusive")
-	case changed("nats-addr") && !o.nats:
-		return usagef("--nats-addr is the embedded NATS server's address: it needs --nats")
-	case (changed("nats-prefix") || changed("nats-queue")) && !o.nats && o.natsURL == "":
-		return usagef("--nats-prefix and --nats-queue need --nats or --nats-url")
-	case o.nats && o.natsAddr == "":
-		return usagef("--nats-addr must not be empty")
-	case changed("nats-url") && o.natsURL == "":
-		return usagef("--nats-url must not be empty")
-	case changed("http-addr") && o.httpAddr == "":
-		return usagef("--http-addr must not be empty")
-	}
-	if err := natstransport.ValidPrefix(o.natsPrefix); err != nil {
-		return usagef("--nats-prefix %q: want subject tokens separated by dots, without wildcards or spaces", o.natsPrefix)
-	}
-	if o.natsQueue == "" || strings.ContainsAny(o.natsQueue, " \t\r\n*>") {
-		return usagef("--nats-queue %q: want a queue group name without wildcards or spaces", o.natsQueue)
+// checkEmptyFlags refuses an address or name flag given as "": in
+// server.Config an empty value means the default or "off", which the user
+// who typed the flag did not ask for.
+func checkEmptyFlags(cmd *cobra.Command) error {
+	for _, name := range []string{"data", "nats-addr", "nats-url", "http-addr", "nats-prefix", "nats-queue"} {
+		f := cmd.Flags().Lookup(name)
+		if f.Changed && f.Value.String() == "" {
+			return usagef("--%s must not be empty", name)
+		}
 	}
 	return nil
 }
 
-// natsAddr is the embedded server's address, or "" when there is none
-// (server.Config refuses an address without an embedded server).
-func natsAddr(o serveOptions) string {
-	if !o.nats {
-		return ""
+// serveConfig is the server.Config of serve's flags. NATS settings the
+// user did not give stay zero (server defaults), so that server.Config's
+// Validate can tell a setting that would do nothing.
+func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
+	changed := cmd.Flags().Changed
+	cfg := server.Config{
+		DataDir:            o.data,
+		GRPCAddr:           o.grpcAddr,
+		MetricsAddr:        o.metricsAddr,
+		HTTPAddr:           o.httpAddr,
+		NATS:               o.nats,
+		NATSURL:            o.natsURL,
+		NoSync:             !o.sync,
+		MaxMessageBytes:    o.maxMessageBytes,
+		MaxRecordsPerBatch: o.maxBatchRecords,
+		MaxInflightBytes:   o.maxInflightBytes,
+		CacheBytes:         o.cacheBytes,
+		ShutdownTimeout:    o.shutdownTimeout,
+		Lab:                o.lab,
 	}
-	return o.natsAddr
+	if o.nats || changed("nats-addr") {
+		cfg.NATSAddr = o.natsAddr
+	}
+	if changed("nats-prefix") {
+		cfg.NATSPrefix = o.natsPrefix
+	}
+	if changed("nats-queue") {
+		cfg.NATSQueue = o.natsQueue
+	}
+	return cfg
+}
+
+// configFlags names the serve flag of each server.Config field it sets.
+var configFlags = map[string]string{
+	"DataDir":            "--data",
+	"GRPCAddr":           "--grpc-addr",
+	"MetricsAddr":        "--metrics-addr",
+	"HTTPAddr":           "--http-addr",
+	"NATS":               "--nats",
+	"NATSAddr":           "--nats-addr",
+	"NATSURL":            "--nats-url",
+	"NATSPrefix":         "--nats-prefix",
+	"NATSQueue":          "--nats-queue",
+	"MaxMessageBytes":    "--max-message-bytes",
+	"MaxRecordsPerBatch": "--max-batch-records",
+	"MaxInflightBytes":   "--max-inflight-bytes",
+	"CacheBytes":         "--cache-bytes",
+	"ShutdownTimeout":    "--shutdown-timeout",
+}
+
+// configError words a server.Config refusal in serve's flags.
+func configError(err error) error {
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	return errors.New(ce.Message(func(field string) string {
+		if flag, ok := configFlags[field]; ok {
+			return flag
+		}
+		return field
+	}))
 }
 
 // printTransports tells where REST and NATS listen, as serve prints the

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/protobase/protobase/internal/store"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
+)
+
+// ErrLocked is returned (wrapped) by Start when another server, in this
+// process or another one, has the data directory open.
+var ErrLocked = store.ErrLocked
+
+// A ConfigError is a Config that Start refuses. Its message names Config
+// fields; Message names them another way (the CLI names its flags).
+type ConfigError struct {
+	// Field is the Config field at fault.
+	Field string
+	// parts alternate the names of fields (even indexes) and the text
+	// after each (odd indexes).
+	parts []string
+}
+
+// configError builds a ConfigError from parts: a field name, the text
+// after it, and optionally more fields, each followed by its text.
+func configError(parts ...string) *ConfigError {
+	return &ConfigError{Field: parts[0], parts: parts}
+}
+
+func (e *ConfigError) Error() string {
+	return "server: " + e.Message(func(field string) string { return field })
+}
+
+// Message is the message with every Config field named by name(field).
+func (e *ConfigError) Message(name func(field string) string) string {
+	var b strings.Builder
+	for i, p := range e.parts {
+		if i%2 == 0 {
+			p = name(p)
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// Validate checks c's settings and returns a *ConfigError for the first
+// one Start would refuse. Zero values mean defaults and are valid; Start
+// calls Validate before anything else.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return configError("DataDir", " must not be empty")
+	}
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"MaxMessageBytes", c.MaxMessageBytes < 0},
+		{"MaxRecordsPerBatch", c.MaxRecordsPerBatch < 0},
+		{"MaxInflightBytes", c.MaxInflightBytes < 0},
+		{"SearchWorkers", c.SearchWorkers < 0},
+		{"MaxResultRecords", c.MaxResultRecords < 0},
+		{"MaxResultBytes", c.MaxResultBytes < 0},
+		{"CacheBytes", c.CacheBytes < 0},
+		{"ShutdownTimeout", c.ShutdownTimeout < 0},
+	} {
+		if f.negative {
+			return configError(f.name, " must not be negative")
+		}
+	}
+	switch {
+	case c.NATS && c.NATSURL != "":
+		return configError("NATS", " (embedded server) and ", "NATSURL", " (external server) are exclusive")
+	case c.NATSAddr != "" && !c.NATS:
+		return configError("NATSAddr", " is the embedded NATS server's address: it needs ", "NATS", "")
+	case (c.NATSPrefix != "" || c.NATSQueue != "") && !c.NATS && c.NATSURL == "":
+		return configError("NATSPrefix", " and ", "NATSQueue", " need ", "NATS", " or ", "NATSURL", "")
+	}
+	if c.NATSPrefix != "" && natstransport.ValidPrefix(c.NATSPrefix) != nil {
+		return configError("NATSPrefix", " "+strconv.Quote(c.NATSPrefix)+": want subject tokens separated by dots, without wildcards or spaces")
+	}
+	if strings.ContainsAny(c.NATSQueue, " \t\r\n*>") {
+		return configError("NATSQueue", " "+strconv.Quote(c.NATSQueue)+": want a queue group name without wildcards or spaces")
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero setting that has a default set
+// to it.
+func (c Config) withDefaults() Config {
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = "127.0.0.1:7070"
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 64 << 20
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.NATS && c.NATSAddr == "" {
+		c.NATSAddr = "127.0.0.1:4222"
+	}
+	if c.NATSPrefix == "" {
+		c.NATSPrefix = natstransport.DefaultPrefix
+	}
+	if c.NATSQueue == "" {
+		c.NATSQueue = natstransport.DefaultQueue
+	}
+	return c
+}

@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/protobase/protobase/server"
+)
+
+func TestConfigValidate(t *testing.T) {
+	ok := server.Config{DataDir: "d"}
+	with := func(f func(*server.Config)) server.Config {
+		c := ok
+		f(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   server.Config
+		field string // "" when valid
+		msg   string
+	}{
+		{"defaults", ok, "", ""},
+		{"everything set", server.Config{DataDir: "d", GRPCAddr: "127.0.0.1:0", HTTPAddr: ":8080", NATS: true, NATSAddr: ":4222",
+			NATSPrefix: "shop.v1", NATSQueue: "workers", MaxMessageBytes: 1, MaxRecordsPerBatch: 1, MaxInflightBytes: 1,
+			SearchWorkers: 1, MaxResultRecords: 1, MaxResultBytes: 1, CacheBytes: 1, ShutdownTimeout: time.Second}, "", ""},
+		{"external NATS", with(func(c *server.Config) { c.NATSURL, c.NATSPrefix = "nats://x:4222", "p" }), "", ""},
+		{"no data dir", server.Config{}, "DataDir", "server: DataDir must not be empty"},
+		{"negative MaxMessageBytes", with(func(c *server.Config) { c.MaxMessageBytes = -1 }), "MaxMessageBytes", "server: MaxMessageBytes must not be negative"},
+		{"negative MaxRecordsPerBatch", with(func(c *server.Config) { c.MaxRecordsPerBatch = -1 }), "MaxRecordsPerBatch", "must not be negative"},
+		{"negative MaxInflightBytes", with(func(c *server.Config) { c.MaxInflightBytes = -1 }), "MaxInflightBytes", "must not be negative"},
+		{"negative SearchWorkers", with(func(c *server.Config) { c.SearchWorkers = -1 }), "SearchWorkers", "must not be negative"},
+		{"negative MaxResultRecords", with(func(c *server.Config) { c.MaxResultRecords = -1 }), "MaxResultRecords", "must not be negative"},
+		{"negative MaxResultBytes", with(func(c *server.Config) { c.MaxResultBytes = -1 }), "MaxResultBytes", "must not be negative"},
+		{"negative CacheBytes", with(func(c *server.Config) { c.CacheBytes = -1 }), "CacheBytes", "must not be negative"},
+		{"negative ShutdownTimeout", with(func(c *server.Config) { c.ShutdownTimeout = -time.Second }), "ShutdownTimeout", "must not be negative"},
+		{"both NATS", with(func(c *server.Config) { c.NATS, c.NATSURL = true, "nats://x:4222" }), "NATS",
+			"server: NATS (embedded server) and NATSURL (external server) are exclusive"},
+		{"NATSAddr alone", with(func(c *server.Config) { c.NATSAddr = ":4222" }), "NATSAddr",
+			"server: NATSAddr is the embedded NATS server's address: it needs NATS"},
+		{"NATSPrefix alone", with(func(c *server.Config) { c.NATSPrefix = "p" }), "NATSPrefix",
+			"server: NATSPrefix and NATSQueue need NATS or NATSURL"},
+		{"NATSQueue alone", with(func(c *server.Config) { c.NATSQueue = "q" }), "NATSPrefix", "need NATS or NATSURL"},
+		{"prefix wildcard", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "shop.*" }), "NATSPrefix",
+			`server: NATSPrefix "shop.*": want subject tokens separated by dots, without wildcards or spaces`},
+		{"prefix empty token", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "a..b" }), "NATSPrefix", `"a..b"`},
+		{"prefix space", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "a b" }), "NATSPrefix", `"a b"`},
+		{"queue space", with(func(c *server.Config) { c.NATS, c.NATSQueue = true, "q 1" }), "NATSQueue",
+			`server: NATSQueue "q 1": want a queue group name without wildcards or spaces`},
+		{"queue wildcard", with(func(c *server.Config) { c.NATSURL, c.NATSQueue = "nats://x:4222", "q>" }), "NATSQueue", `"q>"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			var ce *server.ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Validate = %v, want a *ConfigError", err)
+			}
+			if ce.Field != tc.field || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Validate = %q (field %s), want field %s and %q", err, ce.Field, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+// Start refuses what Validate refuses, before it touches the directory.
+func TestStartValidates(t *testing.T) {
+	_, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", MaxMessageBytes: -1})
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "MaxMessageBytes" {
+		t.Fatalf("Start = %v, want the MaxMessageBytes ConfigError", err)
+	}
+}
+
+func TestConfigErrorMessage(t *testing.T) {
+	err := server.Config{DataDir: "d", NATSPrefix: "p"}.Validate()
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatal(err)
+	}
+	got := ce.Message(func(f string) string { return "<" + f + ">" })
+	if want := "<NATSPrefix> and <NATSQueue> need <NATS> or <NATSURL>"; got != want {
+		t.Fatalf("Message = %q, want %q", got, want)
+	}
+}
+
+// A second server on a directory in use fails with ErrLocked.
+func TestStartLockedDataDir(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	_, err := server.Start(context.Background(), server.Config{DataDir: ts.cfg.DataDir, GRPCAddr: "127.0.0.1:0"})
+	if !errors.Is(err, server.ErrLocked) {
+		t.Fatalf("Start = %v, want ErrLocked", err)
+	}
+}
