@@ -65,7 +65,7 @@ func (e *Error) Unwrap() error { return e.Err }
 func New(code codes.Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
 
 // Errorf returns an error with code and a formatted message; a %w verb
-// makes its operand the cause (Unwrap).
+// makes its operand the cause (Unwrap); with several, there is none.
 func Errorf(code codes.Code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
 	return &Error{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
