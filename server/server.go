@@ -96,7 +96,9 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
 	// it, remaining streams are cut.
 	ShutdownTimeout time.Duration
-	// Logger receives server events; nil discards them.
+	// Logger receives server events and the storage engine's own
+	// messages (Pebble's at debug level, its errors at error level); nil
+	// discards them.
 	Logger *slog.Logger
 	// Lab registers the benchmark lab's service (protobase.lab.v1.Lab:
 	// echo, sink and engine counters) beside the public API, for
