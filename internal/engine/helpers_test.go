@@ -48,8 +48,8 @@ type testEngine struct {
 	t    *testing.T
 	dir  string
 	opts engine.Options
-	st  *store.Store
-	e   *engine.Engine
+	st   *store.Store
+	e    *engine.Engine
 }
 
 func openEngine(t *testing.T, dir string, opts engine.Options) *testEngine {
