@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -284,15 +283,7 @@ func runWriteModel(t *testing.T, rng *rand.Rand, rounds, streams int) {
 		}
 		ts.stop()
 		ts.c = nil // stopped: the cleanup must not close it again
-		report, err := server.Check(t.Context(), dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !report.OK() {
-			var out bytes.Buffer
-			report.WriteTo(&out)
-			t.Fatalf("after round %d the indexes disagree with the records:\n%s", round, out.String())
-		}
+		mustCheckDir(t, dir, fmt.Sprintf("after round %d", round))
 		restarted := startServer(t, server.Config{DataDir: dir})
 		wmCompare(t, restarted, model, fmt.Sprintf("after restart %d", round))
 		restarted.stop()
@@ -305,7 +296,7 @@ func runWriteModel(t *testing.T, rng *rand.Rand, rounds, streams int) {
 			t.Errorf("no batch failed with %v: the generator is too tame", c)
 		}
 	}
-	if ok < rounds*streams/4 {
+	if ok < rounds*streams/6 {
 		t.Errorf("only %d of %d streams succeeded: the generator is too wild", ok, rounds*streams)
 	}
 	t.Logf("%d records at the end; %d streams succeeded; failed by code: %v", len(model), ok, failed)
