@@ -45,14 +45,14 @@ message Member {
 
 // testEngine is an engine on a real Pebble store in a temporary directory.
 type testEngine struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	opts engine.Options
 	st   *store.Store
 	e    *engine.Engine
 }
 
-func openEngine(t *testing.T, dir string, opts engine.Options) *testEngine {
+func openEngine(t testing.TB, dir string, opts engine.Options) *testEngine {
 	t.Helper()
 	st, err := store.Open(store.Options{Dir: dir, Sync: true})
 	if err != nil {
@@ -69,7 +69,7 @@ func openEngine(t *testing.T, dir string, opts engine.Options) *testEngine {
 }
 
 // newEngine opens an engine on a fresh directory with shopProto applied.
-func newEngine(t *testing.T) *testEngine {
+func newEngine(t testing.TB) *testEngine {
 	t.Helper()
 	te := openEngine(t, t.TempDir(), engine.Options{})
 	te.apply(map[string]string{"shop.proto": shopProto})
