@@ -410,6 +410,7 @@ func TestHTTPErrors(t *testing.T) {
 // sent only after the previous one's acknowledgement line arrived; then the
 // client sends half a batch and goes away. Every acknowledged record stays,
 // nothing of the half batch is stored, and the server takes the next write.
+// The old Insert-stream cut (half a JSON object, then gone) is kept too.
 func TestHTTPClientGoesAway(t *testing.T) {
 	ts := startTransports(t, server.Config{})
 	c := restClients(t, ts)[1] // h2c: request and response stream at once
@@ -469,13 +470,49 @@ func TestHTTPClientGoesAway(t *testing.T) {
 	for lines.Scan() { // the stream ends, whatever its last words
 	}
 
+	// The same on an Insert stream, which acknowledges nothing before its
+	// end: its first batch, once visible, stays after the cut.
+	ipr, ipw := io.Pipe()
+	ictx, icancel := context.WithCancel(context.Background())
+	defer icancel()
+	ireq, err := http.NewRequestWithContext(ictx, http.MethodPost, c.base+"/v1/records:insert", ipr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idone := make(chan struct{})
+	go func() {
+		defer close(idone)
+		if resp, err := c.hc.Do(ireq); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	fmt.Fprintf(ipw, `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "500", "email": "500@x"}]}`+"\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page, err := ts.c.Query(t.Context(), &pb.Query{Type: "shop.User", Where: mustParse(t, "id = 500")}, 1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) == 1 {
+			break // applied: the synchronisation point
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Insert stream's first batch was never applied")
+		}
+		time.Sleep(time.Millisecond) // polling a state, not waiting out a race
+	}
+	fmt.Fprintf(ipw, `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "501", "email": "501@x"}, {"@type": "type.googleapis.com/shop.Us`)
+	icancel()
+	ipw.CloseWithError(context.Canceled)
+	<-idone
+
 	var wr pb.WriteResponse
 	c.mustPost("/v1/records:insert", `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "2000", "email": "2000@x"}]}`, &wr)
 	var ids []int64
 	for _, m := range ts.records("shop.User") {
 		ids = append(ids, fieldValue(m, "id").Int())
 	}
-	want := []int64{1, 2, 3, 4, 5, 102, 103, 104, 105, 2000}
+	want := []int64{1, 2, 3, 4, 5, 102, 103, 104, 105, 500, 2000}
 	if fmt.Sprint(ids) != fmt.Sprint(want) {
 		t.Fatalf("stored ids %v, want the acknowledged %v", ids, want)
 	}
