@@ -9,8 +9,13 @@ import (
 	"github.com/protobase/protobase/internal/store"
 )
 
-// CheckReport is the outcome of Check; see engine.CheckReport.
+// CheckReport is the outcome of Check: counts of what it read and every
+// problem found (see engine.CheckReport).
 type CheckReport = engine.CheckReport
+
+// CheckProblem is one inconsistency of a CheckReport: its kind ("missing-entry",
+// "dangling-entry", ...), the type and index, the store key and a detail.
+type CheckProblem = engine.Problem
 
 // Check verifies the data directory dataDir: every index entry points at a
 // live record holding its value, every record has the entries of every
