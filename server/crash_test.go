@@ -153,7 +153,7 @@ func TestCrashRecovery(t *testing.T) {
 				}
 			}(w)
 		}
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // a random moment to crash, not a synchronisation
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +161,8 @@ func TestCrashRecovery(t *testing.T) {
 		cancel()
 		wg.Wait()
 		c.Close()
+		// What the next start recovers must be consistent too.
+		mustCheckDir(t, dir, fmt.Sprintf("after kill %d", round+1))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -193,9 +195,35 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 	t.Logf("%d batches acknowledged, %d present after %d kills", len(acked), len(users), 4)
-	// The unique index survived the kills too.
-	_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, 0))})
-	if len(acked) > 0 && acked[0] {
-		writeErr(t, err, codes.AlreadyExists)
+	// The unique index survived the kills: every present batch's emails
+	// are taken, and an email of a batch that is not present is free.
+	for n := range users {
+		_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, n*crashBatch+crashBatch-1))})
+		if we := writeErr(t, err, codes.AlreadyExists); we.Field != "email" {
+			t.Fatalf("batch %d: duplicate email refused on field %q, want email", n, we.Field)
+		}
+	}
+	absent := 0
+	for users[absent] != 0 {
+		absent++
+	}
+	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, absent*crashBatch))})
+	ts.stop()
+	ts.c = nil
+	mustCheckDir(t, dir, "at the end")
+}
+
+// mustCheckDir fails the test unless server.Check finds the data directory
+// consistent.
+func mustCheckDir(t *testing.T, dir, when string) {
+	t.Helper()
+	report, err := server.Check(t.Context(), dir)
+	if err != nil {
+		t.Fatalf("check %s: %v", when, err)
+	}
+	if !report.OK() {
+		var out strings.Builder
+		_, _ = report.WriteTo(&out)
+		t.Fatalf("check %s: the indexes disagree with the records:\n%s", when, out.String())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -113,9 +112,23 @@ func TestGracefulStopFinishesInflightStream(t *testing.T) {
 	if err := st.Send(&pb.WriteRequest{Records: recs[:100]}); err != nil {
 		t.Fatal(err)
 	}
+	// Stop's first step turns health NOT_SERVING: a Watch opened before
+	// it tells when the shutdown is under way.
+	wctx, wcancel := context.WithCancel(t.Context())
+	defer wcancel()
+	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before Stop: %v %v", h, err)
+	}
 	stopped := make(chan error)
 	go func() { stopped <- srv.Stop() }()
-	time.Sleep(100 * time.Millisecond)
+	if h, err := watch.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health after Stop: %v %v", h, err)
+	}
+	wcancel() // the watch is a stream in flight too
 	select {
 	case err := <-stopped:
 		t.Fatalf("Stop returned with a stream in flight: %v", err)

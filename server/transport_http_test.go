@@ -406,29 +406,116 @@ func TestHTTPErrors(t *testing.T) {
 }
 
 // A client that disconnects mid-stream loses nothing acknowledged and
-// leaves the server serving.
+// leaves the server serving: on the Write stream over HTTP/2, each batch is
+// sent only after the previous one's acknowledgement line arrived; then the
+// client sends half a batch and goes away. Every acknowledged record stays,
+// nothing of the half batch is stored, and the server takes the next write.
+// The old Insert-stream cut (half a JSON object, then gone) is kept too.
 func TestHTTPClientGoesAway(t *testing.T) {
-	ts := startTransports(t, server.Config{NoSync: true})
-	c := restClients(t, ts)[1]
+	ts := startTransports(t, server.Config{})
+	c := restClients(t, ts)[1] // h2c: request and response stream at once
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/records:insert", pr)
-	done := make(chan struct{})
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/records:write", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	started := make(chan result, 1)
 	go func() {
-		defer close(done)
 		resp, err := c.hc.Do(req)
-		if err == nil {
+		started <- result{resp, err}
+	}()
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(pw, line); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	const acked = 5
+	send(`{"op": "WRITE_OP_INSERT", "ack": true, "records": [{"@type": "type.googleapis.com/shop.User", "id": "1", "email": "1@x"}]}` + "\n")
+	r := <-started
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.resp.Body.Close()
+	if r.resp.StatusCode != http.StatusOK || r.resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP %d over %s, want 200 over HTTP/2", r.resp.StatusCode, r.resp.Proto)
+	}
+	lines := bufio.NewScanner(r.resp.Body)
+	for n := 1; n <= acked; n++ {
+		if n > 1 {
+			send(fmt.Sprintf(`{"op": "WRITE_OP_UPSERT", "ack": true, "records": [{"@type": "type.googleapis.com/shop.User", "id": "%d", "email": "%d@x"}, {"@type": "type.googleapis.com/shop.User", "id": "%d", "email": "%d@x"}]}`+"\n", n, n, 100+n, 100+n))
+		}
+		// The acknowledgement is the synchronisation point.
+		if !lines.Scan() {
+			t.Fatalf("no acknowledgement of batch %d: %v", n-1, lines.Err())
+		}
+		msgs, st := c.lines(lines.Bytes(), func() proto.Message { return new(pb.WriteStreamResponse) })
+		if st != nil || len(msgs) != 1 {
+			t.Fatalf("batch %d: %s", n-1, lines.Bytes())
+		}
+		ack := msgs[0].(*pb.WriteStreamResponse)
+		if ack.Batch != uint64(n-1) || ack.Records != uint64(2*n-1) {
+			t.Fatalf("acknowledgement %v, want batch %d with %d records", ack, n-1, 2*n-1)
+		}
+	}
+	send(`{"op": "WRITE_OP_INSERT", "ack": true, "records": [{"@type": "type.googleapis.com/shop.User", "id": "999", "email": "999@x"}, {"@type": "type.googleapis.com/shop.Us`)
+	cancel()
+	pw.CloseWithError(context.Canceled)
+	for lines.Scan() { // the stream ends, whatever its last words
+	}
+
+	// The same on an Insert stream, which acknowledges nothing before its
+	// end: its first batch, once visible, stays after the cut.
+	ipr, ipw := io.Pipe()
+	ictx, icancel := context.WithCancel(context.Background())
+	defer icancel()
+	ireq, err := http.NewRequestWithContext(ictx, http.MethodPost, c.base+"/v1/records:insert", ipr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idone := make(chan struct{})
+	go func() {
+		defer close(idone)
+		if resp, err := c.hc.Do(ireq); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	fmt.Fprintf(pw, `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "1"}]}`+"\n")
-	fmt.Fprintf(pw, `{"records": [{"@type": "type.googleapis.com/shop.Us`)
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	pw.Close()
-	<-done
+	fmt.Fprintf(ipw, `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "500", "email": "500@x"}]}`+"\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page, err := ts.c.Query(t.Context(), &pb.Query{Type: "shop.User", Where: mustParse(t, "id = 500")}, 1, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) == 1 {
+			break // applied: the synchronisation point
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Insert stream's first batch was never applied")
+		}
+		time.Sleep(time.Millisecond) // polling a state, not waiting out a race
+	}
+	fmt.Fprintf(ipw, `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "501", "email": "501@x"}, {"@type": "type.googleapis.com/shop.Us`)
+	icancel()
+	ipw.CloseWithError(context.Canceled)
+	<-idone
+
 	var wr pb.WriteResponse
-	c.mustPost("/v1/records:insert", `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "2", "email": "2@x"}]}`, &wr)
+	c.mustPost("/v1/records:insert", `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "2000", "email": "2000@x"}]}`, &wr)
+	var ids []int64
+	for _, m := range ts.records("shop.User") {
+		ids = append(ids, fieldValue(m, "id").Int())
+	}
+	want := []int64{1, 2, 3, 4, 5, 102, 103, 104, 105, 500, 2000}
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("stored ids %v, want the acknowledged %v", ids, want)
+	}
 }
 
 func (ts *testServer) resolver() *schemajson.Resolver {

@@ -1,0 +1,358 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// Check verifies that a store's secondary indexes agree with its records:
+//
+//   - every index entry belongs to a maintained index of a known type, and
+//     points at a live record that holds the entry's value;
+//   - every record has the entry of every READY index (an index still
+//     BUILDING may lack entries of records the builder has not reached);
+//   - a unique index holds exactly one entry per value, so no two records
+//     share a value;
+//   - every record belongs to a known type and its key decodes.
+//
+// Check reads one snapshot and never writes, so it may run on a store that
+// a server is using; an operator runs it through server.Check on a data
+// directory no server holds. It returns an error only when the store cannot
+// be read; inconsistencies are in the report.
+//
+// The key layout Check relies on is spelled out in checkLayout below, the
+// one place to re-point when the layout moves.
+func Check(ctx context.Context, st *store.Store) (*CheckReport, error) {
+	snap := st.NewSnapshot()
+	defer snap.Close()
+	raw, found, err := snap.Get(checkLayout.schemaKey, nil)
+	if err != nil {
+		return nil, fmt.Errorf("check: read schema state: %w", err)
+	}
+	state := schema.Empty()
+	if found {
+		if state, err = schema.Decode(ctx, raw); err != nil {
+			return nil, fmt.Errorf("check: decode schema state: %w", err)
+		}
+	}
+	cat, err := newCatalog(state)
+	if err != nil {
+		return nil, fmt.Errorf("check: load schema state: %w", err)
+	}
+	c := &checker{ctx: ctx, snap: snap, cat: cat, r: &CheckReport{}}
+	if err := c.records(); err != nil {
+		return nil, err
+	}
+	if err := c.entries(); err != nil {
+		return nil, err
+	}
+	return c.r, nil
+}
+
+// CheckReport is what Check found: counts of what it read and every
+// inconsistency, in key order within each pass.
+type CheckReport struct {
+	Types    int    // record types in the schema
+	Indexes  int    // secondary indexes checked (READY or BUILDING)
+	Records  uint64 // records read
+	Entries  uint64 // index entries read
+	Problems []Problem
+}
+
+// OK reports whether Check found no inconsistency.
+func (r *CheckReport) OK() bool { return len(r.Problems) == 0 }
+
+// WriteTo prints the report for a person: one line per problem, then a
+// summary line.
+func (r *CheckReport) WriteTo(w io.Writer) (int64, error) {
+	var buf bytes.Buffer
+	for _, p := range r.Problems {
+		fmt.Fprintln(&buf, p.String())
+	}
+	verdict := "consistent"
+	if !r.OK() {
+		verdict = fmt.Sprintf("INCONSISTENT: %d problems", len(r.Problems))
+	}
+	fmt.Fprintf(&buf, "%d types, %d indexes, %d records, %d index entries: %s\n",
+		r.Types, r.Indexes, r.Records, r.Entries, verdict)
+	n, err := w.Write(buf.Bytes())
+	return int64(n), err
+}
+
+// ProblemKind classifies an inconsistency.
+type ProblemKind string
+
+// The kinds of inconsistency Check reports.
+const (
+	// ProblemMissingEntry: a record lacks its entry in a READY index.
+	ProblemMissingEntry ProblemKind = "missing-entry"
+	// ProblemDanglingEntry: an index entry points at no record.
+	ProblemDanglingEntry ProblemKind = "dangling-entry"
+	// ProblemStaleEntry: an index entry points at a record that does not
+	// hold the entry's value.
+	ProblemStaleEntry ProblemKind = "stale-entry"
+	// ProblemDuplicateUnique: two records share a value of a unique index.
+	ProblemDuplicateUnique ProblemKind = "duplicate-unique"
+	// ProblemOrphanEntry: an entry of an index that is not maintained
+	// (unknown, dropped or failed).
+	ProblemOrphanEntry ProblemKind = "orphan-entry"
+	// ProblemOrphanRecord: a record of an unknown type.
+	ProblemOrphanRecord ProblemKind = "orphan-record"
+	// ProblemBadKey: a key or stored record that does not decode.
+	ProblemBadKey ProblemKind = "bad-key"
+)
+
+// Problem is one inconsistency.
+type Problem struct {
+	Kind  ProblemKind
+	Type  string // record type, when known
+	Index string // index name, when the problem is an index's
+	// Key is the store key at fault: the index entry's, or the record's
+	// for missing entries and duplicates.
+	Key    []byte
+	Detail string
+}
+
+func (p Problem) String() string {
+	s := string(p.Kind)
+	if p.Type != "" {
+		s += " " + p.Type
+	}
+	if p.Index != "" {
+		s += " index " + p.Index
+	}
+	return fmt.Sprintf("%s key %x: %s", s, p.Key, p.Detail)
+}
+
+// checkLayout is everything Check knows about the key layout (see
+// keyspace.go): where the schema lives, the record and index spaces and
+// how their keys split into id and rest.
+var checkLayout = struct {
+	schemaKey             []byte
+	recordSpace, ixSpace  byte
+	recordKey, indexEntry func(prefix, pk []byte) []byte
+}{
+	schemaKey:   keySchema,
+	recordSpace: spaceRecord,
+	ixSpace:     spaceIndex,
+	recordKey:   func(prefix, pk []byte) []byte { return append(append([]byte(nil), prefix...), pk...) },
+	indexEntry:  func(ixKey, pk []byte) []byte { return append(append([]byte(nil), ixKey...), pk...) },
+}
+
+// spaceID splits a record or index key into its space-local id and the rest.
+func spaceID(k []byte) (uint32, []byte, bool) {
+	if len(k) < 5 {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint32(k[1:5]), k[5:], true
+}
+
+// checker holds one Check's state.
+type checker struct {
+	ctx  context.Context
+	snap *store.Snapshot
+	cat  *catalog
+	r    *CheckReport
+}
+
+func (c *checker) add(p Problem) { c.r.Problems = append(c.r.Problems, p) }
+
+// maintained returns the indexes of t that Check verifies: READY and
+// BUILDING. The catalog leaves FAILED ones out, whose entries were deleted
+// with the failure, so an entry of one is an orphan.
+func maintained(t *recType) []*index { return t.indexes }
+
+// records is the first pass: every record has its index entries, and no
+// two records share a unique value.
+func (c *checker) records() error {
+	c.r.Types = len(c.cat.types)
+	for _, t := range c.cat.types {
+		c.r.Indexes += len(maintained(t))
+	}
+	lo := []byte{checkLayout.recordSpace}
+	it, err := c.snap.NewIter(lo, []byte{checkLayout.recordSpace + 1})
+	if err != nil {
+		return fmt.Errorf("check: iterate records: %w", err)
+	}
+	defer it.Close()
+	var ik, cur []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		c.r.Records++
+		key, val := it.Key(), it.Value()
+		id, pk, ok := spaceID(key)
+		t := c.cat.byID[id]
+		if !ok || t == nil {
+			c.add(Problem{Kind: ProblemOrphanRecord, Key: clone(key), Detail: "record of no known type"})
+			continue
+		}
+		name := string(t.rt.Name)
+		if !validKey(pk, t.rt.PrimaryKey) {
+			c.add(Problem{Kind: ProblemBadKey, Type: name, Key: clone(key), Detail: "primary key does not decode"})
+			continue
+		}
+		for _, ix := range maintained(t) {
+			ik = append(ik[:0], ix.prefix...)
+			if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
+				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
+					Detail: "stored record does not yield its index key: " + err.Error()})
+				continue
+			}
+			want, wantVal := ik, []byte(nil)
+			if ix.ix.Unique {
+				wantVal = pk
+			} else {
+				want = checkLayout.indexEntry(ik, pk)
+			}
+			var found bool
+			if cur, found, err = c.snap.Get(want, cur); err != nil {
+				return fmt.Errorf("check: read index entry: %w", err)
+			}
+			switch {
+			case found && bytes.Equal(cur, wantVal):
+			case found && ix.ix.Unique && ix.building:
+				// The builder has not reached this record, or will fail
+				// the build on the shared value: neither is damage.
+			case found && ix.ix.Unique:
+				if c.holds(t, ix, cur, ik) {
+					c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: clone(key),
+						Detail: fmt.Sprintf("record shares its value with the record of primary key %x, which holds the entry", cur)})
+				} else {
+					c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: clone(key),
+						Detail: fmt.Sprintf("the value's entry points at primary key %x instead", cur)})
+				}
+			case found:
+				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
+					Detail: "non-unique entry has a value"})
+			case !ix.building:
+				c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: clone(key),
+					Detail: fmt.Sprintf("no entry %x", want)})
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("check: iterate records: %w", err)
+	}
+	return nil
+}
+
+// holds reports whether the record of primary key pk exists and yields the
+// index key ik.
+func (c *checker) holds(t *recType, ix *index, pk, ik []byte) bool {
+	val, found, err := c.snap.Get(checkLayout.recordKey(t.prefix, pk), nil)
+	if err != nil || !found {
+		return false
+	}
+	got, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
+	return err == nil && bytes.Equal(got, ik)
+}
+
+// entries is the second pass: every index entry belongs to a maintained
+// index and points at a live record holding its value.
+func (c *checker) entries() error {
+	indexes := map[uint32]*index{}
+	owner := map[uint32]*recType{}
+	for _, t := range c.cat.types {
+		for _, ix := range maintained(t) {
+			indexes[ix.ix.ID], owner[ix.ix.ID] = ix, t
+		}
+	}
+	it, err := c.snap.NewIter([]byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1})
+	if err != nil {
+		return fmt.Errorf("check: iterate index entries: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		c.r.Entries++
+		key := it.Key()
+		id, rest, ok := spaceID(key)
+		ix := indexes[id]
+		if !ok || ix == nil {
+			c.add(Problem{Kind: ProblemOrphanEntry, Key: clone(key), Detail: fmt.Sprintf("entry of index id %d, which no type maintains", id)})
+			continue
+		}
+		t := owner[id]
+		p := Problem{Type: string(t.rt.Name), Index: ix.ix.Name, Key: clone(key)}
+		pk := it.Value()
+		if !ix.ix.Unique {
+			pk = skipKey(rest, ix.ix.Fields)
+		}
+		if pk == nil || !validKey(pk, t.rt.PrimaryKey) {
+			p.Kind, p.Detail = ProblemBadKey, "entry does not decode to a primary key"
+			c.add(p)
+			continue
+		}
+		val, found, err := c.snap.Get(checkLayout.recordKey(t.prefix, pk), nil)
+		if err != nil {
+			return fmt.Errorf("check: read record: %w", err)
+		}
+		if !found {
+			p.Kind, p.Detail = ProblemDanglingEntry, fmt.Sprintf("points at primary key %x, which has no record", pk)
+			c.add(p)
+			continue
+		}
+		want, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
+		if err == nil && !ix.ix.Unique {
+			want = checkLayout.indexEntry(want, pk)
+		}
+		if err != nil || !bytes.Equal(want, key) {
+			p.Kind, p.Detail = ProblemStaleEntry, fmt.Sprintf("points at primary key %x, whose record holds another value", pk)
+			c.add(p)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("check: iterate index entries: %w", err)
+	}
+	return nil
+}
+
+// skipKey returns what follows the encoded fields in b (a non-unique
+// entry's primary key), or nil when b does not decode.
+func skipKey(b []byte, fields []schema.KeyField) []byte {
+	for _, f := range fields {
+		var err error
+		if b, err = keys.Skip(b, keyKind(f.Kind)); err != nil {
+			return nil
+		}
+	}
+	return b
+}
+
+// validKey reports whether b is exactly the encoding of fields.
+func validKey(b []byte, fields []schema.KeyField) bool {
+	rest := skipKey(b, fields)
+	return rest != nil && len(rest) == 0
+}
+
+// keyKind is the key encoding of a field kind (see appendScalar).
+func keyKind(k protoreflect.Kind) keys.Kind {
+	switch k {
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
+		return keys.KindUint
+	case protoreflect.BoolKind:
+		return keys.KindBool
+	case protoreflect.FloatKind:
+		return keys.KindFloat32
+	case protoreflect.DoubleKind:
+		return keys.KindFloat64
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return keys.KindBytes
+	}
+	return keys.KindInt
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }

@@ -1,0 +1,129 @@
+package engine_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+)
+
+// pagedEngine holds 95 users, names cycling through five values.
+func pagedEngine(t *testing.T) *testEngine {
+	te := newEngine(t)
+	var recs []*anypb.Any
+	for i := 0; i < 95; i++ {
+		recs = append(recs, te.rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%5)+`", "email": "e`+itoa(i)+`"}`))
+	}
+	te.mustWrite(engine.OpInsert, recs)
+	return te
+}
+
+func byName(name string) *pb.Query {
+	return &pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+		Field: "name", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_String_{String_: name}}}}}}
+}
+
+// pages fetches every page of q and returns the records and the tokens.
+func pages(t *testing.T, te *testEngine, q *pb.Query, size uint32) ([]*anypb.Any, []string) {
+	t.Helper()
+	var recs []*anypb.Any
+	var toks []string
+	tok := ""
+	for {
+		resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: size, PageToken: tok})
+		if err != nil {
+			t.Fatalf("page after %d records: %v", len(recs), err)
+		}
+		if len(resp.Records) > int(size) {
+			t.Fatalf("page of %d records, size %d", len(resp.Records), size)
+		}
+		recs = append(recs, resp.Records...)
+		if resp.NextPageToken == "" {
+			return recs, toks
+		}
+		tok = resp.NextPageToken
+		toks = append(toks, tok)
+	}
+}
+
+func TestPageTokensRoundTrip(t *testing.T) {
+	te := pagedEngine(t)
+	all := te.stored("shop.User")
+	for _, size := range []uint32{1, 7, 95, 200} {
+		got, _ := pages(t, te, &pb.Query{Type: "shop.User"}, size)
+		if len(got) != len(all) {
+			t.Fatalf("size %d: %d records, want %d", size, len(got), len(all))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Value, all[i]) {
+				t.Fatalf("size %d: record %d differs from the primary-key order", size, i)
+			}
+		}
+	}
+	// Through an index, with a limit that ends inside a page.
+	q := byName("n3")
+	q.Limit = 11
+	got, toks := pages(t, te, q, 4)
+	if len(got) != 11 || len(toks) != 2 {
+		t.Fatalf("limit 11 by 4: %d records over %d tokens, want 11 over 2", len(got), len(toks))
+	}
+	// A token survives a restart: the secret is stored.
+	te = te.reopen()
+	resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: 4, PageToken: toks[0]})
+	if err != nil || len(resp.Records) != 4 || !bytes.Equal(resp.Records[0].Value, got[4].Value) {
+		t.Fatalf("token after reopen: %d records, %v", len(resp.GetRecords()), err)
+	}
+}
+
+func TestPageTokensRejected(t *testing.T) {
+	te := pagedEngine(t)
+	q := byName("n1")
+	_, toks := pages(t, te, q, 3)
+	tok := toks[0]
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		t.Fatalf("token is not base64url: %v", err)
+	}
+	flip := func(i int) string {
+		b := append([]byte(nil), raw...)
+		b[i] ^= 1
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	other := pagedEngine(t) // another database: another secret
+	_, otherToks := pages(t, other, q, 3)
+
+	cases := []struct {
+		name, token string
+		q           *pb.Query
+		want        string
+	}{
+		{"not base64", "!!" + tok, q, "malformed"},
+		{"truncated", tok[:len(tok)/3], q, ""},
+		{"cut by one byte", base64.RawURLEncoding.EncodeToString(raw[:len(raw)-1]), q, "not issued"},
+		{"forged key", flip(len(raw) - 1), q, "not issued"},
+		{"forged mac", flip(0), q, "not issued"},
+		{"another query", tok, byName("n2"), "another query"},
+		{"another order", tok, &pb.Query{Type: "shop.User", Where: q.Where, Order: &pb.Order{Descending: true}}, "another query"},
+		{"another database", otherToks[0], q, "not issued"},
+		{"empty body", base64.RawURLEncoding.EncodeToString(make([]byte, 20)), q, "malformed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
+			var e *engine.Error
+			if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field != "page_token" {
+				t.Fatalf("want INVALID_ARGUMENT on page_token, got %v", err)
+			}
+			if !strings.Contains(e.Msg, "invalid page token") || !strings.Contains(e.Msg, c.want) {
+				t.Fatalf("message %q, want it to say %q", e.Msg, c.want)
+			}
+		})
+	}
+}

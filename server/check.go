@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// CheckReport is the outcome of Check: counts of what it read and every
+// problem found (see engine.CheckReport).
+type CheckReport = engine.CheckReport
+
+// CheckProblem is one inconsistency of a CheckReport: its kind ("missing-entry",
+// "dangling-entry", ...), the type and index, the store key and a detail.
+type CheckProblem = engine.Problem
+
+// Check verifies the data directory dataDir: every index entry points at a
+// live record holding its value, every record has the entries of every
+// READY index, and unique indexes hold one record per value. It opens the
+// directory read-only, replaying a crashed server's log without writing, so
+// no server may hold the directory meanwhile (the open then fails).
+// Inconsistencies are in the report; an error means the directory could
+// not be read.
+func Check(ctx context.Context, dataDir string) (*CheckReport, error) {
+	if dataDir == "" {
+		return nil, errors.New("server: check: data directory is required")
+	}
+	st, err := store.Open(store.Options{Dir: dataDir, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", dataDir, err)
+	}
+	report, err := engine.Check(ctx, st)
+	if cerr := st.Close(); err == nil && cerr != nil {
+		return nil, fmt.Errorf("check %s: close store: %w", dataDir, cerr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", dataDir, err)
+	}
+	return report, nil
+}
