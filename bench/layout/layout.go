@@ -503,12 +503,7 @@ func (l *Experiment) serverRows(ctx context.Context, env *bench.Env, sizes []lay
 					return nil, nil, err
 				}
 			}
-			ctr := l.written[t]
-			if ctr == nil {
-				ctr = new(bench.WriteCounter)
-				l.written[t] = ctr
-			}
-			s, err := env.Measure(ctx, label, layoutInsert(t, lr, batch, &next, ctr))
+			s, err := env.Measure(ctx, label, layoutInsert(t, lr, batch, &next, l.counter(t)))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -528,6 +523,16 @@ func (l *Experiment) serverRows(ctx context.Context, env *bench.Env, sizes []lay
 		"server insert: Write stream (INSERT) of records indexed on two header fields (client_id, topic), a fresh server without fsync for each row; at most 128 MB per run",
 		"server insert, wrapped/flat records/s: "+strings.Join(ratios, ", "))
 	return notes, rows, nil
+}
+
+// counter returns the count of records written to t.
+func (l *Experiment) counter(t *bench.Target) *bench.WriteCounter {
+	ctr := l.written[t]
+	if ctr == nil {
+		ctr = new(bench.WriteCounter)
+		l.written[t] = ctr
+	}
+	return ctr
 }
 
 // layoutInsert inserts batches of fresh events for d, or until

@@ -121,33 +121,13 @@ func (p *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		Title: "Communication patterns on one bidirectional stream", Kind: bench.Bars,
 		XLabel: "pattern", YLabel: "operations/s (queries or records)", X: "pattern", Series: "config",
 	}}
-	chk := bench.SearchCheck{Records: 1}
 	for _, api := range []string{"search", "write"} {
 		for _, batch := range p.Batches {
 			config := fmt.Sprintf("%s, batch %d", api, batch)
 			for _, pat := range []string{patAlternate, patSendAll, patNoResponse} {
-				var w bench.Workload
-				unit := "queries/s"
-				if api == "search" {
-					frames, err := bench.SearchFrames(batch, p.Records)
-					if err != nil {
-						return nil, err
-					}
-					switch pat {
-					case patAlternate:
-						w = bench.AlternateSearch(t.API.Search, frames, batch, chk, &p.search)
-					case patSendAll:
-						w = bench.SendAllSearch(t.API.Search, frames, batch, roundRequests(batch), chk, &p.search)
-					default:
-						w = bench.SinkSearch(t.Lab, frames, batch, chk, &p.search)
-					}
-				} else {
-					unit = "records/s"
-					frames, err := writeFrames(batch, pat != patNoResponse)
-					if err != nil {
-						return nil, err
-					}
-					w = p.writeWorkload(wt, pat, frames, batch)
+				w, unit, err := p.workload(t, wt, api, pat, batch)
+				if err != nil {
+					return nil, err
 				}
 				label := fmt.Sprintf("%s %s batch=%d", api, pat, batch)
 				s, err := env.Measure(ctx, label, w)
@@ -175,6 +155,30 @@ func (p *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		"writes upsert the same pre-encoded batches through the Write stream, "+sync+"; no-response asks for no acknowledgement and gets only the final status",
 		"published figures: seed 001 measured the patterns on a search stream at batch 1")
 	return res, nil
+}
+
+// workload returns the workload of one configuration and its unit:
+// searches on t, writes on wt.
+func (p *Experiment) workload(t, wt *bench.Target, api, pat string, batch int) (bench.Workload, string, error) {
+	if api == "write" {
+		frames, err := writeFrames(batch, pat != patNoResponse)
+		if err != nil {
+			return nil, "", err
+		}
+		return p.writeWorkload(wt, pat, frames, batch), "records/s", nil
+	}
+	frames, err := bench.SearchFrames(batch, p.Records)
+	if err != nil {
+		return nil, "", err
+	}
+	chk := bench.SearchCheck{Records: 1}
+	switch pat {
+	case patAlternate:
+		return bench.AlternateSearch(t.API.Search, frames, batch, chk, &p.search), "queries/s", nil
+	case patSendAll:
+		return bench.SendAllSearch(t.API.Search, frames, batch, roundRequests(batch), chk, &p.search), "queries/s", nil
+	}
+	return bench.SinkSearch(t.Lab, frames, batch, chk, &p.search), "queries/s", nil
 }
 
 // writeFrames encodes WriteStreamRequests upserting batch items each, as

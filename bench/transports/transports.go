@@ -247,21 +247,11 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if !env.Quick && !env.DurationSet {
 		env.Duration = seed002Duration // Env belongs to this run of the experiment
 	}
-	drive := func(ctx context.Context, addr string, d time.Duration) (runStats, error) {
-		r, err := runLoad(ctx, loadConfig{addr: addr, connections: x.Connections, records: x.Records, seed: 2}, d)
-		if err != nil {
-			return runStats{}, err
-		}
-		return runStats{requests: r.requests, bytes: r.bytes, elapsed: r.elapsed, lat: r.latency()}, nil
+	drive, closeDriver, err := x.driver()
+	if err != nil {
+		return nil, err
 	}
-	if x.Driver == "wrk" {
-		w, err := newWRKDriver(x.Threads, x.Connections, x.Records, 2)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = w.close() }()
-		drive = w.run
-	}
+	defer closeDriver()
 	lab, err := x.setup(ctx, env)
 	if err != nil {
 		return nil, err
@@ -324,6 +314,24 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	res.Notes = append(res.Notes, "direct, grpc and http2 run the same primary-key Query; direct-get and nats (PREFIX.get) the lighter engine.Get; a hop's share is of the no-hop mode making its call")
 	res.Notes = append(res.Notes, "MiB/s counts response headers and bodies, as wrk does; the seed's responses were larger (~366 B vs ~250 B)")
 	return res, nil
+}
+
+// driver returns the load generator --driver names, and what stops it.
+func (x *Experiment) driver() (func(ctx context.Context, addr string, d time.Duration) (runStats, error), func(), error) {
+	if x.Driver == "wrk" {
+		w, err := newWRKDriver(x.Threads, x.Connections, x.Records, 2)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w.run, func() { _ = w.close() }, nil
+	}
+	return func(ctx context.Context, addr string, d time.Duration) (runStats, error) {
+		r, err := runLoad(ctx, loadConfig{addr: addr, connections: x.Connections, records: x.Records, seed: 2}, d)
+		if err != nil {
+			return runStats{}, err
+		}
+		return runStats{requests: r.requests, bytes: r.bytes, elapsed: r.elapsed, lat: r.latency()}, nil
+	}, func() {}, nil
 }
 
 // lookups returns the point-lookup counters of the hop server and the
