@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -228,7 +229,8 @@ var (
 	registry   []func() Experiment
 )
 
-// Register adds an experiment constructor; call it from an init function.
+// Register adds an experiment constructor; call it from an init function
+// of the experiment's package (see the package comment).
 // It panics on a duplicate name, which is a programming error.
 func Register(newExperiment func() Experiment) {
 	registryMu.Lock()
@@ -242,8 +244,9 @@ func Register(newExperiment func() Experiment) {
 	registry = append(registry, newExperiment)
 }
 
-// Experiments returns a fresh instance of every registered experiment, in
-// registration order.
+// Experiments returns a fresh instance of every registered experiment,
+// sorted by name (registration order follows package initialization,
+// which is not the place to decide what a user sees first).
 func Experiments() []Experiment {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -251,6 +254,7 @@ func Experiments() []Experiment {
 	for i, f := range registry {
 		out[i] = f()
 	}
+	slices.SortFunc(out, func(a, b Experiment) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
 }
 
@@ -264,4 +268,14 @@ func Lookup(name string) (Experiment, error) {
 		names = append(names, e.Name())
 	}
 	return nil, fmt.Errorf("unknown experiment %q (have: %s)", name, strings.Join(names, ", "))
+}
+
+// CheckBatches validates a --batches list: every value in 1..100000.
+func CheckBatches(bs []int) error {
+	for _, n := range bs {
+		if n < 1 || n > 100000 {
+			return fmt.Errorf("--batches: %d is out of range 1..100000", n)
+		}
+	}
+	return nil
 }

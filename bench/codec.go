@@ -20,35 +20,36 @@ import (
 // standard proto codec. The codec's name is "proto", so the server sees
 // ordinary protobuf.
 //
-// A frame's bytes must never change once sent: grpc-go keeps a reference
+// A Frame's bytes must never change once sent: grpc-go keeps a reference
 // to them until its writer has put them on the wire, after Send returns.
 
-// frame is a message already encoded.
-type frame []byte
+// Frame is a message already encoded. Sent on a stream opened with
+// CallCodec, it goes on the wire as it is.
+type Frame []byte
 
-// frameCycle sends pre-encoded frames in turn, starting over after the
+// FrameCycle sends pre-encoded frames in turn, starting over after the
 // last: a workload's requests without encoding or allocating per send.
-type frameCycle struct {
-	frames []frame
-	next   int
+type FrameCycle struct {
+	Frames []Frame
+	next   int // index in Frames of the frame Send sends next
 }
 
-// send sends the next frame on st. A failed send reports the stream's
-// status, which says why.
-func (c *frameCycle) send(st grpc.ClientStream) error {
-	if err := st.SendMsg(&c.frames[c.next]); err != nil {
-		return recvStatus(st, "send", err)
+// Send sends the next frame on st, a stream opened with CallCodec. A
+// failed send reports the stream's status, which says why.
+func (c *FrameCycle) Send(st grpc.ClientStream) error {
+	if err := st.SendMsg(&c.Frames[c.next]); err != nil {
+		return StreamError(st, "send", err)
 	}
 	c.next++
-	if c.next == len(c.frames) {
+	if c.next == len(c.Frames) {
 		c.next = 0
 	}
 	return nil
 }
 
-// drain receives into m until the stream ends and returns how many
+// Drain receives into m until the stream ends and returns how many
 // messages came; the end's status is the error, nil for OK.
-func drain(st grpc.ClientStream, m any) (uint64, error) {
+func Drain(st grpc.ClientStream, m any) (uint64, error) {
 	var n uint64
 	for {
 		err := st.RecvMsg(m)
@@ -62,13 +63,13 @@ func drain(st grpc.ClientStream, m any) (uint64, error) {
 	}
 }
 
-// encodeFrame encodes m once.
-func encodeFrame(m proto.Message) (frame, error) {
+// EncodeFrame encodes m once.
+func EncodeFrame(m proto.Message) (Frame, error) {
 	b, err := proto.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	return frame(b), nil
+	return Frame(b), nil
 }
 
 // searchTally counts what SearchResponses carried. Unmarshalling into a
@@ -170,13 +171,14 @@ func queryErrorMessage(b []byte) string {
 // labCodec implements encoding.CodecV2 (see the comment at the top).
 type labCodec struct{ std encoding.CodecV2 }
 
-func newLabCodec() labCodec { return labCodec{std: encoding.GetCodecV2("proto")} }
-
-// callOption makes a call use the codec.
-func (c labCodec) callOption() grpc.CallOption { return grpc.ForceCodecV2(c) }
+// CallCodec makes a call use the lab's client codec (see the comment at
+// the top): a stream opened with it sends Frames as they are.
+func CallCodec() grpc.CallOption {
+	return grpc.ForceCodecV2(labCodec{std: encoding.GetCodecV2("proto")})
+}
 
 func (c labCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if f, ok := v.(*frame); ok {
+	if f, ok := v.(*Frame); ok {
 		return mem.BufferSlice{mem.SliceBuffer(*f)}, nil
 	}
 	return c.std.Marshal(v)

@@ -1,21 +1,37 @@
-// Package bench is the Protobase lab: the experiments behind `protobase bench`,
-// the harness that runs them against a real server over loopback TCP, and the
-// statistics, tables, JSON and charts that report them beside the published
-// figures of the seeds (see docs/benchmarks.md).
+// Package bench is the Protobase lab's harness and kit: what the
+// experiments behind `protobase bench` share. Each experiment is a package
+// of its own below bench/ (batching, patterns, ingest, transports, layout,
+// fetch) that registers itself when imported; bench/experiments imports
+// them all, and cmd/protobase imports that (see docs/benchmarks.md).
 //
-// The package owns the harness and the experiments; cmd/protobase only parses
-// flags and calls Run. Every experiment talks to the server through its public
-// gRPC API (and the lab API, protobase.lab.v1, for what needs the server's
-// cooperation), never through the engine, so that it measures what a client
-// sees.
+// The harness runs an experiment against a real server over loopback TCP
+// (StartTarget: an embedded lab server in a fresh directory, or the --addr
+// server), measures workloads after a warm-up for several runs (Measure),
+// and reports medians and spreads beside the seeds' published figures as
+// tables, JSON and charts (NewRow, WriteTable, WriteJSON, Draw). MeasureOp
+// is its loop for client-side costs (ns/op, B/op, allocs/op), so that the
+// protobase binary does not link the testing package.
+//
+// The kit is what several experiments send: the lab's record types
+// (ItemSchema, embedded from items.proto) and their encodings
+// (AppendItem, AppendWriteRecords, LookupQuery, Target.LoadItems),
+// requests encoded once and sent as they are (Frame, FrameCycle,
+// CallCodec), the search workloads of batching and patterns
+// (AlternateSearch, SendAllSearch, SinkSearch) and the insert loop of
+// ingest and layout (InsertStream).
+//
+// Every experiment talks to the server through its public gRPC API (and
+// the lab API, protobase.lab.v1, for what needs the server's cooperation),
+// never through the engine, so that it measures what a client sees.
 //
 // # Adding an experiment
 //
-//  1. Write a type implementing Experiment in its own file (bench/NAME.go):
+//  1. Create a package bench/NAME with a type implementing Experiment:
 //     Name and Describe, Flags to bind its own flags into its fields (they
-//     appear on `protobase bench NAME`), and Run.
-//  2. In Run, get a server with env.Target (an embedded lab server in a
-//     fresh directory, or the --addr server), load data, then for each
+//     appear on `protobase bench NAME`), and Run. A record type it needs
+//     beyond the kit's goes in a .proto file of the package, embedded with
+//     //go:embed and added with Target.EnsureSchema.
+//  2. In Run, get a server with env.Target, load data, then for each
 //     configuration build a Workload and call env.Measure: it warms up,
 //     repeats the workload env.Runs times and returns the per-run rates.
 //     Turn them into rows with NewRow, attaching a Reference where a seed
@@ -23,12 +39,13 @@
 //     data) so that `--quick` stays well under a minute for all experiments
 //     together.
 //  3. Return a Result with a Chart describing how to draw the rows.
-//  4. Register a constructor in an init function of that file:
-//     func init() { Register(func() Experiment { return new(Mine) }) }
-//     Experiments are listed (and `bench all` runs them) in registration
-//     order, which is file-name order.
-//  5. Add it to the end-to-end quick test (bench_test.go runs every
-//     registered experiment) and describe it in docs/benchmarks.md.
+//  4. Register a constructor in an init function of the package:
+//     func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
+//     and add the package's import to bench/experiments. Experiments are
+//     listed (and `bench all` runs them) sorted by name.
+//  5. Test its quick run (bench/labtest: Run, CheckResult) against the
+//     server's counters (Target.Stats) or other measured facts, and
+//     describe it in docs/benchmarks.md.
 //
 // Workloads run hot loops: they reuse request messages, pre-build their
 // inputs before the clock starts, and count in plain integers, so that the

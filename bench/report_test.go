@@ -205,3 +205,24 @@ func TestCheckWritable(t *testing.T) {
 		t.Fatal("missing directory accepted")
 	}
 }
+
+// When several series carry published figures at the same X (layout's
+// four seed series per size), each gets its own published series instead
+// of overwriting one another.
+func TestChartDataPublishedPerSeries(t *testing.T) {
+	ref := func(v float64) *Reference { return &Reference{Value: v} }
+	rows := []Row{
+		{Params: map[string]any{"x": 1, "s": "a"}, Median: 10, Reference: ref(1)},
+		{Params: map[string]any{"x": 1, "s": "b"}, Median: 20, Reference: ref(2)},
+		{Params: map[string]any{"x": 1, "s": "c"}, Median: 30},
+	}
+	_, series := chartData(&Chart{X: "x", Series: "s"}, rows)
+	var names []string
+	for _, s := range series {
+		names = append(names, s.name)
+	}
+	if len(series) != 5 || series[3].name != "a (published)" || series[3].values["1"] != 1 || series[3].of != 0 ||
+		series[4].name != "b (published)" || series[4].values["1"] != 2 || series[4].of != 1 {
+		t.Fatalf("series %v", names)
+	}
+}

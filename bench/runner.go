@@ -19,7 +19,7 @@ type Count struct {
 }
 
 // Workload runs one configuration for about d and reports what it did. It
-// must finish every operation it starts (drain responses, close streams)
+// must finish every operation it starts (Drain responses, close streams)
 // before returning, so that the next run starts on a quiet server.
 type Workload func(ctx context.Context, d time.Duration) (Count, error)
 
@@ -78,24 +78,31 @@ var errNoOps = errors.New("no operation completed")
 // opts, stamps the result with the machine and start time, and stops the
 // servers the experiment started.
 func Run(ctx context.Context, x Experiment, opts Options, progress Progress) (res *Result, err error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
 	env := NewEnv(opts, progress)
 	defer func() {
 		if cerr := env.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("%s: stop servers: %w", x.Name(), cerr)
 		}
 	}()
+	return env.Run(ctx, x)
+}
+
+// Run runs one experiment in e as the package's Run does, but leaves the
+// servers it started running until e is closed, so that a test can read
+// their counters (Targets).
+func (e *Env) Run(ctx context.Context, x Experiment) (*Result, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
 	started := time.Now().UTC().Truncate(time.Second)
-	res, err = x.Run(ctx, env)
+	res, err := x.Run(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", x.Name(), err)
 	}
 	res.Experiment = x.Name()
 	res.Machine = CurrentMachine()
 	res.Started = started
-	if opts.Quick {
+	if e.Quick {
 		res.Notes = append(res.Notes, "quick mode: short runs on small data; for smoke checks, not for comparison")
 	}
 	return res, nil

@@ -17,39 +17,39 @@ import (
 // pre-encoded SearchRequests of batch queries (frames, cycled) and counts
 // what comes back with a searchTally; none allocates per query.
 
-// searchCounter accumulates what search workloads did across runs, so
+// SearchCounter accumulates what search workloads did across runs, so
 // that an experiment (and its tests) can check the server's counters
 // against it. Workloads of one experiment run one at a time.
-type searchCounter struct {
-	queries   uint64 // queries answered (or, for the sink, run)
-	responses uint64 // response messages the client received
+type SearchCounter struct {
+	Queries   uint64 // queries answered (or, for the sink, run)
+	Responses uint64 // response messages the client received
 }
 
-// openSearch opens a bidirectional search stream (Search or Lab.Echo).
-type openSearch func(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[pb.SearchRequest, pb.SearchResponse], error)
+// OpenSearch opens a bidirectional search stream (Search or Lab.Echo).
+type OpenSearch func(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[pb.SearchRequest, pb.SearchResponse], error)
 
-// searchCheck says what every answered query must have returned.
-type searchCheck struct {
-	// records is the records each query finds (1 for a lookup or an echo).
-	records uint64
+// SearchCheck says what every answered query must have returned.
+type SearchCheck struct {
+	// Records is the records each query finds (1 for a lookup or an echo).
+	Records uint64
 }
 
-// alternateSearch sends one request, reads until all its queries are
+// AlternateSearch sends one request, reads until all its queries are
 // answered, and repeats: the alternating pattern of seeds 000 and 001.
-func alternateSearch(open openSearch, frames []frame, batch int, chk searchCheck, ctr *searchCounter) Workload {
+func AlternateSearch(open OpenSearch, frames []Frame, batch int, chk SearchCheck, ctr *SearchCounter) Workload {
 	return searchRounds(open, frames, batch, 1, chk, ctr)
 }
 
-// sendAllSearch sends rounds of perRound requests, then reads every
+// SendAllSearch sends rounds of perRound requests, then reads every
 // answer of the round: seed 001's send-all-then-receive-all. Rounds keep
-// the unread answers within the flow-control windows (see dialOptions);
+// the unread answers within the flow-control windows (see DialOptions);
 // an unbounded "all" would stall the stream on them.
-func sendAllSearch(open openSearch, frames []frame, batch, perRound int, chk searchCheck, ctr *searchCounter) Workload {
+func SendAllSearch(open OpenSearch, frames []Frame, batch, perRound int, chk SearchCheck, ctr *SearchCounter) Workload {
 	return searchRounds(open, frames, batch, perRound, chk, ctr)
 }
 
-func searchRounds(open openSearch, frames []frame, batch, perRound int, chk searchCheck, ctr *searchCounter) Workload {
-	codec := newLabCodec().callOption()
+func searchRounds(open OpenSearch, frames []Frame, batch, perRound int, chk SearchCheck, ctr *SearchCounter) Workload {
+	codec := CallCodec()
 	return func(ctx context.Context, d time.Duration) (Count, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -59,12 +59,12 @@ func searchRounds(open openSearch, frames []frame, batch, perRound int, chk sear
 		}
 		var tally searchTally
 		var sent uint64
-		cyc := frameCycle{frames: frames}
+		cyc := FrameCycle{Frames: frames}
 		start := time.Now()
 		deadline := start.Add(d)
 		for {
 			for i := 0; i < perRound; i++ {
-				if err := cyc.send(st); err != nil {
+				if err := cyc.Send(st); err != nil {
 					return Count{}, err
 				}
 				sent += uint64(batch)
@@ -88,26 +88,26 @@ func searchRounds(open openSearch, frames []frame, batch, perRound int, chk sear
 		if err := chk.verify(&tally, sent); err != nil {
 			return Count{}, err
 		}
-		ctr.queries += sent
-		ctr.responses += tally.responses
+		ctr.Queries += sent
+		ctr.Responses += tally.responses
 		return Count{Ops: int64(sent), Elapsed: elapsed}, nil
 	}
 }
 
-func (c searchCheck) verify(t *searchTally, sent uint64) error {
+func (c SearchCheck) verify(t *searchTally, sent uint64) error {
 	switch {
 	case t.errors > 0:
 		return fmt.Errorf("%d of %d queries failed, first: %s", t.errors, sent, t.firstErr)
 	case t.done != sent:
 		return fmt.Errorf("%d queries answered, %d sent", t.done, sent)
-	case t.records != c.records*sent:
-		return fmt.Errorf("%d queries found %d records, want %d", sent, t.records, c.records*sent)
+	case t.records != c.Records*sent:
+		return fmt.Errorf("%d queries found %d records, want %d", sent, t.records, c.Records*sent)
 	}
 	return nil
 }
 
-// recvStatus turns a failed send into the stream's status, which says why.
-func recvStatus(st grpc.ClientStream, what string, err error) error {
+// StreamError turns a failed send into the stream's status, which says why.
+func StreamError(st grpc.ClientStream, what string, err error) error {
 	if errors.Is(err, io.EOF) {
 		if rerr := st.RecvMsg(new(pb.SearchResponse)); rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("%s: %w", what, rerr)
@@ -116,11 +116,11 @@ func recvStatus(st grpc.ClientStream, what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// sinkSearch sends requests for d through Lab.Sink, which runs every query
+// SinkSearch sends requests for d through Lab.Sink, which runs every query
 // and sends nothing back until the client closes; then one summary comes
 // back. Seed 001's send-all-with-no-response.
-func sinkSearch(lab labv1.LabClient, frames []frame, batch int, chk searchCheck, ctr *searchCounter) Workload {
-	codec := newLabCodec().callOption()
+func SinkSearch(lab labv1.LabClient, frames []Frame, batch int, chk SearchCheck, ctr *SearchCounter) Workload {
+	codec := CallCodec()
 	return func(ctx context.Context, d time.Duration) (Count, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -129,11 +129,11 @@ func sinkSearch(lab labv1.LabClient, frames []frame, batch int, chk searchCheck,
 			return Count{}, fmt.Errorf("open sink: %w", err)
 		}
 		var sent uint64
-		cyc := frameCycle{frames: frames}
+		cyc := FrameCycle{Frames: frames}
 		start := time.Now()
 		deadline := start.Add(d)
 		for i := 0; ; i++ {
-			if err := cyc.send(st); err != nil {
+			if err := cyc.Send(st); err != nil {
 				return Count{}, err
 			}
 			sent += uint64(batch)
@@ -154,11 +154,11 @@ func sinkSearch(lab labv1.LabClient, frames []frame, batch int, chk searchCheck,
 			return Count{}, fmt.Errorf("sink: %d of %d queries failed", sum.Errors, sent)
 		case sum.Queries != sent:
 			return Count{}, fmt.Errorf("sink ran %d queries, %d sent", sum.Queries, sent)
-		case sum.Records != chk.records*sent:
-			return Count{}, fmt.Errorf("sink: %d queries found %d records, want %d", sent, sum.Records, chk.records*sent)
+		case sum.Records != chk.Records*sent:
+			return Count{}, fmt.Errorf("sink: %d queries found %d records, want %d", sent, sum.Records, chk.Records*sent)
 		}
-		ctr.queries += sent
-		ctr.responses++ // the summary, the one message that came back
+		ctr.Queries += sent
+		ctr.Responses++ // the summary, the one message that came back
 		return Count{Ops: int64(sent), Elapsed: elapsed}, nil
 	}
 }

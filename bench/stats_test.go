@@ -96,17 +96,6 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestLookup(t *testing.T) {
-	for _, name := range []string{"batching", "patterns", "ingest"} {
-		if _, err := Lookup(name); err != nil {
-			t.Error(err)
-		}
-	}
-	if _, err := Lookup("nope"); err == nil {
-		t.Error("unknown experiment found")
-	}
-}
-
 // The response tally counts what a SearchResponse carries without
 // decoding it into messages.
 func TestSearchTally(t *testing.T) {

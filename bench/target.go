@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 
 	"google.golang.org/grpc"
 
@@ -55,12 +56,12 @@ type Target struct {
 	dir string // the embedded server's data directory, removed on Close
 }
 
-// labNATSPrefix is the subject prefix of the embedded servers' NATS API.
-const labNATSPrefix = "protobase"
+// LabNATSPrefix is the subject prefix of the embedded servers' NATS API.
+const LabNATSPrefix = "protobase"
 
-// dialOptions give the lab's connections windows large enough that a
+// DialOptions give the lab's connections windows large enough that a
 // send-all-then-receive-all round never stalls on flow control.
-func dialOptions() []grpc.DialOption {
+func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithInitialWindowSize(64 << 20),
 		grpc.WithInitialConnWindowSize(64 << 20),
@@ -69,37 +70,44 @@ func dialOptions() []grpc.DialOption {
 }
 
 // Target starts an embedded lab server configured by cfg, or connects to
-// the --addr server (which must serve the lab API: protobase serve --lab).
-// The Env closes it.
+// the --addr server (which must serve the lab API: protobase serve --lab),
+// with StartTarget. The Env closes it.
 func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
-	t := &Target{Addr: e.Addr}
+	t, err := StartTarget(ctx, e.Addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.targets = append(e.targets, t)
+	e.mu.Unlock()
+	return t, nil
+}
+
+// Targets returns the targets the Env started, in order, so that a test
+// can read their servers' counters after an experiment ran.
+func (e *Env) Targets() []*Target {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.targets)
+}
+
+// StartTarget is the one way the lab and its tests get a server: with addr
+// "" (or cfg.Local) it starts an embedded lab server configured by cfg on
+// a free loopback port in a fresh temporary directory; otherwise it
+// connects to the server at addr, which must serve the lab API (protobase
+// serve --lab). Either way it checks the lab API answers. The caller
+// closes the Target.
+func StartTarget(ctx context.Context, addr string, cfg TargetConfig) (*Target, error) {
+	t := &Target{Addr: addr}
 	if cfg.Local {
 		t.Addr = ""
 	}
 	if t.Addr == "" {
-		dir, err := os.MkdirTemp("", "protobase-bench-*")
-		if err != nil {
-			return nil, fmt.Errorf("data directory: %w", err)
-		}
-		scfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true}
-		if cfg.HTTP {
-			scfg.HTTPAddr = "127.0.0.1:0"
-		}
-		if cfg.NATS {
-			scfg.NATS, scfg.NATSAddr, scfg.NATSPrefix = true, "127.0.0.1:0", labNATSPrefix
-		}
-		srv, err := server.Start(ctx, scfg)
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("start embedded server: %w", err)
-		}
-		t.Addr, t.Embedded, t.Server, t.dir = srv.Addr(), true, srv, dir
-		t.HTTPAddr, t.NATSURL = srv.HTTPAddr(), srv.NATSURL()
-		if cfg.NATS {
-			t.NATSPrefix = labNATSPrefix
+		if err := t.startEmbedded(ctx, cfg); err != nil {
+			return nil, err
 		}
 	}
-	c, err := client.Dial(t.Addr, client.WithDialOptions(dialOptions()...))
+	c, err := client.Dial(t.Addr, client.WithDialOptions(DialOptions()...))
 	if err != nil {
 		_ = t.Close()
 		return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
@@ -111,10 +119,33 @@ func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
 		return nil, fmt.Errorf("server at %s does not serve the lab API (start it with protobase serve --lab): %w", t.Addr, err)
 	}
 	t.Sync = st.Sync
-	e.mu.Lock()
-	e.targets = append(e.targets, t)
-	e.mu.Unlock()
 	return t, nil
+}
+
+// startEmbedded starts t's embedded server.
+func (t *Target) startEmbedded(ctx context.Context, cfg TargetConfig) error {
+	dir, err := os.MkdirTemp("", "protobase-bench-*")
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	scfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true}
+	if cfg.HTTP {
+		scfg.HTTPAddr = "127.0.0.1:0"
+	}
+	if cfg.NATS {
+		scfg.NATS, scfg.NATSAddr, scfg.NATSPrefix = true, "127.0.0.1:0", LabNATSPrefix
+	}
+	srv, err := server.Start(ctx, scfg)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("start embedded server: %w", err)
+	}
+	t.Addr, t.Embedded, t.Server, t.dir = srv.Addr(), true, srv, dir
+	t.HTTPAddr, t.NATSURL = srv.HTTPAddr(), srv.NATSURL()
+	if cfg.NATS {
+		t.NATSPrefix = LabNATSPrefix
+	}
+	return nil
 }
 
 // Stats returns the server's engine counters.

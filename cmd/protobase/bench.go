@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/bench"
+	// Every experiment registers itself with bench when imported.
+	_ "github.com/protobase/protobase/bench/experiments"
 )
 
 // benchOptions are the flags every bench subcommand shares.

@@ -7,7 +7,7 @@
 // Message layouts for the lab's `layout` experiment (seed 003): the same
 // event as one flat message, and as a small header wrapping the payload as
 // opaque bytes. Only the lab uses these types; the server's record types of
-// the same shape are declared at run time (bench/layout.go), because a
+// the same shape are declared at run time (bench/layout/layout.proto), because a
 // stored record type needs the protobase.v1.record option.
 
 package labv1

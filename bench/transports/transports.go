@@ -1,4 +1,7 @@
-package bench
+// Package transports is the lab's transports experiment (seed 002): what
+// one service hop costs, from an HTTP front answering in-process or over
+// gRPC, HTTP/2 JSON or NATS, under a wrk-style load.
+package transports
 
 import (
 	"context"
@@ -9,10 +12,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/protobase/protobase/bench"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
-func init() { Register(func() Experiment { return new(Transports) }) }
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
 
 // Transport modes: how the front gets a record.
 const (
@@ -59,7 +63,7 @@ const (
 	seed002Duration = 10 * time.Second
 )
 
-// Transports is seed 002: what one service hop costs. A front HTTP service
+// Experiment is seed 002: what one service hop costs. A front HTTP service
 // answers GET /records/{id} with the record as JSON, either from an engine
 // in its own process (direct; the one place the lab calls an engine
 // without a transport, because no hop is the point) or one hop away on
@@ -70,7 +74,7 @@ const (
 // so that the servers' counters tell the modes apart: each hop request
 // must be exactly one point lookup on the lab server, each direct one a
 // point lookup on the direct engine (checked after the runs).
-type Transports struct {
+type Experiment struct {
 	Records     int
 	Connections int
 	Threads     int
@@ -84,6 +88,10 @@ type Transports struct {
 	// included; Run keeps the last env.Runs, which are Measure's measured
 	// runs.
 	runs []runStats
+	// requests counts, by mode, the requests the load completed over all
+	// its runs, which the servers' counters must match (checked by the
+	// tests).
+	requests map[string]int64
 }
 
 // runStats is what one load run measured, by either driver.
@@ -94,16 +102,16 @@ type runStats struct {
 	lat      latencySummary
 }
 
-// Name implements Experiment.
-func (*Transports) Name() string { return "transports" }
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "transports" }
 
-// Describe implements Experiment.
-func (*Transports) Describe() string {
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
 	return "Cost of one service hop: an HTTP front answering directly or over gRPC, HTTP/2 JSON or NATS (seed 002)"
 }
 
-// Flags implements Experiment.
-func (x *Transports) Flags(fs *pflag.FlagSet) {
+// Flags implements bench.Experiment.
+func (x *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&x.Records, "records", 0, "records preloaded (0: 10000, 1000 with --quick)")
 	fs.IntVar(&x.Connections, "connections", 10, "keep-alive HTTP/1.1 connections to the front, each issuing requests back to back")
 	fs.IntVar(&x.Threads, "threads", 2, "wrk threads (--driver wrk); the built-in driver runs a goroutine per connection")
@@ -111,10 +119,10 @@ func (x *Transports) Flags(fs *pflag.FlagSet) {
 	fs.StringVar(&x.Driver, "driver", "builtin", "load generator: builtin, or wrk (must be on PATH)")
 	fs.StringVar(&x.HTTPAddr, "http-addr", "", "with --addr: the server's REST address (protobase serve --http-addr), for the http2 mode")
 	fs.StringVar(&x.NATSURL, "nats-url", "", "with --addr: the NATS server the server serves on, for the nats mode")
-	fs.StringVar(&x.NATSPrefix, "nats-prefix", labNATSPrefix, "with --addr: the server's NATS subject prefix")
+	fs.StringVar(&x.NATSPrefix, "nats-prefix", bench.LabNATSPrefix, "with --addr: the server's NATS subject prefix")
 }
 
-func (x *Transports) defaults(quick bool) error {
+func (x *Experiment) defaults(quick bool) error {
 	if x.Records == 0 {
 		x.Records = 10000
 		if quick {
@@ -136,7 +144,7 @@ func (x *Transports) defaults(quick bool) error {
 		x.Driver = "builtin"
 	}
 	if x.NATSPrefix == "" {
-		x.NATSPrefix = labNATSPrefix
+		x.NATSPrefix = bench.LabNATSPrefix
 	}
 	switch {
 	case x.Records < 1:
@@ -166,8 +174,8 @@ func (x *Transports) defaults(quick bool) error {
 
 // transportsLab is the servers and clients the modes share.
 type transportsLab struct {
-	hop    *Target // the lab server: gRPC, REST and NATS
-	direct *Target // in-process engine of the direct mode; nil without it
+	hop    *bench.Target // the lab server: gRPC, REST and NATS
+	direct *bench.Target // in-process engine of the direct mode; nil without it
 	// restAddr, natsURL and natsPrefix locate the hop server's REST and
 	// NATS fronts ("" when it has none).
 	restAddr, natsURL, natsPrefix string
@@ -175,8 +183,8 @@ type transportsLab struct {
 
 // setup starts (or connects to) the hop server and, for the direct mode,
 // an embedded one, and loads records into both.
-func (x *Transports) setup(ctx context.Context, env *Env) (*transportsLab, error) {
-	hop, err := env.Target(ctx, TargetConfig{NoSync: true, HTTP: true, NATS: true})
+func (x *Experiment) setup(ctx context.Context, env *bench.Env) (*transportsLab, error) {
+	hop, err := env.Target(ctx, bench.TargetConfig{NoSync: true, HTTP: true, NATS: true})
 	if err != nil {
 		return nil, err
 	}
@@ -184,18 +192,18 @@ func (x *Transports) setup(ctx context.Context, env *Env) (*transportsLab, error
 	if !hop.Embedded {
 		lab.restAddr, lab.natsURL, lab.natsPrefix = x.HTTPAddr, x.NATSURL, x.NATSPrefix
 	}
-	targets := []*Target{hop}
+	targets := []*bench.Target{hop}
 	if slices.Contains(x.Modes, modeDirect) || slices.Contains(x.Modes, modeDirectGet) {
-		if lab.direct, err = env.Target(ctx, TargetConfig{NoSync: true, Local: true}); err != nil {
+		if lab.direct, err = env.Target(ctx, bench.TargetConfig{NoSync: true, Local: true}); err != nil {
 			return nil, err
 		}
 		targets = append(targets, lab.direct)
 	}
 	for _, t := range targets {
-		if err := t.EnsureSchema(ctx, labSchema); err != nil {
+		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
 			return nil, err
 		}
-		if err := loadItems(ctx, env, t, x.Records); err != nil {
+		if err := t.LoadItems(ctx, env.Progress, x.Records); err != nil {
 			return nil, err
 		}
 	}
@@ -231,35 +239,25 @@ func (lab *transportsLab) newFetcher(mode string) (fetcher, string, error) {
 	return nil, "", fmt.Errorf("unknown mode %q", mode)
 }
 
-// Run implements Experiment.
-func (x *Transports) Run(ctx context.Context, env *Env) (*Result, error) {
+// Run implements bench.Experiment.
+func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	if err := x.defaults(env.Quick); err != nil {
 		return nil, err
 	}
 	if !env.Quick && !env.DurationSet {
 		env.Duration = seed002Duration // Env belongs to this run of the experiment
 	}
-	drive := func(ctx context.Context, addr string, d time.Duration) (runStats, error) {
-		r, err := runLoad(ctx, loadConfig{addr: addr, connections: x.Connections, records: x.Records, seed: 2}, d)
-		if err != nil {
-			return runStats{}, err
-		}
-		return runStats{requests: r.requests, bytes: r.bytes, elapsed: r.elapsed, lat: r.latency()}, nil
+	drive, closeDriver, err := x.driver()
+	if err != nil {
+		return nil, err
 	}
-	if x.Driver == "wrk" {
-		w, err := newWRKDriver(x.Threads, x.Connections, x.Records, 2)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = w.close() }()
-		drive = w.run
-	}
+	defer closeDriver()
 	lab, err := x.setup(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Chart: &Chart{
-		Title: "One service hop: requests/s through the front, by transport", Kind: Bars,
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "One service hop: requests/s through the front, by transport", Kind: bench.Bars,
 		XLabel: "mode", YLabel: "requests/s", X: "mode", Unit: "req/s",
 	}}
 	before, err := lab.lookups(ctx)
@@ -267,6 +265,7 @@ func (x *Transports) Run(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 	var hopFetches, directFetches uint64
+	x.requests = map[string]int64{}
 	directRPS := map[string]float64{} // by no-hop mode
 	for _, mode := range x.Modes {
 		f, skip, err := lab.newFetcher(mode)
@@ -282,13 +281,13 @@ func (x *Transports) Run(ctx context.Context, env *Env) (*Result, error) {
 			return nil, err
 		}
 		x.runs = x.runs[:0]
-		s, err := env.Measure(ctx, mode, func(ctx context.Context, d time.Duration) (Count, error) {
+		s, err := env.Measure(ctx, mode, func(ctx context.Context, d time.Duration) (bench.Count, error) {
 			r, err := drive(ctx, fr.addr(), d)
 			if err != nil {
-				return Count{}, err
+				return bench.Count{}, err
 			}
 			x.runs = append(x.runs, r)
-			return Count{Ops: r.requests, Bytes: r.bytes, Elapsed: r.elapsed}, nil
+			return bench.Count{Ops: r.requests, Bytes: r.bytes, Elapsed: r.elapsed}, nil
 		})
 		if cerr := fr.close(); err == nil && cerr != nil {
 			err = cerr
@@ -296,9 +295,12 @@ func (x *Transports) Run(ctx context.Context, env *Env) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		for _, r := range x.runs {
+			x.requests[mode] += r.requests
+		}
 		if isDirect(mode) {
 			directFetches += fr.fetches.Load()
-			directRPS[mode] = Summarize(s.Ops).Median
+			directRPS[mode] = bench.Summarize(s.Ops).Median
 		} else {
 			hopFetches += fr.fetches.Load()
 		}
@@ -314,11 +316,29 @@ func (x *Transports) Run(ctx context.Context, env *Env) (*Result, error) {
 	return res, nil
 }
 
+// driver returns the load generator --driver names, and what stops it.
+func (x *Experiment) driver() (func(ctx context.Context, addr string, d time.Duration) (runStats, error), func(), error) {
+	if x.Driver == "wrk" {
+		w, err := newWRKDriver(x.Threads, x.Connections, x.Records, 2)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w.run, func() { _ = w.close() }, nil
+	}
+	return func(ctx context.Context, addr string, d time.Duration) (runStats, error) {
+		r, err := runLoad(ctx, loadConfig{addr: addr, connections: x.Connections, records: x.Records, seed: 2}, d)
+		if err != nil {
+			return runStats{}, err
+		}
+		return runStats{requests: r.requests, bytes: r.bytes, elapsed: r.elapsed, lat: r.latency()}, nil
+	}, func() {}, nil
+}
+
 // lookups returns the point-lookup counters of the hop server and the
 // direct engine (0 without one).
 func (lab *transportsLab) lookups(ctx context.Context) ([2]uint64, error) {
 	var n [2]uint64
-	for i, t := range []*Target{lab.hop, lab.direct} {
+	for i, t := range []*bench.Target{lab.hop, lab.direct} {
 		if t == nil {
 			continue
 		}
@@ -354,14 +374,14 @@ func (lab *transportsLab) checkLookups(ctx context.Context, before [2]uint64, ho
 // latency average, p50, p99 and max (the seed published average and max),
 // transfer, and for hops their requests/s as a share of their baseline's
 // (baseRPS, 0 when it did not run).
-func (x *Transports) rows(mode string, s Sample, runs []runStats, baseRPS float64) []Row {
+func (x *Experiment) rows(mode string, s bench.Sample, runs []runStats, baseRPS float64) []bench.Row {
 	ref := seed002[mode]
-	mk := func(metric, unit string, vals []float64, published float64) Row {
-		var r *Reference
+	mk := func(metric, unit string, vals []float64, published float64) bench.Row {
+		var r *bench.Reference
 		if published > 0 {
-			r = &Reference{Value: published, Source: seed002Source}
+			r = &bench.Reference{Value: published, Source: seed002Source}
 		}
-		return NewRow(mode+" "+metric, map[string]any{"mode": mode, "metric": metric}, unit, vals, r)
+		return bench.NewRow(mode+" "+metric, map[string]any{"mode": mode, "metric": metric}, unit, vals, r)
 	}
 	lat := func(pick func(latencySummary) time.Duration) []float64 {
 		out := make([]float64, len(runs))
@@ -374,7 +394,7 @@ func (x *Transports) rows(mode string, s Sample, runs []runStats, baseRPS float6
 	for i, b := range s.Bytes {
 		mib[i] = b / (1 << 20)
 	}
-	rows := []Row{
+	rows := []bench.Row{
 		mk("requests/s", "req/s", s.Ops, ref.rps),
 		mk("latency avg", "ms", lat(func(l latencySummary) time.Duration { return l.avg }), ref.avgMS),
 		mk("latency p50", "ms", lat(func(l latencySummary) time.Duration { return l.p50 }), 0),

@@ -1,4 +1,4 @@
-package bench
+package transports
 
 import (
 	"bufio"
@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 )
 
 // The histogram's percentiles match the exact ones of sorted samples
@@ -139,8 +142,8 @@ func TestParseWRK(t *testing.T) {
 // Without wrk on PATH, --driver wrk fails clearly before anything starts.
 func TestTransportsWRKMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	x := &Transports{Driver: "wrk", Connections: 10, Threads: 2}
-	_, err := x.Run(t.Context(), NewEnv(tinyOptions(), nil))
+	x := &Experiment{Driver: "wrk", Connections: 10, Threads: 2}
+	_, err := x.Run(t.Context(), labtest.Env(t, labtest.Options()))
 	if !errors.Is(err, errNoWrk) {
 		t.Fatalf("got %v, want %v", err, errNoWrk)
 	}
@@ -181,9 +184,8 @@ func TestTransportsModesUseTheirHop(t *testing.T) {
 		t.Skip("starts servers")
 	}
 	ctx := t.Context()
-	env := NewEnv(tinyOptions(), nil)
-	t.Cleanup(func() { _ = env.Close() })
-	x := &Transports{Records: 100, Connections: 10, Threads: 2, Driver: "builtin"}
+	env := labtest.Env(t, labtest.Options())
+	x := &Experiment{Records: 100, Connections: 10, Threads: 2, Driver: "builtin"}
 	if err := x.defaults(true); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestTransportsModesUseTheirHop(t *testing.T) {
 	}
 
 	var it labItem
-	if err := decodeItem(appendItem(nil, 42), &it); err != nil {
+	if err := decodeItem(bench.AppendItem(nil, 42), &it); err != nil {
 		t.Fatal(err)
 	}
 	want := string(appendItemJSON(nil, &it))
@@ -215,12 +217,12 @@ func TestTransportsModesUseTheirHop(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			hop0, direct0 := mustStats(t, lab.hop).PointLookups, mustStats(t, lab.direct).PointLookups
+			hop0, direct0 := labtest.Stats(t, lab.hop).PointLookups, labtest.Stats(t, lab.direct).PointLookups
 			if got := getBody(t, "http://"+fr.addr()+"/records/42", http.StatusOK); got != want {
 				t.Errorf("body %s, want %s", got, want)
 			}
 			getBody(t, "http://"+fr.addr()+"/records/100000", http.StatusNotFound)
-			hop, direct := mustStats(t, lab.hop).PointLookups-hop0, mustStats(t, lab.direct).PointLookups-direct0
+			hop, direct := labtest.Stats(t, lab.hop).PointLookups-hop0, labtest.Stats(t, lab.direct).PointLookups-direct0
 			if isDirect(mode) && (direct != 2 || hop != 0) || !isDirect(mode) && (hop != 2 || direct != 0) {
 				t.Errorf("point lookups: %d on the lab server, %d on the direct engine", hop, direct)
 			}
@@ -256,30 +258,51 @@ func getBody(t *testing.T, url string, status int) string {
 }
 
 // A run gives, per mode, requests/s beside the seed's, four latency rows
-// and transfer, plus each hop's share of its no-hop baseline; and the
-// load's requests are all answered by the servers (Run checks the
-// counters and fails otherwise).
-func TestTransportsRows(t *testing.T) {
+// and transfer, plus each hop's share of its no-hop baseline; and every
+// request the load completed was one point lookup on the server the mode
+// claims to use: the lab server for the hops, the direct engine for the
+// no-hop modes.
+func TestQuickRunMatchesServerCounters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers and measures")
 	}
-	x := &Transports{Records: 200, Connections: 4, Threads: 2, Driver: "builtin", Modes: []string{modeNATS, modeDirectGet}}
-	res, _ := runWith(t, x)
+	x := &Experiment{Records: 200, Connections: 4, Threads: 2, Driver: "builtin", Modes: []string{modeNATS, modeDirectGet, modeGRPC}}
+	res, env := labtest.Run(t, x)
+	labtest.CheckResult(t, x, res)
 	var names []string
 	for _, r := range res.Rows {
 		names = append(names, r.Name)
-		if r.Median <= 0 || r.Runs != 1 {
-			t.Errorf("row %+v", r)
-		}
 		if (r.Unit == "req/s") != (r.Params["metric"] == "requests/s") || r.Unit == "req/s" && r.Reference == nil {
 			t.Errorf("row %+v", r)
 		}
 	}
-	wantNames := []string{
-		"direct-get requests/s", "direct-get latency avg", "direct-get latency p50", "direct-get latency p99", "direct-get latency max", "direct-get transfer/s",
-		"nats requests/s", "nats latency avg", "nats latency p50", "nats latency p99", "nats latency max", "nats transfer/s", "nats share of direct-get",
+	var wantNames []string
+	for _, mode := range []string{modeDirectGet, modeGRPC, modeNATS} {
+		for _, metric := range []string{"requests/s", "latency avg", "latency p50", "latency p99", "latency max", "transfer/s"} {
+			wantNames = append(wantNames, mode+" "+metric)
+		}
+		if mode == modeNATS { // grpc's baseline, direct, did not run
+			wantNames = append(wantNames, mode+" share of "+baseline(mode))
+		}
 	}
 	if !slices.Equal(names, wantNames) {
 		t.Errorf("rows %q\nwant %q", names, wantNames)
+	}
+	tgs := env.Targets()
+	if len(tgs) != 2 || !tgs[0].Embedded || tgs[1].NATSURL != "" {
+		t.Fatalf("want the hop server and the direct engine, got %d servers", len(tgs))
+	}
+	hop, direct := labtest.Stats(t, tgs[0]), labtest.Stats(t, tgs[1])
+	hopReqs := uint64(x.requests[modeNATS] + x.requests[modeGRPC])
+	directReqs := uint64(x.requests[modeDirectGet])
+	if x.requests[modeNATS] == 0 || x.requests[modeGRPC] == 0 || directReqs == 0 {
+		t.Fatalf("requests by mode: %v", x.requests)
+	}
+	if hop.PointLookups != hopReqs || hop.RecordsRead != hopReqs || direct.PointLookups != directReqs || direct.RecordsRead != directReqs {
+		t.Fatalf("hop modes completed %d requests, the lab server made %d point lookups reading %d records; direct modes %d, the direct engine %d reading %d",
+			hopReqs, hop.PointLookups, hop.RecordsRead, directReqs, direct.PointLookups, direct.RecordsRead)
+	}
+	if hop.Records != uint64(x.Records) || direct.Records != uint64(x.Records) {
+		t.Fatalf("servers wrote %d and %d records, %d loaded in each", hop.Records, direct.Records, x.Records)
 	}
 }

@@ -1,7 +1,11 @@
-package bench
+// Package fetch is the lab's fetch experiment (seed 004): fetch every
+// user whose name contains a keyword, by unary Query pages, by Scan with
+// parallelism, and by emulated offset paging.
+package fetch
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -20,37 +24,42 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/client"
+	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
-func init() { Register(func() Experiment { return new(Fetch) }) }
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
 
-// Fetch is seed 004: fetch every user whose name contains a keyword,
+// Experiment is seed 004: fetch every user whose name contains a keyword,
 // ordered by id descending, from a generated users table, by unary Query
 // pages with continuation tokens, by one server-streaming Scan with
 // parallelism 1, 10 and 100, and by offset paging emulated on the client
 // (the seed's LIMIT/OFFSET method, each page re-reading everything before
 // it). Every method must return exactly the ids the generator says match,
 // in descending order; a run that does not fails the experiment.
-type Fetch struct {
+type Experiment struct {
 	Users       []int
 	Keyword     string
 	Page        int
 	Seed        uint64
 	OffsetLimit time.Duration
+
+	// served is what the server did for each method (see served).
+	served served
 }
 
-// Name implements Experiment.
-func (*Fetch) Name() string { return "fetch" }
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "fetch" }
 
-// Describe implements Experiment.
-func (*Fetch) Describe() string {
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
 	return "fetch all users whose name contains a keyword: Query pages vs Scan with parallelism 1/10/100 vs offset paging (seed 004)"
 }
 
-// Flags implements Experiment.
-func (f *Fetch) Flags(fs *pflag.FlagSet) {
+// Flags implements bench.Experiment.
+func (f *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&f.Users, "users", nil, "users generated, one data set per value (default 110000; 5000 with --quick; the seed's large case is 1100000)")
 	fs.StringVar(&f.Keyword, "keyword", "", `name keyword (default "ff", as the seed for 110K users; "e" for 1M users or more and with --quick)`)
 	fs.IntVar(&f.Page, "page", 0, "rows per page, per Scan batch and per offset page (0: 1000, as the seed)")
@@ -85,7 +94,7 @@ func seedKeyword(n int) string {
 	return "ff"
 }
 
-func (f *Fetch) defaults(quick bool) error {
+func (f *Experiment) defaults(quick bool) error {
 	if len(f.Users) == 0 {
 		f.Users = []int{110000}
 		if quick {
@@ -120,24 +129,15 @@ func (f *Fetch) defaults(quick bool) error {
 	return nil
 }
 
-// The users table, as the seed's (times as microseconds since the epoch).
+// The users table, as the seed's (users.proto; times as microseconds
+// since the epoch).
+//
+//go:embed users.proto
+var usersProto string
+
 const (
 	usersProtoFile = "protobase_lab/users.proto"
-	usersProto     = `syntax = "proto3";
-package protobase_lab;
-import "protobase/v1/options.proto";
-
-// User is seed 004's users table.
-message User {
-  option (protobase.v1.record) = { primary_key: "id" };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-  int64 created_at = 4;
-  int64 updated_at = 5;
-}
-`
-	userType = "protobase_lab.User"
+	userType       = "protobase_lab.User"
 )
 
 var usersSchema = map[string]string{usersProtoFile: usersProto}
@@ -238,9 +238,9 @@ func appendUser(dst []byte, u user) []byte {
 // whose name contains keyword: what every method must return. It fails if
 // the server holds other users (an --addr server loaded with a larger
 // table), since the query would then match more than the generator says.
-func loadUsers(ctx context.Context, env *Env, t *Target, n int, seed uint64, keyword string) ([]int64, error) {
+func loadUsers(ctx context.Context, p bench.Progress, t *bench.Target, n int, seed uint64, keyword string) ([]int64, error) {
 	const batch = 1000
-	task := env.Progress.Task(fmt.Sprintf("load %d users", n), (n+batch-1)/batch)
+	task := p.Task(fmt.Sprintf("load %d users", n), (n+batch-1)/batch)
 	defer task.Done("")
 	st, err := t.API.Upsert(ctx)
 	if err != nil {
@@ -259,7 +259,7 @@ func loadUsers(ctx context.Context, env *Env, t *Target, n int, seed uint64, key
 			}
 			start := len(backing)
 			backing = appendUser(backing, u)
-			req.Records[i] = &anypb.Any{TypeUrl: typeURLPrefix + userType, Value: backing[start:len(backing):len(backing)]}
+			req.Records[i] = &anypb.Any{TypeUrl: bench.TypeURLPrefix + userType, Value: backing[start:len(backing):len(backing)]}
 		}
 		if err := st.Send(req); err != nil {
 			break // the status says why
@@ -503,6 +503,28 @@ func (h *heapSampler) Stop() uint64 {
 	return h.peak
 }
 
+// served is what the server did for each method's fetches, by row label:
+// its counters' growth over the method's runs, so that tests can hold
+// them against the fetches made.
+type served map[string]serverWork
+
+// serverWork is the growth of a server's counters over some fetches.
+type serverWork struct {
+	fetches                         int
+	queries, queryErrors, recordsRd uint64
+}
+
+// add records the server's work since before for label's fetches.
+func (s served) add(ctx context.Context, t *bench.Target, label string, before *labv1.StatsResponse, fetches int) error {
+	after, err := t.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	s[label] = serverWork{fetches: fetches, queries: after.Queries - before.Queries,
+		queryErrors: after.QueryErrors - before.QueryErrors, recordsRd: after.RecordsRead - before.RecordsRead}
+	return nil
+}
+
 // errNotFinished marks an offset fetch cut by --offset-limit.
 var errNotFinished = errors.New("not finished")
 
@@ -512,7 +534,9 @@ var errNotFinished = errors.New("not finished")
 // warm-up.
 type fetchRuns struct {
 	// warmup is true until the warm-up run, if any, has been skipped.
-	warmup  bool
+	warmup bool
+	// fetches counts the complete fetches, the warm-up's included.
+	fetches int
 	seconds []float64
 	mb      []float64
 	heapMB  []float64
@@ -520,9 +544,9 @@ type fetchRuns struct {
 
 // workload fetches every match once per call (d is ignored: one fetch is
 // the unit of work) and checks the ids it got against want.
-func (f *Fetch) workload(c *client.Client, wc *wireCounter, m fetchMethod, q *pb.Query, want []int64, embedded bool, runs *fetchRuns) Workload {
+func (f *Experiment) workload(c *client.Client, wc *wireCounter, m fetchMethod, q *pb.Query, want []int64, embedded bool, runs *fetchRuns) bench.Workload {
 	ids := make([]int64, 0, len(want))
-	return func(ctx context.Context, _ time.Duration) (Count, error) {
+	return func(ctx context.Context, _ time.Duration) (bench.Count, error) {
 		if m.name == "offset" && f.OffsetLimit > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, f.OffsetLimit)
@@ -545,14 +569,15 @@ func (f *Fetch) workload(c *client.Client, wc *wireCounter, m fetchMethod, q *pb
 			// The limit's context ended the fetch. The error may be the
 			// context's or a DEADLINE_EXCEEDED status from the server.
 			if m.name == "offset" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return Count{}, fmt.Errorf("%w within %v (%d of %d rows)", errNotFinished, f.OffsetLimit, len(ids), len(want))
+				return bench.Count{}, fmt.Errorf("%w within %v (%d of %d rows)", errNotFinished, f.OffsetLimit, len(ids), len(want))
 			}
-			return Count{}, err
+			return bench.Count{}, err
 		}
 		if err := checkIDs(want, ids); err != nil {
-			return Count{}, fmt.Errorf("%s: %w", m.name, err)
+			return bench.Count{}, fmt.Errorf("%s: %w", m.name, err)
 		}
 		moved := wc.total() - bytes0
+		runs.fetches++
 		if runs.warmup {
 			runs.warmup = false
 		} else {
@@ -560,17 +585,18 @@ func (f *Fetch) workload(c *client.Client, wc *wireCounter, m fetchMethod, q *pb
 			runs.mb = append(runs.mb, float64(moved)/1e6)
 			runs.heapMB = append(runs.heapMB, float64(peak)/1e6)
 		}
-		return Count{Ops: int64(len(ids)), Bytes: moved, Elapsed: elapsed}, nil
+		return bench.Count{Ops: int64(len(ids)), Bytes: moved, Elapsed: elapsed}, nil
 	}
 }
 
-// Run implements Experiment.
-func (f *Fetch) Run(ctx context.Context, env *Env) (*Result, error) {
+// Run implements bench.Experiment.
+func (f *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	if err := f.defaults(env.Quick); err != nil {
 		return nil, err
 	}
-	res := &Result{Chart: &Chart{
-		Title: "Fetch every match: pages vs streaming", Kind: Bars,
+	f.served = served{}
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "Experiment every match: pages vs streaming", Kind: bench.Bars,
 		XLabel: "method", YLabel: "seconds", X: "method", Series: "data", Unit: "s", LogY: true,
 	}}
 	for _, n := range f.Users {
@@ -588,19 +614,19 @@ func (f *Fetch) Run(ctx context.Context, env *Env) (*Result, error) {
 
 // runSize loads n users into a fresh server and fetches the matches with
 // every method.
-func (f *Fetch) runSize(ctx context.Context, env *Env, n int) ([]Row, []string, error) {
+func (f *Experiment) runSize(ctx context.Context, env *bench.Env, n int) ([]bench.Row, []string, error) {
 	keyword := f.Keyword
 	if keyword == "" {
 		keyword = seedKeyword(n)
 	}
-	t, err := env.Target(ctx, TargetConfig{NoSync: true})
+	t, err := env.Target(ctx, bench.TargetConfig{NoSync: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := t.EnsureSchema(ctx, usersSchema); err != nil {
 		return nil, nil, err
 	}
-	want, err := loadUsers(ctx, env, t, n, f.Seed, keyword)
+	want, err := loadUsers(ctx, env.Progress, t, n, f.Seed, keyword)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -609,7 +635,7 @@ func (f *Fetch) runSize(ctx context.Context, env *Env, n int) ([]Row, []string, 
 	}
 	// A connection of its own, to count the bytes the fetches move.
 	wc := new(wireCounter)
-	c, err := client.Dial(t.Addr, client.WithDialOptions(append(dialOptions(), grpc.WithStatsHandler(wc))...))
+	c, err := client.Dial(t.Addr, client.WithDialOptions(append(bench.DialOptions(), grpc.WithStatsHandler(wc))...))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial %s: %w", t.Addr, err)
 	}
@@ -624,11 +650,18 @@ func (f *Fetch) runSize(ctx context.Context, env *Env, n int) ([]Row, []string, 
 		refs = seed004[n]
 	}
 	q := fetchQuery(keyword)
-	var rows []Row
+	var rows []bench.Row
 	for _, m := range fetchMethods {
 		label := fmt.Sprintf("users=%d %s", n, m.name)
 		runs := &fetchRuns{warmup: env.Warmup > 0}
+		before, err := t.Stats(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
 		s, err := env.Measure(ctx, label, f.workload(c, wc, m, q, want, t.Embedded, runs))
+		if err == nil {
+			err = f.served.add(ctx, t, label, before, runs.fetches)
+		}
 		if errors.Is(err, errNotFinished) {
 			notes = append(notes, fmt.Sprintf("%s: %v", label, err))
 			continue
@@ -637,17 +670,17 @@ func (f *Fetch) runSize(ctx context.Context, env *Env, n int) ([]Row, []string, 
 			return nil, nil, err
 		}
 		params := map[string]any{"users": n, "data": fmt.Sprintf("%d users, %d rows", n, len(want)), "keyword": keyword, "method": m.name, "parallelism": m.parallelism, "rows": len(want)}
-		var secRef, rateRef *Reference
+		var secRef, rateRef *bench.Reference
 		if v, ok := refs[m.name]; ok {
-			secRef = &Reference{Value: v, Source: seed004Source}
-			rateRef = &Reference{Value: seed004Rows[n] / v, Source: seed004Source}
+			secRef = &bench.Reference{Value: v, Source: seed004Source}
+			rateRef = &bench.Reference{Value: seed004Rows[n] / v, Source: seed004Source}
 		}
 		rows = append(rows,
-			NewRow(label, params, "s", runs.seconds, secRef),
-			NewRow(label, params, "rows/s", s.Ops, rateRef),
-			NewRow(label, params, "MB moved", runs.mb, nil))
+			bench.NewRow(label, params, "s", runs.seconds, secRef),
+			bench.NewRow(label, params, "rows/s", s.Ops, rateRef),
+			bench.NewRow(label, params, "MB moved", runs.mb, nil))
 		if t.Embedded {
-			rows = append(rows, NewRow(label, params, "MB peak heap", runs.heapMB, nil))
+			rows = append(rows, bench.NewRow(label, params, "MB peak heap", runs.heapMB, nil))
 		}
 	}
 	return rows, notes, nil

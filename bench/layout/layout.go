@@ -1,41 +1,47 @@
-package bench
+// Package layout is the lab's layout experiment (seed 003): flat vs
+// wrapped messages, their client-side marshal and unmarshal costs by
+// size, and the server's cost of indexing each.
+package layout
 
 import (
 	"context"
-	"errors"
-	"flag"
+	_ "embed"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
-	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/protobase/protobase/bench"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 )
 
-func init() { Register(func() Experiment { return new(Layout) }) }
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
 
-// Layout is seed 003: the same event encoded as one flat message
+// Experiment is seed 003: the same event encoded as one flat message
 // (labv1.FlatEvent) or as a small header wrapping the marshalled payload
 // as opaque bytes (labv1.WrappedEvent), at the seed's six sizes.
 //
-// The client side marshals and unmarshals both with testing.Benchmark
-// (ns/op, B/op, allocs/op), as the seed did; the wrapped rows measure the
+// The client side marshals and unmarshals both with the lab's measuring
+// loop (bench.MeasureOp: ns/op, B/op, allocs/op, as the seed's Go
+// benchmarks reported them); the wrapped rows measure the
 // outer message only, as the seed did, and the "+payload" rows add the
 // inner message's marshal or unmarshal, which is what a client that needs
 // the payload pays in all. The server side inserts records of each layout
 // into record types indexing the same two header fields and reports
 // records/s: the server validates records with protowire and reads only
 // the indexed fields, so the layout should not change its cost.
-type Layout struct {
+type Experiment struct {
 	Sizes    []string
 	NoServer bool
+
+	// written counts the records inserted into each server, which its
+	// counters must match (checked by the tests).
+	written map[*bench.Target]*bench.WriteCounter
 }
 
 // layoutSize is one of the seed's message sizes. Invariant: bytes is
@@ -94,22 +100,22 @@ const seed003Source = "seed 003 (flat vs wrapped protobuf messages; Apple M-seri
 // layoutUnits are the client-side units, in the order of seed003's values.
 var layoutUnits = [3]string{"ns/op", "B/op", "allocs/op"}
 
-// Name implements Experiment.
-func (*Layout) Name() string { return "layout" }
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "layout" }
 
-// Describe implements Experiment.
-func (*Layout) Describe() string {
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
 	return "flat vs wrapped messages: marshal/unmarshal by size, and the server's cost of indexing each (seed 003)"
 }
 
-// Flags implements Experiment.
-func (l *Layout) Flags(fs *pflag.FlagSet) {
+// Flags implements bench.Experiment.
+func (l *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&l.Sizes, "sizes", nil, "message sizes (default Tiny,XSmall,Small,Medium,Large,XLarge; Tiny,XSmall,Small with --quick)")
 	fs.BoolVar(&l.NoServer, "no-server", false, "measure only marshal and unmarshal, not the server's ingest")
 }
 
 // sizes resolves --sizes.
-func (l *Layout) sizes(quick bool) ([]layoutSize, error) {
+func (l *Experiment) sizes(quick bool) ([]layoutSize, error) {
 	names := l.Sizes
 	if len(names) == 0 {
 		if quick {
@@ -128,17 +134,17 @@ func (l *Layout) sizes(quick bool) ([]layoutSize, error) {
 	return out, nil
 }
 
-// Run implements Experiment.
-func (l *Layout) Run(ctx context.Context, env *Env) (*Result, error) {
+// Run implements bench.Experiment.
+func (l *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	sizes, err := l.sizes(env.Quick)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Chart: &Chart{
-		Title: "Flat vs wrapped messages: marshal and unmarshal", Kind: Lines,
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "Flat vs wrapped messages: marshal and unmarshal", Kind: bench.Lines,
 		XLabel: "encoded size (bytes)", YLabel: "ns/op", X: "bytes", Series: "series", Unit: "ns/op", LogX: true, LogY: true,
 	}}
-	// testing.Benchmark calibrates its loop for the bench time; a quick
+	// bench.MeasureOp calibrates its loop for the minimum time; a quick
 	// run needs only a glimpse.
 	benchTime := env.Duration
 	if env.Quick {
@@ -152,7 +158,7 @@ func (l *Layout) Run(ctx context.Context, env *Env) (*Result, error) {
 		res.Rows = append(res.Rows, rows...)
 	}
 	res.Notes = append(res.Notes,
-		fmt.Sprintf("marshal/unmarshal: testing.Benchmark for %v per run, its own calibration as warm-up; wrapped rows encode or decode the outer message only (as the seed), \"+payload\" rows the inner one too", benchTime),
+		fmt.Sprintf("marshal/unmarshal: a measuring loop like testing.Benchmark's for %v per run, its own calibration as warm-up; wrapped rows encode or decode the outer message only (as the seed), \"+payload\" rows the inner one too", benchTime),
 		"sizes are the flat event's encoded size; the wrapped one is 2 to 4 bytes longer")
 	if l.NoServer {
 		return res, nil
@@ -167,76 +173,84 @@ func (l *Layout) Run(ctx context.Context, env *Env) (*Result, error) {
 }
 
 // layoutCase is one client-side measurement: a series ("flat marshal")
-// and the benchmark function over one size's events.
+// and the operation over one size's events, which runs n times and
+// fails on the first error (for bench.MeasureOp, and for the Go
+// benchmarks in layout_bench_test.go).
 type layoutCase struct {
 	layout, op string
-	fn         func(b *testing.B)
+	fn         func(n int) error
 }
 
 func (c layoutCase) series() string { return c.layout + " " + c.op }
 
-// layoutCases returns the client-side benchmarks over ev, the events of
+// layoutCases returns the client-side operations over ev, the events of
 // one size. Each unmarshal decodes into a fresh message, as a server
 // receiving requests would (and as the seed did).
 func layoutCases(ev *layoutEvents) []layoutCase {
 	return []layoutCase{
-		{"flat", "marshal", func(b *testing.B) {
-			for b.Loop() {
+		{"flat", "marshal", func(n int) error {
+			for range n {
 				if _, err := proto.Marshal(ev.flat); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		}},
-		{"wrapped", "marshal", func(b *testing.B) {
-			for b.Loop() {
+		{"wrapped", "marshal", func(n int) error {
+			for range n {
 				if _, err := proto.Marshal(ev.wrapped); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		}},
-		{"wrapped", "marshal+payload", func(b *testing.B) {
+		{"wrapped", "marshal+payload", func(n int) error {
 			w := proto.CloneOf(ev.wrapped)
-			for b.Loop() {
+			for range n {
 				p, err := proto.Marshal(ev.payload)
 				if err != nil {
-					b.Fatal(err)
+					return err
 				}
 				w.Payload = p
 				if _, err := proto.Marshal(w); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		}},
-		{"flat", "unmarshal", func(b *testing.B) {
-			for b.Loop() {
+		{"flat", "unmarshal", func(n int) error {
+			for range n {
 				if err := proto.Unmarshal(ev.flatBytes, new(labv1.FlatEvent)); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		}},
-		{"wrapped", "unmarshal", func(b *testing.B) {
-			for b.Loop() {
+		{"wrapped", "unmarshal", func(n int) error {
+			for range n {
 				if err := proto.Unmarshal(ev.wrappedBytes, new(labv1.WrappedEvent)); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		}},
-		{"wrapped", "unmarshal+payload", func(b *testing.B) {
-			for b.Loop() {
+		{"wrapped", "unmarshal+payload", func(n int) error {
+			for range n {
 				w := new(labv1.WrappedEvent)
 				if err := proto.Unmarshal(ev.wrappedBytes, w); err != nil {
-					b.Fatal(err)
+					return err
 				}
 				if err := proto.Unmarshal(w.Payload, new(labv1.EventPayload)); err != nil {
-					b.Fatal(err)
+					return err
 				}
 			}
+			return nil
 		}},
 	}
 }
 
 // codecRows benchmarks every case at one size, env.Runs times each.
-func (l *Layout) codecRows(ctx context.Context, env *Env, sz layoutSize, benchTime time.Duration) ([]Row, error) {
+func (l *Experiment) codecRows(ctx context.Context, env *bench.Env, sz layoutSize, benchTime time.Duration) ([]bench.Row, error) {
 	ev, err := newLayoutEvents(sz.bytes)
 	if err != nil {
 		return nil, err
@@ -244,65 +258,32 @@ func (l *Layout) codecRows(ctx context.Context, env *Env, sz layoutSize, benchTi
 	cases := layoutCases(ev)
 	task := env.Progress.Task(fmt.Sprintf("marshal/unmarshal %s", sz.name), len(cases)*env.Runs)
 	defer task.Done("")
-	var rows []Row
+	var rows []bench.Row
 	for _, c := range cases {
 		var samples [3][]float64
 		for range env.Runs {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			r, err := runBenchmark(benchTime, c.fn)
+			r, err := bench.MeasureOp(benchTime, c.fn)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", sz.name, c.series(), err)
 			}
-			samples[0] = append(samples[0], float64(r.T.Nanoseconds())/float64(r.N))
-			samples[1] = append(samples[1], float64(r.AllocedBytesPerOp()))
+			samples[0] = append(samples[0], r.NsPerOp())
+			samples[1] = append(samples[1], float64(r.BytesPerOp()))
 			samples[2] = append(samples[2], float64(r.AllocsPerOp()))
 			task.Step()
 		}
 		params := map[string]any{"size": sz.name, "bytes": sz.bytes, "layout": c.layout, "op": c.op, "series": c.series()}
 		for u, unit := range layoutUnits {
-			var ref *Reference
+			var ref *bench.Reference
 			if v, ok := seed003[sz.name][c.series()]; ok {
-				ref = &Reference{Value: v[u], Source: seed003Source}
+				ref = &bench.Reference{Value: v[u], Source: seed003Source}
 			}
-			rows = append(rows, NewRow(sz.name+" "+c.series(), params, unit, samples[u], ref))
+			rows = append(rows, bench.NewRow(sz.name+" "+c.series(), params, unit, samples[u], ref))
 		}
 	}
 	return rows, nil
-}
-
-// benchTimeMu serializes runBenchmark's use of the global test.benchtime.
-var benchTimeMu sync.Mutex
-
-// runBenchmark runs fn with testing.Benchmark for about d. testing reads
-// its bench time only from the test.benchtime flag, so runBenchmark sets
-// the flag for the call and restores it after (in a test binary, the
-// value given with -benchtime).
-func runBenchmark(d time.Duration, fn func(b *testing.B)) (testing.BenchmarkResult, error) {
-	benchTimeMu.Lock()
-	defer benchTimeMu.Unlock()
-	testing.Init() // registers the test.* flags outside a test binary; no-op inside
-	f := flag.Lookup("test.benchtime")
-	if f == nil {
-		return testing.BenchmarkResult{}, errors.New("testing did not register test.benchtime")
-	}
-	old := f.Value.String()
-	if err := f.Value.Set(d.String()); err != nil {
-		return testing.BenchmarkResult{}, fmt.Errorf("set bench time: %w", err)
-	}
-	r := testing.Benchmark(func(b *testing.B) {
-		b.ReportAllocs()
-		fn(b)
-	})
-	if err := f.Value.Set(old); err != nil {
-		return testing.BenchmarkResult{}, fmt.Errorf("restore bench time: %w", err)
-	}
-	if r.N == 0 {
-		// testing.Benchmark reports a failed benchmark (b.Fatal) as zero.
-		return r, errors.New("benchmark failed")
-	}
-	return r, nil
 }
 
 // layoutEvents are one size's events in both layouts, with the same
@@ -380,62 +361,16 @@ func newLayoutEvents(size int) (*layoutEvents, error) {
 	return ev, nil
 }
 
-// The server's record types: the lab's layouts with a primary key and two
-// secondary indexes on header fields. Field numbers and types must match
-// proto/protobase/lab/v1/layout.proto, whose encodings the lab sends
-// (TestLayoutServerReadsHeader checks it).
+// The server's record types (layout.proto): the lab's layouts with a
+// primary key and two secondary indexes on header fields. Field numbers
+// and types must match proto/protobase/lab/v1/layout.proto, whose
+// encodings the lab sends (TestLayoutServerReadsHeader checks it).
+//
+//go:embed layout.proto
+var layoutProto string
+
 const (
-	layoutProtoFile = "protobase_lab/layout.proto"
-	layoutProto     = `syntax = "proto3";
-package protobase_lab;
-import "protobase/v1/options.proto";
-
-message FlatEvent {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "client_id" }
-    index: { fields: "topic" }
-  };
-  string id = 1;
-  string client_id = 2;
-  string topic = 3;
-  int64 created = 4;
-  uint64 seq = 5;
-  string mimetype = 6;
-  bytes data = 10;
-  EventMeta meta = 11;
-  repeated string tags = 12;
-}
-
-message WrappedEvent {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "client_id" }
-    index: { fields: "topic" }
-  };
-  string id = 1;
-  string client_id = 2;
-  string topic = 3;
-  int64 created = 4;
-  uint64 seq = 5;
-  string mimetype = 6;
-  bytes payload = 10;
-}
-
-message EventMeta {
-  string key = 1;
-  string encoding = 2;
-  string region = 3;
-  int64 version = 4;
-  EventOrigin origin = 5;
-}
-
-message EventOrigin {
-  string host = 1;
-  string process = 2;
-  uint32 pid = 3;
-}
-`
+	layoutProtoFile  = "protobase_lab/layout.proto"
 	flatEventType    = "protobase_lab.FlatEvent"
 	wrappedEventType = "protobase_lab.WrappedEvent"
 )
@@ -463,7 +398,7 @@ func newLayoutRecords(ev *layoutEvents) (flat, wrapped layoutRecords, err error)
 	if err != nil {
 		return flat, wrapped, fmt.Errorf("marshal wrapped payload: %w", err)
 	}
-	return layoutRecords{typeURLPrefix + flatEventType, ft}, layoutRecords{typeURLPrefix + wrappedEventType, wt}, nil
+	return layoutRecords{bench.TypeURLPrefix + flatEventType, ft}, layoutRecords{bench.TypeURLPrefix + wrappedEventType, wt}, nil
 }
 
 // appendRecord appends event n's encoding to dst.
@@ -511,17 +446,18 @@ const layoutRunBytes = 128 << 20
 // serverRows inserts events of each size in both layouts into embedded
 // servers that do not fsync (so that the disk does not hide the per-record
 // work) and reports records/s and MB/s.
-func (l *Layout) serverRows(ctx context.Context, env *Env, sizes []layoutSize) ([]string, []Row, error) {
+func (l *Experiment) serverRows(ctx context.Context, env *bench.Env, sizes []layoutSize) ([]string, []bench.Row, error) {
 	// Each configuration gets a fresh embedded server: in one shared
 	// server the later configurations would run into the flushes and
 	// compactions of the earlier ones' data, which favours whichever runs
 	// first.
-	var shared *Target
-	target := func() (*Target, error) {
+	l.written = map[*bench.Target]*bench.WriteCounter{}
+	var shared *bench.Target
+	target := func() (*bench.Target, error) {
 		if shared != nil {
 			return shared, nil
 		}
-		t, err := env.Target(ctx, TargetConfig{NoSync: true})
+		t, err := env.Target(ctx, bench.TargetConfig{NoSync: true})
 		if err != nil {
 			return nil, err
 		}
@@ -544,7 +480,7 @@ func (l *Layout) serverRows(ctx context.Context, env *Env, sizes []layoutSize) (
 	if !t.Embedded {
 		notes = append(notes, fmt.Sprintf("--addr: server-side rows ran in the server's own mode (sync=%v)", t.Sync))
 	}
-	var rows []Row
+	var rows []bench.Row
 	var ratios []string
 	for _, sz := range sizes {
 		ev, err := newLayoutEvents(sz.bytes)
@@ -567,19 +503,19 @@ func (l *Layout) serverRows(ctx context.Context, env *Env, sizes []layoutSize) (
 					return nil, nil, err
 				}
 			}
-			s, err := env.Measure(ctx, label, layoutInsert(t, lr, batch, &next))
+			s, err := env.Measure(ctx, label, layoutInsert(t, lr, batch, &next, l.counter(t)))
 			if err != nil {
 				return nil, nil, err
 			}
 			params := map[string]any{"size": sz.name, "bytes": sz.bytes, "layout": layout, "op": "server insert", "series": layout + " server insert", "batch": batch}
-			row := NewRow(label, params, "records/s", s.Ops, nil)
+			row := bench.NewRow(label, params, "records/s", s.Ops, nil)
 			medians[i] = row.Median
 			rows = append(rows, row)
 			mb := make([]float64, len(s.Bytes))
 			for j, v := range s.Bytes {
 				mb[j] = v / 1e6
 			}
-			rows = append(rows, NewRow(label, params, "MB/s", mb, nil))
+			rows = append(rows, bench.NewRow(label, params, "MB/s", mb, nil))
 		}
 		ratios = append(ratios, fmt.Sprintf("%s %.2f×", sz.name, medians[1]/medians[0]))
 	}
@@ -589,12 +525,23 @@ func (l *Layout) serverRows(ctx context.Context, env *Env, sizes []layoutSize) (
 	return notes, rows, nil
 }
 
+// counter returns the count of records written to t.
+func (l *Experiment) counter(t *bench.Target) *bench.WriteCounter {
+	ctr := l.written[t]
+	if ctr == nil {
+		ctr = new(bench.WriteCounter)
+		l.written[t] = ctr
+	}
+	return ctr
+}
+
 // layoutInsert inserts batches of fresh events for d, or until
-// layoutRunBytes, through one Write stream (see insertStream).
-func layoutInsert(t *Target, lr layoutRecords, batch int, next *int64) Workload {
-	return insertStream(t, batch, len(lr.tail), func(buf []byte) ([]byte, int64) {
+// layoutRunBytes, through one Write stream (see bench.InsertStream),
+// counting them in ctr.
+func layoutInsert(t *bench.Target, lr layoutRecords, batch int, next *int64, ctr *bench.WriteCounter) bench.Workload {
+	return bench.InsertStream(t, batch, len(lr.tail), func(buf []byte) ([]byte, int64) {
 		buf, n := lr.appendWrite(buf, *next, batch)
 		*next += int64(batch)
 		return buf, n
-	}, func(payload int64) bool { return payload < layoutRunBytes })
+	}, func(payload int64) bool { return payload < layoutRunBytes }, ctr)
 }

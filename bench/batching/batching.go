@@ -1,13 +1,18 @@
-package bench
+// Package batching is the lab's batching experiment (seed 000): Search
+// throughput on one stream, alternating send and receive, by queries per
+// request.
+package batching
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/spf13/pflag"
+
+	"github.com/protobase/protobase/bench"
 )
 
-func init() { Register(func() Experiment { return new(Batching) }) }
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
 
 // seed000 are seed 000's figures: alternating Search on one stream,
 // op/s by batch size.
@@ -15,38 +20,39 @@ var seed000 = map[int]float64{1: 9482, 10: 85479, 100: 622246, 1000: 1939291}
 
 const seed000Source = "seed 000 (gRPC throughput: effects of batching; i7-13700H, localhost)"
 
-// Batching is seed 000: Search on one bidirectional stream, alternating
+// Experiment is seed 000: Search on one bidirectional stream, alternating
 // send and receive, by queries per request. Each query is a primary-key
 // lookup over a preloaded data set ("lookup" rows); the "transport" rows
 // send the same requests to Lab.Echo, which answers without touching
 // storage, so the gap between the two is what storage and the engine add
 // to what gRPC costs.
-type Batching struct {
+type Experiment struct {
 	Records       int
 	Batches       []int
 	TransportOnly bool
 
 	// ctr counts the lookup queries answered, which the server's
-	// point-lookup counter must match (see Run).
-	ctr searchCounter
+	// point-lookup counter must match (see Run); echoes counts the
+	// transport rows' queries, which the server must not count.
+	ctr, echoes bench.SearchCounter
 }
 
-// Name implements Experiment.
-func (*Batching) Name() string { return "batching" }
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "batching" }
 
-// Describe implements Experiment.
-func (*Batching) Describe() string {
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
 	return "Search throughput by queries per request, alternating send and receive (seed 000)"
 }
 
-// Flags implements Experiment.
-func (b *Batching) Flags(fs *pflag.FlagSet) {
+// Flags implements bench.Experiment.
+func (b *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&b.Records, "records", 0, "records preloaded for the lookups (0: 100000, 10000 with --quick)")
 	fs.IntSliceVar(&b.Batches, "batches", nil, "queries per request (default 1,10,100,1000,10000)")
 	fs.BoolVar(&b.TransportOnly, "transport-only", false, "only the transport rows: the server answers without touching storage")
 }
 
-func (b *Batching) defaults(quick bool) error {
+func (b *Experiment) defaults(quick bool) error {
 	if b.Records == 0 {
 		b.Records = 100000
 		if quick {
@@ -59,40 +65,30 @@ func (b *Batching) defaults(quick bool) error {
 	if b.Records < 1 {
 		return fmt.Errorf("--records must be at least 1, got %d", b.Records)
 	}
-	return checkBatches(b.Batches)
+	return bench.CheckBatches(b.Batches)
 }
 
-// checkBatches validates a --batches list.
-func checkBatches(bs []int) error {
-	for _, n := range bs {
-		if n < 1 || n > 100000 {
-			return fmt.Errorf("--batches: %d is out of range 1..100000", n)
-		}
-	}
-	return nil
-}
-
-// Run implements Experiment.
-func (b *Batching) Run(ctx context.Context, env *Env) (*Result, error) {
+// Run implements bench.Experiment.
+func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	if err := b.defaults(env.Quick); err != nil {
 		return nil, err
 	}
-	t, err := env.Target(ctx, TargetConfig{})
+	t, err := env.Target(ctx, bench.TargetConfig{})
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Chart: &Chart{
-		Title: "Search, alternating send/receive: throughput by batch size", Kind: Lines,
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "Search, alternating send/receive: throughput by batch size", Kind: bench.Lines,
 		XLabel: "queries per request", YLabel: "queries/s", X: "batch", Series: "mode", LogX: true, LogY: true,
 	}}
 	modes := []string{"lookup", "transport"}
 	if b.TransportOnly {
 		modes = modes[1:]
 	} else {
-		if err := t.EnsureSchema(ctx, labSchema); err != nil {
+		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
 			return nil, err
 		}
-		if err := loadItems(ctx, env, t, b.Records); err != nil {
+		if err := t.LoadItems(ctx, env.Progress, b.Records); err != nil {
 			return nil, err
 		}
 	}
@@ -106,24 +102,24 @@ func (b *Batching) Run(ctx context.Context, env *Env) (*Result, error) {
 			open = t.Lab.Echo
 		}
 		for _, batch := range b.Batches {
-			frames, err := searchFrames(batch, b.Records)
+			frames, err := bench.SearchFrames(batch, b.Records)
 			if err != nil {
 				return nil, err
 			}
 			ctr := &b.ctr
 			if mode == "transport" {
-				ctr = new(searchCounter) // echoes are not lookups
+				ctr = &b.echoes // echoes are not lookups
 			}
 			label := fmt.Sprintf("%s batch=%d", mode, batch)
-			s, err := env.Measure(ctx, label, alternateSearch(open, frames, batch, searchCheck{records: 1}, ctr))
+			s, err := env.Measure(ctx, label, bench.AlternateSearch(open, frames, batch, bench.SearchCheck{Records: 1}, ctr))
 			if err != nil {
 				return nil, err
 			}
-			var ref *Reference
+			var ref *bench.Reference
 			if v, ok := seed000[batch]; ok {
-				ref = &Reference{Value: v, Source: seed000Source}
+				ref = &bench.Reference{Value: v, Source: seed000Source}
 			}
-			res.Rows = append(res.Rows, NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, ref))
+			res.Rows = append(res.Rows, bench.NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, ref))
 		}
 	}
 	after, err := t.Stats(ctx)
@@ -133,11 +129,11 @@ func (b *Batching) Run(ctx context.Context, env *Env) (*Result, error) {
 	// Every lookup query must have been a point read on the server; on an
 	// --addr server other clients may add to the counter, never take away.
 	lookups := after.PointLookups - before.PointLookups
-	if lookups < b.ctr.queries || (t.Embedded && lookups != b.ctr.queries) {
-		return nil, fmt.Errorf("server made %d point lookups for %d lookup queries", lookups, b.ctr.queries)
+	if lookups < b.ctr.Queries || (t.Embedded && lookups != b.ctr.Queries) {
+		return nil, fmt.Errorf("server made %d point lookups for %d lookup queries", lookups, b.ctr.Queries)
 	}
 	if !b.TransportOnly {
-		res.Notes = append(res.Notes, fmt.Sprintf("lookup rows: %d records preloaded; the server made %d point lookups for %d queries answered", b.Records, lookups, b.ctr.queries))
+		res.Notes = append(res.Notes, fmt.Sprintf("lookup rows: %d records preloaded; the server made %d point lookups for %d queries answered", b.Records, lookups, b.ctr.Queries))
 	}
 	res.Notes = append(res.Notes, "transport rows: Lab.Echo answers each query with a canned 100-byte record without touching storage")
 	return res, nil

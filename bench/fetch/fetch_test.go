@@ -1,11 +1,14 @@
-package bench
+package fetch
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -105,20 +108,15 @@ func TestFetchMethodsAgree(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	ctx := t.Context()
-	env := NewEnv(tinyOptions(), nil)
-	t.Cleanup(func() { _ = env.Close() })
-	tg, err := env.Target(ctx, TargetConfig{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg := labtest.Target(t, bench.TargetConfig{NoSync: true})
 	if err := tg.EnsureSchema(ctx, usersSchema); err != nil {
 		t.Fatal(err)
 	}
-	want, err := loadUsers(ctx, env, tg, 3000, 4, "e")
+	want, err := loadUsers(ctx, bench.NoProgress{}, tg, 3000, 4, "e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Fetch{Page: 250}
+	f := &Experiment{Page: 250}
 	q := fetchQuery("e")
 	wc := new(wireCounter)
 	for _, m := range fetchMethods {
@@ -134,5 +132,51 @@ func TestFetchMethodsAgree(t *testing.T) {
 	}}
 	if _, err := f.workload(tg.Client, wc, lossy, q, want, false, new(fetchRuns))(ctx, 0); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("a method losing a row: %v", err)
+	}
+}
+
+// The quick run fetches every match with every method, and the server did
+// what each method claims: one Scan reads every user once (the keyword
+// needs a full scan); pages read every user too, in as many queries as
+// pages, resuming where the last ended; offset paging re-reads earlier
+// rows and runs the most queries. Rows/s times seconds is the rows
+// matched, and offset moves more bytes than pages.
+func TestQuickRunMatchesServerCounters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and measures")
+	}
+	const users = 3000
+	f := &Experiment{Users: []int{users}, Page: 250}
+	res, _ := labtest.Run(t, f)
+	labtest.CheckResult(t, f, res)
+	secs, rates, mbs := labtest.Rows(res, "s"), labtest.Rows(res, "rows/s"), labtest.Rows(res, "MB moved")
+	for _, m := range fetchMethods {
+		label := fmt.Sprintf("users=%d %s", users, m.name)
+		w, ok := f.served[label]
+		if !ok || w.fetches != 1 || w.queryErrors != 0 {
+			t.Fatalf("%s: server work %+v, want one fetch without errors", label, w)
+		}
+		rows := rates[label].Params["rows"].(int)
+		if got := rates[label].Median * secs[label].Median; math.Abs(got-float64(rows)) > 0.01*float64(rows) {
+			t.Errorf("%s: rows/s × s = %.0f, %d rows matched", label, got, rows)
+		}
+		pages := uint64((rows + f.Page - 1) / f.Page)
+		switch {
+		case m.parallelism > 0:
+			if w.queries != 1 || w.recordsRd != users {
+				t.Errorf("%s: %d queries reading %d records, want 1 reading %d", label, w.queries, w.recordsRd, users)
+			}
+		case m.name == "pages":
+			// A page may read a few rows near its boundary twice;
+			// nothing like offset's re-reading of every earlier page.
+			if w.queries < pages || w.queries > pages+1 || w.recordsRd < users || w.recordsRd > users+users/20 {
+				t.Errorf("%s: %d queries reading %d records, want %d pages reading each of %d users about once", label, w.queries, w.recordsRd, pages, users)
+			}
+		case m.name == "offset":
+			pw := f.served[fmt.Sprintf("users=%d pages", users)]
+			if w.queries < pages || w.recordsRd <= pw.recordsRd || mbs[label].Median <= mbs[fmt.Sprintf("users=%d pages", users)].Median {
+				t.Errorf("%s: %d queries reading %d records, moving %v MB; pages read %d", label, w.queries, w.recordsRd, mbs[label].Median, pw.recordsRd)
+			}
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package transports
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -225,7 +226,7 @@ type queryFetcher struct {
 }
 
 func (q queryFetcher) fetch(ctx context.Context, id int64, it *labItem) error {
-	resp, err := q.query(ctx, &pb.QueryRequest{Query: lookupQuery(id)})
+	resp, err := q.query(ctx, &pb.QueryRequest{Query: bench.LookupQuery(id)})
 	if err != nil {
 		return fmt.Errorf("query: %w", err)
 	}
@@ -248,7 +249,7 @@ type getFetcher struct {
 
 func (g getFetcher) fetch(ctx context.Context, id int64, it *labItem) error {
 	var buf [16]byte
-	rec, err := g.get(ctx, &anypb.Any{TypeUrl: typeURLPrefix + itemType, Value: appendItemKeyValue(buf[:0], id)})
+	rec, err := g.get(ctx, &anypb.Any{TypeUrl: bench.TypeURLPrefix + bench.ItemType, Value: appendItemKeyValue(buf[:0], id)})
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
@@ -319,9 +320,9 @@ func (f *restFetcher) close() error {
 	return nil
 }
 
-// appendRESTQuery appends lookupQuery(id) as a QueryRequest in proto3 JSON.
+// appendRESTQuery appends bench.LookupQuery(id) as a QueryRequest in proto3 JSON.
 func appendRESTQuery(dst []byte, id int64) []byte {
-	dst = append(dst, `{"query":{"type":"`+itemType+`","where":{"cmp":{"field":"id","op":"OP_EQ","value":{"int":"`...)
+	dst = append(dst, `{"query":{"type":"`+bench.ItemType+`","where":{"cmp":{"field":"id","op":"OP_EQ","value":{"int":"`...)
 	dst = strconv.AppendInt(dst, id, 10)
 	return append(dst, `"}}}}}`...)
 }
@@ -371,7 +372,7 @@ func appendItemKey(dst []byte, id int64) []byte {
 	var key [16]byte
 	k := appendItemKeyValue(key[:0], id)
 	dst = protowire.AppendTag(dst, 1, protowire.BytesType)
-	dst = protowire.AppendString(dst, typeURLPrefix+itemType)
+	dst = protowire.AppendString(dst, bench.TypeURLPrefix+bench.ItemType)
 	dst = protowire.AppendTag(dst, 2, protowire.BytesType)
 	return protowire.AppendBytes(dst, k)
 }
@@ -426,7 +427,7 @@ func newSearchFetcher(c *client.Client) (fetcher, string, error) {
 }
 
 func (f *searchFetcher) fetch(_ context.Context, id int64, it *labItem) error {
-	res, err := f.s.Query(lookupQuery(id))
+	res, err := f.s.Query(bench.LookupQuery(id))
 	if err != nil {
 		return fmt.Errorf("search: %w", err)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 
@@ -13,47 +14,28 @@ import (
 
 // The lab's record types live in their own package and file so that they
 // can be added to an --addr server's schema beside whatever it holds.
+//
+//go:embed items.proto
+var itemsProto string
+
+// itemsProtoFile is the file's name in the server's schema.
+const itemsProtoFile = "protobase_lab/items.proto"
+
+// Names of the kit's record types (items.proto) and the prefix of their
+// type URLs.
 const (
-	labProtoFile = "protobase_lab/items.proto"
-	labProto     = `syntax = "proto3";
-package protobase_lab;
-import "protobase/v1/options.proto";
-
-// Item has no secondary index: lookups, write patterns, ingest without indexes.
-message Item {
-  option (protobase.v1.record) = { primary_key: "id" };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-  int64 created = 4;
-  string note = 5;
-}
-
-// IndexedItem is Item with two secondary indexes: ingest with indexes.
-message IndexedItem {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "name" }
-    index: { fields: "email" }
-  };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-  int64 created = 4;
-  string note = 5;
-}
-`
-	itemType        = "protobase_lab.Item"
-	indexedItemType = "protobase_lab.IndexedItem"
-	typeURLPrefix   = "type.googleapis.com/"
+	ItemType        = "protobase_lab.Item"
+	IndexedItemType = "protobase_lab.IndexedItem"
+	TypeURLPrefix   = "type.googleapis.com/"
 )
 
-// labSchema is the schema every experiment adds.
-var labSchema = map[string]string{labProtoFile: labProto}
+// ItemSchema returns the schema files declaring ItemType and
+// IndexedItemType, for Target.EnsureSchema.
+func ItemSchema() map[string]string { return map[string]string{itemsProtoFile: itemsProto} }
 
-// appendItem appends the encoding of item id (about 100 bytes, the size
+// AppendItem appends the encoding of item id (about 100 bytes, the size
 // the seeds' messages had) to dst without allocating beyond dst's growth.
-func appendItem(dst []byte, id int64) []byte {
+func AppendItem(dst []byte, id int64) []byte {
 	var num [20]byte
 	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, uint64(id))
@@ -72,17 +54,17 @@ func appendItem(dst []byte, id int64) []byte {
 	return dst
 }
 
-// appendWriteRecords appends to dst the encoding of the records field
+// AppendWriteRecords appends to dst the encoding of the records field
 // (field 1 of WriteRequest, field 2 of WriteStreamRequest) holding n items
 // of type typeName with ids first, first+1, …, and returns dst and the
 // bytes of record values it holds. Encoding straight into one buffer
 // keeps the ingest loop at one allocation per batch.
-func appendWriteRecords(dst []byte, field protowire.Number, typeName string, first int64, n int) ([]byte, int64) {
-	url := typeURLPrefix + typeName
+func AppendWriteRecords(dst []byte, field protowire.Number, typeName string, first int64, n int) ([]byte, int64) {
+	url := TypeURLPrefix + typeName
 	var item []byte
 	var payload int64
 	for i := 0; i < n; i++ {
-		item = appendItem(item[:0], first+int64(i))
+		item = AppendItem(item[:0], first+int64(i))
 		payload += int64(len(item))
 		anyLen := protowire.SizeTag(1) + protowire.SizeBytes(len(url)) + protowire.SizeTag(2) + protowire.SizeBytes(len(item))
 		dst = protowire.AppendTag(dst, field, protowire.BytesType)
@@ -95,23 +77,23 @@ func appendWriteRecords(dst []byte, field protowire.Number, typeName string, fir
 	return dst, payload
 }
 
-// lookupQuery is a primary-key lookup of item id.
-func lookupQuery(id int64) *pb.Query {
+// LookupQuery is a primary-key lookup of item id.
+func LookupQuery(id int64) *pb.Query {
 	return &pb.Query{
-		Type: itemType,
+		Type: ItemType,
 		Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
 			Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: id}},
 		}}},
 	}
 }
 
-// searchFrames encodes SearchRequests of batch lookups each, walking the
+// SearchFrames encodes SearchRequests of batch lookups each, walking the
 // ids 0..records-1 in a scattered order so that consecutive lookups do not
 // hit neighbouring keys, with as many requests as it takes to cover every
 // id once (at least one).
-func searchFrames(batch, records int) ([]frame, error) {
+func SearchFrames(batch, records int) ([]Frame, error) {
 	n := max(1, (records+batch-1)/batch)
-	frames := make([]frame, 0, n)
+	frames := make([]Frame, 0, n)
 	// A stride coprime with records visits every id once.
 	stride := int64(7919)
 	for gcd(stride, int64(records)) != 1 {
@@ -121,10 +103,10 @@ func searchFrames(batch, records int) ([]frame, error) {
 	for i := 0; i < n; i++ {
 		req := &pb.SearchRequest{Queries: make([]*pb.Query, batch)}
 		for j := range req.Queries {
-			req.Queries[j] = lookupQuery(id)
+			req.Queries[j] = LookupQuery(id)
 			id = (id + stride) % int64(records)
 		}
-		f, err := encodeFrame(req)
+		f, err := EncodeFrame(req)
 		if err != nil {
 			return nil, err
 		}
@@ -140,10 +122,14 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// loadItems upserts items 0..n-1 (upsert, so that an --addr server that
-// already holds them loads again harmlessly).
-func loadItems(ctx context.Context, env *Env, t *Target, n int) error {
-	task := env.Progress.Task(fmt.Sprintf("load %d records", n), (n+999)/1000)
+// LoadItems upserts items 0..n-1 of type ItemType (upsert, so that an
+// --addr server that already holds them loads again harmlessly), showing
+// progress on p (nil for none).
+func (t *Target) LoadItems(ctx context.Context, p Progress, n int) error {
+	if p == nil {
+		p = NoProgress{}
+	}
+	task := p.Task(fmt.Sprintf("load %d records", n), (n+999)/1000)
 	defer task.Done("")
 	st, err := t.API.Upsert(ctx)
 	if err != nil {
@@ -157,8 +143,8 @@ func loadItems(ctx context.Context, env *Env, t *Target, n int) error {
 		backing = make([]byte, 0, m*110)
 		for i := range req.Records {
 			start := len(backing)
-			backing = appendItem(backing, int64(first+i))
-			req.Records[i] = &anypb.Any{TypeUrl: typeURLPrefix + itemType, Value: backing[start:len(backing):len(backing)]}
+			backing = AppendItem(backing, int64(first+i))
+			req.Records[i] = &anypb.Any{TypeUrl: TypeURLPrefix + ItemType, Value: backing[start:len(backing):len(backing)]}
 		}
 		if err := st.Send(req); err != nil {
 			break // the status says why
@@ -170,19 +156,3 @@ func loadItems(ctx context.Context, env *Env, t *Target, n int) error {
 	}
 	return nil
 }
-
-// protowireAppendOp appends WriteStreamRequest.op (field 1).
-func protowireAppendOp(b []byte, op pb.WriteOp) []byte {
-	b = protowire.AppendTag(b, 1, protowire.VarintType)
-	return protowire.AppendVarint(b, uint64(op))
-}
-
-// protowireAppendAck appends WriteStreamRequest.ack = true (field 3).
-func protowireAppendAck(b []byte) []byte {
-	b = protowire.AppendTag(b, 3, protowire.VarintType)
-	return protowire.AppendVarint(b, 1)
-}
-
-// itemWireBytes is about the encoded size of one item in a write request
-// (record, type URL and framing), for sizing windows.
-const itemWireBytes = 150

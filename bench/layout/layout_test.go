@@ -1,12 +1,13 @@
-package bench
+package layout
 
 import (
-	"flag"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 	"github.com/protobase/protobase/client"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -71,12 +72,7 @@ func TestLayoutServerReadsHeader(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	ctx := t.Context()
-	env := NewEnv(tinyOptions(), nil)
-	t.Cleanup(func() { _ = env.Close() })
-	tg, err := env.Target(ctx, TargetConfig{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg := labtest.Target(t, bench.TargetConfig{NoSync: true})
 	if err := tg.EnsureSchema(ctx, layoutSchema); err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +87,11 @@ func TestLayoutServerReadsHeader(t *testing.T) {
 	const n = 2 * layoutClients
 	for _, lr := range []layoutRecords{flat, wrapped} {
 		var next int64
-		c, err := layoutInsert(tg, lr, n, &next)(ctx, time.Millisecond)
+		c, err := layoutInsert(tg, lr, n, &next, nil)(ctx, time.Millisecond)
 		if err != nil || c.Ops == 0 || c.Ops%n != 0 {
 			t.Fatalf("inserted %d records (%v)", c.Ops, err)
 		}
-		typ := lr.typeURL[len(typeURLPrefix):]
+		typ := lr.typeURL[len(bench.TypeURLPrefix):]
 		for field, value := range map[string]string{"client_id": "client-01", "topic": "topic-03"} {
 			q := &pb.Query{Type: typ, Count: true, Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
 				Field: field, Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_String_{String_: value}},
@@ -114,42 +110,77 @@ func TestLayoutServerReadsHeader(t *testing.T) {
 	}
 }
 
-// runBenchmark runs for about the time asked, restores the bench time it
-// set, and reports a failed benchmark as an error.
-func TestRunBenchmark(t *testing.T) {
-	before := flag.Lookup("test.benchtime").Value.String()
-	r, err := runBenchmark(time.Millisecond, func(b *testing.B) {
-		for b.Loop() {
+// The quick run measures every series at every size with what the
+// operations must cost: marshalling allocates at least the encoding,
+// decoding the payload too costs more allocations than the header alone,
+// and the flat layout's many fields more than the wrapped header. Each
+// server-side configuration ran on a server of its own, which applied and
+// stores exactly the records the client sent, all of one layout, and the
+// MB/s rows are the records/s rows times a record's size.
+func TestQuickRunMeasuresWhatItClaims(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and measures")
+	}
+	l := &Experiment{Sizes: []string{"Tiny", "Small"}}
+	res, env := labtest.Run(t, l)
+	labtest.CheckResult(t, l, res)
+	byUnit := map[string]map[string]bench.Row{}
+	for _, u := range []string{"ns/op", "B/op", "allocs/op", "records/s", "MB/s"} {
+		byUnit[u] = labtest.Rows(res, u)
+	}
+	ev, err := newLayoutEvents(layoutSizes[0].bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes, err := l.sizes(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sz := range sizes {
+		for _, c := range layoutCases(ev) {
+			for _, u := range layoutUnits {
+				if _, ok := byUnit[u][sz.name+" "+c.series()]; !ok {
+					t.Errorf("no %s row for %s %s", u, sz.name, c.series())
+				}
+			}
 		}
-	})
-	if err != nil || r.N < 2 || r.T > time.Second {
-		t.Fatalf("%+v %v", r, err)
+		allocs := func(series string) float64 { return byUnit["allocs/op"][sz.name+" "+series].Median }
+		if b := byUnit["B/op"][sz.name+" flat marshal"].Median; b < float64(sz.bytes) {
+			t.Errorf("%s flat marshal: %v B/op for a %d-byte encoding", sz.name, b, sz.bytes)
+		}
+		if allocs("wrapped unmarshal+payload") <= allocs("wrapped unmarshal") || allocs("flat unmarshal") <= allocs("wrapped unmarshal") {
+			t.Errorf("%s allocs/op: flat unmarshal %v, wrapped %v, wrapped+payload %v", sz.name,
+				allocs("flat unmarshal"), allocs("wrapped unmarshal"), allocs("wrapped unmarshal+payload"))
+		}
+		for _, layout := range []string{"flat", "wrapped"} {
+			name := "server insert " + sz.name + " " + layout
+			rate, mb := byUnit["records/s"][name], byUnit["MB/s"][name]
+			if per := mb.Median * 1e6 / rate.Median; per < float64(sz.bytes) || per > float64(sz.bytes)+32 {
+				t.Errorf("%s: %.0f bytes per record, want about %d", name, per, sz.bytes)
+			}
+		}
 	}
-	if after := flag.Lookup("test.benchtime").Value.String(); after != before {
-		t.Fatalf("bench time %s after the run, %s before", after, before)
-	}
-	if _, err := runBenchmark(time.Millisecond, func(b *testing.B) { b.Fatal("boom") }); err == nil {
-		t.Fatal("a failed benchmark reported no error")
-	}
-}
 
-// When several series carry published figures at the same X (layout's
-// four seed series per size), each gets its own published series instead
-// of overwriting one another.
-func TestChartDataPublishedPerSeries(t *testing.T) {
-	ref := func(v float64) *Reference { return &Reference{Value: v} }
-	rows := []Row{
-		{Params: map[string]any{"x": 1, "s": "a"}, Median: 10, Reference: ref(1)},
-		{Params: map[string]any{"x": 1, "s": "b"}, Median: 20, Reference: ref(2)},
-		{Params: map[string]any{"x": 1, "s": "c"}, Median: 30},
+	if len(l.written) != 4 || len(env.Targets()) != 4 {
+		t.Fatalf("%d servers written to, %d started; want one per size and layout", len(l.written), len(env.Targets()))
 	}
-	_, series := chartData(&Chart{X: "x", Series: "s"}, rows)
-	var names []string
-	for _, s := range series {
-		names = append(names, s.name)
-	}
-	if len(series) != 5 || series[3].name != "a (published)" || series[3].values["1"] != 1 || series[3].of != 0 ||
-		series[4].name != "b (published)" || series[4].values["1"] != 2 || series[4].of != 1 {
-		t.Fatalf("series %v", names)
+	for tg, w := range l.written {
+		st := labtest.Stats(t, tg)
+		if w.Records == 0 || st.Records != w.Records || st.Batches != w.Batches || st.WriteErrors != 0 {
+			t.Fatalf("client sent %+v; server applied %d records in %d batches (%d errors)", w, st.Records, st.Batches, st.WriteErrors)
+		}
+		var counts []uint64
+		for _, typ := range []string{flatEventType, wrappedEventType} {
+			sc := tg.Client.Scan(t.Context(), &pb.Query{Type: typ, Count: true}, client.ScanOptions{})
+			for sc.Next() {
+			}
+			if err := sc.Err(); err != nil {
+				t.Fatal(err)
+			}
+			counts = append(counts, sc.Count())
+		}
+		if counts[0]+counts[1] != w.Records || counts[0] != 0 && counts[1] != 0 {
+			t.Fatalf("server stores %d flat and %d wrapped events, %d inserted", counts[0], counts[1], w.Records)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package layout
 
 import "testing"
 
@@ -6,7 +6,7 @@ import "testing"
 // benchmarks, named like the seed's (Tiny/FlatMarshal, …) so that their
 // output reads beside it:
 //
-//	go test -run '^$' -bench Layout -benchmem ./bench/
+//	go test -run '^$' -bench Layout -benchmem ./bench/layout/
 func BenchmarkLayout(b *testing.B) {
 	for _, sz := range layoutSizes {
 		ev, err := newLayoutEvents(sz.bytes)
@@ -17,7 +17,9 @@ func BenchmarkLayout(b *testing.B) {
 			b.Run(sz.name+"/"+benchName(c), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(sz.bytes))
-				c.fn(b)
+				if err := c.fn(b.N); err != nil {
+					b.Fatal(err)
+				}
 			})
 		}
 	}

@@ -1,0 +1,40 @@
+package batching
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/protobase/protobase/bench/labtest"
+)
+
+// The quick run measures every configuration, and its lookup rows are
+// real lookups: the server made exactly one point lookup, and ran one
+// query, per lookup query the client had answered, read one record for
+// each, and counted none of the transport rows' echoes.
+func TestQuickRunLooksUpEveryQuery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and measures")
+	}
+	b := &Experiment{Records: 2000, Batches: []int{1, 1000}}
+	res, env := labtest.Run(t, b)
+	labtest.CheckResult(t, b, res)
+	rows := labtest.Rows(res, "queries/s")
+	for _, mode := range []string{"lookup", "transport"} {
+		for _, batch := range b.Batches {
+			if _, ok := rows[fmt.Sprintf("%s batch=%d", mode, batch)]; !ok {
+				t.Errorf("no row for %s batch=%d in %v", mode, batch, rows)
+			}
+		}
+	}
+	st := labtest.Stats(t, env.Targets()[0])
+	if b.ctr.Queries == 0 || b.echoes.Queries == 0 {
+		t.Fatalf("client had %d lookups and %d echoes answered", b.ctr.Queries, b.echoes.Queries)
+	}
+	if st.PointLookups != b.ctr.Queries || st.Queries != b.ctr.Queries || st.RecordsRead != b.ctr.Queries || st.QueryErrors != 0 {
+		t.Fatalf("client had %d lookups answered; server made %d point lookups for %d queries (%d errors) reading %d records",
+			b.ctr.Queries, st.PointLookups, st.Queries, st.QueryErrors, st.RecordsRead)
+	}
+	if st.Records != uint64(b.Records) {
+		t.Fatalf("server wrote %d records, %d loaded", st.Records, b.Records)
+	}
+}

@@ -1,0 +1,134 @@
+// Package ingest is the lab's ingest experiment: durable batched insert
+// throughput by batch size, with and without secondary indexes.
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/protobase/protobase/bench"
+)
+
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
+
+// Experiment measures batched inserts through the Write stream (op
+// INSERT), by records per request, with no and with two secondary
+// indexes, on a server that fsyncs before acknowledging and on one that
+// does not (separate embedded servers; an --addr server runs only its own
+// mode). A run ends when the stream's final status arrives, which for a
+// durable server means every record is on disk (the status is OK only
+// then). It reports records/s and MB/s of record bytes.
+type Experiment struct {
+	Batches []int
+
+	// nextID hands out ids so that no two inserts collide, across runs and
+	// configurations.
+	nextID atomic.Int64
+	// written counts what was inserted into each target, which its
+	// server's counters must match (checked by the tests).
+	written map[*bench.Target]*bench.WriteCounter
+}
+
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "ingest" }
+
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
+	return "durable batched inserts by batch size, with 0 and 2 secondary indexes, fsync on and off"
+}
+
+// Flags implements bench.Experiment.
+func (g *Experiment) Flags(fs *pflag.FlagSet) {
+	fs.IntSliceVar(&g.Batches, "batches", nil, "records per request (default 1,10,100,1000,10000; 1,100,10000 with --quick)")
+}
+
+// Run implements bench.Experiment.
+func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
+	if len(g.Batches) == 0 {
+		g.Batches = []int{1, 10, 100, 1000, 10000}
+		if env.Quick {
+			g.Batches = []int{1, 100, 10000}
+		}
+	}
+	if err := bench.CheckBatches(g.Batches); err != nil {
+		return nil, err
+	}
+	// Ids start at the clock so that runs against one --addr server never
+	// insert an id an earlier run stored.
+	g.nextID.Store(time.Now().UnixNano() / 1000)
+	g.written = map[*bench.Target]*bench.WriteCounter{}
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "Batched inserts (Write stream, op INSERT)", Kind: bench.Lines,
+		XLabel: "records per request", YLabel: "records/s", X: "batch", Series: "config", Unit: "records/s", LogX: true, LogY: true,
+	}}
+	var targets []*bench.Target
+	if env.Addr != "" {
+		t, err := env.Target(ctx, bench.TargetConfig{})
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+		res.Notes = append(res.Notes, fmt.Sprintf("--addr: only the server's own mode (sync=%v) was measured", t.Sync))
+	} else {
+		for _, noSync := range []bool{false, true} {
+			t, err := env.Target(ctx, bench.TargetConfig{NoSync: noSync})
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+		}
+	}
+	for _, t := range targets {
+		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
+			return nil, err
+		}
+		for _, indexes := range []int{0, 2} {
+			typ := bench.ItemType
+			if indexes == 2 {
+				typ = bench.IndexedItemType
+			}
+			config := fmt.Sprintf("indexes=%d sync=%v", indexes, onOff(t.Sync))
+			for _, batch := range g.Batches {
+				label := fmt.Sprintf("%s batch=%d", config, batch)
+				s, err := env.Measure(ctx, label, g.workload(t, typ, batch))
+				if err != nil {
+					return nil, err
+				}
+				params := map[string]any{"batch": batch, "indexes": indexes, "sync": t.Sync, "config": config}
+				res.Rows = append(res.Rows, bench.NewRow(label, params, "records/s", s.Ops, nil))
+				mb := make([]float64, len(s.Bytes))
+				for i, v := range s.Bytes {
+					mb[i] = v / 1e6
+				}
+				res.Rows = append(res.Rows, bench.NewRow(label, params, "MB/s", mb, nil))
+			}
+		}
+	}
+	res.Notes = append(res.Notes, "records of about 100 bytes; MB/s counts record bytes (10^6 bytes), not protocol overhead")
+	return res, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// workload inserts batches of fresh items for d through one Write stream
+// (see bench.InsertStream), counting them in g.written[t].
+func (g *Experiment) workload(t *bench.Target, typ string, batch int) bench.Workload {
+	ctr := g.written[t]
+	if ctr == nil {
+		ctr = new(bench.WriteCounter)
+		g.written[t] = ctr
+	}
+	return bench.InsertStream(t, batch, bench.ItemWireBytes, func(buf []byte) ([]byte, int64) {
+		first := g.nextID.Add(int64(batch)) - int64(batch)
+		return bench.AppendWriteRecords(buf, 2, typ, first, batch)
+	}, nil, ctr)
+}
