@@ -135,13 +135,17 @@ func (c *catalog) typeOfIndex(id uint32) *recType {
 	return nil
 }
 
-// schemaError maps the schema package's errors: a schema that does not
-// compile is INVALID_ARGUMENT; a valid schema whose transition is refused
+// schemaError maps the schema package's errors: a schema over a limit or
+// that does not compile is INVALID_ARGUMENT; a valid schema whose transition is refused
 // is FAILED_PRECONDITION. Each problem becomes a field violation.
 func schemaError(err error) error {
 	var ce *schema.CompileError
 	var pe *schema.PlanError
+	var le *schema.LimitError
 	switch {
+	case errors.As(err, &le):
+		return &Error{Code: codes.InvalidArgument, Msg: le.Error(),
+			Details: []protoadapt.MessageV1{violations([]string{le.Error()})}, Err: err}
 	case errors.As(err, &ce):
 		return &Error{Code: codes.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
 			Details: []protoadapt.MessageV1{violations(ce.Errors)}, Err: err}

@@ -93,8 +93,17 @@ type Index struct {
 // protobase/v1/options.proto and google/api/{annotations,http}.proto; a
 // user file may not use one of those paths. Every problem is reported, as a
 // *CompileError: syntax errors, unresolved imports, link errors and invalid
-// record options.
+// record options. Sources over DefaultLimits are refused with a *LimitError
+// before any is parsed.
 func Compile(ctx context.Context, files map[string]string) (*Compiled, error) {
+	if err := CheckLimits(files, DefaultLimits); err != nil {
+		return nil, err
+	}
+	return compile(ctx, files)
+}
+
+// compile is Compile without the limits, for sources stored before them.
+func compile(ctx context.Context, files map[string]string) (*Compiled, error) {
 	bi, err := builtinFiles()
 	if err != nil {
 		return nil, err

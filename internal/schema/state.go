@@ -219,7 +219,7 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	c := emptyCompiled()
 	if len(j.Files) > 0 {
 		var err error
-		if c, err = Compile(ctx, j.Files); err != nil {
+		if c, err = compile(ctx, j.Files); err != nil {
 			return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
 		}
 	}
