@@ -266,8 +266,7 @@ func indexChange(ix *Index, build bool) *protobasev1.IndexChange {
 
 // keep plans a type present in both states.
 func (p *planner) keep(ot, nt *RecordType) error {
-	var d differ
-	d.visited = map[protoreflect.FullName]bool{}
+	d := differ{visited: map[protoreflect.FullName]bool{}, keyFields: keyFieldsOf(ot, nt)}
 	d.message(ot.Desc, nt.Desc, "")
 	if op, np := keyPaths(ot.PrimaryKey), keyPaths(nt.PrimaryKey); !slices.Equal(op, np) {
 		// Renaming a key field leaves the stored keys as they are.
@@ -374,9 +373,47 @@ func keyNumbers(k []KeyField) []string {
 // differ compares an old and a new version of a message type and the
 // message types it uses.
 type differ struct {
-	visited  map[protoreflect.FullName]bool
-	changes  []change
-	breaking bool
+	visited map[protoreflect.FullName]bool
+	// keyFields are the fields whose decoded values are in stored keys:
+	// every field along the paths of the primary key and of the indexes
+	// the plan keeps, with what uses them ("primary key", "index by_email").
+	keyFields map[fieldID]string
+	changes   []change
+	breaking  bool
+}
+
+// fieldID names a field across two versions of a schema, where its name
+// may change and its number may not.
+type fieldID struct {
+	msg protoreflect.FullName
+	num protoreflect.FieldNumber
+}
+
+func idOf(f protoreflect.FieldDescriptor) fieldID {
+	return fieldID{f.ContainingMessage().FullName(), f.Number()}
+}
+
+// keyFieldsOf lists the fields of ot whose values are in its stored primary
+// keys and in the entries of the indexes that nt keeps unchanged (an index
+// redefined or added is built from the records under the new schema).
+func keyFieldsOf(ot, nt *RecordType) map[fieldID]string {
+	out := map[fieldID]string{}
+	use := func(k []KeyField, what string) {
+		for _, kf := range k {
+			for _, f := range kf.Fields {
+				if _, ok := out[idOf(f)]; !ok {
+					out[idOf(f)] = what
+				}
+			}
+		}
+	}
+	use(ot.PrimaryKey, "primary key")
+	for _, oix := range ot.Indexes {
+		if nix, ok := nt.Index(oix.Name); ok && sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED {
+			use(oix.Fields, "index "+oix.Name)
+		}
+	}
+	return out
 }
 
 type change struct {
@@ -425,6 +462,10 @@ func (d *differ) message(om, nm protoreflect.MessageDescriptor, prefix string) {
 		}
 		if of.Name() != nf.Name() {
 			d.add(false, fmt.Sprintf("%sfield %s (%d) renamed to %s", prefix, of.Name(), of.Number(), nf.Name()))
+		}
+		d.meaning(om, of, nf, prefix)
+		if oe, ne := fieldEnum(of), fieldEnum(nf); oe != nil && ne != nil {
+			d.enum(oe, ne)
 		}
 		// Same type name: compare the message types themselves.
 		if om, nm := fieldMessage(of), fieldMessage(nf); om != nil && nm != nil {
