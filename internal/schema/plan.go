@@ -78,8 +78,11 @@ type Result struct {
 //     (recursively, compared by full name) a field's number, kind,
 //     message/enum type and cardinality are immutable, a field may be
 //     removed only if its number is reserved, and the primary key is fixed.
+//     Neither may change how stored bytes decode for a field of the primary
+//     key or of a kept index: its default (explicit, or an enum's first
+//     value), its presence, its oneof and its enum's openness are fixed.
 //     Adding fields and renaming them is allowed. Without records anything
-//     goes.
+//     goes. Every change, allowed or not, is listed in types_changed.
 //   - Indexes are matched by name; a different definition under the same
 //     name is a drop and an add, and so is an index that FAILED (applying
 //     again retries it). An added index is READY on a new or empty type and
