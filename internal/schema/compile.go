@@ -148,64 +148,9 @@ func compile(ctx context.Context, files map[string]string) (*Compiled, error) {
 			errs.add(name, pos.Line, pos.Col, fmt.Sprintf("import %q: no such file among the schema files, the well-known types and %s", dep, OptionsPath))
 		}
 	}
-	// A file compiles only when it parsed and every user file it imports
-	// does too; the others would only repeat errors already reported.
-	good := make(map[string]bool, len(asts))
-	for name := range asts {
-		good[name] = true
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, name := range names {
-			if !good[name] {
-				continue
-			}
-			for _, dep := range imports[name] {
-				if _, user := files[dep]; (user && !good[dep]) || (!user && !isBuiltin(dep, bi)) {
-					good[name], changed = false, true
-					break
-				}
-			}
-		}
-	}
-	var compileNames []string
-	for _, name := range names {
-		if good[name] {
-			compileNames = append(compileNames, name)
-		}
-	}
-
-	std := protocompile.WithStandardImports(protocompile.ResolverFunc(notFound))
-	comp := protocompile.Compiler{
-		Resolver: protocompile.ResolverFunc(func(p string) (protocompile.SearchResult, error) {
-			if good[p] {
-				return protocompile.SearchResult{AST: asts[p]}, nil
-			}
-			if f, ok := bi[p]; ok {
-				return protocompile.SearchResult{Desc: f}, nil
-			}
-			return std.FindFileByPath(p)
-		}),
-		Reporter:       errs.reporter(),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	linked, err := comp.Compile(ctx, compileNames...)
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return nil, ctxErr
-	}
-	if err != nil && !errors.Is(err, reporter.ErrInvalidSource) {
-		var ewp reporter.ErrorWithPos
-		if errors.As(err, &ewp) {
-			errs.addPos(ewp)
-		} else {
-			errs.add("", 0, 0, err.Error()) // such as a recovered panic
-		}
-	}
-	var ok linker.Files
-	for _, f := range linked {
-		if f != nil {
-			ok = append(ok, f)
-		}
+	ok, err := link(ctx, names, files, asts, imports, bi, &errs)
+	if err != nil {
+		return nil, err
 	}
 	types := findRecordTypes(ok, &errs)
 	if errs.len() > 0 {
