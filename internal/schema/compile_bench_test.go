@@ -41,3 +41,32 @@ func BenchmarkCompileChain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanChain plans a change to the last file of a chain of 300,
+// 1,000 and 3,000 files over the state holding the chain: compile and
+// compare, per file, should not grow with the number of files.
+func BenchmarkPlanChain(b *testing.B) {
+	for _, n := range []int{300, 1000, 3000} {
+		files := chainFiles(n)
+		old, err := Plan(context.Background(), nil, PlanRequest{Files: files}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := make(map[string]string, n)
+		for k, v := range files {
+			next[k] = v
+		}
+		last := fmt.Sprintf("chain/f%d.proto", n-1)
+		next[last] = next[last][:len(next[last])-2] + "  string extra = 9;\n}\n"
+		counts := func(*RecordType) (uint64, error) { return 1, nil }
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				r, err := Plan(context.Background(), old.State, PlanRequest{Files: next}, counts)
+				if err != nil || len(r.Plan.TypesChanged) != 1 {
+					b.Fatalf("plan: %v", err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/file")
+		})
+	}
+}

@@ -59,6 +59,9 @@ func (d *differ) enum(oe, ne protoreflect.EnumDescriptor) {
 		return
 	}
 	d.visited[oe.FullName()] = true
+	if d.unchanged != nil && oe.ParentFile().Path() == ne.ParentFile().Path() && d.unchanged(ne.ParentFile()) {
+		return
+	}
 	prefix := fmt.Sprintf("enum %s: ", oe.FullName())
 	ovs, nvs := oe.Values(), ne.Values()
 	if ovs.Len() > 0 && nvs.Len() > 0 && ovs.Get(0).Number() != nvs.Get(0).Number() {

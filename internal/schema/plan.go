@@ -89,12 +89,18 @@ type Result struct {
 //     BUILDING (build_required) on a type holding records.
 //   - New types and indexes get fresh ids; kept ones keep theirs.
 func Plan(ctx context.Context, old *State, req PlanRequest, counts Counts) (*Result, error) {
-	if old == nil {
-		old = Empty()
-	}
 	c, err := Compile(ctx, req.Files)
 	if err != nil {
 		return nil, err
+	}
+	return PlanCompiled(old, c, req.AllowDrop, counts)
+}
+
+// PlanCompiled is Plan on files already compiled, for a caller that plans
+// the same files again (after the records counted have changed).
+func PlanCompiled(old *State, c *Compiled, allowDrop []string, counts Counts) (*Result, error) {
+	if old == nil {
+		old = Empty()
 	}
 	p := &planner{
 		old:    old,
@@ -109,8 +115,9 @@ func Plan(ctx context.Context, old *State, req PlanRequest, counts Counts) (*Res
 		nextType:  old.NextTypeID,
 		nextIndex: old.NextIndexID,
 		allowDrop: map[protoreflect.FullName]bool{},
+		clean:     map[string]bool{},
 	}
-	for _, n := range req.AllowDrop {
+	for _, n := range allowDrop {
 		p.allowDrop[protoreflect.FullName(n)] = true
 	}
 	if err := p.run(); err != nil {
@@ -158,6 +165,39 @@ type planner struct {
 
 	problems     []string
 	incompatible bool
+
+	// clean memoizes unchanged: whether a file and all it imports are the
+	// same source in both states.
+	clean map[string]bool
+}
+
+// unchanged reports whether fd, a file of the new state, and every file it
+// imports, directly or not, have the same source in the old state: then
+// the types declared in fd are the same as before, and comparing them (and
+// what they use) is skipped. Without this, a chain of n files, each type
+// using the one before, would be compared in time quadratic in n.
+func (p *planner) unchanged(fd protoreflect.FileDescriptor) bool {
+	path := fd.Path()
+	src, user := p.c.Files[path]
+	if !user {
+		return true // built in: the same in every state
+	}
+	if v, ok := p.clean[path]; ok {
+		return v
+	}
+	if old, ok := p.old.Compiled.Files[path]; !ok || old != src {
+		p.clean[path] = false
+		return false
+	}
+	p.clean[path] = false // linked files have no import cycles
+	imps := fd.Imports()
+	for i := 0; i < imps.Len(); i++ {
+		if imp := imps.Get(i).FileDescriptor; imp != nil && !p.unchanged(imp) {
+			return false
+		}
+	}
+	p.clean[path] = true
+	return true
 }
 
 // count returns the number of records of an old type, asking once.
@@ -269,7 +309,7 @@ func indexChange(ix *Index, build bool) *protobasev1.IndexChange {
 
 // keep plans a type present in both states.
 func (p *planner) keep(ot, nt *RecordType) error {
-	d := differ{visited: map[protoreflect.FullName]bool{}, keyFields: keyFieldsOf(ot, nt)}
+	d := differ{visited: map[protoreflect.FullName]bool{}, keyFields: keyFieldsOf(ot, nt), unchanged: p.unchanged}
 	d.message(ot.Desc, nt.Desc, "")
 	if op, np := keyPaths(ot.PrimaryKey), keyPaths(nt.PrimaryKey); !slices.Equal(op, np) {
 		// Renaming a key field leaves the stored keys as they are.
@@ -381,6 +421,9 @@ type differ struct {
 	// every field along the paths of the primary key and of the indexes
 	// the plan keeps, with what uses them ("primary key", "index by_email").
 	keyFields map[fieldID]string
+	// unchanged reports whether a file of the new state and its imports
+	// are the same source as before (nil: compare everything).
+	unchanged func(protoreflect.FileDescriptor) bool
 	changes   []change
 	breaking  bool
 }
@@ -441,6 +484,9 @@ func (d *differ) message(om, nm protoreflect.MessageDescriptor, prefix string) {
 		return
 	}
 	d.visited[om.FullName()] = true
+	if d.unchanged != nil && om.ParentFile().Path() == nm.ParentFile().Path() && d.unchanged(nm.ParentFile()) {
+		return
+	}
 	var nested [][2]protoreflect.MessageDescriptor
 
 	ofs, nfs := sortedFields(om), sortedFields(nm)
