@@ -39,8 +39,8 @@ func (e *CompileError) Error() string { return strings.Join(e.Errors, "\n") }
 type Compiled struct {
 	// Files are the sources, by import path.
 	Files map[string]string
-	// Linked holds the user files, sorted by path.
-	Linked linker.Files
+	// UserFiles holds the user files, sorted by path.
+	UserFiles []protoreflect.FileDescriptor
 	// Registry holds every file the user files need, including the
 	// well-known types and protobase/v1/options.proto.
 	Registry *protoregistry.Files
@@ -50,6 +50,9 @@ type Compiled struct {
 
 	// ordered is every file of Registry, each after its imports.
 	ordered []protoreflect.FileDescriptor
+	// descriptors returns ordered as a serialized FileDescriptorSet,
+	// computed once (see State.Encode).
+	descriptors func() ([]byte, error)
 }
 
 // RecordType is a stored record type: a message carrying the record option.
@@ -152,26 +155,42 @@ func compile(ctx context.Context, files map[string]string) (*Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	types := findRecordTypes(ok, &errs)
+	user := make([]protoreflect.FileDescriptor, len(ok))
+	for i, f := range ok {
+		user[i] = f
+	}
+	types := findRecordTypes(user, &errs)
 	if errs.len() > 0 {
 		return nil, errs.compileError()
 	}
+	return newCompiled(files, user, types, dependencyOrder(user), nil)
+}
 
+// newCompiled assembles a Compiled and its registry. raw, when not nil, is
+// the serialized FileDescriptorSet of ordered.
+func newCompiled(files map[string]string, user []protoreflect.FileDescriptor, types map[protoreflect.FullName]*RecordType,
+	ordered []protoreflect.FileDescriptor, raw []byte) (*Compiled, error) {
 	c := &Compiled{
-		Files:    make(map[string]string, len(files)),
-		Linked:   ok,
-		Registry: new(protoregistry.Files),
-		Types:    types,
+		Files:     make(map[string]string, len(files)),
+		UserFiles: user,
+		Registry:  new(protoregistry.Files),
+		Types:     types,
+		ordered:   ordered,
 	}
 	for k, v := range files {
 		c.Files[k] = v
 	}
-	c.ordered = dependencyOrder(ok)
 	for _, fd := range c.ordered {
 		if err := c.Registry.RegisterFile(fd); err != nil {
 			return nil, &CompileError{Errors: []string{fmt.Sprintf("%s: %v", fd.Path(), err)}}
 		}
 	}
+	c.descriptors = sync.OnceValues(func() ([]byte, error) {
+		if raw != nil {
+			return raw, nil
+		}
+		return marshalDescriptors(c.ordered, c.Files)
+	})
 	return c, nil
 }
 
@@ -212,9 +231,10 @@ func firstInvalidUTF8(src string) (line, col int, ok bool) {
 // emptyCompiled is the compiled form of no files at all.
 func emptyCompiled() *Compiled {
 	return &Compiled{
-		Files:    map[string]string{},
-		Registry: new(protoregistry.Files),
-		Types:    map[protoreflect.FullName]*RecordType{},
+		Files:       map[string]string{},
+		Registry:    new(protoregistry.Files),
+		Types:       map[protoreflect.FullName]*RecordType{},
+		descriptors: func() ([]byte, error) { return nil, nil },
 	}
 }
 
@@ -289,7 +309,7 @@ var builtinFiles = sync.OnceValues(func() (map[string]linker.File, error) {
 // dependencyOrder lists the files and all their imports, each file after its
 // imports, user files visited in path order. Files are unwrapped from the
 // linker's wrappers and deduplicated by path.
-func dependencyOrder(files linker.Files) []protoreflect.FileDescriptor {
+func dependencyOrder(files []protoreflect.FileDescriptor) []protoreflect.FileDescriptor {
 	var out []protoreflect.FileDescriptor
 	seen := map[string]bool{}
 	var visit func(fd protoreflect.FileDescriptor)
@@ -311,7 +331,7 @@ func dependencyOrder(files linker.Files) []protoreflect.FileDescriptor {
 		}
 		out = append(out, fd)
 	}
-	sorted := append(linker.Files(nil), files...)
+	sorted := append([]protoreflect.FileDescriptor(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path() < sorted[j].Path() })
 	for _, f := range sorted {
 		visit(f)

@@ -70,3 +70,27 @@ func BenchmarkPlanChain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeChain loads a stored state of a chain of 300, 1,000 and
+// 3,000 files, as the server does at start: from its stored descriptors,
+// and (Compile) from its sources as before they were stored.
+func BenchmarkDecodeChain(b *testing.B) {
+	for _, n := range []int{300, 1000, 3000} {
+		r, err := Plan(context.Background(), nil, PlanRequest{Files: chainFiles(n)}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		enc, err := r.State.Encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Decode(context.Background(), enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(enc)), "state-bytes")
+		})
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bufbuild/protocompile/linker"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -54,7 +53,7 @@ func recordOptions(md protoreflect.MessageDescriptor) (*protobasev1.RecordOption
 
 // findRecordTypes finds and validates the record types of the user files,
 // reporting every problem to errs.
-func findRecordTypes(files linker.Files, errs *errorList) map[protoreflect.FullName]*RecordType {
+func findRecordTypes(files []protoreflect.FileDescriptor, errs *errorList) map[protoreflect.FullName]*RecordType {
 	types := map[protoreflect.FullName]*RecordType{}
 	var visit func(msgs protoreflect.MessageDescriptors)
 	visit = func(msgs protoreflect.MessageDescriptors) {

@@ -137,8 +137,9 @@ func (s *State) sortedTypes() []*RecordType {
 	return out
 }
 
-// stateFormat versions the encoding of State.
-const stateFormat = 1
+// stateFormat versions the encoding of State. Format 1 had no
+// descriptors: its sources are compiled again when decoded.
+const stateFormat = 2
 
 type stateJSON struct {
 	Format      int               `json:"format"`
@@ -147,6 +148,13 @@ type stateJSON struct {
 	Types       []typeJSON        `json:"types"`
 	NextTypeID  uint32            `json:"next_type_id"`
 	NextIndexID uint32            `json:"next_index_id"`
+	// Descriptors is the compiled form of Files (a serialized
+	// FileDescriptorSet, imports included), so that Decode need not
+	// compile them again.
+	Descriptors []byte `json:"descriptors,omitempty"`
+	// SourcesSHA256 is sourcesDigest(Files) when Descriptors were compiled
+	// from Files.
+	SourcesSHA256 []byte `json:"sources_sha256,omitempty"`
 }
 
 type typeJSON struct {
@@ -166,16 +174,23 @@ type indexJSON struct {
 }
 
 // Encode returns the persistent form of s: deterministic JSON holding the
-// version, the sources, the ids and definitions of the types and indexes,
-// the index states and the id counters.
+// version, the sources and their compiled descriptors, the ids and
+// definitions of the types and indexes, the index states and the id
+// counters.
 func (s *State) Encode() ([]byte, error) {
+	desc, err := s.Compiled.descriptors()
+	if err != nil {
+		return nil, fmt.Errorf("encode schema state: %w", err)
+	}
 	j := stateJSON{
-		Format:      stateFormat,
-		Version:     s.Version,
-		Files:       s.Compiled.Files,
-		Types:       []typeJSON{},
-		NextTypeID:  s.NextTypeID,
-		NextIndexID: s.NextIndexID,
+		Descriptors:   desc,
+		SourcesSHA256: sourcesDigest(s.Compiled.Files),
+		Format:        stateFormat,
+		Version:       s.Version,
+		Files:         s.Compiled.Files,
+		Types:         []typeJSON{},
+		NextTypeID:    s.NextTypeID,
+		NextIndexID:   s.NextIndexID,
 	}
 	for _, t := range s.sortedTypes() {
 		tj := typeJSON{Name: string(t.Name), ID: t.ID, PrimaryKey: keyPaths(t.PrimaryKey)}
@@ -200,9 +215,11 @@ func (s *State) Encode() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Decode rebuilds a State from the bytes of Encode: it compiles the stored
-// sources again and re-attaches the ids and index states. It fails when the
-// sources no longer compile or do not match the stored types and indexes.
+// Decode rebuilds a State from the bytes of Encode: it loads the stored
+// descriptors (or, for a state stored without them or whose descriptors
+// cannot be read, compiles the stored sources again) and re-attaches the
+// ids and index states. It fails when the sources no longer compile or do
+// not match the stored types and indexes.
 func Decode(ctx context.Context, b []byte) (*State, error) {
 	var j stateJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -210,8 +227,8 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	if err := dec.Decode(&j); err != nil {
 		return nil, fmt.Errorf("decode schema state: %w", err)
 	}
-	if j.Format != stateFormat {
-		return nil, fmt.Errorf("decode schema state: format %d, want %d", j.Format, stateFormat)
+	if j.Format != stateFormat && j.Format != 1 {
+		return nil, fmt.Errorf("decode schema state: format %d, want 1 or %d", j.Format, stateFormat)
 	}
 	if j.NextTypeID == 0 || j.NextIndexID == 0 {
 		return nil, fmt.Errorf("decode schema state: id counters must start at 1")
@@ -219,8 +236,14 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	c := emptyCompiled()
 	if len(j.Files) > 0 {
 		var err error
-		if c, err = compile(ctx, j.Files); err != nil {
-			return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
+		usable := len(j.Descriptors) > 0 && bytes.Equal(j.SourcesSHA256, sourcesDigest(j.Files))
+		if usable {
+			c, err = compiledFromDescriptors(j.Files, j.Descriptors)
+		}
+		if !usable || err != nil {
+			if c, err = compile(ctx, j.Files); err != nil {
+				return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
+			}
 		}
 	}
 	s := &State{
