@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bufbuild/protocompile/linker"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -151,5 +152,42 @@ func TestApplySchemaReplansWhenEmptyTypeGainsRecords(t *testing.T) {
 	}
 	if v := e.Schema().Version; v != 1 {
 		t.Fatalf("schema version %d, want 1", v)
+	}
+}
+
+// TestOpenLoadsCompiledSchema restarts an engine on its store: the stored
+// schema is loaded from its compiled descriptors, not compiled again, and
+// serves writes as before.
+func TestOpenLoadsCompiledSchema(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Engine, *store.Store) {
+		st, err := store.Open(store.Options{Dir: dir, Sync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := Open(context.Background(), st, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, st
+	}
+	e, st := open()
+	if _, err := apply(e, itemProto); err != nil {
+		t.Fatal(err)
+	}
+	if _, compiled := e.Schema().Compiled.UserFiles[0].(linker.File); !compiled {
+		t.Fatal("a schema just applied should be the compiler's own")
+	}
+	e.Close()
+	st.Close()
+
+	e, st = open()
+	defer st.Close()
+	defer e.Close()
+	if _, compiled := e.Schema().Compiled.UserFiles[0].(linker.File); compiled {
+		t.Fatal("the stored schema was compiled again at start")
+	}
+	if err := insertItem(e, 7); err != nil {
+		t.Fatalf("write after restart: %v", err)
 	}
 }
