@@ -42,32 +42,38 @@ func BenchmarkCompileChain(b *testing.B) {
 	}
 }
 
-// BenchmarkPlanChain plans a change to the last file of a chain of 300,
-// 1,000 and 3,000 files over the state holding the chain: compile and
-// compare, per file, should not grow with the number of files.
+// BenchmarkPlanChain plans a change over the state holding a chain of 300,
+// 1,000 and 3,000 files: a field added to the last file (no other type
+// reaches it) or to the first (every type reaches it and reports it).
+// Compile and compare, per file, should not grow with the number of files.
 func BenchmarkPlanChain(b *testing.B) {
-	for _, n := range []int{300, 1000, 3000} {
-		files := chainFiles(n)
-		old, err := Plan(context.Background(), nil, PlanRequest{Files: files}, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		next := make(map[string]string, n)
-		for k, v := range files {
-			next[k] = v
-		}
-		last := fmt.Sprintf("chain/f%d.proto", n-1)
-		next[last] = next[last][:len(next[last])-2] + "  string extra = 9;\n}\n"
-		counts := func(*RecordType) (uint64, error) { return 1, nil }
-		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				r, err := Plan(context.Background(), old.State, PlanRequest{Files: next}, counts)
-				if err != nil || len(r.Plan.TypesChanged) != 1 {
-					b.Fatalf("plan: %v", err)
-				}
+	for _, end := range []string{"last", "first"} {
+		for _, n := range []int{300, 1000, 3000} {
+			files := chainFiles(n)
+			old, err := Plan(context.Background(), nil, PlanRequest{Files: files}, nil)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/file")
-		})
+			next := make(map[string]string, n)
+			for k, v := range files {
+				next[k] = v
+			}
+			changed, wantTypes := fmt.Sprintf("chain/f%d.proto", n-1), 1
+			if end == "first" {
+				changed, wantTypes = "chain/f0.proto", n
+			}
+			next[changed] = next[changed][:len(next[changed])-2] + "  string extra = 9;\n}\n"
+			counts := func(*RecordType) (uint64, error) { return 1, nil }
+			b.Run(fmt.Sprintf("%s/files=%d", end, n), func(b *testing.B) {
+				for b.Loop() {
+					r, err := Plan(context.Background(), old.State, PlanRequest{Files: next}, counts)
+					if err != nil || len(r.Plan.TypesChanged) != wantTypes {
+						b.Fatalf("plan: %v, %d types changed", err, len(r.Plan.TypesChanged))
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/file")
+			})
+		}
 	}
 }
 

@@ -7,17 +7,17 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// meaning compares how stored bytes of a field decode under its old and new
-// declaration (same number, same type): its default value (explicit, or an
-// enum's first value), whether it has presence, the oneof it belongs to and
-// whether its enum is closed. Each difference is a change; it is breaking
-// when the field is part of a stored key (a primary key or a kept index),
-// because the keys already
-// stored were computed under the old meaning and would no longer match the
-// records (reads by index and by scan would disagree, a record could not be
+// meaningChanges compares how stored bytes of a field decode under its old
+// and new declaration (same number, same type): its default value
+// (explicit, or an enum's first value), whether it has presence, the oneof
+// it belongs to and whether its enum is closed. Each difference is a
+// change; collect makes it breaking when the field is part of a stored key
+// (a primary key or a kept index), because the keys already stored were
+// computed under the old meaning and would no longer match the records
+// (reads by index and by scan would disagree, a record could not be
 // removed, a second record with the same key could be inserted).
-func (d *differ) meaning(om protoreflect.MessageDescriptor, of, nf protoreflect.FieldDescriptor, prefix string) {
-	name := fmt.Sprintf("%sfield %s (%d)", prefix, nf.Name(), nf.Number())
+func meaningChanges(om protoreflect.MessageDescriptor, of, nf protoreflect.FieldDescriptor) []string {
+	name := fmt.Sprintf("field %s (%d)", nf.Name(), nf.Number())
 	var diffs []string
 	if o, n := defaultText(of), defaultText(nf); o != n {
 		diffs = append(diffs, fmt.Sprintf("%s default changed from %s to %s", name, o, n))
@@ -37,50 +37,35 @@ func (d *differ) meaning(om protoreflect.MessageDescriptor, of, nf protoreflect.
 	if oe, ne := fieldEnum(of), fieldEnum(nf); oe != nil && ne != nil && oe.IsClosed() != ne.IsClosed() {
 		diffs = append(diffs, fmt.Sprintf("%s enum %s changed from %s to %s", name, ne.FullName(), closedness(oe.IsClosed()), closedness(ne.IsClosed())))
 	}
-	if len(diffs) == 0 {
-		return
-	}
-	use, key := d.keyFields[idOf(of)]
-	for _, text := range diffs {
-		if key {
-			d.addHint(true, text, fmt.Sprintf(" (the field is in the %s: the keys already stored would no longer match the records; add a new field instead)", use))
-		} else {
-			d.add(false, text)
-		}
-	}
+	return diffs
 }
 
-// enum reports the changes of an enum type used by a field: values added,
-// removed or renamed, and a different first value. The first value is the
-// default of the fields without an explicit default; meaning reports the
-// effect on each field.
-func (d *differ) enum(oe, ne protoreflect.EnumDescriptor) {
-	if d.visited[oe.FullName()] {
-		return
-	}
-	d.visited[oe.FullName()] = true
-	if d.unchanged != nil && oe.ParentFile().Path() == ne.ParentFile().Path() && d.unchanged(ne.ParentFile()) {
-		return
-	}
+// enumChanges lists the changes of an enum type used by a field: values
+// added, removed or renamed, and a different first value. The first value
+// is the default of the fields without an explicit default; meaningChanges
+// reports the effect on each field.
+func enumChanges(oe, ne protoreflect.EnumDescriptor) []string {
+	var out []string
 	prefix := fmt.Sprintf("enum %s: ", oe.FullName())
 	ovs, nvs := oe.Values(), ne.Values()
 	if ovs.Len() > 0 && nvs.Len() > 0 && ovs.Get(0).Number() != nvs.Get(0).Number() {
-		d.add(false, fmt.Sprintf("%sfirst value (the default) changed from %s to %s", prefix, ovs.Get(0).Name(), nvs.Get(0).Name()))
+		out = append(out, fmt.Sprintf("%sfirst value (the default) changed from %s to %s", prefix, ovs.Get(0).Name(), nvs.Get(0).Name()))
 	}
 	for i := 0; i < ovs.Len(); i++ {
 		ov := ovs.Get(i)
 		switch nv := nvs.ByNumber(ov.Number()); {
 		case nv == nil:
-			d.add(false, fmt.Sprintf("%svalue %s (%d) removed", prefix, ov.Name(), ov.Number()))
+			out = append(out, fmt.Sprintf("%svalue %s (%d) removed", prefix, ov.Name(), ov.Number()))
 		case nv.Name() != ov.Name() && nvs.ByName(ov.Name()) == nil:
-			d.add(false, fmt.Sprintf("%svalue %s (%d) renamed to %s", prefix, ov.Name(), ov.Number(), nv.Name()))
+			out = append(out, fmt.Sprintf("%svalue %s (%d) renamed to %s", prefix, ov.Name(), ov.Number(), nv.Name()))
 		}
 	}
 	for i := 0; i < nvs.Len(); i++ {
 		if nv := nvs.Get(i); ovs.ByNumber(nv.Number()) == nil {
-			d.add(false, fmt.Sprintf("%svalue %s (%d) added", prefix, nv.Name(), nv.Number()))
+			out = append(out, fmt.Sprintf("%svalue %s (%d) added", prefix, nv.Name(), nv.Number()))
 		}
 	}
+	return out
 }
 
 // defaultText is the value a field decodes to when absent, as written in

@@ -116,6 +116,7 @@ func PlanCompiled(old *State, c *Compiled, allowDrop []string, counts Counts) (*
 		nextIndex: old.NextIndexID,
 		allowDrop: map[protoreflect.FullName]bool{},
 		clean:     map[string]bool{},
+		cmps:      map[protoreflect.FullName]*typeCmp{},
 	}
 	for _, n := range allowDrop {
 		p.allowDrop[protoreflect.FullName(n)] = true
@@ -169,6 +170,9 @@ type planner struct {
 	// clean memoizes unchanged: whether a file and all it imports are the
 	// same source in both states.
 	clean map[string]bool
+	// cmps holds the comparison of each message and enum type reached, by
+	// old full name, shared by every record type that reaches it.
+	cmps map[protoreflect.FullName]*typeCmp
 }
 
 // unchanged reports whether fd, a file of the new state, and every file it
@@ -309,8 +313,8 @@ func indexChange(ix *Index, build bool) *protobasev1.IndexChange {
 
 // keep plans a type present in both states.
 func (p *planner) keep(ot, nt *RecordType) error {
-	d := differ{visited: map[protoreflect.FullName]bool{}, keyFields: keyFieldsOf(ot, nt), unchanged: p.unchanged}
-	d.message(ot.Desc, nt.Desc, "")
+	d := differ{keyFields: keyFieldsOf(ot, nt)}
+	p.collect(&d, ot.Desc, nt.Desc)
 	if op, np := keyPaths(ot.PrimaryKey), keyPaths(nt.PrimaryKey); !slices.Equal(op, np) {
 		// Renaming a key field leaves the stored keys as they are.
 		same := slices.Equal(keyNumbers(ot.PrimaryKey), keyNumbers(nt.PrimaryKey))
@@ -413,17 +417,14 @@ func keyNumbers(k []KeyField) []string {
 	return out
 }
 
-// differ compares an old and a new version of a message type and the
-// message types it uses.
+// differ collects the changes of one record type: those of its message
+// and of the message and enum types it reaches (compared once per plan, see
+// compare.go), then those of its primary key and indexes.
 type differ struct {
-	visited map[protoreflect.FullName]bool
 	// keyFields are the fields whose decoded values are in stored keys:
 	// every field along the paths of the primary key and of the indexes
 	// the plan keeps, with what uses them ("primary key", "index by_email").
 	keyFields map[fieldID]string
-	// unchanged reports whether a file of the new state and its imports
-	// are the same source as before (nil: compare everything).
-	unchanged func(protoreflect.FileDescriptor) bool
 	changes   []change
 	breaking  bool
 }
@@ -475,64 +476,6 @@ func (d *differ) add(breaking bool, text string) { d.addHint(breaking, text, "")
 func (d *differ) addHint(breaking bool, text, hint string) {
 	d.changes = append(d.changes, change{text, breaking, hint})
 	d.breaking = d.breaking || breaking
-}
-
-// message compares two messages of the same full name; prefix qualifies the
-// changes of nested message types.
-func (d *differ) message(om, nm protoreflect.MessageDescriptor, prefix string) {
-	if d.visited[om.FullName()] {
-		return
-	}
-	d.visited[om.FullName()] = true
-	if d.unchanged != nil && om.ParentFile().Path() == nm.ParentFile().Path() && d.unchanged(nm.ParentFile()) {
-		return
-	}
-	var nested [][2]protoreflect.MessageDescriptor
-
-	ofs, nfs := sortedFields(om), sortedFields(nm)
-	for _, of := range ofs {
-		nf := nm.Fields().ByNumber(of.Number())
-		if nf == nil {
-			if moved := nm.Fields().ByName(of.Name()); moved != nil {
-				d.add(true, fmt.Sprintf("%sfield %s: number changed from %d to %d", prefix, of.Name(), of.Number(), moved.Number()))
-				continue
-			}
-			if nm.ReservedRanges().Has(of.Number()) {
-				d.add(false, fmt.Sprintf("%sfield %s (%d) removed (number reserved)", prefix, of.Name(), of.Number()))
-				continue
-			}
-			d.addHint(true, fmt.Sprintf("%sfield %s (%d) removed", prefix, of.Name(), of.Number()),
-				fmt.Sprintf(" (to remove a field of stored records, reserve its number: \"reserved %d;\")", of.Number()))
-			continue
-		}
-		if ot, nt := fieldType(of), fieldType(nf); ot != nt {
-			d.add(true, fmt.Sprintf("%sfield %s (%d) changed from %s to %s", prefix, of.Name(), of.Number(), ot, nt))
-			continue
-		}
-		if of.Name() != nf.Name() {
-			d.add(false, fmt.Sprintf("%sfield %s (%d) renamed to %s", prefix, of.Name(), of.Number(), nf.Name()))
-		}
-		d.meaning(om, of, nf, prefix)
-		if oe, ne := fieldEnum(of), fieldEnum(nf); oe != nil && ne != nil {
-			d.enum(oe, ne)
-		}
-		// Same type name: compare the message types themselves.
-		if om, nm := fieldMessage(of), fieldMessage(nf); om != nil && nm != nil {
-			nested = append(nested, [2]protoreflect.MessageDescriptor{om, nm})
-		}
-	}
-	for _, nf := range nfs {
-		if om.Fields().ByNumber(nf.Number()) != nil {
-			continue
-		}
-		if of := om.Fields().ByName(nf.Name()); of != nil && nm.Fields().ByNumber(of.Number()) == nil {
-			continue // reported as a number change
-		}
-		d.add(false, fmt.Sprintf("%sfield %s (%d) added", prefix, nf.Name(), nf.Number()))
-	}
-	for _, pair := range nested {
-		d.message(pair[0], pair[1], fmt.Sprintf("message %s: ", pair[0].FullName()))
-	}
 }
 
 // fieldMessage is the message type a field holds (the value type of a map).
