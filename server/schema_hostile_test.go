@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/protobase/protobase/client"
 	"github.com/protobase/protobase/server"
@@ -36,12 +38,13 @@ func TestApplySchemaHostileSources(t *testing.T) {
 		name  string
 		files map[string]string
 		limit string
+		field string // of the BadRequest violation
 	}{
-		{"nested option literal, 1.9 MB", map[string]string{"x.proto": hostileOption(1900000 / 4)}, "max_literal_nesting"},
-		{"nested option literal, 2.9 MB", map[string]string{"x.proto": hostileOption(2900000 / 4)}, "max_source_bytes"},
-		{"nested messages", map[string]string{"x.proto": strings.Repeat("message M {", 100000)}, "max_message_nesting"},
-		{"nested blocks", map[string]string{"x.proto": strings.Repeat("service S {", 100000)}, "max_nesting"},
-		{"too many files", many, "max_files"},
+		{"nested option literal, 1.9 MB", map[string]string{"x.proto": hostileOption(1900000 / 4)}, "max_literal_nesting", "x.proto"},
+		{"nested option literal, 2.9 MB", map[string]string{"x.proto": hostileOption(2900000 / 4)}, "max_source_bytes", "files"},
+		{"nested messages", map[string]string{"x.proto": strings.Repeat("message M {", 100000)}, "max_message_nesting", "x.proto"},
+		{"nested blocks", map[string]string{"x.proto": strings.Repeat("service S {", 100000)}, "max_nesting", "x.proto"},
+		{"too many files", many, "max_files", "files"},
 	}
 	// The client and server share the process: the bound covers both, the
 	// request's copies in gRPC included.
@@ -53,6 +56,9 @@ func TestApplySchemaHostileSources(t *testing.T) {
 			_, err := ts.apply(tt.files, client.SchemaOptions{DryRun: dry})
 			runtime.ReadMemStats(&after)
 			wantCode(t, err, codes.InvalidArgument, tt.limit)
+			if f := violationField(err); f != tt.field {
+				t.Errorf("%s: violation field %q, want %q", tt.name, f, tt.field)
+			}
 			if got := after.TotalAlloc - before.TotalAlloc; got > allocBound {
 				t.Fatalf("%s (dry run %v): %d MB allocated, want under %d MB", tt.name, dry, got>>20, allocBound>>20)
 			}
@@ -62,4 +68,15 @@ func TestApplySchemaHostileSources(t *testing.T) {
 	if got := ts.mustApply(map[string]string{"shop.proto": shopProto}); got.Applied {
 		t.Fatalf("the schema changed: %v", got)
 	}
+}
+
+// violationField is the field of the first BadRequest violation of err.
+func violationField(err error) string {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.FieldViolations) > 0 {
+			return br.FieldViolations[0].Field
+		}
+	}
+	return ""
 }

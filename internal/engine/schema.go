@@ -200,8 +200,12 @@ func schemaError(err error) error {
 	var le *schema.LimitError
 	switch {
 	case errors.As(err, &le):
-		return &Error{Code: codes.InvalidArgument, Msg: le.Error(),
-			Details: []protoadapt.MessageV1{violations([]string{le.Error()})}, Err: err}
+		field := "files"
+		if le.File != "" {
+			field = le.File
+		}
+		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: le.Error()}}}
+		return &Error{Code: codes.InvalidArgument, Msg: le.Error(), Details: []protoadapt.MessageV1{br}, Err: err}
 	case errors.As(err, &ce):
 		return &Error{Code: codes.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
 			Details: []protoadapt.MessageV1{violations(ce.Errors)}, Err: err}
