@@ -112,7 +112,7 @@ func CheckLimits(files map[string]string, l Limits) error {
 	return nil
 }
 
-// Kinds of open brackets in scanNesting.
+// Kinds of open brackets in nestScanner.
 const (
 	openPlain   = iota // a block or a bracket outside option values
 	openMessage        // the body of a message or group declaration
@@ -123,116 +123,141 @@ const (
 // checked before the stack would need to grow past it.
 const maxTrackedNesting = 1024
 
-// scanNesting is a small lexer over one .proto file: it skips comments and
+// nestScanner is a small lexer over one .proto file: it skips comments and
 // string literals and follows brackets, and knows just enough of the
 // grammar to tell a message body ("message Name {", "group Name = 1 {")
-// from an option value (a bracket after '=' or ':' in an option, or inside
-// another value). It never fails on a syntax error: the parser reports
-// those.
-func scanNesting(name, src string, l Limits) error {
-	var stack [maxTrackedNesting]uint8
-	depth, messages, literals := 0, 0, 0
-	line, lineStart := 1, 0
+// from an option value (a bracket after '=', or inside another value). It
+// never fails on a syntax error: the parser reports those.
+type nestScanner struct {
+	name, src       string
+	l               Limits
+	i               int // next byte
+	line, lineStart int // 1-based line of src[i] and where it starts
+
+	stack              [maxTrackedNesting]uint8 // kinds of the open brackets
+	depth              int
+	messages, literals int // open brackets of each kind
 	// prev is the last token: an identifier or keyword, or a one-byte
-	// punctuation. declaring is set from "message"/"group" until the next
-	// '{' or ';'.
-	prev, declaring := "", false
-	fail := func(limit string, max, at int) error {
-		return &LimitError{Limit: limit, Max: max, File: name, Line: line, Col: at - lineStart + 1}
-	}
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == '\n':
-			line, lineStart = line+1, i+1
-			i++
-		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
-			i++
-		case c == '/' && i+1 < len(src) && src[i+1] == '/':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(src) && src[i+1] == '*':
-			i += 2
-			for i < len(src) && !(src[i] == '*' && i+1 < len(src) && src[i+1] == '/') {
-				if src[i] == '\n' {
-					line, lineStart = line+1, i+1
-				}
-				i++
-			}
-			i += 2
-		case c == '"' || c == '\'':
-			i++
-			for i < len(src) && src[i] != c && src[i] != '\n' {
-				if src[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			i++
-			prev = "\""
-		case isIdentByte(c):
-			j := i
-			for j < len(src) && isIdentByte(src[j]) {
-				j++
-			}
-			word := src[i:j]
-			if (word == "message" || word == "group") && (depth == 0 || stack[depth-1] != openLiteral) {
-				declaring = true
-			}
-			prev, i = word, j
-		case c == '{' || c == '[' || c == '(' || c == '<':
-			kind := uint8(openPlain)
-			switch {
-			case depth > 0 && stack[depth-1] == openLiteral:
-				kind = openLiteral
-			case c == '{' && declaring:
-				kind = openMessage
-			case (c == '{' || c == '<' || c == '[') && prev == "=":
-				// The value of "option x = {...}" or "[(x) = {...}]".
-				kind = openLiteral
-			}
-			if c == '{' {
-				declaring = false
-			}
-			if depth >= l.MaxNesting || depth >= maxTrackedNesting {
-				return fail(LimitNesting, l.MaxNesting, i)
-			}
-			switch kind {
-			case openMessage:
-				if messages++; messages > l.MaxMessageNesting {
-					return fail(LimitMessageNesting, l.MaxMessageNesting, i)
-				}
-			case openLiteral:
-				if literals++; literals > l.MaxLiteralNesting {
-					return fail(LimitLiteralNesting, l.MaxLiteralNesting, i)
-				}
-			}
-			stack[depth] = kind
-			depth++
-			prev = string(c)
-			i++
-		case c == '}' || c == ']' || c == ')' || c == '>':
-			if depth > 0 {
-				depth--
-				switch stack[depth] {
-				case openMessage:
-					messages--
-				case openLiteral:
-					literals--
-				}
-			}
-			prev = string(c)
-			i++
-		default:
-			if c == ';' {
-				declaring = false
-			}
-			prev = src[i : i+1]
-			i++
+	// punctuation. declaring is set from "message" or "group" until the
+	// next '{' or ';'.
+	prev      string
+	declaring bool
+}
+
+// scanNesting returns a *LimitError when brackets in src nest past l.
+func scanNesting(name, src string, l Limits) error {
+	s := &nestScanner{name: name, src: src, l: l, line: 1}
+	for s.i < len(s.src) {
+		if err := s.next(); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// next consumes one token, or one byte of white space.
+func (s *nestScanner) next() error {
+	src, c := s.src, s.src[s.i]
+	switch {
+	case c == '\n':
+		s.i++
+		s.line, s.lineStart = s.line+1, s.i
+	case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+		s.i++
+	case c == '/' && s.i+1 < len(src) && src[s.i+1] == '/':
+		for s.i < len(src) && src[s.i] != '\n' {
+			s.i++
+		}
+	case c == '/' && s.i+1 < len(src) && src[s.i+1] == '*':
+		s.i += 2
+		for s.i < len(src) && !(src[s.i] == '*' && s.i+1 < len(src) && src[s.i+1] == '/') {
+			if src[s.i] == '\n' {
+				s.line, s.lineStart = s.line+1, s.i+1
+			}
+			s.i++
+		}
+		s.i += 2
+	case c == '"' || c == '\'':
+		s.i++
+		for s.i < len(src) && src[s.i] != c && src[s.i] != '\n' {
+			if src[s.i] == '\\' {
+				s.i++
+			}
+			s.i++
+		}
+		s.i++
+		s.prev = "\""
+	case isIdentByte(c):
+		j := s.i
+		for j < len(src) && isIdentByte(src[j]) {
+			j++
+		}
+		word := src[s.i:j]
+		if (word == "message" || word == "group") && (s.depth == 0 || s.stack[s.depth-1] != openLiteral) {
+			s.declaring = true
+		}
+		s.prev, s.i = word, j
+	case c == '{' || c == '[' || c == '(' || c == '<':
+		return s.open(c)
+	case c == '}' || c == ']' || c == ')' || c == '>':
+		if s.depth > 0 {
+			s.depth--
+			switch s.stack[s.depth] {
+			case openMessage:
+				s.messages--
+			case openLiteral:
+				s.literals--
+			}
+		}
+		s.prev = src[s.i : s.i+1]
+		s.i++
+	default:
+		if c == ';' {
+			s.declaring = false
+		}
+		s.prev = src[s.i : s.i+1]
+		s.i++
+	}
+	return nil
+}
+
+// open consumes an opening bracket c and checks the limits.
+func (s *nestScanner) open(c byte) error {
+	kind := uint8(openPlain)
+	switch {
+	case s.depth > 0 && s.stack[s.depth-1] == openLiteral:
+		kind = openLiteral
+	case c == '{' && s.declaring:
+		kind = openMessage
+	case (c == '{' || c == '<' || c == '[') && s.prev == "=":
+		// The value of "option x = {...}" or "[(x) = {...}]".
+		kind = openLiteral
+	}
+	if c == '{' {
+		s.declaring = false
+	}
+	if s.depth >= s.l.MaxNesting || s.depth >= maxTrackedNesting {
+		return s.fail(LimitNesting, s.l.MaxNesting)
+	}
+	switch kind {
+	case openMessage:
+		if s.messages++; s.messages > s.l.MaxMessageNesting {
+			return s.fail(LimitMessageNesting, s.l.MaxMessageNesting)
+		}
+	case openLiteral:
+		if s.literals++; s.literals > s.l.MaxLiteralNesting {
+			return s.fail(LimitLiteralNesting, s.l.MaxLiteralNesting)
+		}
+	}
+	s.stack[s.depth] = kind
+	s.depth++
+	s.prev = s.src[s.i : s.i+1]
+	s.i++
+	return nil
+}
+
+func (s *nestScanner) fail(limit string, max int) error {
+	return &LimitError{Limit: limit, Max: max, File: s.name, Line: s.line, Col: s.i - s.lineStart + 1}
 }
 
 func isIdentByte(c byte) bool {

@@ -29,16 +29,20 @@ import (
 func link(ctx context.Context, names []string, files map[string]string, asts map[string]*ast.FileNode,
 	imports map[string][]string, bi map[string]linker.File, errs *errorList) (linker.Files, error) {
 	levels, rest := importLevels(names, files, asts, imports, bi)
-	linked := make(map[string]linker.File, len(asts))
-	failed := map[string]bool{}
-	sym := &linker.Symbols{}
+	l := &leveledLinker{
+		files:   files,
+		imports: imports,
+		errs:    errs,
+		linked:  make(map[string]linker.File, len(asts)),
+		failed:  map[string]bool{},
+	}
 	std := protocompile.WithStandardImports(protocompile.ResolverFunc(notFound))
-	comp := protocompile.Compiler{
+	l.comp = protocompile.Compiler{
 		Resolver: protocompile.ResolverFunc(func(p string) (protocompile.SearchResult, error) {
-			if f, ok := linked[p]; ok {
+			if f, ok := l.linked[p]; ok {
 				return protocompile.SearchResult{Desc: f}, nil
 			}
-			if root, ok := asts[p]; ok && !failed[p] {
+			if root, ok := asts[p]; ok && !l.failed[p] {
 				return protocompile.SearchResult{AST: root}, nil
 			}
 			if f, ok := bi[p]; ok {
@@ -48,68 +52,80 @@ func link(ctx context.Context, names []string, files map[string]string, asts map
 		}),
 		Reporter:       errs.reporter(),
 		SourceInfoMode: protocompile.SourceInfoStandard,
-		Symbols:        sym,
-	}
-	run := func(batch []string) error {
-		// Skip a file whose user import failed to link.
-		inBatch := make(map[string]bool, len(batch))
-		for _, name := range batch {
-			inBatch[name] = true
-		}
-		todo := batch[:0:0]
-		for _, name := range batch {
-			bad := false
-			for _, dep := range imports[name] {
-				if _, user := files[dep]; user && linked[dep] == nil && !inBatch[dep] {
-					bad = true
-				}
-			}
-			if bad {
-				failed[name] = true
-				continue
-			}
-			todo = append(todo, name)
-		}
-		if len(todo) == 0 {
-			return nil
-		}
-		out, err := comp.Compile(ctx, todo...)
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return ctxErr
-		}
-		if err != nil && !errors.Is(err, reporter.ErrInvalidSource) {
-			var ewp reporter.ErrorWithPos
-			if errors.As(err, &ewp) {
-				errs.addPos(ewp)
-			} else {
-				errs.add("", 0, 0, err.Error()) // such as a recovered panic
-			}
-		}
-		for i, name := range todo {
-			if i < len(out) && out[i] != nil {
-				linked[name] = out[i]
-			} else {
-				failed[name] = true
-			}
-		}
-		return nil
-	}
-	for _, level := range levels {
-		if err := run(level); err != nil {
-			return nil, err
-		}
+		Symbols:        &linker.Symbols{},
 	}
 	if len(rest) > 0 {
-		if err := run(rest); err != nil {
+		levels = append(levels, rest)
+	}
+	for _, level := range levels {
+		if err := l.run(ctx, level); err != nil {
 			return nil, err
 		}
 	}
-	ok := make(linker.Files, 0, len(linked))
-	for _, f := range linked {
+	ok := make(linker.Files, 0, len(l.linked))
+	for _, f := range l.linked {
 		ok = append(ok, f)
 	}
 	sort.Slice(ok, func(i, j int) bool { return ok[i].Path() < ok[j].Path() })
 	return ok, nil
+}
+
+// leveledLinker compiles batches of files, each seeing the files linked
+// by earlier batches. It is used by one goroutine; protocompile calls its
+// resolver from several while one batch compiles, and only reads.
+type leveledLinker struct {
+	files   map[string]string
+	imports map[string][]string
+	errs    *errorList
+	comp    protocompile.Compiler
+	// linked and failed hold the outcome of the files of earlier batches.
+	linked map[string]linker.File
+	failed map[string]bool
+}
+
+// run compiles one batch, skipping a file whose user import failed.
+func (l *leveledLinker) run(ctx context.Context, batch []string) error {
+	inBatch := make(map[string]bool, len(batch))
+	for _, name := range batch {
+		inBatch[name] = true
+	}
+	todo := batch[:0:0]
+	for _, name := range batch {
+		bad := false
+		for _, dep := range l.imports[name] {
+			if _, user := l.files[dep]; user && l.linked[dep] == nil && !inBatch[dep] {
+				bad = true
+			}
+		}
+		if bad {
+			l.failed[name] = true
+			continue
+		}
+		todo = append(todo, name)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	out, err := l.comp.Compile(ctx, todo...)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if err != nil && !errors.Is(err, reporter.ErrInvalidSource) {
+		var ewp reporter.ErrorWithPos
+		if errors.As(err, &ewp) {
+			l.errs.addPos(ewp)
+		} else {
+			l.errs.add("", 0, 0, err.Error()) // such as a recovered panic
+		}
+	}
+	for i, name := range todo {
+		if i < len(out) && out[i] != nil {
+			l.linked[name] = out[i]
+		} else {
+			l.failed[name] = true
+		}
+	}
+	return nil
 }
 
 // importLevels sorts the files that parsed and whose imports all exist
