@@ -53,6 +53,8 @@ type Compiled struct {
 	// descriptors returns ordered as a serialized FileDescriptorSet,
 	// computed once (see State.Encode).
 	descriptors func() ([]byte, error)
+	// encodedFiles returns encodeFiles(c), computed once.
+	encodedFiles func() ([]byte, error)
 }
 
 // RecordType is a stored record type: a message carrying the record option.
@@ -191,6 +193,7 @@ func newCompiled(files map[string]string, user []protoreflect.FileDescriptor, ty
 		}
 		return marshalDescriptors(c.ordered, c.Files)
 	})
+	c.encodedFiles = sync.OnceValues(func() ([]byte, error) { return encodeFiles(c) })
 	return c, nil
 }
 
@@ -230,12 +233,14 @@ func firstInvalidUTF8(src string) (line, col int, ok bool) {
 
 // emptyCompiled is the compiled form of no files at all.
 func emptyCompiled() *Compiled {
-	return &Compiled{
+	c := &Compiled{
 		Files:       map[string]string{},
 		Registry:    new(protoregistry.Files),
 		Types:       map[protoreflect.FullName]*RecordType{},
 		descriptors: func() ([]byte, error) { return nil, nil },
 	}
+	c.encodedFiles = func() ([]byte, error) { return encodeFiles(c) }
+	return c
 }
 
 func notFound(string) (protocompile.SearchResult, error) {

@@ -178,19 +178,16 @@ type indexJSON struct {
 // definitions of the types and indexes, the index states and the id
 // counters.
 func (s *State) Encode() ([]byte, error) {
-	desc, err := s.Compiled.descriptors()
+	files, err := s.Compiled.encodedFiles()
 	if err != nil {
 		return nil, fmt.Errorf("encode schema state: %w", err)
 	}
-	j := stateJSON{
-		Descriptors:   desc,
-		SourcesSHA256: sourcesDigest(s.Compiled.Files),
-		Format:        stateFormat,
-		Version:       s.Version,
-		Files:         s.Compiled.Files,
-		Types:         []typeJSON{},
-		NextTypeID:    s.NextTypeID,
-		NextIndexID:   s.NextIndexID,
+	head := stateHead{
+		Format:      stateFormat,
+		Version:     s.Version,
+		Types:       []typeJSON{},
+		NextTypeID:  s.NextTypeID,
+		NextIndexID: s.NextIndexID,
 	}
 	for _, t := range s.sortedTypes() {
 		tj := typeJSON{Name: string(t.Name), ID: t.ID, PrimaryKey: keyPaths(t.PrimaryKey)}
@@ -204,15 +201,64 @@ func (s *State) Encode() ([]byte, error) {
 				Error:  ix.Error,
 			})
 		}
-		j.Types = append(j.Types, tj)
+		head.Types = append(head.Types, tj)
 	}
+	b, err := marshalJSON(head)
+	if err != nil {
+		return nil, fmt.Errorf("encode schema state: %w", err)
+	}
+	// The files and descriptors (megabytes for thousands of files) are
+	// encoded once per Compiled, not at every index state change.
+	out := make([]byte, 0, len(b)+len(files)+1)
+	out = append(out, b[:len(b)-1]...) // without the closing brace
+	out = append(out, files...)
+	return append(out, "}\n"...), nil
+}
+
+// stateHead is what Encode writes besides encodedFiles.
+type stateHead struct {
+	Format      int        `json:"format"`
+	Version     uint64     `json:"version"`
+	Types       []typeJSON `json:"types"`
+	NextTypeID  uint32     `json:"next_type_id"`
+	NextIndexID uint32     `json:"next_index_id"`
+}
+
+// encodeFiles returns the JSON members of the state that come from c: the
+// files, their descriptors and the digest of the files, each preceded by a
+// comma.
+func encodeFiles(c *Compiled) ([]byte, error) {
+	desc, err := c.descriptors()
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, m := range []struct {
+		name  string
+		value any
+	}{{"files", c.Files}, {"descriptors", desc}, {"sources_sha256", sourcesDigest(c.Files)}} {
+		if m.name == "descriptors" && len(desc) == 0 {
+			continue
+		}
+		v, err := marshalJSON(m.value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(append(out, `,"`...), m.name...), `":`...)
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+// marshalJSON encodes v without HTML escaping and without a newline.
+func marshalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(j); err != nil {
-		return nil, fmt.Errorf("encode schema state: %w", err)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	return buf.Bytes(), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Decode rebuilds a State from the bytes of Encode: it loads the stored
