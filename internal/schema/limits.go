@@ -1,6 +1,9 @@
 package schema
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Limits bound what one set of schema sources may cost before the parser
 // sees it. The protocompile parser's memory grows with the bytes (about 160
@@ -257,7 +260,9 @@ func (s *nestScanner) open(c byte) error {
 }
 
 func (s *nestScanner) fail(limit string, max int) error {
-	return &LimitError{Limit: limit, Max: max, File: s.name, Line: s.line, Col: s.i - s.lineStart + 1}
+	// The name ends up in a gRPC status, which must be UTF-8.
+	name := strings.ToValidUTF8(s.name, "\uFFFD")
+	return &LimitError{Limit: limit, Max: max, File: name, Line: s.line, Col: s.i - s.lineStart + 1}
 }
 
 func isIdentByte(c byte) bool {

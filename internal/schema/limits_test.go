@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // nestedOption is a file whose option value nests n message literals
@@ -44,6 +45,7 @@ func TestCheckLimits(t *testing.T) {
 		{"brackets in strings and comments do not count", map[string]string{"a.proto": "// " + strings.Repeat("{", 100) + "\n/* " + strings.Repeat("{", 100) + " */\n" +
 			"message X { option (m) = { s: \"" + strings.Repeat("{", 100) + "\\\"{\" t: '" + strings.Repeat("[", 100) + "' }; }\n"}, "", 0},
 		{"unbalanced closers do not go negative", map[string]string{"a.proto": strings.Repeat("}", 100) + strings.Repeat("{", 60)}, "", 0},
+		{"file name not UTF-8", map[string]string{"\xff.proto": strings.Repeat("(", 65)}, LimitNesting, 1},
 		{"too many files", manyFiles(d.MaxFiles + 1), LimitFiles, 0},
 		{"too many bytes", map[string]string{"a.proto": strings.Repeat(" ", d.MaxSourceBytes)}, LimitSourceBytes, 0},
 	}
@@ -60,8 +62,8 @@ func TestCheckLimits(t *testing.T) {
 			if !errors.As(err, &le) || le.Limit != tt.wantLimit || le.Line != tt.wantLine {
 				t.Fatalf("CheckLimits = %v (%#v), want limit %s at line %d", err, le, tt.wantLimit, tt.wantLine)
 			}
-			if !strings.Contains(err.Error(), tt.wantLimit) {
-				t.Errorf("message %q does not name the limit", err)
+			if !strings.Contains(err.Error(), tt.wantLimit) || !utf8.ValidString(err.Error()) {
+				t.Errorf("message %q does not name the limit, or is not UTF-8", err)
 			}
 		})
 	}
