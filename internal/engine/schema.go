@@ -14,9 +14,24 @@ import (
 	"github.com/protobase/protobase/internal/schema"
 )
 
+// testHookPlanned, when set by a test, runs after ApplySchema has compiled
+// and planned, before it takes writeMu to commit.
+var testHookPlanned func()
+
+// applyAttempts bounds how many times ApplySchema plans again when records
+// arrive in a type it counted as empty.
+const applyAttempts = 3
+
 // ApplySchema plans the transition to the schema in req and, unless
 // dry_run, commits it: the new state, the deletion of dropped types and
 // indexes, all in one durable storage batch. Index builds start after.
+//
+// Compiling and counting records take time (seconds for thousands of files
+// or millions of records), so they run under schemaMu only, while writes go
+// on. The plan depends on the records only through which types are empty;
+// under writeMu, before committing, ApplySchema checks that every type it
+// counted as empty still is, and plans again otherwise (a type that gained
+// records may refuse the change, or need its new indexes built).
 func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*pb.ApplySchemaResponse, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
@@ -24,37 +39,53 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 	e.schemaMu.Lock()
 	defer e.schemaMu.Unlock()
 
-	preq := schema.PlanRequest{Files: req.GetFiles(), AllowDrop: req.GetAllowDrop()}
+	// schemaMu is held: the state changes only here and in finishBuild,
+	// which takes schemaMu too. Compiling under it also keeps compiles to
+	// one at a time, so their memory (up to about 1 GB for sources at the
+	// limits) does not add up.
 	old := e.cat.Load().state
-	if req.GetDryRun() {
-		res, err := schema.Plan(ctx, old, preq, e.countRecords)
+	c, err := schema.Compile(ctx, req.GetFiles())
+	if err != nil {
+		return nil, schemaError(err)
+	}
+	for attempt := 1; ; attempt++ {
+		counted := map[*schema.RecordType]uint64{}
+		res, err := schema.PlanCompiled(old, c, req.GetAllowDrop(), func(t *schema.RecordType) (uint64, error) {
+			n, err := e.countRecords(t)
+			counted[t] = n
+			return n, err
+		})
 		if err != nil {
 			return nil, schemaError(err)
 		}
-		return &pb.ApplySchemaResponse{Plan: res.Plan, Version: old.Version}, nil
+		if req.GetDryRun() || !res.Changed {
+			return &pb.ApplySchemaResponse{Plan: res.Plan, Version: old.Version}, nil
+		}
+		if testHookPlanned != nil {
+			testHookPlanned()
+		}
+		resp, stale, err := e.commitSchema(res, counted)
+		if !stale {
+			return resp, err
+		}
+		if attempt == applyAttempts {
+			return nil, &Error{Code: codes.Aborted, Msg: fmt.Sprintf(
+				"schema not applied: records kept arriving in empty types while the change was planned (%d attempts); apply it again", attempt)}
+		}
 	}
+}
 
-	// Plan under writeMu: "has data" must not change between the check and
-	// the commit.
-	e.writeMu.Lock()
-	res, err := schema.Plan(ctx, old, preq, e.countRecords)
-	if err != nil {
-		e.writeMu.Unlock()
-		return nil, schemaError(err)
-	}
-	if res.State == old || res.State.Version == old.Version {
-		e.writeMu.Unlock()
-		return &pb.ApplySchemaResponse{Plan: res.Plan, Version: old.Version}, nil
-	}
+// commitSchema commits a planned schema change under writeMu. It reports
+// stale, and commits nothing, when a type counted as empty now holds
+// records.
+func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType]uint64) (resp *pb.ApplySchemaResponse, stale bool, err error) {
 	cat, err := newCatalog(res.State)
 	if err != nil {
-		e.writeMu.Unlock()
-		return nil, fmt.Errorf("compile new schema: %w", err)
+		return nil, false, fmt.Errorf("compile new schema: %w", err)
 	}
 	enc, err := res.State.Encode()
 	if err != nil {
-		e.writeMu.Unlock()
-		return nil, fmt.Errorf("encode schema state: %w", err)
+		return nil, false, fmt.Errorf("encode schema state: %w", err)
 	}
 	b := e.st.NewBatch()
 	defer b.Close()
@@ -71,14 +102,26 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 		p := indexPrefix(ix.ID)
 		b.DeleteRange(p, prefixEnd(p))
 	}
+
+	e.writeMu.Lock()
+	for t, n := range counted {
+		if n > 0 {
+			continue
+		}
+		has, err := e.hasRecords(t)
+		if err != nil || has {
+			e.writeMu.Unlock()
+			return nil, has, err
+		}
+	}
 	if err := e.st.Apply(b); err != nil {
 		e.writeMu.Unlock()
-		return nil, fmt.Errorf("commit schema: %w", err)
+		return nil, false, fmt.Errorf("commit schema: %w", err)
 	}
 	e.cat.Store(cat)
 	e.writeMu.Unlock()
 	if err := b.Wait(); err != nil {
-		return nil, fmt.Errorf("commit schema: %w", err)
+		return nil, false, fmt.Errorf("commit schema: %w", err)
 	}
 	for _, ix := range res.BuildIndexes {
 		if t := cat.typeOfIndex(ix.ID); t != nil {
@@ -88,7 +131,7 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 	e.log.Info("schema applied", "version", res.State.Version,
 		"added", len(res.Plan.TypesAdded), "dropped", len(res.Plan.TypesDropped),
 		"indexes_to_build", len(res.BuildIndexes))
-	return &pb.ApplySchemaResponse{Plan: res.Plan, Applied: true, Version: res.State.Version}, nil
+	return &pb.ApplySchemaResponse{Plan: res.Plan, Applied: true, Version: res.State.Version}, false, nil
 }
 
 // GetSchema returns the current schema.
@@ -104,6 +147,21 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 		Types:       s.Describe(),
 		Descriptors: s.FileDescriptorSet(),
 	}, nil
+}
+
+// hasRecords reports whether a type holds a record.
+func (e *Engine) hasRecords(t *schema.RecordType) (bool, error) {
+	p := recordPrefix(t.ID)
+	it, err := e.st.NewIter(p, prefixEnd(p))
+	if err != nil {
+		return false, err
+	}
+	has := it.First()
+	if err := it.Error(); err != nil {
+		it.Close()
+		return false, err
+	}
+	return has, it.Close()
 }
 
 // countRecords counts the stored records of a type, on a consistent view.
@@ -135,13 +193,21 @@ func (c *catalog) typeOfIndex(id uint32) *recType {
 	return nil
 }
 
-// schemaError maps the schema package's errors: a schema that does not
-// compile is INVALID_ARGUMENT; a valid schema whose transition is refused
+// schemaError maps the schema package's errors: a schema over a limit or
+// that does not compile is INVALID_ARGUMENT; a valid schema whose transition is refused
 // is FAILED_PRECONDITION. Each problem becomes a field violation.
 func schemaError(err error) error {
 	var ce *schema.CompileError
 	var pe *schema.PlanError
+	var le *schema.LimitError
 	switch {
+	case errors.As(err, &le):
+		field := "files"
+		if le.File != "" {
+			field = le.File
+		}
+		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: le.Error()}}}
+		return &Error{Code: codes.InvalidArgument, Msg: le.Error(), Details: []protoadapt.MessageV1{br}, Err: err}
 	case errors.As(err, &ce):
 		return &Error{Code: codes.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
 			Details: []protoadapt.MessageV1{violations(ce.Errors)}, Err: err}

@@ -39,8 +39,8 @@ func (e *CompileError) Error() string { return strings.Join(e.Errors, "\n") }
 type Compiled struct {
 	// Files are the sources, by import path.
 	Files map[string]string
-	// Linked holds the user files, sorted by path.
-	Linked linker.Files
+	// UserFiles holds the user files, sorted by path.
+	UserFiles []protoreflect.FileDescriptor
 	// Registry holds every file the user files need, including the
 	// well-known types and protobase/v1/options.proto.
 	Registry *protoregistry.Files
@@ -50,6 +50,11 @@ type Compiled struct {
 
 	// ordered is every file of Registry, each after its imports.
 	ordered []protoreflect.FileDescriptor
+	// descriptors returns ordered as a serialized FileDescriptorSet,
+	// computed once (see State.Encode).
+	descriptors func() ([]byte, error)
+	// encodedFiles returns encodeFiles(c), computed once.
+	encodedFiles func() ([]byte, error)
 }
 
 // RecordType is a stored record type: a message carrying the record option.
@@ -93,8 +98,17 @@ type Index struct {
 // protobase/v1/options.proto and google/api/{annotations,http}.proto; a
 // user file may not use one of those paths. Every problem is reported, as a
 // *CompileError: syntax errors, unresolved imports, link errors and invalid
-// record options.
+// record options. Sources over DefaultLimits are refused with a *LimitError
+// before any is parsed.
 func Compile(ctx context.Context, files map[string]string) (*Compiled, error) {
+	if err := CheckLimits(files, DefaultLimits); err != nil {
+		return nil, err
+	}
+	return compile(ctx, files)
+}
+
+// compile is Compile without the limits, for sources stored before them.
+func compile(ctx context.Context, files map[string]string) (*Compiled, error) {
 	bi, err := builtinFiles()
 	if err != nil {
 		return nil, err
@@ -139,85 +153,47 @@ func Compile(ctx context.Context, files map[string]string) (*Compiled, error) {
 			errs.add(name, pos.Line, pos.Col, fmt.Sprintf("import %q: no such file among the schema files, the well-known types and %s", dep, OptionsPath))
 		}
 	}
-	// A file compiles only when it parsed and every user file it imports
-	// does too; the others would only repeat errors already reported.
-	good := make(map[string]bool, len(asts))
-	for name := range asts {
-		good[name] = true
+	ok, err := link(ctx, names, files, asts, imports, bi, &errs)
+	if err != nil {
+		return nil, err
 	}
-	for changed := true; changed; {
-		changed = false
-		for _, name := range names {
-			if !good[name] {
-				continue
-			}
-			for _, dep := range imports[name] {
-				if _, user := files[dep]; (user && !good[dep]) || (!user && !isBuiltin(dep, bi)) {
-					good[name], changed = false, true
-					break
-				}
-			}
-		}
+	user := make([]protoreflect.FileDescriptor, len(ok))
+	for i, f := range ok {
+		user[i] = f
 	}
-	var compileNames []string
-	for _, name := range names {
-		if good[name] {
-			compileNames = append(compileNames, name)
-		}
-	}
-
-	std := protocompile.WithStandardImports(protocompile.ResolverFunc(notFound))
-	comp := protocompile.Compiler{
-		Resolver: protocompile.ResolverFunc(func(p string) (protocompile.SearchResult, error) {
-			if good[p] {
-				return protocompile.SearchResult{AST: asts[p]}, nil
-			}
-			if f, ok := bi[p]; ok {
-				return protocompile.SearchResult{Desc: f}, nil
-			}
-			return std.FindFileByPath(p)
-		}),
-		Reporter:       errs.reporter(),
-		SourceInfoMode: protocompile.SourceInfoStandard,
-	}
-	linked, err := comp.Compile(ctx, compileNames...)
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return nil, ctxErr
-	}
-	if err != nil && !errors.Is(err, reporter.ErrInvalidSource) {
-		var ewp reporter.ErrorWithPos
-		if errors.As(err, &ewp) {
-			errs.addPos(ewp)
-		} else {
-			errs.add("", 0, 0, err.Error()) // such as a recovered panic
-		}
-	}
-	var ok linker.Files
-	for _, f := range linked {
-		if f != nil {
-			ok = append(ok, f)
-		}
-	}
-	types := findRecordTypes(ok, &errs)
+	types := findRecordTypes(user, &errs)
 	if errs.len() > 0 {
 		return nil, errs.compileError()
 	}
+	return newCompiled(files, user, types, dependencyOrder(user), nil)
+}
 
+// newCompiled assembles a Compiled and its registry. raw, when not nil, is
+// the serialized FileDescriptorSet of ordered.
+func newCompiled(files map[string]string, user []protoreflect.FileDescriptor, types map[protoreflect.FullName]*RecordType,
+	ordered []protoreflect.FileDescriptor, raw []byte) (*Compiled, error) {
 	c := &Compiled{
-		Files:    make(map[string]string, len(files)),
-		Linked:   ok,
-		Registry: new(protoregistry.Files),
-		Types:    types,
+		Files:     make(map[string]string, len(files)),
+		UserFiles: user,
+		Registry:  new(protoregistry.Files),
+		Types:     types,
+		ordered:   ordered,
 	}
 	for k, v := range files {
 		c.Files[k] = v
 	}
-	c.ordered = dependencyOrder(ok)
 	for _, fd := range c.ordered {
 		if err := c.Registry.RegisterFile(fd); err != nil {
 			return nil, &CompileError{Errors: []string{fmt.Sprintf("%s: %v", fd.Path(), err)}}
 		}
 	}
+	c.descriptors = sync.OnceValues(func() ([]byte, error) {
+		if raw != nil {
+			return raw, nil
+		}
+		return marshalDescriptors(c.ordered, c.Files)
+	})
+	c.encodedFiles = sync.OnceValues(func() ([]byte, error) { return encodeFiles(c) })
 	return c, nil
 }
 
@@ -257,11 +233,14 @@ func firstInvalidUTF8(src string) (line, col int, ok bool) {
 
 // emptyCompiled is the compiled form of no files at all.
 func emptyCompiled() *Compiled {
-	return &Compiled{
-		Files:    map[string]string{},
-		Registry: new(protoregistry.Files),
-		Types:    map[protoreflect.FullName]*RecordType{},
+	c := &Compiled{
+		Files:       map[string]string{},
+		Registry:    new(protoregistry.Files),
+		Types:       map[protoreflect.FullName]*RecordType{},
+		descriptors: func() ([]byte, error) { return nil, nil },
 	}
+	c.encodedFiles = func() ([]byte, error) { return encodeFiles(c) }
+	return c
 }
 
 func notFound(string) (protocompile.SearchResult, error) {
@@ -335,7 +314,7 @@ var builtinFiles = sync.OnceValues(func() (map[string]linker.File, error) {
 // dependencyOrder lists the files and all their imports, each file after its
 // imports, user files visited in path order. Files are unwrapped from the
 // linker's wrappers and deduplicated by path.
-func dependencyOrder(files linker.Files) []protoreflect.FileDescriptor {
+func dependencyOrder(files []protoreflect.FileDescriptor) []protoreflect.FileDescriptor {
 	var out []protoreflect.FileDescriptor
 	seen := map[string]bool{}
 	var visit func(fd protoreflect.FileDescriptor)
@@ -357,7 +336,7 @@ func dependencyOrder(files linker.Files) []protoreflect.FileDescriptor {
 		}
 		out = append(out, fd)
 	}
-	sorted := append(linker.Files(nil), files...)
+	sorted := append([]protoreflect.FileDescriptor(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path() < sorted[j].Path() })
 	for _, f := range sorted {
 		visit(f)

@@ -183,8 +183,8 @@ message Outer {
 					t.Errorf("registry lacks %s: %v", name, err)
 				}
 			}
-			if len(c.Linked) != len(tt.files) {
-				t.Errorf("linked %d files, want %d", len(c.Linked), len(tt.files))
+			if len(c.UserFiles) != len(tt.files) {
+				t.Errorf("linked %d files, want %d", len(c.UserFiles), len(tt.files))
 			}
 		})
 	}

@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
 
 // FuzzCompile compiles arbitrary source as one file: Compile never panics and
-// returns a value or a *CompileError; a schema that compiles plans from the
+// returns a value, a *CompileError or a *LimitError; a schema that compiles plans from the
 // empty state and survives an Encode/Decode round trip unchanged.
 func FuzzCompile(f *testing.F) {
 	f.Add(usersProto)
@@ -28,8 +29,9 @@ func FuzzCompile(f *testing.F) {
 		c, err := Compile(ctx, files)
 		if err != nil {
 			var ce *CompileError
-			if !errors.As(err, &ce) || len(ce.Errors) == 0 || c != nil {
-				t.Fatalf("Compile = %v, %v; want nil and a non-empty *CompileError", c, err)
+			var le *LimitError
+			if (!errors.As(err, &ce) || len(ce.Errors) == 0) && !errors.As(err, &le) || c != nil {
+				t.Fatalf("Compile = %v, %v; want nil and a non-empty *CompileError or a *LimitError", c, err)
 			}
 			return
 		}
@@ -55,4 +57,68 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("%d types after round trip, %d compiled", len(d.Types), len(c.Types))
 		}
 	})
+}
+
+// FuzzApplySchema plans a schema of two files (a.proto, b.proto), then a
+// second version of them over the first, with records in every type, as
+// ApplySchema does. Sources over DefaultLimits are refused with a
+// *LimitError before any is parsed; every other outcome is a value or a
+// *CompileError or *PlanError; a refused transition names a type; an
+// accepted one lists every type whose declaration changed.
+func FuzzApplySchema(f *testing.F) {
+	f.Add(usersProto, "", usersProto, "")
+	f.Add(nestedOption(DefaultLimits.MaxLiteralNesting), "", "", "")
+	f.Add(nestedMessages(DefaultLimits.MaxMessageNesting), "", nestedMessages(DefaultLimits.MaxMessageNesting+1), "")
+	f.Fuzz(func(t *testing.T, a1, b1, a2, b2 string) {
+		tm := time.AfterFunc(20*time.Second, func() { panic(fmt.Sprintf("ApplySchema took over 20s on %q %q %q %q", a1, b1, a2, b2)) })
+		defer tm.Stop()
+		ctx := context.Background()
+		first := map[string]string{"a.proto": a1, "b.proto": b1}
+		r1, err := Plan(ctx, nil, PlanRequest{Files: first}, nil)
+		checkPlanError(t, first, r1, err)
+		if err != nil {
+			return
+		}
+		second := map[string]string{"a.proto": a2, "b.proto": b2}
+		all := func(*RecordType) (uint64, error) { return 1, nil }
+		r2, err := Plan(ctx, r1.State, PlanRequest{Files: second}, all)
+		checkPlanError(t, second, r2, err)
+		var pe *PlanError
+		if errors.As(err, &pe) {
+			for _, p := range pe.Problems {
+				if !strings.HasPrefix(p, "type ") {
+					t.Fatalf("problem %q names no type", p)
+				}
+			}
+		}
+	})
+}
+
+// checkPlanError checks the outcome of Plan on files.
+func checkPlanError(t *testing.T, files map[string]string, r *Result, err error) {
+	t.Helper()
+	limitErr := CheckLimits(files, DefaultLimits)
+	var le *LimitError
+	var ce *CompileError
+	var pe *PlanError
+	switch {
+	case limitErr != nil:
+		if !errors.As(err, &le) || le.Limit != limitErr.(*LimitError).Limit {
+			t.Fatalf("sources over a limit (%v): Plan = %v", limitErr, err)
+		}
+	case err == nil:
+		if r == nil || r.State == nil {
+			t.Fatal("Plan returned no result")
+		}
+	case errors.As(err, &ce):
+		if len(ce.Errors) == 0 {
+			t.Fatal("empty *CompileError")
+		}
+	case errors.As(err, &pe):
+		if len(pe.Problems) == 0 {
+			t.Fatal("empty *PlanError")
+		}
+	default:
+		t.Fatalf("Plan = %T %v", err, err)
+	}
 }

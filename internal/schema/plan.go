@@ -78,20 +78,29 @@ type Result struct {
 //     (recursively, compared by full name) a field's number, kind,
 //     message/enum type and cardinality are immutable, a field may be
 //     removed only if its number is reserved, and the primary key is fixed.
+//     Neither may change how stored bytes decode for a field of the primary
+//     key or of a kept index: its default (explicit, or an enum's first
+//     value), its presence, its oneof and its enum's openness are fixed.
 //     Adding fields and renaming them is allowed. Without records anything
-//     goes.
+//     goes. Every change, allowed or not, is listed in types_changed.
 //   - Indexes are matched by name; a different definition under the same
 //     name is a drop and an add, and so is an index that FAILED (applying
 //     again retries it). An added index is READY on a new or empty type and
 //     BUILDING (build_required) on a type holding records.
 //   - New types and indexes get fresh ids; kept ones keep theirs.
 func Plan(ctx context.Context, old *State, req PlanRequest, counts Counts) (*Result, error) {
-	if old == nil {
-		old = Empty()
-	}
 	c, err := Compile(ctx, req.Files)
 	if err != nil {
 		return nil, err
+	}
+	return PlanCompiled(old, c, req.AllowDrop, counts)
+}
+
+// PlanCompiled is Plan on files already compiled, for a caller that plans
+// the same files again (after the records counted have changed).
+func PlanCompiled(old *State, c *Compiled, allowDrop []string, counts Counts) (*Result, error) {
+	if old == nil {
+		old = Empty()
 	}
 	p := &planner{
 		old:    old,
@@ -106,8 +115,10 @@ func Plan(ctx context.Context, old *State, req PlanRequest, counts Counts) (*Res
 		nextType:  old.NextTypeID,
 		nextIndex: old.NextIndexID,
 		allowDrop: map[protoreflect.FullName]bool{},
+		clean:     map[string]bool{},
+		cmps:      map[protoreflect.FullName]*typeCmp{},
 	}
-	for _, n := range req.AllowDrop {
+	for _, n := range allowDrop {
 		p.allowDrop[protoreflect.FullName(n)] = true
 	}
 	if err := p.run(); err != nil {
@@ -155,6 +166,42 @@ type planner struct {
 
 	problems     []string
 	incompatible bool
+
+	// clean memoizes unchanged: whether a file and all it imports are the
+	// same source in both states.
+	clean map[string]bool
+	// cmps holds the comparison of each message and enum type reached, by
+	// old full name, shared by every record type that reaches it.
+	cmps map[protoreflect.FullName]*typeCmp
+}
+
+// unchanged reports whether fd, a file of the new state, and every file it
+// imports, directly or not, have the same source in the old state: then
+// the types declared in fd are the same as before, and comparing them (and
+// what they use) is skipped. Without this, a chain of n files, each type
+// using the one before, would be compared in time quadratic in n.
+func (p *planner) unchanged(fd protoreflect.FileDescriptor) bool {
+	path := fd.Path()
+	src, user := p.c.Files[path]
+	if !user {
+		return true // built in: the same in every state
+	}
+	if v, ok := p.clean[path]; ok {
+		return v
+	}
+	if old, ok := p.old.Compiled.Files[path]; !ok || old != src {
+		p.clean[path] = false
+		return false
+	}
+	p.clean[path] = false // linked files have no import cycles
+	imps := fd.Imports()
+	for i := 0; i < imps.Len(); i++ {
+		if imp := imps.Get(i).FileDescriptor; imp != nil && !p.unchanged(imp) {
+			return false
+		}
+	}
+	p.clean[path] = true
+	return true
 }
 
 // count returns the number of records of an old type, asking once.
@@ -266,9 +313,8 @@ func indexChange(ix *Index, build bool) *protobasev1.IndexChange {
 
 // keep plans a type present in both states.
 func (p *planner) keep(ot, nt *RecordType) error {
-	var d differ
-	d.visited = map[protoreflect.FullName]bool{}
-	d.message(ot.Desc, nt.Desc, "")
+	d := differ{keyFields: keyFieldsOf(ot, nt)}
+	p.collect(&d, ot.Desc, nt.Desc)
 	if op, np := keyPaths(ot.PrimaryKey), keyPaths(nt.PrimaryKey); !slices.Equal(op, np) {
 		// Renaming a key field leaves the stored keys as they are.
 		same := slices.Equal(keyNumbers(ot.PrimaryKey), keyNumbers(nt.PrimaryKey))
@@ -371,12 +417,50 @@ func keyNumbers(k []KeyField) []string {
 	return out
 }
 
-// differ compares an old and a new version of a message type and the
-// message types it uses.
+// differ collects the changes of one record type: those of its message
+// and of the message and enum types it reaches (compared once per plan, see
+// compare.go), then those of its primary key and indexes.
 type differ struct {
-	visited  map[protoreflect.FullName]bool
-	changes  []change
-	breaking bool
+	// keyFields are the fields whose decoded values are in stored keys:
+	// every field along the paths of the primary key and of the indexes
+	// the plan keeps, with what uses them ("primary key", "index by_email").
+	keyFields map[fieldID]string
+	changes   []change
+	breaking  bool
+}
+
+// fieldID names a field across two versions of a schema, where its name
+// may change and its number may not.
+type fieldID struct {
+	msg protoreflect.FullName
+	num protoreflect.FieldNumber
+}
+
+func idOf(f protoreflect.FieldDescriptor) fieldID {
+	return fieldID{f.ContainingMessage().FullName(), f.Number()}
+}
+
+// keyFieldsOf lists the fields of ot whose values are in its stored primary
+// keys and in the entries of the indexes that nt keeps unchanged (an index
+// redefined or added is built from the records under the new schema).
+func keyFieldsOf(ot, nt *RecordType) map[fieldID]string {
+	out := map[fieldID]string{}
+	use := func(k []KeyField, what string) {
+		for _, kf := range k {
+			for _, f := range kf.Fields {
+				if _, ok := out[idOf(f)]; !ok {
+					out[idOf(f)] = what
+				}
+			}
+		}
+	}
+	use(ot.PrimaryKey, "primary key")
+	for _, oix := range ot.Indexes {
+		if nix, ok := nt.Index(oix.Name); ok && sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED {
+			use(oix.Fields, "index "+oix.Name)
+		}
+	}
+	return out
 }
 
 type change struct {
@@ -392,57 +476,6 @@ func (d *differ) add(breaking bool, text string) { d.addHint(breaking, text, "")
 func (d *differ) addHint(breaking bool, text, hint string) {
 	d.changes = append(d.changes, change{text, breaking, hint})
 	d.breaking = d.breaking || breaking
-}
-
-// message compares two messages of the same full name; prefix qualifies the
-// changes of nested message types.
-func (d *differ) message(om, nm protoreflect.MessageDescriptor, prefix string) {
-	if d.visited[om.FullName()] {
-		return
-	}
-	d.visited[om.FullName()] = true
-	var nested [][2]protoreflect.MessageDescriptor
-
-	ofs, nfs := sortedFields(om), sortedFields(nm)
-	for _, of := range ofs {
-		nf := nm.Fields().ByNumber(of.Number())
-		if nf == nil {
-			if moved := nm.Fields().ByName(of.Name()); moved != nil {
-				d.add(true, fmt.Sprintf("%sfield %s: number changed from %d to %d", prefix, of.Name(), of.Number(), moved.Number()))
-				continue
-			}
-			if nm.ReservedRanges().Has(of.Number()) {
-				d.add(false, fmt.Sprintf("%sfield %s (%d) removed (number reserved)", prefix, of.Name(), of.Number()))
-				continue
-			}
-			d.addHint(true, fmt.Sprintf("%sfield %s (%d) removed", prefix, of.Name(), of.Number()),
-				fmt.Sprintf(" (to remove a field of stored records, reserve its number: \"reserved %d;\")", of.Number()))
-			continue
-		}
-		if ot, nt := fieldType(of), fieldType(nf); ot != nt {
-			d.add(true, fmt.Sprintf("%sfield %s (%d) changed from %s to %s", prefix, of.Name(), of.Number(), ot, nt))
-			continue
-		}
-		if of.Name() != nf.Name() {
-			d.add(false, fmt.Sprintf("%sfield %s (%d) renamed to %s", prefix, of.Name(), of.Number(), nf.Name()))
-		}
-		// Same type name: compare the message types themselves.
-		if om, nm := fieldMessage(of), fieldMessage(nf); om != nil && nm != nil {
-			nested = append(nested, [2]protoreflect.MessageDescriptor{om, nm})
-		}
-	}
-	for _, nf := range nfs {
-		if om.Fields().ByNumber(nf.Number()) != nil {
-			continue
-		}
-		if of := om.Fields().ByName(nf.Name()); of != nil && nm.Fields().ByNumber(of.Number()) == nil {
-			continue // reported as a number change
-		}
-		d.add(false, fmt.Sprintf("%sfield %s (%d) added", prefix, nf.Name(), nf.Number()))
-	}
-	for _, pair := range nested {
-		d.message(pair[0], pair[1], fmt.Sprintf("message %s: ", pair[0].FullName()))
-	}
 }
 
 // fieldMessage is the message type a field holds (the value type of a map).

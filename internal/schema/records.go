@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/bufbuild/protocompile/linker"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -54,7 +53,7 @@ func recordOptions(md protoreflect.MessageDescriptor) (*protobasev1.RecordOption
 
 // findRecordTypes finds and validates the record types of the user files,
 // reporting every problem to errs.
-func findRecordTypes(files linker.Files, errs *errorList) map[protoreflect.FullName]*RecordType {
+func findRecordTypes(files []protoreflect.FileDescriptor, errs *errorList) map[protoreflect.FullName]*RecordType {
 	types := map[protoreflect.FullName]*RecordType{}
 	var visit func(msgs protoreflect.MessageDescriptors)
 	visit = func(msgs protoreflect.MessageDescriptors) {
@@ -77,10 +76,11 @@ func findRecordTypes(files linker.Files, errs *errorList) map[protoreflect.FullN
 			}
 		}
 	}
+	memo := map[string]bool{}
 	for _, f := range files {
 		// Only a file that can see protobase/v1/options.proto can use the
 		// record option; another extension with the same number is not it.
-		if importsOptions(f, map[string]bool{}) {
+		if importsOptions(f, memo) {
 			visit(f.Messages())
 		}
 	}
@@ -88,17 +88,21 @@ func findRecordTypes(files linker.Files, errs *errorList) map[protoreflect.FullN
 }
 
 // importsOptions reports whether fd imports OptionsPath, directly or not.
-func importsOptions(fd protoreflect.FileDescriptor, seen map[string]bool) bool {
+// memo holds the answer for every file already visited, so that a long
+// import chain is walked once, not once per file (linked files have no
+// import cycles).
+func importsOptions(fd protoreflect.FileDescriptor, memo map[string]bool) bool {
 	if fd.Path() == OptionsPath {
 		return true
 	}
-	if seen[fd.Path()] {
-		return false
+	if v, ok := memo[fd.Path()]; ok {
+		return v
 	}
-	seen[fd.Path()] = true
+	memo[fd.Path()] = false
 	imps := fd.Imports()
 	for i := 0; i < imps.Len(); i++ {
-		if imp := imps.Get(i).FileDescriptor; imp != nil && importsOptions(imp, seen) {
+		if imp := imps.Get(i).FileDescriptor; imp != nil && importsOptions(imp, memo) {
+			memo[fd.Path()] = true
 			return true
 		}
 	}

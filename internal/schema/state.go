@@ -137,8 +137,9 @@ func (s *State) sortedTypes() []*RecordType {
 	return out
 }
 
-// stateFormat versions the encoding of State.
-const stateFormat = 1
+// stateFormat versions the encoding of State. Format 1 had no
+// descriptors: its sources are compiled again when decoded.
+const stateFormat = 2
 
 type stateJSON struct {
 	Format      int               `json:"format"`
@@ -147,6 +148,13 @@ type stateJSON struct {
 	Types       []typeJSON        `json:"types"`
 	NextTypeID  uint32            `json:"next_type_id"`
 	NextIndexID uint32            `json:"next_index_id"`
+	// Descriptors is the compiled form of Files (a serialized
+	// FileDescriptorSet, imports included), so that Decode need not
+	// compile them again.
+	Descriptors []byte `json:"descriptors,omitempty"`
+	// SourcesSHA256 is sourcesDigest(Files) when Descriptors were compiled
+	// from Files.
+	SourcesSHA256 []byte `json:"sources_sha256,omitempty"`
 }
 
 type typeJSON struct {
@@ -166,13 +174,17 @@ type indexJSON struct {
 }
 
 // Encode returns the persistent form of s: deterministic JSON holding the
-// version, the sources, the ids and definitions of the types and indexes,
-// the index states and the id counters.
+// version, the sources and their compiled descriptors, the ids and
+// definitions of the types and indexes, the index states and the id
+// counters.
 func (s *State) Encode() ([]byte, error) {
-	j := stateJSON{
+	files, err := s.Compiled.encodedFiles()
+	if err != nil {
+		return nil, fmt.Errorf("encode schema state: %w", err)
+	}
+	head := stateHead{
 		Format:      stateFormat,
 		Version:     s.Version,
-		Files:       s.Compiled.Files,
 		Types:       []typeJSON{},
 		NextTypeID:  s.NextTypeID,
 		NextIndexID: s.NextIndexID,
@@ -189,20 +201,71 @@ func (s *State) Encode() ([]byte, error) {
 				Error:  ix.Error,
 			})
 		}
-		j.Types = append(j.Types, tj)
+		head.Types = append(head.Types, tj)
 	}
+	b, err := marshalJSON(head)
+	if err != nil {
+		return nil, fmt.Errorf("encode schema state: %w", err)
+	}
+	// The files and descriptors (megabytes for thousands of files) are
+	// encoded once per Compiled, not at every index state change.
+	out := make([]byte, 0, len(b)+len(files)+1)
+	out = append(out, b[:len(b)-1]...) // without the closing brace
+	out = append(out, files...)
+	return append(out, "}\n"...), nil
+}
+
+// stateHead is what Encode writes besides encodedFiles.
+type stateHead struct {
+	Format      int        `json:"format"`
+	Version     uint64     `json:"version"`
+	Types       []typeJSON `json:"types"`
+	NextTypeID  uint32     `json:"next_type_id"`
+	NextIndexID uint32     `json:"next_index_id"`
+}
+
+// encodeFiles returns the JSON members of the state that come from c: the
+// files, their descriptors and the digest of the files, each preceded by a
+// comma.
+func encodeFiles(c *Compiled) ([]byte, error) {
+	desc, err := c.descriptors()
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, m := range []struct {
+		name  string
+		value any
+	}{{"files", c.Files}, {"descriptors", desc}, {"sources_sha256", sourcesDigest(c.Files)}} {
+		if m.name == "descriptors" && len(desc) == 0 {
+			continue
+		}
+		v, err := marshalJSON(m.value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(append(out, `,"`...), m.name...), `":`...)
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+// marshalJSON encodes v without HTML escaping and without a newline.
+func marshalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(j); err != nil {
-		return nil, fmt.Errorf("encode schema state: %w", err)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	return buf.Bytes(), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// Decode rebuilds a State from the bytes of Encode: it compiles the stored
-// sources again and re-attaches the ids and index states. It fails when the
-// sources no longer compile or do not match the stored types and indexes.
+// Decode rebuilds a State from the bytes of Encode: it loads the stored
+// descriptors (or, for a state stored without them or whose descriptors
+// cannot be read, compiles the stored sources again) and re-attaches the
+// ids and index states. It fails when the sources no longer compile or do
+// not match the stored types and indexes.
 func Decode(ctx context.Context, b []byte) (*State, error) {
 	var j stateJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -210,8 +273,8 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	if err := dec.Decode(&j); err != nil {
 		return nil, fmt.Errorf("decode schema state: %w", err)
 	}
-	if j.Format != stateFormat {
-		return nil, fmt.Errorf("decode schema state: format %d, want %d", j.Format, stateFormat)
+	if j.Format != stateFormat && j.Format != 1 {
+		return nil, fmt.Errorf("decode schema state: format %d, want 1 or %d", j.Format, stateFormat)
 	}
 	if j.NextTypeID == 0 || j.NextIndexID == 0 {
 		return nil, fmt.Errorf("decode schema state: id counters must start at 1")
@@ -219,8 +282,14 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	c := emptyCompiled()
 	if len(j.Files) > 0 {
 		var err error
-		if c, err = Compile(ctx, j.Files); err != nil {
-			return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
+		usable := len(j.Descriptors) > 0 && bytes.Equal(j.SourcesSHA256, sourcesDigest(j.Files))
+		if usable {
+			c, err = compiledFromDescriptors(j.Files, j.Descriptors)
+		}
+		if !usable || err != nil {
+			if c, err = compile(ctx, j.Files); err != nil {
+				return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
+			}
 		}
 	}
 	s := &State{

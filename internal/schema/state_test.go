@@ -101,7 +101,7 @@ func TestEncodeFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"format":1`, `"version":2`, `"next_type_id":4`, `"next_index_id":4`,
+	for _, want := range []string{`"format":2`, `"version":2`, `"next_type_id":4`, `"next_index_id":4`,
 		`{"name":"shop.User","id":1,"primary_key":["id"],"indexes":[{"name":"name","id":2,"fields":["name"],"state":"INDEX_STATE_READY"},{"name":"city_age","id":3,"fields":["address.city","age"],"unique":true,"state":"INDEX_STATE_FAILED","error":"duplicate key (\"Paris\", 3)"}]}`,
 		`<b>&amp;</b>`} {
 		if !strings.Contains(string(b), want) {
@@ -128,7 +128,7 @@ func TestDecodeErrors(t *testing.T) {
 	tests := map[string]string{
 		"garbage":       "{",
 		"unknown field": edit(func(m map[string]any) { m["extra"] = 1 }),
-		"format":        edit(func(m map[string]any) { m["format"] = 2 }),
+		"format":        edit(func(m map[string]any) { m["format"] = 3 }),
 		"zero counter":  edit(func(m map[string]any) { m["next_index_id"] = 0 }),
 		"bad source":    edit(func(m map[string]any) { m["files"].(map[string]any)["orders.proto"] = "nope" }),
 		"missing type":  edit(func(m map[string]any) { m["types"] = m["types"].([]any)[1:] }),
