@@ -50,6 +50,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
@@ -69,6 +70,12 @@ type Options struct {
 	MaxMessageBytes int
 	// OpenAPI is served at /openapi.json when set.
 	OpenAPI []byte
+	// Verifier, when set, authenticates every API request by its
+	// "Authorization: Bearer KEY" header (401 without a valid key) and
+	// passes the identity to Service through the request context; the
+	// service checks role and scope (403). The OpenAPI description stays
+	// open.
+	Verifier auth.Verifier
 }
 
 // Gateway is the REST/JSON handler. It is safe for concurrent use.
@@ -76,6 +83,7 @@ type Gateway struct {
 	svc   pb.ProtobaseServer
 	codec *codec
 	mux   *http.ServeMux
+	auth  auth.Verifier // nil: no authentication
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -85,7 +93,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Service == nil || opts.Resolver == nil || opts.MaxMessageBytes <= 0 {
 		return nil, errors.New("gateway: Service, Resolver and MaxMessageBytes are required")
 	}
-	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux()}
+	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), auth: opts.Verifier}
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
@@ -128,6 +136,14 @@ func New(opts Options) (*Gateway, error) {
 // ServeHTTP serves one request. The body is wrapped so that its decoder
 // can flag an oversized message for the error handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.auth != nil && r.URL.Path != "/openapi.json" {
+		id, err := auth.VerifyHeader(r.Context(), g.auth, r.Header.Get("Authorization"))
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		r = r.WithContext(auth.NewContext(r.Context(), id))
+	}
 	if r.Body != nil {
 		r.Body = &body{ReadCloser: r.Body}
 	}
