@@ -38,7 +38,14 @@ func ParseKey(s string) error {
 	if len(s) != KeyLen || !strings.HasPrefix(s, KeyPrefix) {
 		return ErrKeyFormat
 	}
-	if _, err := base64.RawURLEncoding.Strict().DecodeString(s[len(KeyPrefix):]); err != nil {
+	// The decoder skips '\r' and '\n': check the alphabet first.
+	for _, c := range []byte(s[len(KeyPrefix):]) {
+		if !(c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+			return ErrKeyFormat
+		}
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s[len(KeyPrefix):])
+	if err != nil || len(b) != keyEntropyBytes {
 		return ErrKeyFormat
 	}
 	return nil
