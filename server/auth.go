@@ -94,6 +94,9 @@ func (s *Server) startAuth() error {
 		if on {
 			s.log.Info("authentication is on", "keys", keys.Len())
 		}
+		if on && s.cfg.AdminKey != "" {
+			s.log.Info("the configured admin key is not added: keys exist already")
+		}
 		return nil
 	}
 	if s.cfg.AdminKey != "" {

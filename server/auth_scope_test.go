@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -311,6 +313,25 @@ func TestAuthDefaultOnOffLoopback(t *testing.T) {
 	}
 	_, err := ts.c.GetSchema(context.Background())
 	wantCallCode(t, "GetSchema without a key", err, codes.Unauthenticated)
+	_, port, _ := net.SplitHostPort(ts.srv.MetricsAddr())
+	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("metrics without a key: %d, want 401", resp.StatusCode)
+	}
+	admin, _ := os.ReadFile(filepath.Join(ts.cfg.DataDir, server.AdminKeyFile))
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+port+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(admin)))
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics with the admin key: %d", resp.StatusCode)
+	}
 
 	ts2 := startAuthed(t, server.Config{DataDir: t.TempDir(), MetricsAddr: "0.0.0.0:0", InsecureNoAuth: true}, "")
 	if ts2.srv.AuthRequired() {
