@@ -281,6 +281,26 @@ func TestAuthAdminKeyBootstrap(t *testing.T) {
 	if _, err := e.api("admin").ListKeys(context.Background(), &pb.ListKeysRequest{}); err != nil {
 		t.Fatalf("the bootstrap key is not an admin key: %v", err)
 	}
+	// Key and schema changes leave audit lines naming the key, never a key.
+	created, err := e.api("admin").CreateKey(context.Background(), &pb.CreateKeyRequest{Name: "ops", Role: pb.KeyRole_KEY_ROLE_SCHEMA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.keys["ops"] = created.Key
+	if _, err := e.api("ops").ApplySchema(context.Background(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": shopProto}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.api("admin").RevokeKey(context.Background(), &pb.RevokeKeyRequest{Name: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`msg="audit: api key created" by=admin key=ops`, `msg="audit: schema applied" by=ops`, `msg="audit: api key revoked" by=admin key=ops`} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no audit line %s in\n%s", line, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), created.Key) || strings.Contains(logs.String(), key) {
+		t.Fatal("a key was logged")
+	}
 	// A restart with keys present creates none.
 	ts.stop()
 	_ = os.Remove(path)

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -185,6 +187,12 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 			t.Fatalf("%s refused, yet the state changed:\n%s\nwant\n%s", c.endpoint, after, before)
 		}
 	}
+	// The lower-case header works too.
+	msg0 := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectSchemaGet))
+	msg0.Header.Set("authorization", "Bearer "+e.keys["reader"])
+	if reply, err := nc.RequestMsg(msg0, 10*time.Second); err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("lower-case authorization header: %v %v", reply.Header, err)
+	}
 	// The error reply carries the HTTP-equivalent code too.
 	msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectQuery))
 	reply, err := nc.RequestMsg(msg, 10*time.Second)
@@ -217,5 +225,38 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 	// keys.revoke above revoked reader: refused at once.
 	if st := e.natsCall(nc, "reader", natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, nil); st == nil || codes.Code(st.Code) != codes.Unauthenticated {
 		t.Fatalf("revoked key: %v", st)
+	}
+}
+
+// TestAuthRESTRevokeOpenStream revokes the key of an open REST Search
+// stream: its next request line is refused with UNAUTHENTICATED.
+func TestAuthRESTRevokeOpenStream(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", "http://"+e.ts.srv.HTTPAddr()+"/v1/search", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Authorization", "Bearer "+e.keys["reader"])
+	line := `{"queries": [{"type": "shop.User"}]}` + "\n"
+	go func() { _, _ = pw.Write([]byte(line)) }()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	first, err := rd.ReadString('\n')
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(first, `"done"`) {
+		t.Fatalf("first response: %d %q %v", resp.StatusCode, first, err)
+	}
+	if err := e.ts.c.RevokeKey(context.Background(), "reader"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = pw.Write([]byte(line)); _ = pw.Close() }()
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), `"error"`) || !regexp.MustCompile(`"code":\s*16\b`).Match(rest) {
+		t.Fatalf("after revocation the stream went on: %s", rest)
 	}
 }

@@ -277,7 +277,7 @@ func (s *Service) guard(need auth.Role, h func(*request)) micro.HandlerFunc {
 		defer s.active.Done()
 		r := s.begin(req)
 		if s.opts.Auth {
-			id, err := auth.VerifyHeader(s.ctx, s.opts.Keys, req.Headers().Get(HeaderAuthorization))
+			id, err := auth.VerifyHeader(s.ctx, s.opts.Keys, authorization(req.Headers()))
 			if err == nil {
 				_, err = auth.Require(auth.NewContext(s.ctx, id), true, need)
 			}
@@ -289,6 +289,15 @@ func (s *Service) guard(need auth.Role, h func(*request)) micro.HandlerFunc {
 		}
 		h(r)
 	}
+}
+
+// authorization returns the Authorization header. NATS headers are
+// case-sensitive; the lower-case spelling of gRPC metadata is accepted too.
+func authorization(h micro.Headers) string {
+	if v := h.Get(HeaderAuthorization); v != "" {
+		return v
+	}
+	return h.Get("authorization")
 }
 
 // request is one decoded request's context: its encoding, reply path and
