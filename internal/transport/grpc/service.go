@@ -1,6 +1,9 @@
 // Package grpc adapts the engine to the gRPC API (protobase.v1.Protobase).
 // It owns nothing but the mapping of streams onto engine calls: every rule
-// and every error code comes from internal/engine.
+// and every error code comes from internal/engine, and every access rule
+// from internal/auth, which the service applies per call, per batch and
+// per query (auth.go, read.go) so that the REST gateway, calling the same
+// methods in process, enforces the same rules.
 package grpc
 
 import (
