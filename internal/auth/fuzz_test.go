@@ -52,8 +52,8 @@ func FuzzParseKey(f *testing.F) {
 		if len(s) != KeyLen || !strings.HasPrefix(s, KeyPrefix) {
 			t.Fatalf("accepted %q", s)
 		}
-		for _, c := range s[len(KeyPrefix):] {
-			if !(c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+		for _, c := range []byte(s[len(KeyPrefix):]) {
+			if !strings.ContainsRune("-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", rune(c)) {
 				t.Fatalf("accepted %q with %q", s, c)
 			}
 		}

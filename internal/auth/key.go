@@ -40,7 +40,7 @@ func ParseKey(s string) error {
 	}
 	// The decoder skips '\r' and '\n': check the alphabet first.
 	for _, c := range []byte(s[len(KeyPrefix):]) {
-		if !(c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+		if !isKeyChar(c) {
 			return ErrKeyFormat
 		}
 	}
@@ -78,4 +78,9 @@ func ParseAuthorization(v string) (string, error) {
 		return "", fmt.Errorf("authorization header: %w", err)
 	}
 	return key, nil
+}
+
+// isKeyChar reports whether c is in the base64url alphabet.
+func isKeyChar(c byte) bool {
+	return c == '-' || c == '_' || ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
 }

@@ -108,12 +108,28 @@ func (w *authStream) RecvMsg(m any) error {
 		if q, ok := r.MessageRequest.(*reflectionv1.ServerReflectionRequest_FileContainingSymbol); ok && w.hiddenSymbol(q.FileContainingSymbol) {
 			q.FileContainingSymbol = "protobase.hidden"
 		}
-	case *reflectionv1alpha.ServerReflectionRequest:
-		if q, ok := r.MessageRequest.(*reflectionv1alpha.ServerReflectionRequest_FileContainingSymbol); ok && w.hiddenSymbol(q.FileContainingSymbol) {
-			q.FileContainingSymbol = "protobase.hidden"
-		}
+	case *reflectionv1alpha.ServerReflectionRequest: //nolint:staticcheck // see v1alphaRequest
+		w.v1alphaRequest(r)
 	}
 	return nil
+}
+
+// v1alphaRequest and v1alphaResponse filter the deprecated v1alpha
+// protocol, which the server still serves for older tools: left
+// unfiltered, it would show a scoped key every type.
+//
+//nolint:staticcheck // v1alpha is deprecated, and served
+func (w *authStream) v1alphaRequest(r *reflectionv1alpha.ServerReflectionRequest) {
+	if q, ok := r.MessageRequest.(*reflectionv1alpha.ServerReflectionRequest_FileContainingSymbol); ok && w.hiddenSymbol(q.FileContainingSymbol) {
+		q.FileContainingSymbol = "protobase.hidden"
+	}
+}
+
+//nolint:staticcheck // v1alpha is deprecated, and served
+func (w *authStream) v1alphaResponse(r *reflectionv1alpha.ServerReflectionResponse) {
+	if fd := r.GetFileDescriptorResponse(); fd != nil {
+		w.filter(fd.FileDescriptorProto)
+	}
 }
 
 func (w *authStream) SendMsg(m any) error {
@@ -123,10 +139,8 @@ func (w *authStream) SendMsg(m any) error {
 			if fd := r.GetFileDescriptorResponse(); fd != nil {
 				w.filter(fd.FileDescriptorProto)
 			}
-		case *reflectionv1alpha.ServerReflectionResponse:
-			if fd := r.GetFileDescriptorResponse(); fd != nil {
-				w.filter(fd.FileDescriptorProto)
-			}
+		case *reflectionv1alpha.ServerReflectionResponse: //nolint:staticcheck // see v1alphaRequest
+			w.v1alphaResponse(r)
 		}
 	}
 	return w.ServerStream.SendMsg(m)
