@@ -38,7 +38,7 @@ func (e *authEnv) rest(key, method, path, body string) (int, string) {
 	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, path, err)
+		e.t.Fatalf("%s %s (key %q): %v", method, path, key, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -162,6 +162,9 @@ func (g *Gateway) writes(call func(grpc.ClientStreamingServer[pb.WriteRequest, p
 // write serves the bidirectional Write stream: each acknowledged batch
 // answers with a line as soon as it is durable.
 func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	if !g.allowed(w, r, pb.Protobase_Write_FullMethodName) {
+		return
+	}
 	fullDuplex(w)
 	st := newStream[pb.WriteStreamRequest, pb.WriteStreamResponse](g, w, r)
 	st.finish(g.svc.Write(st), true)
@@ -170,6 +173,9 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]str
 // search serves Search: batches of queries in, result lines out, while
 // the body is still being read.
 func (g *Gateway) search(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	if !g.allowed(w, r, pb.Protobase_Search_FullMethodName) {
+		return
+	}
 	fullDuplex(w)
 	st := newStream[pb.SearchRequest, pb.SearchResponse](g, w, r)
 	st.finish(g.svc.Search(st), true)
@@ -184,6 +190,23 @@ func (g *Gateway) scan(w http.ResponseWriter, r *http.Request, _ map[string]stri
 		return
 	}
 	st.finish(g.svc.Scan(req, st), true)
+}
+
+// allowed refuses a caller whose key's role does not allow method before
+// a full-duplex stream starts: refused there, net/http would not consume
+// the unread body and would drop the connection, resetting the next
+// request a client sends on it. The service checks again (and checks
+// scopes) as for gRPC.
+func (g *Gateway) allowed(w http.ResponseWriter, r *http.Request, method string) bool {
+	if g.auth == nil {
+		return true
+	}
+	need, _ := auth.MethodRole(method)
+	if _, err := auth.Require(r.Context(), true, need); err != nil {
+		g.writeError(w, r, err)
+		return false
+	}
+	return true
 }
 
 // fullDuplex lets an HTTP/1.1 handler write the response while it still
