@@ -1,14 +1,8 @@
 package auth
 
 import (
-	"google.golang.org/grpc/codes"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/engine"
 )
-
-// errNoKeyring answers key management on a server built without keys.
-var errNoKeyring = &engine.Error{Code: codes.Unimplemented, Msg: "this server does not manage API keys"}
 
 // CreateKey, ListKeys and RevokeKey are the key-management calls for any
 // transport; the caller has checked the admin role. by names the caller in

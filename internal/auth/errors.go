@@ -51,6 +51,9 @@ func RecordDenied(id *Identity, i int, typeURL string) error {
 // Invalid is an INVALID_ARGUMENT error about a key-management request.
 func Invalid(msg string) error { return &engine.Error{Code: codes.InvalidArgument, Msg: msg} }
 
+// errNoKeyring answers key management on a server built without keys.
+var errNoKeyring = &engine.Error{Code: codes.Unimplemented, Msg: "this server does not manage API keys"}
+
 func errExists(name string) error {
 	return &engine.Error{Code: codes.AlreadyExists, Msg: fmt.Sprintf("an API key named %q exists", name)}
 }
