@@ -26,7 +26,8 @@ type Client struct {
 type Option func(*dialOptions)
 
 type dialOptions struct {
-	grpc []grpc.DialOption
+	grpc   []grpc.DialOption
+	apiKey string
 }
 
 // WithDialOptions passes extra options to grpc.NewClient (credentials,
@@ -49,6 +50,9 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		grpc.WithInitialConnWindowSize(16 << 20),
 		experimental.WithBufferPool(grpcbuf.Pool),
 	}, o.grpc...)
+	if o.apiKey != "" {
+		dopts = append(dopts, grpc.WithPerRPCCredentials(newAPIKeyCreds(o.apiKey, addr)))
+	}
 	conn, err := grpc.NewClient(addr, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)

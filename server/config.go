@@ -70,6 +70,8 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
+	case c.Auth && c.InsecureNoAuth:
+		return configError("Auth", " and ", "InsecureNoAuth", " are exclusive")
 	case c.NATS && c.NATSURL != "":
 		return configError("NATS", " (embedded server) and ", "NATSURL", " (external server) are exclusive")
 	case c.NATSAddr != "" && !c.NATS:

@@ -33,6 +33,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/store"
@@ -104,6 +105,16 @@ type Config struct {
 	// echo, sink and engine counters) beside the public API, for
 	// `protobase bench --addr`. Off by default: it is not for applications.
 	Lab bool
+
+	// Authentication (API keys; see docs/security.md and server/auth.go).
+	// Auth requires a key on every call but health checks. It is on
+	// anyway when a listener is not on loopback, unless InsecureNoAuth
+	// (exclusive with Auth). AdminKey, in the key format, becomes the
+	// admin key on the first start with auth and no key; without it a
+	// new key is written to DataDir/admin.key (mode 0600).
+	Auth           bool
+	InsecureNoAuth bool
+	AdminKey       string
 }
 
 // Server is a running Protobase server.
@@ -118,6 +129,9 @@ type Server struct {
 	metrics *http.Server
 	mlis    net.Listener
 	tr      transports // REST and NATS, see transports.go
+	keys    *auth.Keyring
+	auth    bool // callers must authenticate (see auth.go)
+	svc     *grpctransport.Service
 
 	stopOnce sync.Once
 	stopErr  error
@@ -156,6 +170,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s.eng = eng
+	if err := s.startAuth(); err != nil {
+		_ = s.closeStorage() // the start-up error is the one to report
+		return nil, err
+	}
+	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log})
 
 	lis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
@@ -172,8 +191,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.gs = grpc.NewServer(
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(srvMetrics.StreamServerInterceptor()),
+		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor(), s.svc.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(srvMetrics.StreamServerInterceptor(), s.svc.StreamInterceptor()),
 		// Large windows keep batched streams from stalling on loopback and
 		// LAN links; flow control still bounds memory per stream.
 		grpc.InitialWindowSize(4<<20),
@@ -181,7 +200,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{}),
 	)
-	grpctransport.New(eng).Register(s.gs)
+	s.svc.Register(s.gs)
 	if cfg.Lab {
 		labtransport.New(eng, !cfg.NoSync).Register(s.gs)
 	}
@@ -203,7 +222,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.mlis = mlis
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = s.metrics.Serve(mlis) }()
 	}
@@ -222,7 +241,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		close(s.done)
 	}()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync)
+	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth)
 	return s, nil
 }
 

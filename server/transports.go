@@ -40,7 +40,7 @@ func (s *Server) startTransports() (err error) {
 			s.stopTransports(context.Background())
 		}
 	}()
-	svc := grpctransport.New(s.eng)
+	svc := s.svc
 	res := schemajson.New(func() *protoregistry.Files { return s.eng.Schema().Compiled.Registry })
 	if s.cfg.HTTPAddr != "" {
 		if err := s.startHTTP(svc, res); err != nil {
@@ -56,12 +56,16 @@ func (s *Server) startTransports() (err error) {
 }
 
 func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver) error {
-	gw, err := gateway.New(gateway.Options{
+	gopts := gateway.Options{
 		Service:         svc,
 		Resolver:        res,
 		MaxMessageBytes: s.cfg.MaxMessageBytes,
 		OpenAPI:         openapi.Spec,
-	})
+	}
+	if s.auth {
+		gopts.Verifier = s.keys
+	}
+	gw, err := gateway.New(gopts)
 	if err != nil {
 		return err
 	}
@@ -116,6 +120,8 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 		Queue:           s.cfg.NATSQueue,
 		MaxMessageBytes: s.cfg.MaxMessageBytes,
 		Logger:          s.log,
+		Keys:            s.keys,
+		Auth:            s.auth,
 	})
 	if err != nil {
 		return err

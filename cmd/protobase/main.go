@@ -42,6 +42,8 @@ type app struct {
 
 	// addr is the --addr flag: the server the client commands talk to.
 	addr string
+	// apiKey is the --api-key flag; when empty, $PROTOBASE_API_KEY.
+	apiKey string
 
 	// isTerminal reports whether w is an interactive terminal (progress bars
 	// are drawn only then).
@@ -92,7 +94,8 @@ This command runs a server (serve), talks to one (schema, insert, update,
 upsert, remove, search, scan), runs the benchmark lab (bench) and checks a
 data directory's indexes against its records (check). The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
-else ` + defaultAddr + `.`,
+else ` + defaultAddr + `; a server that requires API keys (docs/security.md)
+takes one from --api-key or $PROTOBASE_API_KEY.`,
 		Example: `  protobase serve --data ./protobase-data
   protobase schema apply shop.proto
   protobase insert --type shop.User users.jsonl
@@ -113,6 +116,10 @@ else ` + defaultAddr + `.`,
 	}
 	root.PersistentFlags().StringVar(&a.addr, "addr", addr,
 		"server address, host:port ($PROTOBASE_ADDR, when set, overrides the default)")
+	// The key is read from the environment only when dialling, so that
+	// --help never prints it as a default.
+	root.PersistentFlags().StringVar(&a.apiKey, "api-key", "",
+		"API key for a server that requires one (default $PROTOBASE_API_KEY)")
 
 	root.AddCommand(
 		a.serveCommand(),
@@ -123,6 +130,7 @@ else ` + defaultAddr + `.`,
 		a.removeCommand(),
 		a.searchCommand(),
 		a.scanCommand(),
+		a.keysCommand(),
 		a.versionCommand(),
 		a.benchCommand(),
 		a.checkCommand(),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -25,11 +26,24 @@ the plan; "schema get" prints the current one.`,
 	return cmd
 }
 
-// dial connects to the server at --addr.
+// dial connects to the server at --addr, with the API key of --api-key or
+// $PROTOBASE_API_KEY, if any.
 func (a *app) dial() (*client.Client, error) {
-	c, err := client.Dial(a.addr)
+	var opts []client.Option
+	if key := a.key(); key != "" {
+		opts = append(opts, client.WithAPIKey(key))
+	}
+	c, err := client.Dial(a.addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return c, nil
+}
+
+// key returns the API key of --api-key, else of $PROTOBASE_API_KEY.
+func (a *app) key() string {
+	if a.apiKey != "" {
+		return a.apiKey
+	}
+	return os.Getenv("PROTOBASE_API_KEY")
 }

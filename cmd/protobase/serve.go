@@ -34,6 +34,8 @@ type serveOptions struct {
 	shutdownTimeout  time.Duration
 	logLevel         string
 	lab              bool
+	auth             bool // --auth
+	insecureNoAuth   bool // --insecure-no-auth
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -69,11 +71,20 @@ echo that skips storage, a search sink that sends nothing back, and the
 engine's counters), so that 'protobase bench --addr' can run every
 experiment against this server. Leave it off in production.
 
+--auth requires an API key on every call (gRPC metadata, REST and NATS
+header "authorization: Bearer KEY"; health checks stay open). It is on
+whenever a listener is not on loopback; --insecure-no-auth is the only way
+to run without it there, and the server then logs a warning. The first
+start with authentication creates an admin key and writes it to
+DATA/admin.key (mode 0600), or takes it from $PROTOBASE_ADMIN_KEY; manage
+keys with protobase keys. See docs/security.md.
+
 The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 		Example: `  protobase serve
   protobase serve --http-addr 127.0.0.1:8080 --nats             # REST and embedded NATS
   protobase serve --nats-url nats://nats.internal:4222 --nats-prefix shop
-  protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090
+  protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090   # auth on
+  protobase serve --auth                           # keys on loopback too
   protobase serve --sync=false --log-level debug   # benchmarks only
   protobase serve --lab                            # a target for protobase bench --addr`,
 		Args: cobra.NoArgs,
@@ -97,6 +108,8 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
+	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +43,9 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		CacheBytes:         o.cacheBytes,
 		ShutdownTimeout:    o.shutdownTimeout,
 		Lab:                o.lab,
+		Auth:               o.auth,
+		InsecureNoAuth:     o.insecureNoAuth,
+		AdminKey:           os.Getenv("PROTOBASE_ADMIN_KEY"),
 	}
 	if o.nats || changed("nats-addr") {
 		cfg.NATSAddr = o.natsAddr
@@ -71,6 +75,9 @@ var configFlags = map[string]string{
 	"MaxInflightBytes":   "--max-inflight-bytes",
 	"CacheBytes":         "--cache-bytes",
 	"ShutdownTimeout":    "--shutdown-timeout",
+	"Auth":               "--auth",
+	"InsecureNoAuth":     "--insecure-no-auth",
+	"AdminKey":           "PROTOBASE_ADMIN_KEY",
 }
 
 // configError words a server.Config refusal in serve's flags.

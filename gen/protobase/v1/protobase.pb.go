@@ -212,6 +212,66 @@ func (Op) EnumDescriptor() ([]byte, []int) {
 	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{2}
 }
 
+// KeyRole is what an API key may do; each role includes the ones before it.
+type KeyRole int32
+
+const (
+	KeyRole_KEY_ROLE_UNSPECIFIED KeyRole = 0
+	// GetSchema, Search, Scan, Query (and NATS get).
+	KeyRole_KEY_ROLE_READ KeyRole = 1
+	// read, and Insert, Update, Upsert, Remove, Write.
+	KeyRole_KEY_ROLE_WRITE KeyRole = 2
+	// write, and ApplySchema.
+	KeyRole_KEY_ROLE_SCHEMA KeyRole = 3
+	// everything, key management included.
+	KeyRole_KEY_ROLE_ADMIN KeyRole = 4
+)
+
+// Enum value maps for KeyRole.
+var (
+	KeyRole_name = map[int32]string{
+		0: "KEY_ROLE_UNSPECIFIED",
+		1: "KEY_ROLE_READ",
+		2: "KEY_ROLE_WRITE",
+		3: "KEY_ROLE_SCHEMA",
+		4: "KEY_ROLE_ADMIN",
+	}
+	KeyRole_value = map[string]int32{
+		"KEY_ROLE_UNSPECIFIED": 0,
+		"KEY_ROLE_READ":        1,
+		"KEY_ROLE_WRITE":       2,
+		"KEY_ROLE_SCHEMA":      3,
+		"KEY_ROLE_ADMIN":       4,
+	}
+)
+
+func (x KeyRole) Enum() *KeyRole {
+	p := new(KeyRole)
+	*p = x
+	return p
+}
+
+func (x KeyRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_protobase_v1_protobase_proto_enumTypes[3].Descriptor()
+}
+
+func (KeyRole) Type() protoreflect.EnumType {
+	return &file_protobase_v1_protobase_proto_enumTypes[3]
+}
+
+func (x KeyRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyRole.Descriptor instead.
+func (KeyRole) EnumDescriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{3}
+}
+
 type ApplySchemaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every file of the schema, by import path. Files not named here are
@@ -2379,6 +2439,352 @@ func (x *QueryResponse) GetPlan() *Plan {
 	return nil
 }
 
+// KeyInfo describes an API key; it never holds the key itself.
+type KeyInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role  KeyRole                `protobuf:"varint,2,opt,name=role,proto3,enum=protobase.v1.KeyRole" json:"role,omitempty"`
+	// Record types (full names) or package wildcards ("shop.*") the key is
+	// limited to; empty means every type.
+	Types []string `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
+	// Creation time, Unix seconds.
+	CreatedUnix   int64 `protobuf:"varint,4,opt,name=created_unix,json=createdUnix,proto3" json:"created_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyInfo) Reset() {
+	*x = KeyInfo{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyInfo) ProtoMessage() {}
+
+func (x *KeyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
+func (*KeyInfo) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *KeyInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeyInfo) GetRole() KeyRole {
+	if x != nil {
+		return x.Role
+	}
+	return KeyRole_KEY_ROLE_UNSPECIFIED
+}
+
+func (x *KeyInfo) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *KeyInfo) GetCreatedUnix() int64 {
+	if x != nil {
+		return x.CreatedUnix
+	}
+	return 0
+}
+
+type CreateKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique name of the key (letters, digits, '.', '_', '-'; at most 64).
+	Name          string   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role          KeyRole  `protobuf:"varint,2,opt,name=role,proto3,enum=protobase.v1.KeyRole" json:"role,omitempty"`
+	Types         []string `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeyRequest) Reset() {
+	*x = CreateKeyRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeyRequest) ProtoMessage() {}
+
+func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CreateKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateKeyRequest) GetRole() KeyRole {
+	if x != nil {
+		return x.Role
+	}
+	return KeyRole_KEY_ROLE_UNSPECIFIED
+}
+
+func (x *CreateKeyRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+type CreateKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new key ("pb_..."); it cannot be shown again.
+	Key           string   `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Info          *KeyInfo `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateKeyResponse) Reset() {
+	*x = CreateKeyResponse{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateKeyResponse) ProtoMessage() {}
+
+func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CreateKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CreateKeyResponse) GetInfo() *KeyInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+type ListKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysRequest) Reset() {
+	*x = ListKeysRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysRequest) ProtoMessage() {}
+
+func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListKeysRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
+}
+
+type ListKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*KeyInfo             `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListKeysResponse) Reset() {
+	*x = ListKeysResponse{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListKeysResponse) ProtoMessage() {}
+
+func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListKeysResponse) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListKeysResponse) GetKeys() []*KeyInfo {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type RevokeKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeKeyRequest) Reset() {
+	*x = RevokeKeyRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeKeyRequest) ProtoMessage() {}
+
+func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RevokeKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RevokeKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeKeyResponse) Reset() {
+	*x = RevokeKeyResponse{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeKeyResponse) ProtoMessage() {}
+
+func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
+}
+
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
@@ -2547,7 +2953,25 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rQueryResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12&\n" +
-	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan*r\n" +
+	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\"\x81\x01\n" +
+	"\aKeyInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +
+	"\x05types\x18\x03 \x03(\tR\x05types\x12!\n" +
+	"\fcreated_unix\x18\x04 \x01(\x03R\vcreatedUnix\"g\n" +
+	"\x10CreateKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +
+	"\x05types\x18\x03 \x03(\tR\x05types\"P\n" +
+	"\x11CreateKeyResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
+	"\x04info\x18\x02 \x01(\v2\x15.protobase.v1.KeyInfoR\x04info\"\x11\n" +
+	"\x0fListKeysRequest\"=\n" +
+	"\x10ListKeysResponse\x12)\n" +
+	"\x04keys\x18\x01 \x03(\v2\x15.protobase.v1.KeyInfoR\x04keys\"&\n" +
+	"\x10RevokeKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
+	"\x11RevokeKeyResponse*r\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2570,7 +2994,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05OP_GE\x10\x06\x12\t\n" +
 	"\x05OP_IN\x10\a\x12\r\n" +
 	"\tOP_PREFIX\x10\b\x12\x0f\n" +
-	"\vOP_CONTAINS\x10\t2\xec\a\n" +
+	"\vOP_CONTAINS\x10\t*s\n" +
+	"\aKeyRole\x12\x18\n" +
+	"\x14KEY_ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rKEY_ROLE_READ\x10\x01\x12\x12\n" +
+	"\x0eKEY_ROLE_WRITE\x10\x02\x12\x13\n" +
+	"\x0fKEY_ROLE_SCHEMA\x10\x03\x12\x12\n" +
+	"\x0eKEY_ROLE_ADMIN\x10\x042\x93\n" +
+	"\n" +
 	"\tProtobase\x12o\n" +
 	"\vApplySchema\x12 .protobase.v1.ApplySchemaRequest\x1a!.protobase.v1.ApplySchemaResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/schema:apply\x12`\n" +
 	"\tGetSchema\x12\x1e.protobase.v1.GetSchemaRequest\x1a\x1f.protobase.v1.GetSchemaResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
@@ -2583,7 +3014,11 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06Search\x12\x1b.protobase.v1.SearchRequest\x1a\x1c.protobase.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search(\x010\x01\x12T\n" +
 	"\x04Scan\x12\x19.protobase.v1.ScanRequest\x1a\x1a.protobase.v1.ScanResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/scan0\x01\x12V\n" +
-	"\x05Query\x12\x1a.protobase.v1.QueryRequest\x1a\x1b.protobase.v1.QueryResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/queryB=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
+	"\x05Query\x12\x1a.protobase.v1.QueryRequest\x1a\x1b.protobase.v1.QueryResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/query\x12a\n" +
+	"\tCreateKey\x12\x1e.protobase.v1.CreateKeyRequest\x1a\x1f.protobase.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12[\n" +
+	"\bListKeys\x12\x1d.protobase.v1.ListKeysRequest\x1a\x1e.protobase.v1.ListKeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
+	"\x12\b/v1/keys\x12e\n" +
+	"\tRevokeKey\x12\x1e.protobase.v1.RevokeKeyRequest\x1a\x1f.protobase.v1.RevokeKeyResponse\"\x17\x82\xd3\xe4\x93\x02\x11*\x0f/v1/keys/{name}B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
 
 var (
 	file_protobase_v1_protobase_proto_rawDescOnce sync.Once
@@ -2597,111 +3032,129 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 	return file_protobase_v1_protobase_proto_rawDescData
 }
 
-var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
 	(Op)(0),                                // 2: protobase.v1.Op
-	(*ApplySchemaRequest)(nil),             // 3: protobase.v1.ApplySchemaRequest
-	(*ApplySchemaResponse)(nil),            // 4: protobase.v1.ApplySchemaResponse
-	(*SchemaPlan)(nil),                     // 5: protobase.v1.SchemaPlan
-	(*TypeChange)(nil),                     // 6: protobase.v1.TypeChange
-	(*TypeDrop)(nil),                       // 7: protobase.v1.TypeDrop
-	(*IndexChange)(nil),                    // 8: protobase.v1.IndexChange
-	(*GetSchemaRequest)(nil),               // 9: protobase.v1.GetSchemaRequest
-	(*GetSchemaResponse)(nil),              // 10: protobase.v1.GetSchemaResponse
-	(*RecordType)(nil),                     // 11: protobase.v1.RecordType
-	(*Index)(nil),                          // 12: protobase.v1.Index
-	(*WriteRequest)(nil),                   // 13: protobase.v1.WriteRequest
-	(*WriteResponse)(nil),                  // 14: protobase.v1.WriteResponse
-	(*WriteStreamRequest)(nil),             // 15: protobase.v1.WriteStreamRequest
-	(*WriteStreamResponse)(nil),            // 16: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 17: protobase.v1.WriteError
-	(*Query)(nil),                          // 18: protobase.v1.Query
-	(*Order)(nil),                          // 19: protobase.v1.Order
-	(*Expr)(nil),                           // 20: protobase.v1.Expr
-	(*ExprList)(nil),                       // 21: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 22: protobase.v1.Comparison
-	(*Value)(nil),                          // 23: protobase.v1.Value
-	(*Plan)(nil),                           // 24: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 25: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 26: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 27: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 28: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 29: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 30: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 31: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 32: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 33: protobase.v1.QueryResponse
-	nil,                                    // 34: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 35: protobase.v1.GetSchemaResponse.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 36: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 37: google.protobuf.Any
+	(KeyRole)(0),                           // 3: protobase.v1.KeyRole
+	(*ApplySchemaRequest)(nil),             // 4: protobase.v1.ApplySchemaRequest
+	(*ApplySchemaResponse)(nil),            // 5: protobase.v1.ApplySchemaResponse
+	(*SchemaPlan)(nil),                     // 6: protobase.v1.SchemaPlan
+	(*TypeChange)(nil),                     // 7: protobase.v1.TypeChange
+	(*TypeDrop)(nil),                       // 8: protobase.v1.TypeDrop
+	(*IndexChange)(nil),                    // 9: protobase.v1.IndexChange
+	(*GetSchemaRequest)(nil),               // 10: protobase.v1.GetSchemaRequest
+	(*GetSchemaResponse)(nil),              // 11: protobase.v1.GetSchemaResponse
+	(*RecordType)(nil),                     // 12: protobase.v1.RecordType
+	(*Index)(nil),                          // 13: protobase.v1.Index
+	(*WriteRequest)(nil),                   // 14: protobase.v1.WriteRequest
+	(*WriteResponse)(nil),                  // 15: protobase.v1.WriteResponse
+	(*WriteStreamRequest)(nil),             // 16: protobase.v1.WriteStreamRequest
+	(*WriteStreamResponse)(nil),            // 17: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 18: protobase.v1.WriteError
+	(*Query)(nil),                          // 19: protobase.v1.Query
+	(*Order)(nil),                          // 20: protobase.v1.Order
+	(*Expr)(nil),                           // 21: protobase.v1.Expr
+	(*ExprList)(nil),                       // 22: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 23: protobase.v1.Comparison
+	(*Value)(nil),                          // 24: protobase.v1.Value
+	(*Plan)(nil),                           // 25: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 26: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 27: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 28: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 29: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 30: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 31: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 32: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 33: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 34: protobase.v1.QueryResponse
+	(*KeyInfo)(nil),                        // 35: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 36: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 37: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 38: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 39: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 40: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 41: protobase.v1.RevokeKeyResponse
+	nil,                                    // 42: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 43: protobase.v1.GetSchemaResponse.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 44: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 45: google.protobuf.Any
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	34, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
-	5,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
-	6,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
-	7,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
-	8,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
-	8,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	35, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
-	11, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	36, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	12, // 9: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
+	42, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
+	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
+	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
+	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
+	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
+	43, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	12, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
+	44, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	13, // 9: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 10: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	37, // 11: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	45, // 11: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
 	1,  // 12: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	37, // 13: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	20, // 14: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	19, // 15: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	22, // 16: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	21, // 17: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	21, // 18: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	20, // 19: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	20, // 20: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	45, // 13: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	21, // 14: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	20, // 15: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	23, // 16: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	22, // 17: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	22, // 18: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	21, // 19: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	21, // 20: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
 	2,  // 21: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	23, // 22: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	23, // 23: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	18, // 24: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	27, // 25: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	28, // 26: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	29, // 27: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	37, // 28: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	24, // 29: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	24, // 30: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	18, // 31: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	37, // 32: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	24, // 33: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	18, // 34: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	37, // 35: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	24, // 36: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	3,  // 37: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	9,  // 38: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	13, // 39: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	13, // 40: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	13, // 41: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	13, // 42: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	15, // 43: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	25, // 44: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	30, // 45: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	32, // 46: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	4,  // 47: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	10, // 48: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	14, // 49: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	14, // 50: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	14, // 51: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	14, // 52: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	16, // 53: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	26, // 54: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	31, // 55: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	33, // 56: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	24, // 22: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	24, // 23: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	19, // 24: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	28, // 25: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	29, // 26: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	30, // 27: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	45, // 28: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	25, // 29: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	25, // 30: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	19, // 31: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	45, // 32: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	25, // 33: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	19, // 34: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	45, // 35: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	25, // 36: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	3,  // 37: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	3,  // 38: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	35, // 39: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	35, // 40: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	4,  // 41: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	10, // 42: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	14, // 43: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	14, // 44: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	14, // 45: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	14, // 46: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	16, // 47: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	26, // 48: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	31, // 49: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	33, // 50: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	36, // 51: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	38, // 52: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	40, // 53: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	5,  // 54: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	11, // 55: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	15, // 56: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	15, // 57: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	15, // 58: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	15, // 59: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	17, // 60: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	27, // 61: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	32, // 62: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	34, // 63: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	37, // 64: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	39, // 65: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	41, // 66: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	54, // [54:67] is the sub-list for method output_type
+	41, // [41:54] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -2729,8 +3182,8 @@ func file_protobase_v1_protobase_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   33,
+			NumEnums:      4,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,9 @@ const (
 	Protobase_Search_FullMethodName      = "/protobase.v1.Protobase/Search"
 	Protobase_Scan_FullMethodName        = "/protobase.v1.Protobase/Scan"
 	Protobase_Query_FullMethodName       = "/protobase.v1.Protobase/Query"
+	Protobase_CreateKey_FullMethodName   = "/protobase.v1.Protobase/CreateKey"
+	Protobase_ListKeys_FullMethodName    = "/protobase.v1.Protobase/ListKeys"
+	Protobase_RevokeKey_FullMethodName   = "/protobase.v1.Protobase/RevokeKey"
 )
 
 // ProtobaseClient is the client API for Protobase service.
@@ -68,6 +71,15 @@ type ProtobaseClient interface {
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	// Query returns one page of matches and a continuation token.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
+	// CreateKey creates an API key and returns it; the key is shown only here
+	// (the server keeps its SHA-256 hash). Admin role only.
+	CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error)
+	// ListKeys lists the API keys (names, roles, scopes; never the keys).
+	// Admin role only.
+	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
+	// RevokeKey deletes an API key: new calls with it are refused at once,
+	// open streams at their next message. Admin role only.
+	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
 }
 
 type protobaseClient struct {
@@ -205,6 +217,36 @@ func (c *protobaseClient) Query(ctx context.Context, in *QueryRequest, opts ...g
 	return out, nil
 }
 
+func (c *protobaseClient) CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateKeyResponse)
+	err := c.cc.Invoke(ctx, Protobase_CreateKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *protobaseClient) ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeysResponse)
+	err := c.cc.Invoke(ctx, Protobase_ListKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *protobaseClient) RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeKeyResponse)
+	err := c.cc.Invoke(ctx, Protobase_RevokeKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProtobaseServer is the server API for Protobase service.
 // All implementations must embed UnimplementedProtobaseServer
 // for forward compatibility.
@@ -238,6 +280,15 @@ type ProtobaseServer interface {
 	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	// Query returns one page of matches and a continuation token.
 	Query(context.Context, *QueryRequest) (*QueryResponse, error)
+	// CreateKey creates an API key and returns it; the key is shown only here
+	// (the server keeps its SHA-256 hash). Admin role only.
+	CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error)
+	// ListKeys lists the API keys (names, roles, scopes; never the keys).
+	// Admin role only.
+	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
+	// RevokeKey deletes an API key: new calls with it are refused at once,
+	// open streams at their next message. Admin role only.
+	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
 	mustEmbedUnimplementedProtobaseServer()
 }
 
@@ -277,6 +328,15 @@ func (UnimplementedProtobaseServer) Scan(*ScanRequest, grpc.ServerStreamingServe
 }
 func (UnimplementedProtobaseServer) Query(context.Context, *QueryRequest) (*QueryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedProtobaseServer) CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateKey not implemented")
+}
+func (UnimplementedProtobaseServer) ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListKeys not implemented")
+}
+func (UnimplementedProtobaseServer) RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeKey not implemented")
 }
 func (UnimplementedProtobaseServer) mustEmbedUnimplementedProtobaseServer() {}
 func (UnimplementedProtobaseServer) testEmbeddedByValue()                   {}
@@ -406,6 +466,60 @@ func _Protobase_Query_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Protobase_CreateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProtobaseServer).CreateKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Protobase_CreateKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProtobaseServer).CreateKey(ctx, req.(*CreateKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Protobase_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProtobaseServer).ListKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Protobase_ListKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProtobaseServer).ListKeys(ctx, req.(*ListKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Protobase_RevokeKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProtobaseServer).RevokeKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Protobase_RevokeKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProtobaseServer).RevokeKey(ctx, req.(*RevokeKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Protobase_ServiceDesc is the grpc.ServiceDesc for Protobase service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -424,6 +538,18 @@ var Protobase_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Query",
 			Handler:    _Protobase_Query_Handler,
+		},
+		{
+			MethodName: "CreateKey",
+			Handler:    _Protobase_CreateKey_Handler,
+		},
+		{
+			MethodName: "ListKeys",
+			Handler:    _Protobase_ListKeys_Handler,
+		},
+		{
+			MethodName: "RevokeKey",
+			Handler:    _Protobase_RevokeKey_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

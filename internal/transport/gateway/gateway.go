@@ -51,6 +51,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -69,6 +70,12 @@ type Options struct {
 	MaxMessageBytes int
 	// OpenAPI is served at /openapi.json when set.
 	OpenAPI []byte
+	// Verifier, when set, authenticates every API request by its
+	// "Authorization: Bearer KEY" header (401 without a valid key) and
+	// passes the identity to Service through the request context; the
+	// service checks role and scope (403). The OpenAPI description stays
+	// open.
+	Verifier auth.Verifier
 }
 
 // Gateway is the REST/JSON handler. It is safe for concurrent use.
@@ -76,6 +83,7 @@ type Gateway struct {
 	svc   pb.ProtobaseServer
 	codec *codec
 	mux   *http.ServeMux
+	auth  auth.Verifier // nil: no authentication
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -85,7 +93,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Service == nil || opts.Resolver == nil || opts.MaxMessageBytes <= 0 {
 		return nil, errors.New("gateway: Service, Resolver and MaxMessageBytes are required")
 	}
-	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux()}
+	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), auth: opts.Verifier}
 	gw := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
@@ -128,6 +136,14 @@ func New(opts Options) (*Gateway, error) {
 // ServeHTTP serves one request. The body is wrapped so that its decoder
 // can flag an oversized message for the error handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.auth != nil && r.URL.Path != "/openapi.json" {
+		id, err := auth.VerifyHeader(r.Context(), g.auth, r.Header.Get("Authorization"))
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		r = r.WithContext(auth.NewContext(r.Context(), id))
+	}
 	if r.Body != nil {
 		r.Body = &body{ReadCloser: r.Body}
 	}
@@ -146,6 +162,9 @@ func (g *Gateway) writes(call func(grpc.ClientStreamingServer[pb.WriteRequest, p
 // write serves the bidirectional Write stream: each acknowledged batch
 // answers with a line as soon as it is durable.
 func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	if !g.allowed(w, r, pb.Protobase_Write_FullMethodName) {
+		return
+	}
 	fullDuplex(w)
 	st := newStream[pb.WriteStreamRequest, pb.WriteStreamResponse](g, w, r)
 	st.finish(g.svc.Write(st), true)
@@ -154,6 +173,9 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]str
 // search serves Search: batches of queries in, result lines out, while
 // the body is still being read.
 func (g *Gateway) search(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	if !g.allowed(w, r, pb.Protobase_Search_FullMethodName) {
+		return
+	}
 	fullDuplex(w)
 	st := newStream[pb.SearchRequest, pb.SearchResponse](g, w, r)
 	st.finish(g.svc.Search(st), true)
@@ -168,6 +190,23 @@ func (g *Gateway) scan(w http.ResponseWriter, r *http.Request, _ map[string]stri
 		return
 	}
 	st.finish(g.svc.Scan(req, st), true)
+}
+
+// allowed refuses a caller whose key's role does not allow method before
+// a full-duplex stream starts: refused there, net/http would not consume
+// the unread body and would drop the connection, resetting the next
+// request a client sends on it. The service checks again (and checks
+// scopes) as for gRPC.
+func (g *Gateway) allowed(w http.ResponseWriter, r *http.Request, method string) bool {
+	if g.auth == nil {
+		return true
+	}
+	need, _ := auth.MethodRole(method)
+	if _, err := auth.Require(r.Context(), true, need); err != nil {
+		g.writeError(w, r, err)
+		return false
+	}
+	return true
 }
 
 // fullDuplex lets an HTTP/1.1 handler write the response while it still

@@ -2,24 +2,109 @@ package grpc
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/auth"
 )
 
-// Search implements pb.ProtobaseServer.
+// Search implements pb.ProtobaseServer. With auth on, every request
+// re-checks that the key is not revoked, and a query on a type outside the
+// key's scope fails alone with PERMISSION_DENIED (see searchGuard).
 func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchResponse]) error {
-	err := s.e.Search(st.Context(), st.Recv, st.Send)
+	id, err := s.require(st.Context(), auth.RoleRead)
 	if err != nil {
+		return err
+	}
+	recv, send := st.Recv, st.Send
+	if id != nil {
+		g := &searchGuard{id: id, denied: map[uint64]string{}}
+		recv, send = g.recv(st.Recv), g.send(st.Send)
+	}
+	if err := s.e.Search(st.Context(), recv, send); err != nil {
 		return toStatus(err)
 	}
 	return nil
 }
 
-// Scan implements pb.ProtobaseServer.
+// searchGuard applies a key to a Search stream without the engine knowing
+// about keys: a query on a type outside the scope is replaced, before the
+// engine sees it, by an empty query (which fails, keeping query ids in
+// step), and that failure is rewritten to PERMISSION_DENIED on its way out.
+type searchGuard struct {
+	id   *auth.Identity
+	next uint64 // id of the next query received; the receiving goroutine's
+
+	mu     sync.Mutex        // guards denied: written by recv, read by send
+	denied map[uint64]string // query id -> the type it was refused
+}
+
+func (g *searchGuard) recv(recv func() (*pb.SearchRequest, error)) func() (*pb.SearchRequest, error) {
+	return func() (*pb.SearchRequest, error) {
+		req, err := recv()
+		if err != nil {
+			return nil, err
+		}
+		if err := g.id.Check(); err != nil {
+			return nil, err
+		}
+		if g.id.Scoped() {
+			for i, q := range req.Queries {
+				if t := q.GetType(); !g.id.AllowsType(t) {
+					g.mu.Lock()
+					g.denied[g.next+uint64(i)] = t
+					g.mu.Unlock()
+					req.Queries[i] = &pb.Query{}
+				}
+			}
+		}
+		g.next += uint64(len(req.Queries))
+		return req, nil
+	}
+}
+
+func (g *searchGuard) send(send func(*pb.SearchResponse) error) func(*pb.SearchResponse) error {
+	return func(resp *pb.SearchResponse) error {
+		if len(resp.Errors) > 0 {
+			g.mu.Lock()
+			for _, e := range resp.Errors {
+				if t, ok := g.denied[e.Query]; ok {
+					delete(g.denied, e.Query)
+					e.Code = int32(codes.PermissionDenied)
+					e.Message = fmt.Sprintf("API key %q may not access record type %s", g.id.Name, t)
+					e.Field = ""
+				}
+			}
+			g.mu.Unlock()
+		}
+		return send(resp)
+	}
+}
+
+// Scan implements pb.ProtobaseServer; with auth on, each message sent
+// re-checks that the key is not revoked.
 func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.ScanResponse]) error {
-	if err := s.e.Scan(st.Context(), req, st.Send); err != nil {
+	id, err := s.require(st.Context(), auth.RoleRead)
+	if err != nil {
+		return err
+	}
+	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
+		return toStatus(err)
+	}
+	send := st.Send
+	if id != nil {
+		send = func(m *pb.ScanResponse) error {
+			if err := id.Check(); err != nil {
+				return err
+			}
+			return st.Send(m)
+		}
+	}
+	if err := s.e.Scan(st.Context(), req, send); err != nil {
 		return toStatus(err)
 	}
 	return nil
@@ -27,6 +112,13 @@ func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.Sca
 
 // Query implements pb.ProtobaseServer.
 func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
+	id, err := s.require(ctx, auth.RoleRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
+		return nil, toStatus(err)
+	}
 	resp, err := s.e.Query(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)

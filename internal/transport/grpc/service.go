@@ -1,31 +1,66 @@
 // Package grpc adapts the engine to the gRPC API (protobase.v1.Protobase).
 // It owns nothing but the mapping of streams onto engine calls: every rule
-// comes from internal/engine and every error code from internal/apierror.
+// comes from internal/engine, every error code from internal/apierror, and
+// every access rule from internal/auth, which the service applies per call,
+// per batch and per query (auth.go, read.go) so that the REST gateway,
+// calling the same methods in process, enforces the same rules.
 package grpc
 
 import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 )
+
+// Options configure a Service.
+type Options struct {
+	// Keys holds the API keys; required for the key-management methods.
+	Keys *auth.Keyring
+	// Auth requires an authenticated caller (an auth.Identity in the
+	// context, see UnaryInterceptor) on every method, with the role the
+	// method needs and the record types in its scope.
+	Auth bool
+	// Logger receives the audit lines of schema changes; nil discards.
+	Logger *slog.Logger
+}
 
 // Service implements pb.ProtobaseServer on an engine.
 type Service struct {
 	pb.UnimplementedProtobaseServer
-	e *engine.Engine
+	e    *engine.Engine
+	opts Options
+	log  *slog.Logger
 }
 
 var _ pb.ProtobaseServer = (*Service)(nil)
 
 // New returns the service for e.
-func New(e *engine.Engine) *Service { return &Service{e: e} }
+func New(e *engine.Engine, opts Options) *Service {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{e: e, opts: opts, log: log}
+}
+
+// require checks the caller of a method that needs role need; with auth
+// off it returns a nil identity, which allows everything.
+func (s *Service) require(ctx context.Context, need auth.Role) (*auth.Identity, error) {
+	id, err := auth.Require(ctx, s.opts.Auth, need)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return id, nil
+}
 
 // Register registers the service on gs.
 func (s *Service) Register(gs *grpc.Server) { pb.RegisterProtobaseServer(gs, s) }
@@ -33,21 +68,48 @@ func (s *Service) Register(gs *grpc.Server) { pb.RegisterProtobaseServer(gs, s) 
 func toStatus(err error) error { return apierror.Status(err).Err() }
 
 // ApplySchema implements pb.ProtobaseServer.
+//
+// A scoped key's change is planned first (as a dry run) and refused whole
+// when it would touch a record type outside the scope.
 func (s *Service) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*pb.ApplySchemaResponse, error) {
+	id, err := s.require(ctx, auth.RoleSchema)
+	if err != nil {
+		return nil, err
+	}
+	if id.Scoped() {
+		dry := &pb.ApplySchemaRequest{Files: req.Files, DryRun: true, AllowDrop: req.AllowDrop}
+		plan, err := s.e.ApplySchema(ctx, dry)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if err := auth.CheckPlan(id, plan.Plan); err != nil {
+			return nil, toStatus(err)
+		}
+	}
 	resp, err := s.e.ApplySchema(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if resp.Applied {
+		p := resp.Plan
+		s.log.Info("audit: schema applied", "by", id.ActorName(), "version", resp.Version,
+			"types_added", p.GetTypesAdded(), "types_changed", len(p.GetTypesChanged()), "types_dropped", len(p.GetTypesDropped()))
 	}
 	return resp, nil
 }
 
 // GetSchema implements pb.ProtobaseServer.
+// A scoped key sees only its types (auth.FilterSchema).
 func (s *Service) GetSchema(ctx context.Context, req *pb.GetSchemaRequest) (*pb.GetSchemaResponse, error) {
+	id, err := s.require(ctx, auth.RoleRead)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := s.e.GetSchema(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return resp, nil
+	return auth.FilterSchema(id, resp), nil
 }
 
 // Insert implements pb.ProtobaseServer.
@@ -79,6 +141,10 @@ func (s *Service) Remove(st grpc.ClientStreamingServer[pb.WriteRequest, pb.Write
 // for write streams on both transports.
 func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse], op engine.Op) error {
 	ctx := st.Context()
+	id, err := s.require(ctx, auth.RoleWrite)
+	if err != nil {
+		return err
+	}
 	w := s.e.NewWriter()
 	defer w.Close()
 	req := new(pb.WriteRequest)
@@ -97,6 +163,9 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 			// durable counts of the ones before it.
 			return toStatus(w.Abort(err))
 		}
+		if err := id.CheckRecords(req.Records); err != nil {
+			return toStatus(w.Abort(err))
+		}
 		if err := w.Apply(ctx, op, req.Records); err != nil {
 			if _, serr := w.Sync(); serr != nil {
 				return toStatus(serr)
@@ -110,6 +179,10 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 // optional acknowledgements, each sent once its batch is durable.
 func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.WriteStreamResponse]) error {
 	ctx := st.Context()
+	id, err := s.require(ctx, auth.RoleWrite)
+	if err != nil {
+		return err
+	}
 	w := s.e.NewWriter()
 	defer w.Close()
 	req := new(pb.WriteStreamRequest)
@@ -128,6 +201,9 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 			// Abort makes the earlier batches durable and names this one,
 			// with their counts, like any other failed batch.
 			return toStatus(w.Abort(apierror.Errorf(codes.InvalidArgument, "op %v is not a write operation", req.Op)))
+		}
+		if err := id.CheckRecords(req.Records); err != nil {
+			return toStatus(w.Abort(err))
 		}
 		if err := w.Apply(ctx, op, req.Records); err != nil {
 			if _, serr := w.Sync(); serr != nil {

@@ -17,6 +17,13 @@
 //	PREFIX.remove      WriteRequest      -> WriteResponse
 //	PREFIX.query       QueryRequest      -> QueryResponse   (one page)
 //	PREFIX.get         google.protobuf.Any (a key record) -> google.protobuf.Any
+//	PREFIX.keys.create CreateKeyRequest  -> CreateKeyResponse (admin)
+//	PREFIX.keys.list   ListKeysRequest   -> ListKeysResponse  (admin)
+//	PREFIX.keys.revoke RevokeKeyRequest  -> RevokeKeyResponse (admin)
+//
+// When the server requires API keys, each request carries the header
+// "Authorization: Bearer KEY"; the key is checked per request, with the
+// same roles, scopes and error codes as gRPC.
 //
 // # Encoding
 //
@@ -68,6 +75,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
@@ -94,10 +102,12 @@ const (
 // Subject returns the full subject of an endpoint under prefix.
 func Subject(prefix, endpoint string) string { return prefix + "." + endpoint }
 
-// HeaderContentType selects JSON payloads when it is ContentTypeJSON.
+// HeaderContentType selects JSON payloads when it is ContentTypeJSON;
+// HeaderAuthorization carries "Bearer KEY" when the server requires keys.
 const (
-	HeaderContentType = "Content-Type"
-	ContentTypeJSON   = "application/json"
+	HeaderContentType   = "Content-Type"
+	ContentTypeJSON     = "application/json"
+	HeaderAuthorization = "Authorization"
 )
 
 // Options configure a Service.
@@ -119,6 +129,12 @@ type Options struct {
 	Version string
 	// Logger receives failures to reply; nil discards them.
 	Logger *slog.Logger
+	// Keys serves the key-management subjects. With Auth, every request
+	// must carry the header "Authorization: Bearer KEY" of a key whose
+	// role and scope allow it (UNAUTHENTICATED, 401, or
+	// PERMISSION_DENIED, 403, otherwise).
+	Keys *auth.Keyring
+	Auth bool
 }
 
 // Service is a running NATS service. Stop it before closing the engine.
@@ -186,18 +202,22 @@ func Start(opts Options) (*Service, error) {
 	g := svc.AddGroup(opts.Prefix)
 	endpoints := []struct {
 		name, subject string
-		h             micro.HandlerFunc
+		need          auth.Role
+		h             func(*request)
 	}{
-		{"schema-get", SubjectSchemaGet, s.schemaGet},
-		{"insert", SubjectInsert, s.write(engine.OpInsert)},
-		{"update", SubjectUpdate, s.write(engine.OpUpdate)},
-		{"upsert", SubjectUpsert, s.write(engine.OpUpsert)},
-		{"remove", SubjectRemove, s.write(engine.OpRemove)},
-		{"query", SubjectQuery, s.query},
-		{"get", SubjectGet, s.get},
+		{"schema-get", SubjectSchemaGet, auth.RoleRead, s.schemaGet},
+		{"insert", SubjectInsert, auth.RoleWrite, s.write(engine.OpInsert)},
+		{"update", SubjectUpdate, auth.RoleWrite, s.write(engine.OpUpdate)},
+		{"upsert", SubjectUpsert, auth.RoleWrite, s.write(engine.OpUpsert)},
+		{"remove", SubjectRemove, auth.RoleWrite, s.write(engine.OpRemove)},
+		{"query", SubjectQuery, auth.RoleRead, s.query},
+		{"get", SubjectGet, auth.RoleRead, s.get},
+		{"keys-create", SubjectKeysCreate, auth.RoleAdmin, s.keysCreate},
+		{"keys-list", SubjectKeysList, auth.RoleAdmin, s.keysList},
+		{"keys-revoke", SubjectKeysRevoke, auth.RoleAdmin, s.keysRevoke},
 	}
 	for _, ep := range endpoints {
-		if err := g.AddEndpoint(ep.name, s.guard(ep.h), micro.WithEndpointSubject(ep.subject)); err != nil {
+		if err := g.AddEndpoint(ep.name, s.guard(ep.need, ep.h), micro.WithEndpointSubject(ep.subject)); err != nil {
 			_ = svc.Stop()
 			s.cancel()
 			return nil, fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
@@ -240,8 +260,10 @@ func (s *Service) Stop() error {
 	return nil
 }
 
-// guard counts a handler as active, or refuses the request once Stop began.
-func (s *Service) guard(h micro.HandlerFunc) micro.HandlerFunc {
+// guard counts a handler as active, or refuses the request once Stop
+// began; with Auth it authenticates the request and checks that the key
+// has the role need.
+func (s *Service) guard(need auth.Role, h func(*request)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		s.mu.Lock()
 		if s.stopping {
@@ -252,14 +274,37 @@ func (s *Service) guard(h micro.HandlerFunc) micro.HandlerFunc {
 		s.active.Add(1)
 		s.mu.Unlock()
 		defer s.active.Done()
-		h(req)
+		r := s.begin(req)
+		if s.opts.Auth {
+			id, err := auth.VerifyHeader(s.ctx, s.opts.Keys, authorization(req.Headers()))
+			if err == nil {
+				_, err = auth.Require(auth.NewContext(s.ctx, id), true, need)
+			}
+			if err != nil {
+				s.fail(r, err)
+				return
+			}
+			r.id = id
+		}
+		h(r)
 	}
 }
 
-// request is one decoded request's context: its encoding and reply path.
+// authorization returns the Authorization header. NATS headers are
+// case-sensitive; the lower-case spelling of gRPC metadata is accepted too.
+func authorization(h micro.Headers) string {
+	if v := h.Get(HeaderAuthorization); v != "" {
+		return v
+	}
+	return h.Get("authorization")
+}
+
+// request is one decoded request's context: its encoding, reply path and
+// caller (nil with auth off).
 type request struct {
 	micro.Request
 	json bool
+	id   *auth.Identity
 }
 
 func (s *Service) begin(req micro.Request) *request {
@@ -345,8 +390,7 @@ func (s *Service) fail(r *request, err error) {
 	}
 }
 
-func (s *Service) schemaGet(req micro.Request) {
-	r := s.begin(req)
+func (s *Service) schemaGet(r *request) {
 	if err := s.decode(r, new(pb.GetSchemaRequest)); err != nil {
 		s.fail(r, err)
 		return
@@ -356,13 +400,16 @@ func (s *Service) schemaGet(req micro.Request) {
 		s.fail(r, err)
 		return
 	}
-	s.reply(r, resp)
+	s.reply(r, auth.FilterSchema(r.id, resp))
 }
 
-func (s *Service) query(req micro.Request) {
-	r := s.begin(req)
+func (s *Service) query(r *request) {
 	q := new(pb.QueryRequest)
 	if err := s.decode(r, q); err != nil {
+		s.fail(r, err)
+		return
+	}
+	if err := r.id.CheckType(q.GetQuery().GetType()); err != nil {
 		s.fail(r, err)
 		return
 	}
@@ -374,10 +421,13 @@ func (s *Service) query(req micro.Request) {
 	s.reply(r, resp)
 }
 
-func (s *Service) get(req micro.Request) {
-	r := s.begin(req)
+func (s *Service) get(r *request) {
 	key := new(anypb.Any)
 	if err := s.decode(r, key); err != nil {
+		s.fail(r, err)
+		return
+	}
+	if err := r.id.CheckType(key.GetTypeUrl()); err != nil {
 		s.fail(r, err)
 		return
 	}
@@ -395,12 +445,14 @@ func (s *Service) get(req micro.Request) {
 
 // write applies one batch in arrival order, then waits for durability off
 // the delivery goroutine (see the package comment).
-func (s *Service) write(op engine.Op) micro.HandlerFunc {
-	return func(req micro.Request) {
-		r := s.begin(req)
+func (s *Service) write(op engine.Op) func(*request) {
+	return func(r *request) {
 		batch := new(pb.WriteRequest)
 		w := s.e.NewWriter()
 		err := s.decode(r, batch)
+		if err == nil {
+			err = r.id.CheckRecords(batch.Records)
+		}
 		if err != nil {
 			err = w.Abort(err)
 		} else {

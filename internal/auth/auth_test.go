@@ -1,0 +1,224 @@
+package auth
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+)
+
+func TestGenerateKeyFormat(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		k, err := GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(k) != KeyLen || !strings.HasPrefix(k, KeyPrefix) {
+			t.Fatalf("key %q: want %d characters starting with %s", k, KeyLen, KeyPrefix)
+		}
+		if err := ParseKey(k); err != nil {
+			t.Fatalf("ParseKey(GenerateKey()): %v", err)
+		}
+		if seen[k] {
+			t.Fatal("duplicate key")
+		}
+		seen[k] = true
+	}
+}
+
+func TestParseAuthorization(t *testing.T) {
+	key, _ := GenerateKey()
+	tests := []struct {
+		header string
+		ok     bool
+	}{
+		{"Bearer " + key, true},
+		{"bearer " + key, true},
+		{"BEARER   " + key + "  ", true},
+		{"", false},
+		{"Bearer", false},
+		{"Bearer ", false},
+		{"Basic " + key, false},
+		{key, false},
+		{"Bearer " + key + "x", false},
+		{"Bearer " + key[:len(key)-1], false},
+		{"Bearer pb_" + strings.Repeat("+", 32), false},                // not base64url
+		{"Bearer xx_" + key[3:], false},                                // wrong prefix
+		{"Bearer " + key[:len(key)-1] + "B", true},                     // still canonical
+		{"Bearer " + strings.Repeat("a", 300), false},                  // too long
+		{"Bearer " + key + " " + key, false},                           // two keys
+		{"Bearer\t" + key, false},                                      // the scheme ends at a space
+		{"Bearer " + KeyPrefix + strings.Repeat("A", 31) + "=", false}, // padding
+	}
+	for _, tt := range tests {
+		got, err := ParseAuthorization(tt.header)
+		if (err == nil) != tt.ok {
+			t.Errorf("ParseAuthorization(%q): err %v, want ok=%v", tt.header, err, tt.ok)
+			continue
+		}
+		if err != nil && strings.Contains(err.Error(), key) {
+			t.Errorf("error %q holds the key", err)
+		}
+		if tt.ok && len(got) != KeyLen {
+			t.Errorf("ParseAuthorization(%q) = %q", tt.header, got)
+		}
+	}
+}
+
+func TestRoles(t *testing.T) {
+	for _, n := range []string{"read", "write", "schema", "admin", "ADMIN"} {
+		r, err := ParseRole(n)
+		if err != nil || !strings.EqualFold(r.String(), n) || RoleFromProto(r.Proto()) != r {
+			t.Errorf("ParseRole(%q) = %v, %v", n, r, err)
+		}
+	}
+	if _, err := ParseRole("root"); err == nil {
+		t.Error("ParseRole(root) accepted")
+	}
+	tests := []struct {
+		method string
+		need   Role
+		open   bool
+	}{
+		{pb.Protobase_Search_FullMethodName, RoleRead, false},
+		{pb.Protobase_GetSchema_FullMethodName, RoleRead, false},
+		{pb.Protobase_Insert_FullMethodName, RoleWrite, false},
+		{pb.Protobase_Write_FullMethodName, RoleWrite, false},
+		{pb.Protobase_ApplySchema_FullMethodName, RoleSchema, false},
+		{pb.Protobase_CreateKey_FullMethodName, RoleAdmin, false},
+		{"/grpc.health.v1.Health/Check", RoleNone, true},
+		{"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", RoleRead, false},
+		{"/protobase.lab.v1.Lab/Echo", RoleAdmin, false},
+		{"/other.Service/Method", RoleAdmin, false},
+	}
+	for _, tt := range tests {
+		need, open := MethodRole(tt.method)
+		if need != tt.need || open != tt.open {
+			t.Errorf("MethodRole(%s) = %v, %v; want %v, %v", tt.method, need, open, tt.need, tt.open)
+		}
+	}
+}
+
+func TestAllowed(t *testing.T) {
+	shop, err := ParseScope([]string{"shop.*", "crm.Contact"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		role  Role
+		scope Scope
+		need  Role
+		typ   string
+		want  bool
+	}{
+		{RoleRead, Scope{}, RoleRead, "any.Type", true},
+		{RoleRead, Scope{}, RoleWrite, "any.Type", false},
+		{RoleWrite, Scope{}, RoleRead, "", true},
+		{RoleSchema, Scope{}, RoleAdmin, "", false},
+		{RoleAdmin, Scope{}, RoleSchema, "x.Y", true},
+		{RoleNone, Scope{}, RoleNone, "", false},
+		{RoleWrite, shop, RoleWrite, "shop.User", true},
+		{RoleWrite, shop, RoleWrite, "type.googleapis.com/shop.User", true},
+		{RoleWrite, shop, RoleWrite, "shop.v2.Order", true},
+		{RoleWrite, shop, RoleWrite, "shopping.User", false},
+		{RoleWrite, shop, RoleWrite, "crm.Contact", true},
+		{RoleWrite, shop, RoleWrite, "crm.ContactNote", false},
+		{RoleWrite, shop, RoleWrite, "crm.Lead", false},
+		{RoleRead, shop, RoleWrite, "shop.User", false},
+	}
+	for _, tt := range tests {
+		if got := Allowed(tt.role, tt.scope, tt.need, tt.typ); got != tt.want {
+			t.Errorf("Allowed(%v, %v, %v, %q) = %v, want %v", tt.role, tt.scope.Types(), tt.need, tt.typ, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"*", "shop.", ".User", "shop..User", "shop.*.x", "1shop.User", "shop.Us er"} {
+		if _, err := ParseScope([]string{bad}); err == nil {
+			t.Errorf("ParseScope(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRequire(t *testing.T) {
+	ctx := context.Background()
+	if id, err := Require(ctx, false, RoleAdmin); id != nil || err != nil {
+		t.Fatalf("auth off: %v, %v", id, err)
+	}
+	if _, err := Require(ctx, true, RoleRead); apierror.Status(err).Code() != codes.Unauthenticated {
+		t.Fatalf("no identity: %v", err)
+	}
+	id := &Identity{Name: "r", Role: RoleRead}
+	if _, err := Require(NewContext(ctx, id), true, RoleWrite); apierror.Status(err).Code() != codes.PermissionDenied {
+		t.Fatalf("read key on a write: %v", err)
+	}
+	if _, err := Require(NewContext(ctx, id), true, RoleRead); err != nil {
+		t.Fatalf("read key on a read: %v", err)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	key, _ := GenerateKey()
+	r := &record{name: "ingest", role: RoleWrite, types: []string{"shop.*"}, hash: Hash(key)}
+	got, err := decodeRecord(r.encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.name != r.name || got.role != r.role || got.hash != r.hash || len(got.types) != 1 {
+		t.Fatalf("round trip: %+v, want %+v", got, r)
+	}
+	if _, err := decodeRecord([]byte{0x0a, 0x01, 'x'}); err == nil {
+		t.Fatal("record without hash accepted")
+	}
+}
+
+// BenchmarkVerify is the cost of authenticating a call or a stream (once):
+// parse, hash, look up, compare.
+func BenchmarkVerify(b *testing.B) {
+	key, _ := GenerateKey()
+	h := Hash(key)
+	e := &entry{rec: &record{name: "k", role: RoleRead, hash: h}}
+	k := &Keyring{}
+	k.keys.Store(&keyMap{byHash: map[[32]byte]*entry{h: e}, byName: map[string]*entry{"k": e}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := k.VerifyHeader(context.Background(), "Bearer "+key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckRecords is the per-batch cost on an authenticated write
+// stream: the revocation flag and, for a scoped key, the scope of each
+// record (1,000 records of one type, or alternating between two).
+func BenchmarkCheckRecords(b *testing.B) {
+	scope, _ := ParseScope([]string{"shop.*", "crm.Contact"})
+	for _, tc := range []struct {
+		name  string
+		scope Scope
+		types []string
+	}{
+		{"unscoped", Scope{}, []string{"shop.User"}},
+		{"scoped/one-type", scope, []string{"shop.User"}},
+		{"scoped/two-types", scope, []string{"shop.User", "crm.Contact"}},
+	} {
+		recs := make([]*anypb.Any, 1000)
+		for i := range recs {
+			recs[i] = &anypb.Any{TypeUrl: "type.googleapis.com/" + tc.types[i%len(tc.types)]}
+		}
+		id := &Identity{Name: "k", Role: RoleWrite, Scope: tc.scope, revoked: new(atomic.Bool)}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := id.CheckRecords(recs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,69 @@
+package auth
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+)
+
+// The errors of this package, in one place: each transport renders them
+// through apierror.Status like any engine error (UNAUTHENTICATED is 401 on
+// REST, PERMISSION_DENIED 403). No message ever holds a key.
+
+func unauthenticated(msg string, err error) error {
+	return &apierror.Error{Code: codes.Unauthenticated, Msg: msg, Err: err}
+}
+
+func errNoKey() error {
+	return unauthenticated("no API key: send the header authorization: Bearer KEY", nil)
+}
+
+func errBadHeader(err error) error { return unauthenticated(err.Error(), err) }
+
+func errUnknownKey() error { return unauthenticated("unknown or revoked API key", nil) }
+
+func errRevoked(name string) error {
+	return unauthenticated(fmt.Sprintf("API key %q was revoked", name), nil)
+}
+
+func permissionDenied(msg string) error {
+	return &apierror.Error{Code: codes.PermissionDenied, Msg: msg}
+}
+
+func errRoleDenied(id *Identity, need Role) error {
+	return permissionDenied(fmt.Sprintf("API key %q has role %s; this call needs %s", id.Name, id.Role, need))
+}
+
+func errTypeDenied(name, typeName string) error {
+	return permissionDenied(fmt.Sprintf("API key %q may not access record type %s", name, typeName))
+}
+
+// RecordDenied is the error of a write batch holding record i of a type
+// outside the scope: PERMISSION_DENIED with a WriteError naming the record
+// and its type (the writer stamps the batch ordinal and counts).
+func RecordDenied(id *Identity, i int, typeURL string) error {
+	reason := fmt.Sprintf("API key %q may not write record type %s", id.ActorName(), typeURL)
+	return &apierror.Error{Code: codes.PermissionDenied, Msg: reason,
+		Write: &pb.WriteError{Record: uint64(i), TypeUrl: typeURL, Reason: reason}}
+}
+
+// Invalid is an INVALID_ARGUMENT error about a key-management request.
+func Invalid(msg string) error { return &apierror.Error{Code: codes.InvalidArgument, Msg: msg} }
+
+// errNoKeyring answers key management on a server built without keys.
+var errNoKeyring = &apierror.Error{Code: codes.Unimplemented, Msg: "this server does not manage API keys"}
+
+func errExists(name string) error {
+	return &apierror.Error{Code: codes.AlreadyExists, Msg: fmt.Sprintf("an API key named %q exists", name)}
+}
+
+func errNotFound(name string) error {
+	return &apierror.Error{Code: codes.NotFound, Msg: fmt.Sprintf("no API key named %q", name)}
+}
+
+// PermissionDenied is a PERMISSION_DENIED error for checks made outside
+// this package (a schema change touching types outside the scope).
+func PermissionDenied(msg string) error { return permissionDenied(msg) }

@@ -1,0 +1,117 @@
+package auth
+
+import (
+	"context"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Identity is an authenticated caller: the key's name, role and scope.
+// Identities made from one key share its revocation flag. A nil *Identity
+// is "authentication is off": it allows everything.
+type Identity struct {
+	Name  string
+	Role  Role
+	Scope Scope
+
+	revoked *atomic.Bool
+}
+
+// Revoked reports whether the key was revoked since the call began; one
+// atomic load, cheap enough for every message of a stream.
+func (id *Identity) Revoked() bool { return id != nil && id.revoked != nil && id.revoked.Load() }
+
+// Scoped reports whether the identity is limited to some record types.
+func (id *Identity) Scoped() bool { return id != nil && !id.Scope.All() }
+
+// AllowsType reports whether the identity may touch records of typeName
+// (a full name or a type URL).
+func (id *Identity) AllowsType(typeName string) bool { return id == nil || id.Scope.Allows(typeName) }
+
+// Check refuses a revoked key (UNAUTHENTICATED); streams call it for each
+// message.
+func (id *Identity) Check() error {
+	if id.Revoked() {
+		return errRevoked(id.Name)
+	}
+	return nil
+}
+
+// CheckType refuses a record type outside the scope (PERMISSION_DENIED).
+func (id *Identity) CheckType(typeName string) error {
+	if id.AllowsType(typeName) {
+		return nil
+	}
+	return errTypeDenied(id.Name, typeName)
+}
+
+// ActorName names the caller in audit lines: the key's name, or "-" when
+// authentication is off.
+func (id *Identity) ActorName() string {
+	if id == nil {
+		return "-"
+	}
+	return id.Name
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying id.
+func NewContext(ctx context.Context, id *Identity) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// FromContext returns the identity in ctx, if any.
+func FromContext(ctx context.Context) (*Identity, bool) {
+	id, ok := ctx.Value(ctxKey{}).(*Identity)
+	return id, ok && id != nil
+}
+
+// Require is the per-call check of the service methods. With
+// authentication off (on false) it returns a nil Identity, which allows
+// everything. Otherwise the caller must have been authenticated (an
+// Identity in ctx, put there by the transport), its key not revoked, and
+// its role at least need.
+func Require(ctx context.Context, on bool, need Role) (*Identity, error) {
+	if !on {
+		return nil, nil
+	}
+	id, ok := FromContext(ctx)
+	if !ok {
+		return nil, errNoKey()
+	}
+	if err := id.Check(); err != nil {
+		return nil, err
+	}
+	if !Allowed(id.Role, id.Scope, need, "") {
+		return nil, errRoleDenied(id, need)
+	}
+	return id, nil
+}
+
+// CheckRecords re-checks a key for one write batch: not revoked, and every
+// record's type in scope. A record outside the scope fails the whole batch
+// (before any of it is applied) with RecordDenied.
+func (id *Identity) CheckRecords(records []*anypb.Any) error {
+	if id == nil {
+		return nil
+	}
+	if err := id.Check(); err != nil {
+		return err
+	}
+	if id.Scope.All() {
+		return nil
+	}
+	last := ""
+	for i, r := range records {
+		if r.GetTypeUrl() == last {
+			continue
+		}
+		if !id.Scope.Allows(r.GetTypeUrl()) {
+			return RecordDenied(id, i, r.GetTypeUrl())
+		}
+		last = r.GetTypeUrl()
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Verifier authenticates a key. The keyring implements it; transports that
+// only need to check callers (the REST gateway, the NATS service, a TLS
+// front) depend on this, not on the keyring.
+type Verifier interface {
+	// Verify returns the identity of key, or an UNAUTHENTICATED
+	// *apierror.Error (unknown, revoked or malformed key). It never logs or
+	// returns the key.
+	Verify(ctx context.Context, key string) (*Identity, error)
+}
+
+// Store persists key records; *engine.Engine implements it (see
+// internal/engine/apikeys.go). Both changes return once durable.
+type Store interface {
+	APIKeys() (map[string][]byte, error)
+	CreateAPIKey(name string, rec []byte) (created bool, err error)
+	DeleteAPIKey(name string) (existed bool, err error)
+}
+
+// KeyInfo describes a key without the key.
+type KeyInfo struct {
+	Name    string
+	Role    Role
+	Types   []string
+	Created time.Time
+}
+
+// entry is one live key. revoked is set once, by Revoke, and read by every
+// Identity made from the entry.
+type entry struct {
+	rec     *record
+	scope   Scope
+	revoked atomic.Bool
+}
+
+// keyMap is an immutable index of the live keys, swapped whole on change.
+type keyMap struct {
+	byHash map[[sha256.Size]byte]*entry
+	byName map[string]*entry
+}
+
+// Keyring holds the live keys in memory, loaded from a Store at open and
+// written through to it on change. Verify is lock-free (it reads an
+// immutable map); mu serializes changes, so each change is one
+// read-copy-write of the map after the store has made it durable.
+type Keyring struct {
+	st  Store
+	log *slog.Logger
+
+	mu   sync.Mutex // serializes Create, Add and Revoke
+	keys atomic.Pointer[keyMap]
+}
+
+var _ Verifier = (*Keyring)(nil)
+
+// OpenKeyring loads the keys of st. Audit lines (key changes) go to log.
+func OpenKeyring(st Store, log *slog.Logger) (*Keyring, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	raw, err := st.APIKeys()
+	if err != nil {
+		return nil, err
+	}
+	m := &keyMap{byHash: map[[sha256.Size]byte]*entry{}, byName: map[string]*entry{}}
+	for name, b := range raw {
+		rec, err := decodeRecord(b)
+		if err != nil {
+			return nil, fmt.Errorf("api key %q: %w", name, err)
+		}
+		scope, err := ParseScope(rec.types)
+		if err != nil {
+			return nil, fmt.Errorf("api key %q: %w", name, err)
+		}
+		e := &entry{rec: rec, scope: scope}
+		m.byHash[rec.hash] = e
+		m.byName[rec.name] = e
+	}
+	k := &Keyring{st: st, log: log}
+	k.keys.Store(m)
+	return k, nil
+}
+
+// Len returns the number of live keys.
+func (k *Keyring) Len() int { return len(k.keys.Load().byName) }
+
+// Verify implements Verifier.
+func (k *Keyring) Verify(_ context.Context, key string) (*Identity, error) {
+	if err := ParseKey(key); err != nil {
+		return nil, errBadHeader(err)
+	}
+	h := Hash(key)
+	e := k.keys.Load().byHash[h]
+	// The map lookup is keyed by the hash, which tells an attacker nothing
+	// about a key; the final comparison of the stored hash is
+	// constant-time all the same.
+	if e == nil || subtle.ConstantTimeCompare(e.rec.hash[:], h[:]) != 1 || e.revoked.Load() {
+		return nil, errUnknownKey()
+	}
+	return &Identity{Name: e.rec.name, Role: e.rec.role, Scope: e.scope, revoked: &e.revoked}, nil
+}
+
+// VerifyHeader authenticates an Authorization header value ("Bearer KEY").
+func (k *Keyring) VerifyHeader(ctx context.Context, header string) (*Identity, error) {
+	return VerifyHeader(ctx, k, header)
+}
+
+// VerifyHeader authenticates an Authorization header value with v.
+func VerifyHeader(ctx context.Context, v Verifier, header string) (*Identity, error) {
+	if header == "" {
+		return nil, errNoKey()
+	}
+	key, err := ParseAuthorization(header)
+	if err != nil {
+		return nil, errBadHeader(err)
+	}
+	return v.Verify(ctx, key)
+}
+
+// Create makes a new key and returns it; only its hash is kept. by names
+// the caller in the audit line.
+func (k *Keyring) Create(by *Identity, name string, role Role, types []string) (string, KeyInfo, error) {
+	key, err := GenerateKey()
+	if err != nil {
+		return "", KeyInfo{}, err
+	}
+	info, err := k.Add(by, name, key, role, types)
+	if err != nil {
+		return "", KeyInfo{}, err
+	}
+	return key, info, nil
+}
+
+// Add stores a key the caller chose (the PROTOBASE_ADMIN_KEY bootstrap);
+// it must be in the key format.
+func (k *Keyring) Add(by *Identity, name, key string, role Role, types []string) (KeyInfo, error) {
+	if !validKeyName(name) {
+		return KeyInfo{}, Invalid(fmt.Sprintf("key name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name))
+	}
+	if role == RoleNone || role > RoleAdmin {
+		return KeyInfo{}, Invalid("key role: want read, write, schema or admin")
+	}
+	if ParseKey(key) != nil {
+		return KeyInfo{}, Invalid(ErrKeyFormat.Error())
+	}
+	scope, err := ParseScope(types)
+	if err != nil {
+		return KeyInfo{}, Invalid(err.Error())
+	}
+	rec := &record{name: name, role: role, types: scope.Types(), hash: Hash(key), created: time.Now().UTC().Truncate(time.Second)}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	old := k.keys.Load()
+	if _, dup := old.byHash[rec.hash]; dup {
+		return KeyInfo{}, Invalid("this key is in use by another name")
+	}
+	created, err := k.st.CreateAPIKey(name, rec.encode())
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	if !created {
+		return KeyInfo{}, errExists(name)
+	}
+	e := &entry{rec: rec, scope: scope}
+	m := &keyMap{byHash: maps.Clone(old.byHash), byName: maps.Clone(old.byName)}
+	m.byHash[rec.hash] = e
+	m.byName[name] = e
+	k.keys.Store(m)
+	k.log.Info("audit: api key created", "by", by.ActorName(), "key", name, "role", role.String(), "types", rec.types)
+	return e.info(), nil
+}
+
+// Revoke deletes the key name: new calls with it fail at once, and open
+// streams at their next message.
+func (k *Keyring) Revoke(by *Identity, name string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	old := k.keys.Load()
+	e := old.byName[name]
+	if e == nil {
+		return errNotFound(name)
+	}
+	// Refuse in memory first: once the store forgets the key, no call may
+	// still pass with it.
+	e.revoked.Store(true)
+	if _, err := k.st.DeleteAPIKey(name); err != nil {
+		e.revoked.Store(false)
+		return err
+	}
+	m := &keyMap{byHash: maps.Clone(old.byHash), byName: maps.Clone(old.byName)}
+	delete(m.byHash, e.rec.hash)
+	delete(m.byName, name)
+	k.keys.Store(m)
+	k.log.Info("audit: api key revoked", "by", by.ActorName(), "key", name)
+	return nil
+}
+
+// List returns the live keys by name.
+func (k *Keyring) List() []KeyInfo {
+	m := k.keys.Load()
+	out := make([]KeyInfo, 0, len(m.byName))
+	for _, name := range slices.Sorted(maps.Keys(m.byName)) {
+		out = append(out, m.byName[name].info())
+	}
+	return out
+}
+
+func (e *entry) info() KeyInfo {
+	return KeyInfo{Name: e.rec.name, Role: e.rec.role, Types: slices.Clone(e.rec.types), Created: e.rec.created}
+}
+
+func validKeyName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		ok := c == '.' || c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,263 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
+	"github.com/protobase/protobase/server"
+)
+
+// rest sends one request with the named key ("" for none; "forged" for a
+// well-formed unknown key) and returns the status code and body.
+func (e *authEnv) rest(key, method, path, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, "http://"+e.ts.srv.HTTPAddr()+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if k := e.key(key); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s (key %q): %v", method, path, key, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (e *authEnv) key(name string) string {
+	if name == "forged" {
+		return "pb_" + strings.Repeat("A", 32)
+	}
+	return e.keys[name]
+}
+
+func jsonRecord(typ string, fields string) string {
+	return `{"@type": "type.googleapis.com/` + typ + `", ` + fields + `}`
+}
+
+func TestAuthRESTEveryRPC(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	user := func(id int) string {
+		return jsonRecord("shop.User", fmt.Sprintf(`"id": "%d", "name": "n", "email": "r%d@example.com"`, id, id))
+	}
+	order := jsonRecord("shop.Order", `"userId": "1", "id": "1"`)
+	files, _ := json.Marshal(map[string]any{"files": map[string]string{"shop.proto": shopProto + "\nmessage Extra {\n  option (protobase.v1.record) = { primary_key: \"id\" };\n  int64 id = 1;\n}\n"}})
+	calls := []struct {
+		name, method, path, body, denied string
+	}{
+		{"ApplySchema", "POST", "/v1/schema:apply", string(files), "writer"},
+		{"GetSchema", "GET", "/v1/schema", "", ""},
+		{"Insert", "POST", "/v1/records:insert", `{"records": [` + user(50) + `]}`, "reader"},
+		{"Update", "POST", "/v1/records:update", `{"records": [` + jsonRecord("shop.User", `"id": "1", "name": "changed"`) + `]}`, "reader"},
+		{"Upsert", "POST", "/v1/records:upsert", `{"records": [` + user(50) + `]}`, "reader"},
+		{"Remove", "POST", "/v1/records:remove", `{"records": [` + user(1) + `]}`, "reader"},
+		{"Write", "POST", "/v1/records:write", `{"op": "WRITE_OP_INSERT", "records": [` + user(51) + `], "ack": true}`, "reader"},
+		{"Insert(scope)", "POST", "/v1/records:insert", `{"records": [` + user(52) + `, ` + order + `]}`, "user-writer"},
+		{"Search", "POST", "/v1/search", `{"queries": [{"type": "shop.Order"}]}`, "user-reader"},
+		{"Scan", "POST", "/v1/scan", `{"query": {"type": "shop.Order"}}`, "user-reader"},
+		{"Query", "POST", "/v1/query", `{"query": {"type": "shop.Order"}}`, "user-reader"},
+		{"CreateKey", "POST", "/v1/keys", `{"name": "new", "role": "KEY_ROLE_ADMIN"}`, "schemer"},
+		{"ListKeys", "GET", "/v1/keys", "", "schemer"},
+		{"RevokeKey", "DELETE", "/v1/keys/reader", "", "schemer"},
+	}
+	code := func(c codes.Code) *regexp.Regexp { return regexp.MustCompile(fmt.Sprintf(`"code":\s*%d\b`, c)) }
+	before := e.state()
+	for _, c := range calls {
+		for _, key := range []string{"", "forged"} {
+			if got, body := e.rest(key, c.method, c.path, c.body); got != http.StatusUnauthorized || !code(codes.Unauthenticated).MatchString(body) {
+				t.Fatalf("%s with key %q: %d %s, want 401 UNAUTHENTICATED", c.name, key, got, body)
+			}
+		}
+		if c.denied != "" {
+			got, body := e.rest(c.denied, c.method, c.path, c.body)
+			// A Search query fails alone, inside a 200 stream.
+			searchInStream := c.name == "Search" && got == http.StatusOK
+			if (got != http.StatusForbidden && !searchInStream) || !code(codes.PermissionDenied).MatchString(body) {
+				t.Fatalf("%s with key %s: %d %s, want 403 PERMISSION_DENIED", c.name, c.denied, got, body)
+			}
+		}
+		if after := e.state(); after != before {
+			t.Fatalf("%s refused, yet the state changed:\n%s\nwant\n%s", c.name, after, before)
+		}
+	}
+	for _, c := range calls {
+		if c.name == "Insert(scope)" {
+			continue
+		}
+		if got, body := e.rest("admin", c.method, c.path, c.body); got != http.StatusOK || strings.Contains(body, `"error"`) {
+			t.Fatalf("%s with the admin key: %d %s", c.name, got, body)
+		}
+	}
+	if got, _ := e.rest("", "GET", "/openapi.json", ""); got != http.StatusOK {
+		t.Fatalf("OpenAPI description without a key: %d", got)
+	}
+	// RevokeKey above revoked reader: refused at once.
+	if got, body := e.rest("reader", "GET", "/v1/schema", ""); got != http.StatusUnauthorized {
+		t.Fatalf("revoked key: %d %s", got, body)
+	}
+}
+
+// natsCall sends req to an endpoint with the named key and returns the
+// error status of the reply, or nil (decoding a success into resp).
+func (e *authEnv) natsCall(nc *nats.Conn, key, endpoint string, req, resp proto.Message) *status.Status {
+	e.t.Helper()
+	msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, endpoint))
+	msg.Data, _ = proto.Marshal(req)
+	if k := e.key(key); k != "" {
+		msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+k)
+	}
+	reply, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		e.t.Fatalf("request %s: %v", msg.Subject, err)
+	}
+	if reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		st := new(status.Status)
+		if err := proto.Unmarshal(reply.Data, st); err != nil {
+			e.t.Fatal(err)
+		}
+		return st
+	}
+	if err := proto.Unmarshal(reply.Data, resp); err != nil {
+		e.t.Fatal(err)
+	}
+	return nil
+}
+
+func TestAuthNATSEveryRPC(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	nc, err := nats.Connect(e.ts.srv.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	batch := func(recs ...*anypb.Any) *pb.WriteRequest { return &pb.WriteRequest{Records: recs} }
+	orders := &pb.QueryRequest{Query: &pb.Query{Type: "shop.Order"}}
+	calls := []struct {
+		endpoint string
+		req      proto.Message
+		denied   string
+	}{
+		{natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, ""},
+		{natstransport.SubjectInsert, batch(e.user(50)), "reader"},
+		{natstransport.SubjectInsert, batch(e.user(51), e.order(51, 1)), "user-writer"},
+		{natstransport.SubjectUpdate, batch(e.user(1)), "reader"},
+		{natstransport.SubjectUpsert, batch(e.user(52)), "reader"},
+		{natstransport.SubjectRemove, batch(e.user(2)), "reader"},
+		{natstransport.SubjectQuery, orders, "user-reader"},
+		{natstransport.SubjectGet, e.order(1, 1), "user-reader"},
+		{natstransport.SubjectKeysCreate, &pb.CreateKeyRequest{Name: "new", Role: pb.KeyRole_KEY_ROLE_READ}, "schemer"},
+		{natstransport.SubjectKeysList, &pb.ListKeysRequest{}, "schemer"},
+		{natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "reader"}, "schemer"},
+	}
+	before := e.state()
+	for _, c := range calls {
+		for _, key := range []string{"", "forged"} {
+			st := e.natsCall(nc, key, c.endpoint, c.req, nil)
+			if st == nil || codes.Code(st.Code) != codes.Unauthenticated {
+				t.Fatalf("%s with key %q: %v, want UNAUTHENTICATED", c.endpoint, key, st)
+			}
+		}
+		if c.denied != "" {
+			st := e.natsCall(nc, c.denied, c.endpoint, c.req, nil)
+			if st == nil || codes.Code(st.Code) != codes.PermissionDenied {
+				t.Fatalf("%s with key %s: %v, want PERMISSION_DENIED", c.endpoint, c.denied, st)
+			}
+		}
+		if after := e.state(); after != before {
+			t.Fatalf("%s refused, yet the state changed:\n%s\nwant\n%s", c.endpoint, after, before)
+		}
+	}
+	// The lower-case header works too.
+	msg0 := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectSchemaGet))
+	msg0.Header.Set("authorization", "Bearer "+e.keys["reader"])
+	if reply, err := nc.RequestMsg(msg0, 10*time.Second); err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("lower-case authorization header: %v %v", reply.Header, err)
+	}
+	// The error reply carries the HTTP-equivalent code too.
+	msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectQuery))
+	reply, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "401" {
+		t.Fatalf("no key: %v %v", reply.Header, err)
+	}
+	for _, c := range calls {
+		if c.denied == "user-writer" {
+			continue
+		}
+		var resp proto.Message = &anypb.Any{}
+		switch c.endpoint {
+		case natstransport.SubjectSchemaGet:
+			resp = &pb.GetSchemaResponse{}
+		case natstransport.SubjectInsert, natstransport.SubjectUpdate, natstransport.SubjectUpsert, natstransport.SubjectRemove:
+			resp = &pb.WriteResponse{}
+		case natstransport.SubjectQuery:
+			resp = &pb.QueryResponse{}
+		case natstransport.SubjectKeysCreate:
+			resp = &pb.CreateKeyResponse{}
+		case natstransport.SubjectKeysList:
+			resp = &pb.ListKeysResponse{}
+		case natstransport.SubjectKeysRevoke:
+			resp = &pb.RevokeKeyResponse{}
+		}
+		if st := e.natsCall(nc, "admin", c.endpoint, c.req, resp); st != nil {
+			t.Fatalf("%s with the admin key: %v", c.endpoint, st)
+		}
+	}
+	// keys.revoke above revoked reader: refused at once.
+	if st := e.natsCall(nc, "reader", natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, nil); st == nil || codes.Code(st.Code) != codes.Unauthenticated {
+		t.Fatalf("revoked key: %v", st)
+	}
+}
+
+// TestAuthRESTRevokeOpenStream revokes the key of an open REST Search
+// stream: its next request line is refused with UNAUTHENTICATED.
+func TestAuthRESTRevokeOpenStream(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", "http://"+e.ts.srv.HTTPAddr()+"/v1/search", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Authorization", "Bearer "+e.keys["reader"])
+	line := `{"queries": [{"type": "shop.User"}]}` + "\n"
+	go func() { _, _ = pw.Write([]byte(line)) }()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	first, err := rd.ReadString('\n')
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(first, `"done"`) {
+		t.Fatalf("first response: %d %q %v", resp.StatusCode, first, err)
+	}
+	if err := e.ts.c.RevokeKey(context.Background(), "reader"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = pw.Write([]byte(line)); _ = pw.Close() }()
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), `"error"`) || !regexp.MustCompile(`"code":\s*16\b`).Match(rest) {
+		t.Fatalf("after revocation the stream went on: %s", rest)
+	}
+}
