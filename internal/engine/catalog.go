@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
@@ -79,7 +80,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		rt:     rt,
 		rec:    rec,
 		url:    "type.googleapis.com/" + string(rt.Name),
-		prefix: recordPrefix(rt.ID),
+		prefix: keyspace.RecordPrefix(rt.ID),
 	}
 	t.target = &query.Target{Rec: rec, Type: rt}
 	for _, ix := range rt.Indexes {
@@ -109,7 +110,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		}
 		t.indexes = append(t.indexes, &index{
 			ix:       ix,
-			prefix:   indexPrefix(ix.ID),
+			prefix:   keyspace.IndexPrefix(ix.ID),
 			paths:    paths,
 			building: ix.State == pb.IndexState_INDEX_STATE_BUILDING,
 		})

@@ -22,8 +22,6 @@ import (
 // DefaultPageSize is Query's page size when the request names none.
 const DefaultPageSize = 1000
 
-var keySecret = []byte{spaceMeta, 's', 'e', 'c', 'r', 'e', 't'}
-
 // loadSecret reads (or creates, durably) the key that signs page tokens,
 // so a token survives restarts and cannot be forged by a client.
 func loadSecret(st *store.Store) ([]byte, error) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
 )
 
@@ -60,16 +61,16 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 	defer b.Close()
 	b.Set(keySchema, enc)
 	for _, t := range res.DroppedTypes {
-		p := recordPrefix(t.ID)
-		b.DeleteRange(p, prefixEnd(p))
+		p := keyspace.RecordPrefix(t.ID)
+		b.DeleteRange(p, keyspace.PrefixEnd(p))
 		for _, ix := range t.Indexes {
-			p := indexPrefix(ix.ID)
-			b.DeleteRange(p, prefixEnd(p))
+			p := keyspace.IndexPrefix(ix.ID)
+			b.DeleteRange(p, keyspace.PrefixEnd(p))
 		}
 	}
 	for _, ix := range res.DroppedIndexes {
-		p := indexPrefix(ix.ID)
-		b.DeleteRange(p, prefixEnd(p))
+		p := keyspace.IndexPrefix(ix.ID)
+		b.DeleteRange(p, keyspace.PrefixEnd(p))
 	}
 	if err := e.st.Apply(b); err != nil {
 		e.writeMu.Unlock()
@@ -108,8 +109,8 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 
 // countRecords counts the stored records of a type, on a consistent view.
 func (e *Engine) countRecords(t *schema.RecordType) (uint64, error) {
-	p := recordPrefix(t.ID)
-	it, err := e.st.NewIter(p, prefixEnd(p))
+	p := keyspace.RecordPrefix(t.ID)
+	it, err := e.st.NewIter(p, keyspace.PrefixEnd(p))
 	if err != nil {
 		return 0, err
 	}
