@@ -33,6 +33,7 @@ type recType struct {
 	pk      []keyPath
 	pkNums  []protowire.Number // top-level fields holding the primary key
 	indexes []*index           // maintained by writes: BUILDING and READY
+	keys    *keyExtractor      // reads pk and every index key of indexes in one walk
 	// target offers reads the READY indexes only; point recognises plain
 	// primary-key lookups (nil when the key has no fast path). Both are
 	// immutable: an index becoming READY publishes a new catalog.
@@ -115,6 +116,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 			building: ix.State == pb.IndexState_INDEX_STATE_BUILDING,
 		})
 	}
+	t.keys = newKeyExtractor(t.pk, t.indexes)
 	return t, nil
 }
 
