@@ -143,7 +143,7 @@ func TestKeyExtractorMatchesPaths(t *testing.T) {
 			check(rec[:r.IntN(len(rec))]) // truncated: may be malformed
 		}
 	}
-	check([]byte{0x0a, 0x05, 'a'})                                    // wire type mismatch on id, truncated
+	check([]byte{0x0a, 0x05, 'a'})                                     // wire type mismatch on id, truncated
 	check(protowire.AppendString(protowire.AppendTag(nil, 1, 2), "x")) // id sent as bytes
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/query"
@@ -96,11 +95,16 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		rd, done = snap, func() { snap.Close() }
 	}
 	defer done()
-	cu := &cursor{e: e, c: c, r: rd}
+	// A page holds at most size records; a point plan at most one per key.
+	expect := int(size)
+	if c.plan.Access == query.AccessPKPoint {
+		expect = min(expect, len(c.plan.Ranges))
+	}
+	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
+	cu := &cursor{e: e, c: c, r: rd, pk: pk}
 	resp := &pb.QueryResponse{}
 	var last []byte
 	more := false
-	var vals []byte
 	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
 		if uint64(len(resp.Records)) == size {
 			more = true // one match past the page: there is a next page
@@ -110,20 +114,16 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		if c.plan.Count {
 			return true
 		}
-		if cap(vals)-len(vals) < len(rec) {
-			// Sized for what the page can still hold (a point lookup
-			// needs one record's worth), at most 64 KiB at a time.
-			left := int(size) - len(resp.Records)
-			if c.plan.Access == query.AccessPKPoint {
-				left = min(left, len(c.plan.Ranges))
-			}
-			vals = make([]byte, 0, max(len(rec), min(64<<10, left*len(rec))))
+		// Values are sized for what the page can still hold, at most
+		// 64 KiB at a time.
+		left := int(size) - len(resp.Records)
+		if c.plan.Access == query.AccessPKPoint {
+			left = min(left, len(c.plan.Ranges))
 		}
-		start := len(vals)
-		vals = append(vals, rec...)
-		resp.Records = append(resp.Records, &anypb.Any{TypeUrl: c.t.url, Value: vals[start:len(vals):len(vals)]})
+		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, left*len(rec)))
 		return true
 	})
+	cu.flushStats()
 	if err != nil {
 		return nil, err
 	}
