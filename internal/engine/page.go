@@ -49,28 +49,9 @@ func loadSecret(st *store.Store) ([]byte, error) {
 // deep the page. Each page reads its own snapshot.
 func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	e.stats.Queries.Add(1)
-	var c *compiled
-	var err error
-	if req.GetPageToken() == "" {
-		// A plain primary-key lookup skips the planner, as on Search. Only
-		// without a token: a point plan never issues one, and resuming
-		// needs the planner's full ranges.
-		var scratch pointScratch
-		c, err = e.compileFast(req.GetQuery(), &scratch)
-	} else {
-		c, err = e.compile(req.GetQuery())
-	}
+	c, size, err := e.pageQuery(req)
 	if err != nil {
-		e.stats.QueryErrors.Add(1)
 		return nil, err
-	}
-	size := uint64(req.GetPageSize())
-	if size == 0 {
-		size = DefaultPageSize
-	}
-	if size > uint64(e.opts.MaxPageSize) {
-		return nil, &Error{Code: codes.InvalidArgument, Field: "page_size",
-			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
 	}
 	var after []byte
 	var returned uint64
@@ -134,6 +115,34 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		resp.NextPageToken = e.sealToken(fingerprint(c), last, returned+uint64(len(resp.Records)))
 	}
 	return resp, nil
+}
+
+// pageQuery compiles a page's query and checks its page size.
+func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
+	var c *compiled
+	var err error
+	if req.GetPageToken() == "" {
+		// A plain primary-key lookup skips the planner, as on Search. Only
+		// without a token: a point plan never issues one, and resuming
+		// needs the planner's full ranges.
+		var scratch pointScratch
+		c, err = e.compileFast(req.GetQuery(), &scratch)
+	} else {
+		c, err = e.compile(req.GetQuery())
+	}
+	if err != nil {
+		e.stats.QueryErrors.Add(1)
+		return nil, 0, err
+	}
+	size := uint64(req.GetPageSize())
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	if size > uint64(e.opts.MaxPageSize) {
+		return nil, 0, &Error{Code: codes.InvalidArgument, Field: "page_size",
+			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
+	}
+	return c, size, nil
 }
 
 // fingerprint identifies the query and its access path, so a token is
