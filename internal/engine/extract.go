@@ -96,11 +96,15 @@ func (x *keyExtractor) locate(b []byte, occ []occurrence) []occurrence {
 		occ = append(occ, occurrence{start: -1})
 	}
 	for i := 0; i < len(b); {
-		num, wt, n := protowire.ConsumeTag(b[i:])
-		if n < 0 {
+		var num protowire.Number
+		var wt protowire.Type
+		n := 1
+		if b[i] < 0x80 && b[i] >= 8 { // a one-byte tag, the usual case
+			num, wt = protowire.Number(b[i]>>3), protowire.Type(b[i]&7)
+		} else if num, wt, n = protowire.ConsumeTag(b[i:]); n < 0 {
 			return nil
 		}
-		m := protowire.ConsumeFieldValue(num, wt, b[i+n:])
+		m := valueLen(num, wt, b[i+n:])
 		if m < 0 {
 			return nil
 		}
@@ -116,6 +120,22 @@ func (x *keyExtractor) locate(b []byte, occ []occurrence) []occurrence {
 		i += n + m
 	}
 	return occ
+}
+
+// valueLen is the length of the field value at the start of b, or < 0 when
+// it does not parse; the common short shapes are taken inline.
+func valueLen(num protowire.Number, wt protowire.Type, b []byte) int {
+	switch {
+	case wt == protowire.VarintType && len(b) > 0 && b[0] < 0x80:
+		return 1
+	case wt == protowire.BytesType && len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b):
+		return 1 + int(b[0])
+	case wt == protowire.Fixed64Type && len(b) >= 8:
+		return 8
+	case wt == protowire.Fixed32Type && len(b) >= 4:
+		return 4
+	}
+	return protowire.ConsumeFieldValue(num, wt, b)
 }
 
 // appendPK appends the primary-key encoding of b; occ is locate's result
