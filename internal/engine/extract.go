@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -13,13 +15,13 @@ import (
 //
 // locate walks the record's top-level fields once and notes where the last
 // occurrence of each key field lies; an append method then decodes a field
-// from that occurrence alone (record.Path.Get on the few bytes of one tag
-// and value, which decodes exactly as on the whole record: for a singular
-// top-level scalar the last occurrence wins). Paths the walk cannot serve
-// alike — nested paths and members of a oneof, where a later sibling
-// clears the field — keep their own record.Path.Get over the whole record,
-// as does every path of a record the walk cannot parse, so the error a
-// malformed record gets is the one Path.Get gives.
+// from that occurrence alone, as record.Path.Get would: for a singular
+// top-level scalar the last occurrence wins, an absent one reads as its
+// default. Paths the walk cannot serve alike — nested paths and members of
+// a oneof, where a later sibling clears the field — keep their own
+// record.Path.Get over the whole record, as does every path of a record the
+// walk cannot parse, so the error a malformed record gets is the one
+// Path.Get gives.
 //
 // Rejected: a walk per key field (the design before this one): a record
 // with a primary key and two indexes was read three times on insert, and
@@ -34,11 +36,12 @@ type keyExtractor struct {
 // keyField is one key component and where to find it.
 type keyField struct {
 	keyPath
-	slot int // index into nums; -1 reads the path over the whole record
+	slot int           // index into nums; -1 reads the path over the whole record
+	def  record.Scalar // the value of an absent field
 }
 
-// occurrence is the [start, end) of a walked field's last tag and value in
-// the record; start < 0 when the field is absent.
+// occurrence is the [start, end) of a walked field's last value in the
+// record; start < 0 when the field is absent.
 type occurrence struct{ start, end int32 }
 
 func newKeyExtractor(pk []keyPath, indexes []*index) *keyExtractor {
@@ -57,6 +60,7 @@ func (x *keyExtractor) fields(paths []keyPath) []keyField {
 	out := make([]keyField, len(paths))
 	for i, kp := range paths {
 		out[i] = keyField{keyPath: kp, slot: x.slot(kp.path)}
+		out[i].def, _, _ = kp.path.Get(nil)
 	}
 	return out
 }
@@ -113,7 +117,7 @@ func (x *keyExtractor) locate(b []byte, occ []occurrence) []occurrence {
 				if wt != x.wts[s] {
 					return nil
 				}
-				occ[s] = occurrence{start: int32(i), end: int32(i + n + m)}
+				occ[s] = occurrence{start: int32(i + n), end: int32(i + n + m)}
 				break
 			}
 		}
@@ -153,21 +157,76 @@ func (x *keyExtractor) appendIndex(dst, b []byte, occ []occurrence, j int) ([]by
 func appendFields(dst, b []byte, occ []occurrence, fields []keyField) ([]byte, string, error) {
 	for i := range fields {
 		f := &fields[i]
-		src := b
-		if f.slot >= 0 && occ != nil {
-			o := occ[f.slot]
-			src = nil // absent: Get gives the default
-			if o.start >= 0 {
-				src = b[o.start:o.end]
+		v, ok := f.def, f.slot >= 0 && occ != nil
+		if ok {
+			if o := occ[f.slot]; o.start >= 0 {
+				v, ok = decodeValue(f.kind, b[o.start:o.end])
 			}
 		}
-		v, _, err := f.path.Get(src)
-		if err != nil {
-			return dst, f.path.String(), err
+		if !ok {
+			var err error
+			if v, _, err = f.path.Get(b); err != nil {
+				return dst, f.path.String(), err
+			}
 		}
 		dst = appendScalar(dst, f.kind, v)
 	}
 	return dst, "", nil
+}
+
+// decodeValue decodes one value of a scalar kind, converting as the Go
+// runtime (and record.Path.Get) does: 32-bit kinds truncate, int32 and
+// enums sign-extend. It reports false when b does not hold one.
+func decodeValue(k protoreflect.Kind, b []byte) (record.Scalar, bool) {
+	v := record.Scalar{Kind: k}
+	switch k {
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		x, n := protowire.ConsumeBytes(b)
+		v.Bytes = x[:len(x):len(x)]
+		return v, n >= 0
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		x, n := protowire.ConsumeFixed32(b)
+		switch k {
+		case protoreflect.Fixed32Kind:
+			v.Uint = uint64(x)
+		case protoreflect.Sfixed32Kind:
+			v.Int = int64(int32(x))
+		default:
+			v.Float = float64(math.Float32frombits(x))
+		}
+		return v, n >= 0
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		x, n := protowire.ConsumeFixed64(b)
+		switch k {
+		case protoreflect.Fixed64Kind:
+			v.Uint = x
+		case protoreflect.Sfixed64Kind:
+			v.Int = int64(x)
+		default:
+			v.Float = math.Float64frombits(x)
+		}
+		return v, n >= 0
+	}
+	x, n := protowire.ConsumeVarint(b)
+	switch k {
+	case protoreflect.Int32Kind, protoreflect.EnumKind:
+		v.Int = int64(int32(x))
+	case protoreflect.Int64Kind:
+		v.Int = int64(x)
+	case protoreflect.Sint32Kind:
+		v.Int = int64(int32(protowire.DecodeZigZag(x & math.MaxUint32)))
+	case protoreflect.Sint64Kind:
+		v.Int = protowire.DecodeZigZag(x)
+	case protoreflect.Uint32Kind:
+		v.Uint = uint64(uint32(x))
+	case protoreflect.Uint64Kind:
+		v.Uint = x
+	case protoreflect.BoolKind:
+		v.Bool = x != 0
+	default:
+		return v, false
+	}
+	return v, n >= 0
 }
 
 // wireType is the wire type of an unpacked value of a scalar kind.

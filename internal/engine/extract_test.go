@@ -25,6 +25,8 @@ message Rec {
     index: { fields: "address.city" fields: "score" }
     index: { fields: "tag" fields: "flag" fields: "id" }
     index: { fields: "size" fields: "ratio" }
+    index: { fields: "i32" fields: "s32" fields: "s64" fields: "e" }
+    index: { fields: "f64" fields: "u64" fields: "f32" fields: "sf64" }
   };
   int64 id = 1;
   uint32 region = 2;
@@ -37,7 +39,16 @@ message Rec {
   sfixed32 size = 10;
   float ratio = 11;
   bytes note = 12;
+  int32 i32 = 13;
+  sint32 s32 = 14;
+  sint64 s64 = 15;
+  Color e = 16;
+  fixed64 f64 = 17;
+  uint64 u64 = 18;
+  fixed32 f32 = 19;
+  sfixed64 sf64 = 20;
 }
+enum Color { COLOR_UNSPECIFIED = 0; RED = 1; BLUE = -2; }
 `
 
 // openCatalog applies src to an engine on a real store and returns the
@@ -69,8 +80,8 @@ func openCatalog(t testing.TB, src, name string) *recType {
 // merge), and oneof members overriding each other.
 func randomRec(r *rand.Rand) []byte {
 	var b []byte
-	for range r.IntN(12) {
-		switch r.IntN(12) {
+	for range r.IntN(16) {
+		switch r.IntN(20) {
 		case 0:
 			b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.VarintType), r.Uint64())
 		case 1:
@@ -102,6 +113,15 @@ func randomRec(r *rand.Rand) []byte {
 			b = protowire.AppendFixed32(protowire.AppendTag(b, 11, protowire.Fixed32Type), r.Uint32())
 		case 11:
 			b = protowire.AppendBytes(protowire.AppendTag(b, 12, protowire.BytesType), []byte{byte(r.Uint32())})
+		case 12, 13, 14, 15, 17: // int32, sint32, sint64, enum, uint64: any varint
+			num := []protowire.Number{13, 14, 15, 16, 18}[r.IntN(5)]
+			b = protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), r.Uint64()>>r.IntN(64))
+		case 16:
+			b = protowire.AppendFixed64(protowire.AppendTag(b, 17, protowire.Fixed64Type), r.Uint64())
+		case 18:
+			b = protowire.AppendFixed32(protowire.AppendTag(b, 19, protowire.Fixed32Type), r.Uint32())
+		case 19:
+			b = protowire.AppendFixed64(protowire.AppendTag(b, 20, protowire.Fixed64Type), r.Uint64())
 		}
 	}
 	return b
@@ -112,8 +132,8 @@ func randomRec(r *rand.Rand) []byte {
 // malformed bytes (which must fail alike, naming the same field).
 func TestKeyExtractorMatchesPaths(t *testing.T) {
 	rt := openCatalog(t, extractProto, "ex.Rec")
-	if len(rt.indexes) != 5 {
-		t.Fatalf("%d indexes, want 5", len(rt.indexes))
+	if len(rt.indexes) != 7 {
+		t.Fatalf("%d indexes, want 7", len(rt.indexes))
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	var occ []occurrence
@@ -167,7 +187,7 @@ func TestKeyExtractorAllocs(t *testing.T) {
 
 // BenchmarkKeyExtractor compares the one-walk extractor with a walk per
 // key field (appendKey per path list), on a record with a primary key and
-// five indexes: the keys an insert encodes, and an update's old-record
+// seven indexes: the keys an insert encodes, and an update's old-record
 // index keys.
 func BenchmarkKeyExtractor(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
@@ -175,7 +195,7 @@ func BenchmarkKeyExtractor(b *testing.B) {
 	for len(rec) < 60 {
 		rec = randomRec(r)
 	}
-	b.Run("rec=five-indexes", func(b *testing.B) { benchExtract(b, openCatalog(b, extractProto, "ex.Rec"), rec) })
+	b.Run("rec=seven-indexes", func(b *testing.B) { benchExtract(b, openCatalog(b, extractProto, "ex.Rec"), rec) })
 	// The ingest benchmarks' record: ~100 bytes, one index.
 	var item []byte
 	item = protowire.AppendVarint(protowire.AppendTag(item, 1, protowire.VarintType), 123456789)
