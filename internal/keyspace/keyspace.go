@@ -5,12 +5,12 @@
 // a tag or a meta key itself. docs/design.md shows the same table, and a
 // test keeps the two in step.
 //
-//	00 "schema"              -> encoded schema.State
-//	00 "seq"                 -> last commit sequence (8 bytes BE)
-//	00 "secret"              -> the 32-byte key that signs page tokens
-//	01 typeID(4 BE) pk       -> record bytes, exactly as received
-//	02 indexID(4 BE) ixkey pk -> empty            (non-unique index)
-//	02 indexID(4 BE) ixkey   -> pk               (unique index)
+//	00 "schema"                -> encoded schema.State
+//	00 "seq"                   -> last commit sequence (8 bytes BE)
+//	00 "secret"                -> the 32-byte key that signs page tokens
+//	01 typeID(4 BE) pk         -> record bytes, exactly as received
+//	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
+//	02 indexID(4 BE) ixkey     -> pk (unique index)
 //
 // pk and ixkey are internal/keys encodings of the key fields; they are
 // self-delimiting, so a non-unique entry's pk is the suffix after ixkey.
