@@ -61,6 +61,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzPathGet$$' -fuzztime $(FUZZTIME) ./internal/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/schema/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplySchema$$' -fuzztime $(FUZZTIME) ./internal/schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzIndexEntryPK$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/query/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./client/where/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSearch$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/

@@ -2,19 +2,16 @@ package engine
 
 import (
 	"fmt"
+
+	"github.com/protobase/protobase/internal/keyspace"
 )
 
-// API key records live in the meta space, one key per API key name:
-//
-//	0x00 "apikey/" name -> the record, encoded by internal/auth (opaque here)
-//
-// They sit beside the schema state so that whatever store carries the
-// records carries the keys too. This file is the only place that knows the
-// layout.
-var keyAPIKeyPrefix = []byte{spaceMeta, 'a', 'p', 'i', 'k', 'e', 'y', '/'}
+// API key records live in the meta space under keyspace.APIKeyPrefix, one
+// key per API key name; the record is encoded by internal/auth and opaque
+// here.
 
 func apiKeyKey(name string) []byte {
-	return append(append(make([]byte, 0, len(keyAPIKeyPrefix)+len(name)), keyAPIKeyPrefix...), name...)
+	return append(append(make([]byte, 0, len(keyAPIKey)+len(name)), keyAPIKey...), name...)
 }
 
 // APIKeys returns every stored API key record by name.
@@ -22,13 +19,13 @@ func (e *Engine) APIKeys() (map[string][]byte, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	it, err := e.st.NewIter(keyAPIKeyPrefix, prefixEnd(keyAPIKeyPrefix))
+	it, err := e.st.NewIter(keyAPIKey, keyspace.PrefixEnd(keyAPIKey))
 	if err != nil {
 		return nil, fmt.Errorf("read api keys: %w", err)
 	}
 	out := map[string][]byte{}
 	for it.First(); it.Valid(); it.Next() {
-		name := string(it.Key()[len(keyAPIKeyPrefix):])
+		name := string(it.Key()[len(keyAPIKey):])
 		out[name] = append([]byte(nil), it.Value()...)
 	}
 	if err := it.Error(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keyspace"
 )
 
 // buildChunk is how many records one build step indexes while holding
@@ -68,7 +69,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	if *after != nil {
 		lower = append(append([]byte(nil), *after...), 0)
 	}
-	it, err := e.st.NewIter(lower, prefixEnd(t.prefix))
+	it, err := e.st.NewIter(lower, keyspace.PrefixEnd(t.prefix))
 	if err != nil {
 		e.writeMu.Unlock()
 		return false, "", err
@@ -154,7 +155,7 @@ func (e *Engine) finishBuild(typeID, indexID uint32, st pb.IndexState, msg strin
 	defer b.Close()
 	b.Set(keySchema, enc)
 	if st == pb.IndexState_INDEX_STATE_FAILED {
-		b.DeleteRange(ix.prefix, prefixEnd(ix.prefix))
+		b.DeleteRange(ix.prefix, keyspace.PrefixEnd(ix.prefix))
 	}
 	if err := e.st.Apply(b); err != nil {
 		e.writeMu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
@@ -32,6 +33,7 @@ type recType struct {
 	pk      []keyPath
 	pkNums  []protowire.Number // top-level fields holding the primary key
 	indexes []*index           // maintained by writes: BUILDING and READY
+	keys    *keyExtractor      // reads pk and every index key of indexes in one walk
 	// target offers reads the READY indexes only; point recognises plain
 	// primary-key lookups (nil when the key has no fast path). Both are
 	// immutable: an index becoming READY publishes a new catalog.
@@ -79,7 +81,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		rt:     rt,
 		rec:    rec,
 		url:    "type.googleapis.com/" + string(rt.Name),
-		prefix: recordPrefix(rt.ID),
+		prefix: keyspace.RecordPrefix(rt.ID),
 	}
 	t.target = &query.Target{Rec: rec, Type: rt}
 	for _, ix := range rt.Indexes {
@@ -109,11 +111,12 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		}
 		t.indexes = append(t.indexes, &index{
 			ix:       ix,
-			prefix:   indexPrefix(ix.ID),
+			prefix:   keyspace.IndexPrefix(ix.ID),
 			paths:    paths,
 			building: ix.State == pb.IndexState_INDEX_STATE_BUILDING,
 		})
 	}
+	t.keys = newKeyExtractor(t.pk, t.indexes)
 	return t, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -133,8 +134,7 @@ func (p Problem) String() string {
 	return fmt.Sprintf("%s key %x: %s", s, p.Key, p.Detail)
 }
 
-// checkLayout is everything Check knows about the key layout (see
-// keyspace.go): where the schema lives, the record and index spaces and
+// checkLayout is everything Check knows about the key layout (internal/keyspace): where the schema lives, the record and index spaces and
 // how their keys split into id and rest.
 var checkLayout = struct {
 	schemaKey             []byte
@@ -142,18 +142,18 @@ var checkLayout = struct {
 	recordKey, indexEntry func(prefix, pk []byte) []byte
 }{
 	schemaKey:   keySchema,
-	recordSpace: spaceRecord,
-	ixSpace:     spaceIndex,
+	recordSpace: keyspace.TagRecord,
+	ixSpace:     keyspace.TagIndex,
 	recordKey:   func(prefix, pk []byte) []byte { return append(append([]byte(nil), prefix...), pk...) },
 	indexEntry:  func(ixKey, pk []byte) []byte { return append(append([]byte(nil), ixKey...), pk...) },
 }
 
 // spaceID splits a record or index key into its space-local id and the rest.
 func spaceID(k []byte) (uint32, []byte, bool) {
-	if len(k) < 5 {
+	if len(k) < keyspace.PrefixLen {
 		return 0, nil, false
 	}
-	return binary.BigEndian.Uint32(k[1:5]), k[5:], true
+	return binary.BigEndian.Uint32(k[1:keyspace.PrefixLen]), k[keyspace.PrefixLen:], true
 }
 
 // checker holds one Check's state.

@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/query"
@@ -21,8 +20,6 @@ import (
 
 // DefaultPageSize is Query's page size when the request names none.
 const DefaultPageSize = 1000
-
-var keySecret = []byte{spaceMeta, 's', 'e', 'c', 'r', 'e', 't'}
 
 // loadSecret reads (or creates, durably) the key that signs page tokens,
 // so a token survives restarts and cannot be forged by a client.
@@ -52,28 +49,9 @@ func loadSecret(st *store.Store) ([]byte, error) {
 // deep the page. Each page reads its own snapshot.
 func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	e.stats.Queries.Add(1)
-	var c *compiled
-	var err error
-	if req.GetPageToken() == "" {
-		// A plain primary-key lookup skips the planner, as on Search. Only
-		// without a token: a point plan never issues one, and resuming
-		// needs the planner's full ranges.
-		var scratch pointScratch
-		c, err = e.compileFast(req.GetQuery(), &scratch)
-	} else {
-		c, err = e.compile(req.GetQuery())
-	}
+	c, size, err := e.pageQuery(req)
 	if err != nil {
-		e.stats.QueryErrors.Add(1)
 		return nil, err
-	}
-	size := uint64(req.GetPageSize())
-	if size == 0 {
-		size = DefaultPageSize
-	}
-	if size > uint64(e.opts.MaxPageSize) {
-		return nil, &Error{Code: codes.InvalidArgument, Field: "page_size",
-			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
 	}
 	var after []byte
 	var returned uint64
@@ -98,11 +76,16 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		rd, done = snap, func() { snap.Close() }
 	}
 	defer done()
-	cu := &cursor{e: e, c: c, r: rd}
+	// A page holds at most size records; a point plan at most one per key.
+	expect := int(size)
+	if c.plan.Access == query.AccessPKPoint {
+		expect = min(expect, len(c.plan.Ranges))
+	}
+	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
+	cu := &cursor{e: e, c: c, r: rd, pk: pk}
 	resp := &pb.QueryResponse{}
 	var last []byte
 	more := false
-	var vals []byte
 	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
 		if uint64(len(resp.Records)) == size {
 			more = true // one match past the page: there is a next page
@@ -112,20 +95,16 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		if c.plan.Count {
 			return true
 		}
-		if cap(vals)-len(vals) < len(rec) {
-			// Sized for what the page can still hold (a point lookup
-			// needs one record's worth), at most 64 KiB at a time.
-			left := int(size) - len(resp.Records)
-			if c.plan.Access == query.AccessPKPoint {
-				left = min(left, len(c.plan.Ranges))
-			}
-			vals = make([]byte, 0, max(len(rec), min(64<<10, left*len(rec))))
+		// Values are sized for what the page can still hold, at most
+		// 64 KiB at a time.
+		left := int(size) - len(resp.Records)
+		if c.plan.Access == query.AccessPKPoint {
+			left = min(left, len(c.plan.Ranges))
 		}
-		start := len(vals)
-		vals = append(vals, rec...)
-		resp.Records = append(resp.Records, &anypb.Any{TypeUrl: c.t.url, Value: vals[start:len(vals):len(vals)]})
+		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, left*len(rec)))
 		return true
 	})
+	cu.flushStats()
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +115,34 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		resp.NextPageToken = e.sealToken(fingerprint(c), last, returned+uint64(len(resp.Records)))
 	}
 	return resp, nil
+}
+
+// pageQuery compiles a page's query and checks its page size.
+func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
+	var c *compiled
+	var err error
+	if req.GetPageToken() == "" {
+		// A plain primary-key lookup skips the planner, as on Search. Only
+		// without a token: a point plan never issues one, and resuming
+		// needs the planner's full ranges.
+		var scratch pointScratch
+		c, err = e.compileFast(req.GetQuery(), &scratch)
+	} else {
+		c, err = e.compile(req.GetQuery())
+	}
+	if err != nil {
+		e.stats.QueryErrors.Add(1)
+		return nil, 0, err
+	}
+	size := uint64(req.GetPageSize())
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	if size > uint64(e.opts.MaxPageSize) {
+		return nil, 0, &Error{Code: codes.InvalidArgument, Field: "page_size",
+			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
+	}
+	return c, size, nil
 }
 
 // fingerprint identifies the query and its access path, so a token is

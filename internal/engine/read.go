@@ -94,9 +94,26 @@ type cursor struct {
 	it *store.Iter
 	// pit, when set, serves point reads (see points); its owner closes it.
 	pit *store.Iter
+	// pk, when set, receives point reads: values land in its buffer, and
+	// it packs them without a copy.
+	pk  *packer
 	buf []byte // record read through an index
 	out []byte // keys-only record
 	n   uint64 // matches emitted
+	// Counts for Stats, added to the engine's shared counters once per
+	// query or chunk (flushStats), not once per record.
+	lookups, read uint64
+}
+
+// flushStats adds the cursor's counts to the engine's Stats.
+func (cu *cursor) flushStats() {
+	if cu.lookups > 0 {
+		cu.e.stats.PointLookups.Add(cu.lookups)
+	}
+	if cu.read > 0 {
+		cu.e.stats.RecordsRead.Add(cu.read)
+	}
+	cu.lookups, cu.read = 0, 0
 }
 
 // run iterates ranges in plan order, skipping keys up to and including
@@ -180,7 +197,7 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 			}
 			rec = cu.buf
 		}
-		cu.e.stats.RecordsRead.Add(1)
+		cu.read++
 		if more, err := cu.match(key, rec, emit); err != nil || !more {
 			return false, err
 		}
@@ -217,13 +234,23 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		cu.e.stats.PointLookups.Add(1)
+		cu.lookups++
+		dst := cu.buf[:0]
+		if cu.pk != nil {
+			dst = cu.pk.tail()
+		}
+		var val []byte
 		var found bool
 		var err error
 		if it != nil {
-			cu.buf, found, err = it.Lookup(rg.Start, cu.buf[:0])
+			val, found, err = it.Lookup(rg.Start, dst)
 		} else {
-			cu.buf, found, err = cu.r.Get(rg.Start, cu.buf[:0])
+			val, found, err = cu.r.Get(rg.Start, dst)
+		}
+		if cu.pk != nil {
+			cu.pk.readInto(val)
+		} else {
+			cu.buf = val
 		}
 		if err != nil {
 			return err
@@ -231,8 +258,8 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		if !found {
 			continue
 		}
-		cu.e.stats.RecordsRead.Add(1)
-		if more, err := cu.match(rg.Start, cu.buf, emit); err != nil || !more {
+		cu.read++
+		if more, err := cu.match(rg.Start, val, emit); err != nil || !more {
 			return err
 		}
 	}
@@ -283,5 +310,6 @@ func (e *Engine) ForEach(ctx context.Context, typeName string, fn func(val []byt
 	r, done := e.reader(c)
 	defer done()
 	cu := &cursor{e: e, c: c, r: r}
+	defer cu.flushStats()
 	return cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool { return fn(rec) })
 }

@@ -43,113 +43,149 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 
 	snap := e.st.NewSnapshot()
 	defer snap.Close()
-	parts := e.split(c.plan, par)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sc := &scan{e: e, c: c, snap: snap, batchSize: batchSize, limit: c.plan.Limit, cancel: cancel, send: send}
+	sc.start(ctx, e.split(c.plan, par))
+	return sc.collect(ctx)
+}
 
-	ordered := c.q.GetOrder() != nil && len(parts) > 1
-	chans := make([]chan *pb.ScanResponse, len(parts))
+// scan is one Scan call: its parts' readers and the one emitter.
+type scan struct {
+	e         *Engine
+	c         *compiled
+	snap      store.Reader
+	batchSize int
+	limit     uint64
+	cancel    context.CancelFunc
+	send      func(*pb.ScanResponse) error
+
+	ordered bool
+	chans   []chan *pb.ScanResponse // per part when ordered; else all the one shared channel
+	wg      sync.WaitGroup
+	errs    []error // per part, read after wg.Wait
+	// total counts matches over all parts; parts add to it once per
+	// response, not once per record.
+	total atomic.Uint64
+
+	// Emitter state, used by collect's goroutine only.
+	sent      uint64
+	sendErr   error
+	explained bool
+}
+
+// start runs one reader per part.
+func (sc *scan) start(ctx context.Context, parts [][]query.Range) {
+	sc.ordered = sc.c.q.GetOrder() != nil && len(parts) > 1
+	sc.explained = !sc.c.q.GetExplain()
+	sc.chans = make([]chan *pb.ScanResponse, len(parts))
 	shared := make(chan *pb.ScanResponse, 2*len(parts))
-	for i := range chans {
-		if ordered {
-			chans[i] = make(chan *pb.ScanResponse, 2)
+	for i := range sc.chans {
+		if sc.ordered {
+			sc.chans[i] = make(chan *pb.ScanResponse, 2)
 		} else {
-			chans[i] = shared
+			sc.chans[i] = shared
 		}
 	}
-	var total atomic.Uint64
-	limit := c.plan.Limit
-	var wg sync.WaitGroup
-	errs := make([]error, len(parts))
+	sc.errs = make([]error, len(parts))
 	for i, part := range parts {
-		wg.Add(1)
+		sc.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if ordered {
-				defer close(chans[i])
+			defer sc.wg.Done()
+			if sc.ordered {
+				defer close(sc.chans[i])
 			}
-			errs[i] = e.scanPart(ctx, c, snap, part, batchSize, chans[i], &total, limit, !ordered)
-			if errs[i] != nil {
-				cancel()
+			sc.errs[i] = sc.part(ctx, part, sc.chans[i])
+			if sc.errs[i] != nil {
+				sc.cancel()
 			}
 		}()
 	}
-	if !ordered {
-		go func() { wg.Wait(); close(shared) }()
+	if !sc.ordered {
+		go func() { sc.wg.Wait(); close(shared) }()
 	}
+}
 
-	var sent uint64
-	var sendErr error
-	explained := !c.q.GetExplain()
-	emit := func(resp *pb.ScanResponse) {
-		if sendErr != nil {
-			return
-		}
-		if limit > 0 && sent+uint64(len(resp.Records)) > limit {
-			resp.Records = resp.Records[:limit-sent]
-		}
-		if len(resp.Records) == 0 {
-			return
-		}
-		sent += uint64(len(resp.Records))
-		if !explained {
-			resp.Plan = c.plan.Explain()
-			explained = true
-		}
-		if sendErr = send(resp); sendErr != nil {
-			cancel()
-		}
-		if limit > 0 && sent >= limit {
-			cancel()
-		}
-	}
-	if ordered {
-		for _, ch := range chans {
+// collect emits the parts' responses (in part order when ordered), then
+// the last response with the count.
+func (sc *scan) collect(ctx context.Context) error {
+	if sc.ordered {
+		for _, ch := range sc.chans {
 			for resp := range ch {
-				emit(resp)
+				sc.emit(resp)
 			}
 		}
-	} else {
-		for resp := range shared {
-			emit(resp)
+	} else if len(sc.chans) > 0 {
+		for resp := range sc.chans[0] {
+			sc.emit(resp)
 		}
 	}
-	wg.Wait()
-	if sendErr != nil {
-		return sendErr
+	sc.wg.Wait()
+	if sc.sendErr != nil {
+		return sc.sendErr
 	}
-	for _, err := range errs {
-		if err != nil && (limit == 0 || sent < limit) {
-			return err
+	limit := sc.limit
+	if limit == 0 || sc.sent < limit {
+		for _, err := range sc.errs {
+			if err != nil {
+				return err
+			}
 		}
-	}
-	if limit == 0 || sent < limit {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
-	count := sent
-	if c.plan.Count {
-		count = total.Load()
+	count := sc.sent
+	if sc.c.plan.Count {
+		count = sc.total.Load()
 		if limit > 0 && count > limit {
 			count = limit
 		}
 	}
 	last := &pb.ScanResponse{Count: count, Done: true}
-	if !explained {
-		last.Plan = c.plan.Explain()
+	if !sc.explained {
+		last.Plan = sc.c.plan.Explain()
 	}
-	return send(last)
+	return sc.send(last)
 }
 
-// scanPart reads one part into bounded batches.
-func (e *Engine) scanPart(ctx context.Context, c *compiled, r store.Reader, part []query.Range, batchSize int, out chan<- *pb.ScanResponse, total *atomic.Uint64, limit uint64, anyOrder bool) error {
-	cu := &cursor{e: e, c: c, r: r}
+// emit sends one response, cut to the limit; the plan rides on the first.
+func (sc *scan) emit(resp *pb.ScanResponse) {
+	if sc.sendErr != nil {
+		return
+	}
+	limit := sc.limit
+	if limit > 0 && sc.sent+uint64(len(resp.Records)) > limit {
+		resp.Records = resp.Records[:limit-sc.sent]
+	}
+	if len(resp.Records) == 0 {
+		return
+	}
+	sc.sent += uint64(len(resp.Records))
+	if !sc.explained {
+		resp.Plan = sc.c.plan.Explain()
+		sc.explained = true
+	}
+	if sc.sendErr = sc.send(resp); sc.sendErr != nil {
+		sc.cancel()
+	}
+	if limit > 0 && sc.sent >= limit {
+		sc.cancel()
+	}
+}
+
+// part reads one part into bounded responses.
+func (sc *scan) part(ctx context.Context, part []query.Range, out chan<- *pb.ScanResponse) error {
+	e, c := sc.e, sc.c
+	pk := &packer{slabSize: 256, maxBuf: 256 << 10}
+	cu := &cursor{e: e, c: c, r: sc.snap, pk: pk}
+	defer cu.flushStats()
 	var resp *pb.ScanResponse
-	var slab []anypb.Any
-	var vals []byte
 	size := 0
+	var n, added uint64 // matches of this part; of them, added to total
 	flush := func() bool {
+		sc.total.Add(n - added)
+		added = n
 		if resp == nil {
 			return true
 		}
@@ -158,11 +194,13 @@ func (e *Engine) scanPart(ctx context.Context, c *compiled, r store.Reader, part
 		case <-ctx.Done():
 			return false
 		}
-		resp, size, vals = nil, 0, nil
+		resp, size = nil, 0
+		pk.cut()
 		return true
 	}
+	anyOrder := !sc.ordered
 	err := cu.run(ctx, part, nil, func(_, rec []byte) bool {
-		n := total.Add(1)
+		n++
 		if c.plan.Count {
 			return true
 		}
@@ -170,33 +208,23 @@ func (e *Engine) scanPart(ctx context.Context, c *compiled, r store.Reader, part
 		// order, any limit matches will do, so parts also stop once
 		// together they have enough; with an order, an earlier part's
 		// matches must win, so parts never stop each other.
-		if anyOrder && limit > 0 && n > limit {
+		if anyOrder && sc.limit > 0 && n-added+sc.total.Load() > sc.limit {
 			return false
 		}
-		if resp != nil && (len(resp.Records) >= batchSize || size+len(rec) > e.opts.MaxResultBytes) {
+		if resp != nil && (len(resp.Records) >= sc.batchSize || size+len(rec) > e.opts.MaxResultBytes) {
 			if !flush() {
 				return false
 			}
 		}
 		if resp == nil {
-			resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, batchSize)}
+			resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
 		}
-		if len(slab) == 0 {
-			slab = make([]anypb.Any, 256)
-		}
-		if cap(vals)-len(vals) < len(rec) {
-			vals = make([]byte, 0, max(256<<10, len(rec)))
-		}
-		start := len(vals)
-		vals = append(vals, rec...)
-		a := &slab[0]
-		slab = slab[1:]
-		a.TypeUrl, a.Value = c.t.url, vals[start:len(vals):len(vals)]
-		resp.Records = append(resp.Records, a)
+		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, 256<<10))
 		size += len(rec)
 		return true
 	})
 	if err != nil {
+		sc.total.Add(n - added)
 		return err
 	}
 	flush()

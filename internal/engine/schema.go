@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
 )
 
@@ -91,16 +92,16 @@ func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType
 	defer b.Close()
 	b.Set(keySchema, enc)
 	for _, t := range res.DroppedTypes {
-		p := recordPrefix(t.ID)
-		b.DeleteRange(p, prefixEnd(p))
+		p := keyspace.RecordPrefix(t.ID)
+		b.DeleteRange(p, keyspace.PrefixEnd(p))
 		for _, ix := range t.Indexes {
-			p := indexPrefix(ix.ID)
-			b.DeleteRange(p, prefixEnd(p))
+			p := keyspace.IndexPrefix(ix.ID)
+			b.DeleteRange(p, keyspace.PrefixEnd(p))
 		}
 	}
 	for _, ix := range res.DroppedIndexes {
-		p := indexPrefix(ix.ID)
-		b.DeleteRange(p, prefixEnd(p))
+		p := keyspace.IndexPrefix(ix.ID)
+		b.DeleteRange(p, keyspace.PrefixEnd(p))
 	}
 
 	e.writeMu.Lock()
@@ -151,8 +152,8 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 
 // hasRecords reports whether a type holds a record.
 func (e *Engine) hasRecords(t *schema.RecordType) (bool, error) {
-	p := recordPrefix(t.ID)
-	it, err := e.st.NewIter(p, prefixEnd(p))
+	p := keyspace.RecordPrefix(t.ID)
+	it, err := e.st.NewIter(p, keyspace.PrefixEnd(p))
 	if err != nil {
 		return false, err
 	}
@@ -166,8 +167,8 @@ func (e *Engine) hasRecords(t *schema.RecordType) (bool, error) {
 
 // countRecords counts the stored records of a type, on a consistent view.
 func (e *Engine) countRecords(t *schema.RecordType) (uint64, error) {
-	p := recordPrefix(t.ID)
-	it, err := e.st.NewIter(p, prefixEnd(p))
+	p := keyspace.RecordPrefix(t.ID)
+	it, err := e.st.NewIter(p, keyspace.PrefixEnd(p))
 	if err != nil {
 		return 0, err
 	}

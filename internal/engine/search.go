@@ -101,7 +101,9 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	return ctx.Err()
 }
 
-// responder packs results into bounded responses.
+// responder runs the queries of one Search chunk and packs their results,
+// completions and errors into bounded responses. It belongs to the chunk's
+// worker.
 type responder struct {
 	e     *Engine
 	out   chan<- *pb.SearchResponse
@@ -109,11 +111,13 @@ type responder struct {
 	resp  *pb.SearchResponse
 	recs  int
 	bytes int
-	// Slabs: a batch of point lookups makes per query an Any, a
-	// ResultBatch, its one-element record list and a QueryDone; taking them
-	// from arrays makes that one allocation per 64 queries, not four per
-	// query. Messages handed out are never reused.
-	slab    []anypb.Any
+	pk    packer
+	// pit serves the chunk's lone point lookups, made on first use.
+	pit *store.Iter
+	// Slabs: a batch of point lookups makes per query a ResultBatch, its
+	// one-element record list and a QueryDone (and an Any, from the
+	// packer); taking them from arrays makes that one allocation per 64
+	// queries, not one each. Messages handed out are never reused.
 	batches []pb.ResultBatch
 	dones   []pb.QueryDone
 	ptrs    []*anypb.Any
@@ -132,6 +136,7 @@ func (r *responder) flush() bool {
 		return false
 	}
 	r.resp, r.recs, r.bytes = nil, 0, 0
+	r.pk.cut()
 	return true
 }
 
@@ -140,18 +145,6 @@ func (r *responder) cur() *pb.SearchResponse {
 		r.resp = &pb.SearchResponse{}
 	}
 	return r.resp
-}
-
-// any returns a fresh Any from a slab: one allocation per 64 results.
-func (r *responder) any(url string, val []byte) *anypb.Any {
-	if len(r.slab) == 0 {
-		r.slab = make([]anypb.Any, r.slabSize())
-	}
-	a := &r.slab[0]
-	r.slab = r.slab[1:]
-	a.TypeUrl = url
-	a.Value = val
-	return a
 }
 
 func (r *responder) batch(id uint64) *pb.ResultBatch {
@@ -186,12 +179,23 @@ func (r *responder) first(a *anypb.Any) []*anypb.Any {
 	return l
 }
 
+// fail reports query id's error alone; the chunk goes on.
+func (r *responder) fail(id uint64, err error) {
+	r.e.stats.QueryErrors.Add(1)
+	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+}
+
 func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- *pb.SearchResponse) {
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
-	var vals []byte // one buffer for the values of the current response
+	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
+	defer func() {
+		if r.pit != nil {
+			r.pit.Close()
+		}
+	}()
 	var scratch pointScratch
-	var pit *store.Iter // shared by lone point lookups, made on first use
-	cu := &cursor{e: e} // reused: its buffers outlive each query
+	cu := &cursor{e: e, pk: &r.pk} // reused: its buffers outlive each query
+	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
 	points, rest := e.lookupOrder(qs)
 	for k := range qs {
@@ -206,94 +210,94 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			i = rest[k-len(points)]
 			c, err = e.compile(qs[i])
 		}
-		q := qs[i]
 		id := first + uint64(i)
 		if err != nil {
-			e.stats.QueryErrors.Add(1)
-			r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+			r.fail(id, err)
 			continue
 		}
-		cu.c, cu.n, cu.pit = c, 0, nil
-		done := func() {}
-		if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) == 1 {
-			// Lone point lookups share one iterator per chunk: each still
-			// reads one consistent state, the iterator's, fixed after the
-			// request arrived.
-			if pit == nil {
-				if pit, err = e.st.NewIter(nil, nil); err != nil {
-					e.stats.QueryErrors.Add(1)
-					r.cur().Errors = append(r.cur().Errors, queryError(id, err))
-					continue
-				}
-				defer pit.Close()
-			}
-			cu.r, cu.pit = e.st, pit
-		} else {
-			cu.r, done = e.reader(c)
+		if !r.run(ctx, cu, c, id, len(qs)-k) {
+			return
 		}
-		var batch *pb.ResultBatch
-		explained := false
-		err = cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
-			if c.plan.Count {
+	}
+	cu.flushStats()
+	r.flush()
+}
+
+// run runs one query of the chunk and packs its results; left is how many
+// of the chunk's queries are still to run, this one included. It reports
+// false when the stream is over.
+func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64, left int) bool {
+	e, q := r.e, c.q
+	cu.c, cu.n, cu.pit = c, 0, nil
+	done := func() {}
+	if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) == 1 {
+		// Lone point lookups share one iterator per chunk: each still
+		// reads one consistent state, the iterator's, fixed after the
+		// request arrived.
+		if r.pit == nil {
+			pit, err := e.st.NewIter(nil, nil)
+			if err != nil {
+				r.fail(id, err)
 				return true
 			}
-			if r.recs >= e.opts.MaxResultRecords || r.bytes+len(rec) > e.opts.MaxResultBytes && r.recs > 0 {
-				if !r.flush() {
-					return false
-				}
-				batch = nil
-				vals = nil
-			}
-			if batch == nil {
-				batch = r.batch(id)
-				if q.GetExplain() && !explained {
-					batch.Plan = c.plan.Explain()
-					explained = true
-				}
-				resp := r.cur()
-				resp.Results = append(resp.Results, batch)
-			}
-			// Values share one buffer per response; a new buffer starts
-			// when it would move (earlier slices stay valid). It is sized
-			// for what this chunk can still return, so a lone lookup does
-			// not pay for a 64 KiB buffer.
-			if cap(vals)-len(vals) < len(rec) {
-				guess := 64 << 10 // a range: expect many records
-				if c.plan.Access == query.AccessPKPoint {
-					guess = len(rec) * (len(qs) - k + len(c.plan.Ranges))
-				}
-				vals = make([]byte, 0, min(max(guess, len(rec)), max(64<<10, len(rec))))
-			}
-			start := len(vals)
-			vals = append(vals, rec...)
-			a := r.any(c.t.url, vals[start:len(vals):len(vals)])
-			if batch.Records == nil {
-				batch.Records = r.first(a)
-			} else {
-				batch.Records = append(batch.Records, a)
-			}
-			r.recs++
-			r.bytes += len(rec) + len(c.t.url) + 8
-			return true
-		})
-		done()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			e.stats.QueryErrors.Add(1)
-			r.cur().Errors = append(r.cur().Errors, queryError(id, err))
-			batch = nil
-			continue
+			r.pit = pit
 		}
-		d := r.done(id, cu.n)
-		if q.GetExplain() && !explained {
-			d.Plan = c.plan.Explain()
-		}
-		r.cur().Done = append(r.cur().Done, d)
-		batch = nil
+		cu.r, cu.pit = e.st, r.pit
+	} else {
+		cu.r, done = e.reader(c)
 	}
-	r.flush()
+	var batch *pb.ResultBatch
+	explained := false
+	err := cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
+		if c.plan.Count {
+			return true
+		}
+		if r.recs >= e.opts.MaxResultRecords || r.bytes+len(rec) > e.opts.MaxResultBytes && r.recs > 0 {
+			if !r.flush() {
+				return false
+			}
+			batch = nil
+		}
+		if batch == nil {
+			batch = r.batch(id)
+			if q.GetExplain() && !explained {
+				batch.Plan = c.plan.Explain()
+				explained = true
+			}
+			resp := r.cur()
+			resp.Results = append(resp.Results, batch)
+		}
+		// A range expects many records; a point lookup one per key of
+		// the chunk's remaining lookups, so a lone lookup does not pay
+		// for a 64 KiB buffer.
+		want := 64 << 10
+		if c.plan.Access == query.AccessPKPoint {
+			want = len(rec) * (left + len(c.plan.Ranges))
+		}
+		a := r.pk.pack(c.t.url, rec, want)
+		if batch.Records == nil {
+			batch.Records = r.first(a)
+		} else {
+			batch.Records = append(batch.Records, a)
+		}
+		r.recs++
+		r.bytes += len(rec) + len(c.t.url) + 8
+		return true
+	})
+	done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		r.fail(id, err)
+		return true
+	}
+	d := r.done(id, cu.n)
+	if q.GetExplain() && !explained {
+		d.Plan = c.plan.Explain()
+	}
+	r.cur().Done = append(r.cur().Done, d)
+	return true
 }
 
 // pointJob is a plain primary-key lookup of a chunk: query i of the chunk

@@ -85,6 +85,8 @@ type Writer struct {
 	oldBuf []byte // value of the record being replaced
 	ixBuf  []byte // value of a unique index entry being checked
 	oldIx  []byte
+	occ    []occurrence // where the key fields of the record being prepared lie
+	oldOcc []occurrence // the same for the record being replaced
 	seen   map[uint64]struct{}
 	// Key ranges of the batch: when the store holds no key in
 	// [min, max], no record key (or unique key) of the batch exists and
@@ -273,65 +275,81 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 	w.hasUniq = false
 	clear(w.seen)
 	for i, a := range recs {
-		if a == nil {
-			return false, recordError(codes.InvalidArgument, i, "", "", "record is null")
+		d, err := w.prepareRecord(cat, op, i, a)
+		if err != nil {
+			return false, err
 		}
-		t := cat.lookup(a.TypeUrl)
-		if t == nil {
-			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "",
-				"unknown type URL "+quote(a.TypeUrl)+": no record type of that name in the schema")
-		}
-		if err := t.rec.Validate(a.Value); err != nil {
-			var re *record.Error
-			if errors.As(err, &re) {
-				return false, recordError(codes.InvalidArgument, i, a.TypeUrl, re.Field, re.Reason)
-			}
-			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "", err.Error())
-		}
-		p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff))}
-		start := len(w.arena)
-		w.arena = append(w.arena, t.prefix...)
-		pkStart := len(w.arena)
-		var field string
-		if w.arena, field, err = appendKey(w.arena, a.Value, t.pk); err != nil {
-			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
-		}
-		p.key = span{int32(start), int32(len(w.arena))}
-		p.pk = span{int32(pkStart), int32(len(w.arena))}
-		if i == 0 {
-			w.recMin, w.recMax = p.key, p.key
-		} else {
-			w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
-		}
-		if w.mark(w.arena[start:]) {
-			dups = true
-		}
-		if op != OpRemove {
-			for _, ix := range t.indexes {
-				s := len(w.arena)
-				w.arena = append(w.arena, ix.prefix...)
-				if w.arena, field, err = appendKey(w.arena, a.Value, ix.paths); err != nil {
-					return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
-				}
-				if ix.ix.Unique {
-					if w.mark(w.arena[s:]) {
-						dups = true
-					}
-					k := span{int32(s), int32(len(w.arena))}
-					if !w.hasUniq {
-						w.uniqMin, w.uniqMax, w.hasUniq = k, k, true
-					} else {
-						w.uniqMin, w.uniqMax = w.widen(w.uniqMin, w.uniqMax, k)
-					}
-				} else {
-					w.arena = append(w.arena, w.arena[pkStart:p.key.e]...)
-				}
-				w.ixOff = append(w.ixOff, span{int32(s), int32(len(w.arena))})
-			}
-		}
-		w.preps = append(w.preps, p)
+		dups = dups || d
 	}
 	return dups, nil
+}
+
+// prepareRecord validates record i and appends its record key and (unless
+// op removes) its index keys to the arena, all read in one walk over the
+// record. It reports whether one of its keys was seen earlier in the batch.
+func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups bool, err error) {
+	if a == nil {
+		return false, recordError(codes.InvalidArgument, i, "", "", "record is null")
+	}
+	t := cat.lookup(a.TypeUrl)
+	if t == nil {
+		return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "",
+			"unknown type URL "+quote(a.TypeUrl)+": no record type of that name in the schema")
+	}
+	if err := t.rec.Validate(a.Value); err != nil {
+		var re *record.Error
+		if errors.As(err, &re) {
+			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, re.Field, re.Reason)
+		}
+		return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "", err.Error())
+	}
+	w.occ = t.keys.locate(a.Value, w.occ[:0])
+	p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff))}
+	start := len(w.arena)
+	w.arena = append(w.arena, t.prefix...)
+	pkStart := len(w.arena)
+	var field string
+	if w.arena, field, err = t.keys.appendPK(w.arena, a.Value, w.occ); err != nil {
+		return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
+	}
+	p.key = span{int32(start), int32(len(w.arena))}
+	p.pk = span{int32(pkStart), int32(len(w.arena))}
+	if i == 0 {
+		w.recMin, w.recMax = p.key, p.key
+	} else {
+		w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
+	}
+	dups = w.mark(w.arena[start:])
+	if op != OpRemove {
+		for j, ix := range t.indexes {
+			s := len(w.arena)
+			w.arena = append(w.arena, ix.prefix...)
+			if w.arena, field, err = t.keys.appendIndex(w.arena, a.Value, w.occ, j); err != nil {
+				return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
+			}
+			if ix.ix.Unique {
+				dups = w.markUnique(s) || dups
+			} else {
+				w.arena = append(w.arena, w.arena[pkStart:p.key.e]...)
+			}
+			w.ixOff = append(w.ixOff, span{int32(s), int32(len(w.arena))})
+		}
+	}
+	w.preps = append(w.preps, p)
+	return dups, nil
+}
+
+// markUnique notes the unique index key that starts at arena offset s and
+// runs to the arena's end: it widens the batch's unique-key range and
+// reports whether the key was seen earlier in the batch.
+func (w *Writer) markUnique(s int) bool {
+	k := span{int32(s), int32(len(w.arena))}
+	if !w.hasUniq {
+		w.uniqMin, w.uniqMax, w.hasUniq = k, k, true
+	} else {
+		w.uniqMin, w.uniqMax = w.widen(w.uniqMin, w.uniqMax, k)
+	}
+	return w.mark(w.arena[s:])
 }
 
 // widen extends [lo, hi] to cover k.
@@ -416,112 +434,166 @@ func (w *Writer) del(b *store.Batch, k []byte, record bool) {
 	}
 }
 
-// build is phase 2, under writeMu: existence and uniqueness checks, then the
-// storage operations of every record in order.
+// build is phase 2, under writeMu: for every record in order, the
+// existence check, the uniqueness check, retracting the index entries of
+// the record it replaces, and putting the new record and its entries.
 func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 	if w.ov == nil {
 		w.ov = make(map[string]ovEntry)
 	}
 	clear(w.ov)
-	// Only records that may replace something need their old value.
-	recsAbsent, uniqAbsent := false, false
-	if op == OpInsert || op == OpUpsert {
-		var err error
-		if recsAbsent, err = w.absent(w.recMin, w.recMax); err != nil {
-			return err
-		}
-		if w.hasUniq {
-			if uniqAbsent, err = w.absent(w.uniqMin, w.uniqMax); err != nil {
-				return err
-			}
-		}
+	pr, err := w.probe(op)
+	if err != nil {
+		return err
 	}
 	for i := range w.preps {
 		p := &w.preps[i]
-		t := p.t
-		key := w.bytes(p.key)
-		pk := w.bytes(p.pk)
-
-		var old []byte
-		var found bool
-		var err error
-		if (op != OpUpsert || len(t.indexes) > 0) && (!recsAbsent || dups) {
-			if old, found, err = w.get(key, &w.oldBuf, dups, op == OpInsert); err != nil {
+		old, found, err := w.existing(op, p, dups, pr)
+		if err != nil {
+			return err
+		}
+		if err := checkExistence(op, i, p, found); err != nil {
+			return err
+		}
+		if op != OpRemove {
+			if err := w.checkUnique(i, p, dups, pr); err != nil {
 				return err
 			}
 		}
-		switch {
-		case op == OpInsert && found:
-			return recordError(codes.AlreadyExists, i, p.url, pkFields(t),
-				"a record with this primary key exists")
-		case (op == OpUpdate || op == OpRemove) && !found:
-			return recordError(codes.NotFound, i, p.url, pkFields(t),
-				"no record with this primary key")
-		}
-
-		// Unique indexes: the new key must be free or already ours.
-		if op != OpRemove {
-			for j, ix := range t.indexes {
-				if !ix.ix.Unique {
-					continue
-				}
-				nk := w.bytes(w.ixOff[int(p.ix)+j])
-				if uniqAbsent && !dups && len(w.ov) == 0 {
-					continue
-				}
-				cur, taken, err := w.get(nk, &w.ixBuf, dups, true)
-				if err != nil {
-					return err
-				}
-				if taken && !bytes.Equal(cur, pk) {
-					return recordError(codes.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
-						"unique index "+ix.ix.Name+" already holds this value for another record")
-				}
+		if found && len(p.t.indexes) > 0 {
+			if err := w.retract(b, op, p, old, dups); err != nil {
+				return err
 			}
 		}
-
-		// Remove the old record's index entries that change.
-		if found && len(t.indexes) > 0 {
-			for j, ix := range t.indexes {
-				w.oldIx = append(w.oldIx[:0], ix.prefix...)
-				if w.oldIx, _, err = appendKey(w.oldIx, old, ix.paths); err != nil {
-					return &Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
-				}
-				if !ix.ix.Unique {
-					w.oldIx = append(w.oldIx, pk...)
-				}
-				if op != OpRemove && bytes.Equal(w.oldIx, w.bytes(w.ixOff[int(p.ix)+j])) {
-					continue
-				}
-				if ix.ix.Unique {
-					// Delete only an entry pointing at this record.
-					cur, ok, err := w.get(w.oldIx, &w.ixBuf, dups, false)
-					if err != nil {
-						return err
-					}
-					if !ok || !bytes.Equal(cur, pk) {
-						continue
-					}
-				}
-				w.del(b, w.oldIx, dups || ix.ix.Unique)
-			}
-		}
-
 		if op == OpRemove {
-			w.del(b, key, dups)
+			w.del(b, w.bytes(p.key), dups)
 			continue
 		}
-		w.set(b, key, p.val, dups)
-		for j, ix := range t.indexes {
-			nk := w.bytes(w.ixOff[int(p.ix)+j])
-			if ix.ix.Unique {
-				w.set(b, nk, pk, dups)
-			} else {
-				w.set(b, nk, nil, dups)
-			}
+		w.put(b, p, dups)
+	}
+	return nil
+}
+
+// batchProbe says which point reads of a batch can be skipped: when the
+// store holds no key in the batch's record-key (or unique-key) range, no
+// record of the batch exists yet (or holds one of its unique values).
+type batchProbe struct {
+	recsAbsent, uniqAbsent bool
+}
+
+// probe answers batchProbe with one iterator probe per range. Only inserts
+// and upserts, which usually write new keys, try it.
+func (w *Writer) probe(op Op) (batchProbe, error) {
+	var pr batchProbe
+	if op != OpInsert && op != OpUpsert {
+		return pr, nil
+	}
+	var err error
+	if pr.recsAbsent, err = w.absent(w.recMin, w.recMax); err != nil {
+		return pr, err
+	}
+	if w.hasUniq {
+		if pr.uniqAbsent, err = w.absent(w.uniqMin, w.uniqMax); err != nil {
+			return pr, err
+		}
+	}
+	return pr, nil
+}
+
+// existing reads the record p replaces, if any, as the batch has left it.
+// An upsert of a type without indexes needs neither the old value nor its
+// existence, and a key the probe proved new needs no read.
+func (w *Writer) existing(op Op, p *prep, dups bool, pr batchProbe) (old []byte, found bool, err error) {
+	if (op == OpUpsert && len(p.t.indexes) == 0) || (pr.recsAbsent && !dups) {
+		return nil, false, nil
+	}
+	return w.get(w.bytes(p.key), &w.oldBuf, dups, op == OpInsert)
+}
+
+// checkExistence is the existence rule: insert needs the primary key free,
+// update and remove need it taken.
+func checkExistence(op Op, i int, p *prep, found bool) error {
+	switch {
+	case op == OpInsert && found:
+		return recordError(codes.AlreadyExists, i, p.url, pkFields(p.t),
+			"a record with this primary key exists")
+	case (op == OpUpdate || op == OpRemove) && !found:
+		return recordError(codes.NotFound, i, p.url, pkFields(p.t),
+			"no record with this primary key")
+	}
+	return nil
+}
+
+// checkUnique is the uniqueness rule: each new unique index key must be
+// free or already point at this record.
+func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
+	if pr.uniqAbsent && !dups && len(w.ov) == 0 {
+		return nil
+	}
+	pk := w.bytes(p.pk)
+	for j, ix := range p.t.indexes {
+		if !ix.ix.Unique {
+			continue
+		}
+		cur, taken, err := w.get(w.bytes(w.ixOff[int(p.ix)+j]), &w.ixBuf, dups, true)
+		if err != nil {
+			return err
+		}
+		if taken && !bytes.Equal(cur, pk) {
+			return recordError(codes.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
+				"unique index "+ix.ix.Name+" already holds this value for another record")
 		}
 	}
 	return nil
+}
+
+// retract deletes the index entries of old, the record p replaces (or
+// removes), that the new record does not write again. The old record is
+// walked once for all its index keys. A unique entry is deleted only while
+// it points at this record: another record may have taken the value since.
+func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) error {
+	t := p.t
+	pk := w.bytes(p.pk)
+	w.oldOcc = t.keys.locate(old, w.oldOcc[:0])
+	for j, ix := range t.indexes {
+		var err error
+		w.oldIx = append(w.oldIx[:0], ix.prefix...)
+		if w.oldIx, _, err = t.keys.appendIndex(w.oldIx, old, w.oldOcc, j); err != nil {
+			return &Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+		}
+		if !ix.ix.Unique {
+			w.oldIx = append(w.oldIx, pk...)
+		}
+		if op != OpRemove && bytes.Equal(w.oldIx, w.bytes(w.ixOff[int(p.ix)+j])) {
+			continue
+		}
+		if ix.ix.Unique {
+			cur, ok, err := w.get(w.oldIx, &w.ixBuf, dups, false)
+			if err != nil {
+				return err
+			}
+			if !ok || !bytes.Equal(cur, pk) {
+				continue
+			}
+		}
+		w.del(b, w.oldIx, dups || ix.ix.Unique)
+	}
+	return nil
+}
+
+// put writes the new record and its index entries: a unique entry's value
+// is the primary key, a non-unique entry's key ends with it.
+func (w *Writer) put(b *store.Batch, p *prep, dups bool) {
+	pk := w.bytes(p.pk)
+	w.set(b, w.bytes(p.key), p.val, dups)
+	for j, ix := range p.t.indexes {
+		nk := w.bytes(w.ixOff[int(p.ix)+j])
+		if ix.ix.Unique {
+			w.set(b, nk, pk, dups)
+		} else {
+			w.set(b, nk, nil, dups)
+		}
+	}
 }
 
 func pkFields(t *recType) string {

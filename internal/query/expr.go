@@ -254,88 +254,108 @@ func (c *compiler) resolve(path string) (protoreflect.FieldDescriptor, bool, err
 // operand types a Value for the comparison's field.
 func (c *compiler) operand(n *cmpNode, v *pb.Value) (operand, error) {
 	var o operand
-	field, fd := n.field, n.fd
-	mismatch := func(what string) error {
-		return errorf(field, "type mismatch: %s field compared with %s", kindName(fd), what)
-	}
 	if v == nil {
-		return o, errorf(field, "missing value")
+		return o, errorf(n.field, "missing value")
 	}
 	switch n.cls {
 	case clsInt:
-		switch x := v.GetKind().(type) {
-		case *pb.Value_Int:
-			o.i = x.Int
-		case *pb.Value_Uint:
-			if x.Uint > math.MaxInt64 {
-				return o, errorf(field, "value %d out of range for %s field", x.Uint, kindName(fd))
-			}
-			o.i = int64(x.Uint)
-		case *pb.Value_Enum:
-			if fd.Kind() != protoreflect.EnumKind {
-				return o, mismatch("enum")
-			}
-			ev := fd.Enum().Values().ByName(protoreflect.Name(x.Enum))
-			if ev == nil {
-				return o, errorf(field, "no value %q in enum %s", x.Enum, fd.Enum().FullName())
-			}
-			o.i = int64(ev.Number())
-		default:
-			return o, mismatch(valueName(v))
-		}
+		return intOperand(n, v)
 	case clsUint:
 		switch x := v.GetKind().(type) {
 		case *pb.Value_Uint:
 			o.u = x.Uint
 		case *pb.Value_Int:
 			if x.Int < 0 {
-				return o, errorf(field, "negative value for unsigned field")
+				return o, errorf(n.field, "negative value for unsigned field")
 			}
 			o.u = uint64(x.Int)
 		default:
-			return o, mismatch(valueName(v))
+			return o, mismatch(n, valueName(v))
 		}
 	case clsFloat32, clsFloat64:
-		switch x := v.GetKind().(type) {
-		case *pb.Value_Double:
-			o.f = x.Double
-		case *pb.Value_Int:
-			o.f = float64(x.Int)
-		case *pb.Value_Uint:
-			o.f = float64(x.Uint)
-		default:
-			return o, mismatch(valueName(v))
-		}
-		if n.cls == clsFloat32 && math.Abs(o.f) <= math.MaxFloat32 {
-			// A float field holds float32 values: compare with the operand
-			// rounded the way the field would store it, so `ratio = 0.1`
-			// finds the 0.1 a client wrote. Operands beyond float32 range
-			// stay exact (every finite float32 is below them).
-			o.f = float64(float32(o.f))
-		}
+		return floatOperand(n, v)
 	case clsBool:
 		x, ok := v.GetKind().(*pb.Value_Bool)
 		if !ok {
-			return o, mismatch(valueName(v))
+			return o, mismatch(n, valueName(v))
 		}
 		o.b = x.Bool
 	case clsBytes:
-		switch x := v.GetKind().(type) {
-		case *pb.Value_String_:
-			o.s = []byte(x.String_)
-		case *pb.Value_Bytes:
-			if fd.Kind() != protoreflect.BytesKind {
-				return o, mismatch("bytes")
-			}
-			o.s = x.Bytes
-			if o.s == nil {
-				o.s = []byte{}
-			}
-		default:
-			return o, mismatch(valueName(v))
+		return bytesOperand(n, v)
+	default:
+		return o, errorf(n.field, "cannot compare %s field", kindName(n.fd))
+	}
+	return o, nil
+}
+
+// mismatch is the error of an operand of another type than n's field.
+func mismatch(n *cmpNode, what string) error {
+	return errorf(n.field, "type mismatch: %s field compared with %s", kindName(n.fd), what)
+}
+
+func intOperand(n *cmpNode, v *pb.Value) (operand, error) {
+	var o operand
+	fd := n.fd
+	switch x := v.GetKind().(type) {
+	case *pb.Value_Int:
+		o.i = x.Int
+	case *pb.Value_Uint:
+		if x.Uint > math.MaxInt64 {
+			return o, errorf(n.field, "value %d out of range for %s field", x.Uint, kindName(fd))
+		}
+		o.i = int64(x.Uint)
+	case *pb.Value_Enum:
+		if fd.Kind() != protoreflect.EnumKind {
+			return o, mismatch(n, "enum")
+		}
+		ev := fd.Enum().Values().ByName(protoreflect.Name(x.Enum))
+		if ev == nil {
+			return o, errorf(n.field, "no value %q in enum %s", x.Enum, fd.Enum().FullName())
+		}
+		o.i = int64(ev.Number())
+	default:
+		return o, mismatch(n, valueName(v))
+	}
+	return o, nil
+}
+
+func floatOperand(n *cmpNode, v *pb.Value) (operand, error) {
+	var o operand
+	switch x := v.GetKind().(type) {
+	case *pb.Value_Double:
+		o.f = x.Double
+	case *pb.Value_Int:
+		o.f = float64(x.Int)
+	case *pb.Value_Uint:
+		o.f = float64(x.Uint)
+	default:
+		return o, mismatch(n, valueName(v))
+	}
+	if n.cls == clsFloat32 && math.Abs(o.f) <= math.MaxFloat32 {
+		// A float field holds float32 values: compare with the operand
+		// rounded the way the field would store it, so `ratio = 0.1`
+		// finds the 0.1 a client wrote. Operands beyond float32 range
+		// stay exact (every finite float32 is below them).
+		o.f = float64(float32(o.f))
+	}
+	return o, nil
+}
+
+func bytesOperand(n *cmpNode, v *pb.Value) (operand, error) {
+	var o operand
+	switch x := v.GetKind().(type) {
+	case *pb.Value_String_:
+		o.s = []byte(x.String_)
+	case *pb.Value_Bytes:
+		if n.fd.Kind() != protoreflect.BytesKind {
+			return o, mismatch(n, "bytes")
+		}
+		o.s = x.Bytes
+		if o.s == nil {
+			o.s = []byte{}
 		}
 	default:
-		return o, errorf(field, "cannot compare %s field", kindName(fd))
+		return o, mismatch(n, valueName(v))
 	}
 	return o, nil
 }

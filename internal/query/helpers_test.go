@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
 )
@@ -184,10 +185,10 @@ func marshal(tb testing.TB, m proto.Message) []byte {
 func keyOf(t *Target, ix *schema.Index, m protoreflect.Message) (key, value []byte) {
 	pk := appendFields(nil, t.Type.PrimaryKey, m)
 	if ix == nil {
-		key = binary.BigEndian.AppendUint32([]byte{spaceRecord}, t.Type.ID)
+		key = binary.BigEndian.AppendUint32([]byte{keyspace.TagRecord}, t.Type.ID)
 		return append(key, pk...), nil
 	}
-	key = binary.BigEndian.AppendUint32([]byte{spaceIndex}, ix.ID)
+	key = binary.BigEndian.AppendUint32([]byte{keyspace.TagIndex}, ix.ID)
 	key = appendFields(key, ix.Fields, m)
 	if ix.Unique {
 		return key, pk
@@ -242,9 +243,9 @@ func inRanges(rs []Range, key []byte) bool {
 // the key space of the plan's access path.
 func checkRanges(tb testing.TB, p *Plan, t *Target) {
 	tb.Helper()
-	prefix := binary.BigEndian.AppendUint32([]byte{spaceRecord}, t.Type.ID)
+	prefix := binary.BigEndian.AppendUint32([]byte{keyspace.TagRecord}, t.Type.ID)
 	if p.Access == AccessIndexRange {
-		prefix = binary.BigEndian.AppendUint32([]byte{spaceIndex}, p.Index.ID)
+		prefix = binary.BigEndian.AppendUint32([]byte{keyspace.TagIndex}, p.Index.ID)
 	}
 	end := keys.PrefixEnd(prefix)
 	for i, r := range p.Ranges {

@@ -316,87 +316,108 @@ func pointKey(c *cmpNode, o operand) ([]byte, bool) {
 	return nil, false
 }
 
-// rangeOf is the key range of an ordering comparison (LT, LE, GT, GE).
+// rangeOf is the key range of an ordering comparison (LT, LE, GT, GE),
+// and whether the range is exact (needs no filter).
 func rangeOf(c *cmpNode) (rset, bool) {
 	switch c.cls {
 	case clsInt:
-		dmin, dmax := intDomain(c.kind)
-		lo, hi, ok := closedInt(c.op, c.v.i, dmin, dmax)
-		if !ok {
-			return rset{}, true
-		}
-		if lo == dmin && hi == dmax {
-			return rset{{}}, true
-		}
-		return closed(keys.AppendInt(nil, lo), keys.AppendInt(nil, hi)), true
+		return intRange(c), true
 	case clsUint:
-		dmax := uintMax(c.kind)
-		lo, hi, ok := closedUint(c.op, c.v.u, dmax)
-		if !ok {
-			return rset{}, true
-		}
-		if lo == 0 && hi == dmax {
-			return rset{{}}, true
-		}
-		return closed(keys.AppendUint(nil, lo), keys.AppendUint(nil, hi)), true
+		return uintRange(c), true
 	case clsBool:
-		v := uint64(0)
-		if c.v.b {
-			v = 1
-		}
-		lo, hi, ok := closedUint(c.op, v, 1)
-		if !ok {
-			return rset{}, true
-		}
-		if lo == 0 && hi == 1 {
-			return rset{{}}, true
-		}
-		return closed(keys.AppendBool(nil, lo == 1), keys.AppendBool(nil, hi == 1)), true
+		return boolRange(c), true
 	case clsFloat32, clsFloat64:
-		f := c.v.f
-		if f != f {
-			return rset{}, true // NaN orders with nothing
-		}
-		enc := appendFloat(nil, c, f)
-		// An operand the field cannot hold (beyond float32 range) is rounded
-		// to an infinity for the key: the bound must then include it.
-		incl := !representable(c, f)
-		var r rng
-		switch c.op {
-		case pb.Op_OP_LT:
-			r.hi = enc
-			if incl {
-				r.hi = keys.PrefixEnd(enc)
-			}
-		case pb.Op_OP_LE:
-			r.hi = keys.PrefixEnd(enc)
-		case pb.Op_OP_GT:
-			r.lo = keys.PrefixEnd(enc)
-			if incl {
-				r.lo = enc
-			}
-		case pb.Op_OP_GE:
-			r.lo = enc
-		}
-		// Lower bounds run to the end, where NaN sorts: not exact.
-		exact := !incl && (c.op == pb.Op_OP_LT || c.op == pb.Op_OP_LE)
-		return normalize(rset{r}), exact
+		return floatRange(c)
 	case clsBytes:
-		enc := keys.AppendBytes(nil, c.v.s)
-		var r rng
-		switch c.op {
-		case pb.Op_OP_LT:
-			r.hi = enc
-		case pb.Op_OP_LE:
-			r.hi = keys.PrefixEnd(enc)
-		case pb.Op_OP_GT:
-			r.lo = keys.PrefixEnd(enc)
-		case pb.Op_OP_GE:
-			r.lo = enc
-		}
-		return normalize(rset{r}), true
+		return bytesRange(c), true
 	}
 	return nil, false
+}
+
+func intRange(c *cmpNode) rset {
+	dmin, dmax := intDomain(c.kind)
+	lo, hi, ok := closedInt(c.op, c.v.i, dmin, dmax)
+	if !ok {
+		return rset{}
+	}
+	if lo == dmin && hi == dmax {
+		return rset{{}}
+	}
+	return closed(keys.AppendInt(nil, lo), keys.AppendInt(nil, hi))
+}
+
+func uintRange(c *cmpNode) rset {
+	dmax := uintMax(c.kind)
+	lo, hi, ok := closedUint(c.op, c.v.u, dmax)
+	if !ok {
+		return rset{}
+	}
+	if lo == 0 && hi == dmax {
+		return rset{{}}
+	}
+	return closed(keys.AppendUint(nil, lo), keys.AppendUint(nil, hi))
+}
+
+func boolRange(c *cmpNode) rset {
+	v := uint64(0)
+	if c.v.b {
+		v = 1
+	}
+	lo, hi, ok := closedUint(c.op, v, 1)
+	if !ok {
+		return rset{}
+	}
+	if lo == 0 && hi == 1 {
+		return rset{{}}
+	}
+	return closed(keys.AppendBool(nil, lo == 1), keys.AppendBool(nil, hi == 1))
+}
+
+func floatRange(c *cmpNode) (rset, bool) {
+	f := c.v.f
+	if f != f {
+		return rset{}, true // NaN orders with nothing
+	}
+	enc := appendFloat(nil, c, f)
+	// An operand the field cannot hold (beyond float32 range) is rounded
+	// to an infinity for the key: the bound must then include it.
+	incl := !representable(c, f)
+	var r rng
+	switch c.op {
+	case pb.Op_OP_LT:
+		r.hi = enc
+		if incl {
+			r.hi = keys.PrefixEnd(enc)
+		}
+	case pb.Op_OP_LE:
+		r.hi = keys.PrefixEnd(enc)
+	case pb.Op_OP_GT:
+		r.lo = keys.PrefixEnd(enc)
+		if incl {
+			r.lo = enc
+		}
+	case pb.Op_OP_GE:
+		r.lo = enc
+	}
+	// Lower bounds run to the end, where NaN sorts: not exact.
+	exact := !incl && (c.op == pb.Op_OP_LT || c.op == pb.Op_OP_LE)
+	return normalize(rset{r}), exact
+}
+
+func bytesRange(c *cmpNode) rset {
+	enc := keys.AppendBytes(nil, c.v.s)
+	var r rng
+	switch c.op {
+	case pb.Op_OP_LT:
+		r.hi = enc
+	case pb.Op_OP_LE:
+		r.hi = keys.PrefixEnd(enc)
+	case pb.Op_OP_GT:
+		r.lo = keys.PrefixEnd(enc)
+	case pb.Op_OP_GE:
+		r.lo = enc
+	}
+	return normalize(rset{r})
 }
 
 // closed is the range of components from lo to hi, both included.

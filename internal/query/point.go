@@ -1,12 +1,11 @@
 package query
 
 import (
-	"encoding/binary"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 )
 
 // Point recognises the commonest query of all, one record by its primary
@@ -43,7 +42,7 @@ func NewPoint(t *Target) *Point {
 	default:
 		return nil
 	}
-	prefix := binary.BigEndian.AppendUint32([]byte{spaceRecord}, t.Type.ID)
+	prefix := keyspace.RecordPrefix(t.Type.ID)
 	return &Point{prefix: prefix, field: f.Path, cls: cls, kind: f.Kind}
 }
 

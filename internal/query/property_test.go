@@ -170,6 +170,20 @@ func leafField(md protoreflect.MessageDescriptor, path string) protoreflect.Fiel
 	return fd
 }
 
+// randomIntOperand types a signed (or enum) operand as an int, an enum
+// name or a uint.
+func randomIntOperand(r *rand.Rand, fd protoreflect.FieldDescriptor, x int64) *pb.Value {
+	if fd.Kind() == protoreflect.EnumKind && r.IntN(3) == 0 {
+		if ev := fd.Enum().Values().ByNumber(protoreflect.EnumNumber(x)); ev != nil {
+			return venum(string(ev.Name()))
+		}
+	}
+	if x >= 0 && r.IntN(5) == 0 {
+		return vu(uint64(x))
+	}
+	return vi(x)
+}
+
 // randomOperand draws an operand for field g, typed in one of the ways the
 // field accepts.
 func randomOperand(r *rand.Rand, fd protoreflect.FieldDescriptor, g genField, prefixOp bool) *pb.Value {
@@ -180,15 +194,7 @@ func randomOperand(r *rand.Rand, fd protoreflect.FieldDescriptor, g genField, pr
 	v := pick(r, pool)
 	switch x := v.(type) {
 	case int64:
-		if fd.Kind() == protoreflect.EnumKind && r.IntN(3) == 0 {
-			if ev := fd.Enum().Values().ByNumber(protoreflect.EnumNumber(x)); ev != nil {
-				return venum(string(ev.Name()))
-			}
-		}
-		if x >= 0 && r.IntN(5) == 0 {
-			return vu(uint64(x))
-		}
-		return vi(x)
+		return randomIntOperand(r, fd, x)
 	case uint64:
 		if x <= math.MaxInt64 && r.IntN(4) == 0 {
 			return vi(int64(x))
@@ -440,73 +446,22 @@ func refCmp(c *pb.Comparison, m protoreflect.Message) bool {
 }
 
 func refTest(fd protoreflect.FieldDescriptor, op pb.Op, v protoreflect.Value, o *pb.Value) bool {
-	sign := func(less, greater bool) int {
-		switch {
-		case less:
-			return -1
-		case greater:
-			return 1
-		}
-		return 0
-	}
 	var c int
 	switch fd.Kind() {
 	case protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint64Kind:
-		var x int64
-		if fd.Kind() == protoreflect.EnumKind {
-			x = int64(v.Enum())
-		} else {
-			x = v.Int()
-		}
-		var y int64
-		switch k := o.Kind.(type) {
-		case *pb.Value_Int:
-			y = k.Int
-		case *pb.Value_Uint:
-			y = int64(k.Uint)
-		case *pb.Value_Enum:
-			y = int64(fd.Enum().Values().ByName(protoreflect.Name(k.Enum)).Number())
-		}
-		c = sign(x < y, x > y)
+		c = refCompareInt(fd, v, o)
 	case protoreflect.Uint32Kind, protoreflect.Uint64Kind:
 		x := v.Uint()
 		y := o.GetUint()
 		if k, ok := o.Kind.(*pb.Value_Int); ok {
 			y = uint64(k.Int)
 		}
-		c = sign(x < y, x > y)
+		c = refSign(x < y, x > y)
 	case protoreflect.FloatKind, protoreflect.DoubleKind:
-		x := v.Float()
-		var y float64
-		switch k := o.Kind.(type) {
-		case *pb.Value_Double:
-			y = k.Double
-		case *pb.Value_Int:
-			y = float64(k.Int)
-		case *pb.Value_Uint:
-			y = float64(k.Uint)
-		}
-		if fd.Kind() == protoreflect.FloatKind && math.Abs(y) <= math.MaxFloat32 {
-			y = float64(float32(y))
-		}
-		switch op {
-		case pb.Op_OP_EQ:
-			return x == y
-		case pb.Op_OP_NE:
-			return x != y
-		case pb.Op_OP_LT:
-			return x < y
-		case pb.Op_OP_LE:
-			return x <= y
-		case pb.Op_OP_GT:
-			return x > y
-		case pb.Op_OP_GE:
-			return x >= y
-		}
-		panic(op)
+		return refTestFloat(fd, op, v, o)
 	case protoreflect.BoolKind:
 		x, y := v.Bool(), o.GetBool()
-		c = sign(!x && y, x && !y)
+		c = refSign(!x && y, x && !y)
 	case protoreflect.StringKind, protoreflect.BytesKind:
 		var x, y []byte
 		if fd.Kind() == protoreflect.StringKind {
@@ -529,6 +484,21 @@ func refTest(fd protoreflect.FieldDescriptor, op pb.Op, v protoreflect.Value, o 
 	default:
 		panic(fd.Kind().String())
 	}
+	return refOrder(op, c)
+}
+
+func refSign(less, greater bool) int {
+	switch {
+	case less:
+		return -1
+	case greater:
+		return 1
+	}
+	return 0
+}
+
+// refOrder is the outcome of an ordering operator on a comparison result.
+func refOrder(op pb.Op, c int) bool {
 	switch op {
 	case pb.Op_OP_EQ:
 		return c == 0
@@ -542,6 +512,58 @@ func refTest(fd protoreflect.FieldDescriptor, op pb.Op, v protoreflect.Value, o 
 		return c > 0
 	case pb.Op_OP_GE:
 		return c >= 0
+	}
+	panic(op)
+}
+
+func refCompareInt(fd protoreflect.FieldDescriptor, v protoreflect.Value, o *pb.Value) int {
+	var x int64
+	if fd.Kind() == protoreflect.EnumKind {
+		x = int64(v.Enum())
+	} else {
+		x = v.Int()
+	}
+	var y int64
+	switch k := o.Kind.(type) {
+	case *pb.Value_Int:
+		y = k.Int
+	case *pb.Value_Uint:
+		y = int64(k.Uint)
+	case *pb.Value_Enum:
+		y = int64(fd.Enum().Values().ByName(protoreflect.Name(k.Enum)).Number())
+	}
+	return refSign(x < y, x > y)
+}
+
+// refTestFloat compares floats with Go's operators: NaN is neither equal
+// to, below nor above anything.
+func refTestFloat(fd protoreflect.FieldDescriptor, op pb.Op, v protoreflect.Value, o *pb.Value) bool {
+	x := v.Float()
+	var y float64
+	switch k := o.Kind.(type) {
+	case *pb.Value_Double:
+		y = k.Double
+	case *pb.Value_Int:
+		y = float64(k.Int)
+	case *pb.Value_Uint:
+		y = float64(k.Uint)
+	}
+	if fd.Kind() == protoreflect.FloatKind && math.Abs(y) <= math.MaxFloat32 {
+		y = float64(float32(y))
+	}
+	switch op {
+	case pb.Op_OP_EQ:
+		return x == y
+	case pb.Op_OP_NE:
+		return x != y
+	case pb.Op_OP_LT:
+		return x < y
+	case pb.Op_OP_LE:
+		return x <= y
+	case pb.Op_OP_GT:
+		return x > y
+	case pb.Op_OP_GE:
+		return x >= y
 	}
 	panic(op)
 }

@@ -10,7 +10,6 @@
 package query
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,14 +19,9 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
-)
-
-// Key space tags, as laid out by the engine (docs/design.md).
-const (
-	spaceRecord = 0x01
-	spaceIndex  = 0x02
 )
 
 // Limits bound the size of a query. Zero (or negative) fields take their
@@ -214,25 +208,20 @@ func (p *Plan) PKFromIndexEntry(key, value []byte) ([]byte, error) {
 	if p.Index.Unique {
 		return value, nil
 	}
-	if len(key) < 5 || key[0] != spaceIndex || binary.BigEndian.Uint32(key[1:5]) != p.Index.ID {
+	pk, err := keyspace.IndexEntryPK(key, p.Index.ID, p.ixKinds)
+	if errors.Is(err, keyspace.ErrForeignKey) {
 		return nil, fmt.Errorf("query: key % x is not an entry of index %s", key, p.Index.Name)
 	}
-	rest := key[5:]
-	for _, k := range p.ixKinds {
-		var err error
-		if rest, err = keys.Skip(rest, k); err != nil {
-			return nil, fmt.Errorf("query: index %s entry: %w", p.Index.Name, err)
-		}
+	if err != nil {
+		return nil, fmt.Errorf("query: index %s entry: %w", p.Index.Name, err)
 	}
-	return rest, nil
+	return pk, nil
 }
 
 // RecordKey appends to dst the record key (tag, type id, pk) of the primary
 // key encoding pk, as PKFromIndexEntry returns it.
 func (p *Plan) RecordKey(dst, pk []byte) []byte {
-	dst = append(dst, spaceRecord)
-	dst = binary.BigEndian.AppendUint32(dst, p.typeID)
-	return append(dst, pk...)
+	return keyspace.AppendRecordKey(dst, p.typeID, pk)
 }
 
 // Compile validates q against t and plans it. Validation errors are *Error.
@@ -307,7 +296,10 @@ func (c *candidate) isPK() bool { return c.index == nil }
 
 // prefix is the tag and id that start every key of the candidate.
 func (c *candidate) prefix() []byte {
-	return binary.BigEndian.AppendUint32(append(make([]byte, 0, 16), c.tag), c.id)
+	if c.tag == keyspace.TagIndex {
+		return keyspace.AppendIndexPrefix(make([]byte, 0, 16), c.id)
+	}
+	return keyspace.AppendRecordPrefix(make([]byte, 0, 16), c.id)
 }
 
 // candidates lists the access paths the order allows, the primary key
@@ -318,13 +310,13 @@ func candidates(t *Target, o *pb.Order) ([]*candidate, error) {
 		n += len(t.Indexes)
 	}
 	all := make([]candidate, 1, n)
-	all[0] = candidate{name: "primary key", unique: true, tag: spaceRecord, id: t.Type.ID, fields: t.Type.PrimaryKey}
+	all[0] = candidate{name: "primary key", unique: true, tag: keyspace.TagRecord, id: t.Type.ID, fields: t.Type.PrimaryKey}
 	if o == nil || o.GetIndex() != "" {
 		for _, ix := range t.Indexes {
 			if ix == nil || (o != nil && o.GetIndex() != ix.Name) {
 				continue
 			}
-			all = append(all, candidate{index: ix, name: ix.Name, unique: ix.Unique, tag: spaceIndex, id: ix.ID, fields: ix.Fields})
+			all = append(all, candidate{index: ix, name: ix.Name, unique: ix.Unique, tag: keyspace.TagIndex, id: ix.ID, fields: ix.Fields})
 		}
 	}
 	if o != nil && o.GetIndex() != "" {

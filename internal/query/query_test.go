@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/keyspace"
 )
 
 func TestValidationErrors(t *testing.T) {
@@ -220,9 +221,9 @@ func TestRangeBytes(t *testing.T) {
 	user, doc := targets(t)
 	ixByName := func(name string) []byte {
 		ix, _ := user.Type.Index(name)
-		return []byte{spaceIndex, byte(ix.ID >> 24), byte(ix.ID >> 16), byte(ix.ID >> 8), byte(ix.ID)}
+		return []byte{keyspace.TagIndex, byte(ix.ID >> 24), byte(ix.ID >> 16), byte(ix.ID >> 8), byte(ix.ID)}
 	}
-	docPrefix := []byte{spaceRecord, 0, 0, 0, byte(doc.Type.ID)}
+	docPrefix := []byte{keyspace.TagRecord, 0, 0, 0, byte(doc.Type.ID)}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	age := ixByName("by_age_name")
 	enc30 := keys.AppendInt(nil, 30)

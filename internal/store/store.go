@@ -74,6 +74,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/protobase/protobase/internal/keyspace"
 )
 
 // Default sizes applied when the corresponding Options field is zero.
@@ -307,8 +309,8 @@ func (s *Store) Compact(ctx context.Context) error {
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
-	// Every key of ours starts with a space tag below 0xff.
-	if err := s.db.Compact(ctx, []byte{0x00}, []byte{0xff}, false); err != nil {
+	start, end := keyspace.Bounds()
+	if err := s.db.Compact(ctx, start, end, false); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
 	return nil

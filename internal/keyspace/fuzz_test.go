@@ -1,0 +1,45 @@
+package keyspace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/protobase/protobase/internal/keys"
+)
+
+// FuzzIndexEntryPK parses arbitrary keys as index entries: it must never
+// panic, a result must be a suffix of the key after the prefix, and an
+// entry built from an index key and a pk must give the pk back.
+func FuzzIndexEntryPK(f *testing.F) {
+	f.Add([]byte{TagIndex, 0, 0, 0, 1, 0x01}, uint32(1), "ann", int64(7))
+	f.Add([]byte{TagRecord, 0, 0, 0, 1}, uint32(1), "", int64(-1))
+	f.Add([]byte{TagIndex, 0, 0, 0, 2, 'a', 0x00, 0xff, 'b'}, uint32(2), "a\x00b", int64(0))
+	f.Fuzz(func(t *testing.T, key []byte, id uint32, s string, n int64) {
+		kinds := []keys.Kind{keys.KindString, keys.KindInt}
+		pk, err := IndexEntryPK(key, id, kinds)
+		if err == nil {
+			if len(key) < PrefixLen || key[0] != TagIndex || binary.BigEndian.Uint32(key[1:]) != id {
+				t.Fatalf("accepted foreign key % x for index %d", key, id)
+			}
+			if !bytes.HasSuffix(key, pk) {
+				t.Fatalf("pk % x is not a suffix of % x", pk, key)
+			}
+		} else if len(key) >= PrefixLen && key[0] == TagIndex && binary.BigEndian.Uint32(key[1:]) == id && errors.Is(err, ErrForeignKey) {
+			t.Fatalf("key % x of index %d reported foreign", key, id)
+		}
+
+		wantPK := keys.AppendInt(keys.AppendString(nil, s), n)
+		entry := AppendIndexPrefix(nil, id)
+		entry = keys.AppendInt(keys.AppendString(entry, s), n)
+		entry = append(entry, wantPK...)
+		got, err := IndexEntryPK(entry, id, kinds)
+		if err != nil {
+			t.Fatalf("built entry % x: %v", entry, err)
+		}
+		if !bytes.Equal(got, wantPK) {
+			t.Fatalf("built entry % x: pk % x, want % x", entry, got, wantPK)
+		}
+	})
+}

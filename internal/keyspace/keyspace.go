@@ -1,0 +1,126 @@
+// Package keyspace owns the layout of the store's one ordered key space:
+// the one-byte tags that split it, the meta keys, the record and index key
+// prefixes, and the parsing of index entries. The engine writes keys in
+// this layout and the query planner computes ranges in it; neither spells
+// a tag or a meta key itself. docs/design.md shows the same table, and a
+// test keeps the two in step.
+//
+//	00 "schema"                -> encoded schema.State
+//	00 "seq"                   -> last commit sequence (8 bytes BE)
+//	00 "secret"                -> the 32-byte key that signs page tokens
+//	00 "apikey/" name          -> an API key record (encoded by internal/auth)
+//	01 typeID(4 BE) pk         -> record bytes, exactly as received
+//	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
+//	02 indexID(4 BE) ixkey     -> pk (unique index)
+//
+// pk and ixkey are internal/keys encodings of the key fields; they are
+// self-delimiting, so a non-unique entry's pk is the suffix after ixkey.
+// Every key starts with its tag, so the spaces never interleave and each
+// type's records and each index can be range-deleted on its own.
+//
+// The package is pure: no I/O, no mutable globals.
+package keyspace
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/protobase/protobase/internal/keys"
+)
+
+// The tags: the first byte of every key.
+const (
+	TagMeta   byte = 0x00
+	TagRecord byte = 0x01
+	TagIndex  byte = 0x02
+)
+
+// PrefixLen is the length of a record or index key prefix: the tag and a
+// 4-byte big-endian type or index id.
+const PrefixLen = 5
+
+// The meta keys. They are strings so no caller can modify them; convert
+// once (engine keeps []byte copies) rather than per use on hot paths.
+const (
+	// SchemaKey holds the encoded schema state.
+	SchemaKey = "\x00schema"
+	// SeqKey holds the last commit sequence, 8 bytes big-endian.
+	SeqKey = "\x00seq"
+	// SecretKey holds the 32-byte secret that signs page tokens.
+	SecretKey = "\x00secret"
+	// APIKeyPrefix starts every API key record; the key name follows. The
+	// records sit beside the schema so that whatever store carries the
+	// records carries the keys too.
+	APIKeyPrefix = "\x00apikey/"
+)
+
+// AppendRecordPrefix appends the prefix of every record key of a type.
+func AppendRecordPrefix(dst []byte, typeID uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(dst, TagRecord), typeID)
+}
+
+// AppendIndexPrefix appends the prefix of every entry of an index.
+func AppendIndexPrefix(dst []byte, indexID uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(dst, TagIndex), indexID)
+}
+
+// RecordPrefix returns the prefix of every record key of a type.
+func RecordPrefix(typeID uint32) []byte {
+	return AppendRecordPrefix(make([]byte, 0, PrefixLen), typeID)
+}
+
+// IndexPrefix returns the prefix of every entry of an index.
+func IndexPrefix(indexID uint32) []byte {
+	return AppendIndexPrefix(make([]byte, 0, PrefixLen), indexID)
+}
+
+// AppendRecordKey appends the record key of a type's primary-key encoding
+// pk (as IndexEntryPK returns it).
+func AppendRecordKey(dst []byte, typeID uint32, pk []byte) []byte {
+	return append(AppendRecordPrefix(dst, typeID), pk...)
+}
+
+// PrefixEnd returns the exclusive upper bound of the keys that start with
+// prefix: the shortest key greater than every such key, or nil when there
+// is none (prefix empty or all 0xff). For a tag-and-id prefix the
+// increment never carries out of the id, as ids stay below 2^32-1.
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Bounds returns [start, end): a range covering every key of every space,
+// for whole-store operations such as a full compaction.
+func Bounds() (start, end []byte) {
+	return []byte{TagMeta}, PrefixEnd([]byte{TagIndex})
+}
+
+// ErrForeignKey reports a key that is not an entry of the index it was
+// parsed as.
+var ErrForeignKey = errors.New("keyspace: key is not an entry of this index")
+
+// IndexEntryPK returns the primary-key encoding (the record key without its
+// tag and type id) held in the key of a non-unique index entry: the suffix
+// after the index key, whose fields have the key kinds ixKinds. It returns
+// ErrForeignKey when key is not under indexID's prefix, and the
+// internal/keys error when the index key does not parse. The result aliases
+// key. (A unique entry holds the pk in its value instead.)
+func IndexEntryPK(key []byte, indexID uint32, ixKinds []keys.Kind) ([]byte, error) {
+	if len(key) < PrefixLen || key[0] != TagIndex || binary.BigEndian.Uint32(key[1:PrefixLen]) != indexID {
+		return nil, ErrForeignKey
+	}
+	rest := key[PrefixLen:]
+	for _, k := range ixKinds {
+		var err error
+		if rest, err = keys.Skip(rest, k); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}

@@ -1,0 +1,155 @@
+package keyspace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/protobase/protobase/internal/keys"
+)
+
+func TestPrefixEnd(t *testing.T) {
+	for _, tc := range []struct{ in, want []byte }{
+		{[]byte{0x01, 0, 0, 0, 7}, []byte{0x01, 0, 0, 0, 8}},
+		{[]byte{0x02, 0, 0, 0, 0xff}, []byte{0x02, 0, 0, 1}},
+		{[]byte{0x02, 0xff, 0xff}, []byte{0x03}},
+		{[]byte{0xff, 0xff}, nil},
+		{nil, nil},
+	} {
+		if got := PrefixEnd(tc.in); !bytes.Equal(got, tc.want) {
+			t.Errorf("PrefixEnd(% x) = % x, want % x", tc.in, got, tc.want)
+		}
+	}
+	in := []byte{0x01, 0x00}
+	PrefixEnd(in)
+	if !bytes.Equal(in, []byte{0x01, 0x00}) {
+		t.Errorf("PrefixEnd modified its argument: % x", in)
+	}
+}
+
+func TestPrefixes(t *testing.T) {
+	if got, want := RecordPrefix(0x01020304), []byte{TagRecord, 1, 2, 3, 4}; !bytes.Equal(got, want) {
+		t.Errorf("RecordPrefix = % x, want % x", got, want)
+	}
+	if got, want := IndexPrefix(7), []byte{TagIndex, 0, 0, 0, 7}; !bytes.Equal(got, want) {
+		t.Errorf("IndexPrefix = % x, want % x", got, want)
+	}
+	if got, want := AppendRecordKey([]byte("x"), 9, []byte{0xaa}), []byte{'x', TagRecord, 0, 0, 0, 9, 0xaa}; !bytes.Equal(got, want) {
+		t.Errorf("AppendRecordKey = % x, want % x", got, want)
+	}
+	start, end := Bounds()
+	for _, k := range [][]byte{[]byte(SchemaKey), []byte(SeqKey), []byte(SecretKey), RecordPrefix(0), RecordPrefix(1<<32 - 2), append(IndexPrefix(1<<32-2), 0xff, 0xff)} {
+		if bytes.Compare(k, start) < 0 || bytes.Compare(k, end) >= 0 {
+			t.Errorf("key % x outside Bounds [% x, % x)", k, start, end)
+		}
+	}
+	for _, k := range []string{SchemaKey, SeqKey, SecretKey} {
+		if k[0] != TagMeta {
+			t.Errorf("meta key %q does not start with TagMeta", k)
+		}
+	}
+}
+
+func TestIndexEntryPK(t *testing.T) {
+	pk := keys.AppendInt(nil, 42)
+	strInt := []keys.Kind{keys.KindString, keys.KindInt}
+	entry := func(id uint32, parts ...[]byte) []byte {
+		k := IndexPrefix(id)
+		for _, p := range parts {
+			k = append(k, p...)
+		}
+		return k
+	}
+	for _, tc := range []struct {
+		name  string
+		key   []byte
+		id    uint32
+		kinds []keys.Kind
+		want  []byte
+		err   error // nil: success; ErrForeignKey; errAny: some keys error
+	}{
+		{"one field", entry(3, keys.AppendString(nil, "ann"), pk), 3, []keys.Kind{keys.KindString}, pk, nil},
+		{"two fields", entry(3, keys.AppendString(nil, "a\x00b"), keys.AppendInt(nil, -1), pk), 3, strInt, pk, nil},
+		{"empty pk", entry(3, keys.AppendString(nil, "")), 3, []keys.Kind{keys.KindString}, []byte{}, nil},
+		{"no fields", entry(3, pk), 3, nil, pk, nil},
+		{"other index", entry(4, keys.AppendString(nil, "ann"), pk), 3, []keys.Kind{keys.KindString}, nil, ErrForeignKey},
+		{"record key", AppendRecordKey(nil, 3, pk), 3, nil, nil, ErrForeignKey},
+		{"short", []byte{TagIndex, 0, 0}, 0, nil, nil, ErrForeignKey},
+		{"truncated index key", entry(3, []byte{0x01}), 3, []keys.Kind{keys.KindInt}, nil, errAny},
+		{"unterminated string", entry(3, []byte("ab")), 3, []keys.Kind{keys.KindString}, nil, errAny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := IndexEntryPK(tc.key, tc.id, tc.kinds)
+			switch {
+			case tc.err == nil && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.err == ErrForeignKey && !errors.Is(err, ErrForeignKey):
+				t.Fatalf("error %v, want ErrForeignKey", err)
+			case tc.err == errAny && (err == nil || errors.Is(err, ErrForeignKey)):
+				t.Fatalf("error %v, want a key decoding error", err)
+			case tc.err == nil && !bytes.Equal(got, tc.want):
+				t.Fatalf("pk % x, want % x", got, tc.want)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any")
+
+// TestDesignDocTable checks the key table of docs/design.md against the
+// package: every row's key column must be one this package lays out, and
+// every key this package lays out must have a row.
+func TestDesignDocTable(t *testing.T) {
+	f, err := os.Open("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := map[string]bool{
+		fmt.Sprintf("%02x %q", TagMeta, SchemaKey[1:]):    true,
+		fmt.Sprintf("%02x %q", TagMeta, SeqKey[1:]):       true,
+		fmt.Sprintf("%02x %q", TagMeta, SecretKey[1:]):    true,
+		fmt.Sprintf("%02x typeID(4) pk", TagRecord):       true,
+		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex): true,
+		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):    true,
+	}
+	got := map[string]bool{}
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "| key | value |":
+			in = true
+			continue
+		case !in:
+			continue
+		case !strings.HasPrefix(line, "|"):
+			in = false
+			continue
+		case strings.HasPrefix(line, "|---"):
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			t.Fatalf("malformed table row %q", line)
+		}
+		key := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if !want[key] {
+			t.Errorf("docs/design.md lists key %q, which the key space does not have", key)
+		}
+		got[key] = true
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("docs/design.md has no row for key %q", k)
+		}
+	}
+}
