@@ -29,11 +29,13 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/protobase/protobase/internal/certs"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/store"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	labtransport "github.com/protobase/protobase/internal/transport/lab"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
 // Config configures a server. The zero value of every field but DataDir is
@@ -98,6 +100,29 @@ type Config struct {
 	// echo, sink and engine counters) beside the public API, for
 	// `protobase bench --addr`. Off by default: it is not for applications.
 	Lab bool
+
+	// --- transport security (tls.go) ---
+
+	// TLSCertFile and TLSKeyFile (PEM), when set, make gRPC, REST, metrics
+	// and the embedded NATS server accept TLS only. The files are reloaded
+	// when they change (checked every TLSReloadInterval, default 10 s) and
+	// on ReloadTLS, without dropping connections.
+	TLSCertFile, TLSKeyFile string
+	TLSReloadInterval       time.Duration
+	// TLSClientCAFile (PEM) requires, on every listener, a client
+	// certificate issued by one of its CAs (mutual TLS).
+	TLSClientCAFile string
+	// HTTPAllowedOrigins are the browser origins (scheme://host[:port])
+	// the REST gateway serves, CORS included; others get 403 (default:
+	// none). HTTPAllowedHosts are host names the Host header may carry
+	// besides IP literals and localhost (DNS-rebinding protection).
+	HTTPAllowedOrigins, HTTPAllowedHosts []string
+	// NATSTLSCAFile (PEM) verifies the external NATS server (NATSURL) and
+	// turns TLS on for that connection.
+	NATSTLSCAFile string
+	// KeyChecker, when set, makes the embedded NATS server require an API
+	// key (see natstransport.Auth); Protobase's authentication sets it.
+	KeyChecker natstransport.KeyChecker
 }
 
 // Server is a running Protobase server.
@@ -111,7 +136,8 @@ type Server struct {
 	health  *health.Server
 	metrics *http.Server
 	mlis    net.Listener
-	tr      transports // REST and NATS, see transports.go
+	tr      transports      // REST and NATS, see transports.go
+	certs   *certs.Reloader // nil without TLS, see tls.go
 
 	stopOnce sync.Once
 	stopErr  error
@@ -142,9 +168,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
+	if err := s.startTLS(); err != nil {
+		return nil, err
+	}
 
 	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes})
 	if err != nil {
+		s.closeTLS()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.st = st
@@ -174,7 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	reg.MustRegister(srvMetrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerEngineMetrics(reg, eng)
 
-	s.gs = grpc.NewServer(
+	s.gs = grpc.NewServer(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor()),
@@ -185,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.InitialConnWindowSize(16<<20),
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{}),
-	)
+	)...)
 	grpctransport.New(eng).Register(s.gs)
 	if cfg.Lab {
 		labtransport.New(eng, !cfg.NoSync).Register(s.gs)
@@ -210,7 +240,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = s.metrics.Serve(mlis) }()
+		go func() { _ = s.serveHTTP(s.metrics, mlis) }()
 	}
 
 	if err := s.startTransports(); err != nil {
@@ -227,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		close(s.done)
 	}()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync)
+	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "tls", s.TLS())
 	return s, nil
 }
 
@@ -282,6 +312,7 @@ func (s *Server) Stop() error {
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 func (s *Server) closeStorage() error {
+	s.closeTLS()
 	var errs []error
 	if s.eng != nil {
 		errs = append(errs, s.eng.Close())

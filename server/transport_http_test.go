@@ -64,6 +64,9 @@ func (c *restClient) do(method, path string, body io.Reader) (int, []byte) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
@@ -413,6 +416,7 @@ func TestHTTPClientGoesAway(t *testing.T) {
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/records:insert", pr)
+	req.Header.Set("Content-Type", "application/x-ndjson")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

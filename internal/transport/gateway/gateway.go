@@ -67,8 +67,13 @@ type Options struct {
 	Resolver *schemajson.Resolver
 	// MaxMessageBytes bounds one JSON object of a request body (required).
 	MaxMessageBytes int
-	// OpenAPI is served at /openapi.json when set.
+	// OpenAPI is served at /openapi.json when set; its paths also answer
+	// OPTIONS and the Allow header of a 405.
 	OpenAPI []byte
+	// AllowedOrigins are the browser origins served, CORS included
+	// (default: none); AllowedHosts the Host names served besides IP
+	// literals and localhost. See guard.
+	AllowedOrigins, AllowedHosts []string
 }
 
 // Gateway is the REST/JSON handler. It is safe for concurrent use.
@@ -76,6 +81,7 @@ type Gateway struct {
 	svc   pb.ProtobaseServer
 	codec *codec
 	mux   *http.ServeMux
+	guard *guard
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -85,8 +91,21 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Service == nil || opts.Resolver == nil || opts.MaxMessageBytes <= 0 {
 		return nil, errors.New("gateway: Service, Resolver and MaxMessageBytes are required")
 	}
-	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux()}
+	gd, err := newGuard(opts.AllowedOrigins, opts.AllowedHosts, opts.OpenAPI)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), guard: gd}
 	gw := runtime.NewServeMux(
+		// A form POST to a GET route is not a GET (nor is it JSON).
+		runtime.WithDisablePathLengthFallback(),
+		runtime.WithRoutingErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+			if code == http.StatusMethodNotAllowed {
+				g.methodNotAllowed(w, r)
+				return
+			}
+			runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
+		}),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			g.writeError(w, r, err)
@@ -125,9 +144,12 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP serves one request. The body is wrapped so that its decoder
+// ServeHTTP serves one request that guard admits. The body is wrapped so that its decoder
 // can flag an oversized message for the error handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.admit(w, r) {
+		return
+	}
 	if r.Body != nil {
 		r.Body = &body{ReadCloser: r.Body}
 	}
