@@ -188,7 +188,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, httpCode int, code codes.Code, m
 
 // normOrigin lower-cases an origin and drops a trailing slash, so that
 // configured and sent forms compare equal.
-func normOrigin(o string) string { return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(o)), "/") }
+func normOrigin(o string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(o)), "/")
+}
 
 // hostOnly is the lower-case host of a Host header or host[:port], without
 // port or IPv6 brackets.
