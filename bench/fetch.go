@@ -609,7 +609,7 @@ func (f *Fetch) runSize(ctx context.Context, env *Env, n int) ([]Row, []string, 
 	}
 	// A connection of its own, to count the bytes the fetches move.
 	wc := new(wireCounter)
-	c, err := client.Dial(t.Addr, client.WithDialOptions(append(dialOptions(), grpc.WithStatsHandler(wc))...))
+	c, err := client.Dial(t.Addr, t.dialOptions(grpc.WithStatsHandler(wc))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial %s: %w", t.Addr, err)
 	}

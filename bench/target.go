@@ -51,7 +51,8 @@ type Target struct {
 	// first token of its NATS subjects.
 	HTTPAddr, NATSURL, NATSPrefix string
 
-	dir string // the embedded server's data directory, removed on Close
+	dir           string          // the embedded server's data directory, removed on Close
+	clientOptions []client.Option // Options.ClientOptions, for an --addr server
 }
 
 // labNATSPrefix is the subject prefix of the embedded servers' NATS API.
@@ -71,7 +72,7 @@ func dialOptions() []grpc.DialOption {
 // the --addr server (which must serve the lab API: protobase serve --lab).
 // The Env closes it.
 func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
-	t := &Target{Addr: e.Addr}
+	t := &Target{Addr: e.Addr, clientOptions: e.ClientOptions}
 	if cfg.Local {
 		t.Addr = ""
 	}
@@ -98,7 +99,7 @@ func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
 			t.NATSPrefix = labNATSPrefix
 		}
 	}
-	c, err := client.Dial(t.Addr, client.WithDialOptions(dialOptions()...))
+	c, err := client.Dial(t.Addr, t.dialOptions()...)
 	if err != nil {
 		_ = t.Close()
 		return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
@@ -114,6 +115,16 @@ func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
 	e.targets = append(e.targets, t)
 	e.mu.Unlock()
 	return t, nil
+}
+
+// dialOptions are the client options of a connection to t, extra is
+// added to the lab's dial options.
+func (t *Target) dialOptions(extra ...grpc.DialOption) []client.Option {
+	opts := []client.Option{client.WithDialOptions(append(dialOptions(), extra...)...)}
+	if !t.Embedded {
+		opts = append(opts, t.clientOptions...)
+	}
+	return opts
 }
 
 // Stats returns the server's engine counters.

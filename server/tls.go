@@ -51,11 +51,7 @@ func (s *Server) ReloadTLS() error {
 	if s.certs == nil {
 		return errors.New("server: TLS is not configured")
 	}
-	if err := s.certs.Reload(); err != nil {
-		return err
-	}
-	s.log.Info("TLS certificate reloaded", "cert", s.cfg.TLSCertFile)
-	return nil
+	return s.certs.Reload()
 }
 
 // TLS reports whether the listeners serve TLS.

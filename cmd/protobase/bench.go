@@ -99,6 +99,10 @@ func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, e
 	// is its own embedded one.
 	if cmd.Flags().Changed("addr") {
 		opts.Addr = a.addr
+		var err error
+		if opts.ClientOptions, err = a.tls.options(); err != nil {
+			return opts, err
+		}
 	}
 	if err := opts.Validate(); err != nil {
 		return opts, usageError(fmt.Errorf("--%w", err))

@@ -41,6 +41,8 @@ type app struct {
 
 	// addr is the --addr flag: the server the client commands talk to.
 	addr string
+	// tls holds the --tls-ca flags: how to reach addr over TLS.
+	tls clientTLS
 
 	// isTerminal reports whether w is an interactive terminal (progress bars
 	// are drawn only then).
@@ -111,6 +113,7 @@ else ` + defaultAddr + `.`,
 	}
 	root.PersistentFlags().StringVar(&a.addr, "addr", addr,
 		"server address, host:port ($PROTOBASE_ADDR, when set, overrides the default)")
+	a.tls.addFlags(root.PersistentFlags())
 
 	root.AddCommand(
 		a.serveCommand(),

@@ -27,7 +27,11 @@ the plan; "schema get" prints the current one.`,
 
 // dial connects to the server at --addr.
 func (a *app) dial() (*client.Client, error) {
-	c, err := client.Dial(a.addr)
+	opts, err := a.tls.options()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(a.addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

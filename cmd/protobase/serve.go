@@ -34,6 +34,7 @@ type serveOptions struct {
 	shutdownTimeout  time.Duration
 	logLevel         string
 	lab              bool
+	security         securityOptions // TLS and REST/NATS hardening, serve_tls.go
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -62,6 +63,14 @@ accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use
 or the data directory is locked by another server).
 
+--tls-cert and --tls-key serve every listener (gRPC, REST, metrics, the
+embedded NATS server) over TLS only; the files are reloaded on SIGHUP and
+when they change, without dropping connections. --tls-client-ca also
+requires client certificates (mutual TLS). Clients pass the CA with --tls-ca
+(or $PROTOBASE_TLS_CA). The REST gateway serves browsers only from the
+origins of --http-allowed-origins, and names (other than IP addresses and
+localhost) only from --http-allowed-hosts. See docs/security.md.
+
 --lab also serves the benchmark lab's service (protobase.lab.v1.Lab: an
 echo that skips storage, a search sink that sends nothing back, and the
 engine's counters), so that 'protobase bench --addr' can run every
@@ -72,6 +81,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
   protobase serve --http-addr 127.0.0.1:8080 --nats             # REST and embedded NATS
   protobase serve --nats-url nats://nats.internal:4222 --nats-prefix shop
   protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090
+  protobase serve --grpc-addr 0.0.0.0:7070 --tls-cert server.pem --tls-key server-key.pem
   protobase serve --sync=false --log-level debug   # benchmarks only
   protobase serve --lab                            # a target for protobase bench --addr`,
 		Args: cobra.NoArgs,
@@ -95,6 +105,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
+	o.security.addFlags(f)
 	return cmd
 }
 
@@ -120,11 +131,15 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err := checkTransportFlags(cmd, o); err != nil {
 		return err
 	}
+	if err := o.security.check(o); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.Start(ctx, server.Config{
+	serving := reloadOnHangup(ctx, log)
+	cfg := server.Config{
 		DataDir:            o.data,
 		GRPCAddr:           o.grpcAddr,
 		MetricsAddr:        o.metricsAddr,
@@ -142,7 +157,9 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 		ShutdownTimeout:    o.shutdownTimeout,
 		Logger:             log,
 		Lab:                o.lab,
-	})
+	}
+	o.security.apply(&cfg)
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		// Pebble's lock on the data directory is held: by another process
 		// (EAGAIN from the lock call) or by this one.
@@ -153,8 +170,9 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	}
 	fmt.Fprintf(a.stdout, "protobase serving on %s (data %s)\n", srv.Addr(), o.data)
 	if m := srv.MetricsAddr(); m != "" {
-		fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", m)
+		fmt.Fprintf(a.stdout, "metrics on %s://%s/metrics\n", httpScheme(srv), m)
 	}
+	serving(srv)
 	printTransports(a.stdout, srv, o)
 	if !o.sync {
 		log.Warn("sync is off: a crash or power loss can lose acknowledged writes")
