@@ -16,6 +16,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/certs"
 	"github.com/protobase/protobase/internal/certs/certstest"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
@@ -263,5 +264,34 @@ func TestTLSReloadKeepsOpenStreams(t *testing.T) {
 	search(2)
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The connection to an external NATS server goes over TLS with
+// NATSTLSCAFile, and fails without it.
+func TestExternalNATSOverTLS(t *testing.T) {
+	ca := certstest.NewCA(t, "nats")
+	cert := ca.Server(t, "nats")
+	r, err := certs.NewReloader(certs.Files{Cert: cert.CertFile, Key: cert.KeyFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := natstransport.RunEmbedded(natstransport.EmbedOptions{Addr: "127.0.0.1:0", MaxPayload: 1 << 20, TLS: r.ServerConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	url := ns.ClientURL()
+	if !strings.HasPrefix(url, "tls://") {
+		t.Fatalf("external NATS URL %q is not tls://", url)
+	}
+	_, err = server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", NATSURL: url})
+	if err == nil || !strings.Contains(err.Error(), "tls") {
+		t.Fatalf("start without the NATS server's CA: %v, want a TLS error", err)
+	}
+	ts := startServer(t, server.Config{NoSync: true, NATSURL: url, NATSTLSCAFile: ca.File})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	if err := schemaOverNATS(url, nats.Secure(ca.ClientConfig(t))); err != nil {
+		t.Fatalf("request through the external NATS server over TLS: %v", err)
 	}
 }
