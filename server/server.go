@@ -188,6 +188,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	if err != nil {
 		st.Close()
+		s.closeTLS()
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s.eng = eng
