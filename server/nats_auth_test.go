@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,19 +18,33 @@ import (
 	"github.com/protobase/protobase/server"
 )
 
-// fixedKeys is a KeyChecker FOR TESTS ONLY: it accepts a fixed set of
-// keys. In the server, Protobase's authentication (its key store) supplies
-// the checker; this stands in for it so that the NATS side is tested
-// against the real embedded server.
-func fixedKeys(keys ...string) natstransport.KeyChecker {
-	return func(_ context.Context, key string) error {
-		for _, k := range keys {
-			if k == key {
-				return nil
-			}
-		}
-		return errors.New("unknown key")
+// testKeys is a KeyChecker FOR TESTS ONLY: a set of keys and their
+// names, from which a key can be removed (revoked). In the server,
+// Protobase's authentication (its key store) supplies the checker; this
+// stands in for it so that the NATS side is tested against the real
+// embedded server.
+type testKeys struct {
+	mu    sync.Mutex
+	names map[string]string // key -> name
+}
+
+func newTestKeys(keyNames map[string]string) *testKeys {
+	return &testKeys{names: keyNames}
+}
+
+func (k *testKeys) check(_ context.Context, key string) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if name, ok := k.names[key]; ok {
+		return name, nil
 	}
+	return "", errors.New("unknown key")
+}
+
+func (k *testKeys) revoke(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.names, key)
 }
 
 // connectNATS connects with opts, failing the test on error.
@@ -82,7 +97,8 @@ func rogueInsertsAnswered(t *testing.T, ts *testServer, alice, rogue *nats.Conn)
 
 func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 	const aliceKey, rogueKey = "alice-key-0123456789abcdef", "mallory-key-0123456789abcdef"
-	ts := startTransports(t, server.Config{NoSync: true, KeyChecker: fixedKeys(aliceKey, rogueKey)})
+	keys := newTestKeys(map[string]string{aliceKey: "alice", rogueKey: "mallory"})
+	ts := startTransports(t, server.Config{NoSync: true, KeyChecker: keys.check})
 	url := ts.srv.NATSURL()
 
 	// No key, a wrong key, or the service's user name without its random
@@ -128,6 +144,30 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 		t.Fatal("a request with the default inbox got a reply")
 	}
 	wantViolation(t, stray, "subscribing to the default inbox")
+
+	// Revoking a key closes its open connections, and it cannot log in
+	// again.
+	closed := make(chan struct{})
+	held := connectNATS(t, url, append(natstransport.ClientOptions(aliceKey), nats.NoReconnect(),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
+	keys.revoke(aliceKey)
+	ts.srv.NATSKeyRevoked("alice")
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked key's connection stayed open")
+	}
+	if held.Status() != nats.CLOSED {
+		t.Fatalf("connection status %v after revocation", held.Status())
+	}
+	if nc, err := nats.Connect(url, natstransport.ClientOptions(aliceKey)...); err == nil {
+		nc.Close()
+		t.Fatal("a revoked key connected")
+	}
+	// Other keys' connections stay.
+	if err := rogue.Flush(); err != nil {
+		t.Fatalf("another key's connection after the revocation: %v", err)
+	}
 }
 
 // Without authentication anyone may call, but still only the service can

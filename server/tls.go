@@ -109,6 +109,23 @@ func (s *Server) embeddedNATS() (natstransport.EmbedOptions, *natstransport.Auth
 // the embedded NATS server's: nil while authentication is off.
 func (s *Server) natsKeyChecker() natstransport.KeyChecker { return s.cfg.KeyChecker }
 
+// natsKeyRevoked closes the embedded NATS server's connections logged in
+// with the key named name; Protobase's authentication calls it when it
+// revokes a key (a NATS login is checked once, when the client connects).
+func (s *Server) natsKeyRevoked(name string) {
+	if s.tr.ns == nil || s.tr.natsAuth == nil {
+		return
+	}
+	n, err := s.tr.natsAuth.Disconnect(s.tr.ns, name)
+	if err != nil {
+		s.log.Warn("disconnect NATS clients of a revoked key", "key", name, "err", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("disconnected NATS clients of a revoked key", "key", name, "connections", n)
+	}
+}
+
 // externalNATSOptions are the TLS options of the connection to an
 // external NATS server (Config.NATSTLSCAFile).
 func (s *Server) externalNATSOptions() ([]nats.Option, error) {

@@ -28,9 +28,10 @@ type transports struct {
 	hcancel context.CancelFunc // cancels the contexts of HTTP requests
 	hreqs   *requestGroup
 
-	ns      *natsserver.Server // embedded NATS server, when Config.NATS
-	nc      *nats.Conn
-	natsSvc *natstransport.Service
+	ns       *natsserver.Server  // embedded NATS server, when Config.NATS
+	natsAuth *natstransport.Auth // its client authentication
+	nc       *nats.Conn
+	natsSvc  *natstransport.Service
 }
 
 // checkTransports validates the transport fields of cfg and fills in
@@ -123,6 +124,7 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 		if t.ns, err = natstransport.RunEmbedded(eo); err != nil {
 			return err
 		}
+		t.natsAuth = auth
 		// The server's own connection is in-process: no TCP (and so no
 		// TLS) on its path.
 		t.nc, err = nats.Connect("nats://in-process", nats.Name("protobase"), nats.InProcessServer(t.ns), auth.ServiceOption())

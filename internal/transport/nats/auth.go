@@ -13,11 +13,16 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// KeyChecker reports whether key is a valid Protobase API key: nil accepts
-// it. It is how the embedded NATS server asks Protobase's authentication
-// about a connecting client, without this package knowing how keys are
-// stored.
-type KeyChecker func(ctx context.Context, key string) error
+// KeyChecker reports whether key is a valid Protobase API key: a nil error
+// accepts it, and name identifies the key (its name, never the key itself:
+// it shows in NATS monitoring, and Auth.Disconnect takes it). It is how the
+// embedded NATS server asks Protobase's authentication about a connecting
+// client, without this package knowing how keys are stored.
+type KeyChecker func(ctx context.Context, key string) (name string, err error)
+
+// keyUserPrefix starts the NATS user name of a connection logged in with
+// a key, so that no key name can pass for serviceUser or "anonymous".
+const keyUserPrefix = "key:"
 
 // serviceUser is the NATS user name of the Protobase service's own
 // connection. Its password is random per process (Auth.ServiceOption).
@@ -93,14 +98,30 @@ func (a *Auth) Check(c natsserver.ClientAuthentication) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	if a.check(ctx, key) != nil {
+	name, err := a.check(ctx, key)
+	if err != nil {
 		return false
 	}
-	inbox := InboxPrefix(key)
-	// The user name shows in NATS monitoring and events: the inbox, which
-	// identifies the caller without revealing the key.
-	c.RegisterUser(&natsserver.User{Username: inbox, Permissions: a.callerPermissions(inbox + ".>")})
+	c.RegisterUser(&natsserver.User{Username: keyUserPrefix + name, Permissions: a.callerPermissions(InboxPrefix(key) + ".>")})
 	return true
+}
+
+// Disconnect closes the connections of ns logged in with the key named
+// name, and returns how many it closed: a key checked at connect time
+// would otherwise keep its connection after being revoked. A client that
+// reconnects is checked again.
+func (a *Auth) Disconnect(ns *natsserver.Server, name string) (int, error) {
+	cz, err := ns.Connz(&natsserver.ConnzOptions{User: keyUserPrefix + name, Username: true, Limit: 1 << 20})
+	if err != nil {
+		return 0, fmt.Errorf("nats: list connections of key %q: %w", name, err)
+	}
+	n := 0
+	for _, ci := range cz.Conns {
+		if ns.DisconnectClientByID(ci.Cid) == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (a *Auth) callerPermissions(inbox string) *natsserver.Permissions {
