@@ -31,9 +31,17 @@
 // newline-delimited {"result": message} lines, ending with an
 // {"error": status} line on failure, as grpc-gateway renders streams.
 //
-// HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge) share one listener
-// through net/http's own Protocols setting (see server.Start); bidirectional
-// streams run full duplex on both.
+// HTTP/1.1 and HTTP/2 (over TLS, or without it by prior knowledge) share one
+// listener through net/http's own Protocols setting (see server.Start);
+// bidirectional streams run full duplex on both.
+//
+// # Cross-site requests
+//
+// Before a request reaches the API, guard refuses what a web page could
+// make a browser send: a Host that is a name not allowed (DNS rebinding),
+// an Origin not allowed, a state-changing request without a JSON content
+// type; it answers CORS preflights for the origins allowed and 405 with
+// Allow for a wrong method (see guard.go).
 package gateway
 
 import (
