@@ -51,7 +51,8 @@ type Config struct {
 
 	// HTTPAddr, when set, serves the REST/JSON gateway (and the OpenAPI
 	// description at /openapi.json) on this address, HTTP/1.1 and
-	// cleartext HTTP/2 on one listener; port 0 picks a free port, see
+	// HTTP/2 on one listener (HTTP/2 in cleartext by prior knowledge, or
+	// over TLS with TLSCertFile); port 0 picks a free port, see
 	// Server.HTTPAddr. A JSON object of a request body is bounded by
 	// MaxMessageBytes.
 	HTTPAddr string
