@@ -27,6 +27,8 @@ func (s *Server) startTLS() error {
 	switch {
 	case c.TLSCertFile == "" && c.TLSKeyFile == "" && c.TLSClientCAFile == "":
 		return nil
+	case c.TLSCertFile == "" && c.TLSKeyFile == "":
+		return errors.New("server: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for over TLS")
 	case c.TLSCertFile == "" || c.TLSKeyFile == "":
 		return errors.New("server: TLSCertFile and TLSKeyFile go together")
 	}
