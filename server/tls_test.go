@@ -295,3 +295,28 @@ func TestExternalNATSOverTLS(t *testing.T) {
 		t.Fatalf("request through the external NATS server over TLS: %v", err)
 	}
 }
+
+func TestTLSConfigErrors(t *testing.T) {
+	ca := certstest.NewCA(t, "test")
+	cert := ca.Server(t, "server")
+	for name, tc := range map[string]struct {
+		cfg  server.Config
+		want string
+	}{
+		"client CA alone":   {server.Config{TLSClientCAFile: ca.File}, "TLSClientCAFile needs TLSCertFile"},
+		"cert without key":  {server.Config{TLSCertFile: cert.CertFile}, "go together"},
+		"key is not a cert": {server.Config{TLSCertFile: cert.KeyFile, TLSKeyFile: cert.KeyFile}, "tls: load"},
+		"client CA not PEM": {server.Config{TLSCertFile: cert.CertFile, TLSKeyFile: cert.KeyFile, TLSClientCAFile: cert.KeyFile}, "no PEM certificate"},
+	} {
+		tc.cfg.DataDir, tc.cfg.GRPCAddr = t.TempDir(), "127.0.0.1:0"
+		srv, err := server.Start(context.Background(), tc.cfg)
+		if err == nil {
+			_ = srv.Stop()
+			t.Errorf("%s: started", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
