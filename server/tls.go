@@ -64,7 +64,12 @@ func (s *Server) grpcCreds() []grpc.ServerOption {
 	if s.certs == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.certs.ServerConfig()))}
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(s.certs.ServerConfig())),
+		// A handshake gets as long as REST's (ReadHeaderTimeout), not
+		// grpc-go's default 120 s, so that half-open handshakes do not pile up.
+		grpc.ConnectionTimeout(10 * time.Second),
+	}
 }
 
 // serveHTTP serves hs on lis, over TLS when configured (HTTP/2 and
