@@ -119,8 +119,9 @@ type Config struct {
 	// besides IP literals and localhost (DNS-rebinding protection).
 	HTTPAllowedOrigins, HTTPAllowedHosts []string
 	// NATSTLSCAFile (PEM) verifies the external NATS server (NATSURL) and
-	// turns TLS on for that connection.
-	NATSTLSCAFile string
+	// turns TLS on for that connection; NATSTLSCertFile and NATSTLSKeyFile
+	// present a client certificate to it (a server with verify: true).
+	NATSTLSCAFile, NATSTLSCertFile, NATSTLSKeyFile string
 	// KeyChecker, when set, makes the embedded NATS server require an API
 	// key (see natstransport.Auth); Protobase's authentication sets it.
 	KeyChecker natstransport.KeyChecker

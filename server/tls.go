@@ -134,12 +134,13 @@ func (s *Server) natsKeyRevoked(name string) {
 }
 
 // externalNATSOptions are the TLS options of the connection to an
-// external NATS server (Config.NATSTLSCAFile).
+// external NATS server (Config.NATSTLSCAFile and the client certificate).
 func (s *Server) externalNATSOptions() ([]nats.Option, error) {
-	if s.cfg.NATSTLSCAFile == "" {
+	c := s.cfg
+	if c.NATSTLSCAFile == "" && c.NATSTLSCertFile == "" && c.NATSTLSKeyFile == "" {
 		return nil, nil
 	}
-	cfg, err := certs.ClientConfig(s.cfg.NATSTLSCAFile, "", "")
+	cfg, err := certs.ClientConfig(c.NATSTLSCAFile, c.NATSTLSCertFile, c.NATSTLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}

@@ -267,12 +267,12 @@ func TestTLSReloadKeepsOpenStreams(t *testing.T) {
 	}
 }
 
-// The connection to an external NATS server goes over TLS with
-// NATSTLSCAFile, and fails without it.
+// The connection to an external NATS server goes over mutual TLS with
+// NATSTLSCAFile and the client certificate, and fails without either.
 func TestExternalNATSOverTLS(t *testing.T) {
 	ca := certstest.NewCA(t, "nats")
 	cert := ca.Server(t, "nats")
-	r, err := certs.NewReloader(certs.Files{Cert: cert.CertFile, Key: cert.KeyFile}, nil)
+	r, err := certs.NewReloader(certs.Files{Cert: cert.CertFile, Key: cert.KeyFile, ClientCA: ca.File}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,9 +289,14 @@ func TestExternalNATSOverTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tls") {
 		t.Fatalf("start without the NATS server's CA: %v, want a TLS error", err)
 	}
-	ts := startServer(t, server.Config{NoSync: true, NATSURL: url, NATSTLSCAFile: ca.File})
+	_, err = server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", NATSURL: url, NATSTLSCAFile: ca.File})
+	if err == nil {
+		t.Fatal("started without the client certificate the NATS server requires")
+	}
+	svc := ca.Client(t, "service", "protobase")
+	ts := startServer(t, server.Config{NoSync: true, NATSURL: url, NATSTLSCAFile: ca.File, NATSTLSCertFile: svc.CertFile, NATSTLSKeyFile: svc.KeyFile})
 	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	if err := schemaOverNATS(url, nats.Secure(ca.ClientConfig(t))); err != nil {
+	if err := schemaOverNATS(url, nats.Secure(ca.ClientConfig(t, ca.Client(t, "caller", "caller")))); err != nil {
 		t.Fatalf("request through the external NATS server over TLS: %v", err)
 	}
 }

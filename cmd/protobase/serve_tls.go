@@ -18,6 +18,7 @@ type securityOptions struct {
 	httpAllowedOrigins           []string
 	httpAllowedHosts             []string
 	natsTLSCA                    string
+	natsTLSCert, natsTLSKey      string
 }
 
 func (o *securityOptions) addFlags(f *pflag.FlagSet) {
@@ -27,6 +28,8 @@ func (o *securityOptions) addFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.httpAllowedOrigins, "http-allowed-origins", nil, "browser origins (scheme://host[:port], comma-separated) the REST gateway serves, CORS included; others get 403 (default none)")
 	f.StringSliceVar(&o.httpAllowedHosts, "http-allowed-hosts", nil, "host names the REST gateway answers to besides IP addresses and localhost (DNS-rebinding protection), comma-separated")
 	f.StringVar(&o.natsTLSCA, "nats-tls-ca", "", "PEM CA certificates verifying the external NATS server of --nats-url; turns TLS on for that connection")
+	f.StringVar(&o.natsTLSCert, "nats-tls-cert", "", "PEM client certificate presented to the external NATS server of --nats-url (for verify: true)")
+	f.StringVar(&o.natsTLSKey, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
 }
 
 func (o *securityOptions) check(serve serveOptions) error {
@@ -35,8 +38,10 @@ func (o *securityOptions) check(serve serveOptions) error {
 		return usagef("--tls-cert and --tls-key go together")
 	case o.tlsClientCA != "" && o.tlsCert == "":
 		return usagef("--tls-client-ca requires client certificates over TLS: it needs --tls-cert and --tls-key")
-	case o.natsTLSCA != "" && serve.natsURL == "":
-		return usagef("--nats-tls-ca verifies the external NATS server: it needs --nats-url")
+	case (o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") && serve.natsURL == "":
+		return usagef("--nats-tls-ca, --nats-tls-cert and --nats-tls-key are for the external NATS server: they need --nats-url")
+	case (o.natsTLSCert == "") != (o.natsTLSKey == ""):
+		return usagef("--nats-tls-cert and --nats-tls-key go together")
 	case (len(o.httpAllowedOrigins) > 0 || len(o.httpAllowedHosts) > 0) && serve.httpAddr == "":
 		return usagef("--http-allowed-origins and --http-allowed-hosts need --http-addr")
 	}
@@ -47,7 +52,7 @@ func (o *securityOptions) check(serve serveOptions) error {
 func (o *securityOptions) apply(cfg *server.Config) {
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = o.tlsCert, o.tlsKey, o.tlsClientCA
 	cfg.HTTPAllowedOrigins, cfg.HTTPAllowedHosts = o.httpAllowedOrigins, o.httpAllowedHosts
-	cfg.NATSTLSCAFile = o.natsTLSCA
+	cfg.NATSTLSCAFile, cfg.NATSTLSCertFile, cfg.NATSTLSKeyFile = o.natsTLSCA, o.natsTLSCert, o.natsTLSKey
 }
 
 // reloadOnHangup makes SIGHUP reload the TLS files until ctx ends. It is

@@ -78,7 +78,8 @@ func TestServeTLSFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--tls-cert", cert.CertFile}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-client-ca", ca.File}, "--tls-client-ca requires"},
-		{[]string{"--nats-tls-ca", ca.File}, "needs --nats-url"},
+		{[]string{"--nats-tls-ca", ca.File}, "need --nats-url"},
+		{[]string{"--nats-url", "tls://127.0.0.1:1", "--nats-tls-cert", cert.CertFile}, "--nats-tls-cert and --nats-tls-key go together"},
 		{[]string{"--http-allowed-origins", "https://a.example"}, "need --http-addr"},
 	} {
 		r := cli(t, "", append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
