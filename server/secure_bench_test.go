@@ -21,37 +21,43 @@ import (
 func BenchmarkSecure(b *testing.B) {
 	total := readBenchRecords()
 	for _, mode := range []string{"plain", "tls"} {
-		c := secureBenchServer(b, mode, false)
-		loadBenchItems(b, c, total)
-		for _, batch := range []int{1, 1000} {
-			b.Run(fmt.Sprintf("search-pk/batch=%d/%s", batch, mode), func(b *testing.B) { benchSearchPK(b, c, total, batch) })
-		}
-	}
-	for _, mode := range []string{"plain", "tls"} {
-		b.Run("ingest/batch=1000/sync=true/"+mode, func(b *testing.B) {
-			c := secureBenchServer(b, mode, true)
-			batches := benchBatches(1000, b.N)
-			b.ResetTimer()
-			st, err := c.API().Insert(context.Background())
-			if err != nil {
+		// Each mode's server runs alone (its cleanup runs when this
+		// sub-benchmark ends) and is compacted after loading, so that both
+		// read the same layout with no compaction competing.
+		b.Run(mode, func(b *testing.B) {
+			srv, c := secureBenchServer(b, mode, false)
+			loadBenchItems(b, c, total)
+			if err := srv.Engine().Compact(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			for _, recs := range batches {
-				if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+			for _, batch := range []int{1, 1000} {
+				b.Run(fmt.Sprintf("search-pk/batch=%d", batch), func(b *testing.B) { benchSearchPK(b, c, total, batch) })
+			}
+			b.Run("ingest/batch=1000/sync=true", func(b *testing.B) {
+				_, c := secureBenchServer(b, mode, true)
+				batches := benchBatches(1000, b.N)
+				b.ResetTimer()
+				st, err := c.API().Insert(context.Background())
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			if _, err := st.CloseAndRecv(); err != nil {
-				b.Fatal(err)
-			}
-			reportRecords(b)
+				for _, recs := range batches {
+					if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := st.CloseAndRecv(); err != nil {
+					b.Fatal(err)
+				}
+				reportRecords(b)
+			})
 		})
 	}
 }
 
 // secureBenchServer starts a server in mode ("plain" or "tls") with the
-// bench schema and returns a client of it; both close when b ends.
-func secureBenchServer(b *testing.B, mode string, sync bool) *client.Client {
+// bench schema and returns it with a client of it; both close when b ends.
+func secureBenchServer(b *testing.B, mode string, sync bool) (*server.Server, *client.Client) {
 	b.Helper()
 	cfg := server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: !sync}
 	var opts []client.Option
@@ -74,7 +80,7 @@ func secureBenchServer(b *testing.B, mode string, sync bool) *client.Client {
 	if _, err := c.ApplySchema(context.Background(), map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	return c
+	return srv, c
 }
 
 // loadBenchItems inserts total bench.Item records in batches of 1,000.
