@@ -137,6 +137,10 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantViolation(t, rogue, "publishing to another caller's inbox")
+	if err := rogue.Publish("$SRV.STATS", nil); err != nil {
+		t.Fatal(err)
+	}
+	wantViolation(t, rogue, "asking for the service's stats")
 	// A client that does not use the inbox its key allows cannot get
 	// replies: its reply subscription is refused.
 	stray := connectNATS(t, url, nats.Token(aliceKey), quiet)

@@ -42,12 +42,15 @@ const checkTimeout = 5 * time.Second
 //     subscribe to PREFIX.> and so join the service's queue group;
 //   - with a KeyChecker, a caller logs in with its API key as the token (or
 //     as the password, under any user name); it may publish to PREFIX.>
-//     and to $SRV.> (service discovery) and subscribe only to its own
-//     inbox, InboxPrefix(key) + ".>", so it can neither read nor answer
-//     other callers' requests, nor read their replies;
-//   - without a KeyChecker (authentication off), any caller connects with
-//     the same publish rights, and may subscribe to _INBOX.> only: it still
-//     cannot read requests or answer them, but replies are not private.
+//     only and subscribe only to its own inbox, InboxPrefix(key) + ".>", so
+//     it can neither read nor answer other callers' requests, nor read
+//     their replies. Service discovery ($SRV.>) is closed to it: the
+//     service's stats carry the last error message of every endpoint,
+//     which may be about another caller's request;
+//   - without a KeyChecker (authentication off), any caller connects, may
+//     publish to PREFIX.> and $SRV.> (so `nats micro ls` works) and may
+//     subscribe to _INBOX.> only: it still cannot read requests or answer
+//     them, but replies are not private.
 //
 // Connections of any other kind (routes, leaf nodes, gateways) are
 // refused: the embedded server runs alone.
@@ -86,7 +89,7 @@ func (a *Auth) Check(c natsserver.ClientAuthentication) bool {
 		return true
 	}
 	if a.check == nil {
-		c.RegisterUser(&natsserver.User{Username: "anonymous", Permissions: a.callerPermissions("_INBOX.>")})
+		c.RegisterUser(&natsserver.User{Username: "anonymous", Permissions: callerPermissions("_INBOX.>", a.prefix+".>", "$SRV.>")})
 		return true
 	}
 	key := o.Token
@@ -102,7 +105,7 @@ func (a *Auth) Check(c natsserver.ClientAuthentication) bool {
 	if err != nil {
 		return false
 	}
-	c.RegisterUser(&natsserver.User{Username: keyUserPrefix + name, Permissions: a.callerPermissions(InboxPrefix(key) + ".>")})
+	c.RegisterUser(&natsserver.User{Username: keyUserPrefix + name, Permissions: callerPermissions(InboxPrefix(key)+".>", a.prefix+".>")})
 	return true
 }
 
@@ -124,9 +127,9 @@ func (a *Auth) Disconnect(ns *natsserver.Server, name string) (int, error) {
 	return n, nil
 }
 
-func (a *Auth) callerPermissions(inbox string) *natsserver.Permissions {
+func callerPermissions(inbox string, publish ...string) *natsserver.Permissions {
 	return &natsserver.Permissions{
-		Publish:   &natsserver.SubjectPermission{Allow: []string{a.prefix + ".>", "$SRV.>"}},
+		Publish:   &natsserver.SubjectPermission{Allow: publish},
 		Subscribe: &natsserver.SubjectPermission{Allow: []string{inbox}},
 	}
 }
