@@ -67,6 +67,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSearch$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
 	$(GO) test -run '^$$' -fuzz '^FuzzValueReader$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzWriteBody$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./internal/transport/schemajson/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorization$$' -fuzztime $(FUZZTIME) ./internal/auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/auth/

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/protobase/protobase/client"
 )
 
 // Experiment is one lab experiment. An Experiment value is used for one
@@ -46,6 +48,8 @@ type Options struct {
 	// Addr, when set, targets a running server (started with --lab) instead
 	// of an embedded one.
 	Addr string
+	// ClientOptions are added to the connections to Addr (TLS: --tls-ca).
+	ClientOptions []client.Option
 }
 
 // Defaults for Options; QuickOptions are those of --quick.

@@ -29,6 +29,9 @@ type TargetConfig struct {
 	// Local starts an embedded server even with --addr, for an experiment
 	// that needs one in its own process beside the one it measures.
 	Local bool
+	// ClientOptions are added to the connections to an --addr server
+	// (TLS: --tls-ca); Env.Target sets them from Options.ClientOptions.
+	ClientOptions []client.Option
 }
 
 // Target is a server an experiment talks to, over loopback TCP: an
@@ -53,7 +56,8 @@ type Target struct {
 	// first token of its NATS subjects.
 	HTTPAddr, NATSURL, NATSPrefix string
 
-	dir string // the embedded server's data directory, removed on Close
+	dir           string          // the embedded server's data directory, removed on Close
+	clientOptions []client.Option // Options.ClientOptions, for an --addr server
 }
 
 // LabNATSPrefix is the subject prefix of the embedded servers' NATS API.
@@ -73,6 +77,7 @@ func DialOptions() []grpc.DialOption {
 // the --addr server (which must serve the lab API: protobase serve --lab),
 // with StartTarget. The Env closes it.
 func (e *Env) Target(ctx context.Context, cfg TargetConfig) (*Target, error) {
+	cfg.ClientOptions = e.ClientOptions
 	t, err := StartTarget(ctx, e.Addr, cfg)
 	if err != nil {
 		return nil, err
@@ -107,7 +112,10 @@ func StartTarget(ctx context.Context, addr string, cfg TargetConfig) (*Target, e
 			return nil, err
 		}
 	}
-	c, err := client.Dial(t.Addr, client.WithDialOptions(DialOptions()...))
+	if !t.Embedded {
+		t.clientOptions = cfg.ClientOptions
+	}
+	c, err := client.Dial(t.Addr, t.ClientOptions()...)
 	if err != nil {
 		_ = t.Close()
 		return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
@@ -197,4 +205,10 @@ func (t *Target) Close() error {
 		errs = append(errs, os.RemoveAll(t.dir))
 	}
 	return errors.Join(errs...)
+}
+
+// ClientOptions are the client options of a connection to t: the lab's
+// dial options plus extra, and TLS for an --addr server.
+func (t *Target) ClientOptions(extra ...grpc.DialOption) []client.Option {
+	return append([]client.Option{client.WithDialOptions(append(DialOptions(), extra...)...)}, t.clientOptions...)
 }

@@ -156,3 +156,18 @@ func ExampleSearch() {
 	// scanned: 100 <nil>
 	// pages of 30: 4
 }
+
+// A server started with TLS (serve --tls-cert/--tls-key) is reached with
+// the CA that issued its certificate; add a client certificate and key when
+// it requires one (serve --tls-client-ca).
+func ExampleWithTLS() {
+	cfg, err := client.TLSConfig("ca.pem", "", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.Dial("db.internal:7070", client.WithTLS(cfg))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+}

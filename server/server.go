@@ -32,13 +32,14 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
-
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/certs"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/store"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	labtransport "github.com/protobase/protobase/internal/transport/lab"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
 // Config configures a server. The zero value of every field but DataDir is
@@ -54,7 +55,8 @@ type Config struct {
 
 	// HTTPAddr, when set, serves the REST/JSON gateway (and the OpenAPI
 	// description at /openapi.json) on this address, HTTP/1.1 and
-	// cleartext HTTP/2 on one listener; port 0 picks a free port, see
+	// HTTP/2 on one listener (HTTP/2 in cleartext by prior knowledge, or
+	// over TLS with TLSCertFile); port 0 picks a free port, see
 	// Server.HTTPAddr. A JSON object of a request body is bounded by
 	// MaxMessageBytes.
 	HTTPAddr string
@@ -115,6 +117,30 @@ type Config struct {
 	Auth           bool
 	InsecureNoAuth bool
 	AdminKey       string
+
+	// --- transport security (tls.go) ---
+
+	// TLSCertFile and TLSKeyFile (PEM), when set, make gRPC, REST, metrics
+	// and the embedded NATS server accept TLS only. The files are reloaded
+	// when they change (checked every TLSReloadInterval, default 10 s) and
+	// on ReloadTLS, without dropping connections.
+	TLSCertFile, TLSKeyFile string
+	TLSReloadInterval       time.Duration
+	// TLSClientCAFile (PEM) requires, on every listener, a client
+	// certificate issued by one of its CAs (mutual TLS).
+	TLSClientCAFile string
+	// HTTPAllowedOrigins are the browser origins (scheme://host[:port])
+	// the REST gateway serves, CORS included; others get 403 (default:
+	// none). HTTPAllowedHosts are host names the Host header may carry
+	// besides IP literals and localhost (DNS-rebinding protection).
+	HTTPAllowedOrigins, HTTPAllowedHosts []string
+	// NATSTLSCAFile (PEM) verifies the external NATS server (NATSURL) and
+	// turns TLS on for that connection; NATSTLSCertFile and NATSTLSKeyFile
+	// present a client certificate to it (a server with verify: true).
+	NATSTLSCAFile, NATSTLSCertFile, NATSTLSKeyFile string
+	// KeyChecker, when set, makes the embedded NATS server require an API
+	// key (see natstransport.Auth); Protobase's authentication sets it.
+	KeyChecker natstransport.KeyChecker
 }
 
 // Server is a running Protobase server.
@@ -132,6 +158,7 @@ type Server struct {
 	keys    *auth.Keyring
 	auth    bool // callers must authenticate (see auth.go)
 	svc     *grpctransport.Service
+	certs   *certs.Reloader // nil without TLS, see tls.go
 
 	stopOnce sync.Once
 	stopErr  error
@@ -151,9 +178,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
+	if err := s.startTLS(); err != nil {
+		return nil, err
+	}
 
 	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
 	if err != nil {
+		s.closeTLS()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.st = st
@@ -167,6 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	if err != nil {
 		st.Close()
+		s.closeTLS()
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s.eng = eng
@@ -188,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	reg.MustRegister(srvMetrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerEngineMetrics(reg, eng)
 
-	s.gs = grpc.NewServer(
+	s.gs = grpc.NewServer(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor(), s.svc.UnaryInterceptor()),
@@ -199,7 +231,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.InitialConnWindowSize(16<<20),
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{}),
-	)
+	)...)
 	s.svc.Register(s.gs)
 	if cfg.Lab {
 		labtransport.New(eng, !cfg.NoSync).Register(s.gs)
@@ -224,7 +256,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = s.metrics.Serve(mlis) }()
+		go func() { _ = s.serveHTTP(s.metrics, mlis) }()
 	}
 
 	if err := s.startTransports(); err != nil {
@@ -241,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		close(s.done)
 	}()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth)
+	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS())
 	return s, nil
 }
 
@@ -316,6 +348,7 @@ func (s *Server) Stop() error {
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 func (s *Server) closeStorage() error {
+	s.closeTLS()
 	var errs []error
 	if s.eng != nil {
 		errs = append(errs, s.eng.Close())

@@ -64,6 +64,9 @@ func (c *restClient) do(method, path string, body io.Reader) (int, []byte) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
@@ -421,6 +424,7 @@ func TestHTTPClientGoesAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
 	type result struct {
 		resp *http.Response
 		err  error
@@ -479,6 +483,7 @@ func TestHTTPClientGoesAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ireq.Header.Set("Content-Type", "application/x-ndjson")
 	idone := make(chan struct{})
 	go func() {
 		defer close(idone)

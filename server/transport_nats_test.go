@@ -249,7 +249,7 @@ func TestNATSErrors(t *testing.T) {
 // queue group; a request over MaxMessageBytes (but under the external
 // server's max_payload) is refused by the server.
 func TestNATSExternalQueueGroup(t *testing.T) {
-	ns, err := natstransport.RunEmbedded("127.0.0.1:0", 1<<20)
+	ns, err := natstransport.RunEmbedded(natstransport.EmbedOptions{Addr: "127.0.0.1:0", MaxPayload: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

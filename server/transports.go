@@ -27,9 +27,10 @@ type transports struct {
 	hcancel context.CancelFunc // cancels the contexts of HTTP requests
 	hreqs   *requestGroup
 
-	ns      *natsserver.Server // embedded NATS server, when Config.NATS
-	nc      *nats.Conn
-	natsSvc *natstransport.Service
+	ns       *natsserver.Server  // embedded NATS server, when Config.NATS
+	natsAuth *natstransport.Auth // its client authentication
+	nc       *nats.Conn
+	natsSvc  *natstransport.Service
 }
 
 // startTransports starts the REST gateway and the NATS service when
@@ -61,6 +62,8 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 		Resolver:        res,
 		MaxMessageBytes: s.cfg.MaxMessageBytes,
 		OpenAPI:         openapi.Spec,
+		AllowedOrigins:  s.cfg.HTTPAllowedOrigins,
+		AllowedHosts:    s.cfg.HTTPAllowedHosts,
 	}
 	if s.auth {
 		gopts.Verifier = s.keys
@@ -78,40 +81,51 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 	t.hreqs = &requestGroup{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.hcancel = cancel
-	// HTTP/1.1 and cleartext HTTP/2 (prior knowledge) on one listener,
-	// with net/http's own HTTP/2: x/net's h2c package is deprecated for
-	// this, and it reads a whole Upgrade request into memory.
-	var protos http.Protocols
-	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
+	// HTTP/1.1 and HTTP/2 on one listener (cleartext HTTP/2 by prior
+	// knowledge without TLS), with net/http's own HTTP/2: x/net's h2c
+	// package is deprecated for this, and it reads a whole Upgrade request
+	// into memory.
 	t.http = &http.Server{
 		Handler:           t.hreqs.wrap(gw),
-		Protocols:         &protos,
+		Protocols:         s.httpProtocols(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	go func() { _ = t.http.Serve(lis) }()
-	s.log.Info("serving REST/JSON", "http", lis.Addr().String())
+	go func() { _ = s.serveHTTP(t.http, lis) }()
+	s.log.Info("serving REST/JSON", "http", lis.Addr().String(), "tls", s.TLS())
 	return nil
 }
 
 func (s *Server) startNATS(res *schemajson.Resolver) error {
 	t := &s.tr
-	var err error
 	if s.cfg.NATS {
-		if t.ns, err = natstransport.RunEmbedded(s.cfg.NATSAddr, s.cfg.MaxMessageBytes); err != nil {
+		eo, auth, err := s.embeddedNATS()
+		if err != nil {
 			return err
 		}
-		// The server's own connection is in-process: no TCP on its path.
-		t.nc, err = nats.Connect(t.ns.ClientURL(), nats.Name("protobase"), nats.InProcessServer(t.ns))
+		if t.ns, err = natstransport.RunEmbedded(eo); err != nil {
+			return err
+		}
+		t.natsAuth = auth
+		// The server's own connection is in-process: no TCP (and so no
+		// TLS) on its path.
+		t.nc, err = nats.Connect("nats://in-process", nats.Name("protobase"), nats.InProcessServer(t.ns), auth.ServiceOption())
+		if err != nil {
+			return fmt.Errorf("connect to nats: %w", err)
+		}
 	} else {
+		xo, err := s.externalNATSOptions()
+		if err != nil {
+			return err
+		}
 		// An external server may restart: keep reconnecting for as long
 		// as we serve.
-		t.nc, err = nats.Connect(s.cfg.NATSURL, nats.Name("protobase"), nats.MaxReconnects(-1))
+		t.nc, err = nats.Connect(s.cfg.NATSURL, append(xo, nats.Name("protobase"), nats.MaxReconnects(-1))...)
+		if err != nil {
+			return fmt.Errorf("connect to nats: %w", err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("connect to nats: %w", err)
-	}
+	var err error
 	t.natsSvc, err = natstransport.Start(natstransport.Options{
 		Conn:            t.nc,
 		Engine:          s.eng,

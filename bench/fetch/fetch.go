@@ -635,7 +635,7 @@ func (f *Experiment) runSize(ctx context.Context, env *bench.Env, n int) ([]benc
 	}
 	// A connection of its own, to count the bytes the fetches move.
 	wc := new(wireCounter)
-	c, err := client.Dial(t.Addr, client.WithDialOptions(append(bench.DialOptions(), grpc.WithStatsHandler(wc))...))
+	c, err := client.Dial(t.Addr, t.ClientOptions(grpc.WithStatsHandler(wc))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial %s: %w", t.Addr, err)
 	}

@@ -101,6 +101,10 @@ func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, e
 	// is its own embedded one.
 	if cmd.Flags().Changed("addr") {
 		opts.Addr = a.addr
+		var err error
+		if opts.ClientOptions, err = a.tls.options(); err != nil {
+			return opts, err
+		}
 	}
 	if cmd.Flags().Changed("api-key") {
 		// The lab's clients do not carry keys yet: say so rather than fail

@@ -44,6 +44,8 @@ type app struct {
 	addr string
 	// apiKey is the --api-key flag; when empty, $PROTOBASE_API_KEY.
 	apiKey string
+	// tls holds the --tls-ca flags: how to reach addr over TLS.
+	tls clientTLS
 
 	// isTerminal reports whether w is an interactive terminal (progress bars
 	// are drawn only then).
@@ -120,6 +122,7 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 	// --help never prints it as a default.
 	root.PersistentFlags().StringVar(&a.apiKey, "api-key", "",
 		"API key for a server that requires one (default $PROTOBASE_API_KEY)")
+	a.tls.addFlags(root.PersistentFlags())
 
 	root.AddCommand(
 		a.serveCommand(),

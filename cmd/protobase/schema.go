@@ -26,10 +26,13 @@ the plan; "schema get" prints the current one.`,
 	return cmd
 }
 
-// dial connects to the server at --addr, with the API key of --api-key or
-// $PROTOBASE_API_KEY, if any.
+// dial connects to the server at --addr, over TLS when --tls-ca asks for
+// it, with the API key of --api-key or $PROTOBASE_API_KEY, if any.
 func (a *app) dial() (*client.Client, error) {
-	var opts []client.Option
+	opts, err := a.tls.options()
+	if err != nil {
+		return nil, err
+	}
 	if key := a.key(); key != "" {
 		opts = append(opts, client.WithAPIKey(key))
 	}

@@ -34,8 +34,9 @@ type serveOptions struct {
 	shutdownTimeout  time.Duration
 	logLevel         string
 	lab              bool
-	auth             bool // --auth
-	insecureNoAuth   bool // --insecure-no-auth
+	auth             bool            // --auth
+	insecureNoAuth   bool            // --insecure-no-auth
+	security         securityOptions // TLS and REST/NATS hardening, serve_tls.go
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -47,8 +48,8 @@ func (a *app) serveCommand() *cobra.Command {
 serving the gRPC API on --grpc-addr and, when --metrics-addr is set,
 Prometheus metrics at http://METRICS-ADDR/metrics.
 
---http-addr also serves the API as REST/JSON (HTTP/1.1 and cleartext
-HTTP/2 on one port), with its OpenAPI description at /openapi.json.
+--http-addr also serves the API as REST/JSON (HTTP/1.1 and HTTP/2 on one
+port), with its OpenAPI description at /openapi.json.
 --nats runs an embedded NATS server on --nats-addr, or --nats-url joins an
 external one, and serves the API as NATS request-reply on the subjects
 PREFIX.schema.get, .insert, .update, .upsert, .remove, .query and .get
@@ -65,6 +66,14 @@ SIGTERM; it then stops
 accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use
 or the data directory is locked by another server).
+
+--tls-cert and --tls-key serve every listener (gRPC, REST, metrics, the
+embedded NATS server) over TLS only; the files are reloaded on SIGHUP and
+when they change, without dropping connections. --tls-client-ca also
+requires client certificates (mutual TLS). Clients pass the CA with --tls-ca
+(or $PROTOBASE_TLS_CA). The REST gateway serves browsers only from the
+origins of --http-allowed-origins, and names (other than IP addresses and
+localhost) only from --http-allowed-hosts. See docs/security.md.
 
 --lab also serves the benchmark lab's service (protobase.lab.v1.Lab: an
 echo that skips storage, a search sink that sends nothing back, and the
@@ -85,6 +94,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
   protobase serve --nats-url nats://nats.internal:4222 --nats-prefix shop
   protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090   # auth on
   protobase serve --auth                           # keys on loopback too
+  protobase serve --grpc-addr 0.0.0.0:7070 --tls-cert server.pem --tls-key server-key.pem   # auth and TLS
   protobase serve --sync=false --log-level debug   # benchmarks only
   protobase serve --lab                            # a target for protobase bench --addr`,
 		Args: cobra.NoArgs,
@@ -94,7 +104,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
 	f.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address, host:port (port 0 picks a free port)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "Prometheus metrics listen address, host:port (empty: no metrics)")
-	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and h2c (empty: no REST)")
+	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and HTTP/2 (h2c, or over TLS with --tls-cert) (empty: no REST)")
 	f.BoolVar(&o.nats, "nats", false, "run an embedded NATS server on --nats-addr and serve the NATS API on it")
 	f.StringVar(&o.natsAddr, "nats-addr", "127.0.0.1:4222", "embedded NATS server listen address, host:port (port 0 picks a free port); with --nats")
 	f.StringVar(&o.natsURL, "nats-url", "", "serve the NATS API on this external NATS server, e.g. nats://host:4222 (exclusive with --nats)")
@@ -110,6 +120,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
 	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
+	o.security.addFlags(f)
 	return cmd
 }
 
@@ -121,7 +132,11 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err := checkEmptyFlags(cmd); err != nil {
 		return err
 	}
+	if err := o.security.check(o); err != nil {
+		return err
+	}
 	cfg := serveConfig(cmd, o)
+	o.security.apply(&cfg)
 	if err := cfg.Validate(); err != nil {
 		return usageError(configError(err))
 	}
@@ -129,6 +144,7 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	serving := reloadOnHangup(ctx, log)
 	cfg.Logger = log
 	srv, err := server.Start(ctx, cfg)
 	if err != nil {
@@ -139,8 +155,9 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	}
 	fmt.Fprintf(a.stdout, "protobase serving on %s (data %s)\n", srv.Addr(), o.data)
 	if m := srv.MetricsAddr(); m != "" {
-		fmt.Fprintf(a.stdout, "metrics on http://%s/metrics\n", m)
+		fmt.Fprintf(a.stdout, "metrics on %s://%s/metrics\n", httpScheme(srv), m)
 	}
+	serving(srv)
 	printTransports(a.stdout, srv, o)
 	if !o.sync {
 		log.Warn("sync is off: a crash or power loss can lose acknowledged writes")

@@ -98,7 +98,7 @@ func configError(err error) error {
 // gRPC address.
 func printTransports(w io.Writer, srv *server.Server, o serveOptions) {
 	if h := srv.HTTPAddr(); h != "" {
-		fmt.Fprintf(w, "REST/JSON on http://%s (OpenAPI at /openapi.json)\n", h)
+		fmt.Fprintf(w, "REST/JSON on %s://%s (OpenAPI at /openapi.json)\n", httpScheme(srv), h)
 	}
 	if u := srv.NATSURL(); u != "" {
 		fmt.Fprintf(w, "NATS on %s (subjects %s.*, queue group %s)\n", u, o.natsPrefix, o.natsQueue)

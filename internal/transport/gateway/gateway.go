@@ -31,9 +31,17 @@
 // newline-delimited {"result": message} lines, ending with an
 // {"error": status} line on failure, as grpc-gateway renders streams.
 //
-// HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge) share one listener
-// through net/http's own Protocols setting (see server.Start); bidirectional
-// streams run full duplex on both.
+// HTTP/1.1 and HTTP/2 (over TLS, or without it by prior knowledge) share one
+// listener through net/http's own Protocols setting (see server.Start);
+// bidirectional streams run full duplex on both.
+//
+// # Cross-site requests
+//
+// Before a request reaches the API, guard refuses what a web page could
+// make a browser send: a Host that is a name not allowed (DNS rebinding),
+// an Origin not allowed, a state-changing request without a JSON content
+// type; it answers CORS preflights for the origins allowed and 405 with
+// Allow for a wrong method (see guard.go).
 package gateway
 
 import (
@@ -68,7 +76,8 @@ type Options struct {
 	Resolver *schemajson.Resolver
 	// MaxMessageBytes bounds one JSON object of a request body (required).
 	MaxMessageBytes int
-	// OpenAPI is served at /openapi.json when set.
+	// OpenAPI is served at /openapi.json when set; its paths also answer
+	// OPTIONS and the Allow header of a 405.
 	OpenAPI []byte
 	// Verifier, when set, authenticates every API request by its
 	// "Authorization: Bearer KEY" header (401 without a valid key) and
@@ -76,6 +85,10 @@ type Options struct {
 	// service checks role and scope (403). The OpenAPI description stays
 	// open.
 	Verifier auth.Verifier
+	// AllowedOrigins are the browser origins served, CORS included
+	// (default: none); AllowedHosts the Host names served besides IP
+	// literals and localhost. See guard.
+	AllowedOrigins, AllowedHosts []string
 }
 
 // Gateway is the REST/JSON handler. It is safe for concurrent use.
@@ -84,6 +97,7 @@ type Gateway struct {
 	codec *codec
 	mux   *http.ServeMux
 	auth  auth.Verifier // nil: no authentication
+	guard *guard
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -93,8 +107,21 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Service == nil || opts.Resolver == nil || opts.MaxMessageBytes <= 0 {
 		return nil, errors.New("gateway: Service, Resolver and MaxMessageBytes are required")
 	}
-	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), auth: opts.Verifier}
+	gd, err := newGuard(opts.AllowedOrigins, opts.AllowedHosts, opts.OpenAPI)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), guard: gd, auth: opts.Verifier}
 	gw := runtime.NewServeMux(
+		// A form POST to a GET route is not a GET (nor is it JSON).
+		runtime.WithDisablePathLengthFallback(),
+		runtime.WithRoutingErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+			if code == http.StatusMethodNotAllowed {
+				g.methodNotAllowed(w, r)
+				return
+			}
+			runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
+		}),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			g.writeError(w, r, err)
@@ -133,9 +160,12 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP serves one request. The body is wrapped so that its decoder
+// ServeHTTP serves one request that guard admits. The body is wrapped so that its decoder
 // can flag an oversized message for the error handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.admit(w, r) {
+		return
+	}
 	if g.auth != nil && r.URL.Path != "/openapi.json" {
 		id, err := auth.VerifyHeader(r.Context(), g.auth, r.Header.Get("Authorization"))
 		if err != nil {

@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,11 +17,25 @@ import (
 // streams, which have no such ceiling.
 const MaxEmbeddedPayload = 8 << 20
 
-// RunEmbedded starts a NATS server in this process listening on addr
-// (host:port; port 0 picks a free port) with max_payload set to
-// min(maxPayload, MaxEmbeddedPayload), and waits until it accepts clients.
-// The caller shuts it down with Shutdown and WaitForShutdown.
-func RunEmbedded(addr string, maxPayload int) (*natsserver.Server, error) {
+// EmbedOptions configure RunEmbedded.
+type EmbedOptions struct {
+	// Addr is the listen address, host:port (port 0 picks a free port).
+	Addr string
+	// MaxPayload sets max_payload to min(MaxPayload, MaxEmbeddedPayload).
+	MaxPayload int
+	// TLS, when set, makes clients connect over TLS only (in-process
+	// connections excepted); a config that requires client certificates
+	// makes it mutual TLS.
+	TLS *tls.Config
+	// Auth, when set, authenticates every client (see Auth).
+	Auth natsserver.Authentication
+}
+
+// RunEmbedded starts a NATS server in this process and waits until it
+// accepts clients. The caller shuts it down with Shutdown and
+// WaitForShutdown.
+func RunEmbedded(o EmbedOptions) (*natsserver.Server, error) {
+	addr, maxPayload := o.Addr, o.MaxPayload
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("nats address %q: %w", addr, err)
@@ -45,14 +60,20 @@ func RunEmbedded(addr string, maxPayload int) (*natsserver.Server, error) {
 	if maxPayload <= 0 || maxPayload > MaxEmbeddedPayload {
 		maxPayload = MaxEmbeddedPayload
 	}
-	ns, err := natsserver.NewServer(&natsserver.Options{
-		ServerName: "protobase",
-		Host:       host,
-		Port:       port,
-		MaxPayload: int32(maxPayload),
-		NoSigs:     true, // the embedding process owns signals
-		NoLog:      true,
-	})
+	nopts := &natsserver.Options{
+		ServerName:                 "protobase",
+		Host:                       host,
+		Port:                       port,
+		MaxPayload:                 int32(maxPayload),
+		NoSigs:                     true, // the embedding process owns signals
+		NoLog:                      true,
+		CustomClientAuthentication: o.Auth,
+	}
+	if o.TLS != nil {
+		nopts.TLS, nopts.TLSConfig, nopts.TLSTimeout = true, o.TLS, 5
+		nopts.TLSVerify = o.TLS.ClientAuth >= tls.RequireAnyClientCert
+	}
+	ns, err := natsserver.NewServer(nopts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}

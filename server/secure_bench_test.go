@@ -1,0 +1,105 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/certs/certstest"
+	"github.com/protobase/protobase/server"
+)
+
+// BenchmarkSecure measures what transport security costs, in one run:
+// Search primary-key lookups at batch 1 and 1,000 and durable ingest at
+// batch 1,000, each with the connection plaintext and over TLS (certificates
+// made at run time). The read data set is readBenchRecords records
+// (PROTOBASE_BENCH_RECORDS).
+func BenchmarkSecure(b *testing.B) {
+	total := readBenchRecords()
+	for _, mode := range []string{"plain", "tls"} {
+		// Each mode's server runs alone (its cleanup runs when this
+		// sub-benchmark ends) and is compacted after loading, so that both
+		// read the same layout with no compaction competing.
+		b.Run(mode, func(b *testing.B) {
+			srv, c := secureBenchServer(b, mode, false)
+			loadBenchItems(b, c, total)
+			if err := server.Compact(context.Background(), srv); err != nil {
+				b.Fatal(err)
+			}
+			for _, batch := range []int{1, 1000} {
+				b.Run(fmt.Sprintf("search-pk/batch=%d", batch), func(b *testing.B) { benchSearchPK(b, c, total, batch) })
+			}
+			b.Run("ingest/batch=1000/sync=true", func(b *testing.B) {
+				_, c := secureBenchServer(b, mode, true)
+				batches := benchBatches(1000, b.N)
+				b.ResetTimer()
+				st, err := c.API().Insert(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, recs := range batches {
+					if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := st.CloseAndRecv(); err != nil {
+					b.Fatal(err)
+				}
+				reportRecords(b)
+			})
+		})
+	}
+}
+
+// secureBenchServer starts a server in mode ("plain" or "tls") with the
+// bench schema and returns it with a client of it; both close when b ends.
+func secureBenchServer(b *testing.B, mode string, sync bool) (*server.Server, *client.Client) {
+	b.Helper()
+	cfg := server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: !sync}
+	var opts []client.Option
+	if mode == "tls" {
+		ca := certstest.NewCA(b, "bench")
+		cert := ca.Server(b, "server")
+		cfg.TLSCertFile, cfg.TLSKeyFile = cert.CertFile, cert.KeyFile
+		opts = append(opts, client.WithTLS(ca.ClientConfig(b)))
+	}
+	srv, err := server.Start(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Stop() })
+	c, err := client.Dial(srv.Addr(), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	if _, err := c.ApplySchema(context.Background(), map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	return srv, c
+}
+
+// loadBenchItems inserts total bench.Item records in batches of 1,000.
+func loadBenchItems(b *testing.B, c *client.Client, total int) {
+	b.Helper()
+	st, err := c.API().Insert(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for id := 0; id < total; id += 1000 {
+		recs := make([]*anypb.Any, 0, 1000)
+		for i := id; i < min(id+1000, total); i++ {
+			recs = append(recs, &anypb.Any{TypeUrl: "type.googleapis.com/bench.Item", Value: benchItem(nil, int64(i))})
+		}
+		if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/protobase/protobase/internal/certs"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
+)
+
+// defaultTLSReloadInterval is how often the certificate files are checked
+// for changes when Config.TLSReloadInterval is 0.
+const defaultTLSReloadInterval = 10 * time.Second
+
+// startTLS loads the certificate when TLS is configured and starts
+// watching its files.
+func (s *Server) startTLS() error {
+	c := s.cfg
+	switch {
+	case c.TLSCertFile == "" && c.TLSKeyFile == "" && c.TLSClientCAFile == "":
+		return nil
+	case c.TLSCertFile == "" && c.TLSKeyFile == "":
+		return errors.New("server: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for over TLS")
+	case c.TLSCertFile == "" || c.TLSKeyFile == "":
+		return errors.New("server: TLSCertFile and TLSKeyFile go together")
+	}
+	r, err := certs.NewReloader(certs.Files{Cert: c.TLSCertFile, Key: c.TLSKeyFile, ClientCA: c.TLSClientCAFile}, s.log)
+	if err != nil {
+		return err
+	}
+	interval := c.TLSReloadInterval
+	if interval == 0 {
+		interval = defaultTLSReloadInterval
+	}
+	r.Watch(interval)
+	s.certs = r
+	s.log.Info("TLS on", "cert", c.TLSCertFile, "mutual", r.MutualTLS())
+	return nil
+}
+
+// ReloadTLS reads the certificate, key and client CA files again (serve
+// calls it on SIGHUP). Connections already open keep their session; new
+// handshakes get the new material. On error the old material stays.
+func (s *Server) ReloadTLS() error {
+	if s.certs == nil {
+		return errors.New("server: TLS is not configured")
+	}
+	return s.certs.Reload()
+}
+
+// TLS reports whether the listeners serve TLS.
+func (s *Server) TLS() bool { return s.certs != nil }
+
+// grpcCreds is the gRPC server's transport credentials option, or none.
+func (s *Server) grpcCreds() []grpc.ServerOption {
+	if s.certs == nil {
+		return nil
+	}
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(s.certs.ServerConfig())),
+		// A handshake gets as long as REST's (ReadHeaderTimeout), not
+		// grpc-go's default 120 s, so that half-open handshakes do not pile up.
+		grpc.ConnectionTimeout(10 * time.Second),
+	}
+}
+
+// serveHTTP serves hs on lis, over TLS when configured (HTTP/2 and
+// HTTP/1.1 by ALPN, as hs.Protocols allows).
+func (s *Server) serveHTTP(hs *http.Server, lis net.Listener) error {
+	// Failed handshakes (a plaintext client, an unknown client
+	// certificate) are the client's problem: debug level.
+	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	if s.certs == nil {
+		return hs.Serve(lis)
+	}
+	hs.TLSConfig = s.certs.ServerConfig()
+	return hs.ServeTLS(lis, "", "")
+}
+
+// httpProtocols are those of the REST listener: HTTP/1.1 and HTTP/2,
+// the latter over TLS or, without it, cleartext with prior knowledge.
+func (s *Server) httpProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	if s.certs != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	return &p
+}
+
+// embeddedNATS returns the options of the embedded NATS server: TLS as
+// the other listeners, and client authentication (see natstransport.Auth).
+func (s *Server) embeddedNATS() (natstransport.EmbedOptions, *natstransport.Auth, error) {
+	auth, err := natstransport.NewAuth(s.cfg.NATSPrefix, s.natsKeyChecker())
+	if err != nil {
+		return natstransport.EmbedOptions{}, nil, err
+	}
+	o := natstransport.EmbedOptions{Addr: s.cfg.NATSAddr, MaxPayload: s.cfg.MaxMessageBytes, Auth: auth}
+	if s.certs != nil {
+		o.TLS = s.certs.ServerConfig()
+	}
+	return o, auth, nil
+}
+
+// natsKeyChecker is the one place where Protobase's authentication meets
+// the embedded NATS server's: nil while authentication is off.
+func (s *Server) natsKeyChecker() natstransport.KeyChecker { return s.cfg.KeyChecker }
+
+// natsKeyRevoked closes the embedded NATS server's connections logged in
+// with the key named name; Protobase's authentication calls it when it
+// revokes a key (a NATS login is checked once, when the client connects).
+func (s *Server) natsKeyRevoked(name string) {
+	if s.tr.ns == nil || s.tr.natsAuth == nil {
+		return
+	}
+	n, err := s.tr.natsAuth.Disconnect(s.tr.ns, name)
+	if err != nil {
+		s.log.Warn("disconnect NATS clients of a revoked key", "key", name, "err", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("disconnected NATS clients of a revoked key", "key", name, "connections", n)
+	}
+}
+
+// externalNATSOptions are the TLS options of the connection to an
+// external NATS server (Config.NATSTLSCAFile and the client certificate).
+func (s *Server) externalNATSOptions() ([]nats.Option, error) {
+	c := s.cfg
+	if c.NATSTLSCAFile == "" && c.NATSTLSCertFile == "" && c.NATSTLSKeyFile == "" {
+		return nil, nil
+	}
+	cfg, err := certs.ClientConfig(c.NATSTLSCAFile, c.NATSTLSCertFile, c.NATSTLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	return []nats.Option{nats.Secure(cfg)}, nil
+}
+
+// closeTLS stops watching the certificate files.
+func (s *Server) closeTLS() {
+	if s.certs != nil {
+		s.certs.Close()
+	}
+}
