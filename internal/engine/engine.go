@@ -1,7 +1,8 @@
 // Package engine is the transport-free core of Protobase: it applies write
-// batches, applies schemas, builds indexes and (later) runs queries. Every
-// transport (gRPC, REST, NATS) is a thin adapter onto an *Engine, and the
-// engine alone decides what an error means (see Status).
+// batches, applies schemas, builds indexes, runs queries and checks index
+// consistency. Every transport (gRPC, REST, NATS) is a thin adapter onto an
+// *Engine; the errors it returns are internal/apierror's, which every
+// transport maps to its own status the same way.
 //
 // A write batch goes through three phases:
 //
