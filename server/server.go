@@ -104,6 +104,10 @@ type Config struct {
 	// echo, sink and engine counters) beside the public API, for
 	// `protobase bench --addr`. Off by default: it is not for applications.
 	Lab bool
+
+	// memFS, when set, holds DataDir in memory instead of on disk; only
+	// the power-cut tests set it (see export_test.go).
+	memFS *store.MemFS
 }
 
 // Server is a running Protobase server.
@@ -138,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
 
-	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
+	st, err := store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
