@@ -100,13 +100,15 @@ func powercutRecords(n int) []*anypb.Any {
 // writers, the schema apply and the cut share it.
 type powercutModel struct {
 	mu      sync.Mutex
-	next    int          // next batch ordinal; a batch sent once is never sent again
-	present map[int]bool // batches that must be present: acknowledged, or found after a cut
-	sent    map[int]bool // sent since the last cut, acknowledged or not
-	promise bool         // acknowledgements are before the cut, so must survive it
-	version uint64       // schema version last acknowledged or found
-	extra   bool         // whether that schema has the extra indexes
-	pending bool         // a schema apply may have reached the store unacknowledged
+	next    int             // next batch ordinal; a batch sent once is never sent again
+	present map[int]bool    // batches that must be present: acknowledged, or found after a cut
+	sent    map[int]bool    // sent since the last cut, acknowledged or not
+	promise bool            // acknowledgements are before the cut, so must survive it
+	version uint64          // schema version last acknowledged or found
+	extra   bool            // whether that schema has the extra indexes
+	pending bool            // a schema apply may have reached the store unacknowledged
+	ready   map[string]bool // indexes found READY at schema version readyAt: they stay so
+	readyAt uint64
 
 	// What the cuts found, to show the test reaches the cases it is for.
 	inFlight       map[int]bool // sent and not acknowledged when the cut began
@@ -147,19 +149,26 @@ func TestPowerCut(t *testing.T) {
 	}
 	ts := powercutStart(t, fs)
 	m.verify(t, ts, "at the end")
-	if m.extra {
+	if m.extra { // the builds the cuts interrupted resume and finish
 		waitIndex(t, ts, "pc.Account", "name", pb.IndexState_INDEX_STATE_READY)
 		waitIndex(t, ts, "pc.Payment", "ref", pb.IndexState_INDEX_STATE_READY)
 	}
+	ts.stop()
+	ts.c = nil
+	mustCheckMemFS(t, fs, "at the end")
 	t.Logf("%d power cuts in %v: %d batches present; batches in flight at the cut %d kept whole, %d lost; "+
 		"%d cuts during a schema apply, %d with an index building",
 		rounds, time.Since(start).Round(time.Millisecond), len(m.present), m.kept, m.lost, m.applyUndecided, m.building)
 }
 
+// powercutDir is the data directory on the in-memory filesystem; nested,
+// so that the first start creates directories whose entries must be synced.
+const powercutDir = "/srv/protobase/data"
+
 // powercutStart starts a server on the data directory of fs.
 func powercutStart(t *testing.T, fs *store.MemFS) *testServer {
 	t.Helper()
-	return startServer(t, server.WithMemFS(server.Config{DataDir: "/data"}, fs))
+	return startServer(t, server.WithMemFS(server.Config{DataDir: powercutDir}, fs))
 }
 
 // powercutRound runs one round on fs and returns what a power cut left of
@@ -234,16 +243,23 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *store.Mem
 	ts.stop()
 	ts.c = nil
 
-	report, err := server.CheckMemFS(t.Context(), cut, "/data")
+	mustCheckMemFS(t, cut, when+", after the power cut")
+	return cut
+}
+
+// mustCheckMemFS fails the test unless server.Check finds the data
+// directory on fs consistent.
+func mustCheckMemFS(t *testing.T, fs *store.MemFS, when string) {
+	t.Helper()
+	report, err := server.CheckMemFS(t.Context(), fs, powercutDir)
 	if err != nil {
-		t.Fatalf("%s: check after the power cut: %v", when, err)
+		t.Fatalf("%s: check: %v", when, err)
 	}
 	if !report.OK() {
 		var out strings.Builder
 		_, _ = report.WriteTo(&out)
-		t.Fatalf("%s: after the power cut the indexes disagree with the records:\n%s", when, out.String())
+		t.Fatalf("%s: the indexes disagree with the records:\n%s", when, out.String())
 	}
-	return cut
 }
 
 // cut cuts the power on fs. An acknowledgement counted before the cut
@@ -399,15 +415,24 @@ func (m *powercutModel) verifySchema(t *testing.T, ts *testServer, when string) 
 	if m.pending {
 		m.applyUndecided++
 	}
+	if resp.Version != m.readyAt || m.ready == nil {
+		m.ready, m.readyAt = map[string]bool{}, resp.Version
+	}
 	m.version, m.extra, m.pending = resp.Version, want, false
 	building := false
 	for _, rt := range resp.Types {
 		for _, ix := range rt.Indexes {
+			name := rt.Name + "." + ix.Name
 			switch ix.State {
 			case pb.IndexState_INDEX_STATE_FAILED:
-				t.Fatalf("%s: index %s.%s failed: %s", when, rt.Name, ix.Name, ix.Error)
+				t.Fatalf("%s: index %s failed: %s", when, name, ix.Error)
 			case pb.IndexState_INDEX_STATE_BUILDING:
+				if m.ready[name] {
+					t.Fatalf("%s: index %s is building again: it was READY after an earlier cut", when, name)
+				}
 				building = true
+			case pb.IndexState_INDEX_STATE_READY:
+				m.ready[name] = true
 			}
 		}
 	}
