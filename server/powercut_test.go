@@ -24,7 +24,7 @@ import (
 
 var (
 	powercutSeed   = flag.Uint64("powercut.seed", 0, "seed of TestPowerCut (0: from the clock)")
-	powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut")
+	powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut (at most 6 with -short or -race)")
 )
 
 // powercutSchema is the schema of the power-cut test, with or without its
@@ -132,8 +132,8 @@ func TestPowerCut(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	rounds := *powercutRounds
-	if testing.Short() {
-		rounds = min(rounds, 8)
+	if testing.Short() || raceEnabled {
+		rounds = min(rounds, 6)
 	}
 	t.Logf("seed %d (-powercut.seed to repeat), %d rounds", seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, 12))
