@@ -203,33 +203,7 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *store.Mem
 	for range 3 {
 		run(func() error { return m.write(ctx, ts.c, acks) })
 	}
-	// The cut comes after a random count of acknowledgements: with no
-	// schema apply, or one that may still be running, or a few batches
-	// after an apply that added indexes, so that they are often building.
-	cutAt := 1 + rng.IntN(40)
-	var cutNow <-chan struct{} = acks.reached(cutAt)
-	if mode := rng.IntN(3); round > 0 && mode > 0 {
-		applied := make(chan struct{})
-		applyAt := rng.IntN(cutAt)
-		run(func() error { return m.apply(ctx, ts.c, acks.reached(applyAt), applied) })
-		if mode == 2 {
-			after := rng.IntN(4)
-			ch := make(chan struct{})
-			cutNow = ch
-			go func() {
-				defer close(ch)
-				select {
-				case <-applied:
-				case <-ctx.Done():
-					return
-				}
-				select {
-				case <-acks.reached(acks.count() + after):
-				case <-ctx.Done():
-				}
-			}()
-		}
-	}
+	cutNow := m.scheduleCut(ctx, rng, round, ts.c, acks, run)
 	select {
 	case <-cutNow:
 	case err := <-errs:
@@ -245,6 +219,40 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *store.Mem
 
 	mustCheckMemFS(t, cut, when+", after the power cut")
 	return cut
+}
+
+// scheduleCut picks the moment of the cut, a random count of
+// acknowledgements away, and maybe a schema apply (on run): with no apply,
+// or with one that may still be running at the cut, or a few batches after
+// an apply that added indexes, so that the cut often finds them building.
+func (m *powercutModel) scheduleCut(ctx context.Context, rng *rand.Rand, round int, c *client.Client,
+	acks *ackCounter, run func(func() error)) <-chan struct{} {
+	cutAt := 1 + rng.IntN(40)
+	mode := rng.IntN(3)
+	if round == 0 || mode == 0 {
+		return acks.reached(cutAt)
+	}
+	applied := make(chan struct{})
+	applyAt := rng.IntN(cutAt)
+	run(func() error { return m.apply(ctx, c, acks.reached(applyAt), applied) })
+	if mode == 1 {
+		return acks.reached(cutAt)
+	}
+	after := rng.IntN(4)
+	cutNow := make(chan struct{})
+	go func() {
+		defer close(cutNow)
+		select {
+		case <-applied:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-acks.reached(acks.count() + after):
+		case <-ctx.Done():
+		}
+	}()
+	return cutNow
 }
 
 // mustCheckMemFS fails the test unless server.Check finds the data
