@@ -28,7 +28,13 @@ func Check(ctx context.Context, dataDir string) (*CheckReport, error) {
 	if dataDir == "" {
 		return nil, errors.New("server: check: data directory is required")
 	}
-	st, err := store.Open(store.Options{Dir: dataDir, ReadOnly: true})
+	return check(ctx, store.Options{Dir: dataDir, ReadOnly: true})
+}
+
+// check is Check of the store o opens read-only.
+func check(ctx context.Context, o store.Options) (*CheckReport, error) {
+	dataDir := o.Dir
+	st, err := store.Open(o)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dataDir, err)
 	}

@@ -1,6 +1,10 @@
 package server
 
-import "context"
+import (
+	"context"
+
+	"github.com/protobase/protobase/internal/store"
+)
 
 // Flush and Compact reach the storage of a running server from the tests
 // (this file is compiled only into them): the model test needs data in
@@ -13,3 +17,17 @@ func Flush(s *Server) error { return s.eng.Flush() }
 
 // Compact compacts s's whole store.
 func Compact(ctx context.Context, s *Server) error { return s.eng.Compact(ctx) }
+
+// WithMemFS returns c with its data directory on fs, in memory: the
+// power-cut test cuts the power on fs (store.MemFS.PowerCut) and starts
+// the next server on what survived. Config keeps the field unexported so
+// that no application meets it.
+func WithMemFS(c Config, fs *store.MemFS) Config {
+	c.memFS = fs
+	return c
+}
+
+// CheckMemFS is Check of the data directory dataDir on fs.
+func CheckMemFS(ctx context.Context, fs *store.MemFS, dataDir string) (*CheckReport, error) {
+	return check(ctx, store.Options{Dir: dataDir, FS: fs, ReadOnly: true})
+}

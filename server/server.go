@@ -141,6 +141,10 @@ type Config struct {
 	// KeyChecker, when set, makes the embedded NATS server require an API
 	// key (see natstransport.Auth); Protobase's authentication sets it.
 	KeyChecker natstransport.KeyChecker
+
+	// memFS, when set, holds DataDir in memory instead of on disk; only
+	// the power-cut tests set it (see export_test.go).
+	memFS *store.MemFS
 }
 
 // Server is a running Protobase server.
@@ -182,7 +186,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 
-	st, err := store.Open(store.Options{Dir: cfg.DataDir, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
+	st, err := store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
 	if err != nil {
 		s.closeTLS()
 		return nil, fmt.Errorf("open store: %w", err)

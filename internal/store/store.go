@@ -9,7 +9,9 @@
 //     commit);
 //   - reads: point gets, bounded iterators and consistent snapshots;
 //   - range deletion (Batch.DeleteRange);
-//   - a storage size/metrics summary (Metrics, EstimateSize).
+//   - a storage size/metrics summary (Metrics, EstimateSize);
+//   - the filesystem seam (Options.FS, MemFS) on which tests cut the power,
+//     dropping every byte that was not synced.
 //
 // # Durability contract
 //
@@ -21,7 +23,9 @@
 //  2. Batch.Wait blocks until the batch is durable in the write-ahead log
 //     (fsynced) and reports the sync error, if any.
 //
-// Store.Commit is Apply followed by Wait.
+// Store.Commit is Apply followed by Wait. Open syncs the entry of a
+// directory it creates, so that a power cut right after Open does not lose
+// the store with its directory.
 //
 // Invariants the caller can rely on:
 //
@@ -66,7 +70,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -74,6 +77,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/protobase/protobase/internal/keyspace"
 )
@@ -103,6 +107,9 @@ type Options struct {
 	// Dir is the directory that holds the Pebble files. Open creates it if it
 	// is missing (unless ReadOnly).
 	Dir string
+	// FS, when set, holds Dir instead of the operating system's filesystem:
+	// tests cut the power on it (see MemFS). Nil means the real disk.
+	FS *MemFS
 	// Sync: when true (the default the caller passes), Commit returns only
 	// after the batch is fsynced, and Wait waits for the fsync.
 	// False risks losing recently acknowledged batches on power loss or
@@ -161,23 +168,31 @@ func Open(o Options) (*Store, error) {
 	if o.Dir == "" {
 		return nil, errors.New("store: open: Options.Dir is empty")
 	}
+	fs := vfs.Default
+	if o.FS != nil {
+		fs = o.FS.fs
+	}
 	if o.ReadOnly {
-		fi, err := os.Stat(o.Dir)
+		fi, err := fs.Stat(o.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("store: open %s read-only: %w", o.Dir, err)
 		}
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("store: open %s read-only: not a directory", o.Dir)
 		}
-	} else if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	} else if err := createDir(fs, o.Dir); err != nil {
 		return nil, fmt.Errorf("store: create %s: %w", o.Dir, err)
 	}
-	release, err := claimDir(o.Dir)
+	release, err := claimDir(o.FS, o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly, release: release}
-	db, err := pebble.Open(o.Dir, s.pebbleOptions(o))
+	po := s.pebbleOptions(o)
+	if o.FS != nil {
+		po.FS = fs // nil leaves Pebble's default: the disk, health-checked
+	}
+	db, err := pebble.Open(o.Dir, po)
 	if err != nil {
 		release()
 		if lockedByOther(err) {
