@@ -145,6 +145,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.st = st
 	eng, err := engine.Open(ctx, st, engine.Options{
 		MaxRecordsPerBatch: cfg.MaxRecordsPerBatch,
+		MaxMessageBytes:    cfg.MaxMessageBytes,
 		MaxInflightBytes:   cfg.MaxInflightBytes,
 		SearchWorkers:      cfg.SearchWorkers,
 		MaxResultRecords:   cfg.MaxResultRecords,

@@ -666,7 +666,10 @@ type GetSchemaResponse struct {
 	Types   []*RecordType          `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
 	// The compiled schema (with its imports), for clients that convert records
 	// to and from JSON.
-	Descriptors   *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
+	Descriptors *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
+	// The server's limits on write requests, so that a client can size its
+	// batches before sending them.
+	WriteLimits   *WriteLimits `protobuf:"bytes,5,opt,name=write_limits,json=writeLimits,proto3" json:"write_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -729,6 +732,69 @@ func (x *GetSchemaResponse) GetDescriptors() *descriptorpb.FileDescriptorSet {
 	return nil
 }
 
+func (x *GetSchemaResponse) GetWriteLimits() *WriteLimits {
+	if x != nil {
+		return x.WriteLimits
+	}
+	return nil
+}
+
+// WriteLimits are what one write request may hold; a larger one fails
+// with RESOURCE_EXHAUSTED.
+type WriteLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records in one batch (serve --max-batch-records).
+	MaxBatchRecords uint64 `protobuf:"varint,1,opt,name=max_batch_records,json=maxBatchRecords,proto3" json:"max_batch_records,omitempty"`
+	// Bytes of one request message (serve --max-message-bytes).
+	MaxMessageBytes uint64 `protobuf:"varint,2,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WriteLimits) Reset() {
+	*x = WriteLimits{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteLimits) ProtoMessage() {}
+
+func (x *WriteLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteLimits.ProtoReflect.Descriptor instead.
+func (*WriteLimits) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WriteLimits) GetMaxBatchRecords() uint64 {
+	if x != nil {
+		return x.MaxBatchRecords
+	}
+	return 0
+}
+
+func (x *WriteLimits) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 type RecordType struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -740,7 +806,7 @@ type RecordType struct {
 
 func (x *RecordType) Reset() {
 	*x = RecordType{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +818,7 @@ func (x *RecordType) String() string {
 func (*RecordType) ProtoMessage() {}
 
 func (x *RecordType) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +831,7 @@ func (x *RecordType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordType.ProtoReflect.Descriptor instead.
 func (*RecordType) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{8}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecordType) GetName() string {
@@ -803,7 +869,7 @@ type Index struct {
 
 func (x *Index) Reset() {
 	*x = Index{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +881,7 @@ func (x *Index) String() string {
 func (*Index) ProtoMessage() {}
 
 func (x *Index) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +894,7 @@ func (x *Index) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Index.ProtoReflect.Descriptor instead.
 func (*Index) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{9}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Index) GetName() string {
@@ -877,7 +943,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +955,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +968,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{10}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WriteRequest) GetRecords() []*anypb.Any {
@@ -926,7 +992,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1004,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1017,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{11}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteResponse) GetBatches() uint64 {
@@ -987,7 +1053,7 @@ type WriteStreamRequest struct {
 
 func (x *WriteStreamRequest) Reset() {
 	*x = WriteStreamRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1065,7 @@ func (x *WriteStreamRequest) String() string {
 func (*WriteStreamRequest) ProtoMessage() {}
 
 func (x *WriteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1078,7 @@ func (x *WriteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStreamRequest.ProtoReflect.Descriptor instead.
 func (*WriteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{12}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteStreamRequest) GetOp() WriteOp {
@@ -1050,7 +1116,7 @@ type WriteStreamResponse struct {
 
 func (x *WriteStreamResponse) Reset() {
 	*x = WriteStreamResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1128,7 @@ func (x *WriteStreamResponse) String() string {
 func (*WriteStreamResponse) ProtoMessage() {}
 
 func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1141,7 @@ func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStreamResponse.ProtoReflect.Descriptor instead.
 func (*WriteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{13}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteStreamResponse) GetBatch() uint64 {
@@ -1119,7 +1185,7 @@ type WriteError struct {
 
 func (x *WriteError) Reset() {
 	*x = WriteError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1197,7 @@ func (x *WriteError) String() string {
 func (*WriteError) ProtoMessage() {}
 
 func (x *WriteError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1210,7 @@ func (x *WriteError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteError.ProtoReflect.Descriptor instead.
 func (*WriteError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{14}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteError) GetBatch() uint64 {
@@ -1218,7 +1284,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1296,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1309,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{15}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Query) GetType() string {
@@ -1307,7 +1373,7 @@ type Order struct {
 
 func (x *Order) Reset() {
 	*x = Order{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1385,7 @@ func (x *Order) String() string {
 func (*Order) ProtoMessage() {}
 
 func (x *Order) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1398,7 @@ func (x *Order) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Order.ProtoReflect.Descriptor instead.
 func (*Order) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{16}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Order) GetIndex() string {
@@ -1365,7 +1431,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1443,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1456,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{17}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Expr) GetExpr() isExpr_Expr {
@@ -1473,7 +1539,7 @@ type ExprList struct {
 
 func (x *ExprList) Reset() {
 	*x = ExprList{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1551,7 @@ func (x *ExprList) String() string {
 func (*ExprList) ProtoMessage() {}
 
 func (x *ExprList) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1564,7 @@ func (x *ExprList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExprList.ProtoReflect.Descriptor instead.
 func (*ExprList) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExprList) GetExprs() []*Expr {
@@ -1524,7 +1590,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1602,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1615,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Comparison) GetField() string {
@@ -1599,7 +1665,7 @@ type Value struct {
 
 func (x *Value) Reset() {
 	*x = Value{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1677,7 @@ func (x *Value) String() string {
 func (*Value) ProtoMessage() {}
 
 func (x *Value) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1690,7 @@ func (x *Value) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Value.ProtoReflect.Descriptor instead.
 func (*Value) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Value) GetKind() isValue_Kind {
@@ -1763,7 +1829,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1841,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1854,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Plan) GetAccess() string {
@@ -1835,7 +1901,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1913,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1926,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1883,7 +1949,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +1961,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +1974,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchResponse) GetResults() []*ResultBatch {
@@ -1944,7 +2010,7 @@ type ResultBatch struct {
 
 func (x *ResultBatch) Reset() {
 	*x = ResultBatch{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2022,7 @@ func (x *ResultBatch) String() string {
 func (*ResultBatch) ProtoMessage() {}
 
 func (x *ResultBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2035,7 @@ func (x *ResultBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultBatch.ProtoReflect.Descriptor instead.
 func (*ResultBatch) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResultBatch) GetQuery() uint64 {
@@ -2006,7 +2072,7 @@ type QueryDone struct {
 
 func (x *QueryDone) Reset() {
 	*x = QueryDone{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2084,7 @@ func (x *QueryDone) String() string {
 func (*QueryDone) ProtoMessage() {}
 
 func (x *QueryDone) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2097,7 @@ func (x *QueryDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryDone.ProtoReflect.Descriptor instead.
 func (*QueryDone) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueryDone) GetQuery() uint64 {
@@ -2069,7 +2135,7 @@ type QueryError struct {
 
 func (x *QueryError) Reset() {
 	*x = QueryError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2147,7 @@ func (x *QueryError) String() string {
 func (*QueryError) ProtoMessage() {}
 
 func (x *QueryError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2160,7 @@ func (x *QueryError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryError.ProtoReflect.Descriptor instead.
 func (*QueryError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueryError) GetQuery() uint64 {
@@ -2138,7 +2204,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2216,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2229,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScanRequest) GetQuery() *Query {
@@ -2200,7 +2266,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2278,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2291,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScanResponse) GetRecords() []*anypb.Any {
@@ -2269,7 +2335,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2347,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2360,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueryRequest) GetQuery() *Query {
@@ -2330,7 +2396,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2408,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2421,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QueryResponse) GetRecords() []*anypb.Any {
@@ -2422,16 +2488,20 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06fields\x18\x03 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x04 \x01(\bR\x06unique\x12%\n" +
 	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\"\x12\n" +
-	"\x10GetSchemaRequest\"\x9f\x02\n" +
+	"\x10GetSchemaRequest\"\xdd\x02\n" +
 	"\x11GetSchemaResponse\x12@\n" +
 	"\x05files\x18\x01 \x03(\v2*.protobase.v1.GetSchemaResponse.FilesEntryR\x05files\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
 	"\x05types\x18\x03 \x03(\v2\x18.protobase.v1.RecordTypeR\x05types\x12D\n" +
-	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x1a8\n" +
+	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x12<\n" +
+	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\vWriteLimits\x12*\n" +
+	"\x11max_batch_records\x18\x01 \x01(\x04R\x0fmaxBatchRecords\x12*\n" +
+	"\x11max_message_bytes\x18\x02 \x01(\x04R\x0fmaxMessageBytes\"p\n" +
 	"\n" +
 	"RecordType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
@@ -2598,7 +2668,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -2611,97 +2681,99 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*IndexChange)(nil),                    // 8: protobase.v1.IndexChange
 	(*GetSchemaRequest)(nil),               // 9: protobase.v1.GetSchemaRequest
 	(*GetSchemaResponse)(nil),              // 10: protobase.v1.GetSchemaResponse
-	(*RecordType)(nil),                     // 11: protobase.v1.RecordType
-	(*Index)(nil),                          // 12: protobase.v1.Index
-	(*WriteRequest)(nil),                   // 13: protobase.v1.WriteRequest
-	(*WriteResponse)(nil),                  // 14: protobase.v1.WriteResponse
-	(*WriteStreamRequest)(nil),             // 15: protobase.v1.WriteStreamRequest
-	(*WriteStreamResponse)(nil),            // 16: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 17: protobase.v1.WriteError
-	(*Query)(nil),                          // 18: protobase.v1.Query
-	(*Order)(nil),                          // 19: protobase.v1.Order
-	(*Expr)(nil),                           // 20: protobase.v1.Expr
-	(*ExprList)(nil),                       // 21: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 22: protobase.v1.Comparison
-	(*Value)(nil),                          // 23: protobase.v1.Value
-	(*Plan)(nil),                           // 24: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 25: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 26: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 27: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 28: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 29: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 30: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 31: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 32: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 33: protobase.v1.QueryResponse
-	nil,                                    // 34: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 35: protobase.v1.GetSchemaResponse.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 36: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 37: google.protobuf.Any
+	(*WriteLimits)(nil),                    // 11: protobase.v1.WriteLimits
+	(*RecordType)(nil),                     // 12: protobase.v1.RecordType
+	(*Index)(nil),                          // 13: protobase.v1.Index
+	(*WriteRequest)(nil),                   // 14: protobase.v1.WriteRequest
+	(*WriteResponse)(nil),                  // 15: protobase.v1.WriteResponse
+	(*WriteStreamRequest)(nil),             // 16: protobase.v1.WriteStreamRequest
+	(*WriteStreamResponse)(nil),            // 17: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 18: protobase.v1.WriteError
+	(*Query)(nil),                          // 19: protobase.v1.Query
+	(*Order)(nil),                          // 20: protobase.v1.Order
+	(*Expr)(nil),                           // 21: protobase.v1.Expr
+	(*ExprList)(nil),                       // 22: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 23: protobase.v1.Comparison
+	(*Value)(nil),                          // 24: protobase.v1.Value
+	(*Plan)(nil),                           // 25: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 26: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 27: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 28: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 29: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 30: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 31: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 32: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 33: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 34: protobase.v1.QueryResponse
+	nil,                                    // 35: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 36: protobase.v1.GetSchemaResponse.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 37: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 38: google.protobuf.Any
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	34, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	35, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	5,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	6,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	7,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	8,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	8,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	35, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
-	11, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	36, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	12, // 9: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
-	0,  // 10: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	37, // 11: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
-	1,  // 12: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	37, // 13: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	20, // 14: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	19, // 15: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	22, // 16: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	21, // 17: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	21, // 18: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	20, // 19: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	20, // 20: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	2,  // 21: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	23, // 22: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	23, // 23: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	18, // 24: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	27, // 25: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	28, // 26: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	29, // 27: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	37, // 28: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	24, // 29: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	24, // 30: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	18, // 31: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	37, // 32: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	24, // 33: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	18, // 34: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	37, // 35: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	24, // 36: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	3,  // 37: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	9,  // 38: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	13, // 39: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	13, // 40: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	13, // 41: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	13, // 42: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	15, // 43: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	25, // 44: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	30, // 45: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	32, // 46: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	4,  // 47: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	10, // 48: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	14, // 49: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	14, // 50: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	14, // 51: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	14, // 52: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	16, // 53: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	26, // 54: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	31, // 55: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	33, // 56: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	36, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	12, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
+	37, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	11, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
+	13, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
+	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
+	38, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
+	38, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	21, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	20, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	23, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	22, // 18: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	22, // 19: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	21, // 20: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	21, // 21: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	2,  // 22: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	24, // 23: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	24, // 24: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	19, // 25: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	28, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	29, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	30, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	38, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	25, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	25, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	19, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	38, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	25, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	19, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	38, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	25, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	3,  // 38: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	9,  // 39: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	14, // 40: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	14, // 41: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	14, // 42: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	14, // 43: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	16, // 44: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	26, // 45: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	31, // 46: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	33, // 47: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	4,  // 48: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	10, // 49: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	15, // 50: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	15, // 51: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	15, // 52: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	15, // 53: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	17, // 54: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	27, // 55: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	32, // 56: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	34, // 57: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	48, // [48:58] is the sub-list for method output_type
+	38, // [38:48] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -2709,13 +2781,13 @@ func file_protobase_v1_protobase_proto_init() {
 	if File_protobase_v1_protobase_proto != nil {
 		return
 	}
-	file_protobase_v1_protobase_proto_msgTypes[17].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[18].OneofWrappers = []any{
 		(*Expr_Cmp)(nil),
 		(*Expr_And)(nil),
 		(*Expr_Or)(nil),
 		(*Expr_Not)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[20].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[21].OneofWrappers = []any{
 		(*Value_Int)(nil),
 		(*Value_Uint)(nil),
 		(*Value_Double)(nil),
@@ -2730,7 +2802,7 @@ func file_protobase_v1_protobase_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
