@@ -57,6 +57,9 @@ type Config struct {
 	// Server.HTTPAddr. A JSON object of a request body is bounded by
 	// MaxMessageBytes.
 	HTTPAddr string
+	// HTTPLimits bound the time an HTTP client may hold the gateway
+	// (header, body rate, writes, idle connections); see http_limits.go.
+	HTTPLimits HTTPLimits
 	// NATS runs an embedded NATS server on NATSAddr and serves the NATS
 	// request-reply API on it. Exclusive with NATSURL.
 	NATS bool

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -81,11 +80,11 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
 	t.http = &http.Server{
-		Handler:           t.hreqs.wrap(gw),
-		Protocols:         &protos,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		Handler:     t.hreqs.wrap(gw),
+		Protocols:   &protos,
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
+	s.cfg.HTTPLimits.apply(t.http)
 	go func() { _ = t.http.Serve(lis) }()
 	s.log.Info("serving REST/JSON", "http", lis.Addr().String())
 	return nil
