@@ -29,6 +29,7 @@ type writeSpec struct {
 type writeOptions struct {
 	typeName string
 	batch    int
+	batchSet bool // --batch was given; else it shrinks to the server's limit
 }
 
 // jsonLinesHelp ends the long help of every write command.
@@ -71,12 +72,13 @@ func (a *app) writeCommand(spec writeSpec, cmd *cobra.Command) *cobra.Command {
 		if len(args) == 1 {
 			path = args[0]
 		}
+		o.batchSet = cmd.Flags().Changed("batch")
 		return a.write(cmd.Context(), spec, o, path)
 	})
 	f := cmd.Flags()
 	f.StringVarP(&o.typeName, "type", "t", "", "full name of the record type, e.g. shop.User (required)")
 	_ = cmd.MarkFlagRequired("type")
-	f.IntVar(&o.batch, "batch", 1000, "records per write batch")
+	f.IntVar(&o.batch, "batch", 1000, "records per write batch; when not given, at most the server's limit")
 	return cmd
 }
 
@@ -98,7 +100,9 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	if err != nil {
 		return err
 	}
-	if max := rt.limits.MaxBatchRecords; o.batch > max {
+	if max := rt.limits.MaxBatchRecords; o.batch > max && !o.batchSet {
+		o.batch = max
+	} else if o.batch > max {
 		return usagef("--batch %d is over the server's limit of %d records per batch (serve --max-batch-records)", o.batch, max)
 	}
 	wopts := client.WriterOptions{BatchRecords: o.batch, Limits: rt.limits}
