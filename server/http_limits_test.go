@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
@@ -197,6 +198,34 @@ func TestHTTPHeaderAndIdleTimeouts(t *testing.T) {
 	got := closedWithin(t, conn, 5*time.Second)
 	if !strings.HasPrefix(got, "HTTP/1.1 200 ") {
 		t.Errorf("the request was not answered: %.100q", got)
+	}
+}
+
+// TestHTTPNonReadingClientIsCut scans more than the socket buffers hold
+// to a client that reads nothing: the server's write waits WriteTimeout,
+// then the stream ends short of the full result.
+func TestHTTPNonReadingClientIsCut(t *testing.T) {
+	ts := startTransports(t, server.Config{NoSync: true, HTTPLimits: testHTTPLimits})
+	const n = 6000
+	tags := strings.Repeat(`"tag", `, 300) + `"tag"`
+	batch := make([]*anypb.Any, 0, 1000)
+	for i := range n {
+		batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
+		if len(batch) == cap(batch) {
+			ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
+			batch = batch[:0]
+		}
+	}
+	conn := dialHTTP(t, ts)
+	body := `{"query": {"type": "shop.User"}}`
+	fmt.Fprintf(conn, "POST /v1/scan HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Not reading for three times WriteTimeout is the behaviour under test.
+	time.Sleep(3 * testHTTPLimits.WriteTimeout)
+	got := closedWithin(t, conn, 10*time.Second)
+	if k := strings.Count(got, `"email"`); k >= n {
+		t.Errorf("the client received all %d records after not reading for %s", k, 3*testHTTPLimits.WriteTimeout)
+	} else {
+		t.Logf("the client received %d records of %d (%d bytes)", k, n, len(got))
 	}
 }
 
