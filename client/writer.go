@@ -83,6 +83,7 @@ type Writer struct {
 // NewWriter opens a Write stream for op. ctx bounds the stream's life.
 func (c *Client) NewWriter(ctx context.Context, op Op, opts WriterOptions) (*Writer, error) {
 	opts.Limits = opts.Limits.withDefaults()
+	opts.Limits.MaxMessageBytes = min(opts.Limits.MaxMessageBytes, dialMaxSendBytes)
 	if opts.BatchRecords <= 0 {
 		opts.BatchRecords = min(1000, opts.Limits.MaxBatchRecords)
 	}

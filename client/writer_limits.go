@@ -62,6 +62,11 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("a record of %d bytes is over the server's limit of %d bytes per request (max_message_bytes)", e.Got, e.Max)
 }
 
+// dialMaxSendBytes is the largest message Dial lets the client send
+// (grpc.MaxCallSendMsgSize): a Writer keeps its batches under it too,
+// whatever the server would take.
+const dialMaxSendBytes = 64 << 20
+
 // requestOverhead bounds the bytes of a WriteStreamRequest besides its
 // records: the op and ack fields.
 const requestOverhead = 16
