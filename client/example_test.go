@@ -55,7 +55,7 @@ func Example() {
 	}
 	fmt.Println("added:", plan.Plan.TypesAdded)
 
-	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{MaxRecords: 500})
+	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{BatchRecords: 500})
 	if err != nil {
 		log.Fatal(err)
 	}

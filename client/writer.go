@@ -26,49 +26,69 @@ const (
 	Remove = pb.WriteOp_WRITE_OP_REMOVE
 )
 
-// WriterOptions tune batching. Zero values pick the defaults.
+// WriterOptions choose when a Writer sends a batch. Zero values pick the
+// defaults.
 type WriterOptions struct {
-	// MaxRecords sends a batch when it holds this many records (default 1000).
-	MaxRecords int
-	// MaxBytes sends a batch when its records reach this size (default 1 MiB).
-	MaxBytes int
-	// Linger sends a partial batch this long after its first record
-	// (default 10 ms; negative disables the timer).
+	// BatchRecords sends a batch when it holds this many records (default
+	// 1000, or Limits.MaxBatchRecords when that is lower). More than
+	// Limits.MaxBatchRecords is a *LimitError from NewWriter.
+	BatchRecords int
+	// BatchBytes sends a batch early once its records reach this many
+	// bytes. 0 leaves batches BatchRecords long, but for the server's
+	// message limit: a record that would take a batch over it starts the
+	// next one.
+	BatchBytes int
+	// Linger sends a partial batch this long after its first record, for
+	// interactive writers whose records trickle in. 0 sets no timer: a
+	// partial batch waits for more records, Flush or Close, so that a bulk
+	// writer sends batches of exactly BatchRecords.
 	Linger time.Duration
+	// Limits are the server's (see LimitsOf); zero fields are those of
+	// DefaultLimits.
+	Limits Limits
 }
 
+// ackInterval is how often a Writer asks the server to acknowledge a
+// batch as it sends them, so that Durable stays close to what was sent
+// while costing the server at most one wait for an fsync per interval.
+const ackInterval = 100 * time.Millisecond
+
 // Writer batches records onto one Write stream. Batches are sent without
-// waiting; Flush asks the server to acknowledge, which it does once every
-// batch so far is durable. The first error ends the writer: every later
-// call returns it. Safe for concurrent use.
+// waiting for each other; every ackInterval one of them asks to be
+// acknowledged, and Flush and Close wait for an acknowledgement of every
+// batch so far. The first error from the stream ends the writer: every
+// later call returns it. Safe for concurrent use.
 type Writer struct {
 	opts   WriterOptions
 	op     Op
 	stream grpc.BidiStreamingClient[pb.WriteStreamRequest, pb.WriteStreamResponse]
 	cancel context.CancelFunc
+	done   chan struct{} // closed when receive has returned
 
-	mu      sync.Mutex // guards everything below
-	batch   []*anypb.Any
-	bytes   int
-	sent    uint64 // batches sent
-	timer   *time.Timer
-	err     error
-	closed  bool
-	acks    chan *pb.WriteStreamResponse
-	recvErr chan error
+	mu     sync.Mutex // guards the sending side, everything down to askedAt
+	batch  []*anypb.Any
+	size   int    // encoded bytes of batch's records
+	sent   uint64 // batches sent
+	timer  *time.Timer
+	err    error
+	closed bool
+	asked  time.Time // when a batch last asked for an acknowledgement
+
+	ackMu   sync.Mutex // guards the receiving side: last, acked, recvErr
 	last    *pb.WriteStreamResponse
+	acked   chan struct{} // closed (and replaced) at each acknowledgement
+	recvErr error         // the stream's final status; set before done closes
 }
 
 // NewWriter opens a Write stream for op. ctx bounds the stream's life.
 func (c *Client) NewWriter(ctx context.Context, op Op, opts WriterOptions) (*Writer, error) {
-	if opts.MaxRecords <= 0 {
-		opts.MaxRecords = 1000
+	opts.Limits = opts.Limits.withDefaults()
+	opts.Limits.MaxMessageBytes = min(opts.Limits.MaxMessageBytes, dialMaxSendBytes)
+	if opts.BatchRecords <= 0 {
+		opts.BatchRecords = min(1000, opts.Limits.MaxBatchRecords)
 	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = 1 << 20
-	}
-	if opts.Linger == 0 {
-		opts.Linger = 10 * time.Millisecond
+	if opts.BatchRecords > opts.Limits.MaxBatchRecords {
+		return nil, &LimitError{Limit: "max_batch_records", Max: opts.Limits.MaxBatchRecords, Got: opts.BatchRecords}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	st, err := c.api.Write(ctx)
@@ -77,24 +97,43 @@ func (c *Client) NewWriter(ctx context.Context, op Op, opts WriterOptions) (*Wri
 		return nil, asError(err)
 	}
 	w := &Writer{opts: opts, op: op, stream: st, cancel: cancel,
-		acks: make(chan *pb.WriteStreamResponse, 16), recvErr: make(chan error, 1)}
+		done: make(chan struct{}), acked: make(chan struct{})}
 	go w.receive()
 	return w, nil
 }
 
 func (w *Writer) receive() {
+	defer close(w.done)
 	for {
 		resp, err := w.stream.Recv()
+		w.ackMu.Lock()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
+			if !errors.Is(err, io.EOF) {
+				w.recvErr = asError(err)
 			}
-			w.recvErr <- asError(err)
-			close(w.acks)
+			w.ackMu.Unlock()
 			return
 		}
-		w.acks <- resp
+		w.last = resp
+		close(w.acked)
+		w.acked = make(chan struct{})
+		w.ackMu.Unlock()
 	}
+}
+
+// Durable returns how many of the writer's records the server has said
+// are durable: those up to the last acknowledged batch or, after a write
+// error with details, those applied before the failing batch. Records sent
+// after them may be durable too; if the server vanished, nobody can say.
+func (w *Writer) Durable() uint64 {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	n := w.last.GetRecords()
+	var ce *Error
+	if errors.As(w.recvErr, &ce) && ce.Write != nil {
+		n = max(n, ce.Write.GetRecordsApplied())
+	}
+	return n
 }
 
 // Write adds a message as a record (packed into an Any).
@@ -106,7 +145,9 @@ func (w *Writer) Write(m proto.Message) error {
 	return w.WriteAny(a)
 }
 
-// WriteAny adds a record already packed as an Any.
+// WriteAny adds a record already packed as an Any. A record too large for
+// any request (see Limits) is refused with a *LimitError; the writer goes
+// on without it.
 func (w *Writer) WriteAny(a *anypb.Any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -116,9 +157,19 @@ func (w *Writer) WriteAny(a *anypb.Any) error {
 	if w.closed {
 		return errors.New("writer is closed")
 	}
+	n := recordBytes(a)
+	limit := w.opts.Limits.MaxMessageBytes
+	if requestOverhead+n > limit {
+		return &LimitError{Limit: "max_message_bytes", Max: limit, Got: requestOverhead + n}
+	}
+	if len(w.batch) > 0 && requestOverhead+w.size+n > limit {
+		if err := w.sendLocked(false); err != nil {
+			return err
+		}
+	}
 	w.batch = append(w.batch, a)
-	w.bytes += len(a.Value) + len(a.TypeUrl)
-	if len(w.batch) >= w.opts.MaxRecords || w.bytes >= w.opts.MaxBytes {
+	w.size += n
+	if len(w.batch) >= w.opts.BatchRecords || (w.opts.BatchBytes > 0 && w.size >= w.opts.BatchBytes) {
 		return w.sendLocked(false)
 	}
 	if len(w.batch) == 1 && w.opts.Linger > 0 {
@@ -139,16 +190,23 @@ func (w *Writer) lingerFlush() {
 	}
 }
 
+// sendLocked sends the pending records as one batch, asking for an
+// acknowledgement when ack is set or none was asked for a while.
 func (w *Writer) sendLocked(ack bool) error {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	if now := time.Now(); ack || now.Sub(w.asked) >= ackInterval {
+		ack = true
+		w.asked = now
+	}
 	req := &pb.WriteStreamRequest{Op: w.op, Records: w.batch, Ack: ack}
 	w.batch = nil
-	w.bytes = 0
+	w.size = 0
 	if err := w.stream.Send(req); err != nil {
 		// The server ended the stream; its status says why.
-		w.err = w.waitStatus()
+		<-w.done
+		w.err = w.status()
 		if w.err == nil {
 			w.err = asError(err)
 		}
@@ -158,11 +216,11 @@ func (w *Writer) sendLocked(ack bool) error {
 	return nil
 }
 
-// waitStatus drains acknowledgements until the stream's final status.
-func (w *Writer) waitStatus() error {
-	for range w.acks {
-	}
-	return <-w.recvErr
+// status is the stream's final status, once done is closed.
+func (w *Writer) status() error {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	return w.recvErr
 }
 
 // Flush sends the pending records and waits until the server has made
@@ -183,17 +241,27 @@ func (w *Writer) flushLocked() error {
 	}
 	want := w.sent - 1
 	for {
-		resp, ok := <-w.acks
-		if !ok {
-			w.err = <-w.recvErr
+		w.ackMu.Lock()
+		ok := w.last != nil && w.last.Batch >= want
+		acked := w.acked
+		w.ackMu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-acked:
+		case <-w.done:
+			w.ackMu.Lock()
+			ok = w.last != nil && w.last.Batch >= want
+			w.ackMu.Unlock()
+			if ok {
+				return nil
+			}
+			w.err = w.status()
 			if w.err == nil {
 				w.err = errors.New("stream ended before the acknowledgement")
 			}
 			return w.err
-		}
-		w.last = resp
-		if resp.Batch >= want {
-			return nil
 		}
 	}
 }
@@ -205,7 +273,7 @@ func (w *Writer) Close() (*pb.WriteStreamResponse, error) {
 	defer w.mu.Unlock()
 	defer w.cancel()
 	if w.closed {
-		return w.last, w.err
+		return w.lastAck(), w.err
 	}
 	w.closed = true
 	if err := w.flushLocked(); err != nil {
@@ -215,9 +283,16 @@ func (w *Writer) Close() (*pb.WriteStreamResponse, error) {
 		w.err = asError(err)
 		return nil, w.err
 	}
-	if err := w.waitStatus(); err != nil {
+	<-w.done
+	if err := w.status(); err != nil {
 		w.err = err
 		return nil, err
 	}
-	return w.last, nil
+	return w.lastAck(), nil
+}
+
+func (w *Writer) lastAck() *pb.WriteStreamResponse {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	return w.last
 }

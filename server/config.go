@@ -69,6 +69,9 @@ func (c Config) Validate() error {
 			return configError(f.name, " must not be negative")
 		}
 	}
+	if err := c.HTTPLimits.validate(); err != nil {
+		return err
+	}
 	switch {
 	case c.Auth && c.InsecureNoAuth:
 		return configError("Auth", " and ", "InsecureNoAuth", " are exclusive")
@@ -97,6 +100,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 64 << 20
 	}
+	c.HTTPLimits = c.HTTPLimits.withDefaults()
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	// Server.HTTPAddr. A JSON object of a request body is bounded by
 	// MaxMessageBytes.
 	HTTPAddr string
+	// HTTPLimits bound the time an HTTP client may hold the gateway
+	// (header, body rate, writes, idle connections); see http_limits.go.
+	HTTPLimits HTTPLimits
 	// NATS runs an embedded NATS server on NATSAddr and serves the NATS
 	// request-reply API on it. Exclusive with NATSURL.
 	NATS bool
@@ -194,6 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.st = st
 	eng, err := engine.Open(ctx, st, engine.Options{
 		MaxRecordsPerBatch: cfg.MaxRecordsPerBatch,
+		MaxMessageBytes:    cfg.MaxMessageBytes,
 		MaxInflightBytes:   cfg.MaxInflightBytes,
 		SearchWorkers:      cfg.SearchWorkers,
 		MaxResultRecords:   cfg.MaxResultRecords,

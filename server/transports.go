@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -86,11 +85,11 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 	// package is deprecated for this, and it reads a whole Upgrade request
 	// into memory.
 	t.http = &http.Server{
-		Handler:           t.hreqs.wrap(gw),
-		Protocols:         s.httpProtocols(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		Handler:     t.hreqs.wrap(gw),
+		Protocols:   s.httpProtocols(),
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
+	s.cfg.HTTPLimits.apply(t.http)
 	go func() { _ = s.serveHTTP(t.http, lis) }()
 	s.log.Info("serving REST/JSON", "http", lis.Addr().String(), "tls", s.TLS())
 	return nil

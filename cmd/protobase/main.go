@@ -154,6 +154,13 @@ func groupCommand(c *cobra.Command) *cobra.Command {
 	return c
 }
 
+// isTerminalReader reports whether r is an interactive terminal (records
+// typed on it are sent as they come).
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

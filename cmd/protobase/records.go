@@ -30,6 +30,7 @@ type recordType struct {
 	url       string
 	md        protoreflect.MessageDescriptor
 	unmarshal protojson.UnmarshalOptions
+	limits    client.Limits // the server's write limits
 }
 
 // loadRecordType fetches the server's schema and finds the record type
@@ -70,6 +71,7 @@ func loadRecordType(ctx context.Context, c *client.Client, addr, name string) (*
 		url:       typeURLPrefix + name,
 		md:        md,
 		unmarshal: protojson.UnmarshalOptions{Resolver: dynamicpb.NewTypes(files)},
+		limits:    client.LimitsOf(resp),
 	}, nil
 }
 

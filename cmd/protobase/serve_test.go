@@ -72,10 +72,11 @@ func TestServe(t *testing.T) {
 	applyShop(t, addr)
 	mustCLI(t, `{"id": 1}`, "--addr", addr, "insert", "--type", "shop.User")
 
-	// --max-batch-records reaches the server.
+	// --max-batch-records reaches the server, which reports it: the
+	// client refuses a larger batch before sending it.
 	r := cli(t, strings.Repeat("{\"id\": 9}\n", 6), "--addr", addr, "upsert", "--type", "shop.User", "--batch", "6")
-	wantCode(t, r, exitFailed)
-	wantContains(t, r.stderr, "upsert failed (ResourceExhausted)", "more than the limit of 5")
+	wantCode(t, r, exitUsage)
+	wantContains(t, r.stderr, "--batch 6 is over the server's limit of 5 records per batch")
 
 	// Cancelling the context stands in for SIGINT: a clean stop, exit 0.
 	cancel()

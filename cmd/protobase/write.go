@@ -15,6 +15,10 @@ import (
 	"github.com/protobase/protobase/client"
 )
 
+// interactiveLinger is how long a partial batch waits for more records
+// when stdin is a terminal.
+const interactiveLinger = 10 * time.Millisecond
+
 // writeSpec is what sets insert, update, upsert and remove apart.
 type writeSpec struct {
 	op   client.Op
@@ -25,6 +29,7 @@ type writeSpec struct {
 type writeOptions struct {
 	typeName string
 	batch    int
+	batchSet bool // --batch was given; else it shrinks to the server's limit
 }
 
 // jsonLinesHelp ends the long help of every write command.
@@ -37,14 +42,22 @@ lowerCamelCase; 64-bit integers may be strings). Blank lines are skipped.
 The message types come from the server's schema, so nothing is compiled
 locally.
 
-Records are sent in batches of --batch records on one write stream; each
-batch applies atomically, and batches apply in order. The first failure
-stops everything: the batches before the failing one are applied and
-durable, the failing batch and those after it are not. The error names the
-batch, the record, its input line and the field to blame, and how many
-records were applied before it. A line that is not valid JSON for the type
-stops the command too: the records before it are written, nothing after it
-is sent.
+Records are sent in batches of exactly --batch records (the last may hold
+fewer) on one write stream; only where that many records would exceed the
+server's message size limit is a batch cut short. When stdin is a terminal,
+a partial batch is also sent 10 ms after its first record, so that typed
+records go out as they are entered. --batch may not exceed the server's
+limit of records per batch (serve --max-batch-records).
+
+Each batch applies atomically, and batches apply in order. The first
+failure stops everything: the batches before the failing one are applied
+and durable, the failing batch and those after it are not. The error names
+the batch, the record, its input line and the field to blame, and how many
+records were applied before it. If the server vanishes instead, the error
+says how many records it had acknowledged as durable; later ones may or
+may not have been applied. A line that is not valid JSON for the type, or
+a record too large for the server's message limit, stops the command too:
+the records before it are written, nothing after it is sent.
 
 A progress bar is drawn on stderr when stderr is a terminal; a summary is
 printed on stderr at the end. Exit status 0 means every record was written.`
@@ -59,12 +72,13 @@ func (a *app) writeCommand(spec writeSpec, cmd *cobra.Command) *cobra.Command {
 		if len(args) == 1 {
 			path = args[0]
 		}
+		o.batchSet = cmd.Flags().Changed("batch")
 		return a.write(cmd.Context(), spec, o, path)
 	})
 	f := cmd.Flags()
 	f.StringVarP(&o.typeName, "type", "t", "", "full name of the record type, e.g. shop.User (required)")
 	_ = cmd.MarkFlagRequired("type")
-	f.IntVar(&o.batch, "batch", 1000, "records per write batch")
+	f.IntVar(&o.batch, "batch", 1000, "records per write batch; when not given, at most the server's limit")
 	return cmd
 }
 
@@ -86,7 +100,16 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	if err != nil {
 		return err
 	}
-	w, err := c.NewWriter(ctx, spec.op, client.WriterOptions{MaxRecords: o.batch})
+	if max := rt.limits.MaxBatchRecords; o.batch > max && !o.batchSet {
+		o.batch = max
+	} else if o.batch > max {
+		return usagef("--batch %d is over the server's limit of %d records per batch (serve --max-batch-records)", o.batch, max)
+	}
+	wopts := client.WriterOptions{BatchRecords: o.batch, Limits: rt.limits}
+	if in.file == nil && isTerminalReader(a.stdin) {
+		wopts.Linger = interactiveLinger
+	}
+	w, err := c.NewWriter(ctx, spec.op, wopts)
 	if err != nil {
 		return callError(spec.name, a.addr, err)
 	}
@@ -125,7 +148,12 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 		prog.record()
 		lines.add(lineNo)
 		if err := w.WriteAny(rec); err != nil {
-			// The stream failed; Close returns the same error.
+			var le *client.LimitError
+			if errors.As(err, &le) {
+				// Refused before sending; the writer goes on.
+				parseErr = fmt.Errorf("%s line %d: %w", in.name, lineNo, err)
+			}
+			// Otherwise the stream failed; Close returns the same error.
 			break
 		}
 	}
@@ -135,7 +163,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	elapsed := time.Since(start)
 	prog.finish(err == nil && readErr == nil && parseErr == nil)
 	if err != nil {
-		return writeFailure(spec, a.addr, in.name, err, &lines, parseErr)
+		return writeFailure(spec, a.addr, in.name, err, &lines, w.Durable(), parseErr)
 	}
 	n := ack.GetRecords()
 	switch {
@@ -157,19 +185,28 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 
 // writeFailure describes a failed write stream: the server's status, the
 // details of the WriteError (with the input line of the failing record) and
-// how much was applied before it. parseErr, when set, is a bad line found
-// after the failing record.
-func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap, parseErr error) error {
-	var ce *client.Error
-	if !errors.As(err, &ce) {
-		return fmt.Errorf("%s failed: %w", spec.name, err)
-	}
-	if ce.Status.Code() == codes.Unavailable && ce.Write == nil {
-		return callError(spec.name, addr, err)
-	}
+// how much was applied before it, or, without details (the server
+// vanished), how many records it had acknowledged as durable. parseErr,
+// when set, is a bad line found after the failing record.
+func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap, durable uint64, parseErr error) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s failed (%s): %s", spec.name, ce.Status.Code(), ce.Status.Message())
-	if we := ce.Write; we != nil {
+	var ce *client.Error
+	switch {
+	case !errors.As(err, &ce):
+		fmt.Fprintf(&b, "%s failed: %v", spec.name, err)
+	case ce.Status.Code() == codes.Unavailable:
+		fmt.Fprintf(&b, "%s: the server at %s is unavailable: %s", spec.name, addr, ce.Status.Message())
+	default:
+		fmt.Fprintf(&b, "%s failed (%s): %s", spec.name, ce.Status.Code(), ce.Status.Message())
+	}
+	if ce == nil || ce.Write == nil {
+		fmt.Fprintf(&b, "\n  durable: %d %s acknowledged by the server", durable, plural(durable, "record", "records"))
+		if line, ok := lines.line(durable); ok {
+			fmt.Fprintf(&b, "; the input from %s line %d on may or may not have been applied", input, line)
+		}
+	}
+	if ce != nil && ce.Write != nil {
+		we := ce.Write
 		ord := we.GetRecordsApplied() + we.GetRecord()
 		// Errors of a whole batch (its size) carry no type URL; their
 		// record index names no input record.
@@ -189,7 +226,7 @@ func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap,
 			fmt.Fprintf(&b, "\n  reason:  %s", r)
 		}
 		n, nb := we.GetRecordsApplied(), we.GetBatchesApplied()
-		fmt.Fprintf(&b, "\n  applied: %d %s (%d %s); the failing batch and all after it were not applied",
+		fmt.Fprintf(&b, "\n  applied: %d %s (%d %s), durable; the failing batch and all after it were not applied",
 			n, plural(n, "record", "records"), nb, plural(nb, "batch", "batches"))
 		if line, ok := lines.line(n); ok {
 			fmt.Fprintf(&b, " (input from line %d on)", line)

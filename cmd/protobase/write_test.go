@@ -101,7 +101,7 @@ func TestInsertDuplicate(t *testing.T) {
 		"  type:    shop.User\n",
 		"  field:   id\n",
 		"  reason:  ",
-		"  applied: 2 records (2 batches); the failing batch and all after it were not applied (input from line 5 on)")
+		"  applied: 2 records (2 batches), durable; the failing batch and all after it were not applied (input from line 5 on)")
 	want := "[1:ada:ada@example.com 2::b@example.com 3::c@example.com]"
 	if got := fmt.Sprint(users(t, srv)); got != want {
 		t.Errorf("stored %s, want %s", got, want)

@@ -43,6 +43,10 @@ import (
 type Options struct {
 	// MaxRecordsPerBatch caps the records of one write batch (0: 10,000).
 	MaxRecordsPerBatch int
+	// MaxMessageBytes is the largest request message the transports
+	// accept. The engine does not enforce it; GetSchema reports it so that
+	// clients can size their batches (0: not reported).
+	MaxMessageBytes int
 	// MaxInflightBytes bounds the record bytes of the write batches being
 	// applied at once across all streams (0: 256 MiB). A batch waits for
 	// room, which stops its stream from reading and so pushes back on the

@@ -147,6 +147,10 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 		Version:     s.Version,
 		Types:       s.Describe(),
 		Descriptors: s.FileDescriptorSet(),
+		WriteLimits: &pb.WriteLimits{
+			MaxBatchRecords: uint64(e.opts.MaxRecordsPerBatch),
+			MaxMessageBytes: uint64(e.opts.MaxMessageBytes),
+		},
 	}, nil
 }
 

@@ -726,7 +726,10 @@ type GetSchemaResponse struct {
 	Types   []*RecordType          `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
 	// The compiled schema (with its imports), for clients that convert records
 	// to and from JSON.
-	Descriptors   *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
+	Descriptors *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
+	// The server's limits on write requests, so that a client can size its
+	// batches before sending them.
+	WriteLimits   *WriteLimits `protobuf:"bytes,5,opt,name=write_limits,json=writeLimits,proto3" json:"write_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +792,69 @@ func (x *GetSchemaResponse) GetDescriptors() *descriptorpb.FileDescriptorSet {
 	return nil
 }
 
+func (x *GetSchemaResponse) GetWriteLimits() *WriteLimits {
+	if x != nil {
+		return x.WriteLimits
+	}
+	return nil
+}
+
+// WriteLimits are what one write request may hold; a larger one fails
+// with RESOURCE_EXHAUSTED.
+type WriteLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records in one batch (serve --max-batch-records).
+	MaxBatchRecords uint64 `protobuf:"varint,1,opt,name=max_batch_records,json=maxBatchRecords,proto3" json:"max_batch_records,omitempty"`
+	// Bytes of one request message (serve --max-message-bytes).
+	MaxMessageBytes uint64 `protobuf:"varint,2,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WriteLimits) Reset() {
+	*x = WriteLimits{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteLimits) ProtoMessage() {}
+
+func (x *WriteLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteLimits.ProtoReflect.Descriptor instead.
+func (*WriteLimits) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WriteLimits) GetMaxBatchRecords() uint64 {
+	if x != nil {
+		return x.MaxBatchRecords
+	}
+	return 0
+}
+
+func (x *WriteLimits) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 type RecordType struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -800,7 +866,7 @@ type RecordType struct {
 
 func (x *RecordType) Reset() {
 	*x = RecordType{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +878,7 @@ func (x *RecordType) String() string {
 func (*RecordType) ProtoMessage() {}
 
 func (x *RecordType) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[8]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +891,7 @@ func (x *RecordType) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordType.ProtoReflect.Descriptor instead.
 func (*RecordType) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{8}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecordType) GetName() string {
@@ -863,7 +929,7 @@ type Index struct {
 
 func (x *Index) Reset() {
 	*x = Index{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +941,7 @@ func (x *Index) String() string {
 func (*Index) ProtoMessage() {}
 
 func (x *Index) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[9]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +954,7 @@ func (x *Index) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Index.ProtoReflect.Descriptor instead.
 func (*Index) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{9}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Index) GetName() string {
@@ -937,7 +1003,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1015,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[10]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1028,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{10}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WriteRequest) GetRecords() []*anypb.Any {
@@ -986,7 +1052,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1064,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[11]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1077,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{11}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteResponse) GetBatches() uint64 {
@@ -1047,7 +1113,7 @@ type WriteStreamRequest struct {
 
 func (x *WriteStreamRequest) Reset() {
 	*x = WriteStreamRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1125,7 @@ func (x *WriteStreamRequest) String() string {
 func (*WriteStreamRequest) ProtoMessage() {}
 
 func (x *WriteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[12]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1138,7 @@ func (x *WriteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStreamRequest.ProtoReflect.Descriptor instead.
 func (*WriteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{12}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteStreamRequest) GetOp() WriteOp {
@@ -1110,7 +1176,7 @@ type WriteStreamResponse struct {
 
 func (x *WriteStreamResponse) Reset() {
 	*x = WriteStreamResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1188,7 @@ func (x *WriteStreamResponse) String() string {
 func (*WriteStreamResponse) ProtoMessage() {}
 
 func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[13]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1201,7 @@ func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStreamResponse.ProtoReflect.Descriptor instead.
 func (*WriteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{13}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WriteStreamResponse) GetBatch() uint64 {
@@ -1179,7 +1245,7 @@ type WriteError struct {
 
 func (x *WriteError) Reset() {
 	*x = WriteError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1257,7 @@ func (x *WriteError) String() string {
 func (*WriteError) ProtoMessage() {}
 
 func (x *WriteError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1270,7 @@ func (x *WriteError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteError.ProtoReflect.Descriptor instead.
 func (*WriteError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{14}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteError) GetBatch() uint64 {
@@ -1278,7 +1344,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1356,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1369,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{15}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Query) GetType() string {
@@ -1367,7 +1433,7 @@ type Order struct {
 
 func (x *Order) Reset() {
 	*x = Order{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1445,7 @@ func (x *Order) String() string {
 func (*Order) ProtoMessage() {}
 
 func (x *Order) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1458,7 @@ func (x *Order) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Order.ProtoReflect.Descriptor instead.
 func (*Order) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{16}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Order) GetIndex() string {
@@ -1425,7 +1491,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1503,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1516,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{17}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Expr) GetExpr() isExpr_Expr {
@@ -1533,7 +1599,7 @@ type ExprList struct {
 
 func (x *ExprList) Reset() {
 	*x = ExprList{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1611,7 @@ func (x *ExprList) String() string {
 func (*ExprList) ProtoMessage() {}
 
 func (x *ExprList) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1624,7 @@ func (x *ExprList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExprList.ProtoReflect.Descriptor instead.
 func (*ExprList) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExprList) GetExprs() []*Expr {
@@ -1584,7 +1650,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1662,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1675,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Comparison) GetField() string {
@@ -1659,7 +1725,7 @@ type Value struct {
 
 func (x *Value) Reset() {
 	*x = Value{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1737,7 @@ func (x *Value) String() string {
 func (*Value) ProtoMessage() {}
 
 func (x *Value) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1750,7 @@ func (x *Value) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Value.ProtoReflect.Descriptor instead.
 func (*Value) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Value) GetKind() isValue_Kind {
@@ -1823,7 +1889,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1901,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1914,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Plan) GetAccess() string {
@@ -1895,7 +1961,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +1973,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +1986,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1943,7 +2009,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2021,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2034,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchResponse) GetResults() []*ResultBatch {
@@ -2004,7 +2070,7 @@ type ResultBatch struct {
 
 func (x *ResultBatch) Reset() {
 	*x = ResultBatch{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2082,7 @@ func (x *ResultBatch) String() string {
 func (*ResultBatch) ProtoMessage() {}
 
 func (x *ResultBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2095,7 @@ func (x *ResultBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultBatch.ProtoReflect.Descriptor instead.
 func (*ResultBatch) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResultBatch) GetQuery() uint64 {
@@ -2066,7 +2132,7 @@ type QueryDone struct {
 
 func (x *QueryDone) Reset() {
 	*x = QueryDone{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2144,7 @@ func (x *QueryDone) String() string {
 func (*QueryDone) ProtoMessage() {}
 
 func (x *QueryDone) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2157,7 @@ func (x *QueryDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryDone.ProtoReflect.Descriptor instead.
 func (*QueryDone) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueryDone) GetQuery() uint64 {
@@ -2129,7 +2195,7 @@ type QueryError struct {
 
 func (x *QueryError) Reset() {
 	*x = QueryError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2207,7 @@ func (x *QueryError) String() string {
 func (*QueryError) ProtoMessage() {}
 
 func (x *QueryError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2220,7 @@ func (x *QueryError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryError.ProtoReflect.Descriptor instead.
 func (*QueryError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueryError) GetQuery() uint64 {
@@ -2198,7 +2264,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2276,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2289,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ScanRequest) GetQuery() *Query {
@@ -2260,7 +2326,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2338,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2351,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScanResponse) GetRecords() []*anypb.Any {
@@ -2329,7 +2395,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2407,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2420,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueryRequest) GetQuery() *Query {
@@ -2390,7 +2456,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2468,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2481,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QueryResponse) GetRecords() []*anypb.Any {
@@ -2455,7 +2521,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2533,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2546,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KeyInfo) GetName() string {
@@ -2523,7 +2589,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2601,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2614,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -2583,7 +2649,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2661,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2674,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateKeyResponse) GetKey() string {
@@ -2633,7 +2699,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2711,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2724,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
 }
 
 type ListKeysResponse struct {
@@ -2670,7 +2736,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2748,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2761,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -2714,7 +2780,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2792,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2805,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RevokeKeyRequest) GetName() string {
@@ -2757,7 +2823,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2835,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2848,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
 }
 
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
@@ -2828,16 +2894,20 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06fields\x18\x03 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x04 \x01(\bR\x06unique\x12%\n" +
 	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\"\x12\n" +
-	"\x10GetSchemaRequest\"\x9f\x02\n" +
+	"\x10GetSchemaRequest\"\xdd\x02\n" +
 	"\x11GetSchemaResponse\x12@\n" +
 	"\x05files\x18\x01 \x03(\v2*.protobase.v1.GetSchemaResponse.FilesEntryR\x05files\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
 	"\x05types\x18\x03 \x03(\v2\x18.protobase.v1.RecordTypeR\x05types\x12D\n" +
-	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x1a8\n" +
+	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x12<\n" +
+	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
+	"\vWriteLimits\x12*\n" +
+	"\x11max_batch_records\x18\x01 \x01(\x04R\x0fmaxBatchRecords\x12*\n" +
+	"\x11max_message_bytes\x18\x02 \x01(\x04R\x0fmaxMessageBytes\"p\n" +
 	"\n" +
 	"RecordType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
@@ -3033,7 +3103,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -3047,114 +3117,116 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*IndexChange)(nil),                    // 9: protobase.v1.IndexChange
 	(*GetSchemaRequest)(nil),               // 10: protobase.v1.GetSchemaRequest
 	(*GetSchemaResponse)(nil),              // 11: protobase.v1.GetSchemaResponse
-	(*RecordType)(nil),                     // 12: protobase.v1.RecordType
-	(*Index)(nil),                          // 13: protobase.v1.Index
-	(*WriteRequest)(nil),                   // 14: protobase.v1.WriteRequest
-	(*WriteResponse)(nil),                  // 15: protobase.v1.WriteResponse
-	(*WriteStreamRequest)(nil),             // 16: protobase.v1.WriteStreamRequest
-	(*WriteStreamResponse)(nil),            // 17: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 18: protobase.v1.WriteError
-	(*Query)(nil),                          // 19: protobase.v1.Query
-	(*Order)(nil),                          // 20: protobase.v1.Order
-	(*Expr)(nil),                           // 21: protobase.v1.Expr
-	(*ExprList)(nil),                       // 22: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 23: protobase.v1.Comparison
-	(*Value)(nil),                          // 24: protobase.v1.Value
-	(*Plan)(nil),                           // 25: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 26: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 27: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 28: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 29: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 30: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 31: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 32: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 33: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 34: protobase.v1.QueryResponse
-	(*KeyInfo)(nil),                        // 35: protobase.v1.KeyInfo
-	(*CreateKeyRequest)(nil),               // 36: protobase.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),              // 37: protobase.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),                // 38: protobase.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),               // 39: protobase.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),               // 40: protobase.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),              // 41: protobase.v1.RevokeKeyResponse
-	nil,                                    // 42: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 43: protobase.v1.GetSchemaResponse.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 44: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 45: google.protobuf.Any
+	(*WriteLimits)(nil),                    // 12: protobase.v1.WriteLimits
+	(*RecordType)(nil),                     // 13: protobase.v1.RecordType
+	(*Index)(nil),                          // 14: protobase.v1.Index
+	(*WriteRequest)(nil),                   // 15: protobase.v1.WriteRequest
+	(*WriteResponse)(nil),                  // 16: protobase.v1.WriteResponse
+	(*WriteStreamRequest)(nil),             // 17: protobase.v1.WriteStreamRequest
+	(*WriteStreamResponse)(nil),            // 18: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 19: protobase.v1.WriteError
+	(*Query)(nil),                          // 20: protobase.v1.Query
+	(*Order)(nil),                          // 21: protobase.v1.Order
+	(*Expr)(nil),                           // 22: protobase.v1.Expr
+	(*ExprList)(nil),                       // 23: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 24: protobase.v1.Comparison
+	(*Value)(nil),                          // 25: protobase.v1.Value
+	(*Plan)(nil),                           // 26: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 27: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 28: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 29: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 30: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 31: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 32: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 33: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 34: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 35: protobase.v1.QueryResponse
+	(*KeyInfo)(nil),                        // 36: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 37: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 38: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 39: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 40: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 41: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 42: protobase.v1.RevokeKeyResponse
+	nil,                                    // 43: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 44: protobase.v1.GetSchemaResponse.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 45: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 46: google.protobuf.Any
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	42, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	43, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	43, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
-	12, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	44, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	13, // 9: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
-	0,  // 10: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	45, // 11: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
-	1,  // 12: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	45, // 13: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	21, // 14: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	20, // 15: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	23, // 16: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	22, // 17: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	22, // 18: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	21, // 19: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	21, // 20: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	2,  // 21: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	24, // 22: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	24, // 23: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	19, // 24: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	28, // 25: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	29, // 26: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	30, // 27: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	45, // 28: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	25, // 29: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	25, // 30: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	19, // 31: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	45, // 32: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	25, // 33: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	19, // 34: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	45, // 35: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	25, // 36: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	3,  // 37: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	3,  // 38: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	35, // 39: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	35, // 40: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	4,  // 41: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	10, // 42: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	14, // 43: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	14, // 44: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	14, // 45: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	14, // 46: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	16, // 47: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	26, // 48: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	31, // 49: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	33, // 50: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	36, // 51: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	38, // 52: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	40, // 53: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	5,  // 54: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	11, // 55: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	15, // 56: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	15, // 57: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	15, // 58: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	15, // 59: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	17, // 60: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	27, // 61: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	32, // 62: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	34, // 63: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	37, // 64: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	39, // 65: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	41, // 66: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	54, // [54:67] is the sub-list for method output_type
-	41, // [41:54] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	44, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	13, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
+	45, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	12, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
+	14, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
+	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
+	46, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
+	46, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	22, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	21, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	24, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	23, // 18: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	23, // 19: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	22, // 20: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	22, // 21: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	2,  // 22: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	25, // 23: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	25, // 24: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	20, // 25: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	29, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	30, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	31, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	46, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	26, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	26, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	20, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	46, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	26, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	20, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	46, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	26, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	3,  // 38: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	3,  // 39: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	36, // 40: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	36, // 41: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	4,  // 42: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	10, // 43: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	15, // 44: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	15, // 45: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	15, // 46: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	15, // 47: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	17, // 48: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	27, // 49: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	32, // 50: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	34, // 51: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	37, // 52: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	39, // 53: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	41, // 54: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	5,  // 55: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	11, // 56: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	16, // 57: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	16, // 58: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	16, // 59: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	16, // 60: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	18, // 61: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	28, // 62: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	33, // 63: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	35, // 64: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	38, // 65: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	40, // 66: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	42, // 67: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	55, // [55:68] is the sub-list for method output_type
+	42, // [42:55] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -3162,13 +3234,13 @@ func file_protobase_v1_protobase_proto_init() {
 	if File_protobase_v1_protobase_proto != nil {
 		return
 	}
-	file_protobase_v1_protobase_proto_msgTypes[17].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[18].OneofWrappers = []any{
 		(*Expr_Cmp)(nil),
 		(*Expr_And)(nil),
 		(*Expr_Or)(nil),
 		(*Expr_Not)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[20].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[21].OneofWrappers = []any{
 		(*Value_Int)(nil),
 		(*Value_Uint)(nil),
 		(*Value_Double)(nil),
@@ -3183,7 +3255,7 @@ func file_protobase_v1_protobase_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// childEnv makes the test binary a server process (see TestMain), which a
+// test can kill with SIGKILL.
+const childEnv = "PROTOBASE_CLI_TEST_CHILD_DATA"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childEnv); dir != "" {
+		runChild(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func runChild(dir string) {
+	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", Lab: true})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Println("ADDR", srv.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	<-ctx.Done()
+	_ = srv.Stop()
+}
+
+// startChild runs a server in a child process on dir and returns it with
+// its address; the test ends by killing it.
+func startChild(t *testing.T, dir string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ADDR ") {
+		t.Fatalf("child did not start: %q %v", line, err)
+	}
+	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+}
+
+// TestInsertServerKilled kills the server in the middle of an insert from a
+// pipe: the CLI says how many records the server had acknowledged as
+// durable, and after a restart at least those are there.
+func TestInsertServerKilled(t *testing.T) {
+	dir := t.TempDir()
+	child, addr := startChild(t, dir)
+	applyShop(t, addr)
+	lab := labClient(t, addr)
+
+	pr, pw := io.Pipe()
+	type outcome struct {
+		code   int
+		stderr string
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var stdout, stderr syncBuffer
+		code := run(context.Background(), []string{"--addr", addr, "insert", "--type", "shop.User", "--batch", "1000"}, pr, &stdout, &stderr)
+		done <- outcome{code, stderr.String()}
+	}()
+	if _, err := io.WriteString(pw, usersJSONL(0, 3000, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// The server answers a batch's acknowledgement before it reads the
+	// next batch: once two are applied, the first one's (which the writer
+	// always asks for) is on its way.
+	deadline := time.Now().Add(20 * time.Second)
+	for labStats(t, lab).Batches < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not apply 3 batches")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := io.WriteString(pw, usersJSONL(3000, 500, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	pw.Close()
+	var r outcome
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("insert did not end after the server died")
+	}
+	if r.code != exitFailed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitFailed, r.stderr)
+	}
+	t.Logf("insert said:\n%s", r.stderr)
+	wantContains(t, r.stderr, "insert: the server at "+addr+" is unavailable")
+	m := regexp.MustCompile(`durable: (\d+) records? acknowledged by the server`).FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no durable count in:\n%s", r.stderr)
+	}
+	acked, _ := strconv.ParseUint(m[1], 10, 64)
+	if acked < 1000 || acked > 3000 {
+		t.Errorf("%d records acknowledged; want 1000 to 3000", acked)
+	}
+	if acked < 3500 {
+		wantContains(t, r.stderr, fmt.Sprintf("the input from stdin line %d on may or may not have been applied", acked+1))
+	}
+
+	// Every acknowledged record survived.
+	_, addr = startChild(t, dir)
+	c, err := client.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var stored uint64
+	sc := c.Scan(t.Context(), &pb.Query{Type: "shop.User"}, client.ScanOptions{})
+	for sc.Next() {
+		stored++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if stored < acked {
+		t.Errorf("%d records stored after the restart, %d were acknowledged", stored, acked)
+	}
+}
