@@ -56,12 +56,14 @@ func (m *msgInfo) validate(b []byte, base, depth int, group protowire.Number) (i
 		}
 		sl := m.slotOf(tag)
 		if sl.idx == 0 || protowire.Type(tag&7) != sl.wt {
-			k, end, err := m.validateIrregular(b[i:], sl, tag, group, &seen, base+start, base+i)
+			k, end, err := m.validateIrregular(b[i:], sl, tag, group, base+start, base+i)
 			if err != nil {
 				return 0, err
 			}
 			if end {
-				return i, nil
+				// The group's end: what is left to check is that its
+				// required fields occurred.
+				return i, m.validateEnd(seen, 0, base+start)
 			}
 			i += k
 			continue
@@ -133,18 +135,17 @@ func (m *msgInfo) sparseSlot(tag uint64) slot {
 
 // validateIrregular handles a tag that is not a declared field with its
 // kind's own wire type: the packed form of a repeated scalar (b is its
-// value, at record offset off), the end-group tag that closes the group
-// being validated (end is true once the group's required fields are
-// checked), or an error. They share a path because none of them is the
-// plain case the validate loop is tuned for.
-func (m *msgInfo) validateIrregular(b []byte, sl slot, tag uint64, group protowire.Number, seen *requiredSeen, tagOff, off int) (n int, end bool, err *Error) {
+// value, at record offset off; the tag is at tagOff), the end-group tag that
+// closes the group being validated (end is true), or an error. They share a path because
+// none of them is the plain case the validate loop is tuned for.
+func (m *msgInfo) validateIrregular(b []byte, sl slot, tag uint64, group protowire.Number, tagOff, off int) (n int, end bool, err *Error) {
 	wt := protowire.Type(tag & 7)
 	switch {
 	case sl.packed && wt == protowire.BytesType:
 		n, err := m.fields[sl.idx-1].validatePacked(b, off)
 		return n, false, err
 	case wt == protowire.EndGroupType && group != 0 && tag>>3 == uint64(group):
-		return 0, true, m.checkRequired(*seen, tagOff)
+		return 0, true, nil
 	}
 	return 0, false, m.tagError(sl, tag, group, tagOff)
 }
