@@ -136,8 +136,9 @@ func (m *msgInfo) sparseSlot(tag uint64) slot {
 // validateIrregular handles a tag that is not a declared field with its
 // kind's own wire type: the packed form of a repeated scalar (b is its
 // value, at record offset off; the tag is at tagOff), the end-group tag that
-// closes the group being validated (end is true), or an error. They share a path because
-// none of them is the plain case the validate loop is tuned for.
+// closes the group being validated (end is true), or an error. They share a
+// path because none of them is the plain case the validate loop is tuned
+// for.
 func (m *msgInfo) validateIrregular(b []byte, sl slot, tag uint64, group protowire.Number, tagOff, off int) (n int, end bool, err *Error) {
 	wt := protowire.Type(tag & 7)
 	switch {
