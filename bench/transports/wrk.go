@@ -113,9 +113,7 @@ type wrkResult struct {
 // --latency). It fails when a figure the lab needs is missing, so that a
 // changed report format is an error rather than zeros.
 func parseWRK(out []byte) (*wrkResult, error) {
-	r := new(wrkResult)
-	var seen struct{ latency, total, rate bool }
-	inDist := false
+	var p wrkParser
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -123,59 +121,95 @@ func parseWRK(out []byte) (*wrkResult, error) {
 		if len(f) == 0 {
 			continue
 		}
-		var err error
-		switch {
-		case len(f) >= 5 && f[1] == "threads" && f[2] == "and":
-			r.threads, err = strconv.Atoi(f[0])
-			if err == nil {
-				r.connects, err = strconv.Atoi(f[3])
-			}
-		case f[0] == "Latency" && len(f) == 2 && f[1] == "Distribution":
-			inDist = true
-		case f[0] == "Latency" && len(f) >= 4:
-			seen.latency = true
-			if r.avg, err = parseWRKDuration(f[1]); err == nil {
-				r.max, err = parseWRKDuration(f[3])
-			}
-		case inDist && len(f) == 2 && strings.HasSuffix(f[0], "%"):
-			var d time.Duration
-			if d, err = parseWRKDuration(f[1]); err == nil {
-				switch f[0] {
-				case "50%", "50.000%":
-					r.p50 = d
-				case "99%", "99.000%":
-					r.p99 = d
-				}
-			}
-		case len(f) >= 5 && f[1] == "requests" && f[2] == "in":
-			inDist = false
-			seen.total = true
-			if r.requests, err = strconv.ParseInt(f[0], 10, 64); err == nil {
-				if r.elapsed, err = parseWRKDuration(strings.TrimSuffix(f[3], ",")); err == nil {
-					r.bytesRead, err = parseWRKBytes(f[4])
-				}
-			}
-		case strings.HasPrefix(line, "Non-2xx or 3xx responses:"):
-			r.non2xx, err = strconv.ParseInt(f[len(f)-1], 10, 64)
-		case strings.HasPrefix(line, "Socket errors:"):
-			r.socketErrors, err = parseWRKSocketErrors(strings.TrimPrefix(line, "Socket errors:"))
-		case f[0] == "Requests/sec:" && len(f) == 2:
-			seen.rate = true
-			r.reqPerSec, err = strconv.ParseFloat(f[1], 64)
-		case f[0] == "Transfer/sec:" && len(f) == 2:
-			r.transferPerSec, err = parseWRKBytes(f[1])
-		}
-		if err != nil {
+		if err := p.line(line, f); err != nil {
 			return nil, fmt.Errorf("wrk output: line %q: %w", line, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("wrk output: %w", err)
 	}
-	if !seen.latency || !seen.total || !seen.rate {
+	if !p.seen.latency || !p.seen.total || !p.seen.rate {
 		return nil, fmt.Errorf("wrk output: no latency, request total or Requests/sec line in %q", truncate(out, 300))
 	}
-	return r, nil
+	return &p.r, nil
+}
+
+// wrkParser is parseWRK's state from line to line.
+type wrkParser struct {
+	r wrkResult
+	// inDist is set inside the "Latency Distribution" block that
+	// --latency adds, whose percentile lines look like no other.
+	inDist bool
+	// seen records the lines parseWRK cannot do without.
+	seen struct{ latency, total, rate bool }
+}
+
+// line reads one non-blank line of the report, split into fields f; lines
+// it does not know are skipped.
+func (p *wrkParser) line(line string, f []string) error {
+	r := &p.r
+	var err error
+	switch {
+	case len(f) >= 5 && f[1] == "threads" && f[2] == "and":
+		r.threads, err = strconv.Atoi(f[0])
+		if err == nil {
+			r.connects, err = strconv.Atoi(f[3])
+		}
+	case f[0] == "Latency" && len(f) == 2 && f[1] == "Distribution":
+		p.inDist = true
+	case f[0] == "Latency" && len(f) >= 4:
+		p.seen.latency = true
+		if r.avg, err = parseWRKDuration(f[1]); err == nil {
+			r.max, err = parseWRKDuration(f[3])
+		}
+	case p.inDist && len(f) == 2 && strings.HasSuffix(f[0], "%"):
+		err = p.percentile(f[0], f[1])
+	case len(f) >= 5 && f[1] == "requests" && f[2] == "in":
+		p.inDist = false
+		p.seen.total = true
+		err = p.total(f)
+	case strings.HasPrefix(line, "Non-2xx or 3xx responses:"):
+		r.non2xx, err = strconv.ParseInt(f[len(f)-1], 10, 64)
+	case strings.HasPrefix(line, "Socket errors:"):
+		r.socketErrors, err = parseWRKSocketErrors(strings.TrimPrefix(line, "Socket errors:"))
+	case f[0] == "Requests/sec:" && len(f) == 2:
+		p.seen.rate = true
+		r.reqPerSec, err = strconv.ParseFloat(f[1], 64)
+	case f[0] == "Transfer/sec:" && len(f) == 2:
+		r.transferPerSec, err = parseWRKBytes(f[1])
+	}
+	return err
+}
+
+// percentile reads a line of the latency distribution: the lab keeps the
+// median and p99, which wrk prints as "50%" or, with its HdrHistogram
+// output, "50.000%".
+func (p *wrkParser) percentile(pct, value string) error {
+	d, err := parseWRKDuration(value)
+	if err != nil {
+		return err
+	}
+	switch pct {
+	case "50%", "50.000%":
+		p.r.p50 = d
+	case "99%", "99.000%":
+		p.r.p99 = d
+	}
+	return nil
+}
+
+// total reads "N requests in 10.00s, 26.67MB read".
+func (p *wrkParser) total(f []string) error {
+	var err error
+	r := &p.r
+	if r.requests, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+		return err
+	}
+	if r.elapsed, err = parseWRKDuration(strings.TrimSuffix(f[3], ",")); err != nil {
+		return err
+	}
+	r.bytesRead, err = parseWRKBytes(f[4])
+	return err
 }
 
 func truncate(b []byte, n int) []byte {

@@ -94,21 +94,12 @@ syntax is that of "protobase search --help".`,
 	return cmd
 }
 
+// read runs search (scan false) or scan: the same query and output, over a
+// Search stream or a Scan.
 func (a *app) read(ctx context.Context, o *readOptions, scan bool) error {
-	if o.format != "jsonl" && o.format != "table" {
-		return usagef("--format %q: want jsonl or table", o.format)
-	}
-	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain, KeysOnly: o.keysOnly}
-	if o.where != "" {
-		e, err := where.Parse(o.where)
-		if err != nil {
-			var se *where.SyntaxError
-			if errors.As(err, &se) {
-				return usageError(fmt.Errorf("--where:\n%s", se.Pretty()))
-			}
-			return usageError(fmt.Errorf("--where: %w", err))
-		}
-		q.Where = e
+	q, err := o.query()
+	if err != nil {
+		return err
 	}
 	c, err := a.dial()
 	if err != nil {
@@ -129,48 +120,12 @@ func (a *app) read(ctx context.Context, o *readOptions, scan bool) error {
 	var count uint64
 	var plan *pb.Plan
 	if scan {
-		sc := c.Scan(ctx, q, client.ScanOptions{Parallelism: o.parallelism})
-		for sc.Next() {
-			if err := out.print(sc.Record()); err != nil {
-				sc.Close()
-				return err
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return callError("scan", a.addr, err)
-		}
-		count, plan = sc.Count(), sc.Plan()
+		count, plan, err = a.scanRecords(ctx, c, q, o.parallelism, out)
 	} else {
-		s, err := c.NewSearch(ctx)
-		if err != nil {
-			return callError("search", a.addr, err)
-		}
-		res, err := s.Query(q)
-		if err != nil {
-			return callError("search", a.addr, err)
-		}
-		for {
-			rec, err := res.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				var qe *client.QueryError
-				if errors.As(err, &qe) {
-					msg := qe.Msg
-					if qe.Field != "" && !strings.Contains(msg, qe.Field) {
-						msg = "field " + qe.Field + ": " + msg
-					}
-					return fmt.Errorf("search failed (%v): %s", qe.Code, msg)
-				}
-				return callError("search", a.addr, err)
-			}
-			if err := out.print(rec); err != nil {
-				return err
-			}
-		}
-		_ = s.Close()
-		count, plan = res.Count(), res.Plan()
+		count, plan, err = a.searchRecords(ctx, c, q, out)
+	}
+	if err != nil {
+		return err
 	}
 	if o.explain && plan != nil {
 		fmt.Fprintf(a.stderr, "plan: %s\n", plan.GetText())
@@ -179,6 +134,84 @@ func (a *app) read(ctx context.Context, o *readOptions, scan bool) error {
 		fmt.Fprintln(a.stdout, count)
 	}
 	return nil
+}
+
+// query checks the flags that need no server and builds the query from
+// them; --order needs the schema and is resolved later.
+func (o *readOptions) query() (*pb.Query, error) {
+	if o.format != "jsonl" && o.format != "table" {
+		return nil, usagef("--format %q: want jsonl or table", o.format)
+	}
+	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain, KeysOnly: o.keysOnly}
+	if o.where != "" {
+		e, err := where.Parse(o.where)
+		if err != nil {
+			var se *where.SyntaxError
+			if errors.As(err, &se) {
+				return nil, usageError(fmt.Errorf("--where:\n%s", se.Pretty()))
+			}
+			return nil, usageError(fmt.Errorf("--where: %w", err))
+		}
+		q.Where = e
+	}
+	return q, nil
+}
+
+// scanRecords prints every match of q read by a Scan, and returns the
+// count and plan the server reports.
+func (a *app) scanRecords(ctx context.Context, c *client.Client, q *pb.Query, parallelism uint32, out *printer) (uint64, *pb.Plan, error) {
+	sc := c.Scan(ctx, q, client.ScanOptions{Parallelism: parallelism})
+	for sc.Next() {
+		if err := out.print(sc.Record()); err != nil {
+			sc.Close()
+			return 0, nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, nil, callError("scan", a.addr, err)
+	}
+	return sc.Count(), sc.Plan(), nil
+}
+
+// searchRecords prints every match of q read on a Search stream, and
+// returns the count and plan the server reports.
+func (a *app) searchRecords(ctx context.Context, c *client.Client, q *pb.Query, out *printer) (uint64, *pb.Plan, error) {
+	s, err := c.NewSearch(ctx)
+	if err != nil {
+		return 0, nil, callError("search", a.addr, err)
+	}
+	res, err := s.Query(q)
+	if err != nil {
+		return 0, nil, callError("search", a.addr, err)
+	}
+	for {
+		rec, err := res.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var qe *client.QueryError
+			if errors.As(err, &qe) {
+				return 0, nil, queryFailed(qe)
+			}
+			return 0, nil, callError("search", a.addr, err)
+		}
+		if err := out.print(rec); err != nil {
+			return 0, nil, err
+		}
+	}
+	_ = s.Close()
+	return res.Count(), res.Plan(), nil
+}
+
+// queryFailed reports a query the server refused, naming the field it
+// refused unless the message already does.
+func queryFailed(qe *client.QueryError) error {
+	msg := qe.Msg
+	if qe.Field != "" && !strings.Contains(msg, qe.Field) {
+		msg = "field " + qe.Field + ": " + msg
+	}
+	return fmt.Errorf("search failed (%v): %s", qe.Code, msg)
 }
 
 // resolveOrder maps --order ("pk", an index name, or an index's first

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -116,7 +117,7 @@ func TestCatalogDropType(t *testing.T) {
 	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`)})
 	withoutMember := shopProto[:strings.Index(shopProto, "message Member")]
 	_, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}})
-	if engine.Status(err).Code() != codes.FailedPrecondition && engine.Status(err).Code() != codes.InvalidArgument {
+	if apierror.Status(err).Code() != codes.FailedPrecondition && apierror.Status(err).Code() != codes.InvalidArgument {
 		t.Fatalf("dropping a type with data without allow_drop: %v", err)
 	}
 	resp, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}, AllowDrop: []string{"shop.Member"}})

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -145,13 +146,16 @@ func (te *testEngine) mustWrite(op engine.Op, batches ...[]*anypb.Any) {
 }
 
 // stored returns the stored bytes of every record of a type, in
-// primary-key order.
+// primary-key order, read by a Scan (which returns records as stored).
 func (te *testEngine) stored(typeName string) [][]byte {
 	te.t.Helper()
 	var out [][]byte
-	err := te.e.ForEach(te.t.Context(), typeName, func(val []byte) bool {
-		out = append(out, append([]byte(nil), val...))
-		return true
+	req := &pb.ScanRequest{Query: &pb.Query{Type: typeName, Order: &pb.Order{}}}
+	err := te.e.Scan(te.t.Context(), req, func(resp *pb.ScanResponse) error {
+		for _, a := range resp.Records {
+			out = append(out, append([]byte(nil), a.Value...))
+		}
+		return nil
 	})
 	if err != nil {
 		te.t.Fatal(err)
@@ -172,13 +176,13 @@ func (te *testEngine) mustCheck() *engine.CheckReport {
 	return r
 }
 
-// wantWriteError checks that err is an *engine.Error with code and a
+// wantWriteError checks that err is an *apierror.Error with code and a
 // WriteError naming batch and record, and returns the WriteError.
 func wantWriteError(t *testing.T, err error, code codes.Code, batch, record uint64) *pb.WriteError {
 	t.Helper()
-	var e *engine.Error
+	var e *apierror.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("want *engine.Error %v, got %v", code, err)
+		t.Fatalf("want *apierror.Error %v, got %v", code, err)
 	}
 	if e.Code != code {
 		t.Fatalf("want code %v, got %v: %v", code, e.Code, e)

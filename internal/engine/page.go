@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -139,7 +140,7 @@ func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
 		size = DefaultPageSize
 	}
 	if size > uint64(e.opts.MaxPageSize) {
-		return nil, 0, &Error{Code: codes.InvalidArgument, Field: "page_size",
+		return nil, 0, &apierror.Error{Code: codes.InvalidArgument, Field: "page_size",
 			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
 	}
 	return c, size, nil
@@ -173,7 +174,7 @@ func (e *Engine) sealToken(fp uint64, last []byte, returned uint64) string {
 
 func (e *Engine) openToken(tok string, fp uint64) (last []byte, returned uint64, err error) {
 	bad := func(why string) error {
-		return &Error{Code: codes.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
+		return &apierror.Error{Code: codes.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil || len(raw) < 16+8+1 {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -117,7 +118,7 @@ func TestPageTokensRejected(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
-			var e *engine.Error
+			var e *apierror.Error
 			if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field != "page_token" {
 				t.Fatalf("want INVALID_ARGUMENT on page_token, got %v", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/store"
@@ -27,19 +28,19 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 		return nil, ErrClosed
 	}
 	if q == nil {
-		return nil, &Error{Code: codes.InvalidArgument, Msg: "query is missing"}
+		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "query is missing"}
 	}
 	t := e.cat.Load().lookup(q.GetType())
 	if t == nil || q.GetType() == "" {
-		return nil, &Error{Code: codes.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
+		return nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
 	}
 	plan, err := query.Compile(q, t.target, e.opts.QueryLimits)
 	if err != nil {
 		var qe *query.Error
 		if errors.As(err, &qe) {
-			return nil, &Error{Code: codes.InvalidArgument, Msg: qe.Error(), Field: qe.Field, Err: err}
+			return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: qe.Error(), Field: qe.Field, Err: err}
 		}
-		return nil, &Error{Code: codes.InvalidArgument, Msg: err.Error(), Err: err}
+		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: err.Error(), Err: err}
 	}
 	return &compiled{q: q, t: t, plan: plan}, nil
 }
@@ -184,7 +185,7 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 		if p.Access == query.AccessIndexRange {
 			pk, err := p.PKFromIndexEntry(key, rec)
 			if err != nil {
-				return false, &Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
+				return false, &apierror.Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
 			}
 			rk := append(append(cu.out[:0], cu.c.t.prefix...), pk...)
 			var found bool
@@ -272,7 +273,7 @@ func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool,
 	if p.Filter != nil {
 		ok, err := p.Filter.Match(rec)
 		if err != nil {
-			return false, &Error{Code: codes.Internal, Msg: "stored record unreadable: " + err.Error(), Err: err}
+			return false, &apierror.Error{Code: codes.Internal, Msg: "stored record unreadable: " + err.Error(), Err: err}
 		}
 		if !ok {
 			return true, nil
@@ -297,19 +298,4 @@ func (e *Engine) reader(c *compiled) (store.Reader, func()) {
 	}
 	snap := e.st.NewSnapshot()
 	return snap, func() { snap.Close() }
-}
-
-// ForEach calls fn with the bytes of every record of a type, in primary-key
-// order, on one storage snapshot taken at the call. fn must not keep val
-// after it returns; returning false stops the scan.
-func (e *Engine) ForEach(ctx context.Context, typeName string, fn func(val []byte) bool) error {
-	c, err := e.compile(&pb.Query{Type: typeName, Order: &pb.Order{}})
-	if err != nil {
-		return err
-	}
-	r, done := e.reader(c)
-	defer done()
-	cu := &cursor{e: e, c: c, r: r}
-	defer cu.flushStats()
-	return cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool { return fn(rec) })
 }

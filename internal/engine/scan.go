@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -34,7 +35,7 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 		par = 1
 	}
 	if par > maxScanParallelism {
-		return &Error{Code: codes.InvalidArgument, Msg: "parallelism " + itoa(par) + " is over the limit of " + itoa(maxScanParallelism), Field: "parallelism"}
+		return &apierror.Error{Code: codes.InvalidArgument, Msg: "parallelism " + itoa(par) + " is over the limit of " + itoa(maxScanParallelism), Field: "parallelism"}
 	}
 	batchSize := int(req.GetBatchSize())
 	if batchSize <= 0 || batchSize > e.opts.MaxResultRecords*10 {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
 )
@@ -70,7 +71,7 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 			return resp, err
 		}
 		if attempt == applyAttempts {
-			return nil, &Error{Code: codes.Aborted, Msg: fmt.Sprintf(
+			return nil, &apierror.Error{Code: codes.Aborted, Msg: fmt.Sprintf(
 				"schema not applied: records kept arriving in empty types while the change was planned (%d attempts); apply it again", attempt)}
 		}
 	}
@@ -212,12 +213,12 @@ func schemaError(err error) error {
 			field = le.File
 		}
 		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: le.Error()}}}
-		return &Error{Code: codes.InvalidArgument, Msg: le.Error(), Details: []protoadapt.MessageV1{br}, Err: err}
+		return &apierror.Error{Code: codes.InvalidArgument, Msg: le.Error(), Details: []protoadapt.MessageV1{br}, Err: err}
 	case errors.As(err, &ce):
-		return &Error{Code: codes.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
+		return &apierror.Error{Code: codes.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
 			Details: []protoadapt.MessageV1{violations(ce.Errors)}, Err: err}
 	case errors.As(err, &pe):
-		return &Error{Code: codes.FailedPrecondition, Msg: pe.Error(),
+		return &apierror.Error{Code: codes.FailedPrecondition, Msg: pe.Error(),
 			Details: []protoadapt.MessageV1{violations(pe.Problems)}, Err: err}
 	}
 	return err

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -146,7 +147,7 @@ func TestApplySchemaReplansWhenEmptyTypeGainsRecords(t *testing.T) {
 		})
 	})
 	_, err := apply(e, strings.Replace(itemProto, "string name = 2;", "bytes name = 2;", 1))
-	var ee *Error
+	var ee *apierror.Error
 	if !errors.As(err, &ee) || ee.Code != codes.FailedPrecondition || !strings.Contains(ee.Msg, "field name (2) changed from string to bytes") {
 		t.Fatalf("ApplySchema = %v, want FAILED_PRECONDITION for the field type change", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -349,9 +350,9 @@ func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 }
 
 func queryError(id uint64, err error) *pb.QueryError {
-	st := Status(err)
+	st := apierror.Status(err)
 	qe := &pb.QueryError{Query: id, Code: int32(st.Code()), Message: st.Message()}
-	var e *Error
+	var e *apierror.Error
 	if errors.As(err, &e) {
 		qe.Field = e.Field
 	}

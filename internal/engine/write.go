@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -128,18 +129,15 @@ func (w *Writer) Batches() uint64 { return w.batches }
 // Records returns the number of records applied on the stream.
 func (w *Writer) Records() uint64 { return w.records }
 
-// Position returns the commit sequence of the last applied batch.
-func (w *Writer) Position() uint64 { return w.position }
-
 // Apply applies one batch atomically. On error nothing of the batch is
-// applied, earlier batches stay applied, and the *Error names the batch,
-// record and field, with the counts applied before it. Apply does not wait
-// for durability; call Sync before acknowledging.
+// applied, earlier batches stay applied, and the *apierror.Error names the
+// batch, record and field, with the counts applied before it. Apply does not
+// wait for durability; call Sync before acknowledging.
 func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	if err := w.apply(ctx, op, recs); err != nil {
-		var e *Error
+		var e *apierror.Error
 		if !errors.As(err, &e) {
-			e = &Error{Code: codes.Internal, Msg: err.Error(), Err: err}
+			e = &apierror.Error{Code: codes.Internal, Msg: err.Error(), Err: err}
 		}
 		return w.stamp(e)
 	}
@@ -179,7 +177,7 @@ func (w *Writer) waitOldest() error {
 	b.Reset()
 	w.free = append(w.free, b)
 	if err != nil {
-		return &Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
+		return &apierror.Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
 	}
 	return nil
 }
@@ -193,7 +191,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 		return err
 	}
 	if op < OpInsert || op > OpRemove {
-		return &Error{Code: codes.InvalidArgument, Msg: "unknown write operation"}
+		return &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown write operation"}
 	}
 	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
 		return recordError(codes.ResourceExhausted, max, "", "",
@@ -559,7 +557,7 @@ func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) 
 		var err error
 		w.oldIx = append(w.oldIx[:0], ix.prefix...)
 		if w.oldIx, _, err = t.keys.appendIndex(w.oldIx, old, w.oldOcc, j); err != nil {
-			return &Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+			return &apierror.Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
 		}
 		if !ix.ix.Unique {
 			w.oldIx = append(w.oldIx, pk...)
@@ -616,17 +614,17 @@ func indexFields(ix *index) []string {
 // transport could not receive or decode it (malformed JSON, an oversized
 // message, a cancelled stream). The batches applied before it are made
 // durable first, so the counts it reports are true, and err comes back as an
-// *Error naming batch Batches() with those counts: a client learns exactly
-// what was kept, whichever transport it used. An *Error keeps its code and
+// *apierror.Error naming batch Batches() with those counts: a client learns exactly
+// what was kept, whichever transport it used. An *apierror.Error keeps its code and
 // record details; any other error keeps the code Status gives it.
 func (w *Writer) Abort(err error) error {
 	if _, serr := w.Sync(); serr != nil {
 		return serr
 	}
-	var e *Error
+	var e *apierror.Error
 	if !errors.As(err, &e) {
-		st := Status(err)
-		e = &Error{Code: st.Code(), Msg: st.Message(), Err: err}
+		st := apierror.Status(err)
+		e = &apierror.Error{Code: st.Code(), Msg: st.Message(), Err: err}
 	} else {
 		cp := *e // the caller's error stays as it was
 		e = &cp
@@ -640,7 +638,7 @@ func (w *Writer) Abort(err error) error {
 // stamp names the stream's next batch as the failed one in e's WriteError
 // (adding one if e has none), with the counts applied before it, and
 // counts the failure.
-func (w *Writer) stamp(e *Error) *Error {
+func (w *Writer) stamp(e *apierror.Error) *apierror.Error {
 	if e.Write == nil {
 		e.Write = &pb.WriteError{Reason: e.Msg}
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -128,7 +129,7 @@ func TestWriteErrors(t *testing.T) {
 				t.Errorf("WriteError lacks reason or type: %v", we)
 			}
 			// The status carries the same WriteError as a detail.
-			st := engine.Status(err)
+			st := apierror.Status(err)
 			if st.Code() != c.code || len(st.Details()) == 0 {
 				t.Fatalf("status %v lacks the WriteError detail", st)
 			}

@@ -196,75 +196,99 @@ func (p *Path) get(b []byte, base, level int) (v Scalar, st presence, err *Error
 	s := &p.steps[level]
 	last := level == len(p.steps)-1
 	at, atWt := 0, protowire.Type(0) // where the last occurrence's value starts
-	for i := 0; i < len(b); {
-		start := i
-		tag := uint64(b[i])
-		if tag < 0x80 {
-			i++
-		} else {
-			var n int
-			if tag, n = consumeVarint(b[i:]); n < 0 {
-				return v, st, &Error{Offset: base + start, Reason: tagReason(n)}
-			}
-			i += n
+	for i := 0; ; {
+		start, j, wt, clr, e := s.seek(b, i, base)
+		if clr {
+			st = cleared
 		}
-		wt := protowire.Type(tag & 7)
-		if tag>>3 != uint64(s.num) {
-			// Skipping other fields is most of the work; take the common
-			// one-byte shapes inline.
-			if tag>>3-1 >= uint64(protowire.MaxValidNumber) {
-				return v, st, &Error{Offset: base + start, Reason: "invalid field number " + strconv.FormatUint(tag>>3, 10)}
-			}
-			num := protowire.Number(tag >> 3)
-			if s.oneof != nil && s.isSibling(num) {
-				st = cleared
-			}
-			switch {
-			case wt == protowire.VarintType && i < len(b) && b[i] < 0x80:
-				i++
-			case wt == protowire.BytesType && i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i:
-				i += 1 + int(b[i])
-			case wt == protowire.Fixed64Type && len(b)-i >= 8:
-				i += 8
-			case wt == protowire.Fixed32Type && len(b)-i >= 4:
-				i += 4
-			default:
-				k, reason := skipField(num, wt, b[i:])
-				if reason != "" {
-					return v, st, &Error{Number: num, Offset: base + start, Reason: reason}
-				}
-				i += k
-			}
-			continue
+		if e != nil {
+			return v, st, e
+		}
+		if start < 0 {
+			break
 		}
 		if last {
 			// Decoding waits for the end: only the last occurrence matters,
 			// but each must still be well-formed enough to skip.
-			k, reason := s.skipScalar(wt, b[i:])
+			k, reason := s.skipScalar(wt, b[j:])
 			if reason != "" {
 				return v, st, &Error{Field: s.name, Number: s.num, Offset: base + start, Reason: reason}
 			}
-			at, atWt, st = i, wt, present
-			i += k
+			at, atWt, st = j, wt, present
+			i = j + k
 			continue
 		}
-		payload, pre, k, reason := s.messagePayload(wt, b[i:])
+		payload, pre, k, reason := s.messagePayload(wt, b[j:])
 		if reason != "" {
 			return v, st, &Error{Field: s.name, Number: s.num, Offset: base + start, Reason: reason}
 		}
-		sv, sst, e := p.get(payload, base+i+pre, level+1)
+		sv, sst, e := p.get(payload, base+j+pre, level+1)
 		if e != nil {
 			return v, st, e.within(s.name)
 		}
 		if sst != absent {
 			v, st = sv, sst
 		}
-		i += k
+		i = j + k
 	}
 	if last && st == present {
 		v, _, _ = decodeScalar(s, atWt, b[at:])
 	}
 	return v, st, nil
+}
+
+// seek finds the next occurrence of s's field in b at or after i (b starts
+// at record offset base) and returns where its tag starts, where its value
+// starts and its wire type; start is -1 when there is none. clr reports that
+// a member of the same oneof was passed on the way, which clears whatever
+// earlier occurrences set, so callers apply it before the occurrence.
+//
+// Skipping other fields is most of the work of a read, so the loop stays in
+// one function and takes the common one-byte shapes inline.
+func (s *step) seek(b []byte, i, base int) (start, next int, wt protowire.Type, clr bool, err *Error) {
+	for i < len(b) {
+		start = i
+		tag := uint64(b[i])
+		if tag < 0x80 {
+			i++
+		} else if v, n := consumeVarint(b[i:]); n > 0 {
+			tag, i = v, i+n
+		} else {
+			return start, i, 0, clr, &Error{Offset: base + start, Reason: tagReason(n)}
+		}
+		wt = protowire.Type(tag & 7)
+		if tag>>3 == uint64(s.num) {
+			return start, i, wt, clr, nil
+		}
+		if tag>>3-1 >= uint64(protowire.MaxValidNumber) {
+			return start, i, wt, clr, &Error{Offset: base + start, Reason: "invalid field number " + strconv.FormatUint(tag>>3, 10)}
+		}
+		num := protowire.Number(tag >> 3)
+		clr = clr || s.clearedBy(num)
+		switch {
+		case wt == protowire.VarintType && i < len(b) && b[i] < 0x80:
+			i++
+		case wt == protowire.BytesType && i < len(b) && b[i] < 0x80 && int(b[i]) < len(b)-i:
+			i += 1 + int(b[i])
+		case wt == protowire.Fixed64Type && len(b)-i >= 8:
+			i += 8
+		case wt == protowire.Fixed32Type && len(b)-i >= 4:
+			i += 4
+		default:
+			k, reason := skipField(num, wt, b[i:])
+			if reason != "" {
+				return start, i, wt, clr, &Error{Number: num, Offset: base + start, Reason: reason}
+			}
+			i += k
+		}
+	}
+	return -1, i, 0, clr, nil
+}
+
+// clearedBy reports whether a field numbered num, other than s's own, is in
+// s's oneof, so that its occurrence clears s.
+func (s *step) clearedBy(num protowire.Number) bool {
+	return s.oneof != nil && s.isSibling(num)
 }
 
 // skipScalar returns the length of one value of s's scalar kind with wire
@@ -332,88 +356,98 @@ type segment struct {
 
 func (p *Path) each(segs []segment, level int, fn func(Scalar) bool) (stop bool, err *Error) {
 	s := &p.steps[level]
-	last := level == len(p.steps)-1
-	var (
-		val   Scalar
-		found bool
-		child []segment // occurrences of a singular message on the path
-	)
+	var acc eachLevel
 	for _, sg := range segs {
-		b, base := sg.b, sg.off
-		for i := 0; i < len(b); {
-			start := i
-			num, wt, n, e := readTag(b[i:], base+i)
-			if e != nil {
-				return true, e
-			}
-			i += n
-			if num != s.num {
-				if s.oneof != nil && s.isSibling(num) {
-					found, child = false, child[:0]
-				}
-				k, reason := skipField(num, wt, b[i:])
-				if reason != "" {
-					return true, &Error{Number: num, Offset: base + start, Reason: reason}
-				}
-				i += k
-				continue
-			}
-			switch {
-			case last && s.repeated && wt == protowire.BytesType && s.packable:
-				k, stop, reason := eachPacked(s, b[i:], fn)
-				if reason != "" {
-					return true, &Error{Field: s.name, Number: num, Offset: base + start, Reason: reason}
-				}
-				if stop {
-					return true, nil
-				}
-				i += k
-			case last:
-				sv, k, reason := decodeScalar(s, wt, b[i:])
-				if reason != "" {
-					return true, &Error{Field: s.name, Number: num, Offset: base + start, Reason: reason}
-				}
-				i += k
-				if !s.repeated {
-					val, found = sv, true
-				} else if !fn(sv) {
-					return true, nil
-				}
-			default:
-				payload, pre, k, reason := s.messagePayload(wt, b[i:])
-				if reason != "" {
-					return true, &Error{Field: s.name, Number: num, Offset: base + start, Reason: reason}
-				}
-				sub := segment{b: payload, off: base + i + pre}
-				i += k
-				if !s.repeated {
-					child = append(child, sub)
-					continue
-				}
-				stop, e := p.each([]segment{sub}, level+1, fn)
-				if e != nil {
-					return true, e.within(s.name)
-				}
-				if stop {
-					return true, nil
-				}
-			}
+		if stop, err := p.eachSegment(&acc, sg, level, fn); stop || err != nil {
+			return true, err
 		}
 	}
 	switch {
 	case s.repeated:
 		return false, nil
-	case last:
-		if !found {
-			val = p.def
+	case level == len(p.steps)-1:
+		if !acc.found {
+			acc.val = p.def
 		}
-		return !fn(val), nil
+		return !fn(acc.val), nil
 	}
-	stop, err = p.each(child, level+1, fn)
+	stop, err = p.each(acc.child, level+1, fn)
 	if err != nil {
 		err = err.within(s.name)
 	}
 	return stop, err
+}
+
+// eachLevel is what Each gathers at one level of the path across the
+// occurrences of its enclosing message, for the singular field there: its
+// last value (a last step) or its occurrences (a message step), both of
+// which a later member of the same oneof clears.
+type eachLevel struct {
+	val   Scalar
+	found bool
+	child []segment
+}
+
+// eachSegment walks one occurrence of the message at this level: it calls
+// fn at once for the elements of a repeated field and descends into each
+// element of a repeated message, and records a singular field in acc to be
+// reported once all occurrences are merged.
+func (p *Path) eachSegment(acc *eachLevel, sg segment, level int, fn func(Scalar) bool) (stop bool, err *Error) {
+	s := &p.steps[level]
+	last := level == len(p.steps)-1
+	b, base := sg.b, sg.off
+	for i := 0; ; {
+		start, j, wt, clr, e := s.seek(b, i, base)
+		if clr {
+			acc.found, acc.child = false, acc.child[:0]
+		}
+		if e != nil {
+			return true, e
+		}
+		if start < 0 {
+			return false, nil
+		}
+		switch {
+		case last && s.repeated && wt == protowire.BytesType && s.packable:
+			k, stop, reason := eachPacked(s, b[j:], fn)
+			if reason != "" {
+				return true, &Error{Field: s.name, Number: s.num, Offset: base + start, Reason: reason}
+			}
+			if stop {
+				return true, nil
+			}
+			i = j + k
+		case last:
+			sv, k, reason := decodeScalar(s, wt, b[j:])
+			if reason != "" {
+				return true, &Error{Field: s.name, Number: s.num, Offset: base + start, Reason: reason}
+			}
+			i = j + k
+			if !s.repeated {
+				acc.val, acc.found = sv, true
+			} else if !fn(sv) {
+				return true, nil
+			}
+		default:
+			payload, pre, k, reason := s.messagePayload(wt, b[j:])
+			if reason != "" {
+				return true, &Error{Field: s.name, Number: s.num, Offset: base + start, Reason: reason}
+			}
+			sub := segment{b: payload, off: base + j + pre}
+			i = j + k
+			if !s.repeated {
+				acc.child = append(acc.child, sub)
+				continue
+			}
+			stop, e := p.each([]segment{sub}, level+1, fn)
+			if e != nil {
+				return true, e.within(s.name)
+			}
+			if stop {
+				return true, nil
+			}
+		}
+	}
 }
 
 func (s *step) isSibling(num protowire.Number) bool {

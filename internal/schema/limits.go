@@ -160,75 +160,128 @@ func scanNesting(name, src string, l Limits) error {
 
 // next consumes one token, or one byte of white space.
 func (s *nestScanner) next() error {
-	src, c := s.src, s.src[s.i]
+	c := s.src[s.i]
 	switch {
 	case c == '\n':
 		s.i++
 		s.line, s.lineStart = s.line+1, s.i
-	case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+	case isSpace(c):
 		s.i++
-	case c == '/' && s.i+1 < len(src) && src[s.i+1] == '/':
-		for s.i < len(src) && src[s.i] != '\n' {
-			s.i++
-		}
-	case c == '/' && s.i+1 < len(src) && src[s.i+1] == '*':
-		s.i += 2
-		for s.i < len(src) && !(src[s.i] == '*' && s.i+1 < len(src) && src[s.i+1] == '/') {
-			if src[s.i] == '\n' {
-				s.line, s.lineStart = s.line+1, s.i+1
-			}
-			s.i++
-		}
-		s.i += 2
+	case c == '/' && s.peek() == '/':
+		s.skipLineComment()
+	case c == '/' && s.peek() == '*':
+		s.skipBlockComment()
 	case c == '"' || c == '\'':
-		s.i++
-		for s.i < len(src) && src[s.i] != c && src[s.i] != '\n' {
-			if src[s.i] == '\\' {
-				s.i++
-			}
-			s.i++
-		}
-		s.i++
-		s.prev = "\""
+		s.skipString(c)
 	case isIdentByte(c):
-		j := s.i
-		for j < len(src) && isIdentByte(src[j]) {
-			j++
-		}
-		word := src[s.i:j]
-		if (word == "message" || word == "group") && (s.depth == 0 || s.stack[s.depth-1] != openLiteral) {
-			s.declaring = true
-		}
-		s.prev, s.i = word, j
-	case c == '{' || c == '[' || c == '(' || c == '<':
+		s.word()
+	case strings.IndexByte("{[(<", c) >= 0:
 		return s.open(c)
-	case c == '}' || c == ']' || c == ')' || c == '>':
-		if s.depth > 0 {
-			s.depth--
-			switch s.stack[s.depth] {
-			case openMessage:
-				s.messages--
-			case openLiteral:
-				s.literals--
-			}
-		}
-		s.prev = src[s.i : s.i+1]
-		s.i++
+	case strings.IndexByte("}])>", c) >= 0:
+		s.close()
 	default:
 		if c == ';' {
 			s.declaring = false
 		}
-		s.prev = src[s.i : s.i+1]
-		s.i++
+		s.punct()
 	}
 	return nil
+}
+
+// peek returns the byte after the current one, or 0 at the end.
+func (s *nestScanner) peek() byte {
+	if s.i+1 < len(s.src) {
+		return s.src[s.i+1]
+	}
+	return 0
+}
+
+// skipLineComment consumes a // comment up to, not including, its newline,
+// which next counts.
+func (s *nestScanner) skipLineComment() {
+	for s.i < len(s.src) && s.src[s.i] != '\n' {
+		s.i++
+	}
+}
+
+// skipBlockComment consumes a /* */ comment, counting the lines inside it so
+// that errors after it point at the right line; an unterminated one runs to
+// the end.
+func (s *nestScanner) skipBlockComment() {
+	src := s.src
+	s.i += 2
+	for s.i < len(src) && !(src[s.i] == '*' && s.i+1 < len(src) && src[s.i+1] == '/') {
+		if src[s.i] == '\n' {
+			s.line, s.lineStart = s.line+1, s.i+1
+		}
+		s.i++
+	}
+	s.i += 2
+}
+
+// skipString consumes a string literal quoted by q, so that brackets inside
+// it do not count. A literal cannot span lines: at a newline it ends, and
+// the parser reports it.
+func (s *nestScanner) skipString(q byte) {
+	src := s.src
+	s.i++
+	for s.i < len(src) && src[s.i] != q && src[s.i] != '\n' {
+		if src[s.i] == '\\' {
+			s.i++
+		}
+		s.i++
+	}
+	s.i++
+	s.prev = "\""
+}
+
+// word consumes an identifier or keyword. "message" and "group" start a
+// declaration, whose body is a message, unless they are a value inside an
+// option literal.
+func (s *nestScanner) word() {
+	j := s.i
+	for j < len(s.src) && isIdentByte(s.src[j]) {
+		j++
+	}
+	word := s.src[s.i:j]
+	if (word == "message" || word == "group") && !s.inLiteral() {
+		s.declaring = true
+	}
+	s.prev, s.i = word, j
+}
+
+// inLiteral reports whether the innermost open bracket is part of an option
+// value.
+func (s *nestScanner) inLiteral() bool {
+	return s.depth > 0 && s.stack[s.depth-1] == openLiteral
+}
+
+// close consumes a closing bracket. An unbalanced one is left for the parser
+// to report.
+func (s *nestScanner) close() {
+	if s.depth > 0 {
+		s.depth--
+		switch s.stack[s.depth] {
+		case openMessage:
+			s.messages--
+		case openLiteral:
+			s.literals--
+		}
+	}
+	s.punct()
+}
+
+// punct consumes a one-byte token.
+func (s *nestScanner) punct() {
+	s.prev = s.src[s.i : s.i+1]
+	s.i++
 }
 
 // open consumes an opening bracket c and checks the limits.
 func (s *nestScanner) open(c byte) error {
 	kind := uint8(openPlain)
 	switch {
-	case s.depth > 0 && s.stack[s.depth-1] == openLiteral:
+	case s.inLiteral():
 		kind = openLiteral
 	case c == '{' && s.declaring:
 		kind = openMessage
@@ -263,6 +316,11 @@ func (s *nestScanner) fail(limit string, max int) error {
 	// The name ends up in a gRPC status, which must be UTF-8.
 	name := strings.ToValidUTF8(s.name, "\uFFFD")
 	return &LimitError{Limit: limit, Max: max, File: name, Line: s.line, Col: s.i - s.lineStart + 1}
+}
+
+// isSpace reports white space other than a newline, which next counts.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'
 }
 
 func isIdentByte(c byte) bool {

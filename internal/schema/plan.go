@@ -322,49 +322,83 @@ func (p *planner) keep(ot, nt *RecordType) error {
 		d.add(!same, fmt.Sprintf("primary key %s from [%s] to [%s]", verb, strings.Join(op, ", "), strings.Join(np, ", ")))
 	}
 
-	// Which indexes are kept, dropped, added.
-	newByName := map[string]*Index{}
-	for _, nix := range nt.Indexes {
-		newByName[nix.Name] = nix
-	}
+	// Counting the records costs a scan, so it is done only when the
+	// answer matters: an index must be built, or a breaking change refused
+	// unless the type is empty.
 	oldByName := map[string]*Index{}
 	for _, oix := range ot.Indexes {
 		oldByName[oix.Name] = oix
 	}
-	adds := false
-	for _, nix := range nt.Indexes {
-		oix, ok := oldByName[nix.Name]
-		if !ok || !sameIndex(oix, nix) || oix.State == protobasev1.IndexState_INDEX_STATE_FAILED {
-			adds = true
-		}
-	}
-
 	var n uint64
-	if adds || d.breaking {
+	if buildsIndex(oldByName, nt.Indexes) || d.breaking {
 		var err error
 		if n, err = p.count(ot); err != nil {
 			return err
 		}
 	}
 	if n > 0 {
-		for _, c := range d.changes {
-			if c.breaking {
-				p.incompatible = true
-				p.problems = append(p.problems, fmt.Sprintf("type %s (%d records): %s%s", ot.Name, n, c.text, c.hint))
-			}
-		}
+		p.refuseBreaking(ot, &d, n)
 	}
 
 	t := *nt
 	t.ID = ot.ID
-	t.Indexes = make([]*Index, len(nt.Indexes))
+	t.Indexes = p.planIndexes(&d, ot, nt, oldByName, n > 0)
+	if len(d.changes) > 0 {
+		tc := &protobasev1.TypeChange{Type: string(ot.Name)}
+		for _, c := range d.changes {
+			tc.Changes = append(tc.Changes, c.text)
+		}
+		p.res.Plan.TypesChanged = append(p.res.Plan.TypesChanged, tc)
+	}
+	p.types[t.Name], p.byID[t.ID] = &t, &t
+	return nil
+}
+
+// buildsIndex reports whether any of the new indexes cannot reuse the old
+// index of its name (see reusable) and so must be built.
+func buildsIndex(oldByName map[string]*Index, news []*Index) bool {
+	for _, nix := range news {
+		if oix, ok := oldByName[nix.Name]; !ok || !reusable(oix, nix) {
+			return true
+		}
+	}
+	return false
+}
+
+// reusable reports whether the entries of the old index oix serve the new
+// index nix as they are: same entries, and not a failed build, which is
+// retried.
+func reusable(oix, nix *Index) bool {
+	return sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED
+}
+
+// refuseBreaking makes the plan incompatible for each breaking change of
+// ot, a type holding n > 0 records: only an empty type may change in a way
+// its stored records cannot follow.
+func (p *planner) refuseBreaking(ot *RecordType, d *differ, n uint64) {
+	for _, c := range d.changes {
+		if c.breaking {
+			p.incompatible = true
+			p.problems = append(p.problems, fmt.Sprintf("type %s (%d records): %s%s", ot.Name, n, c.text, c.hint))
+		}
+	}
+}
+
+// planIndexes returns the indexes of the kept type: each new index takes
+// over the id and state of a reusable old one, or is added (built when the
+// type has records, per build); old indexes not kept are dropped. Each
+// decision is noted in d.
+func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[string]*Index, build bool) []*Index {
+	out := make([]*Index, len(nt.Indexes))
+	newByName := map[string]*Index{}
 	for i, nix := range nt.Indexes {
+		newByName[nix.Name] = nix
 		oix, ok := oldByName[nix.Name]
 		switch {
-		case ok && sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED:
+		case ok && reusable(oix, nix):
 			ix := *nix
 			ix.ID, ix.State, ix.Error = oix.ID, oix.State, oix.Error
-			t.Indexes[i] = &ix
+			out[i] = &ix
 			if op, np := keyPaths(oix.Fields), keyPaths(nix.Fields); !slices.Equal(op, np) {
 				d.add(false, fmt.Sprintf("index %s fields renamed from [%s] to [%s]", nix.Name, strings.Join(op, ", "), strings.Join(np, ", ")))
 			}
@@ -378,7 +412,7 @@ func (p *planner) keep(ot, nt *RecordType) error {
 		default:
 			d.add(false, fmt.Sprintf("index %s added", nix.Name))
 		}
-		t.Indexes[i] = p.addIndex(nix, n > 0)
+		out[i] = p.addIndex(nix, build)
 	}
 	for _, oix := range ot.Indexes {
 		if _, ok := newByName[oix.Name]; !ok {
@@ -386,15 +420,7 @@ func (p *planner) keep(ot, nt *RecordType) error {
 			p.dropIndex(oix)
 		}
 	}
-	if len(d.changes) > 0 {
-		tc := &protobasev1.TypeChange{Type: string(ot.Name)}
-		for _, c := range d.changes {
-			tc.Changes = append(tc.Changes, c.text)
-		}
-		p.res.Plan.TypesChanged = append(p.res.Plan.TypesChanged, tc)
-	}
-	p.types[t.Name], p.byID[t.ID] = &t, &t
-	return nil
+	return out
 }
 
 // sameIndex reports whether two indexes have the same entries: the same

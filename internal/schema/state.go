@@ -279,18 +279,9 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	if j.NextTypeID == 0 || j.NextIndexID == 0 {
 		return nil, fmt.Errorf("decode schema state: id counters must start at 1")
 	}
-	c := emptyCompiled()
-	if len(j.Files) > 0 {
-		var err error
-		usable := len(j.Descriptors) > 0 && bytes.Equal(j.SourcesSHA256, sourcesDigest(j.Files))
-		if usable {
-			c, err = compiledFromDescriptors(j.Files, j.Descriptors)
-		}
-		if !usable || err != nil {
-			if c, err = compile(ctx, j.Files); err != nil {
-				return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
-			}
-		}
+	c, err := decodeCompiled(ctx, &j)
+	if err != nil {
+		return nil, err
 	}
 	s := &State{
 		Version:     j.Version,
@@ -302,41 +293,12 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	}
 	indexIDs := map[uint32]bool{}
 	for _, tj := range j.Types {
-		name := protoreflect.FullName(tj.Name)
-		ct, ok := c.Types[name]
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("decode schema state: type %s is not a record type of the stored files", name)
-		case s.Types[name] != nil:
-			return nil, fmt.Errorf("decode schema state: type %s stored twice", name)
-		case tj.ID == 0 || tj.ID >= j.NextTypeID || s.ByID[tj.ID] != nil:
-			return nil, fmt.Errorf("decode schema state: type %s: bad id %d", name, tj.ID)
-		case !slices.Equal(tj.PrimaryKey, keyPaths(ct.PrimaryKey)):
-			return nil, fmt.Errorf("decode schema state: type %s: stored primary key %v, files say %v", name, tj.PrimaryKey, keyPaths(ct.PrimaryKey))
-		case len(tj.Indexes) != len(ct.Indexes):
-			return nil, fmt.Errorf("decode schema state: type %s: %d indexes stored, files declare %d", name, len(tj.Indexes), len(ct.Indexes))
+		t, err := s.decodeType(tj, indexIDs)
+		if err != nil {
+			return nil, fmt.Errorf("decode schema state: %w", err)
 		}
-		t := *ct
-		t.ID = tj.ID
-		t.Indexes = make([]*Index, len(ct.Indexes))
-		for i, cix := range ct.Indexes {
-			ij := tj.Indexes[i]
-			st, ok := protobasev1.IndexState_value[ij.State]
-			switch {
-			case ij.Name != cix.Name || !slices.Equal(ij.Fields, keyPaths(cix.Fields)) || ij.Unique != cix.Unique:
-				return nil, fmt.Errorf("decode schema state: type %s: stored index %q does not match the files", name, ij.Name)
-			case ij.ID == 0 || ij.ID >= j.NextIndexID || indexIDs[ij.ID]:
-				return nil, fmt.Errorf("decode schema state: type %s: index %q: bad id %d", name, ij.Name, ij.ID)
-			case !ok || st == int32(protobasev1.IndexState_INDEX_STATE_UNSPECIFIED):
-				return nil, fmt.Errorf("decode schema state: type %s: index %q: bad state %q", name, ij.Name, ij.State)
-			}
-			indexIDs[ij.ID] = true
-			ix := *cix
-			ix.ID, ix.State, ix.Error = ij.ID, protobasev1.IndexState(st), ij.Error
-			t.Indexes[i] = &ix
-		}
-		s.Types[name] = &t
-		s.ByID[t.ID] = &t
+		s.Types[protoreflect.FullName(tj.Name)] = t
+		s.ByID[t.ID] = t
 	}
 	for name := range c.Types {
 		if s.Types[name] == nil {
@@ -344,4 +306,75 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 		}
 	}
 	return s, nil
+}
+
+// decodeCompiled returns the compiled form of a stored state's files: from
+// its stored descriptors when they were compiled from exactly these files
+// and still load, else by compiling the files again, so that a state stays
+// readable when its descriptors are missing or unusable.
+func decodeCompiled(ctx context.Context, j *stateJSON) (*Compiled, error) {
+	if len(j.Files) == 0 {
+		return emptyCompiled(), nil
+	}
+	if len(j.Descriptors) > 0 && bytes.Equal(j.SourcesSHA256, sourcesDigest(j.Files)) {
+		if c, err := compiledFromDescriptors(j.Files, j.Descriptors); err == nil {
+			return c, nil
+		}
+	}
+	c, err := compile(ctx, j.Files)
+	if err != nil {
+		return nil, fmt.Errorf("decode schema state: stored files do not compile: %w", err)
+	}
+	return c, nil
+}
+
+// decodeType re-attaches a stored type's id and index states to the type
+// the compiled files declare under its name, after checking that the two
+// agree: a stored state must describe the same keys and indexes as its
+// files, and ids must be unique and below the state's counters. indexIDs
+// holds the index ids taken so far.
+func (s *State) decodeType(tj typeJSON, indexIDs map[uint32]bool) (*RecordType, error) {
+	name := protoreflect.FullName(tj.Name)
+	ct, ok := s.Compiled.Types[name]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("type %s is not a record type of the stored files", name)
+	case s.Types[name] != nil:
+		return nil, fmt.Errorf("type %s stored twice", name)
+	case tj.ID == 0 || tj.ID >= s.NextTypeID || s.ByID[tj.ID] != nil:
+		return nil, fmt.Errorf("type %s: bad id %d", name, tj.ID)
+	case !slices.Equal(tj.PrimaryKey, keyPaths(ct.PrimaryKey)):
+		return nil, fmt.Errorf("type %s: stored primary key %v, files say %v", name, tj.PrimaryKey, keyPaths(ct.PrimaryKey))
+	case len(tj.Indexes) != len(ct.Indexes):
+		return nil, fmt.Errorf("type %s: %d indexes stored, files declare %d", name, len(tj.Indexes), len(ct.Indexes))
+	}
+	t := *ct
+	t.ID = tj.ID
+	t.Indexes = make([]*Index, len(ct.Indexes))
+	for i, cix := range ct.Indexes {
+		ix, err := s.decodeIndex(tj.Indexes[i], cix, indexIDs)
+		if err != nil {
+			return nil, fmt.Errorf("type %s: %w", name, err)
+		}
+		t.Indexes[i] = ix
+	}
+	return &t, nil
+}
+
+// decodeIndex re-attaches a stored index's id and state to the index the
+// files declare in its place, and records its id in indexIDs.
+func (s *State) decodeIndex(ij indexJSON, cix *Index, indexIDs map[uint32]bool) (*Index, error) {
+	st, ok := protobasev1.IndexState_value[ij.State]
+	switch {
+	case ij.Name != cix.Name || !slices.Equal(ij.Fields, keyPaths(cix.Fields)) || ij.Unique != cix.Unique:
+		return nil, fmt.Errorf("stored index %q does not match the files", ij.Name)
+	case ij.ID == 0 || ij.ID >= s.NextIndexID || indexIDs[ij.ID]:
+		return nil, fmt.Errorf("index %q: bad id %d", ij.Name, ij.ID)
+	case !ok || st == int32(protobasev1.IndexState_INDEX_STATE_UNSPECIFIED):
+		return nil, fmt.Errorf("index %q: bad state %q", ij.Name, ij.State)
+	}
+	indexIDs[ij.ID] = true
+	ix := *cix
+	ix.ID, ix.State, ix.Error = ij.ID, protobasev1.IndexState(st), ij.Error
+	return &ix, nil
 }
