@@ -55,7 +55,7 @@ func TestHTTPTrickledBodyIsCut(t *testing.T) {
 	ts := startTransports(t, server.Config{HTTPLimits: testHTTPLimits})
 	conn := dialHTTP(t, ts)
 	body := `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "1", "email": "1@x"}]}` + "\n"
-	fmt.Fprintf(conn, "POST /v1/records:insert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	fmt.Fprintf(conn, "POST /v1/records:insert HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 	// One byte every 100 ms: 10 bytes/s against a minimum of 1000.
 	stop := make(chan struct{})
 	trickled := make(chan int, 1)
@@ -103,6 +103,7 @@ func TestHTTPTrickledBodyIsCutH2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		t.Fatalf("no answer: %v", err)
@@ -126,10 +127,15 @@ func TestHTTPSteadyStreamOutlivesTimeouts(t *testing.T) {
 		t.Run(c.name(), func(t *testing.T) {
 			pr, pw := io.Pipe()
 			defer pw.Close()
-			req, err := http.NewRequest(http.MethodPost, c.base+"/v1/records:write", pr)
+			// A refused stream must fail the test, not hang it: the deadline
+			// closes the body pipe a refusing server never reads.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/records:write", pr)
 			if err != nil {
 				t.Fatal(err)
 			}
+			req.Header.Set("Content-Type", "application/x-ndjson")
 			base := 1000
 			if c.h2 {
 				base = 2000
@@ -189,12 +195,12 @@ func TestHTTPHeaderAndIdleTimeouts(t *testing.T) {
 
 	// Headers that never end.
 	conn := dialHTTP(t, ts)
-	fmt.Fprintf(conn, "GET /v1/schema HTTP/1.1\r\nHost: x\r\n")
+	fmt.Fprintf(conn, "GET /v1/schema HTTP/1.1\r\nHost: 127.0.0.1\r\n")
 	closedWithin(t, conn, 5*time.Second)
 
 	// A kept-alive connection with nothing more to ask.
 	conn = dialHTTP(t, ts)
-	fmt.Fprintf(conn, "GET /v1/schema HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(conn, "GET /v1/schema HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	got := closedWithin(t, conn, 5*time.Second)
 	if !strings.HasPrefix(got, "HTTP/1.1 200 ") {
 		t.Errorf("the request was not answered: %.100q", got)
@@ -218,7 +224,7 @@ func TestHTTPNonReadingClientIsCut(t *testing.T) {
 	}
 	conn := dialHTTP(t, ts)
 	body := `{"query": {"type": "shop.User"}}`
-	fmt.Fprintf(conn, "POST /v1/scan HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(conn, "POST /v1/scan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	// Not reading for three times WriteTimeout is the behaviour under test.
 	time.Sleep(3 * testHTTPLimits.WriteTimeout)
 	got := closedWithin(t, conn, 10*time.Second)
