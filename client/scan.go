@@ -94,6 +94,9 @@ type Page struct {
 	// Token resumes after this page; empty on the last page.
 	Token string
 	Plan  *pb.Plan
+	// Count is the number of matches of a count query (Query.count),
+	// which is answered in one page without records.
+	Count uint64
 }
 
 // Query fetches one page of q; pass the previous page's Token to continue.
@@ -102,7 +105,7 @@ func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token 
 	if err != nil {
 		return nil, asError(err)
 	}
-	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan}, nil
+	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan, Count: resp.Count}, nil
 }
 
 // Pages calls fn with every page of q in order until the last page or an

@@ -60,6 +60,13 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 			return nil, err
 		}
 	}
+	if c.plan.Count {
+		if after != nil {
+			return nil, &Error{Code: codes.InvalidArgument, Field: "page_token",
+				Msg: "invalid page token: a count query is answered in one response"}
+		}
+		return e.countPage(ctx, c)
+	}
 	limit := c.plan.Limit
 	if limit > 0 {
 		if returned >= limit {
@@ -92,9 +99,6 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 			return false
 		}
 		last = append(last[:0], key...)
-		if c.plan.Count {
-			return true
-		}
 		// Values are sized for what the page can still hold, at most
 		// 64 KiB at a time.
 		left := int(size) - len(resp.Records)
@@ -113,6 +117,25 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 	}
 	if more && (limit == 0 || returned+size < limit) {
 		resp.NextPageToken = e.sealToken(fingerprint(c), last, returned+uint64(len(resp.Records)))
+	}
+	return resp, nil
+}
+
+// countPage answers a count query: every match (up to the limit) counted
+// on one snapshot, in one response. Paging a count would only split one
+// number over several round trips.
+func (e *Engine) countPage(ctx context.Context, c *compiled) (*pb.QueryResponse, error) {
+	rd, done := e.reader(c)
+	defer done()
+	cu := &cursor{e: e, c: c, r: rd}
+	err := cu.run(ctx, c.plan.Ranges, nil, func(_, _ []byte) bool { return true })
+	cu.flushStats()
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.QueryResponse{Count: cu.n}
+	if c.q.GetExplain() {
+		resp.Plan = c.plan.Explain()
 	}
 	return resp, nil
 }
