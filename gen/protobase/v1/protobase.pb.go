@@ -2322,6 +2322,9 @@ type QueryRequest struct {
 	// Records per page (default chosen by the server).
 	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Continuation token from a previous response; resumes after its last key.
+	// A token is INVALID_ARGUMENT with another query, and FAILED_PRECONDITION
+	// once its type was dropped and re-created or the query's index changed:
+	// start the listing again without a token.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -3,10 +3,15 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
@@ -81,5 +86,47 @@ func TestQueryCountEveryTransport(t *testing.T) {
 		"where": {"cmp": {"field": "name", "op": "OP_EQ", "value": {"string": "n2"}}}}}`, &restResp)
 	if restResp.Count != 8 || restResp.Plan.GetAccess() != "index_range" {
 		t.Errorf("rest count with explain: %v", &restResp)
+	}
+}
+
+// A continuation token taken before its type was dropped and re-created is
+// refused with FAILED_PRECONDITION over gRPC, REST and NATS: resuming it
+// against the new type's keys restarted the listing or ended it early.
+func TestQueryTokenAfterTypeRecreated(t *testing.T) {
+	ts := startTransports(t, server.Config{NoSync: true})
+	write := func() {
+		var recs []*anypb.Any
+		for i := range 30 {
+			recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": "%d", "name": "n", "email": "u%d@x"}`, i, i)))
+		}
+		ts.mustWrite(insert, recs)
+	}
+	write()
+	q := &pb.Query{Type: "shop.User"}
+	first, err := ts.c.Query(context.Background(), q, 10, "")
+	if err != nil || first.Token == "" {
+		t.Fatalf("first page: %v %v", first, err)
+	}
+	user := shopProto[strings.Index(shopProto, "message User"):strings.Index(shopProto, "message Order")]
+	if _, err := ts.apply(map[string]string{"shop.proto": strings.Replace(shopProto, user, "", 1)},
+		client.SchemaOptions{AllowDrop: []string{"shop.User"}}); err != nil {
+		t.Fatal(err)
+	}
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	write()
+
+	_, err = ts.c.Query(context.Background(), q, 10, first.Token)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "dropped and re-created") {
+		t.Fatalf("grpc: old token after re-create: %v, want FAILED_PRECONDITION", err)
+	}
+	rest := restClients(t, ts)
+	code, body := rest[0].do(http.MethodPost, "/v1/query",
+		strings.NewReader(`{"query": {"type": "shop.User"}, "pageSize": 10, "pageToken": "`+first.Token+`"}`))
+	if st := rest[0].restStatus(code, body, http.StatusBadRequest, codes.FailedPrecondition); !strings.Contains(st.Message, "dropped and re-created") {
+		t.Fatalf("rest: old token after re-create: %s, want the cause named", body)
+	}
+	natsPB := newNATSClient(t, ts, ts.srv.NATSURL(), false)
+	if st := natsPB.call(natstransport.SubjectQuery, &pb.QueryRequest{Query: q, PageSize: 10, PageToken: first.Token}, new(pb.QueryResponse)); codes.Code(st.GetCode()) != codes.FailedPrecondition {
+		t.Fatalf("nats: old token after re-create: %v, want FAILED_PRECONDITION", st)
 	}
 }
