@@ -165,8 +165,8 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	te.mustWrite(engine.OpInsert, []*anypb.Any{
 		acct(`{"id": 1, "handle": "h1"}`),
 		acct(`{"id": 2, "handle": "h2", "email": ""}`),
-		acct(`{"id": 3, "handle": "h3", "email": "b@x"}`),
-		acct(`{"id": 4, "handle": "h4", "email": "c@x"}`),
+		acct(`{"id": 3, "handle": "h3", "email": "b@x", "contact": {"phone": "1"}, "username": "u"}`),
+		acct(`{"id": 4, "handle": "h4", "email": "c@x", "contact": {}}`),
 	})
 	item := func(js string) *anypb.Any { return te.rec("legacy.Item", js) }
 	te.mustWrite(engine.OpInsert, []*anypb.Any{item(`{"id": 1}`), item(`{"id": 2, "code": 7}`), item(`{"id": 3, "code": 8}`)})
@@ -185,6 +185,10 @@ func TestUniqueAbsentQueries(t *testing.T) {
 		{"acct.Account", `email = "c@x" or email = "b@x"`, nil, 2, true},
 		{"acct.Account", `email = "c@x" or email = ""`, nil, 3, false},
 		{"acct.Account", `handle = "h1"`, nil, 1, true}, // no presence: always indexed
+		{"acct.Account", `contact.phone = "1"`, nil, 1, true},
+		{"acct.Account", `contact.phone = ""`, nil, 3, false}, // 4 holds "", 1 and 2 lack contact
+		{"acct.Account", `username = "u"`, nil, 1, true},
+		{"acct.Account", `username = ""`, nil, 3, false},
 		{"legacy.Item", `code = 7`, nil, 2, false},
 		{"legacy.Item", `code = 8`, nil, 1, true},
 	}
