@@ -100,6 +100,8 @@ type Page struct {
 }
 
 // Query fetches one page of q; pass the previous page's Token to continue.
+// A token taken before q's type was dropped and re-created (or its index
+// changed) is FAILED_PRECONDITION: start again without a token.
 func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token string) (*Page, error) {
 	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token})
 	if err != nil {
