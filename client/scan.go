@@ -94,15 +94,20 @@ type Page struct {
 	// Token resumes after this page; empty on the last page.
 	Token string
 	Plan  *pb.Plan
+	// Count is the number of matches of a count query (Query.count),
+	// which is answered in one page without records.
+	Count uint64
 }
 
 // Query fetches one page of q; pass the previous page's Token to continue.
+// A token taken before q's type was dropped and re-created (or its index
+// changed) is FAILED_PRECONDITION: start again without a token.
 func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token string) (*Page, error) {
 	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token})
 	if err != nil {
 		return nil, asError(err)
 	}
-	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan}, nil
+	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan, Count: resp.Count}, nil
 }
 
 // Pages calls fn with every page of q in order until the last page or an

@@ -28,6 +28,11 @@ import (
 // which code, record and field. Small key domains make repeated keys within
 // a batch and colliding unique values common. After each round the server
 // stops and server.Check verifies the indexes against the records.
+//
+// Unique indexes follow the rule for absent values: a record lacking a
+// field with presence (Account.email, Member.handle) has no entry, so any
+// number may lack it, while a present empty string is a value like any
+// other; Member.org has no presence, so "" is its value.
 
 const writeModelProto = `syntax = "proto3";
 package wm;
@@ -40,7 +45,7 @@ message Account {
     index: { fields: "team" }
   };
   int64 id = 1;
-  string email = 2;
+  optional string email = 2;
   string team = 3;
   int32 score = 4;
 }
@@ -53,7 +58,7 @@ message Member {
   };
   string org = 1;
   int64 id = 2;
-  string handle = 3;
+  optional string handle = 3;
   int32 level = 4;
   string note = 5;
 }
@@ -73,8 +78,8 @@ type wmType struct {
 	uniq     []string // unique indexes' fields, as a WriteError names them
 	keys     int      // primary keys are numbered 0..keys-1
 	// gen returns the bytes and unique values of a record with primary key
-	// number k; keyOnly leaves out what is not the primary key (remove
-	// reads only that).
+	// number k (wmAbsent for a value with no entry); keyOnly leaves out
+	// what is not the primary key (remove reads only that).
 	gen func(rng *rand.Rand, k int, keyOnly bool) (val []byte, uniq []string)
 }
 
@@ -84,6 +89,28 @@ func appendStr(b []byte, num protowire.Number, s string) []byte {
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendString(b, s)
+}
+
+// wmAbsent is the unique value of a record that lacks a field of the
+// index: it has no entry and collides with nothing.
+const wmAbsent = "\x00absent"
+
+// appendPresent appends a field with presence, set to s (even "").
+func appendPresent(b []byte, num protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// optionalValue picks a value of an optional string field: absent one time
+// in six, present and empty one in twelve, else one of n values.
+func optionalValue(rng *rand.Rand, format string, n int) string {
+	switch rng.IntN(12) {
+	case 0, 1:
+		return wmAbsent
+	case 2:
+		return ""
+	}
+	return fmt.Sprintf(format, rng.IntN(n))
 }
 
 func appendInt(b []byte, num protowire.Number, v uint64) []byte {
@@ -101,12 +128,11 @@ var wmTypes = []*wmType{
 		name: "wm.Account", pkFields: "id", uniq: []string{"email"}, keys: 24,
 		gen: func(rng *rand.Rand, k int, keyOnly bool) ([]byte, []string) {
 			b := appendInt(nil, 1, uint64(int64(k-2))) // negative ids too
-			email := ""
-			if rng.IntN(10) > 0 {
-				email = fmt.Sprintf("%d@x", rng.IntN(40))
-			}
+			email := optionalValue(rng, "%d@x", 40)
 			if !keyOnly {
-				b = appendStr(b, 2, email)
+				if email != wmAbsent {
+					b = appendPresent(b, 2, email)
+				}
 				b = appendStr(b, 3, pick(rng, "", "red", "blue"))
 				b = appendInt(b, 4, uint64(int64(rng.IntN(5)-1)))
 			}
@@ -117,16 +143,18 @@ var wmTypes = []*wmType{
 		name: "wm.Member", pkFields: "org,id", uniq: []string{"org,handle"}, keys: 15,
 		gen: func(rng *rand.Rand, k int, keyOnly bool) ([]byte, []string) {
 			org := []string{"o1", "o2", ""}[k%3]
-			handle := ""
-			if rng.IntN(6) > 0 {
-				handle = fmt.Sprint("h", rng.IntN(12))
-			}
+			handle := optionalValue(rng, "h%d", 12)
 			b := appendStr(nil, 1, org)
 			b = appendInt(b, 2, uint64(k/3))
 			if !keyOnly {
-				b = appendStr(b, 3, handle)
+				if handle != wmAbsent {
+					b = appendPresent(b, 3, handle)
+				}
 				b = appendInt(b, 4, uint64(rng.IntN(3)))
 				b = appendStr(b, 5, pick(rng, "", "n", strings.Repeat("z", rng.IntN(40))))
+			}
+			if handle == wmAbsent {
+				return b, []string{wmAbsent}
 			}
 			return b, []string{fmt.Sprintf("%q/%q", org, handle)}
 		},
@@ -190,7 +218,7 @@ func (m wmModel) apply(op pb.WriteOp, recs []wmRec) *wmFail {
 		}
 		for j, fields := range r.t.uniq {
 			for k, other := range next {
-				if other.t == r.t && k != r.key() && other.uniq[j] == r.uniq[j] {
+				if other.t == r.t && k != r.key() && other.uniq[j] == r.uniq[j] && r.uniq[j] != wmAbsent {
 					return &wmFail{code: codes.AlreadyExists, record: i, field: fields, url: r.any.TypeUrl}
 				}
 			}

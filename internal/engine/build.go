@@ -84,6 +84,13 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		key = append(key[:0], it.Key()...)
 		val = append(val[:0], it.Value()...)
 		pk := key[len(t.prefix):]
+		var skip bool
+		if skip, err = t.skips(ix, val); err != nil {
+			break
+		}
+		if skip {
+			continue
+		}
 		ik := append([]byte(nil), ix.prefix...)
 		if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
 			break

@@ -22,7 +22,9 @@ import (
 //   - every record has the entry of every READY index (an index still
 //     BUILDING may lack entries of records the builder has not reached);
 //   - a unique index holds exactly one entry per value, so no two records
-//     share a value;
+//     share a value, and no entry for a record lacking one of its fields
+//     that can be absent (those records are left out, see
+//     keyExtractor.absent);
 //   - every record belongs to a known type and its key decodes.
 //
 // Check reads one snapshot and never writes, so it may run on a store that
@@ -203,6 +205,15 @@ func (c *checker) records() error {
 			continue
 		}
 		for _, ix := range maintained(t) {
+			skip, err := t.skips(ix, val)
+			if err != nil {
+				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
+					Detail: "stored record does not say whether it has an entry: " + err.Error()})
+				continue
+			}
+			if skip {
+				continue // no entry, checked from the entries' side
+			}
 			ik = append(ik[:0], ix.prefix...)
 			if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
 				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
@@ -254,6 +265,9 @@ func (c *checker) holds(t *recType, ix *index, pk, ik []byte) bool {
 	if err != nil || !found {
 		return false
 	}
+	if skip, err := t.skips(ix, val); err != nil || skip {
+		return false
+	}
 	got, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
 	return err == nil && bytes.Equal(got, ik)
 }
@@ -302,6 +316,11 @@ func (c *checker) entries() error {
 		}
 		if !found {
 			p.Kind, p.Detail = ProblemDanglingEntry, fmt.Sprintf("points at primary key %x, which has no record", pk)
+			c.add(p)
+			continue
+		}
+		if skip, err := t.skips(ix, val); err == nil && skip {
+			p.Kind, p.Detail = ProblemStaleEntry, fmt.Sprintf("points at primary key %x, whose record lacks a field of the index and so has no entry", pk)
 			c.add(p)
 			continue
 		}

@@ -2,11 +2,14 @@ package engine
 
 import (
 	"math"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/schema"
 )
 
 // keyExtractor reads every key field of one record type — the primary
@@ -31,6 +34,9 @@ type keyExtractor struct {
 	wts  []protowire.Type   // the wire type each slot's field must have
 	pk   []keyField
 	ixs  [][]keyField // parallel to recType.indexes
+	// sparse[j] is set for a unique index j with a key field that can be
+	// absent: such an index enters no record lacking one (see absent).
+	sparse []bool
 }
 
 // keyField is one key component and where to find it.
@@ -38,6 +44,9 @@ type keyField struct {
 	keyPath
 	slot int           // index into nums; -1 reads the path over the whole record
 	def  record.Scalar // the value of an absent field
+	// pres, set on the fields of unique indexes that can be absent, tells
+	// an absent field from one holding its default.
+	pres *presence
 }
 
 // occurrence is the [start, end) of a walked field's last value in the
@@ -48,8 +57,18 @@ func newKeyExtractor(pk []keyPath, indexes []*index) *keyExtractor {
 	x := &keyExtractor{}
 	x.pk = x.fields(pk)
 	x.ixs = make([][]keyField, len(indexes))
+	x.sparse = make([]bool, len(indexes))
 	for i, ix := range indexes {
 		x.ixs[i] = x.fields(ix.paths)
+		if !ix.ix.Unique {
+			continue
+		}
+		for k, kf := range ix.ix.Fields {
+			if query.CanBeAbsent(kf) {
+				x.ixs[i][k].pres = presenceOf(kf)
+				x.sparse[i] = true
+			}
+		}
 	}
 	return x
 }
@@ -154,6 +173,118 @@ func (x *keyExtractor) appendIndex(dst, b []byte, occ []occurrence, j int) ([]by
 	return appendFields(dst, b, occ, x.ixs[j])
 }
 
+// absent reports whether record b lacks a key field of the unique index j
+// that can be absent; occ is locate's result for b, or nil to read every
+// field over the whole record. Such a record has no entry in the index:
+// the rule of unique indexes and absent values (docs/design.md), as SQL
+// leaves NULL out of UNIQUE. Any number of records may lack the field.
+func (x *keyExtractor) absent(b []byte, occ []occurrence, j int) (bool, error) {
+	if !x.sparse[j] {
+		return false, nil
+	}
+	for i := range x.ixs[j] {
+		f := &x.ixs[j][i]
+		if f.pres == nil {
+			continue
+		}
+		var found bool
+		if f.slot >= 0 && occ != nil {
+			found = occ[f.slot].start >= 0
+		} else {
+			var err error
+			if _, found, err = f.path.Get(b); err != nil {
+				return false, err
+			}
+		}
+		if found {
+			continue // a present leaf lies in present messages
+		}
+		if f.pres.leaf {
+			return true, nil
+		}
+		// A field without presence in a message that is present holds
+		// its default; in one that is absent, it is absent.
+		ok, err := reached(b, f.pres.parents)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// presence is what tells that a key field that can be absent is absent.
+type presence struct {
+	leaf    bool          // the field itself has presence
+	parents []parentField // the message fields along its path
+}
+
+// parentField is a message field on a key path.
+type parentField struct {
+	num protowire.Number
+	// oneof lists the other members of its oneof: a later one clears it.
+	oneof []protowire.Number
+}
+
+func presenceOf(kf schema.KeyField) *presence {
+	n := len(kf.Fields)
+	p := &presence{leaf: kf.Fields[n-1].HasPresence()}
+	for _, fd := range kf.Fields[:n-1] {
+		pf := parentField{num: fd.Number()}
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			for i := 0; i < od.Fields().Len(); i++ {
+				if m := od.Fields().Get(i).Number(); m != pf.num {
+					pf.oneof = append(pf.oneof, m)
+				}
+			}
+		}
+		p.parents = append(p.parents, pf)
+	}
+	return p
+}
+
+// reached reports whether every message field of parents is present in b,
+// the first in b, each next in the merge of the previous one's occurrences
+// (a message that occurs several times is their concatenation, and a later
+// member of its oneof clears it), as a protobuf decoder would see them.
+func reached(b []byte, parents []parentField) (bool, error) {
+	segs := [][]byte{b}
+	for _, pf := range parents {
+		var next [][]byte
+		seen := false
+		for _, s := range segs {
+			for len(s) > 0 {
+				num, wt, n := protowire.ConsumeTag(s)
+				if n < 0 {
+					return false, protowire.ParseError(n)
+				}
+				s = s[n:]
+				m := protowire.ConsumeFieldValue(num, wt, s)
+				if m < 0 {
+					return false, protowire.ParseError(m)
+				}
+				switch {
+				case num == pf.num && wt == protowire.BytesType:
+					v, _ := protowire.ConsumeBytes(s)
+					next, seen = append(next, v), true
+				case num == pf.num && wt == protowire.StartGroupType:
+					next, seen = append(next, s[:m-protowire.SizeTag(num)]), true
+				case slices.Contains(pf.oneof, num):
+					next, seen = next[:0], false
+				}
+				s = s[m:]
+			}
+		}
+		if !seen {
+			return false, nil
+		}
+		segs = next
+	}
+	return true, nil
+}
+
 func appendFields(dst, b []byte, occ []occurrence, fields []keyField) ([]byte, string, error) {
 	for i := range fields {
 		f := &fields[i]
@@ -244,4 +375,17 @@ func wireType(k protoreflect.Kind) (protowire.Type, bool) {
 		return protowire.BytesType, true
 	}
 	return 0, false
+}
+
+// skips reports whether ix, a maintained index of t, has no entry for
+// record b: a unique index and an absent field (see keyExtractor.absent).
+// It reads every field over the whole record, so the builder and the
+// checker do not share the writer's walk.
+func (t *recType) skips(ix *index, b []byte) (bool, error) {
+	for j, x := range t.indexes {
+		if x == ix {
+			return t.keys.absent(b, nil, j)
+		}
+	}
+	return false, nil
 }

@@ -57,9 +57,16 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 	var after []byte
 	var returned uint64
 	if tok := req.GetPageToken(); tok != "" {
-		if after, returned, err = e.openToken(tok, fingerprint(c)); err != nil {
+		if after, returned, err = e.openToken(tok, scopeOf(c), string(c.t.rt.Name)); err != nil {
 			return nil, err
 		}
+	}
+	if c.plan.Count {
+		if after != nil {
+			return nil, &Error{Code: codes.InvalidArgument, Field: "page_token",
+				Msg: "invalid page token: a count query is answered in one response"}
+		}
+		return e.countPage(ctx, c)
 	}
 	limit := c.plan.Limit
 	if limit > 0 {
@@ -93,9 +100,6 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 			return false
 		}
 		last = append(last[:0], key...)
-		if c.plan.Count {
-			return true
-		}
 		// Values are sized for what the page can still hold, at most
 		// 64 KiB at a time.
 		left := int(size) - len(resp.Records)
@@ -113,7 +117,26 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		resp.Plan = c.plan.Explain()
 	}
 	if more && (limit == 0 || returned+size < limit) {
-		resp.NextPageToken = e.sealToken(fingerprint(c), last, returned+uint64(len(resp.Records)))
+		resp.NextPageToken = e.sealToken(scopeOf(c), last, returned+uint64(len(resp.Records)))
+	}
+	return resp, nil
+}
+
+// countPage answers a count query: every match (up to the limit) counted
+// on one snapshot, in one response. Paging a count would only split one
+// number over several round trips.
+func (e *Engine) countPage(ctx context.Context, c *compiled) (*pb.QueryResponse, error) {
+	rd, done := e.reader(c)
+	defer done()
+	cu := &cursor{e: e, c: c, r: rd}
+	err := cu.run(ctx, c.plan.Ranges, nil, func(_, _ []byte) bool { return true })
+	cu.flushStats()
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.QueryResponse{Count: cu.n}
+	if c.q.GetExplain() {
+		resp.Plan = c.plan.Explain()
 	}
 	return resp, nil
 }
@@ -146,25 +169,44 @@ func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
 	return c, size, nil
 }
 
-// fingerprint identifies the query and its access path, so a token is
-// only accepted by the query (and the index) that produced it.
-func fingerprint(c *compiled) uint64 {
+// tokenVersion is the first byte of a token's signed body; a token of
+// another layout is refused as malformed rather than misread.
+const tokenVersion = 1
+
+// tokenScope is what a token was issued for, checked in this order when it
+// comes back: the query (a hash of the request's Query), the type instance
+// (its storage id: ids are never reused, so a type dropped and re-created
+// has a new one), and the access path (a new index, or an index dropped and
+// re-added under a new id, changes the plan and the meaning of the token's
+// key).
+type tokenScope struct {
+	query  uint64
+	typeID uint32
+	access query.Access
+	index  uint32 // 0 unless access is an index range
+}
+
+// scopeOf is the scope of a page of c.
+func scopeOf(c *compiled) tokenScope {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c.q)
 	h := fnv.New64a()
 	h.Write(b)
-	var ix [9]byte
-	ix[0] = byte(c.plan.Access)
+	s := tokenScope{query: h.Sum64(), typeID: c.t.rt.ID, access: c.plan.Access}
 	if c.plan.Index != nil {
-		binary.BigEndian.PutUint32(ix[1:], c.plan.Index.ID)
+		s.index = c.plan.Index.ID
 	}
-	h.Write(ix[:])
-	return h.Sum64()
+	return s
 }
 
-// A token is base64url(mac[16] | fingerprint[8] | returned uvarint | last key),
-// mac = HMAC-SHA256(secret, rest) truncated.
-func (e *Engine) sealToken(fp uint64, last []byte, returned uint64) string {
-	body := binary.BigEndian.AppendUint64(nil, fp)
+// A token is base64url(mac[16] | body), mac = HMAC-SHA256(secret, body)
+// truncated, body = version(1) | query hash(8) | type id(4) | access(1) |
+// index id(4) | returned uvarint | last key.
+func (e *Engine) sealToken(s tokenScope, last []byte, returned uint64) string {
+	body := []byte{tokenVersion}
+	body = binary.BigEndian.AppendUint64(body, s.query)
+	body = binary.BigEndian.AppendUint32(body, s.typeID)
+	body = append(body, byte(s.access))
+	body = binary.BigEndian.AppendUint32(body, s.index)
 	body = binary.AppendUvarint(body, returned)
 	body = append(body, last...)
 	m := hmac.New(sha256.New, e.secret)
@@ -172,12 +214,26 @@ func (e *Engine) sealToken(fp uint64, last []byte, returned uint64) string {
 	return base64.RawURLEncoding.EncodeToString(append(m.Sum(nil)[:16], body...))
 }
 
-func (e *Engine) openToken(tok string, fp uint64) (last []byte, returned uint64, err error) {
+// tokenHead is the length of a token up to its returned count.
+const tokenHead = 16 + 1 + 8 + 4 + 1 + 4
+
+// openToken checks a token against the scope of the query it came back
+// with. A token that is not well-formed, not ours, or for another query is
+// INVALID_ARGUMENT: that request can never succeed. A token that was valid
+// but whose type or access path changed under it is FAILED_PRECONDITION:
+// the listing cannot continue in this state of the schema, and the client
+// must start it again without a token. Resuming would misread the key (page
+// two silently restarting, or the listing ending early).
+func (e *Engine) openToken(tok string, want tokenScope, typeName string) (last []byte, returned uint64, err error) {
 	bad := func(why string) error {
 		return &apierror.Error{Code: codes.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
 	}
+	stale := func(why string) error {
+		return &Error{Code: codes.FailedPrecondition, Field: "page_token",
+			Msg: "page token is stale: " + why + "; start the listing again without a token"}
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(raw) < 16+8+1 {
+	if err != nil || len(raw) < tokenHead+1 {
 		return nil, 0, bad("malformed")
 	}
 	m := hmac.New(sha256.New, e.secret)
@@ -185,14 +241,29 @@ func (e *Engine) openToken(tok string, fp uint64) (last []byte, returned uint64,
 	if !hmac.Equal(m.Sum(nil)[:16], raw[:16]) {
 		return nil, 0, bad("not issued by this database")
 	}
-	if binary.BigEndian.Uint64(raw[16:24]) != fp {
-		return nil, 0, bad("it belongs to another query, or the index it used changed")
+	body := raw[16:]
+	if body[0] != tokenVersion {
+		return nil, 0, bad("malformed")
 	}
-	returned, n := binary.Uvarint(raw[24:])
+	got := tokenScope{
+		query:  binary.BigEndian.Uint64(body[1:9]),
+		typeID: binary.BigEndian.Uint32(body[9:13]),
+		access: query.Access(body[13]),
+		index:  binary.BigEndian.Uint32(body[14:18]),
+	}
+	switch {
+	case got.query != want.query:
+		return nil, 0, bad("it belongs to another query")
+	case got.typeID != want.typeID:
+		return nil, 0, stale("type " + typeName + " was dropped and re-created since it was issued")
+	case got.access != want.access || got.index != want.index:
+		return nil, 0, stale("the query's access path changed since it was issued (an index was built, dropped or re-created)")
+	}
+	returned, n := binary.Uvarint(raw[tokenHead:])
 	if n <= 0 {
 		return nil, 0, bad("malformed")
 	}
-	last = raw[24+n:]
+	last = raw[tokenHead+n:]
 	if len(last) < 5 { // a key is at least its space tag and id
 		return nil, 0, bad("malformed")
 	}

@@ -128,3 +128,66 @@ func TestPageTokensRejected(t *testing.T) {
 		})
 	}
 }
+
+// A token names the type instance and the index it was made for: after the
+// type is dropped and re-created (new storage id), or the index it read is
+// dropped and re-added, the old token is FAILED_PRECONDITION, never resumed
+// against the new keys (a forward listing restarted at page one, a reverse
+// one ended early).
+func TestPageTokensStaleAfterRecreate(t *testing.T) {
+	te := pagedEngine(t)
+	queries := map[string]*pb.Query{
+		"by key":            {Type: "shop.User"},
+		"by key descending": {Type: "shop.User", Order: &pb.Order{Descending: true}},
+		"by index":          byName("n2"),
+	}
+	toks := map[string]string{}
+	for name, q := range queries {
+		_, ts := pages(t, te, q, 5)
+		toks[name] = ts[0]
+	}
+	user := shopProto[strings.Index(shopProto, "message User"):strings.Index(shopProto, "message Member")]
+	if _, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
+		Files:     map[string]string{"shop.proto": strings.Replace(shopProto, user, "", 1)},
+		AllowDrop: []string{"shop.User"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	te.apply(map[string]string{"shop.proto": shopProto})
+	var recs []*anypb.Any
+	for i := 0; i < 95; i++ {
+		recs = append(recs, te.rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%5)+`", "email": "e`+itoa(i)+`"}`))
+	}
+	te.mustWrite(engine.OpInsert, recs)
+	for name, q := range queries {
+		wantStale(t, te, name, q, toks[name], "dropped and re-created")
+		// Without a token the listing starts again and is whole.
+		if got, _ := pages(t, te, q, 5); len(got) != 95 && len(got) != 19 {
+			t.Errorf("%s: fresh listing has %d records", name, len(got))
+		}
+	}
+
+	// The index dropped and re-added: the same type, another access path.
+	q := queries["by index"]
+	_, ts := pages(t, te, q, 5)
+	te.apply(map[string]string{"shop.proto": strings.Replace(shopProto, `index: { fields: "name" }`, "", 1)})
+	wantStale(t, te, "index dropped", q, ts[0], "access path changed")
+	te.apply(map[string]string{"shop.proto": shopProto})
+	waitIndexNamed(t, te, "name")
+	wantStale(t, te, "index re-added", q, ts[0], "access path changed")
+	if got, _ := pages(t, te, q, 5); len(got) != 19 {
+		t.Errorf("fresh listing by the re-added index has %d records, want 19", len(got))
+	}
+}
+
+func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why string) {
+	t.Helper()
+	resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
+	var e *engine.Error
+	if !errors.As(err, &e) || e.Code != codes.FailedPrecondition || e.Field != "page_token" {
+		t.Fatalf("%s: old token gave %d records and %v, want FAILED_PRECONDITION on page_token", name, len(resp.GetRecords()), err)
+	}
+	if !strings.Contains(e.Msg, why) {
+		t.Fatalf("%s: message %q, want it to say %q", name, e.Msg, why)
+	}
+}

@@ -99,7 +99,9 @@ type Writer struct {
 	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
 }
 
-// span is a [start, end) range of Writer.arena.
+// span is a [start, end) range of Writer.arena. An index key span is empty
+// when the record has no entry in that index (a unique index and an absent
+// field, see keyExtractor.absent).
 type span struct{ s, e int32 }
 
 // prep is one record after phase 1.
@@ -321,6 +323,16 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 	if op != OpRemove {
 		for j, ix := range t.indexes {
 			s := len(w.arena)
+			if ix.ix.Unique {
+				skip, err := t.keys.absent(a.Value, w.occ, j)
+				if err != nil {
+					return false, recordError(codes.InvalidArgument, i, a.TypeUrl, strings.Join(indexFields(ix), ","), err.Error())
+				}
+				if skip { // no entry: an empty span
+					w.ixOff = append(w.ixOff, span{int32(s), int32(s)})
+					continue
+				}
+			}
 			w.arena = append(w.arena, ix.prefix...)
 			if w.arena, field, err = t.keys.appendIndex(w.arena, a.Value, w.occ, j); err != nil {
 				return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
@@ -530,10 +542,11 @@ func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
 	}
 	pk := w.bytes(p.pk)
 	for j, ix := range p.t.indexes {
-		if !ix.ix.Unique {
+		k := w.ixOff[int(p.ix)+j]
+		if !ix.ix.Unique || k.s == k.e {
 			continue
 		}
-		cur, taken, err := w.get(w.bytes(w.ixOff[int(p.ix)+j]), &w.ixBuf, dups, true)
+		cur, taken, err := w.get(w.bytes(k), &w.ixBuf, dups, true)
 		if err != nil {
 			return err
 		}
@@ -555,6 +568,15 @@ func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) 
 	w.oldOcc = t.keys.locate(old, w.oldOcc[:0])
 	for j, ix := range t.indexes {
 		var err error
+		if ix.ix.Unique {
+			skip, err := t.keys.absent(old, w.oldOcc, j)
+			if err != nil {
+				return &Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+			}
+			if skip {
+				continue // it has no entry to retract
+			}
+		}
 		w.oldIx = append(w.oldIx[:0], ix.prefix...)
 		if w.oldIx, _, err = t.keys.appendIndex(w.oldIx, old, w.oldOcc, j); err != nil {
 			return &apierror.Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
@@ -585,9 +607,12 @@ func (w *Writer) put(b *store.Batch, p *prep, dups bool) {
 	pk := w.bytes(p.pk)
 	w.set(b, w.bytes(p.key), p.val, dups)
 	for j, ix := range p.t.indexes {
-		nk := w.bytes(w.ixOff[int(p.ix)+j])
+		k := w.ixOff[int(p.ix)+j]
+		nk := w.bytes(k)
 		if ix.ix.Unique {
-			w.set(b, nk, pk, dups)
+			if k.s != k.e {
+				w.set(b, nk, pk, dups)
+			}
 		} else {
 			w.set(b, nk, nil, dups)
 		}

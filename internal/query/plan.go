@@ -2,13 +2,16 @@ package query
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/schema"
 )
 
 // rng is a range of key suffixes relative to a key prefix P: the keys P+x
@@ -715,9 +718,15 @@ type choice struct {
 
 // plan chooses among cands (the primary key first, when allowed) for the
 // expression root (nil: everything).
+//
+// A candidate that may not serve the query (see complete) is passed over;
+// when none is left, the choice has no cand.
 func (pl *planner) plan(root *node, cands []*candidate) choice {
 	if root == nil {
 		c := cands[0]
+		if !complete(c, nil) {
+			return choice{}
+		}
 		p := c.prefix()
 		return choice{cand: c, ranges: []Range{{Start: p, End: keys.PrefixEnd(p)}}}
 	}
@@ -729,11 +738,17 @@ func (pl *planner) plan(root *node, cands []*candidate) choice {
 	}
 	accs := gather(conjs)
 	var best candPlan
-	for i, c := range cands {
+	for _, c := range cands {
+		if !complete(c, accs) {
+			continue
+		}
 		cp := pl.eval(c, accs)
-		if i == 0 || better(&cp, &best) {
+		if best.cand == nil || better(&cp, &best) {
 			best = cp
 		}
+	}
+	if best.cand == nil {
+		return choice{}
 	}
 	ranges, consumed := best.build(conjs)
 	used := make([]bool, len(conjs))
@@ -800,6 +815,10 @@ func (pl *planner) planOr(root *node, cands []*candidate) (choice, bool) {
 		viable := true
 		var worst candPlan
 		for i, in := range ins {
+			if !complete(c, in.accs) {
+				viable = false
+				break
+			}
 			plans[i] = pl.eval(c, in.accs)
 			if !plans[i].constrained {
 				viable = false
@@ -853,4 +872,92 @@ func betterWorst(a, b *candPlan) bool {
 		return a.tail
 	}
 	return candLess(a.cand, b.cand)
+}
+
+// CanBeAbsent reports whether a key field can be absent from a record: the
+// field has presence (proto2 optional, proto3 optional, a oneof member), or
+// its path goes through a message field, which has presence. A field
+// without presence (a proto3 scalar) is never absent: its default value is
+// its value. A unique index enters no record in which such a field is
+// absent (see "Unique indexes and absent values" in docs/design.md).
+func CanBeAbsent(kf schema.KeyField) bool {
+	return len(kf.Fields) > 1 || kf.Fields[len(kf.Fields)-1].HasPresence()
+}
+
+// complete reports whether a plan on candidate c finds every record that
+// satisfies the conjunction gathered in accs (nil: no condition). The
+// primary key and non-unique indexes hold every record; a unique index
+// leaves out the records in which a key field that CanBeAbsent is absent.
+// Such a record reads the field as its default value, so the index may
+// serve the query only when the query's own constraint on every such field
+// excludes that default: then no record lacking the field can match.
+func complete(c *candidate, accs map[string]*fieldAcc) bool {
+	if !c.unique || c.isPK() {
+		return true
+	}
+	for _, kf := range c.fields {
+		if !CanBeAbsent(kf) {
+			continue
+		}
+		a := accs[kf.Path]
+		if a == nil {
+			return false
+		}
+		def := defaultKey(kf)
+		switch {
+		case a.hasPts:
+			// gather already cut the points to the ranges.
+			if slices.ContainsFunc(a.pts, func(p []byte) bool { return bytes.Equal(p, def) }) {
+				return false
+			}
+		case a.hasRng:
+			if a.rng.contains(def) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// defaultKey is the key encoding of the value a key field reads as when it
+// is absent: its default (a proto2 field's declared one).
+func defaultKey(kf schema.KeyField) []byte {
+	fd := kf.Fields[len(kf.Fields)-1]
+	d := fd.Default()
+	switch kf.Kind {
+	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
+		protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
+		return keys.AppendInt(nil, d.Int())
+	case protoreflect.EnumKind:
+		return keys.AppendInt(nil, int64(d.Enum()))
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
+		protoreflect.Fixed64Kind:
+		return keys.AppendUint(nil, d.Uint())
+	case protoreflect.BoolKind:
+		return keys.AppendBool(nil, d.Bool())
+	case protoreflect.FloatKind:
+		return keys.AppendFloat32(nil, float32(d.Float()))
+	case protoreflect.DoubleKind:
+		return keys.AppendFloat64(nil, d.Float())
+	case protoreflect.StringKind:
+		return keys.AppendBytes(nil, []byte(d.String()))
+	}
+	return keys.AppendBytes(nil, d.Bytes())
+}
+
+// sparseOrder is the error of a query ordered by a unique index that
+// cannot serve it: the index leaves out records the query may match.
+func sparseOrder(c *candidate) *Error {
+	var fields []string
+	for _, kf := range c.fields {
+		if CanBeAbsent(kf) {
+			fields = append(fields, kf.Path)
+		}
+	}
+	return &Error{Field: "order.index", Reason: fmt.Sprintf(
+		"unique index %q leaves out records without %s, which this query may match; "+
+			"add a condition excluding the default value of %s, or order by another index",
+		c.name, strings.Join(fields, ", "), strings.Join(fields, ", "))}
 }

@@ -261,6 +261,9 @@ func Compile(q *pb.Query, t *Target, lim Limits) (*Plan, error) {
 	}
 	pl := planner{maxRanges: lim.MaxRanges}
 	ch := pl.plan(root, cands)
+	if ch.cand == nil {
+		return nil, sparseOrder(cands[0])
+	}
 
 	cand := ch.cand
 	switch {

@@ -97,7 +97,11 @@ type IndexOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Field paths forming the index key, in key order (same rules as primary_key).
 	Fields []string `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
-	// When true, no two records may share the index key.
+	// When true, no two records may share the index key. A record in which a
+	// field with presence (proto2 or proto3 optional, a oneof member, a field
+	// reached through a message field) is absent has no entry, so any number
+	// of records may lack it, as SQL treats NULL. A proto3 field without
+	// presence is never absent: its default value is its value.
 	Unique bool `protobuf:"varint,2,opt,name=unique,proto3" json:"unique,omitempty"`
 	// Optional name; defaults to the field paths joined by "_".
 	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`

@@ -2388,6 +2388,9 @@ type QueryRequest struct {
 	// Records per page (default chosen by the server).
 	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Continuation token from a previous response; resumes after its last key.
+	// A token is INVALID_ARGUMENT with another query, and FAILED_PRECONDITION
+	// once its type was dropped and re-created or the query's index changed:
+	// start the listing again without a token.
 	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2450,6 +2453,10 @@ type QueryResponse struct {
 	// Empty when there are no more results.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	Plan          *Plan  `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Set on count queries: the number of matches (at most the query's
+	// limit). A count query is answered in one response, on one snapshot,
+	// without records or a next page token; page_size does not apply.
+	Count         uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2503,6 +2510,13 @@ func (x *QueryResponse) GetPlan() *Plan {
 		return x.Plan
 	}
 	return nil
+}
+
+func (x *QueryResponse) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
 }
 
 // KeyInfo describes an API key; it never holds the key itself.
@@ -3019,11 +3033,12 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x13.protobase.v1.QueryR\x05query\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8f\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa5\x01\n" +
 	"\rQueryResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12&\n" +
-	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\"\x81\x01\n" +
+	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\"\x81\x01\n" +
 	"\aKeyInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +
