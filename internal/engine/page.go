@@ -63,7 +63,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 	}
 	if c.plan.Count {
 		if after != nil {
-			return nil, &Error{Code: codes.InvalidArgument, Field: "page_token",
+			return nil, &apierror.Error{Code: codes.InvalidArgument, Field: "page_token",
 				Msg: "invalid page token: a count query is answered in one response"}
 		}
 		return e.countPage(ctx, c)
@@ -229,7 +229,7 @@ func (e *Engine) openToken(tok string, want tokenScope, typeName string) (last [
 		return &apierror.Error{Code: codes.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
 	}
 	stale := func(why string) error {
-		return &Error{Code: codes.FailedPrecondition, Field: "page_token",
+		return &apierror.Error{Code: codes.FailedPrecondition, Field: "page_token",
 			Msg: "page token is stale: " + why + "; start the listing again without a token"}
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(tok)

@@ -571,7 +571,7 @@ func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) 
 		if ix.ix.Unique {
 			skip, err := t.keys.absent(old, w.oldOcc, j)
 			if err != nil {
-				return &Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+				return &apierror.Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
 			}
 			if skip {
 				continue // it has no entry to retract
