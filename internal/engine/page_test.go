@@ -183,7 +183,7 @@ func TestPageTokensStaleAfterRecreate(t *testing.T) {
 func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why string) {
 	t.Helper()
 	resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
-	var e *engine.Error
+	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != codes.FailedPrecondition || e.Field != "page_token" {
 		t.Fatalf("%s: old token gave %d records and %v, want FAILED_PRECONDITION on page_token", name, len(resp.GetRecords()), err)
 	}

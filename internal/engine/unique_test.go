@@ -10,6 +10,7 @@ import (
 
 	"github.com/protobase/protobase/client/where"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keys"
 )
@@ -205,7 +206,7 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	// Ordered by the index with nothing that excludes absent emails: the
 	// listing would silently leave records out, so it is refused.
 	_, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "acct.Account", Order: &pb.Order{Index: "by_email"}}})
-	var e *engine.Error
+	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != codes.InvalidArgument {
 		t.Fatalf("order by a unique index over absent values: %v, want INVALID_ARGUMENT", err)
 	}
