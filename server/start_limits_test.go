@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -135,5 +136,23 @@ func TestFailedStartLeavesDataDir(t *testing.T) {
 	ts = startServer(t, server.Config{DataDir: ts.cfg.DataDir})
 	if resp, err := ts.c.GetSchema(t.Context()); err != nil || len(resp.Types) != 2 {
 		t.Fatalf("schema after a failed start: %v %v", resp, err)
+	}
+}
+
+// GetSchema's descriptors hold the user's files and what they use, not
+// descriptor.proto (41 KB) for the record option; records still decode.
+func TestGetSchemaDescriptorsAreSmall(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	resp, err := ts.c.GetSchema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := proto.Size(resp.Descriptors); len(resp.Descriptors.File) != 1 || n > 2000 {
+		t.Fatalf("descriptors of shop.proto: %d files, %d bytes", len(resp.Descriptors.File), n)
+	}
+	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a"}`)})
+	if n := ts.count("shop.User"); n != 1 {
+		t.Fatalf("users: %d", n)
 	}
 }
