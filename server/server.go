@@ -8,9 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -83,7 +86,8 @@ type Config struct {
 	// crash or power loss can lose acknowledged writes (never corrupt the
 	// store). For benchmarks; the default (false) is durable.
 	NoSync bool
-	// MaxMessageBytes caps one gRPC message (default 64 MiB).
+	// MaxMessageBytes caps one gRPC message received (default 64 MiB).
+	// What the server sends is bounded apart (see DefaultMaxSendBytes).
 	MaxMessageBytes int
 	// MaxRecordsPerBatch caps the records of one write batch (default 10,000).
 	MaxRecordsPerBatch int
@@ -174,8 +178,11 @@ type Server struct {
 }
 
 // Start opens the store and starts serving. ctx bounds only the start-up;
-// call Stop to shut down.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
+// call Stop to shut down. The gRPC and metrics listeners are bound before
+// the store is opened, and a start that fails after creating a store in an
+// empty DataDir removes it again, so a failed start leaves DataDir as it
+// was (a fresh Pebble store preallocates a 64 MiB WAL).
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -185,13 +192,24 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, done: make(chan struct{})}
+	var fresh dirState
+	if cfg.memFS == nil {
+		fresh = stateOf(cfg.DataDir)
+	}
+	defer func() {
+		if err != nil {
+			s.abortStart(fresh)
+		}
+	}()
 	if err := s.startTLS(); err != nil {
+		return nil, err
+	}
+	if err := s.listen(); err != nil {
 		return nil, err
 	}
 
 	st, err := store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
 	if err != nil {
-		s.closeTLS()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.st = st
@@ -205,23 +223,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:             log,
 	})
 	if err != nil {
-		st.Close()
-		s.closeTLS()
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	s.eng = eng
 	if err := s.startAuth(); err != nil {
-		_ = s.closeStorage() // the start-up error is the one to report
 		return nil, err
 	}
 	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log})
-
-	lis, err := net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		_ = s.closeStorage() // the start-up error is the one to report
-		return nil, fmt.Errorf("listen on %s: %w", cfg.GRPCAddr, err)
-	}
-	s.lis = lis
 
 	reg := prometheus.NewRegistry()
 	srvMetrics := grpcprom.NewServerMetrics()
@@ -230,7 +238,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.gs = grpc.NewServer(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
-		grpc.MaxSendMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(sendLimit(cfg)),
 		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor(), s.svc.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(srvMetrics.StreamServerInterceptor(), s.svc.StreamInterceptor()),
 		// Large windows keep batched streams from stalling on loopback and
@@ -253,36 +261,119 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	reflectionv1alpha.RegisterServerReflectionServer(s.gs, reflection.NewServer(ropts))
 	srvMetrics.InitializeMetrics(s.gs)
 
-	if cfg.MetricsAddr != "" {
-		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			lis.Close()
-			_ = s.closeStorage() // the start-up error is the one to report
-			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
-		}
-		s.mlis = mlis
+	if s.mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = s.serveHTTP(s.metrics, mlis) }()
+		go func() { _ = s.serveHTTP(s.metrics, s.mlis) }()
 	}
-
 	if err := s.startTransports(); err != nil {
-		lis.Close()
-		if s.metrics != nil {
-			_ = s.metrics.Close()
-		}
-		_ = s.closeStorage() // the start-up error is the one to report
 		return nil, err
 	}
 
 	go func() {
-		s.serveErr = s.gs.Serve(lis)
+		s.serveErr = s.gs.Serve(s.lis)
 		close(s.done)
 	}()
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "grpc", lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS())
+	s.setServing(healthpb.HealthCheckResponse_SERVING)
+	log.Info("serving", "grpc", s.lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS())
 	return s, nil
+}
+
+// DefaultMaxSendBytes is the least limit on one message the server sends,
+// whatever MaxMessageBytes (a limit on what it receives) says: results are
+// packed into messages of MaxResultBytes, a record alone may be as large
+// as the message that inserted it, and a small receive limit must not make
+// every answer fail.
+const DefaultMaxSendBytes = 64 << 20
+
+// sendLimit is the gRPC send limit: room for the largest record a client
+// could have inserted, or for a full result message, plus their envelope.
+func sendLimit(cfg Config) int {
+	return max(cfg.MaxMessageBytes, cfg.MaxResultBytes, DefaultMaxSendBytes) + 1<<20
+}
+
+// listen binds the gRPC and metrics listeners: before the store is
+// opened, so that an address in use fails the start before it touches
+// DataDir.
+func (s *Server) listen() error {
+	lis, err := net.Listen("tcp", s.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.GRPCAddr, err)
+	}
+	s.lis = lis
+	if s.cfg.MetricsAddr != "" {
+		if s.mlis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsAddr, err)
+		}
+	}
+	return nil
+}
+
+// abortStart undoes a failed Start: listeners, metrics, engine, store and
+// TLS; and, when DataDir was missing or empty before (fresh), whatever the
+// store wrote there. startTransports stops its own on failure.
+func (s *Server) abortStart(fresh dirState) {
+	for _, l := range []net.Listener{s.lis, s.mlis} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	if s.metrics != nil {
+		_ = s.metrics.Close()
+	}
+	_ = s.closeStorage() // the start-up error is the one to report
+	if fresh != dirUsed && s.st != nil {
+		if err := fresh.restore(s.cfg.DataDir); err != nil {
+			s.log.Warn("remove the store of a failed start", "dir", s.cfg.DataDir, "err", err)
+		}
+	}
+}
+
+// dirState is what DataDir was before Start: missing, empty, or anything
+// else (used, or unreadable), which a failed start leaves alone.
+type dirState int
+
+const (
+	dirUsed dirState = iota
+	dirMissing
+	dirEmpty
+)
+
+func stateOf(dir string) dirState {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return dirMissing
+	case err == nil && len(ents) == 0:
+		return dirEmpty
+	}
+	return dirUsed
+}
+
+// restore brings a missing or empty dir back to that state.
+func (d dirState) restore(dir string) error {
+	if d == dirMissing {
+		return os.RemoveAll(dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// setServing sets the health of the server as a whole ("") and of each
+// gRPC service it serves, so that a check naming a service is answered.
+func (s *Server) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", st)
+	for name := range s.gs.GetServiceInfo() {
+		s.health.SetServingStatus(name, st)
+	}
 }
 
 // Addr returns the gRPC listen address (with the real port when 0 was asked).

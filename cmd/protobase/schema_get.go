@@ -23,7 +23,8 @@ state of each index), then every file by import path with its source.
 
 The json format prints the whole GetSchema response as protobuf JSON,
 including "descriptors", the compiled FileDescriptorSet of the schema and
-its imports, for tools that convert records to and from JSON.`,
+the imports its types use (not those used only for options), for tools
+that convert records to and from JSON.`,
 		Example: `  protobase schema get
   protobase schema get --format json | jq -r '.files["shop.proto"]'`,
 		Args: cobra.NoArgs,

@@ -148,3 +148,132 @@ func (r *fileResolver) FindDescriptorByName(name protoreflect.FullName) (protore
 	}
 	return r.builtin.FindDescriptorByName(name)
 }
+
+// usedDescriptorSet returns the user files among ordered (files names
+// them) and, of the files they import, those whose declarations a user
+// file uses (as a field, extension or method type), with everything those
+// import; each after its imports. An import used only for options, such
+// as protobase/v1/options.proto (and so descriptor.proto, 41 KB of it), is
+// left out and dropped from the importing file's dependencies: options
+// decode as unknown fields without it, and the record options are in
+// GetSchema's types already. A Go client that links gen/protobase/v1
+// still reads them as extensions.
+func usedDescriptorSet(ordered []protoreflect.FileDescriptor, files map[string]string) *descriptorpb.FileDescriptorSet {
+	keep := make(map[string]bool, len(files))
+	for path := range files {
+		keep[path] = true
+	}
+	var add func(fd protoreflect.FileDescriptor)
+	add = func(fd protoreflect.FileDescriptor) {
+		if keep[fd.Path()] {
+			return
+		}
+		keep[fd.Path()] = true
+		imps := fd.Imports()
+		for i := range imps.Len() {
+			add(imps.Get(i).FileDescriptor)
+		}
+	}
+	for _, fd := range ordered {
+		if _, user := files[fd.Path()]; !user {
+			continue
+		}
+		used := map[string]bool{}
+		usedFiles(fd.Messages(), fd.Extensions(), used)
+		svcs := fd.Services()
+		for i := range svcs.Len() {
+			ms := svcs.Get(i).Methods()
+			for j := range ms.Len() {
+				used[ms.Get(j).Input().ParentFile().Path()] = true
+				used[ms.Get(j).Output().ParentFile().Path()] = true
+			}
+		}
+		imps := fd.Imports()
+		for i := range imps.Len() {
+			if imp := imps.Get(i).FileDescriptor; provides(imp, used) {
+				add(imp)
+			}
+		}
+	}
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, fd := range ordered {
+		if !keep[fd.Path()] {
+			continue
+		}
+		fp := protodesc.ToFileDescriptorProto(fd)
+		if _, user := files[fd.Path()]; user {
+			dropDependencies(fp, keep)
+		}
+		set.File = append(set.File, fp)
+	}
+	return set
+}
+
+// usedFiles adds to used the files declaring the message and enum types
+// that msgs and exts (at any depth) refer to.
+func usedFiles(msgs protoreflect.MessageDescriptors, exts protoreflect.ExtensionDescriptors, used map[string]bool) {
+	field := func(f protoreflect.FieldDescriptor) {
+		if m := f.Message(); m != nil {
+			used[m.ParentFile().Path()] = true
+		}
+		if e := f.Enum(); e != nil {
+			used[e.ParentFile().Path()] = true
+		}
+	}
+	for i := range exts.Len() {
+		x := exts.Get(i)
+		used[x.ContainingMessage().ParentFile().Path()] = true
+		field(x)
+	}
+	for i := range msgs.Len() {
+		m := msgs.Get(i)
+		fs := m.Fields()
+		for j := range fs.Len() {
+			field(fs.Get(j))
+		}
+		usedFiles(m.Messages(), m.Extensions(), used)
+	}
+}
+
+// provides reports whether fd, or a file it imports publicly, is in used:
+// the import through which a used declaration is visible.
+func provides(fd protoreflect.FileDescriptor, used map[string]bool) bool {
+	if used[fd.Path()] {
+		return true
+	}
+	imps := fd.Imports()
+	for i := range imps.Len() {
+		if imp := imps.Get(i); imp.IsPublic && provides(imp.FileDescriptor, used) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropDependencies removes from fp the dependencies not in keep,
+// renumbering the public and weak ones.
+func dropDependencies(fp *descriptorpb.FileDescriptorProto, keep map[string]bool) {
+	renum := make(map[int32]int32, len(fp.Dependency))
+	var deps []string
+	for i, d := range fp.Dependency {
+		if keep[d] {
+			renum[int32(i)] = int32(len(deps))
+			deps = append(deps, d)
+		}
+	}
+	if len(deps) == len(fp.Dependency) {
+		return
+	}
+	remap := func(idx []int32) []int32 {
+		var out []int32
+		for _, i := range idx {
+			if j, ok := renum[i]; ok {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	fp.Dependency = deps
+	fp.PublicDependency = remap(fp.PublicDependency)
+	fp.WeakDependency = remap(fp.WeakDependency)
+}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/bufbuild/protocompile/linker"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 )
 
 // decodeVia decodes b and reports whether the files were compiled again
@@ -93,5 +96,64 @@ func TestDecodeLoadsStoredDescriptors(t *testing.T) {
 	again, err := s.Encode()
 	if err != nil || !bytes.Equal(again, good) {
 		t.Fatalf("round trip: %v\n%s\n%s", err, good, again)
+	}
+}
+
+// The descriptor set of GetSchema holds what decoding the user's types
+// needs: imports used for options only, or not at all, are left out and
+// dropped from the dependencies; an import used for a type, for custom
+// options of the user's own (descriptor.proto), or through a public
+// import is kept.
+func TestDescriptorSetHoldsUsedImports(t *testing.T) {
+	files := map[string]string{
+		"a.proto": record("message A {\n  option (protobase.v1.record) = { primary_key: \"id\" };\n  int64 id = 1;\n  google.protobuf.Timestamp at = 2;\n}\n",
+			"google/protobuf/timestamp.proto", "google/protobuf/duration.proto", "pub.proto"),
+		"pub.proto": "syntax = \"proto3\";\nimport public \"google/protobuf/timestamp.proto\";\n",
+		"opt.proto": "syntax = \"proto3\";\npackage o;\nimport \"google/protobuf/descriptor.proto\";\n" +
+			"extend google.protobuf.FieldOptions { string label = 50001; }\n",
+	}
+	c, err := Compile(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := usedDescriptorSet(c.ordered, c.Files)
+	got := map[string][]string{}
+	for _, f := range set.File {
+		got[f.GetName()] = f.Dependency
+	}
+	want := map[string][]string{
+		"a.proto":                          {"google/protobuf/timestamp.proto", "pub.proto"},
+		"pub.proto":                        {"google/protobuf/timestamp.proto"},
+		"opt.proto":                        {"google/protobuf/descriptor.proto"},
+		"google/protobuf/timestamp.proto":  nil,
+		"google/protobuf/descriptor.proto": nil,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("files and dependencies:\n got %v\nwant %v", got, want)
+	}
+	for _, f := range set.File {
+		if f.GetName() == "pub.proto" && !slices.Equal(f.PublicDependency, []int32{0}) {
+			t.Errorf("pub.proto public dependencies: %v", f.PublicDependency)
+		}
+	}
+	reg, err := protodesc.NewFiles(set)
+	if err != nil {
+		t.Fatalf("set does not link: %v", err)
+	}
+	if _, err := reg.FindDescriptorByName("shop.A"); err != nil {
+		t.Fatal(err)
+	}
+
+	// One record type with the record option: no descriptor.proto.
+	c, err = Compile(context.Background(), map[string]string{"a.proto": record("message A {\n  option (protobase.v1.record) = { primary_key: \"id\" };\n  int64 id = 1;\n}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set = usedDescriptorSet(c.ordered, c.Files)
+	if len(set.File) != 1 || len(set.File[0].Dependency) != 0 || proto.Size(set) > 1000 {
+		t.Fatalf("one record type: %d files, %d bytes: %v", len(set.File), proto.Size(set), set)
+	}
+	if _, err := protodesc.NewFiles(set); err != nil {
+		t.Fatal(err)
 	}
 }

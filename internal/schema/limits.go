@@ -63,7 +63,15 @@ const (
 	LimitNesting        = "max_nesting"
 	LimitMessageNesting = "max_message_nesting"
 	LimitLiteralNesting = "max_literal_nesting"
+	LimitKeyPathDepth   = "max_key_path_depth"
 )
+
+// MaxKeyPathDepth bounds the fields of one primary-key or index field path
+// ("a.b.c" is 3). A path through a recursive message could otherwise be as
+// deep as the source allows, deeper than a record can nest (decoders stop
+// at 100 levels), naming a key no record can set; every field along it is
+// also compared by every schema change.
+const MaxKeyPathDepth = 16
 
 // LimitError refuses sources that exceed a Limit; it maps to
 // INVALID_ARGUMENT. File, Line and Col locate the excess when it is in one

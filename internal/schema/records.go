@@ -201,6 +201,10 @@ func resolvePath(md protoreflect.MessageDescriptor, path string) (KeyField, erro
 	if path == "" {
 		return KeyField{}, fmt.Errorf("empty field path")
 	}
+	if n := strings.Count(path, ".") + 1; n > MaxKeyPathDepth {
+		return KeyField{}, fmt.Errorf("schema limit %s exceeded: the path names %d nested fields, more than %d",
+			LimitKeyPathDepth, n, MaxKeyPathDepth)
+	}
 	parts := strings.Split(path, ".")
 	kf := KeyField{Path: path}
 	cur := md

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
@@ -118,14 +117,11 @@ func (s *State) Describe() []*protobasev1.RecordType {
 	return out
 }
 
-// FileDescriptorSet returns every compiled file, imports included, each
-// after the files it imports.
+// FileDescriptorSet returns the user files and the imported files their
+// declarations use (see usedDescriptorSet), each after the files it
+// imports: what a client needs to decode the records.
 func (s *State) FileDescriptorSet() *descriptorpb.FileDescriptorSet {
-	set := &descriptorpb.FileDescriptorSet{}
-	for _, fd := range s.Compiled.ordered {
-		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
-	}
-	return set
+	return usedDescriptorSet(s.Compiled.ordered, s.Compiled.Files)
 }
 
 func (s *State) sortedTypes() []*RecordType {

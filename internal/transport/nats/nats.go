@@ -50,11 +50,17 @@
 // # Concurrency
 //
 // Each endpoint is one subscription, delivering its requests one at a time.
-// Reads are answered on the delivery goroutine (they are short; a page is
-// bounded by page_size). A write batch is applied there too, so batches on a
-// subject apply in arrival order, and it then waits for its fsync on a
-// goroutine of its own, so concurrent batches share one fsync (group
-// commit) instead of queueing behind each other's.
+// A read (schema, query, get, keys list) is handed to a worker of its
+// endpoint, up to Options.Workers at once, so a point lookup does not wait
+// behind the scans before it on the same subject; when all are busy the
+// delivery waits, and requests queue in the subscription up to its pending
+// limits (PendingMsgs, PendingBytes; beyond them NATS drops them, as for
+// any slow consumer). Memory is so bounded per endpoint: Workers requests
+// and replies in flight, plus the pending bytes. A write batch is applied
+// on the delivery goroutine, so batches on a subject apply in arrival
+// order, and it then waits for its fsync on a goroutine of its own, so
+// concurrent batches share one fsync (group commit) instead of queueing
+// behind each other's; key changes are applied in order too.
 package nats
 
 import (
@@ -86,6 +92,12 @@ const (
 	DefaultQueue  = "protobase"
 	// ServiceName is the micro service name `nats micro` lists.
 	ServiceName = "protobase"
+	// DefaultWorkers bounds the requests of one read endpoint served at
+	// once; DefaultPendingMsgs and DefaultPendingBytes bound those
+	// waiting in each endpoint's subscription.
+	DefaultWorkers      = 16
+	DefaultPendingMsgs  = 4096
+	DefaultPendingBytes = 64 << 20
 )
 
 // The endpoints' subjects, relative to the prefix (see Subject).
@@ -125,6 +137,12 @@ type Options struct {
 	// MaxMessageBytes refuses larger requests with RESOURCE_EXHAUSTED; the
 	// connection's max_payload bounds them too, and bounds replies.
 	MaxMessageBytes int
+	// Workers bounds the requests of one read endpoint served at once
+	// (default DefaultWorkers). PendingMsgs and PendingBytes bound the
+	// requests waiting in each endpoint's subscription (defaults
+	// DefaultPendingMsgs, DefaultPendingBytes); NATS drops those beyond.
+	Workers                   int
+	PendingMsgs, PendingBytes int
 	// Version is the micro service version, semver (default "0.0.0").
 	Version string
 	// Logger receives failures to reply; nil discards them.
@@ -149,6 +167,10 @@ type Service struct {
 	ctx    context.Context // cancelled by Stop after in-flight work is done
 	cancel context.CancelFunc
 
+	// beforeRead, when set (by tests only), runs in the worker before a
+	// read's handler: a synchronisation point.
+	beforeRead func(micro.Request)
+
 	// Unsubscribing drains asynchronously, so handlers may still be called
 	// after micro's Stop returns. mu guards stopping; active counts the
 	// handlers running and the write batches waiting for durability, and
@@ -172,6 +194,15 @@ func Start(opts Options) (*Service, error) {
 	}
 	if opts.Version == "" {
 		opts.Version = "0.0.0"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.PendingMsgs <= 0 {
+		opts.PendingMsgs = DefaultPendingMsgs
+	}
+	if opts.PendingBytes <= 0 {
+		opts.PendingBytes = DefaultPendingBytes
 	}
 	if err := ValidPrefix(opts.Prefix); err != nil {
 		return nil, err
@@ -200,24 +231,31 @@ func Start(opts Options) (*Service, error) {
 	}
 	s.svc = svc
 	g := svc.AddGroup(opts.Prefix)
+	const inOrder, pooled = false, true
 	endpoints := []struct {
 		name, subject string
 		need          auth.Role
+		pool          bool // served by workers, not in arrival order
 		h             func(*request)
 	}{
-		{"schema-get", SubjectSchemaGet, auth.RoleRead, s.schemaGet},
-		{"insert", SubjectInsert, auth.RoleWrite, s.write(engine.OpInsert)},
-		{"update", SubjectUpdate, auth.RoleWrite, s.write(engine.OpUpdate)},
-		{"upsert", SubjectUpsert, auth.RoleWrite, s.write(engine.OpUpsert)},
-		{"remove", SubjectRemove, auth.RoleWrite, s.write(engine.OpRemove)},
-		{"query", SubjectQuery, auth.RoleRead, s.query},
-		{"get", SubjectGet, auth.RoleRead, s.get},
-		{"keys-create", SubjectKeysCreate, auth.RoleAdmin, s.keysCreate},
-		{"keys-list", SubjectKeysList, auth.RoleAdmin, s.keysList},
-		{"keys-revoke", SubjectKeysRevoke, auth.RoleAdmin, s.keysRevoke},
+		{"schema-get", SubjectSchemaGet, auth.RoleRead, pooled, s.schemaGet},
+		{"insert", SubjectInsert, auth.RoleWrite, inOrder, s.write(engine.OpInsert)},
+		{"update", SubjectUpdate, auth.RoleWrite, inOrder, s.write(engine.OpUpdate)},
+		{"upsert", SubjectUpsert, auth.RoleWrite, inOrder, s.write(engine.OpUpsert)},
+		{"remove", SubjectRemove, auth.RoleWrite, inOrder, s.write(engine.OpRemove)},
+		{"query", SubjectQuery, auth.RoleRead, pooled, s.query},
+		{"get", SubjectGet, auth.RoleRead, pooled, s.get},
+		{"keys-create", SubjectKeysCreate, auth.RoleAdmin, inOrder, s.keysCreate},
+		{"keys-list", SubjectKeysList, auth.RoleAdmin, pooled, s.keysList},
+		{"keys-revoke", SubjectKeysRevoke, auth.RoleAdmin, inOrder, s.keysRevoke},
 	}
 	for _, ep := range endpoints {
-		if err := g.AddEndpoint(ep.name, s.guard(ep.need, ep.h), micro.WithEndpointSubject(ep.subject)); err != nil {
+		var workers chan struct{}
+		if ep.pool {
+			workers = make(chan struct{}, opts.Workers)
+		}
+		if err := g.AddEndpoint(ep.name, s.guard(ep.need, workers, ep.h), micro.WithEndpointSubject(ep.subject),
+			micro.WithEndpointPendingLimits(opts.PendingMsgs, opts.PendingBytes)); err != nil {
 			_ = svc.Stop()
 			s.cancel()
 			return nil, fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
@@ -262,8 +300,10 @@ func (s *Service) Stop() error {
 
 // guard counts a handler as active, or refuses the request once Stop
 // began; with Auth it authenticates the request and checks that the key
-// has the role need.
-func (s *Service) guard(need auth.Role, h func(*request)) micro.HandlerFunc {
+// has the role need. With workers (a semaphore, one slot a running
+// request), the request is served on a goroutine of its own once a slot is
+// free, and the delivery goroutine waits for that slot, not for the reply.
+func (s *Service) guard(need auth.Role, workers chan struct{}, h func(*request)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		s.mu.Lock()
 		if s.stopping {
@@ -273,21 +313,38 @@ func (s *Service) guard(need auth.Role, h func(*request)) micro.HandlerFunc {
 		}
 		s.active.Add(1)
 		s.mu.Unlock()
-		defer s.active.Done()
-		r := s.begin(req)
-		if s.opts.Auth {
-			id, err := auth.VerifyHeader(s.ctx, s.opts.Keys, authorization(req.Headers()))
-			if err == nil {
-				_, err = auth.Require(auth.NewContext(s.ctx, id), true, need)
-			}
-			if err != nil {
-				s.fail(r, err)
-				return
-			}
-			r.id = id
+		if workers == nil {
+			defer s.active.Done()
+			s.serve(need, req, h)
+			return
 		}
-		h(r)
+		workers <- struct{}{}
+		go func() {
+			defer func() { <-workers }()
+			defer s.active.Done()
+			if s.beforeRead != nil {
+				s.beforeRead(req)
+			}
+			s.serve(need, req, h)
+		}()
 	}
+}
+
+// serve authenticates req (with Auth) and runs h.
+func (s *Service) serve(need auth.Role, req micro.Request, h func(*request)) {
+	r := s.begin(req)
+	if s.opts.Auth {
+		id, err := auth.VerifyHeader(s.ctx, s.opts.Keys, authorization(req.Headers()))
+		if err == nil {
+			_, err = auth.Require(auth.NewContext(s.ctx, id), true, need)
+		}
+		if err != nil {
+			s.fail(r, err)
+			return
+		}
+		r.id = id
+	}
+	h(r)
 }
 
 // authorization returns the Authorization header. NATS headers are
