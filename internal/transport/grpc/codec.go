@@ -2,14 +2,18 @@ package grpc
 
 import (
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
@@ -40,15 +44,51 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal
 
 // Unmarshal implements encoding.CodecV2.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	req, ok := v.(*pb.SearchRequest)
-	if !ok {
-		return protoCodec.Unmarshal(data, v)
+	var err error
+	if req, ok := v.(*pb.SearchRequest); ok {
+		buf := data.MaterializeToBuffer(grpcbuf.Pool)
+		// decodeSearch keeps no reference to the bytes: strings are copied.
+		err = decodeSearch(buf.ReadOnlyData(), req)
+		buf.Free()
+	} else {
+		err = protoCodec.Unmarshal(data, v)
 	}
-	buf := data.MaterializeToBuffer(grpcbuf.Pool)
-	defer buf.Free()
-	// decodeSearch keeps no reference to the bytes: strings are copied.
-	if err := decodeSearch(buf.ReadOnlyData(), req); err != nil {
-		return fmt.Errorf("decode SearchRequest: %w", err)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("malformed %T: %w", v, err)
+	if _, ok := decodeErrs.Load(v); ok {
+		proto.Reset(v.(proto.Message))
+		decodeErrs.Store(v, err)
+		return nil
+	}
+	return err
+}
+
+// decodeErrs carries decode errors past gRPC to the handlers of streams.
+// gRPC answers a codec error itself, with INTERNAL, and writes that status
+// before the handler can return its own: a Search stream could not say
+// INVALID_ARGUMENT and a write stream could not report the batches it had
+// applied. So a handler arms the message it receives into (recvMsg), and
+// for an armed message the codec stores its error here and reports success.
+// Keys are message pointers; values are armed{} or the decode error.
+var decodeErrs sync.Map
+
+type armed struct{}
+
+// recvMsg receives the next message of st into m; a message that does not
+// decode (nested deeper than protobuf's limit, invalid UTF-8 in a string)
+// is the client's error, INVALID_ARGUMENT, and the stream's handler still
+// chooses how to end the stream.
+func recvMsg(st grpc.ServerStream, m proto.Message) error {
+	decodeErrs.Store(m, armed{})
+	err := st.RecvMsg(m)
+	v, _ := decodeErrs.LoadAndDelete(m)
+	if err != nil {
+		return err
+	}
+	if derr, ok := v.(error); ok {
+		return apierror.Wrap(codes.InvalidArgument, derr)
 	}
 	return nil
 }
