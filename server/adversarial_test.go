@@ -83,7 +83,7 @@ type h2client struct {
 	conn net.Conn
 	fr   *http2.Framer
 
-	wmu sync.Mutex // guards writes on fr and next
+	wmu sync.Mutex // guards writes on fr and next; taken before mu, never under it
 
 	mu      sync.Mutex // guards what follows; cond signals changes
 	cond    *sync.Cond
@@ -120,6 +120,11 @@ func dialH2(t *testing.T, addr string) *h2client {
 func (c *h2client) read() {
 	for {
 		f, err := c.fr.ReadFrame()
+		if sf, ok := f.(*http2.SettingsFrame); ok && err == nil && !sf.IsAck() {
+			c.wmu.Lock() // never under mu: open takes mu under wmu
+			_ = c.fr.WriteSettingsAck()
+			c.wmu.Unlock()
+		}
 		c.mu.Lock()
 		if err != nil {
 			c.err = err
@@ -136,9 +141,6 @@ func (c *h2client) read() {
 					}
 					c.initWin = int64(v)
 				}
-				c.wmu.Lock()
-				_ = c.fr.WriteSettingsAck()
-				c.wmu.Unlock()
 			}
 		case *http2.WindowUpdateFrame:
 			if f.StreamID == 0 {
