@@ -62,6 +62,8 @@ func (c Config) Validate() error {
 		{"SearchWorkers", c.SearchWorkers < 0},
 		{"MaxResultRecords", c.MaxResultRecords < 0},
 		{"MaxResultBytes", c.MaxResultBytes < 0},
+		{"MaxResultBufferBytes", c.MaxResultBufferBytes < 0},
+		{"MaxSearchQueries", c.MaxSearchQueries < 0},
 		{"CacheBytes", c.CacheBytes < 0},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0},
 	} {
@@ -103,6 +105,12 @@ func (c Config) withDefaults() Config {
 	c.HTTPLimits = c.HTTPLimits.withDefaults()
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.MaxStreamsPerConn == 0 {
+		c.MaxStreamsPerConn = 100
+	}
+	if c.MaxSearchQueries == 0 {
+		c.MaxSearchQueries = 100_000
 	}
 	if c.NATS && c.NATSAddr == "" {
 		c.NATSAddr = "127.0.0.1:4222"

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
@@ -101,6 +102,18 @@ type Config struct {
 	// Search and Scan (defaults 1,000 records, 1 MiB).
 	MaxResultRecords int
 	MaxResultBytes   int
+
+	// Resource bounds against hostile or broken clients (docs/limits.md).
+	// MaxStreamsPerConn caps the concurrent streams of one HTTP/2
+	// connection (default 100): with a message's window grown to its
+	// declared size while the handler waits for it, a connection's
+	// partial messages hold at most MaxStreamsPerConn × MaxMessageBytes.
+	// MaxResultBufferBytes bounds the Search responses built and not yet
+	// sent, server-wide (default 256 MiB). MaxSearchQueries caps the
+	// queries of one SearchRequest (default 100,000).
+	MaxStreamsPerConn    uint32
+	MaxResultBufferBytes int64
+	MaxSearchQueries     int
 	// CacheBytes sizes the block cache (default chosen by the store).
 	CacheBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
@@ -221,6 +234,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MaxResultRecords:   cfg.MaxResultRecords,
 		MaxResultBytes:     cfg.MaxResultBytes,
 		Logger:             log,
+
+		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
@@ -236,7 +251,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	reg.MustRegister(srvMetrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerEngineMetrics(reg, eng)
 
-	s.gs = grpc.NewServer(append(s.grpcCreds(),
+	s.gs = grpc.NewServer(append(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(sendLimit(cfg)),
 		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor(), s.svc.UnaryInterceptor()),
@@ -246,8 +261,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		grpc.InitialWindowSize(4<<20),
 		grpc.InitialConnWindowSize(16<<20),
 		experimental.BufferPool(grpcbuf.Pool),
-		grpc.ForceServerCodecV2(grpctransport.Codec{}),
-	)...)
+		grpc.ForceServerCodecV2(grpctransport.Codec{MaxQueries: cfg.MaxSearchQueries}),
+	), boundOptions(cfg)...)...)
 	s.svc.Register(s.gs)
 	if cfg.Lab {
 		labtransport.New(eng, !cfg.NoSync).Register(s.gs)
@@ -373,6 +388,21 @@ func (s *Server) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
 	s.health.SetServingStatus("", st)
 	for name := range s.gs.GetServiceInfo() {
 		s.health.SetServingStatus(name, st)
+	}
+}
+
+// boundOptions are the gRPC server's bounds against clients that hold
+// resources without using them (docs/limits.md).
+func boundOptions(cfg Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		// The limit is announced in SETTINGS; a stream beyond it is
+		// refused (REFUSED_STREAM), and grpc-go clients wait for a slot.
+		grpc.MaxConcurrentStreams(cfg.MaxStreamsPerConn),
+		// Pings find peers that vanished without closing the connection,
+		// so what their streams hold is freed; a client may ping every
+		// 10 s, also without streams, and no faster.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 }
 

@@ -37,6 +37,11 @@ type serveOptions struct {
 	auth             bool            // --auth
 	insecureNoAuth   bool            // --insecure-no-auth
 	security         securityOptions // TLS and REST/NATS hardening, serve_tls.go
+
+	// bounds against hostile clients (docs/limits.md)
+	maxStreamsPerConn    uint32
+	maxResultBufferBytes int64
+	maxSearchQueries     int
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -114,6 +119,9 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
 	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
 	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "most bytes of write batches applied at once (0: 256 MiB)")
+	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
+	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search results built and not yet sent, server-wide (0: 256 MiB)")
+	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, "block cache size in bytes (0: the store's default)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")

@@ -46,6 +46,10 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		Auth:               o.auth,
 		InsecureNoAuth:     o.insecureNoAuth,
 		AdminKey:           os.Getenv("PROTOBASE_ADMIN_KEY"),
+
+		MaxStreamsPerConn:    o.maxStreamsPerConn,
+		MaxResultBufferBytes: o.maxResultBufferBytes,
+		MaxSearchQueries:     o.maxSearchQueries,
 	}
 	if o.nats || changed("nats-addr") {
 		cfg.NATSAddr = o.natsAddr
@@ -78,6 +82,10 @@ var configFlags = map[string]string{
 	"Auth":               "--auth",
 	"InsecureNoAuth":     "--insecure-no-auth",
 	"AdminKey":           "PROTOBASE_ADMIN_KEY",
+
+	"MaxStreamsPerConn":    "--max-streams-per-conn",
+	"MaxResultBufferBytes": "--max-result-buffer-bytes",
+	"MaxSearchQueries":     "--max-search-queries",
 }
 
 // configError words a server.Config refusal in serve's flags.

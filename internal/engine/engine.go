@@ -63,6 +63,9 @@ type Options struct {
 	// (0: 1,000 records, 1 MiB).
 	MaxResultRecords int
 	MaxResultBytes   int
+	// MaxResultBufferBytes bounds, server-wide, the Search responses
+	// built and not yet sent (0: 256 MiB); see resultBudget.
+	MaxResultBufferBytes int64
 	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
 	MaxPageSize int
 	// QueryLimits bound the size of one query's expression.
@@ -97,6 +100,9 @@ type Engine struct {
 
 	// inflight bounds the bytes of write batches being applied.
 	inflight *semaphore.Weighted
+	// results bounds the bytes of Search responses built and not yet
+	// sent, over all streams (see responder.reserve).
+	results *semaphore.Weighted
 
 	stats Stats
 
@@ -139,11 +145,15 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	if opts.MaxPageSize <= 0 {
 		opts.MaxPageSize = 10000
 	}
+	if opts.MaxResultBufferBytes <= 0 {
+		opts.MaxResultBufferBytes = 256 << 20
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{st: st, opts: opts, log: log, inflight: semaphore.NewWeighted(opts.MaxInflightBytes)}
+	e := &Engine{st: st, opts: opts, log: log, inflight: semaphore.NewWeighted(opts.MaxInflightBytes),
+		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
 
 	state := schema.Empty()

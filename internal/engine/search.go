@@ -7,6 +7,9 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -31,24 +34,27 @@ import (
 // when the client reads slowly, send blocks, the channel fills, workers
 // block, the pool stays full and recv is not called, so the client's own
 // sends block on HTTP/2 flow control. Memory stays bounded by the pool size
-// times the response bound.
+// times the response bound per stream, and by MaxResultBufferBytes over
+// all streams: a worker reserves a response's bytes before building it
+// (responder.reserve) and the sender gives them back once the response is
+// sent or the stream is over.
 func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, error), send func(*pb.SearchResponse) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := e.opts.SearchWorkers
-	out := make(chan *pb.SearchResponse, workers)
+	out := make(chan outgoing, workers)
 	var sendErr error
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		for resp := range out {
-			if sendErr != nil {
-				continue // drain so workers never block after a failed send
+		for o := range out {
+			if sendErr == nil { // else drain so workers never block after a failed send
+				if err := send(o.resp); err != nil {
+					sendErr = err
+					cancel()
+				}
 			}
-			if err := send(resp); err != nil {
-				sendErr = err
-				cancel()
-			}
+			e.results.Release(o.held)
 		}
 	}()
 
@@ -102,17 +108,34 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	return ctx.Err()
 }
 
+// outgoing is a response on its way to the sender, with the bytes of the
+// result budget it holds until sent.
+type outgoing struct {
+	resp *pb.SearchResponse
+	held int64
+}
+
+// resultBudgetWait is how long a query waits for room in the server's
+// result budget (held by responses that clients are slow to read) before
+// it fails with RESOURCE_EXHAUSTED.
+const resultBudgetWait = 10 * time.Second
+
 // responder runs the queries of one Search chunk and packs their results,
 // completions and errors into bounded responses. It belongs to the chunk's
 // worker.
 type responder struct {
 	e     *Engine
-	out   chan<- *pb.SearchResponse
+	out   chan<- outgoing
 	ctx   context.Context
 	resp  *pb.SearchResponse
 	recs  int
 	bytes int
-	pk    packer
+	// held is what the current response holds of the result budget;
+	// exhausted notes that a wait for it timed out, so the chunk's later
+	// queries fail at once instead of each waiting again.
+	held      int64
+	exhausted bool
+	pk        packer
 	// pit serves the chunk's lone point lookups, made on first use.
 	pit *store.Iter
 	// Slabs: a batch of point lookups makes per query a ResultBatch, its
@@ -131,15 +154,61 @@ func (r *responder) flush() bool {
 	if r.resp == nil {
 		return true
 	}
+	// A record larger than the response bound made the response larger
+	// than its reservation: account for it before it waits in line.
+	if extra := int64(r.bytes) - r.held; extra > 0 {
+		if err := r.e.results.Acquire(r.ctx, min(extra, r.e.opts.MaxResultBufferBytes-r.held)); err != nil {
+			return false
+		}
+		r.held += min(extra, r.e.opts.MaxResultBufferBytes-r.held)
+	}
 	select {
-	case r.out <- r.resp:
+	case r.out <- outgoing{r.resp, r.held}:
 	case <-r.ctx.Done():
 		return false
 	}
-	r.resp, r.recs, r.bytes = nil, 0, 0
+	r.resp, r.recs, r.bytes, r.held = nil, 0, 0, 0
 	r.pk.cut()
 	return true
 }
+
+// reserve makes the current response hold a full response's bytes of the
+// result budget, waiting (the backpressure of clients that read slowly)
+// at most resultBudgetWait.
+func (r *responder) reserve() error {
+	want := min(int64(r.e.opts.MaxResultBytes), r.e.opts.MaxResultBufferBytes)
+	if r.held >= want {
+		return nil
+	}
+	need := want - r.held
+	if r.exhausted {
+		if !r.e.results.TryAcquire(need) {
+			return errResultBudget
+		}
+	} else {
+		ctx, cancel := context.WithTimeout(r.ctx, resultBudgetWait)
+		err := r.e.results.Acquire(ctx, need)
+		cancel()
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return r.ctx.Err()
+			}
+			r.exhausted = true
+			return errResultBudget
+		}
+	}
+	r.held = want
+	return nil
+}
+
+// release gives back what an unsent response held, when the chunk ends.
+func (r *responder) release() {
+	r.e.results.Release(r.held)
+	r.held = 0
+}
+
+var errResultBudget = apierror.New(codes.ResourceExhausted,
+	"the server's result buffers are full (clients are not reading their results); retry later")
 
 func (r *responder) cur() *pb.SearchResponse {
 	if r.resp == nil {
@@ -186,13 +255,14 @@ func (r *responder) fail(id uint64, err error) {
 	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
 }
 
-func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- *pb.SearchResponse) {
+func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- outgoing) {
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
 	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
 	defer func() {
 		if r.pit != nil {
 			r.pit.Close()
 		}
+		r.release()
 	}()
 	var scratch pointScratch
 	cu := &cursor{e: e, pk: &r.pk} // reused: its buffers outlive each query
@@ -229,6 +299,13 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 // false when the stream is over.
 func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64, left int) bool {
 	e, q := r.e, c.q
+	if err := r.reserve(); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		r.fail(id, err)
+		return true
+	}
 	cu.c, cu.n, cu.pit = c, 0, nil
 	done := func() {}
 	if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) == 1 {
@@ -249,12 +326,16 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 	}
 	var batch *pb.ResultBatch
 	explained := false
+	var budgetErr error
 	err := cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
 		if c.plan.Count {
 			return true
 		}
 		if r.recs >= e.opts.MaxResultRecords || r.bytes+len(rec) > e.opts.MaxResultBytes && r.recs > 0 {
 			if !r.flush() {
+				return false
+			}
+			if budgetErr = r.reserve(); budgetErr != nil {
 				return false
 			}
 			batch = nil
@@ -286,6 +367,9 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		return true
 	})
 	done()
+	if err == nil {
+		err = budgetErr
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return false

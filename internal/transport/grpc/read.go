@@ -20,10 +20,20 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 	if err != nil {
 		return err
 	}
-	recv, send := st.Recv, st.Send
+	// A request that does not decode ends the stream (its queries' ids,
+	// their ordinals, are unknown) with INVALID_ARGUMENT, after the
+	// answers to the requests before it.
+	recv := func() (*pb.SearchRequest, error) {
+		req := new(pb.SearchRequest)
+		if err := recvMsg(st, req); err != nil {
+			return nil, err
+		}
+		return req, nil
+	}
+	send := st.Send
 	if id != nil {
 		g := &searchGuard{id: id, denied: map[uint64]string{}}
-		recv, send = g.recv(st.Recv), g.send(st.Send)
+		recv, send = g.recv(recv), g.send(st.Send)
 	}
 	if err := s.e.Search(st.Context(), recv, send); err != nil {
 		return toStatus(err)

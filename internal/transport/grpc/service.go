@@ -150,7 +150,7 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 	req := new(pb.WriteRequest)
 	for {
 		req.Reset()
-		if err := st.RecvMsg(req); err != nil {
+		if err := recvMsg(st, req); err != nil {
 			if errors.Is(err, io.EOF) {
 				pos, err := w.Sync()
 				if err != nil {
@@ -189,7 +189,7 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 	resp := new(pb.WriteStreamResponse)
 	for {
 		req.Reset()
-		if err := st.RecvMsg(req); err != nil {
+		if err := recvMsg(st, req); err != nil {
 			if errors.Is(err, io.EOF) {
 				_, err := w.Sync()
 				return toStatus(err)

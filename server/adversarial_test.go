@@ -1,0 +1,380 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// The adversarial suite: clients that hold server resources without using
+// them. Each test hosts the server in the test process and bounds its
+// memory by the live heap (runtime.MemStats.HeapInuse after a GC), checks
+// that another client is still served, and that the memory comes back
+// once the hostile client leaves. MiB is the unit of every bound.
+
+const mib = 1 << 20
+
+// heapInuse returns the live heap after a full collection, in bytes.
+func heapInuse() uint64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// waitHeapBelow waits (bounded) until the live heap is below limit, as
+// the server tears down what a departed client held.
+func waitHeapBelow(t *testing.T, limit uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h := heapInuse()
+		if h < limit {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heap still %d MiB after the client left, want below %d MiB", h/mib, limit/mib)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+}
+
+// checkServed fails unless another client's write succeeds within 10 s.
+func checkServed(t *testing.T, ts *testServer, id int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := ts.c.API().Insert(ctx)
+	if err == nil {
+		rec := ts.rec("shop.User", `{"id": `+strconv.Itoa(id)+`}`)
+		if err = w.Send(&pb.WriteRequest{Records: []*anypb.Any{rec}}); err == nil {
+			_, err = w.CloseAndRecv()
+		}
+	}
+	if err != nil {
+		t.Fatalf("another client's write under attack: %v", err)
+	}
+}
+
+// h2client is a raw HTTP/2 client on one connection: it opens gRPC
+// streams and sends what it likes on them, within the server's flow
+// control, which is all a hostile client has to respect.
+type h2client struct {
+	t    *testing.T
+	conn net.Conn
+	fr   *http2.Framer
+
+	wmu sync.Mutex // guards writes on fr and next; taken before mu, never under it
+
+	mu      sync.Mutex // guards what follows; cond signals changes
+	cond    *sync.Cond
+	connWin int64
+	initWin int64
+	win     map[uint32]int64
+	refused int
+	closed  map[uint32]bool
+	pings   int
+	err     error
+	next    uint32
+}
+
+func dialH2(t *testing.T, addr string) *h2client {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &h2client{t: t, conn: conn, fr: http2.NewFramer(conn, conn), connWin: 65535, initWin: 65535,
+		win: map[uint32]int64{}, closed: map[uint32]bool{}, next: 1}
+	c.cond = sync.NewCond(&c.mu)
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	go c.read()
+	return c
+}
+
+func (c *h2client) read() {
+	for {
+		f, err := c.fr.ReadFrame()
+		if sf, ok := f.(*http2.SettingsFrame); ok && err == nil && !sf.IsAck() {
+			c.wmu.Lock() // never under mu: open takes mu under wmu
+			_ = c.fr.WriteSettingsAck()
+			c.wmu.Unlock()
+		}
+		c.mu.Lock()
+		if err != nil {
+			c.err = err
+			c.cond.Broadcast()
+			c.mu.Unlock()
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+					for id := range c.win {
+						c.win[id] += int64(v) - c.initWin
+					}
+					c.initWin = int64(v)
+				}
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				c.connWin += int64(f.Increment)
+			} else {
+				c.win[f.StreamID] += int64(f.Increment)
+			}
+		case *http2.RSTStreamFrame:
+			c.closed[f.StreamID] = true
+			if f.ErrCode == http2.ErrCodeRefusedStream {
+				c.refused++
+			}
+		case *http2.HeadersFrame:
+			if f.StreamEnded() {
+				c.closed[f.StreamID] = true
+			}
+		case *http2.PingFrame:
+			if f.IsAck() {
+				c.pings++
+			}
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+}
+
+// open starts a gRPC call of method and returns its stream id.
+func (c *h2client) open(method string) uint32 {
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/protobase.v1.Protobase/" + method},
+		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	id := c.next
+	c.next += 2
+	c.mu.Lock()
+	c.win[id] = c.initWin
+	c.mu.Unlock()
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+// send sends b on stream id as the windows allow; it stops early when the
+// server closes the stream.
+func (c *h2client) send(id uint32, b []byte) {
+	for len(b) > 0 {
+		c.mu.Lock()
+		for c.err == nil && !c.closed[id] && (c.connWin <= 0 || c.win[id] <= 0) {
+			c.cond.Wait()
+		}
+		if c.err != nil || c.closed[id] {
+			c.mu.Unlock()
+			return
+		}
+		n := min(int64(len(b)), 16<<10, c.connWin, c.win[id])
+		c.connWin -= n
+		c.win[id] -= n
+		c.mu.Unlock()
+		c.wmu.Lock()
+		err := c.fr.WriteData(id, false, b[:n])
+		c.wmu.Unlock()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		b = b[n:]
+	}
+}
+
+// sync returns once the server has handled every frame sent before it:
+// it answers pings in order.
+func (c *h2client) sync() {
+	c.mu.Lock()
+	want := c.pings + 1
+	c.mu.Unlock()
+	c.wmu.Lock()
+	err := c.fr.WritePing(false, [8]byte{1})
+	c.wmu.Unlock()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.pings < want && c.err == nil {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		c.t.Fatalf("connection: %v", c.err)
+	}
+}
+
+// Streams declaring large messages and sending most of each hold at most
+// MaxStreamsPerConn × MaxMessageBytes on one connection; the rest are
+// refused. Before the stream limit, 40 streams here held 280 MiB.
+func TestAdversarialPartialMessages(t *testing.T) {
+	const streams, maxMsg, perConn = 40, 8 * mib, 16
+	ts := startServer(t, server.Config{MaxMessageBytes: maxMsg, MaxStreamsPerConn: perConn, CacheBytes: 8 * mib, NoSync: true})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	base := heapInuse()
+
+	c := dialH2(t, ts.srv.Addr())
+	body := make([]byte, 5+7*mib) // a message declared 8 MiB - 1, 7 MiB of it sent
+	binary.BigEndian.PutUint32(body[1:5], maxMsg-1)
+	for range streams {
+		c.send(c.open("Insert"), body)
+	}
+	c.sync()
+	held := heapInuse() - base
+	t.Logf("%d streams of 7 MiB partial messages: heap +%d MiB, %d streams refused", streams, held/mib, c.refused)
+	if bound := uint64(perConn*maxMsg + 32*mib); held > bound {
+		t.Fatalf("partial messages hold %d MiB, want at most %d MiB", held/mib, bound/mib)
+	}
+	if c.refused < streams-perConn {
+		t.Fatalf("%d streams refused, want at least %d", c.refused, streams-perConn)
+	}
+	checkServed(t, ts, 1)
+	c.conn.Close()
+	waitHeapBelow(t, base+16*mib)
+}
+
+// 1,000 idle streams on one connection: the server keeps
+// MaxStreamsPerConn (default 100) and refuses the rest, and it goes on
+// serving others.
+func TestAdversarialIdleStreams(t *testing.T) {
+	ts := startServer(t, server.Config{NoSync: true})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	c := dialH2(t, ts.srv.Addr())
+	for range 1000 {
+		c.open("Insert")
+	}
+	c.sync()
+	c.mu.Lock()
+	refused := c.refused
+	c.mu.Unlock()
+	if refused < 900 {
+		t.Fatalf("%d of 1000 idle streams refused, want at least 900", refused)
+	}
+	checkServed(t, ts, 1)
+}
+
+// Search streams whose clients never read hold at most the server's
+// result budget (plus a response per stream queued in gRPC), and give it
+// back when cancelled. Before the budget, 40 streams held about 7 MiB each.
+func TestAdversarialNonReadingSearch(t *testing.T) {
+	const streams, budget = 40, 32 * mib
+	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, NoSync: true})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	name := strings.Repeat("n", 10<<10)
+	var batch []*anypb.Any
+	for i := range 2000 {
+		batch = append(batch, ts.rec("shop.User", `{"id": `+strconv.Itoa(100+i)+`, "email": "u`+strconv.Itoa(i)+`", "name": "`+name+`"}`))
+		if len(batch) == 200 {
+			ts.mustWrite(insert, batch)
+			batch = nil
+		}
+	}
+	// A client with small windows that never reads: little of the
+	// results can sit in this process's own buffers.
+	conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	base := heapInuse()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api := pb.NewProtobaseClient(conn)
+	for range streams {
+		st, err := api.Search(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server fills what it may: poll until the heap stops growing
+	// between two looks, bounded.
+	var held uint64
+	for prev, deadline := uint64(0), time.Now().Add(10*time.Second); time.Now().Before(deadline); {
+		held = heapInuse() - base
+		if held > 0 && held <= prev+mib && held > budget/2 {
+			break
+		}
+		prev = held
+		time.Sleep(100 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	t.Logf("%d non-reading Search streams: heap +%d MiB", streams, held/mib)
+	if bound := uint64(budget + streams*2*mib + 16*mib); held > bound {
+		t.Fatalf("non-reading Search streams hold %d MiB, want at most %d MiB", held/mib, bound/mib)
+	}
+	checkServed(t, ts, 1)
+	cancel()
+	waitHeapBelow(t, base+16*mib)
+	// The budget came back: a reading client gets every result.
+	if n := ts.count("shop.User"); n != 2001 {
+		t.Fatalf("after the streams were cancelled, a scan found %d users, want 2001", n)
+	}
+	srch, err := ts.c.API().Search(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = srch.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User", Limit: 10}}})
+	_ = srch.CloseSend()
+	resp, err := srch.Recv()
+	if err != nil || len(resp.GetErrors()) > 0 {
+		t.Fatalf("search after the hostile streams: %v %v", err, resp.GetErrors())
+	}
+}
+
+// A SearchRequest with more queries than MaxSearchQueries is refused
+// before its queries are decoded.
+func TestAdversarialSearchQueryCount(t *testing.T) {
+	ts := startServer(t, server.Config{MaxSearchQueries: 10})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	st, err := ts.c.API().Search(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := make([]*pb.Query, 11)
+	for i := range qs {
+		qs[i] = &pb.Query{Type: "shop.User"}
+	}
+	_ = st.Send(&pb.SearchRequest{Queries: qs})
+	for err == nil {
+		_, err = st.Recv()
+	}
+	wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(err.Error(), "more than the server's limit of 10") {
+		t.Fatalf("error %v does not name the limit", err)
+	}
+}

@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// rawCodec sends a *[]byte as the message bytes, unchecked, and decodes
+// replies as protobuf: a client that can send what generated code cannot.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(*[]byte); ok {
+		return mem.BufferSlice{mem.SliceBuffer(*b)}, nil
+	}
+	b, err := proto.Marshal(v.(proto.Message))
+	return mem.BufferSlice{mem.SliceBuffer(b)}, err
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+// rawStream opens a stream of method sending raw bytes.
+func rawStream(ctx context.Context, t *testing.T, ts *testServer, method string) grpc.ClientStream {
+	t.Helper()
+	st, err := ts.c.Conn().NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		"/protobase.v1.Protobase/"+method, grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// deepWhere is a Query whose filter nests NOTs deeper than protobuf's
+// decode limit (10,000).
+func deepWhere() []byte {
+	inner := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), nil) // cmp {}
+	for range 10_001 {
+		inner = protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), inner) // not
+	}
+	q := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "shop.User")
+	return protowire.AppendBytes(protowire.AppendTag(q, 2, protowire.BytesType), inner)
+}
+
+// A request message that does not decode is the client's error:
+// INVALID_ARGUMENT, after the answers to the requests before it.
+func TestMalformedSearchRequest(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	badType := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff, 0xfe})
+	cases := map[string][]byte{"invalid UTF-8 in type": badType, "nested too deep": deepWhere()}
+	for name, query := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := rawStream(ctx, t, ts, "Search")
+			good, _ := proto.Marshal(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}})
+			bad := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), query)
+			for _, m := range [][]byte{good, bad} {
+				if err := st.SendMsg(&m); err != nil && !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
+			}
+			done := false
+			for {
+				resp := new(pb.SearchResponse)
+				err := st.RecvMsg(resp)
+				if err != nil {
+					if s := status.Convert(err); s.Code() != codes.InvalidArgument {
+						t.Fatalf("stream ended with %v: %v, want INVALID_ARGUMENT", s.Code(), s.Message())
+					}
+					break
+				}
+				done = done || len(resp.Done) > 0
+			}
+			if !done {
+				t.Fatal("the query before the malformed request was not answered")
+			}
+		})
+	}
+}
+
+// On a write stream, the error of a batch that does not decode keeps its
+// WriteError: the batch it names and the counts applied before it.
+func TestMalformedWriteRequest(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	for _, method := range []string{"Insert", "Write"} {
+		t.Run(method, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := rawStream(ctx, t, ts, method)
+			rec := ts.rec("shop.User", `{"id": 1, "email": "`+method+`@x"}`)
+			if method == "Write" {
+				rec = ts.rec("shop.User", `{"id": 2, "email": "`+method+`@x"}`)
+			}
+			var good []byte
+			if method == "Insert" {
+				good, _ = proto.Marshal(&pb.WriteRequest{Records: []*anypb.Any{rec}})
+			} else {
+				good, _ = proto.Marshal(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: []*anypb.Any{rec}})
+			}
+			// records[0] = Any{type_url: invalid UTF-8}; field 1 in both.
+			anyBad := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xc3})
+			bad := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), anyBad)
+			if method == "Write" {
+				bad = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), anyBad)
+				bad = protowire.AppendVarint(protowire.AppendTag(bad, 1, protowire.VarintType), uint64(pb.WriteOp_WRITE_OP_INSERT))
+			}
+			for _, m := range [][]byte{good, bad} {
+				if err := st.SendMsg(&m); err != nil && !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
+			}
+			_ = st.CloseSend()
+			var err error
+			for err == nil {
+				err = st.RecvMsg(new(pb.WriteResponse))
+			}
+			we := writeErr(t, err, codes.InvalidArgument)
+			if we.Batch != 1 || we.RecordsApplied != 1 {
+				t.Fatalf("WriteError %v, want batch 1 after 1 applied record", we)
+			}
+		})
+	}
+}
