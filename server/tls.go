@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -113,12 +114,35 @@ func (s *Server) embeddedNATS() (natstransport.EmbedOptions, *natstransport.Auth
 }
 
 // natsKeyChecker is the one place where Protobase's authentication meets
-// the embedded NATS server's: nil while authentication is off.
-func (s *Server) natsKeyChecker() natstransport.KeyChecker { return s.cfg.KeyChecker }
+// the embedded NATS server's login: a client logs in with an API key the
+// keyring knows (any role: the per-request Authorization header decides
+// what it may do). Nil while authentication is off.
+func (s *Server) natsKeyChecker() natstransport.KeyChecker {
+	if !s.auth {
+		return nil
+	}
+	keys := s.keys
+	return func(ctx context.Context, key string) (string, error) {
+		id, err := keys.Verify(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		return id.Name, nil
+	}
+}
+
+// watchNATSRevocations makes every key revocation, on any transport, close
+// the embedded NATS server's connections logged in with that key: a NATS
+// login is checked once, when the client connects. Called once the
+// embedded server runs.
+func (s *Server) watchNATSRevocations() {
+	if s.auth {
+		s.keys.OnRevoke(s.natsKeyRevoked)
+	}
+}
 
 // natsKeyRevoked closes the embedded NATS server's connections logged in
-// with the key named name; Protobase's authentication calls it when it
-// revokes a key (a NATS login is checked once, when the client connects).
+// with the key named name.
 func (s *Server) natsKeyRevoked(name string) {
 	if s.tr.ns == nil || s.tr.natsAuth == nil {
 		return
