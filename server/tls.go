@@ -25,13 +25,8 @@ const defaultTLSReloadInterval = 10 * time.Second
 // watching its files.
 func (s *Server) startTLS() error {
 	c := s.cfg
-	switch {
-	case c.TLSCertFile == "" && c.TLSKeyFile == "" && c.TLSClientCAFile == "":
+	if c.TLSCertFile == "" { // Validate has checked the files go together
 		return nil
-	case c.TLSCertFile == "" && c.TLSKeyFile == "":
-		return errors.New("server: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for over TLS")
-	case c.TLSCertFile == "" || c.TLSKeyFile == "":
-		return errors.New("server: TLSCertFile and TLSKeyFile go together")
 	}
 	r, err := certs.NewReloader(certs.Files{Cert: c.TLSCertFile, Key: c.TLSKeyFile, ClientCA: c.TLSClientCAFile}, s.log)
 	if err != nil {

@@ -78,6 +78,14 @@ var configFlags = map[string]string{
 	"Auth":               "--auth",
 	"InsecureNoAuth":     "--insecure-no-auth",
 	"AdminKey":           "PROTOBASE_ADMIN_KEY",
+	"TLSCertFile":        "--tls-cert",
+	"TLSKeyFile":         "--tls-key",
+	"TLSClientCAFile":    "--tls-client-ca",
+	"HTTPAllowedOrigins": "--http-allowed-origins",
+	"HTTPAllowedHosts":   "--http-allowed-hosts",
+	"NATSTLSCAFile":      "--nats-tls-ca",
+	"NATSTLSCertFile":    "--nats-tls-cert",
+	"NATSTLSKeyFile":     "--nats-tls-key",
 }
 
 // configError words a server.Config refusal in serve's flags.
