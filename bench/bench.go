@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -48,8 +49,15 @@ type Options struct {
 	// Addr, when set, targets a running server (started with --lab) instead
 	// of an embedded one.
 	Addr string
-	// ClientOptions are added to the connections to Addr (TLS: --tls-ca).
+	// ClientOptions are added to the gRPC connections to Addr (TLS:
+	// --tls-ca; the API key: --api-key).
 	ClientOptions []client.Option
+	// APIKey and TLS are what experiments that reach Addr's server other
+	// than through a client (the transports experiment's REST and NATS
+	// hops) send and trust: the key as "Authorization: Bearer KEY" (and
+	// the NATS login), TLS as the client configuration (nil: plaintext).
+	APIKey string
+	TLS    *tls.Config
 }
 
 // Defaults for Options; QuickOptions are those of --quick.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,7 @@ func (c Config) Validate() error {
 		{"MaxSearchQueries", c.MaxSearchQueries < 0},
 		{"CacheBytes", c.CacheBytes < 0},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0},
+		{"TLSReloadInterval", c.TLSReloadInterval < 0},
 	} {
 		if f.negative {
 			return configError(f.name, " must not be negative")
@@ -84,11 +86,44 @@ func (c Config) Validate() error {
 	case (c.NATSPrefix != "" || c.NATSQueue != "") && !c.NATS && c.NATSURL == "":
 		return configError("NATSPrefix", " and ", "NATSQueue", " need ", "NATS", " or ", "NATSURL", "")
 	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	if c.NATSPrefix != "" && natstransport.ValidPrefix(c.NATSPrefix) != nil {
 		return configError("NATSPrefix", " "+strconv.Quote(c.NATSPrefix)+": want subject tokens separated by dots, without wildcards or spaces")
 	}
 	if strings.ContainsAny(c.NATSQueue, " \t\r\n*>") {
 		return configError("NATSQueue", " "+strconv.Quote(c.NATSQueue)+": want a queue group name without wildcards or spaces")
+	}
+	return nil
+}
+
+// validateSecurity checks the TLS and REST-hardening settings: files that
+// only work in pairs, and settings that would do nothing.
+func (c Config) validateSecurity() error {
+	natsTLS := c.NATSTLSCAFile != "" || c.NATSTLSCertFile != "" || c.NATSTLSKeyFile != ""
+	switch {
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return configError("TLSCertFile", " and ", "TLSKeyFile", " go together")
+	case c.TLSClientCAFile != "" && c.TLSCertFile == "":
+		return configError("TLSClientCAFile", " requires client certificates over TLS: it needs ", "TLSCertFile", " and ", "TLSKeyFile", "")
+	case natsTLS && c.NATSURL == "":
+		return configError("NATSTLSCAFile", ", ", "NATSTLSCertFile", " and ", "NATSTLSKeyFile", " are for the external NATS server: they need ", "NATSURL", "")
+	case (c.NATSTLSCertFile == "") != (c.NATSTLSKeyFile == ""):
+		return configError("NATSTLSCertFile", " and ", "NATSTLSKeyFile", " go together")
+	case (len(c.HTTPAllowedOrigins) > 0 || len(c.HTTPAllowedHosts) > 0) && c.HTTPAddr == "":
+		return configError("HTTPAllowedOrigins", " and ", "HTTPAllowedHosts", " need ", "HTTPAddr", "")
+	}
+	for _, o := range c.HTTPAllowedOrigins {
+		u, err := url.Parse(strings.TrimSuffix(o, "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			return configError("HTTPAllowedOrigins", " "+strconv.Quote(o)+": want an origin, scheme://host[:port] (http or https)")
+		}
+	}
+	for _, h := range c.HTTPAllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/@ \t") {
+			return configError("HTTPAllowedHosts", " "+strconv.Quote(h)+": want a host name (a port is ignored), without scheme or path")
+		}
 	}
 	return nil
 }

@@ -51,6 +51,39 @@ func TestConfigValidate(t *testing.T) {
 		{"queue space", with(func(c *server.Config) { c.NATS, c.NATSQueue = true, "q 1" }), "NATSQueue",
 			`server: NATSQueue "q 1": want a queue group name without wildcards or spaces`},
 		{"queue wildcard", with(func(c *server.Config) { c.NATSURL, c.NATSQueue = "nats://x:4222", "q>" }), "NATSQueue", `"q>"`},
+		{"TLS", with(func(c *server.Config) {
+			c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile, c.TLSReloadInterval = "c.pem", "k.pem", "ca.pem", time.Second
+		}), "", ""},
+		{"external NATS over TLS", with(func(c *server.Config) {
+			c.NATSURL, c.NATSTLSCAFile, c.NATSTLSCertFile, c.NATSTLSKeyFile = "tls://x:4222", "ca.pem", "c.pem", "k.pem"
+		}), "", ""},
+		{"REST hardening", with(func(c *server.Config) {
+			c.HTTPAddr = ":8080"
+			c.HTTPAllowedOrigins = []string{"https://app.example", "http://localhost:3000/"}
+			c.HTTPAllowedHosts = []string{"db.example", "db.example:8080"}
+		}), "", ""},
+		{"negative TLSReloadInterval", with(func(c *server.Config) { c.TLSReloadInterval = -time.Second }), "TLSReloadInterval", "must not be negative"},
+		{"cert without key", with(func(c *server.Config) { c.TLSCertFile = "c.pem" }), "TLSCertFile", "server: TLSCertFile and TLSKeyFile go together"},
+		{"key without cert", with(func(c *server.Config) { c.TLSKeyFile = "k.pem" }), "TLSCertFile", "go together"},
+		{"client CA without cert", with(func(c *server.Config) { c.TLSClientCAFile = "ca.pem" }), "TLSClientCAFile",
+			"server: TLSClientCAFile requires client certificates over TLS: it needs TLSCertFile and TLSKeyFile"},
+		{"NATS CA without NATSURL", with(func(c *server.Config) { c.NATSTLSCAFile = "ca.pem" }), "NATSTLSCAFile",
+			"server: NATSTLSCAFile, NATSTLSCertFile and NATSTLSKeyFile are for the external NATS server: they need NATSURL"},
+		{"NATS cert with embedded NATS", with(func(c *server.Config) { c.NATS, c.NATSTLSCertFile, c.NATSTLSKeyFile = true, "c.pem", "k.pem" }),
+			"NATSTLSCAFile", "they need NATSURL"},
+		{"NATS cert without key", with(func(c *server.Config) { c.NATSURL, c.NATSTLSCertFile = "tls://x:4222", "c.pem" }), "NATSTLSCertFile",
+			"server: NATSTLSCertFile and NATSTLSKeyFile go together"},
+		{"NATS key without cert", with(func(c *server.Config) { c.NATSURL, c.NATSTLSKeyFile = "tls://x:4222", "k.pem" }), "NATSTLSCertFile", "go together"},
+		{"origins without HTTPAddr", with(func(c *server.Config) { c.HTTPAllowedOrigins = []string{"https://a.example"} }), "HTTPAllowedOrigins",
+			"server: HTTPAllowedOrigins and HTTPAllowedHosts need HTTPAddr"},
+		{"hosts without HTTPAddr", with(func(c *server.Config) { c.HTTPAllowedHosts = []string{"a.example"} }), "HTTPAllowedOrigins", "need HTTPAddr"},
+		{"origin without scheme", with(func(c *server.Config) { c.HTTPAddr, c.HTTPAllowedOrigins = ":8080", []string{"a.example"} }), "HTTPAllowedOrigins",
+			`server: HTTPAllowedOrigins "a.example": want an origin, scheme://host[:port] (http or https)`},
+		{"origin with path", with(func(c *server.Config) { c.HTTPAddr, c.HTTPAllowedOrigins = ":8080", []string{"https://a.example/app"} }), "HTTPAllowedOrigins", `"https://a.example/app"`},
+		{"origin wildcard", with(func(c *server.Config) { c.HTTPAddr, c.HTTPAllowedOrigins = ":8080", []string{"*"} }), "HTTPAllowedOrigins", `"*"`},
+		{"host with scheme", with(func(c *server.Config) { c.HTTPAddr, c.HTTPAllowedHosts = ":8080", []string{"https://a.example"} }), "HTTPAllowedHosts",
+			`server: HTTPAllowedHosts "https://a.example": want a host name`},
+		{"empty host", with(func(c *server.Config) { c.HTTPAddr, c.HTTPAllowedHosts = ":8080", []string{""} }), "HTTPAllowedHosts", `""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -2,49 +2,31 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/auth"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
 )
 
-// testKeys is a KeyChecker FOR TESTS ONLY: a set of keys and their
-// names, from which a key can be removed (revoked). In the server,
-// Protobase's authentication (its key store) supplies the checker; this
-// stands in for it so that the NATS side is tested against the real
-// embedded server.
-type testKeys struct {
-	mu    sync.Mutex
-	names map[string]string // key -> name
-}
-
-func newTestKeys(keyNames map[string]string) *testKeys {
-	return &testKeys{names: keyNames}
-}
-
-func (k *testKeys) check(_ context.Context, key string) (string, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if name, ok := k.names[key]; ok {
-		return name, nil
+// createKey makes a key through the admin API and returns it.
+func (e *authEnv) createKey(name string, role pb.KeyRole) string {
+	e.t.Helper()
+	resp, err := e.ts.c.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: name, Role: role})
+	if err != nil {
+		e.t.Fatalf("create key %s: %v", name, err)
 	}
-	return "", errors.New("unknown key")
-}
-
-func (k *testKeys) revoke(key string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.names, key)
+	e.keys[name] = resp.Key
+	return resp.Key
 }
 
 // connectNATS connects with opts, failing the test on error.
@@ -74,7 +56,8 @@ func wantViolation(t *testing.T, nc *nats.Conn, what string) {
 // service's queue group on the insert subject and answers with a fake OK;
 // then 40 inserts are made through alice's connection. It returns how
 // many the rogue answered, after checking that every insert was stored.
-func rogueInsertsAnswered(t *testing.T, ts *testServer, alice, rogue *nats.Conn) int64 {
+// aliceKey, when set, goes in each request's Authorization header.
+func rogueInsertsAnswered(t *testing.T, ts *testServer, alice *nats.Conn, aliceKey string, rogue *nats.Conn) int64 {
 	t.Helper()
 	var answered atomic.Int64
 	_, err := rogue.QueueSubscribe(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectInsert), natstransport.DefaultQueue, func(m *nats.Msg) {
@@ -85,27 +68,36 @@ func rogueInsertsAnswered(t *testing.T, ts *testServer, alice, rogue *nats.Conn)
 		t.Fatal(err)
 	}
 	wantViolation(t, rogue, "joining the service's queue group")
-	c := &natsClient{t: t, ts: ts, nc: alice, prefix: natstransport.DefaultPrefix}
+	c := &natsClient{t: t, ts: ts, nc: alice, prefix: natstransport.DefaultPrefix, key: aliceKey}
+	before := ts.count("shop.User")
 	for i := range 40 {
 		c.mustCall(natstransport.SubjectInsert, &pb.WriteRequest{Records: []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, 1000+i, i))}}, new(pb.WriteResponse))
 	}
-	if n := ts.count("shop.User"); n != 40 {
+	if n := ts.count("shop.User") - before; n != 40 {
 		t.Fatalf("%d of 40 inserts stored", n)
 	}
 	return answered.Load()
 }
 
+// TestNATSWithKeysOnlyTheServiceServes logs in to the embedded NATS server
+// with real API keys, made through the admin API of a server requiring
+// them.
 func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
-	const aliceKey, rogueKey = "alice-key-0123456789abcdef", "mallory-key-0123456789abcdef"
-	keys := newTestKeys(map[string]string{aliceKey: "alice", rogueKey: "mallory"})
-	ts := startTransports(t, server.Config{NoSync: true, KeyChecker: keys.check})
+	e := startAuthServer(t, server.Config{})
+	ts := e.ts
+	aliceKey, rogueKey := e.createKey("alice", pb.KeyRole_KEY_ROLE_WRITE), e.createKey("mallory", pb.KeyRole_KEY_ROLE_READ)
 	url := ts.srv.NATSURL()
 
-	// No key, a wrong key, or the service's user name without its random
-	// password: refused.
+	// No key, a wrong key, a well-formed unknown key, or the service's
+	// user name without its random password: refused.
+	unknown, err := auth.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, opts := range map[string][]nats.Option{
 		"no key":       nil,
 		"wrong key":    {nats.Token("guess")},
+		"unknown key":  {nats.Token(unknown)},
 		"service user": {nats.UserInfo("protobase-service", "guess")},
 	} {
 		if nc, err := nats.Connect(url, append(opts, nats.Timeout(5*time.Second))...); err == nil {
@@ -121,7 +113,7 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 	alice := connectNATS(t, url, natstransport.ClientOptions(aliceKey)...)
 	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
 	rogue := connectNATS(t, url, append(natstransport.ClientOptions(rogueKey), quiet)...)
-	if n := rogueInsertsAnswered(t, ts, alice, rogue); n != 0 {
+	if n := rogueInsertsAnswered(t, ts, alice, aliceKey, rogue); n != 0 {
 		t.Fatalf("the rogue answered %d of 40 inserts", n)
 	}
 
@@ -149,13 +141,14 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 	}
 	wantViolation(t, stray, "subscribing to the default inbox")
 
-	// Revoking a key closes its open connections, and it cannot log in
-	// again.
+	// Revoking a key through the admin API (here over gRPC) closes its
+	// open NATS connections, and it cannot log in again.
 	closed := make(chan struct{})
 	held := connectNATS(t, url, append(natstransport.ClientOptions(aliceKey), nats.NoReconnect(),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
-	keys.revoke(aliceKey)
-	ts.srv.NATSKeyRevoked("alice")
+	if err := ts.c.RevokeKey(context.Background(), "alice"); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
@@ -174,6 +167,41 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 	}
 }
 
+// TestNATSLoginAndHeaderAgree checks the two NATS checks together: the
+// login admits any live key, and each request is judged by its own
+// Authorization header alone. A client logged in with a read key cannot
+// write, with or without a header; a revocation made over NATS itself
+// closes the revoked key's connections too.
+func TestNATSLoginAndHeaderAgree(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	nc := connectNATS(t, e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys["reader"])...)
+	before := e.state()
+	insert := &pb.WriteRequest{Records: []*anypb.Any{e.user(60)}}
+	for key, want := range map[string]codes.Code{"": codes.Unauthenticated, "reader": codes.PermissionDenied} {
+		if st := e.natsCall(nc, key, natstransport.SubjectInsert, insert, nil); st == nil || codes.Code(st.Code) != want {
+			t.Fatalf("insert by a reader's login, header key %q: %v, want %v", key, st, want)
+		}
+	}
+	if after := e.state(); after != before {
+		t.Fatalf("a refused insert changed the state:\n%s\nwant\n%s", after, before)
+	}
+	if st := e.natsCall(nc, "reader", natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, &pb.GetSchemaResponse{}); st != nil {
+		t.Fatalf("a read with the reader's header: %v", st)
+	}
+
+	closed := make(chan struct{})
+	connectNATS(t, e.ts.srv.NATSURL(), append(natstransport.ClientOptions(e.keys["writer"]), nats.NoReconnect(),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
+	if st := e.natsCall(nc, "admin", natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "writer"}, &pb.RevokeKeyResponse{}); st != nil {
+		t.Fatalf("revoke over NATS: %v", st)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection of a key revoked over NATS stayed open")
+	}
+}
+
 // Without authentication anyone may call, but still only the service can
 // read requests or answer them.
 func TestNATSWithoutKeysOnlyTheServiceServes(t *testing.T) {
@@ -181,7 +209,7 @@ func TestNATSWithoutKeysOnlyTheServiceServes(t *testing.T) {
 	url := ts.srv.NATSURL()
 	alice := connectNATS(t, url)
 	rogue := connectNATS(t, url, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if n := rogueInsertsAnswered(t, ts, alice, rogue); n != 0 {
+	if n := rogueInsertsAnswered(t, ts, alice, "", rogue); n != 0 {
 		t.Fatalf("the rogue answered %d of 40 inserts", n)
 	}
 	for _, subj := range []string{"protobase.>", ">", "$SRV.>"} {

@@ -43,7 +43,6 @@ import (
 	"github.com/protobase/protobase/internal/store"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	labtransport "github.com/protobase/protobase/internal/transport/lab"
-	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
 // Config configures a server. The zero value of every field but DataDir is
@@ -158,9 +157,6 @@ type Config struct {
 	// turns TLS on for that connection; NATSTLSCertFile and NATSTLSKeyFile
 	// present a client certificate to it (a server with verify: true).
 	NATSTLSCAFile, NATSTLSCertFile, NATSTLSKeyFile string
-	// KeyChecker, when set, makes the embedded NATS server require an API
-	// key (see natstransport.Auth); Protobase's authentication sets it.
-	KeyChecker natstransport.KeyChecker
 
 	// memFS, when set, holds DataDir in memory instead of on disk; only
 	// the power-cut tests set it (see export_test.go).

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,13 +25,8 @@ const defaultTLSReloadInterval = 10 * time.Second
 // watching its files.
 func (s *Server) startTLS() error {
 	c := s.cfg
-	switch {
-	case c.TLSCertFile == "" && c.TLSKeyFile == "" && c.TLSClientCAFile == "":
+	if c.TLSCertFile == "" { // Validate has checked the files go together
 		return nil
-	case c.TLSCertFile == "" && c.TLSKeyFile == "":
-		return errors.New("server: TLSClientCAFile needs TLSCertFile and TLSKeyFile: client certificates are asked for over TLS")
-	case c.TLSCertFile == "" || c.TLSKeyFile == "":
-		return errors.New("server: TLSCertFile and TLSKeyFile go together")
 	}
 	r, err := certs.NewReloader(certs.Files{Cert: c.TLSCertFile, Key: c.TLSKeyFile, ClientCA: c.TLSClientCAFile}, s.log)
 	if err != nil {
@@ -113,12 +109,35 @@ func (s *Server) embeddedNATS() (natstransport.EmbedOptions, *natstransport.Auth
 }
 
 // natsKeyChecker is the one place where Protobase's authentication meets
-// the embedded NATS server's: nil while authentication is off.
-func (s *Server) natsKeyChecker() natstransport.KeyChecker { return s.cfg.KeyChecker }
+// the embedded NATS server's login: a client logs in with an API key the
+// keyring knows (any role: the per-request Authorization header decides
+// what it may do). Nil while authentication is off.
+func (s *Server) natsKeyChecker() natstransport.KeyChecker {
+	if !s.auth {
+		return nil
+	}
+	keys := s.keys
+	return func(ctx context.Context, key string) (string, error) {
+		id, err := keys.Verify(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		return id.Name, nil
+	}
+}
+
+// watchNATSRevocations makes every key revocation, on any transport, close
+// the embedded NATS server's connections logged in with that key: a NATS
+// login is checked once, when the client connects. Called once the
+// embedded server runs.
+func (s *Server) watchNATSRevocations() {
+	if s.auth {
+		s.keys.OnRevoke(s.natsKeyRevoked)
+	}
+}
 
 // natsKeyRevoked closes the embedded NATS server's connections logged in
-// with the key named name; Protobase's authentication calls it when it
-// revokes a key (a NATS login is checked once, when the client connects).
+// with the key named name.
 func (s *Server) natsKeyRevoked(name string) {
 	if s.tr.ns == nil || s.tr.natsAuth == nil {
 		return

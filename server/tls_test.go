@@ -308,7 +308,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		cfg  server.Config
 		want string
 	}{
-		"client CA alone":   {server.Config{TLSClientCAFile: ca.File}, "TLSClientCAFile needs TLSCertFile"},
+		"client CA alone":   {server.Config{TLSClientCAFile: ca.File}, "TLSClientCAFile requires client certificates over TLS"},
 		"cert without key":  {server.Config{TLSCertFile: cert.CertFile}, "go together"},
 		"key is not a cert": {server.Config{TLSCertFile: cert.KeyFile, TLSKeyFile: cert.KeyFile}, "tls: load"},
 		"client CA not PEM": {server.Config{TLSCertFile: cert.CertFile, TLSKeyFile: cert.KeyFile, TLSClientCAFile: cert.KeyFile}, "no PEM certificate"},

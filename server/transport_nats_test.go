@@ -28,6 +28,7 @@ type natsClient struct {
 	nc     *nats.Conn
 	prefix string
 	json   bool
+	key    string // sent as "Authorization: Bearer KEY" when set
 }
 
 func newNATSClient(t *testing.T, ts *testServer, url string, json bool) *natsClient {
@@ -62,6 +63,9 @@ func (c *natsClient) raw(endpoint string, data []byte) *nats.Msg {
 	msg.Data = data
 	if c.json {
 		msg.Header.Set(natstransport.HeaderContentType, natstransport.ContentTypeJSON)
+	}
+	if c.key != "" {
+		msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+c.key)
 	}
 	reply, err := c.nc.RequestMsg(msg, 10*time.Second)
 	if err != nil {

@@ -106,6 +106,7 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 			return err
 		}
 		t.natsAuth = auth
+		s.watchNATSRevocations()
 		// The server's own connection is in-process: no TCP (and so no
 		// TLS) on its path.
 		t.nc, err = nats.Connect("nats://in-process", nats.Name("protobase"), nats.InProcessServer(t.ns), auth.ServiceOption())

@@ -3,6 +3,7 @@ package transports
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
 // The front of the transports experiment (seed 002's api02): an HTTP
@@ -266,17 +268,32 @@ func (getFetcher) close() error { return nil }
 // connection (seed 002's "HTTP/2 multiplexing").
 type restFetcher struct {
 	client *http.Client
-	url    string // http://HOST:PORT/v1/query
+	url    string // http(s)://HOST:PORT/v1/query
+	// authorization is the Authorization header's value, or nil.
+	authorization []string
 	// h2 counts responses that came over HTTP/2, so that tests can tell
 	// the hop was what it claims.
 	h2 atomic.Uint64
 }
 
-func newRESTFetcher(addr string) *restFetcher {
+// newRESTFetcher talks to the REST gateway at addr: over TLS when tlsCfg
+// is set (HTTP/2 by ALPN), else cleartext HTTP/2; with key, every request
+// carries it.
+func newRESTFetcher(addr, key string, tlsCfg *tls.Config) *restFetcher {
 	var protos http.Protocols
-	protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge, never HTTP/1.1
 	tr := &http.Transport{Protocols: &protos}
-	return &restFetcher{client: &http.Client{Transport: tr}, url: "http://" + addr + "/v1/query"}
+	scheme := "http"
+	if tlsCfg != nil {
+		protos.SetHTTP2(true) // never HTTP/1.1
+		tr.TLSClientConfig, scheme = tlsCfg.Clone(), "https"
+	} else {
+		protos.SetUnencryptedHTTP2(true) // h2c with prior knowledge, never HTTP/1.1
+	}
+	f := &restFetcher{client: &http.Client{Transport: tr}, url: scheme + "://" + addr + "/v1/query"}
+	if key != "" {
+		f.authorization = []string{"Bearer " + key}
+	}
+	return f
 }
 
 func (f *restFetcher) fetch(ctx context.Context, id int64, it *labItem) error {
@@ -286,6 +303,9 @@ func (f *restFetcher) fetch(ctx context.Context, id int64, it *labItem) error {
 		return fmt.Errorf("rest: %w", err)
 	}
 	req.Header["Content-Type"] = jsonContentType
+	if f.authorization != nil {
+		req.Header["Authorization"] = f.authorization
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("rest: %w", err)
@@ -332,19 +352,38 @@ func appendRESTQuery(dst []byte, id int64) []byte {
 type natsFetcher struct {
 	nc      *nats.Conn
 	subject string
+	// authorization is the Authorization header's value, or "".
+	authorization string
 }
 
-func newNATSFetcher(url, prefix string) (*natsFetcher, error) {
-	nc, err := nats.Connect(url, nats.Name("protobase-bench-front"))
+// newNATSFetcher connects to the NATS server at url: over TLS when tlsCfg
+// is set; with key, logged in with it (a Protobase embedded server's NATS
+// login), and every request carries it.
+func newNATSFetcher(url, prefix, key string, tlsCfg *tls.Config) (*natsFetcher, error) {
+	opts := []nats.Option{nats.Name("protobase-bench-front")}
+	if tlsCfg != nil {
+		opts = append(opts, nats.Secure(tlsCfg.Clone()))
+	}
+	f := &natsFetcher{subject: prefix + ".get"}
+	if key != "" {
+		opts = append(opts, natstransport.ClientOptions(key)...)
+		f.authorization = "Bearer " + key
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %w", url, err)
 	}
-	return &natsFetcher{nc: nc, subject: prefix + ".get"}, nil
+	f.nc = nc
+	return f, nil
 }
 
 func (f *natsFetcher) fetch(ctx context.Context, id int64, it *labItem) error {
 	var buf [64]byte
-	msg, err := f.nc.RequestWithContext(ctx, f.subject, appendItemKey(buf[:0], id))
+	req := &nats.Msg{Subject: f.subject, Data: appendItemKey(buf[:0], id)}
+	if f.authorization != "" {
+		req.Header = nats.Header{natstransport.HeaderAuthorization: []string{f.authorization}}
+	}
+	msg, err := f.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -5,6 +5,7 @@ package transports
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,6 +180,10 @@ type transportsLab struct {
 	// restAddr, natsURL and natsPrefix locate the hop server's REST and
 	// NATS fronts ("" when it has none).
 	restAddr, natsURL, natsPrefix string
+	// apiKey and tls are how the REST and NATS hops reach an --addr
+	// server ("" and nil for the embedded one, which runs without auth).
+	apiKey string
+	tls    *tls.Config
 }
 
 // setup starts (or connects to) the hop server and, for the direct mode,
@@ -191,6 +196,7 @@ func (x *Experiment) setup(ctx context.Context, env *bench.Env) (*transportsLab,
 	lab := &transportsLab{hop: hop, restAddr: hop.HTTPAddr, natsURL: hop.NATSURL, natsPrefix: hop.NATSPrefix}
 	if !hop.Embedded {
 		lab.restAddr, lab.natsURL, lab.natsPrefix = x.HTTPAddr, x.NATSURL, x.NATSPrefix
+		lab.apiKey, lab.tls = env.APIKey, env.TLS
 	}
 	targets := []*bench.Target{hop}
 	if slices.Contains(x.Modes, modeDirect) || slices.Contains(x.Modes, modeDirectGet) {
@@ -228,12 +234,12 @@ func (lab *transportsLab) newFetcher(mode string) (fetcher, string, error) {
 		if lab.restAddr == "" {
 			return nil, "http2 skipped: give the --addr server's REST address with --http-addr", nil
 		}
-		return newRESTFetcher(lab.restAddr), "", nil
+		return newRESTFetcher(lab.restAddr, lab.apiKey, lab.tls), "", nil
 	case modeNATS:
 		if lab.natsURL == "" {
 			return nil, "nats skipped: give the NATS server of the --addr server with --nats-url", nil
 		}
-		f, err := newNATSFetcher(lab.natsURL, lab.natsPrefix)
+		f, err := newNATSFetcher(lab.natsURL, lab.natsPrefix, lab.apiKey, lab.tls)
 		return f, "", err
 	}
 	return nil, "", fmt.Errorf("unknown mode %q", mode)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/client"
 	// Every experiment registers itself with bench when imported.
 	_ "github.com/protobase/protobase/bench/experiments"
 )
@@ -32,9 +33,11 @@ func (a *app) benchCommand() *cobra.Command {
 		Short: "Run the benchmark lab's experiments",
 		Long: `Run the lab's experiments: each starts an embedded server on a loopback
 port in a fresh temporary directory (or, with --addr, uses a running server
-started with 'protobase serve --lab'), loads its data, warms up, runs each
-configuration --runs times for --duration, and prints the median with min and
-max beside the published figure and the ratio measured/published.
+started with 'protobase serve --lab'; a secured one takes --tls-ca and an
+admin key in --api-key, which the transports experiment's REST and NATS hops
+send too), loads its data, warms up, runs each configuration --runs times for
+--duration, and prints the median with min and max beside the published
+figure and the ratio measured/published.
 
 --json FILE writes the rows as JSON, --chart FILE.png|FILE.svg draws them.
 'bench all --out DIR' runs every experiment and writes DIR/report.md with
@@ -45,7 +48,8 @@ not for comparison. See docs/benchmarks.md.`,
   protobase bench batching --transport-only --chart batching.svg
   protobase bench patterns --runs 3 --duration 5s --json patterns.json
   protobase bench all --quick --out lab-report
-  protobase serve --lab & protobase bench ingest --addr 127.0.0.1:7070`,
+  protobase serve --lab & protobase bench ingest --addr 127.0.0.1:7070
+  protobase bench batching --addr db.example:7070 --tls-ca ca.pem --api-key "$(cat admin.key)"`,
 	})
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&o.runs, "runs", bench.DefaultRuns, fmt.Sprintf("measured runs per configuration (--quick: %d)", bench.QuickRuns))
@@ -100,21 +104,36 @@ func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, e
 	// Only an explicit --addr targets a running server: the lab's default
 	// is its own embedded one.
 	if cmd.Flags().Changed("addr") {
-		opts.Addr = a.addr
-		var err error
-		if opts.ClientOptions, err = a.tls.options(); err != nil {
+		if err := a.benchTarget(&opts); err != nil {
 			return opts, err
 		}
-	}
-	if cmd.Flags().Changed("api-key") {
-		// The lab's clients do not carry keys yet: say so rather than fail
-		// later with UNAUTHENTICATED.
-		return opts, usagef("--api-key: the lab does not send API keys yet; run it against its embedded server or a loopback server without --auth")
+	} else if cmd.Flags().Changed("api-key") {
+		return opts, usagef("--api-key is for a server given with --addr: the lab's embedded server runs without authentication")
 	}
 	if err := opts.Validate(); err != nil {
 		return opts, usageError(fmt.Errorf("--%w", err))
 	}
 	return opts, nil
+}
+
+// benchTarget points opts at the --addr server: over TLS with --tls-ca,
+// with the key of --api-key or $PROTOBASE_API_KEY (the lab API needs an
+// admin key), on gRPC and on the REST and NATS hops alike.
+func (a *app) benchTarget(opts *bench.Options) error {
+	opts.Addr = a.addr
+	cfg, err := a.tls.config()
+	if err != nil {
+		return err
+	}
+	if cfg != nil {
+		opts.TLS = cfg
+		opts.ClientOptions = append(opts.ClientOptions, client.WithTLS(cfg))
+	}
+	if key := a.key(); key != "" {
+		opts.APIKey = key
+		opts.ClientOptions = append(opts.ClientOptions, client.WithAPIKey(key))
+	}
+	return nil
 }
 
 func (a *app) benchOne(cmd *cobra.Command, x bench.Experiment, o benchOptions) error {

@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/certs/certstest"
+	"github.com/protobase/protobase/server"
 )
 
 // Bad bench command lines are usage errors (exit 2) that say what is wrong,
@@ -100,4 +106,50 @@ func TestBenchBatchingCLI(t *testing.T) {
 	if fi, err := os.Stat(svg); err != nil || fi.Size() == 0 {
 		t.Fatalf("chart: %v", err)
 	}
+}
+
+// The lab against a secured server: TLS and API keys on, reached with
+// --tls-ca and --api-key; the transports experiment's REST and NATS hops
+// send the key too. Without the key the lab is refused.
+func TestBenchSecuredServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and measures")
+	}
+	ca := certstest.NewCA(t, "test")
+	cert := ca.Server(t, "server")
+	admin, err := auth.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(t.Context(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: true, Lab: true,
+		Auth: true, AdminKey: admin, TLSCertFile: cert.CertFile, TLSKeyFile: cert.KeyFile,
+		HTTPAddr: "127.0.0.1:0", NATS: true, NATSAddr: "127.0.0.1:0", NATSPrefix: bench.LabNATSPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	quick := []string{"--quick", "--runs", "1", "--duration", "20ms", "--warmup", "0s"}
+	batching := append([]string{"bench", "batching", "--addr", srv.Addr(), "--tls-ca", ca.File, "--records", "500", "--batches", "1,100"}, quick...)
+
+	r := cli(t, "", batching...)
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "Unauthenticated")
+
+	r = mustCLI(t, "", append(batching, "--api-key", admin)...)
+	wantContains(t, r.stdout, "lookup batch=100", "transport batch=100")
+
+	t.Setenv("PROTOBASE_API_KEY", admin)
+	r = mustCLI(t, "", append([]string{"bench", "transports", "--addr", srv.Addr(), "--tls-ca", ca.File, "--modes", "grpc,http2,nats",
+		"--records", "200", "--connections", "2", "--http-addr", srv.HTTPAddr(), "--nats-url", srv.NATSURL()}, quick...)...)
+	wantContains(t, r.stdout, "grpc", "http2", "nats")
+	if strings.Contains(r.stdout, "skipped") {
+		t.Fatalf("a mode was skipped:\n%s", r.stdout)
+	}
+}
+
+// --api-key is for --addr: the embedded lab server has no keys.
+func TestBenchAPIKeyNeedsAddr(t *testing.T) {
+	r := cli(t, "", "bench", "batching", "--api-key", "pb_x")
+	wantCode(t, r, exitUsage)
+	wantContains(t, r.stderr, "--api-key is for a server given with --addr")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 
@@ -26,6 +27,16 @@ func (c *clientTLS) addFlags(f *pflag.FlagSet) {
 
 // options are the client options the flags ask for: none without --tls-ca.
 func (c *clientTLS) options() ([]client.Option, error) {
+	cfg, err := c.config()
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	return []client.Option{client.WithTLS(cfg)}, nil
+}
+
+// config is the TLS client configuration the flags ask for: nil without
+// --tls-ca.
+func (c *clientTLS) config() (*tls.Config, error) {
 	if c.ca == "" {
 		if c.cert != "" || c.key != "" {
 			return nil, usagef("--tls-client-cert and --tls-client-key need --tls-ca")
@@ -36,5 +47,5 @@ func (c *clientTLS) options() ([]client.Option, error) {
 	if err != nil {
 		return nil, usageError(fmt.Errorf("--tls-ca: %w", err))
 	}
-	return []client.Option{client.WithTLS(cfg)}, nil
+	return cfg, nil
 }

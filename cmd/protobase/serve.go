@@ -140,9 +140,6 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err := checkEmptyFlags(cmd); err != nil {
 		return err
 	}
-	if err := o.security.check(o); err != nil {
-		return err
-	}
 	cfg := serveConfig(cmd, o)
 	o.security.apply(&cfg)
 	if err := cfg.Validate(); err != nil {

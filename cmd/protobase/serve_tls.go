@@ -32,22 +32,6 @@ func (o *securityOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.natsTLSKey, "nats-tls-key", "", "PEM private key of --nats-tls-cert")
 }
 
-func (o *securityOptions) check(serve serveOptions) error {
-	switch {
-	case (o.tlsCert == "") != (o.tlsKey == ""):
-		return usagef("--tls-cert and --tls-key go together")
-	case o.tlsClientCA != "" && o.tlsCert == "":
-		return usagef("--tls-client-ca requires client certificates over TLS: it needs --tls-cert and --tls-key")
-	case (o.natsTLSCA != "" || o.natsTLSCert != "" || o.natsTLSKey != "") && serve.natsURL == "":
-		return usagef("--nats-tls-ca, --nats-tls-cert and --nats-tls-key are for the external NATS server: they need --nats-url")
-	case (o.natsTLSCert == "") != (o.natsTLSKey == ""):
-		return usagef("--nats-tls-cert and --nats-tls-key go together")
-	case (len(o.httpAllowedOrigins) > 0 || len(o.httpAllowedHosts) > 0) && serve.httpAddr == "":
-		return usagef("--http-allowed-origins and --http-allowed-hosts need --http-addr")
-	}
-	return nil
-}
-
 // apply copies the flags into cfg.
 func (o *securityOptions) apply(cfg *server.Config) {
 	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSClientCAFile = o.tlsCert, o.tlsKey, o.tlsClientCA

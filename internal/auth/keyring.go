@@ -61,8 +61,9 @@ type Keyring struct {
 	st  Store
 	log *slog.Logger
 
-	mu   sync.Mutex // serializes Create, Add and Revoke
-	keys atomic.Pointer[keyMap]
+	mu       sync.Mutex // serializes Create, Add and Revoke, and guards onRevoke
+	keys     atomic.Pointer[keyMap]
+	onRevoke []func(name string)
 }
 
 var _ Verifier = (*Keyring)(nil)
@@ -184,29 +185,51 @@ func (k *Keyring) Add(by *Identity, name, key string, role Role, types []string)
 	return e.info(), nil
 }
 
+// OnRevoke registers f to run after every successful Revoke, with the
+// revoked key's name, whichever transport asked for it. It is for state
+// that checked the key once and keeps what it let in (a NATS login): such
+// state must drop it. f runs outside the keyring's lock.
+func (k *Keyring) OnRevoke(f func(name string)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.onRevoke = append(k.onRevoke, f)
+}
+
 // Revoke deletes the key name: new calls with it fail at once, and open
-// streams at their next message.
+// streams at their next message; then the OnRevoke hooks run.
 func (k *Keyring) Revoke(by *Identity, name string) error {
+	hooks, err := k.revoke(by, name)
+	if err != nil {
+		return err
+	}
+	for _, f := range hooks {
+		f(name)
+	}
+	return nil
+}
+
+// revoke does Revoke's work under mu and returns the hooks to run.
+func (k *Keyring) revoke(by *Identity, name string) ([]func(string), error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	old := k.keys.Load()
 	e := old.byName[name]
 	if e == nil {
-		return errNotFound(name)
+		return nil, errNotFound(name)
 	}
 	// Refuse in memory first: once the store forgets the key, no call may
 	// still pass with it.
 	e.revoked.Store(true)
 	if _, err := k.st.DeleteAPIKey(name); err != nil {
 		e.revoked.Store(false)
-		return err
+		return nil, err
 	}
 	m := &keyMap{byHash: maps.Clone(old.byHash), byName: maps.Clone(old.byName)}
 	delete(m.byHash, e.rec.hash)
 	delete(m.byName, name)
 	k.keys.Store(m)
 	k.log.Info("audit: api key revoked", "by", by.ActorName(), "key", name)
-	return nil
+	return slices.Clone(k.onRevoke), nil
 }
 
 // List returns the live keys by name.

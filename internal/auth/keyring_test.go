@@ -65,14 +65,22 @@ func TestKeyringLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
+	var hooked []string
+	kr.OnRevoke(func(name string) { hooked = append(hooked, name) })
 	if err := kr.Revoke(nil, "ingest"); err != nil {
 		t.Fatal(err)
+	}
+	if len(hooked) != 1 || hooked[0] != "ingest" {
+		t.Fatalf("revoke hook calls %q, want [ingest]", hooked)
 	}
 	if !id.Revoked() || code(id.Check()) != codes.Unauthenticated {
 		t.Fatal("an identity of a revoked key is not revoked")
 	}
 	if err := kr.Revoke(nil, "ingest"); code(err) != codes.NotFound {
 		t.Fatalf("second revoke: %v", err)
+	}
+	if len(hooked) != 1 {
+		t.Fatalf("a failed revoke ran the hook: %q", hooked)
 	}
 	closeFn()
 	kr, closeFn = openKeyring(t, dir)
