@@ -181,11 +181,13 @@ func (r *responder) reserve() error {
 		return nil
 	}
 	need := want - r.held
-	if r.exhausted {
-		if !r.e.results.TryAcquire(need) {
-			return errResultBudget
-		}
-	} else {
+	// The budget is rarely full: take it without a timer first, so that a
+	// response pays no context or timer allocation for the common case.
+	switch {
+	case r.e.results.TryAcquire(need):
+	case r.exhausted:
+		return errResultBudget
+	default:
 		ctx, cancel := context.WithTimeout(r.ctx, resultBudgetWait)
 		err := r.e.results.Acquire(ctx, need)
 		cancel()
