@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -45,7 +46,7 @@ func closedWithin(t *testing.T, conn net.Conn, d time.Duration) string {
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(d))
 	b, err := io.ReadAll(conn)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("the server held the connection for %s; it sent %q", d, b)
 	}
 	return string(b)

@@ -144,7 +144,7 @@ func TestConstructors(t *testing.T) {
 			if tc.err.Code != tc.code || tc.err.Error() != tc.msg || tc.err.Write != nil {
 				t.Errorf("got %v %q %v", tc.err.Code, tc.err.Error(), tc.err.Write)
 			}
-			if errors.Unwrap(tc.err) != tc.cause {
+			if !errors.Is(errors.Unwrap(tc.err), tc.cause) {
 				t.Errorf("cause %v, want %v", errors.Unwrap(tc.err), tc.cause)
 			}
 		})

@@ -115,7 +115,10 @@ func waitIndexNamed(t *testing.T, te *testEngine, name string) *pb.Index {
 func TestCatalogDropType(t *testing.T) {
 	te := newEngine(t)
 	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`)})
-	withoutMember := shopProto[:strings.Index(shopProto, "message Member")]
+	withoutMember, _, found := strings.Cut(shopProto, "message Member")
+	if !found {
+		t.Fatal("shopProto has no message Member")
+	}
 	_, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}})
 	if apierror.Status(err).Code() != codes.FailedPrecondition && apierror.Status(err).Code() != codes.InvalidArgument {
 		t.Fatalf("dropping a type with data without allow_drop: %v", err)

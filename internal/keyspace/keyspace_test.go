@@ -87,9 +87,9 @@ func TestIndexEntryPK(t *testing.T) {
 			switch {
 			case tc.err == nil && err != nil:
 				t.Fatalf("error %v", err)
-			case tc.err == ErrForeignKey && !errors.Is(err, ErrForeignKey):
+			case errors.Is(tc.err, ErrForeignKey) && !errors.Is(err, ErrForeignKey):
 				t.Fatalf("error %v, want ErrForeignKey", err)
-			case tc.err == errAny && (err == nil || errors.Is(err, ErrForeignKey)):
+			case errors.Is(tc.err, errAny) && (err == nil || errors.Is(err, ErrForeignKey)):
 				t.Fatalf("error %v, want a key decoding error", err)
 			case tc.err == nil && !bytes.Equal(got, tc.want):
 				t.Fatalf("pk % x, want % x", got, tc.want)

@@ -12,7 +12,7 @@ import (
 func chainFiles(n int) map[string]string {
 	files := make(map[string]string, n)
 	for i := range n {
-		src := fmt.Sprintf("syntax = \"proto3\";\npackage chain;\nimport \"protobase/v1/options.proto\";\n")
+		src := "syntax = \"proto3\";\npackage chain;\nimport \"protobase/v1/options.proto\";\n"
 		if i > 0 {
 			src += fmt.Sprintf("import \"chain/f%d.proto\";\n", i-1)
 		}

@@ -103,7 +103,8 @@ func checkPlanError(t *testing.T, files map[string]string, r *Result, err error)
 	var pe *PlanError
 	switch {
 	case limitErr != nil:
-		if !errors.As(err, &le) || le.Limit != limitErr.(*LimitError).Limit {
+		var want *LimitError
+		if !errors.As(limitErr, &want) || !errors.As(err, &le) || le.Limit != want.Limit {
 			t.Fatalf("sources over a limit (%v): Plan = %v", limitErr, err)
 		}
 	case err == nil:

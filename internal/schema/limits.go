@@ -218,7 +218,7 @@ func (s *nestScanner) skipLineComment() {
 func (s *nestScanner) skipBlockComment() {
 	src := s.src
 	s.i += 2
-	for s.i < len(src) && !(src[s.i] == '*' && s.i+1 < len(src) && src[s.i+1] == '/') {
+	for s.i < len(src) && (src[s.i] != '*' || s.i+1 >= len(src) || src[s.i+1] != '/') {
 		if src[s.i] == '\n' {
 			s.line, s.lineStart = s.line+1, s.i+1
 		}

@@ -68,11 +68,12 @@ func TestPlanTransitions(t *testing.T) {
 			})
 			var got []string
 			var pe *PlanError
-			if errors.As(err, &pe) {
+			switch {
+			case errors.As(err, &pe):
 				got = append([]string{"refused " + pe.Reason}, pe.Problems...)
-			} else if err != nil {
+			case err != nil:
 				t.Fatalf("Plan: %v", err)
-			} else {
+			default:
 				got = []string{"applied"}
 				for _, tc := range r.Plan.TypesChanged {
 					for _, c := range tc.Changes {
