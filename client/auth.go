@@ -3,11 +3,11 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 
 	"google.golang.org/grpc/credentials"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/auth"
 )
 
 // WithAPIKey sends key as "authorization: Bearer KEY" on every call (gRPC
@@ -27,7 +27,7 @@ type apiKeyCreds struct {
 var _ credentials.PerRPCCredentials = (*apiKeyCreds)(nil)
 
 func newAPIKeyCreds(key, addr string) *apiKeyCreds {
-	return &apiKeyCreds{header: map[string]string{"authorization": "Bearer " + key}, loopback: isLoopback(addr)}
+	return &apiKeyCreds{header: map[string]string{"authorization": "Bearer " + key}, loopback: auth.IsLoopback(addr)}
 }
 
 // errPlaintextKey refuses to send a key in the clear to another machine.
@@ -46,20 +46,6 @@ func (c *apiKeyCreds) GetRequestMetadata(ctx context.Context, _ ...string) (map[
 // RequireTransportSecurity is false so that loopback plaintext works;
 // GetRequestMetadata enforces TLS for every other address.
 func (c *apiKeyCreds) RequireTransportSecurity() bool { return false }
-
-// isLoopback reports whether addr ("host:port", or a gRPC target such as
-// "dns:///host:port") names the loopback interface.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // CreateKey creates an API key (admin key required); the response holds
 // the key, which the server cannot show again.

@@ -43,8 +43,8 @@ func TestAPIKeyNeedsTLSOffLoopback(t *testing.T) {
 		t.Fatalf("key over plaintext to a remote address: %v", err)
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:1": true, "localhost:7070": true, "[::1]:1": true, "db.internal:7070": false, "0.0.0.0:1": false} {
-		if got := isLoopback(addr); got != want {
-			t.Errorf("isLoopback(%q) = %v", addr, got)
+		if got := auth.IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v", addr, got)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -56,25 +55,11 @@ func exposedListeners(cfg *Config) []string {
 	}
 	var out []string
 	for _, a := range addrs {
-		if a != "" && !IsLoopback(a) {
+		if a != "" && !auth.IsLoopback(a) {
 			out = append(out, a)
 		}
 	}
 	return out
-}
-
-// IsLoopback reports whether a listen address (host:port) binds only the
-// loopback interface. An empty host, 0.0.0.0 and :: bind every interface.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // startAuth opens the keyring and, with authentication on and no key yet,

@@ -368,7 +368,7 @@ func TestAuthDefaultOnOffLoopback(t *testing.T) {
 		t.Fatal("Auth with InsecureNoAuth was accepted")
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:1": true, "localhost:1": true, "[::1]:1": true, ":1": false, "0.0.0.0:1": false, "10.0.0.1:1": false, "[::]:1": false} {
-		if got := server.IsLoopback(addr); got != want {
+		if got := auth.IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v", addr, got)
 		}
 	}
