@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
@@ -344,7 +342,7 @@ func (c *checker) entries() error {
 func skipKey(b []byte, fields []schema.KeyField) []byte {
 	for _, f := range fields {
 		var err error
-		if b, err = keys.Skip(b, keyKind(f.Kind)); err != nil {
+		if b, err = keys.Skip(b, f.KeyKind()); err != nil {
 			return nil
 		}
 	}
@@ -355,23 +353,6 @@ func skipKey(b []byte, fields []schema.KeyField) []byte {
 func validKey(b []byte, fields []schema.KeyField) bool {
 	rest := skipKey(b, fields)
 	return rest != nil && len(rest) == 0
-}
-
-// keyKind is the key encoding of a field kind (see appendScalar).
-func keyKind(k protoreflect.Kind) keys.Kind {
-	switch k {
-	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
-		return keys.KindUint
-	case protoreflect.BoolKind:
-		return keys.KindBool
-	case protoreflect.FloatKind:
-		return keys.KindFloat32
-	case protoreflect.DoubleKind:
-		return keys.KindFloat64
-	case protoreflect.StringKind, protoreflect.BytesKind:
-		return keys.KindBytes
-	}
-	return keys.KindInt
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }

@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
@@ -346,31 +344,7 @@ func stateName(s pb.IndexState) string {
 func keyKinds(fields []schema.KeyField) []keys.Kind {
 	out := make([]keys.Kind, len(fields))
 	for i, f := range fields {
-		out[i] = keyKind(f.Kind)
+		out[i] = f.KeyKind()
 	}
 	return out
-}
-
-// keyKind is the key codec kind the engine encodes a field of kind k with.
-func keyKind(k protoreflect.Kind) keys.Kind {
-	switch k {
-	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
-		protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind,
-		protoreflect.EnumKind:
-		return keys.KindInt
-	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
-		protoreflect.Fixed64Kind:
-		return keys.KindUint
-	case protoreflect.BoolKind:
-		return keys.KindBool
-	case protoreflect.FloatKind:
-		return keys.KindFloat32
-	case protoreflect.DoubleKind:
-		return keys.KindFloat64
-	case protoreflect.StringKind:
-		return keys.KindString
-	case protoreflect.BytesKind:
-		return keys.KindBytes
-	}
-	return 0
 }

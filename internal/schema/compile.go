@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	protobasev1 "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keys"
 	protosrc "github.com/protobase/protobase/proto"
 )
 
@@ -76,6 +77,29 @@ type KeyField struct {
 	Fields []protoreflect.FieldDescriptor
 	// Kind is the kind of the last field: a scalar, string, bytes or enum.
 	Kind protoreflect.Kind
+}
+
+// KeyKind is the internal/keys encoding of the field in primary and index
+// keys: the one mapping from a protobuf kind to a key kind, which the
+// planner (to build ranges) and the consistency checker (to split keys)
+// share with the writer's encoding.
+func (f KeyField) KeyKind() keys.Kind {
+	switch f.Kind {
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
+		protoreflect.Fixed64Kind:
+		return keys.KindUint
+	case protoreflect.BoolKind:
+		return keys.KindBool
+	case protoreflect.FloatKind:
+		return keys.KindFloat32
+	case protoreflect.DoubleKind:
+		return keys.KindFloat64
+	case protoreflect.StringKind:
+		return keys.KindString
+	case protoreflect.BytesKind:
+		return keys.KindBytes
+	}
+	return keys.KindInt // the signed integers and enums
 }
 
 // Index is a secondary index of a record type. It is immutable.
