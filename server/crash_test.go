@@ -1,16 +1,11 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,53 +16,10 @@ import (
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
-// childEnv makes the test binary a server process (see TestMain): the
-// crash test kills it with SIGKILL, which must not lose acknowledged data.
-const childEnv = "PROTOBASE_TEST_CHILD_DATA"
-
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		runChild(dir)
-		return
-	}
-	os.Exit(m.Run())
-}
-
-func runChild(dir string) {
-	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"})
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(1)
-	}
-	fmt.Println("ADDR", srv.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	<-ctx.Done()
-	_ = srv.Stop()
-}
-
-func startChild(t *testing.T, dir string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ADDR ") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child did not start: %q %v", line, err)
-	}
-	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
-}
+func TestMain(m *testing.M) { servertest.Main(m, server.Config{}) }
 
 const crashBatch = 100
 
@@ -116,7 +68,7 @@ func TestCrashRecovery(t *testing.T) {
 		next[w] = w
 	}
 	for round := 0; round < 4; round++ {
-		cmd, addr := startChild(t, dir)
+		cmd, addr := servertest.Start(t, dir)
 		c, err := client.Dial(addr)
 		if err != nil {
 			t.Fatal(err)

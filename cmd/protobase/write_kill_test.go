@@ -1,81 +1,28 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"os/signal"
 	"regexp"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
-// childEnv makes the test binary a server process (see TestMain), which a
-// test can kill with SIGKILL.
-const childEnv = "PROTOBASE_CLI_TEST_CHILD_DATA"
-
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(childEnv); dir != "" {
-		runChild(dir)
-		return
-	}
-	os.Exit(m.Run())
-}
-
-func runChild(dir string) {
-	srv, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", Lab: true})
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(1)
-	}
-	fmt.Println("ADDR", srv.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	<-ctx.Done()
-	_ = srv.Stop()
-}
-
-// startChild runs a server in a child process on dir and returns it with
-// its address; the test ends by killing it.
-func startChild(t *testing.T, dir string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ADDR ") {
-		t.Fatalf("child did not start: %q %v", line, err)
-	}
-	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
-}
+func TestMain(m *testing.M) { servertest.Main(m, server.Config{Lab: true}) }
 
 // TestInsertServerKilled kills the server in the middle of an insert from a
 // pipe: the CLI says how many records the server had acknowledged as
 // durable, and after a restart at least those are there.
 func TestInsertServerKilled(t *testing.T) {
 	dir := t.TempDir()
-	child, addr := startChild(t, dir)
+	child, addr := servertest.Start(t, dir)
 	applyShop(t, addr)
 	lab := labClient(t, addr)
 
@@ -135,7 +82,7 @@ func TestInsertServerKilled(t *testing.T) {
 	}
 
 	// Every acknowledged record survived.
-	_, addr = startChild(t, dir)
+	_, addr = servertest.Start(t, dir)
 	c, err := client.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
