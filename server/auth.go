@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
 )
 
@@ -22,10 +23,7 @@ const AdminKeyName = "admin"
 // asks for it, or when any listener is reachable from another machine,
 // unless Config.InsecureNoAuth says otherwise.
 func authRequired(cfg *Config, log *slog.Logger) (bool, error) {
-	if cfg.Auth && cfg.InsecureNoAuth {
-		return false, fmt.Errorf("server: Auth and InsecureNoAuth are exclusive")
-	}
-	if cfg.Auth {
+	if cfg.Auth { // exclusive with InsecureNoAuth: Validate checked
 		return true, nil
 	}
 	exposed := exposedListeners(cfg)
@@ -50,7 +48,7 @@ func exposedListeners(cfg *Config) []string {
 		if u, err := url.Parse(cfg.NATSURL); err == nil && u.Host != "" {
 			addrs = append(addrs, u.Host)
 		} else {
-			addrs = append(addrs, cfg.NATSURL)
+			addrs = append(addrs, "--nats-url (unparsed, so taken as remote)")
 		}
 	}
 	var out []string
@@ -145,7 +143,8 @@ func (s *Server) requireKeyHTTP(h http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.keys.VerifyHeader(r.Context(), r.Header.Get("Authorization")); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
+			st := apierror.Status(err)
+			http.Error(w, st.Message(), apierror.HTTPStatus(st.Code()))
 			return
 		}
 		h.ServeHTTP(w, r)

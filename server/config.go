@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/store"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
@@ -79,6 +80,9 @@ func (c Config) Validate() error {
 	switch {
 	case c.Auth && c.InsecureNoAuth:
 		return configError("Auth", " and ", "InsecureNoAuth", " are exclusive")
+	case c.AdminKey != "" && auth.ParseKey(c.AdminKey) != nil:
+		// The message never repeats the value: it is a secret.
+		return configError("AdminKey", " is not an API key (pb_ and 32 base64url characters)")
 	case c.NATS && c.NATSURL != "":
 		return configError("NATS", " (embedded server) and ", "NATSURL", " (external server) are exclusive")
 	case c.NATSAddr != "" && !c.NATS:

@@ -275,7 +275,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.metrics = &http.Server{Handler: mux}
+		// The REST gateway's limits: a metrics listener off loopback is as
+		// exposed to slow and idle clients as the gateway is.
+		s.cfg.HTTPLimits.apply(s.metrics)
 		go func() { _ = s.serveHTTP(s.metrics, s.mlis) }()
 	}
 	if err := s.startTransports(); err != nil {

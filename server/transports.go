@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -182,15 +183,26 @@ func (s *Server) HTTPAddr() string {
 
 // NATSURL returns the URL of the NATS server the service is on: the
 // embedded server's client URL (with the real port when 0 was asked) or
-// Config.NATSURL; "" when NATS is off.
+// Config.NATSURL with any password masked (it is printed and logged);
+// "" when NATS is off.
 func (s *Server) NATSURL() string {
 	switch {
 	case s.tr.ns != nil:
 		return s.tr.ns.ClientURL()
 	case s.tr.nc != nil:
-		return s.cfg.NATSURL
+		return redactURL(s.cfg.NATSURL)
 	}
 	return ""
+}
+
+// redactURL masks the password of a URL, and the whole of one that does
+// not parse (it may hold credentials in a form url.Parse does not know).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(NATS URL not shown)"
+	}
+	return u.Redacted()
 }
 
 // requestGroup counts running HTTP handlers so that Stop can wait for

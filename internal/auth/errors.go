@@ -63,7 +63,3 @@ func errExists(name string) error {
 func errNotFound(name string) error {
 	return &apierror.Error{Code: codes.NotFound, Msg: fmt.Sprintf("no API key named %q", name)}
 }
-
-// PermissionDenied is a PERMISSION_DENIED error for checks made outside
-// this package (a schema change touching types outside the scope).
-func PermissionDenied(msg string) error { return permissionDenied(msg) }

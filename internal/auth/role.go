@@ -74,7 +74,6 @@ func (r Role) Proto() pb.KeyRole {
 const (
 	healthPrefix     = "/grpc.health.v1.Health/"
 	reflectionPrefix = "/grpc.reflection."
-	labPrefix        = "/protobase.lab.v1.Lab/"
 )
 
 // methodRoles is the role each protobase.v1 RPC needs.
