@@ -194,18 +194,18 @@ func (c *checker) records() error {
 		id, pk, ok := spaceID(key)
 		t := c.cat.byID[id]
 		if !ok || t == nil {
-			c.add(Problem{Kind: ProblemOrphanRecord, Key: clone(key), Detail: "record of no known type"})
+			c.add(Problem{Kind: ProblemOrphanRecord, Key: bytes.Clone(key), Detail: "record of no known type"})
 			continue
 		}
 		name := string(t.rt.Name)
 		if !validKey(pk, t.rt.PrimaryKey) {
-			c.add(Problem{Kind: ProblemBadKey, Type: name, Key: clone(key), Detail: "primary key does not decode"})
+			c.add(Problem{Kind: ProblemBadKey, Type: name, Key: bytes.Clone(key), Detail: "primary key does not decode"})
 			continue
 		}
 		for _, ix := range maintained(t) {
 			skip, err := t.skips(ix, val)
 			if err != nil {
-				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
+				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 					Detail: "stored record does not say whether it has an entry: " + err.Error()})
 				continue
 			}
@@ -214,7 +214,7 @@ func (c *checker) records() error {
 			}
 			ik = append(ik[:0], ix.prefix...)
 			if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
-				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
+				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 					Detail: "stored record does not yield its index key: " + err.Error()})
 				continue
 			}
@@ -235,17 +235,17 @@ func (c *checker) records() error {
 				// the build on the shared value: neither is damage.
 			case found && ix.ix.Unique:
 				if c.holds(t, ix, cur, ik) {
-					c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: clone(key),
+					c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 						Detail: fmt.Sprintf("record shares its value with the record of primary key %x, which holds the entry", cur)})
 				} else {
-					c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: clone(key),
+					c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 						Detail: fmt.Sprintf("the value's entry points at primary key %x instead", cur)})
 				}
 			case found:
-				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: clone(key),
+				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 					Detail: "non-unique entry has a value"})
 			case !ix.building:
-				c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: clone(key),
+				c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 					Detail: fmt.Sprintf("no entry %x", want)})
 			}
 		}
@@ -294,11 +294,11 @@ func (c *checker) entries() error {
 		id, rest, ok := spaceID(key)
 		ix := indexes[id]
 		if !ok || ix == nil {
-			c.add(Problem{Kind: ProblemOrphanEntry, Key: clone(key), Detail: fmt.Sprintf("entry of index id %d, which no type maintains", id)})
+			c.add(Problem{Kind: ProblemOrphanEntry, Key: bytes.Clone(key), Detail: fmt.Sprintf("entry of index id %d, which no type maintains", id)})
 			continue
 		}
 		t := owner[id]
-		p := Problem{Type: string(t.rt.Name), Index: ix.ix.Name, Key: clone(key)}
+		p := Problem{Type: string(t.rt.Name), Index: ix.ix.Name, Key: bytes.Clone(key)}
 		pk := it.Value()
 		if !ix.ix.Unique {
 			pk = skipKey(rest, ix.ix.Fields)
@@ -355,4 +355,3 @@ func validKey(b []byte, fields []schema.KeyField) bool {
 	return rest != nil && len(rest) == 0
 }
 
-func clone(b []byte) []byte { return append([]byte(nil), b...) }

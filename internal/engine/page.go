@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -56,8 +57,16 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 	}
 	var after []byte
 	var returned uint64
+	var scope tokenScope // the query's hash, computed once when a token needs it
+	var scoped bool
+	scopeOnce := func() tokenScope {
+		if !scoped {
+			scope, scoped = scopeOf(c), true
+		}
+		return scope
+	}
 	if tok := req.GetPageToken(); tok != "" {
-		if after, returned, err = e.openToken(tok, scopeOf(c), string(c.t.rt.Name)); err != nil {
+		if after, returned, err = e.openToken(tok, scopeOnce(), string(c.t.rt.Name)); err != nil {
 			return nil, err
 		}
 	}
@@ -117,7 +126,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		resp.Plan = c.plan.Explain()
 	}
 	if more && (limit == 0 || returned+size < limit) {
-		resp.NextPageToken = e.sealToken(scopeOf(c), last, returned+uint64(len(resp.Records)))
+		resp.NextPageToken = e.sealToken(scopeOnce(), last, returned+uint64(len(resp.Records)))
 	}
 	return resp, nil
 }
@@ -264,7 +273,7 @@ func (e *Engine) openToken(tok string, want tokenScope, typeName string) (last [
 		return nil, 0, bad("malformed")
 	}
 	last = raw[tokenHead+n:]
-	if len(last) < 5 { // a key is at least its space tag and id
+	if len(last) < keyspace.PrefixLen { // a key is at least its space tag and id
 		return nil, 0, bad("malformed")
 	}
 	return last, returned, nil

@@ -125,6 +125,15 @@ func (e *Engine) NewWriter() *Writer {
 	return &Writer{e: e, seen: make(map[uint64]struct{}), seed: maphash.MakeSeed()}
 }
 
+// forget drops the writer's references into the batch it applied: an idle
+// stream must not keep its last request's record bytes alive outside the
+// in-flight budget, which it has given back. The slices keep their
+// capacity for the next batch.
+func (w *Writer) forget() {
+	clear(w.preps)
+	clear(w.ov)
+}
+
 // Batches returns the number of batches applied on the stream.
 func (w *Writer) Batches() uint64 { return w.batches }
 
@@ -136,6 +145,7 @@ func (w *Writer) Records() uint64 { return w.records }
 // batch, record and field, with the counts applied before it. Apply does not
 // wait for durability; call Sync before acknowledging.
 func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
+	defer w.forget()
 	if err := w.apply(ctx, op, recs); err != nil {
 		var e *apierror.Error
 		if !errors.As(err, &e) {

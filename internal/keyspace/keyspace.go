@@ -84,16 +84,7 @@ func AppendRecordKey(dst []byte, typeID uint32, pk []byte) []byte {
 // prefix: the shortest key greater than every such key, or nil when there
 // is none (prefix empty or all 0xff). For a tag-and-id prefix the
 // increment never carries out of the id, as ids stay below 2^32-1.
-func PrefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		end[i]++
-		if end[i] != 0 {
-			return end[:i+1]
-		}
-	}
-	return nil
-}
+func PrefixEnd(prefix []byte) []byte { return keys.PrefixEnd(prefix) }
 
 // Bounds returns [start, end): a range covering every key of every space,
 // for whole-store operations such as a full compaction.
