@@ -92,7 +92,7 @@ func (o Options) Validate() error {
 	case o.Duration > time.Hour:
 		return fmt.Errorf("duration must be at most 1h, got %v", o.Duration)
 	case o.Warmup < 0:
-		return fmt.Errorf("warm-up must not be negative, got %v", o.Warmup)
+		return fmt.Errorf("warmup must not be negative, got %v", o.Warmup)
 	}
 	return nil
 }

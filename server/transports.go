@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"sync"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -190,19 +189,9 @@ func (s *Server) NATSURL() string {
 	case s.tr.ns != nil:
 		return s.tr.ns.ClientURL()
 	case s.tr.nc != nil:
-		return redactURL(s.cfg.NATSURL)
+		return natstransport.RedactURL(s.cfg.NATSURL)
 	}
 	return ""
-}
-
-// redactURL masks the password of a URL, and the whole of one that does
-// not parse (it may hold credentials in a form url.Parse does not know).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(NATS URL not shown)"
-	}
-	return u.Redacted()
 }
 
 // requestGroup counts running HTTP handlers so that Stop can wait for

@@ -371,7 +371,7 @@ func newNATSFetcher(url, prefix, key string, tlsCfg *tls.Config) (*natsFetcher, 
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect to %s: %w", url, err)
+		return nil, fmt.Errorf("nats: connect to %s: %w", natstransport.RedactURL(url), err)
 	}
 	f.nc = nc
 	return f, nil

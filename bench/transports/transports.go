@@ -6,7 +6,9 @@ package transports
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/protobase/protobase/bench"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/auth"
 )
 
 func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
@@ -234,15 +237,34 @@ func (lab *transportsLab) newFetcher(mode string) (fetcher, string, error) {
 		if lab.restAddr == "" {
 			return nil, "http2 skipped: give the --addr server's REST address with --http-addr", nil
 		}
+		if err := keyInTheClear(lab.apiKey, lab.tls, lab.restAddr); err != nil {
+			return nil, "", err
+		}
 		return newRESTFetcher(lab.restAddr, lab.apiKey, lab.tls), "", nil
 	case modeNATS:
 		if lab.natsURL == "" {
 			return nil, "nats skipped: give the NATS server of the --addr server with --nats-url", nil
 		}
+		host := "" // unparsed: taken as remote
+		if u, err := url.Parse(lab.natsURL); err == nil {
+			host = u.Host
+		}
+		if err := keyInTheClear(lab.apiKey, lab.tls, host); err != nil {
+			return nil, "", err
+		}
 		f, err := newNATSFetcher(lab.natsURL, lab.natsPrefix, lab.apiKey, lab.tls)
 		return f, "", err
 	}
 	return nil, "", fmt.Errorf("unknown mode %q", mode)
+}
+
+// keyInTheClear refuses what the Go client refuses on gRPC: an API key
+// sent without TLS to an address that is not loopback.
+func keyInTheClear(key string, tlsCfg *tls.Config, addr string) error {
+	if key == "" || tlsCfg != nil || auth.IsLoopback(addr) {
+		return nil
+	}
+	return errors.New("refusing to send the API key over a plaintext connection to a non-loopback address; give --tls-ca")
 }
 
 // Run implements bench.Experiment.

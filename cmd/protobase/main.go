@@ -1,7 +1,7 @@
 // Command protobase is the command line of Protobase: it runs the server
 // (serve), talks to one (schema, insert, update, upsert, remove, search,
-// scan), runs the benchmark lab against one (bench) and checks a data
-// directory (check).
+// scan), manages its API keys (keys), runs the benchmark lab against one
+// (bench) and checks a data directory (check).
 //
 // main only wires the process to run, which builds the command tree and maps
 // its outcome to an exit code: 0 success, 1 the operation failed, 2 the
@@ -93,8 +93,9 @@ func (a *app) rootCommand() *cobra.Command {
 .proto files applied to the server; records are written and read over gRPC (and REST/JSON or NATS: serve --help).
 
 This command runs a server (serve), talks to one (schema, insert, update,
-upsert, remove, search, scan), runs the benchmark lab (bench) and checks a
-data directory's indexes against its records (check). The client
+upsert, remove, search, scan), manages its API keys (keys), runs the
+benchmark lab (bench) and checks a data directory's indexes against its
+records (check). The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
 else ` + defaultAddr + `; a server that requires API keys (docs/security.md)
 takes one from --api-key or $PROTOBASE_API_KEY.`,

@@ -354,4 +354,3 @@ func validKey(b []byte, fields []schema.KeyField) bool {
 	rest := skipKey(b, fields)
 	return rest != nil && len(rest) == 0
 }
-
