@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -376,5 +378,29 @@ func TestAdversarialSearchQueryCount(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 	if !strings.Contains(err.Error(), "more than the server's limit of 10") {
 		t.Fatalf("error %v does not name the limit", err)
+	}
+}
+
+// The same limit holds on the REST gateway, which decodes JSON itself and
+// calls the gRPC service in process.
+func TestAdversarialSearchQueryCountREST(t *testing.T) {
+	ts := startTransports(t, server.Config{MaxSearchQueries: 10})
+	body := `{"queries": [` + strings.TrimSuffix(strings.Repeat(`{"type": "shop.User"},`, 11), ",") + `]}` + "\n"
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+ts.srv.HTTPAddr()+"/v1/search", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "more than the server's limit of 10") {
+		t.Fatalf("HTTP %d %s: the limit is not named", resp.StatusCode, out)
 	}
 }

@@ -240,7 +240,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.startAuth(); err != nil {
 		return nil, err
 	}
-	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log})
+	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries})
 
 	reg := prometheus.NewRegistry()
 	srvMetrics := grpcprom.NewServerMetrics()

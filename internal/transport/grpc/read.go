@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
 )
 
@@ -27,6 +28,10 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 		req := new(pb.SearchRequest)
 		if err := recvMsg(st, req); err != nil {
 			return nil, err
+		}
+		if n, limit := len(req.GetQueries()), s.opts.MaxSearchQueries; limit > 0 && n > limit {
+			return nil, apierror.Errorf(codes.InvalidArgument,
+				"%d queries in one request, more than the server's limit of %d (max search queries)", n, limit)
 		}
 		return req, nil
 	}

@@ -31,6 +31,11 @@ type Options struct {
 	Auth bool
 	// Logger receives the audit lines of schema changes; nil discards.
 	Logger *slog.Logger
+	// MaxSearchQueries, when positive, caps the queries of one
+	// SearchRequest for every caller of Search, the in-process REST
+	// gateway included (the gRPC Codec refuses such a request earlier,
+	// before decoding it).
+	MaxSearchQueries int
 }
 
 // Service implements pb.ProtobaseServer on an engine.
