@@ -292,29 +292,10 @@ func TestAdversarialIdleStreams(t *testing.T) {
 // back when cancelled. Before the budget, 40 streams held about 7 MiB each.
 func TestAdversarialNonReadingSearch(t *testing.T) {
 	const streams, budget = 40, 32 * mib
-	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, NoSync: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	name := strings.Repeat("n", 10<<10)
-	var batch []*anypb.Any
-	for i := range 2000 {
-		batch = append(batch, ts.rec("shop.User", `{"id": `+strconv.Itoa(100+i)+`, "email": "u`+strconv.Itoa(i)+`", "name": "`+name+`"}`))
-		if len(batch) == 200 {
-			ts.mustWrite(insert, batch)
-			batch = nil
-		}
-	}
-	// A client with small windows that never reads: little of the
-	// results can sit in this process's own buffers.
-	conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	ts, api := nonReadingSetup(t, budget)
 	base := heapInuse()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	api := pb.NewProtobaseClient(conn)
 	for range streams {
 		st, err := api.Search(ctx)
 		if err != nil {
@@ -324,17 +305,7 @@ func TestAdversarialNonReadingSearch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The server fills what it may: poll until the heap stops growing
-	// between two looks, bounded.
-	var held uint64
-	for prev, deadline := uint64(0), time.Now().Add(10*time.Second); time.Now().Before(deadline); {
-		held = heapInuse() - base
-		if held > 0 && held <= prev+mib && held > budget/2 {
-			break
-		}
-		prev = held
-		time.Sleep(100 * time.Millisecond) // polling a condition, bounded by the deadline
-	}
+	held := heapSettled(base, budget)
 	t.Logf("%d non-reading Search streams: heap +%d MiB", streams, held/mib)
 	if bound := uint64(budget + streams*2*mib + 16*mib); held > bound {
 		t.Fatalf("non-reading Search streams hold %d MiB, want at most %d MiB", held/mib, bound/mib)
@@ -403,4 +374,78 @@ func TestAdversarialSearchQueryCountREST(t *testing.T) {
 	if !strings.Contains(string(out), "more than the server's limit of 10") {
 		t.Fatalf("HTTP %d %s: the limit is not named", resp.StatusCode, out)
 	}
+}
+
+// Scan streams whose clients never read are held to the same result
+// budget, ordered (parts read ahead) or not; before it, each held two
+// responses per part plus one being built.
+func TestAdversarialNonReadingScan(t *testing.T) {
+	const streams, budget = 40, 32 * mib
+	ts, api := nonReadingSetup(t, budget)
+	base := heapInuse()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range streams {
+		q := &pb.Query{Type: "shop.User"}
+		if i%2 == 1 {
+			q.Order = &pb.Order{Descending: true}
+		}
+		if _, err := api.Scan(ctx, &pb.ScanRequest{Query: q, Parallelism: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := heapSettled(base, budget)
+	t.Logf("%d non-reading Scan streams: heap +%d MiB", streams, held/mib)
+	if bound := uint64(budget + streams*2*mib + 16*mib); held > bound {
+		t.Fatalf("non-reading Scan streams hold %d MiB, want at most %d MiB", held/mib, bound/mib)
+	}
+	checkServed(t, ts, 1)
+	cancel()
+	waitHeapBelow(t, base+16*mib)
+	// The budget came back: a reading client's parallel scan sees all.
+	if n := ts.count("shop.User"); n != 2001 {
+		t.Fatalf("after the streams were cancelled, a scan found %d users, want 2001", n)
+	}
+}
+
+// nonReadingSetup starts a server with the given result budget and 2,000
+// users of 10 KiB, and returns a client connection with small windows
+// that will never read: little of the results can sit in this process's
+// own buffers.
+func nonReadingSetup(t *testing.T, budget int64) (*testServer, pb.ProtobaseClient) {
+	t.Helper()
+	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, NoSync: true})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	name := strings.Repeat("n", 10<<10)
+	var batch []*anypb.Any
+	for i := range 2000 {
+		batch = append(batch, ts.rec("shop.User", `{"id": `+strconv.Itoa(100+i)+`, "email": "u`+strconv.Itoa(i)+`", "name": "`+name+`"}`))
+		if len(batch) == 200 {
+			ts.mustWrite(insert, batch)
+			batch = nil
+		}
+	}
+	conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return ts, pb.NewProtobaseClient(conn)
+}
+
+// heapSettled polls until the server fills what it may (the heap stops
+// growing between two looks, past half the budget), bounded, and returns
+// the growth over base.
+func heapSettled(base uint64, budget int64) uint64 {
+	var held uint64
+	for prev, deadline := uint64(0), time.Now().Add(10*time.Second); time.Now().Before(deadline); {
+		held = heapInuse() - base
+		if held > 0 && held <= prev+mib && held > uint64(budget)/2 {
+			break
+		}
+		prev = held
+		time.Sleep(100 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	return held
 }

@@ -141,3 +141,52 @@ func TestMalformedWriteRequest(t *testing.T) {
 		})
 	}
 }
+
+// Unary and server-streaming requests are decoded by gRPC before any of
+// our code runs; a malformed one is still INVALID_ARGUMENT, not INTERNAL,
+// and the server answers the next well-formed request as before.
+func TestMalformedUnaryAndScanRequest(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	badUTF8 := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff, 0xfe})
+	query := append(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendVarint(nil, uint64(len(deepWhere())))...)
+	query = append(query, deepWhere()...) // QueryRequest.query = a Query nested too deep
+	cases := []struct {
+		method string
+		stream bool
+		msg    []byte
+	}{
+		{"Query", false, query},
+		{"Query", false, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badUTF8)},
+		{"GetSchema", false, []byte{0x0a, 0x05, 'a'}}, // a field 5 bytes long, 1 sent
+		{"Scan", true, query},
+		{"Scan", true, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badUTF8)},
+	}
+	for i, c := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		if c.stream {
+			st, serr := ts.c.Conn().NewStream(ctx, &grpc.StreamDesc{ServerStreams: true},
+				"/protobase.v1.Protobase/"+c.method, grpc.ForceCodecV2(rawCodec{}))
+			if serr != nil {
+				t.Fatal(serr)
+			}
+			if err = st.SendMsg(&c.msg); err == nil {
+				_ = st.CloseSend()
+				for err == nil {
+					err = st.RecvMsg(new(pb.ScanResponse))
+				}
+			}
+		} else {
+			err = ts.c.Conn().Invoke(ctx, "/protobase.v1.Protobase/"+c.method, &c.msg, new(pb.QueryResponse), grpc.ForceCodecV2(rawCodec{}))
+		}
+		cancel()
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("case %d (%s): %v, want InvalidArgument", i, c.method, err)
+		}
+	}
+	// The server still answers, and the codec kept nothing for the calls.
+	if _, err := ts.c.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, ""); err != nil {
+		t.Fatalf("a good query after malformed ones: %v", err)
+	}
+}

@@ -62,7 +62,18 @@ type scan struct {
 	send      func(*pb.ScanResponse) error
 
 	ordered bool
-	chans   []chan *pb.ScanResponse // per part when ordered; else all the one shared channel
+	chans   []chan scanned // per part when ordered; else all the one shared channel
+	// turns[i] is closed when the emitter starts on part i (ordered only).
+	// A part reading ahead takes result budget only if it is free at once,
+	// else waits for its turn: parts queued in the budget before the
+	// emitter's part would wait on the emitter, which waits on that part.
+	// ahead is what parts hold of the budget for responses built before
+	// their turn. When the part being sent finds the budget full while
+	// ahead > 0, the budget is held by this very scan's read-ahead, which
+	// waits on that part: it goes on without a reservation (one response
+	// over the budget) rather than wait for itself.
+	turns []chan struct{}
+	ahead atomic.Int64
 	wg      sync.WaitGroup
 	errs    []error // per part, read after wg.Wait
 	// total counts matches over all parts; parts add to it once per
@@ -79,16 +90,22 @@ type scan struct {
 func (sc *scan) start(ctx context.Context, parts [][]query.Range) {
 	sc.ordered = sc.c.q.GetOrder() != nil && len(parts) > 1
 	sc.explained = !sc.c.q.GetExplain()
-	sc.chans = make([]chan *pb.ScanResponse, len(parts))
-	shared := make(chan *pb.ScanResponse, 2*len(parts))
+	sc.chans = make([]chan scanned, len(parts))
+	shared := make(chan scanned, 2*len(parts))
 	for i := range sc.chans {
 		if sc.ordered {
-			sc.chans[i] = make(chan *pb.ScanResponse, 2)
+			sc.chans[i] = make(chan scanned, 2)
 		} else {
 			sc.chans[i] = shared
 		}
 	}
 	sc.errs = make([]error, len(parts))
+	if sc.ordered {
+		sc.turns = make([]chan struct{}, len(parts))
+		for i := range sc.turns {
+			sc.turns[i] = make(chan struct{})
+		}
+	}
 	for i, part := range parts {
 		sc.wg.Add(1)
 		go func() {
@@ -96,7 +113,7 @@ func (sc *scan) start(ctx context.Context, parts [][]query.Range) {
 			if sc.ordered {
 				defer close(sc.chans[i])
 			}
-			sc.errs[i] = sc.part(ctx, part, sc.chans[i])
+			sc.errs[i] = sc.part(ctx, i, part, sc.chans[i])
 			if sc.errs[i] != nil {
 				sc.cancel()
 			}
@@ -111,7 +128,8 @@ func (sc *scan) start(ctx context.Context, parts [][]query.Range) {
 // the last response with the count.
 func (sc *scan) collect(ctx context.Context) error {
 	if sc.ordered {
-		for _, ch := range sc.chans {
+		for i, ch := range sc.chans {
+			close(sc.turns[i])
 			for resp := range ch {
 				sc.emit(resp)
 			}
@@ -150,8 +168,23 @@ func (sc *scan) collect(ctx context.Context) error {
 	return sc.send(last)
 }
 
+// scanned is a response on its way to the emitter, with the bytes of the
+// server's result budget it holds until sent (or dropped).
+type scanned struct {
+	resp  *pb.ScanResponse
+	held  int64
+	ahead bool // held counts in scan.ahead
+}
+
 // emit sends one response, cut to the limit; the plan rides on the first.
-func (sc *scan) emit(resp *pb.ScanResponse) {
+// Every response read off the channels passes here, sent or not, and gives
+// back its share of the result budget.
+func (sc *scan) emit(s scanned) {
+	sc.e.results.Release(s.held)
+	if s.ahead {
+		sc.ahead.Add(-s.held)
+	}
+	resp := s.resp
 	if sc.sendErr != nil {
 		return
 	}
@@ -175,14 +208,28 @@ func (sc *scan) emit(resp *pb.ScanResponse) {
 	}
 }
 
-// part reads one part into bounded responses.
-func (sc *scan) part(ctx context.Context, part []query.Range, out chan<- *pb.ScanResponse) error {
+// part reads one part into bounded responses. Before it builds a response
+// it takes a full response's bytes of the server's result budget (as
+// Search does): a Scan of many parts whose client does not read holds what
+// the budget allows, not parts × two responses, and gives it back when the
+// responses are sent or the scan ends.
+func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<- scanned) error {
 	e, c := sc.e, sc.c
 	pk := &packer{slabSize: 256, maxBuf: 256 << 10}
 	cu := &cursor{e: e, c: c, r: sc.snap, pk: pk}
 	defer cu.flushStats()
 	var resp *pb.ScanResponse
 	size := 0
+	var held int64 // of the result budget, by resp
+	var ahead bool // held was taken before this part's turn
+	defer func() {
+		e.results.Release(held)
+		if ahead {
+			sc.ahead.Add(-held)
+		}
+	}()
+	var exhausted bool
+	var budgetErr error
 	var n, added uint64 // matches of this part; of them, added to total
 	flush := func() bool {
 		sc.total.Add(n - added)
@@ -191,11 +238,11 @@ func (sc *scan) part(ctx context.Context, part []query.Range, out chan<- *pb.Sca
 			return true
 		}
 		select {
-		case out <- resp:
+		case out <- scanned{resp, held, ahead}:
 		case <-ctx.Done():
 			return false
 		}
-		resp, size = nil, 0
+		resp, size, held, ahead = nil, 0, 0, false
 		pk.cut()
 		return true
 	}
@@ -218,18 +265,62 @@ func (sc *scan) part(ctx context.Context, part []query.Range, out chan<- *pb.Sca
 			}
 		}
 		if resp == nil {
+			want := min(int64(e.opts.MaxResultBytes), e.opts.MaxResultBufferBytes)
+			if held, ahead, budgetErr = sc.reserve(ctx, idx, want, &exhausted); budgetErr != nil {
+				return false
+			}
 			resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
 		}
 		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, 256<<10))
 		size += len(rec)
 		return true
 	})
+	if err == nil {
+		err = budgetErr
+	}
 	if err != nil {
 		sc.total.Add(n - added)
 		return err
 	}
 	flush()
 	return nil
+}
+
+// reserve takes want bytes of the result budget for a response of part
+// idx, and says how much it holds and whether that counts as read-ahead;
+// see turns.
+func (sc *scan) reserve(ctx context.Context, idx int, want int64, exhausted *bool) (held int64, ahead bool, err error) {
+	if !sc.ordered {
+		return sc.acquire(ctx, want, exhausted)
+	}
+	select {
+	case <-sc.turns[idx]:
+	default:
+		sc.ahead.Add(want) // before taking: the sent part must never see 0 while this holds
+		if sc.e.results.TryAcquire(want) {
+			return want, true, nil
+		}
+		sc.ahead.Add(-want)
+		select {
+		case <-sc.turns[idx]:
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+	}
+	if sc.e.results.TryAcquire(want) {
+		return want, false, nil
+	}
+	if sc.ahead.Load() > 0 {
+		return 0, false, nil
+	}
+	return sc.acquire(ctx, want, exhausted)
+}
+
+func (sc *scan) acquire(ctx context.Context, want int64, exhausted *bool) (int64, bool, error) {
+	if err := sc.e.acquireResult(ctx, want, exhausted); err != nil {
+		return 0, false, err
+	}
+	return want, false, nil
 }
 
 // split cuts a plan's ranges into at most n contiguous parts of similar

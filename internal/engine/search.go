@@ -180,26 +180,35 @@ func (r *responder) reserve() error {
 	if r.held >= want {
 		return nil
 	}
-	need := want - r.held
+	if err := r.e.acquireResult(r.ctx, want-r.held, &r.exhausted); err != nil {
+		return err
+	}
+	r.held = want
+	return nil
+}
+
+// acquireResult takes need bytes of the server's result budget, waiting
+// at most resultBudgetWait; once a wait has timed out (*exhausted), later
+// calls of the same request fail at once instead of each waiting again.
+func (e *Engine) acquireResult(ctx context.Context, need int64, exhausted *bool) error {
 	// The budget is rarely full: take it without a timer first, so that a
 	// response pays no context or timer allocation for the common case.
 	switch {
-	case r.e.results.TryAcquire(need):
-	case r.exhausted:
+	case e.results.TryAcquire(need):
+		return nil
+	case *exhausted:
 		return errResultBudget
-	default:
-		ctx, cancel := context.WithTimeout(r.ctx, resultBudgetWait)
-		err := r.e.results.Acquire(ctx, need)
-		cancel()
-		if err != nil {
-			if r.ctx.Err() != nil {
-				return r.ctx.Err()
-			}
-			r.exhausted = true
-			return errResultBudget
-		}
 	}
-	r.held = want
+	wctx, cancel := context.WithTimeout(ctx, resultBudgetWait)
+	err := e.results.Acquire(wctx, need)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		*exhausted = true
+		return errResultBudget
+	}
 	return nil
 }
 

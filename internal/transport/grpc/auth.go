@@ -22,9 +22,13 @@ import (
 // UnaryInterceptor authenticates unary calls; a no-op with auth off.
 func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		derr := takeDecodeErr(req) // always taken: the codec's map must not keep it
 		ctx, err := s.authenticate(ctx, info.FullMethod)
 		if err != nil {
 			return nil, toStatus(err)
+		}
+		if derr != nil {
+			return nil, toStatus(derr)
 		}
 		return handler(ctx, req)
 	}
@@ -34,6 +38,9 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // service methods re-check revocation per message (one atomic load).
 func (s *Service) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if !info.IsClientStream {
+			ss = decodeStream{ss}
+		}
 		ctx, err := s.authenticate(ss.Context(), info.FullMethod)
 		if err != nil {
 			return toStatus(err)

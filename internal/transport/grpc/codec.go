@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
+	labpb "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/grpcbuf"
@@ -68,7 +70,7 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	err = fmt.Errorf("malformed %T: %w", v, err)
-	if _, ok := decodeErrs.Load(v); ok {
+	if _, ok := decodeErrs.Load(v); ok || isUnaryRequest(v) {
 		proto.Reset(v.(proto.Message))
 		decodeErrs.Store(v, err)
 		return nil
@@ -86,6 +88,61 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 var decodeErrs sync.Map
 
 type armed struct{}
+
+// unaryRequests holds the request message names of the unary methods of
+// the services this package serves. A unary request is decoded by gRPC
+// before any interceptor runs, so it cannot be armed: the codec stores
+// its error unasked and UnaryInterceptor, which every unary call passes
+// through, takes it back (takeDecodeErr) and answers INVALID_ARGUMENT.
+var unaryRequests = func() map[protoreflect.FullName]bool {
+	names := map[protoreflect.FullName]bool{}
+	for _, fd := range []protoreflect.FileDescriptor{pb.File_protobase_v1_protobase_proto, labpb.File_protobase_lab_v1_lab_proto} {
+		svcs := fd.Services()
+		for i := range svcs.Len() {
+			ms := svcs.Get(i).Methods()
+			for j := range ms.Len() {
+				if m := ms.Get(j); !m.IsStreamingClient() && !m.IsStreamingServer() {
+					names[m.Input().FullName()] = true
+				}
+			}
+		}
+	}
+	return names
+}()
+
+func isUnaryRequest(v any) bool {
+	m, ok := v.(proto.Message)
+	return ok && unaryRequests[m.ProtoReflect().Descriptor().FullName()]
+}
+
+// takeDecodeErr returns (and forgets) the decode error the codec stored
+// for req, as INVALID_ARGUMENT, or nil.
+func takeDecodeErr(req any) error {
+	if !isUnaryRequest(req) {
+		return nil
+	}
+	if v, ok := decodeErrs.LoadAndDelete(req); ok {
+		if derr, ok := v.(error); ok {
+			return apierror.Wrap(codes.InvalidArgument, derr)
+		}
+	}
+	return nil
+}
+
+// decodeStream arms every message a server-streaming call receives: its
+// one request is read by the generated handler, out of our handlers'
+// reach, so a malformed one is INVALID_ARGUMENT here and not INTERNAL.
+type decodeStream struct{ grpc.ServerStream }
+
+func (d decodeStream) RecvMsg(m any) error {
+	if pm, ok := m.(proto.Message); ok {
+		if err := recvMsg(d.ServerStream, pm); err != nil {
+			return toStatus(err)
+		}
+		return nil
+	}
+	return d.ServerStream.RecvMsg(m)
+}
 
 // recvMsg receives the next message of st into m; a message that does not
 // decode (nested deeper than protobuf's limit, invalid UTF-8 in a string)
