@@ -74,8 +74,8 @@ type scan struct {
 	// over the budget) rather than wait for itself.
 	turns []chan struct{}
 	ahead atomic.Int64
-	wg      sync.WaitGroup
-	errs    []error // per part, read after wg.Wait
+	wg    sync.WaitGroup
+	errs  []error // per part, read after wg.Wait
 	// total counts matches over all parts; parts add to it once per
 	// response, not once per record.
 	total atomic.Uint64
