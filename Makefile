@@ -18,6 +18,8 @@ DATA ?= ./protobase-data
 ADDR ?= 127.0.0.1:7070
 FUZZTIME ?= 30s
 LAB_OUT ?= ./lab-report
+# The version `make build` stamps into the binary (protobase version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: help
 help: ## list the targets
@@ -29,7 +31,7 @@ serve: ## run the server with the embedded store (DATA, ADDR)
 
 .PHONY: build
 build: ## build bin/protobase
-	$(GO) build -o $(BIN)/protobase ./cmd/protobase
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/protobase ./cmd/protobase
 
 .PHONY: test
 test: ## vet and run every test (what CI runs)

@@ -68,6 +68,7 @@ func (c Config) Validate() error {
 		{"MaxSearchQueries", c.MaxSearchQueries < 0},
 		{"CacheBytes", c.CacheBytes < 0},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0},
+		{"SlowQuery", c.SlowQuery < 0},
 		{"TLSReloadInterval", c.TLSReloadInterval < 0},
 	} {
 		if f.negative {

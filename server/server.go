@@ -122,6 +122,9 @@ type Config struct {
 	// messages (Pebble's at debug level, its errors at error level); nil
 	// discards them.
 	Logger *slog.Logger
+	// SlowQuery, when positive, logs each Scan and Query page that runs
+	// longer, at info (0: none). The CLI's default is 1s.
+	SlowQuery time.Duration
 	// Lab registers the benchmark lab's service (protobase.lab.v1.Lab:
 	// echo, sink and engine counters) beside the public API, for
 	// `protobase bench --addr`. Off by default: it is not for applications.
@@ -230,6 +233,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MaxResultRecords:   cfg.MaxResultRecords,
 		MaxResultBytes:     cfg.MaxResultBytes,
 		Logger:             log,
+		SlowQuery:          cfg.SlowQuery,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
 	})

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -33,6 +34,8 @@ type serveOptions struct {
 	cacheBytes       int64
 	shutdownTimeout  time.Duration
 	logLevel         string
+	logFormat        string
+	slowQuery        time.Duration
 	lab              bool
 	auth             bool            // --auth
 	insecureNoAuth   bool            // --insecure-no-auth
@@ -65,9 +68,11 @@ Every write is fsynced before it is acknowledged. --sync=false acknowledges
 writes before they reach the disk: faster, but a crash or power loss can
 lose acknowledged writes (the store itself is never corrupted).
 
-The server logs to stderr at --log-level (debug adds the storage engine's
-own messages: flushes, compactions, WAL recovery) and runs until SIGINT or
-SIGTERM; it then stops
+The server logs to stderr at --log-level in --log-format (text or json):
+one line per schema change, per index build start and end (type and index
+names), and per Scan or Query page slower than --slow-query; debug adds
+the storage engine's own messages (flushes, compactions, WAL recovery).
+It runs until SIGINT or SIGTERM; it then stops
 accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use
 or the data directory is locked by another server).
@@ -93,6 +98,10 @@ start with authentication creates an admin key and writes it to
 DATA/admin.key (mode 0600), or takes it from $PROTOBASE_ADMIN_KEY; manage
 keys with protobase keys. See docs/security.md.
 
+Every flag can also be set from the environment: PROTOBASE_ and the flag's
+name in upper case with _ for - (--grpc-addr: $PROTOBASE_GRPC_ADDR), as
+listed beside each flag below. A flag on the command line wins.
+
 The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 		Example: `  protobase serve
   protobase serve --http-addr 127.0.0.1:8080 --nats             # REST and embedded NATS
@@ -103,7 +112,12 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
   protobase serve --sync=false --log-level debug   # benchmarks only
   protobase serve --lab                            # a target for protobase bench --addr`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error { return a.serve(cmd, o) }),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.LocalFlags(), os.LookupEnv); err != nil {
+				return usageError(err)
+			}
+			return a.serve(cmd, o)
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
@@ -125,10 +139,13 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, "block cache size in bytes (0: the store's default)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
+	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan and Query page that runs longer than this, at info (0: never)")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
 	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
 	o.security.addFlags(f)
+	annotateEnv(f)
 	return cmd
 }
 
@@ -145,7 +162,10 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError(configError(err))
 	}
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(a.stderr, o.logFormat, level)
+	if err != nil {
+		return usageError(err)
+	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -195,4 +215,15 @@ func parseLogLevel(s string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+}
+
+func newLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

@@ -42,6 +42,7 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		MaxInflightBytes:   o.maxInflightBytes,
 		CacheBytes:         o.cacheBytes,
 		ShutdownTimeout:    o.shutdownTimeout,
+		SlowQuery:          o.slowQuery,
 		Lab:                o.lab,
 		Auth:               o.auth,
 		InsecureNoAuth:     o.insecureNoAuth,

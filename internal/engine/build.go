@@ -25,8 +25,10 @@ func (e *Engine) startBuild(typeID, indexID uint32) {
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
+		typ, idx := e.indexNames(typeID, indexID)
+		e.log.Info("index build started", "type", typ, "index", idx)
 		if err := e.buildIndex(typeID, indexID); err != nil {
-			e.log.Error("index build failed", "type", typeID, "index", indexID, "err", err)
+			e.log.Error("index build failed", "type", typ, "index", idx, "err", err)
 		}
 	}()
 }
@@ -43,10 +45,13 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 			return err
 		}
 		if conflict != "" {
+			typ, idx := e.indexNames(typeID, indexID)
+			e.log.Warn("index build failed", "type", typ, "index", idx, "reason", conflict)
 			return e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_FAILED, conflict)
 		}
 		if done {
-			e.log.Info("index built", "type", typeID, "index", indexID, "records", n)
+			typ, idx := e.indexNames(typeID, indexID)
+			e.log.Info("index built", "type", typ, "index", idx, "records", n)
 			return e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_READY, "")
 		}
 	}

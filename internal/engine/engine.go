@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -55,6 +56,9 @@ type Options struct {
 	MaxInflightBytes int64
 	// Logger receives background events (index builds); nil discards.
 	Logger *slog.Logger
+	// SlowQuery, when positive, logs one info line for each Scan and
+	// Query page that runs longer (type, plan, records, time).
+	SlowQuery time.Duration
 
 	// SearchWorkers bounds the queries of one Search stream running at
 	// once (0: 2 × GOMAXPROCS).

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -85,6 +86,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		size = min(size, limit-returned)
 	}
 
+	start := time.Now()
 	rd, done := e.reader(c)
 	if after != nil && rd == e.st {
 		// Resuming a point plan iterates, which needs a consistent view.
@@ -122,6 +124,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 	if err != nil {
 		return nil, err
 	}
+	e.logSlow("Query", c, start, uint64(len(resp.Records)))
 	if c.q.GetExplain() {
 		resp.Plan = c.plan.Explain()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -47,8 +48,11 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sc := &scan{e: e, c: c, snap: snap, batchSize: batchSize, limit: c.plan.Limit, cancel: cancel, send: send}
+	start := time.Now()
 	sc.start(ctx, e.split(c.plan, par))
-	return sc.collect(ctx)
+	err = sc.collect(ctx)
+	e.logSlow("Scan", c, start, sc.sent)
+	return err
 }
 
 // scan is one Scan call: its parts' readers and the one emitter.

@@ -130,9 +130,7 @@ func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType
 			e.startBuild(t.rt.ID, ix.ID)
 		}
 	}
-	e.log.Info("schema applied", "version", res.State.Version,
-		"added", len(res.Plan.TypesAdded), "dropped", len(res.Plan.TypesDropped),
-		"indexes_to_build", len(res.BuildIndexes))
+	logSchemaApplied(e.log, res.State.Version, res.Plan)
 	return &pb.ApplySchemaResponse{Plan: res.Plan, Applied: true, Version: res.State.Version}, false, nil
 }
 

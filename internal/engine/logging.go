@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// The engine's log lines name types and indexes, never their internal ids:
+// an operator reads them against the schema. Key material and record
+// contents are never logged.
+
+// indexNames returns the type and index names of an index, for logs; the
+// ids when the catalog no longer has them (dropped meanwhile).
+func (e *Engine) indexNames(typeID, indexID uint32) (typ, idx string) {
+	t := e.cat.Load().byID[typeID]
+	if t == nil {
+		return "type#" + itoa(int(typeID)), "index#" + itoa(int(indexID))
+	}
+	for _, ix := range t.rt.Indexes {
+		if ix.ID == indexID {
+			return string(t.rt.Name), ix.Name
+		}
+	}
+	return string(t.rt.Name), "index#" + itoa(int(indexID))
+}
+
+// logSlow logs one info line for a query that ran for longer than
+// Options.SlowQuery (0: never): what it asked, how it ran, and how many
+// records it returned.
+func (e *Engine) logSlow(call string, c *compiled, start time.Time, records uint64) {
+	if e.opts.SlowQuery <= 0 || c == nil {
+		return
+	}
+	took := time.Since(start)
+	if took < e.opts.SlowQuery {
+		return
+	}
+	e.log.Info("slow query", "call", call, "type", string(c.t.rt.Name),
+		"access", c.plan.Access.String(), "index", planIndex(c), "ranges", len(c.plan.Ranges),
+		"records", records, "took", took.Round(time.Microsecond))
+}
+
+func planIndex(c *compiled) string {
+	if c.plan.Index != nil {
+		return c.plan.Index.Name
+	}
+	return ""
+}
+
+// logSchemaApplied logs one info line per schema change, naming what it
+// added, changed and dropped (types, and indexes as TYPE.INDEX).
+func logSchemaApplied(log *slog.Logger, version uint64, p *pb.SchemaPlan) {
+	var changed, dropped, ixAdded, ixDropped []string
+	for _, c := range p.GetTypesChanged() {
+		changed = append(changed, c.GetType())
+	}
+	for _, d := range p.GetTypesDropped() {
+		dropped = append(dropped, d.GetType())
+	}
+	for _, ix := range p.GetIndexesAdded() {
+		ixAdded = append(ixAdded, ix.GetType()+"."+ix.GetIndex())
+	}
+	for _, ix := range p.GetIndexesDropped() {
+		ixDropped = append(ixDropped, ix.GetType()+"."+ix.GetIndex())
+	}
+	log.Info("schema applied", "version", version,
+		"types_added", p.GetTypesAdded(), "types_changed", changed, "types_dropped", dropped,
+		"indexes_added", ixAdded, "indexes_dropped", ixDropped)
+}

@@ -1,0 +1,85 @@
+package engine_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+)
+
+// lockedBuffer is an io.Writer safe for the engine's background logging.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, ln := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		if ln == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(ln), &m); err != nil {
+			t.Fatalf("log line %q: %v", ln, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Log lines name types and indexes (never internal ids); a query slower
+// than SlowQuery gets one line saying what it asked and how it ran.
+func TestLogLines(t *testing.T) {
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	te := openEngine(t, t.TempDir(), engine.Options{Logger: log, SlowQuery: time.Nanosecond})
+	noIndex := strings.Replace(shopProto, `    index: { fields: "name" }
+`, "", 1)
+	te.apply(map[string]string{"shop.proto": noIndex})
+	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
+	te.apply(map[string]string{"shop.proto": shopProto}) // adds the name index: a build
+	if _, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitIndexNamed(t, te, "name")
+	seen := map[string]map[string]any{}
+	for _, l := range buf.lines(t) {
+		seen[l["msg"].(string)] = l
+	}
+	for msg, want := range map[string]map[string]any{
+		"index build started": {"type": "shop.User", "index": "name"},
+		"index built":         {"type": "shop.User", "index": "name", "records": 1.0},
+		"slow query":          {"call": "Query", "type": "shop.User", "access": "full_scan", "records": 1.0},
+	} {
+		got, ok := seen[msg]
+		if !ok {
+			t.Errorf("no %q line in %v", msg, seen)
+			continue
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%q: %s = %v, want %v", msg, k, got[k], v)
+			}
+		}
+	}
+	if got := seen["schema applied"]["indexes_added"]; len(got.([]any)) != 1 || got.([]any)[0] != "shop.User.name" {
+		t.Errorf("schema applied: indexes_added = %v, want [shop.User.name]", got)
+	}
+}
