@@ -17,9 +17,6 @@ import (
 	"sync"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
@@ -220,6 +217,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 
+	m := newMetrics()
 	st, err := store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -234,6 +232,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MaxResultBytes:     cfg.MaxResultBytes,
 		Logger:             log,
 		SlowQuery:          cfg.SlowQuery,
+		ObserveQuery:       m.observeQuery,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
 	})
@@ -246,10 +245,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries})
 
-	reg := prometheus.NewRegistry()
-	srvMetrics := grpcprom.NewServerMetrics()
-	reg.MustRegister(srvMetrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registerEngineMetrics(reg, eng)
+	m.register(eng, st)
+	reg, srvMetrics := m.reg, m.grpc
 
 	s.gs = grpc.NewServer(append(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
@@ -513,24 +510,4 @@ func (r schemaResolver) FindDescriptorByName(name protoreflect.FullName) (protor
 		}
 	}
 	return protoregistry.GlobalFiles.FindDescriptorByName(name)
-}
-
-func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
-	st := eng.Stats()
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_batches_total", Help: "Write batches applied."},
-			func() float64 { return float64(st.Batches.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_records_total", Help: "Records written (inserted, updated, upserted or removed)."},
-			func() float64 { return float64(st.Records.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_errors_total", Help: "Write batches refused."},
-			func() float64 { return float64(st.WriteErrors.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_queries_total", Help: "Queries run (Search, Scan, Query)."},
-			func() float64 { return float64(st.Queries.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_query_errors_total", Help: "Queries refused or failed."},
-			func() float64 { return float64(st.QueryErrors.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_point_lookups_total", Help: "Primary-key point reads made by queries."},
-			func() float64 { return float64(st.PointLookups.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_records_read_total", Help: "Records read from storage by queries."},
-			func() float64 { return float64(st.RecordsRead.Load()) }),
-	)
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// SlowQuery, when positive, logs one info line for each Scan and
 	// Query page that runs longer (type, plan, records, time).
 	SlowQuery time.Duration
+	// ObserveQuery, when set, is called once per Scan and per Query page
+	// that ran, with the call's name, the plan's access path and how long
+	// it took (for latency histograms).
+	ObserveQuery func(call, access string, took time.Duration)
 
 	// SearchWorkers bounds the queries of one Search stream running at
 	// once (0: 2 × GOMAXPROCS).
@@ -125,6 +129,10 @@ type Stats struct {
 	QueryErrors  atomic.Uint64
 	PointLookups atomic.Uint64
 	RecordsRead  atomic.Uint64
+	// OpBatches and OpRecords count the batches and records applied, by
+	// write operation (indexed by Op; index 0 is unused).
+	OpBatches [OpRemove + 1]atomic.Uint64
+	OpRecords [OpRemove + 1]atomic.Uint64
 }
 
 // Open loads the schema state and commit sequence from st and resumes any

@@ -26,15 +26,19 @@ func (e *Engine) indexNames(typeID, indexID uint32) (typ, idx string) {
 	return string(t.rt.Name), "index#" + itoa(int(indexID))
 }
 
-// logSlow logs one info line for a query that ran for longer than
-// Options.SlowQuery (0: never): what it asked, how it ran, and how many
-// records it returned.
-func (e *Engine) logSlow(call string, c *compiled, start time.Time, records uint64) {
-	if e.opts.SlowQuery <= 0 || c == nil {
+// queryDone reports a Scan or Query page that ran: to Options.ObserveQuery,
+// and, when it ran for longer than Options.SlowQuery (0: never), as one
+// info line saying what it asked, how it ran and how many records it
+// returned.
+func (e *Engine) queryDone(call string, c *compiled, start time.Time, records uint64) {
+	if c == nil || (e.opts.SlowQuery <= 0 && e.opts.ObserveQuery == nil) {
 		return
 	}
 	took := time.Since(start)
-	if took < e.opts.SlowQuery {
+	if e.opts.ObserveQuery != nil {
+		e.opts.ObserveQuery(call, c.plan.Access.String(), took)
+	}
+	if e.opts.SlowQuery <= 0 || took < e.opts.SlowQuery {
 		return
 	}
 	e.log.Info("slow query", "call", call, "type", string(c.t.rt.Name),
@@ -68,4 +72,17 @@ func logSchemaApplied(log *slog.Logger, version uint64, p *pb.SchemaPlan) {
 	log.Info("schema applied", "version", version,
 		"types_added", p.GetTypesAdded(), "types_changed", changed, "types_dropped", dropped,
 		"indexes_added", ixAdded, "indexes_dropped", ixDropped)
+}
+
+// IndexBuilds returns the number of indexes being built in the background.
+func (e *Engine) IndexBuilds() int {
+	n := 0
+	for _, t := range e.cat.Load().types {
+		for _, ix := range t.indexes {
+			if ix.building {
+				n++
+			}
+		}
+	}
+	return n
 }

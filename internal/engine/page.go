@@ -124,7 +124,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 	if err != nil {
 		return nil, err
 	}
-	e.logSlow("Query", c, start, uint64(len(resp.Records)))
+	e.queryDone("Query", c, start, uint64(len(resp.Records)))
 	if c.q.GetExplain() {
 		resp.Plan = c.plan.Explain()
 	}

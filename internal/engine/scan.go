@@ -51,7 +51,7 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 	start := time.Now()
 	sc.start(ctx, e.split(c.plan, par))
 	err = sc.collect(ctx)
-	e.logSlow("Scan", c, start, sc.sent)
+	e.queryDone("Scan", c, start, sc.sent)
 	return err
 }
 

@@ -157,6 +157,8 @@ func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	w.records += uint64(len(recs))
 	w.e.stats.Batches.Add(1)
 	w.e.stats.Records.Add(uint64(len(recs)))
+	w.e.stats.OpBatches[op].Add(1) // op is valid: apply refuses any other
+	w.e.stats.OpRecords[op].Add(uint64(len(recs)))
 	return nil
 }
 

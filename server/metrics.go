@@ -1,0 +1,150 @@
+package server
+
+import (
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// metrics is what the server exports at /metrics; docs/operations.md lists
+// every series and what a high value means. The query histogram exists
+// before the engine opens (the engine reports into it); the rest reads the
+// engine's and the store's counters at scrape time.
+type metrics struct {
+	reg     *prometheus.Registry
+	grpc    *grpcprom.ServerMetrics
+	queries *prometheus.HistogramVec
+}
+
+// latencyBuckets span a point read (tens of µs) to a long scan (a minute).
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+func newMetrics() *metrics {
+	return &metrics{
+		reg: prometheus.NewRegistry(),
+		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+			grpcprom.WithHistogramBuckets(latencyBuckets))),
+		queries: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "protobase_query_duration_seconds",
+			Help:    "Time to run a Scan or one Query page, by call and plan access path (pk_point, pk_range, index_range, full_scan).",
+			Buckets: latencyBuckets,
+		}, []string{"call", "access"}),
+	}
+}
+
+// observeQuery is engine.Options.ObserveQuery.
+func (m *metrics) observeQuery(call, access string, took time.Duration) {
+	m.queries.WithLabelValues(call, access).Observe(took.Seconds())
+}
+
+// register adds every series; st may be nil (a backend without storage
+// figures).
+func (m *metrics) register(eng *engine.Engine, st interface{ Metrics() store.Metrics }) {
+	m.reg.MustRegister(m.grpc, m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerEngineMetrics(m.reg, eng)
+	if st != nil {
+		m.reg.MustRegister(storageCollector{st})
+	}
+}
+
+func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
+	st := eng.Stats()
+	counter := func(name, help string, v func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
+	}
+	reg.MustRegister(
+		counter("protobase_write_batches_total", "Write batches applied.", st.Batches.Load),
+		counter("protobase_write_records_total", "Records written (inserted, updated, upserted or removed).", st.Records.Load),
+		counter("protobase_write_errors_total", "Write batches refused.", st.WriteErrors.Load),
+		counter("protobase_queries_total", "Queries run (Search, Scan, Query).", st.Queries.Load),
+		counter("protobase_query_errors_total", "Queries refused or failed.", st.QueryErrors.Load),
+		counter("protobase_point_lookups_total", "Primary-key point reads made by queries.", st.PointLookups.Load),
+		counter("protobase_records_read_total", "Records read from storage by queries.", st.RecordsRead.Load),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_index_builds", Help: "Indexes being built in the background."},
+			func() float64 { return float64(eng.IndexBuilds()) }),
+	)
+	for op := engine.OpInsert; op <= engine.OpRemove; op++ {
+		labels := prometheus.Labels{"op": op.String()}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_op_batches_total", Help: "Write batches applied, by operation.", ConstLabels: labels},
+				func() float64 { return float64(st.OpBatches[op].Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_op_records_total", Help: "Records written, by operation.", ConstLabels: labels},
+				func() float64 { return float64(st.OpRecords[op].Load()) }),
+		)
+	}
+}
+
+// storageCollector exports the store's figures, read once per scrape.
+type storageCollector struct {
+	st interface{ Metrics() store.Metrics }
+}
+
+var storageDescs = struct {
+	disk, tables, tableBytes, l0Tables, l0Sublevels, readAmp, memBytes, memTables, walBytes, walFiles,
+	cacheBytes, cacheHits, cacheMisses, filterHits, flushes, compactions, debt, stalls, stallTime *prometheus.Desc
+}{
+	disk:        desc("protobase_storage_disk_bytes", "Bytes on disk: tables, WAL, manifests and files not yet deleted."),
+	tables:      desc("protobase_storage_tables", "Live storage tables (all levels)."),
+	tableBytes:  desc("protobase_storage_table_bytes", "Bytes of live storage tables (all levels)."),
+	l0Tables:    desc("protobase_storage_l0_tables", "Tables in level 0; growing means compactions fall behind ingest."),
+	l0Sublevels: desc("protobase_storage_l0_sublevels", "Level 0's read amplification; writes stall as it nears 20 and stop at 36."),
+	readAmp:     desc("protobase_storage_read_amplification", "Table layers a point read may consult."),
+	memBytes:    desc("protobase_storage_memtable_bytes", "Memory of memtables, active and queued for flush."),
+	memTables:   desc("protobase_storage_memtables", "Memtables, active and queued for flush."),
+	walBytes:    desc("protobase_storage_wal_bytes", "Bytes of write-ahead log files as the storage engine counts them (the file being written counts once it is rotated)."),
+	walFiles:    desc("protobase_storage_wal_files", "Live write-ahead log files."),
+	cacheBytes:  desc("protobase_storage_block_cache_bytes", "Bytes in the block cache."),
+	cacheHits:   desc("protobase_storage_block_cache_hits_total", "Block cache hits."),
+	cacheMisses: desc("protobase_storage_block_cache_misses_total", "Block cache misses: reads from disk or page cache."),
+	filterHits:  desc("protobase_storage_bloom_filter_hits_total", "Table reads avoided by bloom filters."),
+	flushes:     desc("protobase_storage_flushes_total", "Memtable flushes."),
+	compactions: desc("protobase_storage_compactions_total", "Compactions."),
+	debt:        desc("protobase_storage_compaction_debt_bytes", "Bytes compactions must still rewrite."),
+	stalls:      desc("protobase_storage_write_stalls_total", "Write stalls (memtables or level 0 full)."),
+	stallTime:   desc("protobase_storage_write_stall_seconds_total", "Time writes spent stalled."),
+}
+
+func desc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+
+func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := storageDescs
+	for _, x := range []*prometheus.Desc{d.disk, d.tables, d.tableBytes, d.l0Tables, d.l0Sublevels, d.readAmp, d.memBytes, d.memTables,
+		d.walBytes, d.walFiles, d.cacheBytes, d.cacheHits, d.cacheMisses, d.filterHits, d.flushes, d.compactions, d.debt, d.stalls, d.stallTime} {
+		ch <- x
+	}
+}
+
+func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.st.Metrics()
+	d := storageDescs
+	gauge := func(dd *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(dd, prometheus.GaugeValue, v)
+	}
+	count := func(dd *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(dd, prometheus.CounterValue, v)
+	}
+	gauge(d.disk, float64(m.DiskBytes))
+	gauge(d.tables, float64(m.Tables))
+	gauge(d.tableBytes, float64(m.TableBytes))
+	gauge(d.l0Tables, float64(m.L0Tables))
+	gauge(d.l0Sublevels, float64(m.L0Sublevels))
+	gauge(d.readAmp, float64(m.ReadAmp))
+	gauge(d.memBytes, float64(m.MemTableBytes))
+	gauge(d.memTables, float64(m.MemTables))
+	gauge(d.walBytes, float64(m.WALBytes))
+	gauge(d.walFiles, float64(m.WALFiles))
+	gauge(d.cacheBytes, float64(m.BlockCacheBytes))
+	count(d.cacheHits, float64(m.BlockCacheHits))
+	count(d.cacheMisses, float64(m.BlockCacheMisses))
+	count(d.filterHits, float64(m.FilterHits))
+	count(d.flushes, float64(m.Flushes))
+	count(d.compactions, float64(m.Compactions))
+	gauge(d.debt, float64(m.CompactionDebtBytes))
+	count(d.stalls, float64(m.WriteStalls))
+	count(d.stallTime, m.WriteStallTime.Seconds())
+}

@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// After a workload, /metrics carries the latency histograms (per RPC, per
+// query call and plan), the write counters by operation and the storage
+// figures, with values that match what was done.
+func TestMetricsAfterWorkload(t *testing.T) {
+	ts := startServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	var batch []*anypb.Any
+	for i := range 100 {
+		batch = append(batch, ts.rec("shop.User", `{"id": `+itoa(i+1)+`, "email": "u`+itoa(i)+`"}`))
+	}
+	ts.mustWrite(insert, batch[:60], batch[60:])
+	ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, batch[:5])
+	ts.mustWrite(pb.WriteOp_WRITE_OP_REMOVE, batch[95:])
+	if _, err := ts.c.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := ts.count("shop.User"); n != 95 {
+		t.Fatalf("%d users, want 95", n)
+	}
+
+	fams := scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		check  func(float64) bool
+		want   string
+	}{
+		{"protobase_write_op_records_total", map[string]string{"op": "insert"}, eq(100), "100"},
+		{"protobase_write_op_batches_total", map[string]string{"op": "insert"}, eq(2), "2"},
+		{"protobase_write_op_records_total", map[string]string{"op": "upsert"}, eq(5), "5"},
+		{"protobase_write_op_records_total", map[string]string{"op": "remove"}, eq(5), "5"},
+		{"protobase_write_op_records_total", map[string]string{"op": "update"}, eq(0), "0"},
+		{"protobase_query_duration_seconds", map[string]string{"call": "Query", "access": "full_scan"}, eq(1), "1 observation"},
+		{"protobase_query_duration_seconds", map[string]string{"call": "Scan", "access": "full_scan"}, atLeast(1), ">= 1 observation"},
+		{"grpc_server_handling_seconds", map[string]string{"grpc_method": "Insert"}, eq(1), "1 observation"},
+		{"grpc_server_handling_seconds", map[string]string{"grpc_method": "Query"}, eq(1), "1 observation"},
+		{"protobase_storage_disk_bytes", nil, atLeast(1), "> 0"},
+		{"protobase_storage_wal_files", nil, atLeast(1), ">= 1"},
+		{"protobase_storage_memtable_bytes", nil, atLeast(1), "> 0"},
+		{"protobase_storage_write_stalls_total", nil, eq(0), "0"},
+		{"protobase_index_builds", nil, eq(0), "0"},
+	} {
+		v, ok := metricValue(fams, c.name, c.labels)
+		if !ok {
+			t.Errorf("no %s%v", c.name, c.labels)
+			continue
+		}
+		if !c.check(v) {
+			t.Errorf("%s%v = %v, want %s", c.name, c.labels, v, c.want)
+		}
+	}
+	checkMetricDocs(t, fams)
+}
+
+// checkMetricDocs holds docs/operations.md and the Grafana dashboard to the
+// series served: the doc lists every protobase_ and grpc_server_ family,
+// and the dashboard queries none that does not exist.
+func checkMetricDocs(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range fams {
+		if !strings.HasPrefix(name, "protobase_") && !strings.HasPrefix(name, "grpc_server_") {
+			continue
+		}
+		short := strings.TrimPrefix(name, "protobase_storage_block_cache")
+		if !strings.Contains(string(doc), "`"+name) && !strings.Contains(string(doc), "`..."+short) {
+			t.Errorf("docs/operations.md does not list %s", name)
+		}
+	}
+	dash, err := os.ReadFile("../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(dash, &d); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	series := regexp.MustCompile(`\b(?:protobase|grpc_server|go|process)_[a-z0-9_]+`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, name := range series.FindAllString(tg.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count"), "_sum")
+				if fams[name] == nil && fams[base] == nil {
+					t.Errorf("dashboard panel %q queries %s, which the server does not serve", p.Title, name)
+				}
+			}
+		}
+	}
+}
+
+func eq(want float64) func(float64) bool      { return func(v float64) bool { return v == want } }
+func atLeast(want float64) func(float64) bool { return func(v float64) bool { return v >= want } }
+
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	r, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// metricValue returns the value of the series of name whose labels include
+// labels: a counter's or gauge's value, a histogram's observation count.
+func metricValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	fam, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range fam.GetMetric() {
+		have := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
