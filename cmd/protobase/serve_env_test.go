@@ -56,7 +56,6 @@ func TestApplyEnv(t *testing.T) {
 	}
 }
 
-
 // serve takes its flags from the environment, logs JSON lines with
 // --log-format json, and names types and indexes in its log lines.
 func TestServeEnvAndJSONLog(t *testing.T) {
