@@ -243,7 +243,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.startAuth(); err != nil {
 		return nil, err
 	}
-	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries})
+	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries, BackupScratch: backupScratch(cfg)})
 
 	m.register(eng, st)
 	reg, srvMetrics := m.reg, m.grpc

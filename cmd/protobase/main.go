@@ -138,6 +138,8 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 		a.versionCommand(),
 		a.benchCommand(),
 		a.checkCommand(),
+		a.backupCommand(),
+		a.restoreCommand(),
 	)
 	return root
 }

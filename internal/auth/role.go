@@ -91,6 +91,7 @@ var methodRoles = map[string]Role{
 	pb.Protobase_CreateKey_FullMethodName:   RoleAdmin,
 	pb.Protobase_ListKeys_FullMethodName:    RoleAdmin,
 	pb.Protobase_RevokeKey_FullMethodName:   RoleAdmin,
+	pb.Protobase_Backup_FullMethodName:      RoleAdmin,
 }
 
 // MethodRole returns the role a gRPC method (full name, "/pkg.Svc/Method")

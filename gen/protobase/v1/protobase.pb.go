@@ -2865,6 +2865,339 @@ func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
 	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{39}
+}
+
+// BackupChunk is one piece of a backup stream: file data in order (each
+// file's chunks contiguous, offsets increasing), then one manifest, last.
+type BackupChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Chunk:
+	//
+	//	*BackupChunk_Data
+	//	*BackupChunk_Manifest
+	Chunk         isBackupChunk_Chunk `protobuf_oneof:"chunk"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *BackupChunk) GetChunk() isBackupChunk_Chunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetData() *BackupData {
+	if x != nil {
+		if x, ok := x.Chunk.(*BackupChunk_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetManifest() *BackupManifest {
+	if x != nil {
+		if x, ok := x.Chunk.(*BackupChunk_Manifest); ok {
+			return x.Manifest
+		}
+	}
+	return nil
+}
+
+type isBackupChunk_Chunk interface {
+	isBackupChunk_Chunk()
+}
+
+type BackupChunk_Data struct {
+	Data *BackupData `protobuf:"bytes,1,opt,name=data,proto3,oneof"`
+}
+
+type BackupChunk_Manifest struct {
+	Manifest *BackupManifest `protobuf:"bytes,2,opt,name=manifest,proto3,oneof"`
+}
+
+func (*BackupChunk_Data) isBackupChunk_Chunk() {}
+
+func (*BackupChunk_Manifest) isBackupChunk_Chunk() {}
+
+type BackupData struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// File name relative to the backup directory (no directories).
+	File          string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Offset        uint64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupData) Reset() {
+	*x = BackupData{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupData) ProtoMessage() {}
+
+func (x *BackupData) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupData.ProtoReflect.Descriptor instead.
+func (*BackupData) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *BackupData) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *BackupData) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BackupData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// BackupManifest describes a backup; `protobase backup` stores it as
+// manifest.json beside the files.
+type BackupManifest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Format of the backup (1): how files and manifest are laid out.
+	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// The storage engine whose files these are ("pebble").
+	Store string `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	// Commit position of the copy: every batch acknowledged at a position
+	// up to this one is in it, none after.
+	Position      uint64 `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`
+	SchemaVersion uint64 `protobuf:"varint,4,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	// When the copy was taken (RFC 3339, UTC).
+	Created       string        `protobuf:"bytes,5,opt,name=created,proto3" json:"created,omitempty"`
+	Files         []*BackupFile `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupManifest) Reset() {
+	*x = BackupManifest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupManifest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupManifest) ProtoMessage() {}
+
+func (x *BackupManifest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupManifest.ProtoReflect.Descriptor instead.
+func (*BackupManifest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BackupManifest) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *BackupManifest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *BackupManifest) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *BackupManifest) GetSchemaVersion() uint64 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *BackupManifest) GetCreated() string {
+	if x != nil {
+		return x.Created
+	}
+	return ""
+}
+
+func (x *BackupManifest) GetFiles() []*BackupFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+type BackupFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Size  uint64                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// SHA-256 of the file's bytes, lowercase hex.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupFile) Reset() {
+	*x = BackupFile{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupFile) ProtoMessage() {}
+
+func (x *BackupFile) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
+func (*BackupFile) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *BackupFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackupFile) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BackupFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
@@ -3056,7 +3389,29 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\v2\x15.protobase.v1.KeyInfoR\x04keys\"&\n" +
 	"\x10RevokeKeyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
-	"\x11RevokeKeyResponse*r\n" +
+	"\x11RevokeKeyResponse\"\x0f\n" +
+	"\rBackupRequest\"\x82\x01\n" +
+	"\vBackupChunk\x12.\n" +
+	"\x04data\x18\x01 \x01(\v2\x18.protobase.v1.BackupDataH\x00R\x04data\x12:\n" +
+	"\bmanifest\x18\x02 \x01(\v2\x1c.protobase.v1.BackupManifestH\x00R\bmanifestB\a\n" +
+	"\x05chunk\"L\n" +
+	"\n" +
+	"BackupData\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xda\x01\n" +
+	"\x0eBackupManifest\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\x04R\bposition\x12%\n" +
+	"\x0eschema_version\x18\x04 \x01(\x04R\rschemaVersion\x12\x18\n" +
+	"\acreated\x18\x05 \x01(\tR\acreated\x12.\n" +
+	"\x05files\x18\x06 \x03(\v2\x18.protobase.v1.BackupFileR\x05files\"L\n" +
+	"\n" +
+	"BackupFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256*r\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -3085,7 +3440,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rKEY_ROLE_READ\x10\x01\x12\x12\n" +
 	"\x0eKEY_ROLE_WRITE\x10\x02\x12\x13\n" +
 	"\x0fKEY_ROLE_SCHEMA\x10\x03\x12\x12\n" +
-	"\x0eKEY_ROLE_ADMIN\x10\x042\x93\n" +
+	"\x0eKEY_ROLE_ADMIN\x10\x042\xd7\n" +
 	"\n" +
 	"\tProtobase\x12o\n" +
 	"\vApplySchema\x12 .protobase.v1.ApplySchemaRequest\x1a!.protobase.v1.ApplySchemaResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/schema:apply\x12`\n" +
@@ -3103,7 +3458,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\tCreateKey\x12\x1e.protobase.v1.CreateKeyRequest\x1a\x1f.protobase.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12[\n" +
 	"\bListKeys\x12\x1d.protobase.v1.ListKeysRequest\x1a\x1e.protobase.v1.ListKeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12e\n" +
-	"\tRevokeKey\x12\x1e.protobase.v1.RevokeKeyRequest\x1a\x1f.protobase.v1.RevokeKeyResponse\"\x17\x82\xd3\xe4\x93\x02\x11*\x0f/v1/keys/{name}B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
+	"\tRevokeKey\x12\x1e.protobase.v1.RevokeKeyRequest\x1a\x1f.protobase.v1.RevokeKeyResponse\"\x17\x82\xd3\xe4\x93\x02\x11*\x0f/v1/keys/{name}\x12B\n" +
+	"\x06Backup\x12\x1b.protobase.v1.BackupRequest\x1a\x19.protobase.v1.BackupChunk0\x01B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
 
 var (
 	file_protobase_v1_protobase_proto_rawDescOnce sync.Once
@@ -3118,7 +3474,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -3163,27 +3519,32 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*ListKeysResponse)(nil),               // 40: protobase.v1.ListKeysResponse
 	(*RevokeKeyRequest)(nil),               // 41: protobase.v1.RevokeKeyRequest
 	(*RevokeKeyResponse)(nil),              // 42: protobase.v1.RevokeKeyResponse
-	nil,                                    // 43: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 44: protobase.v1.GetSchemaResponse.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 45: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 46: google.protobuf.Any
+	(*BackupRequest)(nil),                  // 43: protobase.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 44: protobase.v1.BackupChunk
+	(*BackupData)(nil),                     // 45: protobase.v1.BackupData
+	(*BackupManifest)(nil),                 // 46: protobase.v1.BackupManifest
+	(*BackupFile)(nil),                     // 47: protobase.v1.BackupFile
+	nil,                                    // 48: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 49: protobase.v1.GetSchemaResponse.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 50: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 51: google.protobuf.Any
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	43, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	48, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	44, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	49, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
 	13, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	45, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	50, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
 	12, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
 	14, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	46, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	51, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
 	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	46, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	51, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
 	22, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
 	21, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
 	24, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
@@ -3198,50 +3559,55 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	29, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
 	30, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
 	31, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	46, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	51, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
 	26, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
 	26, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
 	20, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	46, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	51, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
 	26, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
 	20, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	46, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	51, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
 	26, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
 	3,  // 38: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
 	3,  // 39: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
 	36, // 40: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
 	36, // 41: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	4,  // 42: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	10, // 43: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	15, // 44: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	15, // 45: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	15, // 46: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	15, // 47: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	17, // 48: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	27, // 49: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	32, // 50: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	34, // 51: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	37, // 52: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	39, // 53: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	41, // 54: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	5,  // 55: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	11, // 56: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	16, // 57: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	16, // 58: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	16, // 59: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	16, // 60: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	18, // 61: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	28, // 62: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	33, // 63: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	35, // 64: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	38, // 65: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	40, // 66: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	42, // 67: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	55, // [55:68] is the sub-list for method output_type
-	42, // [42:55] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	45, // 42: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	46, // 43: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	47, // 44: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	4,  // 45: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	10, // 46: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	15, // 47: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	15, // 48: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	15, // 49: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	15, // 50: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	17, // 51: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	27, // 52: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	32, // 53: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	34, // 54: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	37, // 55: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	39, // 56: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	41, // 57: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	43, // 58: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
+	5,  // 59: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	11, // 60: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	16, // 61: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	16, // 62: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	16, // 63: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	16, // 64: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	18, // 65: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	28, // 66: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	33, // 67: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	35, // 68: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	38, // 69: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	40, // 70: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	42, // 71: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	44, // 72: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
+	59, // [59:73] is the sub-list for method output_type
+	45, // [45:59] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -3264,13 +3630,17 @@ func file_protobase_v1_protobase_proto_init() {
 		(*Value_Bytes)(nil),
 		(*Value_Enum)(nil),
 	}
+	file_protobase_v1_protobase_proto_msgTypes[40].OneofWrappers = []any{
+		(*BackupChunk_Data)(nil),
+		(*BackupChunk_Manifest)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   41,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	Protobase_CreateKey_FullMethodName   = "/protobase.v1.Protobase/CreateKey"
 	Protobase_ListKeys_FullMethodName    = "/protobase.v1.Protobase/ListKeys"
 	Protobase_RevokeKey_FullMethodName   = "/protobase.v1.Protobase/RevokeKey"
+	Protobase_Backup_FullMethodName      = "/protobase.v1.Protobase/Backup"
 )
 
 // ProtobaseClient is the client API for Protobase service.
@@ -80,6 +81,11 @@ type ProtobaseClient interface {
 	// RevokeKey deletes an API key: new calls with it are refused at once,
 	// open streams at their next message. Admin role only.
 	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
+	// Backup streams a consistent copy of the whole store at one commit
+	// position, taken while writes go on: the files, then a manifest with
+	// their checksums. `protobase backup` writes it to a directory and
+	// `protobase restore` checks and restores it. Admin role only.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
 type protobaseClient struct {
@@ -247,6 +253,25 @@ func (c *protobaseClient) RevokeKey(ctx context.Context, in *RevokeKeyRequest, o
 	return out, nil
 }
 
+func (c *protobaseClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[7], Protobase_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Protobase_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
 // ProtobaseServer is the server API for Protobase service.
 // All implementations must embed UnimplementedProtobaseServer
 // for forward compatibility.
@@ -289,6 +314,11 @@ type ProtobaseServer interface {
 	// RevokeKey deletes an API key: new calls with it are refused at once,
 	// open streams at their next message. Admin role only.
 	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
+	// Backup streams a consistent copy of the whole store at one commit
+	// position, taken while writes go on: the files, then a manifest with
+	// their checksums. `protobase backup` writes it to a directory and
+	// `protobase restore` checks and restores it. Admin role only.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedProtobaseServer()
 }
 
@@ -337,6 +367,9 @@ func (UnimplementedProtobaseServer) ListKeys(context.Context, *ListKeysRequest) 
 }
 func (UnimplementedProtobaseServer) RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeKey not implemented")
+}
+func (UnimplementedProtobaseServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedProtobaseServer) mustEmbedUnimplementedProtobaseServer() {}
 func (UnimplementedProtobaseServer) testEmbeddedByValue()                   {}
@@ -520,6 +553,17 @@ func _Protobase_RevokeKey_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Protobase_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProtobaseServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Protobase_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
 // Protobase_ServiceDesc is the grpc.ServiceDesc for Protobase service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -588,6 +632,11 @@ var Protobase_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Scan",
 			Handler:       _Protobase_Scan_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Backup",
+			Handler:       _Protobase_Backup_Handler,
 			ServerStreams: true,
 		},
 	},

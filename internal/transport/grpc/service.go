@@ -36,6 +36,9 @@ type Options struct {
 	// gateway included (the gRPC Codec refuses such a request earlier,
 	// before decoding it).
 	MaxSearchQueries int
+	// BackupScratch is where Backup takes its copy: a directory on the
+	// store's file system (the data directory). Empty: no backups.
+	BackupScratch string
 }
 
 // Service implements pb.ProtobaseServer on an engine.

@@ -1,0 +1,52 @@
+package grpc
+
+import (
+	"os"
+	"path/filepath"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/backup"
+)
+
+// BackupScratchPrefix starts the name of the directory a backup copy is
+// taken into, inside Options.BackupScratch; a server removes leftovers
+// (from a crash mid-backup) when it starts.
+const BackupScratchPrefix = ".backup-"
+
+// Backup implements pb.ProtobaseServer (an admin key with no scope: the
+// copy holds every type). The copy is taken into a scratch directory on
+// the data directory's file system, so that tables are hard links, not
+// copies, streamed, and removed.
+func (s *Service) Backup(_ *pb.BackupRequest, st grpc.ServerStreamingServer[pb.BackupChunk]) error {
+	id, err := s.require(st.Context(), auth.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if id.Scoped() {
+		return toStatus(apierror.New(codes.PermissionDenied, "a backup copies every record type: it needs an admin key without a scope"))
+	}
+	if s.opts.BackupScratch == "" {
+		return toStatus(apierror.New(codes.Unimplemented, "this server cannot take backups"))
+	}
+	tmp, err := os.MkdirTemp(s.opts.BackupScratch, BackupScratchPrefix)
+	if err != nil {
+		return toStatus(apierror.Wrap(codes.Internal, err))
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "copy")
+	pt, err := s.e.Checkpoint(dir)
+	if err != nil {
+		return toStatus(err)
+	}
+	s.log.Info("backup copy taken", "position", pt.Position, "schema_version", pt.SchemaVersion)
+	err = backup.Stream(dir, backup.Point{Store: "pebble", Position: pt.Position, SchemaVersion: pt.SchemaVersion}, st.Send)
+	if err != nil {
+		return toStatus(err)
+	}
+	return nil
+}
