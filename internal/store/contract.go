@@ -129,6 +129,11 @@ type Iterator interface {
 	Value() []byte
 	SetBounds(lower, upper []byte)
 	Lookup(key, dst []byte) ([]byte, bool, error)
+	// Prefetch reads keys at the iterator's version so that the Lookups
+	// of them that follow cost no round trip: the batched point read of a
+	// store whose reads cross a network. A store that reads locally does
+	// nothing.
+	Prefetch(keys [][]byte) error
 	Error() error
 	Close() error
 }

@@ -68,6 +68,10 @@ func (b *Batch) ReadAbsent(lower, upper []byte) (bool, error) {
 	return !found, it.Close()
 }
 
+// Prefetch does nothing: a Lookup through a Pebble iterator is already a
+// local seek.
+func (i *Iter) Prefetch([][]byte) error { return nil }
+
 // Expect records nothing, as Read does.
 func (b *Batch) Expect([]byte, int64) {}
 
