@@ -81,6 +81,10 @@ type Writer struct {
 	// cur is the batch phase 2 builds: its reads are the batch's
 	// preconditions (store.WriteBatch.Read).
 	cur store.WriteBatch
+	// seq holds the commit sequence value a batch writes: a field, as a
+	// local passed to an interface method would escape (one allocation
+	// per batch).
+	seq [8]byte
 
 	// Per-batch scratch.
 	arena  []byte
@@ -310,9 +314,8 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 		return err
 	}
 	e.seq++
-	var seq [8]byte
-	binary.BigEndian.PutUint64(seq[:], e.seq)
-	b.Set(keySeq, seq[:])
+	binary.BigEndian.PutUint64(w.seq[:], e.seq)
+	b.Set(keySeq, w.seq[:])
 	if err := e.st.ApplyBatch(b); err != nil {
 		e.seq--
 		return err
