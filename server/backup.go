@@ -9,9 +9,10 @@ import (
 
 // backupScratch returns where Backup takes its copies (the data directory,
 // so that tables are hard-linked), after removing what a backup cut short
-// by a crash left there. None for a store held in memory.
+// by a crash left there. None for a store held in memory or in etcd (whose
+// own snapshots are its backups).
 func backupScratch(cfg Config) string {
-	if cfg.memFS != nil {
+	if cfg.memFS != nil || cfg.Store == StoreEtcd {
 		return ""
 	}
 	old, _ := filepath.Glob(filepath.Join(cfg.DataDir, grpctransport.BackupScratchPrefix+"*"))

@@ -42,13 +42,13 @@ func (m *metrics) observeQuery(call, access string, took time.Duration) {
 	m.queries.WithLabelValues(call, access).Observe(took.Seconds())
 }
 
-// register adds every series; st may be nil (a backend without storage
-// figures).
-func (m *metrics) register(eng *engine.Engine, st interface{ Metrics() store.Metrics }) {
+// register adds every series; the storage figures only for a backend
+// that has them (Pebble).
+func (m *metrics) register(eng *engine.Engine, st any) {
 	m.reg.MustRegister(m.grpc, m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerEngineMetrics(m.reg, eng)
-	if st != nil {
-		m.reg.MustRegister(storageCollector{st})
+	if sm, ok := st.(interface{ Metrics() store.Metrics }); ok {
+		m.reg.MustRegister(storageCollector{sm})
 	}
 }
 

@@ -85,7 +85,7 @@ type Options struct {
 // Lock order: schemaMu before writeMu. The catalog is immutable and swapped
 // atomically; readers load it without locks.
 type Engine struct {
-	st   *store.Store
+	st   store.KV
 	opts Options
 	log  *slog.Logger
 
@@ -138,7 +138,7 @@ type Stats struct {
 // Open loads the schema state and commit sequence from st and resumes any
 // index build that a previous process left unfinished. The engine does not
 // own st: the caller closes it after Close.
-func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
+func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	if opts.MaxRecordsPerBatch <= 0 {
 		opts.MaxRecordsPerBatch = 10000
 	}
@@ -168,19 +168,9 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
 
-	state := schema.Empty()
-	raw, found, err := st.Get(keySchema, nil)
+	cat, err := e.loadSchema()
 	if err != nil {
-		return nil, fmt.Errorf("read schema state: %w", err)
-	}
-	if found {
-		if state, err = schema.Decode(ctx, raw); err != nil {
-			return nil, fmt.Errorf("decode schema state: %w", err)
-		}
-	}
-	cat, err := newCatalog(state)
-	if err != nil {
-		return nil, fmt.Errorf("load schema state: %w", err)
+		return nil, err
 	}
 	e.cat.Store(cat)
 
@@ -188,7 +178,7 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 		return nil, err
 	}
 
-	raw, found, err = st.Get(keySeq, nil)
+	raw, found, err := st.Get(keySeq, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read commit sequence: %w", err)
 	}
@@ -203,6 +193,7 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 			}
 		}
 	}
+	e.watchSchema()
 	return e, nil
 }
 

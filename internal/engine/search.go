@@ -137,7 +137,7 @@ type responder struct {
 	exhausted bool
 	pk        packer
 	// pit serves the chunk's lone point lookups, made on first use.
-	pit *store.Iter
+	pit store.Iterator
 	// Slabs: a batch of point lookups makes per query a ResultBatch, its
 	// one-element record list and a QueryDone (and an Any, from the
 	// packer); taking them from arrays makes that one allocation per 64
@@ -280,6 +280,9 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
 	points, rest := e.lookupOrder(qs)
+	if len(points) > 1 && e.st.Shared() {
+		r.prefetch(points)
+	}
 	for k := range qs {
 		var i int
 		var c *compiled
@@ -305,6 +308,23 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	r.flush()
 }
 
+// prefetch reads the chunk's point lookups together through the chunk's
+// iterator, on a store whose reads cross a network (store.Iterator's
+// Prefetch): their Lookups then cost no round trip each. A failure is
+// left for the lookups to meet one by one.
+func (r *responder) prefetch(points []pointJob) {
+	pit, err := r.e.st.NewIterator(nil, nil)
+	if err != nil {
+		return
+	}
+	r.pit = pit
+	keys := make([][]byte, len(points))
+	for i := range points {
+		keys[i] = points[i].key
+	}
+	_ = pit.Prefetch(keys)
+}
+
 // run runs one query of the chunk and packs its results; left is how many
 // of the chunk's queries are still to run, this one included. It reports
 // false when the stream is over.
@@ -324,7 +344,7 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		// reads one consistent state, the iterator's, fixed after the
 		// request arrived.
 		if r.pit == nil {
-			pit, err := e.st.NewIter(nil, nil)
+			pit, err := e.st.NewIterator(nil, nil)
 			if err != nil {
 				r.fail(id, err)
 				return true
@@ -333,7 +353,11 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		}
 		cu.r, cu.pit = e.st, r.pit
 	} else {
-		cu.r, done = e.reader(c)
+		var err error
+		if cu.r, done, err = e.reader(c); err != nil {
+			r.fail(id, err)
+			return true
+		}
 	}
 	var batch *pb.ResultBatch
 	explained := false
