@@ -610,3 +610,26 @@ func syntaxErr(t *testing.T, err error) *textfilter.SyntaxError {
 	}
 	return se
 }
+
+func TestFieldColumn(t *testing.T) {
+	cases := []struct {
+		src, field string
+		want       int
+	}{
+		{`agee > 3`, "agee", 1},
+		{`id >= 1 and (agee > 3 or agee < 1)`, "agee", 14},
+		{`a.b.c = 1`, "a.b.c", 1},
+		{`x = 1 and ` + "`a b`" + ` = 2`, "a b", 11},
+		{"id = 1 and\n  name = 2", "name", 3},
+		{`name0 = "éé" and name = 1`, "name", 18},
+		{`id = 1`, "name", 0},
+		{`id >= `, "id", 0},
+		{``, "id", 0},
+		{"name = \"\xff\"", "name", 0},
+	}
+	for _, c := range cases {
+		if got := textfilter.FieldColumn(c.src, c.field); got != c.want {
+			t.Errorf("FieldColumn(%q, %q) = %d, want %d", c.src, c.field, got, c.want)
+		}
+	}
+}
