@@ -598,7 +598,31 @@ func FuzzParse(f *testing.F) {
 		if again := textfilter.Format(back); again != text {
 			t.Fatalf("Format not stable for %q: %q then %q", s, text, again)
 		}
+		for _, field := range fieldsOf(e, nil) {
+			if col := textfilter.FieldColumn(s, field); col < 1 {
+				t.Fatalf("FieldColumn(%q, %q) = %d for a field the filter compares", s, field, col)
+			}
+		}
 	})
+}
+
+// fieldsOf appends the field paths compared in e.
+func fieldsOf(e *pb.Expr, out []string) []string {
+	switch x := e.GetExpr().(type) {
+	case *pb.Expr_Cmp:
+		out = append(out, x.Cmp.GetField())
+	case *pb.Expr_And:
+		for _, y := range x.And.GetExprs() {
+			out = fieldsOf(y, out)
+		}
+	case *pb.Expr_Or:
+		for _, y := range x.Or.GetExprs() {
+			out = fieldsOf(y, out)
+		}
+	case *pb.Expr_Not:
+		out = fieldsOf(x.Not, out)
+	}
+	return out
 }
 
 // syntaxErr returns err as a *textfilter.SyntaxError or fails the test.
