@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) queryCommand() *cobra.Command {
+	var o readOptions
+	var pageSize uint32
+	var token string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "query --type FULL.NAME [--where EXPR] [--page-size N] [--token TOKEN | --all] [flags]",
+		Short: "Read one page of a query's matches, or every page",
+		Long: `query reads the matches of one query a page at a time (the Query call) and
+prints them, one JSON object per line (or a table). Without --all it prints
+one page and, when more follow, the token of the next page on stderr
+("next page: --token TOKEN"); pass it back with --token to continue. With
+--all it reads every page. A token resumes after the last key of its page, so
+reading N records costs O(N) however many pages they take. The filter syntax
+is that of "protobase search --help".`,
+		Example: `  protobase query --type shop.User --where 'age >= 30' --page-size 100
+  protobase query -t shop.User -w 'age >= 30' --page-size 100 --token CAES...
+  protobase query -t shop.User --all --page-size 1000 > users.jsonl`,
+		Args: cobra.NoArgs,
+	}
+	o.register(cmd)
+	f := cmd.Flags()
+	f.Uint32Var(&pageSize, "page-size", 0, "records per page (0: the server's default)")
+	f.StringVar(&token, "token", "", "continue after the page that printed this token")
+	f.BoolVar(&all, "all", false, "read every page, not just one")
+	cmd.MarkFlagsMutuallyExclusive("token", "all")
+	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+		return a.query(cmd.Context(), &o, pageSize, token, all)
+	})
+	return cmd
+}
+
+func (a *app) query(ctx context.Context, o *readOptions, pageSize uint32, token string, all bool) error {
+	q, err := o.query()
+	if err != nil {
+		return err
+	}
+	c, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rt, err := loadRecordType(ctx, c, a.addr, q.Type)
+	if err != nil {
+		return err
+	}
+	if o.order != "" {
+		if q.Order, err = resolveOrder(ctx, c, a.addr, q.Type, o.order); err != nil {
+			return err
+		}
+	}
+	out := newPrinter(a.stdout, o.format, rt.md)
+	defer out.flush()
+	for {
+		p, err := c.Query(ctx, q, pageSize, token)
+		if err != nil {
+			return callError("query", a.addr, err)
+		}
+		for _, rec := range p.Records {
+			if err := out.print(rec); err != nil {
+				return err
+			}
+		}
+		if o.explain && p.Plan != nil {
+			fmt.Fprintf(a.stderr, "plan: %s\n", p.Plan.GetText())
+		}
+		if o.count {
+			fmt.Fprintln(a.stdout, p.Count)
+			return nil
+		}
+		if p.Token == "" {
+			return nil
+		}
+		if !all {
+			out.flush()
+			fmt.Fprintf(a.stderr, "next page: --token %s\n", p.Token)
+			return nil
+		}
+		token = p.Token
+	}
+}
