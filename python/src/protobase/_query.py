@@ -1,0 +1,158 @@
+"""Building queries: ``select`` and the expression helpers (``eq``, ``and_``...).
+
+A filter is either an expression tree built with these helpers or, on a
+server that parses text filters, a string such as ``'age >= 30 and name
+prefix "An"'``, sent as is and parsed by the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from protobase.v1 import protobase_pb2 as pb
+
+_INT64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class Enum:
+    """An enum operand given by its value name: ``eq("status", Enum("ACTIVE"))``."""
+
+    name: str
+
+
+#: A comparison operand. Python ints become int64 (uint64 above int64's
+#: range), floats double, str string, bytes bytes, bool bool.
+Scalar = bool | int | float | str | bytes | Enum
+
+#: A filter: an expression tree, a text filter, or None for every record.
+Where = pb.Expr | str | None
+
+
+def value(v: Scalar) -> pb.Value:
+    """Return the typed operand for a Python value."""
+    if isinstance(v, bool):
+        return pb.Value(bool=v)
+    if isinstance(v, int):
+        if v > _INT64_MAX:
+            return pb.Value(uint=v)
+        return pb.Value(int=v)
+    if isinstance(v, float):
+        return pb.Value(double=v)
+    if isinstance(v, str):
+        return pb.Value(string=v)
+    if isinstance(v, bytes):
+        return pb.Value(bytes=v)
+    if isinstance(v, Enum):
+        return pb.Value(enum=v.name)
+    raise TypeError(f"unsupported operand type {type(v).__name__}")
+
+
+def _cmp(field: str, op: pb.Op.ValueType, v: Scalar) -> pb.Expr:
+    return pb.Expr(cmp=pb.Comparison(field=field, op=op, value=value(v)))
+
+
+def eq(field: str, v: Scalar) -> pb.Expr:
+    """``field == v``."""
+    return _cmp(field, pb.OP_EQ, v)
+
+
+def ne(field: str, v: Scalar) -> pb.Expr:
+    """``field != v``."""
+    return _cmp(field, pb.OP_NE, v)
+
+
+def lt(field: str, v: Scalar) -> pb.Expr:
+    """``field < v``."""
+    return _cmp(field, pb.OP_LT, v)
+
+
+def le(field: str, v: Scalar) -> pb.Expr:
+    """``field <= v``."""
+    return _cmp(field, pb.OP_LE, v)
+
+
+def gt(field: str, v: Scalar) -> pb.Expr:
+    """``field > v``."""
+    return _cmp(field, pb.OP_GT, v)
+
+
+def ge(field: str, v: Scalar) -> pb.Expr:
+    """``field >= v``."""
+    return _cmp(field, pb.OP_GE, v)
+
+
+def in_(field: str, values: Iterable[Scalar]) -> pb.Expr:
+    """``field`` equals one of ``values``."""
+    return pb.Expr(cmp=pb.Comparison(field=field, op=pb.OP_IN, values=[value(v) for v in values]))
+
+
+def prefix(field: str, v: str | bytes) -> pb.Expr:
+    """The string or bytes ``field`` starts with ``v``."""
+    return _cmp(field, pb.OP_PREFIX, v)
+
+
+def contains(field: str, v: str | bytes) -> pb.Expr:
+    """The string or bytes ``field`` contains ``v``."""
+    return _cmp(field, pb.OP_CONTAINS, v)
+
+
+def and_(*exprs: pb.Expr) -> pb.Expr:
+    """Every expression holds."""
+    e = pb.Expr()
+    getattr(e, "and").exprs.extend(exprs)  # "and" is a Python keyword
+    return e
+
+
+def or_(*exprs: pb.Expr) -> pb.Expr:
+    """At least one expression holds."""
+    e = pb.Expr()
+    getattr(e, "or").exprs.extend(exprs)
+    return e
+
+
+def not_(expr: pb.Expr) -> pb.Expr:
+    """The expression does not hold."""
+    e = pb.Expr()
+    getattr(e, "not").CopyFrom(expr)
+    return e
+
+
+def has_text_filters() -> bool:
+    """Report whether this package's API has the ``Query.filter`` text field."""
+    return "filter" in pb.Query.DESCRIPTOR.fields_by_name
+
+
+def select(
+    type: str,
+    where: Where = None,
+    *,
+    limit: int = 0,
+    order: str | None = None,
+    descending: bool = False,
+    keys_only: bool = False,
+    count: bool = False,
+    explain: bool = False,
+) -> pb.Query:
+    """Build a query of the record type ``type`` (its full name).
+
+    ``where`` is an expression (``and_(eq("country", "NL"), ge("age", 30))``)
+    or a text filter (``'country = "NL" and age >= 30'``) parsed by the
+    server. ``order`` names an index to order by (None or ``"pk"``: the
+    primary key); ``limit`` 0 means no limit; ``keys_only`` returns records
+    holding only their primary key; ``count`` returns only the number of
+    matches; ``explain`` attaches the server's plan.
+    """
+    q = pb.Query(type=type, limit=limit, keys_only=keys_only, count=count, explain=explain)
+    if isinstance(where, str):
+        if not has_text_filters():
+            raise TypeError("this version of the API has no text filters; build an expression")
+        setattr(q, "filter", where)  # noqa: B010 (absent from older generated stubs)
+    elif where is not None:
+        q.where.CopyFrom(where)
+    if (order and order != "pk") or descending:
+        q.order.CopyFrom(
+            pb.Order(index="" if order in (None, "pk") else order, descending=descending)
+        )
+    return q
