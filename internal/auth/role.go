@@ -82,6 +82,7 @@ var methodRoles = map[string]Role{
 	pb.Protobase_Search_FullMethodName:      RoleRead,
 	pb.Protobase_Scan_FullMethodName:        RoleRead,
 	pb.Protobase_Query_FullMethodName:       RoleRead,
+	pb.Protobase_Get_FullMethodName:         RoleRead,
 	pb.Protobase_Insert_FullMethodName:      RoleWrite,
 	pb.Protobase_Update_FullMethodName:      RoleWrite,
 	pb.Protobase_Upsert_FullMethodName:      RoleWrite,

@@ -30,6 +30,10 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 	if q == nil {
 		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "query is missing"}
 	}
+	q, err := withFilter(q)
+	if err != nil {
+		return nil, err
+	}
 	t := e.cat.Load().lookup(q.GetType())
 	if t == nil || q.GetType() == "" {
 		return nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
@@ -60,6 +64,12 @@ type pointScratch struct {
 // every invalid query, is compiled. The result is valid until the next
 // call with the same scratch.
 func (e *Engine) compileFast(q *pb.Query, s *pointScratch) (*compiled, error) {
+	if q.GetFilter() != "" {
+		var err error
+		if q, err = withFilter(q); err != nil {
+			return nil, err
+		}
+	}
 	if t := e.cat.Load().lookup(q.GetType()); t != nil && t.point != nil && !e.closed.Load() {
 		if key, ok := t.point.Key(s.key[:0], q); ok {
 			s.key = key

@@ -50,9 +50,11 @@ func NewPoint(t *Target) *Point {
 // a plain primary-key equality that Compile would plan as one pk_point
 // range with no filter. On false, dst is returned unchanged and the caller
 // must Compile q. Limit, keys_only and count do not change the access path
-// and are left to the caller, which reads them from q.
+// and are left to the caller, which reads them from q. A query with a text
+// filter is never a plain lookup here: the caller parses the text first
+// (and refuses it beside a where).
 func (p *Point) Key(dst []byte, q *pb.Query) ([]byte, bool) {
-	if p == nil || q.GetExplain() || q.GetOrder().GetIndex() != "" {
+	if p == nil || q.GetExplain() || q.GetOrder().GetIndex() != "" || q.GetFilter() != "" {
 		return dst, false
 	}
 	c := q.GetWhere().GetCmp()

@@ -16,6 +16,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
 	anypb "google.golang.org/protobuf/types/known/anypb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -217,7 +218,7 @@ type KeyRole int32
 
 const (
 	KeyRole_KEY_ROLE_UNSPECIFIED KeyRole = 0
-	// GetSchema, Search, Scan, Query (and NATS get).
+	// GetSchema, Search, Scan, Query, Get (and NATS get).
 	KeyRole_KEY_ROLE_READ KeyRole = 1
 	// read, and Insert, Update, Upsert, Remove, Write.
 	KeyRole_KEY_ROLE_WRITE KeyRole = 2
@@ -1337,7 +1338,13 @@ type Query struct {
 	// Attach the chosen plan to the first result.
 	Explain bool `protobuf:"varint,6,opt,name=explain,proto3" json:"explain,omitempty"`
 	// Return no records, only the count of matches.
-	Count         bool `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	Count bool `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	// Filter as text, parsed by the server, instead of where:
+	// `age >= 30 and name prefix "An"` (the syntax of `protobase search
+	// --where`, see docs/clients.md). A query with both filter and where is
+	// INVALID_ARGUMENT, and so is a filter that does not parse: the message
+	// names the column, and a google.rpc.BadRequest detail names the field.
+	Filter        string `protobuf:"bytes,8,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1419,6 +1426,13 @@ func (x *Query) GetCount() bool {
 		return x.Count
 	}
 	return false
+}
+
+func (x *Query) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
 }
 
 // Order names the key order of the results.
@@ -2519,6 +2533,133 @@ func (x *QueryResponse) GetCount() uint64 {
 	return 0
 }
 
+// GetRequest names primary keys of one record type. Keys may be given as
+// JSON values, as key records, or both; their positions number keys first,
+// then key_records.
+type GetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Full name of the record type.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Primary keys as JSON values. A one-field key is the value itself (7,
+	// "ann"); a compound key is a list in primary_key order ([7, "ann"]) or
+	// an object by field path ({"id": 7, "name": "ann"}). Values follow the
+	// protobuf JSON mapping of the key field: 64-bit integers may be strings
+	// ("9007199254740993"), bytes are base64, enums are names or numbers.
+	Keys []*structpb.Value `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Primary keys as records of the type, of which only the primary-key
+	// fields are read (as Remove reads them); their type must be type.
+	KeyRecords    []*anypb.Any `protobuf:"bytes,3,rep,name=key_records,json=keyRecords,proto3" json:"key_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GetRequest) GetKeys() []*structpb.Value {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *GetRequest) GetKeyRecords() []*anypb.Any {
+	if x != nil {
+		return x.KeyRecords
+	}
+	return nil
+}
+
+// GetResponse answers a GetRequest.
+type GetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records found, in the order of their keys, with their bytes as
+	// stored; a key named twice yields its record twice.
+	Records []*anypb.Any `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Positions (see GetRequest) of the keys that have no record, ascending.
+	Missing       []uint32 `protobuf:"varint,2,rep,packed,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetResponse) GetRecords() []*anypb.Any {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *GetResponse) GetMissing() []uint32 {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
 // KeyInfo describes an API key; it never holds the key itself.
 type KeyInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2535,7 +2676,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2688,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2701,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *KeyInfo) GetName() string {
@@ -2603,7 +2744,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2756,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2769,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -2663,7 +2804,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2816,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2829,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateKeyResponse) GetKey() string {
@@ -2713,7 +2854,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2866,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2879,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
 }
 
 type ListKeysResponse struct {
@@ -2750,7 +2891,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +2903,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +2916,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -2794,7 +2935,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2947,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2960,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RevokeKeyRequest) GetName() string {
@@ -2837,7 +2978,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +2990,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,14 +3003,14 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{40}
 }
 
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\"\xc9\x01\n" +
+	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc9\x01\n" +
 	"\x12ApplySchemaRequest\x12A\n" +
 	"\x05files\x18\x01 \x03(\v2+.protobase.v1.ApplySchemaRequest.FilesEntryR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x1d\n" +
@@ -2956,7 +3097,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05field\x18\x04 \x01(\tR\x05field\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12'\n" +
 	"\x0fbatches_applied\x18\x06 \x01(\x04R\x0ebatchesApplied\x12'\n" +
-	"\x0frecords_applied\x18\a \x01(\x04R\x0erecordsApplied\"\xd3\x01\n" +
+	"\x0frecords_applied\x18\a \x01(\x04R\x0erecordsApplied\"\xeb\x01\n" +
 	"\x05Query\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12(\n" +
 	"\x05where\x18\x02 \x01(\v2\x12.protobase.v1.ExprR\x05where\x12\x14\n" +
@@ -2964,7 +3105,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05order\x18\x04 \x01(\v2\x13.protobase.v1.OrderR\x05order\x12\x1b\n" +
 	"\tkeys_only\x18\x05 \x01(\bR\bkeysOnly\x12\x18\n" +
 	"\aexplain\x18\x06 \x01(\bR\aexplain\x12\x14\n" +
-	"\x05count\x18\a \x01(\bR\x05count\"=\n" +
+	"\x05count\x18\a \x01(\bR\x05count\x12\x16\n" +
+	"\x06filter\x18\b \x01(\tR\x06filter\"=\n" +
 	"\x05Order\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\tR\x05index\x12\x1e\n" +
 	"\n" +
@@ -3038,7 +3180,16 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12&\n" +
 	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x04R\x05count\"\x81\x01\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\"\x83\x01\n" +
+	"\n" +
+	"GetRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12*\n" +
+	"\x04keys\x18\x02 \x03(\v2\x16.google.protobuf.ValueR\x04keys\x125\n" +
+	"\vkey_records\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\n" +
+	"keyRecords\"W\n" +
+	"\vGetResponse\x12.\n" +
+	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\rR\amissing\"\x81\x01\n" +
 	"\aKeyInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +
@@ -3085,7 +3236,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rKEY_ROLE_READ\x10\x01\x12\x12\n" +
 	"\x0eKEY_ROLE_WRITE\x10\x02\x12\x13\n" +
 	"\x0fKEY_ROLE_SCHEMA\x10\x03\x12\x12\n" +
-	"\x0eKEY_ROLE_ADMIN\x10\x042\x93\n" +
+	"\x0eKEY_ROLE_ADMIN\x10\x042\xeb\n" +
 	"\n" +
 	"\tProtobase\x12o\n" +
 	"\vApplySchema\x12 .protobase.v1.ApplySchemaRequest\x1a!.protobase.v1.ApplySchemaResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/schema:apply\x12`\n" +
@@ -3099,7 +3250,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06Search\x12\x1b.protobase.v1.SearchRequest\x1a\x1c.protobase.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/v1/search(\x010\x01\x12T\n" +
 	"\x04Scan\x12\x19.protobase.v1.ScanRequest\x1a\x1a.protobase.v1.ScanResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/scan0\x01\x12V\n" +
-	"\x05Query\x12\x1a.protobase.v1.QueryRequest\x1a\x1b.protobase.v1.QueryResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/query\x12a\n" +
+	"\x05Query\x12\x1a.protobase.v1.QueryRequest\x1a\x1b.protobase.v1.QueryResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/query\x12V\n" +
+	"\x03Get\x12\x18.protobase.v1.GetRequest\x1a\x19.protobase.v1.GetResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/records:get\x12a\n" +
 	"\tCreateKey\x12\x1e.protobase.v1.CreateKeyRequest\x1a\x1f.protobase.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12[\n" +
 	"\bListKeys\x12\x1d.protobase.v1.ListKeysRequest\x1a\x1e.protobase.v1.ListKeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12e\n" +
@@ -3118,7 +3270,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -3156,34 +3308,37 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*ScanResponse)(nil),                   // 33: protobase.v1.ScanResponse
 	(*QueryRequest)(nil),                   // 34: protobase.v1.QueryRequest
 	(*QueryResponse)(nil),                  // 35: protobase.v1.QueryResponse
-	(*KeyInfo)(nil),                        // 36: protobase.v1.KeyInfo
-	(*CreateKeyRequest)(nil),               // 37: protobase.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),              // 38: protobase.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),                // 39: protobase.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),               // 40: protobase.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),               // 41: protobase.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),              // 42: protobase.v1.RevokeKeyResponse
-	nil,                                    // 43: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 44: protobase.v1.GetSchemaResponse.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 45: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 46: google.protobuf.Any
+	(*GetRequest)(nil),                     // 36: protobase.v1.GetRequest
+	(*GetResponse)(nil),                    // 37: protobase.v1.GetResponse
+	(*KeyInfo)(nil),                        // 38: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 39: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 40: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 41: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 42: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 43: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 44: protobase.v1.RevokeKeyResponse
+	nil,                                    // 45: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 46: protobase.v1.GetSchemaResponse.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 47: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 48: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 49: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	43, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	45, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	44, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	46, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
 	13, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	45, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	47, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
 	12, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
 	14, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	46, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	48, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
 	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	46, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	48, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
 	22, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
 	21, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
 	24, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
@@ -3198,50 +3353,55 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	29, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
 	30, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
 	31, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	46, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	48, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
 	26, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
 	26, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
 	20, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	46, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	48, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
 	26, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
 	20, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	46, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	48, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
 	26, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	3,  // 38: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	3,  // 39: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	36, // 40: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	36, // 41: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	4,  // 42: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	10, // 43: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	15, // 44: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	15, // 45: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	15, // 46: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	15, // 47: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	17, // 48: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	27, // 49: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	32, // 50: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	34, // 51: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	37, // 52: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	39, // 53: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	41, // 54: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	5,  // 55: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	11, // 56: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	16, // 57: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	16, // 58: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	16, // 59: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	16, // 60: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	18, // 61: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	28, // 62: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	33, // 63: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	35, // 64: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	38, // 65: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	40, // 66: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	42, // 67: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	55, // [55:68] is the sub-list for method output_type
-	42, // [42:55] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	49, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	48, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	48, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	3,  // 41: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	3,  // 42: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	38, // 43: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	38, // 44: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	4,  // 45: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	10, // 46: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	15, // 47: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	15, // 48: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	15, // 49: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	15, // 50: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	17, // 51: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	27, // 52: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	32, // 53: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	34, // 54: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	36, // 55: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
+	39, // 56: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	41, // 57: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	43, // 58: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	5,  // 59: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	11, // 60: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	16, // 61: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	16, // 62: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	16, // 63: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	16, // 64: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	18, // 65: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	28, // 66: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	33, // 67: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	35, // 68: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	37, // 69: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
+	40, // 70: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	42, // 71: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	44, // 72: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	59, // [59:73] is the sub-list for method output_type
+	45, // [45:59] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -3270,7 +3430,7 @@ func file_protobase_v1_protobase_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

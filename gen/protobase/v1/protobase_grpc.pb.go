@@ -33,6 +33,7 @@ const (
 	Protobase_Search_FullMethodName      = "/protobase.v1.Protobase/Search"
 	Protobase_Scan_FullMethodName        = "/protobase.v1.Protobase/Scan"
 	Protobase_Query_FullMethodName       = "/protobase.v1.Protobase/Query"
+	Protobase_Get_FullMethodName         = "/protobase.v1.Protobase/Get"
 	Protobase_CreateKey_FullMethodName   = "/protobase.v1.Protobase/CreateKey"
 	Protobase_ListKeys_FullMethodName    = "/protobase.v1.Protobase/ListKeys"
 	Protobase_RevokeKey_FullMethodName   = "/protobase.v1.Protobase/RevokeKey"
@@ -71,6 +72,10 @@ type ProtobaseClient interface {
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
 	// Query returns one page of matches and a continuation token.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
+	// Get reads records of one type by primary key: the records found and
+	// the positions of the keys that have none. All keys are read on one
+	// snapshot.
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// CreateKey creates an API key and returns it; the key is shown only here
 	// (the server keeps its SHA-256 hash). Admin role only.
 	CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error)
@@ -217,6 +222,16 @@ func (c *protobaseClient) Query(ctx context.Context, in *QueryRequest, opts ...g
 	return out, nil
 }
 
+func (c *protobaseClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, Protobase_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *protobaseClient) CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateKeyResponse)
@@ -280,6 +295,10 @@ type ProtobaseServer interface {
 	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
 	// Query returns one page of matches and a continuation token.
 	Query(context.Context, *QueryRequest) (*QueryResponse, error)
+	// Get reads records of one type by primary key: the records found and
+	// the positions of the keys that have none. All keys are read on one
+	// snapshot.
+	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// CreateKey creates an API key and returns it; the key is shown only here
 	// (the server keeps its SHA-256 hash). Admin role only.
 	CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error)
@@ -328,6 +347,9 @@ func (UnimplementedProtobaseServer) Scan(*ScanRequest, grpc.ServerStreamingServe
 }
 func (UnimplementedProtobaseServer) Query(context.Context, *QueryRequest) (*QueryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
+}
+func (UnimplementedProtobaseServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
 }
 func (UnimplementedProtobaseServer) CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateKey not implemented")
@@ -466,6 +488,24 @@ func _Protobase_Query_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Protobase_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProtobaseServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Protobase_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProtobaseServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Protobase_CreateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateKeyRequest)
 	if err := dec(in); err != nil {
@@ -538,6 +578,10 @@ var Protobase_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Query",
 			Handler:    _Protobase_Query_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _Protobase_Get_Handler,
 		},
 		{
 			MethodName: "CreateKey",

@@ -140,3 +140,19 @@ func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	}
 	return resp, nil
 }
+
+// Get implements pb.ProtobaseServer.
+func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	id, err := s.require(ctx, auth.RoleRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := id.CheckType(req.GetType()); err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := s.e.GetRecords(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resp, nil
+}

@@ -17,6 +17,7 @@
 //	PREFIX.remove      WriteRequest      -> WriteResponse
 //	PREFIX.query       QueryRequest      -> QueryResponse   (one page)
 //	PREFIX.get         google.protobuf.Any (a key record) -> google.protobuf.Any
+//	PREFIX.records.get GetRequest        -> GetResponse     (many keys, JSON or records)
 //	PREFIX.keys.create CreateKeyRequest  -> CreateKeyResponse (admin)
 //	PREFIX.keys.list   ListKeysRequest   -> ListKeysResponse  (admin)
 //	PREFIX.keys.revoke RevokeKeyRequest  -> RevokeKeyResponse (admin)
@@ -109,6 +110,9 @@ const (
 	SubjectRemove    = "remove"
 	SubjectQuery     = "query"
 	SubjectGet       = "get"
+	// SubjectGetRecords serves the Get RPC: many keys of one type, as
+	// JSON values or key records, on one snapshot.
+	SubjectGetRecords = "records.get"
 )
 
 // Subject returns the full subject of an endpoint under prefix.
@@ -245,6 +249,7 @@ func Start(opts Options) (*Service, error) {
 		{"remove", SubjectRemove, auth.RoleWrite, inOrder, s.write(engine.OpRemove)},
 		{"query", SubjectQuery, auth.RoleRead, pooled, s.query},
 		{"get", SubjectGet, auth.RoleRead, pooled, s.get},
+		{"records-get", SubjectGetRecords, auth.RoleRead, pooled, s.getRecords},
 		{"keys-create", SubjectKeysCreate, auth.RoleAdmin, inOrder, s.keysCreate},
 		{"keys-list", SubjectKeysList, auth.RoleAdmin, pooled, s.keysList},
 		{"keys-revoke", SubjectKeysRevoke, auth.RoleAdmin, inOrder, s.keysRevoke},
@@ -498,6 +503,24 @@ func (s *Service) get(r *request) {
 		return
 	}
 	s.reply(r, rec)
+}
+
+func (s *Service) getRecords(r *request) {
+	req := new(pb.GetRequest)
+	if err := s.decode(r, req); err != nil {
+		s.fail(r, err)
+		return
+	}
+	if err := r.id.CheckType(req.GetType()); err != nil {
+		s.fail(r, err)
+		return
+	}
+	resp, err := s.e.GetRecords(s.ctx, req)
+	if err != nil {
+		s.fail(r, err)
+		return
+	}
+	s.reply(r, resp)
 }
 
 // write applies one batch in arrival order, then waits for durability off

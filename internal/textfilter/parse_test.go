@@ -1,4 +1,4 @@
-package where_test
+package textfilter_test
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/protobase/protobase/client/where"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/textfilter"
 )
 
 // Builders for expected expressions.
@@ -196,7 +196,7 @@ var validTests = []struct {
 
 func TestParse(t *testing.T) {
 	for _, tt := range validTests {
-		got, err := where.Parse(tt.in)
+		got, err := textfilter.Parse(tt.in)
 		if err != nil {
 			t.Errorf("Parse(%q): %v", tt.in, err)
 			continue
@@ -209,12 +209,12 @@ func TestParse(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	for _, tt := range validTests {
-		e, err := where.Parse(tt.in)
+		e, err := textfilter.Parse(tt.in)
 		if err != nil {
 			continue // reported by TestParse
 		}
-		text := where.Format(e)
-		back, err := where.Parse(text)
+		text := textfilter.Format(e)
+		back, err := textfilter.Parse(text)
 		if err != nil {
 			t.Errorf("Parse(Format(Parse(%q))) = Parse(%q): %v", tt.in, text, err)
 			continue
@@ -222,7 +222,7 @@ func TestRoundTrip(t *testing.T) {
 		if !proto.Equal(back, e) {
 			t.Errorf("round trip of %q through %q:\n%s\nwant\n%s", tt.in, text, show(back), show(e))
 		}
-		if again := where.Format(back); again != text {
+		if again := textfilter.Format(back); again != text {
 			t.Errorf("Format not stable for %q: %q then %q", tt.in, text, again)
 		}
 	}
@@ -265,12 +265,12 @@ func TestFormat(t *testing.T) {
 		{"  a=1\n and\tb  ", `a = 1 and b`},
 	}
 	for _, tt := range tests {
-		e, err := where.Parse(tt.in)
+		e, err := textfilter.Parse(tt.in)
 		if err != nil {
 			t.Errorf("Parse(%q): %v", tt.in, err)
 			continue
 		}
-		if got := where.Format(e); got != tt.want {
+		if got := textfilter.Format(e); got != tt.want {
 			t.Errorf("Format(Parse(%q)) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
@@ -301,11 +301,11 @@ func TestFormatBuilt(t *testing.T) {
 		{cmp("x", pb.Op_OP_NE, bl(true)), `x != true`},
 	}
 	for _, tt := range roundTrip {
-		got := where.Format(tt.e)
+		got := textfilter.Format(tt.e)
 		if got != tt.want {
 			t.Errorf("Format(%s) = %q, want %q", show(tt.e), got, tt.want)
 		}
-		back, err := where.Parse(got)
+		back, err := textfilter.Parse(got)
 		if err != nil {
 			t.Errorf("Parse(%q): %v", got, err)
 			continue
@@ -333,14 +333,14 @@ func TestFormatBuilt(t *testing.T) {
 		and(flag("a"), &pb.Expr{}),
 	}
 	for _, e := range malformed {
-		text := where.Format(e)
-		if _, err := where.Parse(text); err == nil {
+		text := textfilter.Format(e)
+		if _, err := textfilter.Parse(text); err == nil {
 			t.Errorf("Format(%s) = %q, which Parse accepts", show(e), text)
 		}
 	}
 
 	// A one-element list cannot be written; it formats as its element.
-	if got := where.Format(and(eq("a", i64(1)))); got != `a = 1` {
+	if got := textfilter.Format(and(eq("a", i64(1)))); got != `a = 1` {
 		t.Errorf("Format(and[a = 1]) = %q", got)
 	}
 }
@@ -446,7 +446,7 @@ func TestErrors(t *testing.T) {
 		{"x = \"日本\" and y = 1 2", 20, `found "2"`},
 	}
 	for _, tt := range tests {
-		e, err := where.Parse(tt.in)
+		e, err := textfilter.Parse(tt.in)
 		if err == nil {
 			t.Errorf("Parse(%q) = %s, want error", tt.in, show(e))
 			continue
@@ -454,7 +454,7 @@ func TestErrors(t *testing.T) {
 		if e != nil {
 			t.Errorf("Parse(%q) returned an expression with its error", tt.in)
 		}
-		var se *where.SyntaxError
+		var se *textfilter.SyntaxError
 		if !errors.As(err, &se) {
 			t.Errorf("Parse(%q) error %T is not *SyntaxError", tt.in, err)
 			continue
@@ -479,7 +479,7 @@ func truncate(s string) string {
 }
 
 func TestSyntaxErrorText(t *testing.T) {
-	_, err := where.Parse(`age >= )`)
+	_, err := textfilter.Parse(`age >= )`)
 	if got, want := err.Error(), `column 8: expected value after ">=", found ")"`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
@@ -495,7 +495,7 @@ func TestSyntaxErrorText(t *testing.T) {
 	}
 
 	// Tabs are copied into the caret line; columns count runes.
-	_, err = where.Parse("x = \"é\"\t)")
+	_, err = textfilter.Parse("x = \"é\"\t)")
 	want = "x = \"é\"\t)\n" +
 		"       \t^\n" +
 		`unmatched ")"`
@@ -505,7 +505,7 @@ func TestSyntaxErrorText(t *testing.T) {
 
 	// Multi-line input: the line number appears in Error, and Pretty shows
 	// only the line with the error.
-	_, err = where.Parse("a = 1 and\r\nb = )\nor c")
+	_, err = textfilter.Parse("a = 1 and\r\nb = )\nor c")
 	if got, want := err.Error(), `line 2, column 5: expected value after "=", found ")"`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
@@ -517,7 +517,7 @@ func TestSyntaxErrorText(t *testing.T) {
 	}
 
 	// Error at the end of the input.
-	_, err = where.Parse(`(a`)
+	_, err = textfilter.Parse(`(a`)
 	want = "(a\n" +
 		"  ^\n" +
 		`expected ")" to close "(" at column 1, found end of input`
@@ -526,14 +526,14 @@ func TestSyntaxErrorText(t *testing.T) {
 	}
 
 	// Invalid UTF-8 and control characters are not echoed raw.
-	_, err = where.Parse("a = \x01 \xff")
+	_, err = textfilter.Parse("a = \x01 \xff")
 	pretty := syntaxErr(t, err).Pretty()
 	if !utf8.ValidString(pretty) || strings.ContainsRune(pretty, 1) {
 		t.Errorf("Pretty() = %q echoes bad bytes", pretty)
 	}
 
 	// A hand-made SyntaxError with odd fields does not panic.
-	for _, se := range []*where.SyntaxError{
+	for _, se := range []*textfilter.SyntaxError{
 		{},
 		{Input: "abc", Offset: 99, Column: 99, Msg: "m"},
 		{Input: "abc", Offset: -5, Column: -5, Msg: "m"},
@@ -547,12 +547,12 @@ func TestSyntaxErrorText(t *testing.T) {
 // TestParseNoAliasing checks that a parsed expression does not share memory
 // with later parses (the bytes value in particular).
 func TestParseNoAliasing(t *testing.T) {
-	a, err := where.Parse(`x = b"abc"`)
+	a, err := textfilter.Parse(`x = b"abc"`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.GetCmp().GetValue().GetBytes()[0] = 'z'
-	b, err := where.Parse(`x = b"abc"`)
+	b, err := textfilter.Parse(`x = b"abc"`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,12 +566,12 @@ func FuzzParse(f *testing.F) {
 		f.Add(tt.in)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		e, err := where.Parse(s)
+		e, err := textfilter.Parse(s)
 		if err != nil {
 			if e != nil {
 				t.Fatalf("Parse(%q) returned both an expression and an error", s)
 			}
-			var se *where.SyntaxError
+			var se *textfilter.SyntaxError
 			if !errors.As(err, &se) {
 				t.Fatalf("Parse(%q) error %T is not *SyntaxError", s, err)
 			}
@@ -587,26 +587,26 @@ func FuzzParse(f *testing.F) {
 		if e == nil {
 			t.Fatalf("Parse(%q) returned nil, nil", s)
 		}
-		text := where.Format(e)
-		back, err := where.Parse(text)
+		text := textfilter.Format(e)
+		back, err := textfilter.Parse(text)
 		if err != nil {
 			t.Fatalf("Parse(%q) ok, but Parse(Format) = Parse(%q): %v", s, text, err)
 		}
 		if !proto.Equal(back, e) {
 			t.Fatalf("Parse(%q) round trip through %q:\n%s\nwant\n%s", s, text, show(back), show(e))
 		}
-		if again := where.Format(back); again != text {
+		if again := textfilter.Format(back); again != text {
 			t.Fatalf("Format not stable for %q: %q then %q", s, text, again)
 		}
 	})
 }
 
-// syntaxErr returns err as a *where.SyntaxError or fails the test.
-func syntaxErr(t *testing.T, err error) *where.SyntaxError {
+// syntaxErr returns err as a *textfilter.SyntaxError or fails the test.
+func syntaxErr(t *testing.T, err error) *textfilter.SyntaxError {
 	t.Helper()
-	var se *where.SyntaxError
+	var se *textfilter.SyntaxError
 	if !errors.As(err, &se) {
-		t.Fatalf("error %v (%T) is not a *where.SyntaxError", err, err)
+		t.Fatalf("error %v (%T) is not a *textfilter.SyntaxError", err, err)
 	}
 	return se
 }

@@ -1,4 +1,4 @@
-package where
+package textfilter
 
 import (
 	"strconv"

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/textfilter"
+)
+
+// withFilter returns q with its text filter parsed into where, or q itself
+// when it has none. The result is a copy (q may be a caller's message, or
+// a slab the gRPC codec reuses), so the compiled query, and the page token
+// hashed from it, read the same whether the filter came as text or as a
+// tree.
+func withFilter(q *pb.Query) (*pb.Query, error) {
+	text := q.GetFilter()
+	if text == "" {
+		return q, nil
+	}
+	if q.GetWhere() != nil {
+		return nil, filterError("query has both filter and where: set one of them", nil)
+	}
+	expr, err := textfilter.Parse(text)
+	if err != nil {
+		return nil, filterError("filter: "+err.Error(), err)
+	}
+	nq := proto.Clone(q).(*pb.Query)
+	nq.Filter = ""
+	nq.Where = expr
+	return nq, nil
+}
+
+// filterError is the INVALID_ARGUMENT of a bad filter field, with a
+// google.rpc.BadRequest naming it, so clients that read field violations
+// (grpc-gateway's and the Python client's users) find the field and, in
+// the description, the column.
+func filterError(msg string, cause error) *apierror.Error {
+	var se *textfilter.SyntaxError
+	desc := msg
+	if errors.As(cause, &se) {
+		desc = se.Error()
+	}
+	return &apierror.Error{
+		Code: codes.InvalidArgument,
+		Msg:  msg,
+		Details: []protoadapt.MessageV1{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: "query.filter", Description: desc},
+		}}},
+		Err: cause,
+	}
+}
