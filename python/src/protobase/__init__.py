@@ -16,7 +16,7 @@ The generated API modules are ``protobase.v1.protobase_pb2`` and
 ``protobase.v1.options_pb2`` (the import path protoc-generated schemas use).
 """
 
-from protobase._client import TLS, Client, QueryLike, Record, is_loopback
+from protobase._client import TLS, Client, Key, QueryLike, Record, is_loopback, key_value
 from protobase._errors import ProtobaseError, QueryError, WriteError
 from protobase._query import (
     Enum,
@@ -37,7 +37,7 @@ from protobase._query import (
     select,
     value,
 )
-from protobase._reads import Decode, Page, Scan, Search, SearchResult
+from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult
 from protobase._schema import Schema, read_proto_files, type_name
 from protobase._writer import Op, WriteLimits, Writer, WriteResult
 
@@ -46,6 +46,8 @@ __all__ = [
     "Client",
     "Decode",
     "Enum",
+    "GetResult",
+    "Key",
     "Op",
     "Page",
     "ProtobaseError",
@@ -69,6 +71,7 @@ __all__ = [
     "gt",
     "in_",
     "is_loopback",
+    "key_value",
     "le",
     "lt",
     "ne",

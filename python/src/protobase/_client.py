@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -10,13 +11,22 @@ from types import TracebackType
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, struct_pb2
 from google.protobuf import message as _message
 
 from protobase._errors import from_rpc_error
-from protobase._query import Where, select
-from protobase._reads import Decode, Page, Scan, Search, SearchResult, decoder, read_error
-from protobase._schema import Schema, read_proto_files
+from protobase._query import Enum, Where, select
+from protobase._reads import (
+    Decode,
+    GetResult,
+    Page,
+    Scan,
+    Search,
+    SearchResult,
+    decoder,
+    read_error,
+)
+from protobase._schema import TYPE_URL_PREFIX, Schema, read_proto_files
 from protobase._writer import CHANNEL_MAX_SEND, Op, WriteLimits, Writer, WriteResult
 from protobase.v1 import protobase_pb2 as pb
 
@@ -25,6 +35,21 @@ _SERVICE = "/protobase.v1.Protobase/"
 #: A record as the writer takes it: a message, an Any, or (with a type
 #: name) a dict or the record's encoded bytes.
 Record = _message.Message | any_pb2.Any | Mapping[str, Any] | bytes
+
+#: A primary key for ``Client.get``: a value, a list or tuple of a compound
+#: key's values, a dict by field path, or a record holding the key fields.
+Key = (
+    bool
+    | int
+    | float
+    | str
+    | bytes
+    | Enum
+    | list[Any]
+    | tuple[Any, ...]
+    | Mapping[str, Any]
+    | _message.Message
+)
 
 #: A query: a built one (``select``) or a record type's full name, whose
 #: other parts are then given as keyword arguments.
@@ -151,6 +176,11 @@ class Client:
             _SERVICE + "Query",
             request_serializer=pb.QueryRequest.SerializeToString,
             response_deserializer=pb.QueryResponse.FromString,
+        )
+        self._get = ch.unary_unary(
+            _SERVICE + "Get",
+            request_serializer=pb.GetRequest.SerializeToString,
+            response_deserializer=pb.GetResponse.FromString,
         )
         self._create_key = ch.unary_unary(
             _SERVICE + "CreateKey",
@@ -402,6 +432,43 @@ class Client:
                 return
             token = page.next_page_token
 
+    def get(
+        self,
+        type: str,
+        keys: Iterable[Key],
+        *,
+        decode: Decode = None,
+        timeout: float | None = None,
+    ) -> GetResult:
+        """Read records of ``type`` by primary key, all on one snapshot.
+
+        A key is the value of a one-field primary key (``7``, ``"ann"``), a
+        list or tuple of a compound key's values in primary-key order, a
+        dict by field path, or a record (message or ``Any``) of which only
+        the primary-key fields are read. The result holds the records found
+        in the order of their keys and the positions of the keys missing.
+        """
+        req = pb.GetRequest(type=type)
+        where: list[tuple[bool, int]] = []  # per key given: (is a record, index in its list)
+        for k in keys:
+            if isinstance(k, _message.Message):
+                a = k if isinstance(k, any_pb2.Any) else _pack(k)
+                where.append((True, len(req.key_records)))
+                req.key_records.append(a)
+            else:
+                where.append((False, len(req.keys)))
+                req.keys.append(key_value(k))
+        try:
+            resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
+        except grpc.RpcError as e:
+            raise read_error(e) from None
+        # The server numbers JSON keys first, then key records: map its
+        # positions back to the order the keys were given in.
+        n = len(req.keys)
+        pos = {(is_rec, i): p for p, (is_rec, i) in enumerate(where)}
+        missing = sorted(pos[(m >= n, m - n if m >= n else m)] for m in resp.missing)
+        return GetResult(decoder(self, decode)(list(resp.records)), missing)
+
     # ----------------------------------------------------------------- keys
 
     def create_key(
@@ -436,6 +503,43 @@ class Client:
             self._revoke_key(pb.RevokeKeyRequest(name=name), timeout=timeout, metadata=self._md)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+
+def _pack(m: _message.Message) -> any_pb2.Any:
+    a = any_pb2.Any(type_url=TYPE_URL_PREFIX + m.DESCRIPTOR.full_name, value=m.SerializeToString())
+    return a
+
+
+def key_value(k: Any) -> struct_pb2.Value:
+    """Return a primary key (or one of its values) as a JSON value for Get.
+
+    Integers beyond a double's exact range travel as strings, as protobuf's
+    JSON mapping allows for 64-bit fields; bytes travel as base64.
+    """
+    if isinstance(k, bool):
+        return struct_pb2.Value(bool_value=k)
+    if isinstance(k, int):
+        if abs(k) <= 1 << 53:
+            return struct_pb2.Value(number_value=k)
+        return struct_pb2.Value(string_value=str(k))
+    if isinstance(k, float):
+        return struct_pb2.Value(number_value=k)
+    if isinstance(k, str):
+        return struct_pb2.Value(string_value=k)
+    if isinstance(k, bytes):
+        return struct_pb2.Value(string_value=base64.b64encode(k).decode())
+    if isinstance(k, Enum):
+        return struct_pb2.Value(string_value=k.name)
+    if isinstance(k, (list, tuple)):
+        v = struct_pb2.Value()
+        v.list_value.values.extend(key_value(x) for x in k)
+        return v
+    if isinstance(k, Mapping):
+        v = struct_pb2.Value()
+        for name, x in k.items():
+            v.struct_value.fields[name].CopyFrom(key_value(x))
+        return v
+    raise TypeError(f"cannot use a {k.__class__.__name__} as a primary key")
 
 
 def _as_query(query: QueryLike, where: Where, options: dict[str, Any]) -> pb.Query:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from protobase.v1 import protobase_pb2 as pb
 
@@ -87,16 +87,36 @@ def status_code(value: int) -> grpc.StatusCode:
     return _CODES.get(value, grpc.StatusCode.UNKNOWN)
 
 
-def _write_detail(err: grpc.RpcError) -> pb.WriteError | None:
+def _details(err: grpc.RpcError) -> list[Any]:
+    """Return the status details (google.protobuf.Any) of a failed call."""
     trailers: Any = err.trailing_metadata() if isinstance(err, grpc.Call) else None
     for key, value in trailers or ():
-        if key != _DETAILS_KEY:
-            continue
-        st = status_pb2.Status.FromString(value)
-        for d in st.details:
-            if d.type_url.endswith(_WRITE_ERROR_URL_SUFFIX):
-                return pb.WriteError.FromString(d.value)
+        if key == _DETAILS_KEY:
+            return list(status_pb2.Status.FromString(value).details)
+    return []
+
+
+def _write_detail(err: grpc.RpcError) -> pb.WriteError | None:
+    for d in _details(err):
+        if d.type_url.endswith(_WRITE_ERROR_URL_SUFFIX):
+            return pb.WriteError.FromString(d.value)
     return None
+
+
+def _bad_field(err: grpc.RpcError) -> str:
+    """Return the field a google.rpc.BadRequest detail blames, if any."""
+    for d in _details(err):
+        if d.type_url.endswith("/google.rpc.BadRequest"):
+            br = error_details_pb2.BadRequest.FromString(d.value)
+            for v in br.field_violations:
+                return str(v.field)
+    return ""
+
+
+def query_error_from_rpc(err: grpc.RpcError) -> QueryError:
+    """Turn a failed read call into a QueryError naming the field, when the server did."""
+    code, message = _code_and_message(err)
+    return QueryError(code, message, field=_bad_field(err))
 
 
 def _code_and_message(err: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:

@@ -1,8 +1,9 @@
 """Building queries: ``select`` and the expression helpers (``eq``, ``and_``...).
 
-A filter is either an expression tree built with these helpers or, on a
-server that parses text filters, a string such as ``'age >= 30 and name
-prefix "An"'``, sent as is and parsed by the server.
+A filter is either an expression tree built with these helpers or a text
+filter such as ``'age >= 30 and name prefix "An"'``, sent as is and parsed
+by the server (the syntax of ``protobase search --where``; an error names
+the column).
 """
 
 from __future__ import annotations
@@ -119,11 +120,6 @@ def not_(expr: pb.Expr) -> pb.Expr:
     return e
 
 
-def has_text_filters() -> bool:
-    """Report whether this package's API has the ``Query.filter`` text field."""
-    return "filter" in pb.Query.DESCRIPTOR.fields_by_name
-
-
 def select(
     type: str,
     where: Where = None,
@@ -146,9 +142,7 @@ def select(
     """
     q = pb.Query(type=type, limit=limit, keys_only=keys_only, count=count, explain=explain)
     if isinstance(where, str):
-        if not has_text_filters():
-            raise TypeError("this version of the API has no text filters; build an expression")
-        setattr(q, "filter", where)  # noqa: B010 (absent from older generated stubs)
+        q.filter = where
     elif where is not None:
         q.where.CopyFrom(where)
     if (order and order != "pk") or descending:

@@ -15,7 +15,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
-from protobase._errors import QueryError, status_code
+from protobase._errors import QueryError, query_error_from_rpc, status_code
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -211,6 +211,16 @@ class Page:
 
 def read_error(e: grpc.RpcError) -> QueryError:
     """Turn a failed read call into a QueryError."""
-    if isinstance(e, grpc.Call):
-        return QueryError(e.code(), e.details() or "")
-    return QueryError(None, str(e))
+    return query_error_from_rpc(e)
+
+
+@dataclass
+class GetResult:
+    """The answer of ``Client.get``: the records found, in the order of their keys.
+
+    ``missing`` holds the positions (in the keys given) of the keys that
+    have no record, ascending.
+    """
+
+    records: list[Any]
+    missing: list[int]

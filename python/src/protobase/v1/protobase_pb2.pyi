@@ -11,6 +11,7 @@ from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -119,7 +120,7 @@ class _KeyRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_KeyRole.Value
     DESCRIPTOR: _descriptor.EnumDescriptor
     KEY_ROLE_UNSPECIFIED: _KeyRole.ValueType  # 0
     KEY_ROLE_READ: _KeyRole.ValueType  # 1
-    """GetSchema, Search, Scan, Query (and NATS get)."""
+    """GetSchema, Search, Scan, Query, Get (and NATS get)."""
     KEY_ROLE_WRITE: _KeyRole.ValueType  # 2
     """read, and Insert, Update, Upsert, Remove, Write."""
     KEY_ROLE_SCHEMA: _KeyRole.ValueType  # 3
@@ -135,7 +136,7 @@ class KeyRole(_KeyRole, metaclass=_KeyRoleEnumTypeWrapper):
 
 KEY_ROLE_UNSPECIFIED: KeyRole.ValueType  # 0
 KEY_ROLE_READ: KeyRole.ValueType  # 1
-"""GetSchema, Search, Scan, Query (and NATS get)."""
+"""GetSchema, Search, Scan, Query, Get (and NATS get)."""
 KEY_ROLE_WRITE: KeyRole.ValueType  # 2
 """read, and Insert, Update, Upsert, Remove, Write."""
 KEY_ROLE_SCHEMA: KeyRole.ValueType  # 3
@@ -698,6 +699,7 @@ class Query(_message.Message):
     KEYS_ONLY_FIELD_NUMBER: _builtins.int
     EXPLAIN_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     """Full name of the record type."""
     limit: _builtins.int
@@ -708,6 +710,13 @@ class Query(_message.Message):
     """Attach the chosen plan to the first result."""
     count: _builtins.bool
     """Return no records, only the count of matches."""
+    filter: _builtins.str
+    """Filter as text, parsed by the server, instead of where:
+    `age >= 30 and name prefix "An"` (the syntax of `protobase search
+    --where`, see docs/clients.md). A query with both filter and where is
+    INVALID_ARGUMENT, and so is a filter that does not parse: the message
+    names the column, and a google.rpc.BadRequest detail names the field.
+    """
     @_builtins.property
     def where(self) -> Global___Expr:
         """Filter; absent means every record."""
@@ -724,10 +733,11 @@ class Query(_message.Message):
         keys_only: _builtins.bool = ...,
         explain: _builtins.bool = ...,
         count: _builtins.bool = ...,
+        filter: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["order", b"order", "where", b"where"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "explain", b"explain", "keys_only", b"keys_only", "limit", b"limit", "order", b"order", "type", b"type", "where", b"where"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "explain", b"explain", "filter", b"filter", "keys_only", b"keys_only", "limit", b"limit", "order", b"order", "type", b"type", "where", b"where"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1188,6 +1198,82 @@ class QueryResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___QueryResponse: _TypeAlias = QueryResponse  # noqa: Y015
+
+@_typing.final
+class GetRequest(_message.Message):
+    """GetRequest names primary keys of one record type. Keys may be given as
+    JSON values, as key records, or both; their positions number keys first,
+    then key_records.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
+    KEY_RECORDS_FIELD_NUMBER: _builtins.int
+    type: _builtins.str
+    """Full name of the record type."""
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]:
+        """Primary keys as JSON values. A one-field key is the value itself (7,
+        "ann"); a compound key is a list in primary_key order ([7, "ann"]) or
+        an object by field path ({"id": 7, "name": "ann"}). Values follow the
+        protobuf JSON mapping of the key field: 64-bit integers may be strings
+        ("9007199254740993"), bytes are base64, enums are names or numbers.
+        """
+
+    @_builtins.property
+    def key_records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """Primary keys as records of the type, of which only the primary-key
+        fields are read (as Remove reads them); their type must be type.
+        """
+
+    def __init__(
+        self,
+        *,
+        type: _builtins.str = ...,
+        keys: _abc.Iterable[_struct_pb2.Value] | None = ...,
+        key_records: _abc.Iterable[_any_pb2.Any] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_records", b"key_records", "keys", b"keys", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRequest: _TypeAlias = GetRequest  # noqa: Y015
+
+@_typing.final
+class GetResponse(_message.Message):
+    """GetResponse answers a GetRequest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    MISSING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """The records found, in the order of their keys, with their bytes as
+        stored; a key named twice yields its record twice.
+        """
+
+    @_builtins.property
+    def missing(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Positions (see GetRequest) of the keys that have no record, ascending."""
+
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[_any_pb2.Any] | None = ...,
+        missing: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetResponse: _TypeAlias = GetResponse  # noqa: Y015
 
 @_typing.final
 class KeyInfo(_message.Message):

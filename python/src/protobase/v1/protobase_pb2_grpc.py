@@ -85,6 +85,11 @@ class ProtobaseStub:
                 request_serializer=protobase_dot_v1_dot_protobase__pb2.QueryRequest.SerializeToString,
                 response_deserializer=protobase_dot_v1_dot_protobase__pb2.QueryResponse.FromString,
                 _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/protobase.v1.Protobase/Get',
+                request_serializer=protobase_dot_v1_dot_protobase__pb2.GetRequest.SerializeToString,
+                response_deserializer=protobase_dot_v1_dot_protobase__pb2.GetResponse.FromString,
+                _registered_method=True)
         self.CreateKey = channel.unary_unary(
                 '/protobase.v1.Protobase/CreateKey',
                 request_serializer=protobase_dot_v1_dot_protobase__pb2.CreateKeyRequest.SerializeToString,
@@ -183,6 +188,15 @@ class ProtobaseServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Get(self, request, context):
+        """Get reads records of one type by primary key: the records found and
+        the positions of the keys that have none. All keys are read on one
+        snapshot.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateKey(self, request, context):
         """CreateKey creates an API key and returns it; the key is shown only here
         (the server keeps its SHA-256 hash). Admin role only.
@@ -259,6 +273,11 @@ def add_ProtobaseServicer_to_server(servicer, server):
                     servicer.Query,
                     request_deserializer=protobase_dot_v1_dot_protobase__pb2.QueryRequest.FromString,
                     response_serializer=protobase_dot_v1_dot_protobase__pb2.QueryResponse.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=protobase_dot_v1_dot_protobase__pb2.GetRequest.FromString,
+                    response_serializer=protobase_dot_v1_dot_protobase__pb2.GetResponse.SerializeToString,
             ),
             'CreateKey': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateKey,
@@ -547,6 +566,33 @@ class Protobase:
             '/protobase.v1.Protobase/Query',
             protobase_dot_v1_dot_protobase__pb2.QueryRequest.SerializeToString,
             protobase_dot_v1_dot_protobase__pb2.QueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/protobase.v1.Protobase/Get',
+            protobase_dot_v1_dot_protobase__pb2.GetRequest.SerializeToString,
+            protobase_dot_v1_dot_protobase__pb2.GetResponse.FromString,
             options,
             channel_credentials,
             insecure,

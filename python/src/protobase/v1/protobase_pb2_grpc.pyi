@@ -68,6 +68,11 @@ class ProtobaseStub:
     """
     Query: _grpc.UnaryUnaryMultiCallable[_protobase_pb2.QueryRequest, _protobase_pb2.QueryResponse]
     """Query returns one page of matches and a continuation token."""
+    Get: _grpc.UnaryUnaryMultiCallable[_protobase_pb2.GetRequest, _protobase_pb2.GetResponse]
+    """Get reads records of one type by primary key: the records found and
+    the positions of the keys that have none. All keys are read on one
+    snapshot.
+    """
     CreateKey: _grpc.UnaryUnaryMultiCallable[_protobase_pb2.CreateKeyRequest, _protobase_pb2.CreateKeyResponse]
     """CreateKey creates an API key and returns it; the key is shown only here
     (the server keeps its SHA-256 hash). Admin role only.
@@ -118,6 +123,11 @@ class ProtobaseAsyncStub(ProtobaseStub):
     """
     Query: _aio.UnaryUnaryMultiCallable[_protobase_pb2.QueryRequest, _protobase_pb2.QueryResponse]  # type: ignore[assignment]
     """Query returns one page of matches and a continuation token."""
+    Get: _aio.UnaryUnaryMultiCallable[_protobase_pb2.GetRequest, _protobase_pb2.GetResponse]  # type: ignore[assignment]
+    """Get reads records of one type by primary key: the records found and
+    the positions of the keys that have none. All keys are read on one
+    snapshot.
+    """
     CreateKey: _aio.UnaryUnaryMultiCallable[_protobase_pb2.CreateKeyRequest, _protobase_pb2.CreateKeyResponse]  # type: ignore[assignment]
     """CreateKey creates an API key and returns it; the key is shown only here
     (the server keeps its SHA-256 hash). Admin role only.
@@ -225,6 +235,17 @@ class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_protobase_pb2.QueryResponse, _abc.Awaitable[_protobase_pb2.QueryResponse]]:
         """Query returns one page of matches and a continuation token."""
+
+    @_abc_1.abstractmethod
+    def Get(
+        self,
+        request: _protobase_pb2.GetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_protobase_pb2.GetResponse, _abc.Awaitable[_protobase_pb2.GetResponse]]:
+        """Get reads records of one type by primary key: the records found and
+        the positions of the keys that have none. All keys are read on one
+        snapshot.
+        """
 
     @_abc_1.abstractmethod
     def CreateKey(
