@@ -125,3 +125,13 @@ def shop_pb2(tmp_path_factory: pytest.TempPathFactory) -> object:
     import shop_pb2  # type: ignore[import-not-found]
 
     return shop_pb2
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A test CA with server and client certificates (tests/certgen.go), made with Go."""
+    out = tmp_path_factory.mktemp("certs")
+    subprocess.run(
+        ["go", "run", str(Path(__file__).parent / "certgen.go"), str(out)], cwd=REPO, check=True
+    )
+    return out
