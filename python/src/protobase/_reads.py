@@ -45,7 +45,7 @@ def decoder(client: Client, decode: Decode) -> Decoder:
     raise ValueError(f"decode must be None, 'message', 'dict' or a message class, not {decode!r}")
 
 
-@dataclass
+@dataclass(slots=True)
 class SearchResult:
     """The results of one query of a ``search`` call.
 
@@ -77,7 +77,7 @@ class Search:
     """
 
     def __init__(self, client: Client, decode: Decode = None, timeout: float | None = None) -> None:
-        self._decode = decoder(client, decode)
+        self._decode = None if decode is None else decoder(client, decode)
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[pb.SearchRequest] = []
         self._closed = False
@@ -128,7 +128,10 @@ class Search:
                     r = pending.get(b.query)
                     if r is None:
                         r = pending[b.query] = SearchResult(b.query)
-                    r.records.extend(decode(list(b.records)))
+                    if decode is None:
+                        r.records.extend(b.records)
+                    else:
+                        r.records.extend(decode(list(b.records)))
                     if b.HasField("plan"):
                         r.plan = b.plan
                 for d in resp.done:
