@@ -1,5 +1,9 @@
 // Package client is the public Go client of Protobase: connect, manage the
-// schema, and write records through an auto-batching Writer.
+// schema, write records through an auto-batching Writer, read them with
+// Search, Scan, Query pages and Get, and build filters as text (Query.Filter)
+// or with expression helpers (Eq, Lt, And, ...). Records may be generated
+// Go types, or dynamic messages and JSON built from the server's own schema
+// (Types), so that a program needs no generated code.
 package client
 
 import (
@@ -20,6 +24,7 @@ import (
 type Client struct {
 	conn *grpc.ClientConn
 	api  pb.ProtobaseClient
+	tc   typeCache // the server's types, for JSON and dynamic records
 }
 
 // Option configures Dial.

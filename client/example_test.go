@@ -85,11 +85,6 @@ func Example() {
 	// AlreadyExists: batch 0, record 1, field email
 }
 
-// eq is the query filter field = v for an int64 field.
-func eq(field string, v int64) *pb.Expr {
-	return &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: field, Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: v}}}}}
-}
-
 // Many queries travel on one Search stream, batched into one request; each
 // has its own Results, readable in any order. Scan streams every match,
 // read in parallel on the server; Query pages resume from a token.
@@ -123,9 +118,9 @@ func ExampleSearch() {
 		log.Fatal(err)
 	}
 	rs, err := s.Batch([]*pb.Query{
-		{Type: "demo.User", Where: eq("id", 7)},
-		{Type: "demo.User", Where: eq("id", 1000)}, // no such user
-		{Type: "demo.User", Where: eq("nope", 1)},  // fails alone
+		{Type: "demo.User", Where: client.Eq("id", 7)},
+		{Type: "demo.User", Where: client.Eq("id", 1000)}, // no such user
+		{Type: "demo.User", Where: client.Eq("nope", 1)},  // fails alone
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -59,6 +59,8 @@ const ackInterval = 100 * time.Millisecond
 // batch so far. The first error from the stream ends the writer: every
 // later call returns it. Safe for concurrent use.
 type Writer struct {
+	c      *Client         // for WriteJSON's types
+	ctx    context.Context // the stream's, for WriteJSON's schema fetch
 	opts   WriterOptions
 	op     Op
 	stream grpc.BidiStreamingClient[pb.WriteStreamRequest, pb.WriteStreamResponse]
@@ -96,7 +98,7 @@ func (c *Client) NewWriter(ctx context.Context, op Op, opts WriterOptions) (*Wri
 		cancel()
 		return nil, asError(err)
 	}
-	w := &Writer{opts: opts, op: op, stream: st, cancel: cancel,
+	w := &Writer{c: c, ctx: ctx, opts: opts, op: op, stream: st, cancel: cancel,
 		done: make(chan struct{}), acked: make(chan struct{})}
 	go w.receive()
 	return w, nil

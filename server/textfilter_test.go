@@ -147,7 +147,7 @@ func TestFilterTextErrors(t *testing.T) {
 	where := &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: 1}}}}}
 	cases := []struct {
 		name, filter, want string
-		where          *pb.Expr
+		where              *pb.Expr
 	}{
 		{"missing value", `id >= `, "column 7: expected value after", nil},
 		{"unclosed paren", `(id = 1`, "column 8: expected \")\"", nil},

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestQueryCommand(t *testing.T) {
+	addr := seedUsers(t)
+	base := []string{"--addr", addr, "query", "--type", "shop.User"}
+
+	// One page, then the rest with the token printed on stderr.
+	r := mustCLI(t, "", append(base, "--where", "id > 3", "--page-size", "4")...)
+	if got := fmt.Sprint(ids(t, r.stdout)); got != "[4 5 6 7]" {
+		t.Fatalf("page 1: %s", got)
+	}
+	_, tok, ok := strings.Cut(strings.TrimSpace(r.stderr), "next page: --token ")
+	if !ok || tok == "" {
+		t.Fatalf("no token on stderr: %q", r.stderr)
+	}
+	r = mustCLI(t, "", append(base, "--where", "id > 3", "--page-size", "4", "--token", tok)...)
+	if got := fmt.Sprint(ids(t, r.stdout)); got != "[8 9 10]" || r.stderr != "" {
+		t.Fatalf("page 2: %s, stderr %q", got, r.stderr)
+	}
+
+	r = mustCLI(t, "", append(base, "--all", "--page-size", "3", "-w", `email contains "example.com"`)...)
+	if got := fmt.Sprint(ids(t, r.stdout)); got != "[2 4 6 8 10]" || r.stderr != "" {
+		t.Fatalf("--all: %s, stderr %q", got, r.stderr)
+	}
+	r = mustCLI(t, "", append(base, "--all", "--order", "pk desc", "--limit", "2")...)
+	if got := fmt.Sprint(ids(t, r.stdout)); got != "[10 9]" {
+		t.Fatalf("--order --limit: %s", got)
+	}
+	r = mustCLI(t, "", append(base, "--count", "-w", "id <= 4")...)
+	if strings.TrimSpace(r.stdout) != "4" {
+		t.Fatalf("--count printed %q", r.stdout)
+	}
+}
+
+func TestGetCommand(t *testing.T) {
+	addr := seedUsers(t)
+	r := mustCLI(t, "", "--addr", addr, "get", "--type", "shop.User", "3", `"1"`, "[7]", `{"id": 10}`)
+	if got := fmt.Sprint(ids(t, r.stdout)); got != "[3 1 7 10]" {
+		t.Fatalf("get: %s", got)
+	}
+	r = mustCLI(t, "", "--addr", addr, "get", "-t", "shop.User", "2", "--format", "table")
+	wantContains(t, r.stdout, "user-02", "u2@example.com")
+
+	// Missing keys are named; the records found are still printed.
+	r = cli(t, "", "--addr", addr, "get", "-t", "shop.User", "2", "99", "1000")
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "not found: 99", "not found: 1000", "2 of 3 keys not found")
+	if got := fmt.Sprint(ids(t, r.stdout)); got != "[2]" {
+		t.Fatalf("get with missing keys printed %s", got)
+	}
+}
+
+// Malformed input to search, query and get: each exits non-zero with a
+// message that says what is wrong and where.
+func TestQueryGetErrors(t *testing.T) {
+	addr := seedUsers(t)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"query syntax error points at the column", []string{"query", "-t", "shop.User", "-w", "id >= and"}, exitUsage, []string{"--where:", "id >= and", "^"}},
+		{"query unbalanced", []string{"query", "-t", "shop.User", "-w", "(id = 1"}, exitUsage, []string{"--where:", `expected ")"`}},
+		{"query unknown field", []string{"query", "-t", "shop.User", "-w", "age > 3"}, exitFailed, []string{"age"}},
+		{"query bad token", []string{"query", "-t", "shop.User", "--token", "garbage!"}, exitFailed, []string{"InvalidArgument", "token"}},
+		{"query token and all", []string{"query", "-t", "shop.User", "--token", "x", "--all"}, exitUsage, []string{"token", "all"}},
+		{"query bad page size", []string{"query", "-t", "shop.User", "--page-size", "-3"}, exitUsage, []string{"page-size"}},
+		{"query missing type", []string{"query"}, exitUsage, []string{"type"}},
+		{"query unknown type", []string{"query", "-t", "shop.Nope"}, exitFailed, []string{"shop.Nope"}},
+		{"search hostile input", []string{"search", "-t", "shop.User", "-w", "name = \"\xff\""}, exitUsage, []string{"--where:", "UTF-8"}},
+		{"search deep nesting", []string{"search", "-t", "shop.User", "-w", strings.Repeat("(", 500) + "id = 1" + strings.Repeat(")", 500)}, exitUsage, []string{"nested too deeply"}},
+		{"get no keys", []string{"get", "-t", "shop.User"}, exitUsage, []string{"requires at least 1 arg"}},
+		{"get missing type", []string{"get", "1"}, exitUsage, []string{"type"}},
+		{"get unknown type", []string{"get", "-t", "shop.Nope", "1"}, exitFailed, []string{"shop.Nope"}},
+		{"get null key", []string{"get", "-t", "shop.User", "null"}, exitUsage, []string{"key 1 (null)", "null is not a key"}},
+		{"get text for an integer key", []string{"get", "-t", "shop.User", "ann"}, exitFailed, []string{"InvalidArgument", "keys[0]"}},
+		{"get fraction", []string{"get", "-t", "shop.User", "1", "2.5"}, exitFailed, []string{"keys[1]"}},
+		{"get wrong list length", []string{"get", "-t", "shop.User", "[1, 2]"}, exitFailed, []string{"keys[0]", "has 1 fields (id)"}},
+		{"get non-key field", []string{"get", "-t", "shop.User", `{"name": "x"}`}, exitFailed, []string{`"name" is not a primary-key field`}},
+		{"get bad format", []string{"get", "-t", "shop.User", "--format", "xml", "1"}, exitUsage, []string{"--format"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := cli(t, "", append([]string{"--addr", addr}, c.args...)...)
+			wantCode(t, r, c.code)
+			wantContains(t, r.stderr, c.want...)
+		})
+	}
+}
