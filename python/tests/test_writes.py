@@ -57,14 +57,39 @@ def test_writer_batches_by_bytes(client: protobase.Client) -> None:
 
 
 def test_writer_linger_sends_a_partial_batch(client: protobase.Client) -> None:
-    with client.writer("insert", max_records=1000, linger=0.01) as w:
+    with client.writer("insert", max_records=1000, linger=0.05) as w:
         w.write({"id": 1, "name": "a"}, type=USER)
-        # No flush: the linger timer sends the batch; the search below only
-        # sees it once it is applied, so wait for the acknowledgement that
-        # the next flush asks for after the timer's batch.
-        w.flush()
+        # Nothing but the linger timer sends this batch of one.
+        assert w.wait_durable(1, timeout=60)
+        assert [u["id"] for u in all_users(client)] == [1]
         w.write({"id": 2, "name": "b"}, type=USER)
     assert w.close().records == 2
+
+
+def test_without_linger_a_partial_batch_waits(client: protobase.Client) -> None:
+    with client.writer("insert", max_records=1000) as w:
+        w.write({"id": 1, "name": "a"}, type=USER)
+        assert not w.wait_durable(1, timeout=0.2)
+        assert all_users(client) == []
+    assert w.close().records == 1
+
+
+def test_writer_is_safe_for_threads(client: protobase.Client) -> None:
+    import threading
+
+    with client.writer("insert", max_records=64) as w:
+
+        def work(t: int) -> None:
+            for i in range(500):
+                w.write({"id": t * 1000 + i}, type=USER)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert w.close().records == 2000
+    assert len(all_users(client)) == 2000
 
 
 def test_write_forms_generated_dynamic_any_bytes(client: protobase.Client, shop_pb2: Any) -> None:

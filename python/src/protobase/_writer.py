@@ -381,6 +381,26 @@ class Writer:
         with self._cond:
             return self._acked_records
 
+    def wait_durable(self, records: int, timeout: float | None = None) -> bool:
+        """Wait until the server has said ``records`` records are durable.
+
+        Returns False on timeout; raises the writer's ``WriteError`` if the
+        stream fails first. Unlike ``flush`` it sends nothing: it waits for
+        batches sent by size or ``linger`` (each asks for an acknowledgement
+        at most every 0.1 s, and ``flush`` and the end always do).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._acked_records < records and not self._ended:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+            if self._acked_records >= records:
+                return True
+            err = self._stream_error()
+        raise self._fail(err)
+
     def close(self) -> WriteResult:
         """Flush, end the stream and return its counts (raises ``WriteError``)."""
         with self._lock:
