@@ -71,6 +71,22 @@ _RECORD_HEADER = [b"\x12" + v for v in _VARINT]
 _ACK_FIELD = b"\x18\x01"
 
 
+def record_parts(prefix: bytes, value: bytes) -> tuple[tuple[bytes, ...], int]:
+    """Return the byte strings encoding one record of a WriteStreamRequest, and their size.
+
+    ``prefix`` is ``_type_prefix`` of the record's type URL; joined, the
+    parts are what protobuf encodes for ``records`` holding
+    ``Any(type_url, value)``.
+    """
+    n = len(value)
+    inner = len(prefix) + n + (len(_VARINT[n]) if n < 16384 else len(_varint(n)))
+    if inner < 16384:
+        head = _RECORD_HEADER[inner]
+        return (head, prefix, _VARINT[n], value), len(head) + inner
+    head = b"\x12" + _varint(inner)
+    return (head, prefix, _varint(n), value), len(head) + inner
+
+
 def _type_prefix(type_url: str) -> bytes:
     """Return the bytes of Any.type_url followed by Any.value's tag."""
     url = type_url.encode()
@@ -286,15 +302,7 @@ class Writer:
             value = msg.SerializeToString()
         else:
             raise TypeError(f"cannot write a {record.__class__.__name__} as a record")
-        n = len(value)
-        inner = len(prefix) + n + (len(_VARINT[n]) if n < 16384 else len(_varint(n)))
-        if inner < 16384:
-            parts: tuple[bytes, ...] = (_RECORD_HEADER[inner], prefix, _VARINT[n], value)
-            size = len(parts[0]) + inner
-        else:
-            head = b"\x12" + _varint(inner)
-            parts = (head, prefix, _varint(n), value)
-            size = len(head) + inner
+        parts, size = record_parts(prefix, value)
         if _REQUEST_OVERHEAD + size > self._max_message:
             raise WriteError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
