@@ -9,7 +9,8 @@ and measures, alternating Python and Go in each of --runs rounds:
   durable; records given as messages (schema classes in Python, dynamicpb
   in Go), and pre-encoded (bytes in Python, Any in Go);
 - search: primary-key lookups, 1,000 queries per request on one Search
-  stream, each request sent once the results of the one before arrived.
+  stream, each request sent once the results of the one before arrived;
+- get: the same keys read with Get, 1,000 keys per call.
 
 Prints the medians as a Markdown table (and --json FILE). Run from the
 repository root: python/.venv/bin/python python/bench/bench.py
@@ -89,6 +90,18 @@ def py_search(c: protobase.Client, n: int, batch: int, ids: int) -> float:
     s.close()
     for _ in results:
         pass
+    return n / (time.perf_counter() - start)
+
+
+def py_get(c: protobase.Client, n: int, batch: int, ids: int) -> float:
+    start = time.perf_counter()
+    k = 0
+    for done in range(0, n, batch):
+        m = min(batch, n - done)
+        r = c.get(ITEM, [(k + j) * 7919 % ids for j in range(m)])
+        k += m
+        if r.missing or len(r.records) != m:
+            raise RuntimeError(f"get: keys missing at positions {r.missing}")
     return n / (time.perf_counter() - start)
 
 
@@ -184,6 +197,21 @@ def measure(addr: str, goclient: Path, a: argparse.Namespace) -> dict[str, tuple
                 addr,
                 "-mode",
                 "search",
+                "-n",
+                str(a.lookups),
+                "-batch",
+                str(batch),
+                "-ids",
+                str(a.lookups),
+            ),
+        ],
+        "get, primary keys": [
+            lambda: py_get(c, a.lookups, batch, a.lookups),
+            lambda: go(
+                goclient,
+                addr,
+                "-mode",
+                "get",
                 "-n",
                 str(a.lookups),
                 "-batch",

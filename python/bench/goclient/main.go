@@ -28,7 +28,7 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:7070", "server address")
-	mode := flag.String("mode", "ingest", "ingest (dynamic messages), ingest-bytes (pre-encoded records) or search")
+	mode := flag.String("mode", "ingest", "ingest (dynamic messages), ingest-bytes (pre-encoded records), search or get")
 	n := flag.Int("n", 100000, "records to insert, or lookups to run")
 	batch := flag.Int("batch", 1000, "records per write batch, or queries per search request")
 	first := flag.Int64("first-id", 0, "first id to insert")
@@ -61,6 +61,8 @@ func run(addr, mode string, n, batch int, first, ids int64) error {
 		elapsed, err = ingest(ctx, c, mode == "ingest-bytes", n, batch, first)
 	case "search":
 		elapsed, err = search(ctx, c, n, batch, ids)
+	case "get":
+		elapsed, err = get(ctx, c, n, batch, ids)
 	default:
 		err = fmt.Errorf("unknown -mode %q", mode)
 	}
@@ -171,6 +173,30 @@ func search(ctx context.Context, c *client.Client, n, batch int, ids int64) (tim
 	}
 	if err := s.Close(); err != nil {
 		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// get reads n records by primary key, batch keys per Get call, in the
+// order search looks them up.
+func get(ctx context.Context, c *client.Client, n, batch int, ids int64) (time.Duration, error) {
+	start := time.Now()
+	var next int64
+	for done := 0; done < n; done += batch {
+		keys := make([]any, min(batch, n-done))
+		for i := range keys {
+			keys[i] = next * 7919 % ids
+			next++
+		}
+		recs, err := c.Get(ctx, bench.ItemType, keys...)
+		if err != nil {
+			return 0, err
+		}
+		for i, r := range recs {
+			if r == nil {
+				return 0, fmt.Errorf("key %v: no record", keys[i])
+			}
+		}
 	}
 	return time.Since(start), nil
 }
