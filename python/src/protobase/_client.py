@@ -457,7 +457,7 @@ class Client:
                 req.key_records.append(a)
             else:
                 where.append((False, len(req.keys)))
-                req.keys.append(key_value(k))
+                _set_key(req.keys.add(), k)
         try:
             resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
         except grpc.RpcError as e:
@@ -516,30 +516,38 @@ def key_value(k: Any) -> struct_pb2.Value:
     Integers beyond a double's exact range travel as strings, as protobuf's
     JSON mapping allows for 64-bit fields; bytes travel as base64.
     """
+    v = struct_pb2.Value()
+    _set_key(v, k)
+    return v
+
+
+def _set_key(v: struct_pb2.Value, k: Any) -> None:
+    # Filled in place: passing messages to constructors copies them.
     if isinstance(k, bool):
-        return struct_pb2.Value(bool_value=k)
-    if isinstance(k, int):
+        v.bool_value = k
+    elif isinstance(k, int):
         if abs(k) <= 1 << 53:
-            return struct_pb2.Value(number_value=k)
-        return struct_pb2.Value(string_value=str(k))
-    if isinstance(k, float):
-        return struct_pb2.Value(number_value=k)
-    if isinstance(k, str):
-        return struct_pb2.Value(string_value=k)
-    if isinstance(k, bytes):
-        return struct_pb2.Value(string_value=base64.b64encode(k).decode())
-    if isinstance(k, Enum):
-        return struct_pb2.Value(string_value=k.name)
-    if isinstance(k, (list, tuple)):
-        v = struct_pb2.Value()
-        v.list_value.values.extend(key_value(x) for x in k)
-        return v
-    if isinstance(k, Mapping):
-        v = struct_pb2.Value()
+            v.number_value = k
+        else:
+            v.string_value = str(k)
+    elif isinstance(k, float):
+        v.number_value = k
+    elif isinstance(k, str):
+        v.string_value = k
+    elif isinstance(k, bytes):
+        v.string_value = base64.b64encode(k).decode()
+    elif isinstance(k, Enum):
+        v.string_value = k.name
+    elif isinstance(k, (list, tuple)):
+        values = v.list_value.values
+        for x in k:
+            _set_key(values.add(), x)
+    elif isinstance(k, Mapping):
+        fields = v.struct_value.fields
         for name, x in k.items():
-            v.struct_value.fields[name].CopyFrom(key_value(x))
-        return v
-    raise TypeError(f"cannot use a {k.__class__.__name__} as a primary key")
+            _set_key(fields[name], x)
+    else:
+        raise TypeError(f"cannot use a {k.__class__.__name__} as a primary key")
 
 
 def _as_query(query: QueryLike, where: Where, options: dict[str, Any]) -> pb.Query:
