@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -113,3 +114,12 @@ def test_schema_classes_follow_applies(client: protobase.Client) -> None:
     assert [s2.to_dict(r) for r in client.scan("pytest.notes.Note")] == [{"id": 1, "text": "hi"}]
     with pytest.raises(KeyError, match="no message"):
         s2.message_class("pytest.notes.Nope")
+
+
+def test_protoc_generated_schema_uses_the_packaged_options(shop_pb2: Any) -> None:
+    from protobase.v1 import options_pb2
+
+    opts = shop_pb2.User.DESCRIPTOR.GetOptions().Extensions[options_pb2.record]
+    assert list(opts.primary_key) == ["id"]
+    assert [list(ix.fields) for ix in opts.index] == [["name"], ["email"]]
+    assert opts.index[1].unique
