@@ -129,20 +129,21 @@ def main() -> None:
             rows = measure(server.addr, goclient, a)
         finally:
             server.stop()
-    print(f"records/s or lookups/s, median of {a.runs} runs, batch {a.batch}:\n")
+    print(f"records/s or lookups/s, median of {a.runs} runs, batch {a.batch}; the ratio is")
+    print("the median of the runs' ratios (Python and Go measured one after the other):\n")
     print("| workload | Python | Go | Python / Go |\n|---|---:|---:|---:|")
-    for name, (py, gov) in rows.items():
-        ratio = f"{py / gov:.2f}" if gov else "-"
-        print(
-            f"| {name} | {py:,.0f} | {gov:,.0f} | {ratio} |"
-            if gov
-            else f"| {name} | {py:,.0f} | - | - |"
-        )
+    for name, (py, gov, ratio) in rows.items():
+        if gov:
+            print(f"| {name} | {py:,.0f} | {gov:,.0f} | {ratio:.2f} |")
+        else:
+            print(f"| {name} | {py:,.0f} | - | - |")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2))
 
 
-def measure(addr: str, goclient: Path, a: argparse.Namespace) -> dict[str, tuple[float, float]]:
+def measure(
+    addr: str, goclient: Path, a: argparse.Namespace
+) -> dict[str, tuple[float, float, float]]:
     c = protobase.Client(addr)
     c.apply_schema({"protobase_lab/items.proto": (REPO / "bench" / "items.proto").read_text()})
     n, batch = a.records, a.batch
@@ -232,7 +233,14 @@ def measure(addr: str, goclient: Path, a: argparse.Namespace) -> dict[str, tuple
                 file=sys.stderr,
             )
     c.close()
-    return {k: (statistics.median(p), statistics.median(g)) for k, (p, g) in got.items()}
+    return {
+        k: (
+            statistics.median(p),
+            statistics.median(g),
+            statistics.median(x / y if y else 0.0 for x, y in zip(p, g, strict=True)),
+        )
+        for k, (p, g) in got.items()
+    }
 
 
 if __name__ == "__main__":
