@@ -198,6 +198,10 @@ func (e *authEnv) rpcs() []rpc {
 			_, err := api.Query(ctx, &pb.QueryRequest{Query: orders})
 			return err
 		}},
+		{"Get", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+			_, err := api.Get(ctx, &pb.GetRequest{Type: "shop.Order", KeyRecords: []*anypb.Any{e.order(1, 1)}})
+			return err
+		}},
 		{"CreateKey", "schemer", func(ctx context.Context, api pb.ProtobaseClient) error {
 			_, err := api.CreateKey(ctx, &pb.CreateKeyRequest{Name: "new", Role: pb.KeyRole_KEY_ROLE_ADMIN})
 			return err

@@ -77,6 +77,7 @@ func TestAuthRESTEveryRPC(t *testing.T) {
 		{"Search", "POST", "/v1/search", `{"queries": [{"type": "shop.Order"}]}`, "user-reader"},
 		{"Scan", "POST", "/v1/scan", `{"query": {"type": "shop.Order"}}`, "user-reader"},
 		{"Query", "POST", "/v1/query", `{"query": {"type": "shop.Order"}}`, "user-reader"},
+		{"Get", "POST", "/v1/records:get", `{"type": "shop.Order", "keys": [[1, 1]]}`, "user-reader"},
 		{"CreateKey", "POST", "/v1/keys", `{"name": "new", "role": "KEY_ROLE_ADMIN"}`, "schemer"},
 		{"ListKeys", "GET", "/v1/keys", "", "schemer"},
 		{"RevokeKey", "DELETE", "/v1/keys/reader", "", "schemer"},
@@ -168,6 +169,7 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 		{natstransport.SubjectRemove, batch(e.user(2)), "reader"},
 		{natstransport.SubjectQuery, orders, "user-reader"},
 		{natstransport.SubjectGet, e.order(1, 1), "user-reader"},
+		{natstransport.SubjectGetRecords, &pb.GetRequest{Type: "shop.Order", KeyRecords: []*anypb.Any{e.order(1, 1)}}, "user-reader"},
 		{natstransport.SubjectKeysCreate, &pb.CreateKeyRequest{Name: "new", Role: pb.KeyRole_KEY_ROLE_READ}, "schemer"},
 		{natstransport.SubjectKeysList, &pb.ListKeysRequest{}, "schemer"},
 		{natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "reader"}, "schemer"},
@@ -214,6 +216,8 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 			resp = &pb.WriteResponse{}
 		case natstransport.SubjectQuery:
 			resp = &pb.QueryResponse{}
+		case natstransport.SubjectGetRecords:
+			resp = &pb.GetResponse{}
 		case natstransport.SubjectKeysCreate:
 			resp = &pb.CreateKeyResponse{}
 		case natstransport.SubjectKeysList:

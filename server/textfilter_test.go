@@ -156,6 +156,8 @@ func TestFilterTextErrors(t *testing.T) {
 		{"deep", strings.Repeat("not ", 200) + "id = 1", "nested too deeply", nil},
 		{"keyword as field", `and = 1`, "column 1:", nil},
 		{"both", `id = 1`, "both filter and where", where},
+		{"unknown field", `id >= 1 and (agee > 3 or agee < 1)`, `filter: column 14: field agee: no field "agee" in shop.User`, nil},
+		{"type mismatch", `name = 3`, "filter: column 1: field name: type mismatch", nil},
 	}
 	rest := restClients(t, ts)[0]
 	natsc := newNATSClient(t, ts, ts.srv.NATSURL(), true)

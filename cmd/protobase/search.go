@@ -144,7 +144,10 @@ func (o *readOptions) query() (*pb.Query, error) {
 	}
 	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain, KeysOnly: o.keysOnly}
 	if o.where != "" {
-		e, err := where.Parse(o.where)
+		// Parsed here for the caret under a syntax error, then sent as
+		// text: the server parses it with the same parser and points at
+		// the column of a field its schema refuses.
+		_, err := where.Parse(o.where)
 		if err != nil {
 			var se *where.SyntaxError
 			if errors.As(err, &se) {
@@ -152,7 +155,7 @@ func (o *readOptions) query() (*pb.Query, error) {
 			}
 			return nil, usageError(fmt.Errorf("--where: %w", err))
 		}
-		q.Where = e
+		q.Filter = o.where
 	}
 	return q, nil
 }

@@ -122,7 +122,7 @@ func TestReadCommandErrors(t *testing.T) {
 		{"syntax error points at the column", []string{"search", "-t", "shop.User", "-w", "id >= and"}, exitUsage,
 			[]string{"--where:", "id >= and", "^"}},
 		{"unterminated string", []string{"search", "-t", "shop.User", "-w", `name = "abc`}, exitUsage, []string{"--where:"}},
-		{"unknown field", []string{"search", "-t", "shop.User", "-w", "age > 3"}, exitFailed, []string{"age"}},
+		{"unknown field", []string{"search", "-t", "shop.User", "-w", "id > 1 and age > 3"}, exitFailed, []string{"column 12", "no field \"age\""}},
 		{"type mismatch", []string{"search", "-t", "shop.User", "-w", `id = "x"`}, exitFailed, []string{"InvalidArgument", "id"}},
 		{"operator not valid", []string{"search", "-t", "shop.User", "-w", "id prefix 3"}, exitFailed, []string{"InvalidArgument"}},
 		{"unknown type", []string{"search", "-t", "shop.Nope"}, exitFailed, []string{"shop.Nope"}},

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -10,6 +11,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/textfilter"
 )
 
@@ -36,6 +38,19 @@ func withFilter(q *pb.Query) (*pb.Query, error) {
 	return nq, nil
 }
 
+// inFilter is the message of a query the planner refused: when the query
+// came as the text filter text and the error names a field, it points at
+// the column where the text compares that field.
+func inFilter(text string, qe *query.Error) string {
+	if text == "" || qe.Field == "" {
+		return qe.Error()
+	}
+	if col := textfilter.FieldColumn(text, qe.Field); col > 0 {
+		return fmt.Sprintf("filter: column %d: %s", col, qe.Error())
+	}
+	return "filter: " + qe.Error()
+}
+
 // filterError is the INVALID_ARGUMENT of a bad filter field, with a
 // google.rpc.BadRequest naming it, so clients that read field violations
 // (grpc-gateway's and the Python client's users) find the field and, in
@@ -46,12 +61,12 @@ func filterError(msg string, cause error) *apierror.Error {
 	if errors.As(cause, &se) {
 		desc = se.Error()
 	}
-	return &apierror.Error{
-		Code: codes.InvalidArgument,
-		Msg:  msg,
-		Details: []protoadapt.MessageV1{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-			{Field: "query.filter", Description: desc},
-		}}},
-		Err: cause,
-	}
+	return &apierror.Error{Code: codes.InvalidArgument, Msg: msg, Details: filterViolation(desc), Err: cause}
+}
+
+// filterViolation is the status detail naming the filter field.
+func filterViolation(desc string) []protoadapt.MessageV1 {
+	return []protoadapt.MessageV1{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+		{Field: "query.filter", Description: desc},
+	}}}
 }

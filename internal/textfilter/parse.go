@@ -99,6 +99,39 @@ func Parse(s string) (expr *pb.Expr, err error) {
 	panic("unreachable")
 }
 
+// FieldColumn returns the 1-based column (see SyntaxError.Column) where the
+// field path field is first compared in the filter src, or 0 when src does
+// not parse or compares no such field. The server uses it to point at the
+// comparison it refuses (an unknown field, a value of the wrong type),
+// which only the schema can tell; it parses src again, so it costs nothing
+// until a query fails.
+func FieldColumn(src, field string) int {
+	p := &parser{src: src, lx: lexer{src: src}, fields: map[string]int{}}
+	ok := func() (ok bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, isBail := r.(bailout); !isBail {
+					panic(r)
+				}
+			}
+		}()
+		if !utf8.ValidString(src) {
+			return false
+		}
+		p.advance()
+		if p.tok.kind == tEOF {
+			return false
+		}
+		p.parseOr()
+		return true
+	}()
+	off, found := p.fields[field]
+	if !ok || !found {
+		return 0
+	}
+	return column(src, off)
+}
+
 // bailout carries a syntax error from deep in the parser back to Parse.
 type bailout struct{ err *SyntaxError }
 
@@ -107,6 +140,9 @@ type parser struct {
 	lx    lexer
 	tok   token // current token
 	depth int   // open parentheses and "not"s
+	// fields, when set, receives the byte offset of each field path's
+	// first comparison (FieldColumn).
+	fields map[string]int
 }
 
 func (p *parser) fail(off int, format string, args ...any) {
@@ -191,10 +227,14 @@ func (p *parser) parseUnary() *pb.Expr {
 }
 
 func (p *parser) parseCmp() *pb.Expr {
+	start := p.tok.pos
 	field := p.parseName(`expected field name, "not" or "(", found %s`)
 	for p.tok.kind == tDot {
 		p.advance()
 		field += "." + p.parseName(`expected field name after ".", found %s`)
+	}
+	if _, seen := p.fields[field]; p.fields != nil && !seen {
+		p.fields[field] = start
 	}
 	c := &pb.Comparison{Field: field}
 	switch {

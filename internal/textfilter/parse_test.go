@@ -598,7 +598,31 @@ func FuzzParse(f *testing.F) {
 		if again := textfilter.Format(back); again != text {
 			t.Fatalf("Format not stable for %q: %q then %q", s, text, again)
 		}
+		for _, field := range fieldsOf(e, nil) {
+			if col := textfilter.FieldColumn(s, field); col < 1 {
+				t.Fatalf("FieldColumn(%q, %q) = %d for a field the filter compares", s, field, col)
+			}
+		}
 	})
+}
+
+// fieldsOf appends the field paths compared in e.
+func fieldsOf(e *pb.Expr, out []string) []string {
+	switch x := e.GetExpr().(type) {
+	case *pb.Expr_Cmp:
+		out = append(out, x.Cmp.GetField())
+	case *pb.Expr_And:
+		for _, y := range x.And.GetExprs() {
+			out = fieldsOf(y, out)
+		}
+	case *pb.Expr_Or:
+		for _, y := range x.Or.GetExprs() {
+			out = fieldsOf(y, out)
+		}
+	case *pb.Expr_Not:
+		out = fieldsOf(x.Not, out)
+	}
+	return out
 }
 
 // syntaxErr returns err as a *textfilter.SyntaxError or fails the test.
@@ -609,4 +633,27 @@ func syntaxErr(t *testing.T, err error) *textfilter.SyntaxError {
 		t.Fatalf("error %v (%T) is not a *textfilter.SyntaxError", err, err)
 	}
 	return se
+}
+
+func TestFieldColumn(t *testing.T) {
+	cases := []struct {
+		src, field string
+		want       int
+	}{
+		{`agee > 3`, "agee", 1},
+		{`id >= 1 and (agee > 3 or agee < 1)`, "agee", 14},
+		{`a.b.c = 1`, "a.b.c", 1},
+		{`x = 1 and ` + "`a b`" + ` = 2`, "a b", 11},
+		{"id = 1 and\n  name = 2", "name", 3},
+		{`name0 = "éé" and name = 1`, "name", 18},
+		{`id = 1`, "name", 0},
+		{`id >= `, "id", 0},
+		{``, "id", 0},
+		{"name = \"\xff\"", "name", 0},
+	}
+	for _, c := range cases {
+		if got := textfilter.FieldColumn(c.src, c.field); got != c.want {
+			t.Errorf("FieldColumn(%q, %q) = %d, want %d", c.src, c.field, got, c.want)
+		}
+	}
 }

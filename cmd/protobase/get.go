@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+func (a *app) getCommand() *cobra.Command {
+	var typ, format string
+	cmd := &cobra.Command{
+		Use:   "get --type FULL.NAME KEY...",
+		Short: "Read records by primary key",
+		Long: `get reads the records with the given primary keys (the Get call, on one
+snapshot) and prints them in the order of the keys, one JSON object per line
+(or a table). Each KEY is JSON: a number or "string" for a one-field key, a
+list in primary_key order ([1, "a"]) or an object by field ({"user": 1, "id":
+2}) for a compound key; a KEY that is not JSON is taken as a string (ann).
+Numbers keep every digit (they travel as text), and strings of digits fit
+integer fields. A key with no record is named on stderr, and then get exits
+with status 1.`,
+		Example: `  protobase get --type shop.User 1 2 3
+  protobase get -t shop.Order '[7, 1001]' '{"user_id": 7, "id": 1002}'
+  protobase get -t shop.Tag ann bob`,
+		Args: cobra.MinimumNArgs(1),
+	}
+	f := cmd.Flags()
+	f.StringVarP(&typ, "type", "t", "", "record type of the keys, as a full name (required)")
+	f.StringVar(&format, "format", "jsonl", "output format: jsonl or table")
+	_ = cmd.MarkFlagRequired("type")
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		return a.get(cmd.Context(), typ, format, args)
+	})
+	return cmd
+}
+
+func (a *app) get(ctx context.Context, typ, format string, args []string) error {
+	if format != "jsonl" && format != "table" {
+		return usagef("--format %q: want jsonl or table", format)
+	}
+	req := &pb.GetRequest{Keys: make([]*structpb.Value, len(args))}
+	for i, arg := range args {
+		v, err := keyArg(arg)
+		if err != nil {
+			return usagef("key %d (%s): %v", i+1, arg, err)
+		}
+		req.Keys[i] = v
+	}
+	c, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rt, err := loadRecordType(ctx, c, a.addr, typ)
+	if err != nil {
+		return err
+	}
+	req.Type = rt.name
+	resp, err := c.API().Get(ctx, req)
+	if err != nil {
+		return callError("get", a.addr, err)
+	}
+	out := newPrinter(a.stdout, format, rt.md)
+	for _, rec := range resp.Records {
+		if err := out.print(rec); err != nil {
+			return err
+		}
+	}
+	out.flush()
+	if len(resp.Missing) == 0 {
+		return nil
+	}
+	for _, m := range resp.Missing {
+		fmt.Fprintf(a.stderr, "not found: %s\n", args[m])
+	}
+	return fmt.Errorf("%d of %d keys not found", len(resp.Missing), len(args))
+}
+
+// keyArg reads a KEY argument of get: JSON, numbers kept as their text so
+// that 64-bit keys keep every digit; anything that is not JSON is a string.
+func keyArg(arg string) (*structpb.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader([]byte(arg)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return structpb.NewStringValue(arg), nil
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return structpb.NewStringValue(arg), nil // "1 2", "ann bob": text, not JSON
+	}
+	return jsonValue(v)
+}
+
+func jsonValue(v any) (*structpb.Value, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return structpb.NewStringValue(x.String()), nil
+	case nil:
+		return nil, errors.New("null is not a key")
+	case []any:
+		list := &structpb.ListValue{Values: make([]*structpb.Value, len(x))}
+		for i, e := range x {
+			ev, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			list.Values[i] = ev
+		}
+		return structpb.NewListValue(list), nil
+	case map[string]any:
+		st := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(x))}
+		for k, e := range x {
+			ev, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			st.Fields[k] = ev
+		}
+		return structpb.NewStructValue(st), nil
+	}
+	return structpb.NewValue(v)
+}
