@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2, struct_pb2
@@ -145,17 +145,17 @@ class Client:
         )
         self._schema: Schema | None = None
         self._limits: WriteLimits | None = None
-        ch = self._channel
-        self._apply = ch.unary_unary(
-            _SERVICE + "ApplySchema",
-            request_serializer=pb.ApplySchemaRequest.SerializeToString,
-            response_deserializer=pb.ApplySchemaResponse.FromString,
-        )
-        self._get_schema = ch.unary_unary(
-            _SERVICE + "GetSchema",
-            request_serializer=pb.GetSchemaRequest.SerializeToString,
-            response_deserializer=pb.GetSchemaResponse.FromString,
-        )
+        self._bind(self._channel)
+
+    def _bind(self, ch: grpc.Channel) -> None:
+        """Make the callables of the API's methods on channel ch."""
+        self._apply = _unary(ch, "ApplySchema", pb.ApplySchemaRequest, pb.ApplySchemaResponse)
+        self._get_schema = _unary(ch, "GetSchema", pb.GetSchemaRequest, pb.GetSchemaResponse)
+        self._query = _unary(ch, "Query", pb.QueryRequest, pb.QueryResponse)
+        self._get = _unary(ch, "Get", pb.GetRequest, pb.GetResponse)
+        self._create_key = _unary(ch, "CreateKey", pb.CreateKeyRequest, pb.CreateKeyResponse)
+        self._list_keys = _unary(ch, "ListKeys", pb.ListKeysRequest, pb.ListKeysResponse)
+        self._revoke_key = _unary(ch, "RevokeKey", pb.RevokeKeyRequest, pb.RevokeKeyResponse)
         self._write: grpc.StreamStreamMultiCallable[bytes, pb.WriteStreamResponse]
         self._write = ch.stream_stream(
             _SERVICE + "Write",
@@ -171,31 +171,6 @@ class Client:
             _SERVICE + "Scan",
             request_serializer=pb.ScanRequest.SerializeToString,
             response_deserializer=pb.ScanResponse.FromString,
-        )
-        self._query = ch.unary_unary(
-            _SERVICE + "Query",
-            request_serializer=pb.QueryRequest.SerializeToString,
-            response_deserializer=pb.QueryResponse.FromString,
-        )
-        self._get = ch.unary_unary(
-            _SERVICE + "Get",
-            request_serializer=pb.GetRequest.SerializeToString,
-            response_deserializer=pb.GetResponse.FromString,
-        )
-        self._create_key = ch.unary_unary(
-            _SERVICE + "CreateKey",
-            request_serializer=pb.CreateKeyRequest.SerializeToString,
-            response_deserializer=pb.CreateKeyResponse.FromString,
-        )
-        self._list_keys = ch.unary_unary(
-            _SERVICE + "ListKeys",
-            request_serializer=pb.ListKeysRequest.SerializeToString,
-            response_deserializer=pb.ListKeysResponse.FromString,
-        )
-        self._revoke_key = ch.unary_unary(
-            _SERVICE + "RevokeKey",
-            request_serializer=pb.RevokeKeyRequest.SerializeToString,
-            response_deserializer=pb.RevokeKeyResponse.FromString,
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -503,6 +478,20 @@ class Client:
             self._revoke_key(pb.RevokeKeyRequest(name=name), timeout=timeout, metadata=self._md)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+
+_Req = TypeVar("_Req", bound=_message.Message)
+_Resp = TypeVar("_Resp", bound=_message.Message)
+
+
+def _unary(
+    ch: grpc.Channel, method: str, req: type[_Req], resp: type[_Resp]
+) -> grpc.UnaryUnaryMultiCallable[_Req, _Resp]:
+    return ch.unary_unary(
+        _SERVICE + method,
+        request_serializer=req.SerializeToString,
+        response_deserializer=resp.FromString,
+    )
 
 
 def _pack(m: _message.Message) -> any_pb2.Any:
