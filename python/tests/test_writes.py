@@ -216,3 +216,27 @@ def test_write_then_read_back_by_key(client: protobase.Client) -> None:
     client.insert(users(range(3)), type=USER)
     (r,) = client.search([select(USER, eq("id", 2))], decode="dict")
     assert r.records == [{"id": 2, "name": "user2", "email": "u2@example.com"}]
+
+
+def test_server_gone_counts_what_was_acknowledged(binary: Any, tmp_path: Any) -> None:
+    from conftest import SCHEMA_DIR, start_server
+
+    s = start_server(binary, tmp_path / "data")
+    try:
+        with protobase.Client(s.addr) as c:
+            c.apply_schema([SCHEMA_DIR])
+            w = c.writer("insert", max_records=10)
+            w.write_many(users(range(25)), type=USER)
+            w.flush()
+            assert w.durable == 25
+            s.proc.kill()
+            s.proc.wait()
+            with pytest.raises(WriteError) as ei:
+                w.write_many(users(range(100, 200)), type=USER)
+                w.close()
+            e = ei.value
+            assert e.code == grpc.StatusCode.UNAVAILABLE, e
+            assert (e.batch, e.record, e.field) == (None, None, None)
+            assert (e.batches_applied, e.records_applied) == (3, 25)
+    finally:
+        s.stop()
