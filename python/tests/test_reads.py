@@ -190,3 +190,10 @@ def test_decode_forms(db: protobase.Client) -> None:
     }
     with pytest.raises(ValueError):
         db.get(USER, [1], decode="json")
+
+
+def test_scan_stops_early_and_the_client_goes_on(db: protobase.Client) -> None:
+    with db.scan(USER, batch_size=10) as sc:
+        first = [next(sc) for _ in range(15)]
+    assert len(first) == 15
+    assert db.query(USER, count=True).count == 100
