@@ -135,5 +135,5 @@ def test_tls_refusals(tls_server: Server, certs: Path) -> None:
     ]
     for c in attempts:
         with c, pytest.raises(ProtobaseError) as ei:
-            c.get_schema(timeout=10)
+            c.get_schema(timeout=60)
         assert ei.value.code == grpc.StatusCode.UNAVAILABLE, ei.value
