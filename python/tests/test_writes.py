@@ -240,3 +240,20 @@ def test_server_gone_counts_what_was_acknowledged(binary: Any, tmp_path: Any) ->
             assert (e.batches_applied, e.records_applied) == (3, 25)
     finally:
         s.stop()
+
+
+def test_dicts_that_do_not_convert_are_refused_before_sending(client: protobase.Client) -> None:
+    with client.writer("insert") as w:
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"id": 1, "nope": 2}, USER),  # no such field
+            ({"id": "x"}, USER),  # not an integer
+            ({"id": 1}, "pytest.shop.Nope"),  # no such type
+        ]
+        for bad, typ in cases:
+            with pytest.raises(WriteError) as ei:
+                w.write(bad, type=typ)
+            assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert ei.value.type == typ and ei.value.reason
+            assert ei.value.batch is None
+        w.write({"id": 2}, type=USER)  # the writer goes on
+    assert [u["id"] for u in all_users(client)] == [2]

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, json_format
 from google.protobuf import message as _message
 
 from protobase._errors import WriteError, write_error_from_rpc
@@ -120,9 +120,13 @@ class Writer:
     the end of the block, which waits until everything is durable. Batches
     are sent without waiting for each other.
 
-    The first failure ends the writer: it raises a ``WriteError`` (the only
-    exception type it raises) naming the batch, record, type and field,
-    with the counts applied before it; every later call raises it again.
+    The first failure of the stream ends the writer: it raises a
+    ``WriteError`` naming the batch, record, type and field, with the counts
+    applied before it; every later call raises it again. A record refused
+    before sending (too large for any request, or a dict that does not
+    convert) is a ``WriteError`` too, and the writer goes on without it.
+    ``WriteError`` is the only exception a write raises, but for a
+    ``TypeError`` on a value that is no record at all.
     Leaving the block on an exception cancels the stream: pending records
     are not sent, and batches already sent may or may not be applied.
 
@@ -297,7 +301,7 @@ class Writer:
             prefix = self._prefix(TYPE_URL_PREFIX + _need_type(type_name))
             value = record
         elif isinstance(record, Mapping):
-            msg = self._client.schema().from_dict(_need_type(type_name), record)
+            msg = self._from_dict(_need_type(type_name), record)
             prefix = self._prefix_of(msg.DESCRIPTOR)
             value = msg.SerializeToString()
         else:
@@ -323,6 +327,21 @@ class Writer:
             self._timer = threading.Timer(self._linger, self._linger_flush)
             self._timer.daemon = True
             self._timer.start()
+
+    def _from_dict(self, type_name: str, record: Mapping[str, Any]) -> _message.Message:
+        """Convert a dict through the schema; a refusal is a WriteError, nothing sent."""
+        try:
+            return self._client.schema().from_dict(type_name, record)
+        except (KeyError, json_format.ParseError) as e:
+            reason = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+            raise WriteError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"record of {type_name} not converted, nothing of it was sent: {reason}",
+                type_url=TYPE_URL_PREFIX + type_name,
+                reason=reason,
+                batches_applied=self._acked_batches,
+                records_applied=self._acked_records,
+            ) from e
 
     def _prefix(self, type_url: str) -> bytes:
         p = self._prefixes.get(type_url)
