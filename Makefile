@@ -34,9 +34,52 @@ build: ## build bin/protobase
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/protobase ./cmd/protobase
 
 .PHONY: test
-test: ## vet and run every test (what CI runs)
+test: ## vet and run every test, the Python package's included (what CI runs)
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
+	$(MAKE) python-test
+
+# The Python package (python/) is checked in a virtual environment of its
+# own, made with python3 -m venv and reused while python/pyproject.toml is
+# unchanged. It needs only python3 and the package registry: grpcio-tools
+# from it generates the stubs (no protoc).
+PYTHON ?= python3
+PYVENV := $(CURDIR)/python/.venv
+PY     := $(PYVENV)/bin/python
+PY_PROTOS := protobase/v1/options.proto protobase/v1/protobase.proto
+
+$(PYVENV)/.installed: python/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(PYVENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e './python[test]'
+	touch $@
+
+.PHONY: python-venv
+python-venv: $(PYVENV)/.installed ## make python/.venv with the package (editable) and its checks
+
+# python_gen writes the generated Python modules of proto/ into $(1).
+# Type stubs (.pyi) come from mypy-protobuf, whose stubs pass mypy --strict.
+python_gen = $(PY) -m grpc_tools.protoc -Iproto --python_out=$(1) \
+	--plugin=protoc-gen-mypy=$(PYVENV)/bin/protoc-gen-mypy --mypy_out=quiet:$(1) $(PY_PROTOS) && \
+	$(PY) -m grpc_tools.protoc -Iproto --grpc_python_out=$(1) \
+	--plugin=protoc-gen-mypy_grpc=$(PYVENV)/bin/protoc-gen-mypy_grpc --mypy_grpc_out=quiet:$(1) \
+	protobase/v1/protobase.proto
+
+.PHONY: python-generate
+python-generate: $(PYVENV)/.installed ## regenerate python/src/protobase/v1 from proto/
+	$(call python_gen,python/src)
+
+.PHONY: python-check-generate
+python-check-generate: $(PYVENV)/.installed ## fail if python/src/protobase/v1 is not what proto/ generates
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(call python_gen,$$tmp) && \
+	diff -r -x __init__.py -x __pycache__ "$$tmp/protobase/v1" python/src/protobase/v1 >&2 || \
+	(echo "python/src/protobase/v1 is stale: run make python-generate and commit" >&2; exit 1)
+
+.PHONY: python-test
+python-test: python-check-generate ## ruff, mypy and pytest for the Python package, against the real server
+	cd python && .venv/bin/ruff check . && .venv/bin/ruff format --check .
+	cd python && .venv/bin/mypy
+	cd python && .venv/bin/pytest -q
 
 .PHONY: test-race
 test-race: ## run every test under the race detector

@@ -1,0 +1,229 @@
+"""Reads: a multiplexed Search stream, a parallel Scan, Query pages.
+
+Records come back as the server stored them (``google.protobuf.Any``);
+``decode`` turns them into generated classes, schema classes or dicts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf import message as _message
+
+from protobase._errors import QueryError, query_error_from_rpc, status_code
+from protobase.v1 import protobase_pb2 as pb
+
+if TYPE_CHECKING:
+    from protobase._client import Client
+
+#: How records are returned: None as ``Any`` (no decoding), ``"message"``
+#: as instances of the server schema's classes, ``"dict"`` as dicts, or a
+#: message class (a protoc-generated one) to parse each record into.
+Decode = str | type[_message.Message] | None
+
+Decoder = Callable[[list[any_pb2.Any]], list[Any]]
+
+
+def decoder(client: Client, decode: Decode) -> Decoder:
+    """Return the function that turns a list of records into what ``decode`` asks."""
+    if decode is None:
+        return lambda recs: recs
+    if decode == "message":
+        schema = client.schema()
+        return lambda recs: [schema.decode(r) for r in recs]
+    if decode == "dict":
+        schema = client.schema()
+        return lambda recs: [schema.to_dict(r) for r in recs]
+    if isinstance(decode, type) and issubclass(decode, _message.Message):
+        cls = decode
+        return lambda recs: [cls.FromString(r.value) for r in recs]
+    raise ValueError(f"decode must be None, 'message', 'dict' or a message class, not {decode!r}")
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """The results of one query of a ``search`` call.
+
+    ``index`` is the query's position in the list given to ``search``.
+    ``error`` is set (and ``records`` empty) when the query failed; other
+    queries are not affected.
+    """
+
+    index: int
+    records: list[Any] = field(default_factory=list)
+    #: Matches returned (or counted, for a count query).
+    count: int = 0
+    plan: pb.Plan | None = None
+    error: QueryError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Report whether the query succeeded."""
+        return self.error is None
+
+
+class Search:
+    """An open Search stream: many queries in flight, results by query.
+
+    ``send`` sends a batch of queries in one request and returns their
+    indexes; ``results`` yields each query's ``SearchResult`` as it
+    finishes, until every query sent before ``close`` has finished. Sending
+    and receiving may happen on different threads.
+    """
+
+    def __init__(self, client: Client, decode: Decode = None, timeout: float | None = None) -> None:
+        self._decode = None if decode is None else decoder(client, decode)
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[pb.SearchRequest] = []
+        self._closed = False
+        self._ended = False
+        self._next = 0
+        self._call = client._search_stub(self._requests(), timeout=timeout, metadata=client._md)
+
+    def _requests(self) -> Iterator[pb.SearchRequest]:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed and not self._ended:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                req = self._queue.pop(0)
+            yield req
+
+    def send(self, queries: Iterable[pb.Query]) -> range:
+        """Send queries in one request; return their indexes on the stream."""
+        req = pb.SearchRequest(queries=queries)
+        with self._cond:
+            if self._closed:
+                raise ValueError("the search stream is closed for sending")
+            first = self._next
+            self._next += len(req.queries)
+            self._queue.append(req)
+            self._cond.notify_all()
+        return range(first, first + len(req.queries))
+
+    def close(self) -> None:
+        """Send no more queries; ``results`` ends once the sent ones finish."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """Abandon the stream and every query in flight."""
+        self.close()
+        self._call.cancel()
+
+    def results(self) -> Iterator[SearchResult]:
+        """Yield each query's results as it finishes (raises ``QueryError`` if the stream fails)."""
+        pending: dict[int, SearchResult] = {}
+        decode = self._decode
+        try:
+            for resp in self._call:
+                for b in resp.results:
+                    r = pending.get(b.query)
+                    if r is None:
+                        r = pending[b.query] = SearchResult(b.query)
+                    if decode is None:
+                        r.records.extend(b.records)
+                    else:
+                        r.records.extend(decode(list(b.records)))
+                    if b.HasField("plan"):
+                        r.plan = b.plan
+                for d in resp.done:
+                    r = pending.pop(d.query, None) or SearchResult(d.query)
+                    r.count = d.count
+                    if d.HasField("plan"):
+                        r.plan = d.plan
+                    yield r
+                for e in resp.errors:
+                    pending.pop(e.query, None)
+                    err = QueryError(status_code(e.code), e.message, query=e.query, field=e.field)
+                    yield SearchResult(e.query, error=err)
+        except grpc.RpcError as e:
+            raise read_error(e) from None
+        finally:
+            with self._cond:
+                self._ended = True
+                self._cond.notify_all()
+
+
+class Scan:
+    """Iterates over every match of one Scan; ``count`` and ``plan`` are set at the end."""
+
+    def __init__(self, call: Any, decode: Decoder) -> None:
+        self._call = call
+        self._decode = decode
+        self._records: Iterator[Any] = iter(())
+        self._done = False
+        #: Total matches, set when iteration ends.
+        self.count = 0
+        #: The plan, when the query asked for explain.
+        self.plan: pb.Plan | None = None
+
+    def __iter__(self) -> Scan:
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            for r in self._records:
+                return r
+            if self._done:
+                raise StopIteration
+            try:
+                resp = next(self._call)
+            except StopIteration:
+                raise QueryError(
+                    grpc.StatusCode.UNKNOWN, "scan ended without its last message"
+                ) from None
+            except grpc.RpcError as e:
+                raise read_error(e) from None
+            if resp.HasField("plan"):
+                self.plan = resp.plan
+            if resp.done:
+                self._done = True
+                self.count = resp.count
+            self._records = iter(self._decode(list(resp.records)))
+
+    def close(self) -> None:
+        """Stop the scan early."""
+        self._call.cancel()
+
+    def __enter__(self) -> Scan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Page:
+    """One page of a Query; pass ``next_page_token`` to get the next."""
+
+    records: list[Any]
+    #: Empty on the last page.
+    next_page_token: str
+    plan: pb.Plan | None
+    #: The number of matches of a count query (answered in one page).
+    count: int
+
+
+def read_error(e: grpc.RpcError) -> QueryError:
+    """Turn a failed read call into a QueryError."""
+    return query_error_from_rpc(e)
+
+
+@dataclass
+class GetResult:
+    """The answer of ``Client.get``: the records found, in the order of their keys.
+
+    ``missing`` holds the positions (in the keys given) of the keys that
+    have no record, ascending.
+    """
+
+    records: list[Any]
+    missing: list[int]

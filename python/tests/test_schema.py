@@ -1,0 +1,125 @@
+"""Schema calls: apply from files or sources, plans, dry runs, drops and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from conftest import SCHEMA_DIR, Server
+
+import protobase
+from protobase import ProtobaseError
+
+NOTES = """syntax = "proto3";
+package pytest.notes;
+import "protobase/v1/options.proto";
+message Note {
+  option (protobase.v1.record) = { primary_key: "id" };
+  int64 id = 1;
+  string text = 2;
+}
+"""
+
+
+def test_apply_sources_and_get_schema(server: Server) -> None:
+    with protobase.Client(server.addr) as c:
+        plan = c.apply_schema({"notes.proto": NOTES}, dry_run=True)
+        assert not plan.applied
+        assert list(plan.plan.types_added) == ["pytest.notes.Note"]
+        assert c.get_schema().files == {}
+
+        resp = c.apply_schema({"notes.proto": NOTES})
+        assert resp.applied and resp.version > 0
+        got = c.get_schema()
+        assert dict(got.files) == {"notes.proto": NOTES}
+        assert [t.name for t in got.types] == ["pytest.notes.Note"]
+        assert list(got.types[0].primary_key) == ["id"]
+        assert got.write_limits.max_batch_records > 0
+
+        again = c.apply_schema({"notes.proto": NOTES})
+        assert not again.applied and again.version == resp.version
+
+
+def test_apply_paths_reads_import_paths(server: Server, tmp_path: Path) -> None:
+    d = tmp_path / "schema" / "pytest"
+    d.mkdir(parents=True)
+    (d / "notes.proto").write_text(NOTES)
+    with protobase.Client(server.addr) as c:
+        c.apply_schema([tmp_path / "schema"])
+        assert list(c.get_schema().files) == ["pytest/notes.proto"]
+        c.apply_schema([d / "notes.proto"], root=str(tmp_path / "schema"))
+        assert list(c.get_schema().files) == ["pytest/notes.proto"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"no \.proto files"):
+        protobase.read_proto_files([empty])
+    with pytest.raises(ValueError, match="not under the root"):
+        protobase.read_proto_files([d / "notes.proto"], root=str(empty))
+
+
+def test_compile_error_names_file_line_and_column(server: Server) -> None:
+    bad = NOTES.replace("string text = 2;", "strin text = 2;")
+    with protobase.Client(server.addr) as c, pytest.raises(ProtobaseError) as ei:
+        c.apply_schema({"notes.proto": bad})
+    assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "notes.proto:7:" in ei.value.message
+
+
+def test_record_type_without_primary_key_is_refused(server: Server) -> None:
+    bad = NOTES.replace(
+        'option (protobase.v1.record) = { primary_key: "id" };',
+        "option (protobase.v1.record) = {};",
+    )
+    with protobase.Client(server.addr) as c, pytest.raises(ProtobaseError) as ei:
+        c.apply_schema({"notes.proto": bad})
+    assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "primary" in ei.value.message
+
+
+def test_drop_needs_allow_drop(client: protobase.Client) -> None:
+    client.insert([{"id": 1}], type="pytest.shop.User")
+    with pytest.raises(ProtobaseError) as ei:
+        client.apply_schema({"notes.proto": NOTES})
+    assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "pytest.shop.User" in ei.value.message
+
+    resp = client.apply_schema(
+        {"notes.proto": NOTES}, allow_drop=["pytest.shop.User", "pytest.shop.Order"]
+    )
+    dropped = {d.type: d.records for d in resp.plan.types_dropped}
+    assert dropped == {"pytest.shop.User": 1, "pytest.shop.Order": 0}
+
+
+def test_field_type_change_with_data_is_refused(client: protobase.Client) -> None:
+    client.insert([{"id": 1, "age": 3}], type="pytest.shop.User")
+    src = (SCHEMA_DIR / "shop.proto").read_text().replace("int32 age = 4;", "string age = 4;")
+    with pytest.raises(ProtobaseError) as ei:
+        client.apply_schema({"shop.proto": src})
+    assert ei.value.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
+    assert "age" in ei.value.message
+
+
+def test_schema_classes_follow_applies(client: protobase.Client) -> None:
+    s = client.schema()
+    assert set(s.types) == {"pytest.shop.User", "pytest.shop.Order"}
+    assert client.schema() is s  # cached
+    shop = (SCHEMA_DIR / "shop.proto").read_text()
+    client.apply_schema({"notes.proto": NOTES, "shop.proto": shop})
+    s2 = client.schema()
+    assert s2 is not s and "pytest.notes.Note" in s2.types
+    note = s2.new("pytest.notes.Note", id=1, text="hi")
+    client.insert([note])
+    assert [s2.to_dict(r) for r in client.scan("pytest.notes.Note")] == [{"id": 1, "text": "hi"}]
+    with pytest.raises(KeyError, match="no message"):
+        s2.message_class("pytest.notes.Nope")
+
+
+def test_protoc_generated_schema_uses_the_packaged_options(shop_pb2: Any) -> None:
+    from protobase.v1 import options_pb2
+
+    opts = shop_pb2.User.DESCRIPTOR.GetOptions().Extensions[options_pb2.record]
+    assert list(opts.primary_key) == ["id"]
+    assert [list(ix.fields) for ix in opts.index] == [["name"], ["email"]]
+    assert opts.index[1].unique
