@@ -18,6 +18,8 @@ DATA ?= ./protobase-data
 ADDR ?= 127.0.0.1:7070
 FUZZTIME ?= 30s
 LAB_OUT ?= ./lab-report
+CLUSTER_DIR ?= ./cluster-data
+CLUSTER_SERVE_FLAGS ?=
 
 .PHONY: help
 help: ## list the targets
@@ -30,6 +32,13 @@ serve: ## run the server with the embedded store (DATA, ADDR)
 .PHONY: build
 build: ## build bin/protobase
 	$(GO) build -o $(BIN)/protobase ./cmd/protobase
+
+.PHONY: cluster
+cluster: ## run three etcd members and two servers over them in the foreground (CLUSTER_DIR, CLUSTER_SERVE_FLAGS)
+	$(GO) build -o $(BIN)/protobase ./cmd/protobase
+	$(GO) build -o $(BIN)/protobase-etcd ./cmd/protobase-etcd
+	$(GO) build -o $(BIN)/protobase-cluster ./cmd/protobase-cluster
+	$(BIN)/protobase-cluster --dir $(CLUSTER_DIR) --bin $(BIN) -- $(CLUSTER_SERVE_FLAGS)
 
 .PHONY: test
 test: ## vet and run every test (what CI runs)
