@@ -47,3 +47,21 @@ func check(ctx context.Context, o store.Options) (*CheckReport, error) {
 	}
 	return report, nil
 }
+
+// CheckEtcd is Check of the store on the etcd cluster e names, read at one
+// revision while servers may go on writing.
+func CheckEtcd(ctx context.Context, e EtcdConfig) (*CheckReport, error) {
+	if err := (Config{DataDir: "-", Store: StoreEtcd, Etcd: e}).validateStorage(); err != nil {
+		return nil, err
+	}
+	st, err := openEtcd(e)
+	if err != nil {
+		return nil, fmt.Errorf("check etcd %v: %w", e.Endpoints, err)
+	}
+	defer st.Close()
+	report, err := engine.Check(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("check etcd %v: %w", e.Endpoints, err)
+	}
+	return report, nil
+}

@@ -90,6 +90,9 @@ func (c Config) Validate() error {
 	case (c.NATSPrefix != "" || c.NATSQueue != "") && !c.NATS && c.NATSURL == "":
 		return configError("NATSPrefix", " and ", "NATSQueue", " need ", "NATS", " or ", "NATSURL", "")
 	}
+	if err := c.validateStorage(); err != nil {
+		return err
+	}
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}

@@ -416,22 +416,26 @@ func cmp3[T int64 | uint64 | float64 | protoreflect.EnumNumber](a, b T) int {
 }
 
 func TestModelReads(t *testing.T) {
-	seed := uint64(20261122)
-	schemas, queries := 6, 60
-	if testing.Short() {
-		schemas, queries = 2, 30
-	}
-	for s := 0; s < schemas; s++ {
-		rng := rand.New(rand.NewPCG(seed, uint64(s)))
-		t.Run(fmt.Sprintf("schema%d", s), func(t *testing.T) {
-			runModel(t, rng, queries)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			seed := uint64(20261122)
+			schemas, queries := 6, 60
+			if testing.Short() || b.name != "pebble" {
+				schemas, queries = 2, 30
+			}
+			for s := 0; s < schemas; s++ {
+				rng := rand.New(rand.NewPCG(seed, uint64(s)))
+				t.Run(fmt.Sprintf("schema%d", s), func(t *testing.T) {
+					runModel(t, b, rng, queries)
+				})
+			}
 		})
 	}
 }
 
-func runModel(t *testing.T, rng *rand.Rand, queries int) {
+func runModel(t *testing.T, b backend, rng *rand.Rand, queries int) {
 	src, _, pk, _ := genSchema(rng)
-	ts := startServer(t, server.Config{})
+	ts := startServer(t, b.config(t))
 	ts.mustApply(map[string]string{"model.proto": src})
 	md := ts.desc("model.Rec")
 

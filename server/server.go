@@ -48,8 +48,14 @@ import (
 // Config configures a server. The zero value of every field but DataDir is
 // a sensible default; Validate says which values Start refuses.
 type Config struct {
-	// DataDir is the Pebble directory; created if missing.
+	// DataDir is the Pebble directory; created if missing. With Store
+	// "etcd" it holds only the admin key file (see AdminKey).
 	DataDir string
+	// Store names the storage backend: "pebble" (the default, in DataDir)
+	// or "etcd" (a cluster several servers may share, see Etcd).
+	Store string
+	// Etcd says how to reach the cluster when Store is "etcd".
+	Etcd EtcdConfig
 	// GRPCAddr is the gRPC listen address (default "127.0.0.1:7070"; port 0
 	// picks a free port, see Server.Addr).
 	GRPCAddr string
@@ -167,7 +173,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	st      *store.Store
+	st      store.KV
 	eng     *engine.Engine
 	gs      *grpc.Server
 	lis     net.Listener
@@ -217,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 
-	st, err := store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: log})
+	st, err := s.openStore()
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/server"
 )
 
 // The write model test sends random batches of every write operation to a
@@ -273,24 +272,29 @@ var wmOps = []pb.WriteOp{
 }
 
 func TestWriteModel(t *testing.T) {
-	seeds, rounds, streams := []uint64{1, 2, 3}, 4, 60
-	if testing.Short() {
-		seeds, rounds = seeds[:1], 2
-	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			runWriteModel(t, rand.New(rand.NewPCG(seed, 10)), rounds, streams)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			seeds, rounds, streams := []uint64{1, 2, 3}, 4, 60
+			if testing.Short() || b.name != "pebble" {
+				// One seed is enough to hold a second backend to the model.
+				seeds, rounds = seeds[:1], 2
+			}
+			for _, seed := range seeds {
+				t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+					runWriteModel(t, b, rand.New(rand.NewPCG(seed, 10)), rounds, streams)
+				})
+			}
 		})
 	}
 }
 
-func runWriteModel(t *testing.T, rng *rand.Rand, rounds, streams int) {
-	dir := t.TempDir()
+func runWriteModel(t *testing.T, b backend, rng *rand.Rand, rounds, streams int) {
+	cfg := b.config(t)
 	model := wmModel{}
 	failed := map[codes.Code]int{}
 	ok := 0 // streams that succeeded
 	for round := 0; round < rounds; round++ {
-		ts := startServer(t, server.Config{DataDir: dir})
+		ts := startServer(t, cfg)
 		if round == 0 {
 			ts.mustApply(map[string]string{"wm.proto": writeModelProto})
 		}
@@ -311,8 +315,8 @@ func runWriteModel(t *testing.T, rng *rand.Rand, rounds, streams int) {
 		}
 		ts.stop()
 		ts.c = nil // stopped: the cleanup must not close it again
-		mustCheckDir(t, dir, fmt.Sprintf("after round %d", round))
-		restarted := startServer(t, server.Config{DataDir: dir})
+		b.mustCheck(t, cfg, fmt.Sprintf("after round %d", round))
+		restarted := startServer(t, cfg)
 		wmCompare(t, restarted, model, fmt.Sprintf("after restart %d", round))
 		restarted.stop()
 		restarted.c = nil

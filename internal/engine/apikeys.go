@@ -19,7 +19,7 @@ func (e *Engine) APIKeys() (map[string][]byte, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	it, err := e.st.NewIter(keyAPIKey, keyspace.PrefixEnd(keyAPIKey))
+	it, err := e.st.NewIterator(keyAPIKey, keyspace.PrefixEnd(keyAPIKey))
 	if err != nil {
 		return nil, fmt.Errorf("read api keys: %w", err)
 	}
@@ -59,10 +59,10 @@ func (e *Engine) changeAPIKey(name string, rec []byte, del bool) (bool, error) {
 		return false, ErrClosed
 	}
 	k := apiKeyKey(name)
-	b := e.st.NewBatch()
+	b := e.st.NewWriteBatch()
 	defer b.Close()
 	e.writeMu.Lock()
-	_, found, err := e.st.Get(k, nil)
+	_, found, err := b.Read(k, nil, false)
 	if err != nil {
 		e.writeMu.Unlock()
 		return false, fmt.Errorf("read api key: %w", err)
@@ -76,7 +76,7 @@ func (e *Engine) changeAPIKey(name string, rec []byte, del bool) (bool, error) {
 	} else {
 		b.Set(k, rec)
 	}
-	err = e.st.Apply(b)
+	err = e.st.ApplyBatch(b)
 	e.writeMu.Unlock()
 	if err != nil {
 		return false, fmt.Errorf("store api key: %w", err)

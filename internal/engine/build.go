@@ -69,12 +69,12 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	if *after != nil {
 		lower = append(append([]byte(nil), *after...), 0)
 	}
-	it, err := e.st.NewIter(lower, keyspace.PrefixEnd(t.prefix))
+	it, err := e.st.NewIterator(lower, keyspace.PrefixEnd(t.prefix))
 	if err != nil {
 		e.writeMu.Unlock()
 		return false, "", err
 	}
-	b := e.st.NewBatch()
+	b := e.st.NewWriteBatch()
 	defer b.Close()
 	uniq := map[string][]byte{} // unique keys set by this step
 	var key, val []byte
@@ -102,7 +102,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		cur, ok := uniq[string(ik)]
 		if !ok {
 			var found bool
-			if cur, found, err = e.st.Get(ik, nil); err != nil {
+			if cur, found, err = b.Read(ik, nil, false); err != nil {
 				break
 			}
 			ok = found
@@ -124,7 +124,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	}
 	*after = append((*after)[:0], key...)
 	*n += uint64(count)
-	if err := e.st.Apply(b); err != nil {
+	if err := e.st.ApplyBatch(b); err != nil {
 		e.writeMu.Unlock()
 		return false, "", err
 	}
@@ -158,13 +158,13 @@ func (e *Engine) finishBuild(typeID, indexID uint32, st pb.IndexState, msg strin
 		e.writeMu.Unlock()
 		return err
 	}
-	b := e.st.NewBatch()
+	b := e.st.NewWriteBatch()
 	defer b.Close()
 	b.Set(keySchema, enc)
 	if st == pb.IndexState_INDEX_STATE_FAILED {
 		b.DeleteRange(ix.prefix, keyspace.PrefixEnd(ix.prefix))
 	}
-	if err := e.st.Apply(b); err != nil {
+	if err := e.st.ApplyBatch(b); err != nil {
 		e.writeMu.Unlock()
 		return err
 	}

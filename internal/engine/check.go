@@ -32,8 +32,11 @@ import (
 //
 // The key layout Check relies on is spelled out in checkLayout below, the
 // one place to re-point when the layout moves.
-func Check(ctx context.Context, st *store.Store) (*CheckReport, error) {
-	snap := st.NewSnapshot()
+func Check(ctx context.Context, st store.KV) (*CheckReport, error) {
+	snap, err := st.OpenSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("check: open snapshot: %w", err)
+	}
 	defer snap.Close()
 	raw, found, err := snap.Get(checkLayout.schemaKey, nil)
 	if err != nil {
@@ -159,7 +162,7 @@ func spaceID(k []byte) (uint32, []byte, bool) {
 // checker holds one Check's state.
 type checker struct {
 	ctx  context.Context
-	snap *store.Snapshot
+	snap store.ReadSnapshot
 	cat  *catalog
 	r    *CheckReport
 }
@@ -179,7 +182,7 @@ func (c *checker) records() error {
 		c.r.Indexes += len(maintained(t))
 	}
 	lo := []byte{checkLayout.recordSpace}
-	it, err := c.snap.NewIter(lo, []byte{checkLayout.recordSpace + 1})
+	it, err := c.snap.NewIterator(lo, []byte{checkLayout.recordSpace + 1})
 	if err != nil {
 		return fmt.Errorf("check: iterate records: %w", err)
 	}
@@ -280,7 +283,7 @@ func (c *checker) entries() error {
 			indexes[ix.ix.ID], owner[ix.ix.ID] = ix, t
 		}
 	}
-	it, err := c.snap.NewIter([]byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1})
+	it, err := c.snap.NewIterator([]byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1})
 	if err != nil {
 		return fmt.Errorf("check: iterate index entries: %w", err)
 	}

@@ -77,7 +77,7 @@ type Options struct {
 // Lock order: schemaMu before writeMu. The catalog is immutable and swapped
 // atomically; readers load it without locks.
 type Engine struct {
-	st   *store.Store
+	st   store.KV
 	opts Options
 	log  *slog.Logger
 
@@ -126,7 +126,7 @@ type Stats struct {
 // Open loads the schema state and commit sequence from st and resumes any
 // index build that a previous process left unfinished. The engine does not
 // own st: the caller closes it after Close.
-func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
+func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	if opts.MaxRecordsPerBatch <= 0 {
 		opts.MaxRecordsPerBatch = 10000
 	}

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"errors"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/store"
 )
 
 // The engine's errors are *apierror.Error, whose vocabulary lives in
@@ -18,3 +21,23 @@ func recordError(code codes.Code, i int, typeURL, field, reason string) *apierro
 
 // ErrClosed is returned by calls on a closed engine.
 var ErrClosed = apierror.New(codes.Unavailable, "engine is closed")
+
+// storeError gives the storage contract's errors their API codes: a
+// batch over the store's limits is RESOURCE_EXHAUSTED, a read at a
+// version the store has compacted away FAILED_PRECONDITION, and a batch
+// that kept losing its preconditions to other writers ABORTED. Each keeps
+// the store's message, which says what to do. Other errors pass as they
+// are.
+func storeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrLimit):
+		return &apierror.Error{Code: codes.ResourceExhausted, Msg: err.Error(), Err: err}
+	case errors.Is(err, store.ErrCompacted):
+		return &apierror.Error{Code: codes.FailedPrecondition, Msg: err.Error() + "; run the query again", Err: err}
+	case errors.Is(err, store.ErrConflict):
+		return &apierror.Error{Code: codes.Aborted, Msg: err.Error() + "; retry the batch", Err: err}
+	}
+	return err
+}

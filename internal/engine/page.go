@@ -25,7 +25,7 @@ const DefaultPageSize = 1000
 
 // loadSecret reads (or creates, durably) the key that signs page tokens,
 // so a token survives restarts and cannot be forged by a client.
-func loadSecret(st *store.Store) ([]byte, error) {
+func loadSecret(st store.KV) ([]byte, error) {
 	v, found, err := st.Get(keySecret, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read token secret: %w", err)
@@ -37,10 +37,13 @@ func loadSecret(st *store.Store) ([]byte, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, fmt.Errorf("make token secret: %w", err)
 	}
-	b := st.NewBatch()
+	b := st.NewWriteBatch()
 	defer b.Close()
 	b.Set(keySecret, secret)
-	if err := st.Commit(b); err != nil {
+	if err := st.ApplyBatch(b); err != nil {
+		return nil, fmt.Errorf("store token secret: %w", err)
+	}
+	if err := b.Wait(); err != nil {
 		return nil, fmt.Errorf("store token secret: %w", err)
 	}
 	return secret, nil
@@ -85,11 +88,17 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 		size = min(size, limit-returned)
 	}
 
-	rd, done := e.reader(c)
+	rd, done, err := e.reader(c)
+	if err != nil {
+		return nil, err
+	}
 	if after != nil && rd == e.st {
 		// Resuming a point plan iterates, which needs a consistent view.
 		done()
-		snap := e.st.NewSnapshot()
+		snap, err := e.st.OpenSnapshot()
+		if err != nil {
+			return nil, storeError(err)
+		}
 		rd, done = snap, func() { snap.Close() }
 	}
 	defer done()
@@ -135,10 +144,13 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 // on one snapshot, in one response. Paging a count would only split one
 // number over several round trips.
 func (e *Engine) countPage(ctx context.Context, c *compiled) (*pb.QueryResponse, error) {
-	rd, done := e.reader(c)
+	rd, done, err := e.reader(c)
+	if err != nil {
+		return nil, err
+	}
 	defer done()
 	cu := &cursor{e: e, c: c, r: rd}
-	err := cu.run(ctx, c.plan.Ranges, nil, func(_, _ []byte) bool { return true })
+	err = cu.run(ctx, c.plan.Ranges, nil, func(_, _ []byte) bool { return true })
 	cu.flushStats()
 	if err != nil {
 		return nil, err

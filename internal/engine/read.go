@@ -91,10 +91,10 @@ func (s *pointScratch) point(t *recType, key []byte, q *pb.Query) *compiled {
 type cursor struct {
 	e  *Engine
 	c  *compiled
-	r  store.Reader
-	it *store.Iter
+	r  store.View
+	it store.Iterator
 	// pit, when set, serves point reads (see points); its owner closes it.
-	pit *store.Iter
+	pit store.Iterator
 	// pk, when set, receives point reads: values land in its buffer, and
 	// it packs them without a copy.
 	pk  *packer
@@ -152,7 +152,7 @@ func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, e
 			}
 		}
 		if cu.it == nil {
-			it, err := cu.r.NewIter(lo, hi)
+			it, err := cu.r.NewIterator(lo, hi)
 			if err != nil {
 				return err
 			}
@@ -222,7 +222,7 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 	it := cu.pit
 	if it == nil && len(ranges) > 1 {
 		var err error
-		if it, err = cu.r.NewIter(nil, nil); err != nil {
+		if it, err = cu.r.NewIterator(nil, nil); err != nil {
 			return err
 		}
 		defer it.Close()
@@ -292,10 +292,13 @@ func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool,
 
 // reader picks what a query reads from: a single point lookup needs no
 // snapshot (one Get is atomic); anything else gets its own snapshot.
-func (e *Engine) reader(c *compiled) (store.Reader, func()) {
+func (e *Engine) reader(c *compiled) (store.View, func(), error) {
 	if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) <= 1 {
-		return e.st, func() {}
+		return e.st, func() {}, nil
 	}
-	snap := e.st.NewSnapshot()
-	return snap, func() { snap.Close() }
+	snap, err := e.st.OpenSnapshot()
+	if err != nil {
+		return nil, nil, storeError(err)
+	}
+	return snap, func() { snap.Close() }, nil
 }

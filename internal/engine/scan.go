@@ -42,7 +42,10 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 		batchSize = e.opts.MaxResultRecords
 	}
 
-	snap := e.st.NewSnapshot()
+	snap, err := e.st.OpenSnapshot()
+	if err != nil {
+		return storeError(err)
+	}
 	defer snap.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -55,7 +58,7 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 type scan struct {
 	e         *Engine
 	c         *compiled
-	snap      store.Reader
+	snap      store.View
 	batchSize int
 	limit     uint64
 	cancel    context.CancelFunc

@@ -89,7 +89,7 @@ func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType
 	if err != nil {
 		return nil, false, fmt.Errorf("encode schema state: %w", err)
 	}
-	b := e.st.NewBatch()
+	b := e.st.NewWriteBatch()
 	defer b.Close()
 	b.Set(keySchema, enc)
 	for _, t := range res.DroppedTypes {
@@ -116,7 +116,7 @@ func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType
 			return nil, has, err
 		}
 	}
-	if err := e.st.Apply(b); err != nil {
+	if err := e.st.ApplyBatch(b); err != nil {
 		e.writeMu.Unlock()
 		return nil, false, fmt.Errorf("commit schema: %w", err)
 	}
@@ -158,7 +158,7 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 // hasRecords reports whether a type holds a record.
 func (e *Engine) hasRecords(t *schema.RecordType) (bool, error) {
 	p := keyspace.RecordPrefix(t.ID)
-	it, err := e.st.NewIter(p, keyspace.PrefixEnd(p))
+	it, err := e.st.NewIterator(p, keyspace.PrefixEnd(p))
 	if err != nil {
 		return false, err
 	}
@@ -173,7 +173,7 @@ func (e *Engine) hasRecords(t *schema.RecordType) (bool, error) {
 // countRecords counts the stored records of a type, on a consistent view.
 func (e *Engine) countRecords(t *schema.RecordType) (uint64, error) {
 	p := keyspace.RecordPrefix(t.ID)
-	it, err := e.st.NewIter(p, keyspace.PrefixEnd(p))
+	it, err := e.st.NewIterator(p, keyspace.PrefixEnd(p))
 	if err != nil {
 		return 0, err
 	}

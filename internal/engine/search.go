@@ -137,7 +137,7 @@ type responder struct {
 	exhausted bool
 	pk        packer
 	// pit serves the chunk's lone point lookups, made on first use.
-	pit *store.Iter
+	pit store.Iterator
 	// Slabs: a batch of point lookups makes per query a ResultBatch, its
 	// one-element record list and a QueryDone (and an Any, from the
 	// packer); taking them from arrays makes that one allocation per 64
@@ -315,7 +315,7 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		// reads one consistent state, the iterator's, fixed after the
 		// request arrived.
 		if r.pit == nil {
-			pit, err := e.st.NewIter(nil, nil)
+			pit, err := e.st.NewIterator(nil, nil)
 			if err != nil {
 				r.fail(id, err)
 				return true
@@ -324,7 +324,11 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		}
 		cu.r, cu.pit = e.st, r.pit
 	} else {
-		cu.r, done = e.reader(c)
+		var err error
+		if cu.r, done, err = e.reader(c); err != nil {
+			r.fail(id, err)
+			return true
+		}
 	}
 	var batch *pb.ResultBatch
 	explained := false

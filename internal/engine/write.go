@@ -76,8 +76,11 @@ type Writer struct {
 	position uint64 // commit sequence of the last applied batch
 	durable  uint64 // commit sequence known durable
 
-	pending []*store.Batch // applied, fsync not yet waited for, oldest first
-	free    []*store.Batch
+	pending []store.WriteBatch // applied, fsync not yet waited for, oldest first
+	free    []store.WriteBatch
+	// cur is the batch phase 2 builds: its reads are the batch's
+	// preconditions (store.WriteBatch.Read).
+	cur store.WriteBatch
 
 	// Per-batch scratch.
 	arena  []byte
@@ -236,11 +239,11 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 			return err
 		}
 	}
-	var b *store.Batch
+	var b store.WriteBatch
 	if n := len(w.free); n > 0 {
 		b, w.free = w.free[n-1], w.free[:n-1]
 	} else {
-		b = e.st.NewBatch()
+		b = e.st.NewWriteBatch()
 	}
 
 	e.writeMu.Lock()
@@ -253,18 +256,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 			return err
 		}
 	}
-	err = w.build(b, op, dups)
-	if err == nil {
-		e.seq++
-		var seq [8]byte
-		binary.BigEndian.PutUint64(seq[:], e.seq)
-		b.Set(keySeq, seq[:])
-		if err = e.st.Apply(b); err == nil {
-			w.position = e.seq
-		} else {
-			e.seq--
-		}
-	}
+	err = w.commit(b, op, dups)
 	e.writeMu.Unlock()
 	if err != nil {
 		b.Reset()
@@ -273,6 +265,40 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	}
 	w.pending = append(w.pending, b)
 	return nil
+}
+
+// maxConflicts bounds how often one batch is re-checked after losing its
+// preconditions to writers on other servers sharing the store.
+const maxConflicts = 16
+
+// commit is phase 2 and the apply, under writeMu. When the store reports
+// that a key the checks read has changed since (a writer on another server
+// sharing the store wrote it), the checks run again on fresh reads, so the
+// batch meets the same ALREADY_EXISTS, NOT_FOUND or unique violation it
+// would have met had it come second.
+func (w *Writer) commit(b store.WriteBatch, op Op, dups bool) error {
+	e := w.e
+	for attempt := 0; ; attempt++ {
+		err := w.build(b, op, dups)
+		if err == nil {
+			e.seq++
+			var seq [8]byte
+			binary.BigEndian.PutUint64(seq[:], e.seq)
+			b.Set(keySeq, seq[:])
+			if err = e.st.ApplyBatch(b); err == nil {
+				w.position = e.seq
+				if p := b.Position(); p != 0 {
+					w.position = p
+				}
+				return nil
+			}
+			e.seq--
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+			return storeError(err)
+		}
+		b.Reset()
+	}
 }
 
 // prepare is phase 1: validate every record and encode its keys. It
@@ -389,18 +415,7 @@ func (w *Writer) widen(lo, hi, k span) (span, span) {
 // common shape of bulk inserts.
 func (w *Writer) absent(lo, hi span) (bool, error) {
 	w.oldIx = append(append(w.oldIx[:0], w.bytes(hi)...), 0)
-	upper := w.oldIx
-	it, err := w.e.st.NewIter(w.bytes(lo), upper)
-	if err != nil {
-		return false, err
-	}
-	found := it.First()
-	if err := it.Error(); err != nil {
-		it.Close()
-		return false, err
-	}
-	w.oldIx = upper
-	return !found, it.Close()
+	return w.cur.ReadAbsent(w.bytes(lo), w.oldIx)
 }
 
 // mark records a key's hash and reports whether it was seen before in the
@@ -426,18 +441,14 @@ func (w *Writer) get(k []byte, buf *[]byte, dups, likelyMissing bool) ([]byte, b
 			return ov.val, !ov.deleted, nil
 		}
 	}
-	get := w.e.st.Get
-	if likelyMissing {
-		get = w.e.st.GetLikelyMissing
-	}
-	v, found, err := get(k, (*buf)[:0])
+	v, found, err := w.cur.Read(k, (*buf)[:0], likelyMissing)
 	if found {
 		*buf = v
 	}
 	return v, found, err
 }
 
-func (w *Writer) set(b *store.Batch, k, v []byte, dups bool) {
+func (w *Writer) set(b store.WriteBatch, k, v []byte, dups bool) {
 	b.Set(k, v)
 	if dups {
 		w.ov[string(k)] = ovEntry{val: v}
@@ -447,7 +458,7 @@ func (w *Writer) set(b *store.Batch, k, v []byte, dups bool) {
 // del deletes a key. record says the deletion must be visible to later
 // records of the batch even on the fast path: a unique value freed by one
 // record may be taken by a later one, and phase 1 cannot see that coming.
-func (w *Writer) del(b *store.Batch, k []byte, record bool) {
+func (w *Writer) del(b store.WriteBatch, k []byte, record bool) {
 	b.Delete(k)
 	if record {
 		w.ov[string(k)] = ovEntry{deleted: true}
@@ -457,11 +468,13 @@ func (w *Writer) del(b *store.Batch, k []byte, record bool) {
 // build is phase 2, under writeMu: for every record in order, the
 // existence check, the uniqueness check, retracting the index entries of
 // the record it replaces, and putting the new record and its entries.
-func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
+func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	if w.ov == nil {
 		w.ov = make(map[string]ovEntry)
 	}
 	clear(w.ov)
+	w.cur = b
+	defer func() { w.cur = nil }()
 	pr, err := w.probe(op)
 	if err != nil {
 		return err
@@ -572,7 +585,7 @@ func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
 // removes), that the new record does not write again. The old record is
 // walked once for all its index keys. A unique entry is deleted only while
 // it points at this record: another record may have taken the value since.
-func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) error {
+func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bool) error {
 	t := p.t
 	pk := w.bytes(p.pk)
 	w.oldOcc = t.keys.locate(old, w.oldOcc[:0])
@@ -613,7 +626,7 @@ func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) 
 
 // put writes the new record and its index entries: a unique entry's value
 // is the primary key, a non-unique entry's key ends with it.
-func (w *Writer) put(b *store.Batch, p *prep, dups bool) {
+func (w *Writer) put(b store.WriteBatch, p *prep, dups bool) {
 	pk := w.bytes(p.pk)
 	w.set(b, w.bytes(p.key), p.val, dups)
 	for j, ix := range p.t.indexes {

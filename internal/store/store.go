@@ -1,6 +1,13 @@
 // Package store is Protobase's storage layer and the only package that imports
 // Pebble. Everything above it (the engine) sees only this package's types.
 //
+// The engine depends on the storage contract (KV, View, ReadSnapshot,
+// Iterator, WriteBatch; guarantees in contract.go): atomic batches with
+// preconditions, snapshot reads at one version, ordered iteration both
+// ways, point lookups through an iterator, split points and durability.
+// Store implements it on one machine; internal/store/etcd implements it
+// over an etcd cluster shared by several servers.
+//
 // It owns:
 //   - opening and closing the Pebble directory with tuned options (newest
 //     on-disk format, bloom filters on every level, L0 and memtable sizing for

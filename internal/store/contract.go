@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// The storage contract. The engine depends on these interfaces only; *Store
+// (Pebble, one process, embedded) implements them, and so does the etcd
+// store in internal/store/etcd (several processes sharing one cluster).
+//
+// Guarantees every implementation gives:
+//
+//   - Atomic batches. ApplyBatch makes all of a WriteBatch visible or none
+//     of it: no reader ever sees part of a batch, before or after a crash.
+//   - Preconditions. The reads a writer makes through WriteBatch.Read and
+//     WriteBatch.ReadAbsent are the batch's preconditions: the batch applies
+//     only if each key read is still absent (it was absent) or unchanged
+//     since the version read (it was present), and each range read empty is
+//     still empty. Otherwise ApplyBatch applies nothing and returns an error
+//     matching ErrConflict; the writer re-reads, re-checks and tries again.
+//   - Durability. Once WriteBatch.Wait returns nil after ApplyBatch, the
+//     batch survives a crash (of the process; for etcd, of a minority of
+//     members). A later batch is never durable without every batch that was
+//     visible before it.
+//   - Snapshots. A ReadSnapshot reads one version of the whole store: every
+//     Get and iterator on it sees the same set of applied batches.
+//   - Linearizable reads. A read that starts after ApplyBatch returned, on
+//     any process sharing the store, sees the batch.
+//   - Ordered iteration in both directions over [lower, upper) in byte
+//     order of the keys; point lookups through an iterator (Lookup) read at
+//     the iterator's version.
+//   - Split points (SplitKeys) are hints only: any set of keys inside the
+//     range is correct, none (one part) included.
+//   - Limits. A batch beyond what the store can apply in one atomic step is
+//     refused whole with an error matching ErrLimit whose message names the
+//     limit and how to raise it; nothing of it is applied.
+//   - A version that is gone. A snapshot whose version the store no longer
+//     keeps (etcd compaction) fails its reads with an error matching
+//     ErrCompacted; it never returns rows of another version.
+//
+// Pebble checks preconditions without doing anything: its Read is a plain
+// read and ApplyBatch never returns ErrConflict. That is sound because a
+// Pebble directory is held by one Store in one process (claimDir) and the
+// engine makes its precondition reads and ApplyBatch under one write lock
+// (Engine.writeMu): no other writer can apply anything between a read and
+// the apply that depends on it, so every precondition holds by construction.
+// Across processes there is no such lock, which is why etcd carries the
+// preconditions into its transaction.
+var (
+	// ErrConflict is returned by ApplyBatch when a precondition of the
+	// batch failed: another writer changed a key the batch read.
+	ErrConflict = errors.New("store: a key the batch read has changed since")
+	// ErrLimit is returned by ApplyBatch for a batch larger than the store
+	// accepts in one atomic step (see the error's message).
+	ErrLimit = errors.New("store: batch exceeds a limit of the store")
+	// ErrCompacted is returned by reads at a version the store no longer
+	// keeps.
+	ErrCompacted = errors.New("store: the version read has been compacted")
+)
+
+// KV is a store: the latest state, snapshots and atomic batches.
+type KV interface {
+	View
+	// OpenSnapshot returns a view of one version of the store, at the
+	// latest applied batch or later. It must be closed.
+	OpenSnapshot() (ReadSnapshot, error)
+	// NewWriteBatch returns an empty batch of this store; Close it.
+	NewWriteBatch() WriteBatch
+	// ApplyBatch makes b visible atomically if its preconditions hold
+	// (ErrConflict otherwise). Durability may lag: see WriteBatch.Wait.
+	ApplyBatch(b WriteBatch) error
+	// SplitKeys returns up to n-1 keys inside (start, end) that cut the
+	// range into parts of roughly equal size.
+	SplitKeys(start, end []byte, n int) ([][]byte, error)
+	// SyncWrites reports whether Wait waits for durability.
+	SyncWrites() bool
+	// Flush and Compact are maintenance; a store without them returns nil.
+	Flush() error
+	Compact(ctx context.Context) error
+	Close() error
+}
+
+// View reads one state: the latest (KV) or a fixed version (ReadSnapshot).
+type View interface {
+	// Get appends the value of key to dst[:0]; found is false when the
+	// key is absent. The result is owned by the caller.
+	Get(key, dst []byte) (val []byte, found bool, err error)
+	// GetLikelyMissing is Get for keys that are usually absent.
+	GetLikelyMissing(key, dst []byte) (val []byte, found bool, err error)
+	// NewIterator returns an unpositioned iterator over [lower, upper)
+	// (nil: unbounded) at one version. It must be closed.
+	NewIterator(lower, upper []byte) (Iterator, error)
+}
+
+// ReadSnapshot is a View of one version; Close releases it.
+type ReadSnapshot interface {
+	View
+	Close() error
+}
+
+// Iterator walks a key range at one version, in either direction. It is
+// not safe for concurrent use. Positioning methods report Valid(); Key
+// and Value are valid until the next positioning call. Lookup is a point
+// read at the iterator's version that leaves it positioned arbitrarily;
+// many Lookups through one iterator are the batched point read.
+type Iterator interface {
+	First() bool
+	Last() bool
+	SeekGE(key []byte) bool
+	SeekLT(key []byte) bool
+	Next() bool
+	Prev() bool
+	Valid() bool
+	Key() []byte
+	Value() []byte
+	SetBounds(lower, upper []byte)
+	Lookup(key, dst []byte) ([]byte, bool, error)
+	Error() error
+	Close() error
+}
+
+// WriteBatch is an atomic group of writes with the preconditions read
+// through it. It is not safe for concurrent use. After ApplyBatch it must
+// be Reset before reuse; Reset also forgets the preconditions.
+type WriteBatch interface {
+	Set(key, value []byte)
+	Delete(key []byte)
+	DeleteRange(start, end []byte)
+	// Read is Get of the latest state, made a precondition of the batch.
+	// likelyMissing picks the read tuned for absent keys.
+	Read(key, dst []byte, likelyMissing bool) (val []byte, found bool, err error)
+	// ReadAbsent reports whether no key lies in [lower, upper); when none
+	// does, that the range stays empty is a precondition of the batch.
+	ReadAbsent(lower, upper []byte) (bool, error)
+	Empty() bool
+	// Wait blocks until the applied batch is durable.
+	Wait() error
+	// Position is the store's position of the applied batch, increasing
+	// with every batch applied on the store; 0 when the store has none and
+	// the caller numbers batches itself (Pebble: the engine's commit
+	// sequence, written with every batch).
+	Position() uint64
+	Reset()
+	Close()
+}
+
+var (
+	_ KV           = (*Store)(nil)
+	_ ReadSnapshot = (*Snapshot)(nil)
+	_ Iterator     = (*Iter)(nil)
+	_ WriteBatch   = (*Batch)(nil)
+)

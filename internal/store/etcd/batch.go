@@ -1,0 +1,148 @@
+package etcd
+
+import (
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/protobase/protobase/internal/store"
+)
+
+// batch is a store.WriteBatch that ApplyBatch sends as one transaction:
+// If(cmps) Then(ops). It is not safe for concurrent use.
+type batch struct {
+	s    *Store
+	ops  []clientv3.Op
+	cmps []clientv3.Cmp
+	// at holds the index in ops of each key put or deleted: etcd refuses
+	// a transaction that writes one key twice, so a later write of a key
+	// replaces its earlier one (the last write wins, as in Pebble).
+	at      map[string]int
+	applied bool
+	pos     uint64 // revision of the applied transaction
+}
+
+var errApplied = errors.New("etcd store: batch already applied; Reset it before reuse")
+
+// NewWriteBatch returns an empty batch.
+func (s *Store) NewWriteBatch() store.WriteBatch { return &batch{s: s} }
+
+func (b *batch) mutable() {
+	if b.applied {
+		panic("etcd store: batch modified after Apply; call Reset first")
+	}
+}
+
+func (b *batch) Set(key, value []byte) {
+	b.mutable()
+	k := b.s.Key(key)
+	b.put(k, clientv3.OpPut(k, string(value)))
+}
+
+func (b *batch) Delete(key []byte) {
+	b.mutable()
+	k := b.s.Key(key)
+	b.put(k, clientv3.OpDelete(k))
+}
+
+func (b *batch) put(k string, op clientv3.Op) {
+	if b.at == nil {
+		b.at = make(map[string]int)
+	}
+	if i, ok := b.at[k]; ok {
+		b.ops[i] = op
+		return
+	}
+	b.at[k] = len(b.ops)
+	b.ops = append(b.ops, op)
+}
+
+func (b *batch) DeleteRange(start, end []byte) {
+	b.mutable()
+	b.ops = append(b.ops, clientv3.OpDelete(b.s.Key(start), clientv3.WithRange(b.s.rangeEnd(end))))
+}
+
+// Read reads the latest value of key and makes "key still as read" a
+// comparison of the transaction: the same modification revision when
+// found, no creation revision (absent) when not.
+func (b *batch) Read(key, dst []byte, _ bool) ([]byte, bool, error) {
+	v, found, resp, err := b.s.get(key, dst, 0)
+	if err != nil {
+		return v, found, err
+	}
+	k := b.s.Key(key)
+	if found {
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", resp.Kvs[0].ModRevision))
+	} else {
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+	}
+	return v, found, nil
+}
+
+// ReadAbsent asks for at most one key of [lower, upper); when there is
+// none, the transaction compares the whole range's creation revisions to 0
+// (true only while the range stays empty).
+func (b *batch) ReadAbsent(lower, upper []byte) (bool, error) {
+	lo, hi := b.s.Key(lower), b.s.rangeEnd(upper)
+	ctx, cancel := b.s.request()
+	resp, err := b.s.cli.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithCountOnly(), clientv3.WithLimit(1))
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("etcd store: read range: %w", mapErr(err))
+	}
+	if resp.Count > 0 {
+		return false, nil
+	}
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(lo), "=", 0).WithRange(hi))
+	return true, nil
+}
+
+func (b *batch) Empty() bool { return len(b.ops) == 0 }
+
+// Wait returns at once: a committed transaction is already durable.
+func (b *batch) Wait() error {
+	if !b.applied {
+		return store.ErrBatchNotApplied
+	}
+	return nil
+}
+
+func (b *batch) Position() uint64 { return b.pos }
+
+func (b *batch) Reset() {
+	clear(b.ops)
+	clear(b.cmps)
+	clear(b.at)
+	b.ops, b.cmps, b.applied, b.pos = b.ops[:0], b.cmps[:0], false, 0
+}
+
+func (b *batch) Close() { b.ops, b.cmps, b.at = nil, nil, nil }
+
+// ApplyBatch commits b as one transaction. A failed comparison is
+// store.ErrConflict; a transaction the cluster refuses as too large is
+// store.ErrLimit. An empty batch sends nothing.
+func (s *Store) ApplyBatch(wb store.WriteBatch) error {
+	b, ok := wb.(*batch)
+	if !ok || b.s != s {
+		return errors.New("etcd store: ApplyBatch of a batch of another store")
+	}
+	if b.applied {
+		return errApplied
+	}
+	if len(b.ops) == 0 {
+		b.applied = true
+		return nil
+	}
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(b.cmps...).Then(b.ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("etcd store: apply batch of %d operations: %w", len(b.ops), mapErr(err))
+	}
+	if !resp.Succeeded {
+		return store.ErrConflict
+	}
+	b.applied, b.pos = true, uint64(resp.Header.Revision)
+	return nil
+}
