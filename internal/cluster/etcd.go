@@ -162,3 +162,22 @@ func (c *Etcd) Stop() error {
 	c.mu.Unlock()
 	return stopAll(ps)
 }
+
+// KillAll kills every running member with SIGKILL: the quick end of a test
+// whose data is thrown away (a graceful Stop spends seconds handing over
+// leadership between members that are all going).
+func (c *Etcd) KillAll() {
+	c.mu.Lock()
+	ps := make([]*process, 0, len(c.members))
+	for _, m := range c.members {
+		if m.proc != nil {
+			ps = append(ps, m.proc)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		if !p.exited() {
+			p.kill()
+		}
+	}
+}

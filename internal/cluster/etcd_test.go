@@ -40,6 +40,12 @@ func TestMain(m *testing.M) {
 // when the test ends.
 func startEtcd(t *testing.T) *cluster.Etcd {
 	t.Helper()
+	return startEtcdWith(t, cluster.EtcdOptions{})
+}
+
+// startEtcdWith starts a cluster shaped by opt, as startEtcd does.
+func startEtcdWith(t *testing.T, opt cluster.EtcdOptions) *cluster.Etcd {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts an etcd cluster of processes")
 	}
@@ -49,15 +55,13 @@ func startEtcd(t *testing.T) *cluster.Etcd {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*cluster.StartTimeout)
 	defer cancel()
-	c, err := cluster.StartEtcd(ctx, bin, t.TempDir(), cluster.EtcdOptions{})
+	start := time.Now()
+	c, err := cluster.StartEtcd(ctx, bin, t.TempDir(), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	t.Logf("three members serve after %v", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(c.KillAll)
 	return c
 }
 
