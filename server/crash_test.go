@@ -55,10 +55,16 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test starts child processes")
 	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { runCrashRecovery(t, b) })
+	}
+}
+
+func runCrashRecovery(t *testing.T, b backend) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	dir := t.TempDir()
+	cfg := b.config(t)
 
 	const writers = 2
 	var mu sync.Mutex
@@ -68,7 +74,7 @@ func TestCrashRecovery(t *testing.T) {
 		next[w] = w
 	}
 	for round := 0; round < 4; round++ {
-		cmd, addr := servertest.Start(t, dir)
+		cmd, addr := servertest.StartWith(t, cfg)
 		c, err := client.Dial(addr)
 		if err != nil {
 			t.Fatal(err)
@@ -114,7 +120,7 @@ func TestCrashRecovery(t *testing.T) {
 		wg.Wait()
 		c.Close()
 		// What the next start recovers must be consistent too.
-		mustCheckDir(t, dir, fmt.Sprintf("after kill %d", round+1))
+		b.mustCheck(t, cfg, fmt.Sprintf("after kill %d", round+1))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -122,7 +128,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal("no batch was acknowledged before the kills")
 	}
 
-	ts := startServer(t, server.Config{DataDir: dir})
+	ts := startServer(t, cfg)
 	users := map[int]int{}
 	for _, u := range ts.records("shop.User") {
 		users[int(fieldValue(u, "id").Int())/crashBatch]++
@@ -162,7 +168,7 @@ func TestCrashRecovery(t *testing.T) {
 	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, absent*crashBatch))})
 	ts.stop()
 	ts.c = nil
-	mustCheckDir(t, dir, "at the end")
+	b.mustCheck(t, cfg, "at the end")
 }
 
 // mustCheckDir fails the test unless server.Check finds the data directory

@@ -48,7 +48,7 @@ func (c Config) validateStorage() error {
 	switch c.Store {
 	case "", StorePebble:
 		if c.Etcd.set() {
-			return configError("Etcd", " settings need ", "Store", " etcd")
+			return configError("Etcd", " only apply with ", "Store", " etcd")
 		}
 		return nil
 	case StoreEtcd:
@@ -89,7 +89,8 @@ func validEndpoint(ep string) error {
 		host = u.Host
 	}
 	h, port, err := net.SplitHostPort(host)
-	if err != nil || h == "" || port == "" || strings.ContainsAny(h, " \t\r\n,/") {
+	// 253: the longest DNS name.
+	if err != nil || h == "" || len(h) > 253 || port == "" || strings.ContainsAny(h, " \t\r\n,/") {
 		return fmt.Errorf("want HOST:PORT or http(s)://HOST:PORT")
 	}
 	return nil

@@ -37,6 +37,7 @@ type serveOptions struct {
 	auth             bool            // --auth
 	insecureNoAuth   bool            // --insecure-no-auth
 	security         securityOptions // TLS and REST/NATS hardening, serve_tls.go
+	storage          storeOptions    // --store and the etcd flags, serve_store.go
 
 	// bounds against hostile clients (docs/limits.md)
 	maxStreamsPerConn    uint32
@@ -60,6 +61,14 @@ external one, and serves the API as NATS request-reply on the subjects
 PREFIX.schema.get, .insert, .update, .upsert, .remove, .query and .get
 (--nats-prefix, default "protobase"), in the queue group --nats-queue, so
 that several servers share the load. See docs/transports.md.
+
+--store etcd keeps the data in an etcd v3 cluster (--etcd-endpoints) instead
+of --data, under the key prefix --etcd-prefix, so that several servers can
+serve one store: a write acknowledged by one is seen by reads that start
+afterwards on any other. --data then holds only the admin key file. TLS to
+etcd: --etcd-ca, --etcd-cert and --etcd-key; etcd auth: --etcd-user and
+--etcd-password-file. A write batch is one etcd transaction, within the
+cluster's --max-txn-ops and --max-request-bytes. See docs/scaling.md.
 
 Every write is fsynced before it is acknowledged. --sync=false acknowledges
 writes before they reach the disk: faster, but a crash or power loss can
@@ -100,6 +109,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
   protobase serve --data /var/lib/protobase --grpc-addr 0.0.0.0:7070 --metrics-addr :9090   # auth on
   protobase serve --auth                           # keys on loopback too
   protobase serve --grpc-addr 0.0.0.0:7070 --tls-cert server.pem --tls-key server-key.pem   # auth and TLS
+  protobase serve --store etcd --etcd-endpoints 10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379
   protobase serve --sync=false --log-level debug   # benchmarks only
   protobase serve --lab                            # a target for protobase bench --addr`,
 		Args: cobra.NoArgs,
@@ -129,6 +139,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
 	o.security.addFlags(f)
+	o.storage.addFlags(f)
 	return cmd
 }
 
@@ -142,6 +153,7 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	}
 	cfg := serveConfig(cmd, o)
 	o.security.apply(&cfg)
+	o.storage.apply(&cfg)
 	if err := cfg.Validate(); err != nil {
 		return usageError(configError(err))
 	}
@@ -158,7 +170,7 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 		}
 		return fmt.Errorf("cannot start the server: %w", err)
 	}
-	fmt.Fprintf(a.stdout, "protobase serving on %s (data %s)\n", srv.Addr(), o.data)
+	fmt.Fprintf(a.stdout, "protobase serving on %s (%s)\n", srv.Addr(), o.storage.where(o.data))
 	if m := srv.MetricsAddr(); m != "" {
 		fmt.Fprintf(a.stdout, "metrics on %s://%s/metrics\n", httpScheme(srv), m)
 	}

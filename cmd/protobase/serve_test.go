@@ -49,7 +49,7 @@ func startServe(t *testing.T, ctx context.Context, args ...string) (string, <-ch
 	done := make(chan int, 1)
 	args = append([]string{"serve", "--grpc-addr", "127.0.0.1:0"}, args...)
 	go func() { done <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
-	re := regexp.MustCompile(`protobase serving on (\S+) \(data .*\)\n`)
+	re := regexp.MustCompile(`protobase serving on (\S+) \((?:data|etcd) .*\)\n`)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := re.FindStringSubmatch(stdout.String()); m != nil {

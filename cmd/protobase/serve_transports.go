@@ -15,7 +15,7 @@ import (
 // server.Config an empty value means the default or "off", which the user
 // who typed the flag did not ask for.
 func checkEmptyFlags(cmd *cobra.Command) error {
-	for _, name := range []string{"data", "nats-addr", "nats-url", "http-addr", "nats-prefix", "nats-queue"} {
+	for _, name := range []string{"data", "nats-addr", "nats-url", "http-addr", "nats-prefix", "nats-queue", "store", "etcd-prefix"} {
 		f := cmd.Flags().Lookup(name)
 		if f.Changed && f.Value.String() == "" {
 			return usagef("--%s must not be empty", name)
@@ -90,6 +90,15 @@ var configFlags = map[string]string{
 	"NATSTLSCAFile":      "--nats-tls-ca",
 	"NATSTLSCertFile":    "--nats-tls-cert",
 	"NATSTLSKeyFile":     "--nats-tls-key",
+	"NoSync":             "--sync=false",
+	"Store":              "--store",
+	"Etcd":               "the --etcd-* flags",
+	"Etcd.Endpoints":     "--etcd-endpoints",
+	"Etcd.Prefix":        "--etcd-prefix",
+	"Etcd.CertFile":      "--etcd-cert",
+	"Etcd.KeyFile":       "--etcd-key",
+	"Etcd.User":          "--etcd-user",
+	"Etcd.PasswordFile":  "--etcd-password-file",
 
 	"MaxStreamsPerConn":    "--max-streams-per-conn",
 	"MaxResultBufferBytes": "--max-result-buffer-bytes",

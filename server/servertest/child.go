@@ -9,6 +9,7 @@ package servertest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +24,10 @@ import (
 // envDir carries the data directory to the child and marks a process as one.
 const envDir = "PROTOBASE_TEST_CHILD_DATA"
 
+// envEtcd carries the child's server.EtcdConfig (JSON) when it serves a
+// store on etcd.
+const envEtcd = "PROTOBASE_TEST_CHILD_ETCD"
+
 // Main runs the tests of m, unless this process is a child that Start
 // began: then it serves cfg, on the parent's data directory and a free
 // loopback port, until SIGTERM or SIGINT (or until it is killed).
@@ -32,6 +37,13 @@ func Main(m *testing.M, cfg server.Config) {
 		os.Exit(m.Run())
 	}
 	cfg.DataDir, cfg.GRPCAddr = dir, "127.0.0.1:0"
+	if e := os.Getenv(envEtcd); e != "" {
+		cfg.Store = server.StoreEtcd
+		if err := json.Unmarshal([]byte(e), &cfg.Etcd); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+	}
 	srv, err := server.Start(context.Background(), cfg)
 	if err != nil {
 		fmt.Println("ERROR", err)
@@ -49,8 +61,22 @@ func Main(m *testing.M, cfg server.Config) {
 // the child if it still runs.
 func Start(t testing.TB, dir string) (*exec.Cmd, string) {
 	t.Helper()
+	return StartWith(t, server.Config{DataDir: dir})
+}
+
+// StartWith is Start on the store cfg names: its DataDir, and with Store
+// "etcd" its Etcd settings. Other fields are the ones Main was given.
+func StartWith(t testing.TB, cfg server.Config) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envDir+"="+dir)
+	cmd.Env = append(os.Environ(), envDir+"="+cfg.DataDir)
+	if cfg.Store == server.StoreEtcd {
+		e, err := json.Marshal(cfg.Etcd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, envEtcd+"="+string(e))
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
