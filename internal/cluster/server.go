@@ -172,10 +172,14 @@ type Options struct {
 	ServerAddrs []string
 }
 
-// Cluster is an etcd cluster and the Protobase servers over it.
+// Cluster is an etcd cluster and the Protobase servers over it. Servers
+// grows with AddServer, which is not safe to call concurrently.
 type Cluster struct {
 	Etcd    *Etcd
 	Servers []*Server
+
+	bins Binaries
+	dir  string
 }
 
 // Start starts the members, then the servers, under dir; it stops what it
@@ -185,7 +189,7 @@ func Start(ctx context.Context, bins Binaries, dir string, opt Options) (*Cluste
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Etcd: e}
+	c := &Cluster{Etcd: e, bins: bins, dir: dir}
 	if opt.ServerAddrs != nil && len(opt.ServerAddrs) != opt.Servers {
 		_ = c.Stop()
 		return nil, fmt.Errorf("cluster: %d servers but %d addresses", opt.Servers, len(opt.ServerAddrs))
@@ -195,14 +199,24 @@ func Start(ctx context.Context, bins Binaries, dir string, opt Options) (*Cluste
 		if opt.ServerAddrs != nil {
 			so.Addr = opt.ServerAddrs[i]
 		}
-		s, err := StartServer(ctx, bins.Protobase, filepath.Join(dir, "servers"), fmt.Sprintf("s%d", i+1), e.Endpoints(), so)
-		if err != nil {
+		if _, err := c.AddServer(ctx, so); err != nil {
 			_ = c.Stop()
 			return nil, err
 		}
-		c.Servers = append(c.Servers, s)
 	}
 	return c, nil
+}
+
+// AddServer starts one more server over the cluster, named after its
+// place (s1, s2, ...), and appends it to Servers.
+func (c *Cluster) AddServer(ctx context.Context, opt ServerOptions) (*Server, error) {
+	name := fmt.Sprintf("s%d", len(c.Servers)+1)
+	s, err := StartServer(ctx, c.bins.Protobase, filepath.Join(c.dir, "servers"), name, c.Etcd.Endpoints(), opt)
+	if err != nil {
+		return nil, err
+	}
+	c.Servers = append(c.Servers, s)
+	return s, nil
 }
 
 // Stop stops the servers, then the members.
