@@ -41,6 +41,8 @@ type options struct {
 	etcdPorts  []int // client ports; each member's peer port is its client port + 1
 	serverPort int   // the first server's port; the others follow it
 	args       []string
+	// maxTxnOps and maxRequestBytes are the members' transaction limits.
+	maxTxnOps, maxRequestBytes uint
 }
 
 func main() {
@@ -86,10 +88,18 @@ own process on 127.0.0.1, until SIGINT or SIGTERM. Data and logs stay in
 	fs.IntVar(&o.servers, "servers", 2, "number of Protobase servers (1 to 9)")
 	fs.StringVar(&ports, "etcd-ports", "2379,22379,32379", "the three members' client ports; each peer port is its client port + 1")
 	fs.IntVar(&o.serverPort, "server-port", 7070, "the first server's gRPC port; the others follow it")
+	// A write batch is one transaction: a record and each of its index
+	// entries is an operation, so etcd's defaults (128, 1.5 MiB) would
+	// refuse batches of more than a few dozen records.
+	fs.UintVar(&o.maxTxnOps, "max-txn-ops", 65536, "the members' --max-txn-ops: most operations in one transaction (etcd's default: 128)")
+	fs.UintVar(&o.maxRequestBytes, "max-request-bytes", 64<<20, "the members' --max-request-bytes (etcd's default: 1.5 MiB)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.args = fs.Args()
+	if o.maxTxnOps < 1 || o.maxRequestBytes < 1 {
+		return o, errors.New("--max-txn-ops and --max-request-bytes must be at least 1")
+	}
 	if o.servers < 1 || o.servers > 9 {
 		return o, fmt.Errorf("--servers %d: want 1 to 9", o.servers)
 	}
@@ -138,7 +148,9 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 	startCtx, cancel := context.WithTimeout(ctx, 3*cluster.StartTimeout)
 	defer cancel()
 	c, err := cluster.Start(startCtx, bins, o.dir, cluster.Options{
-		Etcd:        cluster.EtcdOptions{ClientPorts: o.etcdPorts, PeerPorts: peerPorts(o.etcdPorts)},
+		Etcd: cluster.EtcdOptions{ClientPorts: o.etcdPorts, PeerPorts: peerPorts(o.etcdPorts), Args: []string{
+			"--max-txn-ops", strconv.FormatUint(uint64(o.maxTxnOps), 10),
+			"--max-request-bytes", strconv.FormatUint(uint64(o.maxRequestBytes), 10)}},
 		Servers:     o.servers,
 		Server:      cluster.ServerOptions{Args: o.args},
 		ServerAddrs: addrs,
@@ -146,7 +158,7 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printCluster(stdout, c, o.dir)
+	printCluster(stdout, c, o.dir, bins.Protobase)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping the servers, then the members")
 	stopped := make(chan error, 1)
@@ -159,7 +171,7 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 	}
 }
 
-func printCluster(w io.Writer, c *cluster.Cluster, dir string) {
+func printCluster(w io.Writer, c *cluster.Cluster, dir, pb string) {
 	eps := strings.Join(c.Etcd.Endpoints(), ",")
 	fmt.Fprintf(w, "etcd members:      %s (data and logs in %s)\n", eps, filepath.Join(dir, "etcd"))
 	for _, s := range c.Servers {
@@ -169,11 +181,11 @@ func printCluster(w io.Writer, c *cluster.Cluster, dir string) {
 	b := c.Servers[len(c.Servers)-1].Addr()
 	fmt.Fprintf(w, `
 Every server serves the same database. Try:
-  bin/protobase --addr %s schema apply shop.proto
-  bin/protobase --addr %s insert --type shop.User users.jsonl
-  bin/protobase --addr %s search --type shop.User --where 'id >= 1'
+  %[1]s --addr %[2]s schema apply shop.proto
+  %[1]s --addr %[2]s insert --type shop.User users.jsonl
+  %[1]s --addr %[3]s search --type shop.User --where 'id >= 1'
 Another server on the same cluster:
-  bin/protobase serve --store etcd --etcd-endpoints %s --data DIR --grpc-addr 127.0.0.1:PORT
-Ctrl-C stops everything; the data stays in %s.
-`, a, a, b, eps, dir)
+  %[1]s serve --store etcd --etcd-endpoints %[4]s --data DIR --grpc-addr 127.0.0.1:PORT
+Ctrl-C stops everything; the data stays in %[5]s.
+`, pb, a, b, eps, dir)
 }

@@ -37,6 +37,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--etcd-ports", "2379,2380,32379"}, "port 2380 is used twice"},
 		{[]string{"--etcd-ports", "2379,2379,32379"}, "used twice"},
 		{[]string{"--etcd-ports", "7070,22379,32379"}, "port 7070 is used twice"},
+		{[]string{"--max-txn-ops", "0"}, "at least 1"},
+		{[]string{"--max-request-bytes", "-1"}, "invalid value"},
 		{[]string{"stray"}, ""}, // positional words go to serve; serve refuses them
 	} {
 		_, err := parseFlags(tc.args, &bytes.Buffer{})
