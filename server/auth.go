@@ -73,6 +73,13 @@ func (s *Server) startAuth() error {
 		return fmt.Errorf("open keyring: %w", err)
 	}
 	s.keys, s.auth = keys, on
+	// On a store several servers share, keys created or revoked on
+	// another server take effect here too.
+	s.eng.WatchAPIKeys(func() {
+		if err := keys.Reload(); err != nil {
+			s.log.Warn("reload api keys after a change on another server", "err", err)
+		}
+	})
 	if !on || keys.Len() > 0 {
 		if on {
 			s.log.Info("authentication is on", "keys", keys.Len())

@@ -14,7 +14,7 @@ import (
 // while no server writes it.
 type backend struct {
 	name   string
-	config func(t *testing.T) server.Config
+	config func(t testing.TB) server.Config
 	check  func(t *testing.T, cfg server.Config) (*server.CheckReport, error)
 }
 
@@ -23,14 +23,14 @@ type backend struct {
 var backends = []backend{
 	{
 		name:   "pebble",
-		config: func(t *testing.T) server.Config { return server.Config{DataDir: t.TempDir()} },
+		config: func(t testing.TB) server.Config { return server.Config{DataDir: t.TempDir()} },
 		check: func(t *testing.T, cfg server.Config) (*server.CheckReport, error) {
 			return server.Check(t.Context(), cfg.DataDir)
 		},
 	},
 	{
 		name: "etcd",
-		config: func(t *testing.T) server.Config {
+		config: func(t testing.TB) server.Config {
 			return server.Config{DataDir: t.TempDir(), Store: server.StoreEtcd, Etcd: server.EtcdConfig{
 				Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)},
 				Prefix:    "/" + strings.ReplaceAll(t.Name(), "/", "_") + "/",

@@ -73,6 +73,18 @@ func OpenKeyring(st Store, log *slog.Logger) (*Keyring, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	m, err := loadKeys(st, nil)
+	if err != nil {
+		return nil, err
+	}
+	k := &Keyring{st: st, log: log}
+	k.keys.Store(m)
+	return k, nil
+}
+
+// loadKeys reads the keys of st; an entry of old whose record is unchanged
+// is kept as it is.
+func loadKeys(st Store, old *keyMap) (*keyMap, error) {
 	raw, err := st.APIKeys()
 	if err != nil {
 		return nil, err
@@ -83,6 +95,12 @@ func OpenKeyring(st Store, log *slog.Logger) (*Keyring, error) {
 		if err != nil {
 			return nil, fmt.Errorf("api key %q: %w", name, err)
 		}
+		if old != nil {
+			if e := old.byName[name]; e != nil && slices.Equal(e.rec.encode(), b) {
+				m.byHash[rec.hash], m.byName[name] = e, e
+				continue
+			}
+		}
 		scope, err := ParseScope(rec.types)
 		if err != nil {
 			return nil, fmt.Errorf("api key %q: %w", name, err)
@@ -91,9 +109,40 @@ func OpenKeyring(st Store, log *slog.Logger) (*Keyring, error) {
 		m.byHash[rec.hash] = e
 		m.byName[rec.name] = e
 	}
-	k := &Keyring{st: st, log: log}
+	return m, nil
+}
+
+// Reload reads the keys from the store again, for keys changed by another
+// server sharing it: a key created there is accepted from now on, and one
+// revoked there fails new calls at once and open streams at their next
+// message, as a local Revoke does (OnRevoke hooks included).
+func (k *Keyring) Reload() error {
+	k.mu.Lock()
+	old := k.keys.Load()
+	m, err := loadKeys(k.st, old)
+	if err != nil {
+		k.mu.Unlock()
+		return fmt.Errorf("reload api keys: %w", err)
+	}
+	var gone []string
+	for name, e := range old.byName {
+		if m.byName[name] != e {
+			e.revoked.Store(true)
+			if m.byName[name] == nil {
+				gone = append(gone, name)
+			}
+		}
+	}
 	k.keys.Store(m)
-	return k, nil
+	hooks := slices.Clone(k.onRevoke)
+	k.mu.Unlock()
+	for _, name := range gone {
+		k.log.Info("audit: api key revoked by another server", "key", name)
+		for _, f := range hooks {
+			f(name)
+		}
+	}
+	return nil
 }
 
 // Len returns the number of live keys.

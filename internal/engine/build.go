@@ -2,15 +2,22 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store"
 )
 
 // buildChunk is how many records one build step indexes while holding
 // writeMu; small enough that writers wait at most a few milliseconds.
 const buildChunk = 1000
+
+// sharedBuildChunk is the chunk on a shared store: each record read is a
+// precondition of the step's transaction, which must stay within the
+// cluster's operations per transaction (etcd: 128 by default).
+const sharedBuildChunk = 32
 
 // startBuild indexes the existing records of a type for an index in state
 // BUILDING, in the background.
@@ -20,7 +27,10 @@ const buildChunk = 1000
 // their entries under writeMu. A record written before the builder reaches
 // it gets its entry from the writer and again (identically) from the
 // builder; one written after already has it. Reads ignore the index until
-// the builder marks it READY.
+// the builder marks it READY. On a shared store writers on other servers
+// do not take this writeMu, so the step reads each record through its
+// batch: a record changed or removed meanwhile fails the step's
+// preconditions, and the step runs again on fresh reads.
 func (e *Engine) startBuild(typeID, indexID uint32) {
 	e.bg.Add(1)
 	go func() {
@@ -39,6 +49,17 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 			return nil //nolint:nilerr // shutting down is not a failure: the build resumes on the next Open
 		}
 		done, conflict, err := e.buildStep(typeID, indexID, &after, &n)
+		if errors.Is(err, store.ErrConflict) {
+			// A record of the chunk, or the schema, changed meanwhile on
+			// another server: index the chunk again under the current schema.
+			e.writeMu.Lock()
+			_, err = e.refreshSchema()
+			e.writeMu.Unlock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -78,11 +99,23 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	defer b.Close()
 	uniq := map[string][]byte{} // unique keys set by this step
 	var key, val []byte
-	count := 0
-	for it.First(); it.Valid() && count < buildChunk; it.Next() {
+	count, chunk, shared := 0, buildChunk, e.st.Shared()
+	if shared {
+		chunk = sharedBuildChunk
+	}
+	for it.First(); it.Valid() && count < chunk; it.Next() {
 		count++
 		key = append(key[:0], it.Key()...)
 		val = append(val[:0], it.Value()...)
+		if shared {
+			var found bool
+			if val, found, err = b.Read(key, val, false); err != nil {
+				break
+			}
+			if !found {
+				continue // removed since the iterator read it
+			}
+		}
 		pk := key[len(t.prefix):]
 		var skip bool
 		if skip, err = t.skips(ix, val); err != nil {
@@ -122,12 +155,13 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		e.writeMu.Unlock()
 		return false, conflict, err
 	}
-	*after = append((*after)[:0], key...)
-	*n += uint64(count)
+	b.Expect(keySchema, e.cat.Load().ver)
 	if err := e.st.ApplyBatch(b); err != nil {
 		e.writeMu.Unlock()
 		return false, "", err
 	}
+	*after = append((*after)[:0], key...)
+	*n += uint64(count)
 	e.writeMu.Unlock()
 	return !more, "", b.Wait()
 }
@@ -139,6 +173,18 @@ var errStale = fmt.Errorf("index no longer building")
 func (e *Engine) finishBuild(typeID, indexID uint32, st pb.IndexState, msg string) error {
 	e.schemaMu.Lock()
 	defer e.schemaMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		err := e.finishOnce(typeID, indexID, st, msg)
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+			return err
+		}
+	}
+}
+
+// finishOnce is one attempt of finishBuild; on a shared store another
+// server may have changed the schema since this engine loaded it
+// (store.ErrConflict: the catalog is then refreshed for the next attempt).
+func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string) error {
 	e.writeMu.Lock()
 	cat := e.cat.Load()
 	t := cat.byID[typeID]
@@ -160,14 +206,21 @@ func (e *Engine) finishBuild(typeID, indexID uint32, st pb.IndexState, msg strin
 	}
 	b := e.st.NewWriteBatch()
 	defer b.Close()
+	b.Expect(keySchema, cat.ver)
 	b.Set(keySchema, enc)
 	if st == pb.IndexState_INDEX_STATE_FAILED {
 		b.DeleteRange(ix.prefix, keyspace.PrefixEnd(ix.prefix))
 	}
 	if err := e.st.ApplyBatch(b); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			if _, rerr := e.refreshSchema(); rerr != nil {
+				err = rerr
+			}
+		}
 		e.writeMu.Unlock()
 		return err
 	}
+	ncat.ver = int64(b.Position())
 	e.cat.Store(ncat)
 	e.writeMu.Unlock()
 	return b.Wait()

@@ -19,6 +19,10 @@ import (
 // type, the wire validator and the compiled key paths. It is immutable and
 // replaced as a whole when the schema or an index state changes.
 type catalog struct {
+	// ver is the version of the schema key the state was read from or
+	// written at (store.KV.GetVersion; always 0 on a store that is not
+	// shared).
+	ver   int64
 	state *schema.State
 	types map[string]*recType // by full name
 	byID  map[uint32]*recType

@@ -156,19 +156,9 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
 
-	state := schema.Empty()
-	raw, found, err := st.Get(keySchema, nil)
+	cat, err := e.loadSchema()
 	if err != nil {
-		return nil, fmt.Errorf("read schema state: %w", err)
-	}
-	if found {
-		if state, err = schema.Decode(ctx, raw); err != nil {
-			return nil, fmt.Errorf("decode schema state: %w", err)
-		}
-	}
-	cat, err := newCatalog(state)
-	if err != nil {
-		return nil, fmt.Errorf("load schema state: %w", err)
+		return nil, err
 	}
 	e.cat.Store(cat)
 
@@ -176,7 +166,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		return nil, err
 	}
 
-	raw, found, err = st.Get(keySeq, nil)
+	raw, found, err := st.Get(keySeq, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read commit sequence: %w", err)
 	}
@@ -191,6 +181,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 			}
 		}
 	}
+	e.watchSchema()
 	return e, nil
 }
 

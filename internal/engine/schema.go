@@ -14,6 +14,7 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
 )
 
 // testHookPlanned, when set by a test, runs after ApplySchema has compiled
@@ -45,12 +46,15 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 	// which takes schemaMu too. Compiling under it also keeps compiles to
 	// one at a time, so their memory (up to about 1 GB for sources at the
 	// limits) does not add up.
-	old := e.cat.Load().state
 	c, err := schema.Compile(ctx, req.GetFiles())
 	if err != nil {
 		return nil, schemaError(err)
 	}
 	for attempt := 1; ; attempt++ {
+		// Each attempt plans from the current state: on a shared store
+		// another server may have replaced it (see commitSchema).
+		base := e.cat.Load()
+		old := base.state
 		counted := map[*schema.RecordType]uint64{}
 		res, err := schema.PlanCompiled(old, c, req.GetAllowDrop(), func(t *schema.RecordType) (uint64, error) {
 			n, err := e.countRecords(t)
@@ -66,7 +70,7 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 		if testHookPlanned != nil {
 			testHookPlanned()
 		}
-		resp, stale, err := e.commitSchema(res, counted)
+		resp, stale, err := e.commitSchema(base, res, counted)
 		if !stale {
 			return resp, err
 		}
@@ -77,10 +81,12 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 	}
 }
 
-// commitSchema commits a planned schema change under writeMu. It reports
-// stale, and commits nothing, when a type counted as empty now holds
-// records.
-func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType]uint64) (resp *pb.ApplySchemaResponse, stale bool, err error) {
+// commitSchema commits a schema change planned from base under writeMu.
+// It reports stale, and commits nothing, when a type counted as empty now
+// holds records, or when on a shared store another server changed the
+// schema or wrote such a type since (the batch expects the schema key at
+// base's version and those types empty).
+func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*schema.RecordType]uint64) (resp *pb.ApplySchemaResponse, stale bool, err error) {
 	cat, err := newCatalog(res.State)
 	if err != nil {
 		return nil, false, fmt.Errorf("compile new schema: %w", err)
@@ -106,20 +112,28 @@ func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType
 	}
 
 	e.writeMu.Lock()
+	b.Expect(keySchema, base.ver)
 	for t, n := range counted {
 		if n > 0 {
 			continue
 		}
-		has, err := e.hasRecords(t)
-		if err != nil || has {
+		p := keyspace.RecordPrefix(t.ID)
+		empty, err := b.ReadAbsent(p, keyspace.PrefixEnd(p))
+		if err != nil || !empty {
 			e.writeMu.Unlock()
-			return nil, has, err
+			return nil, !empty, err
 		}
 	}
 	if err := e.st.ApplyBatch(b); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			_, err = e.refreshSchema()
+			e.writeMu.Unlock()
+			return nil, err == nil, err
+		}
 		e.writeMu.Unlock()
-		return nil, false, fmt.Errorf("commit schema: %w", err)
+		return nil, false, fmt.Errorf("commit schema: %w", storeError(err))
 	}
+	cat.ver = int64(b.Position())
 	e.cat.Store(cat)
 	e.writeMu.Unlock()
 	if err := b.Wait(); err != nil {
@@ -153,21 +167,6 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 			MaxMessageBytes: uint64(e.opts.MaxMessageBytes),
 		},
 	}, nil
-}
-
-// hasRecords reports whether a type holds a record.
-func (e *Engine) hasRecords(t *schema.RecordType) (bool, error) {
-	p := keyspace.RecordPrefix(t.ID)
-	it, err := e.st.NewIterator(p, keyspace.PrefixEnd(p))
-	if err != nil {
-		return false, err
-	}
-	has := it.First()
-	if err := it.Error(); err != nil {
-		it.Close()
-		return false, err
-	}
-	return has, it.Close()
 }
 
 // countRecords counts the stored records of a type, on a consistent view.

@@ -271,6 +271,9 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
 	points, rest := e.lookupOrder(qs)
+	if len(points) > 1 && e.st.Shared() {
+		r.prefetch(points)
+	}
 	for k := range qs {
 		var i int
 		var c *compiled
@@ -294,6 +297,23 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 	cu.flushStats()
 	r.flush()
+}
+
+// prefetch reads the chunk's point lookups together through the chunk's
+// iterator, on a store whose reads cross a network (store.Iterator's
+// Prefetch): their Lookups then cost no round trip each. A failure is
+// left for the lookups to meet one by one.
+func (r *responder) prefetch(points []pointJob) {
+	pit, err := r.e.st.NewIterator(nil, nil)
+	if err != nil {
+		return
+	}
+	r.pit = pit
+	keys := make([][]byte, len(points))
+	for i := range points {
+		keys[i] = points[i].key
+	}
+	_ = pit.Prefetch(keys)
 }
 
 // run runs one query of the chunk and packs its results; left is how many

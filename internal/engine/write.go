@@ -229,6 +229,21 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	defer e.inflight.Release(size)
 	cat := e.cat.Load()
 	dups, err := w.prepare(cat, op, recs)
+	if err != nil && e.st.Shared() {
+		// The record may be of a type or version another server applied
+		// a moment ago: check before refusing it.
+		e.writeMu.Lock()
+		_, rerr := e.refreshSchema()
+		cur := e.cat.Load() // maybe refreshed by the schema watch meanwhile
+		e.writeMu.Unlock()
+		if rerr != nil {
+			return storeError(rerr)
+		}
+		if cur != cat {
+			cat = cur
+			dups, err = w.prepare(cat, op, recs)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -247,17 +262,29 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	}
 
 	e.writeMu.Lock()
-	if cur := e.cat.Load(); cur != cat {
-		// The schema changed since phase 1: prepare again under the lock.
-		cat = cur
-		if dups, err = w.prepare(cat, op, recs); err != nil {
-			e.writeMu.Unlock()
-			w.free = append(w.free, b)
-			return err
+	for attempt := 0; ; attempt++ {
+		if cur := e.cat.Load(); cur != cat {
+			// The schema changed since phase 1: prepare again under the lock.
+			cat = cur
+			if dups, err = w.prepare(cat, op, recs); err != nil {
+				e.writeMu.Unlock()
+				w.free = append(w.free, b)
+				return err
+			}
+		}
+		err = w.commit(b, cat, op, dups)
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+			break
+		}
+		// Another server wrote a key the checks read, or changed the
+		// schema: check again on fresh reads (and the new schema).
+		b.Reset()
+		if _, err = e.refreshSchema(); err != nil {
+			break
 		}
 	}
-	err = w.commit(b, op, dups)
 	e.writeMu.Unlock()
+	err = storeError(err)
 	if err != nil {
 		b.Reset()
 		w.free = append(w.free, b)
@@ -271,34 +298,30 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 // preconditions to writers on other servers sharing the store.
 const maxConflicts = 16
 
-// commit is phase 2 and the apply, under writeMu. When the store reports
-// that a key the checks read has changed since (a writer on another server
-// sharing the store wrote it), the checks run again on fresh reads, so the
-// batch meets the same ALREADY_EXISTS, NOT_FOUND or unique violation it
-// would have met had it come second.
-func (w *Writer) commit(b store.WriteBatch, op Op, dups bool) error {
+// commit is phase 2 and the apply, under writeMu, for a batch prepared
+// against cat. It returns store.ErrConflict when a key the checks read (or
+// the schema key) changed since on a shared store; the caller then checks
+// again on fresh reads, so the batch meets the same ALREADY_EXISTS,
+// NOT_FOUND or unique violation it would have met had it come second.
+func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) error {
 	e := w.e
-	for attempt := 0; ; attempt++ {
-		err := w.build(b, op, dups)
-		if err == nil {
-			e.seq++
-			var seq [8]byte
-			binary.BigEndian.PutUint64(seq[:], e.seq)
-			b.Set(keySeq, seq[:])
-			if err = e.st.ApplyBatch(b); err == nil {
-				w.position = e.seq
-				if p := b.Position(); p != 0 {
-					w.position = p
-				}
-				return nil
-			}
-			e.seq--
-		}
-		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
-			return storeError(err)
-		}
-		b.Reset()
+	b.Expect(keySchema, cat.ver)
+	if err := w.build(b, op, dups); err != nil {
+		return err
 	}
+	e.seq++
+	var seq [8]byte
+	binary.BigEndian.PutUint64(seq[:], e.seq)
+	b.Set(keySeq, seq[:])
+	if err := e.st.ApplyBatch(b); err != nil {
+		e.seq--
+		return err
+	}
+	w.position = e.seq
+	if p := b.Position(); p != 0 {
+		w.position = p
+	}
+	return nil
 }
 
 // prepare is phase 1: validate every record and encode its keys. It

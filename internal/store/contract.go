@@ -62,6 +62,19 @@ var (
 // KV is a store: the latest state, snapshots and atomic batches.
 type KV interface {
 	View
+	// Shared reports whether other processes may write the store (etcd):
+	// then a process learns of their changes only by reading, versions and
+	// Watch, and batch preconditions are enforced by the store.
+	Shared() bool
+	// GetVersion is Get that also returns the key's version: a number that
+	// changes with every write of the key (0 when absent). A store that is
+	// not Shared returns 0: its one process sees every change it makes.
+	GetVersion(key, dst []byte) (val []byte, version int64, found bool, err error)
+	// Watch calls fn after every change, by any process, of a key that
+	// starts with prefix, until ctx ends; then it returns. Changes that
+	// come close together may share one call. A store that is not Shared
+	// returns at once: every change is its own process's.
+	Watch(ctx context.Context, prefix []byte, fn func())
 	// OpenSnapshot returns a view of one version of the store, at the
 	// latest applied batch or later. It must be closed.
 	OpenSnapshot() (ReadSnapshot, error)
@@ -116,6 +129,11 @@ type Iterator interface {
 	Value() []byte
 	SetBounds(lower, upper []byte)
 	Lookup(key, dst []byte) ([]byte, bool, error)
+	// Prefetch reads keys at the iterator's version so that the Lookups
+	// of them that follow cost no round trip: the batched point read of a
+	// store whose reads cross a network. A store that reads locally does
+	// nothing.
+	Prefetch(keys [][]byte) error
 	Error() error
 	Close() error
 }
@@ -133,6 +151,9 @@ type WriteBatch interface {
 	// ReadAbsent reports whether no key lies in [lower, upper); when none
 	// does, that the range stays empty is a precondition of the batch.
 	ReadAbsent(lower, upper []byte) (bool, error)
+	// Expect makes "key is still at version" (from GetVersion) a
+	// precondition without reading the key again.
+	Expect(key []byte, version int64)
 	Empty() bool
 	// Wait blocks until the applied batch is durable.
 	Wait() error

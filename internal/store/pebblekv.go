@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // The methods by which the Pebble store satisfies the storage contract
 // (contract.go). They add no allocation: an *Iter, *Snapshot or *Batch
@@ -64,6 +67,25 @@ func (b *Batch) ReadAbsent(lower, upper []byte) (bool, error) {
 	}
 	return !found, it.Close()
 }
+
+// Prefetch does nothing: a Lookup through a Pebble iterator is already a
+// local seek.
+func (i *Iter) Prefetch([][]byte) error { return nil }
+
+// Expect records nothing, as Read does.
+func (b *Batch) Expect([]byte, int64) {}
+
+// Shared is false: one process holds the directory.
+func (s *Store) Shared() bool { return false }
+
+// GetVersion is Get with version 0: no other process writes the store.
+func (s *Store) GetVersion(key, dst []byte) ([]byte, int64, bool, error) {
+	v, found, err := s.Get(key, dst)
+	return v, 0, found, err
+}
+
+// Watch returns at once: every change is this process's own.
+func (s *Store) Watch(context.Context, []byte, func()) {}
 
 // Position is 0: Pebble batches are numbered by the engine.
 func (b *Batch) Position() uint64 { return 0 }

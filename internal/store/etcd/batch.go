@@ -146,3 +146,13 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	b.applied, b.pos = true, uint64(resp.Header.Revision)
 	return nil
 }
+
+// Expect compares the key's modification revision to version (0: absent).
+func (b *batch) Expect(key []byte, version int64) {
+	k := b.s.Key(key)
+	if version == 0 {
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		return
+	}
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", version))
+}

@@ -20,6 +20,9 @@ type iter struct {
 	rev          int64 // the revision read at; 0 until the first read
 	lower, upper []byte
 
+	// got holds the values Prefetch read, by key (absent keys too).
+	got map[string]fetched
+
 	kvs   []*mvccpb.KeyValue
 	idx   int
 	desc  bool
@@ -146,9 +149,13 @@ func (it *iter) SetBounds(lower, upper []byte) {
 	it.kvs, it.valid = nil, false
 }
 
-// Lookup reads key at the iterator's revision (fixing it if unset).
+// Lookup reads key at the iterator's revision (fixing it if unset), from
+// what Prefetch read when it holds the key.
 func (it *iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 	it.valid = false
+	if f, ok := it.got[string(key)]; ok {
+		return append(dst[:0], f.val...), f.found, nil
+	}
 	v, found, resp, err := it.s.get(key, dst, it.rev)
 	if err != nil {
 		return dst[:0], false, err
@@ -162,7 +169,7 @@ func (it *iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 func (it *iter) Error() error { return it.err }
 
 func (it *iter) Close() error {
-	it.kvs, it.valid = nil, false
+	it.kvs, it.valid, it.got = nil, false, nil
 	return it.err
 }
 

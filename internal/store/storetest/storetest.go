@@ -258,6 +258,35 @@ func testLookup(t *testing.T, b Backend) {
 	if _, found, _ := it.Lookup([]byte("c"), nil); found {
 		t.Error("Lookup saw a key written after the iterator's first read")
 	}
+	// Prefetched lookups read the same version, hits and misses alike.
+	var keys [][]byte
+	for i := range 300 { // more than one transaction of a store that groups them
+		keys = append(keys, key(i))
+	}
+	keys = append(keys, []byte("a"), []byte("c"))
+	if err := it.Prefetch(keys); err != nil {
+		t.Fatalf("Prefetch: %v", err)
+	}
+	for _, tc := range []struct {
+		k, v  string
+		found bool
+	}{{"a", "1", true}, {"c", "", false}, {"b", "2", true}, {string(key(7)), "", false}} {
+		v, found, err := it.Lookup([]byte(tc.k), nil)
+		if err != nil || found != tc.found || string(v) != tc.v {
+			t.Errorf("Lookup(%q) after Prefetch = %q, %v, %v; want %q, %v", tc.k, v, found, err, tc.v, tc.found)
+		}
+	}
+	fresh, err := kv.NewIterator(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := fresh.Prefetch(keys); err != nil {
+		t.Fatalf("Prefetch on a new iterator: %v", err)
+	}
+	if v, found, err := fresh.Lookup([]byte("c"), nil); err != nil || !found || string(v) != "3" {
+		t.Errorf("Lookup(c) through a new iterator = %q, %v, %v; want 3", v, found, err)
+	}
 }
 
 func testSnapshot(t *testing.T, b Backend) {

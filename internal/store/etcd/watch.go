@@ -1,0 +1,50 @@
+package etcd
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Shared is true: every server on the cluster writes the same store.
+func (s *Store) Shared() bool { return true }
+
+// GetVersion is Get with the key's modification revision as its version.
+func (s *Store) GetVersion(key, dst []byte) ([]byte, int64, bool, error) {
+	v, found, resp, err := s.get(key, dst, 0)
+	if err != nil || !found {
+		return v, 0, found, err
+	}
+	return v, resp.Kvs[0].ModRevision, true, nil
+}
+
+// watchRetry is how long Watch waits before watching again after the
+// cluster ended a watch (a member lost, a compaction passed it).
+const watchRetry = time.Second
+
+// Watch calls fn once per batch of watch events under prefix, and once
+// more each time it has to watch again (events may have been missed
+// meanwhile, so fn must re-read what it cares about).
+func (s *Store) Watch(ctx context.Context, prefix []byte, fn func()) {
+	ctx = clientv3.WithRequireLeader(ctx)
+	for ctx.Err() == nil {
+		wc := s.cli.Watch(ctx, s.Key(prefix), clientv3.WithPrefix())
+		for resp := range wc {
+			if resp.Err() != nil {
+				break
+			}
+			if len(resp.Events) > 0 {
+				fn()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case <-time.After(watchRetry):
+			fn()
+		}
+	}
+}
