@@ -27,7 +27,9 @@ func TestDropEtcd(t *testing.T) {
 		}
 	}
 
-	// Two stores on one cluster: dropping one leaves the other.
+	// Two stores on one cluster: dropping one, a few keys per transaction,
+	// leaves the other.
+	defer server.SetDropChunk(2)()
 	schemaFiles := func(prefix string) int {
 		cfg := server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", Store: server.StoreEtcd,
 			Etcd: server.EtcdConfig{Endpoints: []string{ep}, Prefix: prefix}}
