@@ -229,7 +229,9 @@ func (t *Target) Close() error {
 		errs = append(errs, os.RemoveAll(t.dir))
 	}
 	if t.Etcd != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Deleting what a long ingest run wrote takes etcd a while: some
+		// thousands of keys per transaction, each fsynced by a quorum.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		errs = append(errs, server.DropEtcd(ctx, *t.Etcd))
 		cancel()
 	}
