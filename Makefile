@@ -20,6 +20,8 @@ FUZZTIME ?= 30s
 LAB_OUT ?= ./lab-report
 # The version `make build` stamps into the binary (protobase version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+CLUSTER_DIR ?= ./cluster-data
+CLUSTER_SERVE_FLAGS ?=
 
 .PHONY: help
 help: ## list the targets
@@ -32,6 +34,13 @@ serve: ## run the server with the embedded store (DATA, ADDR)
 .PHONY: build
 build: ## build bin/protobase
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/protobase ./cmd/protobase
+
+.PHONY: cluster
+cluster: ## run three etcd members and two servers over them in the foreground (CLUSTER_DIR, CLUSTER_SERVE_FLAGS)
+	$(GO) build -o $(BIN)/protobase ./cmd/protobase
+	$(GO) build -o $(BIN)/protobase-etcd ./cmd/protobase-etcd
+	$(GO) build -o $(BIN)/protobase-cluster ./cmd/protobase-cluster
+	$(BIN)/protobase-cluster --dir $(CLUSTER_DIR) --bin $(BIN) -- $(CLUSTER_SERVE_FLAGS)
 
 .PHONY: test
 test: ## vet and run every test, the Python package's included (what CI runs)

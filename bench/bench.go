@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/server"
 )
 
 // Experiment is one lab experiment. An Experiment value is used for one
@@ -58,7 +59,17 @@ type Options struct {
 	// the NATS login), TLS as the client configuration (nil: plaintext).
 	APIKey string
 	TLS    *tls.Config
+	// Etcd, when it names endpoints, also runs the embedded servers of the
+	// experiments that compare storage backends (ingest, batching) on that
+	// etcd cluster, each under a fresh prefix below Etcd.Prefix (empty:
+	// EtcdBenchPrefix) that is dropped when the server stops.
+	Etcd server.EtcdConfig
 }
+
+// EtcdBenchPrefix is where the lab's etcd stores live unless
+// Options.Etcd.Prefix says otherwise: one fresh prefix below it per
+// embedded server.
+const EtcdBenchPrefix = "/protobase-bench/"
 
 // Defaults for Options; QuickOptions are those of --quick.
 const (

@@ -2,11 +2,15 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
+	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -32,6 +36,10 @@ type TargetConfig struct {
 	// ClientOptions are added to the connections to an --addr server
 	// (TLS: --tls-ca); Env.Target sets them from Options.ClientOptions.
 	ClientOptions []client.Option
+	// Etcd runs the embedded server on this etcd cluster (Endpoints set),
+	// under a fresh prefix below Etcd.Prefix, instead of on Pebble; NoSync
+	// does not apply (etcd commits every batch to a quorum).
+	Etcd server.EtcdConfig
 }
 
 // Target is a server an experiment talks to, over loopback TCP: an
@@ -55,6 +63,12 @@ type Target struct {
 	// NATS when TargetConfig asked for them, else "". NATSPrefix is the
 	// first token of its NATS subjects.
 	HTTPAddr, NATSURL, NATSPrefix string
+
+	// Store names the embedded server's storage backend, "pebble" or
+	// "etcd" ("" with --addr); Etcd is its etcd store (nil on Pebble),
+	// which Close drops.
+	Store string
+	Etcd  *server.EtcdConfig
 
 	dir           string          // the embedded server's data directory, removed on Close
 	clientOptions []client.Option // Options.ClientOptions, for an --addr server
@@ -137,6 +151,16 @@ func (t *Target) startEmbedded(ctx context.Context, cfg TargetConfig) error {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	scfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true}
+	t.Store = server.StorePebble
+	if len(cfg.Etcd.Endpoints) > 0 {
+		e, err := freshEtcdStore(cfg.Etcd)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return err
+		}
+		scfg.Store, scfg.Etcd, scfg.NoSync = server.StoreEtcd, e, false
+		t.Store, t.Etcd = server.StoreEtcd, &e
+	}
 	if cfg.HTTP {
 		scfg.HTTPAddr = "127.0.0.1:0"
 	}
@@ -146,7 +170,7 @@ func (t *Target) startEmbedded(ctx context.Context, cfg TargetConfig) error {
 	srv, err := server.Start(ctx, scfg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return fmt.Errorf("start embedded server: %w", err)
+		return fmt.Errorf("start embedded %s server: %w", t.Store, err)
 	}
 	t.Addr, t.Embedded, t.Server, t.dir = srv.Addr(), true, srv, dir
 	t.HTTPAddr, t.NATSURL = srv.HTTPAddr(), srv.NATSURL()
@@ -204,7 +228,33 @@ func (t *Target) Close() error {
 	if t.dir != "" {
 		errs = append(errs, os.RemoveAll(t.dir))
 	}
+	if t.Etcd != nil {
+		// Deleting what a long ingest run wrote takes etcd a while: some
+		// thousands of keys per transaction, each fsynced by a quorum.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		errs = append(errs, server.DropEtcd(ctx, *t.Etcd))
+		cancel()
+	}
 	return errors.Join(errs...)
+}
+
+// freshEtcdStore is e with a new random prefix below its own (or
+// EtcdBenchPrefix), so that every embedded server starts on an empty store.
+func freshEtcdStore(e server.EtcdConfig) (server.EtcdConfig, error) {
+	base := e.Prefix
+	if base == "" {
+		base = EtcdBenchPrefix
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return e, fmt.Errorf("etcd store prefix: %w", err)
+	}
+	e.Endpoints = slices.Clone(e.Endpoints)
+	e.Prefix = base + hex.EncodeToString(id[:]) + "/"
+	return e, nil
 }
 
 // ClientOptions are the client options of a connection to t: the lab's

@@ -31,3 +31,11 @@ func WithMemFS(c Config, fs *store.MemFS) Config {
 func CheckMemFS(ctx context.Context, fs *store.MemFS, dataDir string) (*CheckReport, error) {
 	return check(ctx, store.Options{Dir: dataDir, FS: fs, ReadOnly: true})
 }
+
+// SetDropChunk makes DropEtcd delete n keys per transaction until the
+// returned function restores the default.
+func SetDropChunk(n int) (restore func()) {
+	old := dropChunk
+	dropChunk = n
+	return func() { dropChunk = old }
+}

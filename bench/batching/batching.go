@@ -33,8 +33,9 @@ type Experiment struct {
 
 	// ctr counts the lookup queries answered, which the server's
 	// point-lookup counter must match (see Run); echoes counts the
-	// transport rows' queries, which the server must not count.
-	ctr, echoes bench.SearchCounter
+	// transport rows' queries, which the server must not count; etcdCtr
+	// counts the lookups of the server on etcd (Options.Etcd).
+	ctr, echoes, etcdCtr bench.SearchCounter
 }
 
 // Name implements bench.Experiment.
@@ -136,5 +137,51 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		res.Notes = append(res.Notes, fmt.Sprintf("lookup rows: %d records preloaded; the server made %d point lookups for %d queries answered", b.Records, lookups, b.ctr.Queries))
 	}
 	res.Notes = append(res.Notes, "transport rows: Lab.Echo answers each query with a canned 100-byte record without touching storage")
+	if len(env.Etcd.Endpoints) > 0 && env.Addr == "" && !b.TransportOnly {
+		if err := b.runEtcd(ctx, env, res); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// runEtcd adds the "lookup etcd" rows: the same lookups, in the same run,
+// against an embedded server whose store is the --etcd-endpoints cluster.
+func (b *Experiment) runEtcd(ctx context.Context, env *bench.Env, res *bench.Result) error {
+	t, err := env.Target(ctx, bench.TargetConfig{Etcd: env.Etcd})
+	if err != nil {
+		return err
+	}
+	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
+		return err
+	}
+	if err := t.LoadItems(ctx, env.Progress, b.Records); err != nil {
+		return err
+	}
+	before, err := t.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	const mode = "lookup etcd"
+	for _, batch := range b.Batches {
+		frames, err := bench.SearchFrames(batch, b.Records)
+		if err != nil {
+			return err
+		}
+		label := fmt.Sprintf("%s batch=%d", mode, batch)
+		s, err := env.Measure(ctx, label, bench.AlternateSearch(t.API.Search, frames, batch, bench.SearchCheck{Records: 1}, &b.etcdCtr))
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, bench.NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, nil))
+	}
+	after, err := t.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if lookups := after.PointLookups - before.PointLookups; lookups != b.etcdCtr.Queries {
+		return fmt.Errorf("server on etcd made %d point lookups for %d lookup queries", lookups, b.etcdCtr.Queries)
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("lookup etcd rows: the same lookups against a server whose store is the etcd cluster %v (each lookup a linearizable read of the cluster)", env.Etcd.Endpoints))
+	return nil
 }

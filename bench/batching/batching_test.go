@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/bench/labtest"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/server"
 )
 
 // The quick run measures every configuration, and its lookup rows are
@@ -36,5 +38,32 @@ func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 	}
 	if st.Records != uint64(b.Records) {
 		t.Fatalf("server wrote %d records, %d loaded", st.Records, b.Records)
+	}
+}
+
+// With Options.Etcd the same run adds "lookup etcd" rows from a server on
+// etcd, which made one point lookup per lookup query answered (Run checks
+// the count; here, that the rows and the server are there).
+func TestQuickRunOnEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers, an etcd member, and measures")
+	}
+	opts := labtest.Options()
+	opts.Etcd = server.EtcdConfig{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}}
+	env := labtest.Env(t, opts)
+	b := &Experiment{Records: 500, Batches: []int{1, 100}}
+	res, err := env.Run(t.Context(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labtest.CheckResult(t, b, res)
+	rows := labtest.Rows(res, "queries/s")
+	for _, batch := range b.Batches {
+		if _, ok := rows[fmt.Sprintf("lookup etcd batch=%d", batch)]; !ok {
+			t.Errorf("no row for lookup etcd batch=%d in %v", batch, rows)
+		}
+	}
+	if tgs := env.Targets(); len(tgs) != 2 || tgs[1].Store != server.StoreEtcd || b.etcdCtr.Queries == 0 {
+		t.Fatalf("want a Pebble server and one on etcd that answered lookups; %d servers, %d queries", len(tgs), b.etcdCtr.Queries)
 	}
 }

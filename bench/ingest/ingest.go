@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/server"
 )
 
 func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
@@ -81,6 +82,14 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 			}
 			targets = append(targets, t)
 		}
+		if len(env.Etcd.Endpoints) > 0 {
+			t, err := env.Target(ctx, bench.TargetConfig{Etcd: env.Etcd})
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+			res.Notes = append(res.Notes, fmt.Sprintf("store=etcd rows: an embedded server whose store is the etcd cluster %v; a batch is acknowledged once a quorum of members fsynced it", env.Etcd.Endpoints))
+		}
 	}
 	for _, t := range targets {
 		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
@@ -92,13 +101,16 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 				typ = bench.IndexedItemType
 			}
 			config := fmt.Sprintf("indexes=%d sync=%v", indexes, onOff(t.Sync))
+			if t.Store == server.StoreEtcd {
+				config = fmt.Sprintf("indexes=%d store=etcd", indexes)
+			}
 			for _, batch := range g.Batches {
 				label := fmt.Sprintf("%s batch=%d", config, batch)
 				s, err := env.Measure(ctx, label, g.workload(t, typ, batch))
 				if err != nil {
 					return nil, err
 				}
-				params := map[string]any{"batch": batch, "indexes": indexes, "sync": t.Sync, "config": config}
+				params := map[string]any{"batch": batch, "indexes": indexes, "sync": t.Sync, "config": config, "store": t.Store}
 				res.Rows = append(res.Rows, bench.NewRow(label, params, "records/s", s.Ops, nil))
 				mb := make([]float64, len(s.Bytes))
 				for i, v := range s.Bytes {

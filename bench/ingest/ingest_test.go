@@ -2,12 +2,15 @@ package ingest
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/bench/labtest"
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/server"
 )
 
 // The quick run measures every configuration on a syncing and a
@@ -65,5 +68,59 @@ func TestQuickRunMatchesServerCounters(t *testing.T) {
 		if stored != w.Records {
 			t.Fatalf("sync=%v: %d records stored, %d inserted", tg.Sync, stored, w.Records)
 		}
+	}
+}
+
+// With Options.Etcd the same run also measures a server on etcd: its rows
+// are there, it applied exactly what the client sent, and its store is
+// dropped when the run ends.
+func TestQuickRunOnEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers, an etcd member, and measures")
+	}
+	opts := labtest.Options()
+	opts.Etcd = server.EtcdConfig{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/lab-test/"}
+	env := labtest.Env(t, opts)
+	g := &Experiment{Batches: []int{100}}
+	res, err := env.Run(t.Context(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labtest.CheckResult(t, g, res)
+	rates := labtest.Rows(res, "records/s")
+	for _, name := range []string{"indexes=0 store=etcd batch=100", "indexes=2 store=etcd batch=100", "indexes=0 sync=on batch=100"} {
+		if _, ok := rates[name]; !ok {
+			t.Errorf("no row %q", name)
+		}
+	}
+	tgs := env.Targets()
+	if len(tgs) != 3 || tgs[2].Store != server.StoreEtcd {
+		t.Fatalf("want two Pebble servers and one on etcd, got %d", len(tgs))
+	}
+	tg := tgs[2]
+	w, st := g.written[tg], labtest.Stats(t, tg)
+	if w == nil || w.Records == 0 || st.Records != w.Records || st.WriteErrors != 0 {
+		t.Fatalf("etcd: client sent %+v; server applied %d records (%d errors)", w, st.Records, st.WriteErrors)
+	}
+	if err := env.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Dropped: a server on the measured store's prefix finds no schema.
+	if tg.Etcd == nil || !strings.HasPrefix(tg.Etcd.Prefix, "/lab-test/") || len(tg.Etcd.Prefix) <= len("/lab-test/") {
+		t.Fatalf("etcd store %+v, want a fresh prefix below /lab-test/", tg.Etcd)
+	}
+	srv, err := server.Start(t.Context(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", Store: server.StoreEtcd, Etcd: *tg.Etcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := client.Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := c.GetSchema(t.Context())
+	if err != nil || len(sc.Files) != 0 {
+		t.Fatalf("after the run, the lab prefix holds a schema: %v %v", sc.GetFiles(), err)
 	}
 }

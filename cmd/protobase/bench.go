@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/server"
 	// Every experiment registers itself with bench when imported.
 	_ "github.com/protobase/protobase/bench/experiments"
 )
@@ -24,7 +26,17 @@ type benchOptions struct {
 	json     string
 	chart    string
 	out      string
+
+	// store and etcd* are --store etcd: ingest and batching also measure
+	// an embedded server on that etcd cluster, beside Pebble.
+	store         string
+	etcdEndpoints []string
+	etcdPrefix    string
 }
+
+// etcdExperiments are the experiments that measure the etcd store beside
+// Pebble with --store etcd; the others refuse it.
+var etcdExperiments = map[string]bool{"ingest": true, "batching": true}
 
 func (a *app) benchCommand() *cobra.Command {
 	var o benchOptions
@@ -43,19 +55,29 @@ figure and the ratio measured/published.
 'bench all --out DIR' runs every experiment and writes DIR/report.md with
 every table and chart, plus one JSON file per experiment. --quick makes every
 experiment short and small (all of them in under a minute): for smoke checks,
-not for comparison. See docs/benchmarks.md.`,
+not for comparison.
+
+--store etcd --etcd-endpoints HOST:PORT,... makes ingest and batching also
+run their embedded servers on that etcd cluster (each under a fresh prefix
+below --etcd-prefix, dropped afterwards), beside Pebble in the same run, as
+rows marked store=etcd and "lookup etcd" (make cluster starts a local
+cluster). See docs/benchmarks.md and docs/scaling.md.`,
 		Example: `  protobase bench batching
   protobase bench batching --transport-only --chart batching.svg
   protobase bench patterns --runs 3 --duration 5s --json patterns.json
   protobase bench all --quick --out lab-report
   protobase serve --lab & protobase bench ingest --addr 127.0.0.1:7070
-  protobase bench batching --addr db.example:7070 --tls-ca ca.pem --api-key "$(cat admin.key)"`,
+  protobase bench batching --addr db.example:7070 --tls-ca ca.pem --api-key "$(cat admin.key)"
+  protobase bench ingest --batches 1000 --store etcd --etcd-endpoints 127.0.0.1:2379,127.0.0.1:22379,127.0.0.1:32379`,
 	})
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&o.runs, "runs", bench.DefaultRuns, fmt.Sprintf("measured runs per configuration (--quick: %d)", bench.QuickRuns))
 	pf.DurationVar(&o.duration, "duration", bench.DefaultDuration, fmt.Sprintf("length of one run (--quick: %v)", bench.QuickDuration))
 	pf.DurationVar(&o.warmup, "warmup", bench.DefaultWarmup, fmt.Sprintf("unmeasured warm-up before the runs of each configuration (--quick: %v)", bench.QuickWarmup))
 	pf.BoolVar(&o.quick, "quick", false, "short runs on small data, every experiment in under a minute in all")
+	pf.StringVar(&o.store, "store", "pebble", "pebble, or etcd: ingest and batching also measure an embedded server on the etcd cluster of --etcd-endpoints")
+	pf.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "etcd members' client addresses, HOST:PORT, comma-separated (with --store etcd)")
+	pf.StringVar(&o.etcdPrefix, "etcd-prefix", "", "key prefix below which each embedded server gets a fresh store (default \"/protobase-bench/\"; with --store etcd)")
 
 	for _, x := range bench.Experiments() {
 		cmd.AddCommand(a.benchExperimentCommand(x, &o))
@@ -110,10 +132,48 @@ func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, e
 	} else if cmd.Flags().Changed("api-key") {
 		return opts, usagef("--api-key is for a server given with --addr: the lab's embedded server runs without authentication")
 	}
+	if err := a.benchStore(cmd, o, &opts); err != nil {
+		return opts, err
+	}
 	if err := opts.Validate(); err != nil {
 		return opts, usageError(fmt.Errorf("--%w", err))
 	}
 	return opts, nil
+}
+
+// benchStore resolves --store and the --etcd flags into opts.Etcd.
+func (a *app) benchStore(cmd *cobra.Command, o benchOptions, opts *bench.Options) error {
+	switch o.store {
+	case "pebble":
+		if len(o.etcdEndpoints) > 0 || o.etcdPrefix != "" {
+			return usagef("--etcd-endpoints and --etcd-prefix need --store etcd")
+		}
+		return nil
+	case "etcd":
+	default:
+		return usagef("--store %q: want pebble or etcd", o.store)
+	}
+	if cmd.Flags().Changed("addr") {
+		return usagef("--store etcd is for the lab's embedded servers; with --addr, start the server with serve --store etcd")
+	}
+	if name := cmd.Name(); name != "all" && !etcdExperiments[name] {
+		return usagef("--store etcd applies to ingest and batching, not to %s", name)
+	}
+	e := server.EtcdConfig{Prefix: o.etcdPrefix}
+	for _, ep := range o.etcdEndpoints {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			e.Endpoints = append(e.Endpoints, ep)
+		}
+	}
+	if len(e.Endpoints) == 0 {
+		return usagef("--store etcd needs --etcd-endpoints HOST:PORT,...")
+	}
+	// The server's own check, on the configuration the lab will start.
+	if err := (server.Config{DataDir: "-", Store: server.StoreEtcd, Etcd: e}).Validate(); err != nil {
+		return usageError(configError(err))
+	}
+	opts.Etcd = e
+	return nil
 }
 
 // benchTarget points opts at the --addr server: over TLS with --tls-ca,

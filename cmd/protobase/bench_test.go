@@ -31,6 +31,16 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"unknown chart format", []string{"bench", "batching", "--chart", filepath.Join(dir, "x.gif")}, "unknown chart format"},
 		{"bad batch", []string{"bench", "batching", "--quick", "--batches", "0"}, "out of range"},
 		{"all without out", []string{"bench", "all", "--quick"}, "--out is required"},
+		{"unknown store", []string{"bench", "ingest", "--store", "tikv"}, `--store "tikv": want pebble or etcd`},
+		{"etcd without endpoints", []string{"bench", "ingest", "--store", "etcd"}, "needs --etcd-endpoints"},
+		{"etcd blank endpoints", []string{"bench", "ingest", "--store", "etcd", "--etcd-endpoints", " , "}, "needs --etcd-endpoints"},
+		{"endpoints without etcd", []string{"bench", "ingest", "--etcd-endpoints", "127.0.0.1:2379"}, "need --store etcd"},
+		{"prefix without etcd", []string{"bench", "batching", "--etcd-prefix", "/x/"}, "need --store etcd"},
+		{"bad endpoint", []string{"bench", "ingest", "--store", "etcd", "--etcd-endpoints", "host-without-port"}, "--etcd-endpoints"},
+		{"hostile endpoint", []string{"bench", "ingest", "--store", "etcd", "--etcd-endpoints", "http://u:p@h:1/x"}, "--etcd-endpoints"},
+		{"bad prefix", []string{"bench", "ingest", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379", "--etcd-prefix", "x"}, "--etcd-prefix"},
+		{"etcd with addr", []string{"--addr", "127.0.0.1:1", "bench", "ingest", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"}, "--store etcd is for the lab's embedded servers"},
+		{"etcd for another experiment", []string{"bench", "fetch", "--store", "etcd", "--etcd-endpoints", "127.0.0.1:2379"}, "applies to ingest and batching"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
