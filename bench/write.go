@@ -32,8 +32,13 @@ const ItemWireBytes = 150
 // insertWindow bounds the record bytes an insert stream has sent but not
 // yet had acknowledged. Without it a client could queue seconds of work in
 // the flow-control windows when its run ends, and runs would overshoot
-// their duration by that much.
-const insertWindow = 256 << 10
+// their duration by that much. It must still span several batches: with
+// 256 KiB, a batch of 1,000 records (150 KB) asked for an acknowledgement
+// every batch and had at most two in flight, so the server synced after
+// nearly every batch and the stream ran at half the rate of an Insert
+// stream (docs/performance.md, issue 13). 4 MiB matches the server's
+// per-stream flow-control window.
+const insertWindow = 4 << 20
 
 // WriteCounter accumulates what write workloads did across runs (warm-ups
 // included), so that an experiment and its tests can hold the server's

@@ -76,7 +76,7 @@ type Writer struct {
 	position uint64 // commit sequence of the last applied batch
 	durable  uint64 // commit sequence known durable
 
-	pending []*store.Batch // applied, fsync not yet waited for, oldest first
+	pending []pendingBatch // applied, fsync not yet waited for, oldest first
 	free    []*store.Batch
 
 	// Per-batch scratch.
@@ -97,6 +97,13 @@ type Writer struct {
 	hasUniq          bool
 	seed             maphash.Seed
 	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
+}
+
+// pendingBatch is an applied batch whose fsync the writer has not waited
+// for, with the commit sequence it made durable once synced.
+type pendingBatch struct {
+	b   *store.Batch
+	pos uint64
 }
 
 // span is a [start, end) range of Writer.arena. An index key span is empty
@@ -160,6 +167,16 @@ func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	return nil
 }
 
+// Position returns the commit sequence of the last batch applied on the
+// stream (0 before the first).
+func (w *Writer) Position() uint64 { return w.position }
+
+// Durable returns the position up to which the stream's batches are known
+// durable without waiting: what Sync returned last, or later, as Apply
+// waits for old batches to bound the ones in flight. An acknowledgement
+// for a batch at or below it may go out at once.
+func (w *Writer) Durable() uint64 { return w.durable }
+
 // Sync waits until every batch applied on the stream is durable and
 // returns the durable position.
 func (w *Writer) Sync() (uint64, error) {
@@ -183,14 +200,16 @@ func (w *Writer) Close() error {
 }
 
 func (w *Writer) waitOldest() error {
-	b := w.pending[0]
+	p := w.pending[0]
 	w.pending = w.pending[1:]
-	err := b.Wait()
-	b.Reset()
-	w.free = append(w.free, b)
+	err := p.b.Wait()
+	p.b.Reset()
+	w.free = append(w.free, p.b)
 	if err != nil {
 		return &apierror.Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
 	}
+	// Batches are durable in commit order (store's prefix durability).
+	w.durable = max(w.durable, p.pos)
 	return nil
 }
 
@@ -271,7 +290,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 		w.free = append(w.free, b)
 		return err
 	}
-	w.pending = append(w.pending, b)
+	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position})
 	return nil
 }
 
