@@ -65,6 +65,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/query/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./client/where/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSearch$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWrite$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
 	$(GO) test -run '^$$' -fuzz '^FuzzValueReader$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzWriteBody$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
