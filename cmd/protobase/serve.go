@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/server"
 )
 
@@ -31,6 +32,7 @@ type serveOptions struct {
 	maxBatchRecords  int
 	maxInflightBytes int64
 	cacheBytes       int64
+	memTableBytes    int64
 	shutdownTimeout  time.Duration
 	logLevel         string
 	lab              bool
@@ -122,7 +124,9 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
 	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search results built and not yet sent, server-wide (0: 256 MiB)")
 	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
-	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, "block cache size in bytes (0: the store's default)")
+	cache, memtable := store.DefaultSizes(store.Memory())
+	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
+	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
@@ -195,4 +199,12 @@ func parseLogLevel(s string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+}
+
+// sizeString renders a byte size in MiB, or GiB from 1 GiB, for help texts.
+func sizeString(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
