@@ -59,6 +59,14 @@ type WriteCounter struct {
 // recordBytes is about one record's encoded size. A run that ends well
 // adds what it wrote to ctr (nil: not counted).
 func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte) ([]byte, int64), more func(payload int64) bool, ctr *WriteCounter) Workload {
+	return InsertStreamAcked(t, batch, recordBytes, appendBatch, more, ctr, nil)
+}
+
+// InsertStreamAcked is InsertStream calling onAck, if not nil, with the
+// time since the run started and the records acknowledged (durable on a
+// syncing server) as each acknowledgement arrives: the ingest
+// experiment's sustained runs trace their rate with it.
+func InsertStreamAcked(t *Target, batch, recordBytes int, appendBatch func(buf []byte) ([]byte, int64), more func(payload int64) bool, ctr *WriteCounter, onAck func(since time.Duration, records uint64)) Workload {
 	codec := CallCodec()
 	ackEvery := max(1, insertWindow/2/(batch*recordBytes))
 	return func(ctx context.Context, d time.Duration) (Count, error) {
@@ -94,6 +102,9 @@ func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte
 					return Count{}, fmt.Errorf("receive acknowledgement: %w", err)
 				}
 				acked++
+				if onAck != nil {
+					onAck(time.Since(start), ack.Records)
+				}
 			}
 		}
 		if err := st.CloseSend(); err != nil {
@@ -107,6 +118,9 @@ func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte
 		elapsed := time.Since(start)
 		if acked != asked {
 			return Count{}, fmt.Errorf("%d acknowledgements for %d asked", acked, asked)
+		}
+		if onAck != nil {
+			onAck(elapsed, uint64(records)) //nolint:gosec // a count
 		}
 		if ctr != nil {
 			ctr.Records += uint64(records)
