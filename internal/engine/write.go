@@ -485,6 +485,9 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 	if err != nil {
 		return err
 	}
+	// A batch of new, distinct keys replaces nothing and deletes nothing,
+	// so the order of its writes is free: grouped writes them by kind.
+	grouped := !dups && (op == OpInsert || (op == OpUpsert && pr.recsAbsent))
 	for i := range w.preps {
 		p := &w.preps[i]
 		old, found, err := w.existing(op, p, dups, pr)
@@ -508,7 +511,12 @@ func (w *Writer) build(b *store.Batch, op Op, dups bool) error {
 			w.del(b, w.bytes(p.key), dups)
 			continue
 		}
-		w.put(b, p, dups)
+		if !grouped {
+			w.put(b, p, dups)
+		}
+	}
+	if grouped {
+		w.putGrouped(b)
 	}
 	return nil
 }
@@ -630,20 +638,45 @@ func (w *Writer) retract(b *store.Batch, op Op, p *prep, old []byte, dups bool) 
 	return nil
 }
 
-// put writes the new record and its index entries: a unique entry's value
-// is the primary key, a non-unique entry's key ends with it.
+// put writes the new record and its index entries.
 func (w *Writer) put(b *store.Batch, p *prep, dups bool) {
-	pk := w.bytes(p.pk)
 	w.set(b, w.bytes(p.key), p.val, dups)
-	for j, ix := range p.t.indexes {
-		k := w.ixOff[int(p.ix)+j]
-		nk := w.bytes(k)
-		if ix.ix.Unique {
-			if k.s != k.e {
-				w.set(b, nk, pk, dups)
+	for j := range p.t.indexes {
+		w.putEntry(b, p, j, dups)
+	}
+}
+
+// putEntry writes p's entry in its type's index j: a unique entry's value
+// is the primary key, a non-unique entry's key ends with it.
+func (w *Writer) putEntry(b *store.Batch, p *prep, j int, dups bool) {
+	k := w.ixOff[int(p.ix)+j]
+	if p.t.indexes[j].ix.Unique {
+		if k.s != k.e {
+			w.set(b, w.bytes(k), w.bytes(p.pk), dups)
+		}
+		return
+	}
+	w.set(b, w.bytes(k), nil, dups)
+}
+
+// putGrouped writes the batch's records, then the entries of each index
+// in turn, for a batch whose writes may come in any order (see build).
+// Keys of one kind are neighbours in the memtable (ascending ids, names
+// of consecutive records), and Pebble's skiplist inserter starts each
+// search from where the previous insert ended: one record's record key
+// and index entries, interleaved, sent every search back to the top.
+func (w *Writer) putGrouped(b *store.Batch) {
+	most := 0
+	for i := range w.preps {
+		p := &w.preps[i]
+		w.set(b, w.bytes(p.key), p.val, false)
+		most = max(most, len(p.t.indexes))
+	}
+	for j := 0; j < most; j++ {
+		for i := range w.preps {
+			if p := &w.preps[i]; j < len(p.t.indexes) {
+				w.putEntry(b, p, j, false)
 			}
-		} else {
-			w.set(b, nk, nil, dups)
 		}
 	}
 }
