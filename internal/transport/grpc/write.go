@@ -19,7 +19,7 @@ import (
 //
 // An acknowledgement never holds up the stream: waiting for its fsync
 // before receiving the next batch would serialise applying and syncing,
-// which is what halved the lab's ingest rate against an Insert stream. The
+// as it did for the lab's ingest until issue 13 (docs/performance.md). The
 // handler reads one request ahead (writeReader) and keeps the requested
 // acknowledgements in order; each goes out as soon as its batch is known
 // durable (the writer waits for old batches while it applies new ones), or,
