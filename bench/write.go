@@ -32,8 +32,13 @@ const ItemWireBytes = 150
 // insertWindow bounds the record bytes an insert stream has sent but not
 // yet had acknowledged. Without it a client could queue seconds of work in
 // the flow-control windows when its run ends, and runs would overshoot
-// their duration by that much.
-const insertWindow = 256 << 10
+// their duration by that much. It must still span several batches: with
+// 256 KiB, a batch of 1,000 records (150 KB) asked for an acknowledgement
+// every batch and had at most two in flight, so the server synced after
+// nearly every batch and the stream ran at half the rate of an Insert
+// stream (docs/performance.md, issue 13). 4 MiB matches the server's
+// per-stream flow-control window.
+const insertWindow = 4 << 20
 
 // WriteCounter accumulates what write workloads did across runs (warm-ups
 // included), so that an experiment and its tests can hold the server's
@@ -54,6 +59,14 @@ type WriteCounter struct {
 // recordBytes is about one record's encoded size. A run that ends well
 // adds what it wrote to ctr (nil: not counted).
 func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte) ([]byte, int64), more func(payload int64) bool, ctr *WriteCounter) Workload {
+	return InsertStreamAcked(t, batch, recordBytes, appendBatch, more, ctr, nil)
+}
+
+// InsertStreamAcked is InsertStream calling onAck, if not nil, with the
+// time since the run started and the records acknowledged (durable on a
+// syncing server) as each acknowledgement arrives: the ingest
+// experiment's sustained runs trace their rate with it.
+func InsertStreamAcked(t *Target, batch, recordBytes int, appendBatch func(buf []byte) ([]byte, int64), more func(payload int64) bool, ctr *WriteCounter, onAck func(since time.Duration, records uint64)) Workload {
 	codec := CallCodec()
 	ackEvery := max(1, insertWindow/2/(batch*recordBytes))
 	return func(ctx context.Context, d time.Duration) (Count, error) {
@@ -89,6 +102,9 @@ func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte
 					return Count{}, fmt.Errorf("receive acknowledgement: %w", err)
 				}
 				acked++
+				if onAck != nil {
+					onAck(time.Since(start), ack.Records)
+				}
 			}
 		}
 		if err := st.CloseSend(); err != nil {
@@ -102,6 +118,9 @@ func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte
 		elapsed := time.Since(start)
 		if acked != asked {
 			return Count{}, fmt.Errorf("%d acknowledgements for %d asked", acked, asked)
+		}
+		if onAck != nil {
+			onAck(elapsed, uint64(records)) //nolint:gosec // a count
 		}
 		if ctr != nil {
 			ctr.Records += uint64(records)

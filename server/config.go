@@ -67,6 +67,7 @@ func (c Config) Validate() error {
 		{"MaxResultBufferBytes", c.MaxResultBufferBytes < 0},
 		{"MaxSearchQueries", c.MaxSearchQueries < 0},
 		{"CacheBytes", c.CacheBytes < 0},
+		{"MemTableBytes", c.MemTableBytes < 0},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0},
 		{"SlowQuery", c.SlowQuery < 0},
 		{"TLSReloadInterval", c.TLSReloadInterval < 0},

@@ -36,6 +36,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative MaxResultRecords", with(func(c *server.Config) { c.MaxResultRecords = -1 }), "MaxResultRecords", "must not be negative"},
 		{"negative MaxResultBytes", with(func(c *server.Config) { c.MaxResultBytes = -1 }), "MaxResultBytes", "must not be negative"},
 		{"negative CacheBytes", with(func(c *server.Config) { c.CacheBytes = -1 }), "CacheBytes", "must not be negative"},
+		{"negative MemTableBytes", with(func(c *server.Config) { c.MemTableBytes = -1 }), "MemTableBytes", "must not be negative"},
 		{"negative ShutdownTimeout", with(func(c *server.Config) { c.ShutdownTimeout = -time.Second }), "ShutdownTimeout", "must not be negative"},
 		{"both NATS", with(func(c *server.Config) { c.NATS, c.NATSURL = true, "nats://x:4222" }), "NATS",
 			"server: NATS (embedded server) and NATSURL (external server) are exclusive"},

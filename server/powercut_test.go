@@ -200,8 +200,8 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *store.Mem
 			}
 		}()
 	}
-	for range 3 {
-		run(func() error { return m.write(ctx, ts.c, acks) })
+	for _, depth := range []int{1, 1, 4} {
+		run(func() error { return m.write(ctx, ts.c, acks, depth) })
 	}
 	cutNow := m.scheduleCut(ctx, rng, round, ts.c, acks, run)
 	select {
@@ -286,13 +286,16 @@ func (m *powercutModel) cut(fs *store.MemFS, rng *rand.Rand, keep int) *store.Me
 	return fs.PowerCut(rng, keep)
 }
 
-// write streams batches on one Write stream, each acknowledged before the
-// next is sent, until ctx ends or the stream fails.
-func (m *powercutModel) write(ctx context.Context, c *client.Client, acks *ackCounter) error {
+// write streams batches on one Write stream, each asking for an
+// acknowledgement, with up to depth of them unacknowledged (1: each is
+// acknowledged before the next is sent; more: the server acknowledges
+// while later batches arrive), until ctx ends or the stream fails.
+func (m *powercutModel) write(ctx context.Context, c *client.Client, acks *ackCounter, depth int) error {
 	st, err := c.API().Write(ctx)
 	if err != nil {
 		return err
 	}
+	var waiting []int // sent, not yet acknowledged, oldest first
 	for ctx.Err() == nil {
 		m.mu.Lock()
 		n := m.next
@@ -302,15 +305,19 @@ func (m *powercutModel) write(ctx context.Context, c *client.Client, acks *ackCo
 		if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: powercutRecords(n), Ack: true}); err != nil {
 			return fmt.Errorf("send batch %d: %w", n, err)
 		}
-		if _, err := st.Recv(); err != nil {
-			return fmt.Errorf("batch %d: %w", n, err)
+		waiting = append(waiting, n)
+		for len(waiting) >= depth {
+			if _, err := st.Recv(); err != nil {
+				return fmt.Errorf("batch %d: %w", waiting[0], err)
+			}
+			m.mu.Lock()
+			if m.promise {
+				m.present[waiting[0]] = true
+			}
+			m.mu.Unlock()
+			waiting = waiting[1:]
+			acks.add()
 		}
-		m.mu.Lock()
-		if m.promise {
-			m.present[n] = true
-		}
-		m.mu.Unlock()
-		acks.add()
 	}
 	return nil
 }

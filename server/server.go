@@ -116,8 +116,12 @@ type Config struct {
 	MaxStreamsPerConn    uint32
 	MaxResultBufferBytes int64
 	MaxSearchQueries     int
-	// CacheBytes sizes the block cache (default chosen by the store).
-	CacheBytes int64
+	// CacheBytes sizes the block cache and MemTableBytes one memtable
+	// (up to 4 exist before writes stall). 0 picks a size from the memory
+	// the process may use (store.DefaultSizes): 1/8 of it for the cache,
+	// from 64 MiB to 4 GiB, and 1/64 for a memtable, from 16 to 128 MiB.
+	CacheBytes    int64
+	MemTableBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
 	// it, remaining streams are cut.
 	ShutdownTimeout time.Duration

@@ -69,6 +69,8 @@ func (c Config) validateStorage() error {
 		return configError("NoSync", " applies to Pebble: etcd commits every batch to a majority of its members")
 	case c.CacheBytes != 0:
 		return configError("CacheBytes", " applies to Pebble, not to ", "Store", " etcd")
+	case c.MemTableBytes != 0:
+		return configError("MemTableBytes", " applies to Pebble, not to ", "Store", " etcd")
 	}
 	for _, ep := range e.Endpoints {
 		if err := validEndpoint(ep); err != nil {
@@ -107,7 +109,7 @@ func quoteValue(s string) string {
 func (s *Server) openStore() (store.KV, error) {
 	cfg := s.cfg
 	if cfg.Store != StoreEtcd {
-		return store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, Logger: s.log})
+		return store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes, Logger: s.log})
 	}
 	return openEtcd(cfg.Etcd)
 }

@@ -272,3 +272,55 @@ func TestDataSurvivesRestart(t *testing.T) {
 	_, err = ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 8, "email": "s@x"}`)})
 	writeErr(t, err, codes.AlreadyExists)
 }
+
+// TestWriteStreamPipelinedAcknowledgements sends many batches, most asking
+// for an acknowledgement, without waiting for any, then a duplicate that
+// fails: every acknowledgement arrives, in order, for the batches that
+// asked, with the records applied up to each and rising positions, before
+// the error that names the failed batch; what was acknowledged is stored.
+func TestWriteStreamPipelinedAcknowledgements(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	st, err := ts.c.API().Write(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, per = 60, 3
+	var want []uint64 // batches that ask
+	for b := 0; b < batches; b++ {
+		recs := make([]*anypb.Any, per)
+		for i := range recs {
+			id := b*per + i
+			recs[i] = ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@x"}`, id, id))
+		}
+		ack := b%5 != 4
+		if ack {
+			want = append(want, uint64(b))
+		}
+		if err := st.Send(&pb.WriteStreamRequest{Op: insert, Records: recs, Ack: ack}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dup := &pb.WriteStreamRequest{Op: insert, Ack: true, Records: []*anypb.Any{ts.rec("shop.User", `{"id": 0}`)}}
+	if err := st.Send(dup); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i, b := range want {
+		ack, err := st.Recv()
+		if err != nil {
+			t.Fatalf("acknowledgement %d (batch %d): %v", i, b, err)
+		}
+		if ack.Batch != b || ack.Records != (b+1)*per || ack.Position <= last {
+			t.Fatalf("acknowledgement %d: %v, want batch %d with %d records after position %d", i, ack, b, (b+1)*per, last)
+		}
+		last = ack.Position
+	}
+	_, err = st.Recv()
+	if we := writeErr(t, err, codes.AlreadyExists); we.Batch != batches || we.RecordsApplied != batches*per {
+		t.Fatalf("detail %v", we)
+	}
+	if n := ts.count("shop.User"); n != batches*per {
+		t.Fatalf("users %d, want %d", n, batches*per)
+	}
+}

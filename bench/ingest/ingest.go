@@ -25,6 +25,9 @@ func init() { bench.Register(func() bench.Experiment { return new(Experiment) })
 // then). It reports records/s and MB/s of record bytes.
 type Experiment struct {
 	Batches []int
+	// Sustain, when positive, adds one long run per index count on a fresh
+	// syncing server at the largest batch size (see sustain.go).
+	Sustain time.Duration
 
 	// nextID hands out ids so that no two inserts collide, across runs and
 	// configurations.
@@ -45,6 +48,7 @@ func (*Experiment) Describe() string {
 // Flags implements bench.Experiment.
 func (g *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&g.Batches, "batches", nil, "records per request (default 1,10,100,1000,10000; 1,100,10000 with --quick)")
+	fs.DurationVar(&g.Sustain, "sustain", 0, "also run durable ingest this long on a fresh server (e.g. 15s) and report its rate in the first second, the last second and overall")
 }
 
 // Run implements bench.Experiment.
@@ -57,6 +61,9 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	}
 	if err := bench.CheckBatches(g.Batches); err != nil {
 		return nil, err
+	}
+	if g.Sustain < 0 || (g.Sustain > 0 && g.Sustain < minSustain) {
+		return nil, fmt.Errorf("--sustain %s: want 0 (none) or at least %s", g.Sustain, minSustain)
 	}
 	// Ids start at the clock so that runs against one --addr server never
 	// insert an id an earlier run stored.
@@ -118,6 +125,11 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 				}
 				res.Rows = append(res.Rows, bench.NewRow(label, params, "MB/s", mb, nil))
 			}
+		}
+	}
+	if g.Sustain > 0 {
+		if err := g.sustain(ctx, env, res); err != nil {
+			return nil, err
 		}
 	}
 	res.Notes = append(res.Notes, "records of about 100 bytes; MB/s counts record bytes (10^6 bytes), not protocol overhead")

@@ -177,6 +177,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--addr", addr, "upsert", "--type", "shop.User", "a.jsonl", "b.jsonl"}, // one input at most
 		{"serve", "--log-level", "loud"},
 		{"serve", "--max-batch-records", "-1"},
+		{"serve", "--memtable-bytes", "-1"},
+		{"serve", "--cache-bytes", "lots"},
 		{"serve", "extra-arg"},
 		{"version", "extra-arg"},
 	} {
@@ -202,6 +204,8 @@ func TestHelp(t *testing.T) {
 	}
 	r := mustCLI(t, "", "serve", "--help")
 	wantContains(t, r.stdout, "--sync", "risks losing acknowledged writes")
+	// The memory defaults are stated, with what they come to here.
+	wantContains(t, r.stdout, "--cache-bytes", "1/8 of the memory available", "--memtable-bytes", "1/64 of the memory available", " here)")
 }
 
 func TestVersion(t *testing.T) {

@@ -76,7 +76,7 @@ type Writer struct {
 	position uint64 // commit sequence of the last applied batch
 	durable  uint64 // commit sequence known durable
 
-	pending []store.WriteBatch // applied, fsync not yet waited for, oldest first
+	pending []pendingBatch // applied, fsync not yet waited for, oldest first
 	free    []store.WriteBatch
 	// cur is the batch phase 2 builds: its reads are the batch's
 	// preconditions (store.WriteBatch.Read).
@@ -104,6 +104,13 @@ type Writer struct {
 	hasUniq          bool
 	seed             maphash.Seed
 	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
+}
+
+// pendingBatch is an applied batch whose fsync the writer has not waited
+// for, with the commit sequence it made durable once synced.
+type pendingBatch struct {
+	b   store.WriteBatch
+	pos uint64
 }
 
 // span is a [start, end) range of Writer.arena. An index key span is empty
@@ -169,6 +176,16 @@ func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	return nil
 }
 
+// Position returns the commit sequence of the last batch applied on the
+// stream (0 before the first).
+func (w *Writer) Position() uint64 { return w.position }
+
+// Durable returns the position up to which the stream's batches are known
+// durable without waiting: what Sync returned last, or later, as Apply
+// waits for old batches to bound the ones in flight. An acknowledgement
+// for a batch at or below it may go out at once.
+func (w *Writer) Durable() uint64 { return w.durable }
+
 // Sync waits until every batch applied on the stream is durable and
 // returns the durable position.
 func (w *Writer) Sync() (uint64, error) {
@@ -192,14 +209,16 @@ func (w *Writer) Close() error {
 }
 
 func (w *Writer) waitOldest() error {
-	b := w.pending[0]
+	p := w.pending[0]
 	w.pending = w.pending[1:]
-	err := b.Wait()
-	b.Reset()
-	w.free = append(w.free, b)
+	err := p.b.Wait()
+	p.b.Reset()
+	w.free = append(w.free, p.b)
 	if err != nil {
 		return &apierror.Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
 	}
+	// Batches are durable in commit order (store's prefix durability).
+	w.durable = max(w.durable, p.pos)
 	return nil
 }
 
@@ -296,7 +315,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 		w.free = append(w.free, b)
 		return err
 	}
-	w.pending = append(w.pending, b)
+	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position})
 	return nil
 }
 
@@ -507,6 +526,9 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	if err != nil {
 		return err
 	}
+	// A batch of new, distinct keys replaces nothing and deletes nothing,
+	// so the order of its writes is free: grouped writes them by kind.
+	grouped := !dups && (op == OpInsert || (op == OpUpsert && pr.recsAbsent))
 	for i := range w.preps {
 		p := &w.preps[i]
 		old, found, err := w.existing(op, p, dups, pr)
@@ -530,7 +552,12 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 			w.del(b, w.bytes(p.key), dups)
 			continue
 		}
-		w.put(b, p, dups)
+		if !grouped {
+			w.put(b, p, dups)
+		}
+	}
+	if grouped {
+		w.putGrouped(b)
 	}
 	return nil
 }
@@ -652,20 +679,45 @@ func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bo
 	return nil
 }
 
-// put writes the new record and its index entries: a unique entry's value
-// is the primary key, a non-unique entry's key ends with it.
+// put writes the new record and its index entries.
 func (w *Writer) put(b store.WriteBatch, p *prep, dups bool) {
-	pk := w.bytes(p.pk)
 	w.set(b, w.bytes(p.key), p.val, dups)
-	for j, ix := range p.t.indexes {
-		k := w.ixOff[int(p.ix)+j]
-		nk := w.bytes(k)
-		if ix.ix.Unique {
-			if k.s != k.e {
-				w.set(b, nk, pk, dups)
+	for j := range p.t.indexes {
+		w.putEntry(b, p, j, dups)
+	}
+}
+
+// putEntry writes p's entry in its type's index j: a unique entry's value
+// is the primary key, a non-unique entry's key ends with it.
+func (w *Writer) putEntry(b store.WriteBatch, p *prep, j int, dups bool) {
+	k := w.ixOff[int(p.ix)+j]
+	if p.t.indexes[j].ix.Unique {
+		if k.s != k.e {
+			w.set(b, w.bytes(k), w.bytes(p.pk), dups)
+		}
+		return
+	}
+	w.set(b, w.bytes(k), nil, dups)
+}
+
+// putGrouped writes the batch's records, then the entries of each index
+// in turn, for a batch whose writes may come in any order (see build).
+// Keys of one kind are neighbours in the memtable (ascending ids, names
+// of consecutive records), and Pebble's skiplist inserter starts each
+// search from where the previous insert ended: one record's record key
+// and index entries, interleaved, sent every search back to the top.
+func (w *Writer) putGrouped(b store.WriteBatch) {
+	most := 0
+	for i := range w.preps {
+		p := &w.preps[i]
+		w.set(b, w.bytes(p.key), p.val, false)
+		most = max(most, len(p.t.indexes))
+	}
+	for j := 0; j < most; j++ {
+		for i := range w.preps {
+			if p := &w.preps[i]; j < len(p.t.indexes) {
+				w.putEntry(b, p, j, false)
 			}
-		} else {
-			w.set(b, nk, nil, dups)
 		}
 	}
 }

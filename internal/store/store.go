@@ -89,11 +89,12 @@ import (
 	"github.com/protobase/protobase/internal/keyspace"
 )
 
-// Default sizes applied when the corresponding Options field is zero.
+// Sizes used when Options.CacheBytes or MemTableBytes is 0 and the
+// memory available is unknown (see DefaultSizes).
 const (
-	// DefaultCacheBytes is the block cache size used when Options.CacheBytes is 0.
+	// DefaultCacheBytes is the block cache size then.
 	DefaultCacheBytes int64 = 256 << 20
-	// DefaultMemTableBytes is the memtable size used when Options.MemTableBytes is 0.
+	// DefaultMemTableBytes is the memtable size then.
 	DefaultMemTableBytes int64 = 64 << 20
 )
 
@@ -122,10 +123,12 @@ type Options struct {
 	// False risks losing recently acknowledged batches on power loss or
 	// kill -9 (not corruption).
 	Sync bool
-	// CacheBytes is the block cache size; 0 means DefaultCacheBytes.
+	// CacheBytes is the block cache size; 0 means the default for the
+	// machine's memory (DefaultSizes(Memory())).
 	CacheBytes int64
-	// MemTableBytes is the size of one memtable; 0 means DefaultMemTableBytes.
-	// Up to four memtables may be queued before writes stall.
+	// MemTableBytes is the size of one memtable; 0 means the default for
+	// the machine's memory (DefaultSizes(Memory())). Up to
+	// MemTableStopWrites memtables may exist before writes stall.
 	MemTableBytes int64
 	// WALMinSyncInterval, if positive, is the minimum time between WAL
 	// fsyncs: sync requests arriving faster are delayed so that more batches
@@ -213,13 +216,15 @@ func Open(o Options) (*Store, error) {
 
 // pebbleOptions translates Options into tuned Pebble options.
 func (s *Store) pebbleOptions(o Options) *pebble.Options {
-	cacheBytes := o.CacheBytes
-	if cacheBytes <= 0 {
-		cacheBytes = DefaultCacheBytes
-	}
-	memBytes := o.MemTableBytes
-	if memBytes <= 0 {
-		memBytes = DefaultMemTableBytes
+	cacheBytes, memBytes := o.CacheBytes, o.MemTableBytes
+	if cacheBytes <= 0 || memBytes <= 0 {
+		c, m := DefaultSizes(Memory())
+		if cacheBytes <= 0 {
+			cacheBytes = c
+		}
+		if memBytes <= 0 {
+			memBytes = m
+		}
 	}
 	maxCompactions := min(max(runtime.GOMAXPROCS(0), 2), 8)
 
@@ -229,7 +234,7 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 		MemTableSize:       uint64(memBytes),
 		// Up to 4 memtables (one being written, up to three waiting to be
 		// flushed) absorb ingest bursts before writes stall.
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: MemTableStopWrites,
 		// Start compacting L0 early so it stays shallow (cheap reads), but
 		// tolerate a deep L0 under heavy ingest before stopping writes.
 		L0CompactionThreshold: 2,

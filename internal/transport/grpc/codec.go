@@ -19,8 +19,9 @@ import (
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
-// Codec is the server's gRPC codec: protobuf, with a fast decoder for the
-// one message that arrives by the million, SearchRequest.
+// Codec is the server's gRPC codec: protobuf, with fast decoders for the
+// messages that arrive by the million: SearchRequest, and the write
+// requests (writecodec.go).
 //
 // Decoding a batch of point lookups with the generated code allocates six
 // messages per query (Query, Expr, its oneof wrapper, Comparison, Value and
@@ -53,7 +54,12 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal
 // Unmarshal implements encoding.CodecV2.
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	var err error
-	if req, ok := v.(*pb.SearchRequest); ok {
+	switch req := v.(type) {
+	case *pb.WriteRequest:
+		err = decodeWrite(data, func(b []byte) error { return decodeWriteRequest(b, req) })
+	case *pb.WriteStreamRequest:
+		err = decodeWrite(data, func(b []byte) error { return decodeWriteStreamRequest(b, req) })
+	case *pb.SearchRequest:
 		buf := data.MaterializeToBuffer(grpcbuf.Pool)
 		b := buf.ReadOnlyData()
 		if n := countQueries(b); c.MaxQueries > 0 && n > c.MaxQueries {
@@ -63,7 +69,7 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 			err = decodeSearch(b, req)
 		}
 		buf.Free()
-	} else {
+	default:
 		err = protoCodec.Unmarshal(data, v)
 	}
 	if err == nil {

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
@@ -179,57 +178,6 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 				return toStatus(serr)
 			}
 			return toStatus(err)
-		}
-	}
-}
-
-// Write implements pb.ProtobaseServer: batches with per-batch operations and
-// optional acknowledgements, each sent once its batch is durable.
-func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.WriteStreamResponse]) error {
-	ctx := st.Context()
-	id, err := s.require(ctx, auth.RoleWrite)
-	if err != nil {
-		return err
-	}
-	w := s.e.NewWriter()
-	defer w.Close()
-	req := new(pb.WriteStreamRequest)
-	resp := new(pb.WriteStreamResponse)
-	for {
-		req.Reset()
-		if err := recvMsg(st, req); err != nil {
-			if errors.Is(err, io.EOF) {
-				_, err := w.Sync()
-				return toStatus(err)
-			}
-			return toStatus(w.Abort(err))
-		}
-		op, ok := engine.OpFromProto(req.Op)
-		if !ok {
-			// Abort makes the earlier batches durable and names this one,
-			// with their counts, like any other failed batch.
-			return toStatus(w.Abort(apierror.Errorf(codes.InvalidArgument, "op %v is not a write operation", req.Op)))
-		}
-		if err := id.CheckRecords(req.Records); err != nil {
-			return toStatus(w.Abort(err))
-		}
-		if err := w.Apply(ctx, op, req.Records); err != nil {
-			if _, serr := w.Sync(); serr != nil {
-				return toStatus(serr)
-			}
-			return toStatus(err)
-		}
-		if req.Ack {
-			pos, err := w.Sync()
-			if err != nil {
-				return toStatus(err)
-			}
-			resp.Batch = w.Batches() - 1
-			resp.Records = w.Records()
-			resp.Position = pos
-			if err := st.Send(resp); err != nil {
-				return err
-			}
 		}
 	}
 }
