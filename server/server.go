@@ -115,6 +115,10 @@ type Config struct {
 	MaxSearchQueries     int
 	// CacheBytes sizes the block cache (default chosen by the store).
 	CacheBytes int64
+	// RecordCacheBytes bounds the hot-record cache that serves
+	// primary-key point reads without a storage seek (0: 1/32 of the
+	// machine's memory, within [64 MiB, 1 GiB]; negative: no cache).
+	RecordCacheBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
 	// it, remaining streams are cut.
 	ShutdownTimeout time.Duration
@@ -232,6 +236,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Logger:             log,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
+		RecordCacheBytes:     cfg.RecordCacheBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)

@@ -31,6 +31,7 @@ type serveOptions struct {
 	maxBatchRecords  int
 	maxInflightBytes int64
 	cacheBytes       int64
+	recordCacheBytes int64
 	shutdownTimeout  time.Duration
 	logLevel         string
 	lab              bool
@@ -123,6 +124,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search results built and not yet sent, server-wide (0: 256 MiB)")
 	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, "block cache size in bytes (0: the store's default)")
+	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, "most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the machine's memory, within 64 MiB..1 GiB; -1: no cache)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -70,6 +71,10 @@ type Options struct {
 	MaxPageSize int
 	// QueryLimits bound the size of one query's expression.
 	QueryLimits query.Limits
+	// RecordCacheBytes bounds the hot-record cache that serves
+	// primary-key point reads (0: recordcache.DefaultBytes, which follows
+	// the machine's memory; negative: no cache).
+	RecordCacheBytes int64
 }
 
 // Engine is safe for concurrent use.
@@ -105,6 +110,10 @@ type Engine struct {
 	results *semaphore.Weighted
 
 	stats Stats
+
+	// cache serves single-key primary-key reads; writes invalidate it
+	// under writeMu (see recordcache). nil when disabled.
+	cache *recordcache.Cache
 
 	// secret signs page tokens; immutable after Open.
 	secret []byte
@@ -155,6 +164,10 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	e := &Engine{st: st, opts: opts, log: log, inflight: semaphore.NewWeighted(opts.MaxInflightBytes),
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
+	if opts.RecordCacheBytes == 0 {
+		opts.RecordCacheBytes = recordcache.DefaultBytes()
+	}
+	e.cache = recordcache.New(opts.RecordCacheBytes)
 
 	state := schema.Empty()
 	raw, found, err := st.Get(keySchema, nil)

@@ -94,7 +94,11 @@ type cursor struct {
 	r  store.Reader
 	it *store.Iter
 	// pit, when set, serves point reads (see points); its owner closes it.
-	pit *store.Iter
+	// pitGen is the cache generation taken before pit was made: pit's
+	// state is that old, so reads through it are offered to the cache
+	// with that generation.
+	pit    *store.Iter
+	pitGen uint64
 	// pk, when set, receives point reads: values land in its buffer, and
 	// it packs them without a copy.
 	pk  *packer
@@ -240,14 +244,7 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		if cu.pk != nil {
 			dst = cu.pk.tail()
 		}
-		var val []byte
-		var found bool
-		var err error
-		if it != nil {
-			val, found, err = it.Lookup(rg.Start, dst)
-		} else {
-			val, found, err = cu.r.Get(rg.Start, dst)
-		}
+		val, found, err := cu.point(it, rg.Start, dst, len(ranges) == 1)
 		if cu.pk != nil {
 			cu.pk.readInto(val)
 		} else {
@@ -265,6 +262,38 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		}
 	}
 	return nil
+}
+
+// point reads key through it, or with a Get when it is nil. A lone key
+// (cached) is served from the record cache when there, and a record read
+// for it from the latest state is offered to the cache. A query of several
+// keys reads them all from its one iterator, never mixing in the cache's
+// newer state.
+func (cu *cursor) point(it *store.Iter, key, dst []byte, cached bool) ([]byte, bool, error) {
+	c := cu.e.cache
+	if !cached || c == nil || cu.r != store.Reader(cu.e.st) {
+		if it != nil {
+			return it.Lookup(key, dst)
+		}
+		return cu.r.Get(key, dst)
+	}
+	if val, hit := c.Get(key, dst); hit {
+		return val, true, nil
+	}
+	var val []byte
+	var found bool
+	var err error
+	gen := cu.pitGen
+	if it != nil {
+		val, found, err = it.Lookup(key, dst)
+	} else {
+		gen = c.Gen()
+		val, found, err = cu.r.Get(key, dst)
+	}
+	if found && err == nil {
+		c.Fill(key, val, gen)
+	}
+	return val, found, err
 }
 
 // match applies the residual filter and the limit.

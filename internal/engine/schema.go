@@ -116,7 +116,12 @@ func (e *Engine) commitSchema(res *schema.Result, counted map[*schema.RecordType
 			return nil, has, err
 		}
 	}
-	if err := e.st.Apply(b); err != nil {
+	// A dropped type's records go with a range deletion: empty the cache.
+	e.cache.BeginWrite()
+	e.cache.Clear()
+	err = e.st.Apply(b)
+	e.cache.EndWrite()
+	if err != nil {
 		e.writeMu.Unlock()
 		return nil, false, fmt.Errorf("commit schema: %w", err)
 	}

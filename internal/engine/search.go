@@ -136,8 +136,10 @@ type responder struct {
 	held      int64
 	exhausted bool
 	pk        packer
-	// pit serves the chunk's lone point lookups, made on first use.
-	pit *store.Iter
+	// pit serves the chunk's lone point lookups, made on first use;
+	// pitGen is the record cache's generation taken before it was made.
+	pit    *store.Iter
+	pitGen uint64
 	// Slabs: a batch of point lookups makes per query a ResultBatch, its
 	// one-element record list and a QueryDone (and an Any, from the
 	// packer); taking them from arrays makes that one allocation per 64
@@ -315,14 +317,15 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		// reads one consistent state, the iterator's, fixed after the
 		// request arrived.
 		if r.pit == nil {
+			gen := e.cache.Gen()
 			pit, err := e.st.NewIter(nil, nil)
 			if err != nil {
 				r.fail(id, err)
 				return true
 			}
-			r.pit = pit
+			r.pit, r.pitGen = pit, gen
 		}
-		cu.r, cu.pit = e.st, r.pit
+		cu.r, cu.pit, cu.pitGen = e.st, r.pit, r.pitGen
 	} else {
 		cu.r, done = e.reader(c)
 	}

@@ -259,11 +259,17 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 		var seq [8]byte
 		binary.BigEndian.PutUint64(seq[:], e.seq)
 		b.Set(keySeq, seq[:])
+		// The batch's records leave the cache before they change.
+		e.cache.BeginWrite()
+		for i := range w.preps {
+			e.cache.Invalidate(w.bytes(w.preps[i].key))
+		}
 		if err = e.st.Apply(b); err == nil {
 			w.position = e.seq
 		} else {
 			e.seq--
 		}
+		e.cache.EndWrite()
 	}
 	e.writeMu.Unlock()
 	if err != nil {
