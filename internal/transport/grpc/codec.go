@@ -45,8 +45,14 @@ var protoCodec = encoding.GetCodecV2("proto")
 // Name implements encoding.CodecV2.
 func (Codec) Name() string { return "proto" }
 
-// Marshal implements encoding.CodecV2.
-func (Codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+// Marshal implements encoding.CodecV2. SearchResponse and ScanResponse
+// are encoded by hand (see marshalFast).
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if out, ok := marshalFast(v); ok {
+		return out, nil
+	}
+	return protoCodec.Marshal(v)
+}
 
 // Unmarshal implements encoding.CodecV2.
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
