@@ -1,0 +1,55 @@
+package batching
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
+)
+
+// BenchmarkLookup runs the experiment's workloads (client and embedded
+// server in one process) so that a CPU profile covers both:
+//
+//	go test -run '^$' -bench Lookup -cpuprofile cpu.out ./bench/batching/
+//
+// Each iteration is one alternating round trip of a request; queries/s is
+// the figure the lab reports.
+func BenchmarkLookup(b *testing.B) {
+	const records = 100000
+	t := labtest.Target(b, bench.TargetConfig{})
+	if err := t.EnsureSchema(b.Context(), bench.ItemSchema()); err != nil {
+		b.Fatal(err)
+	}
+	if err := t.LoadItems(b.Context(), nil, records); err != nil {
+		b.Fatal(err)
+	}
+	for _, batch := range []int{1, 100, 1000} {
+		frames, err := bench.SearchFrames(batch, records)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, mode := range []string{"lookup", "transport"} {
+			open := t.API.Search
+			if mode == "transport" {
+				open = t.Lab.Echo
+			}
+			b.Run(fmt.Sprintf("%s/batch=%d", mode, batch), func(b *testing.B) {
+				var ctr bench.SearchCounter
+				w := bench.AlternateSearch(open, frames, batch, bench.SearchCheck{Records: 1}, &ctr)
+				var ops int64
+				var took time.Duration
+				for b.Loop() {
+					c, err := w(b.Context(), 100*time.Millisecond)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ops += c.Ops
+					took += c.Elapsed
+				}
+				b.ReportMetric(float64(ops)/took.Seconds(), "queries/s")
+			})
+		}
+	}
+}
