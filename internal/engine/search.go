@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"slices"
@@ -396,6 +398,32 @@ type pointJob struct {
 	i   int
 	t   *recType
 	key []byte
+	// hi and lo are the first 16 bytes after the type's key prefix as
+	// big-endian numbers (zero padded): comparing them orders almost
+	// every pair of keys of one type without a call to bytes.Compare,
+	// which made the sort a tenth of a lookup.
+	hi, lo uint64
+}
+
+// keyHead returns the big-endian numbers of key's bytes 0..7 and 8..15,
+// zero padded.
+func keyHead(key []byte) (hi, lo uint64) {
+	var b [16]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+}
+
+// comparePoints orders jobs by key.
+func comparePoints(a, b pointJob) int {
+	switch {
+	case a.t != b.t:
+		return bytes.Compare(a.key, b.key)
+	case a.hi != b.hi:
+		return cmp.Compare(a.hi, b.hi)
+	case a.lo != b.lo:
+		return cmp.Compare(a.lo, b.lo)
+	}
+	return bytes.Compare(a.key, b.key)
 }
 
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
@@ -432,9 +460,10 @@ func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 	start := 0
 	for k, end := range ends {
 		points[k].key = arena[start:end:end]
+		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
 		start = end
 	}
-	slices.SortFunc(points, func(a, b pointJob) int { return bytes.Compare(a.key, b.key) })
+	slices.SortFunc(points, comparePoints)
 	return points, rest
 }
 

@@ -23,6 +23,7 @@
 package recordcache
 
 import (
+	"bytes"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -48,12 +49,24 @@ type Cache struct {
 }
 
 // shard is one lock's part of the cache; mu guards m and bytes.
+//
+// m is keyed by the record key's 64-bit hash, computed once per call
+// (it also picks the shard), rather than by the key itself, which the map
+// would hash again; the entry keeps the key, so a collision is a miss
+// and a fill replaces the colliding entry.
 type shard struct {
 	mu    sync.Mutex
-	m     map[string][]byte // record key -> record bytes, never mutated once stored
-	bytes int64             // sum of entry costs in m
-	_     [40]byte          // keep neighbouring shards' locks off one cache line
+	m     map[uint64]entry
+	bytes int64    // sum of entry costs in m
+	_     [40]byte // keep neighbouring shards' locks off one cache line
 }
+
+// entry is a cached record; neither slice is mutated once stored.
+type entry struct {
+	key, val []byte
+}
+
+func (en entry) cost() int64 { return int64(len(en.key)+len(en.val)) + EntryOverhead }
 
 // New returns a cache holding at most maxBytes (keys, values and
 // EntryOverhead per entry), or nil (no cache) when maxBytes is not
@@ -64,13 +77,14 @@ func New(maxBytes int64) *Cache {
 	}
 	c := &Cache{seed: maphash.MakeSeed(), perShard: max(maxBytes/shards, 1)}
 	for i := range c.shards {
-		c.shards[i].m = make(map[string][]byte)
+		c.shards[i].m = make(map[uint64]entry)
 	}
 	return c
 }
 
-func (c *Cache) shard(key []byte) *shard {
-	return &c.shards[maphash.Bytes(c.seed, key)%shards]
+func (c *Cache) shard(key []byte) (*shard, uint64) {
+	h := maphash.Bytes(c.seed, key)
+	return &c.shards[h%shards], h
 }
 
 // Get appends the cached record of key to dst[:0] and reports a hit.
@@ -78,11 +92,12 @@ func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
 	if c == nil {
 		return dst[:0], false
 	}
-	s := c.shard(key)
+	s, h := c.shard(key)
 	s.mu.Lock()
-	v, ok := s.m[string(key)]
+	en, ok := s.m[h]
+	ok = ok && bytes.Equal(en.key, key)
 	if ok {
-		dst = append(dst[:0], v...)
+		dst = append(dst[:0], en.val...)
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -111,7 +126,7 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if cost > c.perShard {
 		return
 	}
-	s := c.shard(key)
+	s, h := c.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Under the shard lock: a writer that moves gen on after this check
@@ -119,18 +134,22 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if c.gen.Load() != gen {
 		return
 	}
-	if old, ok := s.m[string(key)]; ok {
-		delete(s.m, string(key))
-		s.bytes -= int64(len(key)+len(old)) + EntryOverhead
+	if old, ok := s.m[h]; ok {
+		delete(s.m, h)
+		s.bytes -= old.cost()
 	}
-	for k, v := range s.m {
+	for k, en := range s.m {
 		if s.bytes+cost <= c.perShard {
 			break
 		}
 		delete(s.m, k)
-		s.bytes -= int64(len(k)+len(v)) + EntryOverhead
+		s.bytes -= en.cost()
 	}
-	s.m[string(key)] = append([]byte(nil), val...)
+	// One allocation holds both.
+	kv := make([]byte, len(key)+len(val))
+	copy(kv, key)
+	copy(kv[len(key):], val)
+	s.m[h] = entry{key: kv[:len(key):len(key)], val: kv[len(key):]}
 	s.bytes += cost
 }
 
@@ -156,12 +175,13 @@ func (c *Cache) Invalidate(key []byte) {
 	if c == nil {
 		return
 	}
-	s := c.shard(key)
+	s, h := c.shard(key)
 	s.mu.Lock()
 	if len(s.m) > 0 {
-		if v, ok := s.m[string(key)]; ok {
-			delete(s.m, string(key))
-			s.bytes -= int64(len(key)+len(v)) + EntryOverhead
+		// A colliding entry of another key goes too: harmless.
+		if en, ok := s.m[h]; ok {
+			delete(s.m, h)
+			s.bytes -= en.cost()
 		}
 	}
 	s.mu.Unlock()
