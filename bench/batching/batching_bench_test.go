@@ -25,15 +25,23 @@ func BenchmarkLookup(b *testing.B) {
 	if err := t.LoadItems(b.Context(), nil, records); err != nil {
 		b.Fatal(err)
 	}
+	raw, err := startRaw()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.close()
 	for _, batch := range []int{1, 100, 1000} {
 		frames, err := bench.SearchFrames(batch, records)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, mode := range []string{"lookup", "transport"} {
-			open := t.API.Search
-			if mode == "transport" {
+		for _, mode := range []string{"lookup", "transport", "raw"} {
+			open := bench.OpenSearch(t.API.Search)
+			switch mode {
+			case "transport":
 				open = t.Lab.Echo
+			case "raw":
+				open = raw.open
 			}
 			b.Run(fmt.Sprintf("%s/batch=%d", mode, batch), func(b *testing.B) {
 				var ctr bench.SearchCounter

@@ -18,7 +18,9 @@ import (
 )
 
 // Codec is the server's gRPC codec: protobuf, with a fast decoder for the
-// one message that arrives by the million, SearchRequest.
+// one message that arrives by the million, SearchRequest, and hand
+// encoders for the responses (encode.go). A grpcbuf.Frame passes through
+// as bytes (Lab.Echo's messages).
 //
 // Decoding a batch of point lookups with the generated code allocates six
 // messages per query (Query, Expr, its oneof wrapper, Comparison, Value and
@@ -48,6 +50,9 @@ func (Codec) Name() string { return "proto" }
 // Marshal implements encoding.CodecV2. SearchResponse and ScanResponse
 // are encoded by hand (see marshalFast).
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if f, ok := v.(*grpcbuf.Frame); ok {
+		return grpcbuf.MarshalFrame(f), nil
+	}
 	if out, ok := marshalFast(v); ok {
 		return out, nil
 	}
@@ -56,6 +61,10 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 
 // Unmarshal implements encoding.CodecV2.
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if f, ok := v.(*grpcbuf.Frame); ok {
+		grpcbuf.UnmarshalFrame(data, f)
+		return nil
+	}
 	var err error
 	if req, ok := v.(*pb.SearchRequest); ok {
 		buf := data.MaterializeToBuffer(grpcbuf.Pool)
