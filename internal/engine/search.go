@@ -32,6 +32,11 @@ import (
 // of point lookups travels back in a few messages, not one per query. A
 // failing query reports its error alone; the stream goes on.
 //
+// A request of plain primary-key lookups that arrives while no chunk runs
+// is one chunk run by the receiving goroutine, which sends its responses
+// itself (sender.deliver): the alternating pattern then pays no goroutine
+// hand-off, as Lab.Echo pays none.
+//
 // Flow control: responses pass through a small channel to the one sender;
 // when the client reads slowly, send blocks, the channel fills, workers
 // block, the pool stays full and recv is not called, so the client's own
@@ -45,25 +50,29 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	defer cancel()
 	workers := e.opts.SearchWorkers
 	out := make(chan outgoing, workers)
-	var sendErr error
+	snd := &sender{e: e, send: send, cancel: cancel}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
 		for o := range out {
-			if sendErr == nil { // else drain so workers never block after a failed send
-				if err := send(o.resp); err != nil {
-					sendErr = err
-					cancel()
-				}
-			}
-			e.results.Release(o.held)
+			snd.deliver(o)
 		}
 	}()
+	queue := func(o outgoing) bool {
+		select {
+		case out <- o:
+			return true
+		case <-ctx.Done():
+			e.results.Release(o.held)
+			return false
+		}
+	}
 
 	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	var next uint64
 	var err error
+	var scratch []byte
 	for {
 		var req *pb.SearchRequest
 		req, err = recv()
@@ -74,6 +83,20 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 			break
 		}
 		qs := req.GetQueries()
+		// A request of point lookups arriving while nothing else runs
+		// (the alternating pattern) runs here and sends its own
+		// responses: handing it to workers and a sender cost more in
+		// goroutine switches than its lookups, and on a busy machine
+		// each switch waits for a time slice.
+		var inline bool
+		if inline, scratch = e.allPoints(qs, scratch); inline && len(sem) == 0 {
+			e.runChunk(ctx, qs, next, snd.deliver)
+			next += uint64(len(qs))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
 		// Enough chunks to keep every worker busy, not so many that a
 		// batch of point lookups pays per-goroutine costs per query.
 		size := max(1, (len(qs)+workers-1)/workers)
@@ -90,7 +113,7 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				e.runChunk(ctx, chunk, id, out)
+				e.runChunk(ctx, chunk, id, queue)
 			}()
 		}
 		next += uint64(len(qs))
@@ -104,10 +127,65 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	if err != nil {
 		return err
 	}
-	if sendErr != nil {
-		return sendErr
+	if err := snd.err(); err != nil {
+		return err
 	}
 	return ctx.Err()
+}
+
+// allPoints reports whether every query of qs is a plain primary-key
+// lookup (query.Point), encoding their keys into scratch, which it
+// returns for reuse.
+func (e *Engine) allPoints(qs []*pb.Query, scratch []byte) (bool, []byte) {
+	if e.closed.Load() {
+		return false, scratch
+	}
+	cat := e.cat.Load()
+	for _, q := range qs {
+		t := cat.lookup(q.GetType())
+		if t == nil || t.point == nil {
+			return false, scratch
+		}
+		var ok bool
+		if scratch, ok = t.point.Key(scratch[:0], q); !ok {
+			return false, scratch
+		}
+	}
+	return true, scratch
+}
+
+// sender sends a stream's responses, from the stream's sending goroutine
+// or, for a request run inline, from the receiving one; mu makes them
+// take turns, as gRPC requires, and guards sendErr, the first failure,
+// after which responses are dropped (so that no worker blocks).
+type sender struct {
+	e      *Engine
+	send   func(*pb.SearchResponse) error
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	sendErr error
+}
+
+// deliver sends o unless an earlier send failed, gives back the result
+// budget o held, and reports whether the stream goes on.
+func (s *sender) deliver(o outgoing) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sendErr == nil {
+		if err := s.send(o.resp); err != nil {
+			s.sendErr = err
+			s.cancel()
+		}
+	}
+	s.e.results.Release(o.held)
+	return s.sendErr == nil
+}
+
+func (s *sender) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendErr
 }
 
 // outgoing is a response on its way to the sender, with the bytes of the
@@ -126,8 +204,10 @@ const resultBudgetWait = 10 * time.Second
 // completions and errors into bounded responses. It belongs to the chunk's
 // worker.
 type responder struct {
-	e     *Engine
-	out   chan<- outgoing
+	e *Engine
+	// out hands a finished response on (to the sender, or sends it);
+	// false means the stream is over.
+	out   func(outgoing) bool
 	ctx   context.Context
 	resp  *pb.SearchResponse
 	recs  int
@@ -166,12 +246,12 @@ func (r *responder) flush() bool {
 		}
 		r.held += min(extra, r.e.opts.MaxResultBufferBytes-r.held)
 	}
-	select {
-	case r.out <- outgoing{r.resp, r.held}:
-	case <-r.ctx.Done():
+	o := outgoing{r.resp, r.held}
+	r.resp, r.held = nil, 0 // out owns o's budget now, sent or not
+	if !r.out(o) {
 		return false
 	}
-	r.resp, r.recs, r.bytes, r.held = nil, 0, 0, 0
+	r.recs, r.bytes = 0, 0
 	r.pk.cut()
 	return true
 }
@@ -261,7 +341,7 @@ func (r *responder) fail(id uint64, err error) {
 	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
 }
 
-func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- outgoing) {
+func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool) {
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
 	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
 	defer func() {
