@@ -114,6 +114,9 @@ type Engine struct {
 	// cache serves single-key primary-key reads; writes invalidate it
 	// under writeMu (see recordcache). nil when disabled.
 	cache *recordcache.Cache
+	// sortPoints says whether Search sorts a chunk's point lookups by
+	// key: set when more than 1/8 of the last chunk's missed the cache.
+	sortPoints atomic.Bool
 
 	// secret signs page tokens; immutable after Open.
 	secret []byte
@@ -168,6 +171,7 @@ func Open(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 		opts.RecordCacheBytes = recordcache.DefaultBytes()
 	}
 	e.cache = recordcache.New(opts.RecordCacheBytes)
+	e.sortPoints.Store(true)
 
 	state := schema.Empty()
 	raw, found, err := st.Get(keySchema, nil)

@@ -108,6 +108,9 @@ type cursor struct {
 	// Counts for Stats, added to the engine's shared counters once per
 	// query or chunk (flushStats), not once per record.
 	lookups, read uint64
+	// cacheMisses counts the lone-key lookups the record cache did not
+	// serve (see Engine.sortPoints).
+	cacheMisses uint64
 }
 
 // flushStats adds the cursor's counts to the engine's Stats.
@@ -280,6 +283,7 @@ func (cu *cursor) point(it *store.Iter, key, dst []byte, cached bool) ([]byte, b
 	if val, hit := c.Get(key, dst); hit {
 		return val, true, nil
 	}
+	cu.cacheMisses++
 	var val []byte
 	var found bool
 	var err error

@@ -378,6 +378,10 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 	cu.flushStats()
 	r.flush()
+	if len(points) > 0 && e.cache != nil {
+		// Sorting pays off only for the lookups that reach the store.
+		e.sortPoints.Store(cu.cacheMisses*8 > uint64(len(points)))
+	}
 }
 
 // run runs one query of the chunk and packs its results; left is how many
@@ -512,7 +516,9 @@ func comparePoints(a, b pointJob) int {
 // iterator forward through the store, so Pebble continues from where the
 // previous seek ended instead of descending from the top
 // (TrySeekUsingNext) and often finds the next key in a block it already
-// holds. Results are keyed by query id, so the order in which queries
+// holds. When the record cache served nearly all of the last chunk's
+// lookups (Engine.sortPoints), the sort, which then buys nothing, is
+// skipped. Results are keyed by query id, so the order in which queries
 // finish is the server's to choose.
 func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 	if e.closed.Load() {
@@ -543,7 +549,9 @@ func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
 		start = end
 	}
-	slices.SortFunc(points, comparePoints)
+	if e.cache == nil || e.sortPoints.Load() {
+		slices.SortFunc(points, comparePoints)
+	}
 	return points, rest
 }
 

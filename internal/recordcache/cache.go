@@ -138,12 +138,14 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 		delete(s.m, h)
 		s.bytes -= old.cost()
 	}
-	for k, en := range s.m {
-		if s.bytes+cost <= c.perShard {
-			break
+	if s.bytes+cost > c.perShard { // starting a map iteration is not free
+		for k, en := range s.m {
+			if s.bytes+cost <= c.perShard {
+				break
+			}
+			delete(s.m, k)
+			s.bytes -= en.cost()
 		}
-		delete(s.m, k)
-		s.bytes -= en.cost()
 	}
 	// One allocation holds both.
 	kv := make([]byte, len(key)+len(val))
