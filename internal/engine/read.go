@@ -102,6 +102,8 @@ type cursor struct {
 	// pk, when set, receives point reads: values land in its buffer, and
 	// it packs them without a copy.
 	pk  *packer
+	// rit reads the records an index range points to; run closes it.
+	rit *store.Iter
 	buf []byte // record read through an index
 	out []byte // keys-only record
 	n   uint64 // matches emitted
@@ -138,6 +140,10 @@ func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, e
 		if cu.it != nil {
 			cu.it.Close()
 			cu.it = nil
+		}
+		if cu.rit != nil {
+			cu.rit.Close()
+			cu.rit = nil
 		}
 	}()
 	for i := range ranges {
@@ -195,8 +201,16 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 				return false, &apierror.Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
 			}
 			rk := append(append(cu.out[:0], cu.c.t.prefix...), pk...)
+			// The records of an index range are read through one second
+			// iterator on the same reader: a Get per record would build
+			// an iterator stack over every level each time.
+			if cu.rit == nil {
+				if cu.rit, err = cu.r.NewIter(nil, nil); err != nil {
+					return false, err
+				}
+			}
 			var found bool
-			if cu.buf, found, err = cu.r.Get(rk, cu.buf[:0]); err != nil {
+			if cu.buf, found, err = cu.rit.Lookup(rk, cu.buf[:0]); err != nil {
 				return false, err
 			}
 			cu.out = rk
