@@ -101,7 +101,7 @@ type cursor struct {
 	pitGen uint64
 	// pk, when set, receives point reads: values land in its buffer, and
 	// it packs them without a copy.
-	pk  *packer
+	pk *packer
 	// rit reads the records an index range points to; run closes it.
 	rit *store.Iter
 	buf []byte // record read through an index
