@@ -73,6 +73,7 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	var next uint64
 	var err error
 	var scratch []byte
+	var order lookupBuf // the inline requests', one at a time
 	for {
 		var req *pb.SearchRequest
 		req, err = recv()
@@ -90,7 +91,7 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 		// each switch waits for a time slice.
 		var inline bool
 		if inline, scratch = e.allPoints(qs, scratch); inline && len(sem) == 0 {
-			e.runChunk(ctx, qs, next, snd.deliver)
+			e.runChunk(ctx, qs, next, snd.deliver, &order)
 			next += uint64(len(qs))
 			if ctx.Err() != nil {
 				break
@@ -113,7 +114,7 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				e.runChunk(ctx, chunk, id, queue)
+				e.runChunk(ctx, chunk, id, queue, nil)
 			}()
 		}
 		next += uint64(len(qs))
@@ -341,7 +342,10 @@ func (r *responder) fail(id uint64, err error) {
 	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
 }
 
-func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool) {
+// runChunk runs the queries qs, the first of which has id first, and hands
+// their responses to out. buf, when not nil, lends the lookup order its
+// buffers (nothing keeps them once runChunk returns).
+func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool, buf *lookupBuf) {
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
 	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
 	defer func() {
@@ -354,7 +358,7 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	cu := &cursor{e: e, pk: &r.pk} // reused: its buffers outlive each query
 	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
-	points, rest := e.lookupOrder(qs)
+	points, rest := e.lookupOrder(qs, buf)
 	for k := range qs {
 		var i int
 		var c *compiled
@@ -510,6 +514,13 @@ func comparePoints(a, b pointJob) int {
 	return bytes.Compare(a.key, b.key)
 }
 
+// lookupBuf holds lookupOrder's buffers for reuse from request to request.
+type lookupBuf struct {
+	arena  []byte
+	ends   []int
+	points []pointJob
+}
+
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
 // with their keys encoded once (query.Point) and sorted, and the rest, in
 // arrival order, which need the planner. Sorted, the lookups move one
@@ -520,7 +531,7 @@ func comparePoints(a, b pointJob) int {
 // lookups (Engine.sortPoints), the sort, which then buys nothing, is
 // skipped. Results are keyed by query id, so the order in which queries
 // finish is the server's to choose.
-func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
+func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob, rest []int) {
 	if e.closed.Load() {
 		rest = make([]int, len(qs)) // compile reports the closed engine
 		for i := range rest {
@@ -529,9 +540,13 @@ func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 		return nil, rest
 	}
 	cat := e.cat.Load()
-	var arena []byte // every key; sliced once complete, as appends move it
-	ends := make([]int, 0, len(qs))
-	points = make([]pointJob, 0, len(qs))
+	if buf == nil {
+		buf = new(lookupBuf)
+	}
+	arena := buf.arena[:0] // every key; sliced once complete, as appends move it
+	ends := slices.Grow(buf.ends[:0], len(qs))
+	points = slices.Grow(buf.points[:0], len(qs))
+	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
 	for i, q := range qs {
 		if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
 			var ok bool
