@@ -122,6 +122,10 @@ type Config struct {
 	// from 64 MiB to 4 GiB, and 1/64 for a memtable, from 16 to 128 MiB.
 	CacheBytes    int64
 	MemTableBytes int64
+	// RecordCacheBytes bounds the hot-record cache that serves
+	// primary-key point reads without a storage seek (0: 1/32 of the
+	// machine's memory, within [64 MiB, 1 GiB]; negative: no cache).
+	RecordCacheBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
 	// it, remaining streams are cut.
 	ShutdownTimeout time.Duration
@@ -245,6 +249,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		ObserveQuery:       m.observeQuery,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
+		RecordCacheBytes:     cfg.RecordCacheBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)

@@ -25,17 +25,20 @@ const seed000Source = "seed 000 (gRPC throughput: effects of batching; i7-13700H
 // lookup over a preloaded data set ("lookup" rows); the "transport" rows
 // send the same requests to Lab.Echo, which answers without touching
 // storage, so the gap between the two is what storage and the engine add
-// to what gRPC costs.
+// to what gRPC costs; the "raw" rows send them to a bare grpc-go server
+// answering with the same bytes (raw.go), so the gap between raw and
+// transport is what Protobase's server adds to grpc-go itself.
 type Experiment struct {
 	Records       int
 	Batches       []int
 	TransportOnly bool
 
 	// ctr counts the lookup queries answered, which the server's
-	// point-lookup counter must match (see Run); echoes counts the
-	// transport rows' queries, which the server must not count; etcdCtr
-	// counts the lookups of the server on etcd (Options.Etcd).
-	ctr, echoes, etcdCtr bench.SearchCounter
+	// point-lookup counter must match (see Run); echoes and raws count
+	// the transport and raw rows' queries, which the server must not
+	// count; etcdCtr counts the lookups of the server on etcd
+	// (Options.Etcd).
+	ctr, echoes, raws, etcdCtr bench.SearchCounter
 }
 
 // Name implements bench.Experiment.
@@ -82,9 +85,9 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		Title: "Search, alternating send/receive: throughput by batch size", Kind: bench.Lines,
 		XLabel: "queries per request", YLabel: "queries/s", X: "batch", Series: "mode", LogX: true, LogY: true,
 	}}
-	modes := []string{"lookup", "transport"}
+	modes := []string{"raw", "transport", "lookup"}
 	if b.TransportOnly {
-		modes = modes[1:]
+		modes = modes[:2]
 	} else {
 		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
 			return nil, err
@@ -93,35 +96,48 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 			return nil, err
 		}
 	}
+	raw, err := startRaw()
+	if err != nil {
+		return nil, err
+	}
+	defer raw.close()
 	before, err := t.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, mode := range modes {
-		open := t.API.Search
-		if mode == "transport" {
-			open = t.Lab.Echo
+	// The modes of one batch size run one after the other, so that their
+	// ratios compare runs made under the same conditions.
+	for _, batch := range b.Batches {
+		frames, err := bench.SearchFrames(batch, b.Records)
+		if err != nil {
+			return nil, err
 		}
-		for _, batch := range b.Batches {
-			frames, err := bench.SearchFrames(batch, b.Records)
-			if err != nil {
-				return nil, err
-			}
-			ctr := &b.ctr
-			if mode == "transport" {
-				ctr = &b.echoes // echoes are not lookups
+		ops := map[string]float64{}
+		for _, mode := range modes {
+			open, ctr := bench.OpenSearch(t.API.Search), &b.ctr
+			switch mode {
+			case "transport":
+				open, ctr = t.Lab.Echo, &b.echoes // echoes are not lookups
+			case "raw":
+				open, ctr = raw.open, &b.raws
 			}
 			label := fmt.Sprintf("%s batch=%d", mode, batch)
 			s, err := env.Measure(ctx, label, bench.AlternateSearch(open, frames, batch, bench.SearchCheck{Records: 1}, ctr))
 			if err != nil {
 				return nil, err
 			}
+			ops[mode] = bench.Summarize(s.Ops).Median
 			var ref *bench.Reference
 			if v, ok := seed000[batch]; ok {
 				ref = &bench.Reference{Value: v, Source: seed000Source}
 			}
 			res.Rows = append(res.Rows, bench.NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, ref))
 		}
+		note := fmt.Sprintf("batch=%d: transport %.2f of raw", batch, ops["transport"]/ops["raw"])
+		if !b.TransportOnly {
+			note += fmt.Sprintf(", lookup %.2f of transport", ops["lookup"]/ops["transport"])
+		}
+		res.Notes = append(res.Notes, note+" (medians)")
 	}
 	after, err := t.Stats(ctx)
 	if err != nil {
@@ -136,7 +152,8 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if !b.TransportOnly {
 		res.Notes = append(res.Notes, fmt.Sprintf("lookup rows: %d records preloaded; the server made %d point lookups for %d queries answered", b.Records, lookups, b.ctr.Queries))
 	}
-	res.Notes = append(res.Notes, "transport rows: Lab.Echo answers each query with a canned 100-byte record without touching storage")
+	res.Notes = append(res.Notes, "transport rows: Lab.Echo answers each query with a canned 100-byte record without touching storage",
+		"raw rows: the same answer bytes from a bare grpc-go server in the lab's process (one method registered by hand, a pass-through codec, no interceptors)")
 	if len(env.Etcd.Endpoints) > 0 && env.Addr == "" && !b.TransportOnly {
 		if err := b.runEtcd(ctx, env, res); err != nil {
 			return nil, err

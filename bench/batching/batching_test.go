@@ -21,7 +21,7 @@ func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 	res, env := labtest.Run(t, b)
 	labtest.CheckResult(t, b, res)
 	rows := labtest.Rows(res, "queries/s")
-	for _, mode := range []string{"lookup", "transport"} {
+	for _, mode := range []string{"lookup", "transport", "raw"} {
 		for _, batch := range b.Batches {
 			if _, ok := rows[fmt.Sprintf("%s batch=%d", mode, batch)]; !ok {
 				t.Errorf("no row for %s batch=%d in %v", mode, batch, rows)
@@ -29,8 +29,8 @@ func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 		}
 	}
 	st := labtest.Stats(t, env.Targets()[0])
-	if b.ctr.Queries == 0 || b.echoes.Queries == 0 {
-		t.Fatalf("client had %d lookups and %d echoes answered", b.ctr.Queries, b.echoes.Queries)
+	if b.ctr.Queries == 0 || b.echoes.Queries == 0 || b.raws.Queries == 0 {
+		t.Fatalf("client had %d lookups, %d echoes and %d raw echoes answered", b.ctr.Queries, b.echoes.Queries, b.raws.Queries)
 	}
 	if st.PointLookups != b.ctr.Queries || st.Queries != b.ctr.Queries || st.RecordsRead != b.ctr.Queries || st.QueryErrors != 0 {
 		t.Fatalf("client had %d lookups answered; server made %d point lookups for %d queries (%d errors) reading %d records",

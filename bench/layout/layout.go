@@ -185,9 +185,21 @@ func (c layoutCase) series() string { return c.layout + " " + c.op }
 
 // layoutCases returns the client-side operations over ev, the events of
 // one size. Each unmarshal decodes into a fresh message, as a server
-// receiving requests would (and as the seed did).
+// receiving requests would (and as the seed did). The "bytes copy" case
+// is the floor under every other: allocate a buffer of the flat
+// encoding's size and copy the encoding into it, which any marshal or
+// unmarshal of these messages does at least once; its ns/op is how fast
+// this machine is, beside the seed's machine.
 func layoutCases(ev *layoutEvents) []layoutCase {
 	return []layoutCase{
+		{"bytes", "copy", func(n int) error {
+			for range n {
+				b := make([]byte, len(ev.flatBytes))
+				copy(b, ev.flatBytes)
+				copySink = b
+			}
+			return nil
+		}},
 		{"flat", "marshal", func(n int) error {
 			for range n {
 				if _, err := proto.Marshal(ev.flat); err != nil {
@@ -248,6 +260,10 @@ func layoutCases(ev *layoutEvents) []layoutCase {
 		}},
 	}
 }
+
+// copySink keeps the "bytes copy" case's buffer from being optimized
+// away.
+var copySink []byte
 
 // codecRows benchmarks every case at one size, env.Runs times each.
 func (l *Experiment) codecRows(ctx context.Context, env *bench.Env, sz layoutSize, benchTime time.Duration) ([]bench.Row, error) {

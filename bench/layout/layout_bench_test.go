@@ -30,6 +30,8 @@ func BenchmarkLayout(b *testing.B) {
 func benchName(c layoutCase) string {
 	name := map[string]string{"flat": "Flat", "wrapped": "Wrapped"}[c.layout]
 	switch c.op {
+	case "copy":
+		return "CopyFloor"
 	case "marshal":
 		return name + "Marshal"
 	case "unmarshal":

@@ -69,7 +69,8 @@ func TestBenchBatchingCLI(t *testing.T) {
 	js, svg := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg")
 	r := mustCLI(t, "", "bench", "batching", "--quick", "--records", "500", "--batches", "1,100",
 		"--runs", "1", "--duration", "20ms", "--warmup", "0s", "--json", js, "--chart", svg)
-	names := []string{"lookup batch=1", "lookup batch=100", "transport batch=1", "transport batch=100"}
+	// Each batch size runs raw, transport and lookup in turn.
+	names := []string{"raw batch=1", "transport batch=1", "lookup batch=1", "raw batch=100", "transport batch=100", "lookup batch=100"}
 	wantContains(t, r.stdout, append(names, "queries/s")...)
 	wantContains(t, r.stderr, "transport batch=100")
 	b, err := os.ReadFile(js)
@@ -92,11 +93,8 @@ func TestBenchBatchingCLI(t *testing.T) {
 		t.Fatalf("json: %v %+v", err, doc)
 	}
 	for i, row := range doc.Rows {
-		mode, batch := "lookup", 1.0
-		if i >= 2 {
-			mode = "transport"
-		}
-		if i%2 == 1 {
+		mode, batch := []string{"raw", "transport", "lookup"}[i%3], 1.0
+		if i >= 3 {
 			batch = 100
 		}
 		if row.Name != names[i] || row.Params["mode"] != mode || row.Params["batch"] != batch || row.Unit != "queries/s" ||

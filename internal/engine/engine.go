@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -78,6 +79,10 @@ type Options struct {
 	MaxPageSize int
 	// QueryLimits bound the size of one query's expression.
 	QueryLimits query.Limits
+	// RecordCacheBytes bounds the hot-record cache that serves
+	// primary-key point reads (0: recordcache.DefaultBytes, which follows
+	// the machine's memory; negative: no cache).
+	RecordCacheBytes int64
 }
 
 // Engine is safe for concurrent use.
@@ -113,6 +118,13 @@ type Engine struct {
 	results *semaphore.Weighted
 
 	stats Stats
+
+	// cache serves single-key primary-key reads; writes invalidate it
+	// under writeMu (see recordcache). nil when disabled.
+	cache *recordcache.Cache
+	// sortPoints says whether Search sorts a chunk's point lookups by
+	// key: set when more than 1/8 of the last chunk's missed the cache.
+	sortPoints atomic.Bool
 
 	// secret signs page tokens; immutable after Open.
 	secret []byte
@@ -167,6 +179,16 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	e := &Engine{st: st, opts: opts, log: log, inflight: semaphore.NewWeighted(opts.MaxInflightBytes),
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
+	if opts.RecordCacheBytes == 0 {
+		opts.RecordCacheBytes = recordcache.DefaultBytes()
+	}
+	if !st.Shared() {
+		// On a store other servers write too (etcd), this process does not
+		// see every write before it becomes visible: a cache could serve
+		// a record another server has since changed. No cache there.
+		e.cache = recordcache.New(opts.RecordCacheBytes)
+	}
+	e.sortPoints.Store(true)
 
 	cat, err := e.loadSchema()
 	if err != nil {

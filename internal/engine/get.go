@@ -15,7 +15,7 @@ import (
 // bytes exactly as stored under the canonical type URL, or nil when there
 // is none.
 //
-// It costs one storage Get: no planning, no snapshot (a single Get is
+// It costs one record-cache probe and, on a miss, one storage Get: no planning, no snapshot (a single Get is
 // atomic), and no decode beyond reading the key fields with protowire. A
 // Query with EQ on every primary-key field reaches the same single Get
 // through the planner; Get exists for transports (NATS) whose clients make
@@ -46,7 +46,13 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 		return nil, &apierror.Error{Code: codes.InvalidArgument, Field: field, Msg: "key record: " + err.Error(), Err: err}
 	}
 	e.stats.PointLookups.Add(1)
-	val, found, err := e.st.Get(k, nil)
+	val, found := e.cache.Get(k, nil)
+	if !found {
+		gen := e.cache.Gen()
+		if val, found, err = e.st.Get(k, nil); found && err == nil {
+			e.cache.Fill(k, val, gen)
+		}
+	}
 	if err != nil {
 		e.stats.QueryErrors.Add(1)
 		return nil, &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}

@@ -108,16 +108,25 @@ type cursor struct {
 	r  store.View
 	it store.Iterator
 	// pit, when set, serves point reads (see points); its owner closes it.
-	pit store.Iterator
+	// pitGen is the cache generation taken before pit was made: pit's
+	// state is that old, so reads through it are offered to the cache
+	// with that generation.
+	pit    store.Iterator
+	pitGen uint64
 	// pk, when set, receives point reads: values land in its buffer, and
 	// it packs them without a copy.
-	pk  *packer
+	pk *packer
+	// rit reads the records an index range points to; run closes it.
+	rit store.Iterator
 	buf []byte // record read through an index
 	out []byte // keys-only record
 	n   uint64 // matches emitted
 	// Counts for Stats, added to the engine's shared counters once per
 	// query or chunk (flushStats), not once per record.
 	lookups, read uint64
+	// cacheMisses counts the lone-key lookups the record cache did not
+	// serve (see Engine.sortPoints).
+	cacheMisses uint64
 }
 
 // flushStats adds the cursor's counts to the engine's Stats.
@@ -145,6 +154,10 @@ func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, e
 		if cu.it != nil {
 			cu.it.Close()
 			cu.it = nil
+		}
+		if cu.rit != nil {
+			cu.rit.Close()
+			cu.rit = nil
 		}
 	}()
 	for i := range ranges {
@@ -202,8 +215,16 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 				return false, &apierror.Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
 			}
 			rk := append(append(cu.out[:0], cu.c.t.prefix...), pk...)
+			// The records of an index range are read through one second
+			// iterator on the same reader: a Get per record would build
+			// an iterator stack over every level each time.
+			if cu.rit == nil {
+				if cu.rit, err = cu.r.NewIterator(nil, nil); err != nil {
+					return false, err
+				}
+			}
 			var found bool
-			if cu.buf, found, err = cu.r.Get(rk, cu.buf[:0]); err != nil {
+			if cu.buf, found, err = cu.rit.Lookup(rk, cu.buf[:0]); err != nil {
 				return false, err
 			}
 			cu.out = rk
@@ -254,14 +275,7 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		if cu.pk != nil {
 			dst = cu.pk.tail()
 		}
-		var val []byte
-		var found bool
-		var err error
-		if it != nil {
-			val, found, err = it.Lookup(rg.Start, dst)
-		} else {
-			val, found, err = cu.r.Get(rg.Start, dst)
-		}
+		val, found, err := cu.point(it, rg.Start, dst, len(ranges) == 1)
 		if cu.pk != nil {
 			cu.pk.readInto(val)
 		} else {
@@ -279,6 +293,39 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 		}
 	}
 	return nil
+}
+
+// point reads key through it, or with a Get when it is nil. A lone key
+// (cached) is served from the record cache when there, and a record read
+// for it from the latest state is offered to the cache. A query of several
+// keys reads them all from its one iterator, never mixing in the cache's
+// newer state.
+func (cu *cursor) point(it store.Iterator, key, dst []byte, cached bool) ([]byte, bool, error) {
+	c := cu.e.cache
+	if !cached || c == nil || cu.r != store.View(cu.e.st) {
+		if it != nil {
+			return it.Lookup(key, dst)
+		}
+		return cu.r.Get(key, dst)
+	}
+	if val, hit := c.Get(key, dst); hit {
+		return val, true, nil
+	}
+	cu.cacheMisses++
+	var val []byte
+	var found bool
+	var err error
+	gen := cu.pitGen
+	if it != nil {
+		val, found, err = it.Lookup(key, dst)
+	} else {
+		gen = c.Gen()
+		val, found, err = cu.r.Get(key, dst)
+	}
+	if found && err == nil {
+		c.Fill(key, val, gen)
+	}
+	return val, found, err
 }
 
 // match applies the residual filter and the limit.

@@ -124,7 +124,12 @@ func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*sc
 			return nil, !empty, err
 		}
 	}
-	if err := e.st.ApplyBatch(b); err != nil {
+	// A dropped type's records go with a range deletion: empty the cache.
+	e.cache.BeginWrite()
+	e.cache.Clear()
+	err = e.st.ApplyBatch(b)
+	e.cache.EndWrite()
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			_, err = e.refreshSchema()
 			e.writeMu.Unlock()

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"slices"
@@ -30,6 +32,11 @@ import (
 // of point lookups travels back in a few messages, not one per query. A
 // failing query reports its error alone; the stream goes on.
 //
+// A request of plain primary-key lookups that arrives while no chunk runs
+// is one chunk run by the receiving goroutine, which sends its responses
+// itself (sender.deliver): the alternating pattern then pays no goroutine
+// hand-off, as Lab.Echo pays none.
+//
 // Flow control: responses pass through a small channel to the one sender;
 // when the client reads slowly, send blocks, the channel fills, workers
 // block, the pool stays full and recv is not called, so the client's own
@@ -43,25 +50,30 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	defer cancel()
 	workers := e.opts.SearchWorkers
 	out := make(chan outgoing, workers)
-	var sendErr error
+	snd := &sender{e: e, send: send, cancel: cancel}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
 		for o := range out {
-			if sendErr == nil { // else drain so workers never block after a failed send
-				if err := send(o.resp); err != nil {
-					sendErr = err
-					cancel()
-				}
-			}
-			e.results.Release(o.held)
+			snd.deliver(o)
 		}
 	}()
+	queue := func(o outgoing) bool {
+		select {
+		case out <- o:
+			return true
+		case <-ctx.Done():
+			e.results.Release(o.held)
+			return false
+		}
+	}
 
 	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	var next uint64
 	var err error
+	var scratch []byte
+	var order lookupBuf // the inline requests', one at a time
 	for {
 		var req *pb.SearchRequest
 		req, err = recv()
@@ -72,6 +84,20 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 			break
 		}
 		qs := req.GetQueries()
+		// A request of point lookups arriving while nothing else runs
+		// (the alternating pattern) runs here and sends its own
+		// responses: handing it to workers and a sender cost more in
+		// goroutine switches than its lookups, and on a busy machine
+		// each switch waits for a time slice.
+		var inline bool
+		if inline, scratch = e.allPoints(qs, scratch); inline && len(sem) == 0 {
+			e.runChunk(ctx, qs, next, snd.deliver, &order)
+			next += uint64(len(qs))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
 		// Enough chunks to keep every worker busy, not so many that a
 		// batch of point lookups pays per-goroutine costs per query.
 		size := max(1, (len(qs)+workers-1)/workers)
@@ -88,7 +114,7 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				e.runChunk(ctx, chunk, id, out)
+				e.runChunk(ctx, chunk, id, queue, nil)
 			}()
 		}
 		next += uint64(len(qs))
@@ -102,10 +128,65 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	if err != nil {
 		return err
 	}
-	if sendErr != nil {
-		return sendErr
+	if err := snd.err(); err != nil {
+		return err
 	}
 	return ctx.Err()
+}
+
+// allPoints reports whether every query of qs is a plain primary-key
+// lookup (query.Point), encoding their keys into scratch, which it
+// returns for reuse.
+func (e *Engine) allPoints(qs []*pb.Query, scratch []byte) (bool, []byte) {
+	if e.closed.Load() {
+		return false, scratch
+	}
+	cat := e.cat.Load()
+	for _, q := range qs {
+		t := cat.lookup(q.GetType())
+		if t == nil || t.point == nil {
+			return false, scratch
+		}
+		var ok bool
+		if scratch, ok = t.point.Key(scratch[:0], q); !ok {
+			return false, scratch
+		}
+	}
+	return true, scratch
+}
+
+// sender sends a stream's responses, from the stream's sending goroutine
+// or, for a request run inline, from the receiving one; mu makes them
+// take turns, as gRPC requires, and guards sendErr, the first failure,
+// after which responses are dropped (so that no worker blocks).
+type sender struct {
+	e      *Engine
+	send   func(*pb.SearchResponse) error
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	sendErr error
+}
+
+// deliver sends o unless an earlier send failed, gives back the result
+// budget o held, and reports whether the stream goes on.
+func (s *sender) deliver(o outgoing) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sendErr == nil {
+		if err := s.send(o.resp); err != nil {
+			s.sendErr = err
+			s.cancel()
+		}
+	}
+	s.e.results.Release(o.held)
+	return s.sendErr == nil
+}
+
+func (s *sender) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendErr
 }
 
 // outgoing is a response on its way to the sender, with the bytes of the
@@ -124,8 +205,10 @@ const resultBudgetWait = 10 * time.Second
 // completions and errors into bounded responses. It belongs to the chunk's
 // worker.
 type responder struct {
-	e     *Engine
-	out   chan<- outgoing
+	e *Engine
+	// out hands a finished response on (to the sender, or sends it);
+	// false means the stream is over.
+	out   func(outgoing) bool
 	ctx   context.Context
 	resp  *pb.SearchResponse
 	recs  int
@@ -136,8 +219,10 @@ type responder struct {
 	held      int64
 	exhausted bool
 	pk        packer
-	// pit serves the chunk's lone point lookups, made on first use.
-	pit store.Iterator
+	// pit serves the chunk's lone point lookups, made on first use;
+	// pitGen is the record cache's generation taken before it was made.
+	pit    store.Iterator
+	pitGen uint64
 	// Slabs: a batch of point lookups makes per query a ResultBatch, its
 	// one-element record list and a QueryDone (and an Any, from the
 	// packer); taking them from arrays makes that one allocation per 64
@@ -162,12 +247,12 @@ func (r *responder) flush() bool {
 		}
 		r.held += min(extra, r.e.opts.MaxResultBufferBytes-r.held)
 	}
-	select {
-	case r.out <- outgoing{r.resp, r.held}:
-	case <-r.ctx.Done():
+	o := outgoing{r.resp, r.held}
+	r.resp, r.held = nil, 0 // out owns o's budget now, sent or not
+	if !r.out(o) {
 		return false
 	}
-	r.resp, r.recs, r.bytes, r.held = nil, 0, 0, 0
+	r.recs, r.bytes = 0, 0
 	r.pk.cut()
 	return true
 }
@@ -266,7 +351,10 @@ func (r *responder) fail(id uint64, err error) {
 	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
 }
 
-func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- outgoing) {
+// runChunk runs the queries qs, the first of which has id first, and hands
+// their responses to out. buf, when not nil, lends the lookup order its
+// buffers (nothing keeps them once runChunk returns).
+func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool, buf *lookupBuf) {
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
 	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
 	defer func() {
@@ -279,7 +367,7 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	cu := &cursor{e: e, pk: &r.pk} // reused: its buffers outlive each query
 	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
-	points, rest := e.lookupOrder(qs)
+	points, rest := e.lookupOrder(qs, buf)
 	if len(points) > 1 && e.st.Shared() {
 		r.prefetch(points)
 	}
@@ -306,6 +394,10 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 	cu.flushStats()
 	r.flush()
+	if len(points) > 0 && e.cache != nil {
+		// Sorting pays off only for the lookups that reach the store.
+		e.sortPoints.Store(cu.cacheMisses*8 > uint64(len(points)))
+	}
 }
 
 // prefetch reads the chunk's point lookups together through the chunk's
@@ -344,14 +436,15 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		// reads one consistent state, the iterator's, fixed after the
 		// request arrived.
 		if r.pit == nil {
+			gen := e.cache.Gen()
 			pit, err := e.st.NewIterator(nil, nil)
 			if err != nil {
 				r.fail(id, err)
 				return true
 			}
-			r.pit = pit
+			r.pit, r.pitGen = pit, gen
 		}
-		cu.r, cu.pit = e.st, r.pit
+		cu.r, cu.pit, cu.pitGen = e.st, r.pit, r.pitGen
 	} else {
 		var err error
 		if cu.r, done, err = e.reader(c); err != nil {
@@ -426,6 +519,39 @@ type pointJob struct {
 	i   int
 	t   *recType
 	key []byte
+	// hi and lo are the first 16 bytes after the type's key prefix as
+	// big-endian numbers (zero padded): comparing them orders almost
+	// every pair of keys of one type without a call to bytes.Compare,
+	// which made the sort a tenth of a lookup.
+	hi, lo uint64
+}
+
+// keyHead returns the big-endian numbers of key's bytes 0..7 and 8..15,
+// zero padded.
+func keyHead(key []byte) (hi, lo uint64) {
+	var b [16]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+}
+
+// comparePoints orders jobs by key.
+func comparePoints(a, b pointJob) int {
+	switch {
+	case a.t != b.t:
+		return bytes.Compare(a.key, b.key)
+	case a.hi != b.hi:
+		return cmp.Compare(a.hi, b.hi)
+	case a.lo != b.lo:
+		return cmp.Compare(a.lo, b.lo)
+	}
+	return bytes.Compare(a.key, b.key)
+}
+
+// lookupBuf holds lookupOrder's buffers for reuse from request to request.
+type lookupBuf struct {
+	arena  []byte
+	ends   []int
+	points []pointJob
 }
 
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
@@ -434,9 +560,11 @@ type pointJob struct {
 // iterator forward through the store, so Pebble continues from where the
 // previous seek ended instead of descending from the top
 // (TrySeekUsingNext) and often finds the next key in a block it already
-// holds. Results are keyed by query id, so the order in which queries
+// holds. When the record cache served nearly all of the last chunk's
+// lookups (Engine.sortPoints), the sort, which then buys nothing, is
+// skipped. Results are keyed by query id, so the order in which queries
 // finish is the server's to choose.
-func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
+func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob, rest []int) {
 	if e.closed.Load() {
 		rest = make([]int, len(qs)) // compile reports the closed engine
 		for i := range rest {
@@ -445,9 +573,13 @@ func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 		return nil, rest
 	}
 	cat := e.cat.Load()
-	var arena []byte // every key; sliced once complete, as appends move it
-	ends := make([]int, 0, len(qs))
-	points = make([]pointJob, 0, len(qs))
+	if buf == nil {
+		buf = new(lookupBuf)
+	}
+	arena := buf.arena[:0] // every key; sliced once complete, as appends move it
+	ends := slices.Grow(buf.ends[:0], len(qs))
+	points = slices.Grow(buf.points[:0], len(qs))
+	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
 	for i, q := range qs {
 		if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
 			var ok bool
@@ -462,9 +594,12 @@ func (e *Engine) lookupOrder(qs []*pb.Query) (points []pointJob, rest []int) {
 	start := 0
 	for k, end := range ends {
 		points[k].key = arena[start:end:end]
+		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
 		start = end
 	}
-	slices.SortFunc(points, func(a, b pointJob) int { return bytes.Compare(a.key, b.key) })
+	if e.cache == nil || e.sortPoints.Load() {
+		slices.SortFunc(points, comparePoints)
+	}
 	return points, rest
 }
 

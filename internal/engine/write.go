@@ -337,7 +337,15 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 	e.seq++
 	binary.BigEndian.PutUint64(w.seq[:], e.seq)
 	b.Set(keySeq, w.seq[:])
-	if err := e.st.ApplyBatch(b); err != nil {
+	// The batch's records leave the cache before they change (the cache is
+	// nil on a shared store).
+	e.cache.BeginWrite()
+	for i := range w.preps {
+		e.cache.Invalidate(w.bytes(w.preps[i].key))
+	}
+	err := e.st.ApplyBatch(b)
+	e.cache.EndWrite()
+	if err != nil {
 		e.seq--
 		return err
 	}

@@ -20,8 +20,10 @@ import (
 )
 
 // Codec is the server's gRPC codec: protobuf, with fast decoders for the
-// messages that arrive by the million: SearchRequest, and the write
-// requests (writecodec.go).
+// messages that arrive by the million (SearchRequest, and the write
+// requests: writecodec.go) and hand encoders for the responses
+// (encode.go). A grpcbuf.Frame passes through as bytes (Lab.Echo's
+// messages).
 //
 // Decoding a batch of point lookups with the generated code allocates six
 // messages per query (Query, Expr, its oneof wrapper, Comparison, Value and
@@ -48,11 +50,24 @@ var protoCodec = encoding.GetCodecV2("proto")
 // Name implements encoding.CodecV2.
 func (Codec) Name() string { return "proto" }
 
-// Marshal implements encoding.CodecV2.
-func (Codec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+// Marshal implements encoding.CodecV2. SearchResponse and ScanResponse
+// are encoded by hand (see marshalFast).
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if f, ok := v.(*grpcbuf.Frame); ok {
+		return grpcbuf.MarshalFrame(f), nil
+	}
+	if out, ok := marshalFast(v); ok {
+		return out, nil
+	}
+	return protoCodec.Marshal(v)
+}
 
 // Unmarshal implements encoding.CodecV2.
 func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if f, ok := v.(*grpcbuf.Frame); ok {
+		grpcbuf.UnmarshalFrame(data, f)
+		return nil
+	}
 	var err error
 	switch req := v.(type) {
 	case *pb.WriteRequest:

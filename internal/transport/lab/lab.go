@@ -16,12 +16,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // CannedRecordBytes is the size of the record Echo returns for each query:
@@ -52,43 +52,44 @@ func (s *Service) Register(r grpc.ServiceRegistrar) { labv1.RegisterLabServer(r,
 // response: a ResultBatch holding the canned record and a QueryDone for
 // each query, ids counted as Search counts them (ordinals on the stream).
 //
-// Echo does the least a server could: it counts a request's queries with
-// protowire instead of decoding them, and encodes its response straight
-// into a reused buffer, handed to gRPC as the unknown fields of an empty
-// message (the bytes on the wire are an ordinary SearchResponse). An echo
-// that decoded queries and built messages would measure protobuf and the
-// allocator rather than the transport, which is what the seed's harness
-// isolated.
+// Echo does the least a server could: it receives each request as bytes
+// (a grpcbuf.Frame, which the server's codec passes through), counts its
+// queries with protowire instead of decoding them, and encodes its
+// response straight into a reused buffer (the bytes on the wire are an
+// ordinary SearchResponse). An echo that decoded queries and built
+// messages would measure protobuf and the allocator rather than the
+// transport, which is what the seed's harness isolated. (It used to pass
+// the bytes as the unknown fields of an empty message: protobuf then
+// parsed each query as an unknown field and the default buffer pool
+// zeroed every response, which held Echo to half of a bare grpc-go
+// stream's rate.)
 func (s *Service) Echo(st grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchResponse]) error {
-	record := cannedRecord()
-	in, out := new(emptypb.Empty), new(emptypb.Empty)
-	var buf []byte
+	record := CannedRecord()
+	var in, out grpcbuf.Frame
 	var next uint64
 	for {
-		in.Reset()
-		if err := st.RecvMsg(in); err != nil {
+		if err := st.RecvMsg(&in); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
-		n, err := countQueries(in.ProtoReflect().GetUnknown())
+		n, err := CountQueries(in.B)
 		if err != nil {
 			return toStatus(apierror.Errorf(codes.InvalidArgument, "malformed SearchRequest: %w", err))
 		}
-		buf = appendEcho(buf[:0], record, next, n)
+		out.B = AppendEcho(out.B[:0], record, next, n)
 		next += n
-		out.ProtoReflect().SetUnknown(buf)
-		// SendMsg encodes (copies) out before returning, so buf is free
-		// to reuse.
-		if err := st.SendMsg(out); err != nil {
+		// SendMsg encodes (copies) out before returning, so its buffer is
+		// free to reuse.
+		if err := st.SendMsg(&out); err != nil {
 			return err
 		}
 	}
 }
 
-// cannedRecord is the encoded Any Echo returns for every query.
-func cannedRecord() []byte {
+// CannedRecord is the encoded Any Echo returns for every query.
+func CannedRecord() []byte {
 	var b []byte
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
 	b = protowire.AppendString(b, cannedTypeURL)
@@ -97,8 +98,8 @@ func cannedRecord() []byte {
 	return b
 }
 
-// countQueries counts the queries (field 1) of an encoded SearchRequest.
-func countQueries(b []byte) (uint64, error) {
+// CountQueries counts the queries (field 1) of an encoded SearchRequest.
+func CountQueries(b []byte) (uint64, error) {
 	var n uint64
 	for len(b) > 0 {
 		num, typ, m := protowire.ConsumeTag(b)
@@ -118,10 +119,10 @@ func countQueries(b []byte) (uint64, error) {
 	return n, nil
 }
 
-// appendEcho appends the SearchResponse answering queries first..first+n-1:
+// AppendEcho appends the SearchResponse answering queries first..first+n-1:
 // a ResultBatch{query, records: [record]} and a QueryDone{query, count: 1}
 // for each.
-func appendEcho(b, record []byte, first, n uint64) []byte {
+func AppendEcho(b, record []byte, first, n uint64) []byte {
 	for id := first; id < first+n; id++ {
 		// results = 1: ResultBatch{query = 1, records = 2}
 		size := protowire.SizeTag(1) + protowire.SizeVarint(id) + protowire.SizeTag(2) + protowire.SizeBytes(len(record))
