@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,17 +170,3 @@ func runCrashRecovery(t *testing.T, b backend) {
 	b.mustCheck(t, cfg, "at the end")
 }
 
-// mustCheckDir fails the test unless server.Check finds the data directory
-// consistent.
-func mustCheckDir(t *testing.T, dir, when string) {
-	t.Helper()
-	report, err := server.Check(t.Context(), dir)
-	if err != nil {
-		t.Fatalf("check %s: %v", when, err)
-	}
-	if !report.OK() {
-		var out strings.Builder
-		_, _ = report.WriteTo(&out)
-		t.Fatalf("check %s: the indexes disagree with the records:\n%s", when, out.String())
-	}
-}

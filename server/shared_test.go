@@ -40,10 +40,6 @@ func withDir(t *testing.T, cfg server.Config) server.Config {
 func TestSharedRaceInserts(t *testing.T) {
 	a, b, cfg := sharedPair(t, etcdtest.Roomy)
 	const n = 40
-	type outcome struct {
-		err   error
-		field string
-	}
 	race := func(i int, recA, recB *anypb.Any) [2]error {
 		var out [2]error
 		var wg sync.WaitGroup

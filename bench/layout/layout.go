@@ -263,7 +263,7 @@ func layoutCases(ev *layoutEvents) []layoutCase {
 
 // copySink keeps the "bytes copy" case's buffer from being optimized
 // away.
-var copySink []byte
+var copySink []byte //nolint:unused // written, never read: keeps the copy from being optimized away
 
 // codecRows benchmarks every case at one size, env.Runs times each.
 func (l *Experiment) codecRows(ctx context.Context, env *bench.Env, sz layoutSize, benchTime time.Duration) ([]bench.Row, error) {

@@ -137,7 +137,7 @@ func start(ctx context.Context, name, bin string, args []string, logPath, readyP
 			return p, rest, nil
 		}
 		<-p.done
-		return nil, "", fmt.Errorf("%s exited before it served (%v)%s", name, p.err, p.logTail())
+		return nil, "", fmt.Errorf("%s exited before it served (%w)%s", name, p.err, p.logTail())
 	case <-timer.C:
 		p.kill()
 		return nil, "", fmt.Errorf("%s did not serve within %s%s", name, StartTimeout, p.logTail())
@@ -192,7 +192,7 @@ func (p *process) stop() error {
 	select {
 	case <-p.done:
 		var ee *exec.ExitError
-		if p.err != nil && !(errors.As(p.err, &ee) && ee.Exited() && ee.ExitCode() == 0) {
+		if p.err != nil && (!errors.As(p.err, &ee) || !ee.Exited() || ee.ExitCode() != 0) {
 			return fmt.Errorf("%s: %w%s", p.name, p.err, p.logTail())
 		}
 		return nil

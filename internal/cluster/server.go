@@ -107,7 +107,7 @@ func waitHealthy(ctx context.Context, addr string) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("not healthy within %s (last: %v %v)", StartTimeout, resp.GetStatus(), err)
+			return fmt.Errorf("not healthy within %s (last: %v %w)", StartTimeout, resp.GetStatus(), err)
 		}
 		// A server that answers NOT_SERVING is still starting: ask again
 		// shortly rather than in a tight loop.
