@@ -169,4 +169,3 @@ func runCrashRecovery(t *testing.T, b backend) {
 	ts.c = nil
 	b.mustCheck(t, cfg, "at the end")
 }
-
