@@ -254,7 +254,7 @@ func (r *responder) first(a *anypb.Any) []*anypb.Any {
 // fail reports query id's error alone; the chunk goes on.
 func (r *responder) fail(id uint64, err error) {
 	r.e.stats.QueryErrors.Add(1)
-	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+	r.cur().Errors = append(r.cur().Errors, queryError(id, storeError(err)))
 }
 
 func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out chan<- outgoing) {
