@@ -129,6 +129,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorization$$' -fuzztime $(FUZZTIME) ./internal/auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/auth/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime $(FUZZTIME) ./internal/backup/
+	$(GO) test -run '^$$' -fuzz '^FuzzEtcdEndpoint$$' -fuzztime $(FUZZTIME) ./server/
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## install the pinned generators into ./bin

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 	"github.com/protobase/protobase/server"
@@ -169,5 +170,30 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within 10s", what)
 		}
+	}
+}
+
+// An index build on a shared store runs on one server, and when that
+// server goes away mid-build another one takes the build's lock and
+// finishes it from the checkpoint; the index then agrees with the records
+// and is enforced on both.
+func TestSharedIndexBuildMovesOn(t *testing.T) {
+	a, b, cfg := sharedPair(t, etcdtest.Roomy)
+	var batch []*anypb.Any
+	for i := range 600 { // several build steps of a shared store
+		batch = append(batch, a.rec("shop.Order", fmt.Sprintf(`{"userId": 1, "id": %d, "line": {"sku": "s%d"}}`, i, i)))
+	}
+	a.mustWrite(insert, batch)
+	withIdx := strings.Replace(shopProto, `option (protobase.v1.record) = { primary_key: ["user_id", "id"] };`,
+		`option (protobase.v1.record) = { primary_key: ["user_id", "id"] index: { fields: "line.sku" unique: true } };`, 1)
+	a.mustApply(map[string]string{"shop.proto": withIdx})
+	a.stop() // mid-build, most likely: B's builder takes over
+	a.c = nil
+	waitIndex(t, b, "shop.Order", "line_sku", pb.IndexState_INDEX_STATE_READY)
+	backends[1].mustCheck(t, cfg, "after the build")
+	b.descs = nil
+	_, err := b.write(insert, []*anypb.Any{b.rec("shop.Order", `{"userId": 2, "id": 1, "line": {"sku": "s7"}}`)})
+	if we := writeErr(t, err, codes.AlreadyExists); we.Field != "line.sku" {
+		t.Errorf("a duplicate sku was refused on field %q", we.Field)
 	}
 }

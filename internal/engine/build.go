@@ -31,10 +31,32 @@ const sharedBuildChunk = 32
 // do not take this writeMu, so the step reads each record through its
 // batch: a record changed or removed meanwhile fails the step's
 // preconditions, and the step runs again on fresh reads.
+//
+// Each step also writes its checkpoint (keyspace.BuildKey: the last record
+// key indexed), so a build resumes where it stopped after a restart. On a
+// shared store every server that learns of a BUILDING index starts a
+// builder, but a builder first takes the build's lock (store.Locker): one
+// server builds at a time, and when it dies its lease lapses and a waiting
+// server resumes from the checkpoint. A builder that gets the lock after
+// the build ended finds the index no longer BUILDING and stops.
 func (e *Engine) startBuild(typeID, indexID uint32) {
+	e.buildMu.Lock()
+	defer e.buildMu.Unlock()
+	if e.closed.Load() || e.builds[indexID] {
+		return // this engine builds it already
+	}
+	if e.builds == nil {
+		e.builds = map[uint32]bool{}
+	}
+	e.builds[indexID] = true
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
+		defer func() {
+			e.buildMu.Lock()
+			delete(e.builds, indexID)
+			e.buildMu.Unlock()
+		}()
 		typ, idx := e.indexNames(typeID, indexID)
 		e.log.Info("index build started", "type", typ, "index", idx)
 		if err := e.buildIndex(typeID, indexID); err != nil {
@@ -43,8 +65,46 @@ func (e *Engine) startBuild(typeID, indexID uint32) {
 	}()
 }
 
+// startBuilds starts a builder for every BUILDING index of cat.
+func (e *Engine) startBuilds(cat *catalog) {
+	for _, t := range cat.types {
+		for _, ix := range t.indexes {
+			if ix.building {
+				e.startBuild(t.rt.ID, ix.ix.ID)
+			}
+		}
+	}
+}
+
 func (e *Engine) buildIndex(typeID, indexID uint32) error {
-	var after []byte // last record key indexed
+	ck := keyspace.BuildKey(indexID)
+	if l, ok := e.st.(store.Locker); ok {
+		release, err := l.Lock(e.bgCtx, ck)
+		if err != nil {
+			if e.bgCtx.Err() != nil {
+				return nil //nolint:nilerr // shutting down: another server (or the next Open) goes on
+			}
+			return err
+		}
+		defer release()
+		e.writeMu.Lock()
+		_, err = e.refreshSchema()
+		t := e.cat.Load().byID[typeID]
+		e.writeMu.Unlock()
+		if err != nil {
+			return err
+		}
+		if t == nil || t.indexByID(indexID) == nil || !t.indexByID(indexID).building {
+			return nil // built, failed or dropped while this server waited
+		}
+	}
+	after, found, err := e.st.Get(ck, nil) // last record key indexed
+	if err != nil {
+		return fmt.Errorf("read index build checkpoint: %w", err)
+	}
+	if !found {
+		after = nil
+	}
 	var n uint64
 	for {
 		if e.bgCtx.Err() != nil {
@@ -160,6 +220,9 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		e.writeMu.Unlock()
 		return false, conflict, err
 	}
+	if count > 0 {
+		b.Set(keyspace.BuildKey(indexID), key)
+	}
 	b.Expect(keySchema, e.cat.Load().ver)
 	if err := e.st.ApplyBatch(b); err != nil {
 		e.writeMu.Unlock()
@@ -213,6 +276,7 @@ func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string
 	defer b.Close()
 	b.Expect(keySchema, cat.ver)
 	b.Set(keySchema, enc)
+	b.Delete(keyspace.BuildKey(indexID))
 	if st == pb.IndexState_INDEX_STATE_FAILED {
 		b.DeleteRange(ix.prefix, keyspace.PrefixEnd(ix.prefix))
 	}

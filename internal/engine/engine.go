@@ -104,6 +104,10 @@ type Engine struct {
 	writeMu sync.Mutex
 	seq     uint64 // last commit sequence applied (visible, maybe not yet durable)
 
+	// buildMu guards builds: the indexes this engine runs a builder for.
+	buildMu sync.Mutex
+	builds  map[uint32]bool
+
 	// bg tracks background index builds; cancel stops them on Close.
 	bg     sync.WaitGroup
 	bgCtx  context.Context
@@ -208,13 +212,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		e.seq = binary.BigEndian.Uint64(raw)
 	}
 
-	for _, t := range cat.types {
-		for _, ix := range t.indexes {
-			if ix.building {
-				e.startBuild(t.rt.ID, ix.ix.ID)
-			}
-		}
-	}
+	e.startBuilds(cat)
 	e.watchSchema()
 	return e, nil
 }
@@ -222,9 +220,12 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 // Close stops background work. In-flight calls should have finished; the
 // store stays open for the caller to close.
 func (e *Engine) Close() error {
+	e.buildMu.Lock() // no builder starts once closed is set
 	if e.closed.Swap(true) {
+		e.buildMu.Unlock()
 		return nil
 	}
+	e.buildMu.Unlock()
 	e.cancel()
 	e.bg.Wait()
 	return nil

@@ -53,7 +53,8 @@ func loadSecret(st store.KV) ([]byte, error) {
 // Query returns one page of matches and, when more may follow, a token
 // that resumes after the page's last key: fetching N rows costs O(N) however
 // deep the page. Each page reads its own snapshot.
-func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
+func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (_ *pb.QueryResponse, err error) {
+	defer func() { err = storeError(err) }() // a compacted revision, on etcd
 	e.stats.Queries.Add(1)
 	c, size, err := e.pageQuery(req)
 	if err != nil {

@@ -24,7 +24,8 @@ const maxScanParallelism = 256
 // emitted in key order (later parts read ahead into a bounded buffer);
 // otherwise batches go out as they fill. The last response carries the
 // count and done.
-func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.ScanResponse) error) error {
+func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.ScanResponse) error) (err error) {
+	defer func() { err = storeError(err) }() // a compacted revision, on etcd
 	e.stats.Queries.Add(1)
 	c, err := e.compile(req.GetQuery())
 	if err != nil {

@@ -348,7 +348,7 @@ func (r *responder) first(a *anypb.Any) []*anypb.Any {
 // fail reports query id's error alone; the chunk goes on.
 func (r *responder) fail(id uint64, err error) {
 	r.e.stats.QueryErrors.Add(1)
-	r.cur().Errors = append(r.cur().Errors, queryError(id, err))
+	r.cur().Errors = append(r.cur().Errors, queryError(id, storeError(err)))
 }
 
 // runChunk runs the queries qs, the first of which has id first, and hands

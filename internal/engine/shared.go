@@ -66,6 +66,7 @@ func (e *Engine) refreshSchema() (bool, error) {
 	}
 	e.cat.Store(cat)
 	e.log.Info("schema changed by another server", "version", cat.state.Version)
+	e.startBuilds(cat) // each waits for the build's lock (see startBuild)
 	return true, nil
 }
 

@@ -9,6 +9,8 @@
 //	00 "seq"                   -> last commit sequence (8 bytes BE)
 //	00 "secret"                -> the 32-byte key that signs page tokens
 //	00 "apikey/" name          -> an API key record (encoded by internal/auth)
+//	00 "build/" indexID(4 BE)  -> the last record key an index build indexed
+//	00 "build/" indexID(4 BE) "/" lease -> the build's lock (shared stores)
 //	01 typeID(4 BE) pk         -> record bytes, exactly as received
 //	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
 //	02 indexID(4 BE) ixkey     -> pk (unique index)
@@ -52,7 +54,17 @@ const (
 	// records sit beside the schema so that whatever store carries the
 	// records carries the keys too.
 	APIKeyPrefix = "\x00apikey/"
+	// BuildPrefix starts the checkpoint of an index build (the last
+	// record key it indexed, so that a build resumes after a restart or on
+	// another server) and, on a shared store, the build's lock.
+	BuildPrefix = "\x00build/"
 )
+
+// BuildKey returns the checkpoint key of the build of an index; its lock
+// (store.Locker) is named by the same key.
+func BuildKey(indexID uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte(BuildPrefix), indexID)
+}
 
 // AppendRecordPrefix appends the prefix of every record key of a type.
 func AppendRecordPrefix(dst []byte, typeID uint32) []byte {

@@ -110,13 +110,15 @@ func TestDesignDocTable(t *testing.T) {
 	}
 	defer f.Close()
 	want := map[string]bool{
-		fmt.Sprintf("%02x %q", TagMeta, SchemaKey[1:]):         true,
-		fmt.Sprintf("%02x %q", TagMeta, SeqKey[1:]):            true,
-		fmt.Sprintf("%02x %q", TagMeta, SecretKey[1:]):         true,
-		fmt.Sprintf("%02x %q name", TagMeta, APIKeyPrefix[1:]): true,
-		fmt.Sprintf("%02x typeID(4) pk", TagRecord):            true,
-		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):      true,
-		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):         true,
+		fmt.Sprintf("%02x %q", TagMeta, SchemaKey[1:]):                          true,
+		fmt.Sprintf("%02x %q", TagMeta, SeqKey[1:]):                             true,
+		fmt.Sprintf("%02x %q", TagMeta, SecretKey[1:]):                          true,
+		fmt.Sprintf("%02x %q name", TagMeta, APIKeyPrefix[1:]):                  true,
+		fmt.Sprintf("%02x %q indexID(4)", TagMeta, BuildPrefix[1:]):             true,
+		fmt.Sprintf("%02x %q indexID(4) \"/\" lease", TagMeta, BuildPrefix[1:]): true,
+		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
+		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
+		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
 	}
 	got := map[string]bool{}
 	in := false

@@ -106,6 +106,14 @@ type View interface {
 	NewIterator(lower, upper []byte) (Iterator, error)
 }
 
+// Locker is implemented by Shared stores: a lock named by a key, held by
+// one process at a time and released when the process dies (its lease
+// lapses). Lock blocks until the lock is held or ctx ends; the returned
+// function releases it.
+type Locker interface {
+	Lock(ctx context.Context, key []byte) (release func(), err error)
+}
+
 // ReadSnapshot is a View of one version; Close releases it.
 type ReadSnapshot interface {
 	View

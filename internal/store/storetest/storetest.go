@@ -247,7 +247,7 @@ func testLookup(t *testing.T, b Backend) {
 	for _, tc := range []struct {
 		k, v  string
 		found bool
-	}{{"a", "1", true}, {"ab", "", false}, {"b", "2", true}, {"", "", false}} {
+	}{{"a", "1", true}, {"ab", "", false}, {"b", "2", true}, {"0", "", false}} {
 		v, found, err := it.Lookup([]byte(tc.k), nil)
 		if err != nil || found != tc.found || string(v) != tc.v {
 			t.Errorf("Lookup(%q) = %q, %v, %v; want %q, %v", tc.k, v, found, err, tc.v, tc.found)
