@@ -136,14 +136,15 @@ func decimalInt(s string) (neg bool, mag uint64, err error) {
 		}
 	}
 	e -= len(frac)
-	if e < 0 {
+	switch {
+	case e < 0:
 		if -e > len(digits) || strings.TrimRight(digits[len(digits)+e:], "0") != "" {
 			return neg, 0, fmt.Errorf("%q is not a whole number", s)
 		}
 		digits = digits[:len(digits)+e]
-	} else if len(digits)+e > 20 {
+	case len(digits)+e > 20:
 		return neg, 0, fmt.Errorf("%q is out of range", s)
-	} else {
+	default:
 		digits += strings.Repeat("0", e)
 	}
 	if mag, err = strconv.ParseUint(digits, 10, 64); err != nil {
