@@ -46,22 +46,26 @@ func ExampleWriter_WriteJSON() {
 
 	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	for i := 1; i <= 3; i++ {
 		if err := w.WriteJSON("demo.User", fmt.Appendf(nil, `{"id": %d, "email": "user%d@example.com"}`, i, i)); err != nil {
-			log.Fatal(err)
+			fmt.Println(err)
+			return
 		}
 	}
 	err = w.WriteJSON("demo.User", []byte(`{"id": 4, "age": 30}`))
 	fmt.Println(`unknown field "age":`, strings.Contains(fmt.Sprint(err), `unknown field "age"`))
 	if _, err := w.Close(); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 
 	recs, err := c.Get(ctx, "demo.User", 2, 9, int64(3))
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	for _, r := range recs {
 		if r == nil {
@@ -89,7 +93,8 @@ func ExampleEq() {
 		_ = w.WriteJSON("demo.User", fmt.Appendf(nil, `{"id": %d, "email": "user%d@example.com"}`, i, i))
 	}
 	if _, err := w.Close(); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 
 	text, _ := c.Query(ctx, &pb.Query{Type: "demo.User", Filter: `id >= 4 and email prefix "user1"`}, 0, "")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -87,14 +86,14 @@ func (a *app) get(ctx context.Context, typ, format string, args []string) error 
 // keyArg reads a KEY argument of get: JSON, numbers kept as their text so
 // that 64-bit keys keep every digit; anything that is not JSON is a string.
 func keyArg(arg string) (*structpb.Value, error) {
+	if !json.Valid([]byte(arg)) {
+		return structpb.NewStringValue(arg), nil // ann, "1 2": text, not one JSON value
+	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(arg)))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return structpb.NewStringValue(arg), nil //nolint:nilerr // not JSON: the key is the text itself
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return structpb.NewStringValue(arg), nil // "1 2", "ann bob": text, not JSON
+		return nil, err
 	}
 	return jsonValue(v)
 }
