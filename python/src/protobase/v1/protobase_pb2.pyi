@@ -1218,8 +1218,9 @@ class GetRequest(_message.Message):
         """Primary keys as JSON values. A one-field key is the value itself (7,
         "ann"); a compound key is a list in primary_key order ([7, "ann"]) or
         an object by field path ({"id": 7, "name": "ann"}). Values follow the
-        protobuf JSON mapping of the key field: 64-bit integers may be strings
-        ("9007199254740993"), bytes are base64, enums are names or numbers.
+        protobuf JSON mapping of the key field: integers may be strings, and
+        must be beyond 2^53 (a JSON number here is a double), bytes are
+        base64, enums are names or numbers. null is refused.
         """
 
     @_builtins.property
