@@ -41,6 +41,11 @@ type Metrics struct {
 	// Flushes and Compactions are cumulative counts since Open.
 	Flushes     int64
 	Compactions int64
+	// FlushedBytes and CompactedBytes count the sstable bytes written by
+	// flushes and by compactions since Open: the background work ingest
+	// costs, beside the write-ahead log.
+	FlushedBytes   uint64
+	CompactedBytes uint64
 	// CompactionDebtBytes estimates the bytes compactions must still rewrite
 	// to bring the LSM into shape.
 	CompactionDebtBytes uint64
@@ -76,6 +81,8 @@ func (s *Store) Metrics() Metrics {
 		FilterHits:          m.Filter.Hits,
 		Flushes:             m.Flush.Count,
 		Compactions:         m.Compact.Count,
+		FlushedBytes:        total.TableBytesFlushed,
+		CompactedBytes:      total.TableBytesCompacted,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
 		WriteStalls:         s.stalls.Load(),
 		WriteStallTime:      time.Duration(s.stallNanos.Load()),
