@@ -803,15 +803,16 @@ func TestMetricsAndEstimateSize(t *testing.T) {
 	b.Close()
 	m := s.Metrics()
 	if m.MemTableBytes == 0 || m.WALBytes == 0 {
-		t.Errorf("before flush: %v", m)
+		t.Errorf("before flush: %+v", m)
 	}
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	m = s.Metrics()
-	if m.DiskBytes == 0 || m.Tables == 0 || m.TableBytes == 0 || m.Flushes == 0 {
-		t.Errorf("after flush: %v", m)
+	if m.DiskBytes == 0 || m.Tables == 0 || m.TableBytes == 0 || m.Flushes == 0 || m.FlushedBytes < m.TableBytes || m.FlushedBytes > m.WALBytes+m.TableBytes {
+		t.Errorf("after flush: %+v", m)
 	}
+
 	if str := m.String(); str == "" {
 		t.Error("empty Metrics.String")
 	} else {
