@@ -1431,3 +1431,147 @@ class RevokeKeyResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevokeKeyResponse: _TypeAlias = RevokeKeyResponse  # noqa: Y015
+
+@_typing.final
+class BackupRequest(_message.Message):
+    """---------------------------------------------------------------- backup"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupRequest: _TypeAlias = BackupRequest  # noqa: Y015
+
+@_typing.final
+class BackupChunk(_message.Message):
+    """BackupChunk is one piece of a backup stream: file data in order (each
+    file's chunks contiguous, offsets increasing), then one manifest, last.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def data(self) -> Global___BackupData: ...
+    @_builtins.property
+    def manifest(self) -> Global___BackupManifest: ...
+    def __init__(
+        self,
+        *,
+        data: Global___BackupData | None = ...,
+        manifest: Global___BackupManifest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "data", b"data", "manifest", b"manifest"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "data", b"data", "manifest", b"manifest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_chunk: _TypeAlias = _typing.Literal["data", "manifest"]  # noqa: Y015
+    _WhichOneofArgType_chunk: _TypeAlias = _typing.Literal["chunk", b"chunk"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_chunk) -> _WhichOneofReturnType_chunk | None: ...
+
+Global___BackupChunk: _TypeAlias = BackupChunk  # noqa: Y015
+
+@_typing.final
+class BackupData(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    file: _builtins.str
+    """File name relative to the backup directory (no directories)."""
+    offset: _builtins.int
+    data: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        file: _builtins.str = ...,
+        offset: _builtins.int = ...,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "file", b"file", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupData: _TypeAlias = BackupData  # noqa: Y015
+
+@_typing.final
+class BackupManifest(_message.Message):
+    """BackupManifest describes a backup; `protobase backup` stores it as
+    manifest.json beside the files.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_VERSION_FIELD_NUMBER: _builtins.int
+    STORE_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    format_version: _builtins.int
+    """Format of the backup (1): how files and manifest are laid out."""
+    store: _builtins.str
+    """The storage engine whose files these are ("pebble")."""
+    position: _builtins.int
+    """Commit position of the copy: every batch acknowledged at a position
+    up to this one is in it, none after.
+    """
+    schema_version: _builtins.int
+    created: _builtins.str
+    """When the copy was taken (RFC 3339, UTC)."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BackupFile]: ...
+    def __init__(
+        self,
+        *,
+        format_version: _builtins.int = ...,
+        store: _builtins.str = ...,
+        position: _builtins.int = ...,
+        schema_version: _builtins.int = ...,
+        created: _builtins.str = ...,
+        files: _abc.Iterable[Global___BackupFile] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "files", b"files", "format_version", b"format_version", "position", b"position", "schema_version", b"schema_version", "store", b"store"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupManifest: _TypeAlias = BackupManifest  # noqa: Y015
+
+@_typing.final
+class BackupFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    size: _builtins.int
+    sha256: _builtins.str
+    """SHA-256 of the file's bytes, lowercase hex."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        size: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "sha256", b"sha256", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupFile: _TypeAlias = BackupFile  # noqa: Y015

@@ -105,6 +105,11 @@ class ProtobaseStub:
                 request_serializer=protobase_dot_v1_dot_protobase__pb2.RevokeKeyRequest.SerializeToString,
                 response_deserializer=protobase_dot_v1_dot_protobase__pb2.RevokeKeyResponse.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_stream(
+                '/protobase.v1.Protobase/Backup',
+                request_serializer=protobase_dot_v1_dot_protobase__pb2.BackupRequest.SerializeToString,
+                response_deserializer=protobase_dot_v1_dot_protobase__pb2.BackupChunk.FromString,
+                _registered_method=True)
 
 
 class ProtobaseServicer:
@@ -221,6 +226,16 @@ class ProtobaseServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """Backup streams a consistent copy of the whole store at one commit
+        position, taken while writes go on: the files, then a manifest with
+        their checksums. `protobase backup` writes it to a directory and
+        `protobase restore` checks and restores it. Admin role only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProtobaseServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -293,6 +308,11 @@ def add_ProtobaseServicer_to_server(servicer, server):
                     servicer.RevokeKey,
                     request_deserializer=protobase_dot_v1_dot_protobase__pb2.RevokeKeyRequest.FromString,
                     response_serializer=protobase_dot_v1_dot_protobase__pb2.RevokeKeyResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_stream_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=protobase_dot_v1_dot_protobase__pb2.BackupRequest.FromString,
+                    response_serializer=protobase_dot_v1_dot_protobase__pb2.BackupChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -674,6 +694,33 @@ class Protobase:
             '/protobase.v1.Protobase/RevokeKey',
             protobase_dot_v1_dot_protobase__pb2.RevokeKeyRequest.SerializeToString,
             protobase_dot_v1_dot_protobase__pb2.RevokeKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/protobase.v1.Protobase/Backup',
+            protobase_dot_v1_dot_protobase__pb2.BackupRequest.SerializeToString,
+            protobase_dot_v1_dot_protobase__pb2.BackupChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -85,6 +85,12 @@ class ProtobaseStub:
     """RevokeKey deletes an API key: new calls with it are refused at once,
     open streams at their next message. Admin role only.
     """
+    Backup: _grpc.UnaryStreamMultiCallable[_protobase_pb2.BackupRequest, _protobase_pb2.BackupChunk]
+    """Backup streams a consistent copy of the whole store at one commit
+    position, taken while writes go on: the files, then a manifest with
+    their checksums. `protobase backup` writes it to a directory and
+    `protobase restore` checks and restores it. Admin role only.
+    """
 
 @_typing.type_check_only
 class ProtobaseAsyncStub(ProtobaseStub):
@@ -139,6 +145,12 @@ class ProtobaseAsyncStub(ProtobaseStub):
     RevokeKey: _aio.UnaryUnaryMultiCallable[_protobase_pb2.RevokeKeyRequest, _protobase_pb2.RevokeKeyResponse]  # type: ignore[assignment]
     """RevokeKey deletes an API key: new calls with it are refused at once,
     open streams at their next message. Admin role only.
+    """
+    Backup: _aio.UnaryStreamMultiCallable[_protobase_pb2.BackupRequest, _protobase_pb2.BackupChunk]  # type: ignore[assignment]
+    """Backup streams a consistent copy of the whole store at one commit
+    position, taken while writes go on: the files, then a manifest with
+    their checksums. `protobase backup` writes it to a directory and
+    `protobase restore` checks and restores it. Admin role only.
     """
 
 class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
@@ -275,6 +287,18 @@ class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_protobase_pb2.RevokeKeyResponse, _abc.Awaitable[_protobase_pb2.RevokeKeyResponse]]:
         """RevokeKey deletes an API key: new calls with it are refused at once,
         open streams at their next message. Admin role only.
+        """
+
+    @_abc_1.abstractmethod
+    def Backup(
+        self,
+        request: _protobase_pb2.BackupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_protobase_pb2.BackupChunk], _abc.AsyncIterator[_protobase_pb2.BackupChunk]]:
+        """Backup streams a consistent copy of the whole store at one commit
+        position, taken while writes go on: the files, then a manifest with
+        their checksums. `protobase backup` writes it to a directory and
+        `protobase restore` checks and restores it. Admin role only.
         """
 
 def add_ProtobaseServicer_to_server(servicer: ProtobaseServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
