@@ -40,25 +40,11 @@ is that of "protobase search --help".`,
 }
 
 func (a *app) query(ctx context.Context, o *readOptions, pageSize uint32, token string, all bool) error {
-	q, err := o.query()
-	if err != nil {
-		return err
-	}
-	c, err := a.dial()
+	c, q, out, err := a.openRead(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	rt, err := loadRecordType(ctx, c, a.addr, q.Type)
-	if err != nil {
-		return err
-	}
-	if o.order != "" {
-		if q.Order, err = resolveOrder(ctx, c, a.addr, q.Type, o.order); err != nil {
-			return err
-		}
-	}
-	out := newPrinter(a.stdout, o.format, rt.md)
 	defer out.flush()
 	for {
 		p, err := c.Query(ctx, q, pageSize, token)

@@ -94,28 +94,36 @@ syntax is that of "protobase search --help".`,
 	return cmd
 }
 
+// openRead turns the read flags into a query, dials the server, and makes
+// the printer for the query's type; the caller closes the client.
+func (a *app) openRead(ctx context.Context, o *readOptions) (*client.Client, *pb.Query, *printer, error) {
+	q, err := o.query()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := a.dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rt, err := loadRecordType(ctx, c, a.addr, q.Type)
+	if err == nil && o.order != "" {
+		q.Order, err = resolveOrder(ctx, c, a.addr, q.Type, o.order)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	return c, q, newPrinter(a.stdout, o.format, rt.md), nil
+}
+
 // read runs search (scan false) or scan: the same query and output, over a
 // Search stream or a Scan.
 func (a *app) read(ctx context.Context, o *readOptions, scan bool) error {
-	q, err := o.query()
-	if err != nil {
-		return err
-	}
-	c, err := a.dial()
+	c, q, out, err := a.openRead(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	rt, err := loadRecordType(ctx, c, a.addr, q.Type)
-	if err != nil {
-		return err
-	}
-	if o.order != "" {
-		if q.Order, err = resolveOrder(ctx, c, a.addr, q.Type, o.order); err != nil {
-			return err
-		}
-	}
-	out := newPrinter(a.stdout, o.format, rt.md)
 	defer out.flush()
 	var count uint64
 	var plan *pb.Plan
