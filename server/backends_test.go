@@ -1,9 +1,17 @@
 package server_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/protobase/protobase/internal/cluster"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 	"github.com/protobase/protobase/server"
 )
@@ -18,8 +26,9 @@ type backend struct {
 	check  func(t *testing.T, cfg server.Config) (*server.CheckReport, error)
 }
 
-// backends is the table: Pebble in a temporary directory, and etcd on a
-// single embedded member in one (each store under its own key prefix).
+// backends is the table: Pebble in a temporary directory, etcd on a
+// single embedded member in one (each store under its own key prefix), and
+// etcd as a real cluster of three member processes (skipped by -short).
 var backends = []backend{
 	{
 		name:   "pebble",
@@ -40,6 +49,60 @@ var backends = []backend{
 			return server.CheckEtcd(t.Context(), cfg.Etcd)
 		},
 	},
+	{
+		name: "etcd3",
+		config: func(t testing.TB) server.Config {
+			return server.Config{DataDir: t.TempDir(), Store: server.StoreEtcd, Etcd: server.EtcdConfig{
+				Endpoints: startEtcd3(t),
+				Prefix:    "/" + strings.ReplaceAll(t.Name(), "/", "_") + "/",
+			}}
+		},
+		check: func(t *testing.T, cfg server.Config) (*server.CheckReport, error) {
+			return server.CheckEtcd(t.Context(), cfg.Etcd)
+		},
+	},
+}
+
+// etcdBin builds the etcd member program once per test binary, into the
+// user's cache (one directory per checkout), where an unchanged program is
+// not linked again.
+var etcdBin = sync.OnceValues(func() (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "protobase-test-bin", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return cluster.BuildEtcd(context.Background(), dir)
+})
+
+// startEtcd3 starts three etcd member processes on loopback, with room for
+// the tests' batches in one transaction, and kills them when t ends.
+func startEtcd3(t testing.TB) []string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts an etcd cluster of processes")
+	}
+	bin, err := etcdBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cluster.StartTimeout)
+	defer cancel()
+	c, err := cluster.StartEtcd(ctx, bin, t.TempDir(), cluster.EtcdOptions{Args: []string{
+		"--max-txn-ops", strconv.FormatUint(uint64(etcdtest.Roomy.MaxTxnOps), 10),
+		"--max-request-bytes", strconv.FormatUint(uint64(etcdtest.Roomy.MaxRequestBytes), 10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.KillAll)
+	return c.Endpoints()
 }
 
 // mustCheck fails the test unless the backend's checker finds the store
