@@ -35,7 +35,6 @@ func buildSchema(index bool) map[string]string {
 	return map[string]string{"build.proto": fmt.Sprintf(buildProto, ix)}
 }
 
-
 // TestIndexBuildHandover kills (SIGKILL) the server building an index on
 // a shared store; the other server, waiting on the build's lock, takes it
 // over once the dead server's lease lapses, resumes from the checkpoint,
