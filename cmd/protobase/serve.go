@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/server"
 )
@@ -152,7 +153,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	cache, memtable := store.DefaultSizes(store.Memory())
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
 	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
-	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, "most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the machine's memory, within 64 MiB..1 GiB; -1: no cache; none with --store etcd, where other servers write too)")
+	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")

@@ -184,7 +184,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
 	if opts.RecordCacheBytes == 0 {
-		opts.RecordCacheBytes = recordcache.DefaultBytes()
+		opts.RecordCacheBytes = recordcache.DefaultBytes(store.Memory())
 	}
 	if !st.Shared() {
 		// On a store other servers write too (etcd), this process does not

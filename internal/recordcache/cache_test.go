@@ -83,7 +83,18 @@ func TestDisabled(t *testing.T) {
 }
 
 func TestDefaultBytes(t *testing.T) {
-	if d := DefaultBytes(); d < 64<<20 || d > 1<<30 {
-		t.Fatalf("default %d outside [64 MiB, 1 GiB]", d)
+	for _, tc := range []struct {
+		memory uint64
+		want   int64
+	}{
+		{0, 256 << 20},       // unknown
+		{1 << 30, 64 << 20},  // small container: the floor
+		{8 << 30, 256 << 20}, // 1/32
+		{24 << 30, 768 << 20},
+		{1 << 40, 1 << 30}, // large machine: the ceiling
+	} {
+		if got := DefaultBytes(tc.memory); got != tc.want {
+			t.Errorf("DefaultBytes(%d) = %d, want %d", tc.memory, got, tc.want)
+		}
 	}
 }
