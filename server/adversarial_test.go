@@ -399,7 +399,9 @@ func TestAdversarialNonReadingScan(t *testing.T) {
 	// Beyond the budget each stream holds a response in gRPC's hands and
 	// its parts' storage iterators (block buffers): ~2-5 MiB. Without the
 	// budget the same streams held 337 MiB.
-	if bound := uint64(budget + streams*5*mib + 16*mib); held > bound {
+	// The race detector keeps more alive (sync.Pool drops buffers at
+	// random under it): its run checks the code path, not the bound.
+	if bound := uint64(budget + streams*5*mib + 16*mib); held > bound && !raceEnabled {
 		t.Fatalf("non-reading Scan streams hold %d MiB, want at most %d MiB", held/mib, bound/mib)
 	}
 	checkServed(t, ts, 1)
