@@ -75,6 +75,12 @@ func (c *Client) Export(ctx context.Context, types []string, w io.Writer, format
 	return ew.Count(), ew.Flush()
 }
 
+// importCheckpointBatches is how often (in batches) Import waits for
+// everything sent to be durable, so that the progress it reports moves on
+// at least that often: one fsync wait per so many batches costs little,
+// and bounds what a rerun after a crash sends again.
+const importCheckpointBatches = 16
+
 // ImportOptions control Import.
 type ImportOptions struct {
 	// Batch is the records of each write batch (default 1000).
@@ -162,6 +168,11 @@ func (c *Client) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*
 		}
 		res.Records++
 		res.Written++
+		if res.Written%(batch*importCheckpointBatches) == 0 {
+			if err := w.Flush(); err != nil {
+				return fail(fmt.Errorf("import: %w", err))
+			}
+		}
 		if res.Written%batch == 0 {
 			if err := report(opts.Skip + w.Durable()); err != nil {
 				return fail(err)
