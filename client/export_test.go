@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
 
