@@ -65,14 +65,19 @@ func (c *Client) Export(ctx context.Context, types []string, w io.Writer, format
 			if err := ew.Records(ch.Records.GetRecords()); err != nil {
 				return ew.Count(), err
 			}
+		case *pb.ExportChunk_End:
+			if ew == nil {
+				return 0, errors.New("export: the server ended before the schema")
+			}
+			if ch.End.GetRecords() != ew.Count() {
+				return 0, fmt.Errorf("export: the server's end counts %d records, the stream held %d", ch.End.GetRecords(), ew.Count())
+			}
+			return ew.Count(), ew.Close()
 		default:
 			return 0, fmt.Errorf("export: unknown chunk %T", ch)
 		}
 	}
-	if ew == nil {
-		return 0, errors.New("export: the stream ended without a schema")
-	}
-	return ew.Count(), ew.Flush()
+	return 0, errors.New("export: the stream ended before its end")
 }
 
 // importCheckpointBatches is how often (in batches) Import waits for

@@ -28,8 +28,9 @@ type ExportOptions struct {
 	Filter func(*pb.GetSchemaResponse) *pb.GetSchemaResponse
 }
 
-// Export sends the schema and then every record of the chosen types, in
-// batches bounded like Scan's responses (MaxResultRecords, MaxResultBytes).
+// Export sends the schema, then every record of the chosen types in
+// batches bounded like Scan's responses (MaxResultRecords, MaxResultBytes),
+// then the end with the count.
 // Schema and records are read from one snapshot: the schema is decoded
 // from the snapshot itself rather than taken from the catalog, so the two
 // agree even when a schema change (or, on a shared store, another server)
@@ -57,12 +58,15 @@ func (e *Engine) Export(ctx context.Context, opts ExportOptions, send func(*pb.E
 	if err := send(&pb.ExportChunk{Chunk: &pb.ExportChunk_Schema{Schema: exportSchema(state, types, opts.Filter)}}); err != nil {
 		return err
 	}
+	var total uint64
 	for _, t := range types {
-		if err := e.exportType(ctx, snap, t, send); err != nil {
+		n, err := e.exportType(ctx, snap, t, send)
+		if err != nil {
 			return fmt.Errorf("export %s: %w", t.Name, err)
 		}
+		total += n
 	}
-	return nil
+	return send(&pb.ExportChunk{Chunk: &pb.ExportChunk_End{End: &pb.ExportEnd{Records: total}}})
 }
 
 // exportTypes resolves the requested types against the snapshot's schema.
@@ -133,14 +137,16 @@ func exportSchema(state *schema.State, types []*schema.RecordType, filter func(*
 	return out
 }
 
-// exportType sends one type's records in primary-key order.
-func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.RecordType, send func(*pb.ExportChunk) error) error {
+// exportType sends one type's records in primary-key order and returns
+// how many it sent.
+func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.RecordType, send func(*pb.ExportChunk) error) (uint64, error) {
 	url := "type.googleapis.com/" + string(t.Name)
 	p := keyspace.RecordPrefix(t.ID)
 	it, err := snap.NewIterator(p, keyspace.PrefixEnd(p))
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var n uint64
 	defer it.Close()
 	maxRecs, maxBytes := e.opts.MaxResultRecords, e.opts.MaxResultBytes
 	var batch *pb.ExportRecords
@@ -161,13 +167,13 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		v := it.Value()
 		if batch != nil && (len(batch.Records) >= maxRecs || size+len(v) > maxBytes) {
 			if err := flush(); err != nil {
-				return err
+				return n, err
 			}
 		}
 		if batch == nil {
 			want := min(int64(maxBytes), e.opts.MaxResultBufferBytes)
 			if err := e.results.Acquire(ctx, want); err != nil {
-				return err
+				return n, err
 			}
 			held = want
 			batch = &pb.ExportRecords{}
@@ -179,10 +185,11 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		start := len(vals)
 		vals = append(vals, v...)
 		size += len(v)
+		n++
 		batch.Records = append(batch.Records, &anypb.Any{TypeUrl: url, Value: vals[start:len(vals):len(vals)]})
 	}
 	if err := it.Error(); err != nil {
-		return err
+		return n, err
 	}
-	return flush()
+	return n, flush()
 }

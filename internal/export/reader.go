@@ -24,6 +24,7 @@ type Reader struct {
 	schema *pb.ExportSchema
 	types  map[string]bool
 	n      uint64 // records returned
+	ended  bool   // the end was read and matched n
 
 	// binary
 	br      *countingReader
@@ -139,14 +140,29 @@ func (r *Reader) Format() Format { return r.format }
 
 // Next returns the next record, or io.EOF after the last.
 func (r *Reader) Next() (*anypb.Any, error) {
+	if r.ended {
+		return nil, io.EOF
+	}
 	if r.format == JSON {
 		return r.nextJSON()
 	}
 	for len(r.pending) == 0 {
 		off := r.br.off
 		c, err := r.chunk()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("export file is truncated: no end after %d records at offset %d: %w", r.n, off, io.ErrUnexpectedEOF)
+		}
 		if err != nil {
 			return nil, err
+		}
+		if end := c.GetEnd(); end != nil {
+			if err := r.end(end); err != nil {
+				return nil, fmt.Errorf("export file: message at offset %d: %w", off, err)
+			}
+			if _, err := r.br.ReadByte(); !errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("export file: data after the end at offset %d", r.br.off)
+			}
+			return nil, io.EOF
 		}
 		recs := c.GetRecords()
 		if recs == nil {
@@ -163,6 +179,15 @@ func (r *Reader) Next() (*anypb.Any, error) {
 	r.pending = r.pending[1:]
 	r.n++
 	return a, nil
+}
+
+// end checks the end's count against the records read.
+func (r *Reader) end(end *pb.ExportEnd) error {
+	if end.GetRecords() != r.n {
+		return fmt.Errorf("the end counts %d records, the file holds %d", end.GetRecords(), r.n)
+	}
+	r.ended = true
+	return nil
 }
 
 func (r *Reader) check(url string) error {
@@ -227,15 +252,27 @@ func (r *Reader) nextLine() ([]byte, error) {
 
 func (r *Reader) nextJSON() (*anypb.Any, error) {
 	line, err := r.nextLine()
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("export file is truncated: no end line after line %d: %w", r.line, io.ErrUnexpectedEOF)
+	}
 	if err != nil {
 		return nil, err
 	}
-	var rec struct {
-		Type   string          `json:"type"`
-		Record json.RawMessage `json:"record"`
-	}
+	var rec jsonLine
 	if err := strictJSON(line, &rec); err != nil {
 		return nil, fmt.Errorf("export file line %d: %w", r.line, err)
+	}
+	if rec.End != nil {
+		if rec.Type != "" || rec.Record != nil {
+			return nil, fmt.Errorf("export file line %d: an end line holds a record", r.line)
+		}
+		if err := r.end(rec.End); err != nil {
+			return nil, fmt.Errorf("export file line %d: %w", r.line, err)
+		}
+		if _, err := r.nextLine(); !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("export file line %d: text after the end", r.line)
+		}
+		return nil, io.EOF
 	}
 	if !r.types[rec.Type] {
 		return nil, fmt.Errorf("export file line %d: type %q is not one of the file's schema types", r.line, rec.Type)

@@ -82,10 +82,7 @@ func (w *Writer) Records(recs []*anypb.Any) error {
 		if err != nil {
 			return fmt.Errorf("export: record %d to JSON: %w", w.n, err)
 		}
-		line, err := json.Marshal(struct {
-			Type   string          `json:"type"`
-			Record json.RawMessage `json:"record"`
-		}{typeName(r.GetTypeUrl()), js})
+		line, err := json.Marshal(jsonLine{Type: typeName(r.GetTypeUrl()), Record: js})
 		if err != nil {
 			return fmt.Errorf("export: record %d: %w", w.n, err)
 		}
@@ -100,8 +97,24 @@ func (w *Writer) Records(recs []*anypb.Any) error {
 // Count is how many records were written.
 func (w *Writer) Count() uint64 { return w.n }
 
-// Flush writes out what is buffered; call it once at the end.
-func (w *Writer) Flush() error {
+// Close writes the end (the record count, whose absence tells a reader
+// the file was cut short) and flushes. It does not close the underlying
+// writer.
+func (w *Writer) Close() error {
+	if w.format == Binary {
+		end := &pb.ExportChunk{Chunk: &pb.ExportChunk_End{End: &pb.ExportEnd{Records: w.n}}}
+		if _, err := protodelim.MarshalTo(w.w, end); err != nil {
+			return fmt.Errorf("export: write end: %w", err)
+		}
+	} else {
+		line, err := json.Marshal(jsonEnd{End: &pb.ExportEnd{Records: w.n}})
+		if err != nil {
+			return err
+		}
+		if err := w.line(line); err != nil {
+			return err
+		}
+	}
 	if err := w.w.Flush(); err != nil {
 		return fmt.Errorf("export: write: %w", err)
 	}
@@ -116,4 +129,16 @@ func typeName(url string) string {
 		}
 	}
 	return url
+}
+
+// jsonLine is a record line of a JSON file; the last line has only End.
+type jsonLine struct {
+	Type   string          `json:"type,omitempty"`
+	Record json.RawMessage `json:"record,omitempty"`
+	End    *pb.ExportEnd   `json:"end,omitempty"`
+}
+
+// jsonEnd is the last line of a JSON file.
+type jsonEnd struct {
+	End *pb.ExportEnd `json:"end"`
 }

@@ -3387,14 +3387,15 @@ func (x *ExportRequest) GetTypes() []string {
 }
 
 // ExportChunk is one piece of an export stream: exactly one schema,
-// first, then batches of records. Every chunk of one stream was read at
-// one snapshot.
+// first, then batches of records, then one end. Every chunk of one stream
+// was read at one snapshot.
 type ExportChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Chunk:
 	//
 	//	*ExportChunk_Schema
 	//	*ExportChunk_Records
+	//	*ExportChunk_End
 	Chunk         isExportChunk_Chunk `protobuf_oneof:"chunk"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3455,6 +3456,15 @@ func (x *ExportChunk) GetRecords() *ExportRecords {
 	return nil
 }
 
+func (x *ExportChunk) GetEnd() *ExportEnd {
+	if x != nil {
+		if x, ok := x.Chunk.(*ExportChunk_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
 type isExportChunk_Chunk interface {
 	isExportChunk_Chunk()
 }
@@ -3467,9 +3477,15 @@ type ExportChunk_Records struct {
 	Records *ExportRecords `protobuf:"bytes,2,opt,name=records,proto3,oneof"`
 }
 
+type ExportChunk_End struct {
+	End *ExportEnd `protobuf:"bytes,3,opt,name=end,proto3,oneof"`
+}
+
 func (*ExportChunk_Schema) isExportChunk_Chunk() {}
 
 func (*ExportChunk_Records) isExportChunk_Chunk() {}
+
+func (*ExportChunk_End) isExportChunk_Chunk() {}
 
 // ExportSchema is the schema the exported records were read under.
 type ExportSchema struct {
@@ -3588,6 +3604,52 @@ func (x *ExportRecords) GetRecords() []*anypb.Any {
 		return x.Records
 	}
 	return nil
+}
+
+// ExportEnd is the last chunk: a stream or file without it was cut short.
+type ExportEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records sent, all batches together.
+	Records       uint64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportEnd) Reset() {
+	*x = ExportEnd{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportEnd) ProtoMessage() {}
+
+func (x *ExportEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportEnd.ProtoReflect.Descriptor instead.
+func (*ExportEnd) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ExportEnd) GetRecords() uint64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
 }
 
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
@@ -3815,10 +3877,11 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"%\n" +
 	"\rExportRequest\x12\x14\n" +
-	"\x05types\x18\x01 \x03(\tR\x05types\"\x85\x01\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\"\xb2\x01\n" +
 	"\vExportChunk\x124\n" +
 	"\x06schema\x18\x01 \x01(\v2\x1a.protobase.v1.ExportSchemaH\x00R\x06schema\x127\n" +
-	"\arecords\x18\x02 \x01(\v2\x1b.protobase.v1.ExportRecordsH\x00R\arecordsB\a\n" +
+	"\arecords\x18\x02 \x01(\v2\x1b.protobase.v1.ExportRecordsH\x00R\arecords\x12+\n" +
+	"\x03end\x18\x03 \x01(\v2\x17.protobase.v1.ExportEndH\x00R\x03endB\a\n" +
 	"\x05chunk\"\xfb\x01\n" +
 	"\fExportSchema\x12;\n" +
 	"\x05files\x18\x01 \x03(\v2%.protobase.v1.ExportSchema.FilesEntryR\x05files\x12\x18\n" +
@@ -3830,7 +3893,9 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
 	"\rExportRecords\x12.\n" +
-	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords*r\n" +
+	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\"%\n" +
+	"\tExportEnd\x12\x18\n" +
+	"\arecords\x18\x01 \x01(\x04R\arecords*r\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -3894,7 +3959,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -3950,29 +4015,30 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*ExportChunk)(nil),                    // 51: protobase.v1.ExportChunk
 	(*ExportSchema)(nil),                   // 52: protobase.v1.ExportSchema
 	(*ExportRecords)(nil),                  // 53: protobase.v1.ExportRecords
-	nil,                                    // 54: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 55: protobase.v1.GetSchemaResponse.FilesEntry
-	nil,                                    // 56: protobase.v1.ExportSchema.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 57: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 58: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 59: google.protobuf.Value
+	(*ExportEnd)(nil),                      // 54: protobase.v1.ExportEnd
+	nil,                                    // 55: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 56: protobase.v1.GetSchemaResponse.FilesEntry
+	nil,                                    // 57: protobase.v1.ExportSchema.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 58: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 59: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 60: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	54, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	55, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	55, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	56, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
 	13, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	57, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	58, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
 	12, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
 	14, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	58, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	59, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
 	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	58, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	59, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
 	22, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
 	21, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
 	24, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
@@ -3987,18 +4053,18 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	29, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
 	30, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
 	31, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	58, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	59, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
 	26, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
 	26, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
 	20, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	58, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	59, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
 	26, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
 	20, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	58, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	59, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
 	26, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	59, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	58, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	58, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	60, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	59, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	59, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
 	3,  // 41: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
 	3,  // 42: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
 	38, // 43: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
@@ -4008,46 +4074,47 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	49, // 47: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
 	52, // 48: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
 	53, // 49: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	56, // 50: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	57, // 51: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	58, // 52: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	4,  // 53: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	10, // 54: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	15, // 55: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	15, // 56: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	15, // 57: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	15, // 58: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	17, // 59: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	27, // 60: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	32, // 61: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	34, // 62: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	36, // 63: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
-	39, // 64: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	41, // 65: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	43, // 66: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	45, // 67: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
-	50, // 68: protobase.v1.Protobase.Export:input_type -> protobase.v1.ExportRequest
-	5,  // 69: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	11, // 70: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	16, // 71: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	16, // 72: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	16, // 73: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	16, // 74: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	18, // 75: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	28, // 76: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	33, // 77: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	35, // 78: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	37, // 79: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
-	40, // 80: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	42, // 81: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	44, // 82: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	46, // 83: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
-	51, // 84: protobase.v1.Protobase.Export:output_type -> protobase.v1.ExportChunk
-	69, // [69:85] is the sub-list for method output_type
-	53, // [53:69] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	54, // 50: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	57, // 51: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	58, // 52: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	59, // 53: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	4,  // 54: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	10, // 55: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	15, // 56: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	15, // 57: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	15, // 58: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	15, // 59: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	17, // 60: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	27, // 61: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	32, // 62: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	34, // 63: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	36, // 64: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
+	39, // 65: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	41, // 66: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	43, // 67: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	45, // 68: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
+	50, // 69: protobase.v1.Protobase.Export:input_type -> protobase.v1.ExportRequest
+	5,  // 70: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	11, // 71: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	16, // 72: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	16, // 73: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	16, // 74: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	16, // 75: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	18, // 76: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	28, // 77: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	33, // 78: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	35, // 79: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	37, // 80: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
+	40, // 81: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	42, // 82: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	44, // 83: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	46, // 84: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
+	51, // 85: protobase.v1.Protobase.Export:output_type -> protobase.v1.ExportChunk
+	70, // [70:86] is the sub-list for method output_type
+	54, // [54:70] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -4077,6 +4144,7 @@ func file_protobase_v1_protobase_proto_init() {
 	file_protobase_v1_protobase_proto_msgTypes[47].OneofWrappers = []any{
 		(*ExportChunk_Schema)(nil),
 		(*ExportChunk_Records)(nil),
+		(*ExportChunk_End)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4084,7 +4152,7 @@ func file_protobase_v1_protobase_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1605,29 +1605,33 @@ Global___ExportRequest: _TypeAlias = ExportRequest  # noqa: Y015
 @_typing.final
 class ExportChunk(_message.Message):
     """ExportChunk is one piece of an export stream: exactly one schema,
-    first, then batches of records. Every chunk of one stream was read at
-    one snapshot.
+    first, then batches of records, then one end. Every chunk of one stream
+    was read at one snapshot.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SCHEMA_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def schema(self) -> Global___ExportSchema: ...
     @_builtins.property
     def records(self) -> Global___ExportRecords: ...
+    @_builtins.property
+    def end(self) -> Global___ExportEnd: ...
     def __init__(
         self,
         *,
         schema: Global___ExportSchema | None = ...,
         records: Global___ExportRecords | None = ...,
+        end: Global___ExportEnd | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "records", b"records", "schema", b"schema"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "end", b"end", "records", b"records", "schema", b"schema"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "records", b"records", "schema", b"schema"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "end", b"end", "records", b"records", "schema", b"schema"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_chunk: _TypeAlias = _typing.Literal["schema", "records"]  # noqa: Y015
+    _WhichOneofReturnType_chunk: _TypeAlias = _typing.Literal["schema", "records", "end"]  # noqa: Y015
     _WhichOneofArgType_chunk: _TypeAlias = _typing.Literal["chunk", b"chunk"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_chunk) -> _WhichOneofReturnType_chunk | None: ...
 
@@ -1717,3 +1721,25 @@ class ExportRecords(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExportRecords: _TypeAlias = ExportRecords  # noqa: Y015
+
+@_typing.final
+class ExportEnd(_message.Message):
+    """ExportEnd is the last chunk: a stream or file without it was cut short."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    records: _builtins.int
+    """The records sent, all batches together."""
+    def __init__(
+        self,
+        *,
+        records: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportEnd: _TypeAlias = ExportEnd  # noqa: Y015
