@@ -230,6 +230,9 @@ func newJSONReader(br *bufio.Reader, newCodec NewCodec) (*Reader, error) {
 	if err := protojson.Unmarshal(head.Schema, s); err != nil {
 		return nil, fmt.Errorf("export file line 1: schema: %w", err)
 	}
+	if s.GetDescriptors() == nil {
+		return nil, errors.New("export file line 1: the schema has no descriptors to read records with")
+	}
 	if rd.codec, err = newCodec(s); err != nil {
 		return nil, fmt.Errorf("export file line 1: schema: %w", err)
 	}
