@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/export"
 	"github.com/protobase/protobase/server"
 )
 
@@ -277,4 +279,72 @@ func TestExportScopedKey(t *testing.T) {
 	}
 	_, err = c.Export(t.Context(), nil, &bytes.Buffer{}, client.ExportBinary)
 	wantCode(t, err, codes.Unauthenticated)
+}
+
+// An export while a writer runs reads every type at one snapshot: each
+// write batch holds user i and order i, so any export holds as many users
+// as orders, ids 1..k without a gap, although the types are read one
+// after the other.
+func TestExportOneSnapshot(t *testing.T) {
+	_, c := startExportServer(t, server.Config{MaxResultRecords: 64})
+	fillExportServer(t, c, 0, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{BatchRecords: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan error, 1)
+	go func() {
+		var err error
+		for i := int64(1); err == nil && ctx.Err() == nil; i++ {
+			if err = w.WriteAny(user(i, fmt.Sprintf("u%d@x", i))); err == nil {
+				err = w.WriteAny(order(i, 1))
+			}
+		}
+		written <- err
+	}()
+	types, err := c.Types(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 5; round++ {
+		var file bytes.Buffer
+		if _, err := c.Export(t.Context(), nil, &file, client.ExportBinary); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := export.NewReader(&file, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string][]int64{}
+		for {
+			a, err := rd.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := types.Message(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := m.Get(m.Descriptor().Fields().ByName("id")).Int()
+			name := string(m.Descriptor().FullName())
+			ids[name] = append(ids[name], id)
+		}
+		users, orders := ids["demo.User"], ids["sales.Order"]
+		if len(users) != len(orders) {
+			t.Fatalf("round %d: %d users but %d orders: not one snapshot", round, len(users), len(orders))
+		}
+		for i, id := range users {
+			if id != int64(i+1) || orders[i] != id {
+				t.Fatalf("round %d: record %d has ids %d and %d", round, i, id, orders[i])
+			}
+		}
+		t.Logf("round %d: %d of each", round, len(users))
+	}
+	cancel()
+	<-written
 }
