@@ -32,6 +32,9 @@ type Types struct {
 
 // NewTypes builds the types of a GetSchema response.
 func NewTypes(schema *pb.GetSchemaResponse) (*Types, error) {
+	if schema.GetDescriptors() == nil {
+		return nil, fmt.Errorf("schema version %d has no descriptors", schema.GetVersion())
+	}
 	files, err := protodesc.NewFiles(schema.GetDescriptors())
 	if err != nil {
 		return nil, fmt.Errorf("schema version %d: build descriptors: %w", schema.GetVersion(), err)

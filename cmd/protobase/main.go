@@ -142,6 +142,8 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 		a.checkCommand(),
 		a.backupCommand(),
 		a.restoreCommand(),
+		a.exportCommand(),
+		a.importCommand(),
 	)
 	return root
 }

@@ -3340,6 +3340,318 @@ func (x *BackupFile) GetSha256() string {
 	return ""
 }
 
+type ExportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Record types (full names) to export; empty: every type (for a scoped
+	// key, every type in its scope).
+	Types         []string `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ExportRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+// ExportChunk is one piece of an export stream: exactly one schema,
+// first, then batches of records, then one end. Every chunk of one stream
+// was read at one snapshot.
+type ExportChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Chunk:
+	//
+	//	*ExportChunk_Schema
+	//	*ExportChunk_Records
+	//	*ExportChunk_End
+	Chunk         isExportChunk_Chunk `protobuf_oneof:"chunk"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportChunk) Reset() {
+	*x = ExportChunk{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportChunk) ProtoMessage() {}
+
+func (x *ExportChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
+func (*ExportChunk) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ExportChunk) GetChunk() isExportChunk_Chunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *ExportChunk) GetSchema() *ExportSchema {
+	if x != nil {
+		if x, ok := x.Chunk.(*ExportChunk_Schema); ok {
+			return x.Schema
+		}
+	}
+	return nil
+}
+
+func (x *ExportChunk) GetRecords() *ExportRecords {
+	if x != nil {
+		if x, ok := x.Chunk.(*ExportChunk_Records); ok {
+			return x.Records
+		}
+	}
+	return nil
+}
+
+func (x *ExportChunk) GetEnd() *ExportEnd {
+	if x != nil {
+		if x, ok := x.Chunk.(*ExportChunk_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isExportChunk_Chunk interface {
+	isExportChunk_Chunk()
+}
+
+type ExportChunk_Schema struct {
+	Schema *ExportSchema `protobuf:"bytes,1,opt,name=schema,proto3,oneof"`
+}
+
+type ExportChunk_Records struct {
+	Records *ExportRecords `protobuf:"bytes,2,opt,name=records,proto3,oneof"`
+}
+
+type ExportChunk_End struct {
+	End *ExportEnd `protobuf:"bytes,3,opt,name=end,proto3,oneof"`
+}
+
+func (*ExportChunk_Schema) isExportChunk_Chunk() {}
+
+func (*ExportChunk_Records) isExportChunk_Chunk() {}
+
+func (*ExportChunk_End) isExportChunk_Chunk() {}
+
+// ExportSchema is the schema the exported records were read under.
+type ExportSchema struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The .proto sources, as ApplySchema takes them.
+	Files   map[string]string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Version uint64            `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The record types (full names) whose records follow, in order.
+	Types []string `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
+	// The compiled schema (with its imports), so that a reader can convert
+	// records to JSON without a server.
+	Descriptors   *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportSchema) Reset() {
+	*x = ExportSchema{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportSchema) ProtoMessage() {}
+
+func (x *ExportSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportSchema.ProtoReflect.Descriptor instead.
+func (*ExportSchema) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ExportSchema) GetFiles() map[string]string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *ExportSchema) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ExportSchema) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ExportSchema) GetDescriptors() *descriptorpb.FileDescriptorSet {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
+// ExportRecords is a batch of records, each of one of the exported types;
+// a type's records come in primary-key order, types one after another.
+type ExportRecords struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*anypb.Any           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportRecords) Reset() {
+	*x = ExportRecords{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRecords) ProtoMessage() {}
+
+func (x *ExportRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRecords.ProtoReflect.Descriptor instead.
+func (*ExportRecords) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ExportRecords) GetRecords() []*anypb.Any {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// ExportEnd is the last chunk: a stream or file without it was cut short.
+type ExportEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The records sent, all batches together.
+	Records       uint64 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportEnd) Reset() {
+	*x = ExportEnd{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportEnd) ProtoMessage() {}
+
+func (x *ExportEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportEnd.ProtoReflect.Descriptor instead.
+func (*ExportEnd) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ExportEnd) GetRecords() uint64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
@@ -3563,7 +3875,27 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"BackupFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256*r\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"%\n" +
+	"\rExportRequest\x12\x14\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\"\xb2\x01\n" +
+	"\vExportChunk\x124\n" +
+	"\x06schema\x18\x01 \x01(\v2\x1a.protobase.v1.ExportSchemaH\x00R\x06schema\x127\n" +
+	"\arecords\x18\x02 \x01(\v2\x1b.protobase.v1.ExportRecordsH\x00R\arecords\x12+\n" +
+	"\x03end\x18\x03 \x01(\v2\x17.protobase.v1.ExportEndH\x00R\x03endB\a\n" +
+	"\x05chunk\"\xfb\x01\n" +
+	"\fExportSchema\x12;\n" +
+	"\x05files\x18\x01 \x03(\v2%.protobase.v1.ExportSchema.FilesEntryR\x05files\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05types\x18\x03 \x03(\tR\x05types\x12D\n" +
+	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x1a8\n" +
+	"\n" +
+	"FilesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\rExportRecords\x12.\n" +
+	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\"%\n" +
+	"\tExportEnd\x12\x18\n" +
+	"\arecords\x18\x01 \x01(\x04R\arecords*r\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -3592,7 +3924,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rKEY_ROLE_READ\x10\x01\x12\x12\n" +
 	"\x0eKEY_ROLE_WRITE\x10\x02\x12\x13\n" +
 	"\x0fKEY_ROLE_SCHEMA\x10\x03\x12\x12\n" +
-	"\x0eKEY_ROLE_ADMIN\x10\x042\xaf\v\n" +
+	"\x0eKEY_ROLE_ADMIN\x10\x042\xf3\v\n" +
 	"\tProtobase\x12o\n" +
 	"\vApplySchema\x12 .protobase.v1.ApplySchemaRequest\x1a!.protobase.v1.ApplySchemaResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/schema:apply\x12`\n" +
 	"\tGetSchema\x12\x1e.protobase.v1.GetSchemaRequest\x1a\x1f.protobase.v1.GetSchemaResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
@@ -3611,7 +3943,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\bListKeys\x12\x1d.protobase.v1.ListKeysRequest\x1a\x1e.protobase.v1.ListKeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
 	"\x12\b/v1/keys\x12e\n" +
 	"\tRevokeKey\x12\x1e.protobase.v1.RevokeKeyRequest\x1a\x1f.protobase.v1.RevokeKeyResponse\"\x17\x82\xd3\xe4\x93\x02\x11*\x0f/v1/keys/{name}\x12B\n" +
-	"\x06Backup\x12\x1b.protobase.v1.BackupRequest\x1a\x19.protobase.v1.BackupChunk0\x01B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
+	"\x06Backup\x12\x1b.protobase.v1.BackupRequest\x1a\x19.protobase.v1.BackupChunk0\x01\x12B\n" +
+	"\x06Export\x12\x1b.protobase.v1.ExportRequest\x1a\x19.protobase.v1.ExportChunk0\x01B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
 
 var (
 	file_protobase_v1_protobase_proto_rawDescOnce sync.Once
@@ -3626,7 +3959,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -3678,28 +4011,34 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*BackupData)(nil),                     // 47: protobase.v1.BackupData
 	(*BackupManifest)(nil),                 // 48: protobase.v1.BackupManifest
 	(*BackupFile)(nil),                     // 49: protobase.v1.BackupFile
-	nil,                                    // 50: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 51: protobase.v1.GetSchemaResponse.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 52: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 53: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 54: google.protobuf.Value
+	(*ExportRequest)(nil),                  // 50: protobase.v1.ExportRequest
+	(*ExportChunk)(nil),                    // 51: protobase.v1.ExportChunk
+	(*ExportSchema)(nil),                   // 52: protobase.v1.ExportSchema
+	(*ExportRecords)(nil),                  // 53: protobase.v1.ExportRecords
+	(*ExportEnd)(nil),                      // 54: protobase.v1.ExportEnd
+	nil,                                    // 55: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 56: protobase.v1.GetSchemaResponse.FilesEntry
+	nil,                                    // 57: protobase.v1.ExportSchema.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 58: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 59: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 60: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	50, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	55, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	51, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	56, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
 	13, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	52, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	58, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
 	12, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
 	14, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	53, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	59, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
 	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	53, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	59, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
 	22, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
 	21, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
 	24, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
@@ -3714,18 +4053,18 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	29, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
 	30, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
 	31, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	53, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	59, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
 	26, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
 	26, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
 	20, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	53, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	59, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
 	26, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
 	20, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	53, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	59, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
 	26, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	54, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	53, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	53, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	60, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	59, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	59, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
 	3,  // 41: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
 	3,  // 42: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
 	38, // 43: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
@@ -3733,41 +4072,49 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	47, // 45: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
 	48, // 46: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
 	49, // 47: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	4,  // 48: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	10, // 49: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	15, // 50: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	15, // 51: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	15, // 52: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	15, // 53: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	17, // 54: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	27, // 55: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	32, // 56: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	34, // 57: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	36, // 58: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
-	39, // 59: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	41, // 60: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	43, // 61: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	45, // 62: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
-	5,  // 63: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	11, // 64: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	16, // 65: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	16, // 66: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	16, // 67: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	16, // 68: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	18, // 69: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	28, // 70: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	33, // 71: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	35, // 72: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	37, // 73: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
-	40, // 74: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	42, // 75: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	44, // 76: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	46, // 77: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
-	63, // [63:78] is the sub-list for method output_type
-	48, // [48:63] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	52, // 48: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	53, // 49: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	54, // 50: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	57, // 51: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	58, // 52: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	59, // 53: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	4,  // 54: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	10, // 55: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	15, // 56: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	15, // 57: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	15, // 58: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	15, // 59: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	17, // 60: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	27, // 61: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	32, // 62: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	34, // 63: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	36, // 64: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
+	39, // 65: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	41, // 66: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	43, // 67: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	45, // 68: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
+	50, // 69: protobase.v1.Protobase.Export:input_type -> protobase.v1.ExportRequest
+	5,  // 70: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	11, // 71: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	16, // 72: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	16, // 73: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	16, // 74: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	16, // 75: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	18, // 76: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	28, // 77: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	33, // 78: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	35, // 79: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	37, // 80: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
+	40, // 81: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	42, // 82: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	44, // 83: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	46, // 84: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
+	51, // 85: protobase.v1.Protobase.Export:output_type -> protobase.v1.ExportChunk
+	70, // [70:86] is the sub-list for method output_type
+	54, // [54:70] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -3794,13 +4141,18 @@ func file_protobase_v1_protobase_proto_init() {
 		(*BackupChunk_Data)(nil),
 		(*BackupChunk_Manifest)(nil),
 	}
+	file_protobase_v1_protobase_proto_msgTypes[47].OneofWrappers = []any{
+		(*ExportChunk_Schema)(nil),
+		(*ExportChunk_Records)(nil),
+		(*ExportChunk_End)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   48,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

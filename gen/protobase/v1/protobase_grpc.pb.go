@@ -38,6 +38,7 @@ const (
 	Protobase_ListKeys_FullMethodName    = "/protobase.v1.Protobase/ListKeys"
 	Protobase_RevokeKey_FullMethodName   = "/protobase.v1.Protobase/RevokeKey"
 	Protobase_Backup_FullMethodName      = "/protobase.v1.Protobase/Backup"
+	Protobase_Export_FullMethodName      = "/protobase.v1.Protobase/Export"
 )
 
 // ProtobaseClient is the client API for Protobase service.
@@ -91,6 +92,11 @@ type ProtobaseClient interface {
 	// their checksums. `protobase backup` writes it to a directory and
 	// `protobase restore` checks and restores it. Admin role only.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// Export streams the schema and then every record of the requested
+	// types, all read at one snapshot: the portable copy that `protobase
+	// export` writes and `protobase import` loads through the write path.
+	// Read role; a scoped key may export only the types in its scope.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
 }
 
 type protobaseClient struct {
@@ -287,6 +293,25 @@ func (c *protobaseClient) Backup(ctx context.Context, in *BackupRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Protobase_BackupClient = grpc.ServerStreamingClient[BackupChunk]
 
+func (c *protobaseClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[8], Protobase_Export_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRequest, ExportChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Protobase_ExportClient = grpc.ServerStreamingClient[ExportChunk]
+
 // ProtobaseServer is the server API for Protobase service.
 // All implementations must embed UnimplementedProtobaseServer
 // for forward compatibility.
@@ -338,6 +363,11 @@ type ProtobaseServer interface {
 	// their checksums. `protobase backup` writes it to a directory and
 	// `protobase restore` checks and restores it. Admin role only.
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// Export streams the schema and then every record of the requested
+	// types, all read at one snapshot: the portable copy that `protobase
+	// export` writes and `protobase import` loads through the write path.
+	// Read role; a scoped key may export only the types in its scope.
+	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
 	mustEmbedUnimplementedProtobaseServer()
 }
 
@@ -392,6 +422,9 @@ func (UnimplementedProtobaseServer) RevokeKey(context.Context, *RevokeKeyRequest
 }
 func (UnimplementedProtobaseServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedProtobaseServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
+	return status.Error(codes.Unimplemented, "method Export not implemented")
 }
 func (UnimplementedProtobaseServer) mustEmbedUnimplementedProtobaseServer() {}
 func (UnimplementedProtobaseServer) testEmbeddedByValue()                   {}
@@ -604,6 +637,17 @@ func _Protobase_Backup_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Protobase_BackupServer = grpc.ServerStreamingServer[BackupChunk]
 
+func _Protobase_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProtobaseServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Protobase_ExportServer = grpc.ServerStreamingServer[ExportChunk]
+
 // Protobase_ServiceDesc is the grpc.ServiceDesc for Protobase service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -681,6 +725,11 @@ var Protobase_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Backup",
 			Handler:       _Protobase_Backup_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Export",
+			Handler:       _Protobase_Export_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1575,3 +1575,171 @@ class BackupFile(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BackupFile: _TypeAlias = BackupFile  # noqa: Y015
+
+@_typing.final
+class ExportRequest(_message.Message):
+    """---------------------------------------------------------------- export"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Record types (full names) to export; empty: every type (for a scoped
+        key, every type in its scope).
+        """
+
+    def __init__(
+        self,
+        *,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["types", b"types"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportRequest: _TypeAlias = ExportRequest  # noqa: Y015
+
+@_typing.final
+class ExportChunk(_message.Message):
+    """ExportChunk is one piece of an export stream: exactly one schema,
+    first, then batches of records, then one end. Every chunk of one stream
+    was read at one snapshot.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCHEMA_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def schema(self) -> Global___ExportSchema: ...
+    @_builtins.property
+    def records(self) -> Global___ExportRecords: ...
+    @_builtins.property
+    def end(self) -> Global___ExportEnd: ...
+    def __init__(
+        self,
+        *,
+        schema: Global___ExportSchema | None = ...,
+        records: Global___ExportRecords | None = ...,
+        end: Global___ExportEnd | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "end", b"end", "records", b"records", "schema", b"schema"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "end", b"end", "records", b"records", "schema", b"schema"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_chunk: _TypeAlias = _typing.Literal["schema", "records", "end"]  # noqa: Y015
+    _WhichOneofArgType_chunk: _TypeAlias = _typing.Literal["chunk", b"chunk"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_chunk) -> _WhichOneofReturnType_chunk | None: ...
+
+Global___ExportChunk: _TypeAlias = ExportChunk  # noqa: Y015
+
+@_typing.final
+class ExportSchema(_message.Message):
+    """ExportSchema is the schema the exported records were read under."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FilesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    FILES_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TYPES_FIELD_NUMBER: _builtins.int
+    DESCRIPTORS_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    @_builtins.property
+    def files(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The .proto sources, as ApplySchema takes them."""
+
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The record types (full names) whose records follow, in order."""
+
+    @_builtins.property
+    def descriptors(self) -> _descriptor_pb2.FileDescriptorSet:
+        """The compiled schema (with its imports), so that a reader can convert
+        records to JSON without a server.
+        """
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        version: _builtins.int = ...,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+        descriptors: _descriptor_pb2.FileDescriptorSet | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "types", b"types", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportSchema: _TypeAlias = ExportSchema  # noqa: Y015
+
+@_typing.final
+class ExportRecords(_message.Message):
+    """ExportRecords is a batch of records, each of one of the exported types;
+    a type's records come in primary-key order, types one after another.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[_any_pb2.Any] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportRecords: _TypeAlias = ExportRecords  # noqa: Y015
+
+@_typing.final
+class ExportEnd(_message.Message):
+    """ExportEnd is the last chunk: a stream or file without it was cut short."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    records: _builtins.int
+    """The records sent, all batches together."""
+    def __init__(
+        self,
+        *,
+        records: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportEnd: _TypeAlias = ExportEnd  # noqa: Y015

@@ -110,6 +110,11 @@ class ProtobaseStub:
                 request_serializer=protobase_dot_v1_dot_protobase__pb2.BackupRequest.SerializeToString,
                 response_deserializer=protobase_dot_v1_dot_protobase__pb2.BackupChunk.FromString,
                 _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/protobase.v1.Protobase/Export',
+                request_serializer=protobase_dot_v1_dot_protobase__pb2.ExportRequest.SerializeToString,
+                response_deserializer=protobase_dot_v1_dot_protobase__pb2.ExportChunk.FromString,
+                _registered_method=True)
 
 
 class ProtobaseServicer:
@@ -236,6 +241,16 @@ class ProtobaseServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Export(self, request, context):
+        """Export streams the schema and then every record of the requested
+        types, all read at one snapshot: the portable copy that `protobase
+        export` writes and `protobase import` loads through the write path.
+        Read role; a scoped key may export only the types in its scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProtobaseServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +328,11 @@ def add_ProtobaseServicer_to_server(servicer, server):
                     servicer.Backup,
                     request_deserializer=protobase_dot_v1_dot_protobase__pb2.BackupRequest.FromString,
                     response_serializer=protobase_dot_v1_dot_protobase__pb2.BackupChunk.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=protobase_dot_v1_dot_protobase__pb2.ExportRequest.FromString,
+                    response_serializer=protobase_dot_v1_dot_protobase__pb2.ExportChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -721,6 +741,33 @@ class Protobase:
             '/protobase.v1.Protobase/Backup',
             protobase_dot_v1_dot_protobase__pb2.BackupRequest.SerializeToString,
             protobase_dot_v1_dot_protobase__pb2.BackupChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/protobase.v1.Protobase/Export',
+            protobase_dot_v1_dot_protobase__pb2.ExportRequest.SerializeToString,
+            protobase_dot_v1_dot_protobase__pb2.ExportChunk.FromString,
             options,
             channel_credentials,
             insecure,

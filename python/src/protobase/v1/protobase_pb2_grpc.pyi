@@ -91,6 +91,12 @@ class ProtobaseStub:
     their checksums. `protobase backup` writes it to a directory and
     `protobase restore` checks and restores it. Admin role only.
     """
+    Export: _grpc.UnaryStreamMultiCallable[_protobase_pb2.ExportRequest, _protobase_pb2.ExportChunk]
+    """Export streams the schema and then every record of the requested
+    types, all read at one snapshot: the portable copy that `protobase
+    export` writes and `protobase import` loads through the write path.
+    Read role; a scoped key may export only the types in its scope.
+    """
 
 @_typing.type_check_only
 class ProtobaseAsyncStub(ProtobaseStub):
@@ -151,6 +157,12 @@ class ProtobaseAsyncStub(ProtobaseStub):
     position, taken while writes go on: the files, then a manifest with
     their checksums. `protobase backup` writes it to a directory and
     `protobase restore` checks and restores it. Admin role only.
+    """
+    Export: _aio.UnaryStreamMultiCallable[_protobase_pb2.ExportRequest, _protobase_pb2.ExportChunk]  # type: ignore[assignment]
+    """Export streams the schema and then every record of the requested
+    types, all read at one snapshot: the portable copy that `protobase
+    export` writes and `protobase import` loads through the write path.
+    Read role; a scoped key may export only the types in its scope.
     """
 
 class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
@@ -299,6 +311,18 @@ class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
         position, taken while writes go on: the files, then a manifest with
         their checksums. `protobase backup` writes it to a directory and
         `protobase restore` checks and restores it. Admin role only.
+        """
+
+    @_abc_1.abstractmethod
+    def Export(
+        self,
+        request: _protobase_pb2.ExportRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_protobase_pb2.ExportChunk], _abc.AsyncIterator[_protobase_pb2.ExportChunk]]:
+        """Export streams the schema and then every record of the requested
+        types, all read at one snapshot: the portable copy that `protobase
+        export` writes and `protobase import` loads through the write path.
+        Read role; a scoped key may export only the types in its scope.
         """
 
 def add_ProtobaseServicer_to_server(servicer: ProtobaseServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
