@@ -120,6 +120,7 @@ func (p *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	res := &bench.Result{Chart: &bench.Chart{
 		Title: "Communication patterns on one bidirectional stream", Kind: bench.Bars,
 		XLabel: "pattern", YLabel: "operations/s (queries or records)", X: "pattern", Series: "config",
+		Better: bench.HigherBetter,
 	}}
 	for _, api := range []string{"search", "write"} {
 		for _, batch := range p.Batches {
