@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -69,7 +68,11 @@ func answer(res *Result) string {
 	s := fmt.Sprintf("%s was %s at %s %s", best.Name, word, formatValue(best.Median), best.Unit)
 	if len(ratios) > 0 {
 		lo, hi := slices.Min(ratios), slices.Max(ratios)
-		s += fmt.Sprintf("; measured/published ranged %s–%s× over %d rows", strconv.FormatFloat(lo, 'f', 2, 64), strconv.FormatFloat(hi, 'f', 2, 64), len(ratios))
+		if len(ratios) == 1 {
+			s += fmt.Sprintf("; measured/published was %s× on the one row with a published figure", formatValue(lo))
+		} else {
+			s += fmt.Sprintf("; measured/published ranged %s–%s× over %d rows", formatValue(lo), formatValue(hi), len(ratios))
+		}
 	}
 	if isQuick(res) {
 		s += " (smoke figures)"
