@@ -3,9 +3,12 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
 )
 
 // ingestLike is a small synthetic result shaped like ingest's: a batch
@@ -136,6 +139,36 @@ func TestReportMarkdownOpening(t *testing.T) {
 	for _, f := range []string{"report.html", "demo.png", "ingestlike.png", "demo.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+func labels(ts []plot.Tick) []string {
+	var out []string
+	for _, t := range ts {
+		if t.Label != "" {
+			out = append(out, t.Label)
+		}
+	}
+	return out
+}
+
+// A log axis is labelled at 1, 2, 5 × 10^k over a few decades, at powers
+// of ten alone over many, and at its ends when under one decade holds
+// fewer than two labels.
+func TestLogTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{100, 10000, []string{"100", "200", "500", "1,000", "2,000", "5,000", "10,000"}},
+		{1, 1e7, []string{"1", "10", "100", "1,000", "10,000", "100,000", "1,000,000", "10,000,000"}},
+		{1528, 9464, []string{"2,000", "5,000"}},
+		{2100, 4800, []string{"2,100", "4,800"}},
+	} {
+		got := labels(logTicks{}.Ticks(c.lo, c.hi))
+		if !slices.Equal(got, c.want) {
+			t.Errorf("ticks %g..%g labelled %q, want %q", c.lo, c.hi, got, c.want)
 		}
 	}
 }
