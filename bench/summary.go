@@ -66,6 +66,13 @@ func answer(res *Result) string {
 		word = "cheapest"
 	}
 	s := fmt.Sprintf("%s was %s at %s %s", best.Name, word, formatValue(best.Median), best.Unit)
+	if worst := worstBeside(res, *best, better); worst != nil && worst.Median > 0 && best.Median > 0 {
+		if better == HigherBetter {
+			s += fmt.Sprintf(", %s× %s", formatValue(best.Median/worst.Median), worst.Name)
+		} else {
+			s += fmt.Sprintf(", %s× less than %s", formatValue(worst.Median/best.Median), worst.Name)
+		}
+	}
 	if len(ratios) > 0 {
 		lo, hi := slices.Min(ratios), slices.Max(ratios)
 		if len(ratios) == 1 {
@@ -177,4 +184,25 @@ func flaggedPair(flags []Flag, a, b string) bool {
 	return slices.ContainsFunc(flags, func(f Flag) bool {
 		return len(f.Rows) == 2 && f.Rows[0] == a && f.Rows[1] == b
 	})
+}
+
+// worstBeside returns the worst row in best's unit and chart series (all
+// rows of the unit when the chart has no series), or nil when best is
+// alone: the answer's "how much does the configuration matter".
+func worstBeside(res *Result, best Row, better string) *Row {
+	series := ""
+	if res.Chart != nil {
+		series = res.Chart.Series
+	}
+	var worst *Row
+	for i := range res.Rows {
+		r := &res.Rows[i]
+		if r.Unit != best.Unit || r.Name == best.Name || (series != "" && paramString(r.Params[series]) != paramString(best.Params[series])) {
+			continue
+		}
+		if worst == nil || (better == HigherBetter) == (r.Median < worst.Median) {
+			worst = r
+		}
+	}
+	return worst
 }
