@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -81,9 +82,13 @@ func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
 		}
 	}
 	switch {
-	case len(refs) == 1:
+	case len(refs) == 1 || sameFigures(refs):
+		// One series of published figures, or several series sharing the
+		// same ones (batching's modes share the seed's one curve): draw it
+		// once.
 		for _, v := range refs {
 			series = append(series, chartSeries{name: publishedSeries, values: v, of: -1, published: true})
+			break
 		}
 	case len(refs) > 1:
 		n := len(series)
@@ -94,6 +99,20 @@ func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
 		}
 	}
 	return xs, series
+}
+
+// sameFigures reports whether every series' published figures are the
+// same X → value map.
+func sameFigures(refs map[int]map[string]float64) bool {
+	var first map[string]float64
+	for _, v := range refs {
+		if first == nil {
+			first = v
+		} else if !maps.Equal(first, v) {
+			return false
+		}
+	}
+	return true
 }
 
 func paramString(v any) string {
