@@ -219,7 +219,7 @@ func saveWithLegend(p *plot.Plot, nx int, w io.Writer, format string) error {
 	}
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
-	dc.Fill(dc.Rectangle.Path())
+	dc.Fill(dc.Path())
 	legend := p.Legend
 	p.Legend = plot.NewLegend() // empty: Draw would lay it over the data
 	p.Draw(draw.Crop(dc, 0, -legendW, 0, 0))

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,7 +32,7 @@ func checkReportHTML(r io.Reader) (map[string]htmlSectionCheck, error) {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
-			if z.Err() == io.EOF {
+			if errors.Is(z.Err(), io.EOF) {
 				return sections, nil
 			}
 			return nil, z.Err()

@@ -103,7 +103,10 @@ func TestReportMarkdownOpening(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(b)
-	head := md[:strings.Index(md, "\n## ")]
+	head, _, ok := strings.Cut(md, "\n## ")
+	if !ok {
+		t.Fatalf("report has no sections:\n%s", md)
+	}
 	for _, want := range []string{
 		"| experiment | asks | this run answered |",
 		"| [demo](#demo) | demo | b batch=1000 was fastest at 3,000,000 op/s, 30,000× b batch=1; measured/published was 0.00116× on the one row with a published figure. |",
@@ -116,7 +119,10 @@ func TestReportMarkdownOpening(t *testing.T) {
 			t.Errorf("report opening lacks %q:\n%s", want, head)
 		}
 	}
-	quick := md[strings.Index(md, "## ingestlike"):]
+	_, quick, ok := strings.Cut(md, "## ingestlike")
+	if !ok {
+		t.Fatal("no ingestlike section")
+	}
 	for _, want := range []string{
 		"> **Smoke figures.**",
 		"| configuration | median (smoke) |",
@@ -132,7 +138,8 @@ func TestReportMarkdownOpening(t *testing.T) {
 	if strings.Contains(quick, "_"+QuickNote+"_") {
 		t.Error("the quick note is repeated as a plain note")
 	}
-	demo := md[strings.Index(md, "## demo"):strings.Index(md, "## ingestlike")]
+	_, demo, _ := strings.Cut(md, "## demo")
+	demo, _, _ = strings.Cut(demo, "## ingestlike")
 	if strings.Contains(demo, "smoke") || strings.Contains(demo, "⚠") {
 		t.Errorf("full-run section is marked:\n%s", demo)
 	}
