@@ -106,6 +106,25 @@ bench-lab: ## run every lab experiment (protobase bench all) into LAB_OUT
 bench-lab-quick: ## smoke-run every lab experiment in quick mode (under a minute) into LAB_OUT
 	$(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
 
+# check-report renders LAB_OUT/report.html (written by bench-lab or
+# bench-lab-quick; a quick run makes one when it is missing) in headless
+# Chromium and checks the DOM it built: every experiment has its section
+# and a non-empty chart. Not part of `make test`: CI has no Chromium.
+CHROMIUM ?= chromium
+.PHONY: check-report
+check-report: ## render LAB_OUT/report.html in headless Chromium; fail if a chart is missing or empty
+	@command -v $(CHROMIUM) >/dev/null || { \
+	  echo "check-report: $(CHROMIUM) not found; installing Debian's chromium package with apt-get"; \
+	  apt-get install -y chromium || { apt-get update && apt-get install -y chromium; } || { \
+	    echo "check-report: could not install chromium; install it (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 1; }; }
+	@test -f $(LAB_OUT)/report.html || $(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
+	@profile=$$(mktemp -d) && trap 'rm -rf "$$profile"' EXIT && \
+	  $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run \
+	    --user-data-dir="$$profile" --dump-dom "file://$(abspath $(LAB_OUT))/report.html" > $(LAB_OUT)/report.dom.html 2>/dev/null && \
+	  test -s $(LAB_OUT)/report.dom.html || { echo "check-report: chromium rendered nothing from $(LAB_OUT)/report.html" >&2; exit 1; }
+	PROTOBASE_REPORT_DOM=$(abspath $(LAB_OUT))/report.dom.html PROTOBASE_REPORT_DIR=$(abspath $(LAB_OUT)) \
+	  $(GO) test -count=1 -v -run '^TestRenderedReport$$' ./bench/
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/

@@ -216,6 +216,10 @@ type Chart struct {
 	Series string
 	// Unit selects the rows drawn ("" for all).
 	Unit string
+	// Better says which way is better ("higher is better", "lower is
+	// better"); "" lets the unit decide (see Chart.better), "-" says
+	// neither.
+	Better string
 	// LogX and LogY ask for log scales; Draw also picks a log Y on its own
 	// when the values span more than two decades.
 	LogX, LogY bool

@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
+	"io"
+	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +17,9 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // publishedSeries names the series of published figures on every chart.
@@ -75,9 +82,13 @@ func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
 		}
 	}
 	switch {
-	case len(refs) == 1:
+	case len(refs) == 1 || sameFigures(refs):
+		// One series of published figures, or several series sharing the
+		// same ones (batching's modes share the seed's one curve): draw it
+		// once.
 		for _, v := range refs {
 			series = append(series, chartSeries{name: publishedSeries, values: v, of: -1, published: true})
+			break
 		}
 	case len(refs) > 1:
 		n := len(series)
@@ -88,6 +99,20 @@ func chartData(c *Chart, rows []Row) (xs []string, series []chartSeries) {
 		}
 	}
 	return xs, series
+}
+
+// sameFigures reports whether every series' published figures are the
+// same X → value map.
+func sameFigures(refs map[int]map[string]float64) bool {
+	var first map[string]float64
+	for _, v := range refs {
+		if first == nil {
+			first = v
+		} else if !maps.Equal(first, v) {
+			return false
+		}
+	}
+	return true
 }
 
 func paramString(v any) string {
@@ -101,27 +126,48 @@ func paramString(v any) string {
 	}
 }
 
-// Draw renders res's chart to path (.png or .svg, by extension). Log
-// scales are used when asked and, for Y, whenever the values span more
-// than two decades.
+// Draw renders res's chart to path (.png or .svg, by extension).
 func Draw(res *Result, path string) error {
 	if err := CheckChartPath(path); err != nil {
 		return err
 	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create chart %s: %w", path, err)
+	}
+	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	err = render(res, f, format)
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close chart %s: %w", path, cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// render writes res's chart to w as "png" or "svg". Log scales are used
+// when asked and, for Y, whenever the values span more than two decades.
+// The legend is drawn in a column right of the plot so that it never
+// covers data.
+func render(res *Result, w io.Writer, format string) error {
 	c := res.Chart
 	if c == nil {
-		return fmt.Errorf("%s: experiment %s has no chart", path, res.Experiment)
+		return fmt.Errorf("experiment %s has no chart", res.Experiment)
 	}
 	xs, series := chartData(c, res.Rows)
 	if len(xs) == 0 {
-		return fmt.Errorf("%s: no rows to draw", path)
+		return errors.New("no rows to draw")
 	}
 	p := plot.New()
 	p.Title.Text = c.Title
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
-	p.Legend.Top = true
-	p.Legend.Left = true
+	if b := c.better(); b != "" {
+		// On the title's second line: appended to the Y label it would
+		// make the label longer than the axis, and the plot shrinks.
+		p.Title.Text += "\n(" + b + ")"
+	}
 	p.Add(plotter.NewGrid())
 
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -141,21 +187,47 @@ func Draw(res *Result, path string) error {
 		err = drawBars(p, xs, series)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return err
 	}
 	if logY && lo > 0 {
-		floor := math.Pow(10, math.Floor(math.Log10(lo)))
 		p.Y.Scale = clampedLog{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.Y.Min = floor
+		p.Y.Tick.Marker = logTicks{}
+		p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo)))
 		p.Y.Max = math.Pow(10, math.Ceil(math.Log10(hi*1.01)))
 	} else {
 		p.Y.Min = 0
+		p.Y.Max = hi * 1.05 // the tallest bar does not touch the title
 		p.Y.Tick.Marker = commaTicks{}
 	}
-	width := vg.Length(max(16, 4+2*len(xs))) * vg.Centimeter
-	if err := p.Save(width, 12*vg.Centimeter, path); err != nil {
-		return fmt.Errorf("save chart %s: %w", path, err)
+	return saveWithLegend(p, len(xs), w, format)
+}
+
+// saveWithLegend draws p on the left of the image and its legend in a
+// column on the right.
+func saveWithLegend(p *plot.Plot, nx int, w io.Writer, format string) error {
+	legendW := p.Legend.Rectangle(draw.Canvas{}).Size().X + 0.5*vg.Centimeter
+	plotW := vg.Length(max(16, 4+2*nx)) * vg.Centimeter
+	width, height := plotW+legendW, 12*vg.Centimeter
+	var canvas vg.CanvasWriterTo
+	switch format {
+	case "svg":
+		canvas = vgsvg.New(width, height)
+	case "png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
+	default:
+		return fmt.Errorf("unknown chart format %q", format)
+	}
+	dc := draw.New(canvas)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Path())
+	legend := p.Legend
+	p.Legend = plot.NewLegend() // empty: Draw would lay it over the data
+	p.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
+	legend.Top, legend.Left = true, true
+	legend.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - p.Title.Padding
+	legend.Draw(draw.Crop(dc, plotW, 0, 0, 0))
+	if _, err := canvas.WriteTo(w); err != nil {
+		return fmt.Errorf("write %s: %w", format, err)
 	}
 	return nil
 }
@@ -214,8 +286,13 @@ func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error 
 		p.Legend.Add(s.name, l, sc)
 	}
 	if c.LogX {
+		// Ticks at the measured X values: every point has its label.
+		ticks := make(plot.ConstantTicks, 0, len(xs))
+		for _, x := range xs {
+			ticks = append(ticks, plot.Tick{Value: num[x], Label: formatValue(num[x])})
+		}
 		p.X.Scale = clampedLog{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = ticks
 	}
 	return nil
 }
@@ -260,4 +337,72 @@ func (commaTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// logTicks marks a log axis at 1, 2 and 5 times each power of ten and
+// labels them with the table's number format; when the axis spans more
+// than three decades only the powers of ten are labelled, so that labels
+// never crowd. The data's own extremes are labelled too when the axis
+// spans less than a decade, so that every axis has at least two labels.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= lo {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	decades := math.Log10(hi) - math.Log10(lo)
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		base := math.Pow(10, e)
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * base
+			if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || (decades <= 3 && (m == 2 || m == 5)) {
+				t.Label = formatValue(v)
+			}
+			ts = append(ts, t)
+		}
+	}
+	labelled := 0
+	for _, t := range ts {
+		if t.Label != "" {
+			labelled++
+		}
+	}
+	if labelled < 2 {
+		ts = append(ts, plot.Tick{Value: lo, Label: formatValue(lo)}, plot.Tick{Value: hi, Label: formatValue(hi)})
+	}
+	return ts
+}
+
+// Directions a chart or a row can be better in.
+const (
+	HigherBetter = "higher is better"
+	LowerBetter  = "lower is better"
+)
+
+// better returns c.Better, or the direction its unit implies.
+func (c *Chart) better() string {
+	switch c.Better {
+	case "-":
+		return ""
+	case "":
+		return betterFor(c.Unit)
+	}
+	return c.Better
+}
+
+// betterFor is the direction a unit implies: rates are better high, times
+// and costs per operation low; "" when the unit does not say.
+func betterFor(unit string) string {
+	switch {
+	case strings.HasSuffix(unit, "/s"):
+		return HigherBetter
+	case unit == "s" || unit == "ms" || unit == "µs" || strings.HasSuffix(unit, "/op") || strings.HasPrefix(unit, "MB peak"):
+		return LowerBetter
+	}
+	return ""
 }

@@ -8,7 +8,10 @@
 // (StartTarget: an embedded lab server in a fresh directory, or the --addr
 // server), measures workloads after a warm-up for several runs (Measure),
 // and reports medians and spreads beside the seeds' published figures as
-// tables, JSON and charts (NewRow, WriteTable, WriteJSON, Draw). MeasureOp
+// tables, JSON and charts (NewRow, WriteTable, WriteJSON, Draw), and as the
+// report a newcomer reads (WriteReportDir: report.md and the self-contained
+// report.html, opening with what each experiment asks and answered, with
+// suspicious orderings flagged by Flags). MeasureOp
 // is its loop for client-side costs (ns/op, B/op, allocs/op), so that the
 // protobase binary does not link the testing package.
 //

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -92,26 +93,49 @@ func runsOf(res *Result) int {
 	return res.Rows[0].Runs
 }
 
-// WriteMarkdown writes res as a Markdown table with its notes.
+// WriteMarkdown writes res as a Markdown table with its notes. Rows that
+// Flags finds suspicious are marked ⚠ and explained below the table.
 func WriteMarkdown(w io.Writer, res *Result) error {
+	flags := Flags(res)
+	flagged := map[string]bool{}
+	for _, f := range flags {
+		for _, n := range f.Rows {
+			flagged[n] = true
+		}
+	}
+	median := "median"
+	if isQuick(res) {
+		median = "median (smoke)"
+	}
 	t := table.NewWriter()
-	t.AppendHeader(table.Row{"configuration", "median", "min", "max", "unit", "published", "ratio"})
+	t.AppendHeader(table.Row{"configuration", median, "min", "max", "unit", "published", "ratio"})
 	for _, r := range res.Rows {
 		pub := ""
 		if r.Reference != nil {
 			pub = formatValue(r.Reference.Value)
 		}
-		t.AppendRow(table.Row{r.Name, formatValue(r.Median), formatValue(r.Min), formatValue(r.Max), r.Unit, pub, formatRatio(r)})
+		name := r.Name
+		if flagged[name] {
+			name = "⚠ " + name
+		}
+		t.AppendRow(table.Row{name, formatValue(r.Median), formatValue(r.Min), formatValue(r.Max), r.Unit, pub, formatRatio(r)})
 	}
-	if _, err := fmt.Fprintln(w, t.RenderMarkdown()); err != nil {
-		return err
+	var b strings.Builder
+	if isQuick(res) {
+		b.WriteString("> **Smoke figures.** Measured with `--quick`: two short runs on small data. They show the lab works, not how fast anything is; orderings between close rows can be noise.\n\n")
+	}
+	b.WriteString(t.RenderMarkdown())
+	b.WriteString("\n")
+	for _, f := range flags {
+		fmt.Fprintf(&b, "\n⚠ %s\n", f.Text)
 	}
 	for _, n := range res.Notes {
-		if _, err := fmt.Fprintf(w, "\n_%s_\n", n); err != nil {
-			return err
+		if n != QuickNote {
+			fmt.Fprintf(&b, "\n_%s_\n", n)
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // MarshalResult encodes res in the lab's JSON schema (see Result; rows'
@@ -156,21 +180,20 @@ func CheckWritable(path string) error {
 	return os.Remove(name)
 }
 
-// WriteReportDir writes, into dir, NAME.json and NAME.png for every result
-// and a report.md embedding every table and chart, and returns the
-// report's path.
+// WriteReportDir writes, into dir, NAME.json and NAME.png for every
+// result, a report.md embedding every table and chart, and report.html,
+// the same report as one self-contained page; it returns report.md's path.
 func WriteReportDir(dir string, results []*Result) (string, error) {
 	var md strings.Builder
-	md.WriteString("# Protobase lab report\n")
-	if len(results) > 0 {
-		m := results[0].Machine
-		fmt.Fprintf(&md, "\n%s, %d CPUs, %s, %s; started %s.\n", m.Model, m.CPUs, m.Go, m.OS, results[0].Started.Format("2006-01-02 15:04 MST"))
-	}
+	writeIntro(&md, results)
 	for _, res := range results {
 		if err := WriteJSON(filepath.Join(dir, res.Experiment+".json"), res); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&md, "\n## %s\n\n", res.Experiment)
+		fmt.Fprintf(&md, "\n## %s\n\n%s.\n\n", res.Experiment, question(res))
+		if src := sources(res); len(src) > 0 {
+			fmt.Fprintf(&md, "Published figures: %s.\n\n", strings.Join(src, "; "))
+		}
 		if err := WriteMarkdown(&md, res); err != nil {
 			return "", err
 		}
@@ -187,5 +210,36 @@ func WriteReportDir(dir string, results []*Result) (string, error) {
 	if err := os.WriteFile(path, []byte(md.String()), 0o644); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
+	if err := WriteHTMLFile(filepath.Join(dir, "report.html"), results); err != nil {
+		return "", err
+	}
 	return path, nil
+}
+
+// writeIntro writes the report's title and its opening: the machine, what
+// each experiment asks and what this run answered, and what "published"
+// means.
+func writeIntro(md *strings.Builder, results []*Result) {
+	md.WriteString("# Protobase lab report\n")
+	if len(results) > 0 {
+		m := results[0].Machine
+		fmt.Fprintf(md, "\n%s, %d CPUs, %s, %s; started %s.\n", m.Model, m.CPUs, m.Go, m.OS, results[0].Started.Format("2006-01-02 15:04 MST"))
+	}
+	if slices.ContainsFunc(results, isQuick) {
+		md.WriteString("\n**Smoke run (`--quick`)**: every figure below comes from two short runs on small data. It checks that the lab works; do not compare these numbers or quote them.\n")
+	}
+	md.WriteString("\n| experiment | asks | this run answered |\n|---|---|---|\n")
+	for _, res := range results {
+		a := answer(res)
+		if n := len(Flags(res)); n > 0 {
+			a += fmt.Sprintf(" ⚠ %d suspicious ordering(s), see below.", n)
+		}
+		fmt.Fprintf(md, "| [%s](#%s) | %s | %s |\n", res.Experiment, res.Experiment, mdCell(question(res)), mdCell(a))
+	}
+	fmt.Fprintf(md, "\n%s How the lab runs and what each experiment measures: [docs/benchmarks.md](%s).\n", PublishedMeaning, BenchmarksDoc)
+}
+
+// mdCell escapes a Markdown table cell.
+func mdCell(s string) string {
+	return strings.ReplaceAll(s, "|", "\\|")
 }

@@ -226,3 +226,17 @@ func TestChartDataPublishedPerSeries(t *testing.T) {
 		t.Fatalf("series %v", names)
 	}
 }
+
+// Series that share the same published figures (batching's modes share
+// the seed's one curve) get one published series, not one each.
+func TestChartDataSharedPublished(t *testing.T) {
+	ref := func(v float64) *Reference { return &Reference{Value: v} }
+	rows := []Row{
+		{Params: map[string]any{"x": 1, "s": "a"}, Median: 10, Reference: ref(1)},
+		{Params: map[string]any{"x": 1, "s": "b"}, Median: 20, Reference: ref(1)},
+	}
+	_, series := chartData(&Chart{X: "x", Series: "s"}, rows)
+	if len(series) != 3 || series[2].name != publishedSeries || series[2].values["1"] != 1 || series[2].of != -1 {
+		t.Fatalf("series %+v", series)
+	}
+}

@@ -103,7 +103,7 @@ func (e *Env) Run(ctx context.Context, x Experiment) (*Result, error) {
 	res.Machine = CurrentMachine()
 	res.Started = started
 	if e.Quick {
-		res.Notes = append(res.Notes, "quick mode: short runs on small data; for smoke checks, not for comparison")
+		res.Notes = append(res.Notes, QuickNote)
 	}
 	return res, nil
 }

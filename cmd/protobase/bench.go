@@ -53,7 +53,8 @@ figure and the ratio measured/published.
 
 --json FILE writes the rows as JSON, --chart FILE.png|FILE.svg draws them.
 'bench all --out DIR' runs every experiment and writes DIR/report.md with
-every table and chart, plus one JSON file per experiment. --quick makes every
+every table and chart, DIR/report.html (the same report as one self-contained
+page to share), plus one JSON file per experiment. --quick makes every
 experiment short and small (all of them in under a minute): for smoke checks,
 not for comparison.
 
@@ -88,7 +89,7 @@ cluster). See docs/benchmarks.md and docs/scaling.md.`,
 		Args:  cobra.NoArgs,
 		RunE:  runE(func(cmd *cobra.Command, _ []string) error { return a.benchAll(cmd, o) }),
 	}
-	all.Flags().StringVar(&o.out, "out", "", "directory for report.md, the JSON files and the charts (created if missing; required)")
+	all.Flags().StringVar(&o.out, "out", "", "directory for report.md, report.html, the JSON files and the charts (created if missing; required)")
 	cmd.AddCommand(all)
 	return cmd
 }
