@@ -22,7 +22,8 @@ func (a *app) exportCommand() *cobra.Command {
 		Short: "Write the schema and every record to a portable file",
 		Long: `Ask the server at --addr for its schema and every record of the types
 named by --type (repeatable; none: every type the key may read), all read
-at one snapshot, and write them to FILE (created or replaced).
+at one snapshot, and write them to FILE (created or replaced; removed
+again when the export fails).
 
 The default binary format keeps each record's stored bytes (length-
 delimited protobuf messages behind a short header); --format json writes
@@ -54,7 +55,10 @@ types in its scope. See docs/operations.md.`,
 				err = cerr
 			}
 			if err != nil {
-				return fmt.Errorf("export to %s (left incomplete): %w", to, err)
+				// An import would refuse the partial file (it has no end);
+				// removing it leaves nothing that looks like an export.
+				_ = os.Remove(to)
+				return fmt.Errorf("export to %s (removed): %w", to, err)
 			}
 			_, err = fmt.Fprintf(a.stdout, "exported %d records to %s (%s)\n", n, to, f)
 			return err

@@ -62,6 +62,9 @@ func TestExportImportCommands(t *testing.T) {
 	r = cli(t, "", "--addr", src, "export", "--type", "shop.Nope", "--to", filepath.Join(dir, "nope"))
 	wantCode(t, r, exitFailed)
 	wantContains(t, r.stderr, "shop.Nope")
+	if _, err := os.Stat(filepath.Join(dir, "nope")); !os.IsNotExist(err) {
+		t.Fatalf("a failed export left its file: %v", err)
+	}
 	r = cli(t, "", "--addr", src, "import", writeFile(t, dir, "garbage", "garbage\n"))
 	wantCode(t, r, exitFailed)
 	wantContains(t, r.stderr, "not an export file")
