@@ -133,7 +133,7 @@ type Config struct {
 	// messages (Pebble's at debug level, its errors at error level); nil
 	// discards them.
 	Logger *slog.Logger
-	// SlowQuery, when positive, logs each Scan and Query page that runs
+	// SlowQuery, when positive, logs each Scan, Query page and Search chunk that runs
 	// longer, at info (0: none). The CLI's default is 1s.
 	SlowQuery time.Duration
 	// Lab registers the benchmark lab's service (protobase.lab.v1.Lab:

@@ -83,8 +83,9 @@ lose acknowledged writes (the store itself is never corrupted).
 
 The server logs to stderr at --log-level in --log-format (text or json):
 one line per schema change, per index build start and end (type and index
-names), and per Scan or Query page slower than --slow-query; debug adds
-the storage engine's own messages (flushes, compactions, WAL recovery).
+names), and per Scan, Query page or Search request slower than
+--slow-query; debug adds the storage engine's own messages (flushes,
+compactions, WAL recovery).
 It runs until SIGINT or SIGTERM; it then stops
 accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use
@@ -157,7 +158,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
-	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan and Query page that runs longer than this, at info (0: never)")
+	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
 	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")

@@ -57,8 +57,8 @@ type Options struct {
 	MaxInflightBytes int64
 	// Logger receives background events (index builds); nil discards.
 	Logger *slog.Logger
-	// SlowQuery, when positive, logs one info line for each Scan and
-	// Query page that runs longer (type, plan, records, time).
+	// SlowQuery, when positive, logs one info line for each Scan,
+	// Query page and Search chunk that runs longer (type, plan, records, time).
 	SlowQuery time.Duration
 	// ObserveQuery, when set, is called once per Scan and per Query page
 	// that ran, with the call's name, the plan's access path and how long

@@ -86,3 +86,15 @@ func (e *Engine) IndexBuilds() int {
 	}
 	return n
 }
+
+// logSlowSearch logs one info line for a chunk of a Search request (the
+// queries one worker runs together; a small request is one chunk) that
+// ran longer than Options.SlowQuery: queries are timed together, as a
+// clock read per lookup would cost more than some lookups.
+func (e *Engine) logSlowSearch(qs []*pb.Query, start time.Time) {
+	took := time.Since(start)
+	if took < e.opts.SlowQuery || len(qs) == 0 {
+		return
+	}
+	e.log.Info("slow query", "call", "Search", "type", qs[0].GetType(), "queries", len(qs), "took", took.Round(time.Microsecond))
+}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -58,15 +59,31 @@ func TestLogLines(t *testing.T) {
 	if _, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
 		t.Fatal(err)
 	}
+	sent := false
+	recv := func() (*pb.SearchRequest, error) {
+		if sent {
+			return nil, io.EOF
+		}
+		sent = true
+		return &pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}, {Type: "shop.User"}}}, nil
+	}
+	if err := te.e.Search(t.Context(), recv, func(*pb.SearchResponse) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	waitIndexNamed(t, te, "name")
 	seen := map[string]map[string]any{}
 	for _, l := range buf.lines(t) {
-		seen[l["msg"].(string)] = l
+		msg := l["msg"].(string)
+		if msg == "slow query" && l["call"] == "Search" {
+			msg = "slow search"
+		}
+		seen[msg] = l
 	}
 	for msg, want := range map[string]map[string]any{
 		"index build started": {"type": "shop.User", "index": "name"},
 		"index built":         {"type": "shop.User", "index": "name", "records": 1.0},
 		"slow query":          {"call": "Query", "type": "shop.User", "access": "full_scan", "records": 1.0},
+		"slow search":         {"type": "shop.User"},
 	} {
 		got, ok := seen[msg]
 		if !ok {

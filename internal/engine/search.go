@@ -355,6 +355,10 @@ func (r *responder) fail(id uint64, err error) {
 // their responses to out. buf, when not nil, lends the lookup order its
 // buffers (nothing keeps them once runChunk returns).
 func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool, buf *lookupBuf) {
+	var start time.Time
+	if e.opts.SlowQuery > 0 { // one clock read per request, not per lookup
+		start = time.Now()
+	}
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
 	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
 	defer func() {
@@ -394,6 +398,9 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 	cu.flushStats()
 	r.flush()
+	if e.opts.SlowQuery > 0 {
+		e.logSlowSearch(qs, start)
+	}
 	if len(points) > 0 && e.cache != nil {
 		// Sorting pays off only for the lookups that reach the store.
 		e.sortPoints.Store(cu.cacheMisses*8 > uint64(len(points)))
