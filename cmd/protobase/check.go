@@ -11,8 +11,9 @@ import (
 
 func (a *app) checkCommand() *cobra.Command {
 	var data string
+	var storage storeOptions
 	c := &cobra.Command{
-		Use:   "check --data DIR",
+		Use:   "check --data DIR | --store etcd --etcd-endpoints HOST:PORT,...",
 		Short: "Verify that a data directory's indexes agree with its records",
 		Long: `Check the data directory --data, which no server may be using: every
 secondary-index entry must point at a live record that holds the entry's
@@ -22,18 +23,18 @@ value. Entries of unknown indexes and records of unknown types are reported
 too.
 
 The directory is opened read-only: a log left by a crashed server is
-replayed in memory, nothing is written. Check prints one line per problem
-and a summary. Exit status: 0 consistent, 1 inconsistent or unreadable
+replayed in memory, nothing is written. With --store etcd (and the same
+etcd flags as serve) check reads the store under --etcd-prefix at one
+revision; servers may keep running, though writes after that revision are
+not seen. Check prints one line per problem and a summary. Exit status: 0 consistent, 1 inconsistent or unreadable
 (for example locked by a running server), 2 a wrong command line.`,
-		Example: `  protobase check --data ./protobase-data`,
+		Example: `  protobase check --data ./protobase-data
+  protobase check --store etcd --etcd-endpoints 127.0.0.1:2379`,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if data == "" {
-				return usagef("--data must not be empty")
-			}
-			report, err := server.Check(cmd.Context(), data)
+			report, err := a.check(cmd, data, storage)
 			if err != nil {
-				return fmt.Errorf("%w\n(is a server using the data directory %s?)", err, data)
+				return err
 			}
 			if _, err := report.WriteTo(a.stdout); err != nil {
 				return err
@@ -45,5 +46,37 @@ and a summary. Exit status: 0 consistent, 1 inconsistent or unreadable
 		}),
 	}
 	c.Flags().StringVar(&data, "data", "./protobase-data", "data directory")
+	storage.addFlags(c.Flags())
 	return c
+}
+
+// check runs the checker on the store the flags name.
+func (a *app) check(cmd *cobra.Command, data string, storage storeOptions) (*server.CheckReport, error) {
+	var cfg server.Config
+	storage.apply(&cfg)
+	if cfg.Store == server.StoreEtcd {
+		if cmd.Flags().Changed("data") {
+			return nil, usagef("--data applies to --store pebble; with --store etcd the store is the cluster's")
+		}
+		report, err := server.CheckEtcd(cmd.Context(), cfg.Etcd)
+		var ce *server.ConfigError
+		if errors.As(err, &ce) {
+			return nil, usageError(configError(err))
+		}
+		return report, err
+	}
+	if cfg.Store != "" && cfg.Store != server.StorePebble {
+		return nil, usagef("--store %q: want pebble or etcd", cfg.Store)
+	}
+	if len(cfg.Etcd.Endpoints) > 0 || storage.etcdPrefix != "" {
+		return nil, usagef("the --etcd flags apply with --store etcd")
+	}
+	if data == "" {
+		return nil, usagef("--data must not be empty")
+	}
+	report, err := server.Check(cmd.Context(), data)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n(is a server using the data directory %s?)", err, data)
+	}
+	return report, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 	"github.com/protobase/protobase/server"
 )
 
@@ -64,4 +65,31 @@ func TestCheckCommand(t *testing.T) {
 	wantCode(t, cli(t, "", "check", "extra"), exitUsage)
 	r = mustCLI(t, "", "check", "--help")
 	wantContains(t, r.stdout, "protobase check --data DIR", "read-only", "Exit status")
+}
+
+// check --store etcd reads a store on etcd while its server runs; its flags
+// are refused with a usage error when they do not go together.
+func TestCheckCommandEtcd(t *testing.T) {
+	endpoint := etcdtest.Start(t, etcdtest.Roomy)
+	srv, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0",
+		Store: server.StoreEtcd, Etcd: server.EtcdConfig{Endpoints: []string{endpoint}, Prefix: "/check/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	applyShop(t, srv.Addr())
+	mustCLI(t, `{"id": 1, "name": "Ann", "email": "ann@example.com"}
+`, "--addr", srv.Addr(), "insert", "--type", "shop.User")
+	r := mustCLI(t, "", "check", "--store", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", "/check/")
+	wantContains(t, r.stdout, "1 records, 1 index entries: consistent")
+
+	for _, args := range [][]string{
+		{"check", "--store", "etcd"}, // no endpoints
+		{"check", "--store", "etcd", "--etcd-endpoints", endpoint, "--data", "x"}, // --data with etcd
+		{"check", "--etcd-endpoints", endpoint},                                   // etcd flags without --store etcd
+		{"check", "--store", "mysql"},
+		{"check", "--store", "etcd", "--etcd-endpoints", "not a host"},
+	} {
+		wantCode(t, cli(t, "", args...), exitUsage)
+	}
 }
