@@ -30,7 +30,7 @@ not seen. Check prints one line per problem and a summary. Exit status: 0 consis
 (for example locked by a running server), 2 a wrong command line.`,
 		Example: `  protobase check --data ./protobase-data
   protobase check --store etcd --etcd-endpoints 127.0.0.1:2379`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			report, err := a.check(cmd, data, storage)
 			if err != nil {
@@ -50,29 +50,19 @@ not seen. Check prints one line per problem and a summary. Exit status: 0 consis
 	return c
 }
 
-// check runs the checker on the store the flags name.
+// check runs the checker on the store the flags name. The flags' rules
+// are the server's (server.Config.Validate), worded in check's flags.
 func (a *app) check(cmd *cobra.Command, data string, storage storeOptions) (*server.CheckReport, error) {
-	var cfg server.Config
+	cfg := server.Config{DataDir: data}
 	storage.apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, usageError(configError(err))
+	}
 	if cfg.Store == server.StoreEtcd {
 		if cmd.Flags().Changed("data") {
 			return nil, usagef("--data applies to --store pebble; with --store etcd the store is the cluster's")
 		}
-		report, err := server.CheckEtcd(cmd.Context(), cfg.Etcd)
-		var ce *server.ConfigError
-		if errors.As(err, &ce) {
-			return nil, usageError(configError(err))
-		}
-		return report, err
-	}
-	if cfg.Store != "" && cfg.Store != server.StorePebble {
-		return nil, usagef("--store %q: want pebble or etcd", cfg.Store)
-	}
-	if len(cfg.Etcd.Endpoints) > 0 || storage.etcdPrefix != "" {
-		return nil, usagef("the --etcd flags apply with --store etcd")
-	}
-	if data == "" {
-		return nil, usagef("--data must not be empty")
+		return server.CheckEtcd(cmd.Context(), cfg.Etcd)
 	}
 	report, err := server.Check(cmd.Context(), data)
 	if err != nil {
