@@ -2,10 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,19 +60,10 @@ var backends = []backend{
 }
 
 // etcdBin builds the etcd member program once per test binary, into the
-// user's cache (one directory per checkout), where an unchanged program is
-// not linked again.
+// tests' program cache (cluster.BinCache).
 var etcdBin = sync.OnceValues(func() (string, error) {
-	cache, err := os.UserCacheDir()
+	dir, err := cluster.BinCache(context.Background())
 	if err != nil {
-		cache = os.TempDir()
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(cache, "protobase-test-bin", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	return cluster.BuildEtcd(context.Background(), dir)

@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +57,27 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 		return Binaries{}, err
 	}
 	return Binaries{Etcd: etcd, Protobase: pb}, nil
+}
+
+// BinCache returns the directory, created if missing, where tests keep
+// the programs they build: one in the user's cache per checkout (keyed by
+// the module root), kept between runs so that an unchanged program is not
+// linked again (go build skips a target that is up to date, which saves
+// some twenty seconds a run on a small machine).
+func BinCache(ctx context.Context) (string, error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "protobase-test-bin", fmt.Sprintf("%x", sha256.Sum256([]byte(root)))[:16])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 // BuildEtcd compiles cmd/protobase-etcd alone into dir and returns its path.

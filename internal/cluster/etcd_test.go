@@ -2,11 +2,8 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,34 +15,14 @@ import (
 	"github.com/protobase/protobase/internal/cluster"
 )
 
-// binDir holds the programs built for the tests: a directory in the user's
-// cache, one per checkout, kept between runs so that an unchanged program
-// is not linked again (go build skips a target that is up to date, which
-// saves some twenty seconds a run on a small machine).
-var binDir string
-
 // etcdBin builds cmd/protobase-etcd once for the test binary.
 var etcdBin = sync.OnceValues(func() (string, error) {
-	return cluster.BuildEtcd(context.Background(), binDir)
+	dir, err := cluster.BinCache(context.Background())
+	if err != nil {
+		return "", err
+	}
+	return cluster.BuildEtcd(context.Background(), dir)
 })
-
-func TestMain(m *testing.M) {
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = filepath.Join(cache, "protobase-test-bin", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
 
 // startEtcd starts a three-member cluster under t.TempDir() and stops it
 // when the test ends.

@@ -22,7 +22,11 @@ import (
 
 // bins builds both programs once for the test binary.
 var bins = sync.OnceValues(func() (cluster.Binaries, error) {
-	return cluster.Build(context.Background(), binDir)
+	dir, err := cluster.BinCache(context.Background())
+	if err != nil {
+		return cluster.Binaries{}, err
+	}
+	return cluster.Build(context.Background(), dir)
 })
 
 // startCluster starts three members (roomy transactions, so that a batch
