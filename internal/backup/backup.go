@@ -9,7 +9,6 @@
 package backup
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -354,19 +353,34 @@ func Restore(from, to string) (*pb.BackupManifest, error) {
 	return m, syncDir(to)
 }
 
-// copyChecked copies src to dst and checks the copy's checksum on the way
-// (the source could change between Verify and the copy).
+// copyChecked copies src to dst, streaming, and checks the copy's size
+// and checksum on the way (the source could change between Verify and
+// the copy); dst is synced.
 func copyChecked(src, dst string, f *pb.BackupFile) error {
-	b, err := os.ReadFile(src)
+	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	want, _ := hex.DecodeString(f.GetSha256())
-	if !bytes.Equal(sum[:], want) || uint64(len(b)) != f.GetSize() {
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("restore: copy %s: %w", f.GetName(), err)
+	}
+	if uint64(n) != f.GetSize() || hex.EncodeToString(h.Sum(nil)) != f.GetSha256() {
 		return fmt.Errorf("restore: %s changed while it was restored", f.GetName())
 	}
-	return writeSynced(dst, b)
+	return nil
 }
 
 func writeSynced(path string, b []byte) error {
