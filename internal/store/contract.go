@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 )
 
 // The storage contract. The engine depends on these interfaces only; *Store
@@ -180,3 +181,47 @@ var (
 	_ Iterator     = (*Iter)(nil)
 	_ WriteBatch   = (*Batch)(nil)
 )
+
+// Feed is implemented by Shared stores that number every applied batch
+// with a revision of their own and keep past revisions for a while (etcd).
+// On such a store the engine's change feed (Watch) is the store's: the
+// positions it hands out are the store's revisions, the same numbers
+// WriteBatch.Position returns, and its retention is the store's compaction.
+// A store that is not Shared keeps the engine's own change log instead,
+// written in the same batch as the records it describes.
+type Feed interface {
+	// Revision returns the store's current revision: a start at "now".
+	Revision(ctx context.Context) (int64, error)
+	// Changes calls fn once per revision after `after` that changed a key
+	// starting with prefix, in revision order, with that revision's events
+	// in the order the batch wrote them, until ctx ends (it returns
+	// ctx.Err()) or fn returns an error (it returns that error). A start
+	// the store no longer keeps fails with an error matching ErrCompacted
+	// that is a *CompactedError naming the oldest revision still kept.
+	Changes(ctx context.Context, prefix []byte, after int64, fn func(rev int64, evs []Event) error) error
+}
+
+// Event is one key's change in a Feed revision. Key, Value and Prev are
+// owned by the callee only for the duration of the fn call.
+type Event struct {
+	Key []byte
+	// Value is the key's value after the change (nil for a delete).
+	Value []byte
+	// Prev is the value before the change (nil when the key was absent).
+	Prev []byte
+	// Delete is true when the change removed the key.
+	Delete bool
+}
+
+// CompactedError is the ErrCompacted of a Feed start the store no longer
+// keeps; Oldest is the oldest revision whose changes it still has.
+type CompactedError struct {
+	Oldest int64
+}
+
+func (e *CompactedError) Error() string {
+	return "store: the revisions asked for are compacted; the oldest kept is " + strconv.FormatInt(e.Oldest, 10)
+}
+
+// Unwrap makes a CompactedError match ErrCompacted.
+func (e *CompactedError) Unwrap() error { return ErrCompacted }

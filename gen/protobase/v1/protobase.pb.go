@@ -273,6 +273,61 @@ func (KeyRole) EnumDescriptor() ([]byte, []int) {
 	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{3}
 }
 
+type ChangeOp int32
+
+const (
+	ChangeOp_CHANGE_OP_UNSPECIFIED ChangeOp = 0
+	// The key had no record and now has one.
+	ChangeOp_CHANGE_OP_INSERT ChangeOp = 1
+	// The key's record was replaced.
+	ChangeOp_CHANGE_OP_UPDATE ChangeOp = 2
+	// The key's record was removed.
+	ChangeOp_CHANGE_OP_REMOVE ChangeOp = 3
+)
+
+// Enum value maps for ChangeOp.
+var (
+	ChangeOp_name = map[int32]string{
+		0: "CHANGE_OP_UNSPECIFIED",
+		1: "CHANGE_OP_INSERT",
+		2: "CHANGE_OP_UPDATE",
+		3: "CHANGE_OP_REMOVE",
+	}
+	ChangeOp_value = map[string]int32{
+		"CHANGE_OP_UNSPECIFIED": 0,
+		"CHANGE_OP_INSERT":      1,
+		"CHANGE_OP_UPDATE":      2,
+		"CHANGE_OP_REMOVE":      3,
+	}
+)
+
+func (x ChangeOp) Enum() *ChangeOp {
+	p := new(ChangeOp)
+	*p = x
+	return p
+}
+
+func (x ChangeOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_protobase_v1_protobase_proto_enumTypes[4].Descriptor()
+}
+
+func (ChangeOp) Type() protoreflect.EnumType {
+	return &file_protobase_v1_protobase_proto_enumTypes[4]
+}
+
+func (x ChangeOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeOp.Descriptor instead.
+func (ChangeOp) EnumDescriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{4}
+}
+
 type ApplySchemaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every file of the schema, by import path. Files not named here are
@@ -3652,6 +3707,400 @@ func (x *ExportEnd) GetRecords() uint64 {
 	return 0
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Full names of the record types to watch (at least one).
+	Types []string `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	// Filter on the record after the change (for removes, the record before
+	// it), as Query.where; changes that do not match are not sent. Fields
+	// are resolved in each watched type.
+	Where *Expr `protobuf:"bytes,2,opt,name=where,proto3" json:"where,omitempty"`
+	// Filter as text, as Query.filter; a request with both is INVALID_ARGUMENT.
+	Filter string `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Where to start; absent means now.
+	Start *WatchStart `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
+	// Also send each update's and remove's record as it was before the change.
+	OldRecords bool `protobuf:"varint,5,opt,name=old_records,json=oldRecords,proto3" json:"old_records,omitempty"`
+	// Changes per response message at most (default chosen by the server).
+	BatchSize     uint32 `protobuf:"varint,6,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *WatchRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetWhere() *Expr {
+	if x != nil {
+		return x.Where
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetStart() *WatchStart {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetOldRecords() bool {
+	if x != nil {
+		return x.OldRecords
+	}
+	return false
+}
+
+func (x *WatchRequest) GetBatchSize() uint32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
+type WatchStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Start:
+	//
+	//	*WatchStart_Now
+	//	*WatchStart_Oldest
+	//	*WatchStart_After
+	Start         isWatchStart_Start `protobuf_oneof:"start"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchStart) Reset() {
+	*x = WatchStart{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStart) ProtoMessage() {}
+
+func (x *WatchStart) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
+func (*WatchStart) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *WatchStart) GetStart() isWatchStart_Start {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *WatchStart) GetNow() bool {
+	if x != nil {
+		if x, ok := x.Start.(*WatchStart_Now); ok {
+			return x.Now
+		}
+	}
+	return false
+}
+
+func (x *WatchStart) GetOldest() bool {
+	if x != nil {
+		if x, ok := x.Start.(*WatchStart_Oldest); ok {
+			return x.Oldest
+		}
+	}
+	return false
+}
+
+func (x *WatchStart) GetAfter() *Position {
+	if x != nil {
+		if x, ok := x.Start.(*WatchStart_After); ok {
+			return x.After
+		}
+	}
+	return nil
+}
+
+type isWatchStart_Start interface {
+	isWatchStart_Start()
+}
+
+type WatchStart_Now struct {
+	// Only changes committed after the watch begins.
+	Now bool `protobuf:"varint,1,opt,name=now,proto3,oneof"`
+}
+
+type WatchStart_Oldest struct {
+	// From the oldest change the server still keeps.
+	Oldest bool `protobuf:"varint,2,opt,name=oldest,proto3,oneof"`
+}
+
+type WatchStart_After struct {
+	// Every change after this position.
+	After *Position `protobuf:"bytes,3,opt,name=after,proto3,oneof"`
+}
+
+func (*WatchStart_Now) isWatchStart_Start() {}
+
+func (*WatchStart_Oldest) isWatchStart_Start() {}
+
+func (*WatchStart_After) isWatchStart_Start() {}
+
+// Position is where a change sits in commit order: the commit (the position
+// of a write acknowledgement) and the change's index within that commit.
+type Position struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Commit uint64                 `protobuf:"varint,1,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Index of the change within its commit (0-based). In WatchStart.after,
+	// absent means after the whole commit (a write acknowledgement's position).
+	Index         *uint32 `protobuf:"varint,2,opt,name=index,proto3,oneof" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Position) Reset() {
+	*x = Position{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Position) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Position) ProtoMessage() {}
+
+func (x *Position) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Position.ProtoReflect.Descriptor instead.
+func (*Position) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *Position) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *Position) GetIndex() uint32 {
+	if x != nil && x.Index != nil {
+		return *x.Index
+	}
+	return 0
+}
+
+type Change struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    ChangeOp               `protobuf:"varint,1,opt,name=op,proto3,enum=protobase.v1.ChangeOp" json:"op,omitempty"`
+	// Full name of the record type.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The record holding only its primary-key fields.
+	Key *anypb.Any `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The record after the change, bytes as stored (absent for removes).
+	Record *anypb.Any `protobuf:"bytes,4,opt,name=record,proto3" json:"record,omitempty"`
+	// The record before the change, for updates and removes when the request
+	// asked for old_records.
+	OldRecord     *anypb.Any `protobuf:"bytes,5,opt,name=old_record,json=oldRecord,proto3" json:"old_record,omitempty"`
+	Position      *Position  `protobuf:"bytes,6,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Change) GetOp() ChangeOp {
+	if x != nil {
+		return x.Op
+	}
+	return ChangeOp_CHANGE_OP_UNSPECIFIED
+}
+
+func (x *Change) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Change) GetKey() *anypb.Any {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Change) GetRecord() *anypb.Any {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *Change) GetOldRecord() *anypb.Any {
+	if x != nil {
+		return x.OldRecord
+	}
+	return nil
+}
+
+func (x *Change) GetPosition() *Position {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+type WatchResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Changes []*Change              `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	// Every change up to and including this position has been considered:
+	// sent in this or an earlier message, or filtered out. Sent with changes
+	// and, while nothing matches, at least every few seconds, so a watcher
+	// with a narrow filter can resume without reading the log again.
+	Progress      *Position `protobuf:"bytes,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *WatchResponse) GetChanges() []*Change {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetProgress() *Position {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
 var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
@@ -3895,7 +4344,37 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rExportRecords\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\"%\n" +
 	"\tExportEnd\x12\x18\n" +
-	"\arecords\x18\x01 \x01(\x04R\arecords*r\n" +
+	"\arecords\x18\x01 \x01(\x04R\arecords\"\xd6\x01\n" +
+	"\fWatchRequest\x12\x14\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\x12(\n" +
+	"\x05where\x18\x02 \x01(\v2\x12.protobase.v1.ExprR\x05where\x12\x16\n" +
+	"\x06filter\x18\x03 \x01(\tR\x06filter\x12.\n" +
+	"\x05start\x18\x04 \x01(\v2\x18.protobase.v1.WatchStartR\x05start\x12\x1f\n" +
+	"\vold_records\x18\x05 \x01(\bR\n" +
+	"oldRecords\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x06 \x01(\rR\tbatchSize\"s\n" +
+	"\n" +
+	"WatchStart\x12\x12\n" +
+	"\x03now\x18\x01 \x01(\bH\x00R\x03now\x12\x18\n" +
+	"\x06oldest\x18\x02 \x01(\bH\x00R\x06oldest\x12.\n" +
+	"\x05after\x18\x03 \x01(\v2\x16.protobase.v1.PositionH\x00R\x05afterB\a\n" +
+	"\x05start\"G\n" +
+	"\bPosition\x12\x16\n" +
+	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x19\n" +
+	"\x05index\x18\x02 \x01(\rH\x00R\x05index\x88\x01\x01B\b\n" +
+	"\x06_index\"\x83\x02\n" +
+	"\x06Change\x12&\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x16.protobase.v1.ChangeOpR\x02op\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12&\n" +
+	"\x03key\x18\x03 \x01(\v2\x14.google.protobuf.AnyR\x03key\x12,\n" +
+	"\x06record\x18\x04 \x01(\v2\x14.google.protobuf.AnyR\x06record\x123\n" +
+	"\n" +
+	"old_record\x18\x05 \x01(\v2\x14.google.protobuf.AnyR\toldRecord\x122\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.protobase.v1.PositionR\bposition\"s\n" +
+	"\rWatchResponse\x12.\n" +
+	"\achanges\x18\x01 \x03(\v2\x14.protobase.v1.ChangeR\achanges\x122\n" +
+	"\bprogress\x18\x02 \x01(\v2\x16.protobase.v1.PositionR\bprogress*r\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -3924,7 +4403,12 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rKEY_ROLE_READ\x10\x01\x12\x12\n" +
 	"\x0eKEY_ROLE_WRITE\x10\x02\x12\x13\n" +
 	"\x0fKEY_ROLE_SCHEMA\x10\x03\x12\x12\n" +
-	"\x0eKEY_ROLE_ADMIN\x10\x042\xf3\v\n" +
+	"\x0eKEY_ROLE_ADMIN\x10\x04*g\n" +
+	"\bChangeOp\x12\x19\n" +
+	"\x15CHANGE_OP_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10CHANGE_OP_INSERT\x10\x01\x12\x14\n" +
+	"\x10CHANGE_OP_UPDATE\x10\x02\x12\x14\n" +
+	"\x10CHANGE_OP_REMOVE\x10\x032\xcd\f\n" +
 	"\tProtobase\x12o\n" +
 	"\vApplySchema\x12 .protobase.v1.ApplySchemaRequest\x1a!.protobase.v1.ApplySchemaResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/schema:apply\x12`\n" +
 	"\tGetSchema\x12\x1e.protobase.v1.GetSchemaRequest\x1a\x1f.protobase.v1.GetSchemaResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
@@ -3944,7 +4428,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x12\b/v1/keys\x12e\n" +
 	"\tRevokeKey\x12\x1e.protobase.v1.RevokeKeyRequest\x1a\x1f.protobase.v1.RevokeKeyResponse\"\x17\x82\xd3\xe4\x93\x02\x11*\x0f/v1/keys/{name}\x12B\n" +
 	"\x06Backup\x12\x1b.protobase.v1.BackupRequest\x1a\x19.protobase.v1.BackupChunk0\x01\x12B\n" +
-	"\x06Export\x12\x1b.protobase.v1.ExportRequest\x1a\x19.protobase.v1.ExportChunk0\x01B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
+	"\x06Export\x12\x1b.protobase.v1.ExportRequest\x1a\x19.protobase.v1.ExportChunk0\x01\x12X\n" +
+	"\x05Watch\x12\x1a.protobase.v1.WatchRequest\x1a\x1b.protobase.v1.WatchResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/watch0\x01B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
 
 var (
 	file_protobase_v1_protobase_proto_rawDescOnce sync.Once
@@ -3958,163 +4443,181 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 	return file_protobase_v1_protobase_proto_rawDescData
 }
 
-var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
 	(Op)(0),                                // 2: protobase.v1.Op
 	(KeyRole)(0),                           // 3: protobase.v1.KeyRole
-	(*ApplySchemaRequest)(nil),             // 4: protobase.v1.ApplySchemaRequest
-	(*ApplySchemaResponse)(nil),            // 5: protobase.v1.ApplySchemaResponse
-	(*SchemaPlan)(nil),                     // 6: protobase.v1.SchemaPlan
-	(*TypeChange)(nil),                     // 7: protobase.v1.TypeChange
-	(*TypeDrop)(nil),                       // 8: protobase.v1.TypeDrop
-	(*IndexChange)(nil),                    // 9: protobase.v1.IndexChange
-	(*GetSchemaRequest)(nil),               // 10: protobase.v1.GetSchemaRequest
-	(*GetSchemaResponse)(nil),              // 11: protobase.v1.GetSchemaResponse
-	(*WriteLimits)(nil),                    // 12: protobase.v1.WriteLimits
-	(*RecordType)(nil),                     // 13: protobase.v1.RecordType
-	(*Index)(nil),                          // 14: protobase.v1.Index
-	(*WriteRequest)(nil),                   // 15: protobase.v1.WriteRequest
-	(*WriteResponse)(nil),                  // 16: protobase.v1.WriteResponse
-	(*WriteStreamRequest)(nil),             // 17: protobase.v1.WriteStreamRequest
-	(*WriteStreamResponse)(nil),            // 18: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 19: protobase.v1.WriteError
-	(*Query)(nil),                          // 20: protobase.v1.Query
-	(*Order)(nil),                          // 21: protobase.v1.Order
-	(*Expr)(nil),                           // 22: protobase.v1.Expr
-	(*ExprList)(nil),                       // 23: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 24: protobase.v1.Comparison
-	(*Value)(nil),                          // 25: protobase.v1.Value
-	(*Plan)(nil),                           // 26: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 27: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 28: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 29: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 30: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 31: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 32: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 33: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 34: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 35: protobase.v1.QueryResponse
-	(*GetRequest)(nil),                     // 36: protobase.v1.GetRequest
-	(*GetResponse)(nil),                    // 37: protobase.v1.GetResponse
-	(*KeyInfo)(nil),                        // 38: protobase.v1.KeyInfo
-	(*CreateKeyRequest)(nil),               // 39: protobase.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),              // 40: protobase.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),                // 41: protobase.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),               // 42: protobase.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),               // 43: protobase.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),              // 44: protobase.v1.RevokeKeyResponse
-	(*BackupRequest)(nil),                  // 45: protobase.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 46: protobase.v1.BackupChunk
-	(*BackupData)(nil),                     // 47: protobase.v1.BackupData
-	(*BackupManifest)(nil),                 // 48: protobase.v1.BackupManifest
-	(*BackupFile)(nil),                     // 49: protobase.v1.BackupFile
-	(*ExportRequest)(nil),                  // 50: protobase.v1.ExportRequest
-	(*ExportChunk)(nil),                    // 51: protobase.v1.ExportChunk
-	(*ExportSchema)(nil),                   // 52: protobase.v1.ExportSchema
-	(*ExportRecords)(nil),                  // 53: protobase.v1.ExportRecords
-	(*ExportEnd)(nil),                      // 54: protobase.v1.ExportEnd
-	nil,                                    // 55: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 56: protobase.v1.GetSchemaResponse.FilesEntry
-	nil,                                    // 57: protobase.v1.ExportSchema.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 58: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 59: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 60: google.protobuf.Value
+	(ChangeOp)(0),                          // 4: protobase.v1.ChangeOp
+	(*ApplySchemaRequest)(nil),             // 5: protobase.v1.ApplySchemaRequest
+	(*ApplySchemaResponse)(nil),            // 6: protobase.v1.ApplySchemaResponse
+	(*SchemaPlan)(nil),                     // 7: protobase.v1.SchemaPlan
+	(*TypeChange)(nil),                     // 8: protobase.v1.TypeChange
+	(*TypeDrop)(nil),                       // 9: protobase.v1.TypeDrop
+	(*IndexChange)(nil),                    // 10: protobase.v1.IndexChange
+	(*GetSchemaRequest)(nil),               // 11: protobase.v1.GetSchemaRequest
+	(*GetSchemaResponse)(nil),              // 12: protobase.v1.GetSchemaResponse
+	(*WriteLimits)(nil),                    // 13: protobase.v1.WriteLimits
+	(*RecordType)(nil),                     // 14: protobase.v1.RecordType
+	(*Index)(nil),                          // 15: protobase.v1.Index
+	(*WriteRequest)(nil),                   // 16: protobase.v1.WriteRequest
+	(*WriteResponse)(nil),                  // 17: protobase.v1.WriteResponse
+	(*WriteStreamRequest)(nil),             // 18: protobase.v1.WriteStreamRequest
+	(*WriteStreamResponse)(nil),            // 19: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 20: protobase.v1.WriteError
+	(*Query)(nil),                          // 21: protobase.v1.Query
+	(*Order)(nil),                          // 22: protobase.v1.Order
+	(*Expr)(nil),                           // 23: protobase.v1.Expr
+	(*ExprList)(nil),                       // 24: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 25: protobase.v1.Comparison
+	(*Value)(nil),                          // 26: protobase.v1.Value
+	(*Plan)(nil),                           // 27: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 28: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 29: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 30: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 31: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 32: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 33: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 34: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 35: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 36: protobase.v1.QueryResponse
+	(*GetRequest)(nil),                     // 37: protobase.v1.GetRequest
+	(*GetResponse)(nil),                    // 38: protobase.v1.GetResponse
+	(*KeyInfo)(nil),                        // 39: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 40: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 41: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 42: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 43: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 44: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 45: protobase.v1.RevokeKeyResponse
+	(*BackupRequest)(nil),                  // 46: protobase.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 47: protobase.v1.BackupChunk
+	(*BackupData)(nil),                     // 48: protobase.v1.BackupData
+	(*BackupManifest)(nil),                 // 49: protobase.v1.BackupManifest
+	(*BackupFile)(nil),                     // 50: protobase.v1.BackupFile
+	(*ExportRequest)(nil),                  // 51: protobase.v1.ExportRequest
+	(*ExportChunk)(nil),                    // 52: protobase.v1.ExportChunk
+	(*ExportSchema)(nil),                   // 53: protobase.v1.ExportSchema
+	(*ExportRecords)(nil),                  // 54: protobase.v1.ExportRecords
+	(*ExportEnd)(nil),                      // 55: protobase.v1.ExportEnd
+	(*WatchRequest)(nil),                   // 56: protobase.v1.WatchRequest
+	(*WatchStart)(nil),                     // 57: protobase.v1.WatchStart
+	(*Position)(nil),                       // 58: protobase.v1.Position
+	(*Change)(nil),                         // 59: protobase.v1.Change
+	(*WatchResponse)(nil),                  // 60: protobase.v1.WatchResponse
+	nil,                                    // 61: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 62: protobase.v1.GetSchemaResponse.FilesEntry
+	nil,                                    // 63: protobase.v1.ExportSchema.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 64: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 65: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 66: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	55, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
-	6,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
-	7,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
-	8,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
-	9,  // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
-	9,  // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	56, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
-	13, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	58, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	12, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
-	14, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
+	61, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	7,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
+	8,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
+	9,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
+	10, // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
+	10, // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
+	62, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	14, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
+	64, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	13, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
+	15, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	59, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	65, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
 	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	59, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	22, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	21, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	24, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	23, // 18: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	23, // 19: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	22, // 20: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	22, // 21: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	65, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	23, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	22, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	25, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	24, // 18: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	24, // 19: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	23, // 20: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	23, // 21: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
 	2,  // 22: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	25, // 23: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	25, // 24: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	20, // 25: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	29, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	30, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	31, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	59, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	26, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	26, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	20, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	59, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	26, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	20, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	59, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	26, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	60, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	59, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	59, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	26, // 23: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	26, // 24: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	21, // 25: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	30, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	31, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	32, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	65, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	27, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	27, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	21, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	65, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	27, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	21, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	65, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	27, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	66, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	65, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	65, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
 	3,  // 41: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
 	3,  // 42: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	38, // 43: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	38, // 44: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	47, // 45: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	48, // 46: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	49, // 47: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	52, // 48: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	53, // 49: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	54, // 50: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	57, // 51: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	58, // 52: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	59, // 53: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	4,  // 54: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	10, // 55: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	15, // 56: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	15, // 57: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	15, // 58: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	15, // 59: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	17, // 60: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	27, // 61: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	32, // 62: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	34, // 63: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	36, // 64: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
-	39, // 65: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	41, // 66: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	43, // 67: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	45, // 68: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
-	50, // 69: protobase.v1.Protobase.Export:input_type -> protobase.v1.ExportRequest
-	5,  // 70: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	11, // 71: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	16, // 72: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	16, // 73: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	16, // 74: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	16, // 75: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	18, // 76: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	28, // 77: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	33, // 78: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	35, // 79: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	37, // 80: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
-	40, // 81: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	42, // 82: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	44, // 83: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	46, // 84: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
-	51, // 85: protobase.v1.Protobase.Export:output_type -> protobase.v1.ExportChunk
-	70, // [70:86] is the sub-list for method output_type
-	54, // [54:70] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	39, // 43: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	39, // 44: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	48, // 45: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	49, // 46: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	50, // 47: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	53, // 48: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	54, // 49: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	55, // 50: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	63, // 51: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	64, // 52: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	65, // 53: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	23, // 54: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	57, // 55: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	58, // 56: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	4,  // 57: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	65, // 58: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	65, // 59: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	65, // 60: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	58, // 61: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	59, // 62: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	58, // 63: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	5,  // 64: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
+	11, // 65: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
+	16, // 66: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
+	16, // 67: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
+	16, // 68: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
+	16, // 69: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
+	18, // 70: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
+	28, // 71: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
+	33, // 72: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
+	35, // 73: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
+	37, // 74: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
+	40, // 75: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
+	42, // 76: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
+	44, // 77: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
+	46, // 78: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
+	51, // 79: protobase.v1.Protobase.Export:input_type -> protobase.v1.ExportRequest
+	56, // 80: protobase.v1.Protobase.Watch:input_type -> protobase.v1.WatchRequest
+	6,  // 81: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
+	12, // 82: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
+	17, // 83: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
+	17, // 84: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
+	17, // 85: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
+	17, // 86: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
+	19, // 87: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
+	29, // 88: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
+	34, // 89: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
+	36, // 90: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
+	38, // 91: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
+	41, // 92: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
+	43, // 93: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
+	45, // 94: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
+	47, // 95: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
+	52, // 96: protobase.v1.Protobase.Export:output_type -> protobase.v1.ExportChunk
+	60, // 97: protobase.v1.Protobase.Watch:output_type -> protobase.v1.WatchResponse
+	81, // [81:98] is the sub-list for method output_type
+	64, // [64:81] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -4146,13 +4649,19 @@ func file_protobase_v1_protobase_proto_init() {
 		(*ExportChunk_Records)(nil),
 		(*ExportChunk_End)(nil),
 	}
+	file_protobase_v1_protobase_proto_msgTypes[52].OneofWrappers = []any{
+		(*WatchStart_Now)(nil),
+		(*WatchStart_Oldest)(nil),
+		(*WatchStart_After)(nil),
+	}
+	file_protobase_v1_protobase_proto_msgTypes[53].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   54,
+			NumEnums:      5,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -497,6 +497,29 @@ func local_request_Protobase_RevokeKey_0(ctx context.Context, marshaler runtime.
 	return msg, metadata, err
 }
 
+func request_Protobase_Watch_0(ctx context.Context, marshaler runtime.Marshaler, client ProtobaseClient, req *http.Request, pathParams map[string]string) (Protobase_WatchClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.Watch(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
 // RegisterProtobaseHandlerServer registers the http handlers for service Protobase to "mux".
 // UnaryRPC     :call ProtobaseServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -691,6 +714,13 @@ func RegisterProtobaseHandlerServer(ctx context.Context, mux *runtime.ServeMux, 
 			return
 		}
 		forward_Protobase_RevokeKey_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodPost, pattern_Protobase_Watch_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
 	})
 
 	return nil
@@ -970,6 +1000,23 @@ func RegisterProtobaseHandlerClient(ctx context.Context, mux *runtime.ServeMux, 
 		}
 		forward_Protobase_RevokeKey_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_Protobase_Watch_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/protobase.v1.Protobase/Watch", runtime.WithHTTPPathPattern("/v1/watch"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_Protobase_Watch_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_Protobase_Watch_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
@@ -988,6 +1035,7 @@ var (
 	pattern_Protobase_CreateKey_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "keys"}, ""))
 	pattern_Protobase_ListKeys_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "keys"}, ""))
 	pattern_Protobase_RevokeKey_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "keys", "name"}, ""))
+	pattern_Protobase_Watch_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "watch"}, ""))
 )
 
 var (
@@ -1005,4 +1053,5 @@ var (
 	forward_Protobase_CreateKey_0   = runtime.ForwardResponseMessage
 	forward_Protobase_ListKeys_0    = runtime.ForwardResponseMessage
 	forward_Protobase_RevokeKey_0   = runtime.ForwardResponseMessage
+	forward_Protobase_Watch_0       = runtime.ForwardResponseStream
 )

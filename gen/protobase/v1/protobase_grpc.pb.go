@@ -39,6 +39,7 @@ const (
 	Protobase_RevokeKey_FullMethodName   = "/protobase.v1.Protobase/RevokeKey"
 	Protobase_Backup_FullMethodName      = "/protobase.v1.Protobase/Backup"
 	Protobase_Export_FullMethodName      = "/protobase.v1.Protobase/Export"
+	Protobase_Watch_FullMethodName       = "/protobase.v1.Protobase/Watch"
 )
 
 // ProtobaseClient is the client API for Protobase service.
@@ -97,6 +98,14 @@ type ProtobaseClient interface {
 	// export` writes and `protobase import` loads through the write path.
 	// Read role; a scoped key may export only the types in its scope.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
+	// Watch streams the committed changes to records of the named types, in
+	// commit order, batched per message, from a start: now, the oldest change
+	// kept, or after a position. A watcher that reconnects after the position
+	// of the last change (or progress mark) it saw gets every later change
+	// once. A start older than the retained changes is OUT_OF_RANGE, and the
+	// status's message names the oldest position available. Read role; a
+	// scoped key may watch only the types in its scope.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 }
 
 type protobaseClient struct {
@@ -312,6 +321,25 @@ func (c *protobaseClient) Export(ctx context.Context, in *ExportRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Protobase_ExportClient = grpc.ServerStreamingClient[ExportChunk]
 
+func (c *protobaseClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[9], Protobase_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Protobase_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
 // ProtobaseServer is the server API for Protobase service.
 // All implementations must embed UnimplementedProtobaseServer
 // for forward compatibility.
@@ -368,6 +396,14 @@ type ProtobaseServer interface {
 	// export` writes and `protobase import` loads through the write path.
 	// Read role; a scoped key may export only the types in its scope.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
+	// Watch streams the committed changes to records of the named types, in
+	// commit order, batched per message, from a start: now, the oldest change
+	// kept, or after a position. A watcher that reconnects after the position
+	// of the last change (or progress mark) it saw gets every later change
+	// once. A start older than the retained changes is OUT_OF_RANGE, and the
+	// status's message names the oldest position available. Read role; a
+	// scoped key may watch only the types in its scope.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	mustEmbedUnimplementedProtobaseServer()
 }
 
@@ -425,6 +461,9 @@ func (UnimplementedProtobaseServer) Backup(*BackupRequest, grpc.ServerStreamingS
 }
 func (UnimplementedProtobaseServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedProtobaseServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedProtobaseServer) mustEmbedUnimplementedProtobaseServer() {}
 func (UnimplementedProtobaseServer) testEmbeddedByValue()                   {}
@@ -648,6 +687,17 @@ func _Protobase_Export_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Protobase_ExportServer = grpc.ServerStreamingServer[ExportChunk]
 
+func _Protobase_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProtobaseServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Protobase_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
 // Protobase_ServiceDesc is the grpc.ServiceDesc for Protobase service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -730,6 +780,11 @@ var Protobase_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Export",
 			Handler:       _Protobase_Export_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _Protobase_Watch_Handler,
 			ServerStreams: true,
 		},
 	},

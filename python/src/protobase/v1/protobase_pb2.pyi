@@ -145,6 +145,31 @@ KEY_ROLE_ADMIN: KeyRole.ValueType  # 4
 """everything, key management included."""
 Global___KeyRole: _TypeAlias = KeyRole  # noqa: Y015
 
+class _ChangeOp:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChangeOpEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChangeOp.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHANGE_OP_UNSPECIFIED: _ChangeOp.ValueType  # 0
+    CHANGE_OP_INSERT: _ChangeOp.ValueType  # 1
+    """The key had no record and now has one."""
+    CHANGE_OP_UPDATE: _ChangeOp.ValueType  # 2
+    """The key's record was replaced."""
+    CHANGE_OP_REMOVE: _ChangeOp.ValueType  # 3
+    """The key's record was removed."""
+
+class ChangeOp(_ChangeOp, metaclass=_ChangeOpEnumTypeWrapper): ...
+
+CHANGE_OP_UNSPECIFIED: ChangeOp.ValueType  # 0
+CHANGE_OP_INSERT: ChangeOp.ValueType  # 1
+"""The key had no record and now has one."""
+CHANGE_OP_UPDATE: ChangeOp.ValueType  # 2
+"""The key's record was replaced."""
+CHANGE_OP_REMOVE: ChangeOp.ValueType  # 3
+"""The key's record was removed."""
+Global___ChangeOp: _TypeAlias = ChangeOp  # noqa: Y015
+
 @_typing.final
 class ApplySchemaRequest(_message.Message):
     """---------------------------------------------------------------- schema"""
@@ -1743,3 +1768,194 @@ class ExportEnd(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExportEnd: _TypeAlias = ExportEnd  # noqa: Y015
+
+@_typing.final
+class WatchRequest(_message.Message):
+    """---------------------------------------------------------------- watch"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPES_FIELD_NUMBER: _builtins.int
+    WHERE_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    OLD_RECORDS_FIELD_NUMBER: _builtins.int
+    BATCH_SIZE_FIELD_NUMBER: _builtins.int
+    filter: _builtins.str
+    """Filter as text, as Query.filter; a request with both is INVALID_ARGUMENT."""
+    old_records: _builtins.bool
+    """Also send each update's and remove's record as it was before the change."""
+    batch_size: _builtins.int
+    """Changes per response message at most (default chosen by the server)."""
+    @_builtins.property
+    def types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Full names of the record types to watch (at least one)."""
+
+    @_builtins.property
+    def where(self) -> Global___Expr:
+        """Filter on the record after the change (for removes, the record before
+        it), as Query.where; changes that do not match are not sent. Fields
+        are resolved in each watched type.
+        """
+
+    @_builtins.property
+    def start(self) -> Global___WatchStart:
+        """Where to start; absent means now."""
+
+    def __init__(
+        self,
+        *,
+        types: _abc.Iterable[_builtins.str] | None = ...,
+        where: Global___Expr | None = ...,
+        filter: _builtins.str = ...,
+        start: Global___WatchStart | None = ...,
+        old_records: _builtins.bool = ...,
+        batch_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["start", b"start", "where", b"where"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "filter", b"filter", "old_records", b"old_records", "start", b"start", "types", b"types", "where", b"where"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRequest: _TypeAlias = WatchRequest  # noqa: Y015
+
+@_typing.final
+class WatchStart(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOW_FIELD_NUMBER: _builtins.int
+    OLDEST_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    now: _builtins.bool
+    """Only changes committed after the watch begins."""
+    oldest: _builtins.bool
+    """From the oldest change the server still keeps."""
+    @_builtins.property
+    def after(self) -> Global___Position:
+        """Every change after this position."""
+
+    def __init__(
+        self,
+        *,
+        now: _builtins.bool = ...,
+        oldest: _builtins.bool = ...,
+        after: Global___Position | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "now", b"now", "oldest", b"oldest", "start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "now", b"now", "oldest", b"oldest", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_start: _TypeAlias = _typing.Literal["now", "oldest", "after"]  # noqa: Y015
+    _WhichOneofArgType_start: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_start) -> _WhichOneofReturnType_start | None: ...
+
+Global___WatchStart: _TypeAlias = WatchStart  # noqa: Y015
+
+@_typing.final
+class Position(_message.Message):
+    """Position is where a change sits in commit order: the commit (the position
+    of a write acknowledgement) and the change's index within that commit.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMIT_FIELD_NUMBER: _builtins.int
+    INDEX_FIELD_NUMBER: _builtins.int
+    commit: _builtins.int
+    index: _builtins.int
+    """Index of the change within its commit (0-based). In WatchStart.after,
+    absent means after the whole commit (a write acknowledgement's position).
+    """
+    def __init__(
+        self,
+        *,
+        commit: _builtins.int = ...,
+        index: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_index", b"_index", "index", b"index"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_index", b"_index", "commit", b"commit", "index", b"index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__index: _TypeAlias = _typing.Literal["index"]  # noqa: Y015
+    _WhichOneofArgType__index: _TypeAlias = _typing.Literal["_index", b"_index"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__index) -> _WhichOneofReturnType__index | None: ...
+
+Global___Position: _TypeAlias = Position  # noqa: Y015
+
+@_typing.final
+class Change(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OP_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    RECORD_FIELD_NUMBER: _builtins.int
+    OLD_RECORD_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    op: Global___ChangeOp.ValueType
+    type: _builtins.str
+    """Full name of the record type."""
+    @_builtins.property
+    def key(self) -> _any_pb2.Any:
+        """The record holding only its primary-key fields."""
+
+    @_builtins.property
+    def record(self) -> _any_pb2.Any:
+        """The record after the change, bytes as stored (absent for removes)."""
+
+    @_builtins.property
+    def old_record(self) -> _any_pb2.Any:
+        """The record before the change, for updates and removes when the request
+        asked for old_records.
+        """
+
+    @_builtins.property
+    def position(self) -> Global___Position: ...
+    def __init__(
+        self,
+        *,
+        op: Global___ChangeOp.ValueType = ...,
+        type: _builtins.str = ...,
+        key: _any_pb2.Any | None = ...,
+        record: _any_pb2.Any | None = ...,
+        old_record: _any_pb2.Any | None = ...,
+        position: Global___Position | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "position", b"position", "record", b"record"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "op", b"op", "position", b"position", "record", b"record", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Change: _TypeAlias = Change  # noqa: Y015
+
+@_typing.final
+class WatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGES_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Change]: ...
+    @_builtins.property
+    def progress(self) -> Global___Position:
+        """Every change up to and including this position has been considered:
+        sent in this or an earlier message, or filtered out. Sent with changes
+        and, while nothing matches, at least every few seconds, so a watcher
+        with a narrow filter can resume without reading the log again.
+        """
+
+    def __init__(
+        self,
+        *,
+        changes: _abc.Iterable[Global___Change] | None = ...,
+        progress: Global___Position | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["progress", b"progress"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "progress", b"progress"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchResponse: _TypeAlias = WatchResponse  # noqa: Y015

@@ -115,6 +115,11 @@ class ProtobaseStub:
                 request_serializer=protobase_dot_v1_dot_protobase__pb2.ExportRequest.SerializeToString,
                 response_deserializer=protobase_dot_v1_dot_protobase__pb2.ExportChunk.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/protobase.v1.Protobase/Watch',
+                request_serializer=protobase_dot_v1_dot_protobase__pb2.WatchRequest.SerializeToString,
+                response_deserializer=protobase_dot_v1_dot_protobase__pb2.WatchResponse.FromString,
+                _registered_method=True)
 
 
 class ProtobaseServicer:
@@ -251,6 +256,19 @@ class ProtobaseServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Watch streams the committed changes to records of the named types, in
+        commit order, batched per message, from a start: now, the oldest change
+        kept, or after a position. A watcher that reconnects after the position
+        of the last change (or progress mark) it saw gets every later change
+        once. A start older than the retained changes is OUT_OF_RANGE, and the
+        status's message names the oldest position available. Read role; a
+        scoped key may watch only the types in its scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProtobaseServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +351,11 @@ def add_ProtobaseServicer_to_server(servicer, server):
                     servicer.Export,
                     request_deserializer=protobase_dot_v1_dot_protobase__pb2.ExportRequest.FromString,
                     response_serializer=protobase_dot_v1_dot_protobase__pb2.ExportChunk.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=protobase_dot_v1_dot_protobase__pb2.WatchRequest.FromString,
+                    response_serializer=protobase_dot_v1_dot_protobase__pb2.WatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -768,6 +791,33 @@ class Protobase:
             '/protobase.v1.Protobase/Export',
             protobase_dot_v1_dot_protobase__pb2.ExportRequest.SerializeToString,
             protobase_dot_v1_dot_protobase__pb2.ExportChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/protobase.v1.Protobase/Watch',
+            protobase_dot_v1_dot_protobase__pb2.WatchRequest.SerializeToString,
+            protobase_dot_v1_dot_protobase__pb2.WatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -97,6 +97,15 @@ class ProtobaseStub:
     export` writes and `protobase import` loads through the write path.
     Read role; a scoped key may export only the types in its scope.
     """
+    Watch: _grpc.UnaryStreamMultiCallable[_protobase_pb2.WatchRequest, _protobase_pb2.WatchResponse]
+    """Watch streams the committed changes to records of the named types, in
+    commit order, batched per message, from a start: now, the oldest change
+    kept, or after a position. A watcher that reconnects after the position
+    of the last change (or progress mark) it saw gets every later change
+    once. A start older than the retained changes is OUT_OF_RANGE, and the
+    status's message names the oldest position available. Read role; a
+    scoped key may watch only the types in its scope.
+    """
 
 @_typing.type_check_only
 class ProtobaseAsyncStub(ProtobaseStub):
@@ -163,6 +172,15 @@ class ProtobaseAsyncStub(ProtobaseStub):
     types, all read at one snapshot: the portable copy that `protobase
     export` writes and `protobase import` loads through the write path.
     Read role; a scoped key may export only the types in its scope.
+    """
+    Watch: _aio.UnaryStreamMultiCallable[_protobase_pb2.WatchRequest, _protobase_pb2.WatchResponse]  # type: ignore[assignment]
+    """Watch streams the committed changes to records of the named types, in
+    commit order, batched per message, from a start: now, the oldest change
+    kept, or after a position. A watcher that reconnects after the position
+    of the last change (or progress mark) it saw gets every later change
+    once. A start older than the retained changes is OUT_OF_RANGE, and the
+    status's message names the oldest position available. Read role; a
+    scoped key may watch only the types in its scope.
     """
 
 class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
@@ -323,6 +341,21 @@ class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
         types, all read at one snapshot: the portable copy that `protobase
         export` writes and `protobase import` loads through the write path.
         Read role; a scoped key may export only the types in its scope.
+        """
+
+    @_abc_1.abstractmethod
+    def Watch(
+        self,
+        request: _protobase_pb2.WatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_protobase_pb2.WatchResponse], _abc.AsyncIterator[_protobase_pb2.WatchResponse]]:
+        """Watch streams the committed changes to records of the named types, in
+        commit order, batched per message, from a start: now, the oldest change
+        kept, or after a position. A watcher that reconnects after the position
+        of the last change (or progress mark) it saw gets every later change
+        once. A start older than the retained changes is OUT_OF_RANGE, and the
+        status's message names the oldest position available. Read role; a
+        scoped key may watch only the types in its scope.
         """
 
 def add_ProtobaseServicer_to_server(servicer: ProtobaseServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
