@@ -74,7 +74,6 @@ func users(te *testEngine, from, n int) []*anypb.Any {
 	return out
 }
 
-
 // TestWatchTrimByTime checks that entries older than the retention go,
 // and that a start before them is OUT_OF_RANGE naming the oldest kept.
 func TestWatchTrimByTime(t *testing.T) {
