@@ -39,7 +39,7 @@ from protobase._query import (
 )
 from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult
 from protobase._schema import Schema, read_proto_files, type_name
-from protobase._watch import Change, ChangeOp, Position, Start, Watch
+from protobase._watch import Change, ChangeOp, Position, Start, Watch, WatchOutOfRange
 from protobase._writer import Op, WriteLimits, Writer, WriteResult
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "SearchResult",
     "Start",
     "Watch",
+    "WatchOutOfRange",
     "Where",
     "WriteError",
     "WriteLimits",

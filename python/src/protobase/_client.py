@@ -474,8 +474,8 @@ class Client:
         server's default). Keys and records are decoded as ``decode`` asks.
         Iterate over the result; leaving the loop or ``close`` ends the
         stream. A start older than the changes the server keeps raises
-        ``QueryError`` (OUT_OF_RANGE, naming the oldest position kept) on the
-        first iteration.
+        ``WatchOutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
+        position the server can start after) on the first iteration.
         """
         names = [types] if isinstance(types, str) else list(types)
         req = changes_request(names, where, start, old_records, batch_size)

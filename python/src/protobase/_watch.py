@@ -17,7 +17,7 @@ from typing import Any, Literal
 import grpc
 from google.protobuf import any_pb2
 
-from protobase._errors import QueryError
+from protobase._errors import QueryError, _details
 from protobase._reads import Decoder, read_error
 from protobase.v1 import protobase_pb2 as pb
 
@@ -130,6 +130,31 @@ def watch_start(start: Start) -> pb.WatchStart:
     return pb.WatchStart(after=pos.to_pb())
 
 
+class WatchOutOfRange(QueryError):
+    """A watch start (or resume) older than the changes the server keeps: OUT_OF_RANGE.
+
+    ``oldest`` is the oldest position the server can start after (from the
+    status's details; None if it sent none): ``start=oldest`` (or
+    ``"oldest"``) gets what it still has, and what lies between is lost to
+    this watcher, so reconcile by reading the records again.
+    """
+
+    def __init__(self, err: QueryError, oldest: Position | None) -> None:
+        super().__init__(err.code, err.message, query=err.query, field=err.field)
+        self.oldest = oldest
+
+
+def _watch_error(e: grpc.RpcError) -> QueryError:
+    err = read_error(e)
+    if err.code != grpc.StatusCode.OUT_OF_RANGE:
+        return err
+    suffix = "/" + pb.Position.DESCRIPTOR.full_name
+    for d in _details(e):
+        if d.type_url.endswith(suffix):
+            return WatchOutOfRange(err, Position.from_pb(pb.Position.FromString(d.value)))
+    return WatchOutOfRange(err, None)
+
+
 @dataclass(slots=True)
 class Change:
     """One committed change to a record.
@@ -154,8 +179,9 @@ class Watch:
 
     A watch has no end of its own: iteration stops only when ``close`` is
     called (or the client closes), and a failure of the stream raises
-    ``QueryError`` (OUT_OF_RANGE, naming the oldest position the server
-    keeps, for a start older than that; UNAVAILABLE when the server stops).
+    ``QueryError`` (``WatchOutOfRange`` for a start older than the changes
+    the server keeps, naming the oldest position it can start after;
+    UNAVAILABLE when the server stops).
     ``position`` is where a new watch resumes to get every change not yet
     returned, once.
 
@@ -195,9 +221,9 @@ class Watch:
             self.close()
 
     def __next__(self) -> Change:
+        if self._closed:
+            raise StopIteration
         while not self._pending:
-            if self._closed:
-                raise StopIteration
             try:
                 resp = next(self._call)
             except StopIteration:
@@ -209,7 +235,7 @@ class Watch:
             except grpc.RpcError as e:
                 if self._closed:
                     raise StopIteration from None
-                raise read_error(e) from None
+                raise _watch_error(e) from None
             self._take(resp)
         ch = self._pending.popleft()
         self._last = ch.position
