@@ -156,6 +156,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxSearchQueries == 0 {
 		c.MaxSearchQueries = 100_000
 	}
+	if c.WatchRetention == 0 {
+		c.WatchRetention = DefaultWatchRetention
+	}
+	if c.WatchRetentionBytes == 0 {
+		c.WatchRetentionBytes = DefaultWatchRetentionBytes
+	}
 	if c.NATS && c.NATSAddr == "" {
 		c.NATSAddr = "127.0.0.1:4222"
 	}
@@ -167,3 +173,10 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// The change log's default retention (Config.WatchRetention and
+// WatchRetentionBytes).
+const (
+	DefaultWatchRetention            = 24 * time.Hour
+	DefaultWatchRetentionBytes int64 = 1 << 30
+)

@@ -126,6 +126,15 @@ type Config struct {
 	// primary-key point reads without a storage seek (0: 1/32 of the
 	// machine's memory, within [64 MiB, 1 GiB]; negative: no cache).
 	RecordCacheBytes int64
+	// WatchRetention is how long the change log keeps a commit's changes
+	// for Watch (0: DefaultWatchRetention; negative: no change log, and
+	// Watch is FAILED_PRECONDITION). WatchRetentionBytes also trims the
+	// oldest entries beyond that many bytes (0:
+	// DefaultWatchRetentionBytes; negative: no byte bound). Neither
+	// applies with Store "etcd", where Watch reads etcd's own revisions
+	// and etcd's compaction decides what is kept (docs/watch.md).
+	WatchRetention      time.Duration
+	WatchRetentionBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
 	// it, remaining streams are cut.
 	ShutdownTimeout time.Duration
@@ -250,6 +259,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
 		RecordCacheBytes:     cfg.RecordCacheBytes,
+		WatchRetention:       max(cfg.WatchRetention, 0),
+		WatchRetentionBytes:  max(cfg.WatchRetentionBytes, 0),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)

@@ -94,6 +94,7 @@ var methodRoles = map[string]Role{
 	pb.Protobase_RevokeKey_FullMethodName:   RoleAdmin,
 	pb.Protobase_Backup_FullMethodName:      RoleAdmin,
 	pb.Protobase_Export_FullMethodName:      RoleRead,
+	pb.Protobase_Watch_FullMethodName:       RoleRead,
 }
 
 // MethodRole returns the role a gRPC method (full name, "/pkg.Svc/Method")

@@ -83,6 +83,19 @@ type Options struct {
 	// primary-key point reads (0: recordcache.DefaultBytes, which follows
 	// the machine's memory; negative: no cache).
 	RecordCacheBytes int64
+
+	// WatchRetention, when positive on a store that is not Shared, turns
+	// the change log on: every write batch also writes what it changed,
+	// and entries older than this are trimmed (0: no log; Watch is
+	// FAILED_PRECONDITION). On a Shared store implementing store.Feed,
+	// Watch reads the store's own revisions instead and these options do
+	// not apply.
+	WatchRetention time.Duration
+	// WatchRetentionBytes, when positive, also trims the log's oldest
+	// entries beyond this many bytes.
+	WatchRetentionBytes int64
+	// WatchTrimInterval is how often the log is trimmed (0: 1 s).
+	WatchTrimInterval time.Duration
 }
 
 // Engine is safe for concurrent use.
@@ -103,6 +116,15 @@ type Engine struct {
 	// chunks and schema commits; it also guards seq.
 	writeMu sync.Mutex
 	seq     uint64 // last commit sequence applied (visible, maybe not yet durable)
+	// logBytes is the change log's bytes written before the next entry
+	// (see watchlog.go); guarded by writeMu.
+	logBytes uint64
+
+	// logOn says whether write batches write change-log entries;
+	// immutable after Open. durable is the last commit known durable,
+	// what watchers may read up to.
+	logOn   bool
+	durable *watermark
 
 	// buildMu guards builds: the indexes this engine runs a builder for.
 	buildMu sync.Mutex
@@ -210,6 +232,22 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	}
 	if found && len(raw) == 8 {
 		e.seq = binary.BigEndian.Uint64(raw)
+	}
+
+	e.durable = newWatermark(e.seq)
+	e.logOn = opts.WatchRetention > 0 && !st.Shared()
+	if !st.Shared() {
+		if err := e.openLog(); err != nil {
+			return nil, err
+		}
+	}
+	if e.logOn {
+		interval := opts.WatchTrimInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		e.bg.Add(1)
+		go e.trimLoop(interval)
 	}
 
 	e.startBuilds(cat)

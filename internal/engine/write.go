@@ -85,6 +85,10 @@ type Writer struct {
 	// local passed to an interface method would escape (one allocation
 	// per batch).
 	seq [8]byte
+	// logBuf is the batch's change-log entry being built, logKey its key
+	// (see watchlog.go); both reused from batch to batch.
+	logBuf []byte
+	logKey []byte
 
 	// Per-batch scratch.
 	arena  []byte
@@ -219,6 +223,7 @@ func (w *Writer) waitOldest() error {
 	}
 	// Batches are durable in commit order (store's prefix durability).
 	w.durable = max(w.durable, p.pos)
+	w.e.durable.advance(p.pos)
 	return nil
 }
 
@@ -337,6 +342,9 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 	e.seq++
 	binary.BigEndian.PutUint64(w.seq[:], e.seq)
 	b.Set(keySeq, w.seq[:])
+	if e.logOn {
+		w.putLog(b, e.seq)
+	}
 	// The batch's records leave the cache before they change (the cache is
 	// nil on a shared store).
 	e.cache.BeginWrite()
@@ -350,6 +358,13 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 		return err
 	}
 	w.position = e.seq
+	if e.logOn {
+		e.logBytes += uint64(len(w.logKey) + len(w.logBuf))
+		if !e.st.SyncWrites() {
+			// Visible is durable: nothing waits for a sync.
+			e.durable.advance(e.seq)
+		}
+	}
 	if p := b.Position(); p != 0 {
 		w.position = p
 	}
@@ -530,6 +545,10 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	clear(w.ov)
 	w.cur = b
 	defer func() { w.cur = nil }()
+	logOn := w.e.logOn
+	if logOn {
+		w.logBuf = appendLogHeader(w.logBuf[:0])
+	}
 	pr, err := w.probe(op)
 	if err != nil {
 		return err
@@ -550,6 +569,9 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 			if err := w.checkUnique(i, p, dups, pr); err != nil {
 				return err
 			}
+		}
+		if logOn {
+			w.logChange(op, p, old, found)
 		}
 		if found && len(p.t.indexes) > 0 {
 			if err := w.retract(b, op, p, old, dups); err != nil {
@@ -598,9 +620,10 @@ func (w *Writer) probe(op Op) (batchProbe, error) {
 
 // existing reads the record p replaces, if any, as the batch has left it.
 // An upsert of a type without indexes needs neither the old value nor its
-// existence, and a key the probe proved new needs no read.
+// existence (unless the change log records it), and a key the probe proved
+// new needs no read.
 func (w *Writer) existing(op Op, p *prep, dups bool, pr batchProbe) (old []byte, found bool, err error) {
-	if (op == OpUpsert && len(p.t.indexes) == 0) || (pr.recsAbsent && !dups) {
+	if (op == OpUpsert && len(p.t.indexes) == 0 && !w.e.logOn) || (pr.recsAbsent && !dups) {
 		return nil, false, nil
 	}
 	return w.get(w.bytes(p.key), &w.oldBuf, dups, op == OpInsert)

@@ -11,6 +11,7 @@
 //	00 "apikey/" name          -> an API key record (encoded by internal/auth)
 //	00 "build/" indexID(4 BE)  -> the last record key an index build indexed
 //	00 "build/" indexID(4 BE) "/" lease -> the build's lock (shared stores)
+//	00 "log/" commit(8 BE)     -> the change-log entry of one commit (Watch)
 //	01 typeID(4 BE) pk         -> record bytes, exactly as received
 //	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
 //	02 indexID(4 BE) ixkey     -> pk (unique index)
@@ -58,7 +59,28 @@ const (
 	// record key it indexed, so that a build resumes after a restart or on
 	// another server) and, on a shared store, the build's lock.
 	BuildPrefix = "\x00build/"
+	// LogPrefix starts the change log's entries: one per committed write
+	// batch, keyed by its commit sequence (8 bytes big-endian), so the log
+	// iterates in commit order and trims as one DeleteRange of a prefix.
+	LogPrefix = "\x00log/"
 )
+
+// LogKeyLen is the length of a change-log key.
+const LogKeyLen = len(LogPrefix) + 8
+
+// AppendLogKey appends the change-log key of a commit.
+func AppendLogKey(dst []byte, commit uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, LogPrefix...), commit)
+}
+
+// LogCommit returns the commit of a change-log key; ok is false when key
+// is not one.
+func LogCommit(key []byte) (commit uint64, ok bool) {
+	if len(key) != LogKeyLen || string(key[:len(LogPrefix)]) != LogPrefix {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(LogPrefix):]), true
+}
 
 // BuildKey returns the checkpoint key of the build of an index; its lock
 // (store.Locker) is named by the same key.

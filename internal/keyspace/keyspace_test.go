@@ -116,6 +116,7 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x %q name", TagMeta, APIKeyPrefix[1:]):                  true,
 		fmt.Sprintf("%02x %q indexID(4)", TagMeta, BuildPrefix[1:]):             true,
 		fmt.Sprintf("%02x %q indexID(4) \"/\" lease", TagMeta, BuildPrefix[1:]): true,
+		fmt.Sprintf("%02x %q commit(8)", TagMeta, LogPrefix[1:]):                true,
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
@@ -153,6 +154,26 @@ func TestDesignDocTable(t *testing.T) {
 	for k := range want {
 		if !got[k] {
 			t.Errorf("docs/design.md has no row for key %q", k)
+		}
+	}
+}
+
+func TestLogKey(t *testing.T) {
+	for _, c := range []uint64{0, 1, 1 << 40, 1<<64 - 1} {
+		k := AppendLogKey(nil, c)
+		if got, ok := LogCommit(k); !ok || got != c {
+			t.Errorf("LogCommit(AppendLogKey(%d)) = %d, %v", c, got, ok)
+		}
+		if k[0] != TagMeta || len(k) != LogKeyLen {
+			t.Errorf("log key % x: want TagMeta first and length %d", k, LogKeyLen)
+		}
+	}
+	if bytes.Compare(AppendLogKey(nil, 255), AppendLogKey(nil, 256)) >= 0 {
+		t.Error("log keys do not sort in commit order")
+	}
+	for _, k := range [][]byte{nil, []byte(LogPrefix), []byte(SeqKey), append(AppendLogKey(nil, 1), 0)} {
+		if _, ok := LogCommit(k); ok {
+			t.Errorf("LogCommit(% x) accepted a key that is not a log key", k)
 		}
 	}
 }

@@ -158,6 +158,12 @@ type Plan struct {
 	fullFilter *Filter
 }
 
+// Match is the query's whole expression as a predicate on one record, the
+// part the ranges guarantee included (nil when the query has none): for
+// callers that test records that did not come from Ranges (the change
+// feed).
+func (p *Plan) Match() *Filter { return p.fullFilter }
+
 // Explain describes the plan for Query.explain.
 func (p *Plan) Explain() *pb.Plan {
 	out := &pb.Plan{Access: p.Access.String(), Ranges: uint64(len(p.Ranges))}

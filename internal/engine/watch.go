@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// watchProgressEvery is how long a watcher whose filter matches nothing
+// goes without a message while its position moves: it then gets a
+// progress-only message, so that it can resume from there.
+const watchProgressEvery = 2 * time.Second
+
+// watchRoundResponses bounds the responses sent from one log iterator: a
+// watcher far behind reads the log in rounds, each on a fresh iterator, so
+// a slow client never pins one storage version for long.
+const watchRoundResponses = 16
+
+// Watch streams the committed, durable changes of the requested record
+// types after the request's start, in commit order, until ctx ends; see
+// docs/watch.md. The first message is progress-only and names the start
+// position. send is called from Watch's goroutine only.
+func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*pb.WatchResponse) error) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	w, err := e.newWatch(req, send)
+	if err != nil {
+		return err
+	}
+	defer w.release()
+	if e.st.Shared() {
+		feed, ok := e.st.(store.Feed)
+		if !ok {
+			return apierror.New(codes.FailedPrecondition, "this store keeps no change feed: Watch is not available on it")
+		}
+		return w.runFeed(ctx, feed)
+	}
+	if !e.logOn {
+		return apierror.New(codes.FailedPrecondition,
+			"the server keeps no change log (watch retention is 0): start it with --watch-retention set to a duration, such as 24h, to watch changes")
+	}
+	return w.runLog(ctx)
+}
+
+// position is where a watcher stands: every change up to it has been
+// considered. part says the commit is considered up to change index only;
+// else the whole commit is.
+type position struct {
+	commit uint64
+	index  uint32
+	part   bool
+}
+
+func (p position) proto() *pb.Position {
+	pp := &pb.Position{Commit: p.commit}
+	if p.part {
+		i := p.index
+		pp.Index = &i
+	}
+	return pp
+}
+
+// watchType is one watched record type with its filter (nil: all).
+type watchType struct {
+	t      *recType
+	name   string
+	filter *query.Filter
+}
+
+// watch is one Watch call. It belongs to the call's goroutine.
+type watch struct {
+	e         *Engine
+	types     map[uint32]*watchType
+	start     *pb.WatchStart
+	old       bool
+	batchSize int
+	send      func(*pb.WatchResponse) error
+
+	pos      position
+	lastSent position // progress of the last message sent
+	sentAny  bool
+
+	// The response being built, with the result budget it holds and the
+	// buffer its bytes are copied into.
+	resp      *pb.WatchResponse
+	size      int
+	held      int64
+	buf       []byte
+	exhausted bool
+}
+
+// newWatch validates a request: its types, its filter and its batch size.
+func (e *Engine) newWatch(req *pb.WatchRequest, send func(*pb.WatchResponse) error) (*watch, error) {
+	if len(req.GetTypes()) == 0 {
+		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
+	}
+	if req.GetFilter() != "" && req.GetWhere() != nil {
+		return nil, filterError("watch has both filter and where: set one of them", nil)
+	}
+	w := &watch{e: e, types: map[uint32]*watchType{}, start: req.GetStart(), old: req.GetOldRecords(), send: send}
+	w.batchSize = int(req.GetBatchSize())
+	if w.batchSize <= 0 || w.batchSize > e.opts.MaxResultRecords*10 {
+		w.batchSize = e.opts.MaxResultRecords
+	}
+	seen := map[string]bool{}
+	for _, name := range req.GetTypes() {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		// The filter is compiled as a query on each type: the same
+		// errors as Query, and fields resolved in each type.
+		c, err := e.compile(&pb.Query{Type: name, Where: req.GetWhere(), Filter: req.GetFilter()})
+		if err != nil {
+			return nil, err
+		}
+		w.types[c.t.rt.ID] = &watchType{t: c.t, name: string(c.t.rt.Name), filter: c.plan.Match()}
+	}
+	return w, nil
+}
+
+// runLog serves the watch from the engine's change log.
+func (w *watch) runLog(ctx context.Context) error {
+	wm, _ := w.e.durable.load()
+	if err := w.startLog(wm); err != nil {
+		return err
+	}
+	if err := w.progress(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(watchProgressEvery)
+	defer tick.Stop()
+	for {
+		wm, moved := w.e.durable.load()
+		if w.pos.commit < wm || (w.pos.part && w.pos.commit <= wm) {
+			if err := w.round(ctx, wm); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-moved:
+		case <-tick.C:
+			if w.pos != w.lastSent {
+				if err := w.progress(); err != nil {
+					return err
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.e.bgCtx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// startLog sets the position the request's start names, checking that the
+// log holds what follows it; wm is the durable watermark.
+func (w *watch) startLog(wm uint64) error {
+	switch s := w.start.GetStart().(type) {
+	case nil, *pb.WatchStart_Now:
+		w.pos = position{commit: wm}
+		return nil
+	case *pb.WatchStart_Oldest:
+		first, ok, err := w.e.firstLogCommit()
+		if err != nil {
+			return err
+		}
+		w.pos = position{commit: wm}
+		if ok {
+			w.pos.commit = first - 1
+		}
+		return nil
+	case *pb.WatchStart_After:
+		p := s.After
+		if p == nil {
+			return &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after holds no position", Field: "start.after"}
+		}
+		w.pos = position{commit: p.GetCommit()}
+		if p.Index != nil {
+			if p.GetCommit() == 0 {
+				return &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after has a change index but no commit", Field: "start.after.commit"}
+			}
+			w.pos.index, w.pos.part = p.GetIndex(), true
+		}
+		if w.pos.commit > wm {
+			return w.e.outOfRange("position "+formatPos(w.pos)+" is past the last durable commit "+u64(wm)+
+				": it is not from this database's history (a restored backup, or another server)", wm)
+		}
+		return w.checkHeld(wm)
+	}
+	return &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown start", Field: "start"}
+}
+
+// checkHeld checks that the log holds the commit after the position (the
+// position's own commit when only part of it is considered).
+func (w *watch) checkHeld(wm uint64) error {
+	from := w.pos.commit + 1
+	if w.pos.part {
+		from = w.pos.commit
+	}
+	if from > wm {
+		return nil
+	}
+	first, ok, err := w.e.firstLogCommit()
+	if err != nil {
+		return err
+	}
+	if ok && first <= from {
+		return nil
+	}
+	return w.e.logGap(formatPos(w.pos), wm)
+}
+
+// firstLogCommit returns the oldest commit the log holds.
+func (e *Engine) firstLogCommit() (uint64, bool, error) {
+	it, err := e.st.NewIterator(logStart, logEnd)
+	if err != nil {
+		return 0, false, storeError(err)
+	}
+	defer it.Close()
+	if !it.First() {
+		return 0, false, storeError(it.Error())
+	}
+	c, ok := logCommit(it.Key())
+	return c, ok, nil
+}
+
+// logGap is the OUT_OF_RANGE of a position whose next changes the log no
+// longer holds (trimmed, or written while the log was off).
+func (e *Engine) logGap(pos string, wm uint64) error {
+	oldest := wm
+	if first, ok, err := e.firstLogCommit(); err != nil {
+		return err
+	} else if ok {
+		oldest = first - 1
+	}
+	return e.outOfRange("the change log no longer holds the changes after position "+pos+
+		" (trimmed by the retention, or written while the log was off)", oldest)
+}
+
+// outOfRange builds the OUT_OF_RANGE of a start the log cannot serve,
+// naming the oldest position it can, in the message and as a Position
+// detail.
+func (e *Engine) outOfRange(msg string, oldest uint64) error {
+	return &apierror.Error{
+		Code:    codes.OutOfRange,
+		Msg:     msg + "; the oldest position available is commit " + u64(oldest) + " (start after it, or at oldest)",
+		Field:   "start",
+		Details: []protoadapt.MessageV1{protoadapt.MessageV1Of(&pb.Position{Commit: oldest})},
+	}
+}
+
+// round reads the log after the position up to wm on one iterator and
+// sends what matches, for at most watchRoundResponses responses.
+func (w *watch) round(ctx context.Context, wm uint64) error {
+	from := w.pos.commit + 1
+	if w.pos.part {
+		from = w.pos.commit
+	}
+	it, err := w.e.st.NewIterator(logKey(from), logKey(wm+1))
+	if err != nil {
+		return storeError(err)
+	}
+	defer it.Close()
+	expect := from
+	sent := 0
+	for ok := it.First(); ok && sent < watchRoundResponses; ok = it.Next() {
+		c, _ := logCommit(it.Key())
+		if c != expect {
+			return w.e.logGap(formatPos(w.pos), wm)
+		}
+		le, err := parseLogEntry(it.Value())
+		if err != nil {
+			return w.corrupt(c, err)
+		}
+		n, err := w.entry(ctx, c, &le)
+		if err != nil {
+			return err
+		}
+		sent += n
+		w.pos = position{commit: c}
+		expect = c + 1
+	}
+	if err := it.Error(); err != nil {
+		return storeError(err)
+	}
+	if expect == from {
+		return w.e.logGap(formatPos(w.pos), wm)
+	}
+	return w.flush()
+}
+
+func (w *watch) corrupt(c uint64, err error) error {
+	return &apierror.Error{Code: codes.Internal, Msg: "change log entry of commit " + u64(c) + ": " + err.Error(), Err: err}
+}
+
+// entry considers the changes of commit c after the position and returns
+// how many responses it sent.
+func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) {
+	sent := 0
+	for {
+		ch, ok, err := le.next()
+		if err != nil {
+			return sent, w.corrupt(c, err)
+		}
+		if !ok {
+			return sent, nil
+		}
+		if w.pos.part && c == w.pos.commit && ch.index <= w.pos.index {
+			continue
+		}
+		w.pos = position{commit: c, index: ch.index, part: true}
+		full, err := w.consider(ctx, c, ch.index, ch.op, ch.typeID, ch.rec, ch.old)
+		if err != nil {
+			return sent, err
+		}
+		if full {
+			if err := w.flush(); err != nil {
+				return sent, err
+			}
+			sent++
+		}
+	}
+}
+
+// consider adds one change to the response when its type is watched and
+// it matches the filter; full says the response is due to be sent. rec
+// and old are copied.
+func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, typeID uint32, rec, old []byte) (full bool, err error) {
+	wt := w.types[typeID]
+	if wt == nil {
+		return false, nil
+	}
+	match := rec
+	if op == changeRemove {
+		match = old
+	}
+	if ok, err := wt.filter.Match(match); err != nil {
+		return false, &apierror.Error{Code: codes.Internal, Msg: "changed record of " + wt.name + " unreadable: " + err.Error(), Err: err}
+	} else if !ok {
+		return false, nil
+	}
+	if w.resp == nil {
+		want := min(int64(w.e.opts.MaxResultBytes), w.e.opts.MaxResultBufferBytes)
+		if err := w.e.acquireResult(ctx, want, &w.exhausted); err != nil {
+			return false, err
+		}
+		w.held = want
+		w.resp = &pb.WatchResponse{Changes: make([]*pb.Change, 0, min(w.batchSize, 64))}
+	}
+	i := index
+	ch := &pb.Change{
+		Op:       pb.ChangeOp(op),
+		Type:     wt.name,
+		Position: &pb.Position{Commit: c, Index: &i},
+	}
+	start := len(w.buf)
+	w.buf = record.AppendFields(w.buf, match, wt.t.pkNums)
+	ch.Key = &anypb.Any{TypeUrl: wt.t.url, Value: w.buf[start:len(w.buf):len(w.buf)]}
+	w.size += len(w.buf) - start
+	if op != changeRemove {
+		ch.Record = &anypb.Any{TypeUrl: wt.t.url, Value: w.keep(rec)}
+		w.size += len(rec)
+	}
+	if w.old && op != changeInsert {
+		ch.OldRecord = &anypb.Any{TypeUrl: wt.t.url, Value: w.keep(old)}
+		w.size += len(old)
+	}
+	w.resp.Changes = append(w.resp.Changes, ch)
+	return len(w.resp.Changes) >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
+}
+
+// keep copies b into the response's buffer: chunks that are never
+// written again once handed out, one allocation per chunk.
+func (w *watch) keep(b []byte) []byte {
+	if cap(w.buf)-len(w.buf) < len(b) {
+		w.buf = make([]byte, 0, max(len(b), 32<<10))
+	}
+	s := len(w.buf)
+	w.buf = append(w.buf, b...)
+	return w.buf[s:len(w.buf):len(w.buf)]
+}
+
+// flush sends the response being built, if any, with the position as its
+// progress.
+func (w *watch) flush() error {
+	if w.resp == nil {
+		return nil
+	}
+	resp := w.resp
+	resp.Progress = w.pos.proto()
+	w.resp, w.size, w.buf = nil, 0, nil
+	err := w.send(resp)
+	w.release()
+	w.lastSent, w.sentAny = w.pos, true
+	return err
+}
+
+// progress sends a progress-only message.
+func (w *watch) progress() error {
+	w.lastSent, w.sentAny = w.pos, true
+	return w.send(&pb.WatchResponse{Progress: w.pos.proto()})
+}
+
+// release gives back the result budget an unsent response holds.
+func (w *watch) release() {
+	w.e.results.Release(w.held)
+	w.held = 0
+}
+
+func formatPos(p position) string {
+	s := "{commit " + u64(p.commit)
+	if p.part {
+		s += ", index " + strconv.FormatUint(uint64(p.index), 10)
+	}
+	return s + "}"
+}
+
+func u64(n uint64) string { return strconv.FormatUint(n, 10) }

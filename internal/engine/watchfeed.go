@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// Watch on a Shared store (etcd) reads the store's own feed: positions are
+// the store's revisions (what write acknowledgements return there), the
+// changes of a revision are its record-key events in the order the batch
+// wrote them, and retention is the store's compaction.
+
+var recordSpace = []byte{keyspace.TagRecord}
+
+// runFeed serves the watch from feed.
+func (w *watch) runFeed(ctx context.Context, feed store.Feed) error {
+	after, err := w.startFeed(ctx, feed)
+	if err != nil {
+		return err
+	}
+	if err := w.progress(); err != nil {
+		return err
+	}
+	last := time.Now()
+	err = feed.Changes(ctx, recordSpace, after, func(rev int64, evs []store.Event) error {
+		c := uint64(rev)
+		for i, ev := range evs {
+			idx := uint32(i)
+			if w.pos.part && c == w.pos.commit && idx <= w.pos.index {
+				continue
+			}
+			w.pos = position{commit: c, index: idx, part: true}
+			if len(ev.Key) < keyspace.PrefixLen {
+				continue
+			}
+			op := changeUpdate
+			switch {
+			case ev.Delete:
+				op = changeRemove
+			case ev.Prev == nil:
+				op = changeInsert
+			}
+			typeID := binary.BigEndian.Uint32(ev.Key[1:keyspace.PrefixLen])
+			full, err := w.consider(ctx, c, idx, op, typeID, ev.Value, ev.Prev)
+			if err != nil {
+				return err
+			}
+			if full {
+				if err := w.flush(); err != nil {
+					return err
+				}
+				last = time.Now()
+			}
+		}
+		w.pos = position{commit: c}
+		if w.resp != nil {
+			last = time.Now()
+			return w.flush()
+		}
+		if time.Since(last) >= watchProgressEvery {
+			last = time.Now()
+			return w.progress()
+		}
+		return nil
+	})
+	var ce *store.CompactedError
+	if errors.As(err, &ce) {
+		return w.e.outOfRange("the store no longer keeps the revisions after position "+formatPos(w.pos)+" (compacted)", uint64(max(ce.Oldest-1, 0)))
+	}
+	return storeError(err)
+}
+
+// startFeed sets the position the request's start names and returns the
+// revision to read the feed after.
+func (w *watch) startFeed(ctx context.Context, feed store.Feed) (int64, error) {
+	cur, err := feed.Revision(ctx)
+	if err != nil {
+		return 0, storeError(err)
+	}
+	switch s := w.start.GetStart().(type) {
+	case nil, *pb.WatchStart_Now:
+		w.pos = position{commit: uint64(cur)}
+		return cur, nil
+	case *pb.WatchStart_Oldest:
+		// Ask for everything: a store that compacted names its oldest
+		// revision at once; one that did not either calls fn (its first
+		// change) or waits for changes.
+		probe, cancel := context.WithTimeout(ctx, oldestProbe)
+		err := feed.Changes(probe, recordSpace, 0, func(int64, []store.Event) error { return errStopFeed })
+		cancel()
+		var ce *store.CompactedError
+		switch {
+		case errors.As(err, &ce):
+			w.pos = position{commit: uint64(max(ce.Oldest-1, 0))}
+		case err == nil, errors.Is(err, errStopFeed), ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			w.pos = position{}
+		default:
+			return 0, storeError(err)
+		}
+		return int64(w.pos.commit), nil
+	case *pb.WatchStart_After:
+		p := s.After
+		if p == nil {
+			return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after holds no position", Field: "start.after"}
+		}
+		w.pos = position{commit: p.GetCommit()}
+		if p.Index != nil {
+			if p.GetCommit() == 0 {
+				return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after has a change index but no commit", Field: "start.after.commit"}
+			}
+			w.pos.index, w.pos.part = p.GetIndex(), true
+		}
+		if w.pos.commit > uint64(cur) {
+			return 0, w.e.outOfRange("position "+formatPos(w.pos)+" is past the store's current revision "+u64(uint64(cur))+
+				": it is not from this store's history", uint64(cur))
+		}
+		if w.pos.part {
+			return int64(w.pos.commit) - 1, nil
+		}
+		return int64(w.pos.commit), nil
+	}
+	return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown start", Field: "start"}
+}
+
+// oldestProbe bounds the wait for a store to say which revisions it
+// still keeps.
+const oldestProbe = 2 * time.Second
+
+// errStopFeed ends a feed read early.
+var errStopFeed = errors.New("engine: stop reading the feed")
+
+// logKey is a change-log key; logCommit its commit.
+func logKey(c uint64) []byte { return keyspace.AppendLogKey(nil, c) }
+
+func logCommit(k []byte) (uint64, bool) { return keyspace.LogCommit(k) }

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// The change log (Pebble, or any store that is not Shared). Every write
+// batch that commits a sequence number also writes one log entry under
+// keyspace.LogPrefix, in the same storage batch, so a batch and its
+// changes become visible and durable together. Watch reads the log; it
+// never sees a fan-out of batches in memory.
+//
+// Entry value (logVersion 1):
+//
+//	version(1) | unix time ns (8 BE) | log bytes written before it (8 BE) |
+//	per change: op(1) | type id (uvarint) | new record (uvarint length, bytes) |
+//	            old record (uvarint length, bytes)
+//
+// op is what happened to the key (changeInsert, changeUpdate, changeRemove):
+// an upsert is logged as the insert or update it turned out to be. A
+// remove has no new record, an insert no old one. The primary key is not
+// stored: the record (the old one for a remove) holds it.
+//
+// Invariant: the log holds one contiguous run of commits ending at the
+// last commit (or nothing). Open drops entries left before a gap (the log
+// was off for a while), and trimming deletes a prefix.
+
+const (
+	logVersion    = 1
+	logHeaderSize = 1 + 8 + 8
+)
+
+// The change ops of the log; their values are the API's ChangeOp numbers.
+const (
+	changeInsert byte = 1
+	changeUpdate byte = 2
+	changeRemove byte = 3
+)
+
+// errLogEntry reports an entry this version cannot read.
+var errLogEntry = errors.New("change log entry is malformed")
+
+// logEntry reads the changes of one entry, in order.
+type logEntry struct {
+	at    int64  // unix ns of the commit
+	cum   uint64 // log bytes written before the entry
+	rest  []byte
+	index uint32 // of the next change
+}
+
+func parseLogEntry(v []byte) (logEntry, error) {
+	if len(v) < logHeaderSize || v[0] != logVersion {
+		return logEntry{}, errLogEntry
+	}
+	return logEntry{
+		at:   int64(binary.BigEndian.Uint64(v[1:9])),
+		cum:  binary.BigEndian.Uint64(v[9:17]),
+		rest: v[logHeaderSize:],
+	}, nil
+}
+
+// logChange is one change of an entry; its slices alias the entry.
+type logChange struct {
+	op       byte
+	typeID   uint32
+	rec, old []byte
+	index    uint32
+}
+
+// next returns the next change; ok is false at the end.
+func (le *logEntry) next() (c logChange, ok bool, err error) {
+	if len(le.rest) == 0 {
+		return c, false, nil
+	}
+	b := le.rest
+	c.op, b = b[0], b[1:]
+	id, n := protowire.ConsumeVarint(b)
+	if n < 0 || id > 1<<32-1 || c.op < changeInsert || c.op > changeRemove {
+		return c, false, errLogEntry
+	}
+	c.typeID, b = uint32(id), b[n:]
+	if c.rec, n = protowire.ConsumeBytes(b); n < 0 {
+		return c, false, errLogEntry
+	}
+	b = b[n:]
+	if c.old, n = protowire.ConsumeBytes(b); n < 0 {
+		return c, false, errLogEntry
+	}
+	le.rest = b[n:]
+	c.index = le.index
+	le.index++
+	return c, true, nil
+}
+
+// appendLogHeader starts an entry; the writer fills time and size later.
+func appendLogHeader(dst []byte) []byte {
+	var h [logHeaderSize]byte
+	h[0] = logVersion
+	return append(dst, h[:]...)
+}
+
+func appendLogChange(dst []byte, op byte, typeID uint32, rec, old []byte) []byte {
+	dst = append(dst, op)
+	dst = protowire.AppendVarint(dst, uint64(typeID))
+	dst = protowire.AppendBytes(dst, rec)
+	return protowire.AppendBytes(dst, old)
+}
+
+// watermark is the last commit known durable, with a broadcast to the
+// watchers waiting for it to move: ch is closed and replaced on every
+// advance. mu guards ch and serializes advances; n is read without it.
+type watermark struct {
+	n  atomic.Uint64
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newWatermark(n uint64) *watermark {
+	w := &watermark{ch: make(chan struct{})}
+	w.n.Store(n)
+	return w
+}
+
+// advance raises the watermark to n (never lowers it) and wakes watchers.
+func (w *watermark) advance(n uint64) {
+	if n <= w.n.Load() {
+		return
+	}
+	w.mu.Lock()
+	if n > w.n.Load() {
+		w.n.Store(n)
+		close(w.ch)
+		w.ch = make(chan struct{})
+	}
+	w.mu.Unlock()
+}
+
+// load returns the watermark and a channel closed when it next moves.
+func (w *watermark) load() (uint64, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n.Load(), w.ch
+}
+
+var (
+	logStart = []byte(keyspace.LogPrefix)
+	logEnd   = keyspace.PrefixEnd([]byte(keyspace.LogPrefix))
+)
+
+// openLog makes the log one contiguous run ending at the last commit, as
+// the invariant says: with the log off every entry goes, and with it on
+// the entries go when the last one is not the last commit (the log was off
+// for a while, so they end before a gap). It sets logBytes from the last
+// entry kept. Called by Open, before any writer.
+func (e *Engine) openLog() error {
+	it, err := e.st.NewIterator(logStart, logEnd)
+	if err != nil {
+		return fmt.Errorf("open change log: %w", err)
+	}
+	var last uint64
+	var total uint64
+	found := it.Last()
+	if found {
+		last, _ = keyspace.LogCommit(it.Key())
+		if le, perr := parseLogEntry(it.Value()); perr == nil {
+			total = le.cum + uint64(len(it.Key())+len(it.Value()))
+		}
+	}
+	err = it.Error()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("open change log: %w", err)
+	}
+	if !found {
+		return nil
+	}
+	if e.logOn && last == e.seq {
+		e.logBytes = total
+		return nil
+	}
+	b := e.st.NewWriteBatch()
+	defer b.Close()
+	b.DeleteRange(logStart, logEnd)
+	if err := e.st.ApplyBatch(b); err != nil {
+		return fmt.Errorf("drop change log: %w", err)
+	}
+	return b.Wait()
+}
+
+// logChange appends the change that record p made to the batch's log
+// entry: old is the record it replaced or removed (found), as the batch
+// left it.
+func (w *Writer) logChange(op Op, p *prep, old []byte, found bool) {
+	c := changeInsert
+	switch {
+	case op == OpRemove:
+		w.logBuf = appendLogChange(w.logBuf, changeRemove, p.t.rt.ID, nil, old)
+		return
+	case found:
+		c = changeUpdate
+	default:
+		old = nil
+	}
+	w.logBuf = appendLogChange(w.logBuf, c, p.t.rt.ID, p.val, old)
+}
+
+// putLog completes the batch's entry and adds it to b, under writeMu,
+// once the batch's commit sequence is known.
+func (w *Writer) putLog(b store.WriteBatch, seq uint64) {
+	e := w.e
+	binary.BigEndian.PutUint64(w.logBuf[1:9], uint64(time.Now().UnixNano()))
+	binary.BigEndian.PutUint64(w.logBuf[9:17], e.logBytes)
+	w.logKey = keyspace.AppendLogKey(w.logKey[:0], seq)
+	b.Set(w.logKey, w.logBuf)
+}
+
+// trimLoop trims the log every interval until Close.
+func (e *Engine) trimLoop(interval time.Duration) {
+	defer e.bg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.bgCtx.Done():
+			return
+		case <-t.C:
+			if err := e.TrimLog(time.Now()); err != nil {
+				e.log.Warn("change log trim failed", "err", err)
+			}
+		}
+	}
+}
+
+// TrimLog deletes the log entries older than the retention time at now or
+// beyond the retention bytes, with one DeleteRange. The trimming goroutine
+// calls it; tests call it to trim at a time of their choosing.
+func (e *Engine) TrimLog(now time.Time) error {
+	if !e.logOn {
+		return nil
+	}
+	it, err := e.st.NewIterator(logStart, logEnd)
+	if err != nil {
+		return fmt.Errorf("trim change log: %w", err)
+	}
+	cut, err := e.trimPoint(it, now)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || cut == nil {
+		return err
+	}
+	b := e.st.NewWriteBatch()
+	defer b.Close()
+	b.DeleteRange(logStart, cut)
+	if err := e.st.ApplyBatch(b); err != nil {
+		return fmt.Errorf("trim change log: %w", err)
+	}
+	return nil
+}
+
+// trimPoint returns the key of the first entry to keep (logEnd when none
+// is), or nil when nothing is to be trimmed.
+func (e *Engine) trimPoint(it store.Iterator, now time.Time) ([]byte, error) {
+	if !it.Last() {
+		return nil, it.Error()
+	}
+	le, err := parseLogEntry(it.Value())
+	if err != nil {
+		return nil, err
+	}
+	total := le.cum + uint64(len(it.Key())+len(it.Value()))
+	oldest := now.Add(-e.opts.WatchRetention).UnixNano()
+	var lowCum uint64
+	if rb := uint64(e.opts.WatchRetentionBytes); rb > 0 && total > rb {
+		lowCum = total - rb
+	}
+	first := true
+	for ok := it.First(); ok; ok = it.Next() {
+		le, err := parseLogEntry(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		if le.at >= oldest && le.cum >= lowCum {
+			if first {
+				return nil, nil
+			}
+			return append([]byte(nil), it.Key()...), nil
+		}
+		first = false
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	return logEnd, nil
+}

@@ -1,0 +1,227 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// watchStream is an open Watch call and the position of the last message
+// it received.
+type watchStream struct {
+	t      *testing.T
+	st     grpc.ServerStreamingClient[pb.WatchResponse]
+	cancel context.CancelFunc
+	last   *pb.Position
+}
+
+func (ts *testServer) watch(req *pb.WatchRequest) *watchStream {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	st, err := ts.c.API().Watch(ctx, req)
+	if err != nil {
+		cancel()
+		ts.t.Fatalf("watch: %v", err)
+	}
+	ws := &watchStream{t: ts.t, st: st, cancel: cancel}
+	ts.t.Cleanup(cancel)
+	return ws
+}
+
+// next receives changes until it has n of them (progress-only messages
+// are noted and skipped).
+func (ws *watchStream) next(n int) []*pb.Change {
+	ws.t.Helper()
+	var out []*pb.Change
+	for len(out) < n {
+		resp, err := ws.st.Recv()
+		if err != nil {
+			ws.t.Fatalf("watch recv after %d of %d changes: %v", len(out), n, err)
+		}
+		if resp.Progress == nil {
+			ws.t.Fatalf("watch response without progress")
+		}
+		ws.last = resp.Progress
+		out = append(out, resp.Changes...)
+	}
+	if len(out) > n {
+		ws.t.Fatalf("got %d changes, want %d", len(out), n)
+	}
+	return out
+}
+
+// first receives the first message: progress-only, naming the start.
+func (ws *watchStream) first() *pb.Position {
+	ws.t.Helper()
+	resp, err := ws.st.Recv()
+	if err != nil {
+		ws.t.Fatalf("watch first message: %v", err)
+	}
+	if len(resp.Changes) != 0 || resp.Progress == nil {
+		ws.t.Fatalf("first watch message = %v, want progress only", resp)
+	}
+	ws.last = resp.Progress
+	return resp.Progress
+}
+
+// watchErr returns the status a Watch call ends with.
+func (ts *testServer) watchErr(req *pb.WatchRequest) *status.Status {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := ts.c.API().Watch(ctx, req)
+	if err != nil {
+		return status.Convert(err)
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			return status.Convert(err)
+		}
+	}
+}
+
+func after(commit uint64) *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_After{After: &pb.Position{Commit: commit}}}
+}
+
+func afterIndex(commit uint64, index uint32) *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_After{After: &pb.Position{Commit: commit, Index: proto.Uint32(index)}}}
+}
+
+func checkChange(t *testing.T, c *pb.Change, op pb.ChangeOp, typ string, rec, old *anypb.Any) {
+	t.Helper()
+	if c.Op != op || c.Type != typ {
+		t.Fatalf("change = %v %s, want %v %s", c.Op, c.Type, op, typ)
+	}
+	if !proto.Equal(c.Record, rec) {
+		t.Fatalf("%v record = %v, want %v", op, c.Record, rec)
+	}
+	if !proto.Equal(c.OldRecord, old) {
+		t.Fatalf("%v old record = %v, want %v", op, c.OldRecord, old)
+	}
+	if c.Key == nil || c.Key.TypeUrl != "type.googleapis.com/"+typ {
+		t.Fatalf("%v key = %v", op, c.Key)
+	}
+}
+
+// TestWatchOps checks each write operation's change, in commit order,
+// with positions that resume exactly after a change or a commit.
+func TestWatchOps(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, OldRecords: true})
+	start := ws.first()
+
+	u1 := ts.rec("shop.User", `{"id": 1, "name": "ann", "email": "a@x"}`)
+	u2 := ts.rec("shop.User", `{"id": 2, "name": "bob", "email": "b@x"}`)
+	u1b := ts.rec("shop.User", `{"id": 1, "name": "ann2", "email": "a@x"}`)
+	u3 := ts.rec("shop.User", `{"id": 3, "name": "cy", "email": "c@x"}`)
+	u3b := ts.rec("shop.User", `{"id": 3, "name": "cy2", "email": "c@x"}`)
+	o1 := ts.rec("shop.Order", `{"user_id": 1, "id": 9}`)
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{u1, u2, o1})
+	ts.mustWrite(pb.WriteOp_WRITE_OP_UPDATE, []*anypb.Any{u1b})
+	ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{u3, u3b})
+	ts.mustWrite(pb.WriteOp_WRITE_OP_REMOVE, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "2@x"}`)})
+
+	got := ws.next(6)
+	checkChange(t, got[0], pb.ChangeOp_CHANGE_OP_INSERT, "shop.User", u1, nil)
+	checkChange(t, got[1], pb.ChangeOp_CHANGE_OP_INSERT, "shop.User", u2, nil)
+	checkChange(t, got[2], pb.ChangeOp_CHANGE_OP_UPDATE, "shop.User", u1b, u1)
+	checkChange(t, got[3], pb.ChangeOp_CHANGE_OP_INSERT, "shop.User", u3, nil)
+	checkChange(t, got[4], pb.ChangeOp_CHANGE_OP_UPDATE, "shop.User", u3b, u3)
+	checkChange(t, got[5], pb.ChangeOp_CHANGE_OP_REMOVE, "shop.User", nil, u2)
+	wantPos := [][2]uint64{{start.Commit + 1, 0}, {start.Commit + 1, 1}, {start.Commit + 2, 0}, {start.Commit + 3, 0}, {start.Commit + 3, 1}, {start.Commit + 4, 0}}
+	for i, c := range got {
+		if c.Position.GetCommit() != wantPos[i][0] || c.Position.Index == nil || uint64(c.Position.GetIndex()) != wantPos[i][1] {
+			t.Errorf("change %d position = %v, want %v", i, c.Position, wantPos[i])
+		}
+	}
+	if !proto.Equal(got[5].Key, ts.rec("shop.User", `{"id": 2}`)) {
+		t.Errorf("remove key = %v, want the primary key fields only", got[5].Key)
+	}
+	if ws.last.GetCommit() != start.Commit+4 || ws.last.Index != nil {
+		t.Errorf("last progress = %v, want after commit %d", ws.last, start.Commit+4)
+	}
+
+	// Resuming after a change gets the rest of its commit; after a commit,
+	// the next commit. Without old_records, no old record.
+	r := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: afterIndex(start.Commit+3, 0)})
+	r.first()
+	got = r.next(2)
+	checkChange(t, got[0], pb.ChangeOp_CHANGE_OP_UPDATE, "shop.User", u3b, nil)
+	checkChange(t, got[1], pb.ChangeOp_CHANGE_OP_REMOVE, "shop.User", nil, nil)
+	r = ts.watch(&pb.WatchRequest{Types: []string{"shop.Order", "shop.User"}, Start: after(start.Commit)})
+	r.first()
+	got = r.next(7)
+	checkChange(t, got[2], pb.ChangeOp_CHANGE_OP_INSERT, "shop.Order", o1, nil)
+
+	// A filter sees only matching records (for a remove, the old one).
+	r = ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Filter: `name = "bob" OR id = 3`, Start: &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}})
+	r.first()
+	got = r.next(4)
+	for i, want := range []pb.ChangeOp{pb.ChangeOp_CHANGE_OP_INSERT, pb.ChangeOp_CHANGE_OP_INSERT, pb.ChangeOp_CHANGE_OP_UPDATE, pb.ChangeOp_CHANGE_OP_REMOVE} {
+		if got[i].Op != want {
+			t.Errorf("filtered change %d = %v, want %v", i, got[i].Op, want)
+		}
+	}
+}
+
+// TestWatchAcrossRestart checks that positions survive a restart and that
+// a start the log cannot serve is OUT_OF_RANGE naming the oldest.
+func TestWatchAcrossRestart(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}})
+	start := ws.first()
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "1@x"}`)})
+	ws.next(1)
+	ws.cancel()
+	ts = ts.restart()
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "2@x"}`)})
+	r := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: ws.last}}})
+	r.first()
+	if got := r.next(1); got[0].Position.GetCommit() != start.Commit+2 {
+		t.Errorf("after restart: change at %v, want commit %d", got[0].Position, start.Commit+2)
+	}
+	if st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}, Start: after(start.Commit + 100)}); st.Code() != codes.OutOfRange {
+		t.Errorf("start in the future: %v, want OUT_OF_RANGE", st)
+	}
+
+	// With the log off for a while, positions before the gap are gone.
+	ts.cfg.WatchRetention = -1
+	ts = ts.restart()
+	if st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}}); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "--watch-retention") {
+		t.Errorf("log off: %v, want FAILED_PRECONDITION naming --watch-retention", st)
+	}
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "3@x"}`)})
+	ts.cfg.WatchRetention = 0
+	ts = ts.restart()
+	st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}, Start: after(start.Commit)})
+	if want := fmt.Sprintf("oldest position available is commit %d ", start.Commit+3); st.Code() != codes.OutOfRange || !strings.Contains(st.Message(), want) {
+		t.Errorf("start before a gap: %v, want OUT_OF_RANGE with %q", st, want)
+	}
+	var named *pb.Position
+	for _, d := range st.Details() {
+		if p, ok := d.(*pb.Position); ok {
+			named = p
+		}
+	}
+	if named.GetCommit() != start.Commit+3 {
+		t.Errorf("OUT_OF_RANGE detail = %v, want commit %d", named, start.Commit+3)
+	}
+	r = ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}})
+	if p := r.first(); p.GetCommit() != start.Commit+3 {
+		t.Errorf("oldest = %v, want commit %d", p, start.Commit+3)
+	}
+}
