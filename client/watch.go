@@ -62,6 +62,7 @@ func StartAfterCommit(commit uint64) *pb.WatchStart {
 // Watcher iterates over the changes a Watch streams, in commit order:
 //
 //	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}})
+//	if err != nil { ... }
 //	for w.Next() { use(w.Change()) }
 //	if err := w.Err(); err != nil { ... } // then resume: client.StartAfter(w.Position())
 //
@@ -76,16 +77,17 @@ type Watcher struct {
 	cur []*pb.Change
 	ch  *pb.Change
 	// pos is the resume point once cur is read: the last change's
-	// position of the latest message, or its progress mark when later;
-	// nil before the first message.
+	// position of the latest message, or its progress mark when later.
 	pos *pb.Position
 	err error
 }
 
-// Watch starts streaming the committed changes to records of
-// opts.Types. It returns an error only for options that no server would
-// accept; the server's own refusals (an unknown type, a start older than
-// the changes it keeps: OUT_OF_RANGE) end the first Next, with Err.
+// Watch starts streaming the committed changes to records of opts.Types.
+// It returns once the server has begun the watch, with its first message
+// (which names the start: Position): a refusal (an unknown type, a bad
+// filter, a start older than the changes the server keeps: OUT_OF_RANGE)
+// is Watch's error, and with StartNow every change committed after Watch
+// returned is sent.
 func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error) {
 	if len(opts.Types) == 0 {
 		return nil, errors.New("watch: WatchOptions.Types names no record type")
@@ -107,7 +109,14 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		cancel()
 		return nil, fmt.Errorf("watch: %w", asError(err))
 	}
-	return &Watcher{stream: st, cancel: cancel}, nil
+	w := &Watcher{stream: st, cancel: cancel}
+	resp, err := st.Recv()
+	if err != nil {
+		w.end(err)
+		return nil, fmt.Errorf("watch: %w", w.err)
+	}
+	w.take(resp)
+	return w, nil
 }
 
 // Next waits for the next change and reports whether there is one.
@@ -121,18 +130,23 @@ func (w *Watcher) Next() bool {
 			w.end(err)
 			return false
 		}
-		w.cur = resp.GetChanges()
-		if len(w.cur) > 0 {
-			w.pos = w.cur[len(w.cur)-1].GetPosition()
-		}
-		// Progress covers this message's changes and moves the resume
-		// point past changes filtered out after them.
-		if p := resp.GetProgress(); p != nil && !positionBefore(p, w.pos) {
-			w.pos = p
-		}
+		w.take(resp)
 	}
 	w.ch, w.cur = w.cur[0], w.cur[1:]
 	return true
+}
+
+// take makes resp's changes the ones Next returns next.
+func (w *Watcher) take(resp *pb.WatchResponse) {
+	w.cur = resp.GetChanges()
+	if len(w.cur) > 0 {
+		w.pos = w.cur[len(w.cur)-1].GetPosition()
+	}
+	// Progress covers this message's changes and moves the resume point
+	// past changes filtered out after them.
+	if p := resp.GetProgress(); p != nil && !positionBefore(p, w.pos) {
+		w.pos = p
+	}
 }
 
 // end records why the stream ended; a watch closed by Close or by its
@@ -159,7 +173,7 @@ func (w *Watcher) Change() *pb.Change { return w.ch }
 // that Next has not yet returned, once: the position of the change Next
 // returned last, or, once every change of its message was read, the
 // server's progress mark past it (the changes it filtered out since were
-// considered). It is nil before the first message.
+// considered). Before the first change it is the start the server named.
 func (w *Watcher) Position() *pb.Position {
 	if len(w.cur) > 0 {
 		return w.ch.GetPosition()
