@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -176,12 +177,16 @@ func (a *app) watch(ctx context.Context, o *watchFlags) error {
 	}
 }
 
-// watchError is callError, with the way out of an OUT_OF_RANGE start.
+// watchError is callError for the stream's status, with the way out of an
+// OUT_OF_RANGE start.
 func watchError(addr string, err error) error {
-	err = callError("watch", addr, err)
-	var ce *client.Error
-	if errors.As(err, &ce) && ce.Status.Code() == codes.OutOfRange {
-		return fmt.Errorf("%w\n(the server no longer keeps changes that old: start --from oldest, or from a later position)", err)
+	st, ok := status.FromError(err)
+	if !ok {
+		return callError("watch", addr, err)
+	}
+	err = callError("watch", addr, &client.Error{Status: st})
+	if st.Code() == codes.OutOfRange {
+		return fmt.Errorf("%w\n(start --from oldest, or from a position the server keeps)", err)
 	}
 	return err
 }
@@ -258,7 +263,7 @@ func (cp *changePrinter) print(w io.Writer, ch *pb.Change) error {
 		if err != nil {
 			return fmt.Errorf("change at %s: %s: %w", client.FormatPosition(ch.GetPosition()), r.name, err)
 		}
-		fmt.Fprintf(&b, `,%q:%s`, r.name, js)
+		fmt.Fprintf(&b, `,%q:%s`, r.name, compact(js))
 	}
 	b.WriteString("}\n")
 	_, err = io.WriteString(w, b.String())
@@ -292,6 +297,16 @@ func (wt *watchedType) key(a *anypb.Any) ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// compact removes the spaces protojson puts at random into its output, so
+// that equal records print as equal lines.
+func compact(js []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, js); err != nil {
+		return js
+	}
+	return b.Bytes()
 }
 
 func opName(op pb.ChangeOp) string {
