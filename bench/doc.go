@@ -1,7 +1,7 @@
 // Package bench is the Protobase lab's harness and kit: what the
 // experiments behind `protobase bench` share. Each experiment is a package
 // of its own below bench/ (batching, patterns, ingest, transports, layout,
-// fetch) that registers itself when imported; bench/experiments imports
+// fetch, watch) that registers itself when imported; bench/experiments imports
 // them all, and cmd/protobase imports that (see docs/benchmarks.md).
 //
 // The harness runs an experiment against a real server over loopback TCP

@@ -13,9 +13,12 @@ import (
 // connections and handlers. Zero fields take the defaults.
 //
 // No fixed total read or write timeout applies: NDJSON write and search
-// streams may rightly run for hours. Instead a request body must keep
-// arriving at MinBodyRate while the server waits for it, and each write of
-// a response must reach the client within WriteTimeout.
+// streams may rightly run for hours, and a watch (POST /v1/watch) for as
+// long as its client reads. Instead a request body must keep arriving at
+// MinBodyRate while the server waits for it, and each write of a response
+// must reach the client within WriteTimeout: a watcher that stops reading
+// is cut after it, holding one response meanwhile. IdleTimeout applies
+// between requests only, never to a running one, however quiet.
 type HTTPLimits struct {
 	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
 	ReadHeaderTimeout time.Duration

@@ -12,4 +12,5 @@ import (
 	_ "github.com/protobase/protobase/bench/layout"
 	_ "github.com/protobase/protobase/bench/patterns"
 	_ "github.com/protobase/protobase/bench/transports"
+	_ "github.com/protobase/protobase/bench/watch"
 )

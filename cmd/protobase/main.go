@@ -1,6 +1,6 @@
 // Command protobase is the command line of Protobase: it runs the server
 // (serve), talks to one (schema, insert, update, upsert, remove, search,
-// scan), manages its API keys (keys), runs the benchmark lab against one
+// scan, watch), manages its API keys (keys), runs the benchmark lab against one
 // (bench) and checks a data directory (check).
 //
 // main only wires the process to run, which builds the command tree and maps
@@ -93,7 +93,7 @@ func (a *app) rootCommand() *cobra.Command {
 .proto files applied to the server; records are written and read over gRPC (and REST/JSON or NATS: serve --help).
 
 This command runs a server (serve), talks to one (schema, insert, update,
-upsert, remove, search, scan), manages its API keys (keys), runs the
+upsert, remove, search, scan, watch), manages its API keys (keys), runs the
 benchmark lab (bench) and checks a data directory's indexes against its
 records (check). The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
@@ -144,6 +144,7 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 		a.restoreCommand(),
 		a.exportCommand(),
 		a.importCommand(),
+		a.watchCommand(),
 	)
 	return root
 }

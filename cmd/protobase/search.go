@@ -285,16 +285,16 @@ func newPrinter(w io.Writer, format string, md protoreflect.MessageDescriptor) *
 }
 
 func (p *printer) print(a *anypb.Any) error {
-	m := dynamicpb.NewMessage(p.md)
-	if err := proto.Unmarshal(a.GetValue(), m); err != nil {
-		return fmt.Errorf("decode a record of %s: %w", p.md.FullName(), err)
-	}
 	if p.table == nil {
-		b, err := p.json.Marshal(m)
+		b, err := p.jsonOf(a)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		return err
+	}
+	m, err := p.decode(a)
+	if err != nil {
 		return err
 	}
 	fields := p.md.Fields()
@@ -310,8 +310,26 @@ func (p *printer) print(a *anypb.Any) error {
 	for i := 0; i < fields.Len(); i++ {
 		cells = append(cells, p.cell(m, fields.Get(i)))
 	}
-	_, err := fmt.Fprintln(p.table, strings.Join(cells, "\t"))
+	_, err = fmt.Fprintln(p.table, strings.Join(cells, "\t"))
 	return err
+}
+
+// decode decodes a record of the printer's type.
+func (p *printer) decode(a *anypb.Any) (*dynamicpb.Message, error) {
+	m := dynamicpb.NewMessage(p.md)
+	if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+		return nil, fmt.Errorf("decode a record of %s: %w", p.md.FullName(), err)
+	}
+	return m, nil
+}
+
+// jsonOf renders a record as the jsonl format prints it.
+func (p *printer) jsonOf(a *anypb.Any) ([]byte, error) {
+	m, err := p.decode(a)
+	if err != nil {
+		return nil, err
+	}
+	return p.json.Marshal(m)
 }
 
 // cell renders one field: scalars plainly, anything else as compact JSON.

@@ -27,9 +27,10 @@
 //
 // Client streams (the write streams, Search, Write) take newline-delimited
 // JSON: one object per message, each at most MaxMessageBytes (413 and
-// RESOURCE_EXHAUSTED beyond). Streamed responses (Scan, Search, Write) are
-// newline-delimited {"result": message} lines, ending with an
-// {"error": status} line on failure, as grpc-gateway renders streams.
+// RESOURCE_EXHAUSTED beyond). Streamed responses (Scan, Search, Write,
+// Watch) are newline-delimited {"result": message} lines, each flushed as
+// it is sent, ending with an {"error": status} line on failure, as
+// grpc-gateway renders streams.
 //
 // HTTP/1.1 and HTTP/2 (over TLS, or without it by prior knowledge) share one
 // listener through net/http's own Protocols setting (see server.Start);
@@ -98,6 +99,11 @@ type Gateway struct {
 	mux   *http.ServeMux
 	auth  auth.Verifier // nil: no authentication
 	guard *guard
+
+	// streams is cancelled by StopStreams; the streams that never end by
+	// themselves (watches) run under it as well as under their request.
+	streams     context.Context
+	stopStreams context.CancelFunc
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -112,6 +118,7 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), guard: gd, auth: opts.Verifier}
+	g.streams, g.stopStreams = context.WithCancel(context.Background())
 	gw := runtime.NewServeMux(
 		// A form POST to a GET route is not a GET (nor is it JSON).
 		runtime.WithDisablePathLengthFallback(),

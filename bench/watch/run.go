@@ -1,0 +1,228 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/protobase/protobase/bench"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// outcome is what one run measured.
+type outcome struct {
+	records   int64         // records written, every batch acknowledged
+	writing   time.Duration // first send to the write stream's OK status
+	delivered []float64     // per watcher: changes/s, first send to its last change
+	lat       latencies     // acknowledgement to receipt, watchers pooled
+}
+
+// ingestRate is records/s durable.
+func (o *outcome) ingestRate() float64 { return float64(o.records) / o.writing.Seconds() }
+
+// readyTimeout bounds the wait for a watch's first message and catchUp
+// the wait, after the writes end, for watchers to receive the last one.
+const (
+	readyTimeout = 30 * time.Second
+	catchUp      = 60 * time.Second
+)
+
+// run writes batches for d through one Write stream, every batch asking
+// for its acknowledgement, while n watchers (0: none) watch the items'
+// type from before the first write. It returns once every watcher has
+// received every change written.
+func (g *Experiment) run(ctx context.Context, t *bench.Target, n int, d time.Duration) (*outcome, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ws := make([]*watcher, n)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: the watchers are done with their tallies
+	defer cancel()
+	for i := range ws {
+		w, err := startWatcher(ctx, t, &wg)
+		if err != nil {
+			return nil, err
+		}
+		ws[i] = w
+	}
+	for _, w := range ws {
+		if err := w.wait(ctx, func(tl *changeTally) bool { return tl.messages > 0 }, readyTimeout); err != nil {
+			return nil, fmt.Errorf("watch did not start: %w", err)
+		}
+	}
+	start := time.Now()
+	acks, records, err := g.write(ctx, t, d)
+	if err != nil {
+		return nil, err
+	}
+	o := &outcome{records: records, writing: acks.end.Sub(start)}
+	for _, w := range ws {
+		if err := w.wait(ctx, func(tl *changeTally) bool { return tl.changes >= records }, catchUp); err != nil {
+			return nil, fmt.Errorf("watcher did not receive the %d changes written: %w", records, err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	for _, w := range ws {
+		tl := &w.tally
+		o.delivered = append(o.delivered, float64(tl.changes)/tl.last.Sub(start).Seconds())
+		for _, a := range tl.arrivals {
+			if at, ok := acks.at[a.commit]; ok {
+				o.lat.add(a.at.Sub(at), a.n)
+			}
+		}
+	}
+	return o, nil
+}
+
+// watcher is one Watch stream tallying what it receives. mu guards tally
+// and err while the stream runs; run reads them freely once it ended.
+type watcher struct {
+	mu     sync.Mutex
+	tally  changeTally
+	err    error         // why the stream ended, if it did
+	notify chan struct{} // a message arrived or the stream ended (capacity 1)
+}
+
+func startWatcher(ctx context.Context, t *bench.Target, wg *sync.WaitGroup) (*watcher, error) {
+	req := &pb.WatchRequest{Types: []string{bench.ItemType}, Start: &pb.WatchStart{Start: &pb.WatchStart_Now{Now: true}}}
+	st, err := t.API.Watch(ctx, req, bench.CallCodec())
+	if err != nil {
+		return nil, fmt.Errorf("open watch: %w", err)
+	}
+	w := &watcher{notify: make(chan struct{}, 1)}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			err := st.RecvMsg(w)
+			if err != nil {
+				w.mu.Lock()
+				w.err = err
+				w.mu.Unlock()
+			}
+			select {
+			case w.notify <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+// AddWire implements bench.WireTally: the codec hands the watcher each
+// message's bytes, tallied under its lock.
+func (w *watcher) AddWire(b []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.tally.AddWire(b)
+}
+
+// wait waits until done holds of the tally, the stream ends, or timeout.
+func (w *watcher) wait(ctx context.Context, done func(*changeTally) bool, timeout time.Duration) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		ok, err := done(&w.tally), w.err
+		w.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case errors.Is(err, io.EOF):
+			return errors.New("the server ended the watch")
+		case err != nil:
+			return err
+		}
+		select {
+		case <-w.notify:
+		case <-timer.C:
+			return fmt.Errorf("nothing after %s", timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ackTimes is when each batch's acknowledgement arrived, by its position
+// (the commit), and when the stream's final status did.
+type ackTimes struct {
+	at  map[uint64]time.Time
+	end time.Time
+}
+
+// write inserts batches of g.Batch fresh items for d, each asking for an
+// acknowledgement, with at most g.window() of them unacknowledged. A
+// goroutine of its own receives the acknowledgements, so that their times
+// are not held back by a send waiting on flow control.
+func (g *Experiment) write(ctx context.Context, t *bench.Target, d time.Duration) (*ackTimes, int64, error) {
+	st, err := t.API.Write(ctx, bench.CallCodec())
+	if err != nil {
+		return nil, 0, fmt.Errorf("open write stream: %w", err)
+	}
+	acks := &ackTimes{at: map[uint64]time.Time{}}
+	slots := make(chan struct{}, g.window())
+	recvDone := make(chan error, 1)
+	go func() {
+		ack := new(pb.WriteStreamResponse)
+		for {
+			err := st.RecvMsg(ack)
+			now := time.Now()
+			if err != nil {
+				acks.end = now
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				recvDone <- err
+				return
+			}
+			acks.at[ack.GetPosition()] = now
+			<-slots
+		}
+	}()
+	var records int64
+	sent := 0
+	size := 0
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		select {
+		case slots <- struct{}{}:
+		case err := <-recvDone:
+			return nil, 0, fmt.Errorf("write stream ended early: %w", err)
+		}
+		buf := bench.AppendWriteOp(make([]byte, 0, size), pb.WriteOp_WRITE_OP_INSERT)
+		first := g.nextID.Add(int64(g.Batch)) - int64(g.Batch)
+		buf, _ = bench.AppendWriteRecords(buf, 2, bench.ItemType, first, g.Batch)
+		buf = bench.AppendAck(buf)
+		size = cap(buf)
+		f := bench.Frame(buf)
+		if err := st.SendMsg(&f); err != nil {
+			return nil, 0, bench.StreamError(st, "send", err)
+		}
+		sent++
+		records += int64(g.Batch)
+	}
+	if err := st.CloseSend(); err != nil {
+		return nil, 0, fmt.Errorf("close: %w", err)
+	}
+	if err := <-recvDone; err != nil {
+		return nil, 0, fmt.Errorf("insert: %w", err)
+	}
+	if len(acks.at) != sent {
+		return nil, 0, fmt.Errorf("%d acknowledgements at distinct positions for %d batches", len(acks.at), sent)
+	}
+	return acks, records, nil
+}
+
+// window is how many batches may be unacknowledged: about 4 MiB of them,
+// the server's per-stream flow-control window, as the ingest experiment's
+// insert loop keeps.
+func (g *Experiment) window() int {
+	return max(2, (4<<20)/(g.Batch*bench.ItemWireBytes))
+}

@@ -1,0 +1,178 @@
+// Package watch is the lab's watch experiment: how soon a change reaches
+// its watchers after the write's durable acknowledgement, how many
+// changes per second each watcher receives, and what watching costs the
+// writer, while durable ingest runs at batch 1,000.
+package watch
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/protobase/protobase/bench"
+)
+
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
+
+// Experiment runs durable ingest through one Write stream, every batch
+// acknowledged, with no watcher and with each count of Watchers watching
+// the written type from before the first write. In each repetition the
+// configurations run back to back in the same order, so the ingest rate
+// with one watcher is divided by the rate without one of the same
+// repetition.
+//
+// Latency is measured in this one process on the monotonic clock: the
+// writer notes when each batch's acknowledgement arrives, by its position
+// (the commit), each watcher when each message arrives and the commits of
+// its changes; a change's latency is its arrival minus its commit's
+// acknowledgement. Both wait for the same fsync, so a change may arrive
+// before its acknowledgement: that latency is negative. Watchers read the
+// responses' encoding for positions only (bench.WireTally), not decoding
+// records, so that the client's decoding is not what is measured.
+type Experiment struct {
+	Batch    int
+	Watchers []int
+
+	// nextID hands out item ids so that no two inserts collide.
+	nextID atomic.Int64
+}
+
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "watch" }
+
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
+	return "change feeds: write acknowledgement to watcher receipt (p50, p99, max), changes/s per watcher, and durable ingest with and without watchers"
+}
+
+// Flags implements bench.Experiment.
+func (g *Experiment) Flags(fs *pflag.FlagSet) {
+	fs.IntVar(&g.Batch, "batch", 1000, "records per write request")
+	fs.IntSliceVar(&g.Watchers, "watchers", nil, "watcher counts measured beside none (default 1,10)")
+}
+
+// maxWatchers bounds --watchers: each is a stream and a goroutine here and
+// on the server.
+const maxWatchers = 1000
+
+// Run implements bench.Experiment.
+func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
+	if g.Batch == 0 {
+		g.Batch = 1000
+	}
+	if err := bench.CheckBatches([]int{g.Batch}); err != nil {
+		return nil, fmt.Errorf("--batch: %w", err)
+	}
+	if len(g.Watchers) == 0 {
+		g.Watchers = []int{1, 10}
+	}
+	for _, n := range g.Watchers {
+		if n < 1 || n > maxWatchers {
+			return nil, fmt.Errorf("--watchers: %d is out of range 1..%d", n, maxWatchers)
+		}
+	}
+	g.nextID.Store(time.Now().UnixNano() / 1000)
+	t, err := env.Target(ctx, bench.TargetConfig{})
+	if err != nil {
+		return nil, err
+	}
+	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
+		return nil, err
+	}
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "Write acknowledgement to watcher receipt", Kind: bench.Bars,
+		XLabel: "watchers", YLabel: "ms", X: "watchers", Series: "percentile", Unit: "ms",
+	}}
+	res.Notes = append(res.Notes,
+		"no published figure: no seed measured change feeds, so the published and ratio columns are empty",
+		fmt.Sprintf("durable ingest (sync=%s) through one Write stream at batch %d, every batch acknowledged; watchers on the same connection, in the same process as the writer", onOff(t.Sync), g.Batch),
+		"latency: a change's arrival at a watcher minus the arrival of its commit's acknowledgement at the writer (monotonic clock); negative when the change arrived first")
+	configs := append([]int{0}, g.Watchers...)
+	if env.Warmup > 0 {
+		if _, err := g.run(ctx, t, 1, env.Warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	task := env.Progress.Task(fmt.Sprintf("batch=%d watchers=%v", g.Batch, configs), env.Runs*len(configs))
+	outs := make([][]*outcome, len(configs)) // by config, then run
+	for run := 0; run < env.Runs; run++ {
+		for i, n := range configs {
+			o, err := g.run(ctx, t, n, env.Duration)
+			if err != nil {
+				task.Done("failed")
+				return nil, fmt.Errorf("watchers=%d run %d: %w", n, run+1, err)
+			}
+			outs[i] = append(outs[i], o)
+			task.Step()
+		}
+	}
+	g.rows(res, configs, outs)
+	task.Done(summary(res))
+	return res, nil
+}
+
+// rows adds the result's rows: ingest by watchers, the one-watcher
+// ratio, then per watcher count its delivery rate and latencies.
+func (g *Experiment) rows(res *bench.Result, configs []int, outs [][]*outcome) {
+	ingest := make([][]float64, len(configs))
+	for i, n := range configs {
+		for _, o := range outs[i] {
+			ingest[i] = append(ingest[i], o.ingestRate())
+		}
+		res.Rows = append(res.Rows, bench.NewRow(fmt.Sprintf("ingest watchers=%d", n),
+			map[string]any{"watchers": n, "batch": g.Batch}, "records/s", ingest[i], nil))
+	}
+	if len(configs) > 1 && configs[1] == 1 {
+		ratio := make([]float64, len(ingest[0]))
+		for r := range ratio {
+			ratio[r] = ingest[1][r] / ingest[0][r]
+		}
+		res.Rows = append(res.Rows, bench.NewRow("ingest with 1 watcher / with none",
+			map[string]any{"watchers": 1, "batch": g.Batch}, "× rate without watchers", ratio, nil))
+	}
+	for i, n := range configs {
+		if n == 0 {
+			continue
+		}
+		var delivered []float64
+		var p50, p99, pmax []float64
+		for _, o := range outs[i] {
+			delivered = append(delivered, median(o.delivered))
+			p50 = append(p50, o.lat.quantile(0.50))
+			p99 = append(p99, o.lat.quantile(0.99))
+			pmax = append(pmax, o.lat.quantile(1))
+		}
+		res.Rows = append(res.Rows, bench.NewRow(fmt.Sprintf("delivered per watcher, watchers=%d", n),
+			map[string]any{"watchers": n, "batch": g.Batch}, "changes/s", delivered, nil))
+		for _, q := range []struct {
+			name string
+			v    []float64
+		}{{"p50", p50}, {"p99", p99}, {"max", pmax}} {
+			res.Rows = append(res.Rows, bench.NewRow(fmt.Sprintf("latency %s watchers=%d", q.name, n),
+				map[string]any{"watchers": n, "batch": g.Batch, "percentile": q.name}, "ms", q.v, nil))
+		}
+	}
+}
+
+// median is the median of xs (0 for none).
+func median(xs []float64) float64 { return bench.Summarize(xs).Median }
+
+// summary is the progress line's note: the first watcher count's p99.
+func summary(res *bench.Result) string {
+	for _, r := range res.Rows {
+		if r.Unit == "ms" && r.Params["percentile"] == "p99" {
+			return fmt.Sprintf("%s: %.3g ms", r.Name, r.Median)
+		}
+	}
+	return "done"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

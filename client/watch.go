@@ -1,0 +1,217 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// WatchOptions say what a Watch streams. Types is required; the zero
+// value of every other field takes the server's default.
+type WatchOptions struct {
+	// Types are the full names of the record types watched (at least one).
+	Types []string
+	// Where is a filter as an expression tree (see Eq, And, ...); Filter
+	// the same as text ("age >= 30"). At most one of them. A change is
+	// sent when the record after it (for a remove, before it) matches.
+	Where  *pb.Expr
+	Filter string
+	// Start is where the watch begins: StartNow (the default when nil),
+	// StartOldest, StartAfter a change's or progress mark's position, or
+	// StartAfterCommit a write acknowledgement's position.
+	Start *pb.WatchStart
+	// OldRecords also sends each update's and remove's record as it was
+	// before the change (Change.OldRecord).
+	OldRecords bool
+	// BatchSize caps the changes per response message (0: the server's
+	// default).
+	BatchSize uint32
+}
+
+// StartNow starts a watch with the changes committed after it begins.
+func StartNow() *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_Now{Now: true}}
+}
+
+// StartOldest starts a watch at the oldest change the server keeps.
+func StartOldest() *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}
+}
+
+// StartAfter starts a watch after pos: the position of the last change (or
+// progress mark) a watcher saw (Watcher.Position), so that the new watch
+// sends every later change once.
+func StartAfter(pos *pb.Position) *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_After{After: proto.CloneOf(pos)}}
+}
+
+// StartAfterCommit starts a watch after every change of commit: the
+// position a durable write acknowledgement carries (WriteStreamResponse,
+// WriteResponse).
+func StartAfterCommit(commit uint64) *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_After{After: &pb.Position{Commit: commit}}}
+}
+
+// Watcher iterates over the changes a Watch streams, in commit order:
+//
+//	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}})
+//	if err != nil { ... }
+//	for w.Next() { use(w.Change()) }
+//	if err := w.Err(); err != nil { ... } // then resume: client.StartAfter(w.Position())
+//
+// A watch has no end of its own: Next returns false when the server ends
+// it with an error, the context is done, or Close is called. Next and the
+// accessors belong to one goroutine; Close may be called from any.
+type Watcher struct {
+	stream grpc.ServerStreamingClient[pb.WatchResponse]
+	cancel context.CancelFunc
+	closed atomic.Bool // Close was called: the end is not an error
+
+	cur []*pb.Change
+	ch  *pb.Change
+	// pos is the resume point once cur is read: the last change's
+	// position of the latest message, or its progress mark when later.
+	pos *pb.Position
+	err error
+}
+
+// Watch starts streaming the committed changes to records of opts.Types.
+// It returns once the server has begun the watch, with its first message
+// (which names the start: Position): a refusal (an unknown type, a bad
+// filter, a start older than the changes the server keeps: OUT_OF_RANGE)
+// is Watch's error, and with StartNow every change committed after Watch
+// returned is sent.
+func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error) {
+	if len(opts.Types) == 0 {
+		return nil, errors.New("watch: WatchOptions.Types names no record type")
+	}
+	if opts.Where != nil && opts.Filter != "" {
+		return nil, errors.New("watch: WatchOptions has both Where and Filter; give one")
+	}
+	req := &pb.WatchRequest{
+		Types:      opts.Types,
+		Where:      opts.Where,
+		Filter:     opts.Filter,
+		Start:      opts.Start,
+		OldRecords: opts.OldRecords,
+		BatchSize:  opts.BatchSize,
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := c.api.Watch(ctx, req)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch: %w", asError(err))
+	}
+	w := &Watcher{stream: st, cancel: cancel}
+	resp, err := st.Recv()
+	if err != nil {
+		w.end(err)
+		return nil, fmt.Errorf("watch: %w", w.err)
+	}
+	w.take(resp)
+	return w, nil
+}
+
+// Next waits for the next change and reports whether there is one.
+func (w *Watcher) Next() bool {
+	for len(w.cur) == 0 {
+		if w.err != nil {
+			return false
+		}
+		resp, err := w.stream.Recv()
+		if err != nil {
+			w.end(err)
+			return false
+		}
+		w.take(resp)
+	}
+	w.ch, w.cur = w.cur[0], w.cur[1:]
+	return true
+}
+
+// take makes resp's changes the ones Next returns next.
+func (w *Watcher) take(resp *pb.WatchResponse) {
+	w.cur = resp.GetChanges()
+	if len(w.cur) > 0 {
+		w.pos = w.cur[len(w.cur)-1].GetPosition()
+	}
+	// Progress covers this message's changes and moves the resume point
+	// past changes filtered out after them.
+	if p := resp.GetProgress(); p != nil && !positionBefore(p, w.pos) {
+		w.pos = p
+	}
+}
+
+// end records why the stream ended; a watch closed by Close or by its
+// context ends without error.
+func (w *Watcher) end(err error) {
+	w.cancel()
+	switch {
+	case w.closed.Load():
+		w.err = errWatchClosed
+	case errors.Is(err, io.EOF):
+		w.err = errors.New("watch: the server ended the stream without a status")
+	default:
+		w.err = asError(err)
+	}
+}
+
+// errWatchClosed marks a watch ended by Close; Err reports it as nil.
+var errWatchClosed = errors.New("watch closed")
+
+// Change is the current change.
+func (w *Watcher) Change() *pb.Change { return w.ch }
+
+// Position is where a new watch resumes (StartAfter) to send every change
+// that Next has not yet returned, once: the position of the change Next
+// returned last, or, once every change of its message was read, the
+// server's progress mark past it (the changes it filtered out since were
+// considered). Before the first change it is the start the server named.
+func (w *Watcher) Position() *pb.Position {
+	if len(w.cur) > 0 {
+		return w.ch.GetPosition()
+	}
+	return w.pos
+}
+
+// Err is the error that ended the watch: nil after Close or while it runs.
+// A server status is a *Error (OUT_OF_RANGE names the oldest position the
+// server keeps; UNAVAILABLE when it stops).
+func (w *Watcher) Err() error {
+	if errors.Is(w.err, errWatchClosed) {
+		return nil
+	}
+	return w.err
+}
+
+// Close ends the watch; a Next waiting in another goroutine returns false.
+func (w *Watcher) Close() {
+	w.closed.Store(true)
+	w.cancel()
+}
+
+// positionBefore reports whether a comes before b in commit order; a nil
+// b is before everything. An index absent means the whole commit, after
+// every index in it.
+func positionBefore(a, b *pb.Position) bool {
+	if b == nil {
+		return false
+	}
+	if a.GetCommit() != b.GetCommit() {
+		return a.GetCommit() < b.GetCommit()
+	}
+	switch {
+	case b.Index == nil:
+		return a.Index != nil
+	case a.Index == nil:
+		return false
+	}
+	return a.GetIndex() < b.GetIndex()
+}
