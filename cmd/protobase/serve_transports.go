@@ -53,6 +53,9 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		MaxStreamsPerConn:    o.maxStreamsPerConn,
 		MaxResultBufferBytes: o.maxResultBufferBytes,
 		MaxSearchQueries:     o.maxSearchQueries,
+
+		MaxReceiveBufferBytes:  o.maxReceiveBytes,
+		MaxReceiveBytesPerConn: o.maxReceivePerConn,
 	}
 	if o.nats || changed("nats-addr") {
 		cfg.NATSAddr = o.natsAddr
@@ -108,6 +111,9 @@ var configFlags = map[string]string{
 	"MaxStreamsPerConn":    "--max-streams-per-conn",
 	"MaxResultBufferBytes": "--max-result-buffer-bytes",
 	"MaxSearchQueries":     "--max-search-queries",
+
+	"MaxReceiveBufferBytes":  "--max-receive-buffer-bytes",
+	"MaxReceiveBytesPerConn": "--max-receive-bytes-per-conn",
 }
 
 // configError words a server.Config refusal in serve's flags.
