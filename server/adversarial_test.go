@@ -105,6 +105,13 @@ func dialH2(t *testing.T, addr string) *h2client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newH2client(t, conn)
+}
+
+// newH2client starts HTTP/2 on conn (plaintext, or TLS after its
+// handshake).
+func newH2client(t *testing.T, conn net.Conn) *h2client {
+	t.Helper()
 	c := &h2client{t: t, conn: conn, fr: http2.NewFramer(conn, conn), connWin: 65535, initWin: 65535,
 		win: map[uint32]int64{}, closed: map[uint32]bool{}, next: 1}
 	c.cond = sync.NewCond(&c.mu)
@@ -193,14 +200,22 @@ func (c *h2client) open(method string) uint32 {
 // send sends b on stream id as the windows allow; it stops early when the
 // server closes the stream.
 func (c *h2client) send(id uint32, b []byte) {
+	if err := c.trySend(id, b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// trySend is send, returning the connection's error (the server closed
+// it) instead of failing the test.
+func (c *h2client) trySend(id uint32, b []byte) error {
 	for len(b) > 0 {
 		c.mu.Lock()
 		for c.err == nil && !c.closed[id] && (c.connWin <= 0 || c.win[id] <= 0) {
 			c.cond.Wait()
 		}
-		if c.err != nil || c.closed[id] {
+		if err := c.err; err != nil || c.closed[id] {
 			c.mu.Unlock()
-			return
+			return err
 		}
 		n := min(int64(len(b)), 16<<10, c.connWin, c.win[id])
 		c.connWin -= n
@@ -210,10 +225,11 @@ func (c *h2client) send(id uint32, b []byte) {
 		err := c.fr.WriteData(id, false, b[:n])
 		c.wmu.Unlock()
 		if err != nil {
-			c.t.Fatal(err)
+			return err
 		}
 		b = b[n:]
 	}
+	return nil
 }
 
 // sync returns once the server has handled every frame sent before it:
@@ -240,10 +256,13 @@ func (c *h2client) sync() {
 
 // Streams declaring large messages and sending most of each hold at most
 // MaxStreamsPerConn × MaxMessageBytes on one connection; the rest are
-// refused. Before the stream limit, 40 streams here held 280 MiB.
+// refused. Before the stream limit, 40 streams here held 280 MiB. The
+// receive share is set to what the stream limit allows, so that the test
+// sees the stream limit (the share is TestAdversarialReceiveShare's).
 func TestAdversarialPartialMessages(t *testing.T) {
 	const streams, maxMsg, perConn = 40, 8 * mib, 16
-	ts := startServer(t, server.Config{MaxMessageBytes: maxMsg, MaxStreamsPerConn: perConn, CacheBytes: 8 * mib, NoSync: true})
+	ts := startServer(t, server.Config{MaxMessageBytes: maxMsg, MaxStreamsPerConn: perConn, CacheBytes: 8 * mib, NoSync: true,
+		MaxReceiveBytesPerConn: perConn * maxMsg, MaxReceiveBufferBytes: 1 << 30})
 	ts.mustApply(map[string]string{"shop.proto": shopProto})
 	base := heapInuse()
 

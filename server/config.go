@@ -79,6 +79,9 @@ func (c Config) Validate() error {
 	if err := c.HTTPLimits.validate(); err != nil {
 		return err
 	}
+	if err := c.validateReceive(); err != nil {
+		return err
+	}
 	switch {
 	case c.Auth && c.InsecureNoAuth:
 		return configError("Auth", " and ", "InsecureNoAuth", " are exclusive")
@@ -162,6 +165,7 @@ func (c Config) withDefaults() Config {
 	if c.WatchRetentionBytes == 0 {
 		c.WatchRetentionBytes = DefaultWatchRetentionBytes
 	}
+	c = c.receiveDefaults()
 	if c.NATS && c.NATSAddr == "" {
 		c.NATSAddr = "127.0.0.1:4222"
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/protobase/protobase/internal/certs"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
+	"github.com/protobase/protobase/internal/recvbudget"
 	"github.com/protobase/protobase/internal/store"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	labtransport "github.com/protobase/protobase/internal/transport/lab"
@@ -116,6 +117,14 @@ type Config struct {
 	MaxStreamsPerConn    uint32
 	MaxResultBufferBytes int64
 	MaxSearchQueries     int
+	// MaxReceiveBufferBytes bounds the bytes of gRPC messages begun and
+	// not complete over all connections (default: 1/8 of the memory, at
+	// least 2 × MaxMessageBytes): past it, the connection holding the
+	// most is closed. MaxReceiveBytesPerConn bounds them on one
+	// connection (default min(MaxStreamsPerConn, 4) × MaxMessageBytes):
+	// past it, that connection is closed. See server/recvbudget.go.
+	MaxReceiveBufferBytes  int64
+	MaxReceiveBytesPerConn int64
 	// CacheBytes sizes the block cache and MemTableBytes one memtable
 	// (up to 4 exist before writes stall). 0 picks a size from the memory
 	// the process may use (store.DefaultSizes): 1/8 of it for the cache,
@@ -202,6 +211,7 @@ type Server struct {
 	auth    bool // callers must authenticate (see auth.go)
 	svc     *grpctransport.Service
 	certs   *certs.Reloader // nil without TLS, see tls.go
+	recv    *recvbudget.Budget
 
 	stopOnce sync.Once
 	stopErr  error
@@ -236,6 +246,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.startTLS(); err != nil {
 		return nil, err
 	}
+	s.newReceiveBudget()
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -272,6 +283,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries, BackupScratch: backupScratch(cfg)})
 
 	m.register(eng, st)
+	registerReceiveMetrics(m.reg, s.recv)
 	reg, srvMetrics := m.reg, m.grpc
 
 	s.gs = grpc.NewServer(append(append(s.grpcCreds(),
@@ -313,7 +325,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	go func() {
-		s.serveErr = s.gs.Serve(s.lis)
+		s.serveErr = s.gs.Serve(s.grpcListener())
 		close(s.done)
 	}()
 	s.setServing(healthpb.HealthCheckResponse_SERVING)

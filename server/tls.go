@@ -61,7 +61,9 @@ func (s *Server) grpcCreds() []grpc.ServerOption {
 		return nil
 	}
 	return []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(s.certs.ServerConfig())),
+		// The receive budget reads each connection's HTTP/2 after the
+		// handshake (recvbudget.go).
+		grpc.Creds(s.recv.Credentials(credentials.NewTLS(s.certs.ServerConfig()))),
 		// A handshake gets as long as REST's (ReadHeaderTimeout), not
 		// grpc-go's default 120 s, so that half-open handshakes do not pile up.
 		grpc.ConnectionTimeout(10 * time.Second),

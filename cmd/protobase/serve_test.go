@@ -89,3 +89,23 @@ func TestServe(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 }
+
+// The receive budget's flags refuse values no maximal message fits in,
+// naming the flags, from the command line and from the environment.
+func TestServeReceiveBudgetFlags(t *testing.T) {
+	r := cli(t, "", "serve", "--data", t.TempDir(), "--max-message-bytes", "1000", "--max-receive-bytes-per-conn", "999")
+	wantCode(t, r, exitUsage)
+	wantContains(t, r.stderr, "--max-receive-bytes-per-conn must be at least --max-message-bytes")
+
+	r = cli(t, "", "serve", "--data", t.TempDir(), "--max-receive-buffer-bytes", "-1")
+	wantCode(t, r, exitUsage)
+	wantContains(t, r.stderr, "--max-receive-buffer-bytes must not be negative")
+
+	t.Setenv("PROTOBASE_MAX_RECEIVE_BUFFER_BYTES", "1024")
+	r = cli(t, "", "serve", "--data", t.TempDir())
+	wantCode(t, r, exitUsage)
+	wantContains(t, r.stderr, "--max-receive-buffer-bytes must be at least --max-message-bytes")
+
+	r = cli(t, "", "serve", "--help")
+	wantContains(t, r.stdout, "--max-receive-buffer-bytes", "[$PROTOBASE_MAX_RECEIVE_BUFFER_BYTES]", "--max-receive-bytes-per-conn")
+}

@@ -53,6 +53,9 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		MaxStreamsPerConn:    o.maxStreamsPerConn,
 		MaxResultBufferBytes: o.maxResultBufferBytes,
 		MaxSearchQueries:     o.maxSearchQueries,
+
+		MaxReceiveBufferBytes:  o.maxReceiveBytes,
+		MaxReceiveBytesPerConn: o.maxReceivePerConn,
 	}
 	// In the flags 0 turns the log (or its byte bound) off; in Config
 	// 0 is the default and a negative value is off.
@@ -118,6 +121,9 @@ var configFlags = map[string]string{
 	"MaxStreamsPerConn":    "--max-streams-per-conn",
 	"MaxResultBufferBytes": "--max-result-buffer-bytes",
 	"MaxSearchQueries":     "--max-search-queries",
+
+	"MaxReceiveBufferBytes":  "--max-receive-buffer-bytes",
+	"MaxReceiveBytesPerConn": "--max-receive-bytes-per-conn",
 }
 
 // configError words a server.Config refusal in serve's flags.
