@@ -98,7 +98,6 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 	var wg sync.WaitGroup
 	var next uint64
 	var err error
-	var scratch []byte
 	var order lookupBuf // the inline requests', one at a time
 	order.reuse = sio.SendEncodes
 	for {
@@ -116,8 +115,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// responses: handing it to workers and a sender cost more in
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
-		var inline bool
-		if inline, scratch = e.allPoints(qs, scratch); inline && len(sem) == 0 {
+		if len(sem) == 0 && e.allPoints(qs, &order) {
 			e.runChunk(ctx, qs, next, snd.deliver, &order)
 			next += uint64(len(qs))
 			if ctx.Err() != nil {
@@ -165,24 +163,13 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 }
 
 // allPoints reports whether every query of qs is a plain primary-key
-// lookup (query.Point), encoding their keys into scratch, which it
-// returns for reuse.
-func (e *Engine) allPoints(qs []*pb.Query, scratch []byte) (bool, []byte) {
-	if e.closed.Load() {
-		return false, scratch
-	}
-	cat := e.cat.Load()
-	for _, q := range qs {
-		t := cat.lookup(q.GetType())
-		if t == nil || t.point == nil {
-			return false, scratch
-		}
-		var ok bool
-		if scratch, ok = t.point.Key(scratch[:0], q); !ok {
-			return false, scratch
-		}
-	}
-	return true, scratch
+// lookup (query.Point). When it is, buf holds their keys in lookup order
+// (lookupOrder), and runChunk takes them from there instead of encoding
+// them again.
+func (e *Engine) allPoints(qs []*pb.Query, buf *lookupBuf) bool {
+	points, rest := e.lookupOrder(qs, buf)
+	buf.ready = len(rest) == 0 && len(points) == len(qs)
+	return buf.ready
 }
 
 // sender sends a stream's responses, from the stream's sending goroutine
@@ -427,7 +414,13 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	cu := &cursor{e: e, pk: r.pk} // reused: its buffers outlive each query
 	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
-	points, rest := e.lookupOrder(qs, buf)
+	var points []pointJob
+	var rest []int
+	if buf != nil && buf.ready {
+		points, buf.ready = buf.points, false
+	} else {
+		points, rest = e.lookupOrder(qs, buf)
+	}
 	if len(points) > 1 && e.st.Shared() {
 		r.prefetch(points)
 	}
@@ -611,12 +604,15 @@ func comparePoints(a, b pointJob) int {
 }
 
 // lookupBuf holds lookupOrder's buffers for reuse from request to request.
-// reuse says that the requests' responses may be built in a respArena.
+// reuse says that the requests' responses may be built in a respArena;
+// ready, that points holds the lookups of the request about to run
+// (allPoints).
 type lookupBuf struct {
 	arena  []byte
 	ends   []int
 	points []pointJob
 	reuse  bool
+	ready  bool
 }
 
 // respArena lends a chunk run inline the messages of its responses, and
@@ -717,8 +713,17 @@ func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob,
 	ends := slices.Grow(buf.ends[:0], len(qs))
 	points = slices.Grow(buf.points[:0], len(qs))
 	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
+	// A batch's queries mostly name one type (the decoder gives them one
+	// string): look it up once per run of equal names.
+	var lastName string
+	var last *recType
 	for i, q := range qs {
-		if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
+		t := last
+		if name := q.GetType(); name != lastName || last == nil {
+			t, lastName = cat.lookup(name), name
+			last = t
+		}
+		if t != nil && t.point != nil {
 			var ok bool
 			if arena, ok = t.point.Key(arena, q); ok {
 				points = append(points, pointJob{i: i, t: t})
