@@ -27,7 +27,22 @@ type packer struct {
 	// read is the last value a point read appended at tail; pack may take
 	// it without a copy.
 	read []byte
+
+	// reuse makes cut rewind instead of letting go: the next response's
+	// Any messages and values are written over the last one's. Only for a
+	// caller whose responses are encoded before it cuts (see respArena).
+	// anys is then the slab, na how much of it is handed out, and packed
+	// the values bytes packed since the last cut, which size the buffer
+	// kept for the next response.
+	reuse  bool
+	anys   []anypb.Any
+	na     int
+	packed int
 }
+
+// maxKeptValues bounds the values buffer a reusing packer keeps from one
+// response to the next.
+const maxKeptValues = 512 << 10
 
 // tail returns where a point read may append the next value.
 func (p *packer) tail() []byte { return p.vals[len(p.vals):] }
@@ -39,11 +54,23 @@ func (p *packer) readInto(val []byte) { p.read = val }
 // values the caller expects to pack before its next cut (this record
 // included); it sizes a new buffer, bounded by maxBuf.
 func (p *packer) pack(url string, rec []byte, want int) *anypb.Any {
-	if len(p.slab) == 0 {
-		p.slab = make([]anypb.Any, p.slabSize)
+	var a *anypb.Any
+	if p.reuse {
+		if p.na == len(p.anys) {
+			// The messages handed out stay in the old slab until sent.
+			p.anys = make([]anypb.Any, max(p.slabSize, 2*len(p.anys)))
+			p.na = 0
+		}
+		a = &p.anys[p.na]
+		p.na++
+		p.packed += len(rec)
+	} else {
+		if len(p.slab) == 0 {
+			p.slab = make([]anypb.Any, p.slabSize)
+		}
+		a = &p.slab[0]
+		p.slab = p.slab[1:]
 	}
-	a := &p.slab[0]
-	p.slab = p.slab[1:]
 	a.TypeUrl = url
 	a.Value = p.value(rec, want)
 	return a
@@ -78,5 +105,22 @@ func (p *packer) bufSize(n, want int) int {
 }
 
 // cut starts a new values buffer for the next response: the one handed
-// off is no longer shared.
-func (p *packer) cut() { p.vals = nil }
+// off is no longer shared. A reusing packer rewinds instead, keeping one
+// buffer as large as the last response needed (within maxKeptValues), so
+// that the next response of the same size allocates nothing.
+func (p *packer) cut() {
+	if !p.reuse {
+		p.vals = nil
+		return
+	}
+	p.na, p.read = 0, nil
+	switch {
+	case p.packed > maxKeptValues:
+		p.vals = nil
+	case p.packed > cap(p.vals):
+		p.vals = make([]byte, 0, p.packed)
+	default:
+		p.vals = p.vals[:0]
+	}
+	p.packed = 0
+}

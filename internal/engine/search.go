@@ -46,6 +46,32 @@ import (
 // (responder.reserve) and the sender gives them back once the response is
 // sent or the stream is over.
 func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, error), send func(*pb.SearchResponse) error) error {
+	return e.SearchStream(ctx, SearchIO{Recv: recv, Send: send})
+}
+
+// SearchIO is a Search stream's two ends as a transport offers them, and
+// what the transport allows the engine to reuse.
+type SearchIO struct {
+	// Recv returns the next request (io.EOF when the client is done).
+	Recv func() (*pb.SearchRequest, error)
+	// Send sends one response; it is called from one goroutine at a time.
+	Send func(*pb.SearchResponse) error
+	// SendEncodes says that Send has encoded the response, and keeps no
+	// reference to it or to anything it references, by the time it
+	// returns (gRPC's SendMsg with the server's codec; the REST gateway's
+	// stream). The engine then builds the responses of requests run on
+	// the receiving goroutine in messages and buffers reused from
+	// response to response.
+	SendEncodes bool
+	// Recycle, when set, is given each request the engine will not read
+	// again, so that Recv can decode the next request into its messages.
+	// It is called on the goroutine that calls Recv, between two calls.
+	Recycle func(*pb.SearchRequest)
+}
+
+// SearchStream is Search with the reuse SearchIO allows.
+func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
+	recv, send := sio.Recv, sio.Send
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := e.opts.SearchWorkers
@@ -72,8 +98,8 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 	var wg sync.WaitGroup
 	var next uint64
 	var err error
-	var scratch []byte
 	var order lookupBuf // the inline requests', one at a time
+	order.reuse = sio.SendEncodes
 	for {
 		var req *pb.SearchRequest
 		req, err = recv()
@@ -89,12 +115,14 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 		// responses: handing it to workers and a sender cost more in
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
-		var inline bool
-		if inline, scratch = e.allPoints(qs, scratch); inline && len(sem) == 0 {
+		if len(sem) == 0 && e.allPoints(qs, &order) {
 			e.runChunk(ctx, qs, next, snd.deliver, &order)
 			next += uint64(len(qs))
 			if ctx.Err() != nil {
 				break
+			}
+			if sio.Recycle != nil {
+				sio.Recycle(req) // its queries' messages are not read again
 			}
 			continue
 		}
@@ -135,24 +163,13 @@ func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, err
 }
 
 // allPoints reports whether every query of qs is a plain primary-key
-// lookup (query.Point), encoding their keys into scratch, which it
-// returns for reuse.
-func (e *Engine) allPoints(qs []*pb.Query, scratch []byte) (bool, []byte) {
-	if e.closed.Load() {
-		return false, scratch
-	}
-	cat := e.cat.Load()
-	for _, q := range qs {
-		t := cat.lookup(q.GetType())
-		if t == nil || t.point == nil {
-			return false, scratch
-		}
-		var ok bool
-		if scratch, ok = t.point.Key(scratch[:0], q); !ok {
-			return false, scratch
-		}
-	}
-	return true, scratch
+// lookup (query.Point). When it is, buf holds their keys in lookup order
+// (lookupOrder), and runChunk takes them from there instead of encoding
+// them again.
+func (e *Engine) allPoints(qs []*pb.Query, buf *lookupBuf) bool {
+	points, rest := e.lookupOrder(qs, buf)
+	buf.ready = len(rest) == 0 && len(points) == len(qs)
+	return buf.ready
 }
 
 // sender sends a stream's responses, from the stream's sending goroutine
@@ -218,7 +235,10 @@ type responder struct {
 	// queries fail at once instead of each waiting again.
 	held      int64
 	exhausted bool
-	pk        packer
+	pk        *packer
+	// arena, when set, lends the responses their messages, reused from
+	// response to response (SearchIO.SendEncodes, requests run inline).
+	arena *respArena
 	// pit serves the chunk's lone point lookups, made on first use;
 	// pitGen is the record cache's generation taken before it was made.
 	pit    store.Iterator
@@ -254,6 +274,9 @@ func (r *responder) flush() bool {
 	}
 	r.recs, r.bytes = 0, 0
 	r.pk.cut()
+	if r.arena != nil {
+		r.arena.rewind() // out has encoded o: its messages are free
+	}
 	return true
 }
 
@@ -308,12 +331,19 @@ var errResultBudget = apierror.New(codes.ResourceExhausted,
 
 func (r *responder) cur() *pb.SearchResponse {
 	if r.resp == nil {
-		r.resp = &pb.SearchResponse{}
+		if r.arena != nil {
+			r.resp = &r.arena.resp
+		} else {
+			r.resp = &pb.SearchResponse{}
+		}
 	}
 	return r.resp
 }
 
 func (r *responder) batch(id uint64) *pb.ResultBatch {
+	if r.arena != nil {
+		return r.arena.batch(id)
+	}
 	if len(r.batches) == 0 {
 		r.batches = make([]pb.ResultBatch, r.slabSize())
 	}
@@ -324,6 +354,9 @@ func (r *responder) batch(id uint64) *pb.ResultBatch {
 }
 
 func (r *responder) done(id, count uint64) *pb.QueryDone {
+	if r.arena != nil {
+		return r.arena.done(id, count)
+	}
 	if len(r.dones) == 0 {
 		r.dones = make([]pb.QueryDone, r.slabSize())
 	}
@@ -336,6 +369,9 @@ func (r *responder) done(id, count uint64) *pb.QueryDone {
 // first returns a record list holding a; its capacity is 1, so appending a
 // second record moves the list off the slab instead of overwriting it.
 func (r *responder) first(a *anypb.Any) []*anypb.Any {
+	if r.arena != nil {
+		return r.arena.first(a)
+	}
 	if len(r.ptrs) == 0 {
 		r.ptrs = make([]*anypb.Any, r.slabSize())
 	}
@@ -360,7 +396,14 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 		start = time.Now()
 	}
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
-	r.pk = packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
+	if buf != nil && buf.reuse {
+		r.arena = arenas.Get().(*respArena)
+		defer arenas.Put(r.arena)
+		r.arena.start(r.slabSize())
+		r.pk = &r.arena.pk
+	} else {
+		r.pk = &packer{slabSize: r.slabSize(), maxBuf: 64 << 10}
+	}
 	defer func() {
 		if r.pit != nil {
 			r.pit.Close()
@@ -368,10 +411,16 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 		r.release()
 	}()
 	var scratch pointScratch
-	cu := &cursor{e: e, pk: &r.pk} // reused: its buffers outlive each query
+	cu := &cursor{e: e, pk: r.pk} // reused: its buffers outlive each query
 	defer cu.flushStats()
 	e.stats.Queries.Add(uint64(len(qs)))
-	points, rest := e.lookupOrder(qs, buf)
+	var points []pointJob
+	var rest []int
+	if buf != nil && buf.ready {
+		points, buf.ready = buf.points, false
+	} else {
+		points, rest = e.lookupOrder(qs, buf)
+	}
 	if len(points) > 1 && e.st.Shared() {
 		r.prefetch(points)
 	}
@@ -555,10 +604,87 @@ func comparePoints(a, b pointJob) int {
 }
 
 // lookupBuf holds lookupOrder's buffers for reuse from request to request.
+// reuse says that the requests' responses may be built in a respArena;
+// ready, that points holds the lookups of the request about to run
+// (allPoints).
 type lookupBuf struct {
 	arena  []byte
 	ends   []int
 	points []pointJob
+	reuse  bool
+	ready  bool
+}
+
+// respArena lends a chunk run inline the messages of its responses, and
+// takes them back once each response is sent (responder.flush): a stream
+// of batched lookups then allocates no message per query. It is only for
+// a Send that encodes before it returns (SearchIO.SendEncodes), and only
+// for requests run on the receiving goroutine, where nothing else holds a
+// response. Arenas are pooled (arenas), so the memory
+// follows the chunks running, not the streams open.
+//
+// The slabs grow by replacement: a slab that runs out mid-response is
+// replaced by one twice its size, and the messages already handed out stay
+// in the old one until the response is sent.
+type respArena struct {
+	resp    pb.SearchResponse
+	batches []pb.ResultBatch
+	dones   []pb.QueryDone
+	lists   []*anypb.Any // one-record lists (see responder.first)
+	// nb, nd, nl count what the current response took of each slab.
+	nb, nd, nl int
+	pk         packer
+}
+
+// arenas pools the engine's respArenas; idle ones go with the GC.
+var arenas = sync.Pool{New: func() any { return &respArena{pk: packer{maxBuf: 64 << 10, reuse: true}} }}
+
+// start readies a for a chunk whose slabs start at slabSize.
+func (a *respArena) start(slabSize int) {
+	a.rewind()
+	a.pk.slabSize = slabSize
+	a.pk.cut()
+}
+
+// rewind takes back every message of the last response.
+func (a *respArena) rewind() {
+	a.resp.Results = a.resp.Results[:0]
+	a.resp.Done = a.resp.Done[:0]
+	a.resp.Errors = nil
+	a.nb, a.nd, a.nl = 0, 0, 0
+}
+
+// grow returns the slab size after one of n ran out.
+func grow(n int) int { return max(64, 2*n) }
+
+func (a *respArena) batch(id uint64) *pb.ResultBatch {
+	if a.nb == len(a.batches) {
+		a.batches, a.nb = make([]pb.ResultBatch, grow(len(a.batches))), 0
+	}
+	b := &a.batches[a.nb]
+	a.nb++
+	b.Query, b.Records, b.Plan = id, nil, nil
+	return b
+}
+
+func (a *respArena) done(id, count uint64) *pb.QueryDone {
+	if a.nd == len(a.dones) {
+		a.dones, a.nd = make([]pb.QueryDone, grow(len(a.dones))), 0
+	}
+	d := &a.dones[a.nd]
+	a.nd++
+	d.Query, d.Count, d.Plan = id, count, nil
+	return d
+}
+
+func (a *respArena) first(rec *anypb.Any) []*anypb.Any {
+	if a.nl == len(a.lists) {
+		a.lists, a.nl = make([]*anypb.Any, grow(len(a.lists))), 0
+	}
+	l := a.lists[a.nl : a.nl+1 : a.nl+1]
+	a.nl++
+	l[0] = rec
+	return l
 }
 
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
@@ -587,8 +713,17 @@ func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob,
 	ends := slices.Grow(buf.ends[:0], len(qs))
 	points = slices.Grow(buf.points[:0], len(qs))
 	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
+	// A batch's queries mostly name one type (the decoder gives them one
+	// string): look it up once per run of equal names.
+	var lastName string
+	var last *recType
 	for i, q := range qs {
-		if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
+		t := last
+		if name := q.GetType(); name != lastName || last == nil {
+			t, lastName = cat.lookup(name), name
+			last = t
+		}
+		if t != nil && t.point != nil {
 			var ok bool
 			if arena, ok = t.point.Key(arena, q); ok {
 				points = append(points, pointJob{i: i, t: t})

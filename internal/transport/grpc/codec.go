@@ -74,16 +74,10 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		err = decodeWrite(data, func(b []byte) error { return decodeWriteRequest(b, req) })
 	case *pb.WriteStreamRequest:
 		err = decodeWrite(data, func(b []byte) error { return decodeWriteStreamRequest(b, req) })
+	case *SearchDecoder:
+		err = c.unmarshalSearch(data, req.SearchRequest, &req.s)
 	case *pb.SearchRequest:
-		buf := data.MaterializeToBuffer(grpcbuf.Pool)
-		b := buf.ReadOnlyData()
-		if n := countQueries(b); c.MaxQueries > 0 && n > c.MaxQueries {
-			err = fmt.Errorf("%d queries in one request, more than the server's limit of %d (max search queries)", n, c.MaxQueries)
-		} else {
-			// decodeSearch keeps no reference to the bytes: strings are copied.
-			err = decodeSearch(b, req)
-		}
-		buf.Free()
+		err = c.unmarshalSearch(data, req, nil)
 	default:
 		err = protoCodec.Unmarshal(data, v)
 	}
@@ -97,6 +91,39 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	return err
+}
+
+// unmarshalSearch decodes a SearchRequest into req, reusing s's slabs
+// when s is not nil.
+func (c Codec) unmarshalSearch(data mem.BufferSlice, req *pb.SearchRequest, s *slabs) error {
+	buf := data.MaterializeToBuffer(grpcbuf.Pool)
+	defer buf.Free()
+	b := buf.ReadOnlyData()
+	if n := countQueries(b); c.MaxQueries > 0 && n > c.MaxQueries {
+		return fmt.Errorf("%d queries in one request, more than the server's limit of %d (max search queries)", n, c.MaxQueries)
+	}
+	// decodeSearch keeps no reference to the bytes: strings are copied.
+	return decodeSearchInto(b, req, s)
+}
+
+// SearchDecoder receives SearchRequests one after another into the same
+// messages: the queries of a request and their parts come from slabs that
+// the next request decoded into it reuses, so a stream of batched lookups
+// allocates nothing per query once the slabs have grown to its batches.
+// Only the codec fills it; the caller must be done with every message of
+// the previous request (the engine recycles it: engine.SearchIO.Recycle)
+// before receiving the next into it.
+//
+// It is a proto.Message through the embedded request, so a stream that does
+// not go through the codec (the REST gateway's) decodes into that.
+type SearchDecoder struct {
+	*pb.SearchRequest
+	s slabs
+}
+
+// NewSearchDecoder returns an empty decoder.
+func NewSearchDecoder() *SearchDecoder {
+	return &SearchDecoder{SearchRequest: new(pb.SearchRequest)}
 }
 
 // decodeErrs carries decode errors past gRPC to the handlers of streams.
@@ -206,8 +233,12 @@ const (
 	fieldValBytes  = 6
 )
 
-// slabs hands out the messages of one request from per-kind arrays.
+// slabs hands out the messages of one request from per-kind arrays. Reused
+// for a later request (decodeSearchInto), each message is reset before it
+// is handed out again, so what the decoder does not set is empty, as
+// proto.Unmarshal leaves it.
 type slabs struct {
+	ptrs    []*pb.Query // the request's Queries, reused as its backing array
 	queries []pb.Query
 	exprs   []pb.Expr
 	cmps    []pb.Comparison
@@ -246,6 +277,12 @@ func countQueries(b []byte) int {
 
 // decodeSearch decodes b into req, as proto.Unmarshal would.
 func decodeSearch(b []byte, req *pb.SearchRequest) error {
+	return decodeSearchInto(b, req, nil)
+}
+
+// decodeSearchInto decodes b into req, as proto.Unmarshal would, taking
+// the messages from s (nil: new slabs) and growing it as needed.
+func decodeSearchInto(b []byte, req *pb.SearchRequest, s *slabs) error {
 	// First pass: count the queries, and leave anything unusual (unknown
 	// fields, wrong wire types, truncation) to the generated decoder.
 	n := 0
@@ -266,20 +303,18 @@ func decodeSearch(b []byte, req *pb.SearchRequest) error {
 	if n == 0 {
 		return nil
 	}
-	s := &slabs{
-		queries: make([]pb.Query, n),
-		exprs:   make([]pb.Expr, n),
-		cmps:    make([]pb.Comparison, n),
-		vals:    make([]pb.Value, n),
-		wrapCmp: make([]pb.Expr_Cmp, n),
+	if s == nil {
+		s = new(slabs)
 	}
-	req.Queries = make([]*pb.Query, n)
+	s.reset(n)
+	req.Queries = s.ptrs[:n]
 	for rest := b; len(rest) > 0; {
 		_, _, l := protowire.ConsumeTag(rest)
 		rest = rest[l:]
 		qb, m := protowire.ConsumeBytes(rest)
 		rest = rest[m:]
 		q := &s.queries[s.n]
+		q.Reset()
 		if !s.query(qb, q) {
 			q.Reset()
 			if err := proto.Unmarshal(qb, q); err != nil {
@@ -291,6 +326,25 @@ func decodeSearch(b []byte, req *pb.SearchRequest) error {
 		s.n++
 	}
 	return nil
+}
+
+// reset readies s for a request of n queries: the arrays are reused when
+// large enough, else replaced (the messages of an earlier request decoded
+// into smaller ones are not touched again).
+func (s *slabs) reset(n int) {
+	s.n = 0
+	if cap(s.queries) < n {
+		*s = slabs{
+			ptrs:    make([]*pb.Query, n),
+			queries: make([]pb.Query, n),
+			exprs:   make([]pb.Expr, n),
+			cmps:    make([]pb.Comparison, n),
+			vals:    make([]pb.Value, n),
+			wrapCmp: make([]pb.Expr_Cmp, n),
+			lastTyp: s.lastTyp,
+			lastFld: s.lastFld,
+		}
+	}
 }
 
 // query decodes the common shape of a query into q; false means b is
@@ -352,6 +406,7 @@ func (s *slabs) where(b []byte, q *pb.Query) bool {
 		return false
 	}
 	c := &s.cmps[s.n]
+	c.Reset()
 	var seen uint8
 	for len(cb) > 0 {
 		num, typ, l := protowire.ConsumeTag(cb)
@@ -402,6 +457,7 @@ func (s *slabs) value(b []byte) bool {
 	}
 	b = b[l:]
 	v := &s.vals[s.n]
+	v.Reset()
 	switch {
 	case typ == protowire.VarintType && (num == fieldValInt || num == fieldValUint || num == fieldValBool):
 		x, m := protowire.ConsumeVarint(b)

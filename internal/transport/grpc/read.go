@@ -11,6 +11,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/engine"
 )
 
 // Search implements pb.ProtobaseServer. With auth on, every request
@@ -24,23 +25,40 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 	// A request that does not decode ends the stream (its queries' ids,
 	// their ordinals, are unknown) with INVALID_ARGUMENT, after the
 	// answers to the requests before it.
+	//
+	// A request the engine is done with (it recycles those it ran on this
+	// goroutine) is decoded over by the next: its messages are reused.
+	var last, free *SearchDecoder
 	recv := func() (*pb.SearchRequest, error) {
-		req := new(pb.SearchRequest)
-		if err := recvMsg(st, req); err != nil {
+		d := free
+		if free = nil; d == nil {
+			d = NewSearchDecoder()
+		}
+		last = d
+		if err := recvMsg(st, d); err != nil {
 			return nil, err
 		}
+		req := d.SearchRequest
 		if n, limit := len(req.GetQueries()), s.opts.MaxSearchQueries; limit > 0 && n > limit {
 			return nil, apierror.Errorf(codes.InvalidArgument,
 				"%d queries in one request, more than the server's limit of %d (max search queries)", n, limit)
 		}
 		return req, nil
 	}
+	recycle := func(req *pb.SearchRequest) {
+		if last != nil && last.SearchRequest == req {
+			free = last
+		}
+	}
 	send := st.Send
 	if id != nil {
 		g := &searchGuard{id: id, denied: map[uint64]string{}}
 		recv, send = g.recv(recv), g.send(st.Send)
 	}
-	if err := s.e.Search(st.Context(), recv, send); err != nil {
+	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
+	// stream encode a response before they return.
+	sio := engine.SearchIO{Recv: recv, Send: send, SendEncodes: true, Recycle: recycle}
+	if err := s.e.SearchStream(st.Context(), sio); err != nil {
 		return toStatus(err)
 	}
 	return nil
