@@ -230,18 +230,6 @@ func (g *Gateway) scan(w http.ResponseWriter, r *http.Request, _ map[string]stri
 	st.finish(g.svc.Scan(req, st), true)
 }
 
-// watch serves Watch: one WatchRequest in, a line per message out, each
-// flushed as it is sent, until the client goes away.
-func (g *Gateway) watch(w http.ResponseWriter, r *http.Request, _ map[string]string) {
-	st := newStream[pb.WatchRequest, pb.WatchResponse](g, w, r)
-	req := new(pb.WatchRequest)
-	if err := st.RecvMsg(req); err != nil && !errors.Is(err, io.EOF) {
-		g.writeError(w, r, err)
-		return
-	}
-	st.finish(g.svc.Watch(req, st), true)
-}
-
 // allowed refuses a caller whose key's role does not allow method before
 // a full-duplex stream starts: refused there, net/http would not consume
 // the unread body and would drop the connection, resetting the next
