@@ -108,9 +108,7 @@ type Config struct {
 
 	// Resource bounds against hostile or broken clients (docs/limits.md).
 	// MaxStreamsPerConn caps the concurrent streams of one HTTP/2
-	// connection (default 100): with a message's window grown to its
-	// declared size while the handler waits for it, a connection's
-	// partial messages hold at most MaxStreamsPerConn × MaxMessageBytes.
+	// connection (default 100).
 	// MaxResultBufferBytes bounds the Search responses built and not yet
 	// sent, server-wide (default 256 MiB). MaxSearchQueries caps the
 	// queries of one SearchRequest (default 100,000).

@@ -125,3 +125,74 @@ func TestBudgetCuts(t *testing.T) {
 		t.Fatalf("held %d on %d connections after closing, want 0 on 2 (big and greedy are closed by their reader)", got, n)
 	}
 }
+
+// BenchmarkConnRead compares reading a client's HTTP/2 stream of 1 KiB
+// messages in 16 KiB DATA frames over loopback TCP, plain and accounted,
+// in one run (-bench ConnRead): the budget's cost on the read path.
+func BenchmarkConnRead(b *testing.B) {
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	var payload []byte
+	for range 15 { // 15 messages of 1,029 bytes fit a 16 KiB frame
+		msg := make([]byte, msgPrefixLen+1024)
+		binary.BigEndian.PutUint32(msg[1:], 1024)
+		payload = append(payload, msg...)
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x83}, EndHeaders: true})
+	head := bytes.Clone(buf.Bytes())
+	buf.Reset()
+	for range 64 {
+		_ = fr.WriteData(1, false, payload)
+	}
+	chunk := buf.Bytes() // about 1 MiB
+	for _, accounted := range []bool{false, true} {
+		name := "plain"
+		if accounted {
+			name = "budget"
+		}
+		b.Run(name, func(b *testing.B) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			lis := l
+			if accounted {
+				lis = New(Options{Limit: 1 << 30, Share: 1 << 30}).Listener(l)
+			}
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			s, err := lis.Accept()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			go func() {
+				_, _ = c.Write(append([]byte(http2.ClientPreface), head...))
+				for {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+			want := int64(len(http2.ClientPreface) + len(head))
+			rb := make([]byte, 32<<10)
+			b.SetBytes(int64(len(chunk)))
+			b.ResetTimer()
+			var got int64
+			for range b.N {
+				want += int64(len(chunk))
+				for got < want {
+					n, err := s.Read(rb[:min(int64(len(rb)), want-got)])
+					if err != nil {
+						b.Fatal(err)
+					}
+					got += int64(n)
+				}
+			}
+		})
+	}
+}
