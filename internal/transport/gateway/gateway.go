@@ -144,6 +144,7 @@ func New(opts Options) (*Gateway, error) {
 		{"/v1/records:write", g.write},
 		{"/v1/search", g.search},
 		{"/v1/scan", g.scan},
+		{"/v1/watch", g.watch},
 	}
 	for _, rt := range routes {
 		if err := gw.HandlePath(http.MethodPost, rt.path, rt.h); err != nil {
@@ -220,6 +221,18 @@ func (g *Gateway) scan(w http.ResponseWriter, r *http.Request, _ map[string]stri
 		return
 	}
 	st.finish(g.svc.Scan(req, st), true)
+}
+
+// watch serves Watch: one WatchRequest in, a line per message out, each
+// flushed as it is sent, until the client goes away.
+func (g *Gateway) watch(w http.ResponseWriter, r *http.Request, _ map[string]string) {
+	st := newStream[pb.WatchRequest, pb.WatchResponse](g, w, r)
+	req := new(pb.WatchRequest)
+	if err := st.RecvMsg(req); err != nil && !errors.Is(err, io.EOF) {
+		g.writeError(w, r, err)
+		return
+	}
+	st.finish(g.svc.Watch(req, st), true)
 }
 
 // allowed refuses a caller whose key's role does not allow method before

@@ -38,6 +38,7 @@ type httpStream[Req, Res any] struct {
 var (
 	_ grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]           = (*httpStream[pb.WriteRequest, pb.WriteResponse])(nil)
 	_ grpc.ServerStreamingServer[pb.ScanResponse]                             = (*httpStream[pb.ScanRequest, pb.ScanResponse])(nil)
+	_ grpc.ServerStreamingServer[pb.WatchResponse]                            = (*httpStream[pb.WatchRequest, pb.WatchResponse])(nil)
 	_ grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchResponse]           = (*httpStream[pb.SearchRequest, pb.SearchResponse])(nil)
 	_ grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.WriteStreamResponse] = (*httpStream[pb.WriteStreamRequest, pb.WriteStreamResponse])(nil)
 )
