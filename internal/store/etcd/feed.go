@@ -33,6 +33,13 @@ import (
 // their sub-revisions: the order of the transaction's operations, which is
 // the order the batch wrote them.
 //
+// Quiet prefixes. The watch asks for etcd's progress notifications (sent
+// every --watch-progress-notify-interval, 10 minutes by default, to a
+// watcher that has been sent everything): each moves the revision a resume
+// starts from up to the notification's, so that a feed whose prefix sees
+// no writes for hours does not resume from a revision the cluster has
+// compacted since, and fail, when its watch ends.
+//
 // Memory. etcd's client buffers, without bound, the responses of a watch
 // its reader has not taken yet, and many watches share one gRPC stream, so
 // flow control cannot slow the cluster down for one slow reader. Changes
@@ -61,8 +68,10 @@ const (
 var _ store.Feed = (*Store)(nil)
 
 // feedWatches counts the etcd watches Changes has opened, its resumes
-// included; tests read it to know that a resume happened.
-var feedWatches atomic.Int64
+// included; feedProgress is the highest revision a progress notification
+// moved a feed to. Tests read them to know that a resume or a progress
+// notification happened.
+var feedWatches, feedProgress atomic.Int64
 
 // errPrevLost ends a watch whose response lacks the previous value of an
 // event: etcd reads it at the revision before the event's and leaves it
@@ -149,7 +158,8 @@ func (f *feed) watch(ctx context.Context) (overflow bool, err error) {
 	// before that it reports the compaction. The extra revision is skipped.
 	start := max(f.next-1, 1)
 	feedWatches.Add(1)
-	wc := f.s.cli.Watch(wctx, f.key, clientv3.WithPrefix(), clientv3.WithRev(start), clientv3.WithPrevKV())
+	wc := f.s.cli.Watch(wctx, f.key, clientv3.WithPrefix(), clientv3.WithRev(start), clientv3.WithPrevKV(),
+		clientv3.WithProgressNotify())
 	buf := make(chan clientv3.WatchResponse, feedBuffer)
 	var full atomic.Bool
 	go func() {
@@ -180,6 +190,17 @@ func (f *feed) watch(ctx context.Context) (overflow bool, err error) {
 				return false, fmt.Errorf("etcd store: watch %q: %w", f.key, mapErr(err))
 			}
 			return false, errResume
+		}
+		if resp.IsProgressNotify() {
+			// Every change under the prefix up to the header's revision
+			// has been sent: a resume may start after it. Without this a
+			// feed whose prefix sees no writes would resume from where
+			// its last change was, which compaction may have passed.
+			if h := resp.Header.Revision; h >= f.next {
+				f.next = h + 1
+				storeMax(&feedProgress, h)
+			}
+			continue
 		}
 		if err := f.deliver(resp.Events); err != nil {
 			if errors.Is(err, errPrevLost) {
@@ -252,6 +273,15 @@ func (f *feed) convert(events []*clientv3.Event) ([]store.Event, error) {
 		f.evs = append(f.evs, e)
 	}
 	return f.evs, nil
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 func nonNil(b []byte) []byte {

@@ -59,8 +59,9 @@ func (m *member) leader() bool {
 }
 
 // startCluster runs an n-member cluster and returns its members and their
-// client endpoints; the members stop when the test ends.
-func startCluster(t *testing.T, n int) ([]*member, []string) {
+// client endpoints; the members stop when the test ends. tune, when not
+// nil, changes each member's configuration.
+func startCluster(t *testing.T, n int, tune func(*embed.Config)) ([]*member, []string) {
 	t.Helper()
 	client, peer := make([]url.URL, n), make([]url.URL, n)
 	var initial []string
@@ -83,6 +84,9 @@ func startCluster(t *testing.T, n int) ([]*member, []string) {
 			cfg.InitialCluster = strings.Join(initial, ",")
 			cfg.InitialClusterToken = t.Name()
 			cfg.TickMs, cfg.ElectionMs = 50, 500
+			if tune != nil {
+				tune(cfg)
+			}
 			return cfg
 		}}
 		eps[i] = client[i].Host
@@ -107,6 +111,45 @@ func freeURL(t *testing.T) url.URL {
 	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)}
 }
 
+// loseQuorum stops the leader and one more member, waits until a feed has
+// watched again (the remaining member ends watches that require a leader
+// after three election timeouts without one, and refuses new ones), and
+// starts them again.
+func loseQuorum(ctx context.Context, t *testing.T, ms []*member) {
+	t.Helper()
+	watches := etcd.FeedWatches()
+	var leader *member
+	for _, m := range ms {
+		if m.leader() {
+			leader = m
+		}
+	}
+	if leader == nil {
+		t.Fatal("no member is the leader")
+	}
+	leader.stop()
+	for _, m := range ms {
+		if m != leader {
+			m.stop()
+			break
+		}
+	}
+	for etcd.FeedWatches() == watches {
+		if ctx.Err() != nil {
+			t.Fatal("the feed did not watch again while the cluster had no majority")
+		}
+		time.Sleep(50 * time.Millisecond) // polls a condition
+	}
+	for _, m := range ms {
+		if m.e == nil {
+			m.start()
+		}
+	}
+	for _, m := range ms {
+		m.ready()
+	}
+}
+
 // written is one batch of the writer: its operations in order, and its
 // revision once known (0: not applied).
 type written struct {
@@ -129,7 +172,7 @@ func TestFeedLeaderRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member cluster and restarts its leader")
 	}
-	ms, eps := startCluster(t, 3)
+	ms, eps := startCluster(t, 3, nil)
 	s, err := etcd.Open(etcd.Options{Endpoints: eps, Prefix: "/feed/", RequestTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -206,37 +249,7 @@ func TestFeedLeaderRestart(t *testing.T) {
 	// Without a majority, the remaining member ends the watch (it requires
 	// a leader) and refuses new ones until the others are back: the feed
 	// watches again, maybe several times, and must take up where it was.
-	watches := etcd.FeedWatches()
-	var leader *member
-	for _, m := range ms {
-		if m.leader() {
-			leader = m
-		}
-	}
-	if leader == nil {
-		t.Fatal("no member is the leader")
-	}
-	leader.stop()
-	for _, m := range ms {
-		if m != leader {
-			m.stop()
-			break
-		}
-	}
-	for etcd.FeedWatches() == watches {
-		if ctx.Err() != nil {
-			t.Fatal("the feed did not watch again while the cluster had no majority")
-		}
-		time.Sleep(50 * time.Millisecond) // polls a condition
-	}
-	for _, m := range ms {
-		if m.e == nil {
-			m.start()
-		}
-	}
-	for _, m := range ms {
-		m.ready()
-	}
+	loseQuorum(ctx, t, ms)
 	write(40)
 	apply(t, s, func(b store.WriteBatch) { b.Set([]byte("end"), nil) })
 
@@ -286,4 +299,56 @@ func TestFeedLeaderRestart(t *testing.T) {
 	t.Logf("%d batches written, %d applied, %d with their outcome unseen; %d revisions delivered",
 		len(batches), len(applied), failed, len(texts))
 	equalLines(t, "changes across leader restarts", texts, want)
+}
+
+// A feed whose prefix sees no writes still moves on with the cluster's
+// progress notifications, so that when its watch ends after a compaction
+// of those quiet revisions it resumes past them instead of failing. (etcd's
+// client resumes a watch itself when only its connection breaks, from the
+// revision the last response named; a watch the cluster ends is the
+// feed's to resume.)
+func TestFeedQuietPrefixResumesAfterCompaction(t *testing.T) {
+	ms, eps := startCluster(t, 3, func(cfg *embed.Config) {
+		cfg.WatchProgressNotifyInterval = 100 * time.Millisecond
+	})
+	s, err := etcd.Open(etcd.Options{Endpoints: eps, Prefix: "/quiet/", RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r0, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Changes(ctx, []byte("p/"), r0, func(rev int64, evs []store.Event) error {
+			got <- show(rev, evs)
+			return errStop
+		})
+	}()
+	var quiet int64
+	for i := range 5 {
+		quiet = apply(t, s, func(b store.WriteBatch) { b.Set(fmt.Appendf(nil, "q/%d", i), nil) })
+	}
+	for etcd.FeedProgress() < quiet {
+		if ctx.Err() != nil {
+			t.Fatal("no progress notification reached the feed")
+		}
+		time.Sleep(20 * time.Millisecond) // polls a condition
+	}
+	if _, err := s.Client().Compact(ctx, quiet); err != nil {
+		t.Fatal(err)
+	}
+	loseQuorum(ctx, t, ms)
+	rp := apply(t, s, func(b store.WriteBatch) { b.Set([]byte("p/x"), []byte("1")) })
+	if err := <-done; !errors.Is(err, errStop) {
+		t.Fatalf("Changes = %v; want the change after the compaction", err)
+	}
+	if g, want := <-got, fmt.Sprintf(`%d: set p/x="1" (was nil);`, rp); g != want {
+		t.Errorf("first change = %s; want %s", g, want)
+	}
 }
