@@ -214,6 +214,18 @@ func (e *authEnv) rpcs() []rpc {
 			_, err := api.RevokeKey(ctx, &pb.RevokeKeyRequest{Name: "reader"})
 			return err
 		}},
+		{"Watch", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+			// Allowed, a watch sends its start position first; the call
+			// then ends here.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			st, err := api.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User", "shop.Order"}})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		}},
 		{"Search(users)", "", func(ctx context.Context, api pb.ProtobaseClient) error {
 			return search(ctx, api, users)
 		}},

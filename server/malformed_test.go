@@ -161,6 +161,8 @@ func TestMalformedUnaryAndScanRequest(t *testing.T) {
 		{"GetSchema", false, []byte{0x0a, 0x05, 'a'}}, // a field 5 bytes long, 1 sent
 		{"Scan", true, query},
 		{"Scan", true, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badUTF8)},
+		{"Watch", true, badUTF8}, // WatchRequest.types
+		{"Watch", true, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), deepWhere()[len(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "shop.User"))+3:])},
 	}
 	for i, c := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -472,6 +472,11 @@ func (s *Server) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		s.health.Shutdown()
+		if s.eng != nil {
+			// Watches never end on their own: end them first, or the
+			// graceful stop would wait for them until its timeout.
+			s.eng.StopWatches()
+		}
 		// REST and NATS call the engine without going through the gRPC
 		// server: stop them first, with the same grace period.
 		tctx, tcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)

@@ -225,3 +225,68 @@ func TestWatchAcrossRestart(t *testing.T) {
 		t.Errorf("oldest = %v, want commit %d", p, start.Commit+3)
 	}
 }
+
+// TestWatchHostile checks that bad and hostile Watch requests fail with
+// the right code before anything is sent, and that extreme but valid
+// ones work.
+func TestWatchHostile(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "1@x"}`)})
+	user := []string{"shop.User"}
+	idx := func(i uint32) *uint32 { return &i }
+	for _, c := range []struct {
+		name string
+		req  *pb.WatchRequest
+		code codes.Code
+	}{
+		{"no types", &pb.WatchRequest{}, codes.InvalidArgument},
+		{"empty type", &pb.WatchRequest{Types: []string{""}}, codes.NotFound},
+		{"unknown type", &pb.WatchRequest{Types: []string{"shop.User", "shop.Nope"}}, codes.NotFound},
+		{"helper message", &pb.WatchRequest{Types: []string{"shop.Line"}}, codes.NotFound},
+		{"bad filter", &pb.WatchRequest{Types: user, Filter: `name = `}, codes.InvalidArgument},
+		{"unknown field", &pb.WatchRequest{Types: user, Filter: `nope = 1`}, codes.InvalidArgument},
+		{"field of one type only", &pb.WatchRequest{Types: []string{"shop.User", "shop.Order"}, Filter: `name = "a"`}, codes.InvalidArgument},
+		{"both filters", &pb.WatchRequest{Types: user, Filter: `id = 1`, Where: &pb.Expr{}}, codes.InvalidArgument},
+		{"empty where", &pb.WatchRequest{Types: user, Where: &pb.Expr{}}, codes.InvalidArgument},
+		{"index without commit", &pb.WatchRequest{Types: user, Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: &pb.Position{Index: idx(3)}}}}, codes.InvalidArgument},
+		{"max commit", &pb.WatchRequest{Types: user, Start: after(1<<64 - 1)}, codes.OutOfRange},
+		{"max commit and index", &pb.WatchRequest{Types: user, Start: afterIndex(1<<64-1, 1<<32-1)}, codes.OutOfRange},
+	} {
+		if st := ts.watchErr(c.req); st.Code() != c.code {
+			t.Errorf("%s: %v, want %v", c.name, st, c.code)
+		}
+	}
+	// Valid extremes: commit 0 (before everything), a huge batch size
+	// (capped), an index past the commit's changes (the whole commit),
+	// many copies of one type.
+	many := make([]string, 10000)
+	for i := range many {
+		many[i] = "shop.User"
+	}
+	for _, req := range []*pb.WatchRequest{
+		{Types: user, Start: after(0), BatchSize: 1<<32 - 1},
+		{Types: many, Start: after(0)},
+		{Types: user, Start: afterIndex(0+1, 0), BatchSize: 1},
+	} {
+		ws := ts.watch(req)
+		ws.first()
+		ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "2@x"}`)})
+		resp, err := ws.st.Recv()
+		if err != nil || len(resp.Changes) == 0 {
+			t.Fatalf("%v: %v, %v", req.Start, resp, err)
+		}
+		want := uint64(1)
+		if req.Start.GetAfter().Index != nil {
+			want = 2
+		}
+		if got := resp.Changes[0].Position.GetCommit(); got != want {
+			t.Errorf("%v: first change at commit %d, want %d", req.Start, got, want)
+		}
+		ws.cancel()
+	}
+	ws := ts.watch(&pb.WatchRequest{Types: user, Start: afterIndex(1, 1<<32-1)})
+	if p := ws.first(); p.GetCommit() != 1 || p.GetIndex() != 1<<32-1 {
+		t.Errorf("start after an index past the commit's changes: progress %v", p)
+	}
+}

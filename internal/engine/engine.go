@@ -125,6 +125,13 @@ type Engine struct {
 	// what watchers may read up to.
 	logOn   bool
 	durable *watermark
+	// applied is the last commit applied (visible), for watchers to see
+	// that a batch waits for no writer's sync (see syncLog).
+	applied *watermark
+	// syncMu serializes syncLog; watchStop is closed by StopWatches.
+	syncMu        sync.Mutex
+	watchStop     chan struct{}
+	watchStopOnce sync.Once
 
 	// buildMu guards builds: the indexes this engine runs a builder for.
 	buildMu sync.Mutex
@@ -235,6 +242,8 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	}
 
 	e.durable = newWatermark(e.seq)
+	e.applied = newWatermark(e.seq)
+	e.watchStop = make(chan struct{})
 	e.logOn = opts.WatchRetention > 0 && !st.Shared()
 	if !st.Shared() {
 		if err := e.openLog(); err != nil {

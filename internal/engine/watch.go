@@ -26,6 +26,14 @@ const watchProgressEvery = 2 * time.Second
 // a slow client never pins one storage version for long.
 const watchRoundResponses = 16
 
+// watchSyncDelay is how long a watcher lets a batch stay applied but not
+// known durable before it makes the batch durable itself (syncLog).
+const watchSyncDelay = 20 * time.Millisecond
+
+// errWatchStopped ends the watches of a server shutting down.
+var errWatchStopped = apierror.New(codes.Unavailable,
+	"the server is shutting down: watch again (on this or another server) from the last position received")
+
 // Watch streams the committed, durable changes of the requested record
 // types after the request's start, in commit order, until ctx ends; see
 // docs/watch.md. The first message is progress-only and names the start
@@ -141,6 +149,12 @@ func (w *watch) runLog(ctx context.Context) error {
 	}
 	tick := time.NewTicker(watchProgressEvery)
 	defer tick.Stop()
+	// lag fires watchSyncDelay after the watcher first saw a batch applied
+	// beyond the durable watermark lagFrom.
+	lag := time.NewTimer(time.Hour)
+	lag.Stop()
+	defer lag.Stop()
+	armed, lagFrom := false, uint64(0)
 	for {
 		wm, moved := w.e.durable.load()
 		if w.pos.commit < wm || (w.pos.part && w.pos.commit <= wm) {
@@ -149,20 +163,40 @@ func (w *watch) runLog(ctx context.Context) error {
 			}
 			continue
 		}
-		select {
-		case <-moved:
-		case <-tick.C:
-			if w.pos != w.lastSent {
-				if err := w.progress(); err != nil {
-					return err
-				}
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-w.e.bgCtx.Done():
-			return ErrClosed
+		applied, appliedMoved := w.e.applied.load()
+		if applied > wm && (!armed || lagFrom != wm) {
+			lag.Reset(watchSyncDelay)
+			armed, lagFrom = true, wm
 		}
+		fired, err := w.wait(ctx, moved, appliedMoved, lag.C, tick.C)
+		if err != nil {
+			return err
+		}
+		armed = armed && !fired
 	}
+}
+
+// wait waits for the watermark (or the applied commit) to move, for a
+// batch to lag too long (then makes it durable; fired), or for the
+// progress tick (then sends a progress message if the position moved).
+func (w *watch) wait(ctx context.Context, moved, appliedMoved <-chan struct{}, lag, tick <-chan time.Time) (fired bool, err error) {
+	select {
+	case <-moved:
+	case <-appliedMoved:
+	case <-lag:
+		return true, w.e.syncLog()
+	case <-tick:
+		if w.pos != w.lastSent {
+			return false, w.progress()
+		}
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-w.e.bgCtx.Done():
+		return false, ErrClosed
+	case <-w.e.watchStop:
+		return false, errWatchStopped
+	}
+	return false, nil
 }
 
 // startLog sets the position the request's start names, checking that the

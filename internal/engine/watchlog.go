@@ -305,3 +305,43 @@ func (e *Engine) trimPoint(it store.Iterator, now time.Time) ([]byte, error) {
 	}
 	return logEnd, nil
 }
+
+// syncLog makes every applied batch durable and raises the watermark to
+// it. Watchers call it when a batch stays applied but not known durable
+// for watchSyncDelay: its writer has not waited for its sync (a Write
+// stream that asked for no acknowledgement and has gone quiet), and
+// without this the batch would reach watchers only when some writer next
+// waits. It writes the commit sequence again, unchanged, with a sync: the
+// WAL is synced in order, so every batch before it is durable too.
+func (e *Engine) syncLog() error {
+	e.syncMu.Lock()
+	defer e.syncMu.Unlock()
+	b := e.st.NewWriteBatch()
+	defer b.Close()
+	var v [8]byte
+	e.writeMu.Lock()
+	seq := e.seq
+	if seq <= e.durable.n.Load() {
+		e.writeMu.Unlock()
+		return nil
+	}
+	binary.BigEndian.PutUint64(v[:], seq)
+	b.Set(keySeq, v[:])
+	err := e.st.ApplyBatch(b)
+	e.writeMu.Unlock()
+	if err == nil {
+		err = b.Wait()
+	}
+	if err != nil {
+		return fmt.Errorf("sync the change log: %w", err)
+	}
+	e.durable.advance(seq)
+	return nil
+}
+
+// StopWatches ends every Watch call, now and later, with UNAVAILABLE: a
+// server shutting down calls it first, as watches never end on their own
+// and would hold up a graceful stop.
+func (e *Engine) StopWatches() {
+	e.watchStopOnce.Do(func() { close(e.watchStop) })
+}

@@ -363,6 +363,8 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 		if !e.st.SyncWrites() {
 			// Visible is durable: nothing waits for a sync.
 			e.durable.advance(e.seq)
+		} else {
+			e.applied.advance(e.seq)
 		}
 	}
 	if p := b.Position(); p != 0 {

@@ -1,0 +1,187 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/engine"
+)
+
+// watchEngine opens an engine with the change log on and shopProto.
+func watchEngine(t *testing.T, opts engine.Options) *testEngine {
+	t.Helper()
+	if opts.WatchRetention == 0 {
+		opts.WatchRetention = time.Hour
+	}
+	opts.WatchTrimInterval = time.Hour // tests trim with TrimLog
+	te := openEngine(t, t.TempDir(), opts)
+	te.apply(map[string]string{"shop.proto": shopProto})
+	return te
+}
+
+// watchResult is what one Watch call received and how it ended.
+type watchResult struct {
+	changes  []*pb.Change
+	progress []*pb.Position
+	err      error
+}
+
+// watchUntil runs Watch until it has received n changes (n <= 0: the
+// first message), then cancels it, or until it fails.
+func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
+	te.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var r watchResult
+	err := te.e.Watch(ctx, req, func(m *pb.WatchResponse) error {
+		r.changes = append(r.changes, m.Changes...)
+		r.progress = append(r.progress, m.Progress)
+		if (n <= 0 && len(r.progress) == 1) || (n > 0 && len(r.changes) >= n) {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		r.err = err
+	}
+	return r
+}
+
+func codeOf(err error) codes.Code { return apierror.Status(err).Code() }
+
+func oldest() *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}
+}
+
+func startAfter(c uint64) *pb.WatchStart {
+	return &pb.WatchStart{Start: &pb.WatchStart_After{After: &pb.Position{Commit: c}}}
+}
+
+func users(te *testEngine, from, n int) []*anypb.Any {
+	out := make([]*anypb.Any, n)
+	for i := range out {
+		id := itoa(from + i)
+		out[i] = te.rec("shop.User", `{"id": `+id+`, "name": "n`+id+`", "email": "e`+id+`"}`)
+	}
+	return out
+}
+
+// TestWatchTrimByTime checks that entries older than the retention go,
+// and that a start before them is OUT_OF_RANGE naming the oldest kept.
+func TestWatchTrimByTime(t *testing.T) {
+	te := watchEngine(t, engine.Options{WatchRetention: time.Minute})
+	for i := range 5 {
+		te.mustWrite(engine.OpInsert, users(te, i*10, 10))
+	}
+	if r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 50); len(r.changes) != 50 || r.err != nil {
+		t.Fatalf("before trimming: %d changes, %v", len(r.changes), r.err)
+	}
+	if err := te.e.TrimLog(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(0)}, 50); len(r.changes) != 50 || r.err != nil {
+		t.Fatalf("nothing old enough to trim: %d changes, %v", len(r.changes), r.err)
+	}
+	if err := te.e.TrimLog(time.Now().Add(2 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(0)}, 1)
+	if codeOf(r.err) != codes.OutOfRange || !strings.Contains(r.err.Error(), "oldest position available is commit 5 ") {
+		t.Fatalf("start before the trimmed log: %v, want OUT_OF_RANGE naming commit 5", r.err)
+	}
+	// The log is empty: oldest is now, and new changes come through.
+	te.mustWrite(engine.OpInsert, users(te, 100, 1))
+	r = te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 1)
+	if len(r.changes) != 1 || r.changes[0].Position.GetCommit() != 6 || r.progress[0].GetCommit() != 5 {
+		t.Fatalf("after trimming all: %v %v %v", r.changes, r.progress, r.err)
+	}
+}
+
+// TestWatchTrimByBytes checks the byte bound: the newest entries within
+// it stay, the older go, across a restart (the byte count is rebuilt).
+func TestWatchTrimByBytes(t *testing.T) {
+	te := watchEngine(t, engine.Options{WatchRetentionBytes: 2000})
+	for i := range 10 {
+		te.mustWrite(engine.OpInsert, users(te, i*10, 10)) // ~190 bytes an entry
+	}
+	te = te.reopen()
+	for i := 10; i < 20; i++ {
+		te.mustWrite(engine.OpInsert, users(te, i*10, 10))
+	}
+	if err := te.e.TrimLog(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, -1)
+	first := r.progress[0].GetCommit()
+	if first < 10 || first > 18 {
+		t.Fatalf("oldest after trimming to 2000 bytes = %d, want between 10 and 18 of 20 commits", first)
+	}
+	r = te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, int(20-first)*10)
+	if r.err != nil || r.changes[0].Position.GetCommit() != first+1 {
+		t.Fatalf("watch from oldest: %v, first change %v", r.err, r.changes)
+	}
+	if r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(first - 1)}, 1); codeOf(r.err) != codes.OutOfRange {
+		t.Fatalf("start one before the oldest: %v, want OUT_OF_RANGE", r.err)
+	}
+}
+
+// TestWatchSyncsQuietWriter checks that a batch whose writer never waits
+// for its sync still reaches a watcher (the watcher syncs it).
+func TestWatchSyncsQuietWriter(t *testing.T) {
+	te := watchEngine(t, engine.Options{})
+	w := te.e.NewWriter()
+	defer w.Close()
+	done := make(chan watchResult)
+	go func() { done <- te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}}, 1) }()
+	// Apply without Sync: nothing on the writer's side waits for the WAL.
+	if err := w.Apply(context.Background(), engine.OpInsert, users(te, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if len(r.changes) != 1 || r.err != nil {
+		t.Fatalf("watch = %v, %v", r.changes, r.err)
+	}
+}
+
+// TestWatchStop checks that StopWatches ends a waiting watch.
+func TestWatchStop(t *testing.T) {
+	te := watchEngine(t, engine.Options{})
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func(*pb.WatchResponse) error {
+			close(started)
+			return nil
+		})
+	}()
+	<-started
+	te.e.StopWatches()
+	if err := <-done; codeOf(err) != codes.Unavailable {
+		t.Fatalf("stopped watch: %v, want UNAVAILABLE", err)
+	}
+}
+
+// TestWatchLogOff checks that without retention Watch says how to turn
+// the log on, and that writes leave no entries behind.
+func TestWatchLogOff(t *testing.T) {
+	te := newEngine(t)
+	te.mustWrite(engine.OpInsert, users(te, 1, 3))
+	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}}, 1)
+	if codeOf(r.err) != codes.FailedPrecondition || !strings.Contains(r.err.Error(), "--watch-retention") {
+		t.Fatalf("log off: %v", r.err)
+	}
+	te.opts.WatchRetention = time.Hour
+	te = te.reopen()
+	r = te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, -1)
+	if r.progress[0].GetCommit() != 1 {
+		t.Fatalf("first watch with the log on: oldest = %v, want commit 1 (no entries)", r.progress[0])
+	}
+}
