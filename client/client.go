@@ -1,9 +1,10 @@
 // Package client is the public Go client of Protobase: connect, manage the
 // schema, write records through an auto-batching Writer, read them with
-// Search, Scan, Query pages and Get, and build filters as text (Query.Filter)
-// or with expression helpers (Eq, Lt, And, ...). Records may be generated
-// Go types, or dynamic messages and JSON built from the server's own schema
-// (Types), so that a program needs no generated code.
+// Search, Scan, Query pages and Get, follow their changes with Watch, and
+// build filters as text (Query.Filter) or with expression helpers (Eq, Lt,
+// And, ...). Records may be generated Go types, or dynamic messages and
+// JSON built from the server's own schema (Types), so that a program needs
+// no generated code.
 package client
 
 import (

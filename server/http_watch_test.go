@@ -270,7 +270,7 @@ func TestHTTPWatchEndsWhenServerStops(t *testing.T) {
 		}
 		defer func() {
 			m, st := w.next()
-			if st == nil || st.code != codes.Unavailable || !strings.Contains(st.msg, "watch again") {
+			if st == nil || st.code != codes.Unavailable || !strings.Contains(st.msg, "shutting down") {
 				t.Errorf("%s: the watch ended with %v, %v; want UNAVAILABLE", c.name(), m, st)
 			}
 		}()

@@ -90,9 +90,6 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
 	s.cfg.HTTPLimits.apply(t.http)
-	// Watches never end by themselves: a graceful stop ends them first
-	// (UNAVAILABLE, to resume elsewhere) rather than wait them out.
-	t.http.RegisterOnShutdown(gw.StopStreams)
 	go func() { _ = s.serveHTTP(t.http, lis) }()
 	s.log.Info("serving REST/JSON", "http", lis.Addr().String(), "tls", s.TLS())
 	return nil

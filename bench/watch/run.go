@@ -58,6 +58,7 @@ func (g *Experiment) run(ctx context.Context, t *bench.Target, n int, d time.Dur
 	if err != nil {
 		return nil, err
 	}
+	g.written.Add(records)
 	o := &outcome{records: records, writing: acks.end.Sub(start)}
 	for _, w := range ws {
 		if err := w.wait(ctx, func(tl *changeTally) bool { return tl.changes >= records }, catchUp); err != nil {
@@ -68,6 +69,11 @@ func (g *Experiment) run(ctx context.Context, t *bench.Target, n int, d time.Dur
 	wg.Wait()
 	for _, w := range ws {
 		tl := &w.tally
+		// Nothing but this run writes to an embedded server: each
+		// watcher must have received each change once.
+		if t.Embedded && tl.changes != records {
+			return nil, fmt.Errorf("a watcher received %d changes of %d records written", tl.changes, records)
+		}
 		o.delivered = append(o.delivered, float64(tl.changes)/tl.last.Sub(start).Seconds())
 		for _, a := range tl.arrivals {
 			if at, ok := acks.at[a.commit]; ok {

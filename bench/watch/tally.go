@@ -59,7 +59,7 @@ func (t *changeTally) AddWire(b []byte) error {
 		}
 		t.changes++
 		t.last = now
-		if k := len(t.arrivals); k > 0 && t.arrivals[k-1].commit == commit && t.arrivals[k-1].at == now {
+		if k := len(t.arrivals); k > 0 && t.arrivals[k-1].commit == commit && t.arrivals[k-1].at.Equal(now) {
 			t.arrivals[k-1].n++
 			continue
 		}

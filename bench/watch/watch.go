@@ -38,6 +38,9 @@ type Experiment struct {
 
 	// nextID hands out item ids so that no two inserts collide.
 	nextID atomic.Int64
+	// written counts the records acknowledged, which the server's
+	// counters must match (checked by the tests).
+	written atomic.Int64
 }
 
 // Name implements bench.Experiment.

@@ -98,11 +98,11 @@ func TestWatchCommand(t *testing.T) {
 	mustCLI(t, `{"id": 1, "name": "ann", "email": "ann@x"}`, "--addr", addr, "upsert", "--type", "shop.User")
 
 	out, stop := watching(t, "--addr", addr, "watch", "-t", "shop.User", "--type", "shop.Order", "--from", "oldest", "--old")
-	lines := waitLines(t, out, 3)
+	waitLines(t, out, 3)
 	// Changes made while it watches arrive too.
 	mustCLI(t, `{"id": 7, "user": 1, "total": 9.5}`, "--addr", addr, "insert", "--type", "shop.Order")
 	mustCLI(t, `{"id": 0}`, "--addr", addr, "remove", "--type", "shop.User")
-	lines = waitLines(t, out, 5)
+	lines := waitLines(t, out, 5)
 	r := stop()
 	if r.code != exitOK {
 		t.Fatalf("interrupted watch: exit %d, stderr %q", r.code, r.stderr)

@@ -99,11 +99,6 @@ type Gateway struct {
 	mux   *http.ServeMux
 	auth  auth.Verifier // nil: no authentication
 	guard *guard
-
-	// streams is cancelled by StopStreams; the streams that never end by
-	// themselves (watches) run under it as well as under their request.
-	streams     context.Context
-	stopStreams context.CancelFunc
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -118,7 +113,6 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), guard: gd, auth: opts.Verifier}
-	g.streams, g.stopStreams = context.WithCancel(context.Background())
 	gw := runtime.NewServeMux(
 		// A form POST to a GET route is not a GET (nor is it JSON).
 		runtime.WithDisablePathLengthFallback(),
