@@ -12,6 +12,7 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -128,6 +129,11 @@ type cursor struct {
 	// serve (see Engine.sortPoints).
 	cacheMisses uint64
 	ib          *indexBatchBuf // an index range's batch (scanIndex), pooled
+	// staged, when set, holds the record cache's answer for the current
+	// query's lone key at position stagedAt, looked up with the rest of
+	// its chunk (stageLookups).
+	staged   *recordcache.Batch
+	stagedAt int
 }
 
 // flushStats adds the cursor's counts to the engine's Stats.
@@ -379,7 +385,13 @@ func (cu *cursor) point(it store.Iterator, key, dst []byte, cached bool) ([]byte
 		}
 		return cu.r.Get(key, dst)
 	}
-	if val, hit := c.Get(key, dst); hit {
+	if cu.staged != nil {
+		val, hit := cu.staged.Val(cu.stagedAt)
+		cu.staged = nil
+		if hit {
+			return append(dst[:0], val...), true, nil
+		}
+	} else if val, hit := c.Get(key, dst); hit {
 		return val, true, nil
 	}
 	cu.cacheMisses++

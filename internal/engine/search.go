@@ -18,6 +18,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -424,14 +425,18 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	if len(points) > 1 && e.st.Shared() {
 		r.prefetch(points)
 	}
+	staged := e.stageLookups(points, buf)
 	for k := range qs {
 		var i int
 		var c *compiled
 		var err error
+		cu.staged = nil
 		if k < len(points) {
 			p := &points[k]
 			i = p.i
 			c = scratch.point(p.t, p.key, qs[i])
+			cu.staged = staged
+			cu.stagedAt = k
 		} else {
 			i = rest[k-len(points)]
 			c, err = e.compile(qs[i])
@@ -454,6 +459,24 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 		// Sorting pays off only for the lookups that reach the store.
 		e.sortPoints.Store(cu.cacheMisses*8 > uint64(len(points)))
 	}
+}
+
+// stageLookups looks the chunk's point lookups up in the record cache
+// together (recordcache.GetMany), before any runs: probing them one at a
+// time between the reads and packing of the others left each probe's
+// memory misses to be waited for alone. The cursor takes each lookup's
+// answer from the batch (cursor.point). nil when there is no cache or a
+// single lookup.
+func (e *Engine) stageLookups(points []pointJob, buf *lookupBuf) *recordcache.Batch {
+	if len(points) < 2 || e.cache == nil {
+		return nil
+	}
+	b := new(recordcache.Batch)
+	if buf != nil {
+		b = &buf.staged
+	}
+	e.cache.GetMany(len(points), func(i int) []byte { return points[i].key }, b)
+	return b
 }
 
 // prefetch reads the chunk's point lookups together through the chunk's
@@ -613,6 +636,7 @@ type lookupBuf struct {
 	points []pointJob
 	reuse  bool
 	ready  bool
+	staged recordcache.Batch // the record cache's answers (stageLookups)
 }
 
 // respArena lends a chunk run inline the messages of its responses, and

@@ -25,6 +25,8 @@ package recordcache
 import (
 	"bytes"
 	"hash/maphash"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -217,4 +219,80 @@ func (c *Cache) Bytes() int64 {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// Batch is GetMany's scratch and result, reused from call to call by one
+// goroutine: the records hit are copied into it, valid until the next call.
+type Batch struct {
+	hs    []uint64
+	order []int32 // key positions grouped by shard
+	spans []span  // per key: its record in vals, or a miss
+	vals  []byte
+}
+
+// span is a hit's record, vals[start:end]; start < 0 is a miss.
+type span struct{ start, end int32 }
+
+// Len returns how many keys the last GetMany looked up.
+func (b *Batch) Len() int { return len(b.spans) }
+
+// Val returns key i's record and whether it was a hit.
+func (b *Batch) Val(i int) ([]byte, bool) {
+	sp := b.spans[i]
+	if sp.start < 0 {
+		return nil, false
+	}
+	return b.vals[sp.start:sp.end:sp.end], true
+}
+
+// GetMany looks up the n keys key(0)..key(n-1) into b: the lookups of a
+// batch, as Get would answer each at the moment of the call. It takes each
+// shard's lock once for all of its keys instead of once per key, and with
+// no lock between them the probes of one shard's keys overlap their
+// memory misses, which serialize when lookups alternate with the work done
+// on each record (a probe is mostly waiting for memory: the map's control
+// word, then the entry). Records larger than math.MaxInt32 bytes in all
+// are left as misses.
+func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
+	b.spans = slices.Grow(b.spans[:0], n)[:n]
+	b.vals = b.vals[:0]
+	if c == nil {
+		for i := range b.spans {
+			b.spans[i] = span{-1, -1}
+		}
+		return
+	}
+	b.hs = slices.Grow(b.hs[:0], n)[:n]
+	b.order = slices.Grow(b.order[:0], n)[:n]
+	var count [shards + 1]int32
+	for i := range n {
+		h := maphash.Bytes(c.seed, key(i))
+		b.hs[i] = h
+		count[h%shards+1]++
+	}
+	for s := 1; s <= shards; s++ {
+		count[s] += count[s-1]
+	}
+	for i, h := range b.hs {
+		b.order[count[h%shards]] = int32(i) //nolint:gosec // n is a batch of lookups, far below 2^31
+		count[h%shards]++
+	}
+	for lo := 0; lo < n; {
+		s := &c.shards[b.hs[b.order[lo]]%shards]
+		hi := lo
+		s.mu.Lock()
+		for ; hi < n && &c.shards[b.hs[b.order[hi]]%shards] == s; hi++ {
+			i := b.order[hi]
+			en, ok := s.m[b.hs[i]]
+			if !ok || !bytes.Equal(en.key, key(int(i))) || len(b.vals)+len(en.val) > math.MaxInt32 {
+				b.spans[i] = span{-1, -1}
+				continue
+			}
+			start := len(b.vals)
+			b.vals = append(b.vals, en.val...)
+			b.spans[i] = span{int32(start), int32(len(b.vals))} //nolint:gosec // checked above
+		}
+		s.mu.Unlock()
+		lo = hi
+	}
 }

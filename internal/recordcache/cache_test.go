@@ -98,3 +98,47 @@ func TestDefaultBytes(t *testing.T) {
 		}
 	}
 }
+
+// GetMany answers every key as Get does: hits with their records, misses
+// (never filled, invalidated, or absent from a nil cache) as misses, for
+// keys spread over every shard and repeated within a batch.
+func TestGetManyMatchesGet(t *testing.T) {
+	c := New(1 << 20)
+	var keys [][]byte
+	for i := range 500 {
+		k := fmt.Appendf(nil, "key%d", i%400) // 100 keys twice
+		keys = append(keys, k)
+		if i%3 != 0 {
+			c.Fill(k, fmt.Appendf(nil, "val%d", i%400), c.Gen())
+		}
+	}
+	c.BeginWrite()
+	c.Invalidate([]byte("key7"))
+	c.EndWrite()
+	var b Batch
+	for _, cache := range []*Cache{c, nil} {
+		for round := range 2 { // the second reuses b's buffers
+			cache.GetMany(len(keys), func(i int) []byte { return keys[i] }, &b)
+			if b.Len() != len(keys) {
+				t.Fatalf("round %d: %d answers for %d keys", round, b.Len(), len(keys))
+			}
+			hits := 0
+			for i, k := range keys {
+				want, wantOK := cache.Get(k, nil)
+				got, ok := b.Val(i)
+				if ok != wantOK || string(got) != string(want) {
+					t.Fatalf("key %s: GetMany %q %v, Get %q %v", k, got, ok, want, wantOK)
+				}
+				if ok {
+					hits++
+				}
+			}
+			if cache != nil && (hits < 300 || hits == len(keys)) {
+				t.Fatalf("%d hits of %d keys: the test lost its misses or hits", hits, len(keys))
+			}
+		}
+	}
+	if _, ok := b.Val(0); ok {
+		t.Fatal("a nil cache hit")
+	}
+}
