@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -119,5 +120,16 @@ func TestQuantiles(t *testing.T) {
 	}
 	if got := new(latencies).quantile(0.5); got != 0 {
 		t.Errorf("empty: %v", got)
+	}
+}
+
+func TestRunOrder(t *testing.T) {
+	for _, c := range []struct {
+		n, run int
+		want   string
+	}{{3, 0, "[0 1 2]"}, {3, 1, "[1 0 2]"}, {3, 2, "[0 1 2]"}, {1, 1, "[0]"}} {
+		if got := fmt.Sprint(runOrder(c.n, c.run)); got != c.want {
+			t.Errorf("runOrder(%d, %d) = %s, want %s", c.n, c.run, got, c.want)
+		}
 	}
 }
