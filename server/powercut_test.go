@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
@@ -115,6 +116,11 @@ type powercutModel struct {
 	kept, lost     int          // of those, batches found whole, and not at all
 	building       int          // cuts after which an index was still building
 	applyUndecided int          // cuts that came during a schema apply
+
+	// A watcher of both types that lives across the cuts: the changes it
+	// received before each cut began, and its last progress then.
+	watched   []*pb.Change
+	watchLast *pb.Position
 }
 
 // TestPowerCut cuts the power under a server at many seeded points:
@@ -137,7 +143,7 @@ func TestPowerCut(t *testing.T) {
 	}
 	t.Logf("seed %d (-powercut.seed to repeat), %d rounds", seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, 12))
-	m := &powercutModel{present: map[int]bool{}, sent: map[int]bool{}}
+	m := &powercutModel{present: map[int]bool{}, sent: map[int]bool{}, watchLast: &pb.Position{}}
 	fs := store.NewMemFS()
 	start := time.Now()
 	for round := range rounds {
@@ -157,8 +163,8 @@ func TestPowerCut(t *testing.T) {
 	ts.c = nil
 	mustCheckMemFS(t, fs, "at the end")
 	t.Logf("%d power cuts in %v: %d batches present; batches in flight at the cut %d kept whole, %d lost; "+
-		"%d cuts during a schema apply, %d with an index building",
-		rounds, time.Since(start).Round(time.Millisecond), len(m.present), m.kept, m.lost, m.applyUndecided, m.building)
+		"%d cuts during a schema apply, %d with an index building; the watcher received %d changes before the cuts",
+		rounds, time.Since(start).Round(time.Millisecond), len(m.present), m.kept, m.lost, m.applyUndecided, m.building, len(m.watched))
 }
 
 // powercutDir is the data directory on the in-memory filesystem; nested,
@@ -203,6 +209,7 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *store.Mem
 	for _, depth := range []int{1, 1, 4} {
 		run(func() error { return m.write(ctx, ts.c, acks, depth) })
 	}
+	run(func() error { return m.watch(ctx, ts.c) })
 	cutNow := m.scheduleCut(ctx, rng, round, ts.c, acks, run)
 	select {
 	case <-cutNow:
@@ -392,6 +399,7 @@ func (m *powercutModel) verify(t *testing.T, ts *testServer, when string) {
 	if found != len(stored) {
 		t.Fatalf("%s: %d records stored, %d of them from whole batches that were sent", when, len(stored), found)
 	}
+	m.verifyLog(t, ts, when)
 	m.sent = map[int]bool{}
 	for n := range m.present { // the unique index refuses a value it holds
 		var a []byte
@@ -515,5 +523,83 @@ func (a *ackCounter) add() {
 	a.n++
 	if ch, ok := a.waiters[a.n]; ok {
 		close(ch)
+	}
+}
+
+// watch receives changes from the watcher's last position until ctx ends,
+// keeping those received before the cut began.
+func (m *powercutModel) watch(ctx context.Context, c *client.Client) error {
+	m.mu.Lock()
+	start := m.watchLast
+	m.mu.Unlock()
+	st, err := c.API().Watch(ctx, &pb.WatchRequest{Types: []string{"pc.Account", "pc.Payment"},
+		Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: start}}})
+	if err != nil {
+		return err
+	}
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch: %w", err)
+		}
+		m.mu.Lock()
+		if m.promise {
+			m.watched = append(m.watched, resp.Changes...)
+			m.watchLast = resp.Progress
+		}
+		m.mu.Unlock()
+	}
+}
+
+// verifyLog reads the change log whole and checks it against the batches
+// present (each commit one whole batch, every present batch once) and
+// against what the watcher received before the cuts: the log's first
+// changes, exactly (it never saw a change the cut lost). verify calls it
+// holding m.mu.
+func (m *powercutModel) verifyLog(t *testing.T, ts *testServer, when string) {
+	t.Helper()
+	end := ts.watch(&pb.WatchRequest{Types: []string{"pc.Account"}}).first().GetCommit()
+	log := &crashWatcher{req: &pb.WatchRequest{Types: []string{"pc.Account", "pc.Payment"}}, last: &pb.Position{}}
+	catchUp(t, ts, log, end)
+	batchOf := map[uint64]int{}
+	count := map[uint64]int{}
+	batches := map[int]bool{}
+	for _, ch := range log.got {
+		c := ch.Position.GetCommit()
+		v, n := protowire.ConsumeVarint(ch.Record.GetValue()[1:])
+		if n < 0 {
+			t.Fatalf("%s: change log record %x", when, ch.Record.GetValue())
+		}
+		b := int(v) / powercutBatch
+		if prev, ok := batchOf[c]; ok && prev != b {
+			t.Fatalf("%s: commit %d of the change log mixes batches %d and %d", when, c, prev, b)
+		}
+		batchOf[c] = b
+		count[c]++
+		batches[b] = true
+	}
+	for c, n := range count {
+		if n != 2*powercutBatch {
+			t.Fatalf("%s: commit %d of the change log holds %d changes, want %d", when, c, n, 2*powercutBatch)
+		}
+	}
+	if len(batches) != len(m.present) {
+		t.Fatalf("%s: the change log holds %d batches, the store %d", when, len(batches), len(m.present))
+	}
+	for n := range m.present {
+		if !batches[n] {
+			t.Fatalf("%s: batch %d is stored but not in the change log", when, n)
+		}
+	}
+	if len(m.watched) > len(log.got) {
+		t.Fatalf("%s: the watcher received %d changes before the cuts, the log holds %d", when, len(m.watched), len(log.got))
+	}
+	for i, ch := range m.watched {
+		if !proto.Equal(ch, log.got[i]) {
+			t.Fatalf("%s: watched change %d at %v is not the log's (%v): the watcher saw a change the cut lost", when, i, ch.Position, log.got[i].Position)
+		}
 	}
 }

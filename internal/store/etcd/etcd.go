@@ -22,6 +22,11 @@
 //     latest state are linearizable (etcd's default), so a read that starts
 //     after a batch was acknowledged by any server sees it. A revision the
 //     cluster has compacted away is store.ErrCompacted.
+//   - The change feed (store.Feed, feed.go) is etcd's watch with previous
+//     values: a feed revision is the etcd revision of the transaction, one
+//     call per revision with its events in the batch's order, resumed
+//     after a watch the cluster ends, and a start older than the cluster's
+//     compaction is a store.CompactedError.
 //
 // Costs, unlike Pebble: every Get, Lookup and iterator page is a network
 // round trip, and a descending iterator page makes etcd read and sort the

@@ -39,10 +39,13 @@ from protobase._query import (
 )
 from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult
 from protobase._schema import Schema, read_proto_files, type_name
+from protobase._watch import Change, ChangeOp, Position, Start, Watch, WatchOutOfRange
 from protobase._writer import Op, WriteLimits, Writer, WriteResult
 
 __all__ = [
     "TLS",
+    "Change",
+    "ChangeOp",
     "Client",
     "Decode",
     "Enum",
@@ -50,6 +53,7 @@ __all__ = [
     "Key",
     "Op",
     "Page",
+    "Position",
     "ProtobaseError",
     "QueryError",
     "QueryLike",
@@ -59,6 +63,9 @@ __all__ = [
     "Schema",
     "Search",
     "SearchResult",
+    "Start",
+    "Watch",
+    "WatchOutOfRange",
     "Where",
     "WriteError",
     "WriteLimits",

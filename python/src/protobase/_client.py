@@ -27,6 +27,7 @@ from protobase._reads import (
     read_error,
 )
 from protobase._schema import TYPE_URL_PREFIX, Schema, read_proto_files
+from protobase._watch import Start, Watch, changes_request
 from protobase._writer import CHANNEL_MAX_SEND, Op, WriteLimits, Writer, WriteResult
 from protobase.v1 import protobase_pb2 as pb
 
@@ -171,6 +172,11 @@ class Client:
             _SERVICE + "Scan",
             request_serializer=pb.ScanRequest.SerializeToString,
             response_deserializer=pb.ScanResponse.FromString,
+        )
+        self._watch = ch.unary_stream(
+            _SERVICE + "Watch",
+            request_serializer=pb.WatchRequest.SerializeToString,
+            response_deserializer=pb.WatchResponse.FromString,
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -443,6 +449,38 @@ class Client:
         pos = {(is_rec, i): p for p, (is_rec, i) in enumerate(where)}
         missing = sorted(pos[(m >= n, m - n if m >= n else m)] for m in resp.missing)
         return GetResult(decoder(self, decode)(list(resp.records)), missing)
+
+    def watch(
+        self,
+        types: str | Iterable[str],
+        where: Where = None,
+        *,
+        start: Start = "now",
+        old_records: bool = False,
+        batch_size: int | None = None,
+        decode: Decode = None,
+        timeout: float | None = None,
+    ) -> Watch:
+        """Stream the committed changes to records of ``types``, in commit order.
+
+        ``where`` is an expression or a text filter, as for ``select``: a
+        change is sent when the record after it (for a remove, before it)
+        matches. ``start`` is ``"now"``, ``"oldest"`` or after a position:
+        ``Watch.position`` of an earlier watch, a ``Position``, ``(commit,
+        index)``, a write acknowledgement's commit (``WriteResult.position``)
+        or the text ``"C.I"``; the new watch gets every later change once.
+        ``old_records`` also sends each update's and remove's record as it
+        was before. ``batch_size`` caps the changes per message (None: the
+        server's default). Keys and records are decoded as ``decode`` asks.
+        Iterate over the result; leaving the loop or ``close`` ends the
+        stream. A start older than the changes the server keeps raises
+        ``WatchOutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
+        position the server can start after) on the first iteration.
+        """
+        names = [types] if isinstance(types, str) else list(types)
+        req = changes_request(names, where, start, old_records, batch_size)
+        call = self._watch(req, timeout=timeout, metadata=self._md)
+        return Watch(call, decoder(self, decode))
 
     # ----------------------------------------------------------------- keys
 

@@ -1,0 +1,302 @@
+"""Change feeds: ``Client.watch`` streams committed changes and resumes after a position.
+
+A ``Position`` is where a change sits in commit order: the commit (the
+position a durable write acknowledgement carries) and the change's index
+within it. A watch started after the position of the last change it saw
+(``Watch.position``) gets every later change once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import grpc
+from google.protobuf import any_pb2
+
+from protobase._errors import QueryError, _details
+from protobase._reads import Decoder, read_error
+from protobase.v1 import protobase_pb2 as pb
+
+_UINT64_MAX = (1 << 64) - 1
+_UINT32_MAX = (1 << 32) - 1
+_POSITION_TEXT = re.compile(r"([0-9]+)(?:\.([0-9]+))?")
+
+#: A change's operation: what happened to the record's key.
+ChangeOp = Literal["insert", "update", "remove"]
+
+_OPS: dict[int, ChangeOp] = {
+    pb.CHANGE_OP_INSERT: "insert",
+    pb.CHANGE_OP_UPDATE: "update",
+    pb.CHANGE_OP_REMOVE: "remove",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A place in commit order: ``commit``, and ``index`` of a change within it.
+
+    ``index`` None means the whole commit: a start after it skips every
+    change of that commit (a write acknowledgement's position is of this
+    kind). Positions order by commit, then index, the whole commit last.
+    ``str`` gives the text form ``C`` or ``C.I``; ``Position.parse`` reads it.
+    """
+
+    commit: int
+    index: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.commit, bool) or not isinstance(self.commit, int):
+            raise TypeError(f"a position's commit is an int, not {type(self.commit).__name__}")
+        if not 0 <= self.commit <= _UINT64_MAX:
+            raise ValueError(f"a position's commit must be in [0, 2**64), not {self.commit}")
+        if self.index is not None:
+            if isinstance(self.index, bool) or not isinstance(self.index, int):
+                raise TypeError(f"a position's index is an int, not {type(self.index).__name__}")
+            if not 0 <= self.index <= _UINT32_MAX:
+                raise ValueError(f"a position's index must be in [0, 2**32), not {self.index}")
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        """Read the text form: ``"C"`` (a whole commit) or ``"C.I"``."""
+        m = _POSITION_TEXT.fullmatch(text.strip())
+        if m is None:
+            raise ValueError(f"a position is COMMIT or COMMIT.INDEX (digits), not {text!r}")
+        return cls(int(m.group(1)), None if m.group(2) is None else int(m.group(2)))
+
+    @classmethod
+    def from_pb(cls, p: pb.Position) -> Position:
+        """Return the position of a ``protobase.v1.Position``."""
+        return cls(p.commit, p.index if p.HasField("index") else None)
+
+    def to_pb(self) -> pb.Position:
+        """Return the ``protobase.v1.Position`` of this position."""
+        p = pb.Position(commit=self.commit)
+        if self.index is not None:
+            p.index = self.index
+        return p
+
+    def _key(self) -> tuple[int, int]:
+        return (self.commit, _UINT32_MAX + 1 if self.index is None else self.index)
+
+    def __lt__(self, other: Position) -> bool:
+        return self._key() < other._key()
+
+    def __le__(self, other: Position) -> bool:
+        return self._key() <= other._key()
+
+    def __gt__(self, other: Position) -> bool:
+        return self._key() > other._key()
+
+    def __ge__(self, other: Position) -> bool:
+        return self._key() >= other._key()
+
+    def __str__(self) -> str:
+        return str(self.commit) if self.index is None else f"{self.commit}.{self.index}"
+
+
+#: Where a watch starts: ``"now"`` (changes committed after it begins),
+#: ``"oldest"`` (the oldest change the server keeps), or after a position:
+#: a ``Position``, a ``(commit, index)`` tuple, a commit (int: after the
+#: whole commit, as from a write acknowledgement) or the text ``"C"`` /
+#: ``"C.I"``.
+Start = Literal["now", "oldest"] | Position | tuple[int, int | None] | int | str
+
+
+def watch_start(start: Start) -> pb.WatchStart:
+    """Return the ``WatchStart`` of a start given as ``Client.watch`` takes it."""
+    if start == "now":
+        return pb.WatchStart(now=True)
+    if start == "oldest":
+        return pb.WatchStart(oldest=True)
+    if isinstance(start, Position):
+        pos = start
+    elif isinstance(start, tuple):
+        if len(start) != 2:
+            raise ValueError(f"a start tuple is (commit, index), not {start!r}")
+        pos = Position(start[0], start[1])
+    elif isinstance(start, str):
+        pos = Position.parse(start)
+    elif isinstance(start, int) and not isinstance(start, bool):
+        pos = Position(start)
+    else:
+        raise TypeError(
+            f'a start is "now", "oldest", a Position, (commit, index), a commit or "C.I", '
+            f"not {start!r}"
+        )
+    return pb.WatchStart(after=pos.to_pb())
+
+
+class WatchOutOfRange(QueryError):
+    """A watch start (or resume) older than the changes the server keeps: OUT_OF_RANGE.
+
+    ``oldest`` is the oldest position the server can start after (from the
+    status's details; None if it sent none): ``start=oldest`` (or
+    ``"oldest"``) gets what it still has, and what lies between is lost to
+    this watcher, so reconcile by reading the records again.
+    """
+
+    def __init__(self, err: QueryError, oldest: Position | None) -> None:
+        super().__init__(err.code, err.message, query=err.query, field=err.field)
+        self.oldest = oldest
+
+
+def _watch_error(e: grpc.RpcError) -> QueryError:
+    err = read_error(e)
+    if err.code != grpc.StatusCode.OUT_OF_RANGE:
+        return err
+    suffix = "/" + pb.Position.DESCRIPTOR.full_name
+    for d in _details(e):
+        if d.type_url.endswith(suffix):
+            return WatchOutOfRange(err, Position.from_pb(pb.Position.FromString(d.value)))
+    return WatchOutOfRange(err, None)
+
+
+@dataclass(slots=True)
+class Change:
+    """One committed change to a record.
+
+    ``key`` is the record holding only its primary-key fields; ``record``
+    is the record after the change (None for a remove); ``old_record`` the
+    record before it, for updates and removes of a watch that asked for
+    ``old_records`` (None otherwise). All three are decoded as the watch's
+    ``decode`` asks, like the records of the other reads.
+    """
+
+    op: ChangeOp
+    type: str
+    key: Any
+    record: Any
+    old_record: Any
+    position: Position
+
+
+class Watch:
+    """Iterates over the changes of one Watch stream, in commit order.
+
+    A watch has no end of its own: iteration stops only when ``close`` is
+    called (or the client closes), and a failure of the stream raises
+    ``QueryError`` (``WatchOutOfRange`` for a start older than the changes
+    the server keeps, naming the oldest position it can start after;
+    UNAVAILABLE when the server stops).
+    ``position`` is where a new watch resumes to get every change not yet
+    returned, once.
+
+    Leaving a ``for`` loop over the watch (``break``, an exception) closes
+    it, and so do ``close`` and the end of a ``with`` block; ``next(watch)``
+    reads one change without that.
+    """
+
+    def __init__(self, call: Any, decode: Decoder) -> None:
+        self._call = call
+        self._decode = decode
+        self._pending: deque[Change] = deque()
+        self._last: Position | None = None  # of the change returned last
+        self._after: Position | None = None  # the resume point once _pending is read
+        self._closed = False
+
+    @property
+    def position(self) -> Position | None:
+        """Return the resume point: pass it as ``start`` to a new watch.
+
+        It is the position of the change returned last, or, once every change
+        of the message it came in was returned, the server's progress mark
+        past it (changes filtered out since then were considered). None
+        before the first message.
+        """
+        return self._last if self._pending else self._after
+
+    def __iter__(self) -> Iterator[Change]:
+        try:
+            while True:
+                try:
+                    ch = next(self)
+                except StopIteration:
+                    return
+                yield ch
+        finally:
+            self.close()
+
+    def __next__(self) -> Change:
+        if self._closed:
+            raise StopIteration
+        while not self._pending:
+            try:
+                resp = next(self._call)
+            except StopIteration:
+                if self._closed:
+                    raise
+                raise QueryError(
+                    grpc.StatusCode.UNKNOWN, "the server ended the watch without a status"
+                ) from None
+            except grpc.RpcError as e:
+                if self._closed:
+                    raise StopIteration from None
+                raise _watch_error(e) from None
+            self._take(resp)
+        ch = self._pending.popleft()
+        self._last = ch.position
+        return ch
+
+    def _take(self, resp: pb.WatchResponse) -> None:
+        """Queue a message's changes, decoded in one call, and move the resume point."""
+        recs: list[any_pb2.Any] = []
+        for c in resp.changes:
+            recs.append(c.key)
+            if c.HasField("record"):
+                recs.append(c.record)
+            if c.HasField("old_record"):
+                recs.append(c.old_record)
+        it = iter(self._decode(recs))
+        after = self._after
+        for c in resp.changes:
+            key = next(it)
+            rec = next(it) if c.HasField("record") else None
+            old = next(it) if c.HasField("old_record") else None
+            op = _OPS.get(c.op)
+            if op is None:
+                raise QueryError(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
+            pos = Position.from_pb(c.position)
+            self._pending.append(Change(op, c.type, key, rec, old, pos))
+            after = pos
+        if resp.HasField("progress"):
+            p = Position.from_pb(resp.progress)
+            if after is None or p >= after:
+                after = p
+        self._after = after
+
+    def close(self) -> None:
+        """End the watch; an iteration waiting in another thread stops."""
+        self._closed = True
+        self._call.cancel()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def changes_request(
+    types: list[str],
+    where: pb.Expr | str | None,
+    start: Start,
+    old_records: bool,
+    batch_size: int | None,
+) -> pb.WatchRequest:
+    """Build the WatchRequest of ``Client.watch``, refusing what no server accepts."""
+    if not types:
+        raise ValueError("watch: name at least one record type")
+    req = pb.WatchRequest(types=types, old_records=old_records, start=watch_start(start))
+    if isinstance(where, str):
+        req.filter = where
+    elif where is not None:
+        req.where.CopyFrom(where)
+    if batch_size is not None:
+        if isinstance(batch_size, bool) or not 0 < batch_size <= _UINT32_MAX:
+            raise ValueError(f"watch: batch_size must be a positive int, not {batch_size!r}")
+        req.batch_size = batch_size
+    return req
