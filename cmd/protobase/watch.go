@@ -195,6 +195,9 @@ func watchError(addr string, err error) error {
 // descriptors of the server's schema as get and query render them.
 type changePrinter struct {
 	types map[string]*watchedType
+	// reload fetches the schema again: a record with fields the
+	// descriptors do not know was written after a schema change.
+	reload func() (map[string]*watchedType, error)
 }
 
 // watchedType is one watched record type: its records' printer and its
@@ -207,35 +210,61 @@ type watchedType struct {
 // loadChangePrinter fetches the server's schema and finds every watched
 // type in it, as the other read commands find theirs.
 func loadChangePrinter(ctx context.Context, c *client.Client, addr string, names []string) (*changePrinter, error) {
-	resp, err := c.GetSchema(ctx)
-	if err != nil {
-		return nil, callError("get the schema", addr, err)
-	}
-	cp := &changePrinter{types: map[string]*watchedType{}}
-	for _, name := range names {
-		rt, err := loadRecordType(ctx, c, addr, name)
+	load := func() (map[string]*watchedType, error) {
+		resp, err := c.GetSchema(ctx)
 		if err != nil {
-			return nil, err
+			return nil, callError("get the schema", addr, err)
 		}
-		wt := &watchedType{rec: newPrinter(nil, "jsonl", rt.md)}
-		for _, t := range resp.GetTypes() {
-			if t.GetName() != name {
-				continue
+		types := map[string]*watchedType{}
+		for _, name := range names {
+			rt, err := loadRecordType(ctx, c, addr, name)
+			if err != nil {
+				return nil, err
 			}
-			for _, path := range t.GetPrimaryKey() {
-				top, _, _ := strings.Cut(path, ".")
-				if fd := rt.md.Fields().ByName(protoreflect.Name(top)); fd != nil && !slices.Contains(wt.pk, fd.JSONName()) {
-					wt.pk = append(wt.pk, fd.JSONName())
+			wt := &watchedType{rec: newPrinter(nil, "jsonl", rt.md)}
+			for _, t := range resp.GetTypes() {
+				if t.GetName() != name {
+					continue
+				}
+				for _, path := range t.GetPrimaryKey() {
+					top, _, _ := strings.Cut(path, ".")
+					if fd := rt.md.Fields().ByName(protoreflect.Name(top)); fd != nil && !slices.Contains(wt.pk, fd.JSONName()) {
+						wt.pk = append(wt.pk, fd.JSONName())
+					}
 				}
 			}
+			types[name] = wt
 		}
-		cp.types[name] = wt
+		return types, nil
 	}
-	return cp, nil
+	types, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return &changePrinter{types: types, reload: load}, nil
 }
 
-// print writes one change as a JSON line.
+// print writes one change as a JSON line. A record holding fields the
+// printer's schema lacks makes it fetch the schema once more first.
 func (cp *changePrinter) print(w io.Writer, ch *pb.Change) error {
+	line, stale, err := cp.line(ch)
+	if err == nil && stale {
+		types, rerr := cp.reload()
+		if rerr != nil {
+			return rerr
+		}
+		cp.types = types
+		line, _, err = cp.line(ch)
+	}
+	if err != nil {
+		return fmt.Errorf("change at %s: %w", client.FormatPosition(ch.GetPosition()), err)
+	}
+	_, err = io.WriteString(w, line)
+	return err
+}
+
+// line renders one change; stale reports a record with unknown fields.
+func (cp *changePrinter) line(ch *pb.Change) (line string, stale bool, err error) {
 	wt := cp.types[ch.GetType()]
 	if wt == nil {
 		known := make([]string, 0, len(cp.types))
@@ -243,13 +272,13 @@ func (cp *changePrinter) print(w io.Writer, ch *pb.Change) error {
 			known = append(known, k)
 		}
 		sort.Strings(known)
-		return fmt.Errorf("the server sent a change of %q, which is not watched (%s)", ch.GetType(), strings.Join(known, ", "))
+		return "", false, fmt.Errorf("the server sent a change of %q, which is not watched (%s)", ch.GetType(), strings.Join(known, ", "))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"op":%q,"type":%q`, opName(ch.GetOp()), ch.GetType())
 	key, err := wt.key(ch.GetKey())
 	if err != nil {
-		return fmt.Errorf("change at %s: key: %w", client.FormatPosition(ch.GetPosition()), err)
+		return "", false, fmt.Errorf("key: %w", err)
 	}
 	fmt.Fprintf(&b, `,"key":%s,"position":%q`, key, client.FormatPosition(ch.GetPosition()))
 	for _, r := range []struct {
@@ -259,15 +288,19 @@ func (cp *changePrinter) print(w io.Writer, ch *pb.Change) error {
 		if r.rec == nil {
 			continue
 		}
-		js, err := wt.rec.jsonOf(r.rec)
+		m, err := wt.rec.decode(r.rec)
 		if err != nil {
-			return fmt.Errorf("change at %s: %s: %w", client.FormatPosition(ch.GetPosition()), r.name, err)
+			return "", false, fmt.Errorf("%s: %w", r.name, err)
+		}
+		stale = stale || len(m.GetUnknown()) > 0
+		js, err := wt.rec.json.Marshal(m)
+		if err != nil {
+			return "", false, fmt.Errorf("%s: %w", r.name, err)
 		}
 		fmt.Fprintf(&b, `,%q:%s`, r.name, compact(js))
 	}
 	b.WriteString("}\n")
-	_, err = io.WriteString(w, b.String())
-	return err
+	return b.String(), stale, nil
 }
 
 // key renders a change's key: the primary-key fields of its record, each

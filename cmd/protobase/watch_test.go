@@ -130,6 +130,19 @@ func TestWatchCommand(t *testing.T) {
 		t.Errorf("resumed after %s: %+v", got[2].Position, again)
 	}
 
+	// A field added to the schema while it watches prints too.
+	// (The first progress line says the command has its schema.)
+	out, stop = watching(t, "--addr", addr, "watch", "-t", "shop.User", "--from", got[4].Position, "--progress")
+	waitLines(t, out, 1)
+	mustCLI(t, "", "--addr", addr, "schema", "apply", writeFile(t, t.TempDir(), "shop.proto",
+		strings.Replace(watchShopProto, "string email = 3;", "string email = 3;\n  string city = 4;", 1)))
+	mustCLI(t, `{"id": 9, "email": "c@x", "city": "Paris"}`, "--addr", addr, "insert", "--type", "shop.User")
+	later := parseChanges(t, waitLines(t, out, 2))
+	stop()
+	if string(later[1].Record) != `{"id":"9","email":"c@x","city":"Paris"}` {
+		t.Errorf("after a schema change: %+v", later[1])
+	}
+
 	// A filter, and progress lines: the first names the start.
 	out, stop = watching(t, "--addr", addr, "watch", "-t", "shop.User", "--from", "oldest", "-w", `name = "ann"`, "--progress")
 	lines = waitLines(t, out, 3)
