@@ -314,7 +314,11 @@ func decodeSearchInto(b []byte, req *pb.SearchRequest, s *slabs) error {
 		qb, m := protowire.ConsumeBytes(rest)
 		rest = rest[m:]
 		q := &s.queries[s.n]
-		q.Reset()
+		// Zeroed as new, not Reset: Reset also stores the message's type
+		// info with an atomic exchange, a full memory barrier on x86, and
+		// three per query showed in the profile. The runtime stores it
+		// on first use, as for any new message.
+		*q = pb.Query{}
 		if !s.query(qb, q) {
 			q.Reset()
 			if err := proto.Unmarshal(qb, q); err != nil {
@@ -406,7 +410,7 @@ func (s *slabs) where(b []byte, q *pb.Query) bool {
 		return false
 	}
 	c := &s.cmps[s.n]
-	c.Reset()
+	*c = pb.Comparison{} // as new (see decodeSearchInto)
 	var seen uint8
 	for len(cb) > 0 {
 		num, typ, l := protowire.ConsumeTag(cb)
@@ -457,7 +461,7 @@ func (s *slabs) value(b []byte) bool {
 	}
 	b = b[l:]
 	v := &s.vals[s.n]
-	v.Reset()
+	*v = pb.Value{} // as new (see decodeSearchInto)
 	switch {
 	case typ == protowire.VarintType && (num == fieldValInt || num == fieldValUint || num == fieldValBool):
 		x, m := protowire.ConsumeVarint(b)
