@@ -471,9 +471,11 @@ func (e *Engine) stageLookups(points []pointJob, buf *lookupBuf) *recordcache.Ba
 	if len(points) < 2 || e.cache == nil {
 		return nil
 	}
-	b := new(recordcache.Batch)
+	var b *recordcache.Batch
 	if buf != nil {
 		b = &buf.staged
+	} else {
+		b = new(recordcache.Batch)
 	}
 	e.cache.GetMany(len(points), func(i int) []byte { return points[i].key }, b)
 	return b
