@@ -99,11 +99,20 @@ func (c Codec) unmarshalSearch(data mem.BufferSlice, req *pb.SearchRequest, s *s
 	buf := data.MaterializeToBuffer(grpcbuf.Pool)
 	defer buf.Free()
 	b := buf.ReadOnlyData()
-	if n := countQueries(b); c.MaxQueries > 0 && n > c.MaxQueries {
+	// One pass over the request counts its queries for both the limit and
+	// the decoder (the count was two passes of its own).
+	n, plain := searchShape(b)
+	if !plain {
+		n = countQueries(b)
+	}
+	if c.MaxQueries > 0 && n > c.MaxQueries {
 		return fmt.Errorf("%d queries in one request, more than the server's limit of %d (max search queries)", n, c.MaxQueries)
 	}
-	// decodeSearch keeps no reference to the bytes: strings are copied.
-	return decodeSearchInto(b, req, s)
+	if !plain {
+		return proto.Unmarshal(b, req)
+	}
+	// decodeQueries keeps no reference to the bytes: strings are copied.
+	return decodeQueries(b, req, s, n)
 }
 
 // SearchDecoder receives SearchRequests one after another into the same
@@ -283,22 +292,38 @@ func decodeSearch(b []byte, req *pb.SearchRequest) error {
 // decodeSearchInto decodes b into req, as proto.Unmarshal would, taking
 // the messages from s (nil: new slabs) and growing it as needed.
 func decodeSearchInto(b []byte, req *pb.SearchRequest, s *slabs) error {
-	// First pass: count the queries, and leave anything unusual (unknown
-	// fields, wrong wire types, truncation) to the generated decoder.
+	n, plain := searchShape(b)
+	if !plain {
+		return proto.Unmarshal(b, req)
+	}
+	return decodeQueries(b, req, s, n)
+}
+
+// searchShape counts the queries of SearchRequest bytes b and reports
+// whether b holds nothing else: only well-formed queries fields, the
+// shape decodeQueries takes. Anything unusual (unknown fields, wrong
+// wire types, truncation) is left to the generated decoder.
+func searchShape(b []byte) (int, bool) {
 	n := 0
-	for rest := b; len(rest) > 0; {
-		num, typ, l := protowire.ConsumeTag(rest)
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 || num != fieldQueries || typ != protowire.BytesType {
-			return proto.Unmarshal(b, req)
+			return 0, false
 		}
-		rest = rest[l:]
-		m := protowire.ConsumeFieldValue(num, typ, rest)
+		b = b[l:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
 		if m < 0 {
-			return proto.Unmarshal(b, req)
+			return 0, false
 		}
-		rest = rest[m:]
+		b = b[m:]
 		n++
 	}
+	return n, true
+}
+
+// decodeQueries decodes b, of the shape searchShape accepted with n
+// queries, into req, as proto.Unmarshal would.
+func decodeQueries(b []byte, req *pb.SearchRequest, s *slabs, n int) error {
 	req.Reset()
 	if n == 0 {
 		return nil

@@ -194,3 +194,28 @@ func FuzzDecodeSearch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, b) })
 }
+
+// The codec's query limit counts the queries of requests of every shape:
+// the fast path's, and one the generated decoder takes (an unknown field
+// before the queries).
+func TestCodecMaxQueries(t *testing.T) {
+	c := Codec{MaxQueries: 3}
+	unknown := []byte{0x78, 0x01} // field 15, varint 1
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		ok   bool
+	}{
+		{"3 queries", marshal(t, batchOfPoints(3)), true},
+		{"4 queries", marshal(t, batchOfPoints(4)), false},
+		{"3 after an unknown field", append(append([]byte(nil), unknown...), marshal(t, batchOfPoints(3))...), true},
+		{"4 after an unknown field", append(append([]byte(nil), unknown...), marshal(t, batchOfPoints(4))...), false},
+	} {
+		for _, into := range []any{new(pb.SearchRequest), NewSearchDecoder()} {
+			err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, into)
+			if (err == nil) != tc.ok {
+				t.Errorf("%s into %T: error %v", tc.name, into, err)
+			}
+		}
+	}
+}
