@@ -47,6 +47,8 @@ func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*pb.
 		return err
 	}
 	defer w.release()
+	e.stats.Watches.Add(1)
+	defer e.stats.Watches.Add(-1)
 	if e.st.Shared() {
 		feed, ok := e.st.(store.Feed)
 		if !ok {
@@ -472,6 +474,7 @@ func (w *watch) flush() error {
 	}
 	resp := w.resp
 	resp.Progress = w.pos.proto()
+	w.e.stats.WatchChanges.Add(uint64(len(resp.Changes)))
 	w.resp, w.size, w.buf = nil, 0, nil
 	w.slab = changeSlab{n: w.slab.n} // the next response's messages share nothing with this one's
 	err := w.send(resp)
