@@ -150,7 +150,14 @@ func (e *Engine) NewWriter() *Writer {
 func (w *Writer) forget() {
 	clear(w.preps)
 	clear(w.ov)
+	if cap(w.logBuf) > maxKeptLogBuf {
+		w.logBuf = nil // a copy of the batch's records, kept outside the in-flight budget
+	}
 }
+
+// maxKeptLogBuf is the largest change-log buffer a Writer keeps for its
+// next batch; larger batches allocate their own.
+const maxKeptLogBuf = 1 << 20
 
 // Batches returns the number of batches applied on the stream.
 func (w *Writer) Batches() uint64 { return w.batches }
