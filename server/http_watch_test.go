@@ -214,6 +214,11 @@ func TestHTTPWatchMalformed(t *testing.T) {
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("a form post: HTTP %d", resp.StatusCode)
 	}
+	// A watch is a POST: another method is 405 naming it.
+	code, b := c.do(http.MethodGet, "/v1/watch", nil)
+	if code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/watch: HTTP %d %s", code, b)
+	}
 }
 
 // Off loopback a REST watch needs a key of the read role whose scope
