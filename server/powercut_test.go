@@ -540,10 +540,7 @@ func (m *powercutModel) watch(ctx context.Context, c *client.Client) error {
 	for {
 		resp, err := st.Recv()
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("watch: %w", err)
+			return fmt.Errorf("watch: %w", err) // run ignores it once ctx has ended
 		}
 		m.mu.Lock()
 		if m.promise {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
@@ -288,5 +289,90 @@ func TestWatchHostile(t *testing.T) {
 	ws := ts.watch(&pb.WatchRequest{Types: user, Start: afterIndex(1, 1<<32-1)})
 	if p := ws.first(); p.GetCommit() != 1 || p.GetIndex() != 1<<32-1 {
 		t.Errorf("start after an index past the commit's changes: progress %v", p)
+	}
+}
+
+// TestWatchSlowWatcher checks that watchers that never read hold a
+// bounded amount of the server's memory while ingest runs at full pace,
+// that every write completes, and that the watchers, once they read, get
+// every change.
+func TestWatchSlowWatcher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ingests 40 MB")
+	}
+	ts := startServer(t, server.Config{NoSync: true})
+	ts.c.Close()
+	ts.c = nil
+	c, err := client.Dial(ts.srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ApplySchema(t.Context(), map[string]string{"bench.proto": benchProto}, client.SchemaOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const watchers, batches = 4, 400
+	base := heapInuse()
+	streams := make([]grpc.ServerStreamingClient[pb.WatchResponse], watchers)
+	for i := range streams {
+		// Each on a connection of its own: a stream that is not read
+		// stalls only its own connection's window.
+		wc, err := client.Dial(ts.srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if streams[i], err = wc.API().Watch(ctx, &pb.WatchRequest{Types: []string{"bench.Item"}, OldRecords: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := streams[i].Recv(); err != nil { // the start; then no reads
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // generous: a deadline, not a pace
+	defer cancel()
+	st, err := c.API().Upsert(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peak uint64
+	recs := make([]*anypb.Any, 1000)
+	for i := range batches {
+		for j := range recs {
+			recs[j] = &anypb.Any{TypeUrl: "type.googleapis.com/bench.Item", Value: benchItem(nil, int64(i*1000+j))}
+		}
+		if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if i%50 == 49 {
+			peak = max(peak, heapInuse()-min(base, heapInuse()))
+		}
+	}
+	if _, err := st.CloseAndRecv(); err != nil {
+		t.Fatalf("ingest with watchers that do not read: %v", err)
+	}
+	held := heapInuse() - min(base, heapInuse())
+	peak = max(peak, held)
+	t.Logf("%d watchers not reading, %d records ingested: heap +%d MiB at the end, +%d MiB at most", watchers, batches*1000, held>>20, peak>>20)
+	// Per watcher: one response being built (1 MiB), what flow control
+	// lets gRPC queue on each side (4 MiB stream windows), and the
+	// client's received messages; plus the memtable's growth.
+	if limit := uint64(watchers*16+64) << 20; peak > limit {
+		t.Errorf("heap grew by %d MiB with %d watchers not reading, more than %d MiB", peak>>20, watchers, limit>>20)
+	}
+	for i, ws := range streams {
+		n := 0
+		for n < batches*1000 {
+			resp, err := ws.Recv()
+			if err != nil {
+				t.Fatalf("watcher %d after %d changes: %v", i, n, err)
+			}
+			n += len(resp.Changes)
+		}
+		if n != batches*1000 {
+			t.Errorf("watcher %d got %d changes, want %d", i, n, batches*1000)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -21,8 +22,33 @@ import (
 
 var recordSpace = []byte{keyspace.TagRecord}
 
-// runFeed serves the watch from feed.
+// runFeed serves the watch from feed, until ctx ends or the engine stops
+// its watches.
 func (w *watch) runFeed(ctx context.Context, feed store.Feed) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.e.watchStop:
+			cancel()
+		case <-w.e.bgCtx.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := w.serveFeed(ctx, feed)
+	select {
+	case <-w.e.watchStop:
+		return errWatchStopped
+	default:
+	}
+	if w.e.bgCtx.Err() != nil {
+		return ErrClosed
+	}
+	return err
+}
+
+func (w *watch) serveFeed(ctx context.Context, feed store.Feed) error {
 	after, err := w.startFeed(ctx, feed)
 	if err != nil {
 		return err
@@ -30,53 +56,88 @@ func (w *watch) runFeed(ctx context.Context, feed store.Feed) error {
 	if err := w.progress(); err != nil {
 		return err
 	}
-	last := time.Now()
-	err = feed.Changes(ctx, recordSpace, after, func(rev int64, evs []store.Event) error {
-		c := uint64(rev)
-		for i, ev := range evs {
-			idx := uint32(i)
-			if w.pos.part && c == w.pos.commit && idx <= w.pos.index {
-				continue
-			}
-			w.pos = position{commit: c, index: idx, part: true}
-			if len(ev.Key) < keyspace.PrefixLen {
-				continue
-			}
-			op := changeUpdate
-			switch {
-			case ev.Delete:
-				op = changeRemove
-			case ev.Prev == nil:
-				op = changeInsert
-			}
-			typeID := binary.BigEndian.Uint32(ev.Key[1:keyspace.PrefixLen])
-			full, err := w.consider(ctx, c, idx, op, typeID, ev.Value, ev.Prev)
-			if err != nil {
-				return err
-			}
-			if full {
-				if err := w.flush(); err != nil {
-					return err
+	// The feed calls fn only for revisions that changed records; a
+	// ticker sends the progress a filtered watcher needs when fn goes
+	// quiet. mu serializes the two.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	tickDone := make(chan struct{})
+	defer func() {
+		close(tickDone)
+		wg.Wait() // nothing sends once Watch has returned
+	}()
+	tickErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(watchProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				mu.Lock()
+				var err error
+				if w.pos != w.lastSent {
+					err = w.progress()
 				}
-				last = time.Now()
+				mu.Unlock()
+				if err != nil {
+					tickErr <- err
+					return
+				}
+			case <-tickDone:
+				return
 			}
 		}
-		w.pos = position{commit: c}
-		if w.resp != nil {
-			last = time.Now()
-			return w.flush()
+	}()
+	err = feed.Changes(ctx, recordSpace, after, func(rev int64, evs []store.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case err := <-tickErr:
+			return err
+		default:
 		}
-		if time.Since(last) >= watchProgressEvery {
-			last = time.Now()
-			return w.progress()
-		}
-		return nil
+		return w.revision(ctx, uint64(rev), evs)
 	})
 	var ce *store.CompactedError
 	if errors.As(err, &ce) {
 		return w.e.outOfRange("the store no longer keeps the revisions after position "+formatPos(w.pos)+" (compacted)", uint64(max(ce.Oldest-1, 0)))
 	}
 	return storeError(err)
+}
+
+// revision considers the record events of one revision of the feed.
+func (w *watch) revision(ctx context.Context, c uint64, evs []store.Event) error {
+	for i, ev := range evs {
+		idx := uint32(i)
+		if w.pos.part && c == w.pos.commit && idx <= w.pos.index {
+			continue
+		}
+		w.pos = position{commit: c, index: idx, part: true}
+		if len(ev.Key) < keyspace.PrefixLen {
+			continue
+		}
+		op := changeUpdate
+		switch {
+		case ev.Delete:
+			op = changeRemove
+		case ev.Prev == nil:
+			op = changeInsert
+		}
+		typeID := binary.BigEndian.Uint32(ev.Key[1:keyspace.PrefixLen])
+		full, err := w.consider(ctx, c, idx, op, typeID, ev.Value, ev.Prev)
+		if err != nil {
+			return err
+		}
+		if full {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	w.pos = position{commit: c}
+	return w.flush()
 }
 
 // startFeed sets the position the request's start names and returns the
