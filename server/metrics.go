@@ -67,6 +67,9 @@ func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
 		counter("protobase_records_read_total", "Records read from storage by queries.", st.RecordsRead.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_index_builds", Help: "Indexes being built in the background."},
 			func() float64 { return float64(eng.IndexBuilds()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_watches", Help: "Watch calls running."},
+			func() float64 { return float64(st.Watches.Load()) }),
+		counter("protobase_watch_changes_total", "Changes sent to watchers.", st.WatchChanges.Load),
 	)
 	for op := engine.OpInsert; op <= engine.OpRemove; op++ {
 		labels := prometheus.Labels{"op": op.String()}

@@ -37,6 +37,9 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	if n := ts.count("shop.User"); n != 95 {
 		t.Fatalf("%d users, want 95", n)
 	}
+	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}})
+	ws.first()
+	ws.next(110) // 100 inserts, 5 upserts of existing keys, 5 removes
 
 	fams := scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
 	for _, c := range []struct {
@@ -59,6 +62,8 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		{"protobase_storage_memtable_bytes", nil, atLeast(1), "> 0"},
 		{"protobase_storage_write_stalls_total", nil, eq(0), "0"},
 		{"protobase_index_builds", nil, eq(0), "0"},
+		{"protobase_watches", nil, eq(1), "1"},
+		{"protobase_watch_changes_total", nil, eq(110), "110"},
 	} {
 		v, ok := metricValue(fams, c.name, c.labels)
 		if !ok {

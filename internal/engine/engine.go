@@ -178,6 +178,10 @@ type Stats struct {
 	// write operation (indexed by Op; index 0 is unused).
 	OpBatches [OpRemove + 1]atomic.Uint64
 	OpRecords [OpRemove + 1]atomic.Uint64
+	// Watches counts the Watch calls running; WatchChanges the changes
+	// they have sent.
+	Watches      atomic.Int64
+	WatchChanges atomic.Uint64
 }
 
 // Open loads the schema state and commit sequence from st and resumes any

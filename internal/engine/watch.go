@@ -47,6 +47,8 @@ func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*pb.
 		return err
 	}
 	defer w.release()
+	e.stats.Watches.Add(1)
+	defer e.stats.Watches.Add(-1)
 	if e.st.Shared() {
 		feed, ok := e.st.(store.Feed)
 		if !ok {
@@ -102,6 +104,7 @@ type watch struct {
 	// The response being built, with the result budget it holds and the
 	// buffer its bytes are copied into.
 	resp      *pb.WatchResponse
+	slab      changeSlab
 	size      int
 	held      int64
 	buf       []byte
@@ -121,6 +124,7 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func(*pb.WatchResponse) err
 	if w.batchSize <= 0 || w.batchSize > e.opts.MaxResultRecords*10 {
 		w.batchSize = e.opts.MaxResultRecords
 	}
+	w.slab.n = min(w.batchSize, 256)
 	seen := map[string]bool{}
 	for _, name := range req.GetTypes() {
 		if seen[name] {
@@ -394,26 +398,61 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 		w.held = want
 		w.resp = &pb.WatchResponse{Changes: make([]*pb.Change, 0, min(w.batchSize, 64))}
 	}
-	i := index
-	ch := &pb.Change{
-		Op:       pb.ChangeOp(op),
-		Type:     wt.name,
-		Position: &pb.Position{Commit: c, Index: &i},
-	}
+	ch := w.slab.change(c, index)
+	ch.Op, ch.Type = pb.ChangeOp(op), wt.name
 	start := len(w.buf)
 	w.buf = record.AppendFields(w.buf, match, wt.t.pkNums)
-	ch.Key = &anypb.Any{TypeUrl: wt.t.url, Value: w.buf[start:len(w.buf):len(w.buf)]}
+	ch.Key = w.slab.any(wt.t.url, w.buf[start:len(w.buf):len(w.buf)])
 	w.size += len(w.buf) - start
 	if op != changeRemove {
-		ch.Record = &anypb.Any{TypeUrl: wt.t.url, Value: w.keep(rec)}
+		ch.Record = w.slab.any(wt.t.url, w.keep(rec))
 		w.size += len(rec)
 	}
 	if w.old && op != changeInsert {
-		ch.OldRecord = &anypb.Any{TypeUrl: wt.t.url, Value: w.keep(old)}
+		ch.OldRecord = w.slab.any(wt.t.url, w.keep(old))
 		w.size += len(old)
 	}
 	w.resp.Changes = append(w.resp.Changes, ch)
 	return len(w.resp.Changes) >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
+}
+
+// changeSlab hands out the messages of one response, allocated a slab at
+// a time rather than one by one (a change is up to six messages): slabs of
+// 8, 16, ... up to n changes, so a response of one change costs little.
+// Nothing handed out is handed out again, and a new response starts new
+// slabs, so a response gRPC still holds keeps no other one's records
+// alive.
+type changeSlab struct {
+	n, next int
+	changes []pb.Change
+	pos     []pb.Position
+	idx     []uint32
+	anys    []anypb.Any
+}
+
+// change returns a change at position {c, index}.
+func (s *changeSlab) change(c uint64, index uint32) *pb.Change {
+	if len(s.changes) == 0 {
+		s.next = min(max(2*s.next, 8), s.n)
+		s.changes, s.pos, s.idx = make([]pb.Change, s.next), make([]pb.Position, s.next), make([]uint32, s.next)
+	}
+	ch, p, i := &s.changes[0], &s.pos[0], &s.idx[0]
+	s.changes, s.pos, s.idx = s.changes[1:], s.pos[1:], s.idx[1:]
+	*i = index
+	p.Commit, p.Index = c, i
+	ch.Position = p
+	return ch
+}
+
+// any returns an Any of url holding v.
+func (s *changeSlab) any(url string, v []byte) *anypb.Any {
+	if len(s.anys) == 0 {
+		s.anys = make([]anypb.Any, 2*max(s.next, 8))
+	}
+	a := &s.anys[0]
+	s.anys = s.anys[1:]
+	a.TypeUrl, a.Value = url, v
+	return a
 }
 
 // keep copies b into the response's buffer: chunks that are never
@@ -435,7 +474,9 @@ func (w *watch) flush() error {
 	}
 	resp := w.resp
 	resp.Progress = w.pos.proto()
+	w.e.stats.WatchChanges.Add(uint64(len(resp.Changes)))
 	w.resp, w.size, w.buf = nil, 0, nil
+	w.slab = changeSlab{n: w.slab.n} // the next response's messages share nothing with this one's
 	err := w.send(resp)
 	w.release()
 	w.lastSent, w.sentAny = w.pos, true
