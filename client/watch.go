@@ -67,8 +67,9 @@ func StartAfterCommit(commit uint64) *pb.WatchStart {
 //	if err := w.Err(); err != nil { ... } // then resume: client.StartAfter(w.Position())
 //
 // A watch has no end of its own: Next returns false when the server ends
-// it with an error, the context is done, or Close is called. Next and the
-// accessors belong to one goroutine; Close may be called from any.
+// it with an error, the context is done, or Close is called. Next, Change
+// and Err belong to one goroutine; Position and Close may be called from
+// any.
 type Watcher struct {
 	stream grpc.ServerStreamingClient[pb.WatchResponse]
 	cancel context.CancelFunc
@@ -80,6 +81,9 @@ type Watcher struct {
 	// position of the latest message, or its progress mark when later.
 	pos *pb.Position
 	err error
+	// resume is what Position returns, kept by Next for readers in other
+	// goroutines: ch's position while cur holds more, else pos.
+	resume atomic.Pointer[pb.Position]
 }
 
 // Watch starts streaming the committed changes to records of opts.Types.
@@ -133,6 +137,11 @@ func (w *Watcher) Next() bool {
 		w.take(resp)
 	}
 	w.ch, w.cur = w.cur[0], w.cur[1:]
+	if len(w.cur) > 0 {
+		w.resume.Store(w.ch.GetPosition())
+	} else {
+		w.resume.Store(w.pos)
+	}
 	return true
 }
 
@@ -146,6 +155,10 @@ func (w *Watcher) take(resp *pb.WatchResponse) {
 	// past changes filtered out after them.
 	if p := resp.GetProgress(); p != nil && !positionBefore(p, w.pos) {
 		w.pos = p
+	}
+	if len(w.cur) == 0 {
+		// Progress only: the watch moved on while Next waits.
+		w.resume.Store(w.pos)
 	}
 }
 
@@ -174,12 +187,12 @@ func (w *Watcher) Change() *pb.Change { return w.ch }
 // returned last, or, once every change of its message was read, the
 // server's progress mark past it (the changes it filtered out since were
 // considered). Before the first change it is the start the server named.
-func (w *Watcher) Position() *pb.Position {
-	if len(w.cur) > 0 {
-		return w.ch.GetPosition()
-	}
-	return w.pos
-}
+//
+// Position may be called from any goroutine, also while Next waits: a
+// watch whose filter drops every change still moves on with the server's
+// progress marks, so a checkpoint taken then skips what it dropped. The
+// position must not be modified.
+func (w *Watcher) Position() *pb.Position { return w.resume.Load() }
 
 // Err is the error that ended the watch: nil after Close or while it runs.
 // A server status is a *Error (OUT_OF_RANGE names the oldest position the

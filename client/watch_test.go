@@ -217,3 +217,36 @@ func codeOf(err error) codes.Code {
 	}
 	return codes.Unknown
 }
+
+// While Next waits on a watch whose filter drops every change, Position,
+// read from another goroutine, moves on with the server's progress marks.
+func TestWatchPositionWhileWaiting(t *testing.T) {
+	c := startWriterServer(t, server.Config{NoSync: true})
+	ctx := watchCtx(t)
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Filter: `email contains "@keep"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := w.Position()
+	got := make(chan *pb.Change, 1)
+	go func() {
+		if w.Next() {
+			got <- w.Change()
+		}
+		close(got)
+	}()
+	ack := write(t, c, client.Insert, user(1, "a@drop"), user(2, "b@drop"))
+	deadline := time.Now().Add(30 * time.Second)
+	for w.Position().GetCommit() < ack.GetPosition() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Position stayed at %s (started at %s) while the server considered commit %d",
+				client.FormatPosition(w.Position()), client.FormatPosition(start), ack.GetPosition())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a state the server's progress moves
+	}
+	write(t, c, client.Insert, user(3, "c@keep"))
+	if ch := <-got; ch == nil || !proto.Equal(ch.GetRecord(), user(3, "c@keep")) {
+		t.Fatalf("the waiting Next returned %v", ch)
+	}
+	w.Close()
+}

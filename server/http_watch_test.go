@@ -214,6 +214,11 @@ func TestHTTPWatchMalformed(t *testing.T) {
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Errorf("a form post: HTTP %d", resp.StatusCode)
 	}
+	// A watch is a POST: another method is 405 naming it.
+	code, b := c.do(http.MethodGet, "/v1/watch", nil)
+	if code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/watch: HTTP %d %s", code, b)
+	}
 }
 
 // Off loopback a REST watch needs a key of the read role whose scope
@@ -351,4 +356,29 @@ func TestHTTPWatchNonReadingClientIsCut(t *testing.T) {
 		t.Logf("the client received %d changes of %d before the cut", k, n)
 	}
 	waitHandlersGone(t)
+}
+
+// The same over HTTP/2, where flow control, not the socket, stops the
+// server's writes: the stream is reset after WriteTimeout and the handler
+// returns, while the connection and the writers go on.
+func TestHTTPWatchNonReadingClientIsCutH2(t *testing.T) {
+	ts := startTransports(t, server.Config{NoSync: true, HTTPLimits: testHTTPLimits})
+	c := restClients(t, ts)[1]
+	w := c.openWatch(`{"types": ["shop.User"]}`, nil)
+	if _, st := w.next(); st != nil {
+		t.Fatal(st)
+	}
+	tags := strings.Repeat(`"tag", `, 300) + `"tag"`
+	batch := make([]*anypb.Any, 0, 500)
+	for i := range 6000 {
+		batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
+		if len(batch) == cap(batch) {
+			ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
+			batch = batch[:0]
+		}
+	}
+	// The client reads nothing more: the handler must end on its own.
+	waitHandlersGone(t)
+	// The client's connection still serves.
+	c.mustPost("/v1/query", `{"query": {"type": "shop.User", "limit": "1"}}`, new(pb.QueryResponse))
 }

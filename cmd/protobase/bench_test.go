@@ -30,6 +30,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{"unwritable json", []string{"bench", "batching", "--json", filepath.Join(dir, "missing", "x.json")}, "--json"},
 		{"unknown chart format", []string{"bench", "batching", "--chart", filepath.Join(dir, "x.gif")}, "unknown chart format"},
 		{"bad batch", []string{"bench", "batching", "--quick", "--batches", "0"}, "out of range"},
+		{"bad watchers", []string{"bench", "watch", "--quick", "--watchers", "1,0"}, "--watchers: 0 is out of range 1..1000"},
+		{"bad watch batch", []string{"bench", "watch", "--quick", "--batch", "-5"}, "--batch: -5 is out of range 1..100000"},
 		{"all without out", []string{"bench", "all", "--quick"}, "--out is required"},
 		{"unknown store", []string{"bench", "ingest", "--store", "tikv"}, `--store "tikv": want pebble or etcd`},
 		{"etcd without endpoints", []string{"bench", "ingest", "--store", "etcd"}, "needs --etcd-endpoints"},
@@ -45,7 +47,7 @@ func TestBenchFlagErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cli(t, "", tc.args...)
-			if tc.name == "bad batch" {
+			if strings.HasPrefix(tc.name, "bad batch") || strings.HasPrefix(tc.name, "bad watch") {
 				// Checked by the experiment itself: the operation fails.
 				wantCode(t, r, exitFailed)
 			} else {
