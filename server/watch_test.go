@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -374,5 +375,45 @@ func TestWatchSlowWatcher(t *testing.T) {
 		if n != batches*1000 {
 			t.Errorf("watcher %d got %d changes, want %d", i, n, batches*1000)
 		}
+	}
+}
+
+// TestWatchEtcdCompacted checks a start the etcd cluster has compacted:
+// OUT_OF_RANGE naming the oldest revision kept, from which a watch works.
+func TestWatchEtcdCompacted(t *testing.T) {
+	cfg := backends[1].config(t) // etcd, one member
+	ts := startServer(t, cfg)
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	var last uint64
+	for i := range 3 {
+		last = ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, i, i))}).Position
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Compact(t.Context(), int64(last)); err != nil {
+		t.Fatal(err)
+	}
+	st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}, Start: after(1)})
+	if st.Code() != codes.OutOfRange || !strings.Contains(st.Message(), "oldest position available") {
+		t.Fatalf("start compacted away: %v, want OUT_OF_RANGE naming the oldest", st)
+	}
+	var oldest *pb.Position
+	for _, d := range st.Details() {
+		if p, ok := d.(*pb.Position); ok {
+			oldest = p
+		}
+	}
+	if oldest == nil || oldest.GetCommit() < last-1 || oldest.GetCommit() > last {
+		t.Fatalf("oldest named %v, want about revision %d", oldest, last)
+	}
+	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: oldest}}})
+	ws.first()
+	w := ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 9, "email": "9@x"}`)})
+	got := ws.next(1)
+	if got[0].Position.GetCommit() != w.Position && oldest.GetCommit() == last {
+		t.Fatalf("change at %v, want revision %d", got[0].Position, w.Position)
 	}
 }
