@@ -198,6 +198,10 @@ type Feed interface {
 	// ctx.Err()) or fn returns an error (it returns that error). A start
 	// the store no longer keeps fails with an error matching ErrCompacted
 	// that is a *CompactedError naming the oldest revision still kept.
+	// fn may also be called with no events: a progress mark, saying that
+	// every change under prefix up to rev has been given. Its rev is after
+	// `after`, need not have changed anything under prefix, may repeat the
+	// rev of the call before it (nothing came since) and is never below it.
 	Changes(ctx context.Context, prefix []byte, after int64, fn func(rev int64, evs []Event) error) error
 }
 

@@ -38,6 +38,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -78,7 +79,7 @@ type Options struct {
 }
 
 // Store is a store.KV over an etcd cluster. It is safe for concurrent use.
-// Its fields are immutable after Open.
+// Its fields are immutable after Open, but for progressAt.
 type Store struct {
 	cli      *clientv3.Client
 	prefix   string
@@ -87,6 +88,9 @@ type Store struct {
 	pageSize int64
 	ctx      context.Context // ended by Close: aborts requests in flight
 	cancel   context.CancelFunc
+	// progressAt is when (Unix ns) a change feed last asked the cluster for
+	// a progress notification (feed.go).
+	progressAt atomic.Int64
 }
 
 var _ store.KV = (*Store)(nil)

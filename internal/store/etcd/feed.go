@@ -33,12 +33,17 @@ import (
 // their sub-revisions: the order of the transaction's operations, which is
 // the order the batch wrote them.
 //
-// Quiet prefixes. The watch asks for etcd's progress notifications (sent
-// every --watch-progress-notify-interval, 10 minutes by default, to a
-// watcher that has been sent everything): each moves the revision a resume
-// starts from up to the notification's, so that a feed whose prefix sees
-// no writes for hours does not resume from a revision the cluster has
-// compacted since, and fail, when its watch ends.
+// Progress. A feed with nothing to deliver still learns how far the
+// cluster has got: its watch asks for etcd's periodic progress
+// notifications (--watch-progress-notify-interval, 10 minutes by default),
+// and a feed that has received nothing for feedProgressEvery asks for one
+// (at most one request per store per feedProgressEvery: a request is
+// answered on every watch sharing the connection, and only once all of
+// them have been sent everything). A notification is fn(rev, nil), the
+// contract's progress mark, and moves the revision a resume starts from:
+// so a watcher with a narrow filter can resume without reading the log
+// again, and a feed whose prefix sees no writes for hours does not resume
+// from a revision the cluster has compacted since, and fail.
 //
 // Memory. etcd's client buffers, without bound, the responses of a watch
 // its reader has not taken yet, and many watches share one gRPC stream, so
@@ -57,6 +62,10 @@ import (
 // the watch go and reads the history back later instead.
 const feedBuffer = 16
 
+// feedProgressEvery is how long a feed waits without a response before it
+// asks the cluster for a progress notification.
+const feedProgressEvery = time.Second
+
 // The delay before Changes watches again after the cluster ended a watch
 // (leader lost, member down), doubling up to the maximum while no revision
 // comes through; a watch given up for a slow reader resumes at once.
@@ -68,10 +77,8 @@ const (
 var _ store.Feed = (*Store)(nil)
 
 // feedWatches counts the etcd watches Changes has opened, its resumes
-// included; feedProgress is the highest revision a progress notification
-// moved a feed to. Tests read them to know that a resume or a progress
-// notification happened.
-var feedWatches, feedProgress atomic.Int64
+// included; tests read it to know that a resume happened.
+var feedWatches atomic.Int64
 
 // errPrevLost ends a watch whose response lacks the previous value of an
 // event: etcd reads it at the revision before the event's and leaves it
@@ -92,8 +99,9 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 }
 
 // Changes calls fn once per revision after `after` that changed a key under
-// prefix, in revision order, with the keys stripped of the store's prefix.
-// It watches again, from the revision after the last one delivered, each
+// prefix, in revision order, with the keys stripped of the store's prefix,
+// and with no events for a progress mark (see Progress above). It watches
+// again, from the revision after the last one delivered, each
 // time the cluster ends its watch for a reason other than compaction, so
 // that fn sees every revision once. A start (or a resume) before the
 // cluster's compaction is a *store.CompactedError whose Oldest is the
@@ -103,7 +111,7 @@ func (s *Store) Changes(ctx context.Context, prefix []byte, after int64, fn func
 	if after < 0 {
 		return fmt.Errorf("etcd store: changes after revision %d: a revision is never negative", after)
 	}
-	f := &feed{s: s, key: s.Key(prefix), next: after + 1, fn: fn}
+	f := &feed{s: s, key: s.Key(prefix), after: after, next: after + 1, fn: fn}
 	retry := feedRetryMin
 	for {
 		delivered := f.next
@@ -140,11 +148,12 @@ var errResume = errors.New("etcd store: watch ended")
 
 // feed is one Changes call. It is used by that call's goroutine only.
 type feed struct {
-	s    *Store
-	key  string
-	next int64 // the first revision fn has not been given
-	fn   func(rev int64, evs []store.Event) error
-	evs  []store.Event // reused for every revision
+	s     *Store
+	key   string
+	after int64 // the start: Changes gives revisions after it
+	next  int64 // the first revision fn has not been given
+	fn    func(rev int64, evs []store.Event) error
+	evs   []store.Event // reused for every revision
 }
 
 // watch runs one etcd watch from f.next until the cluster ends it (errResume),
@@ -181,7 +190,23 @@ func (f *feed) watch(ctx context.Context) (overflow bool, err error) {
 		for range buf { // wait for the reader: no goroutine outlives the call
 		}
 	}()
-	for resp := range buf {
+	tick := time.NewTicker(feedProgressEvery)
+	defer tick.Stop()
+	heard := time.Now()
+	for {
+		var resp clientv3.WatchResponse
+		select {
+		case r, ok := <-buf:
+			if !ok {
+				return full.Load(), errResume
+			}
+			resp, heard = r, time.Now()
+		case now := <-tick.C:
+			if now.Sub(heard) >= feedProgressEvery {
+				f.s.askProgress(wctx, now)
+			}
+			continue
+		}
 		if resp.CompactRevision != 0 {
 			return false, &store.CompactedError{Oldest: resp.CompactRevision + 1}
 		}
@@ -193,12 +218,14 @@ func (f *feed) watch(ctx context.Context) (overflow bool, err error) {
 		}
 		if resp.IsProgressNotify() {
 			// Every change under the prefix up to the header's revision
-			// has been sent: a resume may start after it. Without this a
-			// feed whose prefix sees no writes would resume from where
-			// its last change was, which compaction may have passed.
-			if h := resp.Header.Revision; h >= f.next {
-				f.next = h + 1
-				storeMax(&feedProgress, h)
+			// has been sent. A mark may repeat the last revision given
+			// (that is how a caller hears that nothing came since), never
+			// go below it, and never name the start.
+			if h := resp.Header.Revision; h > f.after && h >= f.next-1 {
+				f.next = max(f.next, h+1)
+				if err := f.fn(h, nil); err != nil {
+					return false, err
+				}
 			}
 			continue
 		}
@@ -209,7 +236,17 @@ func (f *feed) watch(ctx context.Context) (overflow bool, err error) {
 			return false, err
 		}
 	}
-	return full.Load(), errResume
+}
+
+// askProgress asks the cluster for a progress notification on the watches
+// of ctx's connection, unless a feed of the store asked less than
+// feedProgressEvery ago. A failed request is only a notification less.
+func (s *Store) askProgress(ctx context.Context, now time.Time) {
+	last := s.progressAt.Load()
+	if now.UnixNano()-last < int64(feedProgressEvery) || !s.progressAt.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	_ = s.cli.RequestProgress(ctx)
 }
 
 // permanent reports whether a watch error would come back on every retry
@@ -273,15 +310,6 @@ func (f *feed) convert(events []*clientv3.Event) ([]store.Event, error) {
 		f.evs = append(f.evs, e)
 	}
 	return f.evs, nil
-}
-
-func storeMax(a *atomic.Int64, v int64) {
-	for {
-		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
-		}
-	}
 }
 
 func nonNil(b []byte) []byte {

@@ -48,7 +48,7 @@ func BenchmarkFeedHistory(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		err := s.Changes(context.Background(), nil, r0, func(rev int64, _ []store.Event) error {
-			if rev == last {
+			if rev >= last {
 				return errStop
 			}
 			return nil

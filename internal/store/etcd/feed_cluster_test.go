@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,6 +191,9 @@ func TestFeedLeaderRestart(t *testing.T) {
 	go func() {
 		var ds []string
 		err := s.Changes(ctx, nil, r0, func(rev int64, evs []store.Event) error {
+			if len(evs) == 0 {
+				return nil // a progress mark
+			}
 			ds = append(ds, show(rev, evs))
 			if len(evs) > 0 && string(evs[0].Key) == "end" {
 				return errStop
@@ -322,25 +327,36 @@ func TestFeedQuietPrefixResumesAfterCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var quiet atomic.Int64
+	quiet.Store(math.MaxInt64)
+	passed := make(chan struct{})
+	signalled := false // by fn only
 	got := make(chan string, 10)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Changes(ctx, []byte("p/"), r0, func(rev int64, evs []store.Event) error {
+			if len(evs) == 0 { // a progress mark
+				if rev >= quiet.Load() && !signalled {
+					signalled = true
+					close(passed)
+				}
+				return nil
+			}
 			got <- show(rev, evs)
 			return errStop
 		})
 	}()
-	var quiet int64
+	var last int64
 	for i := range 5 {
-		quiet = apply(t, s, func(b store.WriteBatch) { b.Set(fmt.Appendf(nil, "q/%d", i), nil) })
+		last = apply(t, s, func(b store.WriteBatch) { b.Set(fmt.Appendf(nil, "q/%d", i), nil) })
 	}
-	for etcd.FeedProgress() < quiet {
-		if ctx.Err() != nil {
-			t.Fatal("no progress notification reached the feed")
-		}
-		time.Sleep(20 * time.Millisecond) // polls a condition
+	quiet.Store(last)
+	select {
+	case <-passed:
+	case <-ctx.Done():
+		t.Fatal("no progress mark past the quiet revisions reached the feed")
 	}
-	if _, err := s.Client().Compact(ctx, quiet); err != nil {
+	if _, err := s.Client().Compact(ctx, last); err != nil {
 		t.Fatal(err)
 	}
 	loseQuorum(ctx, t, ms)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,9 @@ func changes(t *testing.T, s *etcd.Store, prefix string, after, until int64) ([]
 	defer cancel()
 	var got []string
 	err := s.Changes(ctx, []byte(prefix), after, func(rev int64, evs []store.Event) error {
-		got = append(got, show(rev, evs))
+		if len(evs) > 0 { // not a progress mark
+			got = append(got, show(rev, evs))
+		}
 		if rev >= until {
 			return errStop
 		}
@@ -231,6 +234,9 @@ func TestFeedSlowReader(t *testing.T) {
 	var got []string
 	started := false
 	err = s.Changes(ctx, nil, r0, func(rev int64, evs []store.Event) error {
+		if len(evs) == 0 {
+			return nil // a progress mark
+		}
 		if !started {
 			started = true
 			close(first)
@@ -248,4 +254,44 @@ func TestFeedSlowReader(t *testing.T) {
 	}
 	<-written
 	equalLines(t, "changes read slowly", got, want)
+}
+
+// A feed with nothing under its prefix to deliver still hears how far the
+// cluster has got: a progress mark, fn(rev, nil), past the writes elsewhere.
+func TestFeedProgressMarks(t *testing.T) {
+	s := open(t, etcdtest.Start(t, etcdtest.Roomy))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r0, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var elsewhere int64
+	for i := range 3 {
+		elsewhere = apply(t, s, func(b store.WriteBatch) { b.Set(fmt.Appendf(nil, "q/%d", i), nil) })
+	}
+	var marks []int64
+	var got []string
+	wrote := int64(0)
+	err = s.Changes(ctx, []byte("p/"), r0, func(rev int64, evs []store.Event) error {
+		if len(evs) == 0 {
+			marks = append(marks, rev)
+			if rev >= elsewhere && wrote == 0 {
+				wrote = apply(t, s, func(b store.WriteBatch) { b.Set([]byte("p/x"), nil) })
+			}
+			return nil
+		}
+		got = append(got, show(rev, evs))
+		return errStop
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("Changes = %v", err)
+	}
+	if len(marks) == 0 || marks[0] < elsewhere {
+		t.Errorf("progress marks %v; want one at %d or later first", marks, elsewhere)
+	}
+	if !slices.IsSorted(marks) || marks[len(marks)-1] >= wrote {
+		t.Errorf("progress marks %v: not increasing, or not before the change at %d", marks, wrote)
+	}
+	equalLines(t, "changes", got, []string{fmt.Sprintf(`%d: set p/x="" (was nil);`, wrote)})
 }
