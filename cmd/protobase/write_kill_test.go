@@ -74,8 +74,13 @@ func TestInsertServerKilled(t *testing.T) {
 		t.Fatalf("no durable count in:\n%s", r.stderr)
 	}
 	acked, _ := strconv.ParseUint(m[1], 10, 64)
-	if acked < 1000 || acked > 3000 {
-		t.Errorf("%d records acknowledged; want 1000 to 3000", acked)
+	// At most the 3,000 records sent before the kill can have been
+	// acknowledged. The first batch's acknowledgement was on its way, but
+	// on a loaded machine the CLI may not have read it before the server
+	// died: then it rightly reports 0, and the check below is on what
+	// it did report.
+	if acked > 3000 || acked%1000 != 0 {
+		t.Errorf("%d records acknowledged; want whole batches of 1000, at most 3000", acked)
 	}
 	if acked < 3500 {
 		wantContains(t, r.stderr, fmt.Sprintf("the input from stdin line %d on may or may not have been applied", acked+1))
