@@ -72,7 +72,9 @@ func (s *Scanner) Next() bool {
 	return true
 }
 
-// Record is the current record.
+// Record is the current record. It stays valid after Next; the records of
+// one response share one buffer, so keeping a record keeps its response's
+// bytes (one batch) in memory: clone it (proto.Clone) to keep it alone.
 func (s *Scanner) Record() *anypb.Any { return s.rec }
 
 // Err is the error that ended the scan, if any.
@@ -90,6 +92,8 @@ func (s *Scanner) Close() { s.cancel() }
 
 // Page is one page of a paginated query.
 type Page struct {
+	// Records share one buffer, the page's bytes: keeping one record
+	// keeps the whole page in memory (see Scanner.Record).
 	Records []*anypb.Any
 	// Token resumes after this page; empty on the last page.
 	Token string
