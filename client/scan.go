@@ -39,7 +39,7 @@ type Scanner struct {
 // Scan starts a server-streaming scan of q.
 func (c *Client) Scan(ctx context.Context, q *pb.Query, opts ScanOptions) *Scanner {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Scan(ctx, &pb.ScanRequest{Query: q, Parallelism: opts.Parallelism, BatchSize: opts.BatchSize})
+	st, err := c.api.Scan(ctx, &pb.ScanRequest{Query: q, Parallelism: opts.Parallelism, BatchSize: opts.BatchSize}, readCall)
 	return &Scanner{stream: st, cancel: cancel, err: asError(err)}
 }
 
@@ -72,7 +72,9 @@ func (s *Scanner) Next() bool {
 	return true
 }
 
-// Record is the current record.
+// Record is the current record. It stays valid after Next; the records of
+// one response share one buffer, so keeping a record keeps its response's
+// bytes (one batch) in memory: clone it (proto.Clone) to keep it alone.
 func (s *Scanner) Record() *anypb.Any { return s.rec }
 
 // Err is the error that ended the scan, if any.
@@ -90,6 +92,8 @@ func (s *Scanner) Close() { s.cancel() }
 
 // Page is one page of a paginated query.
 type Page struct {
+	// Records share one buffer, the page's bytes: keeping one record
+	// keeps the whole page in memory (see Scanner.Record).
 	Records []*anypb.Any
 	// Token resumes after this page; empty on the last page.
 	Token string
@@ -103,7 +107,7 @@ type Page struct {
 // A token taken before q's type was dropped and re-created (or its index
 // changed) is FAILED_PRECONDITION: start again without a token.
 func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token string) (*Page, error) {
-	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token})
+	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token}, readCall)
 	if err != nil {
 		return nil, asError(err)
 	}

@@ -228,6 +228,7 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 	defer cu.flushStats()
 	var resp *pb.ScanResponse
 	size := 0
+	avg := 0       // bytes per record in the last response sent; 0 before the first
 	var held int64 // of the result budget, by resp
 	var ahead bool // held was taken before this part's turn
 	defer func() {
@@ -250,6 +251,7 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 		case <-ctx.Done():
 			return false
 		}
+		avg = size/len(resp.Records) + 1
 		resp, size, held, ahead = nil, 0, 0, false
 		pk.cut()
 		return true
@@ -279,7 +281,10 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 			}
 			resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
 		}
-		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, 256<<10))
+		if avg == 0 {
+			avg = len(rec)
+		}
+		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, valuesWanted(sc.batchSize-len(resp.Records), avg)))
 		size += len(rec)
 		return true
 	})
@@ -292,6 +297,16 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 	}
 	flush()
 	return nil
+}
+
+// valuesWanted is the values buffer to make for the rest of a response of
+// left more records of about avg bytes each, an eighth over so that a
+// response of records a little larger than the last needs no second buffer.
+// It was the packer's largest buffer (256 KiB) whatever the response: at
+// 1,000 records of 100 bytes, 0.16 MiB of every response's buffer was
+// allocated and cleared for nothing.
+func valuesWanted(left, avg int) int {
+	return left*avg + left*avg/8
 }
 
 // reserve takes want bytes of the result budget for a response of part
