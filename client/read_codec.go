@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
@@ -9,20 +8,19 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
 )
 
 // The read codec decodes the responses that carry records by the million,
 // ScanResponse and QueryResponse. The generated decoder allocates three
 // times per record (the Any, its type URL, a copy of its value): a full
 // Scan of 1,000,000 records made 3,000,000 allocations, and decoding was
-// about a quarter of the Scan's CPU. decodeRecordsResponse copies the
-// response's bytes once, points every record's value into that copy, takes
-// the Any structs from one slab and shares one type URL string between the
-// records that repeat it: four allocations per response, whatever its
-// size. The cost is that a record kept by the caller keeps the bytes of
+// about a quarter of the Scan's CPU. The codec copies the response's
+// bytes once and decodes its records with internal/anywire, which points
+// every record's value into that copy: four allocations per response,
+// whatever its size. The cost is that a record kept by the caller keeps the bytes of
 // its whole response (one batch or page) alive.
 //
 // It only takes the common shape (known fields with their wire types, no
@@ -40,9 +38,6 @@ const (
 
 	fieldQueryToken = 2 // QueryResponse.next_page_token
 	fieldQueryCount = 4 // QueryResponse.count
-
-	fieldAnyTypeURL = 1 // google.protobuf.Any.type_url
-	fieldAnyValue   = 2 // google.protobuf.Any.value
 )
 
 var protoCodec = encoding.GetCodecV2("proto")
@@ -77,7 +72,7 @@ func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func decodeScanResponse(b []byte, m *pb.ScanResponse) error {
 	var count uint64
 	var done bool
-	recs, ok := decodeRecordsResponse(b, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) bool {
+	recs, ok := anywire.Records(b, fieldRespRecords, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) bool {
 		switch {
 		case num == fieldScanCount && typ == protowire.VarintType:
 			count = v
@@ -101,7 +96,7 @@ func decodeScanResponse(b []byte, m *pb.ScanResponse) error {
 func decodeQueryResponse(b []byte, m *pb.QueryResponse) error {
 	var count uint64
 	var token []byte
-	recs, ok := decodeRecordsResponse(b, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
+	recs, ok := anywire.Records(b, fieldRespRecords, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
 		switch {
 		case num == fieldQueryCount && typ == protowire.VarintType:
 			count = v
@@ -118,118 +113,4 @@ func decodeQueryResponse(b []byte, m *pb.QueryResponse) error {
 	m.Reset()
 	m.Records, m.Count, m.NextPageToken = recs, count, string(token)
 	return nil
-}
-
-// decodeRecordsResponse decodes the records (field 1, repeated Any) of a
-// response b; every other field goes to other, with its varint value or
-// its bytes, which must accept it. false means b is not of the common
-// shape (or not valid), and the caller must use proto.Unmarshal.
-func decodeRecordsResponse(b []byte, other func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool) ([]*anypb.Any, bool) {
-	// First pass: check the shape and count the records, so that the
-	// slabs are allocated once, at their size.
-	n := 0
-	var url []byte // the last type URL found valid
-	for rest := b; len(rest) > 0; {
-		num, typ, l := protowire.ConsumeTag(rest)
-		if l < 0 {
-			return nil, false
-		}
-		rest = rest[l:]
-		switch typ {
-		case protowire.BytesType:
-			v, m := protowire.ConsumeBytes(rest)
-			if m < 0 {
-				return nil, false
-			}
-			rest = rest[m:]
-			if num == fieldRespRecords {
-				if !plainAny(v, &url) {
-					return nil, false
-				}
-				n++
-			} else if !other(num, typ, 0, v) {
-				return nil, false
-			}
-		case protowire.VarintType:
-			v, m := protowire.ConsumeVarint(rest)
-			if m < 0 || !other(num, typ, v, nil) {
-				return nil, false
-			}
-			rest = rest[m:]
-		default:
-			return nil, false
-		}
-	}
-	if n == 0 {
-		return nil, true
-	}
-	slab := make([]anypb.Any, n)
-	recs := make([]*anypb.Any, n)
-	var lastURL string
-	i := 0
-	for rest := b; len(rest) > 0; {
-		num, typ, l := protowire.ConsumeTag(rest)
-		rest = rest[l:]
-		if typ == protowire.VarintType {
-			_, m := protowire.ConsumeVarint(rest)
-			rest = rest[m:]
-			continue
-		}
-		v, m := protowire.ConsumeBytes(rest)
-		rest = rest[m:]
-		if num != fieldRespRecords {
-			continue
-		}
-		a := &slab[i]
-		fillAny(v, a, &lastURL)
-		recs[i] = a
-		i++
-	}
-	return recs, true
-}
-
-// plainAny reports whether b is an Any proto.Unmarshal would decode into
-// type_url and value alone: those fields with their wire types, nothing
-// unknown, a type URL of valid UTF-8. A repeated field is fine (the last
-// one wins, in both decoders). *url is the last type URL checked, which
-// the records of a response usually repeat.
-func plainAny(b []byte, url *[]byte) bool {
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || typ != protowire.BytesType || (num != fieldAnyTypeURL && num != fieldAnyValue) {
-			return false
-		}
-		v, m := protowire.ConsumeBytes(b[l:])
-		if m < 0 {
-			return false
-		}
-		if num == fieldAnyTypeURL && !bytes.Equal(v, *url) {
-			if !utf8.Valid(v) {
-				return false
-			}
-			*url = v
-		}
-		b = b[l+m:]
-	}
-	return true
-}
-
-// fillAny sets a from b, which plainAny accepted. The value aliases b; the
-// type URL is *last when equal (records of one type share one string).
-func fillAny(b []byte, a *anypb.Any, last *string) {
-	for len(b) > 0 {
-		num, _, l := protowire.ConsumeTag(b)
-		v, m := protowire.ConsumeBytes(b[l:])
-		b = b[l+m:]
-		if num == fieldAnyTypeURL {
-			if string(v) != *last {
-				*last = string(v)
-			}
-			a.TypeUrl = *last
-			continue
-		}
-		// A full slice expression: appending to a value must never write
-		// over the next record.
-		a.Value = v[:len(v):len(v)]
-	}
 }

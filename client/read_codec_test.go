@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
 )
 
 // readSeeds are responses of every shape the fast decoder takes, and some
@@ -44,11 +45,11 @@ func readSeeds(t testing.TB) [][]byte {
 	// a repeated type URL, a token of invalid UTF-8.
 	anyUnknown := protowire.AppendTag(nil, 3, protowire.VarintType)
 	anyUnknown = protowire.AppendVarint(anyUnknown, 1)
-	badURL := protowire.AppendTag(nil, fieldAnyTypeURL, protowire.BytesType)
+	badURL := protowire.AppendTag(nil, anywire.FieldTypeURL, protowire.BytesType)
 	badURL = protowire.AppendBytes(badURL, []byte{0xff, 0xfe})
-	twoURLs := protowire.AppendTag(nil, fieldAnyTypeURL, protowire.BytesType)
+	twoURLs := protowire.AppendTag(nil, anywire.FieldTypeURL, protowire.BytesType)
 	twoURLs = protowire.AppendString(twoURLs, "a")
-	twoURLs = protowire.AppendTag(twoURLs, fieldAnyTypeURL, protowire.BytesType)
+	twoURLs = protowire.AppendTag(twoURLs, anywire.FieldTypeURL, protowire.BytesType)
 	twoURLs = protowire.AppendString(twoURLs, "b")
 	for _, rec := range [][]byte{anyUnknown, badURL, twoURLs} {
 		b := protowire.AppendTag(nil, fieldRespRecords, protowire.BytesType)

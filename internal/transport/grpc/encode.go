@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
@@ -37,7 +38,7 @@ const (
 	fieldScanRecords = 1
 	fieldScanCount   = 2
 	fieldScanDone    = 3
-	// Any's fields: fieldAnyTypeURL, fieldAnyValue (writecodec.go).
+	// Any's fields: anywire.FieldTypeURL, anywire.FieldValue.
 )
 
 // marshalFast encodes v if it is a message with an encoder here and of a
@@ -185,8 +186,8 @@ func appendRecords(b []byte, num protowire.Number, recs []*anypb.Any) []byte {
 		s, _ := sizeAny(a)
 		b = protowire.AppendTag(b, num, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(s))
-		b = appendStringField(b, fieldAnyTypeURL, a.TypeUrl)
-		b = appendBytesField(b, fieldAnyValue, a.Value)
+		b = appendStringField(b, anywire.FieldTypeURL, a.TypeUrl)
+		b = appendBytesField(b, anywire.FieldValue, a.Value)
 	}
 	return b
 }
