@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -41,7 +42,12 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r watchResult
-	err := te.e.Watch(ctx, req, func(m *pb.WatchResponse) error {
+	err := te.e.Watch(ctx, req, func(b []byte) error {
+		m := new(pb.WatchResponse)
+		if err := proto.Unmarshal(b, m); err != nil {
+			te.t.Errorf("a watch response does not decode: %v", err)
+			return err
+		}
 		r.changes = append(r.changes, m.Changes...)
 		r.progress = append(r.progress, m.Progress)
 		if (n <= 0 && len(r.progress) == 1) || (n > 0 && len(r.changes) >= n) {
@@ -157,7 +163,7 @@ func TestWatchStop(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func(*pb.WatchResponse) error {
+		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func([]byte) error {
 			close(started)
 			return nil
 		})
