@@ -47,6 +47,10 @@ func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func([]by
 		return err
 	}
 	defer w.release()
+	if w.shareKey != "" {
+		e.share.join(w.shareKey)
+		defer e.share.leave(w.shareKey)
+	}
 	e.stats.Watches.Add(1)
 	defer e.stats.Watches.Add(-1)
 	if e.st.Shared() {
@@ -99,6 +103,12 @@ type watch struct {
 	held      int64
 	exhausted bool
 	progBuf   []byte // a progress-only message, reused
+
+	// shareKey names the changes this watcher asks for, which watchers
+	// asking for the same share (watchshare.go); "" for none. fill is
+	// the entry being built for them while one is.
+	shareKey string
+	fill     *sharedEntry
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
@@ -114,6 +124,7 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func([]byte) error) (*watch
 	if w.batchSize <= 0 || w.batchSize > e.opts.MaxResultRecords*10 {
 		w.batchSize = e.opts.MaxResultRecords
 	}
+	ver := e.cat.Load().state.Version
 	seen := map[string]bool{}
 	for _, name := range req.GetTypes() {
 		if seen[name] {
@@ -127,6 +138,9 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func([]byte) error) (*watch
 			return nil, err
 		}
 		w.types[c.t.rt.ID] = &watchType{t: c.t, name: string(c.t.rt.Name), filter: c.plan.Match()}
+	}
+	if e.cat.Load().state.Version == ver {
+		w.shareKey = shareKeyOf(req, ver)
 	}
 	return w, nil
 }
@@ -336,6 +350,17 @@ func (w *watch) corrupt(c uint64, err error) error {
 // entry considers the changes of commit c after the position and returns
 // how many responses it sent.
 func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) {
+	whole := !w.pos.part || w.pos.commit != c
+	if whole && w.shareKey != "" {
+		se, fill := w.e.share.get(w.shareKey, c)
+		if se != nil {
+			return w.replay(ctx, c, se)
+		}
+		if fill {
+			w.fill = &sharedEntry{}
+			defer func() { w.fill = nil }()
+		}
+	}
 	sent := 0
 	for {
 		ch, ok, err := le.next()
@@ -343,6 +368,9 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 			return sent, w.corrupt(c, err)
 		}
 		if !ok {
+			if w.fill != nil {
+				w.e.share.put(w.shareKey, c, w.fill)
+			}
 			return sent, nil
 		}
 		if w.pos.part && c == w.pos.commit && ch.index <= w.pos.index {
@@ -379,24 +407,63 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	} else if !ok {
 		return false, nil
 	}
-	if !w.resp.open() {
-		want := min(int64(w.e.opts.MaxResultBytes), w.e.opts.MaxResultBufferBytes)
-		if err := w.e.acquireResult(ctx, want, &w.exhausted); err != nil {
-			return false, err
-		}
-		w.held = want
-		w.resp.start()
+	if err := w.open(ctx); err != nil {
+		return false, err
 	}
 	withRec, withOld := op != changeRemove, w.old && op != changeInsert
+	from := len(*w.resp.bp)
 	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld)
-	w.size += len(w.resp.key)
+	cost := len(w.resp.key)
 	if withRec {
-		w.size += len(rec)
+		cost += len(rec)
 	}
 	if withOld {
-		w.size += len(old)
+		cost += len(old)
 	}
+	if f := w.fill; f != nil {
+		f.b = append(f.b, (*w.resp.bp)[from:]...)
+		f.chs = append(f.chs, sharedChange{index: index, end: len(f.b), cost: cost})
+	}
+	w.size += cost
 	return w.resp.n >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
+}
+
+// open starts a response when none is being built, holding its result
+// budget.
+func (w *watch) open(ctx context.Context) error {
+	if w.resp.open() {
+		return nil
+	}
+	want := min(int64(w.e.opts.MaxResultBytes), w.e.opts.MaxResultBufferBytes)
+	if err := w.e.acquireResult(ctx, want, &w.exhausted); err != nil {
+		return err
+	}
+	w.held = want
+	w.resp.start()
+	return nil
+}
+
+// replay adds the changes of commit c that another watcher asking for the
+// same ones encoded (se), batching them as entry would, and returns how
+// many responses it sent.
+func (w *watch) replay(ctx context.Context, c uint64, se *sharedEntry) (int, error) {
+	sent, start := 0, 0
+	for _, ch := range se.chs {
+		w.pos = position{commit: c, index: ch.index, part: true}
+		if err := w.open(ctx); err != nil {
+			return sent, err
+		}
+		w.resp.appendRaw(se.b[start:ch.end])
+		start = ch.end
+		w.size += ch.cost
+		if w.resp.n >= w.batchSize || w.size >= w.e.opts.MaxResultBytes {
+			if err := w.flush(); err != nil {
+				return sent, err
+			}
+			sent++
+		}
+	}
+	return sent, nil
 }
 
 // flush sends the response being built, if any, with the position as its

@@ -107,7 +107,15 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 }
 
 // finish appends the progress and returns the response's bytes.
-// addChange reserved room for it.
+// appendRaw appends one encoded change (its WatchResponse field 1).
+func (r *respEnc) appendRaw(ch []byte) {
+	r.reserve(len(ch) + sizePosField)
+	*r.bp = append(*r.bp, ch...)
+	r.n++
+}
+
+// finish appends the progress and returns the response's bytes; addChange
+// and appendRaw reserved room for it.
 func (r *respEnc) finish(p position) []byte {
 	*r.bp = appendPos(*r.bp, fieldWatchProgress, p.commit, p.index, p.part)
 	r.last = len(*r.bp)

@@ -196,3 +196,21 @@ func BenchmarkWatchEncode(b *testing.B) {
 		}
 	})
 }
+
+// Once its buffers have grown, encoding a response allocates nothing:
+// the key is cut from the record into a reused scratch, the response is
+// written into a pool buffer.
+func TestWatchEncodeAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	chs := randChanges(r, testWatchTypes(), 50)
+	p := position{commit: chs[49].c}
+	var e respEnc
+	encodeResponse(&e, chs, true, p)
+	e.release()
+	if n := testing.AllocsPerRun(100, func() {
+		encodeResponse(&e, chs, true, p)
+		e.release()
+	}); n > 0 {
+		t.Fatalf("%v allocations per response", n)
+	}
+}
