@@ -20,8 +20,9 @@ import (
 // each watcher's own, so responses are the same bytes as without sharing.
 //
 // Memory: the entries kept total at most watchShareBytes (oldest evicted
-// first), and an entry is kept only while two watchers or more share its
-// key. An entry larger than a quarter of that is not kept.
+// first, whether or not a watcher still shares their key), and an entry
+// is added only while two watchers or more share its key. An entry larger
+// than a quarter of that is not kept.
 const watchShareBytes = 16 << 20
 
 // watchShare is the engine's cache of shared entries. mu guards every
@@ -90,7 +91,7 @@ func (s *watchShare) join(key string) {
 }
 
 // leave counts a watcher of key out; the entries of a key left with no
-// watcher go at the next eviction.
+// watcher stay until evicted.
 func (s *watchShare) leave(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
