@@ -117,6 +117,9 @@ func (s *watchShare) put(key string, c uint64, e *sharedEntry) {
 	if len(e.b) > watchShareBytes/4 {
 		return
 	}
+	if cap(e.b) > len(e.b)+len(e.b)/4 {
+		e.b = slices.Clone(e.b) // keep what it holds, not its estimate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := shareKey{key, c}
