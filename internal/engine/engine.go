@@ -132,6 +132,9 @@ type Engine struct {
 	syncMu        sync.Mutex
 	watchStop     chan struct{}
 	watchStopOnce sync.Once
+	// share holds the encoded changes watchers asking for the same ones
+	// share (watchshare.go).
+	share watchShare
 
 	// buildMu guards builds: the indexes this engine runs a builder for.
 	buildMu sync.Mutex

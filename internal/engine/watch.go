@@ -7,12 +7,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/protoadapt"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
-	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -37,8 +35,10 @@ var errWatchStopped = apierror.New(codes.Unavailable,
 // Watch streams the committed, durable changes of the requested record
 // types after the request's start, in commit order, until ctx ends; see
 // docs/watch.md. The first message is progress-only and names the start
-// position. send is called from Watch's goroutine only.
-func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*pb.WatchResponse) error) error {
+// position. send is called from Watch's goroutine only, with the wire
+// bytes of one WatchResponse, which it must not keep once it returns
+// (they are reused; see watchenc.go).
+func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func([]byte) error) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -47,6 +47,10 @@ func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*pb.
 		return err
 	}
 	defer w.release()
+	if w.shareKey != "" {
+		e.share.join(w.shareKey)
+		defer e.share.leave(w.shareKey)
+	}
 	e.stats.Watches.Add(1)
 	defer e.stats.Watches.Add(-1)
 	if e.st.Shared() {
@@ -72,15 +76,6 @@ type position struct {
 	part   bool
 }
 
-func (p position) proto() *pb.Position {
-	pp := &pb.Position{Commit: p.commit}
-	if p.part {
-		i := p.index
-		pp.Index = &i
-	}
-	return pp
-}
-
 // watchType is one watched record type with its filter (nil: all).
 type watchType struct {
 	t      *recType
@@ -95,24 +90,29 @@ type watch struct {
 	start     *pb.WatchStart
 	old       bool
 	batchSize int
-	send      func(*pb.WatchResponse) error
+	send      func([]byte) error
 
 	pos      position
 	lastSent position // progress of the last message sent
 	sentAny  bool
 
-	// The response being built, with the result budget it holds and the
-	// buffer its bytes are copied into.
-	resp      *pb.WatchResponse
-	slab      changeSlab
+	// The response being built, with the record bytes it holds (against
+	// the result limits) and the result budget it holds.
+	resp      respEnc
 	size      int
 	held      int64
-	buf       []byte
 	exhausted bool
+	progBuf   []byte // a progress-only message, reused
+
+	// shareKey names the changes this watcher asks for, which watchers
+	// asking for the same share (watchshare.go); "" for none. fill is
+	// the entry being built for them while one is.
+	shareKey string
+	fill     *sharedEntry
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
-func (e *Engine) newWatch(req *pb.WatchRequest, send func(*pb.WatchResponse) error) (*watch, error) {
+func (e *Engine) newWatch(req *pb.WatchRequest, send func([]byte) error) (*watch, error) {
 	if len(req.GetTypes()) == 0 {
 		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
 	}
@@ -124,7 +124,7 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func(*pb.WatchResponse) err
 	if w.batchSize <= 0 || w.batchSize > e.opts.MaxResultRecords*10 {
 		w.batchSize = e.opts.MaxResultRecords
 	}
-	w.slab.n = min(w.batchSize, 256)
+	ver := e.cat.Load().state.Version
 	seen := map[string]bool{}
 	for _, name := range req.GetTypes() {
 		if seen[name] {
@@ -138,6 +138,9 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func(*pb.WatchResponse) err
 			return nil, err
 		}
 		w.types[c.t.rt.ID] = &watchType{t: c.t, name: string(c.t.rt.Name), filter: c.plan.Match()}
+	}
+	if e.cat.Load().state.Version == ver {
+		w.shareKey = shareKeyOf(req, ver)
 	}
 	return w, nil
 }
@@ -347,6 +350,19 @@ func (w *watch) corrupt(c uint64, err error) error {
 // entry considers the changes of commit c after the position and returns
 // how many responses it sent.
 func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) {
+	whole := !w.pos.part || w.pos.commit != c
+	if whole && w.shareKey != "" {
+		se, fill := w.e.share.get(w.shareKey, c)
+		if se != nil {
+			return w.replay(ctx, c, se)
+		}
+		if fill {
+			// Sized from the entry at once: grown by append, the copies
+			// were a tenth of the CPU with ten watchers.
+			w.fill = &sharedEntry{b: make([]byte, 0, 3*len(le.rest)+1024), chs: make([]sharedChange, 0, 64)}
+			defer func() { w.fill = nil }()
+		}
+	}
 	sent := 0
 	for {
 		ch, ok, err := le.next()
@@ -354,6 +370,9 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 			return sent, w.corrupt(c, err)
 		}
 		if !ok {
+			if w.fill != nil {
+				w.e.share.put(w.shareKey, c, w.fill)
+			}
 			return sent, nil
 		}
 		if w.pos.part && c == w.pos.commit && ch.index <= w.pos.index {
@@ -375,7 +394,7 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 
 // consider adds one change to the response when its type is watched and
 // it matches the filter; full says the response is due to be sent. rec
-// and old are copied.
+// and old are copied into the response's bytes.
 func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, typeID uint32, rec, old []byte) (full bool, err error) {
 	wt := w.types[typeID]
 	if wt == nil {
@@ -390,94 +409,74 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	} else if !ok {
 		return false, nil
 	}
-	if w.resp == nil {
-		want := min(int64(w.e.opts.MaxResultBytes), w.e.opts.MaxResultBufferBytes)
-		if err := w.e.acquireResult(ctx, want, &w.exhausted); err != nil {
-			return false, err
+	if err := w.open(ctx); err != nil {
+		return false, err
+	}
+	withRec, withOld := op != changeRemove, w.old && op != changeInsert
+	from := len(*w.resp.bp)
+	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld)
+	cost := len(w.resp.key)
+	if withRec {
+		cost += len(rec)
+	}
+	if withOld {
+		cost += len(old)
+	}
+	if f := w.fill; f != nil {
+		f.b = append(f.b, (*w.resp.bp)[from:]...)
+		f.chs = append(f.chs, sharedChange{index: index, end: len(f.b), cost: cost})
+	}
+	w.size += cost
+	return w.resp.n >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
+}
+
+// open starts a response when none is being built, holding its result
+// budget.
+func (w *watch) open(ctx context.Context) error {
+	if w.resp.open() {
+		return nil
+	}
+	want := min(int64(w.e.opts.MaxResultBytes), w.e.opts.MaxResultBufferBytes)
+	if err := w.e.acquireResult(ctx, want, &w.exhausted); err != nil {
+		return err
+	}
+	w.held = want
+	w.resp.start()
+	return nil
+}
+
+// replay adds the changes of commit c that another watcher asking for the
+// same ones encoded (se), batching them as entry would, and returns how
+// many responses it sent.
+func (w *watch) replay(ctx context.Context, c uint64, se *sharedEntry) (int, error) {
+	sent, start := 0, 0
+	for _, ch := range se.chs {
+		w.pos = position{commit: c, index: ch.index, part: true}
+		if err := w.open(ctx); err != nil {
+			return sent, err
 		}
-		w.held = want
-		w.resp = &pb.WatchResponse{Changes: make([]*pb.Change, 0, min(w.batchSize, 64))}
+		w.resp.appendRaw(se.b[start:ch.end])
+		start = ch.end
+		w.size += ch.cost
+		if w.resp.n >= w.batchSize || w.size >= w.e.opts.MaxResultBytes {
+			if err := w.flush(); err != nil {
+				return sent, err
+			}
+			sent++
+		}
 	}
-	ch := w.slab.change(c, index)
-	ch.Op, ch.Type = pb.ChangeOp(op), wt.name
-	start := len(w.buf)
-	w.buf = record.AppendFields(w.buf, match, wt.t.pkNums)
-	ch.Key = w.slab.any(wt.t.url, w.buf[start:len(w.buf):len(w.buf)])
-	w.size += len(w.buf) - start
-	if op != changeRemove {
-		ch.Record = w.slab.any(wt.t.url, w.keep(rec))
-		w.size += len(rec)
-	}
-	if w.old && op != changeInsert {
-		ch.OldRecord = w.slab.any(wt.t.url, w.keep(old))
-		w.size += len(old)
-	}
-	w.resp.Changes = append(w.resp.Changes, ch)
-	return len(w.resp.Changes) >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
-}
-
-// changeSlab hands out the messages of one response, allocated a slab at
-// a time rather than one by one (a change is up to six messages): slabs of
-// 8, 16, ... up to n changes, so a response of one change costs little.
-// Nothing handed out is handed out again, and a new response starts new
-// slabs, so a response gRPC still holds keeps no other one's records
-// alive.
-type changeSlab struct {
-	n, next int
-	changes []pb.Change
-	pos     []pb.Position
-	idx     []uint32
-	anys    []anypb.Any
-}
-
-// change returns a change at position {c, index}.
-func (s *changeSlab) change(c uint64, index uint32) *pb.Change {
-	if len(s.changes) == 0 {
-		s.next = min(max(2*s.next, 8), s.n)
-		s.changes, s.pos, s.idx = make([]pb.Change, s.next), make([]pb.Position, s.next), make([]uint32, s.next)
-	}
-	ch, p, i := &s.changes[0], &s.pos[0], &s.idx[0]
-	s.changes, s.pos, s.idx = s.changes[1:], s.pos[1:], s.idx[1:]
-	*i = index
-	p.Commit, p.Index = c, i
-	ch.Position = p
-	return ch
-}
-
-// any returns an Any of url holding v.
-func (s *changeSlab) any(url string, v []byte) *anypb.Any {
-	if len(s.anys) == 0 {
-		s.anys = make([]anypb.Any, 2*max(s.next, 8))
-	}
-	a := &s.anys[0]
-	s.anys = s.anys[1:]
-	a.TypeUrl, a.Value = url, v
-	return a
-}
-
-// keep copies b into the response's buffer: chunks that are never
-// written again once handed out, one allocation per chunk.
-func (w *watch) keep(b []byte) []byte {
-	if cap(w.buf)-len(w.buf) < len(b) {
-		w.buf = make([]byte, 0, max(len(b), 32<<10))
-	}
-	s := len(w.buf)
-	w.buf = append(w.buf, b...)
-	return w.buf[s:len(w.buf):len(w.buf)]
+	return sent, nil
 }
 
 // flush sends the response being built, if any, with the position as its
 // progress.
 func (w *watch) flush() error {
-	if w.resp == nil {
+	if !w.resp.open() {
 		return nil
 	}
-	resp := w.resp
-	resp.Progress = w.pos.proto()
-	w.e.stats.WatchChanges.Add(uint64(len(resp.Changes)))
-	w.resp, w.size, w.buf = nil, 0, nil
-	w.slab = changeSlab{n: w.slab.n} // the next response's messages share nothing with this one's
-	err := w.send(resp)
+	w.e.stats.WatchChanges.Add(uint64(w.resp.n))
+	err := w.send(w.resp.finish(w.pos))
+	w.size = 0
 	w.release()
 	w.lastSent, w.sentAny = w.pos, true
 	return err
@@ -486,11 +485,14 @@ func (w *watch) flush() error {
 // progress sends a progress-only message.
 func (w *watch) progress() error {
 	w.lastSent, w.sentAny = w.pos, true
-	return w.send(&pb.WatchResponse{Progress: w.pos.proto()})
+	w.progBuf = appendProgress(w.progBuf[:0], w.pos)
+	return w.send(w.progBuf)
 }
 
-// release gives back the result budget an unsent response holds.
+// release gives back the result budget an unsent response holds (and
+// the buffer of one never finished).
 func (w *watch) release() {
+	w.resp.release()
 	w.e.results.Release(w.held)
 	w.held = 0
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -41,7 +43,12 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r watchResult
-	err := te.e.Watch(ctx, req, func(m *pb.WatchResponse) error {
+	err := te.e.Watch(ctx, req, func(b []byte) error {
+		m := new(pb.WatchResponse)
+		if err := proto.Unmarshal(b, m); err != nil {
+			te.t.Errorf("a watch response does not decode: %v", err)
+			return err
+		}
 		r.changes = append(r.changes, m.Changes...)
 		r.progress = append(r.progress, m.Progress)
 		if (n <= 0 && len(r.progress) == 1) || (n > 0 && len(r.changes) >= n) {
@@ -157,7 +164,7 @@ func TestWatchStop(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func(*pb.WatchResponse) error {
+		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func([]byte) error {
 			close(started)
 			return nil
 		})
@@ -183,5 +190,80 @@ func TestWatchLogOff(t *testing.T) {
 	r = te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, -1)
 	if r.progress[0].GetCommit() != 1 {
 		t.Fatalf("first watch with the log on: oldest = %v, want commit 1 (no entries)", r.progress[0])
+	}
+}
+
+// watchRaw runs Watch until a message's progress reaches the whole commit
+// last, and returns every message's bytes.
+func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
+	te.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out [][]byte
+	err := te.e.Watch(ctx, req, func(b []byte) error {
+		out = append(out, append([]byte(nil), b...))
+		m := new(pb.WatchResponse)
+		if err := proto.Unmarshal(b, m); err != nil {
+			return err
+		}
+		if p := m.GetProgress(); p.GetCommit() >= last && p.Index == nil {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		te.t.Fatalf("watch: %v", err)
+	}
+	return out
+}
+
+// Watchers asking for the same changes share their encoding: the one
+// that reads an entry first publishes it, the others copy it. Each still
+// batches on its own, and gets the very bytes it would alone.
+func TestWatchShared(t *testing.T) {
+	te := watchEngine(t, engine.Options{})
+	w := te.e.NewWriter()
+	defer w.Close()
+	for i := range 5 {
+		if err := w.Apply(t.Context(), engine.OpInsert, users(te, 1+7*i, 7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Apply(t.Context(), engine.OpUpsert, users(te, 3, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Apply(t.Context(), engine.OpRemove, users(te, 20, 6)); err != nil {
+		t.Fatal(err)
+	}
+	last, err := w.Sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*pb.WatchRequest{
+		{Types: []string{"shop.User"}, Start: oldest(), OldRecords: true, BatchSize: 4},
+		{Types: []string{"shop.User", "shop.Member"}, Start: oldest(), Filter: "id > 5 AND id < 30", BatchSize: 5},
+	} {
+		before := te.e.WatchShareEntries()
+		alone := te.watchRaw(req, last)
+		if n := te.e.WatchShareEntries(); n != before {
+			t.Fatalf("a watcher alone kept %d shared entries", n-before)
+		}
+		done := te.e.HoldWatchShare(req)
+		filled := te.watchRaw(req, last)
+		if te.e.WatchShareEntries() == before {
+			t.Fatal("a watcher beside another kept no shared entry")
+		}
+		copied := te.watchRaw(req, last)
+		done()
+		for name, got := range map[string][][]byte{"filling": filled, "copying": copied} {
+			if len(got) != len(alone) {
+				t.Fatalf("%s watcher got %d messages, alone %d", name, len(got), len(alone))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], alone[i]) {
+					t.Fatalf("%s watcher's message %d differs from a watcher's alone", name, i)
+				}
+			}
+		}
 	}
 }

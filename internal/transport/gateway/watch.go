@@ -2,13 +2,16 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // watch serves Watch: one WatchRequest in, a {"result": WatchResponse}
@@ -39,5 +42,23 @@ func (g *Gateway) watch(w http.ResponseWriter, r *http.Request, _ map[string]str
 		g.writeError(w, r, err)
 		return
 	}
-	st.finish(g.svc.Watch(req, st), true)
+	st.finish(g.svc.Watch(req, watchStream{st}), true)
+}
+
+// watchStream renders the responses the gRPC service sends as wire bytes
+// (a grpcbuf.Frame: the engine encodes them itself) by decoding them
+// first; JSON needs the message.
+type watchStream struct {
+	*httpStream[pb.WatchRequest, pb.WatchResponse]
+}
+
+func (s watchStream) SendMsg(m any) error {
+	if f, ok := m.(*grpcbuf.Frame); ok {
+		resp := new(pb.WatchResponse)
+		if err := proto.Unmarshal(f.B, resp); err != nil {
+			return fmt.Errorf("decode a watch response: %w", err)
+		}
+		m = resp
+	}
+	return s.httpStream.SendMsg(m)
 }
