@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/client"
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
 
@@ -29,18 +28,7 @@ func BenchmarkBackends(b *testing.B) {
 			batches := benchBatches(1000, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
-			st, err := c.API().Insert(context.Background())
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, recs := range batches {
-				if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if _, err := st.CloseAndRecv(); err != nil {
-				b.Fatal(err)
-			}
+			benchSend(b, c.API().Insert, batches)
 			reportRecords(b)
 		})
 		b.Run(be.name+"/search-pk/batch=1000", func(b *testing.B) {

@@ -46,18 +46,7 @@ func BenchmarkSecurity(b *testing.B) {
 				batches := benchBatches(1000, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()
-				st, err := c.API().Insert(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, recs := range batches {
-					if err := st.Send(&pb.WriteRequest{Records: recs}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := st.CloseAndRecv(); err != nil {
-					b.Fatal(err)
-				}
+				benchSend(b, c.API().Insert, batches)
 				reportRecords(b)
 			})
 		})
