@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
@@ -94,15 +95,24 @@ type watcher struct {
 }
 
 func startWatcher(ctx context.Context, t *bench.Target, wg *sync.WaitGroup) (*watcher, error) {
-	req := &pb.WatchRequest{Types: []string{bench.ItemType}, Start: &pb.WatchStart{Start: &pb.WatchStart_Now{Now: true}}}
-	st, err := t.API.Watch(ctx, req, bench.CallCodec())
+	// A watcher has a connection of its own, as a service watching another
+	// would: on the writer's connection its messages and the writer's
+	// acknowledgements would queue behind each other in one HTTP/2 writer.
+	c, err := client.Dial(t.Addr, t.ClientOptions()...)
 	if err != nil {
+		return nil, fmt.Errorf("dial watcher: %w", err)
+	}
+	req := &pb.WatchRequest{Types: []string{bench.ItemType}, Start: &pb.WatchStart{Start: &pb.WatchStart_Now{Now: true}}}
+	st, err := c.API().Watch(ctx, req, bench.CallCodec())
+	if err != nil {
+		c.Close()
 		return nil, fmt.Errorf("open watch: %w", err)
 	}
 	w := &watcher{notify: make(chan struct{}, 1)}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer c.Close()
 		for {
 			err := st.RecvMsg(w)
 			if err != nil {

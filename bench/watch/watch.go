@@ -94,7 +94,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	}}
 	res.Notes = append(res.Notes,
 		"no published figure: no seed measured change feeds, so the published and ratio columns are empty",
-		fmt.Sprintf("durable ingest (sync=%s) through one Write stream at batch %d, every batch acknowledged; watchers on the same connection, in the same process as the writer", onOff(t.Sync), g.Batch),
+		fmt.Sprintf("durable ingest (sync=%s) through one Write stream at batch %d, every batch acknowledged; each watcher on a connection of its own, in the same process as the writer", onOff(t.Sync), g.Batch),
 		"latency: a change's arrival at a watcher minus the arrival of its commit's acknowledgement at the writer (monotonic clock); negative when the change arrived first")
 	configs := append([]int{0}, g.Watchers...)
 	if env.Warmup > 0 {
