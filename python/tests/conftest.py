@@ -48,6 +48,16 @@ class Server:
         return (self.data / "admin.key").read_text().strip()
 
 
+def first_line(proc: subprocess.Popen[str]) -> str:
+    """The first line a starting process prints, or "" if none comes in time."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    ready = sel.select(timeout=START_TIMEOUT)
+    sel.close()
+    return proc.stdout.readline() if ready else ""
+
+
 def start_server(binary: Path, data: Path, *args: str, env: dict[str, str] | None = None) -> Server:
     """Start a server on a free loopback port and wait until it serves.
 
@@ -74,12 +84,7 @@ def start_server(binary: Path, data: Path, *args: str, env: dict[str, str] | Non
             text=True,
             env={**os.environ, **(env or {})},
         )
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    ready = sel.select(timeout=START_TIMEOUT)
-    sel.close()
-    line = proc.stdout.readline() if ready else ""
+    line = first_line(proc)
     m = re.match(r"protobase serving on (\S+) ", line)
     if not m:
         proc.kill()
@@ -87,6 +92,7 @@ def start_server(binary: Path, data: Path, *args: str, env: dict[str, str] | Non
         raise RuntimeError(f"server did not start ({line!r}):\n{log.read_text()}")
     # Drain the rest of stdout so the server never blocks on a full pipe.
     out = proc.stdout
+    assert out is not None
     threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
     return Server(m.group(1), data, proc, log)
 

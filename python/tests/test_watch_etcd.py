@@ -9,7 +9,6 @@ session; each test's server has a key prefix of its own on it.
 from __future__ import annotations
 
 import itertools
-import selectors
 import shutil
 import socket
 import subprocess
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SCHEMA_DIR, START_TIMEOUT, start_server
+from conftest import REPO, SCHEMA_DIR, first_line, start_server
 from test_watch import (
     test_changes_come_in_commit_order_decoded,
     test_filters_as_text_and_expression_and_many_types,
@@ -74,12 +73,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stderr=log,
         text=True,
     )
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    ready = sel.select(timeout=START_TIMEOUT)
-    sel.close()
-    line = proc.stdout.readline() if ready else ""
+    line = first_line(proc)
     try:
         if not line.startswith("READY "):
             pytest.fail(f"etcd member did not start ({line!r}): {(out / 'member.log').read_text()}")
