@@ -17,15 +17,15 @@
 //
 // A hit therefore returns what a storage read at that moment would.
 // Memory stays within the byte budget given to New: each of the shards
-// holds an equal part and, when full, evicts entries at random (Go's map
-// iteration order), which costs nothing to track and keeps the hot keys
-// with high probability under a skewed load.
+// holds an equal part and, when full, evicts entries at random (the first
+// entry at or after a random slot of its table), which costs nothing to
+// track and keeps the hot keys with high probability under a skewed load.
 package recordcache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,10 +34,11 @@ import (
 // shards spreads readers over this many locks.
 const shards = 64
 
-// EntryOverhead is what an entry costs beyond its key and value bytes (map
-// slot, string and slice headers, allocation rounding), counted against the
-// budget.
-const EntryOverhead = 64
+// EntryOverhead is what an entry costs beyond its key and value bytes (its
+// share of the shard's table, whose slots stay between a quarter and half
+// full, the entry's length prefix and allocation rounding), counted
+// against the budget.
+const EntryOverhead = 96
 
 // Cache is a bounded record cache, safe for concurrent use by readers and
 // one writer at a time. A nil *Cache is a valid cache that holds nothing.
@@ -50,25 +51,50 @@ type Cache struct {
 	shards   [shards]shard
 }
 
-// shard is one lock's part of the cache; mu guards m and bytes.
+// shard is one lock's part of the cache; mu guards every other field.
 //
-// m is keyed by the record key's 64-bit hash, computed once per call
-// (it also picks the shard), rather than by the key itself, which the map
-// would hash again; the entry keeps the key, so a collision is a miss
-// and a fill replaces the colliding entry.
+// The table is open-addressed with linear probing, keyed by the record
+// key's 64-bit hash (computed once per call; its low bits pick the shard,
+// the rest the slot): a probe reads one slot, usually in the cache line
+// it starts in, and then the entry's bytes, where Go's map read a control
+// word, then a slot in another line, then the entry. A slot holds the
+// hash and the entry, so a probe compares hashes without touching the
+// entry; the entry holds its key, so a collision is a miss and a fill
+// replaces the colliding entry. At most half of the slots are used, so
+// every probe ends at an empty slot.
 type shard struct {
 	mu    sync.Mutex
-	m     map[uint64]entry
-	bytes int64    // sum of entry costs in m
-	_     [40]byte // keep neighbouring shards' locks off one cache line
+	slots []slot // len a power of two, or 0
+	used  int    // occupied slots
+	bytes int64  // sum of entry costs
+	rnd   uint64 // eviction cursor (xorshift state)
+	_     [16]byte
 }
 
-// entry is a cached record; neither slice is mutated once stored.
-type entry struct {
-	key, val []byte
+// slot is one place of a shard's table; kv nil means empty.
+type slot struct {
+	h uint64
+	// kv is the entry: uvarint key length, key, record. Never mutated
+	// once stored, so a reader may keep it after unlocking.
+	kv []byte
 }
 
-func (en entry) cost() int64 { return int64(len(en.key)+len(en.val)) + EntryOverhead }
+// entryKV returns the key and record of entry kv.
+func entryKV(kv []byte) (key, val []byte) {
+	n, l := binary.Uvarint(kv)
+	kv = kv[l:]
+	return kv[:n:n], kv[n:len(kv):len(kv)]
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+func entryCost(kv []byte) int64 { return int64(len(kv)) + EntryOverhead }
 
 // New returns a cache holding at most maxBytes (keys, values and
 // EntryOverhead per entry), or nil (no cache) when maxBytes is not
@@ -79,7 +105,7 @@ func New(maxBytes int64) *Cache {
 	}
 	c := &Cache{seed: maphash.MakeSeed(), perShard: max(maxBytes/shards, 1)}
 	for i := range c.shards {
-		c.shards[i].m = make(map[uint64]entry)
+		c.shards[i].rnd = uint64(i)*0x9E3779B97F4A7C15 | 1
 	}
 	return c
 }
@@ -89,6 +115,88 @@ func (c *Cache) shard(key []byte) (*shard, uint64) {
 	return &c.shards[h%shards], h
 }
 
+// home is the slot where a probe for h starts.
+func (s *shard) home(h uint64) int { return int(h>>6) & (len(s.slots) - 1) } //nolint:gosec // masked
+
+// find returns the slot holding hash h, or -1.
+func (s *shard) find(h uint64) int {
+	if len(s.slots) == 0 {
+		return -1
+	}
+	mask := len(s.slots) - 1
+	for i := s.home(h); ; i = (i + 1) & mask {
+		sl := &s.slots[i]
+		if sl.kv == nil {
+			return -1
+		}
+		if sl.h == h {
+			return i
+		}
+	}
+}
+
+// remove empties slot i, moving later slots of its probe run back so that
+// every entry stays reachable from its home slot (no tombstones).
+func (s *shard) remove(i int) {
+	mask := len(s.slots) - 1
+	s.bytes -= entryCost(s.slots[i].kv)
+	s.used--
+	for j := (i + 1) & mask; s.slots[j].kv != nil; j = (j + 1) & mask {
+		home := s.home(s.slots[j].h)
+		// Entry j may move to i unless its home lies cyclically in (i, j].
+		stays := home > i && home <= j
+		if i > j {
+			stays = home > i || home <= j
+		}
+		if !stays {
+			s.slots[i] = s.slots[j]
+			i = j
+		}
+	}
+	s.slots[i] = slot{}
+}
+
+// insert stores kv under h, which the table does not hold, growing the
+// table to stay at most half full.
+func (s *shard) insert(h uint64, kv []byte) {
+	if 2*(s.used+1) > len(s.slots) {
+		old := s.slots
+		s.slots = make([]slot, max(8, 2*len(old)))
+		for _, sl := range old {
+			if sl.kv != nil {
+				s.place(sl)
+			}
+		}
+	}
+	s.place(slot{h, kv})
+	s.used++
+	s.bytes += entryCost(kv)
+}
+
+// place puts sl in the first empty slot of its probe run.
+func (s *shard) place(sl slot) {
+	mask := len(s.slots) - 1
+	i := s.home(sl.h)
+	for s.slots[i].kv != nil {
+		i = (i + 1) & mask
+	}
+	s.slots[i] = sl
+}
+
+// evictOne removes an entry at random: the first at or after a random
+// slot.
+func (s *shard) evictOne() {
+	s.rnd ^= s.rnd << 13
+	s.rnd ^= s.rnd >> 7
+	s.rnd ^= s.rnd << 17
+	mask := len(s.slots) - 1
+	i := int(s.rnd) & mask //nolint:gosec // masked
+	for s.slots[i].kv == nil {
+		i = (i + 1) & mask
+	}
+	s.remove(i)
+}
+
 // Get appends the cached record of key to dst[:0] and reports a hit.
 func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
 	if c == nil {
@@ -96,16 +204,19 @@ func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
 	}
 	s, h := c.shard(key)
 	s.mu.Lock()
-	en, ok := s.m[h]
-	ok = ok && bytes.Equal(en.key, key)
-	if ok {
-		dst = append(dst[:0], en.val...)
+	var kv []byte
+	if i := s.find(h); i >= 0 {
+		kv = s.slots[i].kv
 	}
 	s.mu.Unlock()
-	if !ok {
+	if kv == nil {
 		return dst[:0], false
 	}
-	return dst, true
+	k, val := entryKV(kv)
+	if !bytes.Equal(k, key) {
+		return dst[:0], false
+	}
+	return append(dst[:0], val...), true
 }
 
 // Gen returns the write generation; a reader takes it before the storage
@@ -124,7 +235,7 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if c == nil || gen&1 == 1 {
 		return
 	}
-	cost := int64(len(key)+len(val)) + EntryOverhead
+	cost := int64(uvarintLen(len(key))+len(key)+len(val)) + EntryOverhead
 	if cost > c.perShard {
 		return
 	}
@@ -136,25 +247,17 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if c.gen.Load() != gen {
 		return
 	}
-	if old, ok := s.m[h]; ok {
-		delete(s.m, h)
-		s.bytes -= old.cost()
+	if i := s.find(h); i >= 0 {
+		s.remove(i)
 	}
-	if s.bytes+cost > c.perShard { // starting a map iteration is not free
-		for k, en := range s.m {
-			if s.bytes+cost <= c.perShard {
-				break
-			}
-			delete(s.m, k)
-			s.bytes -= en.cost()
-		}
+	for s.bytes+cost > c.perShard {
+		s.evictOne()
 	}
-	// One allocation holds both.
-	kv := make([]byte, len(key)+len(val))
-	copy(kv, key)
-	copy(kv[len(key):], val)
-	s.m[h] = entry{key: kv[:len(key):len(key)], val: kv[len(key):]}
-	s.bytes += cost
+	// One allocation holds the entry.
+	kv := make([]byte, 0, int(cost-EntryOverhead))
+	kv = binary.AppendUvarint(kv, uint64(len(key)))
+	kv = append(append(kv, key...), val...)
+	s.insert(h, kv)
 }
 
 // BeginWrite starts a write: from now until EndWrite no read is kept. The
@@ -181,12 +284,9 @@ func (c *Cache) Invalidate(key []byte) {
 	}
 	s, h := c.shard(key)
 	s.mu.Lock()
-	if len(s.m) > 0 {
-		// A colliding entry of another key goes too: harmless.
-		if en, ok := s.m[h]; ok {
-			delete(s.m, h)
-			s.bytes -= en.cost()
-		}
+	// A colliding entry of another key goes too: harmless.
+	if i := s.find(h); i >= 0 {
+		s.remove(i)
 	}
 	s.mu.Unlock()
 }
@@ -200,8 +300,7 @@ func (c *Cache) Clear() {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		clear(s.m)
-		s.bytes = 0
+		s.slots, s.used, s.bytes = nil, 0, 0
 		s.mu.Unlock()
 	}
 }
@@ -222,44 +321,35 @@ func (c *Cache) Bytes() int64 {
 }
 
 // Batch is GetMany's scratch and result, reused from call to call by one
-// goroutine: the records hit are copied into it, valid until the next call.
+// goroutine. Its records are the cache's own entries, which are never
+// written once stored: they stay valid (and must not be written) after
+// the next call, however the cache changes.
 type Batch struct {
 	hs    []uint64
-	order []int32 // key positions grouped by shard
-	spans []span  // per key: its record in vals, or a miss
-	vals  []byte
+	order []int32  // key positions grouped by shard
+	kvs   [][]byte // per key: its entry, then its record; nil for a miss
 }
 
-// span is a hit's record, vals[start:end]; start < 0 is a miss.
-type span struct{ start, end int32 }
-
 // Len returns how many keys the last GetMany looked up.
-func (b *Batch) Len() int { return len(b.spans) }
+func (b *Batch) Len() int { return len(b.kvs) }
 
 // Val returns key i's record and whether it was a hit.
 func (b *Batch) Val(i int) ([]byte, bool) {
-	sp := b.spans[i]
-	if sp.start < 0 {
-		return nil, false
-	}
-	return b.vals[sp.start:sp.end:sp.end], true
+	v := b.kvs[i]
+	return v, v != nil
 }
 
 // GetMany looks up the n keys key(0)..key(n-1) into b: the lookups of a
 // batch, as Get would answer each at the moment of the call. It takes each
-// shard's lock once for all of its keys instead of once per key, and with
-// no lock between them the probes of one shard's keys overlap their
-// memory misses, which serialize when lookups alternate with the work done
-// on each record (a probe is mostly waiting for memory: the map's control
-// word, then the entry). Records larger than math.MaxInt32 bytes in all
-// are left as misses.
+// shard's lock once for all of its keys instead of once per key, and it
+// probes in two tight passes, the slots (under the locks), then the
+// entries they point to (after): a probe is mostly waiting for memory, and
+// with little work between them the misses of consecutive probes overlap
+// instead of being waited for one after another.
 func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
-	b.spans = slices.Grow(b.spans[:0], n)[:n]
-	b.vals = b.vals[:0]
+	b.kvs = slices.Grow(b.kvs[:0], n)[:n]
 	if c == nil {
-		for i := range b.spans {
-			b.spans[i] = span{-1, -1}
-		}
+		clear(b.kvs)
 		return
 	}
 	b.hs = slices.Grow(b.hs[:0], n)[:n]
@@ -283,16 +373,22 @@ func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 		s.mu.Lock()
 		for ; hi < n && &c.shards[b.hs[b.order[hi]]%shards] == s; hi++ {
 			i := b.order[hi]
-			en, ok := s.m[b.hs[i]]
-			if !ok || !bytes.Equal(en.key, key(int(i))) || len(b.vals)+len(en.val) > math.MaxInt32 {
-				b.spans[i] = span{-1, -1}
-				continue
+			b.kvs[i] = nil
+			if j := s.find(b.hs[i]); j >= 0 {
+				b.kvs[i] = s.slots[j].kv
 			}
-			start := len(b.vals)
-			b.vals = append(b.vals, en.val...)
-			b.spans[i] = span{int32(start), int32(len(b.vals))} //nolint:gosec // checked above
 		}
 		s.mu.Unlock()
 		lo = hi
+	}
+	for i, kv := range b.kvs {
+		if kv == nil {
+			continue
+		}
+		k, val := entryKV(kv)
+		if !bytes.Equal(k, key(i)) {
+			val = nil
+		}
+		b.kvs[i] = val
 	}
 }

@@ -142,3 +142,73 @@ func TestGetManyMatchesGet(t *testing.T) {
 		t.Fatal("a nil cache hit")
 	}
 }
+
+// Random fills, invalidations and clears against a model map: with room
+// for every key nothing is evicted, so every key filled and not since
+// invalidated hits with its last record (which checks that removals keep
+// the other entries of a probe run reachable), and no other key hits;
+// with a small budget a hit still returns the key's last record.
+func TestTableModel(t *testing.T) {
+	for _, budget := range []int64{1 << 22, 16 << 10} {
+		c := New(budget)
+		model := map[string]string{}
+		rnd := uint64(12345)
+		next := func(n int) int {
+			rnd ^= rnd << 13
+			rnd ^= rnd >> 7
+			rnd ^= rnd << 17
+			return int(rnd % uint64(n)) //nolint:gosec // small n
+		}
+		var b Batch
+		keys := make([][]byte, 3000)
+		for i := range keys {
+			keys[i] = fmt.Appendf(nil, "k%d", i)
+		}
+		for step := range 40000 {
+			k := keys[next(len(keys))]
+			switch op := next(100); {
+			case op < 60:
+				v := fmt.Sprintf("v%d", step)
+				if step%97 == 0 {
+					v = "" // an empty record is a hit too
+				}
+				c.Fill(k, []byte(v), c.Gen())
+				model[string(k)] = v
+			case op < 95:
+				c.BeginWrite()
+				c.Invalidate(k)
+				c.EndWrite()
+				delete(model, string(k))
+			case op == 95 && step%50 == 0:
+				c.BeginWrite()
+				c.Clear()
+				c.EndWrite()
+				clear(model)
+			}
+			if step%1000 != 999 {
+				continue
+			}
+			c.GetMany(len(keys), func(i int) []byte { return keys[i] }, &b)
+			hits := 0
+			for i, k := range keys {
+				got, ok := c.Get(k, nil)
+				want, in := model[string(k)]
+				if ok && (!in || string(got) != want) || !ok && in && budget == 1<<22 {
+					t.Fatalf("budget %d step %d key %s: got %q %v, model %q %v", budget, step, k, got, ok, want, in)
+				}
+				if bv, bok := b.Val(i); bok != ok || string(bv) != string(got) {
+					t.Fatalf("key %s: GetMany %q %v, Get %q %v", k, bv, bok, got, ok)
+				}
+				if ok {
+					hits++
+				}
+			}
+			if hits == 0 && len(model) > 0 {
+				t.Fatalf("budget %d: no hits of %d keys", budget, len(model))
+			}
+			if c.Bytes() > budget {
+				t.Fatalf("%d bytes used, budget %d", c.Bytes(), budget)
+			}
+		}
+	}
+}

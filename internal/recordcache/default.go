@@ -3,7 +3,8 @@ package recordcache
 // DefaultBytes is the default budget for a process that may use memory
 // bytes (the machine's or its cgroup's limit, store.Memory): 1/32 of it,
 // at least 64 MiB and at most 1 GiB (256 MiB when memory is 0, unknown).
-// A 100-byte record costs about 180 bytes, so 1 GiB holds about 6 million.
+// A 100-byte record with a 10-byte key costs about 210 bytes, so 1 GiB
+// holds about 5 million.
 func DefaultBytes(memory uint64) int64 {
 	if memory == 0 {
 		return 256 << 20
