@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -77,8 +78,9 @@ func lookup(id int) *pb.Query {
 
 // searchAll looks every key up in one Search request (the lookups of a
 // chunk share an iterator and the cache) and returns each key's name, -1
-// when absent.
-func searchAll(ctx context.Context, e *engine.Engine, keys int) ([]int64, error) {
+// when absent. With wire, the responses come as wire bytes
+// (SearchIO.SendWire).
+func searchAll(ctx context.Context, e *engine.Engine, keys int, wire bool) ([]int64, error) {
 	req := &pb.SearchRequest{}
 	for id := range keys {
 		req.Queries = append(req.Queries, lookup(id))
@@ -114,7 +116,17 @@ func searchAll(ctx context.Context, e *engine.Engine, keys int) ([]int64, error)
 		}
 		return nil
 	}
-	if err := e.Search(ctx, recv, send); err != nil {
+	sio := engine.SearchIO{Recv: recv, Send: send}
+	if wire {
+		sio.SendWire = func(b []byte) error {
+			var resp pb.SearchResponse
+			if err := proto.Unmarshal(b, &resp); err != nil {
+				return err
+			}
+			return send(&resp)
+		}
+	}
+	if err := e.SearchStream(ctx, sio); err != nil {
 		return nil, err
 	}
 	return got, bad
@@ -189,7 +201,8 @@ func raceCache(t *testing.T, te *testEngine) {
 		}()
 	}
 	readers := []func() ([]int64, error){
-		func() ([]int64, error) { return searchAll(ctx, te.e, keys) },
+		func() ([]int64, error) { return searchAll(ctx, te.e, keys, false) },
+		func() ([]int64, error) { return searchAll(ctx, te.e, keys, true) },
 		func() ([]int64, error) {
 			got := make([]int64, keys)
 			for id := range keys {
@@ -245,7 +258,7 @@ func raceCache(t *testing.T, te *testEngine) {
 	}
 	wg.Wait()
 	// After the race every read sees the last version.
-	final, err := searchAll(ctx, te.e, keys)
+	final, err := searchAll(ctx, te.e, keys, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,14 @@ type SearchIO struct {
 	// the receiving goroutine in messages and buffers reused from
 	// response to response.
 	SendEncodes bool
+	// SendWire, when set, sends one response given as its wire bytes
+	// (proto.Marshal's encoding of a SearchResponse), keeping no reference
+	// to b once it returns; it takes turns with Send. The engine then
+	// writes the responses of requests of plain primary-key lookups run on
+	// the receiving goroutine straight from the records' bytes
+	// (searchenc.go). It is for transports whose responses are protobuf
+	// bytes and that need not see them as messages.
+	SendWire func(b []byte) error
 	// Recycle, when set, is given each request the engine will not read
 	// again, so that Recv can decode the next request into its messages.
 	// It is called on the goroutine that calls Recv, between two calls.
@@ -77,7 +85,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 	defer cancel()
 	workers := e.opts.SearchWorkers
 	out := make(chan outgoing, workers)
-	snd := &sender{e: e, send: send, cancel: cancel}
+	snd := &sender{e: e, send: send, sendWire: sio.SendWire, cancel: cancel}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
@@ -117,7 +125,11 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
 		if len(sem) == 0 && e.allPoints(qs, &order) {
-			e.runChunk(ctx, qs, next, snd.deliver, &order)
+			if snd.sendWire != nil && !e.st.Shared() {
+				e.wireLookups(ctx, qs, next, &order, snd.deliverWire)
+			} else {
+				e.runChunk(ctx, qs, next, snd.deliver, &order)
+			}
 			next += uint64(len(qs))
 			if ctx.Err() != nil {
 				break
@@ -178,9 +190,10 @@ func (e *Engine) allPoints(qs []*pb.Query, buf *lookupBuf) bool {
 // take turns, as gRPC requires, and guards sendErr, the first failure,
 // after which responses are dropped (so that no worker blocks).
 type sender struct {
-	e      *Engine
-	send   func(*pb.SearchResponse) error
-	cancel context.CancelFunc
+	e        *Engine
+	send     func(*pb.SearchResponse) error
+	sendWire func([]byte) error // SearchIO.SendWire
+	cancel   context.CancelFunc
 
 	mu      sync.Mutex
 	sendErr error
@@ -198,6 +211,21 @@ func (s *sender) deliver(o outgoing) bool {
 		}
 	}
 	s.e.results.Release(o.held)
+	return s.sendErr == nil
+}
+
+// deliverWire is deliver for a response given as wire bytes, holding
+// held bytes of the result budget.
+func (s *sender) deliverWire(b []byte, held int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sendErr == nil {
+		if err := s.sendWire(b); err != nil {
+			s.sendErr = err
+			s.cancel()
+		}
+	}
+	s.e.results.Release(held)
 	return s.sendErr == nil
 }
 

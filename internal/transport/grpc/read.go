@@ -12,6 +12,7 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // Search implements pb.ProtobaseServer. With auth on, every request
@@ -58,6 +59,20 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
 	// stream encode a response before they return.
 	sio := engine.SearchIO{Recv: recv, Send: send, SendEncodes: true, Recycle: recycle}
+	// On a gRPC stream (not the REST gateway's, which renders messages as
+	// JSON) responses the engine writes as wire bytes go out as a
+	// grpcbuf.Frame, which the server's codec copies as they are. The
+	// key's guard needs no say in them: it rewrites the errors of queries
+	// it refused, which are never plain lookups, so never sent this way.
+	if grpc.ServerTransportStreamFromContext(st.Context()) != nil {
+		var f grpcbuf.Frame
+		sio.SendWire = func(b []byte) error {
+			f.B = b
+			err := st.SendMsg(&f)
+			f.B = nil
+			return err
+		}
+	}
 	if err := s.e.SearchStream(st.Context(), sio); err != nil {
 		return toStatus(err)
 	}
