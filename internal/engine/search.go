@@ -72,6 +72,13 @@ type SearchIO struct {
 	// (searchenc.go). It is for transports whose responses are protobuf
 	// bytes and that need not see them as messages.
 	SendWire func(b []byte) error
+	// RecvWire, when set, is used instead of Recv: it returns the next
+	// request's wire bytes, valid until the next call, and a function
+	// that decodes them as Recv would (with Recv's errors); b is nil when
+	// the request must be decoded (it is over a limit Recv enforces). The
+	// engine runs a request of plain primary-key lookups from its bytes
+	// (searchwire.go) and decodes any other.
+	RecvWire func() (b []byte, decode func() (*pb.SearchRequest, error), err error)
 	// Recycle, when set, is given each request the engine will not read
 	// again, so that Recv can decode the next request into its messages.
 	// It is called on the goroutine that calls Recv, between two calls.
@@ -109,9 +116,36 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 	var err error
 	var order lookupBuf // the inline requests', one at a time
 	order.reuse = sio.SendEncodes
+	// Responses as wire bytes (searchenc.go) for requests run here; not on
+	// a store across a network, whose lookups runChunk prefetches.
+	wire := snd.sendWire != nil && !e.st.Shared()
 	for {
 		var req *pb.SearchRequest
-		req, err = recv()
+		if sio.RecvWire != nil {
+			var b []byte
+			var decode func() (*pb.SearchRequest, error)
+			if b, decode, err = sio.RecvWire(); err == nil {
+				if wire && b != nil && len(sem) == 0 && e.wirePoints(b, &order) {
+					var start time.Time
+					if e.opts.SlowQuery > 0 {
+						start = time.Now()
+					}
+					n := len(order.points)
+					e.wireLookups(ctx, n, next, &order, snd.deliverWire)
+					if e.opts.SlowQuery > 0 {
+						e.logSlowWire(order.points, start)
+					}
+					next += uint64(n)
+					if ctx.Err() != nil {
+						break
+					}
+					continue
+				}
+				req, err = decode()
+			}
+		} else {
+			req, err = recv()
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = nil
@@ -125,8 +159,15 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
 		if len(sem) == 0 && e.allPoints(qs, &order) {
-			if snd.sendWire != nil && !e.st.Shared() {
-				e.wireLookups(ctx, qs, next, &order, snd.deliverWire)
+			if wire {
+				var start time.Time
+				if e.opts.SlowQuery > 0 {
+					start = time.Now()
+				}
+				e.wireLookups(ctx, len(qs), next, &order, snd.deliverWire)
+				if e.opts.SlowQuery > 0 {
+					e.logSlowSearch(qs, start)
+				}
 			} else {
 				e.runChunk(ctx, qs, next, snd.deliver, &order)
 			}
@@ -628,6 +669,8 @@ type pointJob struct {
 	i   int
 	t   *recType
 	key []byte
+	// count and keysOnly are the query's (wireLookups reads them here).
+	count, keysOnly bool
 	// hi and lo are the first 16 bytes after the type's key prefix as
 	// big-endian numbers (zero padded): comparing them orders almost
 	// every pair of keys of one type without a call to bytes.Compare,
@@ -708,7 +751,7 @@ func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob,
 		if t != nil && t.point != nil {
 			var ok bool
 			if arena, ok = t.point.Key(arena, q); ok {
-				points = append(points, pointJob{i: i, t: t})
+				points = append(points, pointJob{i: i, t: t, count: q.GetCount(), keysOnly: q.GetKeysOnly()})
 				ends = append(ends, len(arena))
 				continue
 			}

@@ -21,7 +21,8 @@ type answer struct {
 }
 
 // searchAnswers runs requests on one stream, sending by messages or, with
-// wire, as wire bytes (SearchIO.SendWire), and returns every query's
+// wire, as wire bytes (SearchIO.SendWire) and receiving them as wire bytes
+// too (SearchIO.RecvWire), and returns every query's
 // answer, the largest number of records in one response and the largest
 // size of one (counted as the engine bounds it) holding more than one.
 func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) (map[uint64]*answer, int, int) {
@@ -80,6 +81,18 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 	}
 	sent := 0
 	if wire {
+		sio.RecvWire = func() ([]byte, func() (*pb.SearchRequest, error), error) {
+			if next == len(reqs) {
+				return nil, nil, io.EOF
+			}
+			next++
+			b, err := proto.Marshal(&pb.SearchRequest{Queries: reqs[next-1]})
+			decode := func() (*pb.SearchRequest, error) {
+				var req pb.SearchRequest
+				return &req, proto.Unmarshal(b, &req)
+			}
+			return b, decode, err
+		}
 		sio.SendWire = func(b []byte) error {
 			sent++
 			var dec pb.SearchResponse

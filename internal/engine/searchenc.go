@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"sync"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -141,20 +140,16 @@ func sizeLenField(n int) int {
 	return 1 + protowire.SizeBytes(n)
 }
 
-// wireLookups runs a request of plain primary-key lookups (their keys in
-// buf, from allPoints) whose first query has id first, writing its
-// responses as wire bytes and sending them with deliver, which reports
-// whether the stream goes on. It keeps the message path's bounds: each
+// wireLookups runs a request of n plain primary-key lookups (their keys
+// in buf, from allPoints or wirePoints) whose first query has id first,
+// writing its responses as wire bytes and sending them with deliver, which
+// reports whether the stream goes on. It keeps the message path's bounds: each
 // response holds a response's bytes of the result budget while it is
 // built, and at most MaxResultRecords records and about MaxResultBytes.
-func (e *Engine) wireLookups(ctx context.Context, qs []*pb.Query, first uint64, buf *lookupBuf, deliver func(b []byte, held int64) bool) bool {
-	var start time.Time
-	if e.opts.SlowQuery > 0 {
-		start = time.Now()
-	}
+func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *lookupBuf, deliver func(b []byte, held int64) bool) bool {
 	points := buf.points
 	buf.ready = false
-	e.stats.Queries.Add(uint64(len(qs)))
+	e.stats.Queries.Add(uint64(n))
 	staged := e.stageLookups(points, buf)
 	w := lookupEncs.Get().(*lookupEnc)
 	defer lookupEncs.Put(w)
@@ -191,7 +186,6 @@ func (e *Engine) wireLookups(ctx context.Context, qs []*pb.Query, first uint64, 
 	want := min(int64(e.opts.MaxResultBytes), e.opts.MaxResultBufferBytes)
 	for k := range points {
 		p := &points[k]
-		q := qs[p.i]
 		id := first + uint64(p.i)
 		if held < want {
 			if err := e.acquireResult(ctx, want-held, &exhausted); err != nil {
@@ -240,8 +234,8 @@ func (e *Engine) wireLookups(ctx context.Context, qs []*pb.Query, first uint64, 
 			continue
 		}
 		found++
-		if !q.GetCount() {
-			if q.GetKeysOnly() {
+		if !p.count {
+			if p.keysOnly {
 				keys = record.AppendFields(keys[:0], val, p.t.pkNums)
 				val = keys
 			}
@@ -267,9 +261,6 @@ func (e *Engine) wireLookups(ctx context.Context, qs []*pb.Query, first uint64, 
 	e.stats.RecordsRead.Add(found)
 	if !flush() {
 		return false
-	}
-	if e.opts.SlowQuery > 0 {
-		e.logSlowSearch(qs, start)
 	}
 	if len(points) > 0 && e.cache != nil {
 		e.sortPoints.Store(misses*8 > uint64(len(points)))

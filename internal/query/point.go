@@ -1,6 +1,7 @@
 package query
 
 import (
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -93,6 +94,59 @@ func (p *Point) Key(dst []byte, q *pb.Query) ([]byte, bool) {
 			return dst[:n], false
 		}
 		return keys.AppendBytes(dst, v.Bytes), true
+	}
+	return dst[:n], false
+}
+
+// Wire numbers of Value's scalar fields, as KeyWire takes them.
+const (
+	WireInt    protowire.Number = 1 // Value.int
+	WireUint   protowire.Number = 2 // Value.uint
+	WireBool   protowire.Number = 4 // Value.bool
+	WireString protowire.Number = 5 // Value.string
+	WireBytes  protowire.Number = 6 // Value.bytes
+)
+
+// KeyWire is Key for a query read straight from its wire bytes: field is
+// the comparison's field path, of a comparison with op EQ and no values
+// list in a query with no explain, order or filter (the caller checks
+// those), and the operand is Value field num with varint x (int, uint,
+// bool) or bytes s (string, bytes; a string already valid UTF-8). It
+// appends what Key would for the decoded query, or declines as Key would.
+func (p *Point) KeyWire(dst, field []byte, num protowire.Number, x uint64, s []byte) ([]byte, bool) {
+	if p == nil || string(field) != p.field {
+		return dst, false
+	}
+	n := len(dst)
+	dst = append(dst, p.prefix...)
+	switch num {
+	case WireInt:
+		v := int64(x) //nolint:gosec // int64 travels as its two's-complement varint
+		lo, hi := intDomain(p.kind)
+		if p.cls != clsInt || v < lo || v > hi {
+			return dst[:n], false
+		}
+		return keys.AppendInt(dst, v), true
+	case WireUint:
+		if p.cls != clsUint || x > uintMax(p.kind) {
+			return dst[:n], false
+		}
+		return keys.AppendUint(dst, x), true
+	case WireBool:
+		if p.cls != clsBool {
+			return dst[:n], false
+		}
+		return keys.AppendBool(dst, x != 0), true
+	case WireString:
+		if p.kind != protoreflect.StringKind {
+			return dst[:n], false
+		}
+		return keys.AppendBytes(dst, s), true // the same bytes as AppendString
+	case WireBytes:
+		if p.kind != protoreflect.BytesKind {
+			return dst[:n], false
+		}
+		return keys.AppendBytes(dst, s), true
 	}
 	return dst[:n], false
 }

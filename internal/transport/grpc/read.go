@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
@@ -39,12 +40,7 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 		if err := recvMsg(st, d); err != nil {
 			return nil, err
 		}
-		req := d.SearchRequest
-		if n, limit := len(req.GetQueries()), s.opts.MaxSearchQueries; limit > 0 && n > limit {
-			return nil, apierror.Errorf(codes.InvalidArgument,
-				"%d queries in one request, more than the server's limit of %d (max search queries)", n, limit)
-		}
-		return req, nil
+		return checkQueries(d.SearchRequest, s.opts.MaxSearchQueries)
 	}
 	recycle := func(req *pb.SearchRequest) {
 		if last != nil && last.SearchRequest == req {
@@ -72,11 +68,56 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 			f.B = nil
 			return err
 		}
+		if id == nil {
+			sio.RecvWire = s.searchRecvWire(st, &last, &free)
+		}
 	}
 	if err := s.e.SearchStream(st.Context(), sio); err != nil {
 		return toStatus(err)
 	}
 	return nil
+}
+
+// searchRecvWire returns a Search stream's engine.SearchIO.RecvWire: each
+// request arrives as its bytes (a grpcbuf.Frame, which the codec copies as
+// they are), and its decode function decodes them into a SearchDecoder as
+// recv would have received them, with the same errors: the codec's decoder
+// and recvMsg's wrapping. A request of more queries than the server takes
+// is handed over to be decoded, which refuses it. Only without keys: a
+// scoped key's guard reads every request's queries.
+func (s *Service) searchRecvWire(st grpc.ServerStream, last, free **SearchDecoder) func() ([]byte, func() (*pb.SearchRequest, error), error) {
+	var f grpcbuf.Frame
+	codec := Codec{MaxQueries: s.opts.MaxSearchQueries}
+	decode := func() (*pb.SearchRequest, error) {
+		d := *free
+		if *free = nil; d == nil {
+			d = NewSearchDecoder()
+		}
+		*last = d
+		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(f.B)}, d); err != nil {
+			return nil, apierror.Wrap(codes.InvalidArgument, err)
+		}
+		return checkQueries(d.SearchRequest, s.opts.MaxSearchQueries)
+	}
+	return func() ([]byte, func() (*pb.SearchRequest, error), error) {
+		if err := st.RecvMsg(&f); err != nil {
+			return nil, nil, err
+		}
+		if limit := s.opts.MaxSearchQueries; limit > 0 && countQueries(f.B) > limit {
+			return nil, decode, nil
+		}
+		return f.B, decode, nil
+	}
+}
+
+// checkQueries refuses a request of more than limit queries (none when
+// limit is not positive).
+func checkQueries(req *pb.SearchRequest, limit int) (*pb.SearchRequest, error) {
+	if n := len(req.GetQueries()); limit > 0 && n > limit {
+		return nil, apierror.Errorf(codes.InvalidArgument,
+			"%d queries in one request, more than the server's limit of %d (max search queries)", n, limit)
+	}
+	return req, nil
 }
 
 // searchGuard applies a key to a Search stream without the engine knowing

@@ -1,0 +1,137 @@
+package engine_test
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+)
+
+// wireProto has a record type keyed by each kind a lookup's key takes
+// from the wire.
+const wireProto = `syntax = "proto3";
+package wire;
+import "protobase/v1/options.proto";
+message S { option (protobase.v1.record) = { primary_key: "id" }; string id = 1; }
+message U { option (protobase.v1.record) = { primary_key: "id" }; uint32 id = 1; }
+message B { option (protobase.v1.record) = { primary_key: "id" }; bool id = 1; }
+message Y { option (protobase.v1.record) = { primary_key: "id" }; bytes id = 1; }
+message I { option (protobase.v1.record) = { primary_key: "id" }; int32 id = 1; }
+`
+
+func wireLookup(typ, field string, v *pb.Value) *pb.Query {
+	return &pb.Query{Type: typ, Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: field, Op: pb.Op_OP_EQ, Value: v}}}}
+}
+
+// wireSeeds are SearchRequests of lookups, plain and not.
+func wireSeeds() []*pb.SearchRequest {
+	i64 := func(v int64) *pb.Value { return &pb.Value{Kind: &pb.Value_Int{Int: v}} }
+	plain := []*pb.Query{
+		lookup(1), lookup(-5),
+		wireLookup("wire.S", "id", &pb.Value{Kind: &pb.Value_String_{String_: "a\x00b"}}),
+		wireLookup("type.googleapis.com/wire.U", "id", &pb.Value{Kind: &pb.Value_Uint{Uint: 7}}),
+		wireLookup("wire.B", "id", &pb.Value{Kind: &pb.Value_Bool{Bool: true}}),
+		wireLookup("wire.Y", "id", &pb.Value{Kind: &pb.Value_Bytes{Bytes: []byte{0, 1, 255}}}),
+		wireLookup("wire.I", "id", i64(-2147483648)),
+	}
+	flags := []*pb.Query{lookup(2), lookup(3), lookup(4)}
+	flags[0].KeysOnly, flags[1].Count, flags[2].Limit = true, true, 1
+	explain := lookup(1)
+	explain.Explain = true
+	order := lookup(1)
+	order.Order = &pb.Order{Descending: true}
+	values := wireLookup("shop.User", "id", i64(1))
+	values.Where.GetCmp().Values = []*pb.Value{i64(2)}
+	ne := wireLookup("shop.User", "id", i64(1))
+	ne.Where.GetCmp().Op = pb.Op_OP_NE
+	return []*pb.SearchRequest{
+		{Queries: plain}, {Queries: flags}, {Queries: []*pb.Query{lookup(1), explain}},
+		{Queries: []*pb.Query{order}}, {Queries: []*pb.Query{values}}, {Queries: []*pb.Query{ne}},
+		{Queries: []*pb.Query{wireLookup("wire.I", "id", i64(1<<40))}},  // out of int32's range
+		{Queries: []*pb.Query{wireLookup("wire.U", "id", i64(1))}},      // an int for a uint
+		{Queries: []*pb.Query{wireLookup("shop.User", "name", i64(1))}}, // not the key
+		{Queries: []*pb.Query{wireLookup("shop.Nope", "id", i64(1))}},   // no such type
+		{Queries: []*pb.Query{{Type: "shop.User", Filter: "id = 1"}}},   // text
+		{Queries: []*pb.Query{wireLookup("shop.Member", "id", i64(1))}}, // composite key
+		{Queries: []*pb.Query{{Type: "shop.User"}}},                     // no where
+		{},
+	}
+}
+
+func openWireEngine(t testing.TB) *testEngine {
+	te := openEngine(t, t.TempDir(), engine.Options{})
+	te.apply(map[string]string{"shop.proto": shopProto, "wire.proto": wireProto})
+	return te
+}
+
+// The plain lookups of a request are read from its bytes as from its
+// decoded queries, and every other request is left to be decoded: a query
+// the fast path would not take, or bytes in another shape (a field twice,
+// invalid UTF-8, truncated).
+func TestWirePoints(t *testing.T) {
+	te := openWireEngine(t)
+	for i, req := range wireSeeds() {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := te.e.WirePoints(b)
+		want, wantOK := te.e.QueryPoints(req.Queries)
+		// The first two are plain; an order (which a lookup ignores) is
+		// left to the decoder, as is every query the decoded path
+		// compiles.
+		if ok != (i < 2) || ok && (!wantOK || fmt.Sprint(got) != fmt.Sprint(want)) {
+			t.Fatalf("request %d: from bytes %v %v, decoded %v %v", i, got, ok, want, wantOK)
+		}
+	}
+	one, _ := proto.Marshal(&pb.SearchRequest{Queries: []*pb.Query{lookup(1)}})
+	if _, ok := te.e.WirePoints(one); !ok {
+		t.Fatal("a lone lookup declined")
+	}
+	q, _ := proto.Marshal(lookup(1))
+	where, _ := proto.Marshal(lookup(1).Where)
+	for name, b := range map[string][]byte{
+		"type twice":   protowire.AppendString(protowire.AppendTag(append([]byte(nil), q...), 1, protowire.BytesType), "shop.User"),
+		"bad UTF-8":    protowire.AppendBytes(protowire.AppendTag(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "\xff/shop.User"), 2, protowire.BytesType), where),
+		"truncated":    q[:len(q)-1],
+		"unknown 9":    protowire.AppendVarint(protowire.AppendTag(append([]byte(nil), q...), 9, protowire.VarintType), 1),
+		"limit as len": protowire.AppendBytes(protowire.AppendTag(append([]byte(nil), q...), 3, protowire.BytesType), nil),
+	} {
+		req := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), b)
+		if _, ok := te.e.WirePoints(req); ok {
+			t.Errorf("%s: read from bytes", name)
+		}
+	}
+}
+
+// FuzzWirePoints checks that bytes read as lookups decode without error
+// (so no error the decoder gives is lost) into queries that are the same
+// lookups: run from the bytes or decoded, a request gets the same answers.
+func FuzzWirePoints(f *testing.F) {
+	for _, req := range wireSeeds() {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	te := openWireEngine(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := te.e.WirePoints(b)
+		if !ok {
+			return
+		}
+		var req pb.SearchRequest
+		if err := proto.Unmarshal(b, &req); err != nil {
+			t.Fatalf("read as lookups, but does not decode: %v", err)
+		}
+		want, wantOK := te.e.QueryPoints(req.Queries)
+		if !wantOK || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("from bytes %v, decoded %v %v", got, want, wantOK)
+		}
+	})
+}
