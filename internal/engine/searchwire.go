@@ -53,6 +53,14 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
 	var lastName []byte
 	var last *recType
+	// The queries of a batch are mostly one query with another operand:
+	// tmpl is the last query read in full, and a query equal to it but
+	// for the operand (the Value's content, vs to ve, of equal length)
+	// has only its operand read, which is what a full read would find
+	// different.
+	var w wireQuery
+	var tmpl []byte
+	var vs, ve int
 	for i := 0; len(b) > 0; i++ {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 || num != fieldReqQueries || typ != protowire.BytesType {
@@ -63,16 +71,26 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 			return false
 		}
 		b = b[l+m:]
-		w, ok := readWireQuery(qb)
-		if !ok {
-			return false
-		}
-		if last == nil || string(w.typ) != string(lastName) {
-			last, lastName = cat.lookup(string(w.typ)), w.typ
+		if len(qb) == len(tmpl) && string(qb[:vs]) == string(tmpl[:vs]) && string(qb[ve:]) == string(tmpl[ve:]) {
+			if !readWireValue(qb[vs:ve], &w) {
+				return false
+			}
+		} else {
+			w = wireQuery{}
+			if !readWireQuery(qb, &w) {
+				return false
+			}
+			tmpl = qb
+			ve = len(qb) - w.afterWhere - w.afterValue
+			vs = ve - w.valueLen
+			if string(w.typ) != string(lastName) || last == nil {
+				last, lastName = cat.lookup(string(w.typ)), w.typ
+			}
 		}
 		if last == nil || last.point == nil {
 			return false
 		}
+		var ok bool
 		if arena, ok = last.point.KeyWire(arena, w.field, w.num, w.x, w.s); !ok {
 			return false
 		}
@@ -102,16 +120,20 @@ type wireQuery struct {
 	x               uint64           // a varint operand
 	s               []byte           // a string or bytes operand
 	count, keysOnly bool
+	// Where the operand lies: its Value's content is valueLen bytes,
+	// followed by afterValue bytes of the comparison and afterWhere
+	// bytes of the query.
+	valueLen, afterValue, afterWhere int
 }
 
-// readWireQuery reads Query bytes b of the shape wirePoints takes.
-func readWireQuery(b []byte) (w wireQuery, ok bool) {
+// readWireQuery reads Query bytes b of the shape wirePoints takes into w.
+func readWireQuery(b []byte, w *wireQuery) bool {
 	var seen uint8
 	hasWhere := false
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 || num < 1 || num > 7 || seen&(1<<num) != 0 {
-			return w, false
+			return false
 		}
 		seen |= 1 << num
 		b = b[l:]
@@ -120,13 +142,14 @@ func readWireQuery(b []byte) (w wireQuery, ok bool) {
 		case num == fieldQueryType && typ == protowire.BytesType:
 			w.typ, m = protowire.ConsumeBytes(b)
 			if m >= 0 && !utf8.Valid(w.typ) {
-				return w, false
+				return false
 			}
 		case num == fieldQueryWhere && typ == protowire.BytesType:
 			var eb []byte
-			if eb, m = protowire.ConsumeBytes(b); m >= 0 && !readWireWhere(eb, &w) {
-				return w, false
+			if eb, m = protowire.ConsumeBytes(b); m >= 0 && !readWireWhere(eb, w) {
+				return false
 			}
+			w.afterWhere = len(b) - m
 			hasWhere = true
 		case typ == protowire.VarintType && (num == fieldQueryLimit || num == fieldQueryKeysOnly || num == fieldQueryCount):
 			var x uint64
@@ -138,14 +161,14 @@ func readWireQuery(b []byte) (w wireQuery, ok bool) {
 				w.count = x != 0
 			}
 		default:
-			return w, false // order, explain, filter, anything unexpected
+			return false // order, explain, filter, anything unexpected
 		}
 		if m < 0 {
-			return w, false
+			return false
 		}
 		b = b[m:]
 	}
-	return w, hasWhere
+	return hasWhere
 }
 
 // readWireWhere reads an Expr holding one EQ comparison with one scalar
@@ -185,6 +208,7 @@ func readWireWhere(b []byte, w *wireQuery) bool {
 			if vb, m = protowire.ConsumeBytes(cb); m >= 0 && !readWireValue(vb, w) {
 				return false
 			}
+			w.valueLen, w.afterValue = len(vb), len(cb)-m
 		default:
 			return false
 		}
