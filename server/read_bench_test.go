@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
@@ -65,7 +70,8 @@ func BenchmarkRead(b *testing.B) {
 		b.Run(fmt.Sprintf("search-pk/batch=%d", batch), func(b *testing.B) { benchSearchPK(b, c, total, batch) })
 	}
 	b.Run("query-pk/unary", func(b *testing.B) { benchQueryPK(b, c, total) })
-	b.Run("search-index-range/records=1000", func(b *testing.B) { benchIndexRange(b, c, total) })
+	b.Run("search-index-range/records=1000/client=decode", func(b *testing.B) { benchIndexRange(b, c, total) })
+	b.Run("search-index-range/records=1000/client=count", func(b *testing.B) { benchIndexRangeCount(b, c, total) })
 	b.Run("pages/size=1000", func(b *testing.B) { benchPages(b, c, total) })
 	for _, par := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("scan/parallelism=%d", par), func(b *testing.B) { benchScan(b, c, total, par) })
@@ -133,9 +139,18 @@ func benchSearchPK(b *testing.B, c *client.Client, total, batch int) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// benchIndexRange runs secondary-index range queries of 100 names (1,000
-// records each query on the full data set) one after another on a Search
-// stream: b.N counts records.
+// rangeQuery is a secondary-index range query of the 100 names from
+// name lo on: 1,000 records on the full data set, scattered over it.
+func rangeQuery(lo int, explain bool) *pb.Query {
+	return &pb.Query{Type: "bench.Item", Explain: explain, Where: &pb.Expr{Expr: &pb.Expr_And{And: &pb.ExprList{Exprs: []*pb.Expr{
+		{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: pb.Op_OP_GE, Value: &pb.Value{Kind: &pb.Value_String_{String_: fmt.Sprintf("name-%012d", lo)}}}}},
+		{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: pb.Op_OP_LT, Value: &pb.Value{Kind: &pb.Value_String_{String_: fmt.Sprintf("name-%012d", lo+100)}}}}},
+	}}}}}
+}
+
+// benchIndexRange runs secondary-index range queries (rangeQuery) one
+// after another on a Search stream of the Go client, which decodes every
+// record into an Any: b.N counts records.
 func benchIndexRange(b *testing.B, c *client.Client, total int) {
 	names := min(total, 100_000)
 	s, err := c.NewSearch(context.Background())
@@ -146,14 +161,10 @@ func benchIndexRange(b *testing.B, c *client.Client, total int) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	read, plan := 0, ""
 	for read < b.N {
-		lo := rng.IntN(max(1, names-100))
-		q := &pb.Query{Type: "bench.Item", Explain: read == 0, Where: &pb.Expr{Expr: &pb.Expr_And{And: &pb.ExprList{Exprs: []*pb.Expr{
-			{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: pb.Op_OP_GE, Value: &pb.Value{Kind: &pb.Value_String_{String_: fmt.Sprintf("name-%012d", lo)}}}}},
-			{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: pb.Op_OP_LT, Value: &pb.Value{Kind: &pb.Value_String_{String_: fmt.Sprintf("name-%012d", lo+100)}}}}},
-		}}}}}
-		res, err := s.Query(q)
+		res, err := s.Query(rangeQuery(rng.IntN(max(1, names-100)), read == 0))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -173,8 +184,132 @@ func benchIndexRange(b *testing.B, c *client.Client, total int) {
 	if plan != "index_range" {
 		b.Fatalf("plan %q, want index_range", plan)
 	}
+	reportRange(b, read, cpu0)
+}
+
+// benchIndexRangeCount is benchIndexRange with a client that counts the
+// records of each response on the wire and decodes none (countCodec):
+// what is left is the server's and the transport's cost, the rate a
+// client that hands the bytes on, or decodes lazily, sees.
+func benchIndexRangeCount(b *testing.B, c *client.Client, total int) {
+	names := min(total, 100_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := c.API().Search(ctx, grpc.ForceCodecV2(countCodec{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	read := 0
+	var resp countedResponse
+	for id := uint64(0); read < b.N; id++ {
+		req := &pb.SearchRequest{Queries: []*pb.Query{rangeQuery(rng.IntN(max(1, names-100)), false)}}
+		if err := st.SendMsg(req); err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for done := false; !done; {
+			if err := st.RecvMsg(&resp); err != nil {
+				b.Fatal(err)
+			}
+			if resp.failed != "" {
+				b.Fatal(resp.failed)
+			}
+			n += resp.records
+			done = resp.done > 0
+		}
+		if n == 0 {
+			b.Fatal("empty range")
+		}
+		read += n
+	}
+	b.StopTimer()
+	reportRange(b, read, cpu0)
+}
+
+// reportRange reports records/s and the process's CPU time per record
+// (client and server together), which holds still on a busy machine.
+func reportRange(b *testing.B, read int, cpu0 time.Duration) {
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(read), "cpu-ns/record")
 	b.ReportMetric(float64(read)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// countedResponse is a SearchResponse as countCodec reads it: the records
+// it carries, the queries it finishes and the first error's message.
+type countedResponse struct {
+	records, done int
+	failed        string
+}
+
+// countCodec is protobuf for the requests and, for the responses, a walk
+// over the wire bytes that counts records without decoding them.
+type countCodec struct{}
+
+func (countCodec) Name() string { return "proto" }
+
+func (countCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2("proto").Marshal(v)
+}
+
+func (countCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	r, ok := v.(*countedResponse)
+	if !ok {
+		return fmt.Errorf("countCodec: cannot decode into %T", v)
+	}
+	*r = countedResponse{}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	err := walkFields(buf.ReadOnlyData(), func(num protowire.Number, sub []byte) error {
+		switch num {
+		case 1: // results: count the batch's records (field 2)
+			return walkFields(sub, func(num protowire.Number, _ []byte) error {
+				if num == 2 {
+					r.records++
+				}
+				return nil
+			})
+		case 2:
+			r.done++
+		case 3:
+			var qe pb.QueryError
+			if err := proto.Unmarshal(sub, &qe); err != nil {
+				return err
+			}
+			r.failed = qe.GetMessage()
+		}
+		return nil
+	})
+	return err
+}
+
+// walkFields calls fn with the number and, for length-delimited fields,
+// the bytes of each field of the message b.
+func walkFields(b []byte, fn func(protowire.Number, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var sub []byte
+		if typ == protowire.BytesType {
+			sub, n = protowire.ConsumeBytes(b)
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if err := fn(num, sub); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // benchScan reads the whole data set with one Scan per iteration.

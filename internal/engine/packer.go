@@ -11,7 +11,10 @@ import (
 // ones and handed out as a slice capped at its own length, so a slice once
 // handed out is never written again, and a response's values cost one
 // allocation per buffer instead of one per record. Any messages come from
-// slabs of slabSize for the same reason. Nothing handed out is reused.
+// slabs for the same reason: the first of slabSize, each next one twice
+// the last, up to maxSlab, so that a caller who sized the first for one
+// record (a Search chunk of one query) does not pay an allocation per
+// record when the query is a range. Nothing handed out is reused.
 //
 // Point reads skip the copy: the cursor reads a lookup's value straight
 // into tail, the free end of the buffer, and pack then only extends the
@@ -23,6 +26,7 @@ type packer struct {
 	maxBuf   int // largest values buffer made for records below this size
 
 	slab []anypb.Any
+	made int // the size of the last slab made
 	vals []byte
 	// read is the last value a point read appended at tail; pack may take
 	// it without a copy.
@@ -39,6 +43,9 @@ type packer struct {
 	na     int
 	packed int
 }
+
+// maxSlab bounds the Any messages of one slab: 20 KiB.
+const maxSlab = 256
 
 // maxKeptValues bounds the values buffer a reusing packer keeps from one
 // response to the next.
@@ -66,7 +73,8 @@ func (p *packer) pack(url string, rec []byte, want int) *anypb.Any {
 		p.packed += len(rec)
 	} else {
 		if len(p.slab) == 0 {
-			p.slab = make([]anypb.Any, p.slabSize)
+			p.made = max(p.slabSize, min(2*p.made, maxSlab))
+			p.slab = make([]anypb.Any, p.made)
 		}
 		a = &p.slab[0]
 		p.slab = p.slab[1:]

@@ -61,3 +61,21 @@ func TestPackerPointReadsNotCopied(t *testing.T) {
 		t.Fatal("a lone lookup's value was copied")
 	}
 }
+
+// TestPackerSlabsGrow: a packer whose first slab was sized for one record
+// (a Search chunk of one query) does not allocate an Any per record when
+// the query is a range of a thousand.
+func TestPackerSlabsGrow(t *testing.T) {
+	rec := []byte("a record of some thirty bytes..")
+	allocs := testing.AllocsPerRun(5, func() {
+		p := &packer{slabSize: 1, maxBuf: 64 << 10}
+		for range 1000 {
+			p.pack("t", rec, 64<<10)
+		}
+	})
+	// Slabs of 1, 2, 4 ... 256, then 256 at a time: 11; the values take one
+	// buffer of 64 KiB.
+	if allocs > 20 {
+		t.Fatalf("%v allocations for 1,000 records", allocs)
+	}
+}

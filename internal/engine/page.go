@@ -111,7 +111,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (_ *pb.QueryRe
 		expect = min(expect, len(c.plan.Ranges))
 	}
 	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
-	cu := &cursor{e: e, c: c, r: rd, pk: pk}
+	cu := &cursor{e: e, c: c, r: rd, pk: pk, want: int(size) + 1}
 	resp := &pb.QueryResponse{}
 	var last []byte
 	more := false

@@ -129,6 +129,10 @@ type cursor struct {
 	// serve (see Engine.sortPoints).
 	cacheMisses uint64
 	ib          *indexBatchBuf // an index range's batch (scanIndex), pooled
+	// want, when not 0, is how many matches the caller takes before it
+	// stops (a page and the match past it): an index range then reads
+	// its first batches small (scanIndex).
+	want int
 	// staged, when set, holds the record cache's answer for the current
 	// query's lone key at position stagedAt, looked up with the rest of
 	// its chunk (stageLookups).
@@ -227,95 +231,6 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 		}
 	}
 	return true, it.Error()
-}
-
-// scanIndex walks the current iterator over index entries and emits, in
-// the index's order, the records they point to.
-//
-// It reads the entries in batches and looks each batch's records up in
-// record-key order, through one second iterator on the same reader (a Get
-// per record would build an iterator stack over every level each time).
-// In key order each seek moves forward from the last one: Pebble stays in
-// the sstable it holds and continues from its position instead of
-// descending the level again, where the index's order scatters the
-// records over the whole key space. Batches start small, so a query that
-// stops early (a limit, a full response) reads few records it does not
-// send, and double up to indexBatch while the records stay within
-// indexBatchBytes.
-func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool) (bool, error) {
-	p := cu.c.plan
-	it := cu.it
-	if cu.rit == nil {
-		var err error
-		if cu.rit, err = cu.r.NewIterator(nil, nil); err != nil {
-			return false, err
-		}
-	}
-	ok := it.First()
-	if p.Reverse {
-		ok = it.Last()
-	}
-	if cu.ib == nil {
-		cu.ib = indexBatches.Get().(*indexBatchBuf)
-	}
-	b := cu.ib
-	size := 16
-	for ok {
-		if p.Limit > 0 && p.Filter == nil {
-			size = max(1, min(size, int(min(p.Limit-cu.n, indexBatch)))) //nolint:gosec // bounded by indexBatch
-		}
-		b.reset()
-		for ; ok && len(b.ents) < size; ok = cu.step() {
-			if err := ctx.Err(); err != nil {
-				return false, err
-			}
-			key := it.Key()
-			pk, err := p.PKFromIndexEntry(key, it.Value())
-			if err != nil {
-				return false, &apierror.Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
-			}
-			b.add(key, cu.c.t.prefix, pk)
-		}
-		if err := it.Error(); err != nil {
-			return false, err
-		}
-		if err := cu.lookupBatch(b); err != nil {
-			return false, err
-		}
-		for i := range b.ents {
-			key, rec, found := b.entry(i)
-			if !found {
-				continue // entry of a record removed after the entry was read: not possible on a snapshot, harmless
-			}
-			cu.read++
-			if more, err := cu.match(key, rec, emit); err != nil || !more {
-				return false, err
-			}
-		}
-		size = min(2*size, indexBatch)
-		if len(b.vals) > 0 {
-			size = max(1, min(size, indexBatchBytes*len(b.ents)/len(b.vals)))
-		}
-	}
-	return true, nil
-}
-
-// lookupBatch reads the records of b's entries in record-key order.
-func (cu *cursor) lookupBatch(b *indexBatchBuf) error {
-	b.sort()
-	for _, i := range b.order {
-		en := &b.ents[i]
-		val, found, err := cu.rit.Lookup(b.rks[en.rk0:en.rk1], cu.buf[:0])
-		cu.buf = val
-		if err != nil {
-			return err
-		}
-		en.found = found
-		en.v0 = len(b.vals)
-		b.vals = append(b.vals, val...)
-		en.v1 = len(b.vals)
-	}
-	return nil
 }
 
 func (cu *cursor) step() bool {

@@ -24,7 +24,25 @@ const maxScanParallelism = 256
 // emitted in key order (later parts read ahead into a bounded buffer);
 // otherwise batches go out as they fill. The last response carries the
 // count and done.
-func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.ScanResponse) error) (err error) {
+func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.ScanResponse) error) error {
+	return e.ScanStream(ctx, req, ScanIO{Send: send})
+}
+
+// ScanIO is a Scan's sending end as a transport offers it, and what the
+// transport allows the engine to reuse.
+type ScanIO struct {
+	// Send sends one response; it is called from one goroutine at a time.
+	Send func(*pb.ScanResponse) error
+	// SendEncodes says that Send has encoded the response, and keeps no
+	// reference to it or to anything it references, by the time it
+	// returns (see SearchIO.SendEncodes). The scan then builds its
+	// responses in messages and buffers reused once sent (scanBuf).
+	SendEncodes bool
+}
+
+// ScanStream is Scan with the reuse ScanIO allows.
+func (e *Engine) ScanStream(ctx context.Context, req *pb.ScanRequest, sio ScanIO) (err error) {
+	send := sio.Send
 	defer func() { err = storeError(err) }() // a compacted revision, on etcd
 	e.stats.Queries.Add(1)
 	c, err := e.compile(req.GetQuery())
@@ -51,7 +69,7 @@ func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.Sc
 	defer snap.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sc := &scan{e: e, c: c, snap: snap, batchSize: batchSize, limit: c.plan.Limit, cancel: cancel, send: send}
+	sc := &scan{e: e, c: c, snap: snap, batchSize: batchSize, limit: c.plan.Limit, cancel: cancel, send: send, reuse: sio.SendEncodes}
 	start := time.Now()
 	sc.start(ctx, e.split(c.plan, par))
 	err = sc.collect(ctx)
@@ -68,6 +86,12 @@ type scan struct {
 	limit     uint64
 	cancel    context.CancelFunc
 	send      func(*pb.ScanResponse) error
+
+	// reuse says that send encodes before it returns (ScanIO): the parts
+	// then build their responses in scanBufs that the emitter hands back
+	// through free once sent.
+	reuse bool
+	free  chan *scanBuf
 
 	ordered bool
 	chans   []chan scanned // per part when ordered; else all the one shared channel
@@ -108,6 +132,11 @@ func (sc *scan) start(ctx context.Context, parts [][]query.Range) {
 		}
 	}
 	sc.errs = make([]error, len(parts))
+	if sc.reuse {
+		// Room for every response that can be out at once: one being
+		// built per part, those queued (two per part) and one being sent.
+		sc.free = make(chan *scanBuf, 3*len(parts)+1)
+	}
 	if sc.ordered {
 		sc.turns = make([]chan struct{}, len(parts))
 		for i := range sc.turns {
@@ -182,6 +211,46 @@ type scanned struct {
 	resp  *pb.ScanResponse
 	held  int64
 	ahead bool // held counts in scan.ahead
+	// buf, when set, holds resp; the emitter gives it back.
+	buf *scanBuf
+}
+
+// scanBuf is a response of a Scan whose send encodes (ScanIO), with the
+// packer that holds its records' Any messages and values. A part fills
+// it, the emitter sends it and hands it back (scan.free), and a part
+// fills it again: a Scan then makes as many responses' messages and
+// buffers as were ever out at once, not one set per response. A part
+// makes a scanBuf only when none is free, so that the scanBufs never
+// outnumber the responses out at the busiest moment, which the result
+// budget and the channels bound as before. A scanBuf is owned by one
+// goroutine at a time: a part until it is queued, then the emitter until
+// it is back on the free list.
+type scanBuf struct {
+	resp pb.ScanResponse
+	pk   packer
+}
+
+// takeBuf returns an empty scanBuf.
+func (sc *scan) takeBuf() *scanBuf {
+	select {
+	case b := <-sc.free:
+		return b
+	default:
+	}
+	b := &scanBuf{pk: packer{slabSize: min(sc.batchSize, 256), maxBuf: 256 << 10, reuse: true}}
+	b.resp.Records = make([]*anypb.Any, 0, sc.batchSize)
+	return b
+}
+
+// giveBack empties b, which the emitter is done with, for the parts.
+func (sc *scan) giveBack(b *scanBuf) {
+	b.resp.Records = b.resp.Records[:0]
+	b.resp.Plan = nil
+	b.pk.cut()
+	select {
+	case sc.free <- b:
+	default: // not possible (see start); the GC takes it
+	}
 }
 
 // emit sends one response, cut to the limit; the plan rides on the first.
@@ -191,6 +260,9 @@ func (sc *scan) emit(s scanned) {
 	sc.e.results.Release(s.held)
 	if s.ahead {
 		sc.ahead.Add(-s.held)
+	}
+	if s.buf != nil {
+		defer sc.giveBack(s.buf) // sent (and so encoded) or dropped
 	}
 	resp := s.resp
 	if sc.sendErr != nil {
@@ -223,10 +295,17 @@ func (sc *scan) emit(s scanned) {
 // responses are sent or the scan ends.
 func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<- scanned) error {
 	e, c := sc.e, sc.c
-	pk := &packer{slabSize: 256, maxBuf: 256 << 10}
-	cu := &cursor{e: e, c: c, r: sc.snap, pk: pk}
+	var pk *packer
+	cu := &cursor{e: e, c: c, r: sc.snap}
+	if !sc.reuse {
+		// Point reads land in the packer's buffer. Not with scanBufs,
+		// whose packers the emitter rewinds while the cursor goes on.
+		pk = &packer{slabSize: 256, maxBuf: 256 << 10}
+		cu.pk = pk
+	}
 	defer cu.flushStats()
 	var resp *pb.ScanResponse
+	var buf *scanBuf // holds resp, when reusing
 	size := 0
 	avg := 0       // bytes per record in the last response sent; 0 before the first
 	var held int64 // of the result budget, by resp
@@ -246,14 +325,16 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 		if resp == nil {
 			return true
 		}
+		avg = size/len(resp.Records) + 1 // once queued, resp is the emitter's
 		select {
-		case out <- scanned{resp, held, ahead}:
+		case out <- scanned{resp: resp, held: held, ahead: ahead, buf: buf}:
 		case <-ctx.Done():
-			return false
+			return false // buf, not queued, goes with the GC
 		}
-		avg = size/len(resp.Records) + 1
-		resp, size, held, ahead = nil, 0, 0, false
-		pk.cut()
+		resp, buf, size, held, ahead = nil, nil, 0, 0, false
+		if !sc.reuse {
+			pk.cut()
+		}
 		return true
 	}
 	anyOrder := !sc.ordered
@@ -279,7 +360,12 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 			if held, ahead, budgetErr = sc.reserve(ctx, idx, want, &exhausted); budgetErr != nil {
 				return false
 			}
-			resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
+			if sc.reuse {
+				buf = sc.takeBuf()
+				resp, pk = &buf.resp, &buf.pk
+			} else {
+				resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
+			}
 		}
 		if avg == 0 {
 			avg = len(rec)

@@ -174,31 +174,6 @@ func (g *searchGuard) send(send func(*pb.SearchResponse) error) func(*pb.SearchR
 	}
 }
 
-// Scan implements pb.ProtobaseServer; with auth on, each message sent
-// re-checks that the key is not revoked.
-func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.ScanResponse]) error {
-	id, err := s.require(st.Context(), auth.RoleRead)
-	if err != nil {
-		return err
-	}
-	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
-		return toStatus(err)
-	}
-	send := st.Send
-	if id != nil {
-		send = func(m *pb.ScanResponse) error {
-			if err := id.Check(); err != nil {
-				return err
-			}
-			return st.Send(m)
-		}
-	}
-	if err := s.e.Scan(st.Context(), req, send); err != nil {
-		return toStatus(err)
-	}
-	return nil
-}
-
 // Query implements pb.ProtobaseServer.
 func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	id, err := s.require(ctx, auth.RoleRead)
