@@ -43,3 +43,27 @@ func FuzzIndexEntryPK(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSpanEnd holds SpanEnd to what the store relies on: a key's span ends
+// after it, and every key from it up to that end is in the same span.
+func FuzzSpanEnd(f *testing.F) {
+	f.Add([]byte(nil), []byte(LogPrefix))
+	f.Add(AppendLogKey(nil, 1), AppendLogKey(nil, 2))
+	f.Add([]byte(SeqKey), RecordPrefix(0))
+	f.Add(RecordPrefix(3), AppendRecordKey(nil, 3, []byte{0xff}))
+	f.Add([]byte{TagIndex, 0}, []byte{TagIndex, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if bytes.Compare(a, b) > 0 {
+			a, b = b, a
+		}
+		end := SpanEnd(a)
+		if end != nil && bytes.Compare(end, a) <= 0 {
+			t.Fatalf("SpanEnd(% x) = % x, not after it", a, end)
+		}
+		if end == nil || bytes.Compare(b, end) < 0 {
+			if got := SpanEnd(b); !bytes.Equal(got, end) {
+				t.Fatalf("% x and % x share a span, but it ends at % x and % x", a, b, end, got)
+			}
+		}
+	})
+}

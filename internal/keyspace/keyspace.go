@@ -149,3 +149,36 @@ func IndexEntryPK(key []byte, indexID uint32, ixKinds []keys.Kind) ([]byte, erro
 	}
 	return rest, nil
 }
+
+// SpanEnd returns the exclusive end of the span of the key space that key
+// falls in, where a span is one region that grows on its own: the meta
+// keys before the change log, the change log, the meta keys after it, and
+// each record type and each index. nil means the rest of the key space.
+// The store ends its sstables there, so that a table never straddles two
+// spans: new keys at the end of one span (the next commit's log entry, a
+// type's next primary key) then fall beyond every table below instead of
+// into the one that reached into the next span.
+func SpanEnd(key []byte) []byte {
+	if len(key) == 0 {
+		return []byte(LogPrefix)
+	}
+	switch key[0] {
+	case TagMeta:
+		switch k := string(key); {
+		case k < LogPrefix:
+			return []byte(LogPrefix)
+		case len(k) >= len(LogPrefix) && k[:len(LogPrefix)] == LogPrefix:
+			return PrefixEnd([]byte(LogPrefix))
+		default:
+			return []byte{TagRecord}
+		}
+	case TagRecord, TagIndex:
+		if len(key) < PrefixLen {
+			// Not a key the engine writes: it sorts before every key of the
+			// type or index its bytes begin, so its span ends there.
+			return append(key[:len(key):len(key)], make([]byte, PrefixLen-len(key))...)
+		}
+		return PrefixEnd(key[:PrefixLen])
+	}
+	return nil
+}

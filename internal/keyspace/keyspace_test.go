@@ -177,3 +177,34 @@ func TestLogKey(t *testing.T) {
 		}
 	}
 }
+
+func TestSpanEnd(t *testing.T) {
+	log := AppendLogKey(nil, 42)
+	logEnd := PrefixEnd([]byte(LogPrefix))
+	for _, tc := range []struct {
+		key, want []byte
+	}{
+		{nil, []byte(LogPrefix)},
+		{[]byte(APIKeyPrefix + "k"), []byte(LogPrefix)},
+		{[]byte(BuildPrefix), []byte(LogPrefix)},
+		{[]byte(LogPrefix), logEnd},
+		{log, logEnd},
+		{[]byte(SchemaKey), []byte{TagRecord}},
+		{[]byte(SeqKey), []byte{TagRecord}},
+		{logEnd, []byte{TagRecord}},
+		{AppendRecordKey(nil, 7, []byte{0x01, 0x02}), RecordPrefix(8)},
+		{RecordPrefix(7), RecordPrefix(8)},
+		{append(IndexPrefix(1<<32-1), 'x'), []byte{TagIndex + 1}},
+		{[]byte{TagIndex, 0, 1}, []byte{TagIndex, 0, 1, 0, 0}},
+		{[]byte{TagIndex + 1}, nil},
+	} {
+		if got := SpanEnd(tc.key); !bytes.Equal(got, tc.want) {
+			t.Errorf("SpanEnd(% x) = % x, want % x", tc.key, got, tc.want)
+		}
+	}
+	key := []byte{TagRecord, 0}
+	SpanEnd(key)
+	if !bytes.Equal(key, []byte{TagRecord, 0}) {
+		t.Errorf("SpanEnd modified its argument: % x", key)
+	}
+}

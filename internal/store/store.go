@@ -11,7 +11,8 @@
 // It owns:
 //   - opening and closing the Pebble directory with tuned options (newest
 //     on-disk format, bloom filters on every level, L0 and memtable sizing for
-//     ingest-heavy use, Pebble's own log through slog);
+//     ingest-heavy use, tables cut at the key space's span boundaries,
+//     Pebble's own log through slog);
 //   - atomic write batches (Batch) and their durability (fsync with group
 //     commit);
 //   - reads: point gets, bounded iterators and consistent snapshots;
@@ -259,6 +260,15 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 				}
 			},
 		},
+	}
+	// End every flushed or compacted table at the key space's span
+	// boundaries (the change log, each record type, each index): a table
+	// that reached from the newest log entries into the records, or from
+	// one type's newest keys into the next type, overlapped every later
+	// flush of both, so their keys were rewritten at each level on the way
+	// down instead of moved there.
+	po.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
+		return pebble.SpanPolicy{}, keyspace.SpanEnd(start), nil
 	}
 	if d := o.WALMinSyncInterval; d > 0 {
 		po.WALMinSyncInterval = func() time.Duration { return d }

@@ -1,0 +1,107 @@
+//go:build linux
+
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/bench"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// BenchmarkSustainedVolume inserts b.N of the lab's indexed items (two
+// secondary indexes, ids from the clock as the lab's are) straight into an
+// engine on a syncing store, in batches of 1,000, with Watch's change log
+// on and off, and reports what a sustained run costs beyond its first
+// second, in figures a loaded machine does not blur: the process's CPU
+// time per record before the first flush and after it (their ratio is what
+// a CPU-bound sustained run keeps of its start), and the sstable bytes
+// flushes and compactions wrote per record. Run it with a fixed count
+// (-benchtime 3000000x, about the lab's 15 s): the work grows with the
+// data.
+func BenchmarkSustainedVolume(b *testing.B) {
+	for _, logOn := range []bool{true, false} {
+		b.Run(fmt.Sprintf("changelog=%v", logOn), func(b *testing.B) {
+			benchVolume(b, logOn)
+		})
+	}
+}
+
+func benchVolume(b *testing.B, logOn bool) {
+	ctx := context.Background()
+	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	var opts engine.Options
+	if logOn {
+		opts.WatchRetention = time.Hour
+	}
+	e, err := engine.Open(ctx, st, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.ApplySchema(ctx, &pb.ApplySchemaRequest{Files: bench.ItemSchema()}); err != nil {
+		b.Fatal(err)
+	}
+	const batch = 1000
+	recs := make([]*anypb.Any, batch)
+	for i := range recs {
+		recs[i] = &anypb.Any{TypeUrl: bench.TypeURLPrefix + bench.IndexedItemType}
+	}
+	first := time.Now().UnixNano() / 1000
+	w := e.NewWriter()
+	b.ResetTimer()
+	start := processCPU(b)
+	var before, after time.Duration // CPU before and after the first flush
+	var nBefore int
+	for n := 0; n < b.N; n += batch {
+		for i := range recs {
+			recs[i].Value = bench.AppendItem(recs[i].Value[:0], first+int64(n+i))
+		}
+		if err := w.Apply(ctx, engine.OpInsert, recs[:min(batch, b.N-n)]); err != nil {
+			b.Fatal(err)
+		}
+		if before == 0 && st.Metrics().Flushes > 0 {
+			before, nBefore = processCPU(b)-start, n+batch
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	m := st.Metrics()
+	if before > 0 && nBefore < b.N {
+		after = processCPU(b) - start - before
+		cpuBefore := float64(before.Nanoseconds()) / 1e3 / float64(nBefore)
+		cpuAfter := float64(after.Nanoseconds()) / 1e3 / float64(b.N-nBefore)
+		b.ReportMetric(cpuBefore, "cpu-µs/record-first")
+		b.ReportMetric(cpuAfter, "cpu-µs/record-after")
+		b.ReportMetric(cpuBefore/cpuAfter, "kept")
+	}
+	b.ReportMetric(float64(m.FlushedBytes)/float64(b.N), "flushed-B/record")
+	b.ReportMetric(float64(m.CompactedBytes)/float64(b.N), "compacted-B/record")
+	b.ReportMetric(float64(m.CompactionDebtBytes)/float64(b.N), "debt-B/record")
+	b.ReportMetric(float64(m.WriteStalls), "stalls")
+	b.ReportMetric(0, "ns/op")
+}
+
+// processCPU is the CPU time the process has used (user and system), which
+// counts the storage engine's background flushes and compactions.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
