@@ -81,6 +81,10 @@ type watchType struct {
 	t      *recType
 	name   string
 	filter *query.Filter
+	// typeField and urlField are name as Change.type and t.url as
+	// Any.type_url, encoded with their tags (encodeNames; nil until the
+	// first change).
+	typeField, urlField []byte
 }
 
 // watch is one Watch call. It belongs to the call's goroutine.
