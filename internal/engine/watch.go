@@ -64,6 +64,8 @@ func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func([]by
 		return apierror.New(codes.FailedPrecondition,
 			"the server keeps no change log (watch retention is 0): start it with --watch-retention set to a duration, such as 24h, to watch changes")
 	}
+	w.e.tail.join()
+	defer w.e.tail.leave()
 	return w.runLog(ctx)
 }
 
@@ -307,12 +309,16 @@ func (e *Engine) outOfRange(msg string, oldest uint64) error {
 	}
 }
 
-// round reads the log after the position up to wm on one iterator and
-// sends what matches, for at most watchRoundResponses responses.
+// round reads the log after the position up to wm, from the tail when it
+// holds the next commit, else on one storage iterator, and sends what
+// matches, for at most watchRoundResponses responses.
 func (w *watch) round(ctx context.Context, wm uint64) error {
 	from := w.pos.commit + 1
 	if w.pos.part {
 		from = w.pos.commit
+	}
+	if ok, err := w.tailRound(ctx, from, wm); ok || err != nil {
+		return err
 	}
 	it, err := w.e.st.NewIterator(logKey(from), logKey(wm+1))
 	if err != nil {
@@ -345,6 +351,40 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		return w.e.logGap(formatPos(w.pos), wm)
 	}
 	return w.flush()
+}
+
+// tailRound is round from the log's tail; ok is false when the tail
+// does not hold commit from. It stops at the first commit the tail does
+// not hold (evicted meanwhile): the next round reads it from storage.
+func (w *watch) tailRound(ctx context.Context, from, wm uint64) (ok bool, err error) {
+	sent := 0
+	for c := from; c <= wm && sent < watchRoundResponses; c++ {
+		te := w.e.tail.get(c)
+		if te == nil {
+			break
+		}
+		ok = true
+		n, err := w.tailEntry(ctx, c, te)
+		if err != nil {
+			return true, err
+		}
+		sent += n
+		w.pos = position{commit: c}
+	}
+	if !ok {
+		return false, nil
+	}
+	return true, w.flush()
+}
+
+// tailEntry considers the changes of commit c held by te.
+func (w *watch) tailEntry(ctx context.Context, c uint64, te *tailEntry) (int, error) {
+	defer w.e.tail.release(te)
+	le, err := parseLogEntry(te.b)
+	if err != nil {
+		return 0, w.corrupt(c, err)
+	}
+	return w.entry(ctx, c, &le)
 }
 
 func (w *watch) corrupt(c uint64, err error) error {
