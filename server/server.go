@@ -142,6 +142,11 @@ type Config struct {
 	// and etcd's compaction decides what is kept (docs/watch.md).
 	WatchRetention      time.Duration
 	WatchRetentionBytes int64
+	// WatchTailBytes bounds the newest change-log entries kept in memory
+	// while watches run, so that watchers at the tail read them without
+	// storage (0: DefaultWatchTailBytes; negative: none, every watcher
+	// reads storage). Not with Store "etcd".
+	WatchTailBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
 	// it, remaining streams are cut.
 	ShutdownTimeout time.Duration
@@ -270,6 +275,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		RecordCacheBytes:     cfg.RecordCacheBytes,
 		WatchRetention:       max(cfg.WatchRetention, 0),
 		WatchRetentionBytes:  max(cfg.WatchRetentionBytes, 0),
+		WatchTailBytes:       cfg.WatchTailBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
