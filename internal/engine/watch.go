@@ -93,6 +93,7 @@ type watchType struct {
 type watch struct {
 	e         *Engine
 	types     map[uint32]*watchType
+	lastType  *watchType // the last found in types, or nil
 	start     *pb.WatchStart
 	old       bool
 	batchSize int
@@ -440,7 +441,13 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 // it matches the filter; full says the response is due to be sent. rec
 // and old are copied into the response's bytes.
 func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, typeID uint32, rec, old []byte) (full bool, err error) {
-	wt := w.types[typeID]
+	// Batches are mostly of one type: the last type looked up saves a
+	// map lookup per change.
+	wt := w.lastType
+	if wt == nil || wt.t.rt.ID != typeID {
+		wt = w.types[typeID]
+		w.lastType = wt
+	}
 	if wt == nil {
 		return false, nil
 	}
