@@ -299,6 +299,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		// LAN links; flow control still bounds memory per stream.
 		grpc.InitialWindowSize(4<<20),
 		grpc.InitialConnWindowSize(16<<20),
+		// Large responses (a watch at the tail sends ~200 KB a batch, Scan
+		// pages are larger) leave in writes of 256 KiB instead of 32 KiB:
+		// fewer, larger writes took a quarter less CPU in the writer of a
+		// watcher's connection, and less in its client's reads (issue
+		// 17). The buffer is shared, taken only while a connection writes.
+		grpc.WriteBufferSize(256<<10),
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{MaxQueries: cfg.MaxSearchQueries}),
 	), boundOptions(cfg)...)...)
