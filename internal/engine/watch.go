@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -35,10 +36,11 @@ var errWatchStopped = apierror.New(codes.Unavailable,
 // Watch streams the committed, durable changes of the requested record
 // types after the request's start, in commit order, until ctx ends; see
 // docs/watch.md. The first message is progress-only and names the start
-// position. send is called from Watch's goroutine only, with the wire
-// bytes of one WatchResponse, which it must not keep once it returns
-// (they are reused; see watchenc.go).
-func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func([]byte) error) error {
+// position. send is called from one goroutine at a time, with a buffer
+// of grpcbuf.Pool holding the wire bytes of one WatchResponse, which it
+// takes over: it hands it on to gRPC (grpcbuf.Frame.Owned: the response
+// is sent without another copy) or leaves it to the GC or the pool.
+func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*[]byte) error) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -97,7 +99,7 @@ type watch struct {
 	start     *pb.WatchStart
 	old       bool
 	batchSize int
-	send      func([]byte) error
+	send      func(*[]byte) error
 
 	pos      position
 	lastSent position // progress of the last message sent
@@ -109,7 +111,6 @@ type watch struct {
 	size      int
 	held      int64
 	exhausted bool
-	progBuf   []byte // a progress-only message, reused
 
 	// shareKey names the changes this watcher asks for, which watchers
 	// asking for the same share (watchshare.go); "" for none. fill is
@@ -119,7 +120,7 @@ type watch struct {
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
-func (e *Engine) newWatch(req *pb.WatchRequest, send func([]byte) error) (*watch, error) {
+func (e *Engine) newWatch(req *pb.WatchRequest, send func(*[]byte) error) (*watch, error) {
 	if len(req.GetTypes()) == 0 {
 		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
 	}
@@ -526,7 +527,7 @@ func (w *watch) flush() error {
 		return nil
 	}
 	w.e.stats.WatchChanges.Add(uint64(w.resp.n))
-	err := w.send(w.resp.finish(w.pos))
+	err := w.send(w.resp.take(w.pos))
 	w.size = 0
 	w.release()
 	w.lastSent, w.sentAny = w.pos, true
@@ -536,8 +537,9 @@ func (w *watch) flush() error {
 // progress sends a progress-only message.
 func (w *watch) progress() error {
 	w.lastSent, w.sentAny = w.pos, true
-	w.progBuf = appendProgress(w.progBuf[:0], w.pos)
-	return w.send(w.progBuf)
+	bp := grpcbuf.Pool.Get(sizePosField)
+	*bp = appendProgress((*bp)[:0], w.pos)
+	return w.send(bp)
 }
 
 // release gives back the result budget an unsent response holds (and

@@ -248,6 +248,15 @@ func uvarint(b []byte) (v uint64, n int) {
 	return v, n
 }
 
+// take appends the progress and hands the response's buffer over: the
+// encoder no longer holds it, and the next response starts in another.
+func (r *respEnc) take(p position) *[]byte {
+	r.finish(p)
+	bp := r.bp
+	r.bp, r.n = nil, 0
+	return bp
+}
+
 // appendRaw appends one encoded change (its WatchResponse field 1).
 func (r *respEnc) appendRaw(ch []byte) {
 	r.reserve(len(ch) + sizePosField)
