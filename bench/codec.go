@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // The lab's client codec keeps the client out of the measurement. Requests
@@ -203,7 +205,10 @@ func (c labCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if len(data) == 1 {
 		return t.AddWire(data[0].ReadOnlyData())
 	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	// grpcbuf.Pool, not grpc-go's default: the default zeroes each buffer
+	// it hands out, and MaterializeToBuffer overwrites it all anyway (the
+	// zeroing was half of a watcher's receiving in the watch experiment).
+	buf := data.MaterializeToBuffer(grpcbuf.Pool)
 	defer buf.Free()
 	return t.AddWire(buf.ReadOnlyData())
 }

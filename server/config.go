@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/store"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
@@ -183,4 +184,6 @@ func (c Config) withDefaults() Config {
 const (
 	DefaultWatchRetention            = 24 * time.Hour
 	DefaultWatchRetentionBytes int64 = 1 << 30
+	// DefaultWatchTailBytes is Config.WatchTailBytes's default.
+	DefaultWatchTailBytes int64 = engine.DefaultWatchTailBytes
 )

@@ -268,3 +268,15 @@ func runWatchModel(t *testing.T, cfg server.Config, seed uint64, batches int) {
 	}
 	t.Logf("%d changes in %d batches", len(m.hist), batches)
 }
+
+// The model again with a log tail of a few entries: watchers that
+// resume or fall behind read storage, those at the tail read memory, and
+// they move between the two while the writes go on.
+func TestWatchModelSmallTail(t *testing.T) {
+	cfg := backends[0].config(t)
+	if cfg.Store != "" {
+		t.Fatalf("backends[0] is %q, want the embedded store", cfg.Store)
+	}
+	cfg.WatchTailBytes = 4 << 10
+	runWatchModel(t, cfg, 3, 120)
+}

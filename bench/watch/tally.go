@@ -96,10 +96,36 @@ func commitOf(change []byte) (uint64, error) {
 }
 
 // field returns the bytes of the last length-delimited field num of msg,
-// or nil when it has none.
+// or nil when it has none. Fields of a one-byte tag and length, all of a
+// change but its records, are stepped over without protowire's general
+// decoding: the tally runs on the cores it measures.
 func field(msg []byte, num protowire.Number) ([]byte, error) {
 	var out []byte
 	for len(msg) > 0 {
+		if tag := msg[0]; tag < 0x80 && tag>>3 != 0 && len(msg) > 2 {
+			switch protowire.Type(tag & 7) {
+			case protowire.BytesType:
+				l, at := int(msg[1]), 2 // a length of one or two bytes
+				if l >= 0x80 {
+					l, at = l&0x7f|int(msg[2])<<7, 3
+				}
+				if msg[at-1] < 0x80 {
+					if l > len(msg)-at {
+						return nil, errMalformed
+					}
+					if protowire.Number(tag>>3) == num {
+						out = msg[at : at+l]
+					}
+					msg = msg[at+l:]
+					continue
+				}
+			case protowire.VarintType:
+				if msg[1] < 0x80 {
+					msg = msg[2:]
+					continue
+				}
+			}
+		}
 		f, typ, n := protowire.ConsumeTag(msg)
 		if n < 0 {
 			return nil, errMalformed

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/bench/labtest"
@@ -133,4 +136,49 @@ func TestRunOrder(t *testing.T) {
 			t.Errorf("runOrder(%d, %d) = %s, want %s", c.n, c.run, got, c.want)
 		}
 	}
+}
+
+// field's shortcuts for one-byte tags and short lengths find the same
+// field, and refuse the same malformed input, as protowire's decoding.
+func FuzzField(f *testing.F) {
+	idx := uint32(3)
+	ch, err := proto.Marshal(&pb.Change{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "t", Record: &anypb.Any{TypeUrl: "u", Value: make([]byte, 300)}, Position: &pb.Position{Commit: 1 << 40, Index: &idx}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range [][]byte{ch, {0x0a, 0x05, 0x01}, {0x0a, 0x02, 0x32, 0x05}, {0xff}, {0x02, 0x01, 0x00}, {0x32, 0x80, 0x01}, {0x08, 0x80, 0x01, 0x32, 0x00}} {
+		f.Add(seed, uint8(6))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte, num uint8) {
+		got, gerr := field(msg, protowire.Number(num%8))
+		want, werr := fieldRef(msg, protowire.Number(num%8))
+		if (gerr == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("field(%x, %d) = %x, %v; protowire: %x, %v", msg, num%8, got, gerr, want, werr)
+		}
+	})
+}
+
+// fieldRef is field by protowire's general decoding alone.
+func fieldRef(msg []byte, num protowire.Number) ([]byte, error) {
+	var out []byte
+	for len(msg) > 0 {
+		f, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return nil, errMalformed
+		}
+		msg = msg[n:]
+		if f == num && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(msg)
+			if n < 0 {
+				return nil, errMalformed
+			}
+			out, msg = v, msg[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(f, typ, msg); n < 0 {
+			return nil, errMalformed
+		}
+		msg = msg[n:]
+	}
+	return out, nil
 }

@@ -39,6 +39,7 @@ type serveOptions struct {
 	shutdownTimeout  time.Duration
 	watchRetention   time.Duration
 	watchRetBytes    int64
+	watchTailBytes   int64
 	logLevel         string
 	logFormat        string
 	slowQuery        time.Duration
@@ -164,6 +165,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
 	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
 	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")
+	f.Int64Var(&o.watchTailBytes, "watch-tail-bytes", server.DefaultWatchTailBytes, "most bytes of the newest change-log entries kept in memory while watches run, for watchers at the tail (0: none, watchers read storage); not with --store etcd")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")

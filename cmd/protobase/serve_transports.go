@@ -65,6 +65,9 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 	if cfg.WatchRetentionBytes = o.watchRetBytes; cfg.WatchRetentionBytes <= 0 {
 		cfg.WatchRetentionBytes = -1
 	}
+	if cfg.WatchTailBytes = o.watchTailBytes; cfg.WatchTailBytes <= 0 {
+		cfg.WatchTailBytes = -1
+	}
 	if o.nats || changed("nats-addr") {
 		cfg.NATSAddr = o.natsAddr
 	}
@@ -97,6 +100,7 @@ var configFlags = map[string]string{
 	"ShutdownTimeout":     "--shutdown-timeout",
 	"WatchRetention":      "--watch-retention",
 	"WatchRetentionBytes": "--watch-retention-bytes",
+	"WatchTailBytes":      "--watch-tail-bytes",
 	"Auth":                "--auth",
 	"InsecureNoAuth":      "--insecure-no-auth",
 	"AdminKey":            "PROTOBASE_ADMIN_KEY",

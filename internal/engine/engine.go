@@ -96,6 +96,11 @@ type Options struct {
 	WatchRetentionBytes int64
 	// WatchTrimInterval is how often the log is trimmed (0: 1 s).
 	WatchTrimInterval time.Duration
+	// WatchTailBytes bounds the newest log entries kept in memory while
+	// watches run, so that watchers at the tail of the log read them
+	// without storage (watchtail.go; 0: DefaultWatchTailBytes, negative:
+	// none).
+	WatchTailBytes int64
 }
 
 // Engine is safe for concurrent use.
@@ -135,6 +140,8 @@ type Engine struct {
 	// share holds the encoded changes watchers asking for the same ones
 	// share (watchshare.go).
 	share watchShare
+	// tail keeps the newest log entries for watchers (watchtail.go).
+	tail logTail
 
 	// buildMu guards builds: the indexes this engine runs a builder for.
 	buildMu sync.Mutex
@@ -258,6 +265,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		}
 	}
 	if e.logOn {
+		e.tail.max = tailBytes(opts.WatchTailBytes)
 		interval := opts.WatchTrimInterval
 		if interval <= 0 {
 			interval = time.Second

@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -35,10 +36,11 @@ var errWatchStopped = apierror.New(codes.Unavailable,
 // Watch streams the committed, durable changes of the requested record
 // types after the request's start, in commit order, until ctx ends; see
 // docs/watch.md. The first message is progress-only and names the start
-// position. send is called from Watch's goroutine only, with the wire
-// bytes of one WatchResponse, which it must not keep once it returns
-// (they are reused; see watchenc.go).
-func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func([]byte) error) error {
+// position. send is called from one goroutine at a time, with a buffer
+// of grpcbuf.Pool holding the wire bytes of one WatchResponse, which it
+// takes over: it hands it on to gRPC (grpcbuf.Frame.Owned: the response
+// is sent without another copy) or leaves it to the GC or the pool.
+func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*[]byte) error) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -64,6 +66,8 @@ func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func([]by
 		return apierror.New(codes.FailedPrecondition,
 			"the server keeps no change log (watch retention is 0): start it with --watch-retention set to a duration, such as 24h, to watch changes")
 	}
+	w.e.tail.join()
+	defer w.e.tail.leave()
 	return w.runLog(ctx)
 }
 
@@ -81,16 +85,21 @@ type watchType struct {
 	t      *recType
 	name   string
 	filter *query.Filter
+	// typeField and urlField are name as Change.type and t.url as
+	// Any.type_url, encoded with their tags (encodeNames; nil until the
+	// first change).
+	typeField, urlField []byte
 }
 
 // watch is one Watch call. It belongs to the call's goroutine.
 type watch struct {
 	e         *Engine
 	types     map[uint32]*watchType
+	lastType  *watchType // the last found in types, or nil
 	start     *pb.WatchStart
 	old       bool
 	batchSize int
-	send      func([]byte) error
+	send      func(*[]byte) error
 
 	pos      position
 	lastSent position // progress of the last message sent
@@ -102,7 +111,6 @@ type watch struct {
 	size      int
 	held      int64
 	exhausted bool
-	progBuf   []byte // a progress-only message, reused
 
 	// shareKey names the changes this watcher asks for, which watchers
 	// asking for the same share (watchshare.go); "" for none. fill is
@@ -112,7 +120,7 @@ type watch struct {
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
-func (e *Engine) newWatch(req *pb.WatchRequest, send func([]byte) error) (*watch, error) {
+func (e *Engine) newWatch(req *pb.WatchRequest, send func(*[]byte) error) (*watch, error) {
 	if len(req.GetTypes()) == 0 {
 		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
 	}
@@ -303,12 +311,16 @@ func (e *Engine) outOfRange(msg string, oldest uint64) error {
 	}
 }
 
-// round reads the log after the position up to wm on one iterator and
-// sends what matches, for at most watchRoundResponses responses.
+// round reads the log after the position up to wm, from the tail when it
+// holds the next commit, else on one storage iterator, and sends what
+// matches, for at most watchRoundResponses responses.
 func (w *watch) round(ctx context.Context, wm uint64) error {
 	from := w.pos.commit + 1
 	if w.pos.part {
 		from = w.pos.commit
+	}
+	if ok, err := w.tailRound(ctx, from, wm); ok || err != nil {
+		return err
 	}
 	it, err := w.e.st.NewIterator(logKey(from), logKey(wm+1))
 	if err != nil {
@@ -341,6 +353,40 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		return w.e.logGap(formatPos(w.pos), wm)
 	}
 	return w.flush()
+}
+
+// tailRound is round from the log's tail; ok is false when the tail
+// does not hold commit from. It stops at the first commit the tail does
+// not hold (evicted meanwhile): the next round reads it from storage.
+func (w *watch) tailRound(ctx context.Context, from, wm uint64) (ok bool, err error) {
+	sent := 0
+	for c := from; c <= wm && sent < watchRoundResponses; c++ {
+		te := w.e.tail.get(c)
+		if te == nil {
+			break
+		}
+		ok = true
+		n, err := w.tailEntry(ctx, c, te)
+		if err != nil {
+			return true, err
+		}
+		sent += n
+		w.pos = position{commit: c}
+	}
+	if !ok {
+		return false, nil
+	}
+	return true, w.flush()
+}
+
+// tailEntry considers the changes of commit c held by te.
+func (w *watch) tailEntry(ctx context.Context, c uint64, te *tailEntry) (int, error) {
+	defer w.e.tail.release(te)
+	le, err := parseLogEntry(te.b)
+	if err != nil {
+		return 0, w.corrupt(c, err)
+	}
+	return w.entry(ctx, c, &le)
 }
 
 func (w *watch) corrupt(c uint64, err error) error {
@@ -396,7 +442,13 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 // it matches the filter; full says the response is due to be sent. rec
 // and old are copied into the response's bytes.
 func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, typeID uint32, rec, old []byte) (full bool, err error) {
-	wt := w.types[typeID]
+	// Batches are mostly of one type: the last type looked up saves a
+	// map lookup per change.
+	wt := w.lastType
+	if wt == nil || wt.t.rt.ID != typeID {
+		wt = w.types[typeID]
+		w.lastType = wt
+	}
 	if wt == nil {
 		return false, nil
 	}
@@ -475,7 +527,7 @@ func (w *watch) flush() error {
 		return nil
 	}
 	w.e.stats.WatchChanges.Add(uint64(w.resp.n))
-	err := w.send(w.resp.finish(w.pos))
+	err := w.send(w.resp.take(w.pos))
 	w.size = 0
 	w.release()
 	w.lastSent, w.sentAny = w.pos, true
@@ -485,8 +537,9 @@ func (w *watch) flush() error {
 // progress sends a progress-only message.
 func (w *watch) progress() error {
 	w.lastSent, w.sentAny = w.pos, true
-	w.progBuf = appendProgress(w.progBuf[:0], w.pos)
-	return w.send(w.progBuf)
+	bp := grpcbuf.Pool.Get(sizePosField)
+	*bp = appendProgress((*bp)[:0], w.pos)
+	return w.send(bp)
 }
 
 // release gives back the result budget an unsent response holds (and

@@ -43,7 +43,8 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r watchResult
-	err := te.e.Watch(ctx, req, func(b []byte) error {
+	err := te.e.Watch(ctx, req, func(bp *[]byte) error {
+		b := *bp
 		m := new(pb.WatchResponse)
 		if err := proto.Unmarshal(b, m); err != nil {
 			te.t.Errorf("a watch response does not decode: %v", err)
@@ -164,7 +165,7 @@ func TestWatchStop(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func([]byte) error {
+		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func(*[]byte) error {
 			close(started)
 			return nil
 		})
@@ -200,7 +201,8 @@ func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out [][]byte
-	err := te.e.Watch(ctx, req, func(b []byte) error {
+	err := te.e.Watch(ctx, req, func(bp *[]byte) error {
+		b := *bp
 		out = append(out, append([]byte(nil), b...))
 		m := new(pb.WatchResponse)
 		if err := proto.Unmarshal(b, m); err != nil {

@@ -73,40 +73,190 @@ func (r *respEnc) reserve(n int) {
 
 // addChange appends one change. match is the record the key is cut from
 // (the old one for a remove); rec is written when withRec, old when
-// withOld.
+// withOld. The type's name and URL fields are written from wt's encoded
+// copies, lengths and the position with appendVarint: encoding a change
+// field by field through protowire cost about as much as the rest of a
+// tail watcher's work together.
 func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, match, rec, old []byte, withRec, withOld bool) {
-	r.key = record.AppendFields(r.key[:0], match, wt.t.pkNums)
-	url := wt.t.url
-	size := 2 + sizeString(fieldChangeType, wt.name) // op is never 0: 1-byte tag, 1-byte value
-	size += 1 + protowire.SizeBytes(sizeAny(url, len(r.key)))
+	r.key = appendKeyFields(r.key[:0], match, wt.t.pkNums)
+	if wt.urlField == nil {
+		wt.encodeNames()
+	}
+	uf := len(wt.urlField)
+	keyAny := sizeAnyF(uf, len(r.key))
+	size := 2 + len(wt.typeField) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
+	var recAny, oldAny int
 	if withRec {
-		size += 1 + protowire.SizeBytes(sizeAny(url, len(rec)))
+		recAny = sizeAnyF(uf, len(rec))
+		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
 	}
 	if withOld {
-		size += 1 + protowire.SizeBytes(sizeAny(url, len(old)))
+		oldAny = sizeAnyF(uf, len(old))
+		size += 1 + protowire.SizeVarint(uint64(oldAny)) + oldAny
 	}
-	size += 1 + protowire.SizeBytes(sizePos(c, index, true))
+	pos := sizePos(c, index, true) // at most 17: a 1-byte length
+	size += 2 + pos
 
-	r.reserve(1 + protowire.SizeBytes(size) + sizePosField)
+	r.reserve(1 + protowire.SizeVarint(uint64(size)) + size + sizePosField)
 	b := *r.bp
-	b = protowire.AppendTag(b, fieldWatchChanges, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
-	b = protowire.AppendTag(b, fieldChangeOp, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(op))
-	b = appendString(b, fieldChangeType, wt.name)
-	b = appendAny(b, fieldChangeKey, url, r.key)
+	b = append(b, tagWatchChanges)
+	b = appendVarint(b, uint64(size))
+	b = append(b, tagChangeOp, op)
+	b = append(b, wt.typeField...)
+	b = appendAnyF(b, tagChangeKey, keyAny, wt.urlField, r.key)
 	if withRec {
-		b = appendAny(b, fieldChangeRecord, url, rec)
+		b = appendAnyF(b, tagChangeRecord, recAny, wt.urlField, rec)
 	}
 	if withOld {
-		b = appendAny(b, fieldChangeOld, url, old)
+		b = appendAnyF(b, tagChangeOld, oldAny, wt.urlField, old)
 	}
-	b = appendPos(b, fieldChangePos, c, index, true)
+	b = append(b, tagChangePos, byte(pos))
+	if c != 0 {
+		b = append(b, tagPosCommit)
+		b = appendVarint(b, c)
+	}
+	b = append(b, tagPosIndex)
+	b = appendVarint(b, uint64(index))
 	*r.bp = b
 	r.n++
 }
 
-// finish appends the progress and returns the response's bytes.
+// One-byte tags of the fields addChange writes (field numbers under 16).
+const (
+	tagWatchChanges = byte(fieldWatchChanges<<3 | protowire.BytesType)
+	tagChangeOp     = byte(fieldChangeOp<<3 | protowire.VarintType)
+	tagChangeKey    = byte(fieldChangeKey<<3 | protowire.BytesType)
+	tagChangeRecord = byte(fieldChangeRecord<<3 | protowire.BytesType)
+	tagChangeOld    = byte(fieldChangeOld<<3 | protowire.BytesType)
+	tagChangePos    = byte(fieldChangePos<<3 | protowire.BytesType)
+	tagPosCommit    = byte(fieldPosCommit<<3 | protowire.VarintType)
+	tagPosIndex     = byte(fieldPosIndex<<3 | protowire.VarintType)
+	tagAnyValue     = byte(fieldAnyValue<<3 | protowire.BytesType)
+)
+
+// encodeNames sets wt's encoded Change.type field and Any.type_url field
+// (both empty for an empty string, as proto3 leaves them out).
+func (wt *watchType) encodeNames() {
+	wt.typeField = appendString(make([]byte, 0, sizeString(fieldChangeType, wt.name)), fieldChangeType, wt.name)
+	wt.urlField = appendString(make([]byte, 0, sizeString(fieldAnyURL, wt.t.url)), fieldAnyURL, wt.t.url)
+}
+
+// sizeAnyF is the size of an Any whose encoded type_url field takes uf
+// bytes, holding n bytes of value.
+func sizeAnyF(uf, n int) int {
+	if n > 0 {
+		uf += 1 + protowire.SizeVarint(uint64(n)) + n
+	}
+	return uf
+}
+
+// appendAnyF appends field tag holding an Any of size bytes (sizeAnyF):
+// the encoded type_url field urlField and the value v.
+func appendAnyF(b []byte, tag byte, size int, urlField, v []byte) []byte {
+	b = append(b, tag)
+	b = appendVarint(b, uint64(size))
+	b = append(b, urlField...)
+	if len(v) > 0 {
+		b = append(b, tagAnyValue)
+		b = appendVarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	return b
+}
+
+// appendVarint is protowire.AppendVarint with the one- and two-byte
+// values (lengths, change indexes) inlined.
+func appendVarint(b []byte, v uint64) []byte {
+	switch {
+	case v < 1<<7:
+		return append(b, byte(v))
+	case v < 1<<14:
+		return append(b, byte(v)|0x80, byte(v>>7))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// appendKeyFields is record.AppendFields(dst, rec, nums), with a scan of the
+// common wire types that is several times faster; on anything else (a
+// group, a malformed field) it leaves the record to AppendFields, so the
+// result is always the same (FuzzWatchKey).
+func appendKeyFields(dst, rec []byte, nums []protowire.Number) []byte {
+	at := len(dst)
+	for i := 0; i < len(rec); {
+		start := i
+		tag, n := uvarint(rec[i:])
+		num := protowire.Number(tag >> 3)
+		if n == 0 || num == 0 || tag>>3 > uint64(protowire.MaxValidNumber) {
+			return record.AppendFields(dst[:at], rec, nums)
+		}
+		i += n
+		switch protowire.Type(tag & 7) {
+		case protowire.VarintType:
+			// Skipped, not decoded: at most 10 bytes, the 10th
+			// carrying only the top bit, as protowire accepts.
+			j, end := i, min(len(rec), i+10)
+			for j < end && rec[j] >= 0x80 {
+				j++
+			}
+			if j < end && (j-i < 9 || rec[j] <= 1) {
+				n = j - i + 1
+			} else {
+				n = 0
+			}
+		case protowire.BytesType:
+			var l uint64
+			l, n = uvarint(rec[i:])
+			if n > 0 && l <= uint64(len(rec)-i-n) {
+				n += int(l)
+			} else {
+				n = 0
+			}
+		case protowire.Fixed64Type:
+			n = 8
+		case protowire.Fixed32Type:
+			n = 4
+		default:
+			n = 0
+		}
+		if n == 0 || n > len(rec)-i {
+			return record.AppendFields(dst[:at], rec, nums)
+		}
+		i += n
+		for _, want := range nums {
+			if num == want {
+				dst = append(dst, rec[start:i]...)
+				break
+			}
+		}
+	}
+	return dst
+}
+
+// uvarint decodes a varint of at most 10 bytes that fits 64 bits; n is 0
+// when b does not start with one.
+func uvarint(b []byte) (v uint64, n int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	if len(b) > 1 && b[1] < 0x80 {
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
+	}
+	v, n = protowire.ConsumeVarint(b)
+	if n < 0 {
+		return 0, 0
+	}
+	return v, n
+}
+
+// take appends the progress and hands the response's buffer over: the
+// encoder no longer holds it, and the next response starts in another.
+func (r *respEnc) take(p position) *[]byte {
+	r.finish(p)
+	bp := r.bp
+	r.bp, r.n = nil, 0
+	return bp
+}
+
 // appendRaw appends one encoded change (its WatchResponse field 1).
 func (r *respEnc) appendRaw(ch []byte) {
 	r.reserve(len(ch) + sizePosField)
@@ -149,27 +299,6 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendString(b, s)
-}
-
-func sizeAny(url string, n int) int {
-	size := sizeString(fieldAnyURL, url)
-	if n > 0 {
-		size += 1 + protowire.SizeBytes(n)
-	}
-	return size
-}
-
-// appendAny appends an Any of url holding v as field num (present even
-// when empty, as a set message field is).
-func appendAny(b []byte, num protowire.Number, url string, v []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizeAny(url, len(v))))
-	b = appendString(b, fieldAnyURL, url)
-	if len(v) > 0 {
-		b = protowire.AppendTag(b, fieldAnyValue, protowire.BytesType)
-		b = protowire.AppendBytes(b, v)
-	}
-	return b
 }
 
 // sizePosField bounds the size of a Position field: tag, length, and two

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,6 +268,11 @@ func (e *Engine) TrimLog(now time.Time) error {
 	if err := e.st.ApplyBatch(b); err != nil {
 		return fmt.Errorf("trim change log: %w", err)
 	}
+	keep := uint64(math.MaxUint64) // cut is logEnd: nothing is kept
+	if c, ok := logCommit(cut); ok {
+		keep = c
+	}
+	e.tail.trimBefore(keep)
 	return nil
 }
 

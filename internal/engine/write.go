@@ -367,6 +367,7 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 	w.position = e.seq
 	if e.logOn {
 		e.logBytes += uint64(len(w.logKey) + len(w.logBuf))
+		w.logBuf = e.tail.add(e.seq, w.logBuf)
 		if !e.st.SyncWrites() {
 			// Visible is durable: nothing waits for a sync.
 			e.durable.advance(e.seq)

@@ -8,12 +8,24 @@ import "google.golang.org/grpc/mem"
 type Frame struct {
 	// B is the message's bytes. Unmarshal overwrites it, reusing its
 	// capacity; Marshal copies it, so the caller may reuse it once
-	// SendMsg returns.
+	// SendMsg returns, unless Owned is set.
 	B []byte
+	// Owned, when set, is a buffer of Pool whose start is B, handed over
+	// with the frame: Marshal gives it to gRPC as it is, without a copy,
+	// and gRPC puts it back in Pool once written. The sender must not
+	// touch it once SendMsg is called, whatever SendMsg returns (a frame
+	// that never reaches Marshal leaves it to the GC).
+	Owned *[]byte
 }
 
-// MarshalFrame copies f into a buffer of Pool.
+// MarshalFrame returns f's bytes in a buffer of Pool: its Owned buffer,
+// or else a copy of B.
 func MarshalFrame(f *Frame) mem.BufferSlice {
+	if bp := f.Owned; bp != nil {
+		f.Owned = nil
+		*bp = (*bp)[:len(f.B)]
+		return mem.BufferSlice{mem.NewBuffer(bp, Pool)}
+	}
 	bp := Pool.Get(len(f.B))
 	copy(*bp, f.B)
 	return mem.BufferSlice{mem.NewBuffer(bp, Pool)}

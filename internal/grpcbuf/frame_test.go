@@ -24,3 +24,22 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	out.Free()
 }
+
+// A frame that owns its buffer hands that very buffer to gRPC, holding
+// the frame's bytes, and no longer owns it.
+func TestFrameOwned(t *testing.T) {
+	bp := Pool.Get(4096)
+	b := append((*bp)[:0], "a response"...)
+	f := Frame{B: b, Owned: bp}
+	out := MarshalFrame(&f)
+	if f.Owned != nil {
+		t.Fatal("the frame still owns its buffer")
+	}
+	if len(out) != 1 || !bytes.Equal(out[0].ReadOnlyData(), []byte("a response")) {
+		t.Fatalf("marshalled %q", out.Materialize())
+	}
+	if &out[0].ReadOnlyData()[0] != &b[0] {
+		t.Fatal("the owned buffer was copied")
+	}
+	out.Free()
+}

@@ -13,9 +13,10 @@ import (
 // anything is sent. With auth on, each message sent re-checks that the key
 // is not revoked.
 //
-// The engine hands over each response as its wire bytes, sent as a
-// grpcbuf.Frame: the codec copies them as they are (Codec.Marshal), and
-// the REST gateway's stream decodes them (gateway/watch.go).
+// The engine hands over each response as its wire bytes in a buffer of
+// grpcbuf.Pool, sent as a grpcbuf.Frame that owns it: the codec gives the
+// buffer to gRPC without a copy (Codec.Marshal), and the REST gateway's
+// stream decodes the bytes (gateway/watch.go).
 func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.WatchResponse]) error {
 	id, err := s.require(st.Context(), auth.RoleRead)
 	if err != nil {
@@ -27,15 +28,16 @@ func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.W
 		}
 	}
 	var f grpcbuf.Frame
-	send := func(b []byte) error {
+	send := func(bp *[]byte) error {
 		if id != nil {
 			if err := id.Check(); err != nil {
+				grpcbuf.Pool.Put(bp)
 				return err
 			}
 		}
-		f.B = b
+		f.B, f.Owned = *bp, bp
 		err := st.SendMsg(&f)
-		f.B = nil
+		f.B, f.Owned = nil, nil
 		return err
 	}
 	if err := s.e.Watch(st.Context(), req, send); err != nil {
