@@ -191,8 +191,8 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 // together), and Next reaches it for a fraction of a seek; a key further
 // away is sought, and Pebble continues such a seek from its position
 // (TrySeekUsingNext) instead of descending the level again. On a Shared
-// store, whose reads cross a network, the batch is prefetched in one
-// round trip and then looked up.
+// store, whose reads cross a network, the batch's records are fetched
+// together first (Iterator.Prefetch: a few requests, not one per record).
 func (cu *cursor) lookupBatch(b *indexBatchBuf) error {
 	b.sort()
 	if cu.e.st.Shared() {
