@@ -29,7 +29,8 @@ func TestFrameRoundTrip(t *testing.T) {
 // the frame's bytes, and no longer owns it.
 func TestFrameOwned(t *testing.T) {
 	bp := Pool.Get(4096)
-	b := append((*bp)[:0], "a response"...)
+	*bp = append((*bp)[:0], "a response"...)
+	b := *bp
 	f := Frame{B: b, Owned: bp}
 	out := MarshalFrame(&f)
 	if f.Owned != nil {
