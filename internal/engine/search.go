@@ -122,26 +122,14 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 	for {
 		var req *pb.SearchRequest
 		if sio.RecvWire != nil {
-			var b []byte
-			var decode func() (*pb.SearchRequest, error)
-			if b, decode, err = sio.RecvWire(); err == nil {
-				if wire && b != nil && len(sem) == 0 && e.wirePoints(b, &order) {
-					var start time.Time
-					if e.opts.SlowQuery > 0 {
-						start = time.Now()
-					}
-					n := len(order.points)
-					e.wireLookups(ctx, n, next, &order, snd.deliverWire)
-					if e.opts.SlowQuery > 0 {
-						e.logSlowWire(order.points, start)
-					}
-					next += uint64(n)
-					if ctx.Err() != nil {
-						break
-					}
-					continue
+			var ran int
+			req, ran, err = e.recvWire(ctx, sio.RecvWire, wire && len(sem) == 0, next, &order, snd)
+			if ran > 0 {
+				next += uint64(ran)
+				if ctx.Err() != nil {
+					break
 				}
-				req, err = decode()
+				continue
 			}
 		} else {
 			req, err = recv()
@@ -159,18 +147,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
 		if len(sem) == 0 && e.allPoints(qs, &order) {
-			if wire {
-				var start time.Time
-				if e.opts.SlowQuery > 0 {
-					start = time.Now()
-				}
-				e.wireLookups(ctx, len(qs), next, &order, snd.deliverWire)
-				if e.opts.SlowQuery > 0 {
-					e.logSlowSearch(qs, start)
-				}
-			} else {
-				e.runChunk(ctx, qs, next, snd.deliver, &order)
-			}
+			e.runInline(ctx, qs, next, &order, snd, wire)
 			next += uint64(len(qs))
 			if ctx.Err() != nil {
 				break
@@ -214,6 +191,49 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// runInline runs a request of plain primary-key lookups (allPoints) on
+// the receiving goroutine, its responses written as wire bytes when wire
+// allows.
+func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, order *lookupBuf, snd *sender, wire bool) {
+	if !wire {
+		e.runChunk(ctx, qs, next, snd.deliver, order)
+		return
+	}
+	var start time.Time
+	if e.opts.SlowQuery > 0 {
+		start = time.Now()
+	}
+	e.wireLookups(ctx, len(qs), next, order, snd.deliverWire)
+	if e.opts.SlowQuery > 0 {
+		e.logSlowSearch(qs, start)
+	}
+}
+
+// recvWire receives the next request with recv (SearchIO.RecvWire). When
+// inline allows and it holds plain primary-key lookups only, it runs them
+// from their bytes, sending their responses as wire bytes, and returns how
+// many it ran; otherwise it returns the request decoded.
+func (e *Engine) recvWire(ctx context.Context, recv func() ([]byte, func() (*pb.SearchRequest, error), error), inline bool, next uint64, order *lookupBuf, snd *sender) (*pb.SearchRequest, int, error) {
+	b, decode, err := recv()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !inline || b == nil || !e.wirePoints(b, order) {
+		req, err := decode()
+		return req, 0, err
+	}
+	var start time.Time
+	if e.opts.SlowQuery > 0 {
+		start = time.Now()
+	}
+	n := len(order.points)
+	e.wireLookups(ctx, n, next, order, snd.deliverWire)
+	if e.opts.SlowQuery > 0 {
+		e.logSlowWire(order.points, start)
+	}
+	return nil, n, nil
 }
 
 // allPoints reports whether every query of qs is a plain primary-key

@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -143,127 +144,169 @@ func sizeLenField(n int) int {
 // wireLookups runs a request of n plain primary-key lookups (their keys
 // in buf, from allPoints or wirePoints) whose first query has id first,
 // writing its responses as wire bytes and sending them with deliver, which
-// reports whether the stream goes on. It keeps the message path's bounds: each
-// response holds a response's bytes of the result budget while it is
+// reports whether the stream goes on. It keeps the message path's bounds:
+// each response holds a response's bytes of the result budget while it is
 // built, and at most MaxResultRecords records and about MaxResultBytes.
 func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *lookupBuf, deliver func(b []byte, held int64) bool) bool {
 	points := buf.points
 	buf.ready = false
 	e.stats.Queries.Add(uint64(n))
-	staged := e.stageLookups(points, buf)
-	w := lookupEncs.Get().(*lookupEnc)
-	defer lookupEncs.Put(w)
-	w.reset()
-	var held int64
-	var exhausted bool
-	var pit store.Iterator
-	var pitGen uint64
-	defer func() {
-		if pit != nil {
-			pit.Close()
-		}
-		e.results.Release(held)
-	}()
-	var found, misses uint64
-	var dst, keys []byte
-	flush := func() bool {
-		if w.empty() {
-			return true
-		}
-		if extra := int64(w.bytes) - held; extra > 0 { // a record larger than the bound
-			extra = min(extra, e.opts.MaxResultBufferBytes-held)
-			if err := e.results.Acquire(ctx, extra); err != nil {
-				return false
-			}
-			held += extra
-		}
-		h := held
-		held = 0 // deliver gives it back, sent or not
-		ok := deliver(w.finish(), h)
-		w.reset()
-		return ok
-	}
-	want := min(int64(e.opts.MaxResultBytes), e.opts.MaxResultBufferBytes)
+	r := &wireRun{e: e, ctx: ctx, deliver: deliver, staged: e.stageLookups(points, buf)}
+	r.w = lookupEncs.Get().(*lookupEnc)
+	defer lookupEncs.Put(r.w)
+	r.w.reset()
+	defer r.close()
 	for k := range points {
 		p := &points[k]
 		id := first + uint64(p.i)
-		if held < want {
-			if err := e.acquireResult(ctx, want-held, &exhausted); err != nil {
-				if ctx.Err() != nil {
-					return false
-				}
-				e.stats.QueryErrors.Add(1)
-				w.fail(queryError(id, err))
-				continue
+		if !r.reserve(id) {
+			if ctx.Err() != nil {
+				return false
 			}
-			held = want
-		}
-		var val []byte
-		var ok bool
-		if staged != nil {
-			val, ok = staged.Val(k)
-		} else {
-			val, ok = e.cache.Get(p.key, dst[:0])
-			dst = val
-		}
-		if !ok {
-			misses++
-			if pit == nil {
-				pitGen = e.cache.Gen()
-				var err error
-				if pit, err = e.st.NewIterator(nil, nil); err != nil {
-					pit = nil
-					e.stats.QueryErrors.Add(1)
-					w.fail(queryError(id, storeError(err)))
-					continue
-				}
-			}
-			var err error
-			if val, ok, err = pit.Lookup(p.key, dst[:0]); err != nil {
-				e.stats.QueryErrors.Add(1)
-				w.fail(queryError(id, storeError(err)))
-				continue
-			}
-			dst = val
-			if ok {
-				e.cache.Fill(p.key, val, pitGen)
-			}
-		}
-		if !ok {
-			w.done(id, 0)
 			continue
 		}
-		found++
+		val, ok, err := r.read(k, p.key)
+		switch {
+		case err != nil:
+			r.fail(id, err)
+			continue
+		case !ok:
+			r.w.done(id, 0)
+			continue
+		}
+		r.found++
 		if !p.count {
 			if p.keysOnly {
-				keys = record.AppendFields(keys[:0], val, p.t.pkNums)
-				val = keys
+				r.keys = record.AppendFields(r.keys[:0], val, p.t.pkNums)
+				val = r.keys
 			}
+			w := r.w
 			if w.recs >= e.opts.MaxResultRecords || w.bytes+len(val) > e.opts.MaxResultBytes && w.recs > 0 {
-				if !flush() {
+				if !r.flush() {
 					return false
 				}
-				if err := e.acquireResult(ctx, want, &exhausted); err != nil {
+				if !r.reserve(id) {
 					if ctx.Err() != nil {
 						return false
 					}
-					e.stats.QueryErrors.Add(1)
-					w.fail(queryError(id, err))
 					continue
 				}
-				held = want
 			}
 			w.result(id, p.t.url, val)
 		}
-		w.done(id, 1)
+		r.w.done(id, 1)
 	}
 	e.stats.PointLookups.Add(uint64(len(points)))
-	e.stats.RecordsRead.Add(found)
-	if !flush() {
+	e.stats.RecordsRead.Add(r.found)
+	if !r.flush() {
 		return false
 	}
 	if len(points) > 0 && e.cache != nil {
-		e.sortPoints.Store(misses*8 > uint64(len(points)))
+		e.sortPoints.Store(r.misses*8 > uint64(len(points)))
 	}
 	return ctx.Err() == nil
+}
+
+// wireRun is the state of one wireLookups call.
+type wireRun struct {
+	e       *Engine
+	ctx     context.Context
+	deliver func(b []byte, held int64) bool
+	w       *lookupEnc
+	staged  *recordcache.Batch // the cache's answers, nil for a lone lookup
+	// held is what the response being written holds of the result
+	// budget; exhausted notes that a wait for it timed out.
+	held      int64
+	exhausted bool
+	// pit reads the lookups the cache misses, made on the first;
+	// pitGen is the cache generation taken before it was made.
+	pit           store.Iterator
+	pitGen        uint64
+	dst, keys     []byte
+	found, misses uint64
+}
+
+// reserve makes the response hold a full response's bytes of the result
+// budget; on failure query id fails alone (or the stream is over: ctx).
+func (r *wireRun) reserve(id uint64) bool {
+	want := min(int64(r.e.opts.MaxResultBytes), r.e.opts.MaxResultBufferBytes)
+	if r.held >= want {
+		return true
+	}
+	if err := r.e.acquireResult(r.ctx, want-r.held, &r.exhausted); err != nil {
+		if r.ctx.Err() == nil {
+			r.fail(id, err)
+		}
+		return false
+	}
+	r.held = want
+	return true
+}
+
+func (r *wireRun) fail(id uint64, err error) {
+	r.e.stats.QueryErrors.Add(1)
+	r.w.fail(queryError(id, storeError(err)))
+}
+
+// read returns the record of lookup k, key: from the cache, else from the
+// store (and offers it to the cache).
+func (r *wireRun) read(k int, key []byte) ([]byte, bool, error) {
+	e := r.e
+	var val []byte
+	var ok bool
+	if r.staged != nil {
+		val, ok = r.staged.Val(k)
+	} else {
+		val, ok = e.cache.Get(key, r.dst[:0])
+		r.dst = val
+	}
+	if ok {
+		return val, true, nil
+	}
+	r.misses++
+	if r.pit == nil {
+		r.pitGen = e.cache.Gen()
+		pit, err := e.st.NewIterator(nil, nil)
+		if err != nil {
+			return nil, false, err
+		}
+		r.pit = pit
+	}
+	val, ok, err := r.pit.Lookup(key, r.dst[:0])
+	if err != nil {
+		return nil, false, err
+	}
+	r.dst = val
+	if ok {
+		e.cache.Fill(key, val, r.pitGen)
+	}
+	return val, ok, nil
+}
+
+// flush sends the response written so far, if any.
+func (r *wireRun) flush() bool {
+	w := r.w
+	if w.empty() {
+		return true
+	}
+	if extra := int64(w.bytes) - r.held; extra > 0 { // a record larger than the bound
+		extra = min(extra, r.e.opts.MaxResultBufferBytes-r.held)
+		if err := r.e.results.Acquire(r.ctx, extra); err != nil {
+			return false
+		}
+		r.held += extra
+	}
+	h := r.held
+	r.held = 0 // deliver gives it back, sent or not
+	ok := r.deliver(w.finish(), h)
+	w.reset()
+	return ok
+}
+
+// close gives back what an unsent response held and the iterator.
+func (r *wireRun) close() {
+	if r.pit != nil {
+		r.pit.Close()
+	}
+	r.e.results.Release(r.held)
 }
