@@ -72,6 +72,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -265,6 +266,14 @@ func Start(opts Options) (*Service, error) {
 			s.cancel()
 			return nil, fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
 		}
+	}
+	// The subscriptions travel to the NATS server asynchronously: without
+	// this round trip a request sent right after the server reports ready
+	// could find no responder.
+	if err := opts.Conn.FlushTimeout(10 * time.Second); err != nil {
+		_ = svc.Stop()
+		s.cancel()
+		return nil, fmt.Errorf("nats: registering the service's subscriptions: %w", err)
 	}
 	return s, nil
 }
