@@ -107,7 +107,7 @@ func (r *Results) end(count uint64, plan *pb.Plan, err error) {
 // NewSearch opens a Search stream; ctx bounds its life.
 func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Search(ctx)
+	st, err := c.api.Search(ctx, readCall)
 	if err != nil {
 		cancel()
 		return nil, asError(err)
@@ -236,7 +236,11 @@ func (s *Search) finishAll(err error) {
 }
 
 // Next returns the next record, io.EOF after the last, or the query's
-// error (a *QueryError for a failed query).
+// error (a *QueryError for a failed query). A record stays valid for as
+// long as the caller keeps it, after Close too: nothing reuses its bytes.
+// It shares them with the other records of the response that carried it,
+// so keeping one record keeps that whole response (of any query on the
+// stream) in memory; copy it with proto.Clone to keep it alone.
 func (r *Results) Next() (*anypb.Any, error) {
 	for len(r.cur) == 0 {
 		r.mu.Lock()
