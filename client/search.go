@@ -57,29 +57,36 @@ func (e *QueryError) GRPCStatus() *status.Status { return status.New(e.Code, e.M
 
 // Results are the results of one query. Not safe for concurrent use by
 // several readers; the stream's receiver fills it concurrently.
+//
+// The Results of one Batch are allocated together, and a query of one
+// batch of records (a primary-key lookup) queues it in first: a batch of
+// 1,000 lookups then costs a few allocations, not a few per lookup. A
+// Results is never copied (queue may point into its own first).
 type Results struct {
-	id    uint64
-	s     *Search
-	ready chan struct{} // capacity 1: signalled after every push and at the end
-	cur   []*anypb.Any  // reader-owned: the batch being read
+	id  uint64
+	s   *Search
+	cur []*anypb.Any // reader-owned: the batch being read
 
 	mu    sync.Mutex // guards the fields below
-	queue [][]*anypb.Any
+	ready sync.Cond  // on mu: broadcast after every push and at the end
+	first [1][]*anypb.Any
+	queue [][]*anypb.Any // non-empty batches not yet read
 	ended bool
 	err   error
 	count uint64
 	plan  *pb.Plan
 }
 
-func newResults(s *Search, id uint64) *Results {
-	return &Results{id: id, s: s, ready: make(chan struct{}, 1)}
-}
-
-func (r *Results) signal() {
-	select {
-	case r.ready <- struct{}{}:
-	default: // a wake-up is already pending
+// newResults returns the Results of n queries from id on.
+func newResults(s *Search, id uint64, n int) []Results {
+	rs := make([]Results, n)
+	for i := range rs {
+		r := &rs[i]
+		r.id, r.s = id+uint64(i), s
+		r.ready.L = &r.mu
+		r.queue = r.first[:0]
 	}
+	return rs
 }
 
 func (r *Results) push(b *pb.ResultBatch) {
@@ -91,7 +98,7 @@ func (r *Results) push(b *pb.ResultBatch) {
 		r.queue = append(r.queue, b.Records)
 	}
 	r.mu.Unlock()
-	r.signal()
+	r.ready.Broadcast()
 }
 
 func (r *Results) end(count uint64, plan *pb.Plan, err error) {
@@ -101,13 +108,13 @@ func (r *Results) end(count uint64, plan *pb.Plan, err error) {
 		r.plan = plan
 	}
 	r.mu.Unlock()
-	r.signal()
+	r.ready.Broadcast()
 }
 
 // NewSearch opens a Search stream; ctx bounds its life.
 func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Search(ctx)
+	st, err := c.api.Search(ctx, readCall)
 	if err != nil {
 		cancel()
 		return nil, asError(err)
@@ -132,13 +139,14 @@ func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	rs := make([]*Results, len(qs))
+	slab := newResults(s, s.next, len(qs))
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
 		return nil, s.err
 	}
-	for i := range qs {
-		r := newResults(s, s.next+uint64(i))
+	for i := range slab {
+		r := &slab[i]
 		s.pending[r.id] = r
 		rs[i] = r
 	}
@@ -236,45 +244,61 @@ func (s *Search) finishAll(err error) {
 }
 
 // Next returns the next record, io.EOF after the last, or the query's
-// error (a *QueryError for a failed query).
+// error (a *QueryError for a failed query). A record stays valid for as
+// long as the caller keeps it, after Close too: nothing reuses its bytes.
+// It shares them with the other records of the response that carried it,
+// so keeping one record keeps that whole response (of any query on the
+// stream) in memory; copy it with proto.Clone to keep it alone.
 func (r *Results) Next() (*anypb.Any, error) {
-	for len(r.cur) == 0 {
-		r.mu.Lock()
-		switch {
-		case len(r.queue) > 0:
-			r.cur = r.queue[0]
-			r.queue[0] = nil
-			r.queue = r.queue[1:]
-		case r.ended:
-			err := r.err
-			r.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			return nil, io.EOF
-		}
-		r.mu.Unlock()
-		if len(r.cur) == 0 {
-			<-r.ready
-		}
+	if err := r.wait(); err != nil {
+		return nil, err
 	}
 	a := r.cur[0]
 	r.cur = r.cur[1:]
 	return a, nil
 }
 
-// All reads the remaining records.
+// wait makes cur non-empty, waiting for the next batch, or returns io.EOF
+// or the query's error.
+func (r *Results) wait() error {
+	if len(r.cur) > 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.queue) == 0 && !r.ended {
+		r.ready.Wait()
+	}
+	if len(r.queue) > 0 {
+		r.cur = r.queue[0]
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		return nil
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return io.EOF
+}
+
+// All reads the remaining records. The result of a query answered in one
+// batch is that batch's slice itself, not a copy.
 func (r *Results) All() ([]*anypb.Any, error) {
 	var out []*anypb.Any
 	for {
-		a, err := r.Next()
+		err := r.wait()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return out, err
 		}
-		out = append(out, a)
+		if out == nil {
+			out = r.cur
+		} else {
+			out = append(out, r.cur...)
+		}
+		r.cur = nil
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package anywire owns the fast decoding of messages that carry records by
 // the thousand as a repeated google.protobuf.Any: write requests on the
-// server, Scan and Query responses in the Go client.
+// server, Scan, Query and Search responses in the Go client.
 //
 // The generated decoder allocates three times per record (the Any, its
 // type URL, a copy of its value). Records points every record's value into
@@ -38,7 +38,7 @@ type Other func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bo
 // the caller must use proto.Unmarshal. The records alias b: b must be the
 // caller's own copy, never a transport buffer that is reused.
 func Records(b []byte, field protowire.Number, other Other) ([]*anypb.Any, bool) {
-	n, ok := count(b, field, other)
+	n, ok := Count(b, field, other)
 	if !ok || n == 0 {
 		return nil, ok
 	}
@@ -60,16 +60,18 @@ func Records(b []byte, field protowire.Number, other Other) ([]*anypb.Any, bool)
 			continue
 		}
 		a := &slab[i]
-		fill(v, a, &lastURL)
+		Fill(v, a, &lastURL)
 		recs[i] = a
 		i++
 	}
 	return recs, true
 }
 
-// count is Records' first pass: it checks the shape and counts the
-// records, so that the slabs are allocated once, at their size.
-func count(b []byte, field protowire.Number, other Other) (n int, ok bool) {
+// Count is Records' first pass, for callers that decode the records of
+// several messages into slabs of their own: it checks the shape of b as
+// Records does and counts its records, so that slabs are allocated once,
+// at their size. Fill then decodes each record Count accepted.
+func Count(b []byte, field protowire.Number, other Other) (n int, ok bool) {
 	var url []byte // the last type URL found valid
 	for rest := b; len(rest) > 0; {
 		num, typ, l := protowire.ConsumeTag(rest)
@@ -131,9 +133,10 @@ func plain(b []byte, url *[]byte) bool {
 	return true
 }
 
-// fill sets a from b, which plain accepted. The value aliases b; the type
-// URL is *last when equal (records of one type share one string).
-func fill(b []byte, a *anypb.Any, last *string) {
+// Fill sets a from b, the bytes of one record that Count accepted. The
+// value aliases b; the type URL is *last when equal (records of one type
+// share one string), so pass the same *last for every record of a slab.
+func Fill(b []byte, a *anypb.Any, last *string) {
 	for len(b) > 0 {
 		num, _, l := protowire.ConsumeTag(b)
 		v, m := protowire.ConsumeBytes(b[l:])
