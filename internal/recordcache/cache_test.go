@@ -212,3 +212,49 @@ func TestTableModel(t *testing.T) {
 		}
 	}
 }
+
+// A Batch's records stay as they were however the cache changes after
+// (entries removed, their slabs compacted and reused), and the slabs of a
+// churning shard stay within its budget plus a quarter plus one slab.
+func TestBatchOutlivesCompaction(t *testing.T) {
+	c := New(64 << 10)
+	keys := make([][]byte, 500)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k%d", i)
+		c.Fill(keys[i], fmt.Appendf(nil, "first-%d", i), c.Gen())
+	}
+	var b Batch
+	c.GetMany(len(keys), func(i int) []byte { return keys[i] }, &b)
+	want := map[int]string{}
+	for i := range keys {
+		if v, ok := b.Val(i); ok {
+			want[i] = string(v)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no hits")
+	}
+	for round := range 50 {
+		for i, k := range keys {
+			c.BeginWrite()
+			c.Invalidate(k)
+			c.EndWrite()
+			c.Fill(k, fmt.Appendf(nil, "round-%d-%d", round, i), c.Gen())
+		}
+	}
+	for i, w := range want {
+		if v, _ := b.Val(i); string(v) != w {
+			t.Fatalf("key %d: batch record changed from %q to %q", i, w, v)
+		}
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		var held int64
+		for _, slab := range s.slabs {
+			held += int64(cap(slab))
+		}
+		if limit := c.perShard + c.perShard/4 + 2*int64(c.slabBytes); held > limit {
+			t.Errorf("shard %d: slabs hold %d bytes, budget %d (limit %d)", i, held, c.perShard, limit)
+		}
+	}
+}
