@@ -20,12 +20,6 @@
 // holds an equal part and, when full, evicts entries at random (the first
 // entry at or after a random slot of its table), which costs nothing to
 // track and keeps the hot keys with high probability under a skewed load.
-//
-// Entries live in large byte slabs that a table slot addresses by index
-// and offset, so the table and its entries hold no pointers: the garbage
-// collector marks a few slabs per shard instead of every entry (a cache of
-// 4 million entries took over a second of marking per cycle when each
-// was its own allocation).
 package recordcache
 
 import (
@@ -41,10 +35,9 @@ import (
 const shards = 64
 
 // EntryOverhead is what an entry costs beyond its key and value bytes (its
-// share of the shard's table, whose 16-byte slots stay between a quarter
-// and half full, its two length prefixes, and the dead bytes that removed
-// entries leave in the slabs until compact, up to a quarter of the
-// budget), counted against the budget.
+// share of the shard's table, whose slots stay between a quarter and half
+// full, the entry's length prefix and allocation rounding), counted
+// against the budget.
 const EntryOverhead = 96
 
 // Cache is a bounded record cache, safe for concurrent use by readers and
@@ -55,20 +48,10 @@ type Cache struct {
 	gen      atomic.Uint64
 	seed     maphash.Seed
 	perShard int64
-	// slabBytes is the size of a shard's slabs (larger for an entry that
-	// does not fit): a sixteenth of its budget, from 4 KiB to 1 MiB.
-	slabBytes int
-	shards    [shards]shard
+	shards   [shards]shard
 }
 
 // shard is one lock's part of the cache; mu guards every other field.
-//
-// Entries are appended to the last of slabs and never written again;
-// removing one only counts its bytes as dead. When the dead bytes reach a
-// quarter of the shard's budget, the next insert copies the live entries
-// into fresh slabs (compact): the old slabs stay valid for readers still
-// holding entries from them, and the collector frees them after. So a
-// shard's slabs hold at most its budget plus a quarter, plus one slab.
 //
 // The table is open-addressed with linear probing, keyed by the record
 // key's 64-bit hash (computed once per call; its low bits pick the shard,
@@ -85,40 +68,22 @@ type shard struct {
 	used  int    // occupied slots
 	bytes int64  // sum of entry costs
 	rnd   uint64 // eviction cursor (xorshift state)
-	// slabs hold the entries; only the last has room left.
-	slabs [][]byte
-	dead  int64    // bytes of removed entries still in slabs
-	_     [40]byte // to 128 bytes: shards' locks in cache lines of their own
+	_     [16]byte
 }
 
-// slot is one place of a shard's table; slab 0 means empty.
+// slot is one place of a shard's table; kv nil means empty.
 type slot struct {
-	h    uint64
-	slab uint32 // index in the shard's slabs, plus one
-	off  uint32 // where the entry starts in its slab
-}
-
-// entry returns the entry sl addresses: uvarint key length, uvarint
-// record length, key, record. Never mutated once stored, so a reader may
-// keep it after unlocking.
-func (s *shard) entry(sl slot) []byte {
-	b := s.slabs[sl.slab-1][sl.off:]
-	k, l1 := binary.Uvarint(b)
-	v, l2 := binary.Uvarint(b[l1:])
-	n := l1 + l2 + int(k) + int(v) //nolint:gosec // lengths of stored bytes
-	return b[:n:n]
+	h uint64
+	// kv is the entry: uvarint key length, key, record. Never mutated
+	// once stored, so a reader may keep it after unlocking.
+	kv []byte
 }
 
 // entryKV returns the key and record of entry kv.
 func entryKV(kv []byte) (key, val []byte) {
-	k, l1 := binary.Uvarint(kv)
-	_, l2 := binary.Uvarint(kv[l1:])
-	kv = kv[l1+l2:]
-	return kv[:k:k], kv[k:len(kv):len(kv)]
-}
-
-func entryLen(key, val []byte) int {
-	return uvarintLen(len(key)) + uvarintLen(len(val)) + len(key) + len(val)
+	n, l := binary.Uvarint(kv)
+	kv = kv[l:]
+	return kv[:n:n], kv[n:len(kv):len(kv)]
 }
 
 func uvarintLen(n int) int {
@@ -129,6 +94,8 @@ func uvarintLen(n int) int {
 	return l
 }
 
+func entryCost(kv []byte) int64 { return int64(len(kv)) + EntryOverhead }
+
 // New returns a cache holding at most maxBytes (keys, values and
 // EntryOverhead per entry), or nil (no cache) when maxBytes is not
 // positive.
@@ -137,7 +104,6 @@ func New(maxBytes int64) *Cache {
 		return nil
 	}
 	c := &Cache{seed: maphash.MakeSeed(), perShard: max(maxBytes/shards, 1)}
-	c.slabBytes = int(min(max(c.perShard/16, 4<<10), 1<<20))
 	for i := range c.shards {
 		c.shards[i].rnd = uint64(i)*0x9E3779B97F4A7C15 | 1
 	}
@@ -160,7 +126,7 @@ func (s *shard) find(h uint64) int {
 	mask := len(s.slots) - 1
 	for i := s.home(h); ; i = (i + 1) & mask {
 		sl := &s.slots[i]
-		if sl.slab == 0 {
+		if sl.kv == nil {
 			return -1
 		}
 		if sl.h == h {
@@ -173,11 +139,9 @@ func (s *shard) find(h uint64) int {
 // every entry stays reachable from its home slot (no tombstones).
 func (s *shard) remove(i int) {
 	mask := len(s.slots) - 1
-	n := len(s.entry(s.slots[i]))
-	s.bytes -= int64(n) + EntryOverhead
-	s.dead += int64(n)
+	s.bytes -= entryCost(s.slots[i].kv)
 	s.used--
-	for j := (i + 1) & mask; s.slots[j].slab != 0; j = (j + 1) & mask {
+	for j := (i + 1) & mask; s.slots[j].kv != nil; j = (j + 1) & mask {
 		home := s.home(s.slots[j].h)
 		// Entry j may move to i unless its home lies cyclically in (i, j].
 		stays := home > i && home <= j
@@ -192,69 +156,28 @@ func (s *shard) remove(i int) {
 	s.slots[i] = slot{}
 }
 
-// insert stores key's entry under h, which the table does not hold,
-// growing the table to stay at most half full.
-func (s *shard) insert(c *Cache, h uint64, key, val []byte) {
+// insert stores kv under h, which the table does not hold, growing the
+// table to stay at most half full.
+func (s *shard) insert(h uint64, kv []byte) {
 	if 2*(s.used+1) > len(s.slots) {
 		old := s.slots
 		s.slots = make([]slot, max(8, 2*len(old)))
 		for _, sl := range old {
-			if sl.slab != 0 {
+			if sl.kv != nil {
 				s.place(sl)
 			}
 		}
 	}
-	if s.dead >= c.perShard/4 {
-		s.compact(c)
-	}
-	n := entryLen(key, val)
-	b := s.room(c, n)
-	off := len(b)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = binary.AppendUvarint(b, uint64(len(val)))
-	b = append(append(b, key...), val...)
-	s.slabs[len(s.slabs)-1] = b
-	s.place(slot{h: h, slab: uint32(len(s.slabs)), off: uint32(off)}) //nolint:gosec // slabs and offsets stay far below 2^32
+	s.place(slot{h, kv})
 	s.used++
-	s.bytes += int64(n) + EntryOverhead
-}
-
-// room returns the last slab, with room for n more bytes: a new slab if
-// the last has not.
-func (s *shard) room(c *Cache, n int) []byte {
-	if k := len(s.slabs); k > 0 && cap(s.slabs[k-1])-len(s.slabs[k-1]) >= n {
-		return s.slabs[k-1]
-	}
-	s.slabs = append(s.slabs, make([]byte, 0, max(c.slabBytes, n)))
-	return s.slabs[len(s.slabs)-1]
-}
-
-// compact copies the live entries into fresh slabs, dropping the dead
-// bytes; the old slabs are left to the readers that still hold entries in
-// them.
-func (s *shard) compact(c *Cache) {
-	old := s.slabs
-	s.slabs, s.dead = nil, 0
-	for i := range s.slots {
-		sl := &s.slots[i]
-		if sl.slab == 0 {
-			continue
-		}
-		b := old[sl.slab-1][sl.off:]
-		k, l1 := binary.Uvarint(b)
-		v, l2 := binary.Uvarint(b[l1:])
-		kv := b[:l1+l2+int(k)+int(v)] //nolint:gosec // lengths of stored bytes
-		dst := s.room(c, len(kv))
-		sl.slab, sl.off = uint32(len(s.slabs)), uint32(len(dst)) //nolint:gosec // as in insert
-		s.slabs[len(s.slabs)-1] = append(dst, kv...)
-	}
+	s.bytes += entryCost(kv)
 }
 
 // place puts sl in the first empty slot of its probe run.
 func (s *shard) place(sl slot) {
 	mask := len(s.slots) - 1
 	i := s.home(sl.h)
-	for s.slots[i].slab != 0 {
+	for s.slots[i].kv != nil {
 		i = (i + 1) & mask
 	}
 	s.slots[i] = sl
@@ -268,7 +191,7 @@ func (s *shard) evictOne() {
 	s.rnd ^= s.rnd << 17
 	mask := len(s.slots) - 1
 	i := int(s.rnd) & mask //nolint:gosec // masked
-	for s.slots[i].slab == 0 {
+	for s.slots[i].kv == nil {
 		i = (i + 1) & mask
 	}
 	s.remove(i)
@@ -283,7 +206,7 @@ func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
 	s.mu.Lock()
 	var kv []byte
 	if i := s.find(h); i >= 0 {
-		kv = s.entry(s.slots[i])
+		kv = s.slots[i].kv
 	}
 	s.mu.Unlock()
 	if kv == nil {
@@ -312,7 +235,7 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if c == nil || gen&1 == 1 {
 		return
 	}
-	cost := int64(entryLen(key, val)) + EntryOverhead
+	cost := int64(uvarintLen(len(key))+len(key)+len(val)) + EntryOverhead
 	if cost > c.perShard {
 		return
 	}
@@ -330,7 +253,11 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	for s.bytes+cost > c.perShard {
 		s.evictOne()
 	}
-	s.insert(c, h, key, val)
+	// One allocation holds the entry.
+	kv := make([]byte, 0, int(cost-EntryOverhead))
+	kv = binary.AppendUvarint(kv, uint64(len(key)))
+	kv = append(append(kv, key...), val...)
+	s.insert(h, kv)
 }
 
 // BeginWrite starts a write: from now until EndWrite no read is kept. The
@@ -373,7 +300,7 @@ func (c *Cache) Clear() {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		s.slots, s.used, s.bytes, s.slabs, s.dead = nil, 0, 0, nil, 0
+		s.slots, s.used, s.bytes = nil, 0, 0
 		s.mu.Unlock()
 	}
 }
@@ -448,7 +375,7 @@ func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 			i := b.order[hi]
 			b.kvs[i] = nil
 			if j := s.find(b.hs[i]); j >= 0 {
-				b.kvs[i] = s.entry(s.slots[j])
+				b.kvs[i] = s.slots[j].kv
 			}
 		}
 		s.mu.Unlock()
