@@ -2,6 +2,8 @@ package batching
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/protobase/protobase/bench/labtest"
@@ -38,6 +40,11 @@ func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 	}
 	if st.Records != uint64(b.Records) {
 		t.Fatalf("server wrote %d records, %d loaded", st.Records, b.Records)
+	}
+	// The embedded server's store was compacted after the load, and the
+	// notes say so.
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "compacted after loading") }) {
+		t.Errorf("no note on the compaction after loading in %q", res.Notes)
 	}
 }
 
