@@ -157,25 +157,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 			}
 			continue
 		}
-		// Enough chunks to keep every worker busy, not so many that a
-		// batch of point lookups pays per-goroutine costs per query.
-		size := max(1, (len(qs)+workers-1)/workers)
-		for start := 0; start < len(qs); start += size {
-			chunk := qs[start:min(start+size, len(qs))]
-			id := next + uint64(start)
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				e.runChunk(ctx, chunk, id, queue, nil)
-			}()
-		}
+		e.dispatch(ctx, qs, next, sem, &wg, queue)
 		next += uint64(len(qs))
 		if ctx.Err() != nil {
 			break
@@ -307,6 +289,30 @@ type outgoing struct {
 // result budget (held by responses that clients are slow to read) before
 // it fails with RESOURCE_EXHAUSTED.
 const resultBudgetWait = 10 * time.Second
+
+// dispatch cuts a request's queries (the first has id first) into chunks
+// run by the stream's workers, a worker per chunk while sem has room: enough
+// chunks to keep every worker busy, not so many that a batch of point
+// lookups pays per-goroutine costs per query.
+func (e *Engine) dispatch(ctx context.Context, qs []*pb.Query, first uint64, sem chan struct{}, wg *sync.WaitGroup, queue func(outgoing) bool) {
+	size := max(1, (len(qs)+cap(sem)-1)/cap(sem))
+	for start := 0; start < len(qs); start += size {
+		chunk := qs[start:min(start+size, len(qs))]
+		id := first + uint64(start)
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e.runChunk(ctx, chunk, id, queue, nil)
+		}()
+	}
+}
 
 // responder runs the queries of one Search chunk and packs their results,
 // completions and errors into bounded responses. It belongs to the chunk's
