@@ -738,6 +738,20 @@ type lookupBuf struct {
 	staged recordcache.Batch // the record cache's answers (stageLookups)
 }
 
+// keyPoints gives each lookup its key, ends[k] marking where point k's
+// key ends in arena, and sorts them as lookupOrder says.
+func (e *Engine) keyPoints(points []pointJob, arena []byte, ends []int) {
+	start := 0
+	for k, end := range ends {
+		points[k].key = arena[start:end:end]
+		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
+		start = end
+	}
+	if e.cache == nil || e.sortPoints.Load() {
+		slices.SortFunc(points, comparePoints)
+	}
+}
+
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
 // with their keys encoded once (query.Point) and sorted, and the rest, in
 // arrival order, which need the planner. Sorted, the lookups move one
@@ -784,15 +798,7 @@ func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob,
 		}
 		rest = append(rest, i)
 	}
-	start := 0
-	for k, end := range ends {
-		points[k].key = arena[start:end:end]
-		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
-		start = end
-	}
-	if e.cache == nil || e.sortPoints.Load() {
-		slices.SortFunc(points, comparePoints)
-	}
+	e.keyPoints(points, arena, ends)
 	return points, rest
 }
 

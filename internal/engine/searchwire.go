@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -100,15 +99,7 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 	if len(points) == 0 {
 		return false // an empty request: nothing to gain
 	}
-	start := 0
-	for k, end := range ends {
-		points[k].key = arena[start:end:end]
-		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
-		start = end
-	}
-	if e.cache == nil || e.sortPoints.Load() {
-		slices.SortFunc(points, comparePoints)
-	}
+	e.keyPoints(points, arena, ends)
 	buf.ready = true
 	return true
 }
