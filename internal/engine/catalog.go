@@ -30,14 +30,17 @@ type catalog struct {
 
 // recType is one record type ready for the hot path.
 type recType struct {
-	rt      *schema.RecordType
-	rec     *record.Type
-	url     string // canonical type URL, "type.googleapis.com/" + full name
-	prefix  []byte // record key prefix
-	pk      []keyPath
-	pkNums  []protowire.Number // top-level fields holding the primary key
-	indexes []*index           // maintained by writes: BUILDING and READY
-	keys    *keyExtractor      // reads pk and every index key of indexes in one walk
+	rt  *schema.RecordType
+	rec *record.Type
+	url string // canonical type URL, "type.googleapis.com/" + full name
+	// urlField is url encoded as Any.type_url, with its tag: what every
+	// Any of the type written by hand begins with.
+	urlField []byte
+	prefix   []byte // record key prefix
+	pk       []keyPath
+	pkNums   []protowire.Number // top-level fields holding the primary key
+	indexes  []*index           // maintained by writes: BUILDING and READY
+	keys     *keyExtractor      // reads pk and every index key of indexes in one walk
 	// target offers reads the READY indexes only; point recognises plain
 	// primary-key lookups (nil when the key has no fast path). Both are
 	// immutable: an index becoming READY publishes a new catalog.
@@ -87,6 +90,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		url:    "type.googleapis.com/" + string(rt.Name),
 		prefix: keyspace.RecordPrefix(rt.ID),
 	}
+	t.urlField = appendString(nil, fieldAnyURL, t.url)
 	t.target = &query.Target{Rec: rec, Type: rt}
 	for _, ix := range rt.Indexes {
 		if ix.State == pb.IndexState_INDEX_STATE_READY {

@@ -37,6 +37,16 @@ const (
 	fieldDoneCount = 2 // QueryDone.count
 )
 
+// The tags the lookup encoder writes, as bytes.
+const (
+	tagSearchResults = byte(fieldSearchResults<<3 | protowire.BytesType)
+	tagSearchDone    = byte(fieldSearchDone<<3 | protowire.BytesType)
+	tagResultQuery   = byte(fieldResultQuery<<3 | protowire.VarintType)
+	tagResultRecords = byte(fieldResultRecords<<3 | protowire.BytesType)
+	tagDoneQuery     = byte(fieldDoneQuery<<3 | protowire.VarintType)
+	tagDoneCount     = byte(fieldDoneCount<<3 | protowire.VarintType)
+)
+
 // maxKeptEnc bounds the buffers a lookupEnc keeps from one response to
 // the next.
 const maxKeptEnc = 512 << 10
@@ -60,43 +70,43 @@ var lookupEncs = sync.Pool{New: func() any { return new(lookupEnc) }}
 
 func (w *lookupEnc) empty() bool { return len(w.out) == 0 && len(w.dones) == 0 && len(w.errs) == 0 }
 
-// result adds query id's one record, of type URL url.
-func (w *lookupEnc) result(id uint64, url string, rec []byte) {
-	anyLen := sizeLenField(len(url)) + sizeLenField(len(rec))
-	batchLen := sizeVarintField(id) + 1 + protowire.SizeBytes(anyLen)
-	b := w.out
-	b = protowire.AppendTag(b, fieldSearchResults, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(batchLen))
+// result adds query id's one record, rec, of a type whose encoded
+// Any.type_url field is urlField (recType.urlField).
+func (w *lookupEnc) result(id uint64, urlField, rec []byte) {
+	anySize := sizeAnyF(len(urlField), len(rec))
+	batchLen := 1 + protowire.SizeVarint(uint64(anySize)) + anySize
+	b := append(w.out, tagSearchResults)
 	if id != 0 {
-		b = protowire.AppendTag(b, fieldResultQuery, protowire.VarintType)
-		b = protowire.AppendVarint(b, id)
+		batchLen += 1 + protowire.SizeVarint(id)
+		b = appendVarint(b, uint64(batchLen))
+		b = append(b, tagResultQuery)
+		b = appendVarint(b, id)
+	} else {
+		b = appendVarint(b, uint64(batchLen))
 	}
-	b = protowire.AppendTag(b, fieldResultRecords, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(anyLen))
-	if len(url) > 0 {
-		b = protowire.AppendTag(b, fieldAnyURL, protowire.BytesType)
-		b = protowire.AppendString(b, url)
-	}
-	if len(rec) > 0 {
-		b = protowire.AppendTag(b, fieldAnyValue, protowire.BytesType)
-		b = protowire.AppendBytes(b, rec)
-	}
-	w.out = b
+	w.out = appendAnyF(b, tagResultRecords, anySize, urlField, rec)
 	w.recs++
-	w.bytes += len(rec) + len(url) + 8
+	w.bytes += len(rec) + len(urlField) + 8
 }
 
-// done adds query id's completion with count matches.
+// done adds query id's completion with count matches. The QueryDone is
+// at most 22 bytes, so its length takes one byte.
 func (w *lookupEnc) done(id, count uint64) {
-	b := protowire.AppendTag(w.dones, fieldSearchDone, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizeVarintField(id)+sizeVarintField(count)))
+	size := 0
 	if id != 0 {
-		b = protowire.AppendTag(b, fieldDoneQuery, protowire.VarintType)
-		b = protowire.AppendVarint(b, id)
+		size += 1 + protowire.SizeVarint(id)
 	}
 	if count != 0 {
-		b = protowire.AppendTag(b, fieldDoneCount, protowire.VarintType)
-		b = protowire.AppendVarint(b, count)
+		size += 1 + protowire.SizeVarint(count)
+	}
+	b := append(w.dones, tagSearchDone, byte(size))
+	if id != 0 {
+		b = append(b, tagDoneQuery)
+		b = appendVarint(b, id)
+	}
+	if count != 0 {
+		b = append(b, tagDoneCount)
+		b = appendVarint(b, count)
 	}
 	w.dones = b
 }
@@ -192,7 +202,7 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 					continue
 				}
 			}
-			w.result(id, p.t.url, val)
+			w.result(id, p.t.urlField, val)
 		}
 		r.w.done(id, 1)
 	}

@@ -17,7 +17,7 @@ import (
 // ones among them), counts and errors, over reused buffers.
 func TestLookupEncMatchesProto(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
-	urls := []string{"type.googleapis.com/shop.User", "u", "type.googleapis.com/" + string(bytes.Repeat([]byte("x"), 200))}
+	urls := []string{"type.googleapis.com/shop.User", "u", "", "type.googleapis.com/" + string(bytes.Repeat([]byte("x"), 200))}
 	var w lookupEnc
 	for round := range 2000 {
 		w.reset()
@@ -39,7 +39,7 @@ func TestLookupEncMatchesProto(t *testing.T) {
 				for i := range rec {
 					rec[i] = byte(rnd.IntN(256))
 				}
-				w.result(id, url, rec)
+				w.result(id, appendString(nil, fieldAnyURL, url), rec)
 				w.done(id, 1)
 				want.Results = append(want.Results, &pb.ResultBatch{Query: id, Records: []*anypb.Any{{TypeUrl: url, Value: rec}}})
 				want.Done = append(want.Done, &pb.QueryDone{Query: id, Count: 1})

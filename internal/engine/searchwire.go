@@ -37,6 +37,12 @@ const (
 	fieldCmpValue = 3 // Comparison.value
 )
 
+// The tags wirePoints reads most, as bytes.
+const (
+	tagReqQueries = byte(fieldReqQueries)<<3 | byte(protowire.BytesType)
+	tagWireInt    = byte(query.WireInt)<<3 | byte(protowire.VarintType)
+)
+
 // wirePoints reports whether SearchRequest bytes b hold only plain
 // primary-key lookups; when they do, buf holds them as allPoints leaves
 // them (ready, in lookup order), their query positions in request order.
@@ -61,15 +67,20 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 	var tmpl []byte
 	var vs, ve int
 	for i := 0; len(b) > 0; i++ {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || num != fieldReqQueries || typ != protowire.BytesType {
-			return false
+		var qb []byte
+		if len(b) >= 2 && b[0] == tagReqQueries && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+			qb, b = b[2:2+b[1]], b[2+b[1]:] // a query under 128 bytes: most are
+		} else {
+			num, typ, l := protowire.ConsumeTag(b)
+			if l < 0 || num != fieldReqQueries || typ != protowire.BytesType {
+				return false
+			}
+			var m int
+			if qb, m = protowire.ConsumeBytes(b[l:]); m < 0 {
+				return false
+			}
+			b = b[l+m:]
 		}
-		qb, m := protowire.ConsumeBytes(b[l:])
-		if m < 0 {
-			return false
-		}
-		b = b[l+m:]
 		if len(qb) == len(tmpl) && string(qb[:vs]) == string(tmpl[:vs]) && string(qb[ve:]) == string(tmpl[ve:]) {
 			if !readWireValue(qb[vs:ve], &w) {
 				return false
@@ -213,6 +224,23 @@ func readWireWhere(b []byte, w *wireQuery) bool {
 
 // readWireValue reads a Value holding one scalar into w.
 func readWireValue(b []byte, w *wireQuery) bool {
+	if len(b) >= 2 && b[0] == tagWireInt && b[len(b)-1] < 0x80 && len(b) <= 10 {
+		// An int64 operand of at most 9 bytes (ids under 2^63 take at
+		// most 9): what ConsumeVarint would read, without the call.
+		w.num = query.WireInt
+		var x uint64
+		for i, c := range b[1:] {
+			x |= uint64(c&0x7f) << (7 * i)
+			if c < 0x80 {
+				if i != len(b)-2 {
+					return false // bytes after the varint
+				}
+				w.x = x
+				return true
+			}
+		}
+		return false
+	}
 	num, typ, l := protowire.ConsumeTag(b)
 	if l < 0 {
 		return false

@@ -325,6 +325,7 @@ func (c *Cache) Bytes() int64 {
 // written once stored: they stay valid (and must not be written) after
 // the next call, however the cache changes.
 type Batch struct {
+	last  byte // keeps GetMany's reads of the entries' last bytes
 	hs    []uint64
 	order []int32  // key positions grouped by shard
 	kvs   [][]byte // per key: its entry, then its record; nil for a miss
@@ -381,14 +382,20 @@ func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 		s.mu.Unlock()
 		lo = hi
 	}
+	var last byte
 	for i, kv := range b.kvs {
 		if kv == nil {
 			continue
 		}
+		// Reading the entry's last byte with its first asks for all of
+		// its cache lines at once (a record is mostly a line or two), so
+		// that the caller's copy of it does not wait for them one by one.
+		last ^= kv[len(kv)-1]
 		k, val := entryKV(kv)
 		if !bytes.Equal(k, key(i)) {
 			val = nil
 		}
 		b.kvs[i] = val
 	}
+	b.last = last
 }
