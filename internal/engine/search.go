@@ -698,7 +698,8 @@ type pointJob struct {
 	// count and keysOnly are the query's (wireLookups reads them here).
 	count, keysOnly bool
 	// hi and lo are the first 16 bytes after the type's key prefix as
-	// big-endian numbers (zero padded): comparing them orders almost
+	// big-endian numbers (zero padded), set when the points are sorted
+	// (keyPoints): comparing them orders almost
 	// every pair of keys of one type without a call to bytes.Compare,
 	// which made the sort a tenth of a lookup.
 	hi, lo uint64
@@ -744,10 +745,13 @@ func (e *Engine) keyPoints(points []pointJob, arena []byte, ends []int) {
 	start := 0
 	for k, end := range ends {
 		points[k].key = arena[start:end:end]
-		points[k].hi, points[k].lo = keyHead(points[k].key[len(points[k].t.prefix):])
 		start = end
 	}
 	if e.cache == nil || e.sortPoints.Load() {
+		for k := range points {
+			p := &points[k]
+			p.hi, p.lo = keyHead(p.key[len(p.t.prefix):])
+		}
 		slices.SortFunc(points, comparePoints)
 	}
 }
