@@ -20,25 +20,33 @@
 // holds an equal part and, when full, evicts entries at random (the first
 // entry at or after a random slot of its table), which costs nothing to
 // track and keeps the hot keys with high probability under a skewed load.
+// The budget counts what the cache really holds: each entry's allocation
+// (rounded up as the allocator rounds it) and each shard's table.
 package recordcache
 
 import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // shards spreads readers over this many locks.
 const shards = 64
 
-// EntryOverhead is what an entry costs beyond its key and value bytes (its
-// share of the shard's table, whose slots stay between a quarter and half
-// full, the entry's length prefix and allocation rounding), counted
-// against the budget.
-const EntryOverhead = 96
+// EntryOverhead is about what an entry costs beyond its key and value
+// bytes: its share of its shard's table (16-byte slots, between a quarter
+// and half of them used), its length prefix and its allocation's rounding.
+// The budget counts each of those exactly; this figure is for sizing.
+const EntryOverhead = 56
+
+// slotBytes is the size of a slot, counted against the budget per slot of
+// each table.
+const slotBytes = int64(unsafe.Sizeof(slot{}))
 
 // Cache is a bounded record cache, safe for concurrent use by readers and
 // one writer at a time. A nil *Cache is a valid cache that holds nothing.
@@ -55,13 +63,14 @@ type Cache struct {
 //
 // The table is open-addressed with linear probing, keyed by the record
 // key's 64-bit hash (computed once per call; its low bits pick the shard,
-// the rest the slot): a probe reads one slot, usually in the cache line
-// it starts in, and then the entry's bytes, where Go's map read a control
-// word, then a slot in another line, then the entry. A slot holds the
-// hash and the entry, so a probe compares hashes without touching the
-// entry; the entry holds its key, so a collision is a miss and a fill
+// its high 32, the tag, the slot): a probe reads one slot, usually in the
+// cache line it starts in, and then the entry's bytes, where Go's map read
+// a control word, then a slot in another line, then the entry. A slot
+// holds the tag and the entry, so a probe compares tags without touching
+// the entry; the entry holds its key, so a collision is a miss and a fill
 // replaces the colliding entry. At most half of the slots are used, so
-// every probe ends at an empty slot.
+// every probe ends at an empty slot. bytes counts the entries' allocations
+// and the table's slots.
 type shard struct {
 	mu    sync.Mutex
 	slots []slot // len a power of two, or 0
@@ -71,13 +80,23 @@ type shard struct {
 	_     [16]byte
 }
 
-// slot is one place of a shard's table; kv nil means empty.
+// slot is one place of a shard's table; p nil means empty. Sixteen bytes
+// where a hash and a slice took 32: the table is most of what the cache
+// spends beyond the records themselves.
 type slot struct {
-	h uint64
-	// kv is the entry: uvarint key length, key, record. Never mutated
-	// once stored, so a reader may keep it after unlocking.
-	kv []byte
+	// p and n are the entry, n bytes at p: uvarint key length, key,
+	// record. p points at the start of a []byte allocation, which it keeps
+	// alive; the entry is never mutated once stored, so a reader may keep
+	// it after unlocking.
+	p   unsafe.Pointer
+	n   uint32
+	tag uint32 // the key hash's high 32 bits
 }
+
+// kv returns the slot's entry.
+func (sl *slot) kv() []byte { return unsafe.Slice((*byte)(sl.p), sl.n) }
+
+func tagOf(h uint64) uint32 { return uint32(h >> 32) }
 
 // entryKV returns the key and record of entry kv.
 func entryKV(kv []byte) (key, val []byte) {
@@ -94,7 +113,28 @@ func uvarintLen(n int) int {
 	return l
 }
 
-func entryCost(kv []byte) int64 { return int64(len(kv)) + EntryOverhead }
+// entryCost is what an entry of n bytes holds: its allocation, which the
+// allocator rounds up to its size class (sizeClasses), or to whole pages
+// above them.
+func entryCost(n int) int64 {
+	if i, _ := slices.BinarySearch(sizeClasses, n); i < len(sizeClasses) {
+		return int64(sizeClasses[i])
+	}
+	return int64(n+8191) &^ 8191
+}
+
+// sizeClasses are the allocator's sizes for small byte slices, in order,
+// learnt once from the capacities append gives (it allocates a slice's
+// size class and keeps all of it): one probe per class.
+var sizeClasses = func() []int {
+	var classes []int
+	for n := 1; n <= 32<<10; {
+		c := cap(append([]byte(nil), make([]byte, n)...))
+		classes = append(classes, c)
+		n = c + 1
+	}
+	return classes
+}()
 
 // New returns a cache holding at most maxBytes (keys, values and
 // EntryOverhead per entry), or nil (no cache) when maxBytes is not
@@ -115,21 +155,24 @@ func (c *Cache) shard(key []byte) (*shard, uint64) {
 	return &c.shards[h%shards], h
 }
 
-// home is the slot where a probe for h starts.
-func (s *shard) home(h uint64) int { return int(h>>6) & (len(s.slots) - 1) } //nolint:gosec // masked
+// home is the slot where a probe for tag starts.
+func (s *shard) home(tag uint32) int { return int(tag) & (len(s.slots) - 1) }
 
-// find returns the slot holding hash h, or -1.
-func (s *shard) find(h uint64) int {
+// tableCost is what the shard's table holds.
+func (s *shard) tableCost() int64 { return int64(len(s.slots)) * slotBytes }
+
+// find returns the slot holding tag, or -1.
+func (s *shard) find(tag uint32) int {
 	if len(s.slots) == 0 {
 		return -1
 	}
 	mask := len(s.slots) - 1
-	for i := s.home(h); ; i = (i + 1) & mask {
+	for i := s.home(tag); ; i = (i + 1) & mask {
 		sl := &s.slots[i]
-		if sl.kv == nil {
+		if sl.p == nil {
 			return -1
 		}
-		if sl.h == h {
+		if sl.tag == tag {
 			return i
 		}
 	}
@@ -139,10 +182,10 @@ func (s *shard) find(h uint64) int {
 // every entry stays reachable from its home slot (no tombstones).
 func (s *shard) remove(i int) {
 	mask := len(s.slots) - 1
-	s.bytes -= entryCost(s.slots[i].kv)
+	s.bytes -= entryCost(int(s.slots[i].n))
 	s.used--
-	for j := (i + 1) & mask; s.slots[j].kv != nil; j = (j + 1) & mask {
-		home := s.home(s.slots[j].h)
+	for j := (i + 1) & mask; s.slots[j].p != nil; j = (j + 1) & mask {
+		home := s.home(s.slots[j].tag)
 		// Entry j may move to i unless its home lies cyclically in (i, j].
 		stays := home > i && home <= j
 		if i > j {
@@ -156,28 +199,50 @@ func (s *shard) remove(i int) {
 	s.slots[i] = slot{}
 }
 
-// insert stores kv under h, which the table does not hold, growing the
-// table to stay at most half full.
-func (s *shard) insert(h uint64, kv []byte) {
-	if 2*(s.used+1) > len(s.slots) {
-		old := s.slots
-		s.slots = make([]slot, max(8, 2*len(old)))
-		for _, sl := range old {
-			if sl.kv != nil {
-				s.place(sl)
-			}
+// makeRoom evicts entries until an entry of cost more fits in limit
+// bytes, with the table grown if it must be to stay at most half full
+// (or, when a larger table would not fit, with one entry fewer). It
+// reports false when the entry cannot fit even in an empty shard.
+func (s *shard) makeRoom(cost, limit int64) bool {
+	for s.used > 0 && s.bytes+s.tableCost()+cost > limit {
+		s.evictOne()
+	}
+	if 2*(s.used+1) <= len(s.slots) {
+		return s.bytes+s.tableCost()+cost <= limit
+	}
+	n := max(8, 2*len(s.slots))
+	for s.used > 0 && s.bytes+int64(n)*slotBytes+cost > limit {
+		if 2*(s.used+1) <= len(s.slots) {
+			return true // the table has room once more without growing
+		}
+		s.evictOne()
+	}
+	if s.bytes+int64(n)*slotBytes+cost > limit {
+		return false
+	}
+	old := s.slots
+	s.slots = make([]slot, n)
+	for _, sl := range old {
+		if sl.p != nil {
+			s.place(sl)
 		}
 	}
-	s.place(slot{h, kv})
+	return true
+}
+
+// insert stores entry kv under tag, which the table does not hold; the
+// table has room (makeRoom).
+func (s *shard) insert(tag uint32, kv []byte) {
+	s.place(slot{p: unsafe.Pointer(unsafe.SliceData(kv)), n: uint32(len(kv)), tag: tag}) //nolint:gosec // Fill keeps entries under 4 GiB
 	s.used++
-	s.bytes += entryCost(kv)
+	s.bytes += entryCost(len(kv))
 }
 
 // place puts sl in the first empty slot of its probe run.
 func (s *shard) place(sl slot) {
 	mask := len(s.slots) - 1
-	i := s.home(sl.h)
-	for s.slots[i].kv != nil {
+	i := s.home(sl.tag)
+	for s.slots[i].p != nil {
 		i = (i + 1) & mask
 	}
 	s.slots[i] = sl
@@ -191,7 +256,7 @@ func (s *shard) evictOne() {
 	s.rnd ^= s.rnd << 17
 	mask := len(s.slots) - 1
 	i := int(s.rnd) & mask //nolint:gosec // masked
-	for s.slots[i].kv == nil {
+	for s.slots[i].p == nil {
 		i = (i + 1) & mask
 	}
 	s.remove(i)
@@ -205,8 +270,8 @@ func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
 	s, h := c.shard(key)
 	s.mu.Lock()
 	var kv []byte
-	if i := s.find(h); i >= 0 {
-		kv = s.slots[i].kv
+	if i := s.find(tagOf(h)); i >= 0 {
+		kv = s.slots[i].kv()
 	}
 	s.mu.Unlock()
 	if kv == nil {
@@ -235,8 +300,9 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if c == nil || gen&1 == 1 {
 		return
 	}
-	cost := int64(uvarintLen(len(key))+len(key)+len(val)) + EntryOverhead
-	if cost > c.perShard {
+	n := uvarintLen(len(key)) + len(key) + len(val)
+	cost := entryCost(n)
+	if cost+8*slotBytes > c.perShard || n > math.MaxUint32 {
 		return
 	}
 	s, h := c.shard(key)
@@ -247,17 +313,18 @@ func (c *Cache) Fill(key, val []byte, gen uint64) {
 	if c.gen.Load() != gen {
 		return
 	}
-	if i := s.find(h); i >= 0 {
+	tag := tagOf(h)
+	if i := s.find(tag); i >= 0 {
 		s.remove(i)
 	}
-	for s.bytes+cost > c.perShard {
-		s.evictOne()
+	if !s.makeRoom(cost, c.perShard) {
+		return
 	}
 	// One allocation holds the entry.
-	kv := make([]byte, 0, int(cost-EntryOverhead))
+	kv := make([]byte, 0, n)
 	kv = binary.AppendUvarint(kv, uint64(len(key)))
 	kv = append(append(kv, key...), val...)
-	s.insert(h, kv)
+	s.insert(tag, kv)
 }
 
 // BeginWrite starts a write: from now until EndWrite no read is kept. The
@@ -285,7 +352,7 @@ func (c *Cache) Invalidate(key []byte) {
 	s, h := c.shard(key)
 	s.mu.Lock()
 	// A colliding entry of another key goes too: harmless.
-	if i := s.find(h); i >= 0 {
+	if i := s.find(tagOf(h)); i >= 0 {
 		s.remove(i)
 	}
 	s.mu.Unlock()
@@ -314,7 +381,7 @@ func (c *Cache) Bytes() int64 {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		n += s.bytes
+		n += s.bytes + s.tableCost()
 		s.mu.Unlock()
 	}
 	return n
@@ -375,8 +442,8 @@ func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 		for ; hi < n && &c.shards[b.hs[b.order[hi]]%shards] == s; hi++ {
 			i := b.order[hi]
 			b.kvs[i] = nil
-			if j := s.find(b.hs[i]); j >= 0 {
-				b.kvs[i] = s.slots[j].kv
+			if j := s.find(tagOf(b.hs[i])); j >= 0 {
+				b.kvs[i] = s.slots[j].kv()
 			}
 		}
 		s.mu.Unlock()

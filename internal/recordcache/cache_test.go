@@ -212,3 +212,38 @@ func TestTableModel(t *testing.T) {
 		}
 	}
 }
+
+// entryCost counts what the allocator gives an entry (append rounds a
+// slice's capacity up to the size class it allocates), so that the
+// budget holds what it says.
+func TestEntryCostCoversAllocation(t *testing.T) {
+	for n := 1; n <= 64<<10; n++ {
+		alloc := int64(cap(append([]byte(nil), make([]byte, n)...)))
+		if got := entryCost(n); got != alloc {
+			t.Fatalf("entryCost(%d) = %d, allocation %d", n, got, alloc)
+		}
+	}
+}
+
+// The budget counts what the shards hold: their entries' allocations and
+// their tables.
+func TestBytesCountsEntriesAndTables(t *testing.T) {
+	c := New(1 << 20)
+	val := make([]byte, 100)
+	for i := range 3000 {
+		c.Fill(fmt.Appendf(nil, "key%d", i), val, c.Gen())
+	}
+	var want int64
+	for i := range c.shards {
+		s := &c.shards[i]
+		want += int64(len(s.slots)) * slotBytes
+		for j := range s.slots {
+			if sl := &s.slots[j]; sl.p != nil {
+				want += entryCost(int(sl.n))
+			}
+		}
+	}
+	if got := c.Bytes(); got != want || got > 1<<20 {
+		t.Fatalf("Bytes() = %d, entries and tables hold %d, budget %d", got, want, 1<<20)
+	}
+}
