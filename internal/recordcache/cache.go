@@ -38,12 +38,6 @@ import (
 // shards spreads readers over this many locks.
 const shards = 64
 
-// EntryOverhead is about what an entry costs beyond its key and value
-// bytes: its share of its shard's table (16-byte slots, between a quarter
-// and half of them used), its length prefix and its allocation's rounding.
-// The budget counts each of those exactly; this figure is for sizing.
-const EntryOverhead = 56
-
 // slotBytes is the size of a slot, counted against the budget per slot of
 // each table.
 const slotBytes = int64(unsafe.Sizeof(slot{}))
@@ -137,7 +131,7 @@ var sizeClasses = func() []int {
 }()
 
 // New returns a cache holding at most maxBytes (keys, values and
-// EntryOverhead per entry), or nil (no cache) when maxBytes is not
+// their tables; see entryCost), or nil (no cache) when maxBytes is not
 // positive.
 func New(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
