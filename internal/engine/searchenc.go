@@ -75,7 +75,8 @@ func (w *lookupEnc) empty() bool { return len(w.out) == 0 && len(w.dones) == 0 &
 func (w *lookupEnc) result(id uint64, urlField, rec []byte) {
 	anySize := sizeAnyF(len(urlField), len(rec))
 	batchLen := 1 + protowire.SizeVarint(uint64(anySize)) + anySize
-	b := append(w.out, tagSearchResults)
+	b := w.out
+	b = append(b, tagSearchResults)
 	if id != 0 {
 		batchLen += 1 + protowire.SizeVarint(id)
 		b = appendVarint(b, uint64(batchLen))
@@ -99,7 +100,8 @@ func (w *lookupEnc) done(id, count uint64) {
 	if count != 0 {
 		size += 1 + protowire.SizeVarint(count)
 	}
-	b := append(w.dones, tagSearchDone, byte(size))
+	b := w.dones
+	b = append(b, tagSearchDone, byte(size))
 	if id != 0 {
 		b = append(b, tagDoneQuery)
 		b = appendVarint(b, id)
@@ -135,20 +137,6 @@ func (w *lookupEnc) reset() {
 		*b = (*b)[:0]
 	}
 	w.recs, w.bytes = 0, 0
-}
-
-func sizeVarintField(v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return 1 + protowire.SizeVarint(v)
-}
-
-func sizeLenField(n int) int {
-	if n == 0 {
-		return 0
-	}
-	return 1 + protowire.SizeBytes(n)
 }
 
 // wireLookups runs a request of n plain primary-key lookups (their keys
