@@ -1,13 +1,9 @@
 package engine
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +14,6 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
-	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -87,12 +82,11 @@ type SearchIO struct {
 
 // SearchStream is Search with the reuse SearchIO allows.
 func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
-	recv, send := sio.Recv, sio.Send
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := e.opts.SearchWorkers
 	out := make(chan outgoing, workers)
-	snd := &sender{e: e, send: send, sendWire: sio.SendWire, cancel: cancel}
+	snd := &sender{e: e, send: sio.Send, sendWire: sio.SendWire, cancel: cancel}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
@@ -100,70 +94,25 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 			snd.deliver(o)
 		}
 	}()
-	queue := func(o outgoing) bool {
-		select {
-		case out <- o:
-			return true
-		case <-ctx.Done():
-			e.results.Release(o.held)
-			return false
-		}
+	st := &searchStream{
+		e: e, sio: sio, snd: snd, sem: make(chan struct{}, workers),
+		queue: func(o outgoing) bool {
+			select {
+			case out <- o:
+				return true
+			case <-ctx.Done():
+				e.results.Release(o.held)
+				return false
+			}
+		},
+		// Responses as wire bytes (searchenc.go) for requests run here;
+		// not on a store across a network, whose lookups runChunk
+		// prefetches.
+		wire: snd.sendWire != nil && !e.st.Shared(),
 	}
-
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
-	var next uint64
-	var err error
-	var order lookupBuf // the inline requests', one at a time
-	order.reuse = sio.SendEncodes
-	// Responses as wire bytes (searchenc.go) for requests run here; not on
-	// a store across a network, whose lookups runChunk prefetches.
-	wire := snd.sendWire != nil && !e.st.Shared()
-	for {
-		var req *pb.SearchRequest
-		if sio.RecvWire != nil {
-			var ran int
-			req, ran, err = e.recvWire(ctx, sio.RecvWire, wire && len(sem) == 0, next, &order, snd)
-			if ran > 0 {
-				next += uint64(ran)
-				if ctx.Err() != nil {
-					break
-				}
-				continue
-			}
-		} else {
-			req, err = recv()
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			break
-		}
-		qs := req.GetQueries()
-		// A request of point lookups arriving while nothing else runs
-		// (the alternating pattern) runs here and sends its own
-		// responses: handing it to workers and a sender cost more in
-		// goroutine switches than its lookups, and on a busy machine
-		// each switch waits for a time slice.
-		if len(sem) == 0 && e.allPoints(qs, &order) {
-			e.runInline(ctx, qs, next, &order, snd, wire)
-			next += uint64(len(qs))
-			if ctx.Err() != nil {
-				break
-			}
-			if sio.Recycle != nil {
-				sio.Recycle(req) // its queries' messages are not read again
-			}
-			continue
-		}
-		e.dispatch(ctx, qs, next, sem, &wg, queue)
-		next += uint64(len(qs))
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	wg.Wait()
+	st.order.reuse = sio.SendEncodes
+	err := st.serve(ctx)
+	st.wg.Wait()
 	close(out)
 	<-sent
 	if err != nil {
@@ -173,6 +122,62 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// searchStream is the receiving side of one SearchStream call; it belongs
+// to the call's goroutine (the workers it starts share only sem, wg and
+// queue, which are safe for them).
+type searchStream struct {
+	e     *Engine
+	sio   SearchIO
+	snd   *sender
+	sem   chan struct{} // a slot per running worker
+	wg    sync.WaitGroup
+	queue func(outgoing) bool
+	wire  bool
+	next  uint64    // the id of the next query
+	order lookupBuf // the inline requests', one at a time
+}
+
+// serve receives and runs requests until the client is done (nil), the
+// stream fails (its error) or ctx ends (nil: SearchStream reports why).
+func (st *searchStream) serve(ctx context.Context) error {
+	e, sio := st.e, st.sio
+	for ctx.Err() == nil {
+		var req *pb.SearchRequest
+		var err error
+		if sio.RecvWire != nil {
+			var ran int
+			req, ran, err = e.recvWire(ctx, sio.RecvWire, st.wire && len(st.sem) == 0, st.next, &st.order, st.snd)
+			if ran > 0 {
+				st.next += uint64(ran)
+				continue
+			}
+		} else {
+			req, err = sio.Recv()
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		qs := req.GetQueries()
+		// A request of point lookups arriving while nothing else runs
+		// (the alternating pattern) runs here and sends its own
+		// responses: handing it to workers and a sender cost more in
+		// goroutine switches than its lookups, and on a busy machine
+		// each switch waits for a time slice.
+		if len(st.sem) == 0 && e.allPoints(qs, &st.order) {
+			e.runInline(ctx, qs, st.next, &st.order, st.snd, st.wire)
+			if sio.Recycle != nil && ctx.Err() == nil {
+				sio.Recycle(req) // its queries' messages are not read again
+			}
+		} else {
+			e.dispatch(ctx, qs, st.next, st.sem, &st.wg, st.queue)
+		}
+		st.next += uint64(len(qs))
+	}
+	return nil
 }
 
 // runInline runs a request of plain primary-key lookups (allPoints) on
@@ -216,16 +221,6 @@ func (e *Engine) recvWire(ctx context.Context, recv func() ([]byte, func() (*pb.
 		e.logSlowWire(order.points, start)
 	}
 	return nil, n, nil
-}
-
-// allPoints reports whether every query of qs is a plain primary-key
-// lookup (query.Point). When it is, buf holds their keys in lookup order
-// (lookupOrder), and runChunk takes them from there instead of encoding
-// them again.
-func (e *Engine) allPoints(qs []*pb.Query, buf *lookupBuf) bool {
-	points, rest := e.lookupOrder(qs, buf)
-	buf.ready = len(rest) == 0 && len(points) == len(qs)
-	return buf.ready
 }
 
 // sender sends a stream's responses, from the stream's sending goroutine
@@ -556,26 +551,6 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 }
 
-// stageLookups looks the chunk's point lookups up in the record cache
-// together (recordcache.GetMany), before any runs: probing them one at a
-// time between the reads and packing of the others left each probe's
-// memory misses to be waited for alone. The cursor takes each lookup's
-// answer from the batch (cursor.point). nil when there is no cache or a
-// single lookup.
-func (e *Engine) stageLookups(points []pointJob, buf *lookupBuf) *recordcache.Batch {
-	if len(points) < 2 || e.cache == nil {
-		return nil
-	}
-	var b *recordcache.Batch
-	if buf != nil {
-		b = &buf.staged
-	} else {
-		b = new(recordcache.Batch)
-	}
-	e.cache.GetMany(len(points), func(i int) []byte { return points[i].key }, b)
-	return b
-}
-
 // prefetch reads the chunk's point lookups together through the chunk's
 // iterator, on a store whose reads cross a network (store.Iterator's
 // Prefetch): their Lookups then cost no round trip each. A failure is
@@ -593,6 +568,30 @@ func (r *responder) prefetch(points []pointJob) {
 	_ = pit.Prefetch(keys)
 }
 
+// open sets cu up to read query c; done releases what it holds once the
+// query has run.
+func (r *responder) open(cu *cursor, c *compiled) (done func(), err error) {
+	e := r.e
+	cu.c, cu.n, cu.pit = c, 0, nil
+	if c.plan.Access != query.AccessPKPoint || len(c.plan.Ranges) != 1 {
+		cu.r, done, err = e.reader(c)
+		return done, err
+	}
+	// Lone point lookups share one iterator per chunk: each still reads
+	// one consistent state, the iterator's, fixed after the request
+	// arrived.
+	if r.pit == nil {
+		gen := e.cache.Gen()
+		pit, err := e.st.NewIterator(nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		r.pit, r.pitGen = pit, gen
+	}
+	cu.r, cu.pit, cu.pitGen = e.st, r.pit, r.pitGen
+	return func() {}, nil
+}
+
 // run runs one query of the chunk and packs its results; left is how many
 // of the chunk's queries are still to run, this one included. It reports
 // false when the stream is over.
@@ -605,33 +604,15 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 		r.fail(id, err)
 		return true
 	}
-	cu.c, cu.n, cu.pit = c, 0, nil
-	done := func() {}
-	if c.plan.Access == query.AccessPKPoint && len(c.plan.Ranges) == 1 {
-		// Lone point lookups share one iterator per chunk: each still
-		// reads one consistent state, the iterator's, fixed after the
-		// request arrived.
-		if r.pit == nil {
-			gen := e.cache.Gen()
-			pit, err := e.st.NewIterator(nil, nil)
-			if err != nil {
-				r.fail(id, err)
-				return true
-			}
-			r.pit, r.pitGen = pit, gen
-		}
-		cu.r, cu.pit, cu.pitGen = e.st, r.pit, r.pitGen
-	} else {
-		var err error
-		if cu.r, done, err = e.reader(c); err != nil {
-			r.fail(id, err)
-			return true
-		}
+	done, err := r.open(cu, c)
+	if err != nil {
+		r.fail(id, err)
+		return true
 	}
 	var batch *pb.ResultBatch
 	explained := false
 	var budgetErr error
-	err := cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
+	err = cu.run(ctx, c.plan.Ranges, nil, func(_, rec []byte) bool {
 		if c.plan.Count {
 			return true
 		}
@@ -687,123 +668,6 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 	}
 	r.cur().Done = append(r.cur().Done, d)
 	return true
-}
-
-// pointJob is a plain primary-key lookup of a chunk: query i of the chunk
-// reads record key key of type t.
-type pointJob struct {
-	i   int
-	t   *recType
-	key []byte
-	// count and keysOnly are the query's (wireLookups reads them here).
-	count, keysOnly bool
-	// hi and lo are the first 16 bytes after the type's key prefix as
-	// big-endian numbers (zero padded), set when the points are sorted
-	// (keyPoints): comparing them orders almost
-	// every pair of keys of one type without a call to bytes.Compare,
-	// which made the sort a tenth of a lookup.
-	hi, lo uint64
-}
-
-// keyHead returns the big-endian numbers of key's bytes 0..7 and 8..15,
-// zero padded.
-func keyHead(key []byte) (hi, lo uint64) {
-	var b [16]byte
-	copy(b[:], key)
-	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
-}
-
-// comparePoints orders jobs by key.
-func comparePoints(a, b pointJob) int {
-	switch {
-	case a.t != b.t:
-		return bytes.Compare(a.key, b.key)
-	case a.hi != b.hi:
-		return cmp.Compare(a.hi, b.hi)
-	case a.lo != b.lo:
-		return cmp.Compare(a.lo, b.lo)
-	}
-	return bytes.Compare(a.key, b.key)
-}
-
-// lookupBuf holds lookupOrder's buffers for reuse from request to request.
-// reuse says that the requests' responses may be built in a respArena;
-// ready, that points holds the lookups of the request about to run
-// (allPoints).
-type lookupBuf struct {
-	arena  []byte
-	ends   []int
-	points []pointJob
-	reuse  bool
-	ready  bool
-	staged recordcache.Batch // the record cache's answers (stageLookups)
-}
-
-// keyPoints gives each lookup its key, ends[k] marking where point k's
-// key ends in arena, and sorts them as lookupOrder says.
-func (e *Engine) keyPoints(points []pointJob, arena []byte, ends []int) {
-	start := 0
-	for k, end := range ends {
-		points[k].key = arena[start:end:end]
-		start = end
-	}
-	if e.cache == nil || e.sortPoints.Load() {
-		for k := range points {
-			p := &points[k]
-			p.hi, p.lo = keyHead(p.key[len(p.t.prefix):])
-		}
-		slices.SortFunc(points, comparePoints)
-	}
-}
-
-// lookupOrder splits a chunk's queries into plain primary-key lookups,
-// with their keys encoded once (query.Point) and sorted, and the rest, in
-// arrival order, which need the planner. Sorted, the lookups move one
-// iterator forward through the store, so Pebble continues from where the
-// previous seek ended instead of descending from the top
-// (TrySeekUsingNext) and often finds the next key in a block it already
-// holds. When the record cache served nearly all of the last chunk's
-// lookups (Engine.sortPoints), the sort, which then buys nothing, is
-// skipped. Results are keyed by query id, so the order in which queries
-// finish is the server's to choose.
-func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob, rest []int) {
-	if e.closed.Load() {
-		rest = make([]int, len(qs)) // compile reports the closed engine
-		for i := range rest {
-			rest[i] = i
-		}
-		return nil, rest
-	}
-	cat := e.cat.Load()
-	if buf == nil {
-		buf = new(lookupBuf)
-	}
-	arena := buf.arena[:0] // every key; sliced once complete, as appends move it
-	ends := slices.Grow(buf.ends[:0], len(qs))
-	points = slices.Grow(buf.points[:0], len(qs))
-	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
-	// A batch's queries mostly name one type (the decoder gives them one
-	// string): look it up once per run of equal names.
-	var lastName string
-	var last *recType
-	for i, q := range qs {
-		t := last
-		if name := q.GetType(); name != lastName || last == nil {
-			t, lastName = cat.lookup(name), name
-			last = t
-		}
-		if t != nil && t.point != nil {
-			var ok bool
-			if arena, ok = t.point.Key(arena, q); ok {
-				points = append(points, pointJob{i: i, t: t, count: q.GetCount(), keysOnly: q.GetKeysOnly()})
-				ends = append(ends, len(arena))
-				continue
-			}
-		}
-		rest = append(rest, i)
-	}
-	e.keyPoints(points, arena, ends)
-	return points, rest
 }
 
 func queryError(id uint64, err error) *pb.QueryError {
