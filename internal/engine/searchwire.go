@@ -56,16 +56,14 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 	ends := buf.ends[:0]
 	points := buf.points[:0]
 	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
-	var lastName []byte
-	var last *recType
 	// The queries of a batch are mostly one query with another operand:
-	// tmpl is the last query read in full, and a query equal to it but
-	// for the operand (the Value's content, vs to ve, of equal length)
-	// has only its operand read, which is what a full read would find
-	// different.
-	var w wireQuery
-	var tmpl []byte
-	var vs, ve int
+	// a shape is a query read in full, and a query equal to it but for
+	// the operand (the Value's content, vs to ve, of equal length) has
+	// only its operand read, which is what a full read would find
+	// different. Operands of different lengths (ids of one, two and
+	// three bytes) make different shapes: the last few are kept.
+	var shapes [4]wireShape
+	var nShapes, oldest int
 	for i := 0; len(b) > 0; i++ {
 		var qb []byte
 		if len(b) >= 2 && b[0] == tagReqQueries && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
@@ -81,22 +79,30 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 			}
 			b = b[l+m:]
 		}
-		if len(qb) == len(tmpl) && string(qb[:vs]) == string(tmpl[:vs]) && string(qb[ve:]) == string(tmpl[ve:]) {
-			if !readWireValue(qb[vs:ve], &w) {
+		var sh *wireShape
+		for k := range nShapes {
+			if shapes[k].matches(qb) {
+				sh = &shapes[k]
+				break
+			}
+		}
+		if sh != nil {
+			if !readWireValue(qb[sh.vs:sh.ve], &sh.w) {
 				return false
 			}
 		} else {
-			w = wireQuery{}
-			if !readWireQuery(qb, &w) {
+			if nShapes < len(shapes) {
+				sh = &shapes[nShapes]
+				nShapes++
+			} else {
+				sh = &shapes[oldest]
+				oldest = (oldest + 1) % len(shapes)
+			}
+			if !sh.read(qb, cat) {
 				return false
 			}
-			tmpl = qb
-			ve = len(qb) - w.afterWhere - w.afterValue
-			vs = ve - w.valueLen
-			if string(w.typ) != string(lastName) || last == nil {
-				last, lastName = cat.lookup(string(w.typ)), w.typ
-			}
 		}
+		w, last := &sh.w, sh.t
 		if last == nil || last.point == nil {
 			return false
 		}
@@ -112,6 +118,33 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 	}
 	e.keyPoints(points, arena, ends)
 	buf.ready = true
+	return true
+}
+
+// wireShape is a query wirePoints read in full: its bytes, where its
+// operand lies in them, what it read, and its record type.
+type wireShape struct {
+	b      []byte
+	vs, ve int
+	w      wireQuery
+	t      *recType
+}
+
+// matches reports whether qb is the shape's query but for its operand.
+func (sh *wireShape) matches(qb []byte) bool {
+	return len(qb) == len(sh.b) && string(qb[:sh.vs]) == string(sh.b[:sh.vs]) && string(qb[sh.ve:]) == string(sh.b[sh.ve:])
+}
+
+// read reads query qb in full into the shape.
+func (sh *wireShape) read(qb []byte, cat *catalog) bool {
+	sh.w = wireQuery{}
+	if !readWireQuery(qb, &sh.w) {
+		return false
+	}
+	sh.b = qb
+	sh.ve = len(qb) - sh.w.afterWhere - sh.w.afterValue
+	sh.vs = sh.ve - sh.w.valueLen
+	sh.t = cat.lookup(string(sh.w.typ))
 	return true
 }
 

@@ -38,6 +38,16 @@ func wireSeeds() []*pb.SearchRequest {
 		wireLookup("wire.Y", "id", &pb.Value{Kind: &pb.Value_Bytes{Bytes: []byte{0, 1, 255}}}),
 		wireLookup("wire.I", "id", i64(-2147483648)),
 	}
+	// More shapes than wirePoints keeps, each coming back after others:
+	// ids of one, two and three bytes, other types and operand kinds.
+	str := func(v string) *pb.Query {
+		return wireLookup("wire.S", "id", &pb.Value{Kind: &pb.Value_String_{String_: v}})
+	}
+	uns := func(v uint64) *pb.Query { return wireLookup("wire.U", "id", &pb.Value{Kind: &pb.Value_Uint{Uint: v}}) }
+	shapes := []*pb.Query{
+		lookup(1), lookup(300), lookup(70000), str("a"), uns(7), lookup(2), str("bb"), uns(300),
+		lookup(301), lookup(70001), str("c"), lookup(-1), lookup(3), uns(8), lookup(302),
+	}
 	flags := []*pb.Query{lookup(2), lookup(3), lookup(4)}
 	flags[0].KeysOnly, flags[1].Count, flags[2].Limit = true, true, 1
 	explain := lookup(1)
@@ -49,7 +59,7 @@ func wireSeeds() []*pb.SearchRequest {
 	ne := wireLookup("shop.User", "id", i64(1))
 	ne.Where.GetCmp().Op = pb.Op_OP_NE
 	return []*pb.SearchRequest{
-		{Queries: plain}, {Queries: flags}, {Queries: []*pb.Query{lookup(1), explain}},
+		{Queries: plain}, {Queries: shapes}, {Queries: flags}, {Queries: []*pb.Query{lookup(1), explain}},
 		{Queries: []*pb.Query{order}}, {Queries: []*pb.Query{values}}, {Queries: []*pb.Query{ne}},
 		{Queries: []*pb.Query{wireLookup("wire.I", "id", i64(1<<40))}},  // out of int32's range
 		{Queries: []*pb.Query{wireLookup("wire.U", "id", i64(1))}},      // an int for a uint
@@ -81,10 +91,10 @@ func TestWirePoints(t *testing.T) {
 		}
 		got, ok := te.e.WirePoints(b)
 		want, wantOK := te.e.QueryPoints(req.Queries)
-		// The first two are plain; an order (which a lookup ignores) is
+		// The first three are plain; an order (which a lookup ignores) is
 		// left to the decoder, as is every query the decoded path
 		// compiles.
-		if ok != (i < 2) || ok && (!wantOK || fmt.Sprint(got) != fmt.Sprint(want)) {
+		if ok != (i < 3) || ok && (!wantOK || fmt.Sprint(got) != fmt.Sprint(want)) {
 			t.Fatalf("request %d: from bytes %v %v, decoded %v %v", i, got, ok, want, wantOK)
 		}
 	}
