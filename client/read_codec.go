@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // The read codec decodes the responses that carry records by the million,
@@ -28,17 +29,6 @@ import (
 // proto.Unmarshal, so that its result is always what proto.Unmarshal
 // produces (FuzzDecodeRead checks it): same messages, same
 // errors.
-
-// Wire numbers of the responses decoded here.
-const (
-	fieldRespRecords = 1 // ScanResponse.records, QueryResponse.records
-
-	fieldScanCount = 2 // ScanResponse.count
-	fieldScanDone  = 3 // ScanResponse.done
-
-	fieldQueryToken = 2 // QueryResponse.next_page_token
-	fieldQueryCount = 4 // QueryResponse.count
-)
 
 var protoCodec = encoding.GetCodecV2("proto")
 
@@ -74,11 +64,11 @@ func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
 func decodeScanResponse(b []byte, m *pb.ScanResponse) error {
 	var count uint64
 	var done bool
-	recs, ok := anywire.Records(b, fieldRespRecords, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) bool {
+	recs, ok := anywire.Records(b, apiwire.ScanResponseRecords, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) bool {
 		switch {
-		case num == fieldScanCount && typ == protowire.VarintType:
+		case num == apiwire.ScanResponseCount && typ == protowire.VarintType:
 			count = v
-		case num == fieldScanDone && typ == protowire.VarintType:
+		case num == apiwire.ScanResponseDone && typ == protowire.VarintType:
 			done = v != 0
 		default:
 			return false
@@ -98,11 +88,11 @@ func decodeScanResponse(b []byte, m *pb.ScanResponse) error {
 func decodeQueryResponse(b []byte, m *pb.QueryResponse) error {
 	var count uint64
 	var token []byte
-	recs, ok := anywire.Records(b, fieldRespRecords, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
+	recs, ok := anywire.Records(b, apiwire.QueryResponseRecords, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
 		switch {
-		case num == fieldQueryCount && typ == protowire.VarintType:
+		case num == apiwire.QueryResponseCount && typ == protowire.VarintType:
 			count = v
-		case num == fieldQueryToken && typ == protowire.BytesType && utf8.Valid(s):
+		case num == apiwire.QueryResponseNextPageToken && typ == protowire.BytesType && utf8.Valid(s):
 			token = s
 		default:
 			return false

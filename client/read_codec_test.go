@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // readSeeds are responses of every shape the fast decoder takes, and some
@@ -52,14 +53,14 @@ func readSeeds(t testing.TB) [][]byte {
 	twoURLs = protowire.AppendTag(twoURLs, anywire.FieldTypeURL, protowire.BytesType)
 	twoURLs = protowire.AppendString(twoURLs, "b")
 	for _, rec := range [][]byte{anyUnknown, badURL, twoURLs} {
-		b := protowire.AppendTag(nil, fieldRespRecords, protowire.BytesType)
+		b := protowire.AppendTag(nil, apiwire.ScanResponseRecords, protowire.BytesType)
 		out = append(out, protowire.AppendBytes(b, rec))
 	}
-	doneBytes := protowire.AppendTag(nil, fieldScanDone, protowire.BytesType)
+	doneBytes := protowire.AppendTag(nil, apiwire.ScanResponseDone, protowire.BytesType)
 	out = append(out, protowire.AppendBytes(doneBytes, []byte{1}))
-	truncated := protowire.AppendTag(nil, fieldRespRecords, protowire.BytesType)
+	truncated := protowire.AppendTag(nil, apiwire.ScanResponseRecords, protowire.BytesType)
 	out = append(out, protowire.AppendVarint(truncated, 40))
-	badToken := protowire.AppendTag(nil, fieldQueryToken, protowire.BytesType)
+	badToken := protowire.AppendTag(nil, apiwire.QueryResponseNextPageToken, protowire.BytesType)
 	out = append(out, protowire.AppendBytes(badToken, []byte{0xc0}))
 	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // A SearchResponse carries the records of several queries, each query's in
@@ -22,17 +23,6 @@ import (
 // to proto.Unmarshal whole, as does one where a part fails to decode, so
 // that the result and the error are always proto.Unmarshal's
 // (FuzzDecodeSearch checks it).
-
-// Wire numbers of SearchResponse and ResultBatch.
-const (
-	fieldSearchResults = 1 // SearchResponse.results
-	fieldSearchDone    = 2 // SearchResponse.done
-	fieldSearchErrors  = 3 // SearchResponse.errors
-
-	fieldBatchQuery   = 1 // ResultBatch.query
-	fieldBatchRecords = 2 // ResultBatch.records
-	fieldBatchPlan    = 3 // ResultBatch.plan
-)
 
 // searchShape is what a SearchResponse holds, counted before decoding so
 // that every slab is allocated once, at its size.
@@ -52,16 +42,16 @@ func (sh *searchShape) count(b []byte) bool {
 		}
 		rest = rest[l+m:]
 		switch num {
-		case fieldSearchResults:
-			n, ok := anywire.Count(v, fieldBatchRecords, batchField)
+		case apiwire.SearchResponseResults:
+			n, ok := anywire.Count(v, apiwire.ResultBatchRecords, batchField)
 			if !ok {
 				return false
 			}
 			sh.batches++
 			sh.records += n
-		case fieldSearchDone:
+		case apiwire.SearchResponseDone:
 			sh.done++
-		case fieldSearchErrors:
+		case apiwire.SearchResponseErrors:
 			sh.errors++
 		default:
 			return false
@@ -72,8 +62,8 @@ func (sh *searchShape) count(b []byte) bool {
 
 // batchField accepts the fields of a ResultBatch besides its records.
 func batchField(num protowire.Number, typ protowire.Type, _ uint64, _ []byte) bool {
-	return (num == fieldBatchQuery && typ == protowire.VarintType) ||
-		(num == fieldBatchPlan && typ == protowire.BytesType)
+	return (num == apiwire.ResultBatchQuery && typ == protowire.VarintType) ||
+		(num == apiwire.ResultBatchPlan && typ == protowire.BytesType)
 }
 
 // searchSlabs hold the parts of one decoded SearchResponse.
@@ -112,13 +102,13 @@ func decodeSearchResponse(b []byte, m *pb.SearchResponse) error {
 		rest = rest[l+n:]
 		var err error
 		switch num {
-		case fieldSearchResults:
+		case apiwire.SearchResponseResults:
 			err = s.batch(v, &s.batches[nb])
 			nb++
-		case fieldSearchDone:
+		case apiwire.SearchResponseDone:
 			err = proto.Unmarshal(v, &s.done[nd])
 			nd++
-		case fieldSearchErrors:
+		case apiwire.SearchResponseErrors:
 			err = proto.Unmarshal(v, &s.errs[ne])
 			ne++
 		}
@@ -144,7 +134,7 @@ func (s *searchSlabs) batch(b []byte, rb *pb.ResultBatch) error {
 		}
 		v, n := protowire.ConsumeBytes(rest)
 		rest = rest[n:]
-		if num == fieldBatchPlan {
+		if num == apiwire.ResultBatchPlan {
 			// A message field repeated on the wire merges, as in proto.Unmarshal.
 			if rb.Plan == nil {
 				rb.Plan = new(pb.Plan)

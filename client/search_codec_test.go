@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // searchSeeds are SearchResponses of every shape the fast decoder takes,
@@ -58,21 +59,21 @@ func searchSeeds(t testing.TB) [][]byte {
 	rec := field(nil, anywire.FieldTypeURL, []byte("t/a"))
 	rec = field(rec, anywire.FieldValue, []byte{8, 1})
 	batches := [][]byte{
-		varint(field(nil, fieldBatchRecords, rec), 7, 1),
-		field(nil, fieldBatchRecords, varint(rec, 3, 1)),
-		field(nil, fieldBatchQuery, []byte{1}),
-		varint(varint(field(nil, fieldBatchRecords, rec), fieldBatchQuery, 4), fieldBatchQuery, 5),
-		field(field(nil, fieldBatchPlan, []byte{10, 1, 'a'}), fieldBatchPlan, []byte{18, 1, 'b'}),
-		field(nil, fieldBatchPlan, []byte{10, 40}),
+		varint(field(nil, apiwire.ResultBatchRecords, rec), 7, 1),
+		field(nil, apiwire.ResultBatchRecords, varint(rec, 3, 1)),
+		field(nil, apiwire.ResultBatchQuery, []byte{1}),
+		varint(varint(field(nil, apiwire.ResultBatchRecords, rec), apiwire.ResultBatchQuery, 4), apiwire.ResultBatchQuery, 5),
+		field(field(nil, apiwire.ResultBatchPlan, []byte{10, 1, 'a'}), apiwire.ResultBatchPlan, []byte{18, 1, 'b'}),
+		field(nil, apiwire.ResultBatchPlan, []byte{10, 40}),
 	}
 	for _, batch := range batches {
-		out = append(out, field(nil, fieldSearchResults, batch))
+		out = append(out, field(nil, apiwire.SearchResponseResults, batch))
 	}
 	out = append(out,
-		field(nil, fieldSearchErrors, []byte{26, 1, 0xff}),
-		protowire.AppendVarint(protowire.AppendTag(nil, fieldSearchResults, protowire.BytesType), 30),
-		field(field(nil, fieldSearchResults, field(nil, fieldBatchRecords, rec)), 9, nil),
-		varint(nil, fieldSearchDone, 1),
+		field(nil, apiwire.SearchResponseErrors, []byte{26, 1, 0xff}),
+		protowire.AppendVarint(protowire.AppendTag(nil, apiwire.SearchResponseResults, protowire.BytesType), 30),
+		field(field(nil, apiwire.SearchResponseResults, field(nil, apiwire.ResultBatchRecords, rec)), 9, nil),
+		varint(nil, apiwire.SearchResponseDone, 1),
 	)
 	return out
 }

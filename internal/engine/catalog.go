@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/query"
@@ -90,7 +91,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		url:    "type.googleapis.com/" + string(rt.Name),
 		prefix: keyspace.RecordPrefix(rt.ID),
 	}
-	t.urlField = appendString(nil, fieldAnyURL, t.url)
+	t.urlField = appendString(nil, anywire.FieldTypeURL, t.url)
 	t.target = &query.Target{Rec: rec, Type: rt}
 	for _, ix := range rt.Indexes {
 		if ix.State == pb.IndexState_INDEX_STATE_READY {

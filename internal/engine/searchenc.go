@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
@@ -24,27 +25,14 @@ import (
 // the response the message path builds (TestLookupEncMatchesProto), so
 // clients cannot tell the paths apart.
 
-// Field numbers of SearchResponse and the messages in it.
-const (
-	fieldSearchResults = 1 // SearchResponse.results
-	fieldSearchDone    = 2 // SearchResponse.done
-	fieldSearchErrors  = 3 // SearchResponse.errors
-
-	fieldResultQuery   = 1 // ResultBatch.query
-	fieldResultRecords = 2 // ResultBatch.records
-
-	fieldDoneQuery = 1 // QueryDone.query
-	fieldDoneCount = 2 // QueryDone.count
-)
-
 // The tags the lookup encoder writes, as bytes.
 const (
-	tagSearchResults = byte(fieldSearchResults<<3 | protowire.BytesType)
-	tagSearchDone    = byte(fieldSearchDone<<3 | protowire.BytesType)
-	tagResultQuery   = byte(fieldResultQuery<<3 | protowire.VarintType)
-	tagResultRecords = byte(fieldResultRecords<<3 | protowire.BytesType)
-	tagDoneQuery     = byte(fieldDoneQuery<<3 | protowire.VarintType)
-	tagDoneCount     = byte(fieldDoneCount<<3 | protowire.VarintType)
+	tagSearchResults = byte(apiwire.SearchResponseResults)<<3 | byte(protowire.BytesType)
+	tagSearchDone    = byte(apiwire.SearchResponseDone)<<3 | byte(protowire.BytesType)
+	tagResultQuery   = byte(apiwire.ResultBatchQuery)<<3 | byte(protowire.VarintType)
+	tagResultRecords = byte(apiwire.ResultBatchRecords)<<3 | byte(protowire.BytesType)
+	tagDoneQuery     = byte(apiwire.QueryDoneQuery)<<3 | byte(protowire.VarintType)
+	tagDoneCount     = byte(apiwire.QueryDoneCount)<<3 | byte(protowire.VarintType)
 )
 
 // maxKeptEnc bounds the buffers a lookupEnc keeps from one response to
@@ -116,7 +104,7 @@ func (w *lookupEnc) done(id, count uint64) {
 // fail adds a query's error.
 func (w *lookupEnc) fail(qe *pb.QueryError) {
 	size := proto.Size(qe)
-	b := protowire.AppendTag(w.errs, fieldSearchErrors, protowire.BytesType)
+	b := protowire.AppendTag(w.errs, apiwire.SearchResponseErrors, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
 	b, _ = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, qe) // our own message: it encodes
 	w.errs = b

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
 )
 
 // A response written by lookupEnc is byte for byte proto.Marshal's
@@ -39,7 +40,7 @@ func TestLookupEncMatchesProto(t *testing.T) {
 				for i := range rec {
 					rec[i] = byte(rnd.IntN(256))
 				}
-				w.result(id, appendString(nil, fieldAnyURL, url), rec)
+				w.result(id, appendString(nil, anywire.FieldTypeURL, url), rec)
 				w.done(id, 1)
 				want.Results = append(want.Results, &pb.ResultBatch{Query: id, Records: []*anypb.Any{{TypeUrl: url, Value: rec}}})
 				want.Done = append(want.Done, &pb.QueryDone{Query: id, Count: 1})

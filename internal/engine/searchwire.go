@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/query"
+	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // A request of plain primary-key lookups can be run from its wire bytes
@@ -20,27 +20,10 @@ import (
 // lookupOrder takes as the same lookups (FuzzWirePoints checks both);
 // anything else is decoded as before, and gets the errors it got before.
 
-// Wire numbers of the messages of a SearchRequest read here.
-const (
-	fieldReqQueries = 1 // SearchRequest.queries
-
-	fieldQueryType     = 1 // Query.type
-	fieldQueryWhere    = 2 // Query.where
-	fieldQueryLimit    = 3 // Query.limit
-	fieldQueryKeysOnly = 5 // Query.keys_only
-	fieldQueryCount    = 7 // Query.count
-
-	fieldExprCmp = 1 // Expr.cmp
-
-	fieldCmpField = 1 // Comparison.field
-	fieldCmpOp    = 2 // Comparison.op
-	fieldCmpValue = 3 // Comparison.value
-)
-
 // The tags wirePoints reads most, as bytes.
 const (
-	tagReqQueries = byte(fieldReqQueries)<<3 | byte(protowire.BytesType)
-	tagWireInt    = byte(query.WireInt)<<3 | byte(protowire.VarintType)
+	tagReqQueries = byte(apiwire.SearchRequestQueries)<<3 | byte(protowire.BytesType)
+	tagWireInt    = byte(apiwire.ValueInt)<<3 | byte(protowire.VarintType)
 )
 
 // wirePoints reports whether SearchRequest bytes b hold only plain
@@ -70,7 +53,7 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 			qb, b = b[2:2+b[1]], b[2+b[1]:] // a query under 128 bytes: most are
 		} else {
 			num, typ, l := protowire.ConsumeTag(b)
-			if l < 0 || num != fieldReqQueries || typ != protowire.BytesType {
+			if l < 0 || num != apiwire.SearchRequestQueries || typ != protowire.BytesType {
 				return false
 			}
 			var m int
@@ -174,25 +157,25 @@ func readWireQuery(b []byte, w *wireQuery) bool {
 		b = b[l:]
 		var m int
 		switch {
-		case num == fieldQueryType && typ == protowire.BytesType:
+		case num == apiwire.QueryType && typ == protowire.BytesType:
 			w.typ, m = protowire.ConsumeBytes(b)
 			if m >= 0 && !utf8.Valid(w.typ) {
 				return false
 			}
-		case num == fieldQueryWhere && typ == protowire.BytesType:
+		case num == apiwire.QueryWhere && typ == protowire.BytesType:
 			var eb []byte
 			if eb, m = protowire.ConsumeBytes(b); m >= 0 && !readWireWhere(eb, w) {
 				return false
 			}
 			w.afterWhere = len(b) - m
 			hasWhere = true
-		case typ == protowire.VarintType && (num == fieldQueryLimit || num == fieldQueryKeysOnly || num == fieldQueryCount):
+		case typ == protowire.VarintType && (num == apiwire.QueryLimit || num == apiwire.QueryKeysOnly || num == apiwire.QueryCount):
 			var x uint64
 			x, m = protowire.ConsumeVarint(b)
 			switch num {
-			case fieldQueryKeysOnly:
+			case apiwire.QueryKeysOnly:
 				w.keysOnly = x != 0
-			case fieldQueryCount:
+			case apiwire.QueryCount:
 				w.count = x != 0
 			}
 		default:
@@ -210,7 +193,7 @@ func readWireQuery(b []byte, w *wireQuery) bool {
 // operand into w.
 func readWireWhere(b []byte, w *wireQuery) bool {
 	num, typ, l := protowire.ConsumeTag(b)
-	if l < 0 || num != fieldExprCmp || typ != protowire.BytesType {
+	if l < 0 || num != apiwire.ExprCmp || typ != protowire.BytesType {
 		return false
 	}
 	cb, m := protowire.ConsumeBytes(b[l:])
@@ -227,18 +210,18 @@ func readWireWhere(b []byte, w *wireQuery) bool {
 		cb = cb[l:]
 		var m int
 		switch {
-		case num == fieldCmpField && typ == protowire.BytesType:
+		case num == apiwire.ComparisonField && typ == protowire.BytesType:
 			w.field, m = protowire.ConsumeBytes(cb)
 			if m >= 0 && !utf8.Valid(w.field) {
 				return false
 			}
-		case num == fieldCmpOp && typ == protowire.VarintType:
+		case num == apiwire.ComparisonOp && typ == protowire.VarintType:
 			var x uint64
 			x, m = protowire.ConsumeVarint(cb)
 			if m >= 0 && pb.Op(int32(x)) != pb.Op_OP_EQ { //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
 				return false
 			}
-		case num == fieldCmpValue && typ == protowire.BytesType:
+		case num == apiwire.ComparisonValue && typ == protowire.BytesType:
 			var vb []byte
 			if vb, m = protowire.ConsumeBytes(cb); m >= 0 && !readWireValue(vb, w) {
 				return false
@@ -252,7 +235,7 @@ func readWireWhere(b []byte, w *wireQuery) bool {
 		}
 		cb = cb[m:]
 	}
-	return seen == 1<<fieldCmpField|1<<fieldCmpOp|1<<fieldCmpValue
+	return seen == 1<<apiwire.ComparisonField|1<<apiwire.ComparisonOp|1<<apiwire.ComparisonValue
 }
 
 // readWireValue reads a Value holding one scalar into w.
@@ -260,7 +243,7 @@ func readWireValue(b []byte, w *wireQuery) bool {
 	if len(b) >= 2 && b[0] == tagWireInt && b[len(b)-1] < 0x80 && len(b) <= 10 {
 		// An int64 operand of at most 9 bytes (ids under 2^63 take at
 		// most 9): what ConsumeVarint would read, without the call.
-		w.num = query.WireInt
+		w.num = apiwire.ValueInt
 		var x uint64
 		for i, c := range b[1:] {
 			x |= uint64(c&0x7f) << (7 * i)
@@ -281,14 +264,14 @@ func readWireValue(b []byte, w *wireQuery) bool {
 	b = b[l:]
 	w.num = num
 	switch {
-	case typ == protowire.VarintType && (num == query.WireInt || num == query.WireUint || num == query.WireBool):
+	case typ == protowire.VarintType && (num == apiwire.ValueInt || num == apiwire.ValueUint || num == apiwire.ValueBool):
 		var m int
 		w.x, m = protowire.ConsumeVarint(b)
 		return m == len(b)
-	case typ == protowire.BytesType && (num == query.WireString || num == query.WireBytes):
+	case typ == protowire.BytesType && (num == apiwire.ValueString || num == apiwire.ValueBytes):
 		var m int
 		w.s, m = protowire.ConsumeBytes(b)
-		return m == len(b) && (num == query.WireBytes || utf8.Valid(w.s))
+		return m == len(b) && (num == apiwire.ValueBytes || utf8.Valid(w.s))
 	}
 	return false
 }

@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
 )
@@ -98,15 +99,6 @@ func (p *Point) Key(dst []byte, q *pb.Query) ([]byte, bool) {
 	return dst[:n], false
 }
 
-// Wire numbers of Value's scalar fields, as KeyWire takes them.
-const (
-	WireInt    protowire.Number = 1 // Value.int
-	WireUint   protowire.Number = 2 // Value.uint
-	WireBool   protowire.Number = 4 // Value.bool
-	WireString protowire.Number = 5 // Value.string
-	WireBytes  protowire.Number = 6 // Value.bytes
-)
-
 // KeyWire is Key for a query read straight from its wire bytes: field is
 // the comparison's field path, of a comparison with op EQ and no values
 // list in a query with no explain, order or filter (the caller checks
@@ -120,29 +112,29 @@ func (p *Point) KeyWire(dst, field []byte, num protowire.Number, x uint64, s []b
 	n := len(dst)
 	dst = append(dst, p.prefix...)
 	switch num {
-	case WireInt:
+	case apiwire.ValueInt:
 		v := int64(x) //nolint:gosec // int64 travels as its two's-complement varint
 		lo, hi := intDomain(p.kind)
 		if p.cls != clsInt || v < lo || v > hi {
 			return dst[:n], false
 		}
 		return keys.AppendInt(dst, v), true
-	case WireUint:
+	case apiwire.ValueUint:
 		if p.cls != clsUint || x > uintMax(p.kind) {
 			return dst[:n], false
 		}
 		return keys.AppendUint(dst, x), true
-	case WireBool:
+	case apiwire.ValueBool:
 		if p.cls != clsBool {
 			return dst[:n], false
 		}
 		return keys.AppendBool(dst, x != 0), true
-	case WireString:
+	case apiwire.ValueString:
 		if p.kind != protoreflect.StringKind {
 			return dst[:n], false
 		}
 		return keys.AppendBytes(dst, s), true // the same bytes as AppendString
-	case WireBytes:
+	case apiwire.ValueBytes:
 		if p.kind != protoreflect.BytesKind {
 			return dst[:n], false
 		}

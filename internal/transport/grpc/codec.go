@@ -16,6 +16,7 @@ import (
 	labpb "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
@@ -218,30 +219,6 @@ func recvMsg(st grpc.ServerStream, m proto.Message) error {
 	return nil
 }
 
-// Wire numbers of the messages the fast path reads.
-const (
-	fieldQueries = 1 // SearchRequest.queries
-
-	fieldQType     = 1 // Query.type
-	fieldQWhere    = 2 // Query.where
-	fieldQLimit    = 3 // Query.limit
-	fieldQKeysOnly = 5 // Query.keys_only
-	fieldQExplain  = 6 // Query.explain
-	fieldQCount    = 7 // Query.count
-
-	fieldExprCmp = 1 // Expr.cmp
-
-	fieldCmpField = 1 // Comparison.field
-	fieldCmpOp    = 2 // Comparison.op
-	fieldCmpValue = 3 // Comparison.value
-
-	fieldValInt    = 1
-	fieldValUint   = 2
-	fieldValBool   = 4
-	fieldValString = 5
-	fieldValBytes  = 6
-)
-
 // slabs hands out the messages of one request from per-kind arrays. Reused
 // for a later request (decodeSearchInto), each message is reset before it
 // is handed out again, so what the decoder does not set is empty, as
@@ -276,7 +253,7 @@ func countQueries(b []byte) int {
 		if m < 0 {
 			break
 		}
-		if num == fieldQueries {
+		if num == apiwire.SearchRequestQueries {
 			n++
 		}
 		b = b[l+m:]
@@ -307,7 +284,7 @@ func searchShape(b []byte) (int, bool) {
 	n := 0
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || num != fieldQueries || typ != protowire.BytesType {
+		if l < 0 || num != apiwire.SearchRequestQueries || typ != protowire.BytesType {
 			return 0, false
 		}
 		b = b[l:]
@@ -388,32 +365,32 @@ func (s *slabs) query(b []byte, q *pb.Query) bool {
 		seen |= 1 << num
 		b = b[l:]
 		switch {
-		case num == fieldQType && typ == protowire.BytesType:
+		case num == apiwire.QueryType && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 || !s.str(v, &s.lastTyp) {
 				return false
 			}
 			q.Type = s.lastTyp
 			b = b[m:]
-		case num == fieldQWhere && typ == protowire.BytesType:
+		case num == apiwire.QueryWhere && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(b)
 			if m < 0 || !s.where(v, q) {
 				return false
 			}
 			b = b[m:]
-		case typ == protowire.VarintType && (num == fieldQLimit || num == fieldQKeysOnly || num == fieldQExplain || num == fieldQCount):
+		case typ == protowire.VarintType && (num == apiwire.QueryLimit || num == apiwire.QueryKeysOnly || num == apiwire.QueryExplain || num == apiwire.QueryCount):
 			v, m := protowire.ConsumeVarint(b)
 			if m < 0 {
 				return false
 			}
 			switch num {
-			case fieldQLimit:
+			case apiwire.QueryLimit:
 				q.Limit = v
-			case fieldQKeysOnly:
+			case apiwire.QueryKeysOnly:
 				q.KeysOnly = v != 0
-			case fieldQExplain:
+			case apiwire.QueryExplain:
 				q.Explain = v != 0
-			case fieldQCount:
+			case apiwire.QueryCount:
 				q.Count = v != 0
 			}
 			b = b[m:]
@@ -427,7 +404,7 @@ func (s *slabs) query(b []byte, q *pb.Query) bool {
 // where decodes an Expr holding a single comparison.
 func (s *slabs) where(b []byte, q *pb.Query) bool {
 	num, typ, l := protowire.ConsumeTag(b)
-	if l < 0 || num != fieldExprCmp || typ != protowire.BytesType {
+	if l < 0 || num != apiwire.ExprCmp || typ != protowire.BytesType {
 		return false
 	}
 	cb, m := protowire.ConsumeBytes(b[l:])
@@ -445,21 +422,21 @@ func (s *slabs) where(b []byte, q *pb.Query) bool {
 		seen |= 1 << num
 		cb = cb[l:]
 		switch {
-		case num == fieldCmpField && typ == protowire.BytesType:
+		case num == apiwire.ComparisonField && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(cb)
 			if m < 0 || !s.str(v, &s.lastFld) {
 				return false
 			}
 			c.Field = s.lastFld
 			cb = cb[m:]
-		case num == fieldCmpOp && typ == protowire.VarintType:
+		case num == apiwire.ComparisonOp && typ == protowire.VarintType:
 			v, m := protowire.ConsumeVarint(cb)
 			if m < 0 {
 				return false
 			}
 			c.Op = pb.Op(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
 			cb = cb[m:]
-		case num == fieldCmpValue && typ == protowire.BytesType:
+		case num == apiwire.ComparisonValue && typ == protowire.BytesType:
 			v, m := protowire.ConsumeBytes(cb)
 			if m < 0 || !s.value(v) {
 				return false
@@ -488,20 +465,20 @@ func (s *slabs) value(b []byte) bool {
 	v := &s.vals[s.n]
 	*v = pb.Value{} // as new (see decodeSearchInto)
 	switch {
-	case typ == protowire.VarintType && (num == fieldValInt || num == fieldValUint || num == fieldValBool):
+	case typ == protowire.VarintType && (num == apiwire.ValueInt || num == apiwire.ValueUint || num == apiwire.ValueBool):
 		x, m := protowire.ConsumeVarint(b)
 		if m != len(b) {
 			return false
 		}
 		switch num {
-		case fieldValInt:
+		case apiwire.ValueInt:
 			if s.ints == nil {
 				s.ints = make([]pb.Value_Int, len(s.queries))
 			}
 			w := &s.ints[s.n]
 			w.Int = int64(x) //nolint:gosec // int64 travels as its two's-complement varint
 			v.Kind = w
-		case fieldValUint:
+		case apiwire.ValueUint:
 			if s.uints == nil {
 				s.uints = make([]pb.Value_Uint, len(s.queries))
 			}
@@ -516,7 +493,7 @@ func (s *slabs) value(b []byte) bool {
 			w.Bool = x != 0
 			v.Kind = w
 		}
-	case typ == protowire.BytesType && num == fieldValString:
+	case typ == protowire.BytesType && num == apiwire.ValueString:
 		x, m := protowire.ConsumeBytes(b)
 		if m != len(b) || !utf8.Valid(x) {
 			return false
@@ -527,7 +504,7 @@ func (s *slabs) value(b []byte) bool {
 		w := &s.strs[s.n]
 		w.String_ = string(x)
 		v.Kind = w
-	case typ == protowire.BytesType && num == fieldValBytes:
+	case typ == protowire.BytesType && num == apiwire.ValueBytes:
 		x, m := protowire.ConsumeBytes(b)
 		if m != len(b) {
 			return false

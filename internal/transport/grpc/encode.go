@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
@@ -23,23 +24,6 @@ import (
 // error, unknown fields at the top) goes to the generated code. Nested
 // messages are the engine's own and never carry unknown fields, so they
 // are not asked (asking was a tenth of the encoding).
-
-// Field numbers of the messages encoded here.
-const (
-	fieldRespResults = 1
-	fieldRespDone    = 2
-
-	fieldBatchQuery   = 1
-	fieldBatchRecords = 2
-
-	fieldDoneQuery = 1
-	fieldDoneCount = 2
-
-	fieldScanRecords = 1
-	fieldScanCount   = 2
-	fieldScanDone    = 3
-	// Any's fields: anywire.FieldTypeURL, anywire.FieldValue.
-)
 
 // marshalFast encodes v if it is a message with an encoder here and of a
 // shape it covers; ok is false otherwise.
@@ -196,27 +180,27 @@ func appendRecords(b []byte, num protowire.Number, recs []*anypb.Any) []byte {
 func appendSearch(b []byte, m *pb.SearchResponse) []byte {
 	for _, rb := range m.Results {
 		s, _ := sizeBatch(rb)
-		b = protowire.AppendTag(b, fieldRespResults, protowire.BytesType)
+		b = protowire.AppendTag(b, apiwire.SearchResponseResults, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(s))
-		b = appendVarintField(b, fieldBatchQuery, rb.Query)
-		b = appendRecords(b, fieldBatchRecords, rb.Records)
+		b = appendVarintField(b, apiwire.ResultBatchQuery, rb.Query)
+		b = appendRecords(b, apiwire.ResultBatchRecords, rb.Records)
 	}
 	for _, d := range m.Done {
 		s, _ := sizeDone(d)
-		b = protowire.AppendTag(b, fieldRespDone, protowire.BytesType)
+		b = protowire.AppendTag(b, apiwire.SearchResponseDone, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(s))
-		b = appendVarintField(b, fieldDoneQuery, d.Query)
-		b = appendVarintField(b, fieldDoneCount, d.Count)
+		b = appendVarintField(b, apiwire.QueryDoneQuery, d.Query)
+		b = appendVarintField(b, apiwire.QueryDoneCount, d.Count)
 	}
 	return b
 }
 
 // appendScan appends m, which sizeScan accepted.
 func appendScan(b []byte, m *pb.ScanResponse) []byte {
-	b = appendRecords(b, fieldScanRecords, m.Records)
-	b = appendVarintField(b, fieldScanCount, m.Count)
+	b = appendRecords(b, apiwire.ScanResponseRecords, m.Records)
+	b = appendVarintField(b, apiwire.ScanResponseCount, m.Count)
 	if m.Done {
-		b = protowire.AppendTag(b, fieldScanDone, protowire.VarintType)
+		b = protowire.AppendTag(b, apiwire.ScanResponseDone, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
 	return b

@@ -8,6 +8,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
@@ -25,18 +26,9 @@ import (
 // anything else to proto.Unmarshal, so that its result is always what
 // proto.Unmarshal produces (FuzzDecodeWrite checks it).
 
-// Wire numbers of the write requests.
-const (
-	fieldWriteRecords = 1 // WriteRequest.records
-
-	fieldStreamOp      = 1 // WriteStreamRequest.op
-	fieldStreamRecords = 2 // WriteStreamRequest.records
-	fieldStreamAck     = 3 // WriteStreamRequest.ack
-)
-
 // decodeWriteRequest decodes b into req, as proto.Unmarshal would.
 func decodeWriteRequest(b []byte, req *pb.WriteRequest) error {
-	recs, ok := decodeRecords(b, fieldWriteRecords, nil)
+	recs, ok := decodeRecords(b, apiwire.WriteRequestRecords, nil)
 	if !ok {
 		return proto.Unmarshal(b, req)
 	}
@@ -49,11 +41,11 @@ func decodeWriteRequest(b []byte, req *pb.WriteRequest) error {
 func decodeWriteStreamRequest(b []byte, req *pb.WriteStreamRequest) error {
 	var op pb.WriteOp
 	var ack bool
-	recs, ok := decodeRecords(b, fieldStreamRecords, func(num protowire.Number, v uint64) bool {
+	recs, ok := decodeRecords(b, apiwire.WriteStreamRequestRecords, func(num protowire.Number, v uint64) bool {
 		switch num {
-		case fieldStreamOp:
+		case apiwire.WriteStreamRequestOp:
 			op = pb.WriteOp(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
-		case fieldStreamAck:
+		case apiwire.WriteStreamRequestAck:
 			ack = v != 0
 		default:
 			return false

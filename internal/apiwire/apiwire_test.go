@@ -1,0 +1,75 @@
+package apiwire
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// Every number here is the generated descriptor's number for its field.
+func TestNumbersMatchDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		num   protowire.Number
+		msg   proto.Message
+		field protoreflect.Name
+	}{
+		{SearchRequestQueries, &pb.SearchRequest{}, "queries"},
+		{QueryType, &pb.Query{}, "type"},
+		{QueryWhere, &pb.Query{}, "where"},
+		{QueryLimit, &pb.Query{}, "limit"},
+		{QueryKeysOnly, &pb.Query{}, "keys_only"},
+		{QueryExplain, &pb.Query{}, "explain"},
+		{QueryCount, &pb.Query{}, "count"},
+		{ExprCmp, &pb.Expr{}, "cmp"},
+		{ComparisonField, &pb.Comparison{}, "field"},
+		{ComparisonOp, &pb.Comparison{}, "op"},
+		{ComparisonValue, &pb.Comparison{}, "value"},
+		{ValueInt, &pb.Value{}, "int"},
+		{ValueUint, &pb.Value{}, "uint"},
+		{ValueBool, &pb.Value{}, "bool"},
+		{ValueString, &pb.Value{}, "string"},
+		{ValueBytes, &pb.Value{}, "bytes"},
+		{SearchResponseResults, &pb.SearchResponse{}, "results"},
+		{SearchResponseDone, &pb.SearchResponse{}, "done"},
+		{SearchResponseErrors, &pb.SearchResponse{}, "errors"},
+		{ResultBatchQuery, &pb.ResultBatch{}, "query"},
+		{ResultBatchRecords, &pb.ResultBatch{}, "records"},
+		{ResultBatchPlan, &pb.ResultBatch{}, "plan"},
+		{QueryDoneQuery, &pb.QueryDone{}, "query"},
+		{QueryDoneCount, &pb.QueryDone{}, "count"},
+		{ScanResponseRecords, &pb.ScanResponse{}, "records"},
+		{ScanResponseCount, &pb.ScanResponse{}, "count"},
+		{ScanResponseDone, &pb.ScanResponse{}, "done"},
+		{QueryResponseRecords, &pb.QueryResponse{}, "records"},
+		{QueryResponseNextPageToken, &pb.QueryResponse{}, "next_page_token"},
+		{QueryResponseCount, &pb.QueryResponse{}, "count"},
+		{WriteRequestRecords, &pb.WriteRequest{}, "records"},
+		{WriteStreamRequestOp, &pb.WriteStreamRequest{}, "op"},
+		{WriteStreamRequestRecords, &pb.WriteStreamRequest{}, "records"},
+		{WriteStreamRequestAck, &pb.WriteStreamRequest{}, "ack"},
+		{WatchResponseChanges, &pb.WatchResponse{}, "changes"},
+		{WatchResponseProgress, &pb.WatchResponse{}, "progress"},
+		{ChangeOp, &pb.Change{}, "op"},
+		{ChangeType, &pb.Change{}, "type"},
+		{ChangeKey, &pb.Change{}, "key"},
+		{ChangeRecord, &pb.Change{}, "record"},
+		{ChangeOld, &pb.Change{}, "old_record"},
+		{ChangePosition, &pb.Change{}, "position"},
+		{PositionCommit, &pb.Position{}, "commit"},
+		{PositionIndex, &pb.Position{}, "index"},
+	} {
+		md := tc.msg.ProtoReflect().Descriptor()
+		fd := md.Fields().ByName(tc.field)
+		if fd == nil {
+			t.Errorf("%s has no field %s", md.FullName(), tc.field)
+			continue
+		}
+		if fd.Number() != tc.num {
+			t.Errorf("%s.%s is field %d, apiwire says %d", md.FullName(), tc.field, fd.Number(), tc.num)
+		}
+	}
+}
