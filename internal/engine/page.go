@@ -50,6 +50,53 @@ func loadSecret(st store.KV) ([]byte, error) {
 	return secret, nil
 }
 
+// pageReader opens what a page of c reads from; resuming (a page after
+// the first) a point plan iterates, which needs a consistent view: a
+// snapshot.
+func (e *Engine) pageReader(c *compiled, resuming bool) (store.View, func(), error) {
+	rd, done, err := e.reader(c)
+	if err != nil || !resuming || rd != e.st {
+		return rd, done, err
+	}
+	done()
+	snap, err := e.st.OpenSnapshot()
+	if err != nil {
+		return nil, nil, storeError(err)
+	}
+	return snap, func() { snap.Close() }, nil
+}
+
+// readPage reads at most size matches of c after key after from rd into
+// a response; last is the key of its last record and more says that a
+// match follows it.
+func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after []byte, size uint64) (resp *pb.QueryResponse, last []byte, more bool, err error) {
+	// A page holds at most size records; a point plan at most one per key.
+	expect := int(size)
+	if c.plan.Access == query.AccessPKPoint {
+		expect = min(expect, len(c.plan.Ranges))
+	}
+	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
+	cu := &cursor{e: e, c: c, r: rd, pk: pk, want: int(size) + 1}
+	resp = &pb.QueryResponse{}
+	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
+		if uint64(len(resp.Records)) == size {
+			more = true // one match past the page: there is a next page
+			return false
+		}
+		last = append(last[:0], key...)
+		// Values are sized for what the page can still hold, at most
+		// 64 KiB at a time.
+		left := int(size) - len(resp.Records)
+		if c.plan.Access == query.AccessPKPoint {
+			left = min(left, len(c.plan.Ranges))
+		}
+		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, left*len(rec)))
+		return true
+	})
+	cu.flushStats()
+	return resp, last, more, err
+}
+
 // Query returns one page of matches and, when more may follow, a token
 // that resumes after the page's last key: fetching N rows costs O(N) however
 // deep the page. Each page reads its own snapshot.
@@ -91,46 +138,12 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (_ *pb.QueryRe
 	}
 
 	start := time.Now()
-	rd, done, err := e.reader(c)
+	rd, done, err := e.pageReader(c, after != nil)
 	if err != nil {
 		return nil, err
 	}
-	if after != nil && rd == e.st {
-		// Resuming a point plan iterates, which needs a consistent view.
-		done()
-		snap, err := e.st.OpenSnapshot()
-		if err != nil {
-			return nil, storeError(err)
-		}
-		rd, done = snap, func() { snap.Close() }
-	}
 	defer done()
-	// A page holds at most size records; a point plan at most one per key.
-	expect := int(size)
-	if c.plan.Access == query.AccessPKPoint {
-		expect = min(expect, len(c.plan.Ranges))
-	}
-	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
-	cu := &cursor{e: e, c: c, r: rd, pk: pk, want: int(size) + 1}
-	resp := &pb.QueryResponse{}
-	var last []byte
-	more := false
-	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
-		if uint64(len(resp.Records)) == size {
-			more = true // one match past the page: there is a next page
-			return false
-		}
-		last = append(last[:0], key...)
-		// Values are sized for what the page can still hold, at most
-		// 64 KiB at a time.
-		left := int(size) - len(resp.Records)
-		if c.plan.Access == query.AccessPKPoint {
-			left = min(left, len(c.plan.Ranges))
-		}
-		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, left*len(rec)))
-		return true
-	})
-	cu.flushStats()
+	resp, last, more, err := e.readPage(ctx, c, rd, after, size)
 	if err != nil {
 		return nil, err
 	}

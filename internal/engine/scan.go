@@ -295,94 +295,115 @@ func (sc *scan) emit(s scanned) {
 // responses are sent or the scan ends.
 func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<- scanned) error {
 	e, c := sc.e, sc.c
-	var pk *packer
+	pr := &partRun{sc: sc, idx: idx, out: out}
 	cu := &cursor{e: e, c: c, r: sc.snap}
 	if !sc.reuse {
 		// Point reads land in the packer's buffer. Not with scanBufs,
 		// whose packers the emitter rewinds while the cursor goes on.
-		pk = &packer{slabSize: 256, maxBuf: 256 << 10}
-		cu.pk = pk
+		pr.pk = &packer{slabSize: 256, maxBuf: 256 << 10}
+		cu.pk = pr.pk
 	}
 	defer cu.flushStats()
-	var resp *pb.ScanResponse
-	var buf *scanBuf // holds resp, when reusing
-	size := 0
-	avg := 0       // bytes per record in the last response sent; 0 before the first
-	var held int64 // of the result budget, by resp
-	var ahead bool // held was taken before this part's turn
-	defer func() {
-		e.results.Release(held)
-		if ahead {
-			sc.ahead.Add(-held)
-		}
-	}()
-	var exhausted bool
-	var budgetErr error
-	var n, added uint64 // matches of this part; of them, added to total
-	flush := func() bool {
-		sc.total.Add(n - added)
-		added = n
-		if resp == nil {
-			return true
-		}
-		avg = size/len(resp.Records) + 1 // once queued, resp is the emitter's
-		select {
-		case out <- scanned{resp: resp, held: held, ahead: ahead, buf: buf}:
-		case <-ctx.Done():
-			return false // buf, not queued, goes with the GC
-		}
-		resp, buf, size, held, ahead = nil, nil, 0, 0, false
-		if !sc.reuse {
-			pk.cut()
-		}
-		return true
-	}
-	anyOrder := !sc.ordered
-	err := cu.run(ctx, part, nil, func(_, rec []byte) bool {
-		n++
-		if c.plan.Count {
-			return true
-		}
-		// Each cursor stops at the limit on its own part. Without an
-		// order, any limit matches will do, so parts also stop once
-		// together they have enough; with an order, an earlier part's
-		// matches must win, so parts never stop each other.
-		if anyOrder && sc.limit > 0 && n-added+sc.total.Load() > sc.limit {
-			return false
-		}
-		if resp != nil && (len(resp.Records) >= sc.batchSize || size+len(rec) > e.opts.MaxResultBytes) {
-			if !flush() {
-				return false
-			}
-		}
-		if resp == nil {
-			want := min(int64(e.opts.MaxResultBytes), e.opts.MaxResultBufferBytes)
-			if held, ahead, budgetErr = sc.reserve(ctx, idx, want, &exhausted); budgetErr != nil {
-				return false
-			}
-			if sc.reuse {
-				buf = sc.takeBuf()
-				resp, pk = &buf.resp, &buf.pk
-			} else {
-				resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
-			}
-		}
-		if avg == 0 {
-			avg = len(rec)
-		}
-		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, valuesWanted(sc.batchSize-len(resp.Records), avg)))
-		size += len(rec)
-		return true
-	})
+	defer pr.release()
+	err := cu.run(ctx, part, nil, func(_, rec []byte) bool { return pr.add(ctx, rec) })
 	if err == nil {
-		err = budgetErr
+		err = pr.budgetErr
 	}
 	if err != nil {
-		sc.total.Add(n - added)
+		sc.total.Add(pr.n - pr.added)
 		return err
 	}
-	flush()
+	pr.flush(ctx)
 	return nil
+}
+
+// partRun is the state of one part's reader; it belongs to the part's
+// goroutine. resp, once queued to out, is the emitter's.
+type partRun struct {
+	sc  *scan
+	idx int
+	out chan<- scanned
+	pk  *packer
+
+	resp      *pb.ScanResponse
+	buf       *scanBuf // holds resp, when reusing
+	size      int
+	avg       int   // bytes per record in the last response sent; 0 before the first
+	held      int64 // of the result budget, by resp
+	ahead     bool  // held was taken before this part's turn
+	exhausted bool
+	budgetErr error
+	n, added  uint64 // matches of this part; of them, added to total
+}
+
+// add takes one matching record; false stops the part.
+func (pr *partRun) add(ctx context.Context, rec []byte) bool {
+	sc := pr.sc
+	e, c := sc.e, sc.c
+	pr.n++
+	if c.plan.Count {
+		return true
+	}
+	// Each cursor stops at the limit on its own part. Without an order,
+	// any limit matches will do, so parts also stop once together they
+	// have enough; with an order, an earlier part's matches must win, so
+	// parts never stop each other.
+	if !sc.ordered && sc.limit > 0 && pr.n-pr.added+sc.total.Load() > sc.limit {
+		return false
+	}
+	if pr.resp != nil && (len(pr.resp.Records) >= sc.batchSize || pr.size+len(rec) > e.opts.MaxResultBytes) {
+		if !pr.flush(ctx) {
+			return false
+		}
+	}
+	if pr.resp == nil {
+		want := min(int64(e.opts.MaxResultBytes), e.opts.MaxResultBufferBytes)
+		if pr.held, pr.ahead, pr.budgetErr = sc.reserve(ctx, pr.idx, want, &pr.exhausted); pr.budgetErr != nil {
+			return false
+		}
+		if sc.reuse {
+			pr.buf = sc.takeBuf()
+			pr.resp, pr.pk = &pr.buf.resp, &pr.buf.pk
+		} else {
+			pr.resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
+		}
+	}
+	if pr.avg == 0 {
+		pr.avg = len(rec)
+	}
+	pr.resp.Records = append(pr.resp.Records, pr.pk.pack(c.t.url, rec, valuesWanted(sc.batchSize-len(pr.resp.Records), pr.avg)))
+	pr.size += len(rec)
+	return true
+}
+
+// flush queues the response built so far, if any, and counts the part's
+// matches into the scan's total; false when the scan is over.
+func (pr *partRun) flush(ctx context.Context) bool {
+	sc := pr.sc
+	sc.total.Add(pr.n - pr.added)
+	pr.added = pr.n
+	if pr.resp == nil {
+		return true
+	}
+	pr.avg = pr.size/len(pr.resp.Records) + 1 // once queued, resp is the emitter's
+	select {
+	case pr.out <- scanned{resp: pr.resp, held: pr.held, ahead: pr.ahead, buf: pr.buf}:
+	case <-ctx.Done():
+		return false // buf, not queued, goes with the GC
+	}
+	pr.resp, pr.buf, pr.size, pr.held, pr.ahead = nil, nil, 0, 0, false
+	if !sc.reuse {
+		pr.pk.cut()
+	}
+	return true
+}
+
+// release gives back what an unqueued response held of the budget.
+func (pr *partRun) release() {
+	pr.sc.e.results.Release(pr.held)
+	if pr.ahead {
+		pr.sc.ahead.Add(-pr.held)
+	}
 }
 
 // valuesWanted is the values buffer to make for the rest of a response of
