@@ -110,45 +110,10 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if err != nil {
 		return nil, err
 	}
-	// The modes of one batch size run one after the other, so that their
-	// ratios compare runs made under the same conditions.
 	for _, batch := range b.Batches {
-		frames, err := bench.SearchFrames(batch, b.Records)
-		if err != nil {
+		if err := b.runBatch(ctx, env, t, raw, batch, modes, res); err != nil {
 			return nil, err
 		}
-		ops := map[string]float64{}
-		for _, mode := range modes {
-			open, ctr := bench.OpenSearch(t.API.Search), &b.ctr
-			switch mode {
-			case "transport":
-				open, ctr = t.Lab.Echo, &b.echoes // echoes are not lookups
-			case "raw":
-				open, ctr = raw.open, &b.raws
-			}
-			label := fmt.Sprintf("%s batch=%d", mode, batch)
-			s, err := env.Measure(ctx, label, bench.AlternateSearch(open, frames, batch, bench.SearchCheck{Records: 1}, ctr))
-			if err != nil {
-				return nil, err
-			}
-			ops[mode] = bench.Summarize(s.Ops).Median
-			var ref *bench.Reference
-			if v, ok := seed000[batch]; ok {
-				ref = &bench.Reference{Value: v, Source: seed000Source}
-			}
-			res.Rows = append(res.Rows, bench.NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, ref))
-		}
-		note := fmt.Sprintf("batch=%d: transport %.2f of raw", batch, ops["transport"]/ops["raw"])
-		if !b.TransportOnly {
-			note += fmt.Sprintf(", lookup %.2f of transport", ops["lookup"]/ops["transport"])
-		}
-		note += " (medians)"
-		if share := ops["transport"] / ops["raw"]; share >= 1.005 { // prints as 1.01 or more
-			// Protobase's server wraps the bare one, so it cannot be
-			// faster: a share above 1 is the runs' noise, not a result.
-			note += fmt.Sprintf("; ⚠ transport above raw (%.2f > 1) is noise: the server wraps the bare grpc-go one and cannot beat it", share)
-		}
-		res.Notes = append(res.Notes, note)
 	}
 	after, err := t.Stats(ctx)
 	if err != nil {
@@ -176,6 +141,48 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		}
 	}
 	return res, nil
+}
+
+// runBatch measures every mode at one batch size, one after the other,
+// so that their ratios compare runs made under the same conditions.
+func (b *Experiment) runBatch(ctx context.Context, env *bench.Env, t *bench.Target, raw *rawServer, batch int, modes []string, res *bench.Result) error {
+	frames, err := bench.SearchFrames(batch, b.Records)
+	if err != nil {
+		return err
+	}
+	ops := map[string]float64{}
+	for _, mode := range modes {
+		open, ctr := bench.OpenSearch(t.API.Search), &b.ctr
+		switch mode {
+		case "transport":
+			open, ctr = t.Lab.Echo, &b.echoes // echoes are not lookups
+		case "raw":
+			open, ctr = raw.open, &b.raws
+		}
+		label := fmt.Sprintf("%s batch=%d", mode, batch)
+		s, err := env.Measure(ctx, label, bench.AlternateSearch(open, frames, batch, bench.SearchCheck{Records: 1}, ctr))
+		if err != nil {
+			return err
+		}
+		ops[mode] = bench.Summarize(s.Ops).Median
+		var ref *bench.Reference
+		if v, ok := seed000[batch]; ok {
+			ref = &bench.Reference{Value: v, Source: seed000Source}
+		}
+		res.Rows = append(res.Rows, bench.NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, ref))
+	}
+	note := fmt.Sprintf("batch=%d: transport %.2f of raw", batch, ops["transport"]/ops["raw"])
+	if !b.TransportOnly {
+		note += fmt.Sprintf(", lookup %.2f of transport", ops["lookup"]/ops["transport"])
+	}
+	note += " (medians)"
+	if share := ops["transport"] / ops["raw"]; share >= 1.005 { // prints as 1.01 or more
+		// Protobase's server wraps the bare one, so it cannot be
+		// faster: a share above 1 is the runs' noise, not a result.
+		note += fmt.Sprintf("; ⚠ transport above raw (%.2f > 1) is noise: the server wraps the bare grpc-go one and cannot beat it", share)
+	}
+	res.Notes = append(res.Notes, note)
+	return nil
 }
 
 // runEtcd adds the "lookup etcd" rows: the same lookups, in the same run,
