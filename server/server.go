@@ -260,14 +260,54 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s.st = st
-	eng, err := engine.Open(ctx, st, engine.Options{
+	eng, err := s.openEngine(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	s.eng = eng
+	if err := s.startAuth(); err != nil {
+		return nil, err
+	}
+	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries, BackupScratch: backupScratch(cfg)})
+
+	m.register(eng, st)
+	registerReceiveMetrics(m.reg, s.recv)
+	s.newGRPCServer(m, eng)
+
+	if s.mlis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
+		s.metrics = &http.Server{Handler: mux}
+		// The REST gateway's limits: a metrics listener off loopback is as
+		// exposed to slow and idle clients as the gateway is.
+		s.cfg.HTTPLimits.apply(s.metrics)
+		go func() { _ = s.serveHTTP(s.metrics, s.mlis) }()
+	}
+	if err := s.startTransports(); err != nil {
+		return nil, err
+	}
+
+	go func() {
+		s.serveErr = s.gs.Serve(s.grpcListener())
+		close(s.done)
+	}()
+	s.setServing(healthpb.HealthCheckResponse_SERVING)
+	log.Info("serving", "grpc", s.lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS())
+	return s, nil
+}
+
+// openEngine opens the engine on the server's store with the limits of
+// its Config.
+func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, error) {
+	cfg := s.cfg
+	eng, err := engine.Open(ctx, s.st, engine.Options{
 		MaxRecordsPerBatch: cfg.MaxRecordsPerBatch,
 		MaxMessageBytes:    cfg.MaxMessageBytes,
 		MaxInflightBytes:   cfg.MaxInflightBytes,
 		SearchWorkers:      cfg.SearchWorkers,
 		MaxResultRecords:   cfg.MaxResultRecords,
 		MaxResultBytes:     cfg.MaxResultBytes,
-		Logger:             log,
+		Logger:             s.log,
 		SlowQuery:          cfg.SlowQuery,
 		ObserveQuery:       m.observeQuery,
 
@@ -280,16 +320,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
-	s.eng = eng
-	if err := s.startAuth(); err != nil {
-		return nil, err
-	}
-	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries, BackupScratch: backupScratch(cfg)})
+	return eng, nil
+}
 
-	m.register(eng, st)
-	registerReceiveMetrics(m.reg, s.recv)
-	reg, srvMetrics := m.reg, m.grpc
-
+// newGRPCServer makes the gRPC server with the services, limits and
+// codec of the server's Config.
+func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
+	srvMetrics := m.grpc
+	cfg := s.cfg
 	s.gs = grpc.NewServer(append(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(sendLimit(cfg)),
@@ -320,27 +358,6 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	reflectionv1.RegisterServerReflectionServer(s.gs, reflection.NewServerV1(ropts))
 	reflectionv1alpha.RegisterServerReflectionServer(s.gs, reflection.NewServer(ropts))
 	srvMetrics.InitializeMetrics(s.gs)
-
-	if s.mlis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-		s.metrics = &http.Server{Handler: mux}
-		// The REST gateway's limits: a metrics listener off loopback is as
-		// exposed to slow and idle clients as the gateway is.
-		s.cfg.HTTPLimits.apply(s.metrics)
-		go func() { _ = s.serveHTTP(s.metrics, s.mlis) }()
-	}
-	if err := s.startTransports(); err != nil {
-		return nil, err
-	}
-
-	go func() {
-		s.serveErr = s.gs.Serve(s.grpcListener())
-		close(s.done)
-	}()
-	s.setServing(healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "grpc", s.lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS())
-	return s, nil
 }
 
 // DefaultMaxSendBytes is the least limit on one message the server sends,
