@@ -191,24 +191,7 @@ func Start(opts Options) (*Service, error) {
 	if opts.Conn == nil || opts.Engine == nil || opts.Resolver == nil {
 		return nil, errors.New("nats: Conn, Engine and Resolver are required")
 	}
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if opts.Queue == "" {
-		opts.Queue = DefaultQueue
-	}
-	if opts.Version == "" {
-		opts.Version = "0.0.0"
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
-	}
-	if opts.PendingMsgs <= 0 {
-		opts.PendingMsgs = DefaultPendingMsgs
-	}
-	if opts.PendingBytes <= 0 {
-		opts.PendingBytes = DefaultPendingBytes
-	}
+	opts = opts.withDefaults()
 	if err := ValidPrefix(opts.Prefix); err != nil {
 		return nil, err
 	}
@@ -235,7 +218,49 @@ func Start(opts Options) (*Service, error) {
 		return nil, fmt.Errorf("nats: add micro service: %w", err)
 	}
 	s.svc = svc
-	g := svc.AddGroup(opts.Prefix)
+	if err := s.addEndpoints(svc.AddGroup(opts.Prefix)); err != nil {
+		_ = svc.Stop()
+		s.cancel()
+		return nil, err
+	}
+	// The subscriptions travel to the NATS server asynchronously: without
+	// this round trip a request sent right after the server reports ready
+	// could find no responder.
+	if err := opts.Conn.FlushTimeout(10 * time.Second); err != nil {
+		_ = svc.Stop()
+		s.cancel()
+		return nil, fmt.Errorf("nats: registering the service's subscriptions: %w", err)
+	}
+	return s, nil
+}
+
+// withDefaults fills in the defaults of the options left zero.
+func (opts Options) withDefaults() Options {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Queue == "" {
+		opts.Queue = DefaultQueue
+	}
+	if opts.Version == "" {
+		opts.Version = "0.0.0"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.PendingMsgs <= 0 {
+		opts.PendingMsgs = DefaultPendingMsgs
+	}
+	if opts.PendingBytes <= 0 {
+		opts.PendingBytes = DefaultPendingBytes
+	}
+	return opts
+}
+
+// addEndpoints adds the service's endpoints to g, each behind its guard
+// (the role it needs, and for those served out of order a pool of
+// workers).
+func (s *Service) addEndpoints(g micro.Group) error {
 	const inOrder, pooled = false, true
 	endpoints := []struct {
 		name, subject string
@@ -258,24 +283,14 @@ func Start(opts Options) (*Service, error) {
 	for _, ep := range endpoints {
 		var workers chan struct{}
 		if ep.pool {
-			workers = make(chan struct{}, opts.Workers)
+			workers = make(chan struct{}, s.opts.Workers)
 		}
 		if err := g.AddEndpoint(ep.name, s.guard(ep.need, workers, ep.h), micro.WithEndpointSubject(ep.subject),
-			micro.WithEndpointPendingLimits(opts.PendingMsgs, opts.PendingBytes)); err != nil {
-			_ = svc.Stop()
-			s.cancel()
-			return nil, fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
+			micro.WithEndpointPendingLimits(s.opts.PendingMsgs, s.opts.PendingBytes)); err != nil {
+			return fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
 		}
 	}
-	// The subscriptions travel to the NATS server asynchronously: without
-	// this round trip a request sent right after the server reports ready
-	// could find no responder.
-	if err := opts.Conn.FlushTimeout(10 * time.Second); err != nil {
-		_ = svc.Stop()
-		s.cancel()
-		return nil, fmt.Errorf("nats: registering the service's subscriptions: %w", err)
-	}
-	return s, nil
+	return nil
 }
 
 // ValidPrefix checks that prefix is a literal NATS subject (tokens of
