@@ -119,51 +119,16 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 		prog = newProgress(a.stderr, spec.name, in.size, false)
 	}
 	start := time.Now()
-	var (
-		lines    lineMap
-		lr       = newLineReader(in.r)
-		lineNo   uint64
-		readErr  error // reading the input failed
-		parseErr error // a line is not a record
-	)
-	for {
-		raw, err := lr.next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				readErr = fmt.Errorf("read %s: %w", in.name, err)
-			}
-			break
-		}
-		lineNo++
-		prog.read(len(raw))
-		js := bytes.TrimSpace(raw)
-		if len(js) == 0 {
-			continue
-		}
-		rec, err := rt.encode(js)
-		if err != nil {
-			parseErr = fmt.Errorf("%s line %d: not a valid %s: %w", in.name, lineNo, rt.name, err)
-			break
-		}
-		prog.record()
-		lines.add(lineNo)
-		if err := w.WriteAny(rec); err != nil {
-			var le *client.LimitError
-			if errors.As(err, &le) {
-				// Refused before sending; the writer goes on.
-				parseErr = fmt.Errorf("%s line %d: %w", in.name, lineNo, err)
-			}
-			// Otherwise the stream failed; Close returns the same error.
-			break
-		}
-	}
+	feed := writeFeed{in: in, rt: rt, prog: prog}
+	feed.run(w)
+	lines, lineNo, readErr, parseErr := &feed.lines, feed.lineNo, feed.readErr, feed.parseErr
 	// Close sends what is pending (the records before a bad line too) and
 	// waits until the server has made everything durable.
 	ack, err := w.Close()
 	elapsed := time.Since(start)
 	prog.finish(err == nil && readErr == nil && parseErr == nil)
 	if err != nil {
-		return writeFailure(spec, a.addr, in.name, err, &lines, w.Durable(), parseErr)
+		return writeFailure(spec, a.addr, in.name, err, lines, w.Durable(), parseErr)
 	}
 	n := ack.GetRecords()
 	switch {
@@ -181,6 +146,55 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	}
 	fmt.Fprintf(a.stderr, "%s %d %s in %.2fs (%.0f records/s)\n", spec.done, n, plural(n, "record", "records"), secs, rate)
 	return nil
+}
+
+// writeFeed reads an input's lines into a writer, one record a line.
+type writeFeed struct {
+	in   *input
+	rt   *recordType
+	prog *progress
+
+	lines    lineMap // the input line of each record sent
+	lineNo   uint64  // the last line read
+	readErr  error   // reading the input failed
+	parseErr error   // a line is not a record, or over a limit
+}
+
+// run writes the input's records to w until the input ends, a line is not
+// a record, or w fails (its Close then says why).
+func (f *writeFeed) run(w *client.Writer) {
+	lr := newLineReader(f.in.r)
+	for {
+		raw, err := lr.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				f.readErr = fmt.Errorf("read %s: %w", f.in.name, err)
+			}
+			return
+		}
+		f.lineNo++
+		f.prog.read(len(raw))
+		js := bytes.TrimSpace(raw)
+		if len(js) == 0 {
+			continue
+		}
+		rec, err := f.rt.encode(js)
+		if err != nil {
+			f.parseErr = fmt.Errorf("%s line %d: not a valid %s: %w", f.in.name, f.lineNo, f.rt.name, err)
+			return
+		}
+		f.prog.record()
+		f.lines.add(f.lineNo)
+		if err := w.WriteAny(rec); err != nil {
+			var le *client.LimitError
+			if errors.As(err, &le) {
+				// Refused before sending; the writer goes on.
+				f.parseErr = fmt.Errorf("%s line %d: %w", f.in.name, f.lineNo, err)
+			}
+			// Otherwise the stream failed; Close returns the same error.
+			return
+		}
+	}
 }
 
 // writeFailure describes a failed write stream: the server's status, the
