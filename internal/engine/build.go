@@ -181,36 +181,9 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 				continue // removed since the iterator read it
 			}
 		}
-		pk := key[len(t.prefix):]
-		var skip bool
-		if skip, err = t.skips(ix, val); err != nil {
+		if conflict, err = indexRecord(b, t, ix, key, val, uniq); err != nil || conflict != "" {
 			break
 		}
-		if skip {
-			continue
-		}
-		ik := append([]byte(nil), ix.prefix...)
-		if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
-			break
-		}
-		if !ix.ix.Unique {
-			b.Set(append(ik, pk...), nil)
-			continue
-		}
-		cur, ok := uniq[string(ik)]
-		if !ok {
-			var found bool
-			if cur, found, err = b.Read(ik, nil, false); err != nil {
-				break
-			}
-			ok = found
-		}
-		if ok && !bytes.Equal(cur, pk) {
-			conflict = fmt.Sprintf("unique index %s: two records share one value (primary keys %x and %x)", ix.ix.Name, cur, pk)
-			break
-		}
-		uniq[string(ik)] = append([]byte(nil), pk...)
-		b.Set(ik, pk)
 	}
 	more := it.Valid()
 	if cerr := it.Close(); err == nil {
@@ -232,6 +205,39 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	*n += uint64(count)
 	e.writeMu.Unlock()
 	return !more, "", b.Wait()
+}
+
+// indexRecord adds record key's entry of index ix, val being the record,
+// to b; uniq holds the unique keys the step set so far. It reports a
+// unique-index conflict.
+func indexRecord(b store.WriteBatch, t *recType, ix *index, key, val []byte, uniq map[string][]byte) (conflict string, err error) {
+	pk := key[len(t.prefix):]
+	skip, err := t.skips(ix, val)
+	if err != nil || skip {
+		return "", err
+	}
+	ik := append([]byte(nil), ix.prefix...)
+	if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
+		return "", err
+	}
+	if !ix.ix.Unique {
+		b.Set(append(ik, pk...), nil)
+		return "", nil
+	}
+	cur, ok := uniq[string(ik)]
+	if !ok {
+		var found bool
+		if cur, found, err = b.Read(ik, nil, false); err != nil {
+			return "", err
+		}
+		ok = found
+	}
+	if ok && !bytes.Equal(cur, pk) {
+		return fmt.Sprintf("unique index %s: two records share one value (primary keys %x and %x)", ix.ix.Name, cur, pk), nil
+	}
+	uniq[string(ik)] = append([]byte(nil), pk...)
+	b.Set(ik, pk)
+	return "", nil
 }
 
 var errStale = fmt.Errorf("index no longer building")
