@@ -108,7 +108,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		BatchSize:  opts.BatchSize,
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Watch(ctx, req)
+	st, err := c.api.Watch(ctx, req, watchCall)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("watch: %w", asError(err))
@@ -179,7 +179,9 @@ func (w *Watcher) end(err error) {
 // errWatchClosed marks a watch ended by Close; Err reports it as nil.
 var errWatchClosed = errors.New("watch closed")
 
-// Change is the current change.
+// Change is the current change. Its records' values point into the
+// bytes of the message it came in (decoded into one slab per message):
+// a change kept keeps that message's bytes alive.
 func (w *Watcher) Change() *pb.Change { return w.ch }
 
 // Position is where a new watch resumes (StartAfter) to send every change
