@@ -61,15 +61,6 @@ type posSlot struct {
 	index uint32
 }
 
-// watchDecoder holds the slabs of one response being decoded and the
-// strings its changes share.
-type watchDecoder struct {
-	anys     []anypb.Any // not yet used; refilled by n when exhausted
-	n        int         // changes in the response
-	lastType string      // the last type name, found valid UTF-8
-	lastURL  string      // the last type URL, found valid UTF-8
-}
-
 // watchCodec is the codec of the Watch call: protobuf, with the decoder
 // above for its responses. Its name is "proto", so the server sees
 // ordinary protobuf.
@@ -86,24 +77,84 @@ func (watchCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Ma
 
 // Unmarshal implements encoding.CodecV2.
 func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if m, ok := v.(*pb.WatchResponse); ok {
+	switch m := v.(type) {
+	case *watchRecv:
+		return m.decode(data)
+	case *pb.WatchResponse:
 		return decodeWatchResponse(ownCopy(data), m)
 	}
 	return protoCodec.Unmarshal(data, v)
 }
 
+// watchSlabs are the storage of one decoded response: the copy of its
+// bytes, the changes with their positions, their pointers, the Anys and
+// the progress. A Watcher whose caller takes changes by NextBatch lends
+// them only until its next call, and then decodes the next response into
+// the same slabs; otherwise each response gets new ones.
+type watchSlabs struct {
+	buf     []byte
+	slots   []changeSlot
+	ptrs    []*pb.Change
+	anys    []anypb.Any
+	prog    *posSlot
+	anyHint int // Anys the last response used, when more than its slab held
+	// The last type name and URL decoded, valid UTF-8, which the next
+	// response shares (strings are immutable: reused either way).
+	lastType, lastURL string
+}
+
+// watchRecv is what a Watcher receives into: the response, decoded into
+// slabs that are reused when reuse is set (nothing in them is the
+// caller's any more) and replaced otherwise.
+type watchRecv struct {
+	resp  pb.WatchResponse
+	slabs watchSlabs
+	reuse bool
+}
+
+// decode decodes data into r as proto.Unmarshal would.
+func (r *watchRecv) decode(data mem.BufferSlice) error {
+	if !r.reuse {
+		r.slabs = watchSlabs{anyHint: r.slabs.anyHint, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
+	}
+	s := &r.slabs
+	if n := data.Len(); cap(s.buf) >= n {
+		s.buf = s.buf[:0]
+		for _, buf := range data {
+			s.buf = append(s.buf, buf.ReadOnlyData()...)
+		}
+	} else {
+		s.buf = ownCopy(data)
+	}
+	if b := s.buf; !decodeWatchFast(b, &r.resp, s) {
+		r.slabs = watchSlabs{}
+		return proto.Unmarshal(b, &r.resp)
+	}
+	return nil
+}
+
+// watchDecoder is the state of decoding one response: the Anys not yet
+// used and the strings its changes share.
+type watchDecoder struct {
+	anys     []anypb.Any // not yet used; refilled by n when exhausted
+	n        int         // changes in the response
+	used     int         // Anys used
+	lastType string      // the last type name, found valid UTF-8
+	lastURL  string      // the last type URL, found valid UTF-8
+}
+
 // decodeWatchResponse decodes b into m as proto.Unmarshal would. m keeps
 // references into b: b must be the caller's own copy.
 func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
-	if !decodeWatchFast(b, m) {
+	if !decodeWatchFast(b, m, new(watchSlabs)) {
 		return proto.Unmarshal(b, m)
 	}
 	return nil
 }
 
-// decodeWatchFast decodes b into m when b has the common shape; false
-// leaves m to be reset by proto.Unmarshal.
-func decodeWatchFast(b []byte, m *pb.WatchResponse) bool {
+// decodeWatchFast decodes b into m, using the slabs s, when b has the
+// common shape; false leaves m to be reset by proto.Unmarshal.
+func decodeWatchFast(b []byte, m *pb.WatchResponse, s *watchSlabs) bool {
 	n, progress := 0, 0
 	for rest := b; len(rest) > 0; {
 		num, typ, l := protowire.ConsumeTag(rest)
@@ -127,68 +178,82 @@ func decodeWatchFast(b []byte, m *pb.WatchResponse) bool {
 			return false
 		}
 	}
-	d := watchDecoder{n: n}
-	var slots []changeSlot
-	var changes []*pb.Change
+	d := watchDecoder{n: n, lastType: s.lastType, lastURL: s.lastURL}
 	if n > 0 {
-		slots = make([]changeSlot, n)
-		changes = make([]*pb.Change, n)
-		d.anys = make([]anypb.Any, 2*n) // a key and a record each, mostly
+		s.slots = slab(s.slots, n)
+		s.ptrs = slab(s.ptrs, n)
+		// A key and a record each, mostly.
+		s.anys = slab(s.anys, max(2*n, s.anyHint))
+		d.anys = s.anys
 	}
-	var prog *posSlot
 	i := 0
+	var prog *posSlot
 	for rest := b; len(rest) > 0; {
 		num, _, l := protowire.ConsumeTag(rest)
 		v, k := protowire.ConsumeBytes(rest[l:])
 		rest = rest[l+k:]
 		if num == fieldWatchProgress {
-			prog = new(posSlot)
+			if s.prog == nil {
+				s.prog = new(posSlot)
+			}
+			prog = s.prog
+			*prog = posSlot{}
 			if !decodePosition(v, prog) {
 				return false
 			}
 			continue
 		}
-		s := &slots[i]
-		if !d.change(v, s) {
+		slot := &s.slots[i]
+		if !d.change(v, slot) {
 			return false
 		}
-		changes[i] = &s.c
+		s.ptrs[i] = &slot.c
 		i++
 	}
+	if d.used > len(s.anys) {
+		s.anyHint = d.used
+	}
+	s.lastType, s.lastURL = d.lastType, d.lastURL
 	m.Reset()
-	m.Changes = changes
+	if n > 0 {
+		m.Changes = s.ptrs[:n:n]
+	}
 	if prog != nil {
 		m.Progress = &prog.p
 	}
 	return true
 }
 
+// slab returns xs resized to n zero values, reusing its array when it is
+// large enough.
+func slab[T any](xs []T, n int) []T {
+	if cap(xs) < n {
+		return make([]T, n)
+	}
+	xs = xs[:n]
+	clear(xs)
+	return xs
+}
+
 // change decodes one Change into s.
 func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 	c := &s.c
 	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
+		num, typ, x, v, k := nextField(b)
+		if k < 0 {
 			return false
 		}
-		b = b[l:]
+		b = b[k:]
 		if typ == protowire.VarintType {
-			v, k := protowire.ConsumeVarint(b)
-			if k < 0 || num != fieldChangeOp {
+			if num != fieldChangeOp {
 				return false
 			}
-			b = b[k:]
-			c.Op = pb.ChangeOp(int32(v))
+			c.Op = pb.ChangeOp(int32(x))
 			continue
 		}
 		if typ != protowire.BytesType {
 			return false
 		}
-		v, k := protowire.ConsumeBytes(b)
-		if k < 0 {
-			return false
-		}
-		b = b[k:]
 		switch num {
 		case fieldChangeType:
 			if string(v) != d.lastType {
@@ -235,21 +300,18 @@ func (d *watchDecoder) any() *anypb.Any {
 	}
 	a := &d.anys[0]
 	d.anys = d.anys[1:]
+	d.used++
 	return a
 }
 
 // decodePosition decodes one Position into s.
 func decodePosition(b []byte, s *posSlot) bool {
 	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || typ != protowire.VarintType {
+		num, typ, v, _, k := nextField(b)
+		if k < 0 || typ != protowire.VarintType {
 			return false
 		}
-		v, k := protowire.ConsumeVarint(b[l:])
-		if k < 0 {
-			return false
-		}
-		b = b[l+k:]
+		b = b[k:]
 		switch num {
 		case fieldPosCommit:
 			s.p.Commit = v
@@ -261,6 +323,46 @@ func decodePosition(b []byte, s *posSlot) bool {
 		}
 	}
 	return true
+}
+
+// nextField reads the first field of b: its number, its wire type, its
+// value (x for a varint, v for a length-delimited field) and its length
+// n, negative when b is malformed or the type is neither. Fields of a
+// one-byte tag and a one-byte value or length, most of a change's, are
+// read without protowire's general decoding: a watcher decodes hundreds
+// of thousands of changes a second on the cores the database may share.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, x uint64, v []byte, n int) {
+	if len(b) >= 2 && b[0] < 0x80 && b[0]>>3 != 0 && b[1] < 0x80 {
+		num, typ = protowire.Number(b[0]>>3), protowire.Type(b[0]&7)
+		switch typ {
+		case protowire.VarintType:
+			return num, typ, uint64(b[1]), nil, 2
+		case protowire.BytesType:
+			if l := int(b[1]); l <= len(b)-2 {
+				return num, typ, 0, b[2 : 2+l], 2 + l
+			}
+			return 0, 0, 0, nil, -1
+		}
+	}
+	num, typ, l := protowire.ConsumeTag(b)
+	if l < 0 {
+		return 0, 0, 0, nil, -1
+	}
+	switch typ {
+	case protowire.VarintType:
+		x, k := protowire.ConsumeVarint(b[l:])
+		if k < 0 {
+			return 0, 0, 0, nil, -1
+		}
+		return num, typ, x, nil, l + k
+	case protowire.BytesType:
+		v, k := protowire.ConsumeBytes(b[l:])
+		if k < 0 {
+			return 0, 0, 0, nil, -1
+		}
+		return num, typ, 0, v, l + k
+	}
+	return 0, 0, 0, nil, -1
 }
 
 // ownCopy returns the bytes of data in a new array that is not zeroed

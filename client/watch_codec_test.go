@@ -105,7 +105,37 @@ func checkDecodeWatch(t *testing.T, b []byte) {
 	if wantErr == nil && !proto.Equal(want, got) {
 		t.Fatalf("%x:\n got %v\nwant %v", b, got, want)
 	}
+	// Decoded over the storage of a larger response, as a Watcher whose
+	// caller takes batches does.
+	r := &watchRecv{reuse: true}
+	if err := r.decode(mem.BufferSlice{mem.SliceBuffer(reuseBase)}); err != nil {
+		t.Fatal(err)
+	}
+	in = append(in[:0], b...)
+	gotErr = r.decode(mem.BufferSlice{mem.SliceBuffer(in)})
+	for i := range in {
+		in[i] = 0xaa
+	}
+	if (wantErr == nil) != (gotErr == nil) {
+		t.Fatalf("%x, reused: error %v, proto.Unmarshal's %v", b, gotErr, wantErr)
+	}
+	if wantErr == nil && !proto.Equal(want, &r.resp) {
+		t.Fatalf("%x, reused:\n got %v\nwant %v", b, &r.resp, want)
+	}
 }
+
+// reuseBase is a response of changes with every field set, decoded first
+// into the storage that checkDecodeWatch decodes over.
+var reuseBase = func() []byte {
+	idx := uint32(3)
+	a := &anypb.Any{TypeUrl: "t/x", Value: []byte{8, 9}}
+	ch := &pb.Change{Op: 2, Type: "x", Key: a, Record: a, OldRecord: a, Position: &pb.Position{Commit: 8, Index: &idx}}
+	b, err := proto.Marshal(&pb.WatchResponse{Changes: []*pb.Change{ch, ch, ch, ch}, Progress: &pb.Position{Commit: 9, Index: &idx}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 func TestDecodeWatchMatchesProto(t *testing.T) {
 	for _, b := range watchSeeds(t) {
@@ -172,7 +202,8 @@ func TestDecodeWatchSlabs(t *testing.T) {
 }
 
 // BenchmarkDecodeWatch compares the generated decoder with watchCodec on
-// a response of 1,000 inserts:
+// a response of 1,000 inserts, into new slabs (Next) and into the slabs
+// of the response before (NextBatch):
 //
 //	go test -run '^$' -bench DecodeWatch -benchmem ./client/
 func BenchmarkDecodeWatch(b *testing.B) {
@@ -183,6 +214,16 @@ func BenchmarkDecodeWatch(b *testing.B) {
 		for b.Loop() {
 			var m pb.WatchResponse
 			if err := protoCodec.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reused", func(b *testing.B) {
+		b.SetBytes(int64(len(resp)))
+		var r watchRecv
+		for b.Loop() {
+			r.reuse = true
+			if err := r.decode(data); err != nil {
 				b.Fatal(err)
 			}
 		}
