@@ -206,6 +206,8 @@ func (w *Watcher) take(resp *pb.WatchResponse) {
 // context ends without error.
 func (w *Watcher) end(err error) {
 	w.cancel()
+	w.recv.release()
+	w.batch, w.cur = nil, nil
 	switch {
 	case w.closed.Load():
 		w.err = errWatchClosed

@@ -92,7 +92,8 @@ func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // them only until its next call, and then decodes the next response into
 // the same slabs; otherwise each response gets new ones.
 type watchSlabs struct {
-	buf     []byte
+	views   [][]byte // the transport's buffers of a reused response
+	spill   []byte   // fields of a reused response that crossed buffers
 	slots   []changeSlot
 	ptrs    []*pb.Change
 	anys    []anypb.Any
@@ -110,27 +111,48 @@ type watchRecv struct {
 	resp  pb.WatchResponse
 	slabs watchSlabs
 	reuse bool
+	held  mem.BufferSlice // the transport's buffers the reused slabs point into
 }
 
 // decode decodes data into r as proto.Unmarshal would.
+//
+// Reused, the changes point into the transport's buffers themselves,
+// held (a reference taken) until the next decode; else into a copy of
+// them, which the changes keep alive as long as the caller keeps them.
 func (r *watchRecv) decode(data mem.BufferSlice) error {
+	r.held.Free()
+	r.held = nil
 	if !r.reuse {
 		r.slabs = watchSlabs{anyHint: r.slabs.anyHint, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
 	}
 	s := &r.slabs
-	if n := data.Len(); cap(s.buf) >= n {
-		s.buf = s.buf[:0]
+	var f frames
+	if r.reuse {
+		s.views = s.views[:0]
 		for _, buf := range data {
-			s.buf = append(s.buf, buf.ReadOnlyData()...)
+			s.views = append(s.views, buf.ReadOnlyData())
 		}
+		f = newFrames(s.views, data.Len())
+		f.spill = s.spill[:0]
 	} else {
-		s.buf = ownCopy(data)
+		b := ownCopy(data)
+		f = newFrames([][]byte{b}, len(b))
 	}
-	if b := s.buf; !decodeWatchFast(b, &r.resp, s) {
+	if !decodeWatchFast(f, &r.resp, s) {
 		r.slabs = watchSlabs{}
-		return proto.Unmarshal(b, &r.resp)
+		return proto.Unmarshal(ownCopy(data), &r.resp)
+	}
+	if r.reuse {
+		data.Ref()
+		r.held = data
 	}
 	return nil
+}
+
+// release gives back the transport's buffers the last response holds.
+func (r *watchRecv) release() {
+	r.held.Free()
+	r.held = nil
 }
 
 // watchDecoder is the state of decoding one response: the Anys not yet
@@ -146,7 +168,7 @@ type watchDecoder struct {
 // decodeWatchResponse decodes b into m as proto.Unmarshal would. m keeps
 // references into b: b must be the caller's own copy.
 func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
-	if !decodeWatchFast(b, m, new(watchSlabs)) {
+	if !decodeWatchFast(newFrames([][]byte{b}, len(b)), m, new(watchSlabs)) {
 		return proto.Unmarshal(b, m)
 	}
 	return nil
@@ -154,18 +176,13 @@ func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
 
 // decodeWatchFast decodes b into m, using the slabs s, when b has the
 // common shape; false leaves m to be reset by proto.Unmarshal.
-func decodeWatchFast(b []byte, m *pb.WatchResponse, s *watchSlabs) bool {
+func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
 	n, progress := 0, 0
-	for rest := b; len(rest) > 0; {
-		num, typ, l := protowire.ConsumeTag(rest)
-		if l < 0 || typ != protowire.BytesType {
+	for count := f; count.left > 0; {
+		num, _, ok := count.field(false)
+		if !ok {
 			return false
 		}
-		_, k := protowire.ConsumeBytes(rest[l:])
-		if k < 0 {
-			return false
-		}
-		rest = rest[l+k:]
 		switch num {
 		case fieldWatchChanges:
 			n++
@@ -188,10 +205,8 @@ func decodeWatchFast(b []byte, m *pb.WatchResponse, s *watchSlabs) bool {
 	}
 	i := 0
 	var prog *posSlot
-	for rest := b; len(rest) > 0; {
-		num, _, l := protowire.ConsumeTag(rest)
-		v, k := protowire.ConsumeBytes(rest[l:])
-		rest = rest[l+k:]
+	for f.left > 0 {
+		num, v, _ := f.field(true)
 		if num == fieldWatchProgress {
 			if s.prog == nil {
 				s.prog = new(posSlot)
@@ -214,6 +229,7 @@ func decodeWatchFast(b []byte, m *pb.WatchResponse, s *watchSlabs) bool {
 		s.anyHint = d.used
 	}
 	s.lastType, s.lastURL = d.lastType, d.lastURL
+	s.spill = f.spill
 	m.Reset()
 	if n > 0 {
 		m.Changes = s.ptrs[:n:n]

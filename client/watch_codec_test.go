@@ -106,21 +106,26 @@ func checkDecodeWatch(t *testing.T, b []byte) {
 		t.Fatalf("%x:\n got %v\nwant %v", b, got, want)
 	}
 	// Decoded over the storage of a larger response, as a Watcher whose
-	// caller takes batches does.
-	r := &watchRecv{reuse: true}
-	if err := r.decode(mem.BufferSlice{mem.SliceBuffer(reuseBase)}); err != nil {
-		t.Fatal(err)
-	}
-	in = append(in[:0], b...)
-	gotErr = r.decode(mem.BufferSlice{mem.SliceBuffer(in)})
-	for i := range in {
-		in[i] = 0xaa
-	}
-	if (wantErr == nil) != (gotErr == nil) {
-		t.Fatalf("%x, reused: error %v, proto.Unmarshal's %v", b, gotErr, wantErr)
-	}
-	if wantErr == nil && !proto.Equal(want, &r.resp) {
-		t.Fatalf("%x, reused:\n got %v\nwant %v", b, &r.resp, want)
+	// caller takes batches does, from the transport's buffers cut in
+	// pieces of every few sizes (fields crossing them are copied).
+	for _, piece := range []int{1, 2, 3, 7, 64} {
+		r := &watchRecv{reuse: true}
+		if err := r.decode(mem.BufferSlice{mem.SliceBuffer(reuseBase)}); err != nil {
+			t.Fatal(err)
+		}
+		in = append(in[:0], b...)
+		var data mem.BufferSlice
+		for rest := in; len(rest) > 0; {
+			n := min(piece, len(rest))
+			data, rest = append(data, mem.SliceBuffer(rest[:n])), rest[n:]
+		}
+		gotErr = r.decode(data)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%x, reused, pieces of %d: error %v, proto.Unmarshal's %v", b, piece, gotErr, wantErr)
+		}
+		if wantErr == nil && !proto.Equal(want, &r.resp) {
+			t.Fatalf("%x, reused, pieces of %d:\n got %v\nwant %v", b, piece, &r.resp, want)
+		}
 	}
 }
 
