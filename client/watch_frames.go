@@ -72,6 +72,21 @@ func (f *frames) varint() (uint64, bool) {
 // when it crosses buffers: a pass that only counts). ok is false when the
 // message is malformed or holds another wire type.
 func (f *frames) field(keep bool) (num protowire.Number, v []byte, ok bool) {
+	// A tag of one byte and a length of one or two, within the buffer:
+	// every change of a response of small records.
+	if c := f.cur; len(c) >= 3 && c[0] < 0x80 && c[0]&7 == byte(protowire.BytesType) && c[0]>>3 != 0 {
+		l, h := int(c[1]), 2
+		if l >= 0x80 && c[2] < 0x80 {
+			l, h = l&0x7f|int(c[2])<<7, 3
+		}
+		if l < 0x80 || h == 3 {
+			if l <= len(c)-h {
+				f.cur, f.left = c[h+l:], f.left-h-l
+				f.advance()
+				return protowire.Number(c[0] >> 3), c[h : h+l : h+l], true
+			}
+		}
+	}
 	tag, ok := f.varint()
 	if !ok {
 		return 0, nil, false
