@@ -206,6 +206,7 @@ func (w *Watcher) take(resp *pb.WatchResponse) {
 // context ends without error.
 func (w *Watcher) end(err error) {
 	w.cancel()
+	w.recv.reuse = !w.lent
 	w.recv.release()
 	w.batch, w.cur = nil, nil
 	switch {

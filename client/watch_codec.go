@@ -120,8 +120,7 @@ type watchRecv struct {
 // held (a reference taken) until the next decode; else into a copy of
 // them, which the changes keep alive as long as the caller keeps them.
 func (r *watchRecv) decode(data mem.BufferSlice) error {
-	r.held.Free()
-	r.held = nil
+	r.release()
 	if !r.reuse {
 		r.slabs = watchSlabs{anyHint: r.slabs.anyHint, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
 	}
@@ -149,9 +148,14 @@ func (r *watchRecv) decode(data mem.BufferSlice) error {
 	return nil
 }
 
-// release gives back the transport's buffers the last response holds.
+// release lets go of the transport's buffers the last response points
+// into: back to their pool when reuse is set (nothing in them is the
+// caller's any more), else left to the GC, since changes the caller
+// keeps point into them.
 func (r *watchRecv) release() {
-	r.held.Free()
+	if r.reuse {
+		r.held.Free()
+	}
 	r.held = nil
 }
 

@@ -243,3 +243,46 @@ func BenchmarkDecodeWatch(b *testing.B) {
 		}
 	})
 }
+
+// countingPool is a mem.BufferPool that counts the buffers put back.
+type countingPool struct{ puts int }
+
+func (p *countingPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (p *countingPool) Put(*[]byte)       { p.puts++ }
+
+// A response decoded over reused slabs points into the transport's
+// buffers: they go back to their pool when the next response is decoded
+// over them, and never while the caller may keep its changes (they were
+// lent by Next: reuse is off), so that a kept change is never written
+// over by a later message.
+func TestDecodeWatchHoldsBuffers(t *testing.T) {
+	resp := bigWatchResponse(t, 100) // buffers over grpc's pooling threshold
+	for _, c := range []struct {
+		reuse bool
+		puts  int
+	}{{true, 2}, {false, 0}} {
+		pool := new(countingPool)
+		data := mem.BufferSlice{}
+		for rest := resp; len(rest) > 0; {
+			n := min(len(rest), len(resp)/2+1)
+			bp := pool.Get(n)
+			copy(*bp, rest[:n])
+			data, rest = append(data, mem.NewBuffer(bp, pool)), rest[n:]
+		}
+		r := &watchRecv{reuse: true}
+		if err := r.decode(data); err != nil {
+			t.Fatal(err)
+		}
+		data.Free() // as the transport does once Unmarshal returns
+		if pool.puts != 0 {
+			t.Fatalf("%d buffers put back while the response points into them", pool.puts)
+		}
+		r.reuse = c.reuse
+		if err := r.decode(mem.BufferSlice{mem.SliceBuffer(resp)}); err != nil {
+			t.Fatal(err)
+		}
+		if pool.puts != c.puts {
+			t.Fatalf("reuse %v: %d buffers put back, want %d", c.reuse, pool.puts, c.puts)
+		}
+	}
+}
