@@ -130,10 +130,13 @@ func readGenerated(ctx context.Context, c *client.Client, n int64) error {
 }
 
 func tallied(tl *changeTally, n int64, err error) error {
-	if tl.changes != n {
-		return fmt.Errorf("%d changes of %d: %v", tl.changes, n, err)
+	switch {
+	case tl.changes == n:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%d changes of %d: %w", tl.changes, n, err)
 	}
-	return nil
+	return fmt.Errorf("%d changes of %d", tl.changes, n)
 }
 
 // wireCount counts the changes in encoded WatchResponses (bench.WireTally).
