@@ -364,6 +364,16 @@ func nextField(b []byte) (num protowire.Number, typ protowire.Type, x uint64, v 
 			return 0, 0, 0, nil, -1
 		}
 	}
+	// A varint of two or three bytes after a one-byte tag: a position's
+	// commit and index, mostly.
+	if len(b) >= 4 && b[0] < 0x80 && b[0]>>3 != 0 && b[0]&7 == byte(protowire.VarintType) && b[1] >= 0x80 {
+		if b[2] < 0x80 {
+			return protowire.Number(b[0] >> 3), protowire.VarintType, uint64(b[1]&0x7f) | uint64(b[2])<<7, nil, 3
+		}
+		if b[3] < 0x80 {
+			return protowire.Number(b[0] >> 3), protowire.VarintType, uint64(b[1]&0x7f) | uint64(b[2]&0x7f)<<7 | uint64(b[3])<<14, nil, 4
+		}
+	}
 	num, typ, l := protowire.ConsumeTag(b)
 	if l < 0 {
 		return 0, 0, 0, nil, -1
