@@ -68,17 +68,29 @@ func StartAfterCommit(commit uint64) *pb.WatchStart {
 //
 // A watch has no end of its own: Next returns false when the server ends
 // it with an error, the context is done, or Close is called. Next, Change
-// and Err belong to one goroutine; Position and Close may be called from
-// any.
+// and Err (and NextBatch, Batch) belong to one goroutine; Position and
+// Close may be called from any goroutine.
+//
+// A consumer of many changes takes them a message at a time with
+// NextBatch and Batch: the watcher then decodes each message into the
+// storage of the one before, so that receiving allocates almost nothing.
 type Watcher struct {
 	stream grpc.ServerStreamingClient[pb.WatchResponse]
 	cancel context.CancelFunc
 	closed atomic.Bool // Close was called: the end is not an error
 
-	cur []*pb.Change
-	ch  *pb.Change
+	// recv is what each message is decoded into. lent says a change of
+	// its slabs went out by Next (the caller may keep it): the next
+	// message gets new slabs. Changes that went out by NextBatch are
+	// the caller's until the next call only, so their slabs are reused.
+	recv  watchRecv
+	lent  bool
+	cur   []*pb.Change
+	ch    *pb.Change
+	batch []*pb.Change
 	// pos is the resume point once cur is read: the last change's
 	// position of the latest message, or its progress mark when later.
+	// A copy: the message's own positions may be decoded over.
 	pos *pb.Position
 	err error
 	// resume is what Position returns, kept by Next for readers in other
@@ -108,34 +120,39 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		BatchSize:  opts.BatchSize,
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Watch(ctx, req)
+	st, err := c.api.Watch(ctx, req, watchCall)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("watch: %w", asError(err))
 	}
 	w := &Watcher{stream: st, cancel: cancel}
-	resp, err := st.Recv()
-	if err != nil {
-		w.end(err)
+	if !w.receive() {
 		return nil, fmt.Errorf("watch: %w", w.err)
 	}
-	w.take(resp)
 	return w, nil
+}
+
+// receive waits for the next message and makes its changes the ones Next
+// returns next; false when the watch ended (w.err says why).
+func (w *Watcher) receive() bool {
+	w.recv.reuse = !w.lent
+	if err := w.stream.RecvMsg(&w.recv); err != nil {
+		w.end(err)
+		return false
+	}
+	w.lent = false
+	w.take(&w.recv.resp)
+	return true
 }
 
 // Next waits for the next change and reports whether there is one.
 func (w *Watcher) Next() bool {
 	for len(w.cur) == 0 {
-		if w.err != nil {
+		if w.err != nil || !w.receive() {
 			return false
 		}
-		resp, err := w.stream.Recv()
-		if err != nil {
-			w.end(err)
-			return false
-		}
-		w.take(resp)
 	}
+	w.lent, w.batch = true, nil
 	w.ch, w.cur = w.cur[0], w.cur[1:]
 	if len(w.cur) > 0 {
 		w.resume.Store(w.ch.GetPosition())
@@ -145,16 +162,39 @@ func (w *Watcher) Next() bool {
 	return true
 }
 
+// NextBatch waits for the next message with changes and reports whether
+// there is one: Batch then returns its changes (those Next has not
+// returned yet), and Position the point after them. A batch and its
+// changes are valid until the next call to NextBatch or Next, which may
+// decode the next message over them: proto.Clone what you keep.
+func (w *Watcher) NextBatch() bool {
+	for len(w.cur) == 0 {
+		if w.err != nil || !w.receive() {
+			return false
+		}
+	}
+	w.batch, w.cur, w.ch = w.cur, nil, nil
+	w.resume.Store(w.pos)
+	return true
+}
+
+// Batch is the current batch (see NextBatch).
+func (w *Watcher) Batch() []*pb.Change { return w.batch }
+
 // take makes resp's changes the ones Next returns next.
 func (w *Watcher) take(resp *pb.WatchResponse) {
 	w.cur = resp.GetChanges()
+	pos := w.pos
 	if len(w.cur) > 0 {
-		w.pos = w.cur[len(w.cur)-1].GetPosition()
+		pos = w.cur[len(w.cur)-1].GetPosition()
 	}
 	// Progress covers this message's changes and moves the resume point
 	// past changes filtered out after them.
-	if p := resp.GetProgress(); p != nil && !positionBefore(p, w.pos) {
-		w.pos = p
+	if p := resp.GetProgress(); p != nil && !positionBefore(p, pos) {
+		pos = p
+	}
+	if pos != w.pos {
+		w.pos = clonePosition(pos)
 	}
 	if len(w.cur) == 0 {
 		// Progress only: the watch moved on while Next waits.
@@ -166,6 +206,9 @@ func (w *Watcher) take(resp *pb.WatchResponse) {
 // context ends without error.
 func (w *Watcher) end(err error) {
 	w.cancel()
+	w.recv.reuse = !w.lent
+	w.recv.release()
+	w.batch, w.cur = nil, nil
 	switch {
 	case w.closed.Load():
 		w.err = errWatchClosed
@@ -179,7 +222,9 @@ func (w *Watcher) end(err error) {
 // errWatchClosed marks a watch ended by Close; Err reports it as nil.
 var errWatchClosed = errors.New("watch closed")
 
-// Change is the current change.
+// Change is the current change. Its records' values point into the
+// bytes of the message it came in (decoded into one slab per message):
+// a change kept keeps that message's bytes alive.
 func (w *Watcher) Change() *pb.Change { return w.ch }
 
 // Position is where a new watch resumes (StartAfter) to send every change
@@ -208,6 +253,19 @@ func (w *Watcher) Err() error {
 func (w *Watcher) Close() {
 	w.closed.Store(true)
 	w.cancel()
+}
+
+// clonePosition copies p (nil stays nil).
+func clonePosition(p *pb.Position) *pb.Position {
+	if p == nil {
+		return nil
+	}
+	c := &pb.Position{Commit: p.GetCommit()}
+	if p.Index != nil {
+		i := *p.Index
+		c.Index = &i
+	}
+	return c
 }
 
 // positionBefore reports whether a comes before b in commit order; a nil

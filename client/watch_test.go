@@ -250,3 +250,87 @@ func TestWatchPositionWhileWaiting(t *testing.T) {
 	}
 	w.Close()
 }
+
+// Taken by NextBatch, a watch delivers the same changes as by Next, in
+// order, with Position after each batch; changes kept from Next stay
+// intact while later batches are decoded over the storage of earlier ones,
+// and a batch cloned stays intact too.
+func TestWatchNextBatch(t *testing.T) {
+	c := startWriterServer(t, server.Config{NoSync: true})
+	ctx := watchCtx(t)
+	const batches, per = 6, 50
+	for b := range batches {
+		var recs []*anypb.Any
+		for i := range per {
+			recs = append(recs, user(int64(b*per+i+1), fmt.Sprintf("u%d@x", b*per+i)))
+		}
+		write(t, c, client.Insert, recs...)
+	}
+	ref, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := describe(next(t, ref, batches*per))
+	ref.Close()
+
+	// Batches of 7: the messages do not end with the commits. Next takes
+	// the first three changes, NextBatch the rest of their message and
+	// the others; one batch is cloned and checked at the end.
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest(), BatchSize: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := next(t, w, 3)
+	got := append([]*pb.Change(nil), kept...)
+	keptWant := describe(kept)
+	var cloned []*pb.Change
+	clonedAt := 0
+	for len(got) < batches*per && w.NextBatch() {
+		batch := w.Batch()
+		if len(batch) == 0 {
+			t.Fatal("NextBatch true with an empty batch")
+		}
+		last := batch[len(batch)-1].GetPosition()
+		// Position is the batch's last change, or the progress after it.
+		if p := w.Position(); p.GetCommit() < last.GetCommit() ||
+			(p.GetCommit() == last.GetCommit() && p.Index != nil && p.GetIndex() != last.GetIndex()) {
+			t.Fatalf("Position %s after a batch ending at %s", client.FormatPosition(p), client.FormatPosition(last))
+		}
+		if cloned == nil && len(got) > 100 {
+			clonedAt = len(got)
+			for _, ch := range batch {
+				cloned = append(cloned, proto.CloneOf(ch))
+			}
+		}
+		// Described now: the batch is decoded over by the next call.
+		for _, d := range describe(batch) {
+			got = append(got, &pb.Change{Type: d})
+		}
+	}
+	w.Close()
+	if len(got) != batches*per {
+		t.Fatalf("%d changes of %d: %v", len(got), batches*per, w.Err())
+	}
+	var gotDesc []string
+	for i, ch := range got {
+		if i < len(kept) {
+			gotDesc = append(gotDesc, describe([]*pb.Change{ch})...)
+			continue
+		}
+		gotDesc = append(gotDesc, ch.GetType())
+	}
+	if fmt.Sprint(gotDesc) != fmt.Sprint(want) {
+		t.Fatalf("by batches:\n%v\nwant\n%v", gotDesc, want)
+	}
+	if fmt.Sprint(describe(kept)) != fmt.Sprint(keptWant) {
+		t.Fatalf("changes kept from Next changed: %v, were %v", describe(kept), keptWant)
+	}
+	if len(cloned) == 0 || fmt.Sprint(describe(cloned)) != fmt.Sprint(want[clonedAt:clonedAt+len(cloned)]) {
+		t.Fatalf("cloned batch: %v, want %v", describe(cloned), want[clonedAt:clonedAt+len(cloned)])
+	}
+	for _, ch := range cloned {
+		if ch.GetRecord() == nil || ch.GetType() != "demo.User" {
+			t.Fatalf("cloned change: %v", ch)
+		}
+	}
+}

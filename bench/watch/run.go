@@ -31,6 +31,9 @@ const (
 	catchUp      = 60 * time.Second
 )
 
+// errWatchEnded is a watcher's end when the client's Watcher reports none.
+var errWatchEnded = errors.New("the watch ended")
+
 // run writes batches for d through one Write stream, every batch asking
 // for its acknowledgement, while n watchers (0: none) watch the items'
 // type from before the first write. It returns once every watcher has
@@ -43,16 +46,13 @@ func (g *Experiment) run(ctx context.Context, t *bench.Target, n int, d time.Dur
 	defer wg.Wait() // after cancel: the watchers are done with their tallies
 	defer cancel()
 	for i := range ws {
+		// Watch returns once the watch has begun: each change written
+		// from here on reaches it.
 		w, err := startWatcher(ctx, t, &wg)
 		if err != nil {
 			return nil, err
 		}
 		ws[i] = w
-	}
-	for _, w := range ws {
-		if err := w.wait(ctx, func(tl *changeTally) bool { return tl.messages > 0 }, readyTimeout); err != nil {
-			return nil, fmt.Errorf("watch did not start: %w", err)
-		}
 	}
 	start := time.Now()
 	acks, records, err := g.write(ctx, t, d)
@@ -102,11 +102,20 @@ func startWatcher(ctx context.Context, t *bench.Target, wg *sync.WaitGroup) (*wa
 	if err != nil {
 		return nil, fmt.Errorf("dial watcher: %w", err)
 	}
-	req := &pb.WatchRequest{Types: []string{bench.ItemType}, Start: &pb.WatchStart{Start: &pb.WatchStart_Now{Now: true}}}
-	st, err := c.API().Watch(ctx, req, bench.CallCodec())
+	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	// The watch's own context is ctx: rctx only bounds the wait for it
+	// to begin.
+	stop := context.AfterFunc(rctx, func() {
+		if ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			c.Close()
+		}
+	})
+	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{bench.ItemType}, Start: client.StartNow()})
+	stop()
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("open watch: %w", err)
+		return nil, fmt.Errorf("watch did not start: %w", err)
 	}
 	w := &watcher{notify: make(chan struct{}, 1)}
 	wg.Add(1)
@@ -114,30 +123,28 @@ func startWatcher(ctx context.Context, t *bench.Target, wg *sync.WaitGroup) (*wa
 		defer wg.Done()
 		defer c.Close()
 		for {
-			err := st.RecvMsg(w)
-			if err != nil {
-				w.mu.Lock()
-				w.err = err
-				w.mu.Unlock()
+			ok := wt.NextBatch()
+			w.mu.Lock()
+			if ok {
+				if err := w.tally.add(wt.Batch(), bench.ItemType, time.Now()); err != nil {
+					w.err = err
+				}
+			} else if w.err = wt.Err(); w.err == nil {
+				w.err = errWatchEnded
 			}
+			err := w.err
+			w.mu.Unlock()
 			select {
 			case w.notify <- struct{}{}:
 			default:
 			}
 			if err != nil {
+				wt.Close()
 				return
 			}
 		}
 	}()
 	return w, nil
-}
-
-// AddWire implements bench.WireTally: the codec hands the watcher each
-// message's bytes, tallied under its lock.
-func (w *watcher) AddWire(b []byte) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.tally.AddWire(b)
 }
 
 // wait waits until done holds of the tally, the stream ends, or timeout.
@@ -151,8 +158,6 @@ func (w *watcher) wait(ctx context.Context, done func(*changeTally) bool, timeou
 		switch {
 		case ok:
 			return nil
-		case errors.Is(err, io.EOF):
-			return errors.New("the server ended the watch")
 		case err != nil:
 			return err
 		}

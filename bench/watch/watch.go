@@ -29,9 +29,10 @@ func init() { bench.Register(func() bench.Experiment { return new(Experiment) })
 // (the commit), each watcher when each message arrives and the commits of
 // its changes; a change's latency is its arrival minus its commit's
 // acknowledgement. Both wait for the same fsync, so a change may arrive
-// before its acknowledgement: that latency is negative. Watchers read the
-// responses' encoding for positions only (bench.WireTally), not decoding
-// records, so that the client's decoding is not what is measured.
+// before its acknowledgement: that latency is negative. Each watcher is
+// the Go client's Watcher taking a message at a time (NextBatch), every
+// change decoded and checked, as a consumer would take it: what a watcher
+// costs the writer includes its client's receiving.
 type Experiment struct {
 	Batch    int
 	Watchers []int

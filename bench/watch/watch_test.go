@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -9,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/bench"
@@ -73,40 +70,39 @@ func TestFlagsOutOfRange(t *testing.T) {
 	}
 }
 
-// The tally reads commits and arrivals from encoded responses the way the
-// standard decoder would see them.
+// The tally counts each message's changes by commit and refuses a change
+// that is not an insert of the type with its key, record and position.
 func TestTally(t *testing.T) {
 	idx := func(i uint32) *uint32 { return &i }
-	msgs := []*pb.WatchResponse{
-		{Progress: &pb.Position{Commit: 4}},
-		{Changes: []*pb.Change{
-			{Op: pb.ChangeOp_CHANGE_OP_INSERT, Type: "t", Position: &pb.Position{Commit: 5, Index: idx(0)}},
-			{Op: pb.ChangeOp_CHANGE_OP_INSERT, Type: "t", Position: &pb.Position{Commit: 5, Index: idx(1)}},
-			{Op: pb.ChangeOp_CHANGE_OP_REMOVE, Type: "t", Position: &pb.Position{Commit: 7, Index: idx(0)}},
-		}, Progress: &pb.Position{Commit: 7}},
-		{Changes: []*pb.Change{{Position: &pb.Position{Commit: 0, Index: idx(2)}}}},
+	rec := &anypb.Any{TypeUrl: "type.googleapis.com/t", Value: []byte{8, 1}}
+	ins := func(commit uint64, i uint32) *pb.Change {
+		return &pb.Change{Op: pb.ChangeOp_CHANGE_OP_INSERT, Type: "t", Key: rec, Record: rec, Position: &pb.Position{Commit: commit, Index: idx(i)}}
 	}
 	var tl changeTally
-	for _, m := range msgs {
-		b, err := proto.Marshal(m)
-		if err != nil {
+	at := time.Now()
+	for _, batch := range [][]*pb.Change{{ins(5, 0), ins(5, 1), ins(7, 0)}, {ins(7, 1)}} {
+		if err := tl.add(batch, "t", at); err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.AddWire(b); err != nil {
-			t.Fatal(err)
-		}
+		at = at.Add(time.Millisecond)
 	}
-	if tl.messages != 3 || tl.changes != 4 || len(tl.arrivals) != 3 {
+	if tl.messages != 2 || tl.changes != 4 || tl.bytes != 8 || len(tl.arrivals) != 3 {
 		t.Fatalf("tally %+v", tl)
 	}
-	for i, w := range []struct{ commit, n uint64 }{{5, 2}, {7, 1}, {0, 1}} {
+	for i, w := range []struct{ commit, n uint64 }{{5, 2}, {7, 1}, {7, 1}} {
 		if a := tl.arrivals[i]; a.commit != w.commit || uint64(a.n) != w.n {
 			t.Errorf("arrival %d: %+v, want commit %d n %d", i, a, w.commit, w.n)
 		}
 	}
-	for _, bad := range [][]byte{{0x0a, 0x05, 0x01}, {0x0a, 0x02, 0x32, 0x05}, {0xff}} {
-		if err := new(changeTally).AddWire(bad); err == nil {
-			t.Errorf("%x tallied", bad)
+	rm := ins(8, 0)
+	rm.Op, rm.Record = pb.ChangeOp_CHANGE_OP_REMOVE, nil
+	noPos := ins(8, 0)
+	noPos.Position = nil
+	other := ins(8, 0)
+	other.Type = "u"
+	for _, bad := range []*pb.Change{rm, noPos, other, {}} {
+		if err := new(changeTally).add([]*pb.Change{bad}, "t", at); err == nil {
+			t.Errorf("%v tallied", bad)
 		}
 	}
 }
@@ -136,49 +132,4 @@ func TestRunOrder(t *testing.T) {
 			t.Errorf("runOrder(%d, %d) = %s, want %s", c.n, c.run, got, c.want)
 		}
 	}
-}
-
-// field's shortcuts for one-byte tags and short lengths find the same
-// field, and refuse the same malformed input, as protowire's decoding.
-func FuzzField(f *testing.F) {
-	idx := uint32(3)
-	ch, err := proto.Marshal(&pb.Change{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "t", Record: &anypb.Any{TypeUrl: "u", Value: make([]byte, 300)}, Position: &pb.Position{Commit: 1 << 40, Index: &idx}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, seed := range [][]byte{ch, {0x0a, 0x05, 0x01}, {0x0a, 0x02, 0x32, 0x05}, {0xff}, {0x02, 0x01, 0x00}, {0x32, 0x80, 0x01}, {0x08, 0x80, 0x01, 0x32, 0x00}} {
-		f.Add(seed, uint8(6))
-	}
-	f.Fuzz(func(t *testing.T, msg []byte, num uint8) {
-		got, gerr := field(msg, protowire.Number(num%8))
-		want, werr := fieldRef(msg, protowire.Number(num%8))
-		if (gerr == nil) != (werr == nil) || !bytes.Equal(got, want) {
-			t.Fatalf("field(%x, %d) = %x, %v; protowire: %x, %v", msg, num%8, got, gerr, want, werr)
-		}
-	})
-}
-
-// fieldRef is field by protowire's general decoding alone.
-func fieldRef(msg []byte, num protowire.Number) ([]byte, error) {
-	var out []byte
-	for len(msg) > 0 {
-		f, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return nil, errMalformed
-		}
-		msg = msg[n:]
-		if f == num && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(msg)
-			if n < 0 {
-				return nil, errMalformed
-			}
-			out, msg = v, msg[n:]
-			continue
-		}
-		if n = protowire.ConsumeFieldValue(f, typ, msg); n < 0 {
-			return nil, errMalformed
-		}
-		msg = msg[n:]
-	}
-	return out, nil
 }

@@ -1,0 +1,408 @@
+package client
+
+import (
+	"bytes"
+	"unicode/utf8"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
+)
+
+// A WatchResponse carries up to 1,000 changes by default, and a watcher
+// of a busy database receives hundreds of thousands a second. The
+// generated decoder allocates about ten times per change (the Change, its
+// type name, two or three Anys with their type URLs and copied values,
+// the Position and its index): on the 2 cores the writer and the watcher
+// share, that decoding is part of what a watcher costs the writer (issue
+// 17). The readCodec decodes a WatchResponse as it does a ScanResponse:
+// one copy of the response's bytes, every record's value pointing into
+// it, the Changes with their Positions in one slab, the Anys in another,
+// one string per distinct type name and type URL. A change kept by the
+// caller keeps its whole response's bytes alive.
+//
+// Only the common shape is taken (known fields with their wire types,
+// each message field of a Change at most once, Anys holding only type_url
+// and value); anything else goes to proto.Unmarshal whole, so that the
+// result and the error are always proto.Unmarshal's (FuzzDecodeWatch
+// checks it).
+
+// Wire numbers of WatchResponse, Change and Position.
+const (
+	fieldWatchChanges  = 1 // WatchResponse.changes
+	fieldWatchProgress = 2 // WatchResponse.progress
+
+	fieldChangeOp     = 1
+	fieldChangeType   = 2
+	fieldChangeKey    = 3
+	fieldChangeRecord = 4
+	fieldChangeOld    = 5
+	fieldChangePos    = 6
+
+	fieldPosCommit = 1
+	fieldPosIndex  = 2
+)
+
+// changeSlot is one decoded change with its position, so that both come
+// from one slab.
+type changeSlot struct {
+	c   pb.Change
+	pos posSlot
+}
+
+// posSlot is a Position with the storage of its optional index.
+type posSlot struct {
+	p     pb.Position
+	index uint32
+}
+
+// watchCodec is the codec of the Watch call: protobuf, with the decoder
+// above for its responses. Its name is "proto", so the server sees
+// ordinary protobuf.
+type watchCodec struct{}
+
+// watchCall makes a call use watchCodec.
+var watchCall = grpc.ForceCodecV2(watchCodec{})
+
+// Name implements encoding.CodecV2.
+func (watchCodec) Name() string { return "proto" }
+
+// Marshal implements encoding.CodecV2.
+func (watchCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+
+// Unmarshal implements encoding.CodecV2.
+func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch m := v.(type) {
+	case *watchRecv:
+		return m.decode(data)
+	case *pb.WatchResponse:
+		return decodeWatchResponse(ownCopy(data), m)
+	}
+	return protoCodec.Unmarshal(data, v)
+}
+
+// watchSlabs are the storage of one decoded response: the copy of its
+// bytes, the changes with their positions, their pointers, the Anys and
+// the progress. A Watcher whose caller takes changes by NextBatch lends
+// them only until its next call, and then decodes the next response into
+// the same slabs; otherwise each response gets new ones.
+type watchSlabs struct {
+	views   [][]byte // the transport's buffers of a reused response
+	spill   []byte   // fields of a reused response that crossed buffers
+	slots   []changeSlot
+	ptrs    []*pb.Change
+	anys    []anypb.Any
+	prog    *posSlot
+	anyHint int // Anys the last response used, when more than its slab held
+	// The last type name and URL decoded, valid UTF-8, which the next
+	// response shares (strings are immutable: reused either way).
+	lastType, lastURL string
+}
+
+// watchRecv is what a Watcher receives into: the response, decoded into
+// slabs that are reused when reuse is set (nothing in them is the
+// caller's any more) and replaced otherwise.
+type watchRecv struct {
+	resp  pb.WatchResponse
+	slabs watchSlabs
+	reuse bool
+	held  mem.BufferSlice // the transport's buffers the reused slabs point into
+}
+
+// decode decodes data into r as proto.Unmarshal would.
+//
+// Reused, the changes point into the transport's buffers themselves,
+// held (a reference taken) until the next decode; else into a copy of
+// them, which the changes keep alive as long as the caller keeps them.
+func (r *watchRecv) decode(data mem.BufferSlice) error {
+	r.release()
+	if !r.reuse {
+		r.slabs = watchSlabs{anyHint: r.slabs.anyHint, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
+	}
+	s := &r.slabs
+	var f frames
+	if r.reuse {
+		s.views = s.views[:0]
+		for _, buf := range data {
+			s.views = append(s.views, buf.ReadOnlyData())
+		}
+		f = newFrames(s.views, data.Len())
+		f.spill = s.spill[:0]
+	} else {
+		b := ownCopy(data)
+		f = newFrames([][]byte{b}, len(b))
+	}
+	if !decodeWatchFast(f, &r.resp, s) {
+		r.slabs = watchSlabs{}
+		return proto.Unmarshal(ownCopy(data), &r.resp)
+	}
+	if r.reuse {
+		data.Ref()
+		r.held = data
+	}
+	return nil
+}
+
+// release lets go of the transport's buffers the last response points
+// into: back to their pool when reuse is set (nothing in them is the
+// caller's any more), else left to the GC, since changes the caller
+// keeps point into them.
+func (r *watchRecv) release() {
+	if r.reuse {
+		r.held.Free()
+	}
+	r.held = nil
+}
+
+// watchDecoder is the state of decoding one response: the Anys not yet
+// used and the strings its changes share.
+type watchDecoder struct {
+	anys     []anypb.Any // not yet used; refilled by n when exhausted
+	n        int         // changes in the response
+	used     int         // Anys used
+	lastType string      // the last type name, found valid UTF-8
+	lastURL  string      // the last type URL, found valid UTF-8
+}
+
+// decodeWatchResponse decodes b into m as proto.Unmarshal would. m keeps
+// references into b: b must be the caller's own copy.
+func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
+	if !decodeWatchFast(newFrames([][]byte{b}, len(b)), m, new(watchSlabs)) {
+		return proto.Unmarshal(b, m)
+	}
+	return nil
+}
+
+// decodeWatchFast decodes b into m, using the slabs s, when b has the
+// common shape; false leaves m to be reset by proto.Unmarshal.
+func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
+	n, progress := 0, 0
+	for count := f; count.left > 0; {
+		num, _, ok := count.field(false)
+		if !ok {
+			return false
+		}
+		switch num {
+		case fieldWatchChanges:
+			n++
+		case fieldWatchProgress:
+			// Repeated, proto.Unmarshal merges them: rare, left to it.
+			if progress++; progress > 1 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	d := watchDecoder{n: n, lastType: s.lastType, lastURL: s.lastURL}
+	if n > 0 {
+		s.slots = slab(s.slots, n)
+		s.ptrs = slab(s.ptrs, n)
+		// A key and a record each, mostly.
+		s.anys = slab(s.anys, max(2*n, s.anyHint))
+		d.anys = s.anys
+	}
+	i := 0
+	var prog *posSlot
+	for f.left > 0 {
+		num, v, _ := f.field(true)
+		if num == fieldWatchProgress {
+			if s.prog == nil {
+				s.prog = new(posSlot)
+			}
+			prog = s.prog
+			*prog = posSlot{}
+			if !decodePosition(v, prog) {
+				return false
+			}
+			continue
+		}
+		slot := &s.slots[i]
+		if !d.change(v, slot) {
+			return false
+		}
+		s.ptrs[i] = &slot.c
+		i++
+	}
+	if d.used > len(s.anys) {
+		s.anyHint = d.used
+	}
+	s.lastType, s.lastURL = d.lastType, d.lastURL
+	s.spill = f.spill
+	m.Reset()
+	if n > 0 {
+		m.Changes = s.ptrs[:n:n]
+	}
+	if prog != nil {
+		m.Progress = &prog.p
+	}
+	return true
+}
+
+// slab returns xs resized to n zero values, reusing its array when it is
+// large enough.
+func slab[T any](xs []T, n int) []T {
+	if cap(xs) < n {
+		return make([]T, n)
+	}
+	xs = xs[:n]
+	clear(xs)
+	return xs
+}
+
+// change decodes one Change into s.
+func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
+	c := &s.c
+	for len(b) > 0 {
+		num, typ, x, v, k := nextField(b)
+		if k < 0 {
+			return false
+		}
+		b = b[k:]
+		if typ == protowire.VarintType {
+			if num != fieldChangeOp {
+				return false
+			}
+			c.Op = pb.ChangeOp(int32(x))
+			continue
+		}
+		if typ != protowire.BytesType {
+			return false
+		}
+		switch num {
+		case fieldChangeType:
+			if string(v) != d.lastType {
+				if !utf8.Valid(v) {
+					return false
+				}
+				d.lastType = string(v)
+			}
+			c.Type = d.lastType
+		case fieldChangeKey, fieldChangeRecord, fieldChangeOld:
+			field := &c.Key
+			switch num {
+			case fieldChangeRecord:
+				field = &c.Record
+			case fieldChangeOld:
+				field = &c.OldRecord
+			}
+			// Repeated, proto.Unmarshal merges them: left to it.
+			if *field != nil {
+				return false
+			}
+			a := d.any()
+			if !anywire.Decode(v, a, &d.lastURL) {
+				return false
+			}
+			*field = a
+		case fieldChangePos:
+			if c.Position != nil || !decodePosition(v, &s.pos) {
+				return false
+			}
+			c.Position = &s.pos.p
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// any returns the next unused Any of the slab, taking another when it is
+// exhausted (a response of updates or removes with their old records).
+func (d *watchDecoder) any() *anypb.Any {
+	if len(d.anys) == 0 {
+		d.anys = make([]anypb.Any, d.n)
+	}
+	a := &d.anys[0]
+	d.anys = d.anys[1:]
+	d.used++
+	return a
+}
+
+// decodePosition decodes one Position into s.
+func decodePosition(b []byte, s *posSlot) bool {
+	for len(b) > 0 {
+		num, typ, v, _, k := nextField(b)
+		if k < 0 || typ != protowire.VarintType {
+			return false
+		}
+		b = b[k:]
+		switch num {
+		case fieldPosCommit:
+			s.p.Commit = v
+		case fieldPosIndex:
+			s.index = uint32(v)
+			s.p.Index = &s.index
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// nextField reads the first field of b: its number, its wire type, its
+// value (x for a varint, v for a length-delimited field) and its length
+// n, negative when b is malformed or the type is neither. Fields of a
+// one-byte tag and a one-byte value or length, most of a change's, are
+// read without protowire's general decoding: a watcher decodes hundreds
+// of thousands of changes a second on the cores the database may share.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, x uint64, v []byte, n int) {
+	if len(b) >= 2 && b[0] < 0x80 && b[0]>>3 != 0 && b[1] < 0x80 {
+		num, typ = protowire.Number(b[0]>>3), protowire.Type(b[0]&7)
+		switch typ {
+		case protowire.VarintType:
+			return num, typ, uint64(b[1]), nil, 2
+		case protowire.BytesType:
+			if l := int(b[1]); l <= len(b)-2 {
+				return num, typ, 0, b[2 : 2+l], 2 + l
+			}
+			return 0, 0, 0, nil, -1
+		}
+	}
+	// A varint of two or three bytes after a one-byte tag: a position's
+	// commit and index, mostly.
+	if len(b) >= 4 && b[0] < 0x80 && b[0]>>3 != 0 && b[0]&7 == byte(protowire.VarintType) && b[1] >= 0x80 {
+		if b[2] < 0x80 {
+			return protowire.Number(b[0] >> 3), protowire.VarintType, uint64(b[1]&0x7f) | uint64(b[2])<<7, nil, 3
+		}
+		if b[3] < 0x80 {
+			return protowire.Number(b[0] >> 3), protowire.VarintType, uint64(b[1]&0x7f) | uint64(b[2]&0x7f)<<7 | uint64(b[3])<<14, nil, 4
+		}
+	}
+	num, typ, l := protowire.ConsumeTag(b)
+	if l < 0 {
+		return 0, 0, 0, nil, -1
+	}
+	switch typ {
+	case protowire.VarintType:
+		x, k := protowire.ConsumeVarint(b[l:])
+		if k < 0 {
+			return 0, 0, 0, nil, -1
+		}
+		return num, typ, x, nil, l + k
+	case protowire.BytesType:
+		v, k := protowire.ConsumeBytes(b[l:])
+		if k < 0 {
+			return 0, 0, 0, nil, -1
+		}
+		return num, typ, 0, v, l + k
+	}
+	return 0, 0, 0, nil, -1
+}
+
+// ownCopy returns the bytes of data in a new array that is not zeroed
+// first (bytes.Join): a watch response is about 200 KB, every byte of
+// which the copy writes anyway.
+func ownCopy(data mem.BufferSlice) []byte {
+	var arr [16][]byte
+	parts := arr[:0]
+	for _, buf := range data {
+		parts = append(parts, buf.ReadOnlyData())
+	}
+	return bytes.Join(parts, nil)
+}

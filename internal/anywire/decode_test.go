@@ -1,0 +1,60 @@
+package anywire
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// checkDecode wants Decode to accept b only when proto.Unmarshal decodes
+// it into type_url and value alone, and then to give the same Any.
+func checkDecode(t *testing.T, b []byte, last string) {
+	t.Helper()
+	var want anypb.Any
+	wantErr := proto.Unmarshal(b, &want)
+	var got anypb.Any
+	if !Decode(b, &got, &last) {
+		if wantErr == nil && len(want.ProtoReflect().GetUnknown()) == 0 {
+			t.Fatalf("%x: refused, proto.Unmarshal decodes %v", b, &want)
+		}
+		return
+	}
+	if wantErr != nil {
+		t.Fatalf("%x: accepted, proto.Unmarshal fails: %v", b, wantErr)
+	}
+	if !proto.Equal(&want, &got) {
+		t.Fatalf("%x:\n got %v\nwant %v", b, &got, &want)
+	}
+}
+
+func decodeSeeds() [][]byte {
+	field := func(b []byte, num protowire.Number, v string) []byte {
+		return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
+	}
+	return [][]byte{
+		nil,
+		field(field(nil, FieldTypeURL, "t/a"), FieldValue, "\x08\x01"),
+		field(field(nil, FieldValue, "v"), FieldTypeURL, "t/a"),
+		field(field(nil, FieldTypeURL, "t/a"), FieldTypeURL, "t/b"),
+		field(nil, FieldTypeURL, "\xff"),
+		field(nil, 3, "x"),
+		protowire.AppendVarint(protowire.AppendTag(nil, FieldValue, protowire.VarintType), 1),
+		protowire.AppendVarint(protowire.AppendTag(nil, FieldValue, protowire.BytesType), 5),
+	}
+}
+
+func TestDecodeMatchesProto(t *testing.T) {
+	for _, b := range decodeSeeds() {
+		checkDecode(t, b, "")
+		checkDecode(t, b, "t/a")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, b := range decodeSeeds() {
+		f.Add(b, "t/a")
+	}
+	f.Fuzz(checkDecode)
+}
