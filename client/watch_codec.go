@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // A WatchResponse carries up to 1,000 changes by default, and a watcher
@@ -31,22 +32,6 @@ import (
 // and value); anything else goes to proto.Unmarshal whole, so that the
 // result and the error are always proto.Unmarshal's (FuzzDecodeWatch
 // checks it).
-
-// Wire numbers of WatchResponse, Change and Position.
-const (
-	fieldWatchChanges  = 1 // WatchResponse.changes
-	fieldWatchProgress = 2 // WatchResponse.progress
-
-	fieldChangeOp     = 1
-	fieldChangeType   = 2
-	fieldChangeKey    = 3
-	fieldChangeRecord = 4
-	fieldChangeOld    = 5
-	fieldChangePos    = 6
-
-	fieldPosCommit = 1
-	fieldPosIndex  = 2
-)
 
 // changeSlot is one decoded change with its position, so that both come
 // from one slab.
@@ -188,9 +173,9 @@ func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
 			return false
 		}
 		switch num {
-		case fieldWatchChanges:
+		case apiwire.WatchResponseChanges:
 			n++
-		case fieldWatchProgress:
+		case apiwire.WatchResponseProgress:
 			// Repeated, proto.Unmarshal merges them: rare, left to it.
 			if progress++; progress > 1 {
 				return false
@@ -211,7 +196,7 @@ func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
 	var prog *posSlot
 	for f.left > 0 {
 		num, v, _ := f.field(true)
-		if num == fieldWatchProgress {
+		if num == apiwire.WatchResponseProgress {
 			if s.prog == nil {
 				s.prog = new(posSlot)
 			}
@@ -265,7 +250,7 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 		}
 		b = b[k:]
 		if typ == protowire.VarintType {
-			if num != fieldChangeOp {
+			if num != apiwire.ChangeOp {
 				return false
 			}
 			c.Op = pb.ChangeOp(int32(x))
@@ -275,7 +260,7 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 			return false
 		}
 		switch num {
-		case fieldChangeType:
+		case apiwire.ChangeType:
 			if string(v) != d.lastType {
 				if !utf8.Valid(v) {
 					return false
@@ -283,12 +268,12 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 				d.lastType = string(v)
 			}
 			c.Type = d.lastType
-		case fieldChangeKey, fieldChangeRecord, fieldChangeOld:
+		case apiwire.ChangeKey, apiwire.ChangeRecord, apiwire.ChangeOld:
 			field := &c.Key
 			switch num {
-			case fieldChangeRecord:
+			case apiwire.ChangeRecord:
 				field = &c.Record
-			case fieldChangeOld:
+			case apiwire.ChangeOld:
 				field = &c.OldRecord
 			}
 			// Repeated, proto.Unmarshal merges them: left to it.
@@ -300,7 +285,7 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 				return false
 			}
 			*field = a
-		case fieldChangePos:
+		case apiwire.ChangePosition:
 			if c.Position != nil || !decodePosition(v, &s.pos) {
 				return false
 			}
@@ -333,9 +318,9 @@ func decodePosition(b []byte, s *posSlot) bool {
 		}
 		b = b[k:]
 		switch num {
-		case fieldPosCommit:
+		case apiwire.PositionCommit:
 			s.p.Commit = v
-		case fieldPosIndex:
+		case apiwire.PositionIndex:
 			s.index = uint32(v)
 			s.p.Index = &s.index
 		default:
