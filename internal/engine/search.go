@@ -74,6 +74,11 @@ type SearchIO struct {
 	// engine runs a request of plain primary-key lookups from its bytes
 	// (searchwire.go) and decodes any other.
 	RecvWire func() (b []byte, decode func() (*pb.SearchRequest, error), err error)
+	// MaxWireQueries, when positive, is the most queries Recv takes in
+	// one request: a request of more read by RecvWire is decoded (and
+	// refused), not run from its bytes, so that the transport need not
+	// count every request's queries beforehand.
+	MaxWireQueries int
 	// Recycle, when set, is given each request the engine will not read
 	// again, so that Recv can decode the next request into its messages.
 	// It is called on the goroutine that calls Recv, between two calls.
@@ -148,7 +153,7 @@ func (st *searchStream) serve(ctx context.Context) error {
 		var err error
 		if sio.RecvWire != nil {
 			var ran int
-			req, ran, err = e.recvWire(ctx, sio.RecvWire, st.wire && len(st.sem) == 0, st.next, &st.order, st.snd)
+			req, ran, err = e.recvWire(ctx, sio, st.wire && len(st.sem) == 0, st.next, &st.order, st.snd)
 			if ran > 0 {
 				st.next += uint64(ran)
 				continue
@@ -198,16 +203,16 @@ func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, ord
 	}
 }
 
-// recvWire receives the next request with recv (SearchIO.RecvWire). When
+// recvWire receives the next request with SearchIO.RecvWire. When
 // inline allows and it holds plain primary-key lookups only, it runs them
 // from their bytes, sending their responses as wire bytes, and returns how
 // many it ran; otherwise it returns the request decoded.
-func (e *Engine) recvWire(ctx context.Context, recv func() ([]byte, func() (*pb.SearchRequest, error), error), inline bool, next uint64, order *lookupBuf, snd *sender) (*pb.SearchRequest, int, error) {
-	b, decode, err := recv()
+func (e *Engine) recvWire(ctx context.Context, sio SearchIO, inline bool, next uint64, order *lookupBuf, snd *sender) (*pb.SearchRequest, int, error) {
+	b, decode, err := sio.RecvWire()
 	if err != nil {
 		return nil, 0, err
 	}
-	if !inline || b == nil || !e.wirePoints(b, order) {
+	if !inline || b == nil || !e.wirePoints(b, order, sio.MaxWireQueries) {
 		req, err := decode()
 		return req, 0, err
 	}

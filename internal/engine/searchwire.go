@@ -29,7 +29,7 @@ const (
 // wirePoints reports whether SearchRequest bytes b hold only plain
 // primary-key lookups; when they do, buf holds them as allPoints leaves
 // them (ready, in lookup order), their query positions in request order.
-func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
+func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 	buf.ready = false
 	if e.closed.Load() {
 		return false
@@ -48,6 +48,9 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf) bool {
 	var shapes [4]wireShape
 	var nShapes, oldest int
 	for i := 0; len(b) > 0; i++ {
+		if limit > 0 && i == limit {
+			return false // over the limit: decode and refuse it
+		}
 		var qb []byte
 		if len(b) >= 2 && b[0] == tagReqQueries && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
 			qb, b = b[2:2+b[1]], b[2+b[1]:] // a query under 128 bytes: most are

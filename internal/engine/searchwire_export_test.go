@@ -15,7 +15,7 @@ type WirePoint struct {
 // decoded.
 func (e *Engine) WirePoints(b []byte) (map[int]WirePoint, bool) {
 	var buf lookupBuf
-	if !e.wirePoints(b, &buf) {
+	if !e.wirePoints(b, &buf, 0) {
 		return nil, false
 	}
 	return pointsByQuery(buf.points), true

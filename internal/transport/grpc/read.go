@@ -70,6 +70,7 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 		}
 		if id == nil {
 			sio.RecvWire = s.searchRecvWire(st, &last, &free)
+			sio.MaxWireQueries = s.opts.MaxSearchQueries
 		}
 	}
 	if err := s.e.SearchStream(st.Context(), sio); err != nil {
@@ -103,9 +104,9 @@ func (s *Service) searchRecvWire(st grpc.ServerStream, last, free **SearchDecode
 		if err := st.RecvMsg(&f); err != nil {
 			return nil, nil, err
 		}
-		if limit := s.opts.MaxSearchQueries; limit > 0 && countQueries(f.B) > limit {
-			return nil, decode, nil
-		}
+		// The engine runs from the bytes only requests within
+		// SearchIO.MaxWireQueries; it decodes the others, which decode
+		// refuses.
 		return f.B, decode, nil
 	}
 }
