@@ -127,3 +127,51 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkLabSustained runs the lab's sustained shape (bench.InsertStream
+// against an embedded syncing server, the indexed items, ids from the
+// clock as the lab's are, batches of 1,000) for b.N records and reports
+// the process's CPU time per record over the first 500,000 records (about
+// the lab's first second on this 2-core machine) and over the whole run.
+// Their ratio (kept) is what a CPU-bound sustained run keeps of its first
+// second, client, transport and server together, in a figure a loaded
+// machine does not blur. Run it with -benchtime 6000000x (about the lab's
+// 15 s on a quiet machine).
+func BenchmarkLabSustained(b *testing.B) {
+	ctx := context.Background()
+	t, err := bench.StartTarget(ctx, "", bench.TargetConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.Close()
+	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
+		b.Fatal(err)
+	}
+	const batch, firstPart = 1000, 500000
+	base := time.Now().UnixNano() / 1000
+	var next int64
+	var start, atFirst time.Duration
+	w := bench.InsertStream(t, batch, bench.ItemWireBytes, func(buf []byte) ([]byte, int64) {
+		if next == firstPart {
+			atFirst = processCPU(b)
+		}
+		first := next
+		next += batch
+		return bench.AppendWriteRecords(buf, 2, bench.IndexedItemType, base+first, batch)
+	}, func(int64) bool { return next < int64(b.N) }, nil)
+	b.ResetTimer()
+	start = processCPU(b)
+	if _, err := w(ctx, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	whole := processCPU(b) - start
+	b.StopTimer()
+	if atFirst > 0 {
+		first := float64((atFirst - start).Nanoseconds()) / 1e3 / firstPart
+		all := float64(whole.Nanoseconds()) / 1e3 / float64(next)
+		b.ReportMetric(first, "cpu-µs/record-first")
+		b.ReportMetric(all, "cpu-µs/record")
+		b.ReportMetric(first/all, "kept")
+	}
+	b.ReportMetric(0, "ns/op")
+}
