@@ -11,8 +11,8 @@
 // It owns:
 //   - opening and closing the Pebble directory with tuned options (newest
 //     on-disk format, bloom filters on every level, L0 and memtable sizing for
-//     ingest-heavy use, tables cut at the key space's span boundaries,
-//     Pebble's own log through slog);
+//     ingest-heavy use, tables cut at the key space's span boundaries and
+//     one flushed table per span, Pebble's own log through slog);
 //   - atomic write batches (Batch) and their durability (fsync with group
 //     commit);
 //   - reads: point gets, bounded iterators and consistent snapshots;
