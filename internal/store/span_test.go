@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/protobase/protobase/internal/keyspace"
@@ -56,5 +57,48 @@ func TestTablesStayWithinOneSpan(t *testing.T) {
 	}
 	if tables < 5 {
 		t.Fatalf("%d tables, want one per span at least", tables)
+	}
+}
+
+// A flush writes one table per span, however much the memtable holds of
+// it: a span that only appends (here a type's records under rising keys)
+// then leaves one table per flush, which a compaction can move down whole.
+// With Pebble's 2 MiB level-0 target, the 6 MB below became three tables,
+// and a compaction of several tables rewrites them.
+func TestFlushWritesOneTablePerSpan(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), CacheBytes: 8 << 20, MemTableBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 100)
+	b := s.NewBatch()
+	const n = 60000 // 6 MB of values that do not compress
+	for i := uint64(0); i < n; i++ {
+		for j := range val {
+			val[j] = byte(rng.Uint32())
+		}
+		b.Set(keyspace.AppendRecordKey(nil, 1, binary.BigEndian.AppendUint64(nil, i)), val)
+	}
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := s.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []uint64
+	for _, ts := range levels {
+		for _, tb := range ts {
+			sizes = append(sizes, tb.Size)
+		}
+	}
+	if len(sizes) != 1 || sizes[0] < n*100 {
+		t.Fatalf("one flush of %d MB of records left tables of %v bytes, want one table", n*100>>20, sizes)
 	}
 }

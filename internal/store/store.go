@@ -11,8 +11,8 @@
 // It owns:
 //   - opening and closing the Pebble directory with tuned options (newest
 //     on-disk format, bloom filters on every level, L0 and memtable sizing for
-//     ingest-heavy use, tables cut at the key space's span boundaries,
-//     Pebble's own log through slog);
+//     ingest-heavy use, tables cut at the key space's span boundaries and
+//     one flushed table per span, Pebble's own log through slog);
 //   - atomic write batches (Batch) and their durability (fsync with group
 //     commit);
 //   - reads: point gets, bounded iterators and consistent snapshots;
@@ -270,6 +270,19 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 	po.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
 		return pebble.SpanPolicy{}, keyspace.SpanEnd(start), nil
 	}
+	// A flush writes one table per span, however large: the span policy
+	// already cuts tables where spans end, and a span that only appends
+	// (the change log, a type's records under rising keys, an index of
+	// rising values) then leaves one table per flush beyond everything
+	// below it, which Pebble moves down to the base level instead of
+	// rewriting. With Pebble's 2 MiB level-0 target each such flush left
+	// several tables, and a compaction of several tables rewrites them all.
+	// The levels below keep Pebble's targets (4 MiB at the base level,
+	// doubling per level), so compactions there stay short.
+	po.TargetFileSizes[0] = l0TargetFileSize(memBytes)
+	for i := 1; i < len(po.TargetFileSizes); i++ {
+		po.TargetFileSizes[i] = baseTargetFileSize << (i - 1)
+	}
 	if d := o.WALMinSyncInterval; d > 0 {
 		po.WALMinSyncInterval = func() time.Duration { return d }
 	}
@@ -283,6 +296,18 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 		l.IndexBlockSize = 256 << 10
 	}
 	return po
+}
+
+// baseTargetFileSize is the target size of the tables compactions write
+// to the base level (Pebble's default); each level below doubles it.
+const baseTargetFileSize = 4 << 20
+
+// l0TargetFileSize is the target size of a flushed table: a whole
+// memtable's worth, so that a flush ends its tables only at span
+// boundaries (see pebbleOptions). A flushed table is never larger than the
+// memtable it comes from.
+func l0TargetFileSize(memTableBytes int64) int64 {
+	return max(memTableBytes, baseTargetFileSize)
 }
 
 // Close closes the store. It waits for in-flight operations on other
