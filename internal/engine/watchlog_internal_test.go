@@ -15,14 +15,17 @@ func logChanges(cs []logChange) []byte {
 }
 
 // readLog decodes every change of an entry, or fails.
-func readLog(v []byte) ([]logChange, error) {
+func readLog(v []byte) ([]logChange, error) { return readLogBy(v, (*logEntry).next) }
+
+// readLogBy is readLog with the given reader of one change.
+func readLogBy(v []byte, next func(*logEntry) (logChange, bool, error)) ([]logChange, error) {
 	le, err := parseLogEntry(v)
 	if err != nil {
 		return nil, err
 	}
 	var out []logChange
 	for {
-		c, ok, err := le.next()
+		c, ok, err := next(&le)
 		if err != nil || !ok {
 			return out, err
 		}
@@ -63,8 +66,17 @@ func FuzzLogEntry(f *testing.F) {
 	f.Add(logChanges([]logChange{{op: changeInsert, typeID: 3, rec: []byte{8, 1}}}))
 	f.Add(logChanges([]logChange{{op: changeUpdate, typeID: 3, rec: []byte{8, 1}, old: []byte{8, 2}}, {op: changeRemove, typeID: 4, old: []byte{8}}}))
 	f.Add(append(appendLogHeader(nil), 9, 0x80))
+	f.Add(logChanges([]logChange{{op: changeUpdate, typeID: 200, rec: make([]byte, 127), old: make([]byte, 128)}, {op: changeInsert, typeID: 1}}))
+	f.Add(append(appendLogHeader(nil), changeRemove, 1, 0, 5, 'a')) // old past the end
+	f.Add(append(appendLogHeader(nil), 0, 1, 1, 'a', 0))            // op 0
+	f.Add(append(appendLogHeader(nil), changeInsert, 1, 0x7f, 'a')) // record past the end
 	f.Fuzz(func(t *testing.T, v []byte) {
 		cs, err := readLog(v)
+		// The fast path reads every entry as the slow one does.
+		slow, serr := readLogBy(v, (*logEntry).nextSlow)
+		if (err == nil) != (serr == nil) || !sameChanges(cs, slow) {
+			t.Fatalf("entry %x: next reads %+v, %v; nextSlow %+v, %v", v, cs, err, slow, serr)
+		}
 		if err != nil {
 			return
 		}
@@ -79,4 +91,17 @@ func FuzzLogEntry(f *testing.F) {
 			}
 		}
 	})
+}
+
+func sameChanges(a, b []logChange) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].op != b[i].op || a[i].typeID != b[i].typeID || !bytes.Equal(a[i].rec, b[i].rec) ||
+			!bytes.Equal(a[i].old, b[i].old) || a[i].index != b[i].index {
+			return false
+		}
+	}
+	return true
 }
