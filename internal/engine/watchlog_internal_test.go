@@ -18,14 +18,15 @@ func logChanges(cs []logChange) []byte {
 func readLog(v []byte) ([]logChange, error) { return readLogBy(v, (*logEntry).next) }
 
 // readLogBy is readLog with the given reader of one change.
-func readLogBy(v []byte, next func(*logEntry) (logChange, bool, error)) ([]logChange, error) {
+func readLogBy(v []byte, next func(*logEntry, *logChange) (bool, error)) ([]logChange, error) {
 	le, err := parseLogEntry(v)
 	if err != nil {
 		return nil, err
 	}
 	var out []logChange
 	for {
-		c, ok, err := next(&le)
+		var c logChange
+		ok, err := next(&le, &c)
 		if err != nil || !ok {
 			return out, err
 		}
