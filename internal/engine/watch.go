@@ -410,8 +410,9 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 		}
 	}
 	sent := 0
+	var ch logChange
 	for {
-		ch, ok, err := le.next()
+		ok, err := le.next(&ch)
 		if err != nil {
 			return sent, w.corrupt(c, err)
 		}

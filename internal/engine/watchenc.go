@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"encoding/binary"
+	"math/bits"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/protobase/protobase/internal/grpcbuf"
@@ -179,8 +182,77 @@ func appendVarint(b []byte, v uint64) []byte {
 // appendKeyFields is record.AppendFields(dst, rec, nums), with a scan of the
 // common wire types that is several times faster; on anything else (a
 // group, a malformed field) it leaves the record to AppendFields, so the
-// result is always the same (FuzzWatchKey).
+// result is always the same (FuzzWatchKey). A key of one field, the common
+// case, goes to appendKeyField first.
 func appendKeyFields(dst, rec []byte, nums []protowire.Number) []byte {
+	if len(nums) == 1 {
+		if out, ok := appendKeyField(dst, rec, nums[0]); ok {
+			return out
+		}
+	}
+	return scanKeyFields(dst, rec, nums)
+}
+
+// appendKeyField appends every occurrence of field num in rec, reading
+// one-byte tags, one-byte lengths and varints of at most 9 bytes inline;
+// ok is false (dst's bytes past its length changed, its length not) on
+// anything else: the caller scans the record again the general way. It
+// was about 40 ns a change as the general scan, a tenth of the server's
+// work per watched change (issue 17).
+func appendKeyField(dst, rec []byte, num protowire.Number) (out []byte, ok bool) {
+	at := len(dst)
+	for i := 0; i < len(rec); {
+		t := rec[i]
+		if t >= 0x80 || t < 1<<3 {
+			return dst[:at], false // a longer tag, or field 0
+		}
+		start := i
+		i++
+		switch protowire.Type(t & 7) {
+		case protowire.VarintType:
+			if len(rec)-i >= 8 {
+				// The first byte of the eight without the
+				// continuation bit ends the varint.
+				m := ^binary.LittleEndian.Uint64(rec[i:]) & 0x8080808080808080
+				if m == 0 {
+					return dst[:at], false
+				}
+				i += bits.TrailingZeros64(m)>>3 + 1
+				break
+			}
+			for {
+				if i >= len(rec) {
+					return dst[:at], false
+				}
+				i++
+				if rec[i-1] < 0x80 {
+					break
+				}
+			}
+		case protowire.BytesType:
+			if i >= len(rec) || rec[i] >= 0x80 {
+				return dst[:at], false
+			}
+			i += 1 + int(rec[i])
+		case protowire.Fixed64Type:
+			i += 8
+		case protowire.Fixed32Type:
+			i += 4
+		default:
+			return dst[:at], false
+		}
+		if i > len(rec) {
+			return dst[:at], false
+		}
+		if protowire.Number(t>>3) == num {
+			dst = append(dst, rec[start:i]...)
+		}
+	}
+	return dst, true
+}
+
+// scanKeyFields is appendKeyFields without the one-field path.
+func scanKeyFields(dst, rec []byte, nums []protowire.Number) []byte {
 	at := len(dst)
 	for i := 0; i < len(rec); {
 		start := i
