@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/record"
 )
@@ -17,25 +19,6 @@ import (
 // CPU with ten watchers (issue 17). The bytes decode to the message the
 // builder made (TestWatchEncodeMatchesProto); fields are written in
 // field-number order, as proto.Marshal does.
-
-// Field numbers of the messages encoded here.
-const (
-	fieldWatchChanges  = 1 // WatchResponse.changes
-	fieldWatchProgress = 2 // WatchResponse.progress
-
-	fieldChangeOp     = 1
-	fieldChangeType   = 2
-	fieldChangeKey    = 3
-	fieldChangeRecord = 4
-	fieldChangeOld    = 5
-	fieldChangePos    = 6
-
-	fieldPosCommit = 1
-	fieldPosIndex  = 2
-
-	fieldAnyURL   = 1
-	fieldAnyValue = 2
-)
 
 // watchBufSize is the least capacity a response's buffer starts with.
 // It starts at the size of the watcher's previous response (a watcher
@@ -126,22 +109,22 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 
 // One-byte tags of the fields addChange writes (field numbers under 16).
 const (
-	tagWatchChanges = byte(fieldWatchChanges<<3 | protowire.BytesType)
-	tagChangeOp     = byte(fieldChangeOp<<3 | protowire.VarintType)
-	tagChangeKey    = byte(fieldChangeKey<<3 | protowire.BytesType)
-	tagChangeRecord = byte(fieldChangeRecord<<3 | protowire.BytesType)
-	tagChangeOld    = byte(fieldChangeOld<<3 | protowire.BytesType)
-	tagChangePos    = byte(fieldChangePos<<3 | protowire.BytesType)
-	tagPosCommit    = byte(fieldPosCommit<<3 | protowire.VarintType)
-	tagPosIndex     = byte(fieldPosIndex<<3 | protowire.VarintType)
-	tagAnyValue     = byte(fieldAnyValue<<3 | protowire.BytesType)
+	tagWatchChanges = byte(apiwire.WatchResponseChanges)<<3 | byte(protowire.BytesType)
+	tagChangeOp     = byte(apiwire.ChangeOp)<<3 | byte(protowire.VarintType)
+	tagChangeKey    = byte(apiwire.ChangeKey)<<3 | byte(protowire.BytesType)
+	tagChangeRecord = byte(apiwire.ChangeRecord)<<3 | byte(protowire.BytesType)
+	tagChangeOld    = byte(apiwire.ChangeOld)<<3 | byte(protowire.BytesType)
+	tagChangePos    = byte(apiwire.ChangePosition)<<3 | byte(protowire.BytesType)
+	tagPosCommit    = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
+	tagPosIndex     = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
+	tagAnyValue     = byte(anywire.FieldValue)<<3 | byte(protowire.BytesType)
 )
 
 // encodeNames sets wt's encoded Change.type field and Any.type_url field
 // (both empty for an empty string, as proto3 leaves them out).
 func (wt *watchType) encodeNames() {
-	wt.typeField = appendString(make([]byte, 0, sizeString(fieldChangeType, wt.name)), fieldChangeType, wt.name)
-	wt.urlField = appendString(make([]byte, 0, sizeString(fieldAnyURL, wt.t.url)), fieldAnyURL, wt.t.url)
+	wt.typeField = appendString(make([]byte, 0, sizeString(apiwire.ChangeType, wt.name)), apiwire.ChangeType, wt.name)
+	wt.urlField = appendString(make([]byte, 0, sizeString(anywire.FieldTypeURL, wt.t.url)), anywire.FieldTypeURL, wt.t.url)
 }
 
 // sizeAnyF is the size of an Any whose encoded type_url field takes uf
@@ -339,7 +322,7 @@ func (r *respEnc) appendRaw(ch []byte) {
 // finish appends the progress and returns the response's bytes; addChange
 // and appendRaw reserved room for it.
 func (r *respEnc) finish(p position) []byte {
-	*r.bp = appendPos(*r.bp, fieldWatchProgress, p.commit, p.index, p.part)
+	*r.bp = appendPos(*r.bp, apiwire.WatchResponseProgress, p.commit, p.index, p.part)
 	r.last = len(*r.bp)
 	return *r.bp
 }
@@ -355,7 +338,7 @@ func (r *respEnc) release() {
 
 // appendProgress appends a progress-only WatchResponse.
 func appendProgress(b []byte, p position) []byte {
-	return appendPos(b, fieldWatchProgress, p.commit, p.index, p.part)
+	return appendPos(b, apiwire.WatchResponseProgress, p.commit, p.index, p.part)
 }
 
 func sizeString(num protowire.Number, s string) int {
@@ -393,11 +376,11 @@ func appendPos(b []byte, num protowire.Number, c uint64, index uint32, part bool
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(sizePos(c, index, part)))
 	if c != 0 {
-		b = protowire.AppendTag(b, fieldPosCommit, protowire.VarintType)
+		b = protowire.AppendTag(b, apiwire.PositionCommit, protowire.VarintType)
 		b = protowire.AppendVarint(b, c)
 	}
 	if part {
-		b = protowire.AppendTag(b, fieldPosIndex, protowire.VarintType)
+		b = protowire.AppendTag(b, apiwire.PositionIndex, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(index))
 	}
 	return b
