@@ -242,6 +242,10 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.cat.Store(cat)
+	if f, ok := st.(store.SpanFilterer); ok {
+		// No bloom filters for non-unique indexes: see rangedOnly.
+		f.SetUnfilteredSpans(e.rangedOnly)
+	}
 
 	if e.secret, err = loadSecret(st); err != nil {
 		return nil, err

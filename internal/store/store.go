@@ -169,6 +169,9 @@ type Store struct {
 	mu     sync.RWMutex
 	closed atomic.Bool
 
+	// unfiltered is SetUnfilteredSpans' function; nil filters every table.
+	unfiltered atomic.Pointer[func(key []byte) bool]
+
 	stalls     atomic.Int64
 	stallStart atomic.Int64 // unix nanos of the current stall, 0 if none
 	stallNanos atomic.Int64
@@ -289,8 +292,9 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 	for i := range po.Levels {
 		l := &po.Levels[i]
 		// Bloom filters on every level (Pebble's default is none) make point
-		// Gets for missing keys cheap: ~1% false positives at 10 bits/key.
-		l.FilterPolicy = bloom.FilterPolicy(10)
+		// Gets for missing keys cheap: ~1% false positives at 10 bits/key,
+		// except in the spans SetUnfilteredSpans names.
+		l.FilterPolicy = spanFilterPolicy{FilterPolicy: bloom.FilterPolicy(bitsPerKey), s: s}
 		l.FilterType = pebble.TableFilter
 		l.BlockSize = 16 << 10
 		l.IndexBlockSize = 256 << 10
