@@ -37,25 +37,12 @@ func searchSeeds(t testing.TB) [][]byte {
 			Errors:  []*pb.QueryError{{Query: 2, Code: 5, Message: "no such type"}},
 		},
 	}
-	var out [][]byte
-	for _, m := range msgs {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
-	}
+	out := marshalAll(t, msgs)
 	// Hand-made shapes: a batch with an unknown field, a record with an
 	// unknown field, the query as a length-delimited field, the query
 	// twice, the plan twice (the two merge), a plan that does not decode,
 	// a QueryError with a message of invalid UTF-8, a truncated batch, an
 	// unknown top-level field, a top-level varint.
-	field := func(b []byte, num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
-	}
-	varint := func(b []byte, num protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
-	}
 	rec := field(nil, anywire.FieldTypeURL, []byte("t/a"))
 	rec = field(rec, anywire.FieldValue, []byte{8, 1})
 	batches := [][]byte{

@@ -34,20 +34,7 @@ func watchSeeds(t testing.TB) [][]byte {
 		{Changes: []*pb.Change{{}, {Op: 77, Position: &pb.Position{}}}},
 		{Changes: []*pb.Change{{Type: "é", Key: &anypb.Any{Value: []byte{1}}}}},
 	}
-	var out [][]byte
-	for _, m := range msgs {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
-	}
-	field := func(b []byte, num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
-	}
-	varint := func(b []byte, num protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
-	}
+	out := marshalAll(t, msgs)
 	anyOf := func(u string, v []byte) []byte {
 		return field(field(nil, 1, []byte(u)), 2, v)
 	}
