@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 )
 
 // BenchmarkLabIngest runs the lab's own insert loop (bench.InsertStream,
@@ -18,14 +19,7 @@ func BenchmarkLabIngest(b *testing.B) {
 	for _, indexes := range []int{0, 2} {
 		b.Run(fmt.Sprintf("indexes=%d", indexes), func(b *testing.B) {
 			ctx := context.Background()
-			t, err := bench.StartTarget(ctx, "", bench.TargetConfig{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer t.Close()
-			if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-				b.Fatal(err)
-			}
+			t := labtest.ItemTarget(b, bench.TargetConfig{})
 			typ := bench.ItemType
 			if indexes == 2 {
 				typ = bench.IndexedItemType

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/store"
@@ -139,14 +140,7 @@ func processCPU(b *testing.B) time.Duration {
 // 15 s on a quiet machine).
 func BenchmarkLabSustained(b *testing.B) {
 	ctx := context.Background()
-	t, err := bench.StartTarget(ctx, "", bench.TargetConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer t.Close()
-	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-		b.Fatal(err)
-	}
+	t := labtest.ItemTarget(b, bench.TargetConfig{})
 	const batch, firstPart = 1000, 500000
 	base := time.Now().UnixNano() / 1000
 	var next int64

@@ -38,6 +38,17 @@ func Target(t testing.TB, cfg bench.TargetConfig) *bench.Target {
 	return tg
 }
 
+// ItemTarget is Target with the lab's item schema applied, as the
+// experiments' benchmarks start.
+func ItemTarget(t testing.TB, cfg bench.TargetConfig) *bench.Target {
+	t.Helper()
+	tg := Target(t, cfg)
+	if err := tg.EnsureSchema(t.Context(), bench.ItemSchema()); err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
 // Env returns an Env with opts that is closed when the test ends.
 func Env(t testing.TB, opts bench.Options) *bench.Env {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -29,14 +30,7 @@ import (
 //	go test -run '^$' -bench WatchRead -benchtime 5x ./bench/watch/
 func BenchmarkWatchRead(b *testing.B) {
 	ctx := context.Background()
-	t, err := bench.StartTarget(ctx, "", bench.TargetConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer t.Close()
-	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-		b.Fatal(err)
-	}
+	t := labtest.ItemTarget(b, bench.TargetConfig{})
 	g := &Experiment{Batch: 1000}
 	g.nextID.Store(1)
 	_, records, err := g.write(ctx, t, 500*time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
 )
 
 // BenchmarkWatchers runs the experiment's run (durable ingest at batch
@@ -27,20 +28,14 @@ func BenchmarkWatchers(b *testing.B) {
 	for _, n := range []int{0, 1, 10} {
 		b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			t, err := bench.StartTarget(ctx, "", bench.TargetConfig{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer t.Close()
-			if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-				b.Fatal(err)
-			}
+			t := labtest.ItemTarget(b, bench.TargetConfig{})
 			g := &Experiment{Batch: 1000}
 			var o *outcome
 			var cpu time.Duration
 			var records int64
 			for b.Loop() {
 				before := processCPU(b)
+				var err error
 				if o, err = g.run(ctx, t, n, time.Second); err != nil {
 					b.Fatal(err)
 				}
