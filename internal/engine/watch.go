@@ -85,10 +85,9 @@ type watchType struct {
 	t      *recType
 	name   string
 	filter *query.Filter
-	// typeField and urlField are name as Change.type and t.url as
-	// Any.type_url, encoded with their tags (encodeNames; nil until the
-	// first change).
-	typeField, urlField []byte
+	// typeField is name encoded as Change.type, with its tag
+	// (encodeNames; nil until the first change).
+	typeField []byte
 }
 
 // watch is one Watch call. It belongs to the call's goroutine.

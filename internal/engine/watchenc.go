@@ -65,10 +65,10 @@ func (r *respEnc) reserve(n int) {
 // tail watcher's work together.
 func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, match, rec, old []byte, withRec, withOld bool) {
 	r.key = appendKeyFields(r.key[:0], match, wt.t.pkNums)
-	if wt.urlField == nil {
+	if wt.typeField == nil {
 		wt.encodeNames()
 	}
-	uf := len(wt.urlField)
+	uf := len(wt.t.urlField)
 	keyAny := sizeAnyF(uf, len(r.key))
 	size := 2 + len(wt.typeField) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	var recAny, oldAny int
@@ -89,12 +89,12 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 	b = appendVarint(b, uint64(size))
 	b = append(b, tagChangeOp, op)
 	b = append(b, wt.typeField...)
-	b = appendAnyF(b, tagChangeKey, keyAny, wt.urlField, r.key)
+	b = appendAnyF(b, tagChangeKey, keyAny, wt.t.urlField, r.key)
 	if withRec {
-		b = appendAnyF(b, tagChangeRecord, recAny, wt.urlField, rec)
+		b = appendAnyF(b, tagChangeRecord, recAny, wt.t.urlField, rec)
 	}
 	if withOld {
-		b = appendAnyF(b, tagChangeOld, oldAny, wt.urlField, old)
+		b = appendAnyF(b, tagChangeOld, oldAny, wt.t.urlField, old)
 	}
 	b = append(b, tagChangePos, byte(pos))
 	if c != 0 {
@@ -120,11 +120,10 @@ const (
 	tagAnyValue     = byte(anywire.FieldValue)<<3 | byte(protowire.BytesType)
 )
 
-// encodeNames sets wt's encoded Change.type field and Any.type_url field
-// (both empty for an empty string, as proto3 leaves them out).
+// encodeNames sets wt's encoded Change.type field (the type's Any.type_url
+// field is the catalog's, recType.urlField).
 func (wt *watchType) encodeNames() {
 	wt.typeField = appendString(make([]byte, 0, sizeString(apiwire.ChangeType, wt.name)), apiwire.ChangeType, wt.name)
-	wt.urlField = appendString(make([]byte, 0, sizeString(anywire.FieldTypeURL, wt.t.url)), anywire.FieldTypeURL, wt.t.url)
 }
 
 // sizeAnyF is the size of an Any whose encoded type_url field takes uf

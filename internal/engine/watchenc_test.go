@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/record"
 )
 
@@ -79,7 +80,8 @@ func randRecord(r *rand.Rand) []byte {
 
 func testWatchTypes() []*watchType {
 	mk := func(name string, pk ...protowire.Number) *watchType {
-		return &watchType{t: &recType{url: "type.googleapis.com/" + name, pkNums: pk}, name: name}
+		url := "type.googleapis.com/" + name
+		return &watchType{t: &recType{url: url, urlField: appendString(nil, anywire.FieldTypeURL, url), pkNums: pk}, name: name}
 	}
 	return []*watchType{mk("shop.User", 1), mk("shop.Order", 2, 1), mk("a.B", 5), mk("x.NoKey")}
 }
