@@ -67,11 +67,11 @@ type Cache struct {
 // and the table's slots.
 type shard struct {
 	mu    sync.Mutex
-	slots []slot // len a power of two, or 0
-	used  int    // occupied slots
-	bytes int64  // sum of entry costs
-	rnd   uint64 // eviction cursor (xorshift state)
-	_     [16]byte
+	slots []slot  // len a power of two, or 0
+	used  int     // occupied slots
+	bytes int64   // sum of entry costs
+	rnd   uint64  // eviction cursor (xorshift state)
+	_     [8]byte // a shard is one cache line: neighbouring shards' locks stay apart
 }
 
 // slot is one place of a shard's table; p nil means empty. Sixteen bytes

@@ -3,6 +3,7 @@ package recordcache
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 func TestFillGet(t *testing.T) {
@@ -245,5 +246,13 @@ func TestBytesCountsEntriesAndTables(t *testing.T) {
 	}
 	if got := c.Bytes(); got != want || got > 1<<20 {
 		t.Fatalf("Bytes() = %d, entries and tables hold %d, budget %d", got, want, 1<<20)
+	}
+}
+
+// A shard takes a whole number of cache lines, so that one shard's lock
+// and table header do not share a line with its neighbour's.
+func TestShardFillsCacheLines(t *testing.T) {
+	if size := unsafe.Sizeof(shard{}); size%64 != 0 {
+		t.Errorf("a shard is %d bytes", size)
 	}
 }
