@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
@@ -62,66 +63,7 @@ func (a *app) serveCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Protobase server",
-		Long: `Run a Protobase server on the data directory --data (created if missing),
-serving the gRPC API on --grpc-addr and, when --metrics-addr is set,
-Prometheus metrics at http://METRICS-ADDR/metrics.
-
---http-addr also serves the API as REST/JSON (HTTP/1.1 and HTTP/2 on one
-port), with its OpenAPI description at /openapi.json.
---nats runs an embedded NATS server on --nats-addr, or --nats-url joins an
-external one, and serves the API as NATS request-reply on the subjects
-PREFIX.schema.get, .insert, .update, .upsert, .remove, .query and .get
-(--nats-prefix, default "protobase"), in the queue group --nats-queue, so
-that several servers share the load. See docs/transports.md.
-
---store etcd keeps the data in an etcd v3 cluster (--etcd-endpoints) instead
-of --data, under the key prefix --etcd-prefix, so that several servers can
-serve one store: a write acknowledged by one is seen by reads that start
-afterwards on any other. --data then holds only the admin key file. TLS to
-etcd: --etcd-ca, --etcd-cert and --etcd-key; etcd auth: --etcd-user and
---etcd-password-file. A write batch is one etcd transaction, within the
-cluster's --max-txn-ops and --max-request-bytes. See docs/scaling.md.
-
-Every write is fsynced before it is acknowledged. --sync=false acknowledges
-writes before they reach the disk: faster, but a crash or power loss can
-lose acknowledged writes (the store itself is never corrupted).
-
-The server logs to stderr at --log-level in --log-format (text or json):
-one line per schema change, per index build start and end (type and index
-names), and per Scan, Query page or Search request slower than
---slow-query; debug adds the storage engine's own messages (flushes,
-compactions, WAL recovery).
-It runs until SIGINT or SIGTERM; it then stops
-accepting calls, lets in-flight calls (and write batches) finish, and exits
-0. It exits 1 when it cannot start (for example, when the address is in use
-or the data directory is locked by another server).
-
---tls-cert and --tls-key serve every listener (gRPC, REST, metrics, the
-embedded NATS server) over TLS only; the files are reloaded on SIGHUP and
-when they change, without dropping connections. --tls-client-ca also
-requires client certificates (mutual TLS). Clients pass the CA with --tls-ca
-(or $PROTOBASE_TLS_CA). The REST gateway serves browsers only from the
-origins of --http-allowed-origins, and names (other than IP addresses and
-localhost) only from --http-allowed-hosts. See docs/security.md.
-
---lab also serves the benchmark lab's service (protobase.lab.v1.Lab: an
-echo that skips storage, a search sink that sends nothing back, and the
-engine's counters), so that 'protobase bench --addr' can run every
-experiment against this server. Leave it off in production.
-
---auth requires an API key on every call (gRPC metadata, REST and NATS
-header "authorization: Bearer KEY"; health checks stay open). It is on
-whenever a listener is not on loopback; --insecure-no-auth is the only way
-to run without it there, and the server then logs a warning. The first
-start with authentication creates an admin key and writes it to
-DATA/admin.key (mode 0600), or takes it from $PROTOBASE_ADMIN_KEY; manage
-keys with protobase keys. See docs/security.md.
-
-Every flag can also be set from the environment: PROTOBASE_ and the flag's
-name in upper case with _ for - (--grpc-addr: $PROTOBASE_GRPC_ADDR), as
-listed beside each flag below. A flag on the command line wins.
-
-The global --addr flag is for client commands; serve listens on --grpc-addr.`,
+		Long:  serveLong,
 		Example: `  protobase serve
   protobase serve --http-addr 127.0.0.1:8080 --nats             # REST and embedded NATS
   protobase serve --nats-url nats://nats.internal:4222 --nats-prefix shop
@@ -140,39 +82,7 @@ The global --addr flag is for client commands; serve listens on --grpc-addr.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
-	f.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address, host:port (port 0 picks a free port)")
-	f.StringVar(&o.metricsAddr, "metrics-addr", "", "Prometheus metrics listen address, host:port (empty: no metrics)")
-	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and HTTP/2 (h2c, or over TLS with --tls-cert) (empty: no REST)")
-	f.BoolVar(&o.nats, "nats", false, "run an embedded NATS server on --nats-addr and serve the NATS API on it")
-	f.StringVar(&o.natsAddr, "nats-addr", "127.0.0.1:4222", "embedded NATS server listen address, host:port (port 0 picks a free port); with --nats")
-	f.StringVar(&o.natsURL, "nats-url", "", "serve the NATS API on this external NATS server, e.g. nats://host:4222 (exclusive with --nats)")
-	f.StringVar(&o.natsPrefix, "nats-prefix", "protobase", "first token(s) of every NATS subject")
-	f.StringVar(&o.natsQueue, "nats-queue", "protobase", "NATS queue group; servers in one group share the requests")
-	f.BoolVar(&o.sync, "sync", true, "fsync writes before acknowledging them; --sync=false is faster but risks losing acknowledged writes on a crash or power loss")
-	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
-	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
-	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "most bytes of write batches applied at once (0: 256 MiB)")
-	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
-	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search results built and not yet sent, server-wide (0: 256 MiB)")
-	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
-	f.Int64Var(&o.maxReceiveBytes, "max-receive-buffer-bytes", 0, fmt.Sprintf("most bytes of gRPC messages begun and not complete, over all connections; past it the connection holding the most is closed (0: 1/8 of the memory available, at least 2 × --max-message-bytes; %s here)",
-		sizeString(server.DefaultReceiveBudget(store.Memory(), 64<<20))))
-	f.Int64Var(&o.maxReceivePerConn, "max-receive-bytes-per-conn", 0, "most bytes of gRPC messages begun and not complete on one connection; past it the connection is closed (0: min(--max-streams-per-conn, 4) × --max-message-bytes)")
-	cache, memtable := store.DefaultSizes(store.Memory())
-	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
-	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
-	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
-	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
-	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")
-	f.Int64Var(&o.watchTailBytes, "watch-tail-bytes", server.DefaultWatchTailBytes, "most bytes of the newest change-log entries kept in memory while watches run, for watchers at the tail (0: none, watchers read storage); not with --store etcd")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
-	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
-	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")
-	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
-	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
-	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
+	o.addFlags(f)
 	o.security.addFlags(f)
 	o.storage.addFlags(f)
 	annotateEnv(f)
@@ -265,4 +175,120 @@ func sizeString(n int64) string {
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	}
 	return fmt.Sprintf("%d MiB", n>>20)
+}
+
+// serveLong is serve's --help text; it names every flag group below.
+const serveLong = `Run a Protobase server on the data directory --data (created if missing),
+serving the gRPC API on --grpc-addr and, when --metrics-addr is set,
+Prometheus metrics at http://METRICS-ADDR/metrics.
+
+--http-addr also serves the API as REST/JSON (HTTP/1.1 and HTTP/2 on one
+port), with its OpenAPI description at /openapi.json.
+--nats runs an embedded NATS server on --nats-addr, or --nats-url joins an
+external one, and serves the API as NATS request-reply on the subjects
+PREFIX.schema.get, .insert, .update, .upsert, .remove, .query and .get
+(--nats-prefix, default "protobase"), in the queue group --nats-queue, so
+that several servers share the load. See docs/transports.md.
+
+--store etcd keeps the data in an etcd v3 cluster (--etcd-endpoints) instead
+of --data, under the key prefix --etcd-prefix, so that several servers can
+serve one store: a write acknowledged by one is seen by reads that start
+afterwards on any other. --data then holds only the admin key file. TLS to
+etcd: --etcd-ca, --etcd-cert and --etcd-key; etcd auth: --etcd-user and
+--etcd-password-file. A write batch is one etcd transaction, within the
+cluster's --max-txn-ops and --max-request-bytes. See docs/scaling.md.
+
+Every write is fsynced before it is acknowledged. --sync=false acknowledges
+writes before they reach the disk: faster, but a crash or power loss can
+lose acknowledged writes (the store itself is never corrupted).
+
+The server logs to stderr at --log-level in --log-format (text or json):
+one line per schema change, per index build start and end (type and index
+names), and per Scan, Query page or Search request slower than
+--slow-query; debug adds the storage engine's own messages (flushes,
+compactions, WAL recovery).
+It runs until SIGINT or SIGTERM; it then stops
+accepting calls, lets in-flight calls (and write batches) finish, and exits
+0. It exits 1 when it cannot start (for example, when the address is in use
+or the data directory is locked by another server).
+
+--tls-cert and --tls-key serve every listener (gRPC, REST, metrics, the
+embedded NATS server) over TLS only; the files are reloaded on SIGHUP and
+when they change, without dropping connections. --tls-client-ca also
+requires client certificates (mutual TLS). Clients pass the CA with --tls-ca
+(or $PROTOBASE_TLS_CA). The REST gateway serves browsers only from the
+origins of --http-allowed-origins, and names (other than IP addresses and
+localhost) only from --http-allowed-hosts. See docs/security.md.
+
+--lab also serves the benchmark lab's service (protobase.lab.v1.Lab: an
+echo that skips storage, a search sink that sends nothing back, and the
+engine's counters), so that 'protobase bench --addr' can run every
+experiment against this server. Leave it off in production.
+
+--auth requires an API key on every call (gRPC metadata, REST and NATS
+header "authorization: Bearer KEY"; health checks stay open). It is on
+whenever a listener is not on loopback; --insecure-no-auth is the only way
+to run without it there, and the server then logs a warning. The first
+start with authentication creates an admin key and writes it to
+DATA/admin.key (mode 0600), or takes it from $PROTOBASE_ADMIN_KEY; manage
+keys with protobase keys. See docs/security.md.
+
+Every flag can also be set from the environment: PROTOBASE_ and the flag's
+name in upper case with _ for - (--grpc-addr: $PROTOBASE_GRPC_ADDR), as
+listed beside each flag below. A flag on the command line wins.
+
+The global --addr flag is for client commands; serve listens on --grpc-addr.`
+
+// addFlags registers serve's own flags; security and storage flags add
+// theirs after these.
+func (o *serveOptions) addFlags(f *pflag.FlagSet) {
+	o.addListenerFlags(f)
+	o.addLimitFlags(f)
+	o.addSizeFlags(f)
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
+	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")
+	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
+	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
+}
+
+// addListenerFlags registers where the server listens and what it serves.
+func (o *serveOptions) addListenerFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
+	f.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address, host:port (port 0 picks a free port)")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "Prometheus metrics listen address, host:port (empty: no metrics)")
+	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and HTTP/2 (h2c, or over TLS with --tls-cert) (empty: no REST)")
+	f.BoolVar(&o.nats, "nats", false, "run an embedded NATS server on --nats-addr and serve the NATS API on it")
+	f.StringVar(&o.natsAddr, "nats-addr", "127.0.0.1:4222", "embedded NATS server listen address, host:port (port 0 picks a free port); with --nats")
+	f.StringVar(&o.natsURL, "nats-url", "", "serve the NATS API on this external NATS server, e.g. nats://host:4222 (exclusive with --nats)")
+	f.StringVar(&o.natsPrefix, "nats-prefix", "protobase", "first token(s) of every NATS subject")
+	f.StringVar(&o.natsQueue, "nats-queue", "protobase", "NATS queue group; servers in one group share the requests")
+	f.BoolVar(&o.sync, "sync", true, "fsync writes before acknowledging them; --sync=false is faster but risks losing acknowledged writes on a crash or power loss")
+}
+
+// addLimitFlags registers the bounds one client's requests are held to.
+func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
+	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
+	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
+	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "most bytes of write batches applied at once (0: 256 MiB)")
+	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
+	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search results built and not yet sent, server-wide (0: 256 MiB)")
+	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
+	f.Int64Var(&o.maxReceiveBytes, "max-receive-buffer-bytes", 0, fmt.Sprintf("most bytes of gRPC messages begun and not complete, over all connections; past it the connection holding the most is closed (0: 1/8 of the memory available, at least 2 × --max-message-bytes; %s here)",
+		sizeString(server.DefaultReceiveBudget(store.Memory(), 64<<20))))
+	f.Int64Var(&o.maxReceivePerConn, "max-receive-bytes-per-conn", 0, "most bytes of gRPC messages begun and not complete on one connection; past it the connection is closed (0: min(--max-streams-per-conn, 4) × --max-message-bytes)")
+}
+
+// addSizeFlags registers the memory the store, its caches and the change
+// log may use; their defaults follow the machine's memory.
+func (o *serveOptions) addSizeFlags(f *pflag.FlagSet) {
+	cache, memtable := store.DefaultSizes(store.Memory())
+	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
+	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
+	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
+	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
+	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")
+	f.Int64Var(&o.watchTailBytes, "watch-tail-bytes", server.DefaultWatchTailBytes, "most bytes of the newest change-log entries kept in memory while watches run, for watchers at the tail (0: none, watchers read storage); not with --store etcd")
 }

@@ -165,6 +165,8 @@ type checker struct {
 	snap store.ReadSnapshot
 	cat  *catalog
 	r    *CheckReport
+
+	ik, cur []byte // scratch for entry: the index key built, the entry read
 }
 
 func (c *checker) add(p Problem) { c.r.Problems = append(c.r.Problems, p) }
@@ -187,7 +189,6 @@ func (c *checker) records() error {
 		return fmt.Errorf("check: iterate records: %w", err)
 	}
 	defer it.Close()
-	var ik, cur []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := c.ctx.Err(); err != nil {
 			return err
@@ -206,55 +207,68 @@ func (c *checker) records() error {
 			continue
 		}
 		for _, ix := range maintained(t) {
-			skip, err := t.skips(ix, val)
-			if err != nil {
-				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-					Detail: "stored record does not say whether it has an entry: " + err.Error()})
-				continue
-			}
-			if skip {
-				continue // no entry, checked from the entries' side
-			}
-			ik = append(ik[:0], ix.prefix...)
-			if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
-				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-					Detail: "stored record does not yield its index key: " + err.Error()})
-				continue
-			}
-			want, wantVal := ik, []byte(nil)
-			if ix.ix.Unique {
-				wantVal = pk
-			} else {
-				want = checkLayout.indexEntry(ik, pk)
-			}
-			var found bool
-			if cur, found, err = c.snap.Get(want, cur); err != nil {
-				return fmt.Errorf("check: read index entry: %w", err)
-			}
-			switch {
-			case found && bytes.Equal(cur, wantVal):
-			case found && ix.ix.Unique && ix.building:
-				// The builder has not reached this record, or will fail
-				// the build on the shared value: neither is damage.
-			case found && ix.ix.Unique:
-				if c.holds(t, ix, cur, ik) {
-					c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-						Detail: fmt.Sprintf("record shares its value with the record of primary key %x, which holds the entry", cur)})
-				} else {
-					c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-						Detail: fmt.Sprintf("the value's entry points at primary key %x instead", cur)})
-				}
-			case found:
-				c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-					Detail: "non-unique entry has a value"})
-			case !ix.building:
-				c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-					Detail: fmt.Sprintf("no entry %x", want)})
+			if err := c.entry(t, ix, key, pk, val); err != nil {
+				return err
 			}
 		}
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("check: iterate records: %w", err)
+	}
+	return nil
+}
+
+// entry checks that the record (key, pk, val) of t has its entry in ix,
+// and that a unique entry names it.
+func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
+	name := string(t.rt.Name)
+	skip, err := t.skips(ix, val)
+	if err != nil {
+		c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
+			Detail: "stored record does not say whether it has an entry: " + err.Error()})
+		return nil
+	}
+	if skip {
+		return nil // no entry, checked from the entries' side
+	}
+	ik := append(c.ik[:0], ix.prefix...)
+	ik, _, err = appendKey(ik, val, ix.paths)
+	c.ik = ik
+	if err != nil {
+		c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
+			Detail: "stored record does not yield its index key: " + err.Error()})
+		return nil
+	}
+	want, wantVal := ik, []byte(nil)
+	if ix.ix.Unique {
+		wantVal = pk
+	} else {
+		want = checkLayout.indexEntry(ik, pk)
+	}
+	cur, found, err := c.snap.Get(want, c.cur)
+	c.cur = cur
+	if err != nil {
+		return fmt.Errorf("check: read index entry: %w", err)
+	}
+	switch {
+	case found && bytes.Equal(cur, wantVal):
+	case found && ix.ix.Unique && ix.building:
+		// The builder has not reached this record, or will fail
+		// the build on the shared value: neither is damage.
+	case found && ix.ix.Unique:
+		if c.holds(t, ix, cur, ik) {
+			c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
+				Detail: fmt.Sprintf("record shares its value with the record of primary key %x, which holds the entry", cur)})
+		} else {
+			c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
+				Detail: fmt.Sprintf("the value's entry points at primary key %x instead", cur)})
+		}
+	case found:
+		c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
+			Detail: "non-unique entry has a value"})
+	case !ix.building:
+		c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
+			Detail: fmt.Sprintf("no entry %x", want)})
 	}
 	return nil
 }

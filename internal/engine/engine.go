@@ -198,27 +198,7 @@ type Stats struct {
 // index build that a previous process left unfinished. The engine does not
 // own st: the caller closes it after Close.
 func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
-	if opts.MaxRecordsPerBatch <= 0 {
-		opts.MaxRecordsPerBatch = 10000
-	}
-	if opts.MaxInflightBytes <= 0 {
-		opts.MaxInflightBytes = 256 << 20
-	}
-	if opts.SearchWorkers <= 0 {
-		opts.SearchWorkers = 2 * runtime.GOMAXPROCS(0)
-	}
-	if opts.MaxResultRecords <= 0 {
-		opts.MaxResultRecords = 1000
-	}
-	if opts.MaxResultBytes <= 0 {
-		opts.MaxResultBytes = 1 << 20
-	}
-	if opts.MaxPageSize <= 0 {
-		opts.MaxPageSize = 10000
-	}
-	if opts.MaxResultBufferBytes <= 0 {
-		opts.MaxResultBufferBytes = 256 << 20
-	}
+	opts.withDefaults()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -281,6 +261,31 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	e.startBuilds(cat)
 	e.watchSchema()
 	return e, nil
+}
+
+// withDefaults fills each limit left at zero (or below) with its default.
+func (opts *Options) withDefaults() {
+	if opts.MaxRecordsPerBatch <= 0 {
+		opts.MaxRecordsPerBatch = 10000
+	}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = 256 << 20
+	}
+	if opts.SearchWorkers <= 0 {
+		opts.SearchWorkers = 2 * runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxResultRecords <= 0 {
+		opts.MaxResultRecords = 1000
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = 1 << 20
+	}
+	if opts.MaxPageSize <= 0 {
+		opts.MaxPageSize = 10000
+	}
+	if opts.MaxResultBufferBytes <= 0 {
+		opts.MaxResultBufferBytes = 256 << 20
+	}
 }
 
 // Close stops background work. In-flight calls should have finished; the

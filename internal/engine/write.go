@@ -236,51 +236,15 @@ func (w *Writer) waitOldest() error {
 
 func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	e := w.e
-	if e.closed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	size, err := w.admit(ctx, op, recs)
+	if err != nil || size == 0 {
 		return err
-	}
-	if op < OpInsert || op > OpRemove {
-		return &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown write operation"}
-	}
-	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
-		return recordError(codes.ResourceExhausted, max, "", "",
-			"batch holds "+itoa(len(recs))+" records, more than the limit of "+itoa(max))
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	var size int64
-	for _, a := range recs {
-		size += int64(len(a.GetValue()) + len(a.GetTypeUrl()))
-	}
-	if size > e.opts.MaxInflightBytes {
-		return recordError(codes.ResourceExhausted, 0, "", "",
-			"batch of "+itoa(int(size))+" bytes exceeds the server's in-flight limit of "+itoa(int(e.opts.MaxInflightBytes)))
 	}
 	if err := e.inflight.Acquire(ctx, size); err != nil {
 		return err
 	}
 	defer e.inflight.Release(size)
-	cat := e.cat.Load()
-	dups, err := w.prepare(cat, op, recs)
-	if err != nil && e.st.Shared() {
-		// The record may be of a type or version another server applied
-		// a moment ago: check before refusing it.
-		e.writeMu.Lock()
-		_, rerr := e.refreshSchema()
-		cur := e.cat.Load() // maybe refreshed by the schema watch meanwhile
-		e.writeMu.Unlock()
-		if rerr != nil {
-			return storeError(rerr)
-		}
-		if cur != cat {
-			cat = cur
-			dups, err = w.prepare(cat, op, recs)
-		}
-	}
+	cat, dups, err := w.prepareFresh(op, recs)
 	if err != nil {
 		return err
 	}
@@ -297,15 +261,81 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	} else {
 		b = e.st.NewWriteBatch()
 	}
+	if err := w.commitLocked(b, cat, op, recs, dups); err != nil {
+		b.Reset()
+		w.free = append(w.free, b)
+		return err
+	}
+	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position})
+	return nil
+}
 
+// admit refuses a batch the engine cannot take (closed engine, cancelled
+// call, unknown operation, over the record or in-flight byte limits) and
+// returns the bytes it holds; 0 for an empty batch, which is done.
+func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, error) {
+	e := w.e
+	if e.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if op < OpInsert || op > OpRemove {
+		return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown write operation"}
+	}
+	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
+		return 0, recordError(codes.ResourceExhausted, max, "", "",
+			"batch holds "+itoa(len(recs))+" records, more than the limit of "+itoa(max))
+	}
+	var size int64
+	for _, a := range recs {
+		size += int64(len(a.GetValue()) + len(a.GetTypeUrl()))
+	}
+	if size > e.opts.MaxInflightBytes {
+		return 0, recordError(codes.ResourceExhausted, 0, "", "",
+			"batch of "+itoa(int(size))+" bytes exceeds the server's in-flight limit of "+itoa(int(e.opts.MaxInflightBytes)))
+	}
+	return size, nil
+}
+
+// prepareFresh is phase 1 against the current catalog. On a shared store a
+// record may be of a type or version another server applied a moment ago,
+// so a refusal is checked again against a refreshed catalog first.
+func (w *Writer) prepareFresh(op Op, recs []*anypb.Any) (*catalog, bool, error) {
+	e := w.e
+	cat := e.cat.Load()
+	dups, err := w.prepare(cat, op, recs)
+	if err == nil || !e.st.Shared() {
+		return cat, dups, err
+	}
 	e.writeMu.Lock()
+	_, rerr := e.refreshSchema()
+	cur := e.cat.Load() // maybe refreshed by the schema watch meanwhile
+	e.writeMu.Unlock()
+	if rerr != nil {
+		return nil, false, storeError(rerr)
+	}
+	if cur != cat {
+		cat = cur
+		dups, err = w.prepare(cat, op, recs)
+	}
+	return cat, dups, err
+}
+
+// commitLocked takes writeMu and commits the batch prepared against cat
+// into b, preparing again if the schema changed since and checking again
+// (up to maxConflicts times) when a shared store reports a conflict.
+func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*anypb.Any, dups bool) error {
+	e := w.e
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	var err error
 	for attempt := 0; ; attempt++ {
 		if cur := e.cat.Load(); cur != cat {
 			// The schema changed since phase 1: prepare again under the lock.
 			cat = cur
 			if dups, err = w.prepare(cat, op, recs); err != nil {
-				e.writeMu.Unlock()
-				w.free = append(w.free, b)
 				return err
 			}
 		}
@@ -320,15 +350,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 			break
 		}
 	}
-	e.writeMu.Unlock()
-	err = storeError(err)
-	if err != nil {
-		b.Reset()
-		w.free = append(w.free, b)
-		return err
-	}
-	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position})
-	return nil
+	return storeError(err)
 }
 
 // maxConflicts bounds how often one batch is re-checked after losing its
