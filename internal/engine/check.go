@@ -224,21 +224,17 @@ func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 	name := string(t.rt.Name)
 	skip, err := t.skips(ix, val)
 	if err != nil {
-		c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-			Detail: "stored record does not say whether it has an entry: " + err.Error()})
-		return nil
+		return c.badRecord(name, ix, key, "stored record does not say whether it has an entry: ", err)
 	}
 	if skip {
 		return nil // no entry, checked from the entries' side
 	}
-	ik := append(c.ik[:0], ix.prefix...)
-	ik, _, err = appendKey(ik, val, ix.paths)
-	c.ik = ik
+	c.ik = append(c.ik[:0], ix.prefix...)
+	c.ik, _, err = appendKey(c.ik, val, ix.paths)
 	if err != nil {
-		c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
-			Detail: "stored record does not yield its index key: " + err.Error()})
-		return nil
+		return c.badRecord(name, ix, key, "stored record does not yield its index key: ", err)
 	}
+	ik := c.ik
 	want, wantVal := ik, []byte(nil)
 	if ix.ix.Unique {
 		wantVal = pk
@@ -270,6 +266,13 @@ func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 		c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 			Detail: fmt.Sprintf("no entry %x", want)})
 	}
+	return nil
+}
+
+// badRecord records that the stored record of key cannot be checked against
+// ix; the check goes on with the next one.
+func (c *checker) badRecord(typ string, ix *index, key []byte, detail string, err error) error {
+	c.add(Problem{Kind: ProblemBadKey, Type: typ, Index: ix.ix.Name, Key: bytes.Clone(key), Detail: detail + err.Error()})
 	return nil
 }
 
