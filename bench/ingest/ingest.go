@@ -26,7 +26,8 @@ func init() { bench.Register(func() bench.Experiment { return new(Experiment) })
 type Experiment struct {
 	Batches []int
 	// Sustain, when positive, adds one long run per index count on a fresh
-	// syncing server at the largest batch size (see sustain.go).
+	// syncing server at the largest batch size (see sustain.go), before
+	// the batch runs.
 	Sustain time.Duration
 
 	// nextID hands out ids so that no two inserts collide, across runs and
@@ -73,30 +74,19 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		Title: "Batched inserts (Write stream, op INSERT)", Kind: bench.Lines,
 		XLabel: "records per request", YLabel: "records/s", X: "batch", Series: "config", Unit: "records/s", LogX: true, LogY: true,
 	}}
-	var targets []*bench.Target
-	if env.Addr != "" {
-		t, err := env.Target(ctx, bench.TargetConfig{})
-		if err != nil {
+	// The sustained runs go first, before the batch runs' servers exist:
+	// those stay open until the experiment ends, and their flushes and
+	// compactions after the batch runs took CPU from the first seconds of
+	// the sustained runs that followed them.
+	sustained := new(bench.Result)
+	if g.Sustain > 0 {
+		if err := g.sustain(ctx, env, sustained); err != nil {
 			return nil, err
 		}
-		targets = append(targets, t)
-		res.Notes = append(res.Notes, fmt.Sprintf("--addr: only the server's own mode (sync=%v) was measured", t.Sync))
-	} else {
-		for _, noSync := range []bool{false, true} {
-			t, err := env.Target(ctx, bench.TargetConfig{NoSync: noSync})
-			if err != nil {
-				return nil, err
-			}
-			targets = append(targets, t)
-		}
-		if len(env.Etcd.Endpoints) > 0 {
-			t, err := env.Target(ctx, bench.TargetConfig{Etcd: env.Etcd})
-			if err != nil {
-				return nil, err
-			}
-			targets = append(targets, t)
-			res.Notes = append(res.Notes, fmt.Sprintf("store=etcd rows: an embedded server whose store is the etcd cluster %v; a batch is acknowledged once a quorum of members fsynced it", env.Etcd.Endpoints))
-		}
+	}
+	targets, err := g.targets(ctx, env, res)
+	if err != nil {
+		return nil, err
 	}
 	for _, t := range targets {
 		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
@@ -127,13 +117,41 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 			}
 		}
 	}
-	if g.Sustain > 0 {
-		if err := g.sustain(ctx, env, res); err != nil {
-			return nil, err
-		}
-	}
+	res.Rows = append(res.Rows, sustained.Rows...)
 	res.Notes = append(res.Notes, "records of about 100 bytes; MB/s counts record bytes (10^6 bytes), not protocol overhead")
 	return res, nil
+}
+
+// targets starts the servers of the batch runs: the --addr server, or
+// embedded ones that fsync and that do not (and one on the etcd cluster of
+// --etcd), noting on res what an --addr or etcd target means.
+func (g *Experiment) targets(ctx context.Context, env *bench.Env, res *bench.Result) ([]*bench.Target, error) {
+	var targets []*bench.Target
+	if env.Addr != "" {
+		t, err := env.Target(ctx, bench.TargetConfig{})
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+		res.Notes = append(res.Notes, fmt.Sprintf("--addr: only the server's own mode (sync=%v) was measured", t.Sync))
+	} else {
+		for _, noSync := range []bool{false, true} {
+			t, err := env.Target(ctx, bench.TargetConfig{NoSync: noSync})
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+		}
+		if len(env.Etcd.Endpoints) > 0 {
+			t, err := env.Target(ctx, bench.TargetConfig{Etcd: env.Etcd})
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, t)
+			res.Notes = append(res.Notes, fmt.Sprintf("store=etcd rows: an embedded server whose store is the etcd cluster %v; a batch is acknowledged once a quorum of members fsynced it", env.Etcd.Endpoints))
+		}
+	}
+	return targets, nil
 }
 
 func onOff(b bool) string {
