@@ -67,6 +67,11 @@ type SearchIO struct {
 	// (searchenc.go). It is for transports whose responses are protobuf
 	// bytes and that need not see them as messages.
 	SendWire func(b []byte) error
+	// WireAnyQuery says that SendWire may also carry the responses of a
+	// request of one query of another kind run on the receiving
+	// goroutine (searchrange.go), not only those of plain primary-key
+	// lookups: the transport has nothing to change in them.
+	WireAnyQuery bool
 	// RecvWire, when set, is used instead of Recv: it returns the next
 	// request's wire bytes, valid until the next call, and a function
 	// that decodes them as Recv would (with Recv's errors); b is nil when
@@ -115,6 +120,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// prefetches.
 		wire: snd.sendWire != nil && !e.st.Shared(),
 	}
+	st.wireAny = st.wire && sio.WireAnyQuery
 	st.order.reuse = sio.SendEncodes
 	err := st.serve(ctx)
 	st.wg.Wait()
@@ -140,8 +146,11 @@ type searchStream struct {
 	wg    sync.WaitGroup
 	queue func(outgoing) bool
 	wire  bool
-	next  uint64    // the id of the next query
-	order lookupBuf // the inline requests', one at a time
+	// wireAny: a request of one query of any kind may be run here and
+	// written as wire bytes (SearchIO.WireAnyQuery).
+	wireAny bool
+	next    uint64    // the id of the next query
+	order   lookupBuf // the inline requests', one at a time
 }
 
 // serve receives and runs requests until the client is done (nil), the
@@ -172,8 +181,13 @@ func (st *searchStream) serve(ctx context.Context) error {
 		// responses: handing it to workers and a sender cost more in
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
-		if len(st.sem) == 0 && e.allPoints(qs, &st.order) {
-			e.runInline(ctx, qs, st.next, &st.order, st.snd, st.wire)
+		// So does a request of one other query (searchrange.go).
+		if len(st.sem) == 0 && (e.allPoints(qs, &st.order) || st.wireAny && inlineQuery(qs)) {
+			if st.order.ready {
+				e.runInline(ctx, qs, st.next, &st.order, st.snd, st.wire)
+			} else {
+				e.wireQuery(ctx, qs[0], st.next, st.snd.deliverWire)
+			}
 			if sio.Recycle != nil && ctx.Err() == nil {
 				sio.Recycle(req) // its queries' messages are not read again
 			}
