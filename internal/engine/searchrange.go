@@ -8,25 +8,24 @@ import (
 )
 
 // A request of one query that is not a plain primary-key lookup (an index
-// range, a scan, a filtered read), arriving while nothing else of its
-// stream runs, is run by the receiving goroutine and written as wire
-// bytes, as a request of lookups is (searchenc.go): each record is copied
-// once, from the store's read into the response, which is sent from a
-// buffer reused from response to response.
+// range, a scan, a filtered read) runs on a worker that writes its
+// responses as wire bytes, as a request of lookups is written
+// (searchenc.go), and sends them itself: each record is copied once, from
+// the store's read into the response, which is sent from a buffer reused
+// from response to response.
 //
-// On the message path such a query took a worker goroutine, its responses
-// a sender goroutine, and each record an Any and a copy of its bytes in
-// fresh memory: at 1,000 records a query, two goroutine wake-ups per
-// query (on a machine whose idle core wakes 70–300 µs late, as long as
-// the query itself) and about 250 bytes allocated per record, whose
-// collections made the rate of one binary vary between runs by up to 2×.
-// A client that pipelines single-query requests on one stream has them
-// run one after another (as it has its lookups); queries of one request,
-// or of requests sent while one runs elsewhere, still run in parallel.
+// On the message path such a query's worker built an Any and a copy of
+// the record's bytes in fresh memory per record, and handed each response
+// to the stream's sender goroutine, which encoded it again: about 250
+// bytes allocated per record, whose collections made the rate of one
+// binary vary between runs by up to 2×, and a second goroutine wake-up
+// per response (on a machine whose idle core wakes 70–300 µs late). The
+// query still runs on a worker, not on the receiving goroutine, so that a
+// long one does not hold up the requests sent after it on the stream.
 
-// inlineQuery reports whether request qs can run on the receiving
-// goroutine as one wire-written query (wireQuery).
-func inlineQuery(qs []*pb.Query) bool {
+// loneQuery reports whether request qs is one query that wireQuery
+// can run.
+func loneQuery(qs []*pb.Query) bool {
 	return len(qs) == 1 && qs[0] != nil && !qs[0].GetExplain()
 }
 

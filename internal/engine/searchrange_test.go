@@ -15,9 +15,9 @@ import (
 
 // streamBytes runs requests on one stream and returns its responses'
 // bytes in order: as the engine wrote them (wire, SearchIO.SendWire and
-// RecvWire) or as proto.Marshal encodes the messages it sent. The client
-// sends each request once the last one's answers are in, so that the
-// message path's workers run one at a time.
+// RecvWire) or as proto.Marshal encodes the messages it sent. Only the
+// last request may go to a worker (the others are lookups, run as they
+// arrive), so that the responses' order is known.
 func streamBytes(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) [][]byte {
 	t.Helper()
 	var out [][]byte
@@ -65,8 +65,8 @@ func streamBytes(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) 
 	return out
 }
 
-// A request of one query that is not a plain lookup, run from the
-// receiving goroutine and written as wire bytes, sends byte for byte the
+// A request of one query that is not a plain lookup, written as wire
+// bytes by its worker, sends byte for byte the
 // responses the message path sends: index ranges forward and backward,
 // with a limit, keys-only and counting, a filter, full scans, a point with
 // a filter, empty answers and failing queries, with query ids of zero and
