@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -126,5 +128,57 @@ func TestWireQueryMatchesMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A lone query written as wire bytes runs on a worker: while it waits to
+// send its first response, the stream goes on receiving, and the next
+// request is read (on the receiving goroutine it would not be until the
+// query had finished, and this test would fail after its wait).
+func TestWireQueryHoldsUpNoLaterRequest(t *testing.T) {
+	te := openEngine(t, t.TempDir(), engine.Options{MaxResultRecords: 1})
+	te.apply(map[string]string{"shop.proto": shopProto})
+	var recs []*anypb.Any
+	for id := range 10 {
+		recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n","email":"u%d@x"}`, id, id)))
+	}
+	te.mustWrite(engine.OpInsert, recs)
+	second := make(chan struct{})
+	calls, wireSends, sends := 0, 0, 0
+	sio := engine.SearchIO{
+		Recv: func() (*pb.SearchRequest, error) {
+			calls++
+			switch calls {
+			case 1:
+				return &pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}, nil
+			case 2:
+				close(second)
+				return &pb.SearchRequest{Queries: []*pb.Query{lookup(3)}}, nil
+			}
+			return nil, io.EOF
+		},
+		Send:         func(*pb.SearchResponse) error { sends++; return nil },
+		SendEncodes:  true,
+		WireAnyQuery: true,
+		SendWire: func([]byte) error {
+			if wireSends++; wireSends == 1 {
+				select {
+				case <-second:
+				case <-time.After(10 * time.Second):
+					return errors.New("the next request was not read while the lone query ran")
+				}
+			}
+			return nil
+		},
+	}
+	if err := te.e.SearchStream(t.Context(), sio); err != nil {
+		t.Fatal(err)
+	}
+	// The scan's 10 records, its completion with the last, and the
+	// lookup's answer (as bytes or a message: the scan may be over by
+	// the time the lookup arrives). Sends take turns (the engine's
+	// sender lock), so the counts need no lock of their own.
+	if wireSends+sends != 11 {
+		t.Fatalf("%d wire responses and %d messages, want 11 in all", wireSends, sends)
 	}
 }
