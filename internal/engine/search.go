@@ -67,6 +67,11 @@ type SearchIO struct {
 	// (searchenc.go). It is for transports whose responses are protobuf
 	// bytes and that need not see them as messages.
 	SendWire func(b []byte) error
+	// WireAnyQuery says that SendWire may also carry the responses of a
+	// request of one query of another kind, sent by the query's worker
+	// (searchrange.go), not only those of plain primary-key lookups: the
+	// transport has nothing to change in them.
+	WireAnyQuery bool
 	// RecvWire, when set, is used instead of Recv: it returns the next
 	// request's wire bytes, valid until the next call, and a function
 	// that decodes them as Recv would (with Recv's errors); b is nil when
@@ -115,6 +120,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// prefetches.
 		wire: snd.sendWire != nil && !e.st.Shared(),
 	}
+	st.wireAny = st.wire && sio.WireAnyQuery
 	st.order.reuse = sio.SendEncodes
 	err := st.serve(ctx)
 	st.wg.Wait()
@@ -140,8 +146,11 @@ type searchStream struct {
 	wg    sync.WaitGroup
 	queue func(outgoing) bool
 	wire  bool
-	next  uint64    // the id of the next query
-	order lookupBuf // the inline requests', one at a time
+	// wireAny: a request of one query of any kind may be written as
+	// wire bytes (SearchIO.WireAnyQuery).
+	wireAny bool
+	next    uint64    // the id of the next query
+	order   lookupBuf // the inline requests', one at a time
 }
 
 // serve receives and runs requests until the client is done (nil), the
@@ -172,12 +181,18 @@ func (st *searchStream) serve(ctx context.Context) error {
 		// responses: handing it to workers and a sender cost more in
 		// goroutine switches than its lookups, and on a busy machine
 		// each switch waits for a time slice.
-		if len(st.sem) == 0 && e.allPoints(qs, &st.order) {
+		switch {
+		case len(st.sem) == 0 && e.allPoints(qs, &st.order):
 			e.runInline(ctx, qs, st.next, &st.order, st.snd, st.wire)
 			if sio.Recycle != nil && ctx.Err() == nil {
 				sio.Recycle(req) // its queries' messages are not read again
 			}
-		} else {
+		case st.wireAny && loneQuery(qs):
+			// A request of one other query runs on a worker that sends
+			// its responses itself, as wire bytes (searchrange.go).
+			q, id := qs[0], st.next
+			e.spawn(ctx, st.sem, &st.wg, func() { e.wireQuery(ctx, q, id, st.snd.deliverWire) })
+		default:
 			e.dispatch(ctx, qs, st.next, st.sem, &st.wg, st.queue)
 		}
 		st.next += uint64(len(qs))
@@ -229,7 +244,8 @@ func (e *Engine) recvWire(ctx context.Context, sio SearchIO, inline bool, next u
 }
 
 // sender sends a stream's responses, from the stream's sending goroutine
-// or, for a request run inline, from the receiving one; mu makes them
+// or, for a request run inline, from the receiving one, or from the
+// worker of a lone query written as wire bytes; mu makes them
 // take turns, as gRPC requires, and guards sendErr, the first failure,
 // after which responses are dropped (so that no worker blocks).
 type sender struct {
@@ -289,6 +305,21 @@ type outgoing struct {
 // result budget (held by responses that clients are slow to read) before
 // it fails with RESOURCE_EXHAUSTED.
 const resultBudgetWait = 10 * time.Second
+
+// spawn runs f on a worker of the stream once sem has room (or not at
+// all once ctx ends).
+func (e *Engine) spawn(ctx context.Context, sem chan struct{}, wg *sync.WaitGroup, f func()) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer func() { <-sem; wg.Done() }()
+		f()
+	}()
+}
 
 // dispatch cuts a request's queries (the first has id first) into chunks
 // run by the stream's workers, a worker per chunk while sem has room: enough

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -49,6 +50,13 @@ type lookupEnc struct {
 	errs  []byte
 	recs  int // records in the response
 	bytes int // their bytes, counted as the message path counts them
+	// A query's records may be written as one open ResultBatch
+	// (record): its records follow batchGap bytes left at the start of
+	// out, where its header is written once its length is known
+	// (closeBatch). The response then starts at out[head:].
+	open   bool
+	openID uint64
+	head   int
 }
 
 // lookupEncs pools the engine's lookupEncs, so that their buffers follow
@@ -112,8 +120,50 @@ func (w *lookupEnc) fail(qe *pb.QueryError) {
 
 // finish returns the response's bytes, valid until the next reset.
 func (w *lookupEnc) finish() []byte {
+	w.closeBatch()
 	w.out = append(append(w.out, w.dones...), w.errs...)
-	return w.out
+	return w.out[w.head:]
+}
+
+// batchGap is the room record leaves for a ResultBatch's header: its tag,
+// a length of up to 5 bytes, the query's tag and id.
+const batchGap = 1 + 5 + 1 + binary.MaxVarintLen64
+
+// record adds one of query id's records, rec, of type t, to the
+// response's one open batch, counting its bytes as runChunk does. A
+// response holds a batch of one query only, and nothing else in out:
+// record is only called on a response that is empty or has an open batch
+// of the same query.
+func (w *lookupEnc) record(id uint64, t *recType, rec []byte) {
+	if !w.open {
+		var gap [batchGap]byte
+		w.out = append(w.out[:0], gap[:]...)
+		w.open, w.openID = true, id
+	}
+	w.out = appendAnyF(w.out, tagResultRecords, sizeAnyF(len(t.urlField), len(rec)), t.urlField, rec)
+	w.recs++
+	w.bytes += len(rec) + len(t.url) + 8
+}
+
+// closeBatch writes the open batch's header, if any, right before its
+// records: the response starts there.
+func (w *lookupEnc) closeBatch() {
+	if !w.open {
+		return
+	}
+	w.open = false
+	size := len(w.out) - batchGap
+	id := w.openID
+	if id != 0 {
+		size += 1 + protowire.SizeVarint(id)
+	}
+	var h [batchGap]byte
+	hb := appendVarint(append(h[:0], tagSearchResults), uint64(size))
+	if id != 0 {
+		hb = appendVarint(append(hb, tagResultQuery), id)
+	}
+	w.head = batchGap - len(hb)
+	copy(w.out[w.head:], hb)
 }
 
 // reset starts the next response, keeping the buffers unless large.
@@ -125,6 +175,7 @@ func (w *lookupEnc) reset() {
 		*b = (*b)[:0]
 	}
 	w.recs, w.bytes = 0, 0
+	w.open, w.head = false, 0
 }
 
 // wireLookups runs a request of n plain primary-key lookups (their keys

@@ -404,10 +404,12 @@ func (b *Batch) Val(i int) ([]byte, bool) {
 // GetMany looks up the n keys key(0)..key(n-1) into b: the lookups of a
 // batch, as Get would answer each at the moment of the call. It takes each
 // shard's lock once for all of its keys instead of once per key, and it
-// probes in two tight passes, the slots (under the locks), then the
-// entries they point to (after): a probe is mostly waiting for memory, and
-// with little work between them the misses of consecutive probes overlap
-// instead of being waited for one after another.
+// probes in two steps, the slots (under the locks), then the entries they
+// point to (after), each preceded by a pass that only reads the memory
+// the step needs: a probe is mostly waiting for memory, and a loop of
+// loads that depend on nothing loaded before has their misses overlap
+// instead of waited for one after another (the probes' branches on the
+// loaded tags and lengths stopped that).
 func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 	b.kvs = slices.Grow(b.kvs[:0], n)[:n]
 	if c == nil {
@@ -429,34 +431,59 @@ func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 		b.order[count[h%shards]] = int32(i) //nolint:gosec // n is a batch of lookups, far below 2^31
 		count[h%shards]++
 	}
-	for lo := 0; lo < n; {
-		s := &c.shards[b.hs[b.order[lo]]%shards]
-		hi := lo
+	// count[k] now ends shard k's keys in order.
+	var touched uint32
+	lo := int32(0)
+	for k := range shards {
+		hi := count[k]
+		if hi == lo {
+			continue
+		}
+		s := &c.shards[k]
+		group := b.order[lo:hi]
+		lo = hi
 		s.mu.Lock()
-		for ; hi < n && &c.shards[b.hs[b.order[hi]]%shards] == s; hi++ {
-			i := b.order[hi]
+		if len(s.slots) == 0 {
+			s.mu.Unlock()
+			for _, i := range group {
+				b.kvs[i] = nil
+			}
+			continue
+		}
+		// Ask for every key's home slot first, in a loop with nothing to
+		// wait on, so that their memory misses overlap; the probes then
+		// mostly find their lines in the CPU's cache.
+		mask := len(s.slots) - 1
+		for _, i := range group {
+			touched ^= s.slots[int(tagOf(b.hs[i]))&mask].tag
+		}
+		for _, i := range group {
 			b.kvs[i] = nil
 			if j := s.find(tagOf(b.hs[i])); j >= 0 {
 				b.kvs[i] = s.slots[j].kv()
 			}
 		}
 		s.mu.Unlock()
-		lo = hi
 	}
+	// Every entry's first and last bytes are asked for first, in a loop
+	// with nothing to wait on, so that the entries' memory misses overlap
+	// (a record is mostly a line or two): the key checks below and the
+	// caller's copies then find them in the CPU's cache.
 	var last byte
+	for _, kv := range b.kvs {
+		if len(kv) > 0 {
+			last ^= kv[0] ^ kv[len(kv)-1]
+		}
+	}
 	for i, kv := range b.kvs {
 		if kv == nil {
 			continue
 		}
-		// Reading the entry's last byte with its first asks for all of
-		// its cache lines at once (a record is mostly a line or two), so
-		// that the caller's copy of it does not wait for them one by one.
-		last ^= kv[len(kv)-1]
 		k, val := entryKV(kv)
 		if !bytes.Equal(k, key(i)) {
 			val = nil
 		}
 		b.kvs[i] = val
 	}
-	b.last = last
+	b.last = last ^ byte(touched)
 }

@@ -58,8 +58,9 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 	// On a gRPC stream (not the REST gateway's, which renders messages as
 	// JSON) responses the engine writes as wire bytes go out as a
 	// grpcbuf.Frame, which the server's codec copies as they are. The
-	// key's guard needs no say in them: it rewrites the errors of queries
-	// it refused, which are never plain lookups, so never sent this way.
+	// key's guard needs no say in the responses to plain lookups: it
+	// rewrites the errors of queries it refused, which are never plain
+	// lookups. A scoped key's guard must see every other response.
 	if grpc.ServerTransportStreamFromContext(st.Context()) != nil {
 		var f grpcbuf.Frame
 		sio.SendWire = func(b []byte) error {
@@ -68,6 +69,7 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 			f.B = nil
 			return err
 		}
+		sio.WireAnyQuery = id == nil || !id.Scoped()
 		if id == nil {
 			sio.RecvWire = s.searchRecvWire(st, &last, &free)
 			sio.MaxWireQueries = s.opts.MaxSearchQueries
