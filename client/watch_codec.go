@@ -77,13 +77,14 @@ func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // them only until its next call, and then decodes the next response into
 // the same slabs; otherwise each response gets new ones.
 type watchSlabs struct {
-	views   [][]byte // the transport's buffers of a reused response
-	spill   []byte   // fields of a reused response that crossed buffers
-	slots   []changeSlot
-	ptrs    []*pb.Change
-	anys    []anypb.Any
-	prog    *posSlot
-	anyHint int // Anys the last response used, when more than its slab held
+	views [][]byte // the transport's buffers of a reused response
+	spill []byte   // fields of a reused response that crossed buffers
+	slots []changeSlot
+	ptrs  []*pb.Change
+	anys  []anypb.Any
+	prog  *posSlot
+	// The changes and Anys of the last response, the sizes of new slabs.
+	changes, anysUsed int
 	// The last type name and URL decoded, valid UTF-8, which the next
 	// response shares (strings are immutable: reused either way).
 	lastType, lastURL string
@@ -107,7 +108,7 @@ type watchRecv struct {
 func (r *watchRecv) decode(data mem.BufferSlice) error {
 	r.release()
 	if !r.reuse {
-		r.slabs = watchSlabs{anyHint: r.slabs.anyHint, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
+		r.slabs = watchSlabs{changes: r.slabs.changes, anysUsed: r.slabs.anysUsed, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
 	}
 	s := &r.slabs
 	var f frames
@@ -144,14 +145,16 @@ func (r *watchRecv) release() {
 	r.held = nil
 }
 
-// watchDecoder is the state of decoding one response: the Anys not yet
-// used and the strings its changes share.
+// watchDecoder is the state of decoding one response: the slabs, the
+// changes and Anys not yet used in them, and the strings its changes
+// share.
 type watchDecoder struct {
-	anys     []anypb.Any // not yet used; refilled by n when exhausted
-	n        int         // changes in the response
-	used     int         // Anys used
-	lastType string      // the last type name, found valid UTF-8
-	lastURL  string      // the last type URL, found valid UTF-8
+	s        *watchSlabs
+	slots    []changeSlot // not yet used; a new slab when exhausted
+	anys     []anypb.Any  // likewise
+	used     int          // Anys used
+	lastType string       // the last type name, found valid UTF-8
+	lastURL  string       // the last type URL, found valid UTF-8
 }
 
 // decodeWatchResponse decodes b into m as proto.Unmarshal would. m keeps
@@ -165,38 +168,39 @@ func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
 
 // decodeWatchFast decodes b into m, using the slabs s, when b has the
 // common shape; false leaves m to be reset by proto.Unmarshal.
+//
+// It reads a Watcher's responses once: counting the changes first, to
+// size the slabs, was a sixth of the decoding. The slabs are the last
+// response's (or, new, of its sizes); one that runs out is followed by a
+// larger one, the changes decoded before keeping theirs. Only a response
+// with no response before it to go by is counted first.
 func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
-	n, progress := 0, 0
-	for count := f; count.left > 0; {
-		num, _, ok := count.field(false)
+	if s.changes == 0 && cap(s.slots) == 0 {
+		s.changes = countChanges(f)
+	}
+	if cap(s.ptrs) < s.changes {
+		s.ptrs = make([]*pb.Change, 0, s.changes)
+	}
+	d := watchDecoder{s: s, slots: s.slots[:cap(s.slots)], anys: s.anys[:cap(s.anys)], lastType: s.lastType, lastURL: s.lastURL}
+	s.ptrs = s.ptrs[:0]
+	var prog *posSlot
+	for f.left > 0 {
+		num, v, ok := f.field(true)
 		if !ok {
 			return false
 		}
 		switch num {
 		case apiwire.WatchResponseChanges:
-			n++
-		case apiwire.WatchResponseProgress:
-			// Repeated, proto.Unmarshal merges them: rare, left to it.
-			if progress++; progress > 1 {
+			slot := d.slot()
+			if !d.change(v, slot) {
 				return false
 			}
-		default:
-			return false
-		}
-	}
-	d := watchDecoder{n: n, lastType: s.lastType, lastURL: s.lastURL}
-	if n > 0 {
-		s.slots = slab(s.slots, n)
-		s.ptrs = slab(s.ptrs, n)
-		// A key and a record each, mostly.
-		s.anys = slab(s.anys, max(2*n, s.anyHint))
-		d.anys = s.anys
-	}
-	i := 0
-	var prog *posSlot
-	for f.left > 0 {
-		num, v, _ := f.field(true)
-		if num == apiwire.WatchResponseProgress {
+			s.ptrs = append(s.ptrs, &slot.c)
+		case apiwire.WatchResponseProgress:
+			// Repeated, proto.Unmarshal merges them: rare, left to it.
+			if prog != nil {
+				return false
+			}
 			if s.prog == nil {
 				s.prog = new(posSlot)
 			}
@@ -205,18 +209,12 @@ func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
 			if !decodePosition(v, prog) {
 				return false
 			}
-			continue
-		}
-		slot := &s.slots[i]
-		if !d.change(v, slot) {
+		default:
 			return false
 		}
-		s.ptrs[i] = &slot.c
-		i++
 	}
-	if d.used > len(s.anys) {
-		s.anyHint = d.used
-	}
+	n := len(s.ptrs)
+	s.changes, s.anysUsed = n, d.used
 	s.lastType, s.lastURL = d.lastType, d.lastURL
 	s.spill = f.spill
 	m.Reset()
@@ -229,15 +227,34 @@ func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
 	return true
 }
 
-// slab returns xs resized to n zero values, reusing its array when it is
-// large enough.
-func slab[T any](xs []T, n int) []T {
-	if cap(xs) < n {
-		return make([]T, n)
+// countChanges counts the changes of a response, up to the first
+// malformed field (the decoding finds it).
+func countChanges(f frames) int {
+	n := 0
+	for f.left > 0 {
+		num, _, ok := f.field(false)
+		if !ok {
+			break
+		}
+		if num == apiwire.WatchResponseChanges {
+			n++
+		}
 	}
-	xs = xs[:n]
-	clear(xs)
-	return xs
+	return n
+}
+
+// slot returns the next unused change slot, zeroed, taking a new slab
+// when the slab is exhausted: the size of the last response's, at first,
+// then twice the slab's.
+func (d *watchDecoder) slot() *changeSlot {
+	if len(d.slots) == 0 {
+		d.s.slots = make([]changeSlot, max(d.s.changes, 2*cap(d.s.slots), 16))
+		d.slots = d.s.slots
+	}
+	clear(d.slots[:1])
+	sl := &d.slots[0]
+	d.slots = d.slots[1:]
+	return sl
 }
 
 // change decodes one Change into s.
@@ -297,12 +314,14 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 	return true
 }
 
-// any returns the next unused Any of the slab, taking another when it is
-// exhausted (a response of updates or removes with their old records).
+// any returns the next unused Any, zeroed, taking a new slab when the
+// slab is exhausted, as slot does (a key and a record a change, mostly).
 func (d *watchDecoder) any() *anypb.Any {
 	if len(d.anys) == 0 {
-		d.anys = make([]anypb.Any, d.n)
+		d.s.anys = make([]anypb.Any, max(d.s.anysUsed, 2*d.s.changes, 2*cap(d.s.anys), 32))
+		d.anys = d.s.anys
 	}
+	clear(d.anys[:1])
 	a := &d.anys[0]
 	d.anys = d.anys[1:]
 	d.used++
