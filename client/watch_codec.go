@@ -263,6 +263,19 @@ func (d *watchDecoder) slot() *changeSlot {
 // change decodes one Change into s.
 func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 	c := &s.c
+	// The server's changes start with the op and the type name, each a
+	// one-byte tag and a one-byte value or length: read inline.
+	if len(b) >= 4 && b[0] == tagChangeOp && b[1] < 0x80 && b[2] == tagChangeType && b[3] < 0x80 && int(b[3]) <= len(b)-4 {
+		v := b[4 : 4+b[3]]
+		if string(v) != d.lastType {
+			if !utf8.Valid(v) {
+				return false
+			}
+			d.lastType = string(v)
+		}
+		c.Op, c.Type = pb.ChangeOp(b[1]), d.lastType
+		b = b[4+len(v):]
+	}
 	for len(b) > 0 {
 		num, typ, x, v, k := nextField(b)
 		if k < 0 {
@@ -364,10 +377,12 @@ func decodePosition(b []byte, s *posSlot) bool {
 	return true
 }
 
-// Tags of a Position's fields, one byte each.
+// Tags of the fields read inline, one byte each.
 const (
-	tagPosCommit = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
-	tagPosIndex  = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
+	tagChangeOp   = byte(apiwire.ChangeOp)<<3 | byte(protowire.VarintType)
+	tagChangeType = byte(apiwire.ChangeType)<<3 | byte(protowire.BytesType)
+	tagPosCommit  = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
+	tagPosIndex   = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
 )
 
 // shortVarint reads a varint of at most four bytes from the start of b,
@@ -404,6 +419,14 @@ func nextField(b []byte) (num protowire.Number, typ protowire.Type, x uint64, v 
 			}
 			return 0, 0, 0, nil, -1
 		}
+	}
+	// A length of two bytes after a one-byte tag: a record of 128 bytes
+	// or more (with its Any's type URL, most records).
+	if len(b) >= 3 && b[0] < 0x80 && b[0]>>3 != 0 && b[0]&7 == byte(protowire.BytesType) && b[1] >= 0x80 && b[2] < 0x80 {
+		if l := int(b[1]&0x7f) | int(b[2])<<7; l <= len(b)-3 {
+			return protowire.Number(b[0] >> 3), protowire.BytesType, 0, b[3 : 3+l], 3 + l
+		}
+		return 0, 0, 0, nil, -1
 	}
 	// A varint of two or three bytes after a one-byte tag: a position's
 	// commit and index, mostly.
