@@ -130,6 +130,42 @@ var reuseBase = func() []byte {
 	return b
 }()
 
+// A Watcher sizes its slabs by the response before: a larger response
+// (more changes, more Anys: old records too) takes new slabs as they run
+// out, a change decoded before keeping its own, and a response with Next
+// (new slabs) or NextBatch (reused) decodes as proto.Unmarshal does
+// whatever came before it.
+func TestDecodeWatchOutgrowsSlabs(t *testing.T) {
+	big := bigWatchResponse(t, 1000)
+	var withOld pb.WatchResponse
+	if err := proto.Unmarshal(big, &withOld); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range withOld.Changes {
+		c.Op, c.OldRecord = pb.ChangeOp_CHANGE_OP_UPDATE, c.Record
+	}
+	bigOld, err := proto.Marshal(&withOld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reuse := range []bool{true, false} {
+		r := &watchRecv{reuse: reuse}
+		for i, b := range [][]byte{bigWatchResponse(t, 3), big, bigOld, bigWatchResponse(t, 2), bigOld} {
+			want := new(pb.WatchResponse)
+			if err := proto.Unmarshal(b, want); err != nil {
+				t.Fatal(err)
+			}
+			r.reuse = reuse
+			if err := r.decode(mem.BufferSlice{mem.SliceBuffer(b)}); err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(want, &r.resp) {
+				t.Fatalf("reuse %v, response %d: got %d changes, not proto.Unmarshal's %d", reuse, i, len(r.resp.Changes), len(want.Changes))
+			}
+		}
+	}
+}
+
 func TestDecodeWatchMatchesProto(t *testing.T) {
 	for _, b := range watchSeeds(t) {
 		checkDecodeWatch(t, b)

@@ -19,6 +19,8 @@ type outcome struct {
 	writing   time.Duration // first send to the write stream's OK status
 	delivered []float64     // per watcher: changes/s, first send to its last change
 	lat       latencies     // acknowledgement to receipt, watchers pooled
+	sync      bool          // the server fsynced writes
+	embedded  bool          // the server was the lab's own, on a fresh store
 }
 
 // ingestRate is records/s durable.

@@ -22,7 +22,10 @@ func init() { bench.Register(func() bench.Experiment { return new(Experiment) })
 // the written type from before the first write. In each repetition the
 // configurations run back to back (none and one watcher trading places
 // every other repetition), so the ingest rate with one watcher is divided
-// by the rate without one of the same repetition.
+// by the rate without one of the same repetition. Each run has a server of
+// its own (runOn): with the embedded server, a fresh store, so that no run
+// inherits the store, and the flushes and compactions still due, that the
+// run before it wrote.
 //
 // Latency is measured in this one process on the monotonic clock: the
 // writer notes when each batch's acknowledgement arrives, by its position
@@ -39,9 +42,10 @@ type Experiment struct {
 
 	// nextID hands out item ids so that no two inserts collide.
 	nextID atomic.Int64
-	// written counts the records acknowledged, which the server's
-	// counters must match (checked by the tests).
-	written atomic.Int64
+	// written counts the records acknowledged, and applied the records
+	// the embedded servers counted (each read before it closed), which
+	// must match (checked by the tests).
+	written, applied atomic.Int64
 }
 
 // Name implements bench.Experiment.
@@ -82,24 +86,9 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		}
 	}
 	g.nextID.Store(time.Now().UnixNano() / 1000)
-	t, err := env.Target(ctx, bench.TargetConfig{})
-	if err != nil {
-		return nil, err
-	}
-	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-		return nil, err
-	}
-	res := &bench.Result{Chart: &bench.Chart{
-		Title: "Write acknowledgement to watcher receipt, p99 and max", Kind: bench.Bars,
-		XLabel: "watchers", YLabel: "ms", X: "watchers", Series: "percentile", Unit: "ms",
-	}}
-	res.Notes = append(res.Notes,
-		"no published figure: no seed measured change feeds, so the published and ratio columns are empty",
-		fmt.Sprintf("durable ingest (sync=%s) through one Write stream at batch %d, every batch acknowledged; each watcher on a connection of its own, in the same process as the writer", onOff(t.Sync), g.Batch),
-		"latency: a change's arrival at a watcher minus the arrival of its commit's acknowledgement at the writer (monotonic clock); negative when the change arrived first")
 	configs := append([]int{0}, g.Watchers...)
 	if env.Warmup > 0 {
-		if _, err := g.run(ctx, t, 1, env.Warmup); err != nil {
+		if _, err := g.runOn(ctx, env, 1, env.Warmup); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -108,7 +97,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	for run := 0; run < env.Runs; run++ {
 		for _, i := range runOrder(len(configs), run) {
 			n := configs[i]
-			o, err := g.run(ctx, t, n, env.Duration)
+			o, err := g.runOn(ctx, env, n, env.Duration)
 			if err != nil {
 				task.Done("failed")
 				return nil, fmt.Errorf("watchers=%d run %d: %w", n, run+1, err)
@@ -117,9 +106,57 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 			task.Step()
 		}
 	}
+	first := outs[0][0]
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: "Write acknowledgement to watcher receipt, p99 and max", Kind: bench.Bars,
+		XLabel: "watchers", YLabel: "ms", X: "watchers", Series: "percentile", Unit: "ms",
+	}}
+	res.Notes = append(res.Notes,
+		"no published figure: no seed measured change feeds, so the published and ratio columns are empty",
+		fmt.Sprintf("durable ingest (sync=%s) through one Write stream at batch %d, every batch acknowledged; each watcher on a connection of its own, in the same process as the writer", onOff(first.sync), g.Batch),
+		storeNote(first.embedded),
+		"latency: a change's arrival at a watcher minus the arrival of its commit's acknowledgement at the writer (monotonic clock); negative when the change arrived first")
 	g.rows(res, configs, outs)
 	task.Done(summary(res))
 	return res, nil
+}
+
+// runOn is one run (the warm-up, or one configuration of one repetition)
+// on a server of its own, closed after it: an embedded server starts on a
+// fresh store in a fresh directory, so that no run pays for the store the
+// runs before it left (a larger store, flushes and compactions still
+// due), whichever configuration it measures; with --addr it is a new
+// connection to that server, whose store the runs share.
+func (g *Experiment) runOn(ctx context.Context, env *bench.Env, n int, d time.Duration) (*outcome, error) {
+	t, err := bench.StartTarget(ctx, env.Addr, bench.TargetConfig{ClientOptions: env.ClientOptions})
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
+		return nil, err
+	}
+	o, err := g.run(ctx, t, n, d)
+	if err != nil {
+		return nil, err
+	}
+	o.sync, o.embedded = t.Sync, t.Embedded
+	if t.Embedded {
+		st, err := t.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g.applied.Add(int64(st.Records))
+	}
+	return o, nil
+}
+
+// storeNote says on which store the runs ran.
+func storeNote(embedded bool) string {
+	if embedded {
+		return "each run (and the warm-up) on an embedded server of its own, on a fresh store, so that no run inherits the flushes and compactions of the one before"
+	}
+	return "every run on the --addr server's one store: a run may inherit flushes and compactions due to the runs before it (the configurations trade places to spread that)"
 }
 
 // runOrder is the order of the configurations in repetition run: none and
