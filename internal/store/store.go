@@ -250,19 +250,9 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 		CompactionConcurrencyRange: func() (int, int) {
 			return 1, maxCompactions
 		},
-		Logger:   newPebbleLogger(o.Logger),
-		ReadOnly: o.ReadOnly,
-		EventListener: &pebble.EventListener{
-			WriteStallBegin: func(pebble.WriteStallBeginInfo) {
-				s.stalls.Add(1)
-				s.stallStart.Store(time.Now().UnixNano())
-			},
-			WriteStallEnd: func() {
-				if start := s.stallStart.Swap(0); start != 0 {
-					s.stallNanos.Add(time.Now().UnixNano() - start)
-				}
-			},
-		},
+		Logger:        newPebbleLogger(o.Logger),
+		ReadOnly:      o.ReadOnly,
+		EventListener: s.stallListener(),
 	}
 	// End every flushed or compacted table at the key space's span
 	// boundaries (the change log, each record type, each index): a table
@@ -300,6 +290,22 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 		l.IndexBlockSize = 256 << 10
 	}
 	return po
+}
+
+// stallListener counts Pebble's write stalls and the time they last, for
+// the store's metrics.
+func (s *Store) stallListener() *pebble.EventListener {
+	return &pebble.EventListener{
+		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
+			s.stalls.Add(1)
+			s.stallStart.Store(time.Now().UnixNano())
+		},
+		WriteStallEnd: func() {
+			if start := s.stallStart.Swap(0); start != 0 {
+				s.stallNanos.Add(time.Now().UnixNano() - start)
+			}
+		},
+	}
 }
 
 // baseTargetFileSize is the target size of the tables compactions write
