@@ -81,18 +81,7 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 	}
 	sent := 0
 	if wire {
-		sio.RecvWire = func() ([]byte, func() (*pb.SearchRequest, error), error) {
-			if next == len(reqs) {
-				return nil, nil, io.EOF
-			}
-			next++
-			b, err := proto.Marshal(&pb.SearchRequest{Queries: reqs[next-1]})
-			decode := func() (*pb.SearchRequest, error) {
-				var req pb.SearchRequest
-				return &req, proto.Unmarshal(b, &req)
-			}
-			return b, decode, err
-		}
+		sio.RecvWire = recvWire(reqs, &next)
 		sio.SendWire = func(b []byte) error {
 			sent++
 			var dec pb.SearchResponse
@@ -175,5 +164,22 @@ func TestSearchWireMatchesMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// recvWire is a SearchIO.RecvWire handing out reqs as marshalled requests,
+// one a call, *next counting them, then io.EOF.
+func recvWire(reqs [][]*pb.Query, next *int) func() ([]byte, func() (*pb.SearchRequest, error), error) {
+	return func() ([]byte, func() (*pb.SearchRequest, error), error) {
+		if *next == len(reqs) {
+			return nil, nil, io.EOF
+		}
+		*next++
+		b, err := proto.Marshal(&pb.SearchRequest{Queries: reqs[*next-1]})
+		decode := func() (*pb.SearchRequest, error) {
+			var req pb.SearchRequest
+			return &req, proto.Unmarshal(b, &req)
+		}
+		return b, decode, err
 	}
 }

@@ -41,18 +41,7 @@ func streamBytes(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) 
 	}
 	if wire {
 		sio.WireAnyQuery = true
-		sio.RecvWire = func() ([]byte, func() (*pb.SearchRequest, error), error) {
-			if next == len(reqs) {
-				return nil, nil, io.EOF
-			}
-			next++
-			b, err := proto.Marshal(&pb.SearchRequest{Queries: reqs[next-1]})
-			decode := func() (*pb.SearchRequest, error) {
-				var req pb.SearchRequest
-				return &req, proto.Unmarshal(b, &req)
-			}
-			return b, decode, err
-		}
+		sio.RecvWire = recvWire(reqs, &next)
 		sio.SendWire = func(b []byte) error {
 			out = append(out, bytes.Clone(b))
 			for i := range b {
