@@ -59,13 +59,7 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 	}
 	next := 0
 	sio := engine.SearchIO{
-		Recv: func() (*pb.SearchRequest, error) {
-			if next == len(reqs) {
-				return nil, io.EOF
-			}
-			next++
-			return &pb.SearchRequest{Queries: reqs[next-1]}, nil
-		},
+		Recv: recvReqs(reqs, &next),
 		Send: func(resp *pb.SearchResponse) error {
 			b, err := proto.Marshal(resp) // encoded before it returns
 			if err != nil {
@@ -164,6 +158,18 @@ func TestSearchWireMatchesMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// recvReqs is a SearchIO.Recv handing out reqs, one a call, *next counting
+// them, then io.EOF.
+func recvReqs(reqs [][]*pb.Query, next *int) func() (*pb.SearchRequest, error) {
+	return func() (*pb.SearchRequest, error) {
+		if *next == len(reqs) {
+			return nil, io.EOF
+		}
+		*next++
+		return &pb.SearchRequest{Queries: reqs[*next-1]}, nil
 	}
 }
 

@@ -25,13 +25,7 @@ func streamBytes(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) 
 	var out [][]byte
 	next := 0
 	sio := engine.SearchIO{
-		Recv: func() (*pb.SearchRequest, error) {
-			if next == len(reqs) {
-				return nil, io.EOF
-			}
-			next++
-			return &pb.SearchRequest{Queries: reqs[next-1]}, nil
-		},
+		Recv: recvReqs(reqs, &next),
 		Send: func(resp *pb.SearchResponse) error {
 			b, err := proto.Marshal(resp)
 			out = append(out, b)
