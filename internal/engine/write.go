@@ -237,7 +237,7 @@ func (w *Writer) waitOldest() error {
 func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	e := w.e
 	size, err := w.admit(ctx, op, recs)
-	if err != nil || size == 0 {
+	if err != nil || len(recs) == 0 {
 		return err
 	}
 	if err := e.inflight.Acquire(ctx, size); err != nil {
@@ -272,7 +272,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 
 // admit refuses a batch the engine cannot take (closed engine, cancelled
 // call, unknown operation, over the record or in-flight byte limits) and
-// returns the bytes it holds; 0 for an empty batch, which is done.
+// returns the bytes it holds.
 func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, error) {
 	e := w.e
 	if e.closed.Load() {

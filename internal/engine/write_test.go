@@ -114,6 +114,12 @@ func TestWriteErrors(t *testing.T) {
 			codes.InvalidArgument, 0, 1, "", 0},
 		{"undecodable record", engine.OpUpsert, [][]*anypb.Any{{{TypeUrl: ann.TypeUrl, Value: []byte{0x0a}}}},
 			codes.InvalidArgument, 0, 0, "", 0},
+		// A batch of records holding no bytes is refused, not taken for
+		// an empty batch.
+		{"lone empty record", engine.OpInsert, [][]*anypb.Any{{{}}},
+			codes.InvalidArgument, 0, 0, "", 0},
+		{"lone null record", engine.OpUpsert, [][]*anypb.Any{{nil}},
+			codes.InvalidArgument, 0, 0, "", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
