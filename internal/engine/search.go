@@ -301,6 +301,13 @@ type outgoing struct {
 	held int64
 }
 
+// resultBytes is what one record of a response counts against
+// MaxResultBytes: its bytes, its type URL's and 8 for the Any's and the
+// batch's framing. Every path that builds responses counts it so, so that
+// they cut responses at the same records (the lookups' encoder passes
+// its encoded type URL field, one or two bytes longer than the URL).
+func resultBytes(rec, url int) int { return rec + url + 8 }
+
 // resultBudgetWait is how long a query waits for room in the server's
 // result budget (held by responses that clients are slow to read) before
 // it fails with RESOURCE_EXHAUSTED.
@@ -684,7 +691,7 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 			batch.Records = append(batch.Records, a)
 		}
 		r.recs++
-		r.bytes += len(rec) + len(c.t.url) + 8
+		r.bytes += resultBytes(len(rec), len(c.t.url))
 		return true
 	})
 	done()

@@ -83,7 +83,7 @@ func (w *lookupEnc) result(id uint64, urlField, rec []byte) {
 	}
 	w.out = appendAnyF(b, tagResultRecords, anySize, urlField, rec)
 	w.recs++
-	w.bytes += len(rec) + len(urlField) + 8
+	w.bytes += resultBytes(len(rec), len(urlField))
 }
 
 // done adds query id's completion with count matches. The QueryDone is
@@ -142,7 +142,7 @@ func (w *lookupEnc) record(id uint64, t *recType, rec []byte) {
 	}
 	w.out = appendAnyF(w.out, tagResultRecords, sizeAnyF(len(t.urlField), len(rec)), t.urlField, rec)
 	w.recs++
-	w.bytes += len(rec) + len(t.url) + 8
+	w.bytes += resultBytes(len(rec), len(t.url))
 }
 
 // closeBatch writes the open batch's header, if any, right before its

@@ -453,9 +453,8 @@ func (c *Cache) GetMany(n int, key func(i int) []byte, b *Batch) {
 		// Ask for every key's home slot first, in a loop with nothing to
 		// wait on, so that their memory misses overlap; the probes then
 		// mostly find their lines in the CPU's cache.
-		mask := len(s.slots) - 1
 		for _, i := range group {
-			touched ^= s.slots[int(tagOf(b.hs[i]))&mask].tag
+			touched ^= s.slots[s.home(tagOf(b.hs[i]))].tag
 		}
 		for _, i := range group {
 			b.kvs[i] = nil
