@@ -4,7 +4,9 @@
 // transports' codecs and the Go client's decoders. Each number is written
 // here once; TestNumbersMatchDescriptors checks every one against the
 // generated descriptors, so a renumbered .proto cannot leave a hand-written
-// coder behind.
+// coder behind. It also owns the one hand-written reader of a query's
+// common shape (ReadQuery), which the engine's lookups and the gRPC codec
+// share.
 package apiwire
 
 import "google.golang.org/protobuf/encoding/protowire"

@@ -3,7 +3,6 @@ package grpc
 import (
 	"fmt"
 	"sync"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -238,6 +237,7 @@ type slabs struct {
 	n       int // queries decoded so far
 	lastTyp string
 	lastFld string
+	wire    apiwire.Query // the query being decoded, as read
 }
 
 // countQueries counts the queries of SearchRequest bytes b, up to the
@@ -353,184 +353,91 @@ func (s *slabs) reset(n int) {
 	}
 }
 
-// query decodes the common shape of a query into q; false means b is
-// something else and q must be decoded by proto.Unmarshal.
+// query decodes the common shape of a query (apiwire.ReadQuery's) into
+// q; false means b is something else and q must be decoded by
+// proto.Unmarshal.
 func (s *slabs) query(b []byte, q *pb.Query) bool {
-	var seen uint8
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || num < 1 || num > 7 || seen&(1<<num) != 0 {
-			return false
-		}
-		seen |= 1 << num
-		b = b[l:]
-		switch {
-		case num == apiwire.QueryType && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 || !s.str(v, &s.lastTyp) {
-				return false
-			}
-			q.Type = s.lastTyp
-			b = b[m:]
-		case num == apiwire.QueryWhere && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 || !s.where(v, q) {
-				return false
-			}
-			b = b[m:]
-		case typ == protowire.VarintType && (num == apiwire.QueryLimit || num == apiwire.QueryKeysOnly || num == apiwire.QueryExplain || num == apiwire.QueryCount):
-			v, m := protowire.ConsumeVarint(b)
-			if m < 0 {
-				return false
-			}
-			switch num {
-			case apiwire.QueryLimit:
-				q.Limit = v
-			case apiwire.QueryKeysOnly:
-				q.KeysOnly = v != 0
-			case apiwire.QueryExplain:
-				q.Explain = v != 0
-			case apiwire.QueryCount:
-				q.Count = v != 0
-			}
-			b = b[m:]
-		default:
-			return false // order, or anything unexpected
-		}
+	w := &s.wire
+	if !apiwire.ReadQuery(b, w) {
+		return false
+	}
+	if len(w.Type) > 0 {
+		q.Type = shared(w.Type, &s.lastTyp)
+	}
+	q.Limit, q.KeysOnly, q.Explain, q.Count = w.Limit, w.KeysOnly, w.Explain, w.Count
+	if w.Where {
+		q.Where = s.where(&w.Cmp)
 	}
 	return true
 }
 
-// where decodes an Expr holding a single comparison.
-func (s *slabs) where(b []byte, q *pb.Query) bool {
-	num, typ, l := protowire.ConsumeTag(b)
-	if l < 0 || num != apiwire.ExprCmp || typ != protowire.BytesType {
-		return false
+// where returns an Expr holding comparison c.
+func (s *slabs) where(c *apiwire.Comparison) *pb.Expr {
+	cmp := &s.cmps[s.n]
+	*cmp = pb.Comparison{Op: pb.Op(c.Op)} // as new (see decodeSearchInto)
+	if len(c.Field) > 0 {
+		cmp.Field = shared(c.Field, &s.lastFld)
 	}
-	cb, m := protowire.ConsumeBytes(b[l:])
-	if m < 0 || l+m != len(b) {
-		return false
-	}
-	c := &s.cmps[s.n]
-	*c = pb.Comparison{} // as new (see decodeSearchInto)
-	var seen uint8
-	for len(cb) > 0 {
-		num, typ, l := protowire.ConsumeTag(cb)
-		if l < 0 || num < 1 || num > 3 || seen&(1<<num) != 0 {
-			return false
-		}
-		seen |= 1 << num
-		cb = cb[l:]
-		switch {
-		case num == apiwire.ComparisonField && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(cb)
-			if m < 0 || !s.str(v, &s.lastFld) {
-				return false
-			}
-			c.Field = s.lastFld
-			cb = cb[m:]
-		case num == apiwire.ComparisonOp && typ == protowire.VarintType:
-			v, m := protowire.ConsumeVarint(cb)
-			if m < 0 {
-				return false
-			}
-			c.Op = pb.Op(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
-			cb = cb[m:]
-		case num == apiwire.ComparisonValue && typ == protowire.BytesType:
-			v, m := protowire.ConsumeBytes(cb)
-			if m < 0 || !s.value(v) {
-				return false
-			}
-			c.Value = &s.vals[s.n]
-			cb = cb[m:]
-		default:
-			return false
-		}
+	if c.HasValue {
+		cmp.Value = s.value(&c.Value)
 	}
 	e := &s.exprs[s.n]
 	w := &s.wrapCmp[s.n]
-	w.Cmp = c
+	w.Cmp = cmp
 	e.Expr = w
-	q.Where = e
-	return true
+	return e
 }
 
-// value decodes a Value holding one scalar operand into s.vals[s.n].
-func (s *slabs) value(b []byte) bool {
-	num, typ, l := protowire.ConsumeTag(b)
-	if l < 0 {
-		return false
-	}
-	b = b[l:]
+// value returns operand o as s.vals[s.n].
+func (s *slabs) value(o *apiwire.Operand) *pb.Value {
 	v := &s.vals[s.n]
 	*v = pb.Value{} // as new (see decodeSearchInto)
-	switch {
-	case typ == protowire.VarintType && (num == apiwire.ValueInt || num == apiwire.ValueUint || num == apiwire.ValueBool):
-		x, m := protowire.ConsumeVarint(b)
-		if m != len(b) {
-			return false
+	switch o.Num {
+	case apiwire.ValueInt:
+		if s.ints == nil {
+			s.ints = make([]pb.Value_Int, len(s.queries))
 		}
-		switch num {
-		case apiwire.ValueInt:
-			if s.ints == nil {
-				s.ints = make([]pb.Value_Int, len(s.queries))
-			}
-			w := &s.ints[s.n]
-			w.Int = int64(x) //nolint:gosec // int64 travels as its two's-complement varint
-			v.Kind = w
-		case apiwire.ValueUint:
-			if s.uints == nil {
-				s.uints = make([]pb.Value_Uint, len(s.queries))
-			}
-			w := &s.uints[s.n]
-			w.Uint = x
-			v.Kind = w
-		default:
-			if s.bools == nil {
-				s.bools = make([]pb.Value_Bool, len(s.queries))
-			}
-			w := &s.bools[s.n]
-			w.Bool = x != 0
-			v.Kind = w
+		w := &s.ints[s.n]
+		w.Int = int64(o.X) //nolint:gosec // int64 travels as its two's-complement varint
+		v.Kind = w
+	case apiwire.ValueUint:
+		if s.uints == nil {
+			s.uints = make([]pb.Value_Uint, len(s.queries))
 		}
-	case typ == protowire.BytesType && num == apiwire.ValueString:
-		x, m := protowire.ConsumeBytes(b)
-		if m != len(b) || !utf8.Valid(x) {
-			return false
+		w := &s.uints[s.n]
+		w.Uint = o.X
+		v.Kind = w
+	case apiwire.ValueBool:
+		if s.bools == nil {
+			s.bools = make([]pb.Value_Bool, len(s.queries))
 		}
+		w := &s.bools[s.n]
+		w.Bool = o.X != 0
+		v.Kind = w
+	case apiwire.ValueString:
 		if s.strs == nil {
 			s.strs = make([]pb.Value_String_, len(s.queries))
 		}
 		w := &s.strs[s.n]
-		w.String_ = string(x)
+		w.String_ = string(o.S)
 		v.Kind = w
-	case typ == protowire.BytesType && num == apiwire.ValueBytes:
-		x, m := protowire.ConsumeBytes(b)
-		if m != len(b) {
-			return false
-		}
+	default: // apiwire.ValueBytes, the only other operand ReadQuery takes
 		if s.byts == nil {
 			s.byts = make([]pb.Value_Bytes, len(s.queries))
 		}
 		w := &s.byts[s.n]
 		// proto.Unmarshal gives an empty, non-nil slice for empty bytes.
-		w.Bytes = append(make([]byte, 0, len(x)), x...)
+		w.Bytes = append(make([]byte, 0, len(o.S)), o.S...)
 		v.Kind = w
-	default:
-		return false
 	}
-	return true
+	return v
 }
 
-// str sets *last to b as a string, reusing *last when equal, so a batch of
-// queries on one type shares one string. false for invalid UTF-8.
-func (s *slabs) str(b []byte, last *string) bool {
-	if string(b) == *last {
-		return true
+// shared returns b as a string, reusing *last when equal, so a batch of
+// queries on one type shares one string.
+func shared(b []byte, last *string) string {
+	if string(b) != *last {
+		*last = string(b)
 	}
-	if !utf8.Valid(b) {
-		return false
-	}
-	*last = string(b)
-	return true
+	return *last
 }
