@@ -237,7 +237,6 @@ type slabs struct {
 	n       int // queries decoded so far
 	lastTyp string
 	lastFld string
-	wire    apiwire.Query // the query being decoded, as read
 }
 
 // countQueries counts the queries of SearchRequest bytes b, up to the
@@ -357,7 +356,8 @@ func (s *slabs) reset(n int) {
 // q; false means b is something else and q must be decoded by
 // proto.Unmarshal.
 func (s *slabs) query(b []byte, q *pb.Query) bool {
-	w := &s.wire
+	var wq apiwire.Query
+	w := &wq
 	if !apiwire.ReadQuery(b, w) {
 		return false
 	}
