@@ -139,6 +139,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/textfilter/
 	$(GO) test -run '^$$' -fuzz '^FuzzGetRecords$$' -fuzztime $(FUZZTIME) ./internal/engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONKeys$$' -fuzztime $(FUZZTIME) ./internal/engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadQuery$$' -fuzztime $(FUZZTIME) ./internal/apiwire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSearch$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWrite$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
 	$(GO) test -run '^$$' -fuzz '^FuzzValueReader$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/

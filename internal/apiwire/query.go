@@ -9,9 +9,9 @@ import (
 // Query is a Query message of the common shape, read from its wire bytes
 // by ReadQuery without decoding a message: a type, at most one comparison
 // of one scalar operand, and the query's flags. Its byte slices point into
-// the bytes read. The server reads this shape twice: the engine keys
-// lookups straight from it, and the gRPC codec builds messages from it
-// for everything else.
+// the bytes read. Two readers of requests share it: the engine keys
+// lookups straight from it, and the gRPC codec builds the messages of
+// every other request from it.
 type Query struct {
 	Type  []byte
 	Where bool // a where field was read; Cmp holds it
@@ -57,11 +57,10 @@ func ReadQuery(b []byte, q *Query) bool {
 	*q = Query{}
 	var seen uint8
 	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 || num < 1 || num > 7 || seen&(1<<num) != 0 {
+		num, typ, l := nextTag(b, QueryCount, &seen)
+		if l < 0 {
 			return false
 		}
-		seen |= 1 << num
 		b = b[l:]
 		var m int
 		switch {
@@ -113,11 +112,10 @@ func readWhere(b []byte, q *Query) bool {
 	c := &q.Cmp
 	var seen uint8
 	for len(cb) > 0 {
-		num, typ, l := protowire.ConsumeTag(cb)
-		if l < 0 || num < 1 || num > 3 || seen&(1<<num) != 0 {
+		num, typ, l := nextTag(cb, ComparisonValue, &seen)
+		if l < 0 {
 			return false
 		}
-		seen |= 1 << num
 		cb = cb[l:]
 		var m int
 		switch {
@@ -145,6 +143,18 @@ func readWhere(b []byte, q *Query) bool {
 		cb = cb[m:]
 	}
 	return true
+}
+
+// nextTag reads the tag that starts b, of a field numbered 1 to last that
+// seen does not hold yet, and adds it to seen; l < 0 for anything else. In
+// the common shape every field comes at most once.
+func nextTag(b []byte, last protowire.Number, seen *uint8) (num protowire.Number, typ protowire.Type, l int) {
+	num, typ, l = protowire.ConsumeTag(b)
+	if l < 0 || num < 1 || num > last || *seen&(1<<num) != 0 {
+		return 0, 0, -1
+	}
+	*seen |= 1 << num
+	return num, typ, l
 }
 
 // ReadOperand reads Value bytes b holding one scalar into v; false for
