@@ -135,6 +135,8 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/schema/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplySchema$$' -fuzztime $(FUZZTIME) ./internal/schema/
 	$(GO) test -run '^$$' -fuzz '^FuzzIndexEntryPK$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
+	$(GO) test -run '^$$' -fuzz '^FuzzSpanEnd$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
+	$(GO) test -run '^$$' -fuzz '^FuzzNumberedKeys$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/query/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/textfilter/
 	$(GO) test -run '^$$' -fuzz '^FuzzGetRecords$$' -fuzztime $(FUZZTIME) ./internal/engine/

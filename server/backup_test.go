@@ -124,6 +124,15 @@ func TestBackupWhileWriting(t *testing.T) {
 	if rep, err := server.Check(context.Background(), data); err == nil {
 		t.Fatalf("check while the restored server runs: %v", rep) // locked: it is in use
 	}
+	// A second restore, checked: the index entries (in the store's index
+	// instance, index/ in the backup) came back with the records.
+	again := filepath.Join(t.TempDir(), "again")
+	if _, err := backup.Restore(dir, again); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := server.Check(context.Background(), again); err != nil || !rep.OK() || rep.Entries < uint64(2*len(want)) {
+		t.Fatalf("check of the restored copy: %+v, %v; want both indexes' entries of %d records", rep, err, len(want))
+	}
 
 	// A damaged file: restore refuses, and writes nothing.
 	ents, _ := os.ReadDir(dir)

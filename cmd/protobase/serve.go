@@ -286,7 +286,7 @@ func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 func (o *serveOptions) addSizeFlags(f *pflag.FlagSet) {
 	cache, memtable := store.DefaultSizes(store.Memory())
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
-	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
+	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (index entries have 4 of half the size; 0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
 	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
 	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
 	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")

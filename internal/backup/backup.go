@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,9 +44,10 @@ type Point struct {
 	SchemaVersion uint64
 }
 
-// Stream sends the files of dir (a store's checkpoint, no subdirectories
-// but Pebble's empty ones) as data chunks, in name order, then the
-// manifest.
+// Stream sends the files of dir (a store's checkpoint) and of its
+// subdirectories (the index instance's, "index"; nothing deeper) as data
+// chunks, in name order, then the manifest. A file in a subdirectory is
+// named "dir/name".
 func Stream(dir string, pt Point, send func(*pb.BackupChunk) error) error {
 	names, err := files(dir)
 	if err != nil {
@@ -97,7 +99,8 @@ func streamFile(path, name string, buf []byte, send func(*pb.BackupChunk) error)
 	return &pb.BackupFile{Name: name, Size: off, Sha256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
-// files lists the regular files of dir by name.
+// files lists the regular files of dir and of its subdirectories (one
+// level) by name, "sub/name" for the latter.
 func files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -105,19 +108,55 @@ func files(dir string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range ents {
-		if e.Type().IsRegular() {
+		switch {
+		case e.Type().IsRegular():
 			names = append(names, e.Name())
+		case e.IsDir():
+			sub, err := os.ReadDir(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("backup: %w", err)
+			}
+			for _, f := range sub {
+				if f.Type().IsRegular() {
+					names = append(names, e.Name()+"/"+f.Name())
+				}
+			}
 		}
 	}
 	sort.Strings(names)
 	return names, nil
 }
 
-// validName reports whether name is a plain file name: no directory, no
-// "..", nothing a hostile manifest or stream could use to write elsewhere.
+// validName reports whether name is a plain file name or one plain
+// directory name, a slash and a plain file name: no "..", no deeper path,
+// nothing a hostile manifest or stream could use to write elsewhere.
 func validName(name string) bool {
-	return name != "" && name != "." && name != ".." && name != ManifestFile &&
+	if name == ManifestFile {
+		return false
+	}
+	dir, file, nested := strings.Cut(name, "/")
+	if !nested {
+		return plainName(name)
+	}
+	return plainName(dir) && plainName(file)
+}
+
+// plainName reports whether name is one path element and no special one.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." &&
 		!strings.ContainsAny(name, `/\`+"\x00") && filepath.Base(name) == name
+}
+
+// subdirs returns the directories the files named in m live in, once
+// each.
+func subdirs(m *pb.BackupManifest) []string {
+	var dirs []string
+	for _, f := range m.GetFiles() {
+		if dir, _, nested := strings.Cut(f.GetName(), "/"); nested && !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
 }
 
 // Receiver writes a backup stream into a directory. Not safe for
@@ -151,7 +190,11 @@ func (r *Receiver) Data(c *pb.BackupData) error {
 		if _, dup := r.done[c.GetFile()]; dup {
 			return fmt.Errorf("backup stream: file %s sent twice", c.GetFile())
 		}
-		f, err := os.OpenFile(filepath.Join(r.dir, c.GetFile()), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		path := filepath.Join(r.dir, filepath.FromSlash(c.GetFile()))
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return fmt.Errorf("backup: %w", err)
 		}
@@ -205,6 +248,11 @@ func (r *Receiver) Finish(m *pb.BackupManifest) error {
 		if got.GetSize() != f.GetSize() || got.GetSha256() != f.GetSha256() {
 			return fmt.Errorf("backup stream: %s: received %d bytes (sha256 %s), the manifest says %d (%s)",
 				f.GetName(), got.GetSize(), got.GetSha256(), f.GetSize(), f.GetSha256())
+		}
+	}
+	for _, dir := range subdirs(m) {
+		if err := syncDir(filepath.Join(r.dir, dir)); err != nil {
+			return err
 		}
 	}
 	return writeManifest(r.dir, m)
@@ -289,7 +337,7 @@ func Verify(dir string) (*pb.BackupManifest, error) {
 	listed := map[string]bool{ManifestFile: true}
 	for _, f := range m.GetFiles() {
 		listed[f.GetName()] = true
-		if err := verifyFile(filepath.Join(dir, f.GetName()), f); err != nil {
+		if err := verifyFile(filepath.Join(dir, filepath.FromSlash(f.GetName())), f); err != nil {
 			return nil, err
 		}
 	}
@@ -337,14 +385,32 @@ func Restore(from, to string) (*pb.BackupManifest, error) {
 	if err := os.Mkdir(stage, 0o700); err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
+	dirs := subdirs(m)
+	for _, dir := range dirs {
+		for _, root := range []string{stage, to} {
+			if err := os.Mkdir(filepath.Join(root, dir), 0o700); err != nil {
+				return nil, fmt.Errorf("restore: %w", err)
+			}
+		}
+	}
 	for _, f := range m.GetFiles() {
-		if err := copyChecked(filepath.Join(from, f.GetName()), filepath.Join(stage, f.GetName()), f); err != nil {
+		name := filepath.FromSlash(f.GetName())
+		if err := copyChecked(filepath.Join(from, name), filepath.Join(stage, name), f); err != nil {
 			return nil, err
 		}
 	}
 	for _, f := range m.GetFiles() {
-		if err := os.Rename(filepath.Join(stage, f.GetName()), filepath.Join(to, f.GetName())); err != nil {
+		name := filepath.FromSlash(f.GetName())
+		if err := os.Rename(filepath.Join(stage, name), filepath.Join(to, name)); err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
+		}
+	}
+	for _, dir := range dirs {
+		if err := os.Remove(filepath.Join(stage, dir)); err != nil {
+			return nil, fmt.Errorf("restore: %w", err)
+		}
+		if err := syncDir(filepath.Join(to, dir)); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.Remove(stage); err != nil {

@@ -14,8 +14,10 @@ import (
 func TestValidName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"000001.sst": true, "MANIFEST-000001": true, "marker.manifest.000001.MANIFEST-000001": true,
-		"": false, ".": false, "..": false, "../x": false, "a/b": false, `a\b`: false, "/etc/passwd": false,
-		"a\x00b": false, ManifestFile: false,
+		"index/000002.sst": true, "index/" + ManifestFile: true,
+		"": false, ".": false, "..": false, "../x": false, `a\b`: false, "/etc/passwd": false,
+		"a\x00b": false, ManifestFile: false, "a/b/c": false, "a//b": false, "a/": false, "/a": false,
+		"./a": false, "a/..": false, "../a/b": false, `a/b\c`: false, "a/\x00": false,
 	} {
 		if got := validName(name); got != want {
 			t.Errorf("validName(%q) = %v, want %v", name, got, want)

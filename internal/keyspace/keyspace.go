@@ -21,6 +21,14 @@
 // Every key starts with its tag, so the spaces never interleave and each
 // type's records and each index can be range-deleted on its own.
 //
+// The Pebble store adds, before every other key, keys of its own that its
+// reads never show: the mark of a store with an index instance and its
+// index journal (the index writes of batches the index instance has not
+// flushed):
+//
+//	00 00 "index"              -> present in a store with an index instance
+//	00 00 "ixlog/" n(8 BE)     -> one batch's index writes (encoded batch)
+//
 // The package is pure: no I/O, no mutable globals.
 package keyspace
 
@@ -63,23 +71,61 @@ const (
 	// batch, keyed by its commit sequence (8 bytes big-endian), so the log
 	// iterates in commit order and trims as one DeleteRange of a prefix.
 	LogPrefix = "\x00log/"
+	// IndexJournalPrefix starts the entries of the Pebble store's index
+	// journal: a batch's writes to index entries (the index store's own
+	// batch, encoded), keyed by a number that rises with every batch, kept
+	// until the index store has flushed them (internal/store, tier.go).
+	// IndexInstanceKey marks a store with an index instance, so that one
+	// whose index directory went missing is refused, not read without its
+	// index entries. It sorts before the journal.
+	IndexInstanceKey = "\x00\x00index"
+	// It sorts before every other key, beside only the meta keys that
+	// rarely change, so that compacting it never takes the records' or the
+	// change log's newest tables with it.
+	IndexJournalPrefix = "\x00\x00ixlog/"
 )
+
+// IndexJournalKeyLen is the length of an index journal key.
+const IndexJournalKeyLen = len(IndexJournalPrefix) + 8
+
+// AppendIndexJournalKey appends the index journal key of entry n.
+func AppendIndexJournalKey(dst []byte, n uint64) []byte {
+	return appendNumberedKey(dst, IndexJournalPrefix, n)
+}
+
+// IndexJournalEntry returns the number of an index journal key; ok is
+// false when key is not one.
+func IndexJournalEntry(key []byte) (n uint64, ok bool) {
+	return numberedKey(key, IndexJournalPrefix)
+}
 
 // LogKeyLen is the length of a change-log key.
 const LogKeyLen = len(LogPrefix) + 8
 
 // AppendLogKey appends the change-log key of a commit.
 func AppendLogKey(dst []byte, commit uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(dst, LogPrefix...), commit)
+	return appendNumberedKey(dst, LogPrefix, commit)
 }
 
 // LogCommit returns the commit of a change-log key; ok is false when key
 // is not one.
 func LogCommit(key []byte) (commit uint64, ok bool) {
-	if len(key) != LogKeyLen || string(key[:len(LogPrefix)]) != LogPrefix {
+	return numberedKey(key, LogPrefix)
+}
+
+// appendNumberedKey appends prefix and n, 8 bytes big-endian, so that the
+// keys of a prefix sort in the order of their numbers.
+func appendNumberedKey(dst []byte, prefix string, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, prefix...), n)
+}
+
+// numberedKey returns the number of a key appendNumberedKey made with
+// prefix; ok is false when key is not one.
+func numberedKey(key []byte, prefix string) (n uint64, ok bool) {
+	if len(key) != len(prefix)+8 || string(key[:len(prefix)]) != prefix {
 		return 0, false
 	}
-	return binary.BigEndian.Uint64(key[len(LogPrefix):]), true
+	return binary.BigEndian.Uint64(key[len(prefix):]), true
 }
 
 // BuildKey returns the checkpoint key of the build of an index; its lock
@@ -151,20 +197,24 @@ func IndexEntryPK(key []byte, indexID uint32, ixKinds []keys.Kind) ([]byte, erro
 }
 
 // SpanEnd returns the exclusive end of the span of the key space that key
-// falls in, where a span is one region that grows on its own: the meta
-// keys before the change log, the change log, the meta keys after it, and
-// each record type and each index. nil means the rest of the key space.
+// falls in, where a span is one region that grows on its own: the index
+// journal, the meta keys between it and the change log, the change log,
+// the meta keys after it, and each record type and each index. nil means the rest of the key space.
 // The store ends its sstables there, so that a table never straddles two
 // spans: new keys at the end of one span (the next commit's log entry, a
 // type's next primary key) then fall beyond every table below instead of
 // into the one that reached into the next span.
 func SpanEnd(key []byte) []byte {
 	if len(key) == 0 {
-		return []byte(LogPrefix)
+		return []byte(IndexJournalPrefix)
 	}
 	switch key[0] {
 	case TagMeta:
 		switch k := string(key); {
+		case k < IndexJournalPrefix:
+			return []byte(IndexJournalPrefix)
+		case len(k) >= len(IndexJournalPrefix) && k[:len(IndexJournalPrefix)] == IndexJournalPrefix:
+			return PrefixEnd([]byte(IndexJournalPrefix))
 		case k < LogPrefix:
 			return []byte(LogPrefix)
 		case len(k) >= len(LogPrefix) && k[:len(LogPrefix)] == LogPrefix:

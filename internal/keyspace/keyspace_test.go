@@ -117,6 +117,8 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x %q indexID(4)", TagMeta, BuildPrefix[1:]):             true,
 		fmt.Sprintf("%02x %q indexID(4) \"/\" lease", TagMeta, BuildPrefix[1:]): true,
 		fmt.Sprintf("%02x %q commit(8)", TagMeta, LogPrefix[1:]):                true,
+		fmt.Sprintf("%02x %q n(8)", TagMeta, IndexJournalPrefix[1:]):            true,
+		fmt.Sprintf("%02x %q", TagMeta, IndexInstanceKey[1:]):                   true,
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
@@ -178,13 +180,37 @@ func TestLogKey(t *testing.T) {
 	}
 }
 
+func TestIndexJournalKey(t *testing.T) {
+	for _, n := range []uint64{0, 1, 1 << 40, 1<<64 - 1} {
+		k := AppendIndexJournalKey(nil, n)
+		if got, ok := IndexJournalEntry(k); !ok || got != n {
+			t.Errorf("IndexJournalEntry(AppendIndexJournalKey(%d)) = %d, %v", n, got, ok)
+		}
+		for _, other := range []string{APIKeyPrefix, BuildPrefix, LogPrefix, SchemaKey, SecretKey, SeqKey} {
+			if bytes.Compare(k, []byte(other)) >= 0 {
+				t.Errorf("journal key % x does not sort before %q", k, other)
+			}
+		}
+	}
+	for _, k := range [][]byte{nil, []byte(IndexJournalPrefix), AppendLogKey(nil, 1), append(AppendIndexJournalKey(nil, 1), 0)} {
+		if _, ok := IndexJournalEntry(k); ok {
+			t.Errorf("IndexJournalEntry(% x) accepted a key that is not a journal key", k)
+		}
+	}
+}
+
 func TestSpanEnd(t *testing.T) {
 	log := AppendLogKey(nil, 42)
 	logEnd := PrefixEnd([]byte(LogPrefix))
+	journalEnd := PrefixEnd([]byte(IndexJournalPrefix))
 	for _, tc := range []struct {
 		key, want []byte
 	}{
-		{nil, []byte(LogPrefix)},
+		{nil, []byte(IndexJournalPrefix)},
+		{[]byte{TagMeta}, []byte(IndexJournalPrefix)},
+		{[]byte(IndexJournalPrefix), journalEnd},
+		{AppendIndexJournalKey(nil, 7), journalEnd},
+		{journalEnd, []byte(LogPrefix)},
 		{[]byte(APIKeyPrefix + "k"), []byte(LogPrefix)},
 		{[]byte(BuildPrefix), []byte(LogPrefix)},
 		{[]byte(LogPrefix), logEnd},

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -18,7 +19,8 @@ var (
 )
 
 // Batch is an atomic group of writes (sets, deletes, range deletes). It wraps
-// a *pebble.Batch.
+// a *pebble.Batch, and on a store with an index instance a second one for
+// the index entries (tier.go).
 //
 // A Batch is not safe for concurrent use. Its lifecycle is:
 //
@@ -36,6 +38,11 @@ var (
 type Batch struct {
 	s  *Store
 	pb *pebble.Batch
+	// ib holds the writes to index entries on a store with an index
+	// instance; created at the first one.
+	ib   *pebble.Batch
+	mark [8]byte // ib's applied mark, written by Apply
+	jkey []byte  // pb's journal key, written by Apply
 
 	applied  bool  // Apply was called since creation/Reset
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
@@ -67,13 +74,13 @@ func (b *Batch) mutable() {
 func (b *Batch) Set(key, value []byte) {
 	b.mutable()
 	// Errors are only possible for indexed batches; ours are not indexed.
-	_ = b.pb.Set(key, value, nil)
+	_ = b.route(key).Set(key, value, nil)
 }
 
 // Delete adds a point deletion of key to the batch. The key is copied.
 func (b *Batch) Delete(key []byte) {
 	b.mutable()
-	_ = b.pb.Delete(key, nil)
+	_ = b.route(key).Delete(key, nil)
 }
 
 // DeleteRange adds a deletion of every key in [start, end) to the batch. The
@@ -81,18 +88,71 @@ func (b *Batch) Delete(key []byte) {
 // reclaimed by later compactions.
 func (b *Batch) DeleteRange(start, end []byte) {
 	b.mutable()
-	_ = b.pb.DeleteRange(start, end, nil)
+	if b.s.tier == nil {
+		_ = b.pb.DeleteRange(start, end, nil)
+		return
+	}
+	// The index instance takes the part within the index span, the main
+	// one the rest (a range over both goes to both, whole in the main one,
+	// which holds no index entry), short of the store's own keys before
+	// the journal's end, which are not the caller's to delete.
+	mainStart := start
+	if bytes.Compare(mainStart, journalUpper) < 0 {
+		mainStart = journalUpper
+	}
+	if bytes.Compare(mainStart, end) < 0 && (bytes.Compare(mainStart, indexLower) < 0 || bytes.Compare(end, indexUpper) > 0) {
+		_ = b.pb.DeleteRange(mainStart, end, nil)
+	}
+	ixStart, ixEnd := start, end
+	if bytes.Compare(ixStart, indexLower) < 0 {
+		ixStart = indexLower
+	}
+	if bytes.Compare(ixEnd, indexUpper) > 0 {
+		ixEnd = indexUpper
+	}
+	if bytes.Compare(ixStart, ixEnd) < 0 {
+		_ = b.index().DeleteRange(ixStart, ixEnd, nil)
+	}
 }
+
+// route returns the Pebble batch that holds key's writes.
+func (b *Batch) route(key []byte) *pebble.Batch {
+	if b.s.tier != nil && isIndexKey(key) {
+		return b.index()
+	}
+	return b.pb
+}
+
+// index returns the batch of index writes, creating it at first use.
+func (b *Batch) index() *pebble.Batch {
+	if b.ib == nil {
+		b.ib = b.s.tier.db.NewBatch()
+	}
+	return b.ib
+}
+
+// hasIndexWrites reports whether Apply must apply to the index instance.
+func (b *Batch) hasIndexWrites() bool { return b.ib != nil && !b.ib.Empty() }
 
 // Len returns the encoded size of the batch in bytes (at least the 12-byte
 // header, even when empty).
-func (b *Batch) Len() int { return b.pb.Len() }
+func (b *Batch) Len() int {
+	if b.hasIndexWrites() {
+		return b.pb.Len() + b.ib.Len()
+	}
+	return b.pb.Len()
+}
 
 // Count returns the number of operations in the batch.
-func (b *Batch) Count() uint32 { return b.pb.Count() }
+func (b *Batch) Count() uint32 {
+	if b.ib != nil {
+		return b.pb.Count() + b.ib.Count()
+	}
+	return b.pb.Count()
+}
 
 // Empty reports whether the batch has no operations.
-func (b *Batch) Empty() bool { return b.pb.Empty() }
+func (b *Batch) Empty() bool { return b.pb.Empty() && !b.hasIndexWrites() }
 
 // Reset empties the batch for reuse, keeping its buffer. If the batch was
 // applied with a sync still pending, Reset first waits for it (the result
@@ -103,6 +163,9 @@ func (b *Batch) Reset() {
 	}
 	b.syncWait()
 	b.pb.Reset()
+	if b.ib != nil {
+		b.ib.Reset()
+	}
 	b.applied = false
 	b.waitErr = nil
 }
@@ -116,6 +179,10 @@ func (b *Batch) Close() {
 	b.syncWait()
 	_ = b.pb.Close()
 	b.pb = nil
+	if b.ib != nil {
+		_ = b.ib.Close()
+		b.ib = nil
+	}
 }
 
 func (b *Batch) syncWait() {
@@ -175,6 +242,15 @@ func (s *Store) Apply(b *Batch) error {
 		return ErrReadOnly
 	}
 	b.applied = true
+	if s.tier != nil && b.hasIndexWrites() {
+		return s.applyTier(b)
+	}
+	return s.applyMain(b)
+}
+
+// applyMain applies b's main batch; with Sync it returns before the fsync
+// (Wait waits for it).
+func (s *Store) applyMain(b *Batch) error {
 	var err error
 	if s.sync {
 		err = s.db.ApplyNoSyncWait(b.pb, pebble.Sync)

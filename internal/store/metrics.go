@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Metrics is a summary of the store's size and health, taken from Pebble's
@@ -62,7 +64,37 @@ func (s *Store) Metrics() Metrics {
 	if s.closed.Load() {
 		return Metrics{}
 	}
-	m := s.db.Metrics()
+	out := metricsOf(s.db.Metrics())
+	out.WriteStalls = s.stalls.Load()
+	out.WriteStallTime = time.Duration(s.stallNanos.Load())
+	if s.tier != nil {
+		out.add(metricsOf(s.tier.db.Metrics()))
+	}
+	return out
+}
+
+// add adds the index instance's figures to m's: sizes, counts and work
+// add up, level 0 and read amplification are the larger one's (a read
+// consults one instance), and the cache is the one they share.
+func (m *Metrics) add(ix Metrics) {
+	m.DiskBytes += ix.DiskBytes
+	m.TableBytes += ix.TableBytes
+	m.Tables += ix.Tables
+	m.L0Tables += ix.L0Tables
+	m.L0Sublevels = max(m.L0Sublevels, ix.L0Sublevels)
+	m.ReadAmp = max(m.ReadAmp, ix.ReadAmp)
+	m.MemTableBytes += ix.MemTableBytes
+	m.MemTables += ix.MemTables
+	m.FilterHits += ix.FilterHits
+	m.Flushes += ix.Flushes
+	m.Compactions += ix.Compactions
+	m.FlushedBytes += ix.FlushedBytes
+	m.CompactedBytes += ix.CompactedBytes
+	m.CompactionDebtBytes += ix.CompactionDebtBytes
+}
+
+// metricsOf summarizes one instance's metrics.
+func metricsOf(m *pebble.Metrics) Metrics {
 	total := m.Total()
 	out := Metrics{
 		DiskBytes:           m.DiskSpaceUsage(),
@@ -82,8 +114,6 @@ func (s *Store) Metrics() Metrics {
 		Flushes:             m.Flush.Count,
 		Compactions:         m.Compact.Count,
 		CompactionDebtBytes: m.Compact.EstimatedDebt,
-		WriteStalls:         s.stalls.Load(),
-		WriteStallTime:      time.Duration(s.stallNanos.Load()),
 	}
 	// Summed by hand: Total() adds the WAL's bytes to the flushed ones.
 	for i := range m.Levels {
@@ -112,6 +142,9 @@ func (s *Store) DebugString() string {
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
 		return ""
+	}
+	if s.tier != nil {
+		return s.db.Metrics().String() + "\nindex instance:\n" + s.tier.db.Metrics().String()
 	}
 	return s.db.Metrics().String()
 }

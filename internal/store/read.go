@@ -102,7 +102,7 @@ func (s *Store) Get(key, dst []byte) (val []byte, found bool, err error) {
 	if s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return get(s.db, key, dst)
+	return get(s.reader(key), key, dst)
 }
 
 // GetLikelyMissing is Get tuned for keys that are probably absent: it
@@ -119,7 +119,7 @@ func (s *Store) GetLikelyMissing(key, dst []byte) (val []byte, found bool, err e
 	if s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return getLikelyMissing(s.db, key, dst)
+	return getLikelyMissing(s.reader(key), key, dst)
 }
 
 // NewIter returns an iterator over the current state of keys in
@@ -130,6 +130,18 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
 		return nil, ErrClosed
+	}
+	if t := s.tier; t != nil {
+		// Both views are opened together, so that they see the same
+		// batches (tier.go).
+		t.applyMu.RLock()
+		i, err := newIterPair([2]pebbleIterSource{s.db, t.reader()}, lower, upper, true)
+		t.applyMu.RUnlock()
+		if err != nil {
+			return nil, fmt.Errorf("store: new iterator: %w", err)
+		}
+		i.s = s
+		return i, nil
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -147,6 +159,12 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 type Snapshot struct {
 	s    *Store
 	snap *pebble.Snapshot
+	// isnap is the index instance's snapshot, taken with snap under
+	// applyMu (tier.go); nil on a store without one. ix is what index
+	// reads read: isnap, or on a read-only store the index instance's
+	// reader, which does not change.
+	isnap *pebble.Snapshot
+	ix    pebbleReader
 }
 
 // NewSnapshot returns a snapshot of the current applied state. On a closed
@@ -157,7 +175,17 @@ func (s *Store) NewSnapshot() *Snapshot {
 	if s.closed.Load() {
 		return &Snapshot{s: s}
 	}
-	return &Snapshot{s: s, snap: s.db.NewSnapshot()}
+	t := s.tier
+	if t == nil {
+		return &Snapshot{s: s, snap: s.db.NewSnapshot()}
+	}
+	if s.readOnly {
+		return &Snapshot{s: s, snap: s.db.NewSnapshot(), ix: t.reader()}
+	}
+	t.applyMu.RLock()
+	defer t.applyMu.RUnlock()
+	isnap := t.db.NewSnapshot()
+	return &Snapshot{s: s, snap: s.db.NewSnapshot(), isnap: isnap, ix: isnap}
 }
 
 // Get is Reader.Get evaluated at the snapshot.
@@ -167,7 +195,7 @@ func (sn *Snapshot) Get(key, dst []byte) (val []byte, found bool, err error) {
 	if sn.snap == nil || sn.s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return get(sn.snap, key, dst)
+	return get(sn.reader(key), key, dst)
 }
 
 // GetLikelyMissing is Store.GetLikelyMissing evaluated at the snapshot.
@@ -177,7 +205,7 @@ func (sn *Snapshot) GetLikelyMissing(key, dst []byte) (val []byte, found bool, e
 	if sn.snap == nil || sn.s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return getLikelyMissing(sn.snap, key, dst)
+	return getLikelyMissing(sn.reader(key), key, dst)
 }
 
 // NewIter is Reader.NewIter evaluated at the snapshot.
@@ -186,6 +214,16 @@ func (sn *Snapshot) NewIter(lower, upper []byte) (*Iter, error) {
 	defer sn.s.mu.RUnlock()
 	if sn.snap == nil || sn.s.closed.Load() {
 		return nil, ErrClosed
+	}
+	if sn.ix != nil {
+		// The two snapshots are already of the same batches: the sides
+		// open when first read.
+		i, err := newIterPair([2]pebbleIterSource{sn.snap, sn.ix}, lower, upper, false)
+		if err != nil {
+			return nil, fmt.Errorf("store: new snapshot iterator: %w", err)
+		}
+		i.s = sn.s
+		return i, nil
 	}
 	it, err := sn.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -199,10 +237,16 @@ func (sn *Snapshot) NewIter(lower, upper []byte) (*Iter, error) {
 func (sn *Snapshot) Close() error {
 	sn.s.mu.RLock()
 	defer sn.s.mu.RUnlock()
-	snap := sn.snap
-	sn.snap = nil
+	snap, isnap := sn.snap, sn.isnap
+	sn.snap, sn.isnap, sn.ix = nil, nil, nil
 	if snap == nil || sn.s.closed.Load() {
 		return nil
+	}
+	if isnap != nil {
+		if err := isnap.Close(); err != nil {
+			_ = snap.Close()
+			return fmt.Errorf("store: close snapshot: %w", err)
+		}
 	}
 	if err := snap.Close(); err != nil {
 		return fmt.Errorf("store: close snapshot: %w", err)
@@ -222,21 +266,45 @@ func (sn *Snapshot) Close() error {
 // positioning call or Close; copy them to keep them. When Valid returns false
 // check Error to tell exhaustion from failure.
 type Iter struct {
-	s  *Store
-	it *pebble.Iterator
+	s *Store
+	// it is the positioned Pebble iterator: the only one, or on a store
+	// with an index instance the current side of pair (nil until a
+	// positioning call).
+	it   *pebble.Iterator
+	pair *iterPair
 }
 
 // First moves to the first key at or above the lower bound.
-func (i *Iter) First() bool { return i.it.First() }
+func (i *Iter) First() bool {
+	if i.pair != nil {
+		return i.pair.first(i)
+	}
+	return i.it.First()
+}
 
 // Last moves to the last key below the upper bound.
-func (i *Iter) Last() bool { return i.it.Last() }
+func (i *Iter) Last() bool {
+	if i.pair != nil {
+		return i.pair.last(i)
+	}
+	return i.it.Last()
+}
 
 // SeekGE moves to the first key >= key (clamped to the bounds).
-func (i *Iter) SeekGE(key []byte) bool { return i.it.SeekGE(key) }
+func (i *Iter) SeekGE(key []byte) bool {
+	if i.pair != nil {
+		return i.pair.seekGE(i, key)
+	}
+	return i.it.SeekGE(key)
+}
 
 // SeekLT moves to the last key < key (clamped to the bounds).
-func (i *Iter) SeekLT(key []byte) bool { return i.it.SeekLT(key) }
+func (i *Iter) SeekLT(key []byte) bool {
+	if i.pair != nil {
+		return i.pair.seekLT(i, key)
+	}
+	return i.it.SeekLT(key)
+}
 
 // Lookup is a point read through the iterator: it appends the value of key
 // to dst[:0] and reports whether key exists in the iterator's view. It
@@ -248,6 +316,9 @@ func (i *Iter) SeekLT(key []byte) bool { return i.it.SeekLT(key) }
 // them (SeekPrefixGE, which with the default comparer matches the whole
 // key and uses the bloom filters).
 func (i *Iter) Lookup(key, dst []byte) ([]byte, bool, error) {
+	if i.pair != nil && i.pair.lookup(i, key) == nil {
+		return dst[:0], false, i.Error()
+	}
 	if !i.it.SeekPrefixGE(key) || !bytes.Equal(i.it.Key(), key) {
 		if err := i.it.Error(); err != nil {
 			return dst[:0], false, fmt.Errorf("store: get: %w", err)
@@ -262,13 +333,23 @@ func (i *Iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 }
 
 // Next moves to the next key.
-func (i *Iter) Next() bool { return i.it.Next() }
+func (i *Iter) Next() bool {
+	if i.pair != nil {
+		return i.pair.step(i, false)
+	}
+	return i.it.Next()
+}
 
 // Prev moves to the previous key.
-func (i *Iter) Prev() bool { return i.it.Prev() }
+func (i *Iter) Prev() bool {
+	if i.pair != nil {
+		return i.pair.step(i, true)
+	}
+	return i.it.Prev()
+}
 
 // Valid reports whether the iterator is positioned on a key.
-func (i *Iter) Valid() bool { return i.it.Valid() }
+func (i *Iter) Valid() bool { return i.it != nil && i.it.Valid() }
 
 // Key returns the current key; valid until the next positioning call.
 func (i *Iter) Key() []byte { return i.it.Key() }
@@ -287,10 +368,23 @@ func (i *Iter) Value() []byte {
 // SetBounds changes the iterator's bounds to [lower, upper) (copied) and
 // unpositions it; call First, Last or a seek next. Reusing an iterator this
 // way is cheaper than creating a new one, and keeps its point-in-time view.
-func (i *Iter) SetBounds(lower, upper []byte) { i.it.SetBounds(lower, upper) }
+func (i *Iter) SetBounds(lower, upper []byte) {
+	if i.pair != nil {
+		i.pair.setBounds(lower, upper)
+		i.it = nil
+		return
+	}
+	i.it.SetBounds(lower, upper)
+}
 
 // Error returns the error, if any, that stopped the iteration.
 func (i *Iter) Error() error {
+	if i.pair != nil {
+		if err := i.pair.error(); err != nil {
+			return fmt.Errorf("store: iterate: %w", err)
+		}
+		return nil
+	}
 	if i.it == nil {
 		return nil
 	}
@@ -303,6 +397,18 @@ func (i *Iter) Error() error {
 // Close releases the iterator and returns its accumulated error, if any. It
 // is idempotent.
 func (i *Iter) Close() error {
+	if p := i.pair; p != nil {
+		i.pair, i.it = nil, nil
+		i.s.mu.RLock()
+		defer i.s.mu.RUnlock()
+		if i.s.closed.Load() {
+			return nil
+		}
+		if err := p.close(); err != nil {
+			return fmt.Errorf("store: close iterator: %w", err)
+		}
+		return nil
+	}
 	it := i.it
 	if it == nil {
 		return nil
@@ -319,4 +425,27 @@ func (i *Iter) Close() error {
 		return fmt.Errorf("store: close iterator: %w", err)
 	}
 	return nil
+}
+
+// pebbleReader is what a read reads: an instance, a snapshot of one, or
+// the overlay of a read-only store's unapplied index journal (tier.go).
+type pebbleReader interface {
+	pebbleGetter
+	pebbleIterSource
+}
+
+// reader returns what holds key.
+func (s *Store) reader(key []byte) pebbleReader {
+	if s.tier != nil && isIndexKey(key) {
+		return s.tier.reader()
+	}
+	return s.db
+}
+
+// reader returns the view of what holds key.
+func (sn *Snapshot) reader(key []byte) pebbleReader {
+	if sn.ix != nil && isIndexKey(key) {
+		return sn.ix
+	}
+	return sn.snap
 }

@@ -13,6 +13,9 @@
 //     on-disk format, bloom filters on every level, L0 and memtable sizing for
 //     ingest-heavy use, tables cut at the key space's span boundaries and
 //     one flushed table per span, Pebble's own log through slog);
+//   - the index instance (tier.go): a second Pebble instance in Dir/index
+//     holding the index entries with level 0 merged in tiers, kept in step
+//     with the main one through a journal in the main instance's log;
 //   - atomic write batches (Batch) and their durability (fsync with group
 //     commit);
 //   - reads: point gets, bounded iterators and consistent snapshots;
@@ -74,6 +77,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +133,9 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is the size of one memtable; 0 means the default for
 	// the machine's memory (DefaultSizes(Memory())). Up to
-	// MemTableStopWrites memtables may exist before writes stall.
+	// MemTableStopWrites memtables may exist before writes stall. The
+	// index instance (tier.go) has memtables of half this size, as many,
+	// and shares the block cache.
 	MemTableBytes int64
 	// WALMinSyncInterval, if positive, is the minimum time between WAL
 	// fsyncs: sync requests arriving faster are delayed so that more batches
@@ -140,6 +146,10 @@ type Options struct {
 	// 500µs cut throughput ~10x in benchmarks (each commit waits out the
 	// timer). 0 (the default) adds no delay.
 	WALMinSyncInterval time.Duration
+	// singleInstance creates a new store without an index instance, as
+	// stores were before it: tests open one to check that such stores
+	// keep working.
+	singleInstance bool
 	// ReadOnly opens an existing store without write access. Open fails if
 	// Dir does not exist; Apply, Commit and Flush return ErrReadOnly.
 	ReadOnly bool
@@ -157,7 +167,12 @@ type Options struct {
 // itself waits for in-flight Get, Apply, Flush and iterator or snapshot
 // creation calls to finish.
 type Store struct {
-	db       *pebble.DB
+	db *pebble.DB
+	// tier is the index instance (tier.go); nil for a store that keeps its
+	// index entries in db. Immutable after Open.
+	tier     *tier
+	fs       vfs.FS
+	logger   *slog.Logger // never nil
 	dir      string
 	sync     bool
 	readOnly bool
@@ -201,11 +216,16 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly, release: release}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly, release: release, fs: fs, logger: logger}
 	po := s.pebbleOptions(o)
 	if o.FS != nil {
 		po.FS = fs // nil leaves Pebble's default: the disk, health-checked
 	}
+	defer po.Cache.Unref()
 	db, err := pebble.Open(o.Dir, po)
 	if err != nil {
 		release()
@@ -215,6 +235,11 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open pebble at %s: %w", o.Dir, err)
 	}
 	s.db = db
+	if err := s.openTier(o, fs, po); err != nil {
+		_ = db.Close()
+		release()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -234,8 +259,10 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 
 	po := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
-		CacheSize:          cacheBytes,
-		MemTableSize:       uint64(memBytes),
+		// One cache for both instances (tier.go); Open drops this
+		// reference once they hold theirs.
+		Cache:        pebble.NewCache(cacheBytes),
+		MemTableSize: uint64(memBytes),
 		// Up to 4 memtables (one being written, up to three waiting to be
 		// flushed) absorb ingest bursts before writes stall.
 		MemTableStopWritesThreshold: MemTableStopWrites,
@@ -344,7 +371,8 @@ func (s *Store) Close() error {
 	}
 	s.closed.Store(true)
 	defer s.release()
-	if err := s.db.Close(); err != nil {
+	terr := s.closeTier()
+	if err := errors.Join(terr, s.db.Close()); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.dir, err)
 	}
 	return nil
@@ -371,6 +399,11 @@ func (s *Store) Flush() error {
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
+	if s.tier != nil {
+		if err := s.tier.db.Flush(); err != nil {
+			return fmt.Errorf("store: flush the index instance: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -396,6 +429,14 @@ func (s *Store) Compact(ctx context.Context) error {
 	if err := s.db.Compact(ctx, start, end, false); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
+	if t := s.tier; t != nil {
+		if err := t.db.Flush(); err != nil {
+			return fmt.Errorf("store: compact: %w", err)
+		}
+		if err := t.db.Compact(ctx, indexLower, indexUpper, false); err != nil {
+			return fmt.Errorf("store: compact the index instance: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -413,6 +454,13 @@ func (s *Store) EstimateSize(start, end []byte) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: estimate size: %w", err)
 	}
+	if lo, hi, ok := indexPart(start, end); ok && s.tier != nil {
+		m, err := s.tier.db.EstimateDiskUsage(lo, hi)
+		if err != nil {
+			return 0, fmt.Errorf("store: estimate size: %w", err)
+		}
+		n += m
+	}
 	return n, nil
 }
 
@@ -427,8 +475,27 @@ func (s *Store) Checkpoint(dir string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
-		return fmt.Errorf("store: checkpoint: %w", err)
+	main := func() error {
+		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+			return fmt.Errorf("store: checkpoint: %w", err)
+		}
+		return nil
 	}
-	return nil
+	if s.tier == nil {
+		return main()
+	}
+	return s.checkpointTier(dir, main)
+}
+
+// indexPart returns the part of the inclusive range [start, end] that the
+// index instance holds; ok is false when there is none.
+func indexPart(start, end []byte) (lo, hi []byte, ok bool) {
+	lo, hi = start, end
+	if bytes.Compare(lo, indexLower) < 0 {
+		lo = indexLower
+	}
+	if hi == nil || bytes.Compare(hi, indexUpper) > 0 {
+		hi = indexUpper
+	}
+	return lo, hi, bytes.Compare(lo, hi) < 0
 }
