@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -92,26 +91,11 @@ func (b *Batch) DeleteRange(start, end []byte) {
 		_ = b.pb.DeleteRange(start, end, nil)
 		return
 	}
-	// The index instance takes the part within the index span, the main
-	// one the rest (a range over both goes to both, whole in the main one,
-	// which holds no index entry), short of the store's own keys before
-	// the journal's end, which are not the caller's to delete.
-	mainStart := start
-	if bytes.Compare(mainStart, journalUpper) < 0 {
-		mainStart = journalUpper
+	if lo, ok := mainPart(start, end); ok {
+		_ = b.pb.DeleteRange(lo, end, nil)
 	}
-	if bytes.Compare(mainStart, end) < 0 && (bytes.Compare(mainStart, indexLower) < 0 || bytes.Compare(end, indexUpper) > 0) {
-		_ = b.pb.DeleteRange(mainStart, end, nil)
-	}
-	ixStart, ixEnd := start, end
-	if bytes.Compare(ixStart, indexLower) < 0 {
-		ixStart = indexLower
-	}
-	if bytes.Compare(ixEnd, indexUpper) > 0 {
-		ixEnd = indexUpper
-	}
-	if bytes.Compare(ixStart, ixEnd) < 0 {
-		_ = b.index().DeleteRange(ixStart, ixEnd, nil)
+	if lo, hi, ok := indexPart(start, end); ok {
+		_ = b.index().DeleteRange(lo, hi, nil)
 	}
 }
 

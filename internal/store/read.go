@@ -397,23 +397,11 @@ func (i *Iter) Error() error {
 // Close releases the iterator and returns its accumulated error, if any. It
 // is idempotent.
 func (i *Iter) Close() error {
-	if p := i.pair; p != nil {
-		i.pair, i.it = nil, nil
-		i.s.mu.RLock()
-		defer i.s.mu.RUnlock()
-		if i.s.closed.Load() {
-			return nil
-		}
-		if err := p.close(); err != nil {
-			return fmt.Errorf("store: close iterator: %w", err)
-		}
+	it, p := i.it, i.pair
+	if it == nil && p == nil {
 		return nil
 	}
-	it := i.it
-	if it == nil {
-		return nil
-	}
-	i.it = nil
+	i.it, i.pair = nil, nil
 	i.s.mu.RLock()
 	defer i.s.mu.RUnlock()
 	if i.s.closed.Load() {
@@ -421,7 +409,13 @@ func (i *Iter) Close() error {
 		// could reach into freed DB state.
 		return nil
 	}
-	if err := it.Close(); err != nil {
+	var err error
+	if p != nil {
+		err = p.close() // it is one of p's
+	} else {
+		err = it.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("store: close iterator: %w", err)
 	}
 	return nil

@@ -26,15 +26,8 @@ func (s *Store) SplitKeys(start, end []byte, n int) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list tables: %w", err)
 	}
-	if t := s.tier; t != nil && (end == nil || bytes.Compare(end, indexLower) > 0) {
-		lo, hi := start, end
-		if bytes.Compare(lo, indexLower) < 0 {
-			lo = indexLower
-		}
-		if hi == nil || bytes.Compare(hi, indexUpper) > 0 {
-			hi = indexUpper
-		}
-		ix, err := t.db.SSTables(pebble.WithKeyRangeFilter(lo, hi))
+	if lo, hi, ok := indexPart(start, end); ok && s.tier != nil {
+		ix, err := s.tier.db.SSTables(pebble.WithKeyRangeFilter(lo, hi))
 		if err != nil {
 			return nil, fmt.Errorf("store: list tables: %w", err)
 		}

@@ -77,7 +77,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -485,17 +484,4 @@ func (s *Store) Checkpoint(dir string) error {
 		return main()
 	}
 	return s.checkpointTier(dir, main)
-}
-
-// indexPart returns the part of the inclusive range [start, end] that the
-// index instance holds; ok is false when there is none.
-func indexPart(start, end []byte) (lo, hi []byte, ok bool) {
-	lo, hi = start, end
-	if bytes.Compare(lo, indexLower) < 0 {
-		lo = indexLower
-	}
-	if hi == nil || bytes.Compare(hi, indexUpper) > 0 {
-		hi = indexUpper
-	}
-	return lo, hi, bytes.Compare(lo, hi) < 0
 }

@@ -62,12 +62,11 @@ const indexDirName = "index"
 // flushes pile up before they are merged into the base level.
 const indexL0CompactionThreshold = 8
 
-// appliedKey is the index instance's own key (outside the index spans, so
-// no read of the store sees it): the journal number of the last batch
-// applied, 8 bytes big-endian.
-const appliedKey = "\x00applied"
-
 var (
+	// appliedKey is the index instance's own key (outside the index
+	// spans, so no read of the store sees it): the journal number of the
+	// last batch applied, 8 bytes big-endian.
+	appliedKey = []byte("\x00applied")
 	indexLower = []byte{keyspace.TagIndex}
 	indexUpper = []byte{keyspace.TagIndex + 1}
 	// journalUpper ends the journal, which reads of the store never show.
@@ -81,6 +80,37 @@ func (t *tier) reader() pebbleReader {
 		return t.overlay
 	}
 	return t.db
+}
+
+// indexPart returns the part of the range [start, end) (end nil: no end)
+// that the index instance holds; ok is false when there is none. The same
+// cut serves a range with an inclusive end.
+func indexPart(start, end []byte) (lo, hi []byte, ok bool) {
+	lo, hi = start, end
+	if bytes.Compare(lo, indexLower) < 0 {
+		lo = indexLower
+	}
+	if hi == nil || bytes.Compare(hi, indexUpper) > 0 {
+		hi = indexUpper
+	}
+	return lo, hi, bytes.Compare(lo, hi) < 0
+}
+
+// mainPart returns where the part of the range [start, end) (end nil: no
+// end) that the main instance serves begins: past the store's own keys
+// (the mark and the journal, not the caller's to read or delete); ok is
+// false when nothing of the range is left there. The range keeps its end:
+// the main instance holds no index entry, so one reaching over the index
+// span needs no cut.
+func mainPart(start, end []byte) (lo []byte, ok bool) {
+	lo = start
+	if bytes.Compare(lo, journalUpper) < 0 {
+		lo = journalUpper
+	}
+	if end == nil {
+		return lo, true
+	}
+	return lo, bytes.Compare(lo, end) < 0 && (bytes.Compare(lo, indexLower) < 0 || bytes.Compare(end, indexUpper) > 0)
 }
 
 // isIndexKey reports whether key belongs to the index instance.
@@ -117,7 +147,7 @@ type tier struct {
 
 	kick chan struct{} // flushAt was reached: flush the index instance
 	stop chan struct{} // closed by Close
-	done chan struct{} // closed when the flusher has returned
+	done chan struct{} // closed when the flusher has returned (none read-only)
 }
 
 // openTier opens or creates the index instance of s, whose main instance
@@ -127,7 +157,7 @@ type tier struct {
 func (s *Store) openTier(o Options, fs vfs.FS, po *pebble.Options) error {
 	dir := fs.PathJoin(o.Dir, indexDirName)
 	if _, err := fs.Stat(dir); err != nil {
-		marked, err := s.hasKey([]byte(keyspace.IndexInstanceKey))
+		_, marked, err := get(s.db, []byte(keyspace.IndexInstanceKey), nil)
 		switch {
 		case err != nil:
 			return err
@@ -166,24 +196,10 @@ func (s *Store) openTier(o Options, fs vfs.FS, po *pebble.Options) error {
 		}
 	}
 	s.tier = t
-	if o.ReadOnly {
-		close(t.done)
-		return nil
+	if !o.ReadOnly {
+		go s.flushTier(t)
 	}
-	go s.flushTier(t)
 	return nil
-}
-
-// hasKey reports whether the main instance holds key.
-func (s *Store) hasKey(key []byte) (bool, error) {
-	_, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("store: open: %w", err)
-	}
-	return true, closer.Close()
 }
 
 // mainEmpty reports whether the main instance holds no key: a new store,
@@ -228,17 +244,14 @@ func (s *Store) indexFlushBegin(pebble.FlushInfo) {
 // recoverTier applies to t the journal entries it lacks and sets t.next.
 func (s *Store) recoverTier(t *tier) error {
 	var applied uint64
-	v, closer, err := t.db.Get([]byte(appliedKey))
+	v, found, err := get(t.db, appliedKey, nil)
 	switch {
-	case err == nil:
-		if len(v) != 8 {
-			_ = closer.Close()
-			return fmt.Errorf("store: index instance: applied mark of %d bytes", len(v))
-		}
-		applied = binary.BigEndian.Uint64(v)
-		_ = closer.Close()
-	case !errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
 		return fmt.Errorf("store: index instance: read applied mark: %w", err)
+	case found && len(v) != 8:
+		return fmt.Errorf("store: index instance: applied mark of %d bytes", len(v))
+	case found:
+		applied = binary.BigEndian.Uint64(v)
 	}
 	t.next, t.trimmed = applied+1, applied+1
 	it, err := s.db.NewIter(&pebble.IterOptions{
@@ -305,7 +318,7 @@ func (s *Store) applyTier(b *Batch) error {
 	n := t.next
 	t.next++
 	binary.BigEndian.PutUint64(b.mark[:], n)
-	_ = b.ib.Set([]byte(appliedKey), b.mark[:], nil)
+	_ = b.ib.Set(appliedKey, b.mark[:], nil)
 	b.jkey = keyspace.AppendIndexJournalKey(b.jkey[:0], n)
 	repr := b.ib.Repr()
 	_ = b.pb.Set(b.jkey, repr, nil)
@@ -336,15 +349,15 @@ func (s *Store) flushTier(t *tier) {
 			return
 		case <-t.kick:
 		}
-		if err := s.flushAndTrim(t, t.stop); err != nil {
+		if err := s.flushAndTrim(t); err != nil {
 			s.logger.Error("store: flush the index instance", "err", err)
 		}
 	}
 }
 
 // flushAndTrim flushes every index batch applied so far and deletes their
-// journal entries. It gives up, trimming nothing, when stop is closed.
-func (s *Store) flushAndTrim(t *tier, stop <-chan struct{}) error {
+// journal entries. It gives up, trimming nothing, when Close stops it.
+func (s *Store) flushAndTrim(t *tier) error {
 	t.trimMu.Lock()
 	defer t.trimMu.Unlock()
 	t.applyMu.Lock()
@@ -357,7 +370,7 @@ func (s *Store) flushAndTrim(t *tier, stop <-chan struct{}) error {
 	}
 	select {
 	case <-flushed:
-	case <-stop:
+	case <-t.stop:
 		return nil
 	}
 	return s.trimJournal(t, upTo)
@@ -387,12 +400,10 @@ func (s *Store) closeTier() error {
 	if t == nil {
 		return nil
 	}
+	var err error
 	if !s.readOnly {
 		close(t.stop)
 		<-t.done
-	}
-	var err error
-	if !s.readOnly {
 		// Nothing applies batches any more (Close holds the store's lock).
 		if err = t.db.Flush(); err == nil {
 			t.trimMu.Lock()

@@ -17,7 +17,30 @@ type tierModel struct {
 	states []map[string]string // states[k]: after k batches
 }
 
+func newTierModel() *tierModel { return &tierModel{states: []map[string]string{{}}} }
+
 func (m *tierModel) last() map[string]string { return m.states[len(m.states)-1] }
+
+// commit commits batches from to to (tierBatch's) to s and the model.
+func (m *tierModel) commit(t *testing.T, s *Store, rng *rand.Rand, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		commitT(t, s, func(b *Batch) { tierBatch(rng, m, b, i) })
+	}
+}
+
+// reopenEach opens the store in dir on fs read-only and then read-write,
+// hands each to check and closes it.
+func reopenEach(t *testing.T, fs *MemFS, dir string, check func(r *Store, readOnly bool)) {
+	t.Helper()
+	for _, ro := range []bool{true, false} {
+		r := openMemT(t, fs, dir, Options{Sync: true, ReadOnly: ro})
+		check(r, ro)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // tierBatch fills b with batch i's writes and applies them to the model:
 // records and index entries (the latter in the index instance) in one
@@ -122,7 +145,7 @@ func TestTierPowerCut(t *testing.T) {
 				if s.tier == nil {
 					t.Fatal("a new store has no index instance")
 				}
-				m := &tierModel{states: []map[string]string{{}}}
+				m := newTierModel()
 				acked := 0
 				n := 200 + rng.IntN(800)
 				var pending []*Batch
@@ -156,8 +179,7 @@ func TestTierPowerCut(t *testing.T) {
 				for _, b := range pending {
 					b.Close()
 				}
-				for _, ro := range []bool{true, false} {
-					r := openMemT(t, cut, dir, Options{Sync: true, ReadOnly: ro})
+				reopenEach(t, cut, dir, func(r *Store, ro bool) {
 					got := contents(t, r)
 					if k := matchState(m, got, acked, n); k < 0 {
 						t.Fatalf("read-only %v: after the cut the store holds %d keys, the state after no batch from %d to %d", ro, len(got), acked, n)
@@ -169,10 +191,7 @@ func TestTierPowerCut(t *testing.T) {
 					if err := sn.Close(); err != nil {
 						t.Fatal(err)
 					}
-					if err := r.Close(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				})
 			})
 		}
 	}
@@ -185,11 +204,9 @@ func TestTierJournalTrimmed(t *testing.T) {
 	fs := NewMemFS()
 	const dir = "/d"
 	s := openMemT(t, fs, dir, Options{Sync: true})
-	m := &tierModel{states: []map[string]string{{}}}
+	m := newTierModel()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 3000 {
-		commitT(t, s, func(b *Batch) { tierBatch(rng, m, b, i) })
-	}
+	m.commit(t, s, rng, 0, 3000)
 	// 3,000 batches of 4 KiB of index writes: 12 MiB, three times the
 	// index instance's flush threshold (2 MiB with these options).
 	if n := journalLen(t, s); n > 1000 {
@@ -357,11 +374,9 @@ func TestSingleInstanceStore(t *testing.T) {
 	fs := NewMemFS()
 	const dir = "/old"
 	s := openMemT(t, fs, dir, Options{Sync: true, singleInstance: true})
-	m := &tierModel{states: []map[string]string{{}}}
+	m := newTierModel()
 	rng := rand.New(rand.NewPCG(5, 6))
-	for i := range 100 {
-		commitT(t, s, func(b *Batch) { tierBatch(rng, m, b, i) })
-	}
+	m.commit(t, s, rng, 0, 100)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -372,9 +387,7 @@ func TestSingleInstanceStore(t *testing.T) {
 	if _, err := fs.fs.Stat(fs.fs.PathJoin(dir, indexDirName)); err == nil {
 		t.Fatal("opening a single-instance store created an index directory")
 	}
-	for i := 100; i < 150; i++ {
-		commitT(t, s, func(b *Batch) { tierBatch(rng, m, b, i) })
-	}
+	m.commit(t, s, rng, 100, 150)
 	if !mapsEqual(contents(t, s), m.last()) {
 		t.Fatal("single-instance store differs from the model")
 	}
@@ -394,29 +407,21 @@ func TestTierCheckpoint(t *testing.T) {
 	fs := NewMemFS()
 	const dir = "/d"
 	s := openMemT(t, fs, dir, Options{Sync: true})
-	m := &tierModel{states: []map[string]string{{}}}
+	m := newTierModel()
 	rng := rand.New(rand.NewPCG(7, 8))
-	for i := range 700 {
-		commitT(t, s, func(b *Batch) { tierBatch(rng, m, b, i) })
-	}
+	m.commit(t, s, rng, 0, 700)
 	if err := s.Checkpoint("/copy"); err != nil {
 		t.Fatal(err)
 	}
-	for i := 700; i < 720; i++ {
-		commitT(t, s, func(b *Batch) { tierBatch(rng, m, b, i) })
-	}
-	for _, ro := range []bool{true, false} {
-		c := openMemT(t, fs, "/copy", Options{Sync: true, ReadOnly: ro})
+	m.commit(t, s, rng, 700, 720)
+	reopenEach(t, fs, "/copy", func(c *Store, ro bool) {
 		if c.tier == nil {
 			t.Fatal("the copy has no index instance")
 		}
 		if !mapsEqual(contents(t, c), m.states[700]) {
 			t.Fatalf("read-only %v: the copy differs from the state it was taken at", ro)
 		}
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 // TestTierMissingIndexDir refuses a store whose index directory went

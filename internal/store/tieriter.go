@@ -60,24 +60,11 @@ func (p *iterPair) setBounds(lower, upper []byte) {
 	if upper != nil {
 		upper = p.buf[len(p.buf)-len(upper):]
 	}
-	// The main instance holds no index entry, so a range within the index
-	// span has nothing there; and its journal is not for reading.
-	mainLower := lower
-	if bytes.Compare(mainLower, journalUpper) < 0 {
-		mainLower = journalUpper
-	}
+	mainLower, mainOK := mainPart(lower, upper)
 	p.bounds[sideMain] = [2][]byte{mainLower, upper}
-	p.empty[sideMain] = upper != nil && (bytes.Compare(mainLower, upper) >= 0 ||
-		bytes.Compare(mainLower, indexLower) >= 0 && bytes.Compare(upper, indexUpper) <= 0)
-	ixLower, ixUpper := lower, upper
-	if bytes.Compare(ixLower, indexLower) < 0 {
-		ixLower = indexLower
-	}
-	if ixUpper == nil || bytes.Compare(ixUpper, indexUpper) > 0 {
-		ixUpper = indexUpper
-	}
+	ixLower, ixUpper, ixOK := indexPart(lower, upper)
 	p.bounds[sideIndex] = [2][]byte{ixLower, ixUpper}
-	p.empty[sideIndex] = bytes.Compare(ixLower, ixUpper) >= 0
+	p.empty = [2]bool{!mainOK, !ixOK}
 	for side, it := range p.its {
 		if it != nil && !p.empty[side] {
 			it.SetBounds(p.bounds[side][0], p.bounds[side][1])
