@@ -54,52 +54,81 @@ func typeName(url string) string { return url[strings.LastIndexByte(url, '/')+1:
 //     read), such as a generated message or a dynamic one from Types.
 //
 // Integers beyond ±2^53 travel as strings, so 64-bit keys keep every bit.
+// A server answers a request with as many records as fit in one response
+// (docs/limits.md) and names the keys left over; Get asks again for those
+// until every key is answered.
 func (c *Client) Get(ctx context.Context, typeName string, keys ...any) ([]*anypb.Any, error) {
-	req := &pb.GetRequest{Type: typeName}
-	pos := make([]int, len(keys)) // key i's position in the request
-	var recs []int
-	for i, k := range keys {
-		if m, ok := k.(proto.Message); ok {
-			a, err := anyOf(m)
-			if err != nil {
-				return nil, fmt.Errorf("key %d: %w", i, err)
-			}
-			req.KeyRecords = append(req.KeyRecords, a)
-			recs = append(recs, i)
-			continue
-		}
-		v, err := keyValue(k)
-		if err != nil {
-			return nil, fmt.Errorf("key %d: %w", i, err)
-		}
-		pos[i] = len(req.Keys)
-		req.Keys = append(req.Keys, v)
-	}
-	for j, i := range recs {
-		pos[i] = len(req.Keys) + j
-	}
-	resp, err := c.api.Get(ctx, req)
-	if err != nil {
-		return nil, asError(err)
-	}
-	byPos := make([]*anypb.Any, len(keys))
-	missing := make(map[uint32]bool, len(resp.Missing))
-	for _, m := range resp.Missing {
-		missing[m] = true
-	}
-	next := 0
-	for p := range byPos {
-		if missing[uint32(p)] || next >= len(resp.Records) { //nolint:gosec // p < len(keys), which the server bounds far below 2^32
-			continue
-		}
-		byPos[p] = resp.Records[next]
-		next++
-	}
 	out := make([]*anypb.Any, len(keys))
-	for i := range keys {
-		out[i] = byPos[pos[i]]
+	todo := make([]int, len(keys)) // the keys not answered yet, by index
+	for i := range todo {
+		todo[i] = i
+	}
+	for len(todo) > 0 {
+		req, order, err := getRequest(typeName, keys, todo)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.api.Get(ctx, req)
+		if err != nil {
+			return nil, asError(err)
+		}
+		again := placeRecords(resp, order, out)
+		if len(again) == len(todo) {
+			return nil, fmt.Errorf("get %s: the server answered none of %d keys", typeName, len(todo))
+		}
+		todo = again
 	}
 	return out, nil
+}
+
+// getRequest builds the request for the keys at the indexes todo; order[p]
+// is the index of the key at request position p (keys first, then key
+// records, as the server numbers them).
+func getRequest(typeName string, keys []any, todo []int) (*pb.GetRequest, []int, error) {
+	req := &pb.GetRequest{Type: typeName}
+	var values, records []int
+	for _, i := range todo {
+		if m, ok := keys[i].(proto.Message); ok {
+			a, err := anyOf(m)
+			if err != nil {
+				return nil, nil, fmt.Errorf("key %d: %w", i, err)
+			}
+			req.KeyRecords = append(req.KeyRecords, a)
+			records = append(records, i)
+			continue
+		}
+		v, err := keyValue(keys[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("key %d: %w", i, err)
+		}
+		req.Keys = append(req.Keys, v)
+		values = append(values, i)
+	}
+	return req, append(values, records...), nil
+}
+
+// placeRecords puts each record of resp at its key's index in out and
+// returns the indexes of the keys the server left unanswered.
+func placeRecords(resp *pb.GetResponse, order []int, out []*anypb.Any) (again []int) {
+	skip := make(map[uint32]bool, len(resp.Missing)+len(resp.Unanswered))
+	for _, m := range resp.Missing {
+		skip[m] = true
+	}
+	for _, u := range resp.Unanswered {
+		if int(u) < len(order) {
+			skip[u] = true
+			again = append(again, order[u])
+		}
+	}
+	next := 0
+	for p, i := range order {
+		if skip[uint32(p)] || next >= len(resp.Records) { //nolint:gosec // p < len(keys), which the server bounds far below 2^32
+			continue
+		}
+		out[i] = resp.Records[next]
+		next++
+	}
+	return again
 }
 
 func anyOf(m proto.Message) (*anypb.Any, error) {

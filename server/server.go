@@ -129,6 +129,12 @@ type Config struct {
 	// from 64 MiB to 4 GiB, and 1/64 for a memtable, from 16 to 128 MiB.
 	CacheBytes    int64
 	MemTableBytes int64
+	// GoMemoryLimit is the Go runtime's soft memory limit, set at Start
+	// for the whole process (debug.SetMemoryLimit). 0 derives it from the
+	// memory the process may use: that memory less the block cache, six
+	// memtables and an eighth (server/memory.go); negative sets none. The
+	// environment's GOMEMLIMIT, when set, wins.
+	GoMemoryLimit int64
 	// RecordCacheBytes bounds the hot-record cache that serves
 	// primary-key point reads without a storage seek (0: 1/32 of the
 	// machine's memory, within [64 MiB, 1 GiB]; negative: no cache).
@@ -250,6 +256,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s.newReceiveBudget()
+	s.setMemoryLimit()
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
@@ -304,12 +311,17 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		MaxRecordsPerBatch: cfg.MaxRecordsPerBatch,
 		MaxMessageBytes:    cfg.MaxMessageBytes,
 		MaxInflightBytes:   cfg.MaxInflightBytes,
-		SearchWorkers:      cfg.SearchWorkers,
-		MaxResultRecords:   cfg.MaxResultRecords,
-		MaxResultBytes:     cfg.MaxResultBytes,
-		Logger:             s.log,
-		SlowQuery:          cfg.SlowQuery,
-		ObserveQuery:       m.observeQuery,
+		// Decoded write requests waiting for the write budget count as
+		// received bytes do: the receive budget bounds them too.
+		MaxWaitingWriteBytes: cfg.MaxReceiveBufferBytes,
+		// A unary answer may be as large as gRPC sends (sendLimit).
+		MaxResponseBytes: sendLimit(cfg) - 1<<20,
+		SearchWorkers:    cfg.SearchWorkers,
+		MaxResultRecords: cfg.MaxResultRecords,
+		MaxResultBytes:   cfg.MaxResultBytes,
+		Logger:           s.log,
+		SlowQuery:        cfg.SlowQuery,
+		ObserveQuery:     m.observeQuery,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
 		RecordCacheBytes:     cfg.RecordCacheBytes,
@@ -345,10 +357,13 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 		grpc.WriteBufferSize(256<<10),
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{MaxQueries: cfg.MaxSearchQueries}),
+		// Responses hold their bytes of the result budget until gRPC has
+		// written them, or their connection ends (docs/limits.md).
+		grpc.StatsHandler(grpctransport.HoldsHandler()),
 	), boundOptions(cfg)...)...)
 	s.svc.Register(s.gs)
 	if cfg.Lab {
-		labtransport.New(eng, !cfg.NoSync).Register(s.gs)
+		labtransport.New(eng, !cfg.NoSync, cfg.MaxSearchQueries).Register(s.gs)
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.gs, s.health)
@@ -486,10 +501,11 @@ func (s *Server) MetricsAddr() string {
 // transport in between, for a program that embeds the server. Errors are
 // gRPC statuses, as a client would see them.
 func (s *Server) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
-	resp, err := s.eng.Query(ctx, req)
+	resp, h, err := s.eng.Query(ctx, req, 0)
 	if err != nil {
 		return nil, apierror.Status(err).Err()
 	}
+	h.Release() // the caller's copy of the page is its own
 	return resp, nil
 }
 

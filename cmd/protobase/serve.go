@@ -37,6 +37,7 @@ type serveOptions struct {
 	cacheBytes       int64
 	memTableBytes    int64
 	recordCacheBytes int64
+	goMemoryLimit    int64
 	shutdownTimeout  time.Duration
 	watchRetention   time.Duration
 	watchRetBytes    int64
@@ -272,9 +273,9 @@ func (o *serveOptions) addListenerFlags(f *pflag.FlagSet) {
 func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
 	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
-	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "most bytes of write batches applied at once (0: 256 MiB)")
+	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "the write budget: most bytes of write requests decoded and of batches not yet durable; as many more may wait for room (0: 256 MiB)")
 	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
-	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search results built and not yet sent, server-wide (0: 256 MiB)")
+	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search, Scan, Watch, Get and Query responses built and not yet written, server-wide (0: 256 MiB)")
 	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
 	f.Int64Var(&o.maxReceiveBytes, "max-receive-buffer-bytes", 0, fmt.Sprintf("most bytes of gRPC messages begun and not complete, over all connections; past it the connection holding the most is closed (0: 1/8 of the memory available, at least 2 × --max-message-bytes; %s here)",
 		sizeString(server.DefaultReceiveBudget(store.Memory(), 64<<20))))
@@ -287,6 +288,7 @@ func (o *serveOptions) addSizeFlags(f *pflag.FlagSet) {
 	cache, memtable := store.DefaultSizes(store.Memory())
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
 	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (index entries have 4 of half the size; 0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
+	f.Int64Var(&o.goMemoryLimit, "go-memory-limit", 0, fmt.Sprintf("the Go runtime's soft memory limit for the process (0: the memory available less the block cache, six memtables and an eighth; %s here; -1: none; GOMEMLIMIT wins)", sizeString(server.GoMemoryLimit(server.Config{}))))
 	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
 	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
 	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")

@@ -116,15 +116,15 @@ func searchAll(ctx context.Context, e *engine.Engine, keys int, wire bool) ([]in
 		}
 		return nil
 	}
-	sio := engine.SearchIO{Recv: recv, Send: send}
+	sio := engine.SearchIO{Recv: recv, Send: releasing(send)}
 	if wire {
-		sio.SendWire = func(b []byte) error {
+		sio.SendWire = releasing(func(b []byte) error {
 			var resp pb.SearchResponse
 			if err := proto.Unmarshal(b, &resp); err != nil {
 				return err
 			}
 			return send(&resp)
-		}
+		})
 	}
 	if err := e.SearchStream(ctx, sio); err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func raceCache(t *testing.T, te *testEngine) {
 		func() ([]int64, error) {
 			got := make([]int64, keys)
 			for id := range keys {
-				resp, err := te.e.Query(ctx, &pb.QueryRequest{Query: lookup(id)})
+				resp, err := query(te.e, ctx, &pb.QueryRequest{Query: lookup(id)})
 				if err != nil {
 					return nil, err
 				}

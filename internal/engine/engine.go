@@ -49,12 +49,17 @@ type Options struct {
 	// accept. The engine does not enforce it; GetSchema reports it so that
 	// clients can size their batches (0: not reported).
 	MaxMessageBytes int
-	// MaxInflightBytes bounds the record bytes of the write batches being
-	// applied at once across all streams (0: 256 MiB). A batch waits for
-	// room, which stops its stream from reading and so pushes back on the
-	// client through flow control; a batch larger than the whole budget is
-	// RESOURCE_EXHAUSTED.
+	// MaxInflightBytes is the write budget (0: 256 MiB): the bytes of
+	// write requests decoded and of storage batches not yet durable,
+	// across all streams (writebudget.go). A batch waits for room, which
+	// stops its stream from reading and so pushes back on the client
+	// through flow control; a batch larger than the whole budget, or one
+	// that finds as many bytes already waiting, is RESOURCE_EXHAUSTED.
 	MaxInflightBytes int64
+	// MaxWaitingWriteBytes bounds the bytes of decoded write requests
+	// waiting for room in the write budget (0: MaxInflightBytes); a
+	// request that finds it full is RESOURCE_EXHAUSTED.
+	MaxWaitingWriteBytes int64
 	// Logger receives background events (index builds); nil discards.
 	Logger *slog.Logger
 	// SlowQuery, when positive, logs one info line for each Scan,
@@ -75,6 +80,10 @@ type Options struct {
 	// MaxResultBufferBytes bounds, server-wide, the Search responses
 	// built and not yet sent (0: 256 MiB); see resultBudget.
 	MaxResultBufferBytes int64
+	// MaxResponseBytes bounds the records of one unary answer, a Get or
+	// a Query page, in bytes as it is built (0: 64 MiB): a Get lists the
+	// keys left over as unanswered, a page ends early with a token.
+	MaxResponseBytes int
 	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
 	MaxPageSize int
 	// QueryLimits bound the size of one query's expression.
@@ -154,8 +163,11 @@ type Engine struct {
 
 	closed atomic.Bool
 
-	// inflight bounds the bytes of write batches being applied.
-	inflight *semaphore.Weighted
+	// inflight is the write budget: the bytes of write requests decoded
+	// and of storage batches not yet durable (writebudget.go); waiting
+	// bounds the bytes of decoded requests waiting for room in it.
+	inflight *budget
+	waiting  *budget
 	// results bounds the bytes of Search responses built and not yet
 	// sent, over all streams (see responder.reserve).
 	results *semaphore.Weighted
@@ -203,7 +215,8 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{st: st, opts: opts, log: log, inflight: semaphore.NewWeighted(opts.MaxInflightBytes),
+	e := &Engine{st: st, opts: opts, log: log,
+		inflight: newBudget(opts.MaxInflightBytes), waiting: newBudget(opts.MaxWaitingWriteBytes),
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
 	if opts.RecordCacheBytes == 0 {
@@ -271,6 +284,9 @@ func (opts *Options) withDefaults() {
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = 256 << 20
 	}
+	if opts.MaxWaitingWriteBytes <= 0 {
+		opts.MaxWaitingWriteBytes = opts.MaxInflightBytes
+	}
 	if opts.SearchWorkers <= 0 {
 		opts.SearchWorkers = 2 * runtime.GOMAXPROCS(0)
 	}
@@ -279,6 +295,9 @@ func (opts *Options) withDefaults() {
 	}
 	if opts.MaxResultBytes <= 0 {
 		opts.MaxResultBytes = 1 << 20
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = 64 << 20
 	}
 	if opts.MaxPageSize <= 0 {
 		opts.MaxPageSize = 10000

@@ -48,7 +48,7 @@ func BenchmarkQueryFilter(b *testing.B) {
 			b.Run(c.name+"/"+form, func(b *testing.B) {
 				b.ReportAllocs()
 				for range b.N {
-					if _, err := te.e.Query(b.Context(), &pb.QueryRequest{Query: q}); err != nil {
+					if _, err := query(te.e, b.Context(), &pb.QueryRequest{Query: q}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -78,7 +78,7 @@ func BenchmarkGetRecords(b *testing.B) {
 		b.Run(req.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				resp, err := te.e.GetRecords(b.Context(), req.r)
+				resp, err := getRecords(te.e, b.Context(), req.r)
 				if err != nil || len(resp.Records) != n {
 					b.Fatal(resp, err)
 				}
@@ -90,7 +90,7 @@ func BenchmarkGetRecords(b *testing.B) {
 		q := &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: in}}}, PageSize: n}
 		b.ReportAllocs()
 		for range b.N {
-			resp, err := te.e.Query(b.Context(), q)
+			resp, err := query(te.e, b.Context(), q)
 			if err != nil || len(resp.Records) != n {
 				b.Fatal(len(resp.GetRecords()), err)
 			}

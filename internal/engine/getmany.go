@@ -14,38 +14,86 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
 )
 
 // GetRecords answers a GetRequest: the records of req.Type with the given
 // primary keys, read on one snapshot, and the positions of the keys that
 // have none. Keys count against the write batch limit (MaxRecordsPerBatch),
-// which bounds a request's work and its response alike. Each key costs one
-// storage read; JSON keys are converted straight into key bytes by
-// protobuf's JSON rules for each key field (jsonScalar), key records are
-// read with protowire as Remove reads them.
-func (e *Engine) GetRecords(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+// which bounds a request's work. The response is bounded in bytes as it is
+// built: by maxBytes when positive (a transport's own limit), always by
+// the engine's MaxResponseBytes; keys whose records do not fit are listed
+// in unanswered, for the client to ask again. The response holds h of the
+// result budget, which the caller releases once it no longer holds the
+// response's bytes (see Hold). Each distinct key costs one storage read;
+// JSON keys are converted straight into key bytes by protobuf's JSON rules
+// for each key field (jsonScalar), key records are read with protowire as
+// Remove reads them.
+func (e *Engine) GetRecords(ctx context.Context, req *pb.GetRequest, maxBytes int) (*pb.GetResponse, Hold, error) {
 	if e.closed.Load() {
-		return nil, ErrClosed
+		return nil, Hold{}, ErrClosed
 	}
 	e.stats.Queries.Add(1)
-	resp, err := e.getRecords(ctx, req)
+	resp, h, err := e.getRecords(ctx, req, e.responseBytes(maxBytes))
 	if err != nil {
 		e.stats.QueryErrors.Add(1)
 	}
-	return resp, err
+	return resp, h, err
 }
 
-func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+// responseBytes is the bound of one unary answer (a Get, a Query page):
+// the caller's maxBytes when positive and lower, within MaxResponseBytes
+// and the whole result budget.
+func (e *Engine) responseBytes(maxBytes int) int64 {
+	limit := min(int64(e.opts.MaxResponseBytes), e.opts.MaxResultBufferBytes)
+	if maxBytes > 0 {
+		limit = min(limit, int64(maxBytes))
+	}
+	return limit
+}
+
+func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64) (*pb.GetResponse, Hold, error) {
+	t, keys, err := e.getKeys(req)
+	if err != nil {
+		return nil, Hold{}, err
+	}
+	g := &getRun{e: e, url: t.url, limit: limit}
+	if err := g.read(ctx, keys); err != nil {
+		e.release(&g.h)
+		return nil, Hold{}, err
+	}
+	resp := &pb.GetResponse{Records: make([]*anypb.Any, 0, len(keys))}
+	anys := make([]anypb.Any, len(keys)) // one allocation for every record's Any
+	size := 0
+	for i, val := range g.vals {
+		switch {
+		case g.skipped[i]:
+			resp.Unanswered = append(resp.Unanswered, uint32(i)) //nolint:gosec // i < MaxRecordsPerBatch
+		case val == nil:
+			resp.Missing = append(resp.Missing, uint32(i)) //nolint:gosec // i < MaxRecordsPerBatch
+		default:
+			anys[i].TypeUrl, anys[i].Value = t.url, val
+			resp.Records = append(resp.Records, &anys[i])
+			size += len(val)
+		}
+	}
+	e.stats.PointLookups.Add(uint64(len(keys)))
+	e.stats.RecordsRead.Add(uint64(len(resp.Records)))
+	return resp, e.take(&g.h, size), nil
+}
+
+// getKeys checks a GetRequest and encodes its keys, in request order.
+func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 	if req.GetType() == "" {
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "type is missing: name the record type of the keys"}
+		return nil, nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "type is missing: name the record type of the keys"}
 	}
 	t := e.cat.Load().lookup(req.GetType())
 	if t == nil || strings.Contains(req.GetType(), "/") {
-		return nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + quote(req.GetType()) + " in the schema"}
+		return nil, nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + quote(req.GetType()) + " in the schema"}
 	}
 	n := len(req.GetKeys()) + len(req.GetKeyRecords())
 	if max := e.opts.MaxRecordsPerBatch; n > max {
-		return nil, apierror.Errorf(codes.InvalidArgument, "%d keys in one request, more than the limit of %d (max batch records)", n, max)
+		return nil, nil, apierror.Errorf(codes.InvalidArgument, "%d keys in one request, more than the limit of %d (max batch records)", n, max)
 	}
 	// Every key goes into one buffer; ends[i] is where key i ends.
 	buf := make([]byte, 0, n*(len(t.prefix)+9))
@@ -53,18 +101,18 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest) (*pb.GetRes
 	for i, v := range req.GetKeys() {
 		var err error
 		if buf, err = t.jsonKey(append(buf, t.prefix...), v); err != nil {
-			return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: fmt.Sprintf("keys[%d]: %v", i, err), Err: err}
+			return nil, nil, &apierror.Error{Code: codes.InvalidArgument, Msg: fmt.Sprintf("keys[%d]: %v", i, err), Err: err}
 		}
 		ends = append(ends, len(buf))
 	}
 	for i, r := range req.GetKeyRecords() {
 		if got := e.cat.Load().lookup(r.GetTypeUrl()); got != t {
-			return nil, apierror.Errorf(codes.InvalidArgument, "key_records[%d]: type URL %s is not of type %s", i, quote(r.GetTypeUrl()), req.GetType())
+			return nil, nil, apierror.Errorf(codes.InvalidArgument, "key_records[%d]: type URL %s is not of type %s", i, quote(r.GetTypeUrl()), req.GetType())
 		}
 		var field string
 		var err error
 		if buf, field, err = appendKey(append(buf, t.prefix...), r.GetValue(), t.pk); err != nil {
-			return nil, &apierror.Error{Code: codes.InvalidArgument, Field: field, Msg: fmt.Sprintf("key_records[%d]: %v", i, err), Err: err}
+			return nil, nil, &apierror.Error{Code: codes.InvalidArgument, Field: field, Msg: fmt.Sprintf("key_records[%d]: %v", i, err), Err: err}
 		}
 		ends = append(ends, len(buf))
 	}
@@ -76,56 +124,55 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest) (*pb.GetRes
 		}
 		keys[i] = buf[start:end:end]
 	}
-	vals, err := e.readKeys(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	resp := &pb.GetResponse{Records: make([]*anypb.Any, 0, n)}
-	anys := make([]anypb.Any, n) // one allocation for every record's Any
-	for i, val := range vals {
-		if val == nil {
-			resp.Missing = append(resp.Missing, uint32(i)) //nolint:gosec // i < MaxRecordsPerBatch
-			continue
-		}
-		anys[i].TypeUrl, anys[i].Value = t.url, val
-		resp.Records = append(resp.Records, &anys[i])
-	}
-	e.stats.PointLookups.Add(uint64(n))
-	e.stats.RecordsRead.Add(uint64(len(resp.Records)))
-	return resp, nil
+	return t, keys, nil
 }
 
-// readKeys reads record keys on one view: a lone key with one Get, many
-// through one iterator in key order (store.Iter.Lookup: it keeps its
-// sstable iterators open between seeks, where a Get builds them each
-// time). vals[i] is the value of keys[i], nil when it has none; the
-// values share one buffer.
-func (e *Engine) readKeys(ctx context.Context, keys [][]byte) ([][]byte, error) {
-	vals := make([][]byte, len(keys))
+// getRun reads a Get's keys within a response's byte bound. vals[i] is
+// the value of key i, nil when it has none or was skipped; skipped[i] says
+// its record did not fit (or was not read once nothing more could). A key
+// named more than once is read once, its value shared, and counted once
+// per naming, as the response repeats it.
+type getRun struct {
+	e       *Engine
+	url     string
+	limit   int64 // bytes of records (resultBytes) the response may hold
+	size    int64 // what it holds so far
+	h       hold
+	vals    [][]byte
+	skipped []bool
+	any     bool // a record was answered
+}
+
+// read reads keys on one view: a lone key with one Get, many through one
+// iterator in key order (store.Iter.Lookup: it keeps its sstable iterators
+// open between seeks, where a Get builds them each time).
+func (g *getRun) read(ctx context.Context, keys [][]byte) error {
+	e := g.e
+	g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))
 	if len(keys) == 1 {
 		val, found, err := e.st.Get(keys[0], nil)
 		if err != nil {
-			return nil, &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+			return &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
 		}
 		if found {
 			if val == nil {
 				val = []byte{} // an empty record is found: nil means missing
 			}
-			vals[0] = val
+			return g.keep(ctx, []int{0}, val)
 		}
-		return vals, nil
+		return nil
 	}
 	if len(keys) == 0 {
-		return vals, nil
+		return nil
 	}
 	snap, err := e.st.OpenSnapshot()
 	if err != nil {
-		return nil, storeError(err)
+		return storeError(err)
 	}
 	defer snap.Close()
 	it, err := snap.NewIterator(nil, nil)
 	if err != nil {
-		return nil, &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+		return &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
 	}
 	defer it.Close()
 	order := make([]int, len(keys))
@@ -133,18 +180,39 @@ func (e *Engine) readKeys(ctx context.Context, keys [][]byte) ([][]byte, error) 
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
-	sorted := make([][]byte, len(order))
+	sorted := make([][]byte, 0, len(order))
 	for j, i := range order {
-		sorted[j] = keys[i]
+		if j == 0 || !bytes.Equal(keys[i], keys[order[j-1]]) {
+			sorted = append(sorted, keys[i])
+		}
 	}
 	// One round trip for a store across a network (etcd); nothing locally.
 	if err := it.Prefetch(sorted); err != nil {
-		return nil, storeError(err)
+		return storeError(err)
 	}
+	return g.lookups(ctx, it, keys, order)
+}
+
+// lookups reads the keys in key order (order), each distinct key once.
+func (g *getRun) lookups(ctx context.Context, it store.Iterator, keys [][]byte, order []int) error {
 	var arena []byte
-	for _, i := range order {
+	for j := 0; j < len(order); {
+		// same: the positions naming this key.
+		k := j + 1
+		for k < len(order) && bytes.Equal(keys[order[k]], keys[order[j]]) {
+			k++
+		}
+		same := order[j:k]
+		slices.Sort(same) // the first namings are answered first
+		j = k
+		if g.full() {
+			for _, i := range same {
+				g.skipped[i] = true
+			}
+			continue
+		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		// Lookup appends to dst[:0]: values land one after another in
 		// arena, and a value that does not fit starts a new arena (the
@@ -152,9 +220,9 @@ func (e *Engine) readKeys(ctx context.Context, keys [][]byte) ([][]byte, error) 
 		if cap(arena)-len(arena) < 4<<10 {
 			arena = make([]byte, 0, max(64<<10, 2*cap(arena)))
 		}
-		val, found, err := it.Lookup(keys[i], arena[len(arena):])
+		val, found, err := it.Lookup(keys[same[0]], arena[len(arena):])
 		if err != nil {
-			return nil, &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+			return &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
 		}
 		if !found {
 			continue
@@ -163,9 +231,50 @@ func (e *Engine) readKeys(ctx context.Context, keys [][]byte) ([][]byte, error) 
 			arena = arena[:len(arena)+len(val)]
 			val = val[:len(val):len(val)]
 		}
-		vals[i] = val
+		if err := g.keep(ctx, same, val); err != nil {
+			return err
+		}
 	}
-	return vals, nil
+	if !g.any && slices.Contains(g.skipped, true) {
+		return g.tooLarge()
+	}
+	return nil
+}
+
+// full says that no record, however small, fits in the response anymore.
+func (g *getRun) full() bool { return g.size+int64(resultBytes(0, len(g.url))) > g.limit }
+
+// keep answers the keys at positions (ascending) with val, as many of
+// them as fit, holding their bytes of the result budget; it marks the
+// others skipped.
+func (g *getRun) keep(ctx context.Context, positions []int, val []byte) error {
+	each := int64(resultBytes(len(val), len(g.url)))
+	fit := min(int64(len(positions)), (g.limit-g.size)/each)
+	for _, i := range positions[fit:] {
+		g.skipped[i] = true
+	}
+	if fit == 0 {
+		if len(g.vals) == 1 {
+			return g.tooLarge()
+		}
+		return nil
+	}
+	cost := fit * each
+	if err := g.e.cover(ctx, &g.h, g.size+cost, g.size == 0); err != nil {
+		return err
+	}
+	g.size += cost
+	g.any = true
+	for _, i := range positions[:fit] {
+		g.vals[i] = val
+	}
+	return nil
+}
+
+// tooLarge is the error of a Get of which no record fits a response.
+func (g *getRun) tooLarge() error {
+	return apierror.Errorf(codes.ResourceExhausted,
+		"no record left to answer fits in one response of at most %d bytes (docs/limits.md)", g.limit)
 }
 
 // jsonKey appends to dst the primary-key encoding of a JSON primary key

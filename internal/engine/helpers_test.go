@@ -196,3 +196,28 @@ func wantWriteError(t *testing.T, err error, code codes.Code, batch, record uint
 	}
 	return e.Write
 }
+
+// releasing adapts a test's send function, which keeps nothing of a
+// response once it returns, to the engine's: each response's hold of the
+// result budget is given back when send returns.
+func releasing[M any](send func(M) error) func(M, engine.Hold) error {
+	return func(m M, h engine.Hold) error {
+		defer h.Release()
+		return send(m)
+	}
+}
+
+// query is Engine.Query for a test that keeps nothing of the answer's
+// bytes against the result budget: its hold is given back at once.
+func query(e *engine.Engine, ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
+	resp, h, err := e.Query(ctx, req, 0)
+	h.Release()
+	return resp, err
+}
+
+// getRecords is Engine.GetRecords as query is Engine.Query.
+func getRecords(e *engine.Engine, ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	resp, h, err := e.GetRecords(ctx, req, 0)
+	h.Release()
+	return resp, err
+}

@@ -89,7 +89,7 @@ func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 	}
 	m := dynamicpb.NewMessage(md)
 	pjErr := protojson.Unmarshal([]byte(`{"k": `+string(sent)+`}`), m)
-	resp, getErr := te.e.GetRecords(t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}})
+	resp, getErr := getRecords(te.e, t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}})
 	if (pjErr == nil) != (getErr == nil) {
 		t.Fatalf("%s key %s: protojson error %v, Get error %v", kind, lit, pjErr, getErr)
 	}
@@ -110,7 +110,7 @@ func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 		if err != nil {
 			t.Fatalf("%s key %s: insert: %v", kind, lit, err)
 		}
-		if resp, err = te.e.GetRecords(t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}}); err != nil {
+		if resp, err = getRecords(te.e, t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -56,7 +56,7 @@ func TestLogLines(t *testing.T) {
 	te.apply(map[string]string{"shop.proto": noIndex})
 	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
 	te.apply(map[string]string{"shop.proto": shopProto}) // adds the name index: a build
-	if _, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
+	if _, err := query(te.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
 		t.Fatal(err)
 	}
 	sent := false

@@ -121,14 +121,17 @@ func (p *packer) cut() {
 		p.vals = nil
 		return
 	}
-	p.na, p.read = 0, nil
+	p.read = nil
 	switch {
 	case p.packed > maxKeptValues:
+		// The messages handed out point into the buffer let go; cleared,
+		// they do not keep it alive until they are written over.
+		clear(p.anys[:p.na])
 		p.vals = nil
 	case p.packed > cap(p.vals):
 		p.vals = make([]byte, 0, p.packed)
 	default:
 		p.vals = p.vals[:0]
 	}
-	p.packed = 0
+	p.packed, p.na = 0, 0
 }

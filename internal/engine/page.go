@@ -67,9 +67,10 @@ func (e *Engine) pageReader(c *compiled, resuming bool) (store.View, func(), err
 }
 
 // readPage reads at most size matches of c after key after from rd into
-// a response; last is the key of its last record and more says that a
-// match follows it.
-func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after []byte, size uint64) (resp *pb.QueryResponse, last []byte, more bool, err error) {
+// a response of at most limit bytes of records (see resultBytes), holding
+// them of the result budget in h; last is the key of its last record and
+// more says that a match follows it. A page cut short by limit says more.
+func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after []byte, size uint64, limit int64, h *hold) (resp *pb.QueryResponse, last []byte, more bool, err error) {
 	// A page holds at most size records; a point plan at most one per key.
 	expect := int(size)
 	if c.plan.Access == query.AccessPKPoint {
@@ -78,11 +79,27 @@ func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after
 	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
 	cu := &cursor{e: e, c: c, r: rd, pk: pk, want: int(size) + 1}
 	resp = &pb.QueryResponse{}
+	var total int64 // record bytes of the page, as resultBytes counts them
+	var budgetErr error
 	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
 		if uint64(len(resp.Records)) == size {
 			more = true // one match past the page: there is a next page
 			return false
 		}
+		cost := int64(resultBytes(len(rec), len(c.t.url)))
+		if total+cost > limit {
+			if len(resp.Records) > 0 {
+				more = true // the page is full in bytes: the next starts here
+			} else {
+				budgetErr = apierror.Errorf(codes.ResourceExhausted,
+					"a record of %d bytes is larger than one page may be (%d bytes; docs/limits.md)", len(rec), limit)
+			}
+			return false
+		}
+		if budgetErr = e.cover(ctx, h, total+cost, total == 0); budgetErr != nil {
+			return false
+		}
+		total += cost
 		last = append(last[:0], key...)
 		// Values are sized for what the page can still hold, at most
 		// 64 KiB at a time.
@@ -94,14 +111,33 @@ func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after
 		return true
 	})
 	cu.flushStats()
+	if err == nil {
+		err = budgetErr
+	}
 	return resp, last, more, err
 }
 
 // Query returns one page of matches and, when more may follow, a token
 // that resumes after the page's last key: fetching N rows costs O(N) however
-// deep the page. Each page reads its own snapshot.
-func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (_ *pb.QueryResponse, err error) {
-	defer func() { err = storeError(err) }() // a compacted revision, on etcd
+// deep the page. Each page reads its own snapshot. A page is bounded in
+// bytes as GetRecords' answer is (maxBytes, MaxResponseBytes), and ends
+// early, with a token, at the bound; it holds h of the result budget,
+// which the caller releases (see Hold).
+func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest, maxBytes int) (*pb.QueryResponse, Hold, error) {
+	var h hold
+	resp, err := e.query(ctx, req, e.responseBytes(maxBytes), &h)
+	if err != nil {
+		e.release(&h)
+		return nil, Hold{}, storeError(err) // a compacted revision, on etcd
+	}
+	size := 0
+	for _, r := range resp.Records {
+		size += len(r.Value)
+	}
+	return resp, e.take(&h, size), nil
+}
+
+func (e *Engine) query(ctx context.Context, req *pb.QueryRequest, maxBytes int64, h *hold) (*pb.QueryResponse, error) {
 	e.stats.Queries.Add(1)
 	c, size, err := e.pageQuery(req)
 	if err != nil {
@@ -143,7 +179,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (_ *pb.QueryRe
 		return nil, err
 	}
 	defer done()
-	resp, last, more, err := e.readPage(ctx, c, rd, after, size)
+	resp, last, more, err := e.readPage(ctx, c, rd, after, size, maxBytes, h)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +187,7 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest) (_ *pb.QueryRe
 	if c.q.GetExplain() {
 		resp.Plan = c.plan.Explain()
 	}
-	if more && (limit == 0 || returned+size < limit) {
+	if more && (limit == 0 || returned+uint64(len(resp.Records)) < limit) {
 		resp.NextPageToken = e.sealToken(scopeOnce(), last, returned+uint64(len(resp.Records)))
 	}
 	return resp, nil

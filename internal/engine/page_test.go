@@ -38,7 +38,7 @@ func pages(t *testing.T, te *testEngine, q *pb.Query, size uint32) ([]*anypb.Any
 	var toks []string
 	tok := ""
 	for {
-		resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: size, PageToken: tok})
+		resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: size, PageToken: tok})
 		if err != nil {
 			t.Fatalf("page after %d records: %v", len(recs), err)
 		}
@@ -77,7 +77,7 @@ func TestPageTokensRoundTrip(t *testing.T) {
 	}
 	// A token survives a restart: the secret is stored.
 	te = te.reopen()
-	resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: 4, PageToken: toks[0]})
+	resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: 4, PageToken: toks[0]})
 	if err != nil || len(resp.Records) != 4 || !bytes.Equal(resp.Records[0].Value, got[4].Value) {
 		t.Fatalf("token after reopen: %d records, %v", len(resp.GetRecords()), err)
 	}
@@ -117,7 +117,7 @@ func TestPageTokensRejected(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
+			_, err := query(te.e, t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
 			var e *apierror.Error
 			if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field != "page_token" {
 				t.Fatalf("want INVALID_ARGUMENT on page_token, got %v", err)
@@ -182,7 +182,7 @@ func TestPageTokensStaleAfterRecreate(t *testing.T) {
 
 func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why string) {
 	t.Helper()
-	resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
+	resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
 	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != codes.FailedPrecondition || e.Field != "page_token" {
 		t.Fatalf("%s: old token gave %d records and %v, want FAILED_PRECONDITION on page_token", name, len(resp.GetRecords()), err)

@@ -25,14 +25,18 @@ const maxScanParallelism = 256
 // otherwise batches go out as they fill. The last response carries the
 // count and done.
 func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.ScanResponse) error) error {
-	return e.ScanStream(ctx, req, ScanIO{Send: send})
+	return e.ScanStream(ctx, req, ScanIO{Send: func(resp *pb.ScanResponse, h Hold) error {
+		defer h.Release()
+		return send(resp)
+	}})
 }
 
 // ScanIO is a Scan's sending end as a transport offers it, and what the
 // transport allows the engine to reuse.
 type ScanIO struct {
 	// Send sends one response; it is called from one goroutine at a time.
-	Send func(*pb.ScanResponse) error
+	// It releases h as SearchIO.Send does.
+	Send func(resp *pb.ScanResponse, h Hold) error
 	// SendEncodes says that Send has encoded the response, and keeps no
 	// reference to it or to anything it references, by the time it
 	// returns (see SearchIO.SendEncodes). The scan then builds its
@@ -85,7 +89,7 @@ type scan struct {
 	batchSize int
 	limit     uint64
 	cancel    context.CancelFunc
-	send      func(*pb.ScanResponse) error
+	send      func(*pb.ScanResponse, Hold) error
 
 	// reuse says that send encodes before it returns (ScanIO): the parts
 	// then build their responses in scanBufs that the emitter hands back
@@ -202,7 +206,7 @@ func (sc *scan) collect(ctx context.Context) error {
 	if !sc.explained {
 		last.Plan = sc.c.plan.Explain()
 	}
-	return sc.send(last)
+	return sc.send(last, Hold{})
 }
 
 // scanned is a response on its way to the emitter, with the bytes of the
@@ -254,18 +258,19 @@ func (sc *scan) giveBack(b *scanBuf) {
 }
 
 // emit sends one response, cut to the limit; the plan rides on the first.
-// Every response read off the channels passes here, sent or not, and gives
-// back its share of the result budget.
+// Every response read off the channels passes here, sent or not: its share
+// of the result budget goes with it to the transport, or back at once.
 func (sc *scan) emit(s scanned) {
-	sc.e.results.Release(s.held)
 	if s.ahead {
 		sc.ahead.Add(-s.held)
 	}
+	h := Hold{e: sc.e, n: s.held}
 	if s.buf != nil {
 		defer sc.giveBack(s.buf) // sent (and so encoded) or dropped
 	}
 	resp := s.resp
 	if sc.sendErr != nil {
+		h.Release()
 		return
 	}
 	limit := sc.limit
@@ -273,6 +278,7 @@ func (sc *scan) emit(s scanned) {
 		resp.Records = resp.Records[:limit-sc.sent]
 	}
 	if len(resp.Records) == 0 {
+		h.Release()
 		return
 	}
 	sc.sent += uint64(len(resp.Records))
@@ -280,7 +286,7 @@ func (sc *scan) emit(s scanned) {
 		resp.Plan = sc.c.plan.Explain()
 		sc.explained = true
 	}
-	if sc.sendErr = sc.send(resp); sc.sendErr != nil {
+	if sc.sendErr = sc.send(resp, h); sc.sendErr != nil {
 		sc.cancel()
 	}
 	if limit > 0 && sc.sent >= limit {
@@ -368,6 +374,9 @@ func (pr *partRun) add(ctx context.Context, rec []byte) bool {
 			pr.resp = &pb.ScanResponse{Records: make([]*anypb.Any, 0, sc.batchSize)}
 		}
 	}
+	if !pr.cover(ctx, rec) {
+		return false
+	}
 	if pr.avg == 0 {
 		pr.avg = len(rec)
 	}
@@ -386,6 +395,7 @@ func (pr *partRun) flush(ctx context.Context) bool {
 		return true
 	}
 	pr.avg = pr.size/len(pr.resp.Records) + 1 // once queued, resp is the emitter's
+	pr.trim()
 	select {
 	case pr.out <- scanned{resp: pr.resp, held: pr.held, ahead: pr.ahead, buf: pr.buf}:
 	case <-ctx.Done():
@@ -400,9 +410,43 @@ func (pr *partRun) flush(ctx context.Context) bool {
 
 // release gives back what an unqueued response held of the budget.
 func (pr *partRun) release() {
-	pr.sc.e.results.Release(pr.held)
+	pr.give(pr.held)
+	pr.held, pr.ahead = 0, false
+}
+
+// give gives n of what the response holds back to the budget.
+func (pr *partRun) give(n int64) {
+	pr.sc.e.results.Release(n)
 	if pr.ahead {
-		pr.sc.ahead.Add(-pr.held)
+		pr.sc.ahead.Add(-n)
+	}
+}
+
+// cover makes the response, still empty, hold room for a record larger
+// than a full response before it is copied in (see Engine.cover); false
+// stops the part, with budgetErr set unless the scan is over.
+func (pr *partRun) cover(ctx context.Context, rec []byte) bool {
+	sc := pr.sc
+	e := sc.e
+	need := int64(resultBytes(len(rec), len(sc.c.t.url)))
+	if pr.size > 0 || need <= pr.held || need <= int64(e.opts.MaxResultBytes) {
+		return true
+	}
+	if need > e.opts.MaxResultBufferBytes {
+		pr.budgetErr = e.cover(ctx, &hold{}, need, true) // the too-large error
+		return false
+	}
+	pr.release() // hold nothing while waiting for room
+	pr.held, pr.ahead, pr.budgetErr = sc.reserve(ctx, pr.idx, need, &pr.exhausted)
+	return pr.budgetErr == nil
+}
+
+// trim cuts what the built response holds to its size (see Engine.take).
+func (pr *partRun) trim() {
+	keep := min(pr.held, int64(pr.size)+minHeld)
+	if extra := pr.held - keep; extra > 0 {
+		pr.give(extra)
+		pr.held = keep
 	}
 }
 

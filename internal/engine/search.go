@@ -42,7 +42,10 @@ import (
 // (responder.reserve) and the sender gives them back once the response is
 // sent or the stream is over.
 func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, error), send func(*pb.SearchResponse) error) error {
-	return e.SearchStream(ctx, SearchIO{Recv: recv, Send: send})
+	return e.SearchStream(ctx, SearchIO{Recv: recv, Send: func(resp *pb.SearchResponse, h Hold) error {
+		defer h.Release()
+		return send(resp)
+	}})
 }
 
 // SearchIO is a Search stream's two ends as a transport offers them, and
@@ -51,7 +54,10 @@ type SearchIO struct {
 	// Recv returns the next request (io.EOF when the client is done).
 	Recv func() (*pb.SearchRequest, error)
 	// Send sends one response; it is called from one goroutine at a time.
-	Send func(*pb.SearchResponse) error
+	// It releases h, the response's bytes of the result budget, once it
+	// no longer holds the response's bytes, whatever it returns (see
+	// Hold).
+	Send func(resp *pb.SearchResponse, h Hold) error
 	// SendEncodes says that Send has encoded the response, and keeps no
 	// reference to it or to anything it references, by the time it
 	// returns (gRPC's SendMsg with the server's codec; the REST gateway's
@@ -65,8 +71,9 @@ type SearchIO struct {
 	// writes the responses of requests of plain primary-key lookups run on
 	// the receiving goroutine straight from the records' bytes
 	// (searchenc.go). It is for transports whose responses are protobuf
-	// bytes and that need not see them as messages.
-	SendWire func(b []byte) error
+	// bytes and that need not see them as messages. It releases h as Send
+	// does.
+	SendWire func(b []byte, h Hold) error
 	// WireAnyQuery says that SendWire may also carry the responses of a
 	// request of one query of another kind, sent by the query's worker
 	// (searchrange.go), not only those of plain primary-key lookups: the
@@ -111,7 +118,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 			case out <- o:
 				return true
 			case <-ctx.Done():
-				e.results.Release(o.held)
+				o.held.Release()
 				return false
 			}
 		},
@@ -250,41 +257,40 @@ func (e *Engine) recvWire(ctx context.Context, sio SearchIO, inline bool, next u
 // after which responses are dropped (so that no worker blocks).
 type sender struct {
 	e        *Engine
-	send     func(*pb.SearchResponse) error
-	sendWire func([]byte) error // SearchIO.SendWire
+	send     func(*pb.SearchResponse, Hold) error
+	sendWire func([]byte, Hold) error // SearchIO.SendWire
 	cancel   context.CancelFunc
 
 	mu      sync.Mutex
 	sendErr error
 }
 
-// deliver sends o unless an earlier send failed, gives back the result
-// budget o held, and reports whether the stream goes on.
+// deliver sends o unless an earlier send failed (then it gives back the
+// result budget o holds; the transport does once it sent o), and reports
+// whether the stream goes on.
 func (s *sender) deliver(o outgoing) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sendErr == nil {
-		if err := s.send(o.resp); err != nil {
-			s.sendErr = err
-			s.cancel()
-		}
+	if s.sendErr != nil {
+		o.held.Release()
+	} else if err := s.send(o.resp, o.held); err != nil {
+		s.sendErr = err
+		s.cancel()
 	}
-	s.e.results.Release(o.held)
 	return s.sendErr == nil
 }
 
-// deliverWire is deliver for a response given as wire bytes, holding
-// held bytes of the result budget.
-func (s *sender) deliverWire(b []byte, held int64) bool {
+// deliverWire is deliver for a response given as wire bytes, holding h of
+// the result budget.
+func (s *sender) deliverWire(b []byte, h Hold) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sendErr == nil {
-		if err := s.sendWire(b); err != nil {
-			s.sendErr = err
-			s.cancel()
-		}
+	if s.sendErr != nil {
+		h.Release()
+	} else if err := s.sendWire(b, h); err != nil {
+		s.sendErr = err
+		s.cancel()
 	}
-	s.e.results.Release(held)
 	return s.sendErr == nil
 }
 
@@ -295,10 +301,10 @@ func (s *sender) err() error {
 }
 
 // outgoing is a response on its way to the sender, with the bytes of the
-// result budget it holds until sent.
+// result budget it holds until the transport is done with it.
 type outgoing struct {
 	resp *pb.SearchResponse
-	held int64
+	held Hold
 }
 
 // resultBytes is what one record of a response counts against
@@ -364,12 +370,9 @@ type responder struct {
 	resp  *pb.SearchResponse
 	recs  int
 	bytes int
-	// held is what the current response holds of the result budget;
-	// exhausted notes that a wait for it timed out, so the chunk's later
-	// queries fail at once instead of each waiting again.
-	held      int64
-	exhausted bool
-	pk        *packer
+	// h is what the current response holds of the result budget.
+	h  hold
+	pk *packer
 	// arena, when set, lends the responses their messages, reused from
 	// response to response (SearchIO.SendEncodes, requests run inline).
 	arena *respArena
@@ -393,16 +396,8 @@ func (r *responder) flush() bool {
 	if r.resp == nil {
 		return true
 	}
-	// A record larger than the response bound made the response larger
-	// than its reservation: account for it before it waits in line.
-	if extra := int64(r.bytes) - r.held; extra > 0 {
-		if err := r.e.results.Acquire(r.ctx, min(extra, r.e.opts.MaxResultBufferBytes-r.held)); err != nil {
-			return false
-		}
-		r.held += min(extra, r.e.opts.MaxResultBufferBytes-r.held)
-	}
-	o := outgoing{r.resp, r.held}
-	r.resp, r.held = nil, 0 // out owns o's budget now, sent or not
+	o := outgoing{r.resp, r.e.take(&r.h, r.bytes)}
+	r.resp = nil // out owns o's budget now, sent or not
 	if !r.out(o) {
 		return false
 	}
@@ -417,17 +412,7 @@ func (r *responder) flush() bool {
 // reserve makes the current response hold a full response's bytes of the
 // result budget, waiting (the backpressure of clients that read slowly)
 // at most resultBudgetWait.
-func (r *responder) reserve() error {
-	want := min(int64(r.e.opts.MaxResultBytes), r.e.opts.MaxResultBufferBytes)
-	if r.held >= want {
-		return nil
-	}
-	if err := r.e.acquireResult(r.ctx, want-r.held, &r.exhausted); err != nil {
-		return err
-	}
-	r.held = want
-	return nil
-}
+func (r *responder) reserve() error { return r.e.reserve(r.ctx, &r.h) }
 
 // acquireResult takes need bytes of the server's result budget, waiting
 // at most resultBudgetWait; once a wait has timed out (*exhausted), later
@@ -455,10 +440,7 @@ func (e *Engine) acquireResult(ctx context.Context, need int64, exhausted *bool)
 }
 
 // release gives back what an unsent response held, when the chunk ends.
-func (r *responder) release() {
-	r.e.results.Release(r.held)
-	r.held = 0
-}
+func (r *responder) release() { r.e.release(&r.h) }
 
 var errResultBudget = apierror.New(codes.ResourceExhausted,
 	"the server's result buffers are full (clients are not reading their results); retry later")
@@ -667,6 +649,9 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 				return false
 			}
 			batch = nil
+		}
+		if budgetErr = e.cover(ctx, &r.h, int64(r.bytes+resultBytes(len(rec), len(c.t.url))), r.recs == 0); budgetErr != nil {
+			return false
 		}
 		if batch == nil {
 			batch = r.batch(id)

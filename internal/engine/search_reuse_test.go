@@ -97,7 +97,7 @@ func TestSearchReusedMessages(t *testing.T) {
 		}
 		return nil
 	}
-	sio := engine.SearchIO{Recv: recv, Send: send, SendEncodes: true,
+	sio := engine.SearchIO{Recv: recv, Send: releasing(send), SendEncodes: true,
 		Recycle: func(req *pb.SearchRequest) { free = req; recycled++ }}
 	if err := te.e.SearchStream(t.Context(), sio); err != nil {
 		t.Fatal(err)

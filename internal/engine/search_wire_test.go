@@ -60,7 +60,7 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 	next := 0
 	sio := engine.SearchIO{
 		Recv: recvReqs(reqs, &next),
-		Send: func(resp *pb.SearchResponse) error {
+		Send: releasing(func(resp *pb.SearchResponse) error {
 			b, err := proto.Marshal(resp) // encoded before it returns
 			if err != nil {
 				return err
@@ -70,13 +70,13 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 				return err
 			}
 			return take(&dec)
-		},
+		}),
 		SendEncodes: true,
 	}
 	sent := 0
 	if wire {
 		sio.RecvWire = recvWire(reqs, &next)
-		sio.SendWire = func(b []byte) error {
+		sio.SendWire = releasing(func(b []byte) error {
 			sent++
 			var dec pb.SearchResponse
 			if err := proto.Unmarshal(b, &dec); err != nil {
@@ -86,7 +86,7 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 				b[i] = 0xEE // the engine must not read it again
 			}
 			return take(&dec)
-		}
+		})
 	}
 	if err := e.SearchStream(t.Context(), sio); err != nil {
 		t.Fatal(err)

@@ -184,7 +184,7 @@ func (w *lookupEnc) reset() {
 // reports whether the stream goes on. It keeps the message path's bounds:
 // each response holds a response's bytes of the result budget while it is
 // built, and at most MaxResultRecords records and about MaxResultBytes.
-func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *lookupBuf, deliver func(b []byte, held int64) bool) bool {
+func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *lookupBuf, deliver func(b []byte, h Hold) bool) bool {
 	points := buf.points
 	buf.ready = false
 	e.stats.Queries.Add(uint64(n))
@@ -229,6 +229,12 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 					continue
 				}
 			}
+			if !r.cover(id, resultBytes(len(val), len(p.t.urlField))) {
+				if ctx.Err() != nil {
+					return false
+				}
+				continue
+			}
 			w.result(id, p.t.urlField, val)
 		}
 		r.w.done(id, 1)
@@ -248,13 +254,11 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 type wireRun struct {
 	e       *Engine
 	ctx     context.Context
-	deliver func(b []byte, held int64) bool
+	deliver func(b []byte, h Hold) bool
 	w       *lookupEnc
 	staged  *recordcache.Batch // the cache's answers, nil for a lone lookup
-	// held is what the response being written holds of the result
-	// budget; exhausted notes that a wait for it timed out.
-	held      int64
-	exhausted bool
+	// h is what the response being written holds of the result budget.
+	h hold
 	// pit reads the lookups the cache misses, made on the first;
 	// pitGen is the cache generation taken before it was made.
 	pit           store.Iterator
@@ -266,17 +270,25 @@ type wireRun struct {
 // reserve makes the response hold a full response's bytes of the result
 // budget; on failure query id fails alone (or the stream is over: ctx).
 func (r *wireRun) reserve(id uint64) bool {
-	want := min(int64(r.e.opts.MaxResultBytes), r.e.opts.MaxResultBufferBytes)
-	if r.held >= want {
-		return true
-	}
-	if err := r.e.acquireResult(r.ctx, want-r.held, &r.exhausted); err != nil {
+	if err := r.e.reserve(r.ctx, &r.h); err != nil {
 		if r.ctx.Err() == nil {
 			r.fail(id, err)
 		}
 		return false
 	}
-	r.held = want
+	return true
+}
+
+// cover makes the response hold room for a record of size bytes (see
+// resultBytes) before it is copied in; on failure query id fails alone
+// (or the stream is over: ctx).
+func (r *wireRun) cover(id uint64, size int) bool {
+	if err := r.e.cover(r.ctx, &r.h, int64(r.w.bytes+size), r.w.recs == 0); err != nil {
+		if r.ctx.Err() == nil {
+			r.fail(id, err)
+		}
+		return false
+	}
 	return true
 }
 
@@ -326,16 +338,7 @@ func (r *wireRun) flush() bool {
 	if w.empty() {
 		return true
 	}
-	if extra := int64(w.bytes) - r.held; extra > 0 { // a record larger than the bound
-		extra = min(extra, r.e.opts.MaxResultBufferBytes-r.held)
-		if err := r.e.results.Acquire(r.ctx, extra); err != nil {
-			return false
-		}
-		r.held += extra
-	}
-	h := r.held
-	r.held = 0 // deliver gives it back, sent or not
-	ok := r.deliver(w.finish(), h)
+	ok := r.deliver(w.finish(), r.e.take(&r.h, w.bytes)) // deliver gives it back, sent or not
 	w.reset()
 	return ok
 }
@@ -345,5 +348,5 @@ func (r *wireRun) close() {
 	if r.pit != nil {
 		r.pit.Close()
 	}
-	r.e.results.Release(r.held)
+	r.e.release(&r.h)
 }

@@ -36,7 +36,7 @@ func loneQuery(qs []*pb.Query) bool {
 // is built, and at most MaxResultRecords records and about MaxResultBytes;
 // the bytes are proto.Marshal's encoding of the responses runChunk would
 // send (TestWireQueryMatchesMessages).
-func (e *Engine) wireQuery(ctx context.Context, q *pb.Query, id uint64, deliver func(b []byte, held int64) bool) bool {
+func (e *Engine) wireQuery(ctx context.Context, q *pb.Query, id uint64, deliver func(b []byte, h Hold) bool) bool {
 	var start time.Time
 	if e.opts.SlowQuery > 0 {
 		start = time.Now()
@@ -86,6 +86,10 @@ func (r *wireRun) query(q *pb.Query, id uint64) {
 				over = true
 				return false
 			}
+		}
+		if !r.cover(id, resultBytes(len(rec), len(c.t.url))) {
+			over = true
+			return false
 		}
 		w.record(id, c.t, rec)
 		return true

@@ -26,23 +26,23 @@ func streamBytes(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) 
 	next := 0
 	sio := engine.SearchIO{
 		Recv: recvReqs(reqs, &next),
-		Send: func(resp *pb.SearchResponse) error {
+		Send: releasing(func(resp *pb.SearchResponse) error {
 			b, err := proto.Marshal(resp)
 			out = append(out, b)
 			return err
-		},
+		}),
 		SendEncodes: true,
 	}
 	if wire {
 		sio.WireAnyQuery = true
 		sio.RecvWire = recvWire(reqs, &next)
-		sio.SendWire = func(b []byte) error {
+		sio.SendWire = releasing(func(b []byte) error {
 			out = append(out, bytes.Clone(b))
 			for i := range b {
 				b[i] = 0xEE // the engine must not read it again
 			}
 			return nil
-		}
+		})
 	}
 	if err := e.SearchStream(t.Context(), sio); err != nil {
 		t.Fatal(err)
@@ -140,10 +140,10 @@ func TestWireQueryHoldsUpNoLaterRequest(t *testing.T) {
 			}
 			return nil, io.EOF
 		},
-		Send:         func(*pb.SearchResponse) error { sends++; return nil },
+		Send:         releasing(func(*pb.SearchResponse) error { sends++; return nil }),
 		SendEncodes:  true,
 		WireAnyQuery: true,
-		SendWire: func([]byte) error {
+		SendWire: releasing(func([]byte) error {
 			if wireSends++; wireSends == 1 {
 				select {
 				case <-second:
@@ -152,7 +152,7 @@ func TestWireQueryHoldsUpNoLaterRequest(t *testing.T) {
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	if err := te.e.SearchStream(t.Context(), sio); err != nil {
 		t.Fatal(err)

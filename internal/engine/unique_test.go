@@ -195,7 +195,7 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	}
 	for _, c := range cases {
 		q := &pb.Query{Type: c.typ, Where: mustWhere(t, c.where), Order: c.order, Explain: true}
-		resp, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: q})
+		resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q})
 		if err != nil {
 			t.Fatalf("%s: %v", c.where, err)
 		}
@@ -205,7 +205,7 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	}
 	// Ordered by the index with nothing that excludes absent emails: the
 	// listing would silently leave records out, so it is refused.
-	_, err := te.e.Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "acct.Account", Order: &pb.Order{Index: "by_email"}}})
+	_, err := query(te.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "acct.Account", Order: &pb.Order{Index: "by_email"}}})
 	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != codes.InvalidArgument {
 		t.Fatalf("order by a unique index over absent values: %v, want INVALID_ARGUMENT", err)

@@ -39,8 +39,10 @@ var errWatchStopped = apierror.New(codes.Unavailable,
 // position. send is called from one goroutine at a time, with a buffer
 // of grpcbuf.Pool holding the wire bytes of one WatchResponse, which it
 // takes over: it hands it on to gRPC (grpcbuf.Frame.Owned: the response
-// is sent without another copy) or leaves it to the GC or the pool.
-func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*[]byte) error) error {
+// is sent without another copy) or leaves it to the GC or the pool, and
+// with it h, the response's bytes of the result budget, which send
+// releases once it no longer holds them (see Hold).
+func (e *Engine) Watch(ctx context.Context, req *pb.WatchRequest, send func(*[]byte, Hold) error) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -98,7 +100,7 @@ type watch struct {
 	start     *pb.WatchStart
 	old       bool
 	batchSize int
-	send      func(*[]byte) error
+	send      func(*[]byte, Hold) error
 
 	pos      position
 	lastSent position // progress of the last message sent
@@ -106,10 +108,9 @@ type watch struct {
 
 	// The response being built, with the record bytes it holds (against
 	// the result limits) and the result budget it holds.
-	resp      respEnc
-	size      int
-	held      int64
-	exhausted bool
+	resp respEnc
+	size int
+	h    hold // what the response being built holds of the result budget
 
 	// shareKey names the changes this watcher asks for, which watchers
 	// asking for the same share (watchshare.go); "" for none. fill is
@@ -119,7 +120,7 @@ type watch struct {
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
-func (e *Engine) newWatch(req *pb.WatchRequest, send func(*[]byte) error) (*watch, error) {
+func (e *Engine) newWatch(req *pb.WatchRequest, send func(*[]byte, Hold) error) (*watch, error) {
 	if len(req.GetTypes()) == 0 {
 		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
 	}
@@ -401,7 +402,7 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 		if se != nil {
 			return w.replay(ctx, c, se)
 		}
-		if fill {
+		if fill && len(le.rest) <= watchShareBytes/4 { // a larger one is not kept (watchShare.put)
 			// Sized from the entry at once: grown by append, the copies
 			// were a tenth of the CPU with ten watchers.
 			w.fill = &sharedEntry{b: make([]byte, 0, 3*len(le.rest)+1024), chs: make([]sharedChange, 0, 64)}
@@ -461,19 +462,23 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	} else if !ok {
 		return false, nil
 	}
-	if err := w.open(ctx); err != nil {
-		return false, err
-	}
 	withRec, withOld := op != changeRemove, w.old && op != changeInsert
-	from := len(*w.resp.bp)
-	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld)
-	cost := len(w.resp.key)
+	cost := len(match) // the key, taken from it, is no longer
 	if withRec {
 		cost += len(rec)
 	}
 	if withOld {
 		cost += len(old)
 	}
+	if err := w.open(ctx); err != nil {
+		return false, err
+	}
+	if err := w.e.cover(ctx, &w.h, int64(w.size+cost), w.resp.n == 0); err != nil {
+		return false, err
+	}
+	from := len(*w.resp.bp)
+	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld)
+	cost += len(w.resp.key) - len(match)
 	if f := w.fill; f != nil {
 		f.b = append(f.b, (*w.resp.bp)[from:]...)
 		f.chs = append(f.chs, sharedChange{index: index, end: len(f.b), cost: cost})
@@ -488,11 +493,9 @@ func (w *watch) open(ctx context.Context) error {
 	if w.resp.open() {
 		return nil
 	}
-	want := min(int64(w.e.opts.MaxResultBytes), w.e.opts.MaxResultBufferBytes)
-	if err := w.e.acquireResult(ctx, want, &w.exhausted); err != nil {
+	if err := w.e.reserve(ctx, &w.h); err != nil {
 		return err
 	}
-	w.held = want
 	w.resp.start()
 	return nil
 }
@@ -505,6 +508,9 @@ func (w *watch) replay(ctx context.Context, c uint64, se *sharedEntry) (int, err
 	for _, ch := range se.chs {
 		w.pos = position{commit: c, index: ch.index, part: true}
 		if err := w.open(ctx); err != nil {
+			return sent, err
+		}
+		if err := w.e.cover(ctx, &w.h, int64(w.size+ch.cost), w.resp.n == 0); err != nil {
 			return sent, err
 		}
 		w.resp.appendRaw(se.b[start:ch.end])
@@ -527,7 +533,7 @@ func (w *watch) flush() error {
 		return nil
 	}
 	w.e.stats.WatchChanges.Add(uint64(w.resp.n))
-	err := w.send(w.resp.take(w.pos))
+	err := w.send(w.resp.take(w.pos), w.e.take(&w.h, w.size))
 	w.size = 0
 	w.release()
 	w.lastSent, w.sentAny = w.pos, true
@@ -539,15 +545,14 @@ func (w *watch) progress() error {
 	w.lastSent, w.sentAny = w.pos, true
 	bp := grpcbuf.Pool.Get(sizePosField)
 	*bp = appendProgress((*bp)[:0], w.pos)
-	return w.send(bp)
+	return w.send(bp, Hold{})
 }
 
 // release gives back the result budget an unsent response holds (and
 // the buffer of one never finished).
 func (w *watch) release() {
 	w.resp.release()
-	w.e.results.Release(w.held)
-	w.held = 0
+	w.e.release(&w.h)
 }
 
 func formatPos(p position) string {

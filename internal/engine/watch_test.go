@@ -43,7 +43,7 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r watchResult
-	err := te.e.Watch(ctx, req, func(bp *[]byte) error {
+	err := te.e.Watch(ctx, req, releasing(func(bp *[]byte) error {
 		b := *bp
 		m := new(pb.WatchResponse)
 		if err := proto.Unmarshal(b, m); err != nil {
@@ -56,7 +56,7 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 			cancel()
 		}
 		return nil
-	})
+	}))
 	if !errors.Is(err, context.Canceled) {
 		r.err = err
 	}
@@ -165,10 +165,10 @@ func TestWatchStop(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, func(*[]byte) error {
+		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, releasing(func(*[]byte) error {
 			close(started)
 			return nil
-		})
+		}))
 	}()
 	<-started
 	te.e.StopWatches()
@@ -201,7 +201,7 @@ func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out [][]byte
-	err := te.e.Watch(ctx, req, func(bp *[]byte) error {
+	err := te.e.Watch(ctx, req, releasing(func(bp *[]byte) error {
 		b := *bp
 		out = append(out, append([]byte(nil), b...))
 		m := new(pb.WatchResponse)
@@ -212,7 +212,7 @@ func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
 			cancel()
 		}
 		return nil
-	})
+	}))
 	if !errors.Is(err, context.Canceled) {
 		te.t.Fatalf("watch: %v", err)
 	}

@@ -40,7 +40,7 @@ func TestWatchTail(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				first := true
-				done <- te.e.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User"}, BatchSize: per}, func(bp *[]byte) error {
+				done <- te.e.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User"}, BatchSize: per}, releasing(func(bp *[]byte) error {
 					b := *bp
 					m := new(pb.WatchResponse)
 					if err := proto.Unmarshal(b, m); err != nil {
@@ -59,7 +59,7 @@ func TestWatchTail(t *testing.T) {
 						cancel()
 					}
 					return nil
-				})
+				}))
 			}()
 			<-started
 			w := te.e.NewWriter()

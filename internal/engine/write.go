@@ -89,6 +89,11 @@ type Writer struct {
 	// (see watchlog.go); both reused from batch to batch.
 	logBuf []byte
 	logKey []byte
+	// reserved is the write budget the transport took for the request
+	// the next Apply applies (Use); batchBytes what the storage batch
+	// last committed holds (commit).
+	reserved   Reserved
+	batchBytes int64
 
 	// Per-batch scratch.
 	arena  []byte
@@ -111,10 +116,12 @@ type Writer struct {
 }
 
 // pendingBatch is an applied batch whose fsync the writer has not waited
-// for, with the commit sequence it made durable once synced.
+// for, with the commit sequence it made durable once synced and the bytes
+// of the write budget it holds until then.
 type pendingBatch struct {
-	b   store.WriteBatch
-	pos uint64
+	b    store.WriteBatch
+	pos  uint64
+	held int64
 }
 
 // span is a [start, end) range of Writer.arena. An index key span is empty
@@ -148,6 +155,7 @@ func (e *Engine) NewWriter() *Writer {
 // in-flight budget, which it has given back. The slices keep their
 // capacity for the next batch.
 func (w *Writer) forget() {
+	w.Use(Reserved{}) // a reservation Apply did not take: its request is refused
 	clear(w.preps)
 	clear(w.ov)
 	if cap(w.logBuf) > maxKeptLogBuf {
@@ -209,8 +217,10 @@ func (w *Writer) Sync() (uint64, error) {
 	return w.durable, nil
 }
 
-// Close releases the writer's storage batches after waiting for them.
+// Close releases the writer's storage batches after waiting for them,
+// and a reservation handed with Use and not used.
 func (w *Writer) Close() error {
+	w.Use(Reserved{})
 	_, err := w.Sync()
 	for _, b := range w.free {
 		b.Close()
@@ -224,6 +234,7 @@ func (w *Writer) waitOldest() error {
 	w.pending = w.pending[1:]
 	err := p.b.Wait()
 	p.b.Reset()
+	w.e.inflight.release(p.held)
 	w.free = append(w.free, p.b)
 	if err != nil {
 		return &apierror.Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
@@ -240,10 +251,12 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	if err != nil || len(recs) == 0 {
 		return err
 	}
-	if err := e.inflight.Acquire(ctx, size); err != nil {
+	held, err := w.takeReserved(ctx, size)
+	if err != nil {
 		return err
 	}
-	defer e.inflight.Release(size)
+	// The request's bytes: the transport lets go of it once Apply is back.
+	defer e.inflight.release(held)
 	cat, dups, err := w.prepareFresh(op, recs)
 	if err != nil {
 		return err
@@ -266,7 +279,9 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 		w.free = append(w.free, b)
 		return err
 	}
-	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position})
+	// The storage batch holds its bytes until it is durable (waitOldest).
+	e.inflight.force(w.batchBytes)
+	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position, held: w.batchBytes})
 	return nil
 }
 
@@ -387,7 +402,14 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 		return err
 	}
 	w.position = e.seq
+	// What the storage batch holds: the records with their keys and
+	// index entries (the arena), and the change log's entry.
+	w.batchBytes = int64(len(w.arena))
+	for i := range w.preps {
+		w.batchBytes += int64(len(w.preps[i].val))
+	}
 	if e.logOn {
+		w.batchBytes += int64(len(w.logKey) + len(w.logBuf))
 		e.logBytes += uint64(len(w.logKey) + len(w.logBuf))
 		w.logBuf = e.tail.add(e.seq, w.logBuf)
 		if !e.st.SyncWrites() {
@@ -809,6 +831,7 @@ func indexFields(ix *index) []string {
 // what was kept, whichever transport it used. An *apierror.Error keeps its code and
 // record details; any other error keeps the code Status gives it.
 func (w *Writer) Abort(err error) error {
+	w.Use(Reserved{}) // the request is not applied
 	if _, serr := w.Sync(); serr != nil {
 		return serr
 	}

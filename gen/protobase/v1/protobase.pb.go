@@ -2664,10 +2664,15 @@ func (x *GetRequest) GetKeyRecords() []*anypb.Any {
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The records found, in the order of their keys, with their bytes as
-	// stored; a key named twice yields its record twice.
+	// stored; a key named twice yields its record twice. Keys in missing or
+	// unanswered have none here.
 	Records []*anypb.Any `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 	// Positions (see GetRequest) of the keys that have no record, ascending.
-	Missing       []uint32 `protobuf:"varint,2,rep,packed,name=missing,proto3" json:"missing,omitempty"`
+	Missing []uint32 `protobuf:"varint,2,rep,packed,name=missing,proto3" json:"missing,omitempty"`
+	// Positions of the keys whose records did not fit in this response (it
+	// is bounded in bytes: docs/limits.md), ascending: ask for them again.
+	// At least the first key's record is always answered.
+	Unanswered    []uint32 `protobuf:"varint,3,rep,packed,name=unanswered,proto3" json:"unanswered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2712,6 +2717,13 @@ func (x *GetResponse) GetRecords() []*anypb.Any {
 func (x *GetResponse) GetMissing() []uint32 {
 	if x != nil {
 		return x.Missing
+	}
+	return nil
+}
+
+func (x *GetResponse) GetUnanswered() []uint32 {
+	if x != nil {
+		return x.Unanswered
 	}
 	return nil
 }
@@ -4281,10 +4293,13 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12*\n" +
 	"\x04keys\x18\x02 \x03(\v2\x16.google.protobuf.ValueR\x04keys\x125\n" +
 	"\vkey_records\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\n" +
-	"keyRecords\"W\n" +
+	"keyRecords\"w\n" +
 	"\vGetResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\rR\amissing\"\x81\x01\n" +
+	"\amissing\x18\x02 \x03(\rR\amissing\x12\x1e\n" +
+	"\n" +
+	"unanswered\x18\x03 \x03(\rR\n" +
+	"unanswered\"\x81\x01\n" +
 	"\aKeyInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +

@@ -61,6 +61,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -179,7 +180,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = &body{ReadCloser: r.Body}
 	}
-	g.mux.ServeHTTP(w, r)
+	// A unary answer holds its bytes of the result budget until written.
+	ctx, slot := engine.WithAnswerSlot(r.Context())
+	defer func() { slot.Take().Release() }()
+	g.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // writes serves a client-streaming write call: newline-delimited batches

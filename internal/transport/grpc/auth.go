@@ -10,6 +10,7 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/engine"
 )
 
 // Authentication on gRPC: the interceptors verify the authorization
@@ -30,7 +31,9 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if derr != nil {
 			return nil, toStatus(derr)
 		}
-		return handler(ctx, req)
+		ctx, slot := engine.WithAnswerSlot(ctx)
+		resp, err := handler(ctx, req)
+		return heldAnswer(ctx, resp, err, slot.Take()), err
 	}
 }
 

@@ -51,8 +51,16 @@ var protoCodec = encoding.GetCodecV2("proto")
 func (Codec) Name() string { return "proto" }
 
 // Marshal implements encoding.CodecV2. SearchResponse and ScanResponse
-// are encoded by hand (see marshalFast).
-func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+// are encoded by hand (see marshalFast). A grpcbuf.Held is its message's
+// bytes followed by its release buffer (see sendHeld).
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if h, ok := v.(*grpcbuf.Held); ok {
+		out, err := c.Marshal(h.Msg)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, grpcbuf.Releaser(h.Pool)), nil
+	}
 	if f, ok := v.(*grpcbuf.Frame); ok {
 		return grpcbuf.MarshalFrame(f), nil
 	}

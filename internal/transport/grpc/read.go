@@ -47,10 +47,10 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 			free = last
 		}
 	}
-	send := st.Send
+	send := func(resp *pb.SearchResponse, h engine.Hold) error { return sendHeld(st, resp, h) }
 	if id != nil {
 		g := &searchGuard{id: id, denied: map[uint64]string{}}
-		recv, send = g.recv(recv), g.send(st.Send)
+		recv, send = g.recv(recv), g.send(send)
 	}
 	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
 	// stream encode a response before they return.
@@ -63,9 +63,9 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 	// lookups. A scoped key's guard must see every other response.
 	if grpc.ServerTransportStreamFromContext(st.Context()) != nil {
 		var f grpcbuf.Frame
-		sio.SendWire = func(b []byte) error {
+		sio.SendWire = func(b []byte, h engine.Hold) error {
 			f.B = b
-			err := st.SendMsg(&f)
+			err := sendHeld(st, &f, h) // the codec copies f.B
 			f.B = nil
 			return err
 		}
@@ -159,8 +159,8 @@ func (g *searchGuard) recv(recv func() (*pb.SearchRequest, error)) func() (*pb.S
 	}
 }
 
-func (g *searchGuard) send(send func(*pb.SearchResponse) error) func(*pb.SearchResponse) error {
-	return func(resp *pb.SearchResponse) error {
+func (g *searchGuard) send(send func(*pb.SearchResponse, engine.Hold) error) func(*pb.SearchResponse, engine.Hold) error {
+	return func(resp *pb.SearchResponse, h engine.Hold) error {
 		if len(resp.Errors) > 0 {
 			g.mu.Lock()
 			for _, e := range resp.Errors {
@@ -173,7 +173,7 @@ func (g *searchGuard) send(send func(*pb.SearchResponse) error) func(*pb.SearchR
 			}
 			g.mu.Unlock()
 		}
-		return send(resp)
+		return send(resp, h)
 	}
 }
 
@@ -186,10 +186,11 @@ func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
 		return nil, toStatus(err)
 	}
-	resp, err := s.e.Query(ctx, req)
+	resp, h, err := s.e.Query(ctx, req, 0)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	engine.KeepAnswer(ctx, h)
 	return resp, nil
 }
 
@@ -202,9 +203,10 @@ func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse,
 	if err := id.CheckType(req.GetType()); err != nil {
 		return nil, toStatus(err)
 	}
-	resp, err := s.e.GetRecords(ctx, req)
+	resp, h, err := s.e.GetRecords(ctx, req, 0)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	engine.KeepAnswer(ctx, h)
 	return resp, nil
 }

@@ -18,14 +18,12 @@ func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.Sca
 	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
 		return toStatus(err)
 	}
-	send := st.Send
-	if id != nil {
-		send = func(m *pb.ScanResponse) error {
-			if err := id.Check(); err != nil {
-				return err
-			}
-			return st.Send(m)
+	send := func(m *pb.ScanResponse, h engine.Hold) error {
+		if err := id.Check(); err != nil { // nil id: auth is off
+			h.Release()
+			return err
 		}
+		return sendHeld(st, m, h)
 	}
 	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
 	// stream encode a response before they return: the engine may reuse

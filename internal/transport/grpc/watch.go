@@ -5,6 +5,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
@@ -28,15 +29,14 @@ func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.W
 		}
 	}
 	var f grpcbuf.Frame
-	send := func(bp *[]byte) error {
-		if id != nil {
-			if err := id.Check(); err != nil {
-				grpcbuf.Pool.Put(bp)
-				return err
-			}
+	send := func(bp *[]byte, h engine.Hold) error {
+		if err := id.Check(); err != nil { // nil id: auth is off
+			grpcbuf.Pool.Put(bp)
+			h.Release()
+			return err
 		}
 		f.B, f.Owned = *bp, bp
-		err := st.SendMsg(&f)
+		err := sendHeld(st, &f, h)
 		f.B, f.Owned = nil, nil
 		return err
 	}

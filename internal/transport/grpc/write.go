@@ -18,13 +18,13 @@ import (
 // optional acknowledgements, each sent once its batch is durable.
 //
 // An acknowledgement never holds up the stream: waiting for its fsync
-// before receiving the next batch would serialise applying and syncing,
-// as it did for the lab's ingest until issue 13 (docs/performance.md). The
-// handler reads one request ahead (writeReader) and keeps the requested
-// acknowledgements in order; each goes out as soon as its batch is known
-// durable (the writer waits for old batches while it applies new ones), or,
-// when no next request is waiting, after a Sync: the client may be holding
-// its next batch until it hears back.
+// before receiving the next batch would serialise applying and syncing.
+// The handler reads one request ahead (writeReader) and keeps the
+// requested acknowledgements in order; each goes out as soon as its batch
+// is known durable (the writer waits for old batches while it applies new
+// ones), or, when no next request is waiting, after a Sync: the client
+// may be holding its next batch until it hears back, and the batches'
+// bytes of the write budget come back.
 func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.WriteStreamResponse]) error {
 	ctx := st.Context()
 	id, err := s.require(ctx, auth.RoleWrite)
@@ -33,18 +33,25 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 	}
 	w := s.e.NewWriter()
 	defer w.Close()
-	in := newWriteReader(st)
+	in := newWriteReader(st, s.e)
 	defer in.stop()
 	acks := &ackQueue{st: st}
 	for {
-		req, err := in.poll()
-		if req == nil && err == nil {
-			// Nothing is waiting: acknowledge what was asked, then block.
+		m, ok := in.poll()
+		if !ok {
+			// Nothing is waiting: acknowledge what was asked and make
+			// the stream's batches durable, which gives back what they
+			// hold of the write budget (the reader may be waiting for
+			// it), then block.
 			if err := acks.flush(w, true); err != nil {
 				return err
 			}
-			req, err = in.next()
+			if _, err := w.Sync(); err != nil {
+				return toStatus(err)
+			}
+			m = in.next()
 		}
+		req, err := m.req, m.err
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if err := acks.flush(w, true); err != nil {
@@ -58,6 +65,7 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 			}
 			return toStatus(w.Abort(err))
 		}
+		w.Use(m.res)
 		if err := s.applyStreamBatch(ctx, w, id, req); err != nil {
 			// Everything applied before is durable now (Abort and the
 			// failed Apply sync): its acknowledgements still go out.
@@ -103,19 +111,24 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 // client has sent more (poll) before it decides to wait for an fsync. It
 // holds two requests: the one the handler applies and the one it reads;
 // the handler hands each back (done) once applied, which bounds the
-// read-ahead to one decoded message per stream.
+// read-ahead to one decoded message per stream. Each decoded request
+// takes its bytes of the engine's write budget before it is passed on
+// (engine.ReserveRequest), so that a request read ahead is counted too.
 type writeReader struct {
 	out  chan received               // unbuffered: a send waits for the handler
 	free chan *pb.WriteStreamRequest // requests the reader may decode into
 	quit chan struct{}               // closed when the handler returns
 }
 
+// received is a request, its reservation of the write budget (for
+// Writer.Use), or the error that ends the stream.
 type received struct {
 	req *pb.WriteStreamRequest
+	res engine.Reserved
 	err error
 }
 
-func newWriteReader(st grpc.ServerStream) *writeReader {
+func newWriteReader(st grpc.ServerStream, e *engine.Engine) *writeReader {
 	r := &writeReader{
 		out:  make(chan received),
 		free: make(chan *pb.WriteStreamRequest, 2),
@@ -123,14 +136,14 @@ func newWriteReader(st grpc.ServerStream) *writeReader {
 	}
 	r.free <- new(pb.WriteStreamRequest)
 	r.free <- new(pb.WriteStreamRequest)
-	go r.run(st)
+	go r.run(st, e)
 	return r
 }
 
 // run receives until the first error (io.EOF included), which it passes
 // on as the last message. After the handler returns, gRPC ends the stream
 // and a RecvMsg in progress returns.
-func (r *writeReader) run(st grpc.ServerStream) {
+func (r *writeReader) run(st grpc.ServerStream, e *engine.Engine) {
 	for {
 		var req *pb.WriteStreamRequest
 		select {
@@ -138,39 +151,43 @@ func (r *writeReader) run(st grpc.ServerStream) {
 		case <-r.quit:
 			return
 		}
-		req.Reset()
-		err := recvMsg(st, req)
+		m := received{req: req, err: recvMsg(st, req)}
+		if m.err == nil {
+			m.res, m.err = e.ReserveRequest(st.Context(), engine.RecordBytes(req.Records))
+		}
 		select {
-		case r.out <- received{req, err}:
+		case r.out <- m:
 		case <-r.quit:
+			m.res.Release()
 			return
 		}
-		if err != nil {
+		if m.err != nil {
 			return
 		}
 	}
 }
 
 // poll returns the next request or receive error if it is already
-// waiting, else nil and nil.
-func (r *writeReader) poll() (*pb.WriteStreamRequest, error) {
+// waiting; ok is false when none is.
+func (r *writeReader) poll() (m received, ok bool) {
 	select {
-	case m := <-r.out:
-		return m.req, m.err
+	case m = <-r.out:
+		return m, true
 	default:
-		return nil, nil
+		return received{}, false
 	}
 }
 
 // next waits for the next request or receive error.
-func (r *writeReader) next() (*pb.WriteStreamRequest, error) {
-	m := <-r.out
-	return m.req, m.err
-}
+func (r *writeReader) next() received { return <-r.out }
 
-// done hands back a request the handler has applied: the engine keeps no
-// reference to it.
-func (r *writeReader) done(req *pb.WriteStreamRequest) { r.free <- req }
+// done hands back a request the handler has applied, emptied: the engine
+// keeps no reference to it, and an idle stream must not keep its records
+// alive outside the write budget.
+func (r *writeReader) done(req *pb.WriteStreamRequest) {
+	req.Reset()
+	r.free <- req
+}
 
 func (r *writeReader) stop() { close(r.quit) }
 

@@ -9,7 +9,6 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/apiwire"
-	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // The write decoder: WriteRequest and WriteStreamRequest carry batches of
@@ -71,16 +70,19 @@ func decodeRecords(b []byte, records protowire.Number, scalar func(protowire.Num
 			return typ == protowire.VarintType && scalar(num, v)
 		}
 	}
-	// The records' values point into one copy of the request: the
-	// transport's buffer is reused once the codec returns.
-	own := append(make([]byte, 0, len(b)), b...)
-	return anywire.Records(own, records, other)
+	// The records' values point into b, the request's own copy
+	// (decodeWrite).
+	return anywire.Records(b, records, other)
 }
 
-// decodeWrite hands the bytes of a write request to decode, which keeps
-// no reference to them.
+// decodeWrite hands decode a copy of the bytes of a write request, which
+// decode may keep (its records' values point into it). It is the one
+// copy: the transport's buffers are freed once the codec returns, and
+// a contiguous copy made first (MaterializeToBuffer) was a second copy of
+// every request, as large as the request, held at once by every stream
+// decoding one.
 func decodeWrite(data mem.BufferSlice, decode func([]byte) error) error {
-	buf := data.MaterializeToBuffer(grpcbuf.Pool)
-	defer buf.Free()
-	return decode(buf.ReadOnlyData())
+	own := make([]byte, data.Len())
+	data.CopyTo(own)
+	return decode(own)
 }

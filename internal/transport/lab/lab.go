@@ -32,25 +32,38 @@ const CannedRecordBytes = 100
 // cannedTypeURL is the type URL of Echo's canned record.
 const cannedTypeURL = "type.googleapis.com/protobase.lab.v1.Canned"
 
+// EchoBatch is the most queries one Echo response answers: a request of
+// more is answered in several responses, as Search cuts its results at
+// 1,000 records, so that a response stays within about 170 KB whatever
+// the request.
+const EchoBatch = 1000
+
 // Service implements labv1.LabServer on an engine.
 type Service struct {
 	labv1.UnimplementedLabServer
-	e    *engine.Engine
-	sync bool
+	e          *engine.Engine
+	sync       bool
+	maxQueries uint64
 }
 
 var _ labv1.LabServer = (*Service)(nil)
 
 // New returns the lab service over e; sync is reported by Stats (whether
-// the server fsyncs writes before acknowledging them).
-func New(e *engine.Engine, sync bool) *Service { return &Service{e: e, sync: sync} }
+// the server fsyncs writes before acknowledging them). maxQueries, when
+// positive, caps the queries of one Echo request, as it caps Search's.
+func New(e *engine.Engine, sync bool, maxQueries int) *Service {
+	return &Service{e: e, sync: sync, maxQueries: uint64(max(maxQueries, 0))}
+}
 
 // Register registers the service on s.
 func (s *Service) Register(r grpc.ServiceRegistrar) { labv1.RegisterLabServer(r, s) }
 
-// Echo implements labv1.LabServer. It answers every request with one
-// response: a ResultBatch holding the canned record and a QueryDone for
-// each query, ids counted as Search counts them (ordinals on the stream).
+// Echo implements labv1.LabServer. It answers every request with a
+// ResultBatch holding the canned record and a QueryDone for each query,
+// ids counted as Search counts them (ordinals on the stream), in one
+// response per EchoBatch queries (one response for a request of none). A
+// request of more queries than the server's limit ends the stream with
+// INVALID_ARGUMENT, as on Search.
 //
 // Echo does the least a server could: it receives each request as bytes
 // (a grpcbuf.Frame, which the server's codec passes through), counts its
@@ -78,12 +91,22 @@ func (s *Service) Echo(st grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchRe
 		if err != nil {
 			return toStatus(apierror.Errorf(codes.InvalidArgument, "malformed SearchRequest: %w", err))
 		}
-		out.B = AppendEcho(out.B[:0], record, next, n)
-		next += n
-		// SendMsg encodes (copies) out before returning, so its buffer is
-		// free to reuse.
-		if err := st.SendMsg(&out); err != nil {
-			return err
+		if s.maxQueries > 0 && n > s.maxQueries {
+			return toStatus(apierror.Errorf(codes.InvalidArgument,
+				"%d queries in one request, more than the server's limit of %d (max search queries)", n, s.maxQueries))
+		}
+		for left := n; ; {
+			k := min(left, EchoBatch)
+			out.B = AppendEcho(out.B[:0], record, next, k)
+			next, left = next+k, left-k
+			// SendMsg encodes (copies) out before returning, so its
+			// buffer is free to reuse.
+			if err := st.SendMsg(&out); err != nil {
+				return err
+			}
+			if left == 0 {
+				break
+			}
 		}
 	}
 }

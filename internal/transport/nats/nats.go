@@ -448,6 +448,13 @@ func (s *Service) reply(r *request, m proto.Message) {
 	}
 }
 
+// replyBytes bounds the records of a reply (a Get, a Query page) so that
+// its protobuf encoding fits the connection's max_payload; a JSON reply
+// may still be over it, which reply refuses.
+func (s *Service) replyBytes() int {
+	return int(max(s.opts.Conn.MaxPayload()-4<<10, 1))
+}
+
 // fail sends err as a micro error: the HTTP-equivalent code and message in
 // the headers, the google.rpc.Status with its details as the body.
 func (s *Service) fail(r *request, err error) {
@@ -499,11 +506,12 @@ func (s *Service) query(r *request) {
 		s.fail(r, err)
 		return
 	}
-	resp, err := s.e.Query(s.ctx, q)
+	resp, h, err := s.e.Query(s.ctx, q, s.replyBytes())
 	if err != nil {
 		s.fail(r, err)
 		return
 	}
+	defer h.Release() // reply has sent it
 	s.reply(r, resp)
 }
 
@@ -539,11 +547,12 @@ func (s *Service) getRecords(r *request) {
 		s.fail(r, err)
 		return
 	}
-	resp, err := s.e.GetRecords(s.ctx, req)
+	resp, h, err := s.e.GetRecords(s.ctx, req, s.replyBytes())
 	if err != nil {
 		s.fail(r, err)
 		return
 	}
+	defer h.Release() // reply has sent it
 	s.reply(r, resp)
 }
 

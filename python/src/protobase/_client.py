@@ -428,27 +428,34 @@ class Client:
         dict by field path, or a record (message or ``Any``) of which only
         the primary-key fields are read. The result holds the records found
         in the order of their keys and the positions of the keys missing.
+        A server answers as many records as fit in one response and names
+        the keys left over; ``get`` asks again for those until every key is
+        answered.
         """
-        req = pb.GetRequest(type=type)
-        where: list[tuple[bool, int]] = []  # per key given: (is a record, index in its list)
-        for k in keys:
-            if isinstance(k, _message.Message):
-                a = k if isinstance(k, any_pb2.Any) else _pack(k)
-                where.append((True, len(req.key_records)))
-                req.key_records.append(a)
-            else:
-                where.append((False, len(req.keys)))
-                _set_key(req.keys.add(), k)
-        try:
-            resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
-        except grpc.RpcError as e:
-            raise read_error(e) from None
-        # The server numbers JSON keys first, then key records: map its
-        # positions back to the order the keys were given in.
-        n = len(req.keys)
-        pos = {(is_rec, i): p for p, (is_rec, i) in enumerate(where)}
-        missing = sorted(pos[(m >= n, m - n if m >= n else m)] for m in resp.missing)
-        return GetResult(decoder(self, decode)(list(resp.records)), missing)
+        given = list(keys)
+        found: dict[int, any_pb2.Any] = {}
+        missing: list[int] = []
+        todo = list(range(len(given)))
+        while todo:
+            req, order = _get_request(type, given, todo)
+            try:
+                resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
+            except grpc.RpcError as e:
+                raise read_error(e) from None
+            skip = set(resp.missing) | set(resp.unanswered)
+            missing.extend(order[m] for m in resp.missing)
+            again = [order[u] for u in resp.unanswered if u < len(order)]
+            records = iter(resp.records)
+            for p, i in enumerate(order):
+                if p not in skip:
+                    rec = next(records, None)
+                    if rec is not None:
+                        found[i] = rec
+            if len(again) == len(todo):
+                raise ValueError(f"get {type}: the server answered none of {len(todo)} keys")
+            todo = again
+        records_in_order = [found[i] for i in sorted(found)]
+        return GetResult(decoder(self, decode)(records_in_order), sorted(missing))
 
     def watch(
         self,
@@ -547,6 +554,24 @@ def key_value(k: Any) -> struct_pb2.Value:
     _set_key(v, k)
     return v
 
+
+
+def _get_request(type: str, keys: list[Key], todo: list[int]) -> tuple[pb.GetRequest, list[int]]:
+    """The request for the keys at the indexes ``todo``, and the index of
+    the key at each request position: the server numbers JSON keys first,
+    then key records."""
+    req = pb.GetRequest(type=type)
+    values: list[int] = []
+    records: list[int] = []
+    for i in todo:
+        k = keys[i]
+        if isinstance(k, _message.Message):
+            req.key_records.append(k if isinstance(k, any_pb2.Any) else _pack(k))
+            records.append(i)
+        else:
+            _set_key(req.keys.add(), k)
+            values.append(i)
+    return req, values + records
 
 def _set_key(v: struct_pb2.Value, k: Any) -> None:
     # Filled in place: passing messages to constructors copies them.

@@ -1277,25 +1277,35 @@ class GetResponse(_message.Message):
 
     RECORDS_FIELD_NUMBER: _builtins.int
     MISSING_FIELD_NUMBER: _builtins.int
+    UNANSWERED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
         """The records found, in the order of their keys, with their bytes as
-        stored; a key named twice yields its record twice.
+        stored; a key named twice yields its record twice. Keys in missing or
+        unanswered have none here.
         """
 
     @_builtins.property
     def missing(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Positions (see GetRequest) of the keys that have no record, ascending."""
 
+    @_builtins.property
+    def unanswered(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Positions of the keys whose records did not fit in this response (it
+        is bounded in bytes: docs/limits.md), ascending: ask for them again.
+        At least the first key's record is always answered.
+        """
+
     def __init__(
         self,
         *,
         records: _abc.Iterable[_any_pb2.Any] | None = ...,
         missing: _abc.Iterable[_builtins.int] | None = ...,
+        unanswered: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records", "unanswered", b"unanswered"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/protobase/protobase/internal/apierror"
+)
+
+// The result budget (Options.MaxResultBufferBytes) counts the bytes of
+// every response of Search, Scan, Watch and Export from before its first
+// record is copied into it until the transport no longer holds them. A
+// response reserves a full response's bytes (MaxResultBytes) before it is
+// built, and a record larger than what the response holds is covered
+// before it is copied (cover): a 30 MiB record counts 30 MiB, not the
+// response bound. Once built, a response's reservation is cut to what it
+// really holds (trim) and goes with it to the transport as a Hold, which
+// gives it back only once the bytes are gone: gRPC when it has written
+// them to the connection (or the connection has ended), other transports
+// when their Send returns. So a client that does not read holds, whatever
+// its records' sizes, what the budget lets it hold.
+
+// Hold is the bytes of the server's result budget one response holds.
+// The transport that sends the response calls Release exactly once, when
+// it no longer holds the response's bytes (a copy included). The zero
+// Hold holds nothing.
+type Hold struct {
+	e *Engine
+	n int64
+}
+
+// Bytes returns the bytes held.
+func (h Hold) Bytes() int64 { return h.n }
+
+// Release gives the bytes back to the budget.
+func (h Hold) Release() {
+	if h.n > 0 {
+		h.e.results.Release(h.n)
+	}
+}
+
+// hold is what a response being built holds of the result budget, and
+// whether a wait for it timed out, so that the request's later queries
+// fail at once instead of each waiting again.
+type hold struct {
+	n         int64
+	exhausted bool
+}
+
+// reserve makes h hold at least a full response's bytes, waiting at most
+// resultBudgetWait.
+func (e *Engine) reserve(ctx context.Context, h *hold) error {
+	want := min(int64(e.opts.MaxResultBytes), e.opts.MaxResultBufferBytes)
+	if h.n >= want {
+		return nil
+	}
+	if err := e.acquireResult(ctx, want-h.n, &h.exhausted); err != nil {
+		return err
+	}
+	h.n = want
+	return nil
+}
+
+// cover makes h hold at least need bytes, the size of the response with
+// the record about to be copied into it. empty says the response holds no
+// record yet: then what h holds is given back before the wait, so that a
+// response waiting for room for a large record holds nothing meanwhile.
+// A record too large for the whole budget fails its query.
+func (e *Engine) cover(ctx context.Context, h *hold, need int64, empty bool) error {
+	if need <= h.n {
+		return nil
+	}
+	if need > e.opts.MaxResultBufferBytes {
+		return apierror.Errorf(codes.ResourceExhausted,
+			"a response of %d bytes (a record of about that size) is larger than the server's result buffers of %d bytes (max result buffer bytes)",
+			need, e.opts.MaxResultBufferBytes)
+	}
+	if empty && h.n > 0 {
+		e.results.Release(h.n)
+		h.n = 0
+	}
+	if err := e.acquireResult(ctx, need-h.n, &h.exhausted); err != nil {
+		return err
+	}
+	h.n = need
+	return nil
+}
+
+// minHeld is the least a built response keeps of its reservation: the
+// bytes a response holds besides its records (completions, errors,
+// framing) are not counted one by one.
+const minHeld = 4 << 10
+
+// take cuts h to the size of the response it was reserved for, which
+// holds size bytes of records, and hands it over as a Hold; h then holds
+// nothing.
+func (e *Engine) take(h *hold, size int) Hold {
+	keep := min(h.n, max(int64(size)+minHeld, minHeld))
+	if extra := h.n - keep; extra > 0 {
+		e.results.Release(extra)
+	}
+	h.n = 0
+	return Hold{e: e, n: keep}
+}
+
+// release gives back what h holds, for a response that is not sent.
+func (e *Engine) release(h *hold) {
+	if h.n > 0 {
+		e.results.Release(h.n)
+		h.n = 0
+	}
+}
+
+// AnswerSlot carries the Hold of a unary answer (a Get, a Query page)
+// from the method that made it to the code that writes it once the method
+// has returned: the gRPC server's interceptor, which hands it to gRPC with
+// the response, or the REST gateway, which releases it once the answer is
+// written. A method that finds no slot in its context releases the Hold
+// itself when it returns (KeepAnswer).
+type AnswerSlot struct{ h Hold }
+
+type answerSlotKey struct{}
+
+// WithAnswerSlot returns ctx carrying a new, empty slot.
+func WithAnswerSlot(ctx context.Context) (context.Context, *AnswerSlot) {
+	s := &AnswerSlot{}
+	return context.WithValue(ctx, answerSlotKey{}, s), s
+}
+
+// Take returns the Hold put in the slot, which the caller must release,
+// and empties the slot.
+func (s *AnswerSlot) Take() Hold {
+	h := s.h
+	s.h = Hold{}
+	return h
+}
+
+// KeepAnswer puts h in ctx's slot, or releases it when ctx has none. A
+// slot holds one answer; a second one's Hold is added to it.
+func KeepAnswer(ctx context.Context, h Hold) {
+	s, _ := ctx.Value(answerSlotKey{}).(*AnswerSlot)
+	if s == nil {
+		h.Release()
+		return
+	}
+	if s.h.e == nil {
+		s.h.e = h.e
+	}
+	s.h.n += h.n
+}
