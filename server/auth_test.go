@@ -125,7 +125,7 @@ func (e *authEnv) state() string {
 			fmt.Fprintf(&b, "%s %s\n", typ, js)
 		}
 	}
-	for _, k := range e.ts.srv.Keys().List() {
+	for _, k := range e.ts.srv.Keys().List(nil) {
 		fmt.Fprintf(&b, "key %s %s %v\n", k.Name, k.Role, k.Types)
 	}
 	return b.String()

@@ -19,13 +19,18 @@ func (a *app) keysCommand() *cobra.Command {
 		Long: `A server that requires authentication (serve --auth, or any listener not on
 loopback) takes an API key on every call. A key has one role: read (search,
 scan, query, schema get), write (read and insert, update, upsert, remove),
-schema (write and schema apply) or admin (everything, and these commands).
---types limits a key to record types or package wildcards (shop.User,
-shop.*). The server keeps only a hash of each key: a key is shown once, by
-"keys create", and cannot be recovered. See docs/security.md.
+schema (write and schema apply) or admin (schema, these commands, the
+bench lab, and backup for a key without --types). --types limits a key to
+record types or package wildcards (shop.User, shop.*). The server keeps
+only a hash of each key: a key is shown once, by "keys create", and cannot
+be recovered. See docs/security.md.
 
 These commands need an admin key (--api-key or $PROTOBASE_API_KEY); the
-first start with authentication writes one to DATA/admin.key.`,
+first start with authentication writes one to DATA/admin.key. A key
+creates, lists and revokes only keys inside its own scope and role: an
+admin key with --types 'shop.*' may create a read key for shop.User or an
+admin key for shop.*, but not a key without --types or for crm.*, and it
+neither sees nor revokes the keys outside shop.* ("no API key named").`,
 		Example: `  export PROTOBASE_API_KEY=$(cat protobase-data/admin.key)
   protobase keys create --name ingest --role write --types 'shop.*'
   protobase keys list
@@ -66,7 +71,7 @@ func (a *app) keysCreateCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "unique name of the key (letters, digits, '.', '_', '-')")
 	f.StringVar(&role, "role", "", "role: read, write, schema or admin")
-	f.StringSliceVar(&types, "types", nil, "limit the key to these record types or package wildcards (shop.User,shop.*); default every type")
+	f.StringSliceVar(&types, "types", nil, "limit the key to these record types or package wildcards (shop.User,shop.*); default every type (only a key without --types may create such a key)")
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("role")
 	return cmd

@@ -5,8 +5,12 @@ import (
 )
 
 // CreateKey, ListKeys and RevokeKey are the key-management calls for any
-// transport; the caller has checked the admin role. by names the caller in
-// the audit line.
+// transport; the caller has checked the admin role. by is the caller (nil
+// with authentication off): it names the caller in the audit line, and it
+// may create, list and revoke only keys inside its own role and scope
+// (Identity.Manages). A key it may not create is PERMISSION_DENIED; a key
+// it may not revoke is NOT_FOUND, as a name that does not exist, and is
+// left out of its list.
 func CreateKey(keys *Keyring, by *Identity, req *pb.CreateKeyRequest) (*pb.CreateKeyResponse, error) {
 	if keys == nil {
 		return nil, errNoKeyring
@@ -22,13 +26,13 @@ func CreateKey(keys *Keyring, by *Identity, req *pb.CreateKeyRequest) (*pb.Creat
 	return &pb.CreateKeyResponse{Key: key, Info: keyInfo(info)}, nil
 }
 
-// ListKeys lists the keys; see CreateKey.
-func ListKeys(keys *Keyring) (*pb.ListKeysResponse, error) {
+// ListKeys lists the keys that by manages; see CreateKey.
+func ListKeys(keys *Keyring, by *Identity) (*pb.ListKeysResponse, error) {
 	if keys == nil {
 		return nil, errNoKeyring
 	}
 	resp := &pb.ListKeysResponse{}
-	for _, k := range keys.List() {
+	for _, k := range keys.List(by) {
 		resp.Keys = append(resp.Keys, keyInfo(k))
 	}
 	return resp, nil

@@ -222,3 +222,119 @@ func BenchmarkCheckRecords(b *testing.B) {
 		})
 	}
 }
+
+func TestScopeContains(t *testing.T) {
+	tests := []struct {
+		outer, inner []string
+		want         bool
+	}{
+		{nil, nil, true},
+		{nil, []string{"shop.*"}, true},
+		{[]string{"shop.*"}, nil, false}, // a scoped key never holds every type
+		{[]string{"shop.*"}, []string{"shop.*"}, true},
+		{[]string{"shop.*"}, []string{"shop.User"}, true},
+		{[]string{"shop.*"}, []string{"shop.v1.*"}, true},
+		{[]string{"shop.*"}, []string{"shop.v1.*", "shop.User"}, true},
+		{[]string{"a.*"}, []string{"a.b.c.*"}, true},
+		{[]string{"shop.User"}, []string{"shop.*"}, false},
+		{[]string{"shop.v1.*"}, []string{"shop.*"}, false},
+		{[]string{"shop.v1.*", "shop.v2.*"}, []string{"shop.*"}, false},
+		{[]string{"shop.User", "shop.Order"}, []string{"shop.*"}, false}, // names are finite, a wildcard is not
+		{[]string{"shop.*"}, []string{"shopping.User"}, false},
+		{[]string{"shop.*"}, []string{"shopping.*"}, false},
+		{[]string{"shop.*"}, []string{"shop"}, false}, // shop.* is the types under shop, not shop itself
+		{[]string{"shop.User"}, []string{"shop.User"}, true},
+		{[]string{"shop.User"}, []string{"shop.User.*"}, false}, // nested types of User
+		{[]string{"shop.User.*"}, []string{"shop.User"}, false},
+		{[]string{"shop.User", "shop.User"}, []string{"shop.User"}, true},
+		{[]string{"shop.User"}, []string{"shop.User", "shop.User"}, true},
+		{[]string{"shop.*", "shop.*"}, []string{"shop.*", "shop.User"}, true},
+		{[]string{"shop.User", "crm.*"}, []string{"crm.Lead", "shop.User"}, true},
+		{[]string{"shop.User", "crm.*"}, []string{"crm.Lead", "shop.Order"}, false},
+		{[]string{"shop.*", "crm.Contact"}, []string{"crm.ContactNote"}, false},
+		{[]string{" shop.* "}, []string{"shop.User "}, true},
+	}
+	for _, tt := range tests {
+		outer, err := ParseScope(tt.outer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := ParseScope(tt.inner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := outer.Contains(inner); got != tt.want {
+			t.Errorf("%v.Contains(%v) = %v, want %v", tt.outer, tt.inner, got, tt.want)
+		}
+		if out := outer.Outside(inner); (len(out) == 0) != tt.want {
+			t.Errorf("%v.Outside(%v) = %q, disagrees with Contains", tt.outer, tt.inner, out)
+		}
+		// What Contains claims holds for every type name the cases use.
+		if tt.want {
+			for _, n := range sampleTypes(tt.outer, tt.inner) {
+				if inner.Allows(n) && !outer.Allows(n) {
+					t.Errorf("%v contains %v, yet %s is allowed by the second only", tt.outer, tt.inner, n)
+				}
+			}
+		}
+	}
+	shop, _ := ParseScope([]string{"shop.*", "crm.Contact"})
+	wider, _ := ParseScope([]string{"crm.*", "shop.User", "crm.Contact"})
+	if got := shop.Outside(wider); len(got) != 1 || got[0] != "crm.*" {
+		t.Errorf("Outside = %q, want [crm.*]", got)
+	}
+	if got := shop.Outside(Scope{}); len(got) != 1 || got[0] != "*" {
+		t.Errorf("Outside(every type) = %q, want [*]", got)
+	}
+}
+
+// sampleTypes returns type names around the scope entries given: each
+// name, and names inside and beside each package.
+func sampleTypes(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, t := range l {
+			name := strings.TrimSuffix(strings.TrimSpace(t), ".*")
+			out = append(out, name, name+".X", name+".v9.X", name+"X", name+"ing.X")
+		}
+	}
+	return out
+}
+
+func TestIdentityManages(t *testing.T) {
+	scope := func(types ...string) Scope {
+		s, err := ParseScope(types)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	shopAdmin := &Identity{Name: "shopadmin", Role: RoleAdmin, Scope: scope("shop.*")}
+	shopWriter := &Identity{Name: "shopwriter", Role: RoleWrite, Scope: scope("shop.*")}
+	admin := &Identity{Name: "admin", Role: RoleAdmin}
+	tests := []struct {
+		by    *Identity
+		role  Role
+		scope Scope
+		want  bool
+	}{
+		{nil, RoleAdmin, Scope{}, true},
+		{admin, RoleAdmin, Scope{}, true},
+		{admin, RoleRead, scope("crm.*"), true},
+		{shopAdmin, RoleAdmin, Scope{}, false},
+		{shopAdmin, RoleRead, Scope{}, false},
+		{shopAdmin, RoleAdmin, scope("shop.*"), true},
+		{shopAdmin, RoleRead, scope("shop.User"), true},
+		{shopAdmin, RoleRead, scope("shop.*", "crm.*"), false},
+		{shopAdmin, RoleRead, scope("crm.*"), false},
+		{shopAdmin, RoleRead, scope("shopping.User"), false},
+		{shopWriter, RoleWrite, scope("shop.User"), true},
+		{shopWriter, RoleSchema, scope("shop.User"), false},
+		{shopWriter, RoleAdmin, scope("shop.*"), false},
+	}
+	for _, tt := range tests {
+		if got := tt.by.Manages(tt.role, tt.scope); got != tt.want {
+			t.Errorf("%s.Manages(%v, %v) = %v, want %v", tt.by.ActorName(), tt.role, tt.scope, got, tt.want)
+		}
+	}
+}

@@ -20,7 +20,10 @@
 // ones below allow (see MethodRole for the RPC table). A scope limits a key
 // to record types by full name ("shop.User") or package wildcard ("shop.*",
 // every type whose full name starts with "shop."); an empty scope allows
-// every type.
+// every type. A key creates, lists and revokes only keys whose role is no
+// higher than its own and whose scope lies inside its own
+// (Identity.Manages, Scope.Contains), so that a scoped admin key cannot
+// make an unscoped one.
 //
 // # Revocation
 //

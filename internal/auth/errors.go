@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -41,6 +42,23 @@ func errTypeDenied(name, typeName string) error {
 	return permissionDenied(fmt.Sprintf("API key %q may not access record type %s", name, typeName))
 }
 
+// errCreateDenied refuses a key that by may not create (see
+// Identity.Manages): it names the caller, the key asked for, and what lies
+// beyond the caller's role or scope.
+func errCreateDenied(by *Identity, role Role, scope Scope) error {
+	var why string
+	if role > by.Role {
+		why = fmt.Sprintf("role %s is above its own role %s", role, by.Role)
+	} else {
+		why = fmt.Sprintf("it reaches only %s, and %s lies outside them", by.Scope, strings.Join(by.Scope.Outside(scope), ","))
+		if scope.All() {
+			why = fmt.Sprintf("it reaches only %s, not every type", by.Scope)
+		}
+	}
+	return permissionDenied(fmt.Sprintf("API key %q may not create a key with role %s and %s: %s; a key creates, lists and revokes only keys inside its own role and types",
+		by.Name, role, scope, why))
+}
+
 // RecordDenied is the error of a write batch holding record i of a type
 // outside the scope: PERMISSION_DENIED with a WriteError naming the record
 // and its type (the writer stamps the batch ordinal and counts).
@@ -60,6 +78,8 @@ func errExists(name string) error {
 	return &apierror.Error{Code: codes.AlreadyExists, Msg: fmt.Sprintf("an API key named %q exists", name)}
 }
 
+// errNotFound answers a name that does not exist and, in the same words, a
+// key outside the caller's view (Keyring.Revoke).
 func errNotFound(name string) error {
 	return &apierror.Error{Code: codes.NotFound, Msg: fmt.Sprintf("no API key named %q", name)}
 }

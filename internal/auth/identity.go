@@ -29,6 +29,15 @@ func (id *Identity) Scoped() bool { return id != nil && !id.Scope.All() }
 // (a full name or a type URL).
 func (id *Identity) AllowsType(typeName string) bool { return id == nil || id.Scope.Allows(typeName) }
 
+// Manages reports whether id may create, list and revoke a key of role
+// and scope: one whose role is no higher than id's and whose scope lies
+// inside id's (Scope.Contains). Without it a scoped admin key could make
+// an unscoped one, or revoke the keys of other scopes. A nil Identity
+// (authentication off) manages every key.
+func (id *Identity) Manages(role Role, scope Scope) bool {
+	return id == nil || (role <= id.Role && id.Scope.Contains(scope))
+}
+
 // Check refuses a revoked key (UNAUTHENTICATED); streams call it for each
 // message.
 func (id *Identity) Check() error {

@@ -181,8 +181,10 @@ func VerifyHeader(ctx context.Context, v Verifier, header string) (*Identity, er
 	return v.Verify(ctx, key)
 }
 
-// Create makes a new key and returns it; only its hash is kept. by names
-// the caller in the audit line.
+// Create makes a new key and returns it; only its hash is kept. by is the
+// caller: it names the caller in the audit line, and the new key must lie
+// inside its role and scope (Identity.Manages); nil (authentication off)
+// may create any key.
 func (k *Keyring) Create(by *Identity, name string, role Role, types []string) (string, KeyInfo, error) {
 	key, err := GenerateKey()
 	if err != nil {
@@ -196,7 +198,7 @@ func (k *Keyring) Create(by *Identity, name string, role Role, types []string) (
 }
 
 // Add stores a key the caller chose (the PROTOBASE_ADMIN_KEY bootstrap);
-// it must be in the key format.
+// it must be in the key format. by is as for Create.
 func (k *Keyring) Add(by *Identity, name, key string, role Role, types []string) (KeyInfo, error) {
 	if !validKeyName(name) {
 		return KeyInfo{}, Invalid(fmt.Sprintf("key name %q: want 1 to 64 letters, digits, '.', '_' or '-'", name))
@@ -210,6 +212,9 @@ func (k *Keyring) Add(by *Identity, name, key string, role Role, types []string)
 	scope, err := ParseScope(types)
 	if err != nil {
 		return KeyInfo{}, Invalid(err.Error())
+	}
+	if !by.Manages(role, scope) {
+		return KeyInfo{}, errCreateDenied(by, role, scope)
 	}
 	rec := &record{name: name, role: role, types: scope.Types(), hash: Hash(key), created: time.Now().UTC().Truncate(time.Second)}
 	k.mu.Lock()
@@ -245,7 +250,11 @@ func (k *Keyring) OnRevoke(f func(name string)) {
 }
 
 // Revoke deletes the key name: new calls with it fail at once, and open
-// streams at their next message; then the OnRevoke hooks run.
+// streams at their next message; then the OnRevoke hooks run. by may
+// revoke only the keys it manages (Identity.Manages); for any other key
+// the answer is the NOT_FOUND of a name that does not exist, so that a
+// caller learns nothing about keys outside its view. nil (authentication
+// off) may revoke any key.
 func (k *Keyring) Revoke(by *Identity, name string) error {
 	hooks, err := k.revoke(by, name)
 	if err != nil {
@@ -263,7 +272,9 @@ func (k *Keyring) revoke(by *Identity, name string) ([]func(string), error) {
 	defer k.mu.Unlock()
 	old := k.keys.Load()
 	e := old.byName[name]
-	if e == nil {
+	// Checked under mu against the entry about to be deleted, so that a key
+	// recreated under the same name in between is judged by its own scope.
+	if e == nil || !by.Manages(e.rec.role, e.scope) {
 		return nil, errNotFound(name)
 	}
 	// Refuse in memory first: once the store forgets the key, no call may
@@ -281,12 +292,15 @@ func (k *Keyring) revoke(by *Identity, name string) ([]func(string), error) {
 	return slices.Clone(k.onRevoke), nil
 }
 
-// List returns the live keys by name.
-func (k *Keyring) List() []KeyInfo {
+// List returns, by name, the live keys that by manages
+// (Identity.Manages); nil (authentication off) lists every key.
+func (k *Keyring) List(by *Identity) []KeyInfo {
 	m := k.keys.Load()
 	out := make([]KeyInfo, 0, len(m.byName))
 	for _, name := range slices.Sorted(maps.Keys(m.byName)) {
-		out = append(out, m.byName[name].info())
+		if e := m.byName[name]; by.Manages(e.rec.role, e.scope) {
+			out = append(out, e.info())
+		}
 	}
 	return out
 }

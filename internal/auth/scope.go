@@ -84,6 +84,72 @@ func (s Scope) Allows(typeName string) bool {
 	return false
 }
 
+// Contains reports whether every type that other allows, s allows: the
+// scope of a key that s may create, see or revoke. The unscoped scope
+// contains every scope; a scoped one never contains the unscoped one. An
+// exact name is contained by the same name or by a package wildcard it
+// falls under; a package wildcard only by a wildcard of the same or an
+// enclosing package, since exact names are finitely many and a wildcard
+// allows names without end.
+func (s Scope) Contains(other Scope) bool {
+	if s.All() {
+		return true
+	}
+	if other.All() {
+		return false
+	}
+	for name := range other.exact {
+		if !s.Allows(name) {
+			return false
+		}
+	}
+	for _, p := range other.packages {
+		if !s.coversPackage(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Outside returns the entries of other (as given) that s does not contain,
+// for error messages; nil when s contains other. For an unscoped other it
+// is ["*"].
+func (s Scope) Outside(other Scope) []string {
+	if s.All() {
+		return nil
+	}
+	if other.All() {
+		return []string{"*"}
+	}
+	var out []string
+	for _, t := range other.list {
+		name, wild := strings.CutSuffix(t, ".*")
+		if (wild && !s.coversPackage(name+".")) || (!wild && !s.Allows(name)) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// coversPackage reports whether s has a wildcard for the package prefix p
+// (ending with ".") or for a package enclosing it.
+func (s Scope) coversPackage(p string) bool {
+	for _, q := range s.packages {
+		if strings.HasPrefix(p, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// String renders the scope for messages: "every type", or its entries.
+func (s Scope) String() string {
+	if s.All() {
+		return "every type"
+	}
+	return "types " + strings.Join(s.list, ",")
+}
+
 // Allowed is the authorization decision: may a key with role and scope do
 // an operation that needs role need on the record type typeName? An empty
 // typeName asks about the operation alone.

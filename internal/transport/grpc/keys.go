@@ -19,10 +19,11 @@ func (s *Service) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*pb.
 
 // ListKeys implements pb.ProtobaseServer (admin only).
 func (s *Service) ListKeys(ctx context.Context, _ *pb.ListKeysRequest) (*pb.ListKeysResponse, error) {
-	if _, err := s.require(ctx, auth.RoleAdmin); err != nil {
+	id, err := s.require(ctx, auth.RoleAdmin)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := auth.ListKeys(s.opts.Keys)
+	resp, err := auth.ListKeys(s.opts.Keys, id)
 	return resp, toStatusOrNil(err)
 }
 

@@ -31,7 +31,7 @@ func (s *Service) keysList(r *request) {
 		s.fail(r, err)
 		return
 	}
-	resp, err := auth.ListKeys(s.opts.Keys)
+	resp, err := auth.ListKeys(s.opts.Keys, r.id)
 	if err != nil {
 		s.fail(r, err)
 		return
