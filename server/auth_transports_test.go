@@ -145,65 +145,111 @@ func (e *authEnv) natsCall(nc *nats.Conn, key, endpoint string, req, resp proto.
 	return nil
 }
 
-func TestAuthNATSEveryRPC(t *testing.T) {
-	e := startAuthServer(t, server.Config{})
-	// Logged in with the admin key: what each request may do is still up
-	// to its own header.
-	nc, err := nats.Connect(e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys["admin"])...)
-	if err != nil {
-		t.Fatal(err)
+// natsConn is a connection logged in with the named key: the service
+// answers a request only into the inbox of the key in its header, so each
+// key calls on a connection of its own.
+func (e *authEnv) natsConn(name string) *nats.Conn {
+	e.t.Helper()
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+	return connectNATS(e.t, e.ts.srv.NATSURL(), append(natstransport.ClientOptions(e.keys[name]), quiet)...)
+}
+
+// natsRefused checks that a connection of the named key may not publish
+// req to endpoint at all (its role does not reach it).
+func (e *authEnv) natsRefused(name, endpoint string, req proto.Message) {
+	e.t.Helper()
+	nc := e.natsConn(name)
+	msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, endpoint))
+	msg.Reply = nc.NewRespInbox()
+	msg.Data, _ = proto.Marshal(req)
+	msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+e.keys[name])
+	if err := nc.PublishMsg(msg); err != nil {
+		e.t.Fatal(err)
 	}
-	defer nc.Close()
+	wantViolation(e.t, nc, name+" publishing to "+endpoint)
+}
+
+func TestAuthNATSEveryRPC(t *testing.T) {
+	e := startAuthServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
+	conns := map[string]*nats.Conn{}
+	conn := func(name string) *nats.Conn {
+		if conns[name] == nil {
+			conns[name] = e.natsConn(name)
+		}
+		return conns[name]
+	}
 	batch := func(recs ...*anypb.Any) *pb.WriteRequest { return &pb.WriteRequest{Records: recs} }
 	orders := &pb.QueryRequest{Query: &pb.Query{Type: "shop.Order"}}
+	// denied is a key whose role does not reach the endpoint (its login
+	// may not publish there) or, with byScope, whose scope refuses the
+	// request (PERMISSION_DENIED).
 	calls := []struct {
 		endpoint string
 		req      proto.Message
 		denied   string
+		byScope  bool
 	}{
-		{natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, ""},
-		{natstransport.SubjectInsert, batch(e.user(50)), "reader"},
-		{natstransport.SubjectInsert, batch(e.user(51), e.order(51, 1)), "user-writer"},
-		{natstransport.SubjectUpdate, batch(e.user(1)), "reader"},
-		{natstransport.SubjectUpsert, batch(e.user(52)), "reader"},
-		{natstransport.SubjectRemove, batch(e.user(2)), "reader"},
-		{natstransport.SubjectQuery, orders, "user-reader"},
-		{natstransport.SubjectGet, e.order(1, 1), "user-reader"},
-		{natstransport.SubjectGetRecords, &pb.GetRequest{Type: "shop.Order", KeyRecords: []*anypb.Any{e.order(1, 1)}}, "user-reader"},
-		{natstransport.SubjectKeysCreate, &pb.CreateKeyRequest{Name: "new", Role: pb.KeyRole_KEY_ROLE_READ}, "schemer"},
-		{natstransport.SubjectKeysList, &pb.ListKeysRequest{}, "schemer"},
-		{natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "reader"}, "schemer"},
+		{natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, "", false},
+		{natstransport.SubjectInsert, batch(e.user(50)), "reader", false},
+		{natstransport.SubjectInsert, batch(e.user(51), e.order(51, 1)), "user-writer", true},
+		{natstransport.SubjectUpdate, batch(e.user(1)), "reader", false},
+		{natstransport.SubjectUpsert, batch(e.user(52)), "reader", false},
+		{natstransport.SubjectRemove, batch(e.user(2)), "reader", false},
+		{natstransport.SubjectQuery, orders, "user-reader", true},
+		{natstransport.SubjectGet, e.order(1, 1), "user-reader", true},
+		{natstransport.SubjectGetRecords, &pb.GetRequest{Type: "shop.Order", KeyRecords: []*anypb.Any{e.order(1, 1)}}, "user-reader", true},
+		{natstransport.SubjectKeysCreate, &pb.CreateKeyRequest{Name: "new", Role: pb.KeyRole_KEY_ROLE_READ}, "schemer", false},
+		{natstransport.SubjectKeysList, &pb.ListKeysRequest{}, "schemer", false},
+		{natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "reader"}, "schemer", false},
 	}
 	before := e.state()
 	for _, c := range calls {
+		// Without a key, or with a forged one, there is no inbox of the
+		// caller to answer into: the request is dropped, and counted.
 		for _, key := range []string{"", "forged"} {
-			st := e.natsCall(nc, key, c.endpoint, c.req, nil)
-			if st == nil || codes.Code(st.Code) != codes.Unauthenticated {
-				t.Fatalf("%s with key %q: %v, want UNAUTHENTICATED", c.endpoint, key, st)
+			msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, c.endpoint))
+			msg.Reply = conn("admin").NewRespInbox()
+			msg.Data, _ = proto.Marshal(c.req)
+			if k := e.key(key); k != "" {
+				msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+k)
+			}
+			if err := conn("admin").PublishMsg(msg); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if c.denied != "" {
-			st := e.natsCall(nc, c.denied, c.endpoint, c.req, nil)
+		switch {
+		case c.denied == "":
+		case c.byScope:
+			st := e.natsCall(conn(c.denied), c.denied, c.endpoint, c.req, nil)
 			if st == nil || codes.Code(st.Code) != codes.PermissionDenied {
 				t.Fatalf("%s with key %s: %v, want PERMISSION_DENIED", c.endpoint, c.denied, st)
 			}
+		default:
+			e.natsRefused(c.denied, c.endpoint, c.req)
 		}
-		if after := e.state(); after != before {
-			t.Fatalf("%s refused, yet the state changed:\n%s\nwant\n%s", c.endpoint, after, before)
-		}
+	}
+	admin := e.keys["admin"]
+	waitMetric(t, e.ts, admin, dropped, map[string]string{"reason": "no_key"}, float64(len(calls)))
+	waitMetric(t, e.ts, admin, dropped, map[string]string{"reason": "outside_inbox"}, float64(len(calls)))
+	if after := e.state(); after != before {
+		t.Fatalf("refused calls changed the state:\n%s\nwant\n%s", after, before)
 	}
 	// The lower-case header works too.
 	msg0 := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectSchemaGet))
 	msg0.Header.Set("authorization", "Bearer "+e.keys["reader"])
-	if reply, err := nc.RequestMsg(msg0, 10*time.Second); err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
+	if reply, err := conn("reader").RequestMsg(msg0, 10*time.Second); err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("lower-case authorization header: %v %v", reply.Header, err)
 	}
 	// The error reply carries the HTTP-equivalent code too.
 	msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectQuery))
-	reply, err := nc.RequestMsg(msg, 10*time.Second)
-	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "401" {
-		t.Fatalf("no key: %v %v", reply.Header, err)
+	msg.Data, _ = proto.Marshal(orders)
+	msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+e.keys["user-reader"])
+	reply, err := conn("user-reader").RequestMsg(msg, 10*time.Second)
+	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "403" {
+		t.Fatalf("out of scope: %v %v", reply.Header, err)
 	}
+	closed := make(chan struct{})
+	conn("reader").SetClosedHandler(func(*nats.Conn) { close(closed) })
 	for _, c := range calls {
 		if c.denied == "user-writer" {
 			continue
@@ -225,13 +271,20 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 		case natstransport.SubjectKeysRevoke:
 			resp = &pb.RevokeKeyResponse{}
 		}
-		if st := e.natsCall(nc, "admin", c.endpoint, c.req, resp); st != nil {
+		if st := e.natsCall(conn("admin"), "admin", c.endpoint, c.req, resp); st != nil {
 			t.Fatalf("%s with the admin key: %v", c.endpoint, st)
 		}
 	}
-	// keys.revoke above revoked reader: refused at once.
-	if st := e.natsCall(nc, "reader", natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, nil); st == nil || codes.Code(st.Code) != codes.Unauthenticated {
-		t.Fatalf("revoked key: %v", st)
+	// keys.revoke above revoked reader: its connection is closed at once
+	// and it cannot log in again.
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked key's connection stayed open")
+	}
+	if nc, err := nats.Connect(e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys["reader"])...); err == nil {
+		nc.Close()
+		t.Fatal("a revoked key logged in")
 	}
 }
 

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -39,3 +41,8 @@ func SetDropChunk(n int) (restore func()) {
 	dropChunk = n
 	return func() { dropChunk = old }
 }
+
+// EmbeddedNATS is the embedded NATS server of s (nil without one): the
+// tests close the service's own connection on it, as NATS does with a slow
+// consumer.
+func EmbeddedNATS(s *Server) *natsserver.Server { return s.tr.ns }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/store"
+	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
 // metrics is what the server exports at /metrics; docs/operations.md lists
@@ -80,6 +81,24 @@ func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
 				func() float64 { return float64(st.OpRecords[op].Load()) }),
 		)
 	}
+}
+
+// registerNATSMetrics exports the NATS service's counters (a server with
+// NATS on registers them at start-up, before the service runs).
+func registerNATSMetrics(reg *prometheus.Registry, st *natstransport.Stats) {
+	counter := func(name, help string, labels prometheus.Labels, v func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(v()) })
+	}
+	for _, why := range natstransport.DropReasons {
+		reg.MustRegister(counter("protobase_nats_requests_dropped_total",
+			"NATS requests dropped unanswered for their reply subject: none (no_reply), no Authorization header to find the caller's inbox by (no_key), outside the caller's inbox (outside_inbox), or an API or $-reserved subject (reserved).",
+			prometheus.Labels{"reason": why.String()}, func() uint64 { return st.Dropped(why) }))
+	}
+	reg.MustRegister(
+		counter("protobase_nats_service_disconnects_total", "Times the NATS service's own connection was lost (it reconnects by itself).", nil, st.Disconnects),
+		counter("protobase_nats_service_reconnects_total", "Times the NATS service's own connection came back.", nil, st.Reconnects),
+		counter("protobase_nats_pending_overflows_total", "Times a NATS endpoint's subscription reached its pending limits and NATS began dropping its requests.", nil, st.PendingOverflows),
+	)
 }
 
 // storageCollector exports the store's figures, read once per scrape.

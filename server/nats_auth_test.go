@@ -3,13 +3,14 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -52,7 +53,7 @@ func wantViolation(t *testing.T, nc *nats.Conn, what string) {
 	}
 }
 
-// rogueInsertsAnswered runs the issue's attack: a rogue joins the
+// rogueInsertsAnswered runs the attack of a rogue that joins the
 // service's queue group on the insert subject and answers with a fake OK;
 // then 40 inserts are made through alice's connection. It returns how
 // many the rogue answered, after checking that every insert was stored.
@@ -168,37 +169,116 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 }
 
 // TestNATSLoginAndHeaderAgree checks the two NATS checks together: the
-// login admits any live key, and each request is judged by its own
-// Authorization header alone. A client logged in with a read key cannot
-// write, with or without a header; a revocation made over NATS itself
+// login's role bounds the subjects a connection may publish to, and a
+// request is answered only into the inbox of the key in its own
+// Authorization header, so a connection gets answers only for requests
+// carrying the key it logged in with. A revocation made over NATS itself
 // closes the revoked key's connections too.
 func TestNATSLoginAndHeaderAgree(t *testing.T) {
-	e := startAuthServer(t, server.Config{})
-	nc := connectNATS(t, e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys["reader"])...)
+	e := startAuthServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
+	url := e.ts.srv.NATSURL()
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
 	before := e.state()
+	// A read login cannot publish a write batch or a key change, whatever
+	// the header says.
 	insert := &pb.WriteRequest{Records: []*anypb.Any{e.user(60)}}
-	for key, want := range map[string]codes.Code{"": codes.Unauthenticated, "reader": codes.PermissionDenied} {
-		if st := e.natsCall(nc, key, natstransport.SubjectInsert, insert, nil); st == nil || codes.Code(st.Code) != want {
-			t.Fatalf("insert by a reader's login, header key %q: %v, want %v", key, st, want)
+	for _, c := range []struct{ endpoint, key string }{
+		{natstransport.SubjectInsert, ""}, {natstransport.SubjectInsert, "reader"}, {natstransport.SubjectInsert, "admin"},
+		{natstransport.SubjectKeysCreate, "admin"}, {natstransport.SubjectKeysRevoke, "admin"},
+	} {
+		nc := connectNATS(t, url, append(natstransport.ClientOptions(e.keys["reader"]), quiet)...)
+		msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, c.endpoint))
+		msg.Reply = nc.NewRespInbox()
+		msg.Data = mustMarshal(t, insert)
+		if k := e.key(c.key); k != "" {
+			msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+k)
 		}
+		if err := nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+		wantViolation(t, nc, "a read login publishing to "+c.endpoint+" with header key "+strconv.Quote(c.key))
 	}
+	nc := connectNATS(t, url, append(natstransport.ClientOptions(e.keys["reader"]), quiet)...)
 	if after := e.state(); after != before {
 		t.Fatalf("a refused insert changed the state:\n%s\nwant\n%s", after, before)
 	}
 	if st := e.natsCall(nc, "reader", natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, &pb.GetSchemaResponse{}); st != nil {
 		t.Fatalf("a read with the reader's header: %v", st)
 	}
+	// Another key's header (even one its holder may use), or none: its
+	// answer would go into an inbox this connection cannot read, so there
+	// is none; the drops are counted.
+	publishGet(t, e.ts, nc, nc.NewRespInbox(), e.keys["admin"])
+	publishGet(t, e.ts, nc, nc.NewRespInbox(), "")
+	waitMetric(t, e.ts, e.keys["admin"], dropped, map[string]string{"reason": "outside_inbox"}, 1)
+	waitMetric(t, e.ts, e.keys["admin"], dropped, map[string]string{"reason": "no_key"}, 1)
 
 	closed := make(chan struct{})
-	connectNATS(t, e.ts.srv.NATSURL(), append(natstransport.ClientOptions(e.keys["writer"]), nats.NoReconnect(),
+	connectNATS(t, url, append(natstransport.ClientOptions(e.keys["writer"]), nats.NoReconnect(),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
-	if st := e.natsCall(nc, "admin", natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "writer"}, &pb.RevokeKeyResponse{}); st != nil {
+	admin := connectNATS(t, url, natstransport.ClientOptions(e.keys["admin"])...)
+	if st := e.natsCall(admin, "admin", natstransport.SubjectKeysRevoke, &pb.RevokeKeyRequest{Name: "writer"}, &pb.RevokeKeyResponse{}); st != nil {
 		t.Fatalf("revoke over NATS: %v", st)
 	}
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the connection of a key revoked over NATS stayed open")
+	}
+}
+
+// Each key's login may publish to the endpoints its role may call, and no
+// others.
+func TestNATSPublishByRole(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+	subject := func(endpoints ...string) []string {
+		var s []string
+		for _, ep := range endpoints {
+			s = append(s, natstransport.Subject(natstransport.DefaultPrefix, ep))
+		}
+		return s
+	}
+	reads := subject(natstransport.SubjectSchemaGet, natstransport.SubjectQuery, natstransport.SubjectGet, natstransport.SubjectGetRecords)
+	writes := subject(natstransport.SubjectInsert, natstransport.SubjectUpdate, natstransport.SubjectUpsert, natstransport.SubjectRemove)
+	keys := subject(natstransport.SubjectKeysCreate, natstransport.SubjectKeysList, natstransport.SubjectKeysRevoke)
+	others := []string{"protobase.other", "protobase.schema.apply", "$SRV.PING", "elsewhere"}
+	join := slices.Concat[[]string]
+	for _, c := range []struct {
+		key              string
+		allowed, refused []string
+	}{
+		{"user-reader", reads, join(writes, keys, others)},
+		{"writer", join(reads, writes), join(keys, others)},
+		{"schemer", join(reads, writes), join(keys, others)},
+		{"admin", join(reads, writes, keys), others},
+	} {
+		nc := connectNATS(t, e.ts.srv.NATSURL(), append(natstransport.ClientOptions(e.key(c.key)), quiet)...)
+		for _, subj := range c.allowed {
+			// An empty message without a reply subject: published, and
+			// dropped by the service unanswered.
+			if err := nc.Publish(subj, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.LastError(); err != nil {
+				t.Fatalf("%s publishing to %s: %v", c.key, subj, err)
+			}
+		}
+		// The violation names the subject: each check is its own.
+		for _, subj := range c.refused {
+			if err := nc.Publish(subj, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.LastError(); err == nil || !strings.Contains(err.Error(), `Permissions Violation for Publish to "`+subj+`"`) {
+				t.Fatalf("%s publishing to %s was allowed (last error %v)", c.key, subj, err)
+			}
+		}
 	}
 }
 

@@ -279,6 +279,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	m.register(eng, st)
 	registerReceiveMetrics(m.reg, s.recv)
+	if cfg.NATS || cfg.NATSURL != "" {
+		registerNATSMetrics(m.reg, &s.tr.natsStats)
+	}
 	s.newGRPCServer(m, eng)
 
 	if s.mlis != nil {

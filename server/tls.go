@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/certs"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
@@ -99,32 +100,33 @@ func (s *Server) httpProtocols() *http.Protocols {
 // embeddedNATS returns the options of the embedded NATS server: TLS as
 // the other listeners, and client authentication (see natstransport.Auth).
 func (s *Server) embeddedNATS() (natstransport.EmbedOptions, *natstransport.Auth, error) {
-	auth, err := natstransport.NewAuth(s.cfg.NATSPrefix, s.natsKeyChecker())
+	na, err := natstransport.NewAuth(s.cfg.NATSPrefix, s.natsKeyChecker())
 	if err != nil {
 		return natstransport.EmbedOptions{}, nil, err
 	}
-	o := natstransport.EmbedOptions{Addr: s.cfg.NATSAddr, MaxPayload: s.cfg.MaxMessageBytes, Auth: auth}
+	o := natstransport.EmbedOptions{Addr: s.cfg.NATSAddr, MaxPayload: s.cfg.MaxMessageBytes, Auth: na}
 	if s.certs != nil {
 		o.TLS = s.certs.ServerConfig()
 	}
-	return o, auth, nil
+	return o, na, nil
 }
 
 // natsKeyChecker is the one place where Protobase's authentication meets
 // the embedded NATS server's login: a client logs in with an API key the
-// keyring knows (any role: the per-request Authorization header decides
-// what it may do). Nil while authentication is off.
+// keyring knows, and its role bounds the subjects the connection may
+// publish to (each request's Authorization header then decides what that
+// request may do). Nil while authentication is off.
 func (s *Server) natsKeyChecker() natstransport.KeyChecker {
 	if !s.auth {
 		return nil
 	}
 	keys := s.keys
-	return func(ctx context.Context, key string) (string, error) {
+	return func(ctx context.Context, key string) (string, auth.Role, error) {
 		id, err := keys.Verify(ctx, key)
 		if err != nil {
-			return "", err
+			return "", auth.RoleNone, err
 		}
-		return id.Name, nil
+		return id.Name, id.Role, nil
 	}
 }
 

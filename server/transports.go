@@ -26,10 +26,11 @@ type transports struct {
 	hcancel context.CancelFunc // cancels the contexts of HTTP requests
 	hreqs   *requestGroup
 
-	ns       *natsserver.Server  // embedded NATS server, when Config.NATS
-	natsAuth *natstransport.Auth // its client authentication
-	nc       *nats.Conn
-	natsSvc  *natstransport.Service
+	ns        *natsserver.Server  // embedded NATS server, when Config.NATS
+	natsAuth  *natstransport.Auth // its client authentication
+	nc        *nats.Conn
+	natsSvc   *natstransport.Service
+	natsStats natstransport.Stats // exported as metrics from start-up
 }
 
 // startTransports starts the REST gateway and the NATS service when
@@ -97,6 +98,10 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 
 func (s *Server) startNATS(res *schemajson.Resolver) error {
 	t := &s.tr
+	copts := natstransport.ConnOptions(s.log, &t.natsStats)
+	// On a NATS server Protobase did not configure it cannot know the
+	// callers' inboxes; on its own it does (see natstransport.Replies).
+	replies := natstransport.RepliesAnyInbox
 	if s.cfg.NATS {
 		eo, auth, err := s.embeddedNATS()
 		if err != nil {
@@ -107,9 +112,12 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 		}
 		t.natsAuth = auth
 		s.watchNATSRevocations()
-		// The server's own connection is in-process: no TCP (and so no
-		// TLS) on its path.
-		t.nc, err = nats.Connect("nats://in-process", nats.Name("protobase"), nats.InProcessServer(t.ns), auth.ServiceOption())
+		replies = natstransport.RepliesSharedInbox
+		if s.auth {
+			replies = natstransport.RepliesKeyInbox
+		}
+		copts = append(copts, natstransport.InProcess(t.ns)...)
+		t.nc, err = nats.Connect("nats://in-process", append(copts, auth.ServiceOption())...)
 		if err != nil {
 			return fmt.Errorf("connect to nats: %w", err)
 		}
@@ -118,9 +126,9 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 		if err != nil {
 			return err
 		}
-		// An external server may restart: keep reconnecting for as long
-		// as we serve.
-		t.nc, err = nats.Connect(s.cfg.NATSURL, append(xo, nats.Name("protobase"), nats.MaxReconnects(-1))...)
+		// An external server may restart: the connection keeps
+		// reconnecting for as long as we serve (ConnOptions).
+		t.nc, err = nats.Connect(s.cfg.NATSURL, append(copts, xo...)...)
 		if err != nil {
 			return fmt.Errorf("connect to nats: %w", err)
 		}
@@ -133,6 +141,8 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 		Prefix:          s.cfg.NATSPrefix,
 		Queue:           s.cfg.NATSQueue,
 		MaxMessageBytes: s.cfg.MaxMessageBytes,
+		Replies:         replies,
+		Stats:           &t.natsStats,
 		Logger:          s.log,
 		Keys:            s.keys,
 		Auth:            s.auth,

@@ -11,14 +11,17 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/protobase/protobase/internal/auth"
 )
 
 // KeyChecker reports whether key is a valid Protobase API key: a nil error
-// accepts it, and name identifies the key (its name, never the key itself:
-// it shows in NATS monitoring, and Auth.Disconnect takes it). It is how the
-// embedded NATS server asks Protobase's authentication about a connecting
-// client, without this package knowing how keys are stored.
-type KeyChecker func(ctx context.Context, key string) (name string, err error)
+// accepts it, name identifies the key (its name, never the key itself: it
+// shows in NATS monitoring, and Auth.Disconnect takes it) and role is what
+// it may do, which bounds the subjects its connection may publish to. It is
+// how the embedded NATS server asks Protobase's authentication about a
+// connecting client, without this package knowing how keys are stored.
+type KeyChecker func(ctx context.Context, key string) (name string, role auth.Role, err error)
 
 // keyUserPrefix starts the NATS user name of a connection logged in with
 // a key, so that no key name can pass for serviceUser or "anonymous".
@@ -41,12 +44,14 @@ const checkTimeout = 5 * time.Second
 //     logged, never written anywhere), may do anything: it alone can
 //     subscribe to PREFIX.> and so join the service's queue group;
 //   - with a KeyChecker, a caller logs in with its API key as the token (or
-//     as the password, under any user name); it may publish to PREFIX.>
-//     only and subscribe only to its own inbox, InboxPrefix(key) + ".>", so
-//     it can neither read nor answer other callers' requests, nor read
-//     their replies. Service discovery ($SRV.>) is closed to it: the
-//     service's stats carry the last error message of every endpoint,
-//     which may be about another caller's request;
+//     as the password, under any user name); it may publish only to the
+//     endpoints its key's role may call (PublishSubjects: a read key's
+//     write batches never reach the service) and subscribe only to its own
+//     inbox, InboxPrefix(key) + ".>", so it can neither read nor answer
+//     other callers' requests, nor read their replies. Service discovery
+//     ($SRV.>) is closed to it: the service's stats carry the last error
+//     message of every endpoint, which may be about another caller's
+//     request;
 //   - without a KeyChecker (authentication off), any caller connects, may
 //     publish to PREFIX.> and $SRV.> (so `nats micro ls` works) and may
 //     subscribe to _INBOX.> only: it still cannot read requests or answer
@@ -101,11 +106,15 @@ func (a *Auth) Check(c natsserver.ClientAuthentication) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	name, err := a.check(ctx, key)
+	name, role, err := a.check(ctx, key)
 	if err != nil {
 		return false
 	}
-	c.RegisterUser(&natsserver.User{Username: keyUserPrefix + name, Permissions: callerPermissions(InboxPrefix(key)+".>", a.prefix+".>")})
+	publish := PublishSubjects(a.prefix, role)
+	if len(publish) == 0 {
+		return false
+	}
+	c.RegisterUser(&natsserver.User{Username: keyUserPrefix + name, Permissions: callerPermissions(InboxPrefix(key)+".>", publish...)})
 	return true
 }
 

@@ -17,12 +17,27 @@ import (
 // streams, which have no such ceiling.
 const MaxEmbeddedPayload = 8 << 20
 
+// DefaultMaxPending is the embedded server's max_pending: the bytes it
+// queues for one client connection, not yet written to it, before it
+// closes the connection as a slow consumer. nats-server has one value for
+// every client; it matters most for the service's own connection, on
+// which every caller's requests converge: what callers publish faster
+// than the service reads queues there. Four connections publishing 8 MiB
+// requests as fast as they could, on the same 2-core machine, had NATS
+// close the service's connection within a second at nats-server's default
+// of 64 MiB, and peaked at 151 to 335 MiB queued for it with max_pending
+// between 256 MiB and 1 GiB (docs/limits.md). A caller's connection only
+// holds its own replies.
+const DefaultMaxPending = 512 << 20
+
 // EmbedOptions configure RunEmbedded.
 type EmbedOptions struct {
 	// Addr is the listen address, host:port (port 0 picks a free port).
 	Addr string
 	// MaxPayload sets max_payload to min(MaxPayload, MaxEmbeddedPayload).
 	MaxPayload int
+	// MaxPending sets max_pending (default DefaultMaxPending).
+	MaxPending int64
 	// TLS, when set, makes clients connect over TLS only (in-process
 	// connections excepted); a config that requires client certificates
 	// makes it mutual TLS.
@@ -60,15 +75,21 @@ func RunEmbedded(o EmbedOptions) (*natsserver.Server, error) {
 	if maxPayload <= 0 || maxPayload > MaxEmbeddedPayload {
 		maxPayload = MaxEmbeddedPayload
 	}
+	maxPending := o.MaxPending
+	if maxPending <= 0 {
+		maxPending = DefaultMaxPending
+	}
 	nopts := &natsserver.Options{
 		ServerName:                 "protobase",
 		Host:                       host,
 		Port:                       port,
 		MaxPayload:                 int32(maxPayload),
+		MaxPending:                 max(maxPending, int64(maxPayload)),
 		NoSigs:                     true, // the embedding process owns signals
 		NoLog:                      true,
 		CustomClientAuthentication: o.Auth,
 	}
+
 	if o.TLS != nil {
 		nopts.TLS, nopts.TLSConfig, nopts.TLSTimeout = true, o.TLS, 5
 		nopts.TLSVerify = o.TLS.ClientAuth >= tls.RequireAnyClientCert

@@ -26,6 +26,14 @@
 // "Authorization: Bearer KEY"; the key is checked per request, with the
 // same roles, scopes and error codes as gRPC.
 //
+// # Replies
+//
+// The service answers only to reply subjects the caller may read
+// (Options.Replies): a request whose reply subject is another caller's
+// inbox, the API's own subjects or a subject NATS reserves is dropped
+// unanswered and counted (Stats), since the service's connection may
+// publish anywhere.
+//
 // # Encoding
 //
 // Payloads are the protobuf binary encoding of the protobase.v1 messages,
@@ -150,7 +158,16 @@ type Options struct {
 	PendingMsgs, PendingBytes int
 	// Version is the micro service version, semver (default "0.0.0").
 	Version string
-	// Logger receives failures to reply; nil discards them.
+	// Replies is the rule for the reply subjects the service answers to
+	// (default RepliesAnyInbox, the only one possible on a NATS server
+	// Protobase does not configure); see Replies.
+	Replies Replies
+	// Stats, when set, counts the requests dropped and the endpoints'
+	// pending overflows (share it with ConnOptions); nil counts into a
+	// Stats of the service's own.
+	Stats *Stats
+	// Logger receives failures to reply, dropped requests and pending
+	// overflows (each kind at most once per 10 s); nil discards them.
 	Logger *slog.Logger
 	// Keys serves the key-management subjects. With Auth, every request
 	// must carry the header "Authorization: Bearer KEY" of a key whose
@@ -176,6 +193,11 @@ type Service struct {
 	// read's handler: a synchronisation point.
 	beforeRead func(micro.Request)
 
+	stats       *Stats
+	dropLog     sampled // requests dropped for their reply subject
+	overflowLog sampled // endpoints' pending limits reached
+	replyLog    sampled // replies the connection did not take
+
 	// Unsubscribing drains asynchronously, so handlers may still be called
 	// after micro's Stop returns. mu guards stopping; active counts the
 	// handlers running and the write batches waiting for durability, and
@@ -200,18 +222,23 @@ func Start(opts Options) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		opts: opts,
-		e:    opts.Engine,
-		log:  log,
-		json: protojson.UnmarshalOptions{Resolver: opts.Resolver},
-		out:  protojson.MarshalOptions{Resolver: opts.Resolver},
+		opts:        opts,
+		e:           opts.Engine,
+		log:         log,
+		json:        protojson.UnmarshalOptions{Resolver: opts.Resolver},
+		out:         protojson.MarshalOptions{Resolver: opts.Resolver},
+		stats:       opts.Stats,
+		dropLog:     sampled{every: dropLogEvery},
+		overflowLog: sampled{every: dropLogEvery},
+		replyLog:    sampled{every: dropLogEvery},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	svc, err := micro.AddService(opts.Conn, micro.Config{
-		Name:        ServiceName,
-		Version:     opts.Version,
-		Description: "Protobase request-reply API (protobase.v1 messages; protobuf, or JSON with Content-Type: application/json)",
-		QueueGroup:  opts.Queue,
+		Name:         ServiceName,
+		Version:      opts.Version,
+		Description:  "Protobase request-reply API (protobase.v1 messages; protobuf, or JSON with Content-Type: application/json)",
+		QueueGroup:   opts.Queue,
+		ErrorHandler: s.asyncError,
 	})
 	if err != nil {
 		s.cancel()
@@ -254,38 +281,78 @@ func (opts Options) withDefaults() Options {
 	if opts.PendingBytes <= 0 {
 		opts.PendingBytes = DefaultPendingBytes
 	}
+	if opts.Stats == nil {
+		opts.Stats = new(Stats)
+	}
 	return opts
 }
 
-// addEndpoints adds the service's endpoints to g, each behind its guard
-// (the role it needs, and for those served out of order a pool of
-// workers).
-func (s *Service) addEndpoints(g micro.Group) error {
-	const inOrder, pooled = false, true
-	endpoints := []struct {
-		name, subject string
-		need          auth.Role
-		pool          bool // served by workers, not in arrival order
-		h             func(*request)
-	}{
-		{"schema-get", SubjectSchemaGet, auth.RoleRead, pooled, s.schemaGet},
-		{"insert", SubjectInsert, auth.RoleWrite, inOrder, s.write(engine.OpInsert)},
-		{"update", SubjectUpdate, auth.RoleWrite, inOrder, s.write(engine.OpUpdate)},
-		{"upsert", SubjectUpsert, auth.RoleWrite, inOrder, s.write(engine.OpUpsert)},
-		{"remove", SubjectRemove, auth.RoleWrite, inOrder, s.write(engine.OpRemove)},
-		{"query", SubjectQuery, auth.RoleRead, pooled, s.query},
-		{"get", SubjectGet, auth.RoleRead, pooled, s.get},
-		{"records-get", SubjectGetRecords, auth.RoleRead, pooled, s.getRecords},
-		{"keys-create", SubjectKeysCreate, auth.RoleAdmin, inOrder, s.keysCreate},
-		{"keys-list", SubjectKeysList, auth.RoleAdmin, pooled, s.keysList},
-		{"keys-revoke", SubjectKeysRevoke, auth.RoleAdmin, inOrder, s.keysRevoke},
+// asyncError hears the errors NATS reports on the service's
+// subscriptions: a slow consumer is an endpoint whose pending limits were
+// reached, so that NATS drops its requests until the workers catch up.
+func (s *Service) asyncError(_ micro.Service, err *micro.NATSError) {
+	msg := "nats: endpoint subscription error"
+	if errors.Is(err, nats.ErrSlowConsumer) {
+		s.stats.overflows.Add(1)
+		msg = "nats: endpoint subscription error: its pending limits were reached, and NATS drops the requests past them"
 	}
+	if n, ok := s.overflowLog.allow(); ok {
+		s.log.Warn(msg, "subject", err.Subject, "err", err.Description, "events", n)
+	}
+}
+
+// endpoint is one subject of the API: the role a request needs, whether
+// its requests are served by workers (out of arrival order) and the
+// handler.
+type endpoint struct {
+	name, subject string
+	need          auth.Role
+	pool          bool
+	serve         func(*Service, *request)
+}
+
+const inOrder, pooled = false, true
+
+// endpoints are the API's subjects; the embedded server's per-role publish
+// permissions (PublishSubjects) are drawn from the same table.
+var endpoints = []endpoint{
+	{"schema-get", SubjectSchemaGet, auth.RoleRead, pooled, (*Service).schemaGet},
+	{"insert", SubjectInsert, auth.RoleWrite, inOrder, writeOp(engine.OpInsert)},
+	{"update", SubjectUpdate, auth.RoleWrite, inOrder, writeOp(engine.OpUpdate)},
+	{"upsert", SubjectUpsert, auth.RoleWrite, inOrder, writeOp(engine.OpUpsert)},
+	{"remove", SubjectRemove, auth.RoleWrite, inOrder, writeOp(engine.OpRemove)},
+	{"query", SubjectQuery, auth.RoleRead, pooled, (*Service).query},
+	{"get", SubjectGet, auth.RoleRead, pooled, (*Service).get},
+	{"records-get", SubjectGetRecords, auth.RoleRead, pooled, (*Service).getRecords},
+	{"keys-create", SubjectKeysCreate, auth.RoleAdmin, inOrder, (*Service).keysCreate},
+	{"keys-list", SubjectKeysList, auth.RoleAdmin, pooled, (*Service).keysList},
+	{"keys-revoke", SubjectKeysRevoke, auth.RoleAdmin, inOrder, (*Service).keysRevoke},
+}
+
+// PublishSubjects are the full subjects under prefix of the endpoints a
+// key of role may call (roles are ordered: each may call what the roles
+// below it may); none for auth.RoleNone. The schema role has no endpoint
+// of its own on NATS, so it publishes what the write role does.
+func PublishSubjects(prefix string, role auth.Role) []string {
+	var subjects []string
+	for _, ep := range endpoints {
+		if role >= ep.need {
+			subjects = append(subjects, Subject(prefix, ep.subject))
+		}
+	}
+	return subjects
+}
+
+// addEndpoints adds the service's endpoints to g, each behind its guard
+// (the reply subject it may answer to, the role it needs, and for those
+// served out of order a pool of workers).
+func (s *Service) addEndpoints(g micro.Group) error {
 	for _, ep := range endpoints {
 		var workers chan struct{}
 		if ep.pool {
 			workers = make(chan struct{}, s.opts.Workers)
 		}
-		if err := g.AddEndpoint(ep.name, s.guard(ep.need, workers, ep.h), micro.WithEndpointSubject(ep.subject),
+		if err := g.AddEndpoint(ep.name, s.guard(ep.need, workers, ep.serve), micro.WithEndpointSubject(ep.subject),
 			micro.WithEndpointPendingLimits(s.opts.PendingMsgs, s.opts.PendingBytes)); err != nil {
 			return fmt.Errorf("nats: endpoint %s: %w", ep.subject, err)
 		}
@@ -327,13 +394,19 @@ func (s *Service) Stop() error {
 	return nil
 }
 
-// guard counts a handler as active, or refuses the request once Stop
-// began; with Auth it authenticates the request and checks that the key
-// has the role need. With workers (a semaphore, one slot a running
-// request), the request is served on a goroutine of its own once a slot is
-// free, and the delivery goroutine waits for that slot, not for the reply.
-func (s *Service) guard(need auth.Role, workers chan struct{}, h func(*request)) micro.HandlerFunc {
+// guard drops a request whose reply subject the caller may not have asked
+// for (see Replies), then counts a handler as active, or refuses the
+// request once Stop began; with Auth it authenticates the request and
+// checks that the key has the role need. With workers (a semaphore, one
+// slot a running request), the request is served on a goroutine of its
+// own once a slot is free, and the delivery goroutine waits for that slot,
+// not for the reply.
+func (s *Service) guard(need auth.Role, workers chan struct{}, h func(*Service, *request)) micro.HandlerFunc {
 	return func(req micro.Request) {
+		if why := s.opts.Replies.check(req.Reply(), authorization(req.Headers()), s.opts.Prefix); why != dropNone {
+			s.drop(req, why)
+			return
+		}
 		s.mu.Lock()
 		if s.stopping {
 			s.mu.Unlock()
@@ -360,7 +433,7 @@ func (s *Service) guard(need auth.Role, workers chan struct{}, h func(*request))
 }
 
 // serve authenticates req (with Auth) and runs h.
-func (s *Service) serve(need auth.Role, req micro.Request, h func(*request)) {
+func (s *Service) serve(need auth.Role, req micro.Request, h func(*Service, *request)) {
 	r := s.begin(req)
 	if s.opts.Auth {
 		id, err := auth.VerifyHeader(s.ctx, s.opts.Keys, authorization(req.Headers()))
@@ -373,7 +446,7 @@ func (s *Service) serve(need auth.Role, req micro.Request, h func(*request)) {
 		}
 		r.id = id
 	}
-	h(r)
+	h(s, r)
 }
 
 // authorization returns the Authorization header. NATS headers are
@@ -444,7 +517,7 @@ func (s *Service) reply(r *request, m proto.Message) {
 		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
 	}
 	if err := r.Respond(b, opts...); err != nil {
-		s.log.Warn("nats: reply failed", "subject", r.Subject(), "err", err)
+		s.replyFailed(r, err)
 	}
 }
 
@@ -479,7 +552,15 @@ func (s *Service) fail(r *request, err error) {
 	}
 	// Header values cannot hold line breaks; the body has the full text.
 	if rerr := r.Error(code, strings.ReplaceAll(msg, "\n", " "), body, opts...); rerr != nil {
-		s.log.Warn("nats: error reply failed", "subject", r.Subject(), "err", rerr)
+		s.replyFailed(r, rerr)
+	}
+}
+
+// replyFailed logs a reply the connection did not take (while it
+// reconnects, past its reconnect buffer), at most once per dropLogEvery.
+func (s *Service) replyFailed(r *request, err error) {
+	if n, ok := s.replyLog.allow(); ok {
+		s.log.Warn("nats: reply failed", "subject", r.Subject(), "err", err, "failures", n)
 	}
 }
 
@@ -556,38 +637,41 @@ func (s *Service) getRecords(r *request) {
 	s.reply(r, resp)
 }
 
+// writeOp is the handler of the write endpoint of op.
+func writeOp(op engine.Op) func(*Service, *request) {
+	return func(s *Service, r *request) { s.write(op, r) }
+}
+
 // write applies one batch in arrival order, then waits for durability off
 // the delivery goroutine (see the package comment).
-func (s *Service) write(op engine.Op) func(*request) {
-	return func(r *request) {
-		batch := new(pb.WriteRequest)
-		w := s.e.NewWriter()
-		err := s.decode(r, batch)
-		if err == nil {
-			err = r.id.CheckRecords(batch.Records)
-		}
+func (s *Service) write(op engine.Op, r *request) {
+	batch := new(pb.WriteRequest)
+	w := s.e.NewWriter()
+	err := s.decode(r, batch)
+	if err == nil {
+		err = r.id.CheckRecords(batch.Records)
+	}
+	if err != nil {
+		err = w.Abort(err)
+	} else {
+		err = w.Apply(s.ctx, op, batch.Records)
+	}
+	if err != nil {
+		_ = w.Close()
+		s.fail(r, err)
+		return
+	}
+	s.active.Add(1) // nonzero already: this handler is active
+	go func() {
+		defer s.active.Done()
+		defer func() { _ = w.Close() }() // synced below; Close only frees
+		pos, err := w.Sync()
 		if err != nil {
-			err = w.Abort(err)
-		} else {
-			err = w.Apply(s.ctx, op, batch.Records)
-		}
-		if err != nil {
-			_ = w.Close()
 			s.fail(r, err)
 			return
 		}
-		s.active.Add(1) // nonzero already: this handler is active
-		go func() {
-			defer s.active.Done()
-			defer func() { _ = w.Close() }() // synced below; Close only frees
-			pos, err := w.Sync()
-			if err != nil {
-				s.fail(r, err)
-				return
-			}
-			s.reply(r, &pb.WriteResponse{Batches: w.Batches(), Records: w.Records(), Position: pos})
-		}()
-	}
+		s.reply(r, &pb.WriteResponse{Batches: w.Batches(), Records: w.Records(), Position: pos})
+	}()
 }
 
 func typeName(url string) string {
