@@ -72,6 +72,8 @@ func (c Config) Validate() error {
 		{"ShutdownTimeout", c.ShutdownTimeout < 0},
 		{"SlowQuery", c.SlowQuery < 0},
 		{"TLSReloadInterval", c.TLSReloadInterval < 0},
+		{"HandshakeTimeout", c.HandshakeTimeout < 0},
+		{"IdleTimeout", c.IdleTimeout < 0},
 	} {
 		if f.negative {
 			return configError(f.name, " must not be negative")
@@ -150,7 +152,8 @@ func (c Config) withDefaults() Config {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 64 << 20
 	}
-	c.HTTPLimits = c.HTTPLimits.withDefaults()
+	c = c.connDefaults()
+	c.HTTPLimits = c.HTTPLimits.withDefaults(c.HandshakeTimeout, c.IdleTimeout)
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}

@@ -20,7 +20,8 @@ import (
 // is cut after it, holding one response meanwhile. IdleTimeout applies
 // between requests only, never to a running one, however quiet.
 type HTTPLimits struct {
-	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	// ReadHeaderTimeout bounds reading a request's headers, and the TLS
+	// handshake of a new connection (default Config.HandshakeTimeout).
 	ReadHeaderTimeout time.Duration
 	// BodyTimeout is the longest the server waits for the next bytes of a
 	// request body it is reading, and the most time a body's rate may owe
@@ -35,13 +36,16 @@ type HTTPLimits struct {
 	// reading a streamed response is cut after it (default 30 s).
 	WriteTimeout time.Duration
 	// IdleTimeout closes a kept-alive connection that carries no request
-	// for this long (default 120 s).
+	// for this long (default Config.IdleTimeout).
 	IdleTimeout time.Duration
 }
 
-func (l HTTPLimits) withDefaults() HTTPLimits {
+// withDefaults sets the zero fields; handshake and idle are the server's
+// HandshakeTimeout and IdleTimeout, the defaults of the connection-level
+// bounds, shared with the other listeners.
+func (l HTTPLimits) withDefaults(handshake, idle time.Duration) HTTPLimits {
 	if l.ReadHeaderTimeout <= 0 {
-		l.ReadHeaderTimeout = 10 * time.Second
+		l.ReadHeaderTimeout = handshake
 	}
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = 30 * time.Second
@@ -53,7 +57,7 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 		l.WriteTimeout = 30 * time.Second
 	}
 	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = 120 * time.Second
+		l.IdleTimeout = idle
 	}
 	return l
 }
@@ -78,7 +82,9 @@ func (l HTTPLimits) validate() error {
 }
 
 // apply sets the connection-level limits on hs and wraps its handler with
-// the per-request ones.
+// the per-request ones. net/http bounds a TLS handshake by
+// ReadHeaderTimeout (hs sets no ReadTimeout or WriteTimeout), and an
+// HTTP/2 client's preface by a fixed 10 s of its own.
 func (l HTTPLimits) apply(hs *http.Server) {
 	hs.ReadHeaderTimeout = l.ReadHeaderTimeout
 	hs.IdleTimeout = l.IdleTimeout

@@ -123,6 +123,20 @@ type Config struct {
 	// past it, that connection is closed. See server/recvbudget.go.
 	MaxReceiveBufferBytes  int64
 	MaxReceiveBytesPerConn int64
+	// Connections (server/conns.go). HandshakeTimeout bounds the opening
+	// of a new connection on every listener: its TLS handshake and its
+	// protocol's first words (gRPC's HTTP/2 preface, the headers of a
+	// REST or metrics request, a NATS client's CONNECT); default
+	// DefaultHandshakeTimeout. IdleTimeout closes a gRPC connection
+	// without open streams, and a REST or metrics connection between
+	// requests, after that long (default DefaultIdleTimeout; HTTPLimits
+	// may set the HTTP ones apart). MaxConnections caps the connections
+	// each listener holds open at once (0: DefaultMaxConnections, from
+	// the file-descriptor limit; negative: no cap); past it a new
+	// connection is closed as soon as it is accepted.
+	HandshakeTimeout time.Duration
+	IdleTimeout      time.Duration
+	MaxConnections   int
 	// CacheBytes sizes the block cache and MemTableBytes one memtable
 	// (up to 4 exist before writes stall). 0 picks a size from the memory
 	// the process may use (store.DefaultSizes): 1/8 of it for the cache,
@@ -215,7 +229,8 @@ type Server struct {
 	health  *health.Server
 	metrics *http.Server
 	mlis    net.Listener
-	tr      transports // REST and NATS, see transports.go
+	conns   connListeners // the capped listeners, for metrics (conns.go)
+	tr      transports    // REST and NATS, see transports.go
 	keys    *auth.Keyring
 	auth    bool // callers must authenticate (see auth.go)
 	svc     *grpctransport.Service
@@ -282,6 +297,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.NATS || cfg.NATSURL != "" {
 		registerNATSMetrics(m.reg, &s.tr.natsStats)
 	}
+	s.registerConnMetrics(m.reg)
 	s.newGRPCServer(m, eng)
 
 	if s.mlis != nil {
@@ -302,7 +318,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		close(s.done)
 	}()
 	s.setServing(healthpb.HealthCheckResponse_SERVING)
-	log.Info("serving", "grpc", s.lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS())
+	log.Info("serving", "grpc", s.lis.Addr().String(), "data", cfg.DataDir, "sync", !cfg.NoSync, "auth", s.auth, "tls", s.TLS(),
+		"max_connections", cfg.MaxConnections)
 	return s, nil
 }
 
@@ -399,11 +416,13 @@ func (s *Server) listen() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.GRPCAddr, err)
 	}
-	s.lis = lis
+	s.lis = s.capConnections(lis, "grpc")
 	if s.cfg.MetricsAddr != "" {
-		if s.mlis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+		mlis, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
 			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsAddr, err)
 		}
+		s.mlis = s.capConnections(mlis, "metrics")
 	}
 	return nil
 }
@@ -481,10 +500,16 @@ func boundOptions(cfg Config) []grpc.ServerOption {
 		// The limit is announced in SETTINGS; a stream beyond it is
 		// refused (REFUSED_STREAM), and grpc-go clients wait for a slot.
 		grpc.MaxConcurrentStreams(cfg.MaxStreamsPerConn),
+		// A connection must finish its TLS handshake and HTTP/2 preface
+		// within HandshakeTimeout: grpc-go's default, 120 s, would let a
+		// silent TCP connection hold a descriptor that long.
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout),
 		// Pings find peers that vanished without closing the connection,
 		// so what their streams hold is freed; a client may ping every
-		// 10 s, also without streams, and no faster.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		// 10 s, also without streams, and no faster. A connection without
+		// streams for IdleTimeout gets GOAWAY and is closed: answering
+		// pings does not keep it.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second, MaxConnectionIdle: cfg.IdleTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 }

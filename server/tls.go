@@ -61,14 +61,10 @@ func (s *Server) grpcCreds() []grpc.ServerOption {
 	if s.certs == nil {
 		return nil
 	}
-	return []grpc.ServerOption{
-		// The receive budget reads each connection's HTTP/2 after the
-		// handshake (recvbudget.go).
-		grpc.Creds(s.recv.Credentials(credentials.NewTLS(s.certs.ServerConfig()))),
-		// A handshake gets as long as REST's (ReadHeaderTimeout), not
-		// grpc-go's default 120 s, so that half-open handshakes do not pile up.
-		grpc.ConnectionTimeout(10 * time.Second),
-	}
+	// The receive budget reads each connection's HTTP/2 after the
+	// handshake (recvbudget.go). The handshake is bounded with the
+	// preface (boundOptions).
+	return []grpc.ServerOption{grpc.Creds(s.recv.Credentials(credentials.NewTLS(s.certs.ServerConfig())))}
 }
 
 // serveHTTP serves hs on lis, over TLS when configured (HTTP/2 and
@@ -104,7 +100,13 @@ func (s *Server) embeddedNATS() (natstransport.EmbedOptions, *natstransport.Auth
 	if err != nil {
 		return natstransport.EmbedOptions{}, nil, err
 	}
-	o := natstransport.EmbedOptions{Addr: s.cfg.NATSAddr, MaxPayload: s.cfg.MaxMessageBytes, Auth: na}
+	o := natstransport.EmbedOptions{
+		Addr:             s.cfg.NATSAddr,
+		MaxPayload:       s.cfg.MaxMessageBytes,
+		Auth:             na,
+		HandshakeTimeout: s.cfg.HandshakeTimeout,
+		MaxConns:         s.cfg.MaxConnections,
+	}
 	if s.certs != nil {
 		o.TLS = s.certs.ServerConfig()
 	}

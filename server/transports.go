@@ -77,7 +77,7 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
 	t := &s.tr
-	t.hlis = lis
+	t.hlis = s.capConnections(lis, "http")
 	t.hreqs = &requestGroup{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.hcancel = cancel
@@ -91,7 +91,7 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
 	s.cfg.HTTPLimits.apply(t.http)
-	go func() { _ = s.serveHTTP(t.http, lis) }()
+	go func() { _ = s.serveHTTP(t.http, t.hlis) }()
 	s.log.Info("serving REST/JSON", "http", lis.Addr().String(), "tls", s.TLS())
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/protobase/protobase/internal/connlimit"
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/server"
@@ -57,6 +58,9 @@ type serveOptions struct {
 	maxSearchQueries     int
 	maxReceiveBytes      int64 // server-wide receive budget
 	maxReceivePerConn    int64
+	handshakeTimeout     time.Duration
+	idleTimeout          time.Duration
+	maxConnections       int
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -284,6 +288,15 @@ func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 	f.Int64Var(&o.maxReceiveBytes, "max-receive-buffer-bytes", 0, fmt.Sprintf("most bytes of gRPC messages begun and not complete, over all connections; past it the connection holding the most is closed (0: 1/8 of the memory available, at least 2 × --max-message-bytes; %s here)",
 		sizeString(server.DefaultReceiveBudget(store.Memory(), 64<<20))))
 	f.Int64Var(&o.maxReceivePerConn, "max-receive-bytes-per-conn", 0, "most bytes of gRPC messages begun and not complete on one connection; past it the connection is closed (0: min(--max-streams-per-conn, 4) × --max-message-bytes)")
+	o.addConnFlags(f)
+}
+
+// addConnFlags registers what a client may hold by connecting alone.
+func (o *serveOptions) addConnFlags(f *pflag.FlagSet) {
+	f.DurationVar(&o.handshakeTimeout, "handshake-timeout", 0, fmt.Sprintf("time a new connection has, on every listener, for its TLS handshake and its protocol's opening (gRPC's HTTP/2 preface, a REST request's headers, a NATS CONNECT) before it is closed (0: %s)", server.DefaultHandshakeTimeout))
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, fmt.Sprintf("close a gRPC connection without open streams, and a REST or metrics connection between requests, after this long; clients reconnect when they next call (0: %s)", server.DefaultIdleTimeout))
+	f.IntVar(&o.maxConnections, "max-connections", 0, fmt.Sprintf("most connections each listener (gRPC, REST, metrics, embedded NATS) holds open; past it a new connection is closed at once, and those open keep working (0: a quarter of what the file-descriptor limit leaves after %d for the store, at most %d; %d here; -1: no cap)",
+		connlimit.StoreFiles, connlimit.MaxDefault, server.DefaultMaxConnections()))
 }
 
 // addSizeFlags registers the memory the store, its caches and the change

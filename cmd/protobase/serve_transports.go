@@ -57,6 +57,10 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 
 		MaxReceiveBufferBytes:  o.maxReceiveBytes,
 		MaxReceiveBytesPerConn: o.maxReceivePerConn,
+
+		HandshakeTimeout: o.handshakeTimeout,
+		IdleTimeout:      o.idleTimeout,
+		MaxConnections:   o.maxConnections,
 	}
 	// In the flags 0 turns the log (or its byte bound) off; in Config
 	// 0 is the default and a negative value is off.
@@ -130,6 +134,10 @@ var configFlags = map[string]string{
 
 	"MaxReceiveBufferBytes":  "--max-receive-buffer-bytes",
 	"MaxReceiveBytesPerConn": "--max-receive-bytes-per-conn",
+
+	"HandshakeTimeout": "--handshake-timeout",
+	"IdleTimeout":      "--idle-timeout",
+	"MaxConnections":   "--max-connections",
 }
 
 // configError words a server.Config refusal in serve's flags.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -44,6 +45,13 @@ type EmbedOptions struct {
 	TLS *tls.Config
 	// Auth, when set, authenticates every client (see Auth).
 	Auth natsserver.Authentication
+	// HandshakeTimeout bounds a new client's TLS handshake and, after
+	// it, the wait for its CONNECT (0: NATS's defaults).
+	HandshakeTimeout time.Duration
+	// MaxConns caps the clients connected over the network at once (0:
+	// NATS's default, 65,536; negative: no cap); past it a new client
+	// gets "-ERR 'maximum connections exceeded'" and is closed.
+	MaxConns int
 }
 
 // RunEmbedded starts a NATS server in this process and waits until it
@@ -91,9 +99,10 @@ func RunEmbedded(o EmbedOptions) (*natsserver.Server, error) {
 	}
 
 	if o.TLS != nil {
-		nopts.TLS, nopts.TLSConfig, nopts.TLSTimeout = true, o.TLS, 5
+		nopts.TLS, nopts.TLSConfig = true, o.TLS
 		nopts.TLSVerify = o.TLS.ClientAuth >= tls.RequireAnyClientCert
 	}
+	connectionOptions(nopts, o)
 	ns, err := natsserver.NewServer(nopts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -104,4 +113,20 @@ func RunEmbedded(o EmbedOptions) (*natsserver.Server, error) {
 		return nil, errors.New("embedded nats: not ready to accept clients after 10s (is the address in use?)")
 	}
 	return ns, nil
+}
+
+// connectionOptions sets what a client may hold by connecting: the time
+// to its CONNECT and the number of clients.
+func connectionOptions(nopts *natsserver.Options, o EmbedOptions) {
+	if o.HandshakeTimeout > 0 {
+		nopts.TLSTimeout = o.HandshakeTimeout.Seconds()
+		nopts.AuthTimeout = o.HandshakeTimeout.Seconds()
+	}
+	switch {
+	case o.MaxConns > 0:
+		// NATS counts the in-process connection of the service too.
+		nopts.MaxConn = o.MaxConns + 1
+	case o.MaxConns < 0:
+		nopts.MaxConn = math.MaxInt32 // a negative MaxConn refuses every client
+	}
 }
