@@ -30,8 +30,10 @@ type keysTransport struct {
 	call func(key, method string, req, resp proto.Message) (codes.Code, string)
 }
 
-// keysTransports returns gRPC, REST and NATS (through nc) for e.
-func (e *authEnv) keysTransports(nc *nats.Conn) []keysTransport {
+// keysTransports returns gRPC, REST and NATS for e. On NATS each key
+// calls on a connection logged in with it: the service answers only into
+// the inbox of the request's own key (key names a key of e.keys).
+func (e *authEnv) keysTransports() []keysTransport {
 	apis := map[string]pb.ProtobaseClient{}
 	grpcCall := func(key, method string, req, resp proto.Message) (codes.Code, string) {
 		if apis[key] == nil {
@@ -90,8 +92,12 @@ func (e *authEnv) keysTransports(nc *nats.Conn) []keysTransport {
 		"list":   natstransport.SubjectKeysList,
 		"revoke": natstransport.SubjectKeysRevoke,
 	}
+	conns := map[string]*nats.Conn{}
 	natsCall := func(key, method string, req, resp proto.Message) (codes.Code, string) {
-		if st := e.natsCall(nc, key, endpoints[method], req, resp); st != nil {
+		if conns[key] == nil {
+			conns[key] = connectNATS(e.t, e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys[key])...)
+		}
+		if st := e.natsCall(conns[key], key, endpoints[method], req, resp); st != nil {
 			return codes.Code(st.Code), st.Message
 		}
 		return codes.OK, ""
@@ -132,7 +138,6 @@ func TestAuthKeysStayInScope(t *testing.T) {
 		}
 		e.keys[k.name] = resp.Key
 	}
-	nc := connectNATS(t, e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys["shopadmin"])...)
 	create := func(name string, role pb.KeyRole, types ...string) *pb.CreateKeyRequest {
 		return &pb.CreateKeyRequest{Name: name, Role: role, Types: types}
 	}
@@ -161,7 +166,7 @@ func TestAuthKeysStayInScope(t *testing.T) {
 		{"revoke a key that does not exist", "revoke", revoke("no-such-key"), codes.NotFound, []string{notFound("no-such-key")}},
 	}
 	ctx := context.Background()
-	for _, tr := range e.keysTransports(nc) {
+	for _, tr := range e.keysTransports() {
 		before := e.state()
 		all, err := e.ts.c.ListKeys(ctx)
 		if err != nil {

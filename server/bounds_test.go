@@ -231,7 +231,7 @@ func TestBoundsWriteStreams(t *testing.T) {
 	// here). The Go runtime's soft limit is that total less what Pebble
 	// holds outside the Go heap (the cache and the memtables), as the
 	// server derives it from a machine's memory.
-	total := int64(2*recv + 5*inflight + l.CacheBytes + 6*l.MemTableBytes)
+	total := 2*recv + 5*inflight + l.CacheBytes + 6*l.MemTableBytes
 	l.GoMemoryLimit = total - l.CacheBytes - 6*l.MemTableBytes
 	child, addr := startChild(t, l)
 	c, err := client.Dial(addr)

@@ -334,8 +334,9 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		// Decoded write requests waiting for the write budget count as
 		// received bytes do: the receive budget bounds them too.
 		MaxWaitingWriteBytes: cfg.MaxReceiveBufferBytes,
-		// A unary answer may be as large as gRPC sends (sendLimit).
-		MaxResponseBytes: sendLimit(cfg) - 1<<20,
+		// A unary answer fits what gRPC sends (sendLimit) and what clients
+		// take by default (64 MiB), with room for its envelope.
+		MaxResponseBytes: sendLimit(cfg) - 2<<20,
 		SearchWorkers:    cfg.SearchWorkers,
 		MaxResultRecords: cfg.MaxResultRecords,
 		MaxResultBytes:   cfg.MaxResultBytes,

@@ -93,13 +93,6 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
-// used returns the bytes taken.
-func (b *budget) used() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.cur
-}
-
 func (b *budget) notifyLocked() {
 	for {
 		next := b.waiters.Front()

@@ -163,6 +163,19 @@ def test_get_by_values_tuples_and_records(db: protobase.Client, shop_pb2: Any) -
     assert o.missing == [2]
 
 
+def test_get_asks_again_for_keys_left_unanswered(db: protobase.Client) -> None:
+    # Three records of 25 MiB: one answer holds two at most (a Get answer
+    # is bounded in bytes); the server names the third as unanswered and
+    # get asks again for it, keeping the keys' order and the missing ones.
+    name = "x" * (25 << 20)
+    for i in (9001, 9002, 9003):
+        db.upsert([{"id": i, "name": name}], type=USER)
+    r = db.get(USER, [9003, 4242, 9001, 9002, 9001])
+    assert [len(a.value) > (25 << 20) for a in r.records] == [True] * 4
+    assert r.missing == [1]
+    assert ids(db.get(USER, [9002, 1], decode="dict").records) == [9002, 1]
+
+
 def test_get_errors(db: protobase.Client) -> None:
     with pytest.raises(QueryError) as ei:
         db.get("pytest.shop.Nope", [1])

@@ -555,11 +555,12 @@ def key_value(k: Any) -> struct_pb2.Value:
     return v
 
 
-
 def _get_request(type: str, keys: list[Key], todo: list[int]) -> tuple[pb.GetRequest, list[int]]:
-    """The request for the keys at the indexes ``todo``, and the index of
-    the key at each request position: the server numbers JSON keys first,
-    then key records."""
+    """Build the request for the keys at the indexes ``todo``.
+
+    Returns it with the index of the key at each request position: the
+    server numbers JSON keys first, then key records.
+    """
     req = pb.GetRequest(type=type)
     values: list[int] = []
     records: list[int] = []
@@ -572,6 +573,7 @@ def _get_request(type: str, keys: list[Key], todo: list[int]) -> tuple[pb.GetReq
             _set_key(req.keys.add(), k)
             values.append(i)
     return req, values + records
+
 
 def _set_key(v: struct_pb2.Value, k: Any) -> None:
     # Filled in place: passing messages to constructors copies them.
