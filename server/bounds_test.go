@@ -130,7 +130,10 @@ func TestBoundsLargeResults(t *testing.T) {
 			}
 			held := heapSettled(base, budget)
 			t.Logf("%d non-reading %s streams of 30 MiB records: heap +%d MiB (result budget %d MiB)", streams, kind, held/mib, budget/mib)
-			if bound := uint64(budget + streams*2*mib + 32*mib); held > bound {
+			// The race detector keeps more alive (sync.Pool drops buffers
+			// at random under it): its run checks the code path, not the
+			// figures.
+			if bound := uint64(budget + streams*2*mib + 32*mib); !raceEnabled && held > bound {
 				t.Fatalf("non-reading %s streams hold %d MiB, want at most %d MiB (the budget and 2 MiB a stream)", kind, held/mib, bound/mib)
 			}
 			ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%s@x"}`, len(kind), kind))})
