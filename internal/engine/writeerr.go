@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
+)
+
+// The errors a write batch meets, and how a stream's failure names its
+// batch with the counts applied before it.
+
+// checkExistence is the existence rule: insert needs the primary key free,
+// update and remove need it taken.
+func checkExistence(op Op, i int, p *prep, found bool) error {
+	switch {
+	case op == OpInsert && found:
+		return recordError(codes.AlreadyExists, i, p.url, pkFields(p.t),
+			"a record with this primary key exists")
+	case (op == OpUpdate || op == OpRemove) && !found:
+		return recordError(codes.NotFound, i, p.url, pkFields(p.t),
+			"no record with this primary key")
+	}
+	return nil
+}
+
+func pkFields(t *recType) string {
+	s := make([]string, len(t.rt.PrimaryKey))
+	for i, kf := range t.rt.PrimaryKey {
+		s[i] = kf.Path
+	}
+	return strings.Join(s, ",")
+}
+
+func indexFields(ix *index) []string {
+	s := make([]string, len(ix.ix.Fields))
+	for i, kf := range ix.ix.Fields {
+		s[i] = kf.Path
+	}
+	return s
+}
+
+// Abort ends a stream whose next batch never reached Apply because the
+// transport could not receive or decode it (malformed JSON, an oversized
+// message, a cancelled stream). The batches applied before it are made
+// durable first, so the counts it reports are true, and err comes back as an
+// *apierror.Error naming batch Batches() with those counts: a client learns exactly
+// what was kept, whichever transport it used. An *apierror.Error keeps its code and
+// record details; any other error keeps the code Status gives it.
+func (w *Writer) Abort(err error) error {
+	w.Use(Reserved{}) // the request is not applied
+	if _, serr := w.Sync(); serr != nil {
+		return serr
+	}
+	var e *apierror.Error
+	if !errors.As(err, &e) {
+		st := apierror.Status(err)
+		e = &apierror.Error{Code: st.Code(), Msg: st.Message(), Err: err}
+	} else {
+		cp := *e // the caller's error stays as it was
+		e = &cp
+		if e.Write != nil {
+			e.Write = proto.Clone(e.Write).(*pb.WriteError)
+		}
+	}
+	return w.stamp(e)
+}
+
+// stamp names the stream's next batch as the failed one in e's WriteError
+// (adding one if e has none), with the counts applied before it, and
+// counts the failure.
+func (w *Writer) stamp(e *apierror.Error) *apierror.Error {
+	if e.Write == nil {
+		e.Write = &pb.WriteError{Reason: e.Msg}
+	}
+	e.Write.Batch = w.batches
+	e.Write.BatchesApplied = w.batches
+	e.Write.RecordsApplied = w.records
+	w.e.stats.WriteErrors.Add(1)
+	return e
+}
