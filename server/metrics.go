@@ -98,6 +98,8 @@ func registerNATSMetrics(reg *prometheus.Registry, st *natstransport.Stats) {
 		counter("protobase_nats_service_disconnects_total", "Times the NATS service's own connection was lost (it reconnects by itself).", nil, st.Disconnects),
 		counter("protobase_nats_service_reconnects_total", "Times the NATS service's own connection came back.", nil, st.Reconnects),
 		counter("protobase_nats_pending_overflows_total", "Times a NATS endpoint's subscription reached its pending limits and NATS began dropping its requests.", nil, st.PendingOverflows),
+		counter("protobase_nats_rate_refused_total", "NATS requests refused because their key sent faster than --nats-key-bytes-per-second.", nil, st.RateRefused),
+		counter("protobase_nats_floods_total", "Times a key over its NATS byte rate had its connections to the embedded NATS server closed (at most once a second per key).", nil, st.Floods),
 	)
 }
 

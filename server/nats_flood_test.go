@@ -129,6 +129,13 @@ func TestNATSFloodFromAReadKey(t *testing.T) {
 	if v, ok := metricValue(fams, "protobase_nats_service_disconnects_total", nil); !ok || v != 0 {
 		t.Fatalf("the service's connection was dropped %v times (served: %v)", v, ok)
 	}
+	// The flood on get, past the key's byte rate, was refused and its
+	// connections closed at their source.
+	for _, m := range []string{"protobase_nats_rate_refused_total", "protobase_nats_floods_total"} {
+		if v, ok := metricValue(fams, m, nil); !ok || v == 0 {
+			t.Errorf("%s is %v after the flood (served: %v)", m, v, ok)
+		}
+	}
 	checkMetricDocs(t, fams)
 }
 

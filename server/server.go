@@ -86,6 +86,12 @@ type Config struct {
 	// NATSQueue is the queue group of the NATS endpoints (default
 	// "protobase"): servers sharing it share the requests.
 	NATSQueue string
+	// NATSKeyBytesPerSecond bounds, with authentication, the request
+	// bytes one key brings to the NATS service per second (0:
+	// natstransport.DefaultKeyBytesPerSecond, 64 MiB/s; negative: no
+	// bound). Past it a request is RESOURCE_EXHAUSTED, and the embedded
+	// NATS server closes the key's connections (docs/limits.md).
+	NATSKeyBytesPerSecond int64
 	// NoSync acknowledges writes before they are fsynced. Faster, and a
 	// crash or power loss can lose acknowledged writes (never corrupt the
 	// store). For benchmarks; the default (false) is durable.

@@ -142,6 +142,18 @@ func (s *Server) watchNATSRevocations() {
 	}
 }
 
+// natsKeyFlooding closes the embedded NATS server's connections logged in
+// with the key named name, which sends faster than its bound: a client
+// that reconnects is checked again, and cut off again if it goes on.
+func (s *Server) natsKeyFlooding(name string) {
+	if s.tr.ns == nil || s.tr.natsAuth == nil {
+		return
+	}
+	if _, err := s.tr.natsAuth.Disconnect(s.tr.ns, name); err != nil {
+		s.log.Warn("disconnect NATS clients of a flooding key", "key", name, "err", err)
+	}
+}
+
 // natsKeyRevoked closes the embedded NATS server's connections logged in
 // with the key named name.
 func (s *Server) natsKeyRevoked(name string) {

@@ -146,6 +146,9 @@ func (s *Server) startNATS(res *schemajson.Resolver) error {
 		Logger:          s.log,
 		Keys:            s.keys,
 		Auth:            s.auth,
+		// A key flooding the embedded server is cut off at its source.
+		KeyBytesPerSecond: s.cfg.NATSKeyBytesPerSecond,
+		OnFlood:           s.natsKeyFlooding,
 	})
 	if err != nil {
 		return err

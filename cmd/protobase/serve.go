@@ -31,6 +31,7 @@ type serveOptions struct {
 	natsURL          string
 	natsPrefix       string
 	natsQueue        string
+	natsKeyRate      int64
 	sync             bool
 	maxMessageBytes  int
 	maxBatchRecords  int
@@ -274,6 +275,7 @@ func (o *serveOptions) addListenerFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.natsURL, "nats-url", "", "serve the NATS API on this external NATS server, e.g. nats://host:4222 (exclusive with --nats)")
 	f.StringVar(&o.natsPrefix, "nats-prefix", "protobase", "first token(s) of every NATS subject")
 	f.StringVar(&o.natsQueue, "nats-queue", "protobase", "NATS queue group; servers in one group share the requests")
+	f.Int64Var(&o.natsKeyRate, "nats-key-bytes-per-second", 0, "with keys, most request bytes one key brings to the NATS service per second; past it requests are refused and the embedded server closes the key's connections (0: 64 MiB/s; -1: no bound)")
 	f.BoolVar(&o.sync, "sync", true, "fsync writes before acknowledging them; --sync=false is faster but risks losing acknowledged writes on a crash or power loss")
 }
 

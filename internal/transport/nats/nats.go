@@ -175,6 +175,15 @@ type Options struct {
 	// PERMISSION_DENIED, 403, otherwise).
 	Keys *auth.Keyring
 	Auth bool
+	// KeyBytesPerSecond bounds, with Auth, the request bytes one key
+	// brings to the service per second, over a burst of a second's worth
+	// or twice the largest request if more (0: DefaultKeyBytesPerSecond;
+	// negative: no bound). A request
+	// past it is RESOURCE_EXHAUSTED, refused before it is decoded, and
+	// OnFlood is called with the key's name, at most once a second per
+	// key, so that the NATS server can close the key's connections.
+	KeyBytesPerSecond int64
+	OnFlood           func(keyName string)
 }
 
 // Service is a running NATS service. Stop it before closing the engine.
@@ -194,9 +203,11 @@ type Service struct {
 	beforeRead func(micro.Request)
 
 	stats       *Stats
-	dropLog     sampled // requests dropped for their reply subject
-	overflowLog sampled // endpoints' pending limits reached
-	replyLog    sampled // replies the connection did not take
+	rates       *keyRates // nil: no bound on keys' bytes
+	dropLog     sampled   // requests dropped for their reply subject
+	overflowLog sampled   // endpoints' pending limits reached
+	replyLog    sampled   // replies the connection did not take
+	floodLog    sampled   // keys over their byte rate
 
 	// Unsubscribing drains asynchronously, so handlers may still be called
 	// after micro's Stop returns. mu guards stopping; active counts the
@@ -231,6 +242,13 @@ func Start(opts Options) (*Service, error) {
 		dropLog:     sampled{every: dropLogEvery},
 		overflowLog: sampled{every: dropLogEvery},
 		replyLog:    sampled{every: dropLogEvery},
+		floodLog:    sampled{every: dropLogEvery},
+	}
+	if opts.Auth {
+		s.rates = newKeyRates(opts.KeyBytesPerSecond, int(opts.Conn.MaxPayload()), s.flooding)
+		if opts.Keys != nil {
+			opts.Keys.OnRevoke(s.rates.forget)
+		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	svc, err := micro.AddService(opts.Conn, micro.Config{
@@ -265,6 +283,9 @@ func Start(opts Options) (*Service, error) {
 func (opts Options) withDefaults() Options {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
+	}
+	if opts.KeyBytesPerSecond == 0 {
+		opts.KeyBytesPerSecond = DefaultKeyBytesPerSecond
 	}
 	if opts.Queue == "" {
 		opts.Queue = DefaultQueue
@@ -440,6 +461,11 @@ func (s *Service) serve(need auth.Role, req micro.Request, h func(*Service, *req
 		if err == nil {
 			_, err = auth.Require(auth.NewContext(s.ctx, id), true, need)
 		}
+		if err == nil {
+			if err = s.rates.admit(id, len(req.Data())); err != nil {
+				s.stats.rateRefused.Add(1)
+			}
+		}
 		if err != nil {
 			s.fail(r, err)
 			return
@@ -447,6 +473,18 @@ func (s *Service) serve(need auth.Role, req micro.Request, h func(*Service, *req
 		r.id = id
 	}
 	h(s, r)
+}
+
+// flooding reports a key whose requests keep coming faster than its
+// bound: logged (sampled), counted, and handed to OnFlood.
+func (s *Service) flooding(name string) {
+	s.stats.floods.Add(1)
+	if n, ok := s.floodLog.allow(); ok {
+		s.log.Warn("nats: an API key sends requests faster than its bound; closing its connections", "key", name, "times", n)
+	}
+	if s.opts.OnFlood != nil {
+		s.opts.OnFlood(name)
+	}
 }
 
 // authorization returns the Authorization header. NATS headers are

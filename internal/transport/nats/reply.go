@@ -141,7 +141,17 @@ type Stats struct {
 	disconnects atomic.Uint64
 	reconnects  atomic.Uint64
 	overflows   atomic.Uint64
+	rateRefused atomic.Uint64
+	floods      atomic.Uint64
 }
+
+// RateRefused counts the requests refused because their key sent faster
+// than Options.KeyBytesPerSecond.
+func (st *Stats) RateRefused() uint64 { return st.rateRefused.Load() }
+
+// Floods counts the times a key over its byte rate was reported
+// (Options.OnFlood), at most once a second per key.
+func (st *Stats) Floods() uint64 { return st.floods.Load() }
 
 // Dropped is the number of requests dropped unanswered for why.
 func (st *Stats) Dropped(why DropReason) uint64 {
