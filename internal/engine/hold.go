@@ -71,10 +71,8 @@ func (e *Engine) cover(ctx context.Context, h *hold, need int64, empty bool) err
 	if need <= h.n {
 		return nil
 	}
-	if need > e.opts.MaxResultBufferBytes {
-		return apierror.Errorf(codes.ResourceExhausted,
-			"a response of %d bytes (a record of about that size) is larger than the server's result buffers of %d bytes (max result buffer bytes)",
-			need, e.opts.MaxResultBufferBytes)
+	if err := e.overBudget(need); err != nil {
+		return err
 	}
 	if empty && h.n > 0 {
 		e.results.Release(h.n)
@@ -85,6 +83,17 @@ func (e *Engine) cover(ctx context.Context, h *hold, need int64, empty bool) err
 	}
 	h.n = need
 	return nil
+}
+
+// overBudget refuses a response of need bytes that the whole result
+// budget could not hold.
+func (e *Engine) overBudget(need int64) error {
+	if need <= e.opts.MaxResultBufferBytes {
+		return nil
+	}
+	return apierror.Errorf(codes.ResourceExhausted,
+		"a response of %d bytes (a record of about that size) is larger than the server's result buffers of %d bytes (max result buffer bytes)",
+		need, e.opts.MaxResultBufferBytes)
 }
 
 // minHeld is the least a built response keeps of its reservation: the

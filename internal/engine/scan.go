@@ -432,8 +432,7 @@ func (pr *partRun) cover(ctx context.Context, rec []byte) bool {
 	if pr.size > 0 || need <= pr.held || need <= int64(e.opts.MaxResultBytes) {
 		return true
 	}
-	if need > e.opts.MaxResultBufferBytes {
-		pr.budgetErr = e.cover(ctx, &hold{}, need, true) // the too-large error
+	if pr.budgetErr = e.overBudget(need); pr.budgetErr != nil {
 		return false
 	}
 	pr.release() // hold nothing while waiting for room
