@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/export"
@@ -86,6 +87,82 @@ func (c *Client) Export(ctx context.Context, types []string, w io.Writer, format
 // and bounds what a rerun after a crash sends again.
 const importCheckpointBatches = 16
 
+// ImportSchema is what Import does with the schema an export file holds
+// when it differs from the server's.
+type ImportSchema int
+
+// The ways Import treats the file's schema.
+const (
+	// ImportSchemaMatch (the default) imports only when the server's
+	// schema is the file's, or the server has none (it then takes the
+	// file's): a file whose schema differs is refused before any record
+	// is sent, with a *SchemaMismatchError holding the plan.
+	ImportSchemaMatch ImportSchema = iota
+	// ImportSchemaApply applies the file's schema first, whatever the
+	// plan (ImportResult.Schema): the server's types and indexes that the
+	// file lacks are dropped, except that dropping a type with its records
+	// is still refused (ApplySchema's allow_drop is never sent).
+	ImportSchemaApply
+	// ImportSchemaKeep leaves the server's schema as it is: each record
+	// must then be valid under it, and one that is not (a type it lacks,
+	// an unknown field, a value its unique index holds for another record)
+	// stops the import.
+	ImportSchemaKeep
+)
+
+// SchemaMismatchError is Import's refusal of a file whose schema differs
+// from the server's (ImportSchemaMatch). Nothing was changed or written.
+type SchemaMismatchError struct {
+	// Plan is what applying the file's schema would do to the server's
+	// (a dry run of ApplySchema).
+	Plan *pb.SchemaPlan
+}
+
+func (e *SchemaMismatchError) Error() string {
+	return "import: the file's schema differs from the server's (applying it would " + strings.Join(PlanSummary(e.Plan), ", ") +
+		"); nothing was imported: apply the file's schema (ImportSchemaApply, protobase import --apply-schema) " +
+		"or import under the server's schema (ImportSchemaKeep, --keep-schema)"
+}
+
+// PlanSummary names each change of a schema plan in a few words ("drop
+// unique index shop.User.email_unique (email)"), type and index changes
+// first; an empty plan has none.
+func PlanSummary(p *pb.SchemaPlan) []string {
+	var out []string
+	for _, t := range p.GetTypesAdded() {
+		out = append(out, "add type "+t)
+	}
+	for _, t := range p.GetTypesChanged() {
+		out = append(out, "change type "+t.GetType()+" ("+strings.Join(t.GetChanges(), "; ")+")")
+	}
+	for _, t := range p.GetTypesDropped() {
+		out = append(out, fmt.Sprintf("drop type %s (%d records)", t.GetType(), t.GetRecords()))
+	}
+	index := func(verb string, ix *pb.IndexChange) string {
+		kind := "index "
+		if ix.GetUnique() {
+			kind = "unique index "
+		}
+		return verb + " " + kind + ix.GetType() + "." + ix.GetIndex() + " (" + strings.Join(ix.GetFields(), ", ") + ")"
+	}
+	for _, ix := range p.GetIndexesAdded() {
+		out = append(out, index("add", ix))
+	}
+	for _, ix := range p.GetIndexesDropped() {
+		out = append(out, index("drop", ix))
+	}
+	for _, f := range p.GetFilesAdded() {
+		out = append(out, "add file "+f)
+	}
+	for _, f := range p.GetFilesChanged() {
+		out = append(out, "change file "+f)
+	}
+	for _, f := range p.GetFilesRemoved() {
+		out = append(out, "remove file "+f)
+	}
+	return out
+}
+
 // ImportOptions control Import.
 type ImportOptions struct {
 	// Batch is the records of each write batch (default 1000).
@@ -97,24 +174,31 @@ type ImportOptions struct {
 	// (Skip included) known durable, each time it grows. A run that
 	// fails resumes from the last count it was given.
 	Progress func(durable uint64) error
+	// Schema says what to do when the file's schema differs from the
+	// server's (default ImportSchemaMatch: refuse).
+	Schema ImportSchema
 }
 
 // ImportResult is what an Import did.
 type ImportResult struct {
-	// Schema is the plan of applying the file's schema (nothing changed
-	// when the server already had it).
+	// Schema is the plan of the file's schema against the server's: what
+	// was applied when Applied is set, else the dry run that found no
+	// change (nil with ImportSchemaKeep, or a file without schema).
 	Schema *pb.ApplySchemaResponse
 	// Records is how many records the file holds; Written how many this
 	// run upserted (Records - Skip).
 	Records, Written uint64
 }
 
-// Import loads an export file (either format): it applies the file's
-// schema (ApplySchema with its sources, so a server with the same schema
-// is unchanged), then upserts the records after the first opts.Skip
-// through a Writer in batches of opts.Batch. Upserts make a repeated
-// record harmless, so resuming from any count at or below the durable one
-// never duplicates a record.
+// Import loads an export file (either format): it checks the file's
+// schema against the server's (see ImportSchema), then upserts the records
+// after the first opts.Skip through a Writer in batches of opts.Batch.
+// Upserts make a repeated record harmless, so resuming from any count at
+// or below the durable one never duplicates a record.
+//
+// An import that fails part way leaves the batches made durable before
+// the failure applied (and the schema, if it applied one); the last
+// Progress count says how many of the file's records they hold.
 func (c *Client) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*ImportResult, error) {
 	if opts.Batch <= 0 {
 		opts.Batch = 1000
@@ -124,10 +208,8 @@ func (c *Client) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*
 		return nil, err
 	}
 	res := &ImportResult{}
-	if files := rd.Schema().GetFiles(); len(files) > 0 {
-		if res.Schema, err = c.ApplySchema(ctx, files, SchemaOptions{}); err != nil {
-			return nil, fmt.Errorf("import: apply the file's schema: %w", err)
-		}
+	if res.Schema, err = c.importSchema(ctx, rd.Schema().GetFiles(), opts.Schema); err != nil {
+		return nil, err
 	}
 	for res.Records < opts.Skip {
 		if _, err := rd.Next(); err != nil {
@@ -188,4 +270,36 @@ func (c *Client) Import(ctx context.Context, r io.Reader, opts ImportOptions) (*
 		return fail(fmt.Errorf("import: %w", err))
 	}
 	return res, report(opts.Skip + res.Written)
+}
+
+// importSchema treats the file's schema as mode says, before any record
+// is sent: a dry run of ApplySchema plans it against the server's, and an
+// empty plan means they are the same.
+func (c *Client) importSchema(ctx context.Context, files map[string]string, mode ImportSchema) (*pb.ApplySchemaResponse, error) {
+	if mode == ImportSchemaKeep || len(files) == 0 {
+		return nil, nil
+	}
+	plan, err := c.ApplySchema(ctx, files, SchemaOptions{DryRun: true})
+	if err != nil {
+		return nil, fmt.Errorf("import: plan the file's schema: %w", err)
+	}
+	if len(PlanSummary(plan.GetPlan())) == 0 {
+		return plan, nil
+	}
+	if mode != ImportSchemaApply {
+		// A server without any schema has nothing the file's could drop
+		// or change: it takes the file's.
+		cur, err := c.GetSchema(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(cur.GetFiles()) > 0 {
+			return nil, &SchemaMismatchError{Plan: plan.GetPlan()}
+		}
+	}
+	applied, err := c.ApplySchema(ctx, files, SchemaOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("import: apply the file's schema: %w", err)
+	}
+	return applied, nil
 }

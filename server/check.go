@@ -54,7 +54,7 @@ func CheckEtcd(ctx context.Context, e EtcdConfig) (*CheckReport, error) {
 	if err := (Config{DataDir: "-", Store: StoreEtcd, Etcd: e}).validateStorage(); err != nil {
 		return nil, err
 	}
-	st, err := openEtcd(e)
+	st, err := openEtcd(e, nil)
 	if err != nil {
 		return nil, fmt.Errorf("check etcd %v: %w", e.Endpoints, err)
 	}

@@ -28,7 +28,7 @@ func DropEtcd(ctx context.Context, e EtcdConfig) error {
 	if err := (Config{DataDir: "-", Store: StoreEtcd, Etcd: e}).validateStorage(); err != nil {
 		return err
 	}
-	st, err := openEtcd(e)
+	st, err := openEtcd(e, nil)
 	if err != nil {
 		return fmt.Errorf("drop etcd store %s: %w", e.Prefix, err)
 	}

@@ -51,6 +51,22 @@ func (m *metrics) register(eng *engine.Engine, st any) {
 	if sm, ok := st.(interface{ Metrics() store.Metrics }); ok {
 		m.reg.MustRegister(storageCollector{sm})
 	}
+	if sf, ok := st.(interface{ Faults() (uint64, uint64) }); ok {
+		registerStoreFaults(m.reg, sf.Faults)
+	}
+}
+
+// registerStoreFaults exports the counts of requests a shared store
+// (etcd) did not serve.
+func registerStoreFaults(reg *prometheus.Registry, faults func() (unavailable, outcomeUnknown uint64)) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_unavailable_total",
+			Help: "Store requests (reads, and write batches never sent or refused unapplied) that failed because etcd could not be reached or did not answer: nothing was applied (clients see UNAVAILABLE)."},
+			func() float64 { u, _ := faults(); return float64(u) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_outcome_unknown_total",
+			Help: "Write batches sent to etcd that got no answer: each may have been applied (clients see DEADLINE_EXCEEDED)."},
+			func() float64 { _, k := faults(); return float64(k) }),
+	)
 }
 
 func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {

@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
@@ -37,6 +39,10 @@ type EtcdConfig struct {
 	// User and PasswordFile authenticate to a cluster with auth enabled;
 	// the file holds the password (a trailing newline is ignored).
 	User, PasswordFile string
+	// RequestTimeout bounds each request to the cluster (0: 30 s). Past
+	// it a read fails UNAVAILABLE, and a write batch whose commit was
+	// sent fails DEADLINE_EXCEEDED, as it may have been applied.
+	RequestTimeout time.Duration
 }
 
 func (e EtcdConfig) set() bool {
@@ -125,12 +131,13 @@ func (s *Server) openStore() (store.KV, error) {
 	if cfg.Store != StoreEtcd {
 		return store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes, Logger: s.log})
 	}
-	return openEtcd(cfg.Etcd)
+	return openEtcd(cfg.Etcd, s.log)
 }
 
-// openEtcd connects to the etcd cluster e names.
-func openEtcd(e EtcdConfig) (*etcd.Store, error) {
-	o := etcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Username: e.User}
+// openEtcd connects to the etcd cluster e names; log (nil: none) gets the
+// store's warnings about a cluster that does not answer.
+func openEtcd(e EtcdConfig, log *slog.Logger) (*etcd.Store, error) {
+	o := etcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Username: e.User, RequestTimeout: e.RequestTimeout, Logger: log}
 	if e.PasswordFile != "" {
 		pw, err := os.ReadFile(e.PasswordFile)
 		if err != nil {

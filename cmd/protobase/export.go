@@ -70,61 +70,129 @@ types in its scope. See docs/operations.md.`,
 	return c
 }
 
+type importOptions struct {
+	batch       int
+	progress    string
+	applySchema bool
+	keepSchema  bool
+}
+
 func (a *app) importCommand() *cobra.Command {
-	var batch int
-	var progress string
+	var o importOptions
 	c := &cobra.Command{
-		Use:   "import FILE [--batch N] [--progress PATH]",
+		Use:   "import FILE [--batch N] [--progress PATH] [--apply-schema | --keep-schema]",
 		Short: "Load an export file through the normal write path",
-		Long: `Apply the schema held in FILE (a server with the same schema is left
-unchanged) and upsert its records in batches of --batch records. Either
-format is read; the file is checked as it is read, and an error names the
-byte offset or line.
+		Long: `Check the schema held in FILE against the server's, then upsert its
+records in batches of --batch records. Either format is read; the file is
+checked as it is read, and an error names the byte offset or line.
+
+The import goes ahead when the server's schema is the file's, or when the
+server has no schema at all (it then takes the file's). A file whose
+schema differs is refused before any record is sent, with the plan of
+what applying it would add, change or drop: --apply-schema applies the
+file's schema anyway (dropping a type with records is still refused), and
+--keep-schema leaves the server's schema as it is and writes the records
+under it (a record it does not accept, such as one that breaks its unique
+index, stops the import).
 
 The count of records acknowledged durable is kept in FILE.import-progress
 (or --progress); a rerun after an interruption skips them, and since
-records are upserted, a repeat never duplicates one. The progress file is
-removed when the import completes.`,
+records are upserted, a repeat never duplicates one. An import that fails
+part way leaves the batches acknowledged before the failure applied, says
+how many records they hold, and keeps the progress file for the rerun.
+The progress file is removed when the import completes.
+See docs/operations.md, "Export and import".`,
 		Example: `  protobase import shop.pbexport
+  protobase import --apply-schema shop.pbexport
   protobase --addr etcd-backed:7070 import shop.pbexport --batch 5000`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if batch <= 0 {
-				return usagef("--batch must be positive")
-			}
-			file := args[0]
-			if progress == "" {
-				progress = file + ".import-progress"
-			}
-			skip, err := readProgress(progress)
-			if err != nil {
-				return err
-			}
-			in, err := os.Open(file)
-			if err != nil {
-				return err
-			}
-			defer in.Close()
-			c, err := a.dial()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Import(cmd.Context(), in, client.ImportOptions{Batch: batch, Skip: skip,
-				Progress: func(n uint64) error { return writeProgress(progress, n) }})
-			if err != nil {
-				return err
-			}
-			if err := os.Remove(progress); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-			_, err = fmt.Fprintf(a.stdout, "imported %d records from %s (%d skipped as already imported)\n", res.Written, file, skip)
-			return err
-		}),
+		RunE: runE(func(cmd *cobra.Command, args []string) error { return a.importFile(cmd, args[0], o) }),
 	}
-	c.Flags().IntVar(&batch, "batch", 1000, "records per write batch")
-	c.Flags().StringVar(&progress, "progress", "", "progress file (default FILE.import-progress)")
+	c.Flags().IntVar(&o.batch, "batch", 1000, "records per write batch")
+	c.Flags().StringVar(&o.progress, "progress", "", "progress file (default FILE.import-progress)")
+	c.Flags().BoolVar(&o.applySchema, "apply-schema", false, "apply the file's schema when it differs from the server's")
+	c.Flags().BoolVar(&o.keepSchema, "keep-schema", false, "keep the server's schema and import the records under it")
 	return c
+}
+
+func (a *app) importFile(cmd *cobra.Command, file string, o importOptions) error {
+	if o.batch <= 0 {
+		return usagef("--batch must be positive")
+	}
+	mode := client.ImportSchemaMatch
+	switch {
+	case o.applySchema && o.keepSchema:
+		return usagef("--apply-schema and --keep-schema exclude each other")
+	case o.applySchema:
+		mode = client.ImportSchemaApply
+	case o.keepSchema:
+		mode = client.ImportSchemaKeep
+	}
+	progress := o.progress
+	if progress == "" {
+		progress = file + ".import-progress"
+	}
+	skip, err := readProgress(progress)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	c, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	durable := skip
+	res, err := c.Import(cmd.Context(), in, client.ImportOptions{Batch: o.batch, Skip: skip, Schema: mode,
+		Progress: func(n uint64) error { durable = n; return writeProgress(progress, n) }})
+	var mismatch *client.SchemaMismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		var b strings.Builder
+		fmt.Fprintf(&b, "the schema in %s differs from the server's; nothing was imported.\napplying it would change:\n", file)
+		writePlan(&b, mismatch.Plan, true)
+		b.WriteString("rerun with --apply-schema to apply the file's schema, or with --keep-schema to import the records under the server's schema")
+		return errors.New(b.String())
+	case err != nil:
+		return importFailure(err, res, skip, durable, progress)
+	}
+	if err := os.Remove(progress); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if res.Schema.GetApplied() {
+		writePlan(a.stdout, res.Schema.GetPlan(), false)
+		fmt.Fprintf(a.stdout, "applied the file's schema, schema version %d\n", res.Schema.GetVersion())
+	}
+	_, err = fmt.Fprintf(a.stdout, "imported %d records from %s (%d skipped as already imported)\n", res.Written, file, skip)
+	return err
+}
+
+// importFailure says what a failed import leaves on the server: the
+// schema it applied, and the records of the batches made durable before
+// the failure, which the progress file counts for the rerun.
+func importFailure(err error, res *client.ImportResult, skip, durable uint64, progress string) error {
+	var b strings.Builder
+	b.WriteString(err.Error())
+	if res != nil && res.Schema.GetApplied() {
+		fmt.Fprintf(&b, "\nthe file's schema was applied (schema version %d) and stays", res.Schema.GetVersion())
+	}
+	if durable == skip {
+		fmt.Fprintf(&b, "\nthis run made no record durable")
+		if skip > 0 {
+			fmt.Fprintf(&b, "; %d records of earlier runs are, and %s counts them", skip, progress)
+		}
+		return errors.New(b.String())
+	}
+	fmt.Fprintf(&b, "\n%d of the file's records are durable on the server (%d by this run): the batches acknowledged "+
+		"before the failure stay applied, and %s counts them.\n"+
+		"Rerun the same command to resume after them once the cause is fixed (records are upserted, so none is doubled); "+
+		"to undo the import instead, remove those records (see docs/operations.md, \"Export and import\")",
+		durable, durable-skip, progress)
+	return errors.New(b.String())
 }
 
 // readProgress reads the durable count an earlier import left; 0 when

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,4 +108,74 @@ func TestExportPebbleToEtcd(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatalf("the etcd server's export (%d bytes) differs from the Pebble server's (%d bytes)", len(b), len(a))
 	}
+}
+
+// An export from a server whose shop.User has no unique email index,
+// imported into one that has it: refused by default with the plan named
+// and nothing written; under the server's schema (--keep-schema) the
+// duplicate email stops the import after the batches before it, which
+// stay applied and counted; with --apply-schema the rerun drops the index
+// as asked and finishes. A server with the file's schema takes the file
+// as before.
+func TestImportSchemaDiffers(t *testing.T) {
+	loose := strings.Replace(shopProto, ` index: { fields: "email" unique: true }`, "", 1)
+	src := startServer(t).Addr()
+	dir := t.TempDir()
+	mustCLI(t, "", "--addr", src, "schema", "apply", writeFile(t, dir, "shop.proto", loose))
+	var in strings.Builder
+	for i := 1; i <= 50; i++ {
+		fmt.Fprintf(&in, `{"id": %d, "email": "u%d@x"}`+"\n", i, i)
+	}
+	in.WriteString(`{"id": 51, "email": "u1@x"}` + "\n") // u1@x again: no index forbids it here
+	mustCLI(t, in.String(), "--addr", src, "insert", "--type", "shop.User")
+	file := filepath.Join(dir, "loose.pbexport")
+	wantContains(t, mustCLI(t, "", "--addr", src, "export", "--to", file).stdout, "exported 51 records")
+
+	dst := startServer(t).Addr()
+	mustCLI(t, "", "--addr", dst, "schema", "apply", writeFile(t, t.TempDir(), "shop.proto", shopProto))
+	mustCLI(t, `{"id": 100, "email": "own@x"}`+"\n", "--addr", dst, "insert", "--type", "shop.User")
+	stored := func() int {
+		return strings.Count(mustCLI(t, "", "--addr", dst, "scan", "--type", "shop.User").stdout, `"email"`)
+	}
+
+	r := cli(t, "", "--addr", dst, "import", file, "--batch", "10")
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "differs from the server's; nothing was imported", "indexes dropped (1):",
+		"- shop.User index ", "(email) unique", "--apply-schema", "--keep-schema")
+	if n := stored(); n != 1 {
+		t.Fatalf("a refused import left %d records, want the server's 1", n)
+	}
+	wantContains(t, mustCLI(t, "", "--addr", dst, "schema", "get").stdout, "unique: true")
+	if _, err := os.Stat(file + ".import-progress"); !os.IsNotExist(err) {
+		t.Fatalf("a refused import left a progress file: %v", err)
+	}
+
+	// Under the server's schema the unique index refuses record 51.
+	r = cli(t, "", "--addr", dst, "import", file, "--batch", "10", "--keep-schema")
+	wantCode(t, r, exitFailed)
+	wantContains(t, r.stderr, "AlreadyExists", "50 of the file's records are durable on the server (50 by this run)",
+		"batches acknowledged before the failure stay applied", file+".import-progress", "Rerun the same command")
+	if n := stored(); n != 51 {
+		t.Fatalf("after the partial import %d records are stored, want 51", n)
+	}
+
+	// --apply-schema: the index goes, and the rerun resumes after the 50.
+	r = mustCLI(t, "", "--addr", dst, "import", file, "--batch", "10", "--apply-schema")
+	wantContains(t, r.stdout, "indexes dropped (1):", "applied the file's schema", "imported 1 records", "(50 skipped")
+	if strings.Contains(mustCLI(t, "", "--addr", dst, "schema", "get").stdout, "unique") {
+		t.Fatal("--apply-schema kept the unique index")
+	}
+	if n := stored(); n != 52 {
+		t.Fatalf("after --apply-schema %d records are stored, want 52", n)
+	}
+
+	// The same schema: imported as it always was, the schema untouched.
+	same := startServer(t).Addr()
+	mustCLI(t, "", "--addr", same, "schema", "apply", writeFile(t, t.TempDir(), "shop.proto", loose))
+	r = mustCLI(t, "", "--addr", same, "import", file)
+	wantContains(t, r.stdout, "imported 51 records")
+	if strings.Contains(r.stdout, "applied the file's schema") {
+		t.Fatalf("an import with the server's own schema applied it:\n%s", r.stdout)
+	}
+	wantCode(t, cli(t, "", "--addr", same, "import", file, "--apply-schema", "--keep-schema"), exitUsage)
 }

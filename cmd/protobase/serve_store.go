@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -19,6 +20,7 @@ type storeOptions struct {
 	etcdKey          string
 	etcdUser         string
 	etcdPasswordFile string
+	etcdTimeout      time.Duration
 }
 
 func (o *storeOptions) addFlags(f *pflag.FlagSet) {
@@ -30,6 +32,7 @@ func (o *storeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.etcdKey, "etcd-key", "", "PEM private key of --etcd-cert")
 	f.StringVar(&o.etcdUser, "etcd-user", "", "etcd user name (a cluster with auth enabled; needs --etcd-password-file)")
 	f.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user")
+	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 30*time.Second, "bound on each etcd request: past it a read fails Unavailable and a write whose commit was sent fails DeadlineExceeded (it may have been applied)")
 }
 
 // apply copies the flags into cfg.
@@ -43,6 +46,7 @@ func (o *storeOptions) apply(cfg *server.Config) {
 	cfg.Etcd.Prefix = o.etcdPrefix
 	cfg.Etcd.CAFile, cfg.Etcd.CertFile, cfg.Etcd.KeyFile = o.etcdCA, o.etcdCert, o.etcdKey
 	cfg.Etcd.User, cfg.Etcd.PasswordFile = o.etcdUser, o.etcdPasswordFile
+	cfg.Etcd.RequestTimeout = o.etcdTimeout
 }
 
 // where says where the data lives, for serve's first line.

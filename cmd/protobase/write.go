@@ -208,7 +208,7 @@ func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap,
 	switch {
 	case !errors.As(err, &ce):
 		fmt.Fprintf(&b, "%s failed: %v", spec.name, err)
-	case ce.Status.Code() == codes.Unavailable:
+	case ce.Status.Code() == codes.Unavailable && ce.Write == nil:
 		fmt.Fprintf(&b, "%s: the server at %s is unavailable: %s", spec.name, addr, ce.Status.Message())
 	default:
 		fmt.Fprintf(&b, "%s failed (%s): %s", spec.name, ce.Status.Code(), ce.Status.Message())
@@ -240,8 +240,12 @@ func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap,
 			fmt.Fprintf(&b, "\n  reason:  %s", r)
 		}
 		n, nb := we.GetRecordsApplied(), we.GetBatchesApplied()
-		fmt.Fprintf(&b, "\n  applied: %d %s (%d %s), durable; the failing batch and all after it were not applied",
-			n, plural(n, "record", "records"), nb, plural(nb, "batch", "batches"))
+		fate := "the failing batch and all after it were not applied"
+		if ce.Status.Code() == codes.DeadlineExceeded {
+			fate = "the failing batch may have been applied (read it back before retrying); those after it were not"
+		}
+		fmt.Fprintf(&b, "\n  applied: %d %s (%d %s), durable; %s",
+			n, plural(n, "record", "records"), nb, plural(nb, "batch", "batches"), fate)
 		if line, ok := lines.line(n); ok {
 			fmt.Fprintf(&b, " (input from line %d on)", line)
 		}

@@ -211,6 +211,7 @@ func (p *process) stop() error {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("%s: signal: %w", p.name, err)
 	}
+	_ = p.resume() // a paused process handles SIGTERM only once it runs
 	select {
 	case <-p.done:
 		var ee *exec.ExitError

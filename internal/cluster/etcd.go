@@ -140,6 +140,36 @@ func (c *Etcd) Kill(i int) error {
 	return nil
 }
 
+// Pause stops member i with SIGSTOP, as a machine that hangs: its
+// connections stay open and nothing on them is answered until Resume.
+func (c *Etcd) Pause(i int) error {
+	p, err := c.running(i)
+	if err != nil {
+		return err
+	}
+	return p.pause()
+}
+
+// Resume lets member i, paused by Pause, go on (SIGCONT).
+func (c *Etcd) Resume(i int) error {
+	p, err := c.running(i)
+	if err != nil {
+		return err
+	}
+	return p.resume()
+}
+
+// running returns member i's process, or an error when it has none.
+func (c *Etcd) running(i int) (*process, error) {
+	c.mu.Lock()
+	p := c.members[i].proc
+	c.mu.Unlock()
+	if p == nil || p.exited() {
+		return nil, fmt.Errorf("etcd member %s is not running", c.members[i].Name)
+	}
+	return p, nil
+}
+
 // Restart starts member i again on its data directory after Kill (it
 // rejoins with the state it had and catches up from the leader).
 func (c *Etcd) Restart(ctx context.Context, i int) error {

@@ -24,11 +24,23 @@ var ErrClosed = apierror.New(codes.Unavailable, "engine is closed")
 
 // storeError gives the storage contract's errors their API codes: a
 // batch over the store's limits is RESOURCE_EXHAUSTED, a read at a
-// version the store has compacted away FAILED_PRECONDITION, and a batch
-// that kept losing its preconditions to other writers ABORTED. Each keeps
-// the store's message, which says what to do. Other errors pass as they
-// are.
+// version the store has compacted away FAILED_PRECONDITION, a batch that
+// kept losing its preconditions to other writers ABORTED, a store that
+// could not be reached UNAVAILABLE (nothing was applied: a retry is
+// safe), and a batch sent to the store without an answer
+// DEADLINE_EXCEEDED, whose message says that it may have been applied.
+// Each keeps the store's message, which says what happened. Other errors
+// pass as they are.
 func storeError(err error) error {
+	if e := storeCode(err); e != nil {
+		return e
+	}
+	return err
+}
+
+// storeCode is storeError's mapping; nil for an error the storage
+// contract does not name.
+func storeCode(err error) *apierror.Error {
 	switch {
 	case err == nil:
 		return nil
@@ -38,6 +50,24 @@ func storeError(err error) error {
 		return &apierror.Error{Code: codes.FailedPrecondition, Msg: err.Error() + "; run the query again", Err: err}
 	case errors.Is(err, store.ErrConflict):
 		return &apierror.Error{Code: codes.Aborted, Msg: err.Error() + "; retry the batch", Err: err}
+	case errors.Is(err, store.ErrUnavailable):
+		return &apierror.Error{Code: codes.Unavailable, Msg: err.Error() + "; nothing was applied: retry once the store answers", Err: err}
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		// DEADLINE_EXCEEDED is the code gRPC defines as "may have
+		// completed"; UNAVAILABLE stays the code of a request that
+		// certainly changed nothing.
+		return &apierror.Error{Code: codes.DeadlineExceeded, Err: err,
+			Msg: err.Error() + "; the batch may have been applied: read it back before retrying"}
 	}
-	return err
+	return nil
+}
+
+// readError is the error of a failed read of stored data: the storage
+// contract's code (a store that is unreachable is UNAVAILABLE), else
+// INTERNAL naming what was read.
+func readError(what string, err error) *apierror.Error {
+	if e := storeCode(err); e != nil {
+		return e
+	}
+	return &apierror.Error{Code: codes.Internal, Msg: what + ": " + err.Error(), Err: err}
 }

@@ -55,7 +55,7 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 	}
 	if err != nil {
 		e.stats.QueryErrors.Add(1)
-		return nil, &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+		return nil, readError("point read", err)
 	}
 	if !found {
 		return nil, nil

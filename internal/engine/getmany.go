@@ -152,7 +152,7 @@ func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	if len(keys) == 1 {
 		val, found, err := e.st.Get(keys[0], nil)
 		if err != nil {
-			return &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+			return readError("point read", err)
 		}
 		if found {
 			if val == nil {
@@ -172,7 +172,7 @@ func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	defer snap.Close()
 	it, err := snap.NewIterator(nil, nil)
 	if err != nil {
-		return &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+		return readError("point read", err)
 	}
 	defer it.Close()
 	order := make([]int, len(keys))
@@ -222,7 +222,7 @@ func (g *getRun) lookups(ctx context.Context, it store.Iterator, keys [][]byte, 
 		}
 		val, found, err := it.Lookup(keys[same[0]], arena[len(arena):])
 		if err != nil {
-			return &apierror.Error{Code: codes.Internal, Msg: "point read: " + err.Error(), Err: err}
+			return readError("point read", err)
 		}
 		if !found {
 			continue

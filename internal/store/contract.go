@@ -36,6 +36,15 @@ import (
 //   - Limits. A batch beyond what the store can apply in one atomic step is
 //     refused whole with an error matching ErrLimit whose message names the
 //     limit and how to raise it; nothing of it is applied.
+//   - A store that does not answer. A read that fails because the store
+//     could not be reached or did not answer in time (no connection, no
+//     leader, past the request timeout) fails with an error matching
+//     ErrUnavailable, and so does a batch the store never received or
+//     refused before applying anything. A batch that was sent and got no
+//     answer fails with an error matching ErrOutcomeUnknown: it may have
+//     been applied, or may still be. ApplyBatch returns no other error
+//     for a batch that was sent and not answered, so a caller never
+//     reports a definite failure for a batch that may have been applied.
 //   - A version that is gone. A snapshot whose version the store no longer
 //     keeps (etcd compaction) fails its reads with an error matching
 //     ErrCompacted; it never returns rows of another version.
@@ -58,6 +67,16 @@ var (
 	// ErrCompacted is returned by reads at a version the store no longer
 	// keeps.
 	ErrCompacted = errors.New("store: the version read has been compacted")
+	// ErrUnavailable is returned when the store could not be reached or
+	// did not answer in time and nothing was changed: by reads, and by
+	// ApplyBatch for a batch the store never received or refused before
+	// applying it. Retrying once the store answers is safe.
+	ErrUnavailable = errors.New("store: unavailable")
+	// ErrOutcomeUnknown is returned by ApplyBatch when the batch was sent
+	// and no answer came back (past the request timeout, a lost
+	// connection, a leader change): it may have been applied. Read its
+	// keys back before retrying it.
+	ErrOutcomeUnknown = errors.New("store: outcome unknown")
 )
 
 // KV is a store: the latest state, snapshots and atomic batches.

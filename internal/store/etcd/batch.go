@@ -89,7 +89,7 @@ func (b *batch) ReadAbsent(lower, upper []byte) (bool, error) {
 	resp, err := b.s.cli.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithCountOnly(), clientv3.WithLimit(1))
 	cancel()
 	if err != nil {
-		return false, fmt.Errorf("etcd store: read range: %w", mapErr(err))
+		return false, fmt.Errorf("etcd store: read range: %w", b.s.readErr(err))
 	}
 	if resp.Count > 0 {
 		return false, nil
@@ -121,7 +121,9 @@ func (b *batch) Close() { b.ops, b.cmps, b.at = nil, nil, nil }
 
 // ApplyBatch commits b as one transaction. A failed comparison is
 // store.ErrConflict; a transaction the cluster refuses as too large is
-// store.ErrLimit. An empty batch sends nothing.
+// store.ErrLimit; one it never got is store.ErrUnavailable, and one sent
+// without an answer store.ErrOutcomeUnknown (commitErr). An empty batch
+// sends nothing.
 func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	b, ok := wb.(*batch)
 	if !ok || b.s != s {
@@ -136,9 +138,10 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	}
 	ctx, cancel := s.request()
 	defer cancel()
+	ctx, sent := watchSend(ctx)
 	resp, err := s.cli.Txn(ctx).If(b.cmps...).Then(b.ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("etcd store: apply batch of %d operations: %w", len(b.ops), mapErr(err))
+		return fmt.Errorf("etcd store: apply batch of %d operations: %w", len(b.ops), s.commitErr(err, sent.Load()))
 	}
 	if !resp.Succeeded {
 		return store.ErrConflict

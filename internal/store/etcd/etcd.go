@@ -18,6 +18,12 @@
 //   - A committed transaction is durable (a majority of members fsynced
 //     it), so Wait returns at once; the batch's Position is the transaction's
 //     revision.
+//   - A cluster that does not answer within the request timeout (or that
+//     cannot be reached, or has no leader) is store.ErrUnavailable for
+//     reads and for a commit that never left this process (sendWatch) or
+//     that a member refused unapplied; a commit that was sent and got no
+//     answer is store.ErrOutcomeUnknown. Both are counted and logged
+//     (faults.go).
 //   - Snapshots and iterators read at one revision (WithRev). Reads of the
 //     latest state are linearizable (etcd's default), so a read that starts
 //     after a batch was acknowledged by any server sees it. A revision the
@@ -38,12 +44,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,6 +84,9 @@ type Options struct {
 	// PageSize is the keys an iterator fetches per request (0:
 	// DefaultPageSize).
 	PageSize int
+	// Logger receives a warning when requests fail because the cluster
+	// does not answer, at most one line per kind every 10 s (nil: none).
+	Logger *slog.Logger
 }
 
 // Store is a store.KV over an etcd cluster. It is safe for concurrent use.
@@ -91,6 +102,8 @@ type Store struct {
 	// progressAt is when (Unix ns) a change feed last asked the cluster for
 	// a progress notification (feed.go).
 	progressAt atomic.Int64
+	// faults counts and logs the requests the cluster did not serve.
+	faults faults
 }
 
 var _ store.KV = (*Store)(nil)
@@ -123,19 +136,20 @@ func Open(o Options) (*Store, error) {
 		MaxCallSendMsgSize: 1 << 30,
 		// The client logs retries it handles itself; errors reach the
 		// caller.
-		Logger: zap.NewNop(),
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(sendWatch{})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd store: connect to %v: %w", o.Endpoints, err)
 	}
 	s := &Store{cli: cli, prefix: o.Prefix, end: clientv3.GetPrefixRangeEnd(o.Prefix),
-		timeout: o.RequestTimeout, pageSize: int64(o.PageSize)}
+		timeout: o.RequestTimeout, pageSize: int64(o.PageSize), faults: faults{log: o.Logger}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(s.ctx, o.DialTimeout)
 	defer cancel()
 	if _, err := cli.Get(ctx, s.prefix, clientv3.WithCountOnly()); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("etcd store: reach %v: %w", o.Endpoints, mapErr(err))
+		return nil, fmt.Errorf("etcd store: reach %v: %w", o.Endpoints, s.readErr(err))
 	}
 	return s, nil
 }
@@ -184,7 +198,7 @@ func (s *Store) get(key, dst []byte, rev int64) ([]byte, bool, *clientv3.GetResp
 	}
 	resp, err := s.cli.Get(ctx, s.Key(key), opts...)
 	if err != nil {
-		return dst[:0], false, nil, fmt.Errorf("etcd store: get: %w", mapErr(err))
+		return dst[:0], false, nil, fmt.Errorf("etcd store: get: %w", s.readErr(err))
 	}
 	if len(resp.Kvs) == 0 {
 		return dst[:0], false, resp, nil
@@ -213,7 +227,7 @@ func (s *Store) OpenSnapshot() (store.ReadSnapshot, error) {
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithCountOnly())
 	if err != nil {
-		return nil, fmt.Errorf("etcd store: open snapshot: %w", mapErr(err))
+		return nil, fmt.Errorf("etcd store: open snapshot: %w", s.readErr(err))
 	}
 	return &Snapshot{s: s, rev: resp.Header.Revision}, nil
 }
@@ -262,26 +276,101 @@ func (sn *Snapshot) NewIterator(lower, upper []byte) (store.Iterator, error) {
 func (sn *Snapshot) Close() error { return nil }
 
 // mapErr turns etcd's errors that the contract names into the contract's,
-// with a message that says what to do.
+// with a message that says what to do; other errors pass as they are.
 func mapErr(err error) error {
+	if m, ok := refusal(err); ok {
+		return m
+	}
+	return err
+}
+
+// refusal maps etcd's definite refusals that the contract names: nothing
+// of the request was applied.
+func refusal(err error) (error, bool) {
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
-		return fmt.Errorf("%w: etcd has compacted the revision this read started at (%w)", store.ErrCompacted, err)
+		return fmt.Errorf("%w: etcd has compacted the revision this read started at (%w)", store.ErrCompacted, err), true
 	case errors.Is(err, rpctypes.ErrTooManyOps):
 		return fmt.Errorf("%w: the batch needs more operations in one etcd transaction than the cluster's --max-txn-ops "+
-			"(default 128) allows: send smaller batches, or start every etcd member with a larger --max-txn-ops (%w)", store.ErrLimit, err)
+			"(default 128) allows: send smaller batches, or start every etcd member with a larger --max-txn-ops (%w)", store.ErrLimit, err), true
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return fmt.Errorf("%w: the batch is larger than the cluster's --max-request-bytes (default 1.5 MiB): "+
-			"send smaller batches, or start every etcd member with a larger --max-request-bytes (%w)", store.ErrLimit, err)
+			"send smaller batches, or start every etcd member with a larger --max-request-bytes (%w)", store.ErrLimit, err), true
 	case errors.Is(err, rpctypes.ErrNoSpace):
 		return fmt.Errorf("%w: etcd's backend quota is full (--quota-backend-bytes, 2 GiB by default): "+
-			"compact and defragment the cluster, raise the quota, or remove data (%w)", store.ErrLimit, err)
+			"compact and defragment the cluster, raise the quota, or remove data (%w)", store.ErrLimit, err), true
+	case errors.Is(err, rpctypes.ErrTooManyRequests):
+		// Refused before it was proposed: the member's applied index lags
+		// its committed one too far.
+		return fmt.Errorf("%w: etcd refused the request as too busy (%w)", store.ErrUnavailable, err), true
 	}
 	if st, ok := status.FromError(err); ok && st.Code() == codes.ResourceExhausted {
 		// gRPC's own message size limit on the member: the request is over
 		// --max-request-bytes plus gRPC's allowance.
 		return fmt.Errorf("%w: the batch is larger than the cluster accepts in one request (--max-request-bytes, default 1.5 MiB): "+
-			"send smaller batches, or start every etcd member with a larger --max-request-bytes (%w)", store.ErrLimit, err)
+			"send smaller batches, or start every etcd member with a larger --max-request-bytes (%w)", store.ErrLimit, err), true
+	}
+	return nil, false
+}
+
+// readErr maps the error of a read the store bounds with its own request
+// timeout: on top of mapErr, a cluster that was not reached or did not
+// answer is store.ErrUnavailable (a read changes nothing, so that is all
+// there is to know).
+func (s *Store) readErr(err error) error {
+	if m, ok := refusal(err); ok {
+		return s.faults.note(m)
+	}
+	if unanswered(err) {
+		return s.faults.note(fmt.Errorf("%w: %s (%w)", store.ErrUnavailable, s.noAnswer(err), err))
 	}
 	return err
+}
+
+// commitErr maps the error of a transaction that writes; sent says
+// whether its request was handed to a connection (sendWatch). One that
+// never was, or that a member refused before proposing it (no leader),
+// applied nothing: store.ErrUnavailable. One that was sent and got no
+// answer (past the request timeout, a connection lost, a leader change,
+// the store closing) may have been applied, and may still be:
+// store.ErrOutcomeUnknown.
+func (s *Store) commitErr(err error, sent bool) error {
+	if m, ok := refusal(err); ok {
+		return s.faults.note(m)
+	}
+	lost := unanswered(err) || errors.Is(err, context.Canceled)
+	switch {
+	case lost && !sent:
+		return s.faults.note(fmt.Errorf("%w: no connection to etcd was ready within the request timeout of %v: the batch was never sent (%w)",
+			store.ErrUnavailable, s.timeout, err))
+	case errors.Is(err, rpctypes.ErrNoLeader):
+		return s.faults.note(fmt.Errorf("%w: etcd refused the batch unapplied (%w)", store.ErrUnavailable, err))
+	case lost:
+		return s.faults.note(fmt.Errorf("%w: the batch was sent and %s (%w)", store.ErrOutcomeUnknown, s.noAnswer(err), err))
+	}
+	return err
+}
+
+// unanswered reports whether err says that etcd did not answer: the
+// request timeout passed, no connection, or a member's own "unavailable"
+// (no leader, leader changed, request timed out, stopped, unhealthy).
+func unanswered(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	st, ok := status.FromError(err)
+	return ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded)
+}
+
+// noAnswer says why a request got no result, naming the timeout when it
+// was the timeout (the error, in parentheses after it, says the rest).
+func (s *Store) noAnswer(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("etcd did not answer within the request timeout of %v", s.timeout)
+	}
+	return "the request ended without a result from etcd"
 }

@@ -65,7 +65,7 @@ func (it *iter) fetch(from, to string, desc bool) bool {
 	resp, err := it.s.cli.Get(ctx, from, opts...)
 	cancel()
 	if err != nil {
-		it.err = mapErr(err)
+		it.err = it.s.readErr(err)
 		return false
 	}
 	if it.rev == 0 {

@@ -100,7 +100,7 @@ func (s *Store) txnGet(keys [][]byte, rev int64) (map[string]fetched, int64, err
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, 0, fmt.Errorf("etcd store: get %d keys: %w", len(keys), mapErr(err))
+		return nil, 0, fmt.Errorf("etcd store: get %d keys: %w", len(keys), s.readErr(err))
 	}
 	got := make(map[string]fetched, len(keys))
 	for i, r := range resp.Responses {
