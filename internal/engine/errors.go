@@ -23,7 +23,8 @@ func recordError(code codes.Code, i int, typeURL, field, reason string) *apierro
 var ErrClosed = apierror.New(codes.Unavailable, "engine is closed")
 
 // storeError gives the storage contract's errors their API codes: a
-// batch over the store's limits is RESOURCE_EXHAUSTED, a read at a
+// batch over the store's limits, or refused for a full disk, is
+// RESOURCE_EXHAUSTED, a read at a
 // version the store has compacted away FAILED_PRECONDITION, and a batch
 // that kept losing its preconditions to other writers ABORTED. Each keeps
 // the store's message, which says what to do. Other errors pass as they
@@ -32,7 +33,7 @@ func storeError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrLimit):
+	case errors.Is(err, store.ErrLimit), errors.Is(err, store.ErrDiskFull):
 		return &apierror.Error{Code: codes.ResourceExhausted, Msg: err.Error(), Err: err}
 	case errors.Is(err, store.ErrCompacted):
 		return &apierror.Error{Code: codes.FailedPrecondition, Msg: err.Error() + "; run the query again", Err: err}

@@ -36,6 +36,9 @@ import (
 //   - Limits. A batch beyond what the store can apply in one atomic step is
 //     refused whole with an error matching ErrLimit whose message names the
 //     limit and how to raise it; nothing of it is applied.
+//   - A full disk. A store that cannot write for want of space refuses
+//     batches whole with an error matching ErrDiskFull, without waiting,
+//     until space is freed; reads go on.
 //   - A version that is gone. A snapshot whose version the store no longer
 //     keeps (etcd compaction) fails its reads with an error matching
 //     ErrCompacted; it never returns rows of another version.
@@ -58,6 +61,11 @@ var (
 	// ErrCompacted is returned by reads at a version the store no longer
 	// keeps.
 	ErrCompacted = errors.New("store: the version read has been compacted")
+	// ErrDiskFull is returned by ApplyBatch (and Flush) while the disk
+	// that holds the store has no space left for its tables: the batch is
+	// refused whole, at once, reads go on, and batches are taken again
+	// once space is freed.
+	ErrDiskFull = errors.New("the disk holding the data directory is full (no space left on device): writes are refused until space is freed")
 )
 
 // KV is a store: the latest state, snapshots and atomic batches.
