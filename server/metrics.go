@@ -126,7 +126,8 @@ type storageCollector struct {
 
 var storageDescs = struct {
 	disk, tables, tableBytes, l0Tables, l0Sublevels, readAmp, memBytes, memTables, walBytes, walFiles,
-	cacheBytes, cacheHits, cacheMisses, filterHits, flushes, compactions, debt, stalls, stallTime *prometheus.Desc
+	cacheBytes, cacheHits, cacheMisses, filterHits, flushes, compactions, debt, stalls, stallTime,
+	diskFull, diskFullRefused *prometheus.Desc
 }{
 	disk:        desc("protobase_storage_disk_bytes", "Bytes on disk: tables, WAL, manifests and files not yet deleted."),
 	tables:      desc("protobase_storage_tables", "Live storage tables (all levels)."),
@@ -147,6 +148,9 @@ var storageDescs = struct {
 	debt:        desc("protobase_storage_compaction_debt_bytes", "Bytes compactions must still rewrite."),
 	stalls:      desc("protobase_storage_write_stalls_total", "Write stalls (memtables or level 0 full)."),
 	stallTime:   desc("protobase_storage_write_stall_seconds_total", "Time writes spent stalled."),
+	diskFull:    desc("protobase_storage_disk_full", "1 while the disk holding the data directory is full and writes are refused (RESOURCE_EXHAUSTED), else 0."),
+	diskFullRefused: desc("protobase_storage_disk_full_refused_total",
+		"Write batches refused because the disk holding the data directory was full."),
 }
 
 func desc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
@@ -154,7 +158,8 @@ func desc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, 
 func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := storageDescs
 	for _, x := range []*prometheus.Desc{d.disk, d.tables, d.tableBytes, d.l0Tables, d.l0Sublevels, d.readAmp, d.memBytes, d.memTables,
-		d.walBytes, d.walFiles, d.cacheBytes, d.cacheHits, d.cacheMisses, d.filterHits, d.flushes, d.compactions, d.debt, d.stalls, d.stallTime} {
+		d.walBytes, d.walFiles, d.cacheBytes, d.cacheHits, d.cacheMisses, d.filterHits, d.flushes, d.compactions, d.debt, d.stalls, d.stallTime,
+		d.diskFull, d.diskFullRefused} {
 		ch <- x
 	}
 }
@@ -187,4 +192,10 @@ func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.debt, float64(m.CompactionDebtBytes))
 	count(d.stalls, float64(m.WriteStalls))
 	count(d.stallTime, m.WriteStallTime.Seconds())
+	full := 0.0
+	if m.DiskFull {
+		full = 1
+	}
+	gauge(d.diskFull, full)
+	count(d.diskFullRefused, float64(m.DiskFullRefused))
 }

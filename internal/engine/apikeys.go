@@ -79,7 +79,7 @@ func (e *Engine) changeAPIKey(name string, rec []byte, del bool) (bool, error) {
 	err = e.st.ApplyBatch(b)
 	e.writeMu.Unlock()
 	if err != nil {
-		return false, fmt.Errorf("store api key: %w", err)
+		return false, fmt.Errorf("store api key: %w", storeError(err))
 	}
 	if err := b.Wait(); err != nil {
 		return false, fmt.Errorf("store api key: %w", err)

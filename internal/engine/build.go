@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keyspace"
@@ -106,11 +107,16 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 		after = nil
 	}
 	var n uint64
+	waiting := false // for disk space
 	for {
 		if e.bgCtx.Err() != nil {
 			return nil //nolint:nilerr // shutting down is not a failure: the build resumes on the next Open
 		}
 		done, conflict, err := e.buildStep(typeID, indexID, &after, &n)
+		if errors.Is(err, store.ErrDiskFull) {
+			e.waitForDisk(typeID, indexID, &waiting)
+			continue
+		}
 		if errors.Is(err, store.ErrConflict) {
 			// A record of the chunk, or the schema, changed meanwhile on
 			// another server: index the chunk again under the current schema.
@@ -125,6 +131,7 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 		if err != nil {
 			return err
 		}
+		waiting = false
 		if conflict != "" {
 			typ, idx := e.indexNames(typeID, indexID)
 			e.log.Warn("index build failed", "type", typ, "index", idx, "reason", conflict)
@@ -205,6 +212,27 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	*n += uint64(count)
 	e.writeMu.Unlock()
 	return !more, "", b.Wait()
+}
+
+// buildDiskRetry is how often a build step refused for a full disk is
+// tried again.
+const buildDiskRetry = time.Second
+
+// waitForDisk pauses a build whose step the full disk refused, logging
+// the first pause of a run of them (*waiting): the step is tried again
+// after buildDiskRetry, and the build goes on once space is freed.
+func (e *Engine) waitForDisk(typeID, indexID uint32, waiting *bool) {
+	if !*waiting {
+		*waiting = true
+		typ, idx := e.indexNames(typeID, indexID)
+		e.log.Warn("index build waits for disk space", "type", typ, "index", idx)
+	}
+	t := time.NewTimer(buildDiskRetry)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.bgCtx.Done():
+	}
 }
 
 // indexRecord adds record key's entry of index ix, val being the record,

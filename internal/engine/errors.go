@@ -23,14 +23,14 @@ func recordError(code codes.Code, i int, typeURL, field, reason string) *apierro
 var ErrClosed = apierror.New(codes.Unavailable, "engine is closed")
 
 // storeError gives the storage contract's errors their API codes: a
-// batch over the store's limits is RESOURCE_EXHAUSTED, a read at a
-// version the store has compacted away FAILED_PRECONDITION, a batch that
-// kept losing its preconditions to other writers ABORTED, a store that
-// could not be reached UNAVAILABLE (nothing was applied: a retry is
-// safe), and a batch sent to the store without an answer
-// DEADLINE_EXCEEDED, whose message says that it may have been applied.
-// Each keeps the store's message, which says what happened. Other errors
-// pass as they are.
+// batch over the store's limits, or refused for a full disk, is
+// RESOURCE_EXHAUSTED, a read at a version the store has compacted away
+// FAILED_PRECONDITION, a batch that kept losing its preconditions to other
+// writers ABORTED, a store that could not be reached UNAVAILABLE (nothing
+// was applied: a retry is safe), and a batch sent to the store without an
+// answer DEADLINE_EXCEEDED, whose message says that it may have been
+// applied. Each keeps the store's message, which says what happened.
+// Other errors pass as they are.
 func storeError(err error) error {
 	if e := storeCode(err); e != nil {
 		return e
@@ -44,7 +44,7 @@ func storeCode(err error) *apierror.Error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrLimit):
+	case errors.Is(err, store.ErrLimit), errors.Is(err, store.ErrDiskFull):
 		return &apierror.Error{Code: codes.ResourceExhausted, Msg: err.Error(), Err: err}
 	case errors.Is(err, store.ErrCompacted):
 		return &apierror.Error{Code: codes.FailedPrecondition, Msg: err.Error() + "; run the query again", Err: err}

@@ -190,6 +190,7 @@ func (b *Batch) Wait() error {
 	}
 	b.syncWait()
 	if b.waitErr != nil {
+		b.s.disk.noteSyncError(b.waitErr)
 		return fmt.Errorf("store: wal sync: %w", b.waitErr)
 	}
 	return nil
@@ -206,7 +207,8 @@ func (b *Batch) Wait() error {
 //
 // Apply may block while Pebble stalls writes (too many queued memtables or
 // L0 sublevels; see Metrics.WriteStalls); a caller holding its own lock
-// around Apply stalls its other writers with it.
+// around Apply stalls its other writers with it. While the disk is full
+// (Metrics.DiskFull) it returns ErrDiskFull at once and applies nothing.
 func (s *Store) Apply(b *Batch) error {
 	if b.pb == nil {
 		return ErrBatchClosed
@@ -224,6 +226,11 @@ func (s *Store) Apply(b *Batch) error {
 	}
 	if s.readOnly {
 		return ErrReadOnly
+	}
+	if s.disk.isFull() {
+		// Before Pebble: a batch there would fill the memtables that
+		// cannot be flushed and then wait for space without end.
+		return s.disk.refuse()
 	}
 	b.applied = true
 	if s.tier != nil && b.hasIndexWrites() {

@@ -45,6 +45,9 @@ import (
 //     been applied, or may still be. ApplyBatch returns no other error
 //     for a batch that was sent and not answered, so a caller never
 //     reports a definite failure for a batch that may have been applied.
+//   - A full disk. A store that cannot write for want of space refuses
+//     batches whole with an error matching ErrDiskFull, without waiting,
+//     until space is freed; reads go on.
 //   - A version that is gone. A snapshot whose version the store no longer
 //     keeps (etcd compaction) fails its reads with an error matching
 //     ErrCompacted; it never returns rows of another version.
@@ -77,6 +80,11 @@ var (
 	// connection, a leader change): it may have been applied. Read its
 	// keys back before retrying it.
 	ErrOutcomeUnknown = errors.New("store: outcome unknown")
+	// ErrDiskFull is returned by ApplyBatch (and Flush) while the disk
+	// that holds the store has no space left for its tables: the batch is
+	// refused whole, at once, reads go on, and batches are taken again
+	// once space is freed.
+	ErrDiskFull = errors.New("the disk holding the data directory is full (no space left on device): writes are refused until space is freed")
 )
 
 // KV is a store: the latest state, snapshots and atomic batches.

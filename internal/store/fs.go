@@ -5,8 +5,12 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // MemFS is an in-memory filesystem for a store (Options.FS) that remembers
@@ -19,11 +23,52 @@ import (
 // is writing to it and sees one instant of it.
 type MemFS struct {
 	fs *vfs.MemFS // crashable: it tracks synced data beside written data
+	// full makes writes fail as on a full disk (SetDiskFull); noSpace
+	// counts the writes it failed.
+	full    atomic.Bool
+	noSpace atomic.Int64
+	// vfs is fs as the store sees it: fs with full's failures.
+	vfs vfs.FS
 }
 
 // NewMemFS returns an empty in-memory filesystem.
 func NewMemFS() *MemFS {
-	return &MemFS{fs: vfs.NewCrashableMem()}
+	return newMemFS(vfs.NewCrashableMem())
+}
+
+func newMemFS(fs *vfs.MemFS) *MemFS {
+	m := &MemFS{fs: fs}
+	m.vfs = errorfs.Wrap(fs, errorfs.InjectorFunc(m.inject))
+	return m
+}
+
+// SetDiskFull makes the filesystem behave as a full disk (true) or one
+// with space again (false). While full, every write to a file fails with
+// ENOSPC, except those to write-ahead logs: Pebble preallocates a log's
+// space when it creates the file, or reuses an old log's, so on a full
+// disk its tables fail first. Creating, renaming, syncing and removing
+// files go on.
+func (m *MemFS) SetDiskFull(full bool) { m.full.Store(full) }
+
+// NoSpaceErrors returns how many writes failed with ENOSPC since the
+// filesystem was made.
+func (m *MemFS) NoSpaceErrors() int64 { return m.noSpace.Load() }
+
+// inject is the errorfs injector of SetDiskFull.
+func (m *MemFS) inject(op errorfs.Op) error {
+	if !m.full.Load() {
+		return nil
+	}
+	switch op.Kind {
+	case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFilePreallocate:
+	default:
+		return nil
+	}
+	if strings.HasSuffix(op.Path, ".log") {
+		return nil
+	}
+	m.noSpace.Add(1)
+	return &iofs.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
 }
 
 // PowerCut returns a new filesystem holding what a machine would find on
@@ -35,7 +80,7 @@ func NewMemFS() *MemFS {
 // zeroed ones. m itself is not changed: the store still open on it goes
 // on, and its later writes do not reach the copy.
 func (m *MemFS) PowerCut(rng *rand.Rand, keepPercent int) *MemFS {
-	return &MemFS{fs: m.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rng})}
+	return newMemFS(m.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: keepPercent, RNG: rng}))
 }
 
 // createDir creates dir and any missing parents, and syncs the parent of

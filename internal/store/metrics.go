@@ -55,6 +55,11 @@ type Metrics struct {
 	// WriteStallTime their cumulative duration (excluding an ongoing stall).
 	WriteStalls    int64
 	WriteStallTime time.Duration
+	// DiskFull is true while the disk has no space for the store's
+	// tables and writes are refused (ErrDiskFull); DiskFullRefused counts
+	// the batches refused for it since Open.
+	DiskFull        bool
+	DiskFullRefused int64
 }
 
 // Metrics returns a summary of the store's size and health.
@@ -67,6 +72,8 @@ func (s *Store) Metrics() Metrics {
 	out := metricsOf(s.db.Metrics())
 	out.WriteStalls = s.stalls.Load()
 	out.WriteStallTime = time.Duration(s.stallNanos.Load())
+	out.DiskFull = s.disk.isFull()
+	out.DiskFullRefused = s.disk.refused.Load()
 	if s.tier != nil {
 		out.add(metricsOf(s.tier.db.Metrics()))
 	}
@@ -127,11 +134,12 @@ func metricsOf(m *pebble.Metrics) Metrics {
 func (m Metrics) String() string {
 	return fmt.Sprintf(
 		"disk=%s tables=%d (%s, L0 %d in %d sublevels, read-amp %d) memtables=%d (%s) wal=%d files (%s) "+
-			"cache=%s hits=%d misses=%d filter-hits=%d flushes=%d compactions=%d debt=%s stalls=%d (%s)",
+			"cache=%s hits=%d misses=%d filter-hits=%d flushes=%d compactions=%d debt=%s stalls=%d (%s) disk-full=%v (%d refused)",
 		bytesString(m.DiskBytes), m.Tables, bytesString(m.TableBytes), m.L0Tables, m.L0Sublevels, m.ReadAmp,
 		m.MemTables, bytesString(m.MemTableBytes), m.WALFiles, bytesString(m.WALBytes),
 		bytesString(uint64(max(m.BlockCacheBytes, 0))), m.BlockCacheHits, m.BlockCacheMisses, m.FilterHits,
-		m.Flushes, m.Compactions, bytesString(m.CompactionDebtBytes), m.WriteStalls, m.WriteStallTime.Round(time.Millisecond))
+		m.Flushes, m.Compactions, bytesString(m.CompactionDebtBytes), m.WriteStalls, m.WriteStallTime.Round(time.Millisecond),
+		m.DiskFull, m.DiskFullRefused)
 }
 
 // DebugString returns Pebble's full multi-line metrics table (per-level

@@ -21,8 +21,11 @@
 //   - reads: point gets, bounded iterators and consistent snapshots;
 //   - range deletion (Batch.DeleteRange);
 //   - a storage size/metrics summary (Metrics, EstimateSize);
+//   - a full disk (diskfull.go): writes refused with ErrDiskFull while
+//     Pebble cannot write its tables, its retries paced, its errors
+//     logged at a bounded rate;
 //   - the filesystem seam (Options.FS, MemFS) on which tests cut the power,
-//     dropping every byte that was not synced.
+//     dropping every byte that was not synced, or fill the disk.
 //
 // # Durability contract
 //
@@ -120,7 +123,8 @@ type Options struct {
 	// is missing (unless ReadOnly).
 	Dir string
 	// FS, when set, holds Dir instead of the operating system's filesystem:
-	// tests cut the power on it (see MemFS). Nil means the real disk.
+	// tests cut the power on it or fill it (see MemFS). Nil means the real
+	// disk.
 	FS *MemFS
 	// Sync: when true (the default the caller passes), Commit returns only
 	// after the batch is fsynced, and Wait waits for the fsync.
@@ -154,9 +158,11 @@ type Options struct {
 	ReadOnly bool
 	// Logger receives Pebble's own messages (nil discards them): its
 	// informational ones (flushes, compactions) at debug level, its errors
-	// at error level. A fatal message is logged (to stderr when Logger
-	// would drop it) and terminates the process, as Pebble cannot continue
-	// after, for example, a failed WAL write.
+	// at error level, those of failed flushes and compactions (which
+	// Pebble retries) at most once every 10 s (diskfull.go). A fatal
+	// message is logged (to stderr when Logger would drop it) and
+	// terminates the process, as Pebble cannot continue after, for
+	// example, a failed WAL write.
 	Logger *slog.Logger
 }
 
@@ -189,6 +195,9 @@ type Store struct {
 	stalls     atomic.Int64
 	stallStart atomic.Int64 // unix nanos of the current stall, 0 if none
 	stallNanos atomic.Int64
+
+	// disk is whether the disk takes the store's tables (diskfull.go).
+	disk *diskState
 }
 
 // Open opens (creating if needed) the store in o.Dir.
@@ -198,7 +207,7 @@ func Open(o Options) (*Store, error) {
 	}
 	fs := vfs.Default
 	if o.FS != nil {
-		fs = o.FS.fs
+		fs = o.FS.vfs
 	}
 	if o.ReadOnly {
 		fi, err := fs.Stat(o.Dir)
@@ -219,7 +228,8 @@ func Open(o Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly, release: release, fs: fs, logger: logger}
+	s := &Store{dir: o.Dir, sync: o.Sync, readOnly: o.ReadOnly, release: release, fs: fs, logger: logger,
+		disk: newDiskState(o.Dir, logger)}
 	po := s.pebbleOptions(o)
 	if o.FS != nil {
 		po.FS = fs // nil leaves Pebble's default: the disk, health-checked
@@ -278,7 +288,7 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 		},
 		Logger:        newPebbleLogger(o.Logger),
 		ReadOnly:      o.ReadOnly,
-		EventListener: s.stallListener(),
+		EventListener: s.eventListener(mainInstance),
 	}
 	// End every flushed or compacted table at the key space's span
 	// boundaries (the change log, each record type, each index): a table
@@ -329,22 +339,6 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 	return po
 }
 
-// stallListener counts Pebble's write stalls and the time they last, for
-// the store's metrics.
-func (s *Store) stallListener() *pebble.EventListener {
-	return &pebble.EventListener{
-		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
-			s.stalls.Add(1)
-			s.stallStart.Store(time.Now().UnixNano())
-		},
-		WriteStallEnd: func() {
-			if start := s.stallStart.Swap(0); start != 0 {
-				s.stallNanos.Add(time.Now().UnixNano() - start)
-			}
-		},
-	}
-}
-
 // baseTargetFileSize is the target size of the tables compactions write
 // to the base level (Pebble's default); each level below doubles it.
 const baseTargetFileSize = 4 << 20
@@ -370,6 +364,7 @@ func (s *Store) Close() error {
 	}
 	s.closed.Store(true)
 	defer s.release()
+	s.disk.close()
 	terr := s.closeTier()
 	if err := errors.Join(terr, s.db.Close()); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.dir, err)
@@ -385,7 +380,8 @@ func (s *Store) SyncWrites() bool { return s.sync }
 
 // Flush flushes the memtables to sstables and waits for the flush to finish.
 // It is not needed for durability (the WAL provides that); it is useful
-// before measuring on-disk size or to bound WAL replay time.
+// before measuring on-disk size or to bound WAL replay time. On a full
+// disk it returns ErrDiskFull instead of waiting for space.
 func (s *Store) Flush() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -395,11 +391,11 @@ func (s *Store) Flush() error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	if err := s.db.Flush(); err != nil {
+	if err := s.flushDB(s.db); err != nil {
 		return fmt.Errorf("store: flush: %w", err)
 	}
 	if s.tier != nil {
-		if err := s.tier.db.Flush(); err != nil {
+		if err := s.flushDB(s.tier.db); err != nil {
 			return fmt.Errorf("store: flush the index instance: %w", err)
 		}
 	}
@@ -421,7 +417,7 @@ func (s *Store) Compact(ctx context.Context) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	if err := s.db.Flush(); err != nil {
+	if err := s.flushDB(s.db); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
 	start, end := keyspace.Bounds()
@@ -429,7 +425,7 @@ func (s *Store) Compact(ctx context.Context) error {
 		return fmt.Errorf("store: compact: %w", err)
 	}
 	if t := s.tier; t != nil {
-		if err := t.db.Flush(); err != nil {
+		if err := s.flushDB(t.db); err != nil {
 			return fmt.Errorf("store: compact: %w", err)
 		}
 		if err := t.db.Compact(ctx, indexLower, indexUpper, false); err != nil {

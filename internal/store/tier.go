@@ -224,7 +224,7 @@ func (s *Store) indexOptions(po *pebble.Options) *pebble.Options {
 	ipo.L0CompactionThreshold = indexL0CompactionThreshold
 	ipo.MemTableSize = max(po.MemTableSize/2, 4<<20)
 	ipo.TargetFileSizes[0] = l0TargetFileSize(int64(ipo.MemTableSize))
-	ipo.EventListener = s.stallListener()
+	ipo.EventListener = s.eventListener(indexInstance)
 	ipo.EventListener.FlushBegin = s.indexFlushBegin
 	return &ipo
 }
@@ -349,14 +349,16 @@ func (s *Store) flushTier(t *tier) {
 			return
 		case <-t.kick:
 		}
-		if err := s.flushAndTrim(t); err != nil {
+		// A full disk is logged where it is met (diskfull.go).
+		if err := s.flushAndTrim(t); err != nil && !errors.Is(err, ErrDiskFull) {
 			s.logger.Error("store: flush the index instance", "err", err)
 		}
 	}
 }
 
 // flushAndTrim flushes every index batch applied so far and deletes their
-// journal entries. It gives up, trimming nothing, when Close stops it.
+// journal entries. It gives up, trimming nothing, when Close stops it or
+// the disk is full (the journal keeps them until a later flush).
 func (s *Store) flushAndTrim(t *tier) error {
 	t.trimMu.Lock()
 	defer t.trimMu.Unlock()
@@ -368,10 +370,12 @@ func (s *Store) flushAndTrim(t *tier) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case <-flushed:
-	case <-t.stop:
+	err = s.waitFlushed(flushed, t.stop)
+	if errors.Is(err, errStopped) {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	return s.trimJournal(t, upTo)
 }
@@ -405,7 +409,11 @@ func (s *Store) closeTier() error {
 		close(t.stop)
 		<-t.done
 		// Nothing applies batches any more (Close holds the store's lock).
-		if err = t.db.Flush(); err == nil {
+		// On a full disk the flush cannot finish: the journal keeps the
+		// batches, and the next Open applies them.
+		if err = s.flushDB(t.db); errors.Is(err, ErrDiskFull) {
+			err = nil
+		} else if err == nil {
 			t.trimMu.Lock()
 			err = s.trimJournal(t, t.next)
 			t.trimMu.Unlock()
