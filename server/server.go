@@ -294,6 +294,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	m.register(eng, st)
 	registerReceiveMetrics(m.reg, s.recv)
+	s.registerTLSMetrics(m.reg)
 	if cfg.NATS || cfg.NATSURL != "" {
 		registerNATSMetrics(m.reg, &s.tr.natsStats)
 	}
