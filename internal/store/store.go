@@ -100,6 +100,10 @@ const (
 	DefaultCacheBytes int64 = 256 << 20
 	// DefaultMemTableBytes is the memtable size then.
 	DefaultMemTableBytes int64 = 64 << 20
+	// LeastMemTableBytes is the smallest Options.MemTableBytes Open
+	// takes: Pebble panics on memtables of a few KiB, and the index
+	// instance's are half the size. 4 MiB is Pebble's own default.
+	LeastMemTableBytes int64 = 4 << 20
 )
 
 var (
@@ -195,6 +199,9 @@ type Store struct {
 func Open(o Options) (*Store, error) {
 	if o.Dir == "" {
 		return nil, errors.New("store: open: Options.Dir is empty")
+	}
+	if o.MemTableBytes > 0 && o.MemTableBytes < LeastMemTableBytes {
+		return nil, fmt.Errorf("store: open: MemTableBytes %d is below the least, %d", o.MemTableBytes, LeastMemTableBytes)
 	}
 	fs := vfs.Default
 	if o.FS != nil {
