@@ -108,7 +108,8 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.NATSPrefix != "" && natstransport.ValidPrefix(c.NATSPrefix) != nil {
-		return configError("NATSPrefix", " "+strconv.Quote(c.NATSPrefix)+": want subject tokens separated by dots, without wildcards or spaces")
+		return configError("NATSPrefix", " "+strconv.Quote(c.NATSPrefix)+": want subject tokens separated by dots, without wildcards or spaces, "+
+			"not starting with $ or _INBOX (subjects NATS reserves)")
 	}
 	if strings.ContainsAny(c.NATSQueue, " \t\r\n*>") {
 		return configError("NATSQueue", " "+strconv.Quote(c.NATSQueue)+": want a queue group name without wildcards or spaces")

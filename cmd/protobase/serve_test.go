@@ -115,10 +115,10 @@ func TestServeReceiveBudgetFlags(t *testing.T) {
 	wantContains(t, r.stdout, "--max-receive-buffer-bytes", "[$PROTOBASE_MAX_RECEIVE_BUFFER_BYTES]", "--max-receive-bytes-per-conn")
 }
 
-// Sizes and times below what a server can run with, and "none" or "off"
-// spelled with any other negative number, are usage errors that create
-// nothing.
-func TestServeRefusesTinyAndNegativeSizes(t *testing.T) {
+// Sizes and times below what a server can run with, "none" or "off"
+// spelled with any other negative number, and NATS subjects that NATS
+// reserves are usage errors that create nothing.
+func TestServeRefusesOutOfRangeValues(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -134,6 +134,8 @@ func TestServeRefusesTinyAndNegativeSizes(t *testing.T) {
 		{[]string{"--watch-tail-bytes", "-1"}, "--watch-tail-bytes -1: want 0"},
 		{[]string{"--handshake-timeout", "1ns"}, "--handshake-timeout 1ns is too short"},
 		{[]string{"--max-message-bytes", "10"}, "--max-message-bytes 10 is too small"},
+		{[]string{"--nats", "--nats-addr", "127.0.0.1:0", "--nats-prefix", "$SYS"}, `--nats-prefix "$SYS": want subject tokens`},
+		{[]string{"--nats", "--nats-addr", "127.0.0.1:0", "--nats-prefix", "_INBOX.x"}, "not starting with $ or _INBOX"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
