@@ -101,14 +101,80 @@ func (c Config) Validate() error {
 	if err := c.validateStorage(); err != nil {
 		return err
 	}
+	if err := c.validateMinimums(); err != nil {
+		return err
+	}
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
 	if c.NATSPrefix != "" && natstransport.ValidPrefix(c.NATSPrefix) != nil {
-		return configError("NATSPrefix", " "+strconv.Quote(c.NATSPrefix)+": want subject tokens separated by dots, without wildcards or spaces")
+		return configError("NATSPrefix", " "+strconv.Quote(c.NATSPrefix)+": want subject tokens separated by dots, without wildcards or spaces, "+
+			"not starting with $ or _INBOX (subjects NATS reserves)")
 	}
 	if strings.ContainsAny(c.NATSQueue, " \t\r\n*>") {
 		return configError("NATSQueue", " "+strconv.Quote(c.NATSQueue)+": want a queue group name without wildcards or spaces")
+	}
+	return nil
+}
+
+// The least positive values of the size and time settings (0 is the
+// default): below them a server does not run (Pebble panics on a memtable
+// of 1 KiB) or does nothing useful (a message of 100 bytes holds no write
+// request; a handshake timeout of 1 ns closes every connection).
+const (
+	leastMessageBytes   = 512
+	leastCacheBytes     = 1 << 20
+	leastMemTableBytes  = store.LeastMemTableBytes
+	leastGoMemoryLimit  = 64 << 20
+	leastWatchRetention = time.Second
+	leastConnTimeout    = 100 * time.Millisecond
+)
+
+// validateMinimums refuses positive sizes and times below their minimum,
+// and "none" spelled other than -1.
+func (c Config) validateMinimums() error {
+	for _, f := range []struct {
+		name   string
+		v, min int64
+		why    string
+	}{
+		{"MaxMessageBytes", int64(c.MaxMessageBytes), leastMessageBytes, " (a smaller message holds no write request)"},
+		{"CacheBytes", c.CacheBytes, leastCacheBytes, ""},
+		{"MemTableBytes", c.MemTableBytes, leastMemTableBytes, " (the storage engine needs that much)"},
+		{"GoMemoryLimit", c.GoMemoryLimit, leastGoMemoryLimit, " (below it the Go runtime would collect garbage without pause)"},
+	} {
+		if f.v > 0 && f.v < f.min {
+			least := strconv.FormatInt(f.min, 10) + " bytes"
+			if f.min >= 1<<20 {
+				least = strconv.FormatInt(f.min>>20, 10) + " MiB"
+			}
+			return configError(f.name, " "+strconv.FormatInt(f.v, 10)+" is too small: want at least "+least+f.why)
+		}
+	}
+	for _, f := range []struct {
+		name   string
+		v, min time.Duration
+	}{
+		{"WatchRetention", c.WatchRetention, leastWatchRetention},
+		{"HandshakeTimeout", c.HandshakeTimeout, leastConnTimeout},
+		{"IdleTimeout", c.IdleTimeout, leastConnTimeout},
+	} {
+		if f.v > 0 && f.v < f.min {
+			return configError(f.name, " "+f.v.String()+" is too short: want at least "+f.min.String())
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+		none string
+	}{
+		{"RecordCacheBytes", c.RecordCacheBytes, "no cache"},
+		{"GoMemoryLimit", c.GoMemoryLimit, "none"},
+		{"MaxConnections", int64(c.MaxConnections), "no cap"},
+	} {
+		if f.v < -1 {
+			return configError(f.name, " "+strconv.FormatInt(f.v, 10)+": want -1 ("+f.none+"), 0 (the default) or a positive value")
+		}
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package server_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +28,10 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"defaults", ok, "", ""},
 		{"everything set", server.Config{DataDir: "d", GRPCAddr: "127.0.0.1:0", HTTPAddr: ":8080", NATS: true, NATSAddr: ":4222",
-			NATSPrefix: "shop.v1", NATSQueue: "workers", MaxMessageBytes: 1, MaxRecordsPerBatch: 1, MaxInflightBytes: 1,
-			SearchWorkers: 1, MaxResultRecords: 1, MaxResultBytes: 1, CacheBytes: 1, ShutdownTimeout: time.Second}, "", ""},
+			NATSPrefix: "shop.v1", NATSQueue: "workers", MaxMessageBytes: 512, MaxRecordsPerBatch: 1, MaxInflightBytes: 1,
+			SearchWorkers: 1, MaxResultRecords: 1, MaxResultBytes: 1, CacheBytes: 1 << 20, MemTableBytes: 4 << 20,
+			GoMemoryLimit: 64 << 20, RecordCacheBytes: -1, MaxConnections: -1, WatchRetention: time.Second,
+			HandshakeTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond, ShutdownTimeout: time.Second}, "", ""},
 		{"external NATS", with(func(c *server.Config) { c.NATSURL, c.NATSPrefix = "nats://x:4222", "p" }), "", ""},
 		{"no data dir", server.Config{}, "DataDir", "server: DataDir must not be empty"},
 		{"negative MaxMessageBytes", with(func(c *server.Config) { c.MaxMessageBytes = -1 }), "MaxMessageBytes", "server: MaxMessageBytes must not be negative"},
@@ -38,6 +43,18 @@ func TestConfigValidate(t *testing.T) {
 		{"negative CacheBytes", with(func(c *server.Config) { c.CacheBytes = -1 }), "CacheBytes", "must not be negative"},
 		{"negative MemTableBytes", with(func(c *server.Config) { c.MemTableBytes = -1 }), "MemTableBytes", "must not be negative"},
 		{"negative ShutdownTimeout", with(func(c *server.Config) { c.ShutdownTimeout = -time.Second }), "ShutdownTimeout", "must not be negative"},
+		{"tiny MemTableBytes", with(func(c *server.Config) { c.MemTableBytes = 1 }), "MemTableBytes",
+			"server: MemTableBytes 1 is too small: want at least 4 MiB (the storage engine needs that much)"},
+		{"tiny CacheBytes", with(func(c *server.Config) { c.CacheBytes = 1000 }), "CacheBytes", "CacheBytes 1000 is too small: want at least 1 MiB"},
+		{"tiny MaxMessageBytes", with(func(c *server.Config) { c.MaxMessageBytes = 100 }), "MaxMessageBytes", "want at least 512 bytes"},
+		{"tiny GoMemoryLimit", with(func(c *server.Config) { c.GoMemoryLimit = 1 }), "GoMemoryLimit", "want at least 64 MiB"},
+		{"GoMemoryLimit -2", with(func(c *server.Config) { c.GoMemoryLimit = -2 }), "GoMemoryLimit", "GoMemoryLimit -2: want -1 (none), 0 (the default) or a positive value"},
+		{"RecordCacheBytes -2", with(func(c *server.Config) { c.RecordCacheBytes = -2 }), "RecordCacheBytes",
+			"server: RecordCacheBytes -2: want -1 (no cache), 0 (the default) or a positive value"},
+		{"MaxConnections -2", with(func(c *server.Config) { c.MaxConnections = -2 }), "MaxConnections", "want -1 (no cap)"},
+		{"tiny WatchRetention", with(func(c *server.Config) { c.WatchRetention = time.Millisecond }), "WatchRetention", "WatchRetention 1ms is too short: want at least 1s"},
+		{"tiny HandshakeTimeout", with(func(c *server.Config) { c.HandshakeTimeout = time.Nanosecond }), "HandshakeTimeout", "want at least 100ms"},
+		{"tiny IdleTimeout", with(func(c *server.Config) { c.IdleTimeout = time.Millisecond }), "IdleTimeout", "want at least 100ms"},
 		{"both NATS", with(func(c *server.Config) { c.NATS, c.NATSURL = true, "nats://x:4222" }), "NATS",
 			"server: NATS (embedded server) and NATSURL (external server) are exclusive"},
 		{"NATSAddr alone", with(func(c *server.Config) { c.NATSAddr = ":4222" }), "NATSAddr",
@@ -47,6 +64,12 @@ func TestConfigValidate(t *testing.T) {
 		{"NATSQueue alone", with(func(c *server.Config) { c.NATSQueue = "q" }), "NATSPrefix", "need NATS or NATSURL"},
 		{"prefix wildcard", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "shop.*" }), "NATSPrefix",
 			`server: NATSPrefix "shop.*": want subject tokens separated by dots, without wildcards or spaces`},
+		{"prefix $SYS", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "$SYS" }), "NATSPrefix",
+			`server: NATSPrefix "$SYS": want subject tokens separated by dots, without wildcards or spaces, not starting with $ or _INBOX (subjects NATS reserves)`},
+		{"prefix $JS.API", with(func(c *server.Config) { c.NATSURL, c.NATSPrefix = "nats://x:4222", "$JS.API.x" }), "NATSPrefix", "not starting with $ or _INBOX"},
+		{"prefix _INBOX", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "_INBOX" }), "NATSPrefix", "not starting with $ or _INBOX"},
+		{"prefix _INBOX token", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "_INBOX_x.svc" }), "NATSPrefix", "not starting with $ or _INBOX"},
+		{"prefix inbox later", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "shop._INBOX" }), "", ""},
 		{"prefix empty token", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "a..b" }), "NATSPrefix", `"a..b"`},
 		{"prefix space", with(func(c *server.Config) { c.NATS, c.NATSPrefix = true, "a b" }), "NATSPrefix", `"a b"`},
 		{"queue space", with(func(c *server.Config) { c.NATS, c.NATSQueue = true, "q 1" }), "NATSQueue",
@@ -111,6 +134,20 @@ func TestStartValidates(t *testing.T) {
 	var ce *server.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "MaxMessageBytes" {
 		t.Fatalf("Start = %v, want the MaxMessageBytes ConfigError", err)
+	}
+}
+
+// A memtable too small for the storage engine is a ConfigError, not a
+// panic, and the data directory is not created.
+func TestStartRefusesTinyMemtable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err := server.Start(context.Background(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", MemTableBytes: 1})
+	var ce *server.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "MemTableBytes" {
+		t.Fatalf("Start = %v, want the MemTableBytes ConfigError", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused start left %s behind: %v", dir, err)
 	}
 }
 

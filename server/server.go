@@ -96,8 +96,9 @@ type Config struct {
 	// crash or power loss can lose acknowledged writes (never corrupt the
 	// store). For benchmarks; the default (false) is durable.
 	NoSync bool
-	// MaxMessageBytes caps one gRPC message received (default 64 MiB).
-	// What the server sends is bounded apart (see DefaultMaxSendBytes).
+	// MaxMessageBytes caps one gRPC message received (default 64 MiB; at
+	// least 512 bytes). What the server sends is bounded apart (see
+	// DefaultMaxSendBytes).
 	MaxMessageBytes int
 	// MaxRecordsPerBatch caps the records of one write batch (default 10,000).
 	MaxRecordsPerBatch int
@@ -136,10 +137,11 @@ type Config struct {
 	// DefaultHandshakeTimeout. IdleTimeout closes a gRPC connection
 	// without open streams, and a REST or metrics connection between
 	// requests, after that long (default DefaultIdleTimeout; HTTPLimits
-	// may set the HTTP ones apart). MaxConnections caps the connections
-	// each listener holds open at once (0: DefaultMaxConnections, from
-	// the file-descriptor limit; negative: no cap); past it a new
-	// connection is closed as soon as it is accepted.
+	// may set the HTTP ones apart). Both are at least 100 ms.
+	// MaxConnections caps the connections each listener holds open at
+	// once (0: DefaultMaxConnections, from the file-descriptor limit; -1:
+	// no cap); past it a new connection is closed as soon as it is
+	// accepted.
 	HandshakeTimeout time.Duration
 	IdleTimeout      time.Duration
 	MaxConnections   int
@@ -147,21 +149,23 @@ type Config struct {
 	// (up to 4 exist before writes stall). 0 picks a size from the memory
 	// the process may use (store.DefaultSizes): 1/8 of it for the cache,
 	// from 64 MiB to 4 GiB, and 1/64 for a memtable, from 16 to 128 MiB.
+	// Set, the cache takes at least 1 MiB and a memtable at least 4 MiB
+	// (store.LeastMemTableBytes).
 	CacheBytes    int64
 	MemTableBytes int64
 	// GoMemoryLimit is the Go runtime's soft memory limit, set at Start
 	// for the whole process (debug.SetMemoryLimit). 0 derives it from the
 	// memory the process may use: that memory less the block cache, six
-	// memtables and an eighth (server/memory.go); negative sets none. The
-	// environment's GOMEMLIMIT, when set, wins.
+	// memtables and an eighth (server/memory.go); -1 sets none; a limit
+	// is at least 64 MiB. The environment's GOMEMLIMIT, when set, wins.
 	GoMemoryLimit int64
 	// RecordCacheBytes bounds the hot-record cache that serves
 	// primary-key point reads without a storage seek (0: 1/32 of the
-	// machine's memory, within [64 MiB, 1 GiB]; negative: no cache).
+	// machine's memory, within [64 MiB, 1 GiB]; -1: no cache).
 	RecordCacheBytes int64
 	// WatchRetention is how long the change log keeps a commit's changes
 	// for Watch (0: DefaultWatchRetention; negative: no change log, and
-	// Watch is FAILED_PRECONDITION). WatchRetentionBytes also trims the
+	// Watch is FAILED_PRECONDITION; positive: at least a second). WatchRetentionBytes also trims the
 	// oldest entries beyond that many bytes (0:
 	// DefaultWatchRetentionBytes; negative: no byte bound). Neither
 	// applies with Store "etcd", where Watch reads etcd's own revisions
@@ -300,6 +304,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	m.register(eng, st)
 	registerReceiveMetrics(m.reg, s.recv)
+	s.registerTLSMetrics(m.reg)
 	if cfg.NATS || cfg.NATSURL != "" {
 		registerNATSMetrics(m.reg, &s.tr.natsStats)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -45,12 +46,31 @@ func (s *Server) startTLS() error {
 
 // ReloadTLS reads the certificate, key and client CA files again (serve
 // calls it on SIGHUP). Connections already open keep their session; new
-// handshakes get the new material. On error the old material stays.
+// handshakes get the new material. On error the old material stays: files
+// that do not load, and a certificate that clients would refuse (expired,
+// not yet valid, or no longer covering the names the current one covers;
+// see internal/certs).
 func (s *Server) ReloadTLS() error {
 	if s.certs == nil {
 		return errors.New("server: TLS is not configured")
 	}
 	return s.certs.Reload()
+}
+
+// registerTLSMetrics adds the served certificate's series, with TLS on.
+func (s *Server) registerTLSMetrics(reg *prometheus.Registry) {
+	if s.certs == nil {
+		return
+	}
+	r := s.certs
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_tls_certificate_expiry_seconds",
+			Help: "When the certificate served expires, in Unix seconds."},
+			func() float64 { return float64(r.Certificate().NotAfter.Unix()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_tls_reloads_refused_total",
+			Help: "Reloads of the TLS files refused (files that do not load, or a certificate clients would refuse); the previous certificate stays."},
+			func() float64 { return float64(r.Refused()) }),
+	)
 }
 
 // TLS reports whether the listeners serve TLS.

@@ -4,13 +4,18 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -324,4 +329,91 @@ func TestTLSConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}
+}
+
+// A certificate that expired yesterday, installed over the served one, is
+// refused by the file watcher and by ReloadTLS (SIGHUP): every listener
+// keeps serving the previous certificate, the refusal is logged once at
+// warn, and the metrics show it.
+func TestTLSReloadRefusesExpiredCertificate(t *testing.T) {
+	logs := &logRecorder{}
+	ts := startTLSServer(t, server.Config{NoSync: true, TLSReloadInterval: 10 * time.Millisecond, Logger: slog.New(logs)}, false)
+	cfg := ts.ca.ClientConfig(t)
+	served := ts.cert.TLS(t).Leaf
+
+	now := time.Now()
+	expired := ts.ca.ServerWith(t, "expired", certstest.ServerOptions{NotBefore: now.Add(-30 * 24 * time.Hour), NotAfter: now.Add(-24 * time.Hour)})
+	certstest.Install(t, expired, ts.cert)
+	const warn = "TLS certificate not reloaded; keeping the previous certificate"
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.count(warn) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning within 10s of installing an expired certificate; logged %q", logs.all())
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the watcher's outcome
+	}
+	checkServes := func(when string) {
+		t.Helper()
+		for _, addr := range []string{ts.srv.Addr(), ts.srv.HTTPAddr(), ts.srv.MetricsAddr()} {
+			if got := servedSerial(t, addr, cfg); got.Cmp(ts.cert.Serial) != 0 {
+				t.Fatalf("%s: %s serves serial %v, want the previous %v", when, addr, got, ts.cert.Serial)
+			}
+		}
+		c, err := client.Dial(ts.srv.Addr(), client.WithTLS(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := schemaOverGRPC(c); err != nil {
+			t.Fatalf("%s: a new gRPC connection: %v", when, err)
+		}
+		if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(cfg)); err != nil {
+			t.Fatalf("%s: a new NATS connection: %v", when, err)
+		}
+	}
+	checkServes("after the watcher saw the expired certificate")
+
+	err := ts.srv.ReloadTLS()
+	if err == nil || !strings.Contains(err.Error(), "expired at") {
+		t.Fatalf("ReloadTLS with an expired certificate: %v, want an error saying it expired", err)
+	}
+	other := ts.ca.ServerWith(t, "other", certstest.ServerOptions{DNSNames: []string{"db.example"}})
+	certstest.Install(t, other, ts.cert)
+	if err := ts.srv.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "does not cover localhost") {
+		t.Fatalf("ReloadTLS with a certificate for other names: %v, want an error naming localhost", err)
+	}
+	checkServes("after ReloadTLS")
+
+	fams := scrapeTLS(t, "https://"+ts.srv.MetricsAddr()+"/metrics", cfg)
+	if v, ok := metricValue(fams, "protobase_tls_reloads_refused_total", nil); !ok || v < 2 {
+		t.Errorf("protobase_tls_reloads_refused_total = %v (%v), want at least 2", v, ok)
+	}
+	if v, ok := metricValue(fams, "protobase_tls_certificate_expiry_seconds", nil); !ok || int64(v) != served.NotAfter.Unix() {
+		t.Errorf("protobase_tls_certificate_expiry_seconds = %v (%v), want %d", v, ok, served.NotAfter.Unix())
+	}
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"protobase_tls_reloads_refused_total", "protobase_tls_certificate_expiry_seconds"} {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/operations.md does not list %s", name)
+		}
+	}
+}
+
+// scrapeTLS reads /metrics over TLS with cfg.
+func scrapeTLS(t *testing.T, url string, cfg *tls.Config) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := httpsClient(t, cfg).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
 }

@@ -103,6 +103,9 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err := checkEmptyFlags(cmd); err != nil {
 		return err
 	}
+	if err := checkOffFlags(o); err != nil {
+		return err
+	}
 	cfg := serveConfig(cmd, o)
 	o.security.apply(&cfg)
 	o.storage.apply(&cfg)
@@ -281,7 +284,7 @@ func (o *serveOptions) addListenerFlags(f *pflag.FlagSet) {
 
 // addLimitFlags registers the bounds one client's requests are held to.
 func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
-	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes (0: 64 MiB)")
+	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes, at least 512 (0: 64 MiB)")
 	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
 	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "the write budget: most bytes of write requests decoded and of batches not yet durable; as many more may wait for room (0: 256 MiB)")
 	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
@@ -295,8 +298,8 @@ func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 
 // addConnFlags registers what a client may hold by connecting alone.
 func (o *serveOptions) addConnFlags(f *pflag.FlagSet) {
-	f.DurationVar(&o.handshakeTimeout, "handshake-timeout", 0, fmt.Sprintf("time a new connection has, on every listener, for its TLS handshake and its protocol's opening (gRPC's HTTP/2 preface, a REST request's headers, a NATS CONNECT) before it is closed (0: %s)", server.DefaultHandshakeTimeout))
-	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, fmt.Sprintf("close a gRPC connection without open streams, and a REST or metrics connection between requests, after this long; clients reconnect when they next call (0: %s)", server.DefaultIdleTimeout))
+	f.DurationVar(&o.handshakeTimeout, "handshake-timeout", 0, fmt.Sprintf("time a new connection has, on every listener, for its TLS handshake and its protocol's opening (gRPC's HTTP/2 preface, a REST request's headers, a NATS CONNECT) before it is closed, at least 100ms (0: %s)", server.DefaultHandshakeTimeout))
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, fmt.Sprintf("close a gRPC connection without open streams, and a REST or metrics connection between requests, after this long, at least 100ms; clients reconnect when they next call (0: %s)", server.DefaultIdleTimeout))
 	f.IntVar(&o.maxConnections, "max-connections", 0, fmt.Sprintf("most connections each listener (gRPC, REST, metrics, embedded NATS) holds open; past it a new connection is closed at once, and those open keep working (0: a quarter of what the file-descriptor limit leaves after %d for the store, at most %d; %d here; -1: no cap)",
 		connlimit.StoreFiles, connlimit.MaxDefault, server.DefaultMaxConnections()))
 }
@@ -305,11 +308,11 @@ func (o *serveOptions) addConnFlags(f *pflag.FlagSet) {
 // log may use; their defaults follow the machine's memory.
 func (o *serveOptions) addSizeFlags(f *pflag.FlagSet) {
 	cache, memtable := store.DefaultSizes(store.Memory())
-	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
-	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes; writes stall while 4 are full (index entries have 4 of half the size; 0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
-	f.Int64Var(&o.goMemoryLimit, "go-memory-limit", 0, fmt.Sprintf("the Go runtime's soft memory limit for the process (0: the memory available less the block cache, six memtables and an eighth; %s here; -1: none; GOMEMLIMIT wins)", sizeString(server.GoMemoryLimit(server.Config{}))))
+	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes, at least 1 MiB (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
+	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes, at least 4 MiB; writes stall while 4 are full (index entries have 4 of half the size; 0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
+	f.Int64Var(&o.goMemoryLimit, "go-memory-limit", 0, fmt.Sprintf("the Go runtime's soft memory limit for the process, at least 64 MiB (0: the memory available less the block cache, six memtables and an eighth; %s here; -1: none; GOMEMLIMIT wins)", sizeString(server.GoMemoryLimit(server.Config{}))))
 	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
-	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
+	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch, at least 1s (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
 	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")
 	f.Int64Var(&o.watchTailBytes, "watch-tail-bytes", server.DefaultWatchTailBytes, "most bytes of the newest change-log entries kept in memory while watches run, for watchers at the tail (0: none, watchers read storage); not with --store etcd")
 }

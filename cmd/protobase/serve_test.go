@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -108,4 +113,43 @@ func TestServeReceiveBudgetFlags(t *testing.T) {
 
 	r = cli(t, "", "serve", "--help")
 	wantContains(t, r.stdout, "--max-receive-buffer-bytes", "[$PROTOBASE_MAX_RECEIVE_BUFFER_BYTES]", "--max-receive-bytes-per-conn")
+}
+
+// Sizes and times below what a server can run with, "none" or "off"
+// spelled with any other negative number, and NATS subjects that NATS
+// reserves are usage errors that create nothing.
+func TestServeRefusesOutOfRangeValues(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memtable-bytes", "1"}, "--memtable-bytes 1 is too small: want at least 4 MiB"},
+		{[]string{"--cache-bytes", "10"}, "--cache-bytes 10 is too small"},
+		{[]string{"--record-cache-bytes", "-2"}, "--record-cache-bytes -2: want -1 (no cache)"},
+		{[]string{"--go-memory-limit", "-5"}, "--go-memory-limit -5: want -1 (none)"},
+		{[]string{"--max-connections", "-3"}, "--max-connections -3: want -1 (no cap)"},
+		{[]string{"--watch-retention", "-1h"}, "--watch-retention -1h0m0s: want 0 (no change log) or a positive duration"},
+		{[]string{"--watch-retention", "10ms"}, "--watch-retention 10ms is too short: want at least 1s"},
+		{[]string{"--watch-retention-bytes", "-1"}, "--watch-retention-bytes -1: want 0"},
+		{[]string{"--watch-tail-bytes", "-1"}, "--watch-tail-bytes -1: want 0"},
+		{[]string{"--handshake-timeout", "1ns"}, "--handshake-timeout 1ns is too short"},
+		{[]string{"--max-message-bytes", "10"}, "--max-message-bytes 10 is too small"},
+		{[]string{"--nats", "--nats-addr", "127.0.0.1:0", "--nats-prefix", "$SYS"}, `--nats-prefix "$SYS": want subject tokens`},
+		{[]string{"--nats", "--nats-addr", "127.0.0.1:0", "--nats-prefix", "_INBOX.x"}, "not starting with $ or _INBOX"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			// Bounded: a serve that accepts the flags runs until its context ends.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, append([]string{"serve", "--data", dir, "--grpc-addr", "127.0.0.1:0"}, tc.args...), strings.NewReader(""), &stdout, &stderr)
+			r := result{code, stdout.String(), stderr.String()}
+			wantCode(t, r, exitUsage)
+			wantContains(t, r.stderr, tc.want)
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the refused serve left %s behind: %v", dir, err)
+			}
+		})
+	}
 }

@@ -61,7 +61,7 @@ func reloadOnHangup(ctx context.Context, log *slog.Logger) func(*server.Server) 
 					log.Info("SIGHUP: no TLS certificate to reload")
 				default:
 					if err := srv.ReloadTLS(); err != nil {
-						log.Error("SIGHUP: TLS reload failed; keeping the previous certificate", "err", err)
+						log.Warn("SIGHUP: TLS certificate not reloaded; keeping the previous certificate", "err", err)
 					} else {
 						log.Info("SIGHUP: TLS certificate reloaded")
 					}

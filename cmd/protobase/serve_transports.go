@@ -24,6 +24,21 @@ func checkEmptyFlags(cmd *cobra.Command) error {
 	return nil
 }
 
+// checkOffFlags refuses a negative value for the flags whose 0 turns
+// something off: server.Config reads a negative value as "off" too, so
+// without this check --watch-retention -1h would pass for 0.
+func checkOffFlags(o serveOptions) error {
+	switch {
+	case o.watchRetention < 0:
+		return usagef("--watch-retention %s: want 0 (no change log) or a positive duration", o.watchRetention)
+	case o.watchRetBytes < 0:
+		return usagef("--watch-retention-bytes %d: want 0 (no byte bound) or a positive size", o.watchRetBytes)
+	case o.watchTailBytes < 0:
+		return usagef("--watch-tail-bytes %d: want 0 (none) or a positive size", o.watchTailBytes)
+	}
+	return nil
+}
+
 // serveConfig is the server.Config of serve's flags. NATS settings the
 // user did not give stay zero (server defaults), so that server.Config's
 // Validate can tell a setting that would do nothing.

@@ -16,11 +16,29 @@ type Identity struct {
 	Scope Scope
 
 	revoked *atomic.Bool
+	gone    context.Context // cancelled once the key is revoked; nil: never
 }
 
 // Revoked reports whether the key was revoked since the call began; one
 // atomic load, cheap enough for every message of a stream.
 func (id *Identity) Revoked() bool { return id != nil && id.revoked != nil && id.revoked.Load() }
+
+// WithRevocation returns a context that ends, with the revocation's
+// UNAUTHENTICATED error as its cause, when the key is revoked, for a call
+// that may wait long without a message of its own at which to check the
+// key (a Watch with nothing to send). stop releases it. With
+// authentication off (nil) it returns ctx.
+func (id *Identity) WithRevocation(ctx context.Context) (_ context.Context, stop func()) {
+	if id == nil || id.gone == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(id.gone, func() { cancel(errRevoked(id.Name)) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+	}
+}
 
 // Scoped reports whether the identity is limited to some record types.
 func (id *Identity) Scoped() bool { return id != nil && !id.Scope.All() }

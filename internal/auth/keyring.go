@@ -40,11 +40,29 @@ type KeyInfo struct {
 }
 
 // entry is one live key. revoked is set once, by Revoke, and read by every
-// Identity made from the entry.
+// Identity made from the entry; gone is cancelled once the revocation is
+// durable, for the streams that wait on it (Identity.WithRevocation).
 type entry struct {
 	rec     *record
 	scope   Scope
 	revoked atomic.Bool
+
+	gone       context.Context
+	cancelGone context.CancelFunc
+}
+
+func newEntry(rec *record, scope Scope) *entry {
+	e := &entry{rec: rec, scope: scope}
+	e.gone, e.cancelGone = context.WithCancel(context.Background())
+	return e
+}
+
+// revokeForGood marks e revoked and ends the streams waiting on it.
+func (e *entry) revokeForGood() {
+	e.revoked.Store(true)
+	if e.cancelGone != nil {
+		e.cancelGone()
+	}
 }
 
 // keyMap is an immutable index of the live keys, swapped whole on change.
@@ -105,7 +123,7 @@ func loadKeys(st Store, old *keyMap) (*keyMap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("api key %q: %w", name, err)
 		}
-		e := &entry{rec: rec, scope: scope}
+		e := newEntry(rec, scope)
 		m.byHash[rec.hash] = e
 		m.byName[rec.name] = e
 	}
@@ -127,7 +145,7 @@ func (k *Keyring) Reload() error {
 	var gone []string
 	for name, e := range old.byName {
 		if m.byName[name] != e {
-			e.revoked.Store(true)
+			e.revokeForGood()
 			if m.byName[name] == nil {
 				gone = append(gone, name)
 			}
@@ -161,7 +179,7 @@ func (k *Keyring) Verify(_ context.Context, key string) (*Identity, error) {
 	if e == nil || subtle.ConstantTimeCompare(e.rec.hash[:], h[:]) != 1 || e.revoked.Load() {
 		return nil, errUnknownKey()
 	}
-	return &Identity{Name: e.rec.name, Role: e.rec.role, Scope: e.scope, revoked: &e.revoked}, nil
+	return &Identity{Name: e.rec.name, Role: e.rec.role, Scope: e.scope, revoked: &e.revoked, gone: e.gone}, nil
 }
 
 // VerifyHeader authenticates an Authorization header value ("Bearer KEY").
@@ -230,7 +248,7 @@ func (k *Keyring) Add(by *Identity, name, key string, role Role, types []string)
 	if !created {
 		return KeyInfo{}, errExists(name)
 	}
-	e := &entry{rec: rec, scope: scope}
+	e := newEntry(rec, scope)
 	m := &keyMap{byHash: maps.Clone(old.byHash), byName: maps.Clone(old.byName)}
 	m.byHash[rec.hash] = e
 	m.byName[name] = e
@@ -284,6 +302,7 @@ func (k *Keyring) revoke(by *Identity, name string) ([]func(string), error) {
 		e.revoked.Store(false)
 		return nil, err
 	}
+	e.revokeForGood()
 	m := &keyMap{byHash: maps.Clone(old.byHash), byName: maps.Clone(old.byName)}
 	delete(m.byHash, e.rec.hash)
 	delete(m.byName, name)

@@ -7,6 +7,11 @@
 // established keep the certificate they were set up with, so nothing is
 // dropped. A reload that fails (a half-written file, a key that does not
 // match the certificate) keeps the previous material and reports the error.
+// So does a certificate that clients would refuse where the previous one
+// works: one outside its validity period (expired, or not yet valid), or
+// one that no longer covers every DNS name and IP address the previous
+// one served (see checkServable). Taking either would turn away every new
+// client on every listener at once.
 package certs
 
 import (
@@ -17,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,11 +43,19 @@ type Reloader struct {
 	files Files
 	log   *slog.Logger
 
-	mu        sync.RWMutex // guards cert, clientCAs, stamp, failed
+	loadMu sync.Mutex // serializes load: SIGHUP and the watcher may reload at once
+
+	mu        sync.RWMutex // guards cert, clientCAs, stamp, failed, retryAt
 	cert      *tls.Certificate
 	clientCAs *x509.CertPool // nil without Files.ClientCA
 	stamp     stamp          // of the files loaded last
 	failed    stamp          // of the files whose reload failed last, so it is logged once
+	// retryAt, when set, is when the files of failed become worth loading
+	// again: the NotBefore of a certificate refused as not yet valid.
+	retryAt time.Time
+
+	refused atomic.Uint64 // reloads refused, for Refused
+	now     func() time.Time
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -64,31 +78,70 @@ func NewReloader(files Files, log *slog.Logger) (*Reloader, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Reloader{files: files, log: log}
-	if err := r.Reload(); err != nil {
+	r := &Reloader{files: files, log: log, now: time.Now}
+	if err := r.load(r.statFiles()); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// Reload reads the files again and, when they load, makes them current.
-// On error the previous material stays in use.
+// Reload reads the files again and, when they load and pass
+// checkServable, makes them current. On error the previous material stays
+// in use, and the watcher does not log this version of the files again.
 func (r *Reloader) Reload() error {
 	st := r.statFiles()
+	err := r.load(st)
+	if err != nil {
+		r.refused.Add(1)
+	}
+	return err
+}
+
+// load reads the files stamped st and makes them current, or records them
+// as failed.
+func (r *Reloader) load(st stamp) error {
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	cert, pool, err := r.read()
+	if err == nil {
+		r.mu.RLock()
+		prev := r.cert
+		r.mu.RUnlock()
+		err = checkServable(cert.Leaf, prev, r.now())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.failed, r.retryAt = st, time.Time{}
+		var early *notYetValidError
+		if errors.As(err, &early) {
+			r.retryAt = early.notBefore
+		}
+		return err
+	}
+	r.cert, r.clientCAs, r.stamp = cert, pool, st
+	r.failed, r.retryAt = stamp{}, time.Time{}
+	return nil
+}
+
+// read loads the certificate, its key and the client CAs from the files.
+func (r *Reloader) read() (*tls.Certificate, *x509.CertPool, error) {
 	cert, err := tls.LoadX509KeyPair(r.files.Cert, r.files.Key)
 	if err != nil {
-		return fmt.Errorf("tls: load %s and %s: %w", r.files.Cert, r.files.Key, err)
+		return nil, nil, fmt.Errorf("tls: load %s and %s: %w", r.files.Cert, r.files.Key, err)
+	}
+	if cert.Leaf == nil { // only with GODEBUG x509keypairleaf=0
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, nil, fmt.Errorf("tls: parse %s: %w", r.files.Cert, err)
+		}
 	}
 	var pool *x509.CertPool
 	if r.files.ClientCA != "" {
 		if pool, err = LoadPool(r.files.ClientCA); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	r.mu.Lock()
-	r.cert, r.clientCAs, r.stamp = &cert, pool, st
-	r.mu.Unlock()
-	return nil
+	return &cert, pool, nil
 }
 
 // Watch checks the files every interval and reloads them when their size
@@ -117,19 +170,18 @@ func (r *Reloader) Watch(interval time.Duration) {
 func (r *Reloader) reloadIfChanged() {
 	st := r.statFiles()
 	r.mu.RLock()
-	same := st == r.stamp || st == r.failed
+	// A certificate refused as not yet valid is tried again once it is.
+	same := st == r.stamp || (st == r.failed && (r.retryAt.IsZero() || r.now().Before(r.retryAt)))
 	r.mu.RUnlock()
 	if same {
 		return
 	}
 	if err := r.Reload(); err != nil {
-		r.mu.Lock()
-		r.failed = st
-		r.mu.Unlock()
-		r.log.Warn("TLS files changed but do not load; keeping the previous certificate", "err", err)
+		r.log.Warn("TLS certificate not reloaded; keeping the previous certificate", "err", err)
 		return
 	}
-	r.log.Info("TLS certificate reloaded", "cert", r.files.Cert)
+	leaf := r.Certificate()
+	r.log.Info("TLS certificate reloaded", "cert", r.files.Cert, "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
 }
 
 // statFiles stamps the files; a file that cannot be stat'ed stamps as
@@ -170,6 +222,10 @@ func (r *Reloader) Certificate() *x509.Certificate {
 	defer r.mu.RUnlock()
 	return r.cert.Leaf
 }
+
+// Refused counts the reloads refused since NewReloader: files that do not
+// load, or a certificate that checkServable refuses.
+func (r *Reloader) Refused() uint64 { return r.refused.Load() }
 
 // MutualTLS reports whether clients must present a certificate.
 func (r *Reloader) MutualTLS() bool { return r.files.ClientCA != "" }

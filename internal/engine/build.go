@@ -60,7 +60,12 @@ func (e *Engine) startBuild(typeID, indexID uint32) {
 		}()
 		typ, idx := e.indexNames(typeID, indexID)
 		e.log.Info("index build started", "type", typ, "index", idx)
-		if err := e.buildIndex(typeID, indexID); err != nil {
+		switch err := e.buildIndex(typeID, indexID); {
+		case errors.Is(err, errStale):
+			// A schema change dropped or replaced the index while it was
+			// built: expected when changes follow each other closely.
+			e.log.Info("index build stopped: a schema change dropped or replaced the index", "type", typ, "index", idx)
+		case err != nil:
 			e.log.Error("index build failed", "type", typ, "index", idx, "err", err)
 		}
 	}()

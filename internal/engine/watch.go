@@ -244,8 +244,12 @@ func (w *watch) startLog(wm uint64) error {
 			w.pos.index, w.pos.part = p.GetIndex(), true
 		}
 		if w.pos.commit > wm {
+			oldest, err := w.e.oldestPosition(wm)
+			if err != nil {
+				return err
+			}
 			return w.e.outOfRange("position "+formatPos(w.pos)+" is past the last durable commit "+u64(wm)+
-				": it is not from this database's history (a restored backup, or another server)", wm)
+				": it is not from this database's history (a restored backup, or another server)", oldest, int64(wm)) //nolint:gosec // commit sequences stay far below 2^63
 		}
 		return w.checkHeld(wm)
 	}
@@ -289,27 +293,49 @@ func (e *Engine) firstLogCommit() (uint64, bool, error) {
 // logGap is the OUT_OF_RANGE of a position whose next changes the log no
 // longer holds (trimmed, or written while the log was off).
 func (e *Engine) logGap(pos string, wm uint64) error {
-	oldest := wm
-	if first, ok, err := e.firstLogCommit(); err != nil {
+	oldest, err := e.oldestPosition(wm)
+	if err != nil {
 		return err
-	} else if ok {
-		oldest = first - 1
 	}
 	return e.outOfRange("the change log no longer holds the changes after position "+pos+
-		" (trimmed by the retention, or written while the log was off)", oldest)
+		" (trimmed by the retention, or written while the log was off)", oldest, int64(wm)) //nolint:gosec // commit sequences stay far below 2^63
+}
+
+// oldestPosition is the oldest position a watch can start after: the
+// commit before the oldest the log holds, or wm when it holds none.
+func (e *Engine) oldestPosition(wm uint64) (int64, error) {
+	first, ok, err := e.firstLogCommit()
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		wm = first - 1
+	}
+	return int64(wm), nil //nolint:gosec // commit sequences stay far below 2^63
 }
 
 // outOfRange builds the OUT_OF_RANGE of a start the log cannot serve,
-// naming the oldest position it can, in the message and as a Position
+// naming the positions a watch can start after, from oldest to newest (a
+// bound of -1 is not known), in the message, and the oldest as a Position
 // detail.
-func (e *Engine) outOfRange(msg string, oldest uint64) error {
-	return &apierror.Error{
-		Code:    codes.OutOfRange,
-		Msg:     msg + "; the oldest position available is commit " + u64(oldest) + " (start after it, or at oldest)",
-		Field:   "start",
-		Details: []protoadapt.MessageV1{protoadapt.MessageV1Of(&pb.Position{Commit: oldest})},
+func (e *Engine) outOfRange(msg string, oldest, newest int64) error {
+	var details []protoadapt.MessageV1
+	switch {
+	case oldest >= 0 && newest >= 0:
+		msg += "; the oldest position available is commit " + i64(oldest) + " and the newest commit " + i64(newest) +
+			" (start after one of them, or at oldest)"
+	case oldest >= 0:
+		msg += "; the oldest position available is commit " + i64(oldest) + " (start after it or a later one, or at oldest)"
+	default:
+		msg += "; the newest position available is commit " + i64(newest) + " (start after it or an earlier one still kept, or at oldest)"
 	}
+	if oldest >= 0 {
+		details = []protoadapt.MessageV1{protoadapt.MessageV1Of(&pb.Position{Commit: uint64(oldest)})}
+	}
+	return &apierror.Error{Code: codes.OutOfRange, Msg: msg, Field: "start", Details: details}
 }
+
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
 // round reads the log after the position up to wm, from the tail when it
 // holds the next commit, else on one storage iterator, and sends what

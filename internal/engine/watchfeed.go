@@ -102,7 +102,7 @@ func (w *watch) serveFeed(ctx context.Context, feed store.Feed) error {
 	})
 	var ce *store.CompactedError
 	if errors.As(err, &ce) {
-		return w.e.outOfRange("the store no longer keeps the revisions after position "+formatPos(w.pos)+" (compacted)", uint64(max(ce.Oldest-1, 0)))
+		return w.e.outOfRange("the store no longer keeps the revisions after position "+formatPos(w.pos)+" (compacted)", max(ce.Oldest-1, 0), -1)
 	}
 	return storeError(err)
 }
@@ -182,7 +182,7 @@ func (w *watch) startFeed(ctx context.Context, feed store.Feed) (int64, error) {
 		}
 		if w.pos.commit > uint64(cur) {
 			return 0, w.e.outOfRange("position "+formatPos(w.pos)+" is past the store's current revision "+u64(uint64(cur))+
-				": it is not from this store's history", uint64(cur))
+				": it is not from this store's history", -1, cur)
 		}
 		if w.pos.part {
 			return int64(w.pos.commit) - 1, nil

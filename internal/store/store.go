@@ -103,6 +103,10 @@ const (
 	DefaultCacheBytes int64 = 256 << 20
 	// DefaultMemTableBytes is the memtable size then.
 	DefaultMemTableBytes int64 = 64 << 20
+	// LeastMemTableBytes is the smallest Options.MemTableBytes Open
+	// takes: Pebble panics on memtables of a few KiB, and the index
+	// instance's are half the size. 4 MiB is Pebble's own default.
+	LeastMemTableBytes int64 = 4 << 20
 )
 
 var (
@@ -205,23 +209,20 @@ func Open(o Options) (*Store, error) {
 	if o.Dir == "" {
 		return nil, errors.New("store: open: Options.Dir is empty")
 	}
+	if o.MemTableBytes > 0 && o.MemTableBytes < LeastMemTableBytes {
+		return nil, fmt.Errorf("store: open: MemTableBytes %d is below the least, %d", o.MemTableBytes, LeastMemTableBytes)
+	}
 	fs := vfs.Default
 	if o.FS != nil {
 		fs = o.FS.vfs
 	}
-	if o.ReadOnly {
-		fi, err := fs.Stat(o.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("store: open %s read-only: %w", o.Dir, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("store: open %s read-only: not a directory", o.Dir)
-		}
-	} else if err := createDir(fs, o.Dir); err != nil {
-		return nil, fmt.Errorf("store: create %s: %w", o.Dir, err)
-	}
 	release, err := claimDir(o.FS, o.Dir)
 	if err != nil {
+		return nil, err
+	}
+	kind, err := openDir(fs, o)
+	if err != nil {
+		release()
 		return nil, err
 	}
 	logger := o.Logger
@@ -248,6 +249,12 @@ func Open(o Options) (*Store, error) {
 		_ = db.Close()
 		release()
 		return nil, err
+	}
+	if kind == dirLegacy && !o.ReadOnly {
+		if err := writeMarker(fs, o.Dir); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -463,7 +470,7 @@ func (s *Store) EstimateSize(start, end []byte) (uint64, error) {
 // not exist: tables are hard-linked where the file system allows (copied
 // otherwise), the write-ahead log is flushed and copied, so the copy holds
 // every batch applied before the call. The copy opens as a store of its
-// own.
+// own (it holds the MarkerFile too).
 func (s *Store) Checkpoint(dir string) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -474,7 +481,7 @@ func (s *Store) Checkpoint(dir string) error {
 		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 			return fmt.Errorf("store: checkpoint: %w", err)
 		}
-		return nil
+		return writeMarker(s.fs, dir)
 	}
 	if s.tier == nil {
 		return main()

@@ -75,15 +75,40 @@ func (p Pair) TLS(t testing.TB) tls.Certificate {
 }
 
 // Server issues a server certificate for 127.0.0.1, ::1 and localhost,
-// written to name.pem and name-key.pem.
+// valid from an hour ago for a day, written to name.pem and name-key.pem.
 func (ca *CA) Server(t testing.TB, name string) Pair {
 	t.Helper()
-	return ca.issue(t, name, &x509.Certificate{
+	return ca.ServerWith(t, name, ServerOptions{})
+}
+
+// ServerOptions shape a server certificate; a zero field takes Server's
+// choice.
+type ServerOptions struct {
+	// NotBefore and NotAfter bound the validity (default: from an hour
+	// ago for a day). A NotAfter in the past makes an expired certificate.
+	NotBefore, NotAfter time.Time
+	// DNSNames and IPs are the names covered (default: localhost,
+	// 127.0.0.1 and ::1). Set either to cover only what it names.
+	DNSNames []string
+	IPs      []net.IP
+}
+
+// ServerWith issues a server certificate shaped by o, written to name.pem
+// and name-key.pem.
+func (ca *CA) ServerWith(t testing.TB, name string, o ServerOptions) Pair {
+	t.Helper()
+	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "localhost"},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+		NotBefore:   o.NotBefore,
+		NotAfter:    o.NotAfter,
+	}
+	if o.DNSNames != nil || o.IPs != nil {
+		tmpl.DNSNames, tmpl.IPAddresses = o.DNSNames, o.IPs
+	}
+	return ca.issue(t, name, tmpl)
 }
 
 // Client issues a client certificate with common name cn, written to
@@ -99,8 +124,12 @@ func (ca *CA) Client(t testing.TB, name, cn string) Pair {
 func (ca *CA) issue(t testing.TB, name string, tmpl *x509.Certificate) Pair {
 	key := newKey(t)
 	tmpl.SerialNumber = serial(t)
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	if tmpl.NotBefore.IsZero() {
+		tmpl.NotBefore = time.Now().Add(-time.Hour)
+	}
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {

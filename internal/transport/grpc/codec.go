@@ -1,6 +1,7 @@
 package grpc
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -92,7 +93,7 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("malformed %T: %w", v, err)
+	err = decodeError(v, err)
 	if _, ok := decodeErrs.Load(v); ok || isUnaryRequest(v) {
 		proto.Reset(v.(proto.Message))
 		decodeErrs.Store(v, err)
@@ -114,13 +115,34 @@ func (c Codec) unmarshalSearch(data mem.BufferSlice, req *pb.SearchRequest, s *s
 		n = countQueries(b)
 	}
 	if c.MaxQueries > 0 && n > c.MaxQueries {
-		return fmt.Errorf("%d queries in one request, more than the server's limit of %d (max search queries)", n, c.MaxQueries)
+		return &overLimitError{fmt.Sprintf("%d queries in one request, more than the server's limit of %d (max search queries)", n, c.MaxQueries)}
 	}
 	if !plain {
 		return proto.Unmarshal(b, req)
 	}
 	// decodeQueries keeps no reference to the bytes: strings are copied.
 	return decodeQueries(b, req, s, n)
+}
+
+// overLimitError is a request the codec refuses for its size, not for its
+// form: it decodes, but holds more than a limit allows.
+type overLimitError struct{ msg string }
+
+func (e *overLimitError) Error() string { return e.msg }
+
+// decodeError names the message v that did not decode by its protobuf
+// name (protobase.v1.SearchRequest, not the Go type that receives it),
+// calling it malformed unless it was only over a limit.
+func decodeError(v any, err error) error {
+	name := "message"
+	if m, ok := v.(proto.Message); ok {
+		name = string(m.ProtoReflect().Descriptor().FullName())
+	}
+	var over *overLimitError
+	if errors.As(err, &over) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return fmt.Errorf("malformed %s: %w", name, err)
 }
 
 // SearchDecoder receives SearchRequests one after another into the same

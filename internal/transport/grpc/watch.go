@@ -40,7 +40,14 @@ func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.W
 		f.B, f.Owned = nil, nil
 		return err
 	}
-	if err := s.e.Watch(st.Context(), req, send); err != nil {
+	// A watch with nothing to send would check the key only at its next
+	// message: end it when the key is revoked.
+	ctx, stop := id.WithRevocation(st.Context())
+	defer stop()
+	if err := s.e.Watch(ctx, req, send); err != nil {
+		if rerr := id.Check(); rerr != nil {
+			return toStatus(rerr)
+		}
 		return toStatus(err)
 	}
 	return nil

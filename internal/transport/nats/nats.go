@@ -382,10 +382,17 @@ func (s *Service) addEndpoints(g micro.Group) error {
 }
 
 // ValidPrefix checks that prefix is a literal NATS subject (tokens of
-// printable characters without wildcards, separated by single dots).
+// printable characters without wildcards, separated by single dots)
+// outside the subjects NATS reserves: those starting with $ ($SYS, $JS,
+// the system account's and JetStream's API) and _INBOX (replies). The
+// service's endpoints there would answer the server's own traffic, and
+// replies into them would pass for requests.
 func ValidPrefix(prefix string) error {
 	if prefix == "" {
 		return errors.New("nats: subject prefix is empty")
+	}
+	if strings.HasPrefix(prefix, "$") || strings.HasPrefix(prefix, "_INBOX") {
+		return fmt.Errorf("nats: subject prefix %q is in the subjects NATS reserves (starting with $ or _INBOX)", prefix)
 	}
 	for _, tok := range strings.Split(prefix, ".") {
 		if tok == "" {

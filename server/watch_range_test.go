@@ -1,0 +1,41 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server"
+)
+
+// A start past the last commit is OUT_OF_RANGE naming the positions the
+// log holds, oldest and newest, each as what it is; the Position detail
+// is the oldest.
+func TestWatchPastTheEndNamesTheRange(t *testing.T) {
+	ts := startServer(t, server.Config{NoSync: true})
+	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	var last uint64
+	for i := 1; i <= 6; i++ {
+		resp := ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, i, i))})
+		last = resp.GetPosition()
+	}
+	first := last - 5
+	st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}, Start: after(last + 1000)})
+	want := fmt.Sprintf("the oldest position available is commit %d and the newest commit %d (start after one of them, or at oldest)", first-1, last)
+	if st.Code() != codes.OutOfRange || !strings.Contains(st.Message(), want) {
+		t.Fatalf("start past the last commit: %v, want OUT_OF_RANGE with %q", st, want)
+	}
+	var named *pb.Position
+	for _, d := range st.Details() {
+		if p, ok := d.(*pb.Position); ok {
+			named = p
+		}
+	}
+	if named.GetCommit() != first-1 {
+		t.Fatalf("Position detail %v, want the oldest, commit %d", named, first-1)
+	}
+}
