@@ -6,7 +6,8 @@ import (
 	"fmt"
 
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // CheckReport is the outcome of Check: counts of what it read and every
@@ -28,13 +29,13 @@ func Check(ctx context.Context, dataDir string) (*CheckReport, error) {
 	if dataDir == "" {
 		return nil, errors.New("server: check: data directory is required")
 	}
-	return check(ctx, store.Options{Dir: dataDir, ReadOnly: true})
+	return check(ctx, pebble.Options{Dir: dataDir, Layout: keyspace.Layout{}, ReadOnly: true})
 }
 
 // check is Check of the store o opens read-only.
-func check(ctx context.Context, o store.Options) (*CheckReport, error) {
+func check(ctx context.Context, o pebble.Options) (*CheckReport, error) {
 	dataDir := o.Dir
-	st, err := store.Open(o)
+	st, err := pebble.Open(o)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dataDir, err)
 	}

@@ -8,13 +8,13 @@ import (
 
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
 // ErrLocked is returned (wrapped) by Start when another server, in this
 // process or another one, has the data directory open.
-var ErrLocked = store.ErrLocked
+var ErrLocked = pebble.ErrLocked
 
 // A ConfigError is a Config that Start refuses. Its message names Config
 // fields; Message names them another way (the CLI names its flags).
@@ -124,7 +124,7 @@ func (c Config) Validate() error {
 const (
 	leastMessageBytes   = 512
 	leastCacheBytes     = 1 << 20
-	leastMemTableBytes  = store.LeastMemTableBytes
+	leastMemTableBytes  = pebble.LeastMemTableBytes
 	leastGoMemoryLimit  = 64 << 20
 	leastWatchRetention = time.Second
 	leastConnTimeout    = 100 * time.Millisecond

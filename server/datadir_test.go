@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -64,7 +64,7 @@ func TestStartOpensUnmarkedDataDir(t *testing.T) {
 	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 	ts.stop()
 	ts.c = nil
-	marker := filepath.Join(ts.cfg.DataDir, store.MarkerFile)
+	marker := filepath.Join(ts.cfg.DataDir, pebble.MarkerFile)
 	if err := os.Remove(marker); err != nil {
 		t.Fatalf("a new data directory has no marker: %v", err)
 	}

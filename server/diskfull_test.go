@@ -14,7 +14,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -30,7 +30,7 @@ const diskFullDeadline = 10 * time.Second
 // freed, writes are taken again without a restart, and every acknowledged
 // record is there, also after a restart.
 func TestDiskFull(t *testing.T) {
-	fs := store.NewMemFS()
+	fs := pebble.NewMemFS()
 	logs := &logRecorder{}
 	ts := startServer(t, server.WithMemFS(server.Config{
 		DataDir: "/data", MetricsAddr: "127.0.0.1:0", MemTableBytes: 4 << 20, Logger: slog.New(logs),
@@ -184,7 +184,7 @@ message Item {
 // An index build that meets a full disk waits, says so, and ends by
 // itself once space is freed.
 func TestDiskFullIndexBuild(t *testing.T) {
-	fs := store.NewMemFS()
+	fs := pebble.NewMemFS()
 	logs := &logRecorder{}
 	ts := startServer(t, server.WithMemFS(server.Config{DataDir: "/data", MemTableBytes: 4 << 20, Logger: slog.New(logs)}, fs))
 	t.Cleanup(func() { fs.SetDiskFull(false) })

@@ -5,7 +5,8 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // Flush and Compact reach the storage of a running server from the tests
@@ -21,17 +22,17 @@ func Flush(s *Server) error { return s.eng.Flush() }
 func Compact(ctx context.Context, s *Server) error { return s.eng.Compact(ctx) }
 
 // WithMemFS returns c with its data directory on fs, in memory: the
-// power-cut test cuts the power on fs (store.MemFS.PowerCut) and starts
+// power-cut test cuts the power on fs (pebble.MemFS.PowerCut) and starts
 // the next server on what survived. Config keeps the field unexported so
 // that no application meets it.
-func WithMemFS(c Config, fs *store.MemFS) Config {
+func WithMemFS(c Config, fs *pebble.MemFS) Config {
 	c.memFS = fs
 	return c
 }
 
 // CheckMemFS is Check of the data directory dataDir on fs.
-func CheckMemFS(ctx context.Context, fs *store.MemFS, dataDir string) (*CheckReport, error) {
-	return check(ctx, store.Options{Dir: dataDir, FS: fs, ReadOnly: true})
+func CheckMemFS(ctx context.Context, fs *pebble.MemFS, dataDir string) (*CheckReport, error) {
+	return check(ctx, pebble.Options{Dir: dataDir, Layout: keyspace.Layout{}, FS: fs, ReadOnly: true})
 }
 
 // SetDropChunk makes DropEtcd delete n keys per transaction until the

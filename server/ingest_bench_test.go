@@ -13,7 +13,8 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keys"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -112,7 +113,7 @@ func benchGRPC(b *testing.B, size int, sync bool) {
 }
 
 func benchEngine(b *testing.B, size int, sync bool) {
-	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: sync})
+	st, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Layout: keyspace.Layout{}, Sync: sync})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func benchEngine(b *testing.B, size int, sync bool) {
 }
 
 func benchRaw(b *testing.B, size int, sync bool) {
-	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: sync})
+	st, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Layout: keyspace.Layout{}, Sync: sync})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func benchRaw(b *testing.B, size int, sync bool) {
 func BenchmarkIngestVolume(b *testing.B) {
 	for _, mib := range []int64{64, 128} {
 		b.Run(fmt.Sprintf("memtable=%dMiB", mib), func(b *testing.B) {
-			st, err := store.Open(store.Options{Dir: b.TempDir(), MemTableBytes: mib << 20})
+			st, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Layout: keyspace.Layout{}, MemTableBytes: mib << 20})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,7 +4,8 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/memsize"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // The Go runtime's soft memory limit (debug.SetMemoryLimit). Without one,
@@ -13,7 +14,7 @@ import (
 // the server keeps (the write, result and receive budgets). With it, the
 // collector works harder as the heap nears the limit instead.
 //
-// The limit derived from the memory the process may use (store.Memory,
+// The limit derived from the memory the process may use (memsize.Usable,
 // the figure the cache defaults follow) leaves out what the storage engine
 // holds outside the Go heap (the block cache and the memtables, allocated
 // by Pebble itself) and an eighth of the memory for everything else.
@@ -29,7 +30,7 @@ func goMemoryLimit(cfg Config, memory uint64) int64 {
 	}
 	m := int64(min(memory, 1<<62)) //nolint:gosec // bounded just above
 	cache, memtable := cfg.CacheBytes, cfg.MemTableBytes
-	dc, dm := store.DefaultSizes(memory)
+	dc, dm := pebble.DefaultSizes(memory)
 	if cache <= 0 {
 		cache = dc
 	}
@@ -41,7 +42,7 @@ func goMemoryLimit(cfg Config, memory uint64) int64 {
 
 // GoMemoryLimit returns the soft memory limit Start sets for cfg on this
 // machine (0: none).
-func GoMemoryLimit(cfg Config) int64 { return goMemoryLimit(cfg, store.Memory()) }
+func GoMemoryLimit(cfg Config) int64 { return goMemoryLimit(cfg, memsize.Usable()) }
 
 // setMemoryLimit applies the soft memory limit, unless the environment
 // sets one (GOMEMLIMIT): the operator's word wins.

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
 
@@ -48,7 +48,7 @@ func (m *metrics) observeQuery(call, access string, took time.Duration) {
 func (m *metrics) register(eng *engine.Engine, st any) {
 	m.reg.MustRegister(m.grpc, m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerEngineMetrics(m.reg, eng)
-	if sm, ok := st.(interface{ Metrics() store.Metrics }); ok {
+	if sm, ok := st.(interface{ Metrics() pebble.Metrics }); ok {
 		m.reg.MustRegister(storageCollector{sm})
 	}
 	if sf, ok := st.(interface{ Faults() (uint64, uint64) }); ok {
@@ -121,7 +121,7 @@ func registerNATSMetrics(reg *prometheus.Registry, st *natstransport.Stats) {
 
 // storageCollector exports the store's figures, read once per scrape.
 type storageCollector struct {
-	st interface{ Metrics() store.Metrics }
+	st interface{ Metrics() pebble.Metrics }
 }
 
 var storageDescs = struct {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -144,7 +144,7 @@ func TestPowerCut(t *testing.T) {
 	t.Logf("seed %d (-powercut.seed to repeat), %d rounds", seed, rounds)
 	rng := rand.New(rand.NewPCG(seed, 12))
 	m := &powercutModel{present: map[int]bool{}, sent: map[int]bool{}, watchLast: &pb.Position{}}
-	fs := store.NewMemFS()
+	fs := pebble.NewMemFS()
 	start := time.Now()
 	for round := range rounds {
 		keep := 0
@@ -172,14 +172,14 @@ func TestPowerCut(t *testing.T) {
 const powercutDir = "/srv/protobase/data"
 
 // powercutStart starts a server on the data directory of fs.
-func powercutStart(t *testing.T, fs *store.MemFS) *testServer {
+func powercutStart(t *testing.T, fs *pebble.MemFS) *testServer {
 	t.Helper()
 	return startServer(t, server.WithMemFS(server.Config{DataDir: powercutDir}, fs))
 }
 
 // powercutRound runs one round on fs and returns what a power cut left of
 // it.
-func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *store.MemFS, round, keep int) *store.MemFS {
+func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *pebble.MemFS, round, keep int) *pebble.MemFS {
 	t.Helper()
 	when := fmt.Sprintf("round %d", round)
 	ts := powercutStart(t, fs)
@@ -264,7 +264,7 @@ func (m *powercutModel) scheduleCut(ctx context.Context, rng *rand.Rand, round i
 
 // mustCheckMemFS fails the test unless server.Check finds the data
 // directory on fs consistent.
-func mustCheckMemFS(t *testing.T, fs *store.MemFS, when string) {
+func mustCheckMemFS(t *testing.T, fs *pebble.MemFS, when string) {
 	t.Helper()
 	report, err := server.CheckMemFS(t.Context(), fs, powercutDir)
 	if err != nil {
@@ -280,7 +280,7 @@ func mustCheckMemFS(t *testing.T, fs *store.MemFS, when string) {
 // cut cuts the power on fs. An acknowledgement counted before the cut
 // begins promises survival; one after promises nothing (it may come
 // after the cut), and a batch sent at any time may survive.
-func (m *powercutModel) cut(fs *store.MemFS, rng *rand.Rand, keep int) *store.MemFS {
+func (m *powercutModel) cut(fs *pebble.MemFS, rng *rand.Rand, keep int) *pebble.MemFS {
 	m.mu.Lock()
 	m.promise = false
 	m.inFlight = map[int]bool{}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/protobase/protobase/internal/memsize"
 	"github.com/protobase/protobase/internal/recvbudget"
-	"github.com/protobase/protobase/internal/store"
 )
 
 // Receive budget defaults (docs/limits.md, "gRPC"): what partial gRPC
@@ -20,7 +20,7 @@ const (
 	// messages on parallel streams is not cut.
 	ReceiveShareMessages = 4
 	// ReceiveBudgetFraction is the share of the memory the process may
-	// use (store.Memory) that the server-wide budget takes by default, as
+	// use (memsize.Usable) that the server-wide budget takes by default, as
 	// the block cache does; at least ReceiveBudgetMessages messages of
 	// MaxMessageBytes, and 1 GiB where the memory is unknown.
 	ReceiveBudgetFraction = 8
@@ -47,7 +47,7 @@ func DefaultReceiveShare(maxMessageBytes int, maxStreamsPerConn uint32) int64 {
 // and MaxStreamsPerConn have their defaults already.
 func (c Config) receiveDefaults() Config {
 	if c.MaxReceiveBufferBytes == 0 {
-		c.MaxReceiveBufferBytes = DefaultReceiveBudget(store.Memory(), c.MaxMessageBytes)
+		c.MaxReceiveBufferBytes = DefaultReceiveBudget(memsize.Usable(), c.MaxMessageBytes)
 	}
 	if c.MaxReceiveBytesPerConn == 0 {
 		c.MaxReceiveBytesPerConn = DefaultReceiveShare(c.MaxMessageBytes, c.MaxStreamsPerConn)

@@ -39,6 +39,7 @@ import (
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/recvbudget"
 	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	labtransport "github.com/protobase/protobase/internal/transport/lab"
 )
@@ -147,10 +148,10 @@ type Config struct {
 	MaxConnections   int
 	// CacheBytes sizes the block cache and MemTableBytes one memtable
 	// (up to 4 exist before writes stall). 0 picks a size from the memory
-	// the process may use (store.DefaultSizes): 1/8 of it for the cache,
+	// the process may use (pebble.DefaultSizes): 1/8 of it for the cache,
 	// from 64 MiB to 4 GiB, and 1/64 for a memtable, from 16 to 128 MiB.
 	// Set, the cache takes at least 1 MiB and a memtable at least 4 MiB
-	// (store.LeastMemTableBytes).
+	// (pebble.LeastMemTableBytes).
 	CacheBytes    int64
 	MemTableBytes int64
 	// GoMemoryLimit is the Go runtime's soft memory limit, set at Start
@@ -225,7 +226,7 @@ type Config struct {
 
 	// memFS, when set, holds DataDir in memory instead of on disk; only
 	// the power-cut tests set it (see export_test.go).
-	memFS *store.MemFS
+	memFS *pebble.MemFS
 }
 
 // Server is a running Protobase server.

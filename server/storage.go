@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // The storage backends Config.Store names.
@@ -129,7 +131,7 @@ func (s *Server) Compact(ctx context.Context) error {
 func (s *Server) openStore() (store.KV, error) {
 	cfg := s.cfg
 	if cfg.Store != StoreEtcd {
-		return store.Open(store.Options{Dir: cfg.DataDir, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes, Logger: s.log})
+		return pebble.Open(pebble.Options{Dir: cfg.DataDir, Layout: keyspace.Layout{}, FS: cfg.memFS, Sync: !cfg.NoSync, CacheBytes: cfg.CacheBytes, MemTableBytes: cfg.MemTableBytes, Logger: s.log})
 	}
 	return openEtcd(cfg.Etcd, s.log)
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkIngestWatchLog(b *testing.B) {
 }
 
 func benchEngineLog(b *testing.B, op engine.Op, logOn bool) {
-	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: true})
+	st, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/protobase/protobase/bench/labtest"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // BenchmarkSustainedVolume inserts b.N of the lab's indexed items (two
@@ -42,7 +43,7 @@ func BenchmarkSustainedVolume(b *testing.B) {
 
 func benchVolume(b *testing.B, logOn bool) {
 	ctx := context.Background()
-	st, err := store.Open(store.Options{Dir: b.TempDir(), Sync: true})
+	st, err := pebble.Open(pebble.Options{Dir: b.TempDir(), Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -33,7 +34,7 @@ func TestCheckCommand(t *testing.T) {
 
 	// Lose one index entry (entries live under the tag byte 0x02, see
 	// docs/design.md): check names it and exits 1.
-	st, err := store.Open(store.Options{Dir: dir, Sync: true})
+	st, err := pebble.Open(pebble.Options{Dir: dir, Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/protobase/protobase/internal/connlimit"
+	"github.com/protobase/protobase/internal/memsize"
 	"github.com/protobase/protobase/internal/recordcache"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -291,7 +292,7 @@ func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search, Scan, Watch, Get and Query responses built and not yet written, server-wide (0: 256 MiB)")
 	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
 	f.Int64Var(&o.maxReceiveBytes, "max-receive-buffer-bytes", 0, fmt.Sprintf("most bytes of gRPC messages begun and not complete, over all connections; past it the connection holding the most is closed (0: 1/8 of the memory available, at least 2 × --max-message-bytes; %s here)",
-		sizeString(server.DefaultReceiveBudget(store.Memory(), 64<<20))))
+		sizeString(server.DefaultReceiveBudget(memsize.Usable(), 64<<20))))
 	f.Int64Var(&o.maxReceivePerConn, "max-receive-bytes-per-conn", 0, "most bytes of gRPC messages begun and not complete on one connection; past it the connection is closed (0: min(--max-streams-per-conn, 4) × --max-message-bytes)")
 	o.addConnFlags(f)
 }
@@ -307,11 +308,11 @@ func (o *serveOptions) addConnFlags(f *pflag.FlagSet) {
 // addSizeFlags registers the memory the store, its caches and the change
 // log may use; their defaults follow the machine's memory.
 func (o *serveOptions) addSizeFlags(f *pflag.FlagSet) {
-	cache, memtable := store.DefaultSizes(store.Memory())
+	cache, memtable := pebble.DefaultSizes(memsize.Usable())
 	f.Int64Var(&o.cacheBytes, "cache-bytes", 0, fmt.Sprintf("block cache size in bytes, at least 1 MiB (0: 1/8 of the memory available, 64 MiB to 4 GiB; %s here)", sizeString(cache)))
 	f.Int64Var(&o.memTableBytes, "memtable-bytes", 0, fmt.Sprintf("size of one memtable in bytes, at least 4 MiB; writes stall while 4 are full (index entries have 4 of half the size; 0: 1/64 of the memory available, 16 to 128 MiB; %s here)", sizeString(memtable)))
 	f.Int64Var(&o.goMemoryLimit, "go-memory-limit", 0, fmt.Sprintf("the Go runtime's soft memory limit for the process, at least 64 MiB (0: the memory available less the block cache, six memtables and an eighth; %s here; -1: none; GOMEMLIMIT wins)", sizeString(server.GoMemoryLimit(server.Config{}))))
-	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(store.Memory()))))
+	f.Int64Var(&o.recordCacheBytes, "record-cache-bytes", 0, fmt.Sprintf("most bytes of the hot-record cache serving primary-key lookups (0: 1/32 of the memory available, 64 MiB to 1 GiB; %s here; -1: no cache; none with --store etcd, where other servers write too)", sizeString(recordcache.DefaultBytes(memsize.Usable()))))
 	f.DurationVar(&o.watchRetention, "watch-retention", server.DefaultWatchRetention, "how long the change log keeps changes for Watch, at least 1s (0: no change log, Watch is refused); not with --store etcd, where etcd's compaction decides")
 	f.Int64Var(&o.watchRetBytes, "watch-retention-bytes", server.DefaultWatchRetentionBytes, "most bytes the change log keeps, oldest trimmed first (0: no byte bound); not with --store etcd")
 	f.Int64Var(&o.watchTailBytes, "watch-tail-bytes", server.DefaultWatchTailBytes, "most bytes of the newest change-log entries kept in memory while watches run, for watchers at the tail (0: none, watchers read storage); not with --store etcd")

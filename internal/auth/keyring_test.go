@@ -11,12 +11,13 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 func openKeyring(t *testing.T, dir string) (*auth.Keyring, func()) {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: dir, Sync: true})
+	st, err := pebble.Open(pebble.Options{Dir: dir, Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

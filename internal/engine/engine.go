@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/protobase/protobase/internal/memsize"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/schema"
@@ -220,7 +221,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		results: semaphore.NewWeighted(opts.MaxResultBufferBytes)}
 	e.bgCtx, e.cancel = context.WithCancel(context.Background())
 	if opts.RecordCacheBytes == 0 {
-		opts.RecordCacheBytes = recordcache.DefaultBytes(store.Memory())
+		opts.RecordCacheBytes = recordcache.DefaultBytes(memsize.Usable())
 	}
 	if !st.Shared() {
 		// On a store other servers write too (etcd), this process does not
@@ -331,6 +332,7 @@ func (e *Engine) Schema() *schema.State { return e.cat.Load().state }
 // need data on disk (parallel scans split at file boundaries).
 func (e *Engine) Flush() error { return e.st.Flush() }
 
-// Compact compacts the whole store (see store.Store.Compact): after a bulk
-// load, reads then meet one sorted run and no background compaction.
+// Compact compacts the whole store (see internal/store/pebble's
+// Store.Compact): after a bulk load, reads then meet one sorted run and no
+// background compaction.
 func (e *Engine) Compact(ctx context.Context) error { return e.st.Compact(ctx) }

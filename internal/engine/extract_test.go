@@ -9,7 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 const extractProto = `syntax = "proto3";
@@ -55,7 +56,7 @@ enum Color { COLOR_UNSPECIFIED = 0; RED = 1; BLUE = -2; }
 // record type name's compiled form.
 func openCatalog(t testing.TB, src, name string) *recType {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
 	if err != nil {
 		t.Fatal(err)
 	}

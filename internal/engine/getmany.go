@@ -144,8 +144,8 @@ type getRun struct {
 }
 
 // read reads keys on one view: a lone key with one Get, many through one
-// iterator in key order (store.Iter.Lookup: it keeps its sstable iterators
-// open between seeks, where a Get builds them each time).
+// iterator in key order (internal/store/pebble's Iter.Lookup: it keeps its
+// sstable iterators open between seeks, where a Get builds them each time).
 func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	e := g.e
 	g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))

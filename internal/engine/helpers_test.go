@@ -15,7 +15,8 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 const shopProto = `syntax = "proto3";
@@ -49,13 +50,13 @@ type testEngine struct {
 	t    testing.TB
 	dir  string
 	opts engine.Options
-	st   *store.Store
+	st   *pebble.Store
 	e    *engine.Engine
 }
 
 func openEngine(t testing.TB, dir string, opts engine.Options) *testEngine {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: dir, Sync: true})
+	st, err := pebble.Open(pebble.Options{Dir: dir, Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // TestSortedWalkMatchesGet looks ascending keys up through sortedWalk, as
@@ -17,7 +19,7 @@ import (
 // first key and past the last, in dense runs (found by stepping) and far
 // apart (found by seeking).
 func TestSortedWalkMatchesGet(t *testing.T) {
-	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
 	if err != nil {
 		t.Fatal(err)
 	}

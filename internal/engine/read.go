@@ -242,8 +242,9 @@ func (cu *cursor) step() bool {
 
 // points serves primary-key point plans with a point read per key: no
 // range iteration. Several keys are read through one iterator (cheaper
-// than as many Gets, see store.Iter.Lookup): the caller's pit if set, else
-// one made for the call; a lone key is a plain Get.
+// than as many Gets, see internal/store/pebble's Iter.Lookup): the
+// caller's pit if set, else one made for the call; a lone key is a plain
+// Get.
 func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(key, rec []byte) bool) error {
 	p := cu.c.plan
 	it := cu.pit

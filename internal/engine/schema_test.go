@@ -17,7 +17,8 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 const itemProto = `syntax = "proto3";
@@ -32,7 +33,7 @@ message Item {
 
 func openEngine(t *testing.T) *Engine {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: t.TempDir(), Sync: true})
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +162,8 @@ func TestApplySchemaReplansWhenEmptyTypeGainsRecords(t *testing.T) {
 // serves writes as before.
 func TestOpenLoadsCompiledSchema(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*Engine, *store.Store) {
-		st, err := store.Open(store.Options{Dir: dir, Sync: true})
+	open := func() (*Engine, *pebble.Store) {
+		st, err := pebble.Open(pebble.Options{Dir: dir, Layout: keyspace.Layout{}, Sync: true})
 		if err != nil {
 			t.Fatal(err)
 		}

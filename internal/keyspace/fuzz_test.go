@@ -52,8 +52,7 @@ func FuzzSpanEnd(f *testing.F) {
 	f.Add([]byte(SeqKey), RecordPrefix(0))
 	f.Add(RecordPrefix(3), AppendRecordKey(nil, 3, []byte{0xff}))
 	f.Add([]byte{TagIndex, 0}, []byte{TagIndex, 0, 0, 0})
-	f.Add([]byte(IndexInstanceKey), AppendIndexJournalKey(nil, 1))
-	f.Add(AppendIndexJournalKey(nil, 1), []byte(APIKeyPrefix))
+	f.Add([]byte(StorePrefix), []byte(APIKeyPrefix))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		if bytes.Compare(a, b) > 0 {
 			a, b = b, a
@@ -70,19 +69,16 @@ func FuzzSpanEnd(f *testing.F) {
 	})
 }
 
-// FuzzNumberedKeys holds the change log's and the index journal's keys to
-// a round trip: a key that parses is the key its number makes.
+// FuzzNumberedKeys holds the change log's keys to a round trip: a key
+// that parses is the key its number makes.
 func FuzzNumberedKeys(f *testing.F) {
 	f.Add(AppendLogKey(nil, 7))
-	f.Add(AppendIndexJournalKey(nil, 1<<40))
+	f.Add(AppendLogKey(nil, 1<<40))
 	f.Add([]byte(LogPrefix))
-	f.Add(append(AppendIndexJournalKey(nil, 3), 0))
+	f.Add(append(AppendLogKey(nil, 3), 0))
 	f.Fuzz(func(t *testing.T, key []byte) {
 		if n, ok := LogCommit(key); ok && !bytes.Equal(AppendLogKey(nil, n), key) {
 			t.Fatalf("LogCommit(% x) = %d, whose key is % x", key, n, AppendLogKey(nil, n))
-		}
-		if n, ok := IndexJournalEntry(key); ok && !bytes.Equal(AppendIndexJournalKey(nil, n), key) {
-			t.Fatalf("IndexJournalEntry(% x) = %d, whose key is % x", key, n, AppendIndexJournalKey(nil, n))
 		}
 	})
 }

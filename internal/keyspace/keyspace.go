@@ -21,13 +21,17 @@
 // Every key starts with its tag, so the spaces never interleave and each
 // type's records and each index can be range-deleted on its own.
 //
-// The Pebble store adds, before every other key, keys of its own that its
-// reads never show: the mark of a store with an index instance and its
-// index journal (the index writes of batches the index instance has not
-// flushed):
+// The Pebble store (internal/store/pebble) keeps keys of its own under
+// StorePrefix, before every other key, which its reads never show: the
+// mark of a store with an index instance and its index journal (the index
+// writes of batches the index instance has not flushed). The store names
+// them; they are listed here to show the whole key space:
 //
 //	00 00 "index"              -> present in a store with an index instance
 //	00 00 "ixlog/" n(8 BE)     -> one batch's index writes (encoded batch)
+//
+// Layout hands the Pebble store what it needs of this layout, so that the
+// store parses no key itself.
 //
 // The package is pure: no I/O, no mutable globals.
 package keyspace
@@ -71,33 +75,15 @@ const (
 	// batch, keyed by its commit sequence (8 bytes big-endian), so the log
 	// iterates in commit order and trims as one DeleteRange of a prefix.
 	LogPrefix = "\x00log/"
-	// IndexJournalPrefix starts the entries of the Pebble store's index
-	// journal: a batch's writes to index entries (the index store's own
-	// batch, encoded), keyed by a number that rises with every batch, kept
-	// until the index store has flushed them (internal/store, tier.go).
-	// IndexInstanceKey marks a store with an index instance, so that one
-	// whose index directory went missing is refused, not read without its
-	// index entries. It sorts before the journal.
-	IndexInstanceKey = "\x00\x00index"
-	// It sorts before every other key, beside only the meta keys that
-	// rarely change, so that compacting it never takes the records' or the
-	// change log's newest tables with it.
-	IndexJournalPrefix = "\x00\x00ixlog/"
+	// StorePrefix starts the Pebble store's own keys: the mark of a store
+	// with an index instance, so that one whose index directory went
+	// missing is refused, not read without its index entries, and the
+	// index journal (internal/store/pebble, index.go). Every key of the
+	// engine sorts after them, and beside them only the meta keys that
+	// rarely change, so that compacting the journal never takes the
+	// records' or the change log's newest tables with it.
+	StorePrefix = "\x00\x00"
 )
-
-// IndexJournalKeyLen is the length of an index journal key.
-const IndexJournalKeyLen = len(IndexJournalPrefix) + 8
-
-// AppendIndexJournalKey appends the index journal key of entry n.
-func AppendIndexJournalKey(dst []byte, n uint64) []byte {
-	return appendNumberedKey(dst, IndexJournalPrefix, n)
-}
-
-// IndexJournalEntry returns the number of an index journal key; ok is
-// false when key is not one.
-func IndexJournalEntry(key []byte) (n uint64, ok bool) {
-	return numberedKey(key, IndexJournalPrefix)
-}
 
 // LogKeyLen is the length of a change-log key.
 const LogKeyLen = len(LogPrefix) + 8
@@ -197,24 +183,21 @@ func IndexEntryPK(key []byte, indexID uint32, ixKinds []keys.Kind) ([]byte, erro
 }
 
 // SpanEnd returns the exclusive end of the span of the key space that key
-// falls in, where a span is one region that grows on its own: the index
-// journal, the meta keys between it and the change log, the change log,
-// the meta keys after it, and each record type and each index. nil means the rest of the key space.
+// falls in, where a span is one region that grows on its own: the meta
+// keys before the change log, the change log, the meta keys after it, and
+// each record type and each index. nil means the rest of the key space.
 // The store ends its sstables there, so that a table never straddles two
 // spans: new keys at the end of one span (the next commit's log entry, a
 // type's next primary key) then fall beyond every table below instead of
-// into the one that reached into the next span.
+// into the one that reached into the next span. (The Pebble store cuts
+// the spans of its own keys, under StorePrefix, itself.)
 func SpanEnd(key []byte) []byte {
 	if len(key) == 0 {
-		return []byte(IndexJournalPrefix)
+		return []byte(LogPrefix)
 	}
 	switch key[0] {
 	case TagMeta:
 		switch k := string(key); {
-		case k < IndexJournalPrefix:
-			return []byte(IndexJournalPrefix)
-		case len(k) >= len(IndexJournalPrefix) && k[:len(IndexJournalPrefix)] == IndexJournalPrefix:
-			return PrefixEnd([]byte(IndexJournalPrefix))
 		case k < LogPrefix:
 			return []byte(LogPrefix)
 		case len(k) >= len(LogPrefix) && k[:len(LogPrefix)] == LogPrefix:

@@ -117,11 +117,12 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x %q indexID(4)", TagMeta, BuildPrefix[1:]):             true,
 		fmt.Sprintf("%02x %q indexID(4) \"/\" lease", TagMeta, BuildPrefix[1:]): true,
 		fmt.Sprintf("%02x %q commit(8)", TagMeta, LogPrefix[1:]):                true,
-		fmt.Sprintf("%02x %q n(8)", TagMeta, IndexJournalPrefix[1:]):            true,
-		fmt.Sprintf("%02x %q", TagMeta, IndexInstanceKey[1:]):                   true,
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
+		// The Pebble store's own keys under StorePrefix, which it names.
+		fmt.Sprintf("%02x %q n(8)", TagMeta, StorePrefix[1:]+"ixlog/"): true,
+		fmt.Sprintf("%02x %q", TagMeta, StorePrefix[1:]+"index"):       true,
 	}
 	got := map[string]bool{}
 	in := false
@@ -180,57 +181,34 @@ func TestLogKey(t *testing.T) {
 	}
 }
 
-func TestIndexJournalKey(t *testing.T) {
-	for _, n := range []uint64{0, 1, 1 << 40, 1<<64 - 1} {
-		k := AppendIndexJournalKey(nil, n)
-		if got, ok := IndexJournalEntry(k); !ok || got != n {
-			t.Errorf("IndexJournalEntry(AppendIndexJournalKey(%d)) = %d, %v", n, got, ok)
-		}
-		for _, other := range []string{APIKeyPrefix, BuildPrefix, LogPrefix, SchemaKey, SecretKey, SeqKey} {
-			if bytes.Compare(k, []byte(other)) >= 0 {
-				t.Errorf("journal key % x does not sort before %q", k, other)
-			}
-		}
-	}
-	for _, k := range [][]byte{nil, []byte(IndexJournalPrefix), AppendLogKey(nil, 1), append(AppendIndexJournalKey(nil, 1), 0)} {
-		if _, ok := IndexJournalEntry(k); ok {
-			t.Errorf("IndexJournalEntry(% x) accepted a key that is not a journal key", k)
+// TestLayout checks what the Pebble store is told: the index span holds
+// every index entry and nothing else, and the store's own keys sort before
+// every key of the engine and inside Bounds.
+func TestLayout(t *testing.T) {
+	var l Layout
+	lo, hi := l.IndexSpan()
+	in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && bytes.Compare(k, hi) < 0 }
+	for _, k := range [][]byte{IndexPrefix(0), append(IndexPrefix(1<<32-2), 0xff, 0xff), {TagIndex}} {
+		if !in(k) {
+			t.Errorf("index key % x outside the index span [% x, % x)", k, lo, hi)
 		}
 	}
-}
-
-func TestSpanEnd(t *testing.T) {
-	log := AppendLogKey(nil, 42)
-	logEnd := PrefixEnd([]byte(LogPrefix))
-	journalEnd := PrefixEnd([]byte(IndexJournalPrefix))
-	for _, tc := range []struct {
-		key, want []byte
-	}{
-		{nil, []byte(IndexJournalPrefix)},
-		{[]byte{TagMeta}, []byte(IndexJournalPrefix)},
-		{[]byte(IndexJournalPrefix), journalEnd},
-		{AppendIndexJournalKey(nil, 7), journalEnd},
-		{journalEnd, []byte(LogPrefix)},
-		{[]byte(APIKeyPrefix + "k"), []byte(LogPrefix)},
-		{[]byte(BuildPrefix), []byte(LogPrefix)},
-		{[]byte(LogPrefix), logEnd},
-		{log, logEnd},
-		{[]byte(SchemaKey), []byte{TagRecord}},
-		{[]byte(SeqKey), []byte{TagRecord}},
-		{logEnd, []byte{TagRecord}},
-		{AppendRecordKey(nil, 7, []byte{0x01, 0x02}), RecordPrefix(8)},
-		{RecordPrefix(7), RecordPrefix(8)},
-		{append(IndexPrefix(1<<32-1), 'x'), []byte{TagIndex + 1}},
-		{[]byte{TagIndex, 0, 1}, []byte{TagIndex, 0, 1, 0, 0}},
-		{[]byte{TagIndex + 1}, nil},
-	} {
-		if got := SpanEnd(tc.key); !bytes.Equal(got, tc.want) {
-			t.Errorf("SpanEnd(% x) = % x, want % x", tc.key, got, tc.want)
+	for _, k := range [][]byte{nil, []byte(SchemaKey), []byte(StorePrefix), AppendLogKey(nil, 1<<64-1), append(RecordPrefix(1<<32-2), 0xff)} {
+		if in(k) {
+			t.Errorf("key % x inside the index span [% x, % x)", k, lo, hi)
 		}
 	}
-	key := []byte{TagRecord, 0}
-	SpanEnd(key)
-	if !bytes.Equal(key, []byte{TagRecord, 0}) {
-		t.Errorf("SpanEnd modified its argument: % x", key)
+	own := append(l.StorePrefix(), 0xff, 0xff)
+	start, end := l.Bounds()
+	if bytes.Compare(l.StorePrefix(), start) < 0 || bytes.Compare(own, end) >= 0 {
+		t.Errorf("the store's keys under % x lie outside Bounds [% x, % x)", l.StorePrefix(), start, end)
+	}
+	for _, other := range []string{APIKeyPrefix, BuildPrefix, LogPrefix, SchemaKey, SecretKey, SeqKey} {
+		if bytes.Compare(own, []byte(other)) >= 0 {
+			t.Errorf("the store's key % x does not sort before %q", own, other)
+		}
+	}
+	if len(l.KnownKeys()) == 0 {
+		t.Error("no known keys")
 	}
 }

@@ -1,7 +1,7 @@
 package recordcache
 
 // DefaultBytes is the default budget for a process that may use memory
-// bytes (the machine's or its cgroup's limit, store.Memory): 1/32 of it,
+// bytes (the machine's or its cgroup's limit, memsize.Usable): 1/32 of it,
 // at least 64 MiB and at most 1 GiB (256 MiB when memory is 0, unknown).
 // A 100-byte record with a 10-byte key costs about 160 bytes (its
 // allocation of 112, rounded to 112, and 32 to 64 bytes of table), so

@@ -3,9 +3,11 @@ package store_test
 import (
 	"testing"
 
+	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/internal/store/storetest"
 )
 
@@ -16,7 +18,7 @@ func backends(parent *testing.T) []storetest.Backend {
 	var endpoint string // one etcd member for the whole run, each test under its own prefix
 	return []storetest.Backend{
 		{Name: "pebble", Open: func(t *testing.T) store.KV {
-			s, err := store.Open(store.Options{Dir: t.TempDir(), Sync: true, CacheBytes: 8 << 20, MemTableBytes: 4 << 20})
+			s, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true, CacheBytes: 8 << 20, MemTableBytes: 4 << 20})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,3 +1,55 @@
+// Package store is Protobase's storage contract: the interfaces the engine
+// depends on (KV, View, ReadSnapshot, Iterator, WriteBatch, and the
+// capabilities Locker, Feed and SpanFilterer), the errors every
+// implementation returns, and the guarantees each gives. It holds no
+// implementation and imports no storage engine, so the engine, which sees
+// only this package, links none:
+//
+//   - internal/store/pebble implements the contract on Pebble, embedded in
+//     one process (the only importer of Pebble);
+//   - internal/store/etcd implements it over an etcd cluster several
+//     servers share;
+//   - internal/store/storetest is the conformance suite, which this
+//     package's tests run against both (conformance_test.go).
+//
+// # Durability contract
+//
+// Writing is split into two steps so that callers can group-commit:
+//
+//  1. KV.ApplyBatch makes a batch visible atomically: once it returns,
+//     every reader (Get, new iterators, new snapshots) sees all of the
+//     batch or, before that point, none of it. It need not wait for the
+//     batch to be durable.
+//  2. WriteBatch.Wait blocks until the batch is durable and reports the
+//     error that kept it from being, if any.
+//
+// Invariants the caller can rely on:
+//
+//   - Visible before durable. A batch passed to ApplyBatch may be visible
+//     to readers before it is durable (Pebble: before its fsync). A reader
+//     can therefore observe data that is lost if the process or machine
+//     crashes before the batch is durable. Do not acknowledge a write to a
+//     client (or expose it where that matters) until Wait has returned nil.
+//   - Durability is promised only after Wait returns nil, on a store whose
+//     SyncWrites is true.
+//   - Prefix durability. Batches are made durable in commit order, so a
+//     later batch is never durable without every earlier one. Batches also
+//     become visible in commit order. A successful Wait for batch N
+//     therefore implies every batch applied before N is durable too.
+//   - Group commit. Because ApplyBatch does not wait for durability, a
+//     caller can hold its own lock only around ApplyBatch, release it,
+//     then call Wait; concurrent writers' batches are then covered by a
+//     shared sync (Pebble: one fsync of its write-ahead log; etcd commits
+//     each batch durably before ApplyBatch returns, and Wait returns at
+//     once).
+//   - An empty batch writes nothing: its ApplyBatch and Wait succeed at
+//     once and say nothing about earlier batches.
+//
+// A store whose SyncWrites is false (Pebble opened without Options.Sync)
+// does not wait for durability: Wait returns immediately, and recently
+// acknowledged batches may be lost on power loss or kill -9. The store is
+// never corrupted and the prefix property still holds: what survives is
+// always a prefix of the commit order.
 package store
 
 import (
@@ -6,9 +58,10 @@ import (
 	"strconv"
 )
 
-// The storage contract. The engine depends on these interfaces only; *Store
-// (Pebble, one process, embedded) implements them, and so does the etcd
-// store in internal/store/etcd (several processes sharing one cluster).
+// The storage contract. The engine depends on these interfaces only; the
+// Pebble store in internal/store/pebble (one process, embedded) implements
+// them, and so does the etcd store in internal/store/etcd (several
+// processes sharing one cluster).
 //
 // Guarantees every implementation gives:
 //
@@ -54,7 +107,7 @@ import (
 //
 // Pebble checks preconditions without doing anything: its Read is a plain
 // read and ApplyBatch never returns ErrConflict. That is sound because a
-// Pebble directory is held by one Store in one process (claimDir) and the
+// Pebble directory is held by one Store in one process (its claimDir) and the
 // engine makes its precondition reads and ApplyBatch under one write lock
 // (Engine.writeMu): no other writer can apply anything between a read and
 // the apply that depends on it, so every precondition holds by construction.
@@ -85,6 +138,9 @@ var (
 	// refused whole, at once, reads go on, and batches are taken again
 	// once space is freed.
 	ErrDiskFull = errors.New("the disk holding the data directory is full (no space left on device): writes are refused until space is freed")
+	// ErrBatchNotApplied is returned by WriteBatch.Wait for a batch that
+	// was never applied.
+	ErrBatchNotApplied = errors.New("store: Wait on a batch that was not applied")
 )
 
 // KV is a store: the latest state, snapshots and atomic batches.
@@ -202,13 +258,6 @@ type WriteBatch interface {
 	Close()
 }
 
-var (
-	_ KV           = (*Store)(nil)
-	_ ReadSnapshot = (*Snapshot)(nil)
-	_ Iterator     = (*Iter)(nil)
-	_ WriteBatch   = (*Batch)(nil)
-)
-
 // Feed is implemented by Shared stores that number every applied batch
 // with a revision of their own and keep past revisions for a while (etcd).
 // On such a store the engine's change feed (Watch) is the store's: the
@@ -256,3 +305,10 @@ func (e *CompactedError) Error() string {
 
 // Unwrap makes a CompactedError match ErrCompacted.
 func (e *CompactedError) Unwrap() error { return ErrCompacted }
+
+// SpanFilterer is a store whose tables' bloom filters can be left out
+// where no point lookup reads them (the Pebble store; see its
+// Store.SetUnfilteredSpans).
+type SpanFilterer interface {
+	SetUnfilteredSpans(fn func(key []byte) bool)
+}

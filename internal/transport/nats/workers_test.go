@@ -12,7 +12,8 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -29,7 +30,7 @@ message U {
 // with the given worker bound, and returns the client connection.
 func startWorkersService(t *testing.T, workers int) (*Service, *nats.Conn) {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,0 @@
-//go:build !race
-
-package store
-
-// raceEnabled reports whether the race detector is on; Pebble then enables
-// its invariant checks, which allocate on read paths.
-const raceEnabled = false
