@@ -438,6 +438,11 @@ func nextField(b []byte) (num protowire.Number, typ protowire.Type, x uint64, v 
 			return protowire.Number(b[0] >> 3), protowire.VarintType, uint64(b[1]&0x7f) | uint64(b[2]&0x7f)<<7 | uint64(b[3])<<14, nil, 4
 		}
 	}
+	return nextFieldSlow(b)
+}
+
+// nextFieldSlow is nextField for any field, through protowire.
+func nextFieldSlow(b []byte) (num protowire.Number, typ protowire.Type, x uint64, v []byte, n int) {
 	num, typ, l := protowire.ConsumeTag(b)
 	if l < 0 {
 		return 0, 0, 0, nil, -1

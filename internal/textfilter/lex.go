@@ -74,37 +74,41 @@ func (l *lexer) next() token {
 		return l.lexQuoted(start)
 	case isDigit(c) || c == '-':
 		return l.lexNumber(start)
-	case c == '(':
-		return l.emit(tLParen, start, start+1)
-	case c == ')':
-		return l.emit(tRParen, start, start+1)
-	case c == ',':
-		return l.emit(tComma, start, start+1)
-	case c == '.':
-		return l.emit(tDot, start, start+1)
-	case c == '=':
-		if l.at(start+1) == '=' {
-			return l.emit(tOp, start, start+2)
-		}
-		return l.emit(tOp, start, start+1)
-	case c == '!':
-		if l.at(start+1) == '=' {
-			return l.emit(tOp, start, start+2)
-		}
-	case c == '<':
-		if n := l.at(start + 1); n == '=' || n == '>' {
-			return l.emit(tOp, start, start+2)
-		}
-		return l.emit(tOp, start, start+1)
-	case c == '>':
-		if l.at(start+1) == '=' {
-			return l.emit(tOp, start, start+2)
-		}
-		return l.emit(tOp, start, start+1)
+	}
+	if kind, ok := punct[c]; ok {
+		return l.emit(kind, start, start+1)
+	}
+	if n := opLen(c, l.at(start+1)); n > 0 {
+		return l.emit(tOp, start, start+n)
 	}
 	r, _ := utf8.DecodeRuneInString(s[start:])
 	l.fail(start, "unexpected character %q", r)
 	panic("unreachable")
+}
+
+// punct is the token of each one-byte punctuation mark.
+var punct = map[byte]tokKind{'(': tLParen, ')': tRParen, ',': tComma, '.': tDot}
+
+// opLen returns the length of the comparison operator starting with c,
+// followed by d: "=", "==", "!=", "<", "<=", "<>", ">", ">=" (0: none).
+func opLen(c, d byte) int {
+	switch c {
+	case '=', '>':
+		if d == '=' {
+			return 2
+		}
+		return 1
+	case '<':
+		if d == '=' || d == '>' {
+			return 2
+		}
+		return 1
+	case '!':
+		if d == '=' {
+			return 2
+		}
+	}
+	return 0
 }
 
 // at returns the byte at i, or 0 past the end.
