@@ -36,7 +36,7 @@ const ItemWireBytes = 150
 // 256 KiB, a batch of 1,000 records (150 KB) asked for an acknowledgement
 // every batch and had at most two in flight, so the server synced after
 // nearly every batch and the stream ran at half the rate of an Insert
-// stream (docs/performance.md, issue 13). 4 MiB matches the server's
+// stream. 4 MiB matches the server's
 // per-stream flow-control window.
 const insertWindow = 4 << 20
 

@@ -9,7 +9,7 @@ import (
 // frames it arrived in, 16 KB each) without joining them: a field that
 // lies within one buffer is a slice of it, and only a field that crosses
 // from one buffer into the next is copied, into spill. Joining the
-// buffers copied every response once more (issue 17).
+// buffers would copy every response once more.
 type frames struct {
 	bufs [][]byte // the buffers after cur
 	cur  []byte   // the rest of the current buffer

@@ -24,8 +24,8 @@ import (
 // Watcher taking changes one by one (Next: new slabs per message), and
 // the generated decoder on the raw stub (what the Go client did before
 // its watch codec), and a floor that decodes nothing: it counts the
-// changes in each response's bytes (what the watch experiment's watchers
-// did before session 8 was a little more). One invocation compares them:
+// changes in each response's bytes (about what the watch experiment's
+// watchers do). One invocation compares them:
 //
 //	go test -run '^$' -bench WatchRead -benchtime 5x ./bench/watch/
 func BenchmarkWatchRead(b *testing.B) {
