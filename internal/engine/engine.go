@@ -105,6 +105,10 @@ type Options struct {
 	WatchRetentionBytes int64
 	// WatchTrimInterval is how often the log is trimmed (0: 1 s).
 	WatchTrimInterval time.Duration
+	// Clock is the wall clock the change log's entry times and trimming
+	// by age follow (nil: time.Now); the log's time keeps to the
+	// monotonic clock's pace when it jumps (logClock).
+	Clock func() time.Time
 	// WatchTailBytes bounds the newest log entries kept in memory while
 	// watches run, so that watchers at the tail of the log read them
 	// without storage (watchtail.go; 0: DefaultWatchTailBytes, negative:
@@ -133,6 +137,9 @@ type Engine struct {
 	// logBytes is the change log's bytes written before the next entry
 	// (see watchlog.go); guarded by writeMu.
 	logBytes uint64
+
+	// clock is the change log's time (watchclock.go).
+	clock *logClock
 
 	// logOn says whether write batches write change-log entries;
 	// immutable after Open. durable is the last commit known durable,
@@ -256,6 +263,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	e.applied = newWatermark(e.seq)
 	e.watchStop = make(chan struct{})
 	e.logOn = opts.WatchRetention > 0 && !st.Shared()
+	e.clock = newLogClock(opts.Clock)
 	if !st.Shared() {
 		if err := e.openLog(); err != nil {
 			return nil, err

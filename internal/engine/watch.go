@@ -117,6 +117,9 @@ type watch struct {
 	// the entry being built for them while one is.
 	shareKey string
 	fill     *sharedEntry
+
+	// parts reads the entries stored in parts (watchparts.go).
+	parts logParts
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
@@ -282,7 +285,7 @@ func (e *Engine) firstLogCommit() (uint64, bool, error) {
 	if !it.First() {
 		return 0, false, storeError(it.Error())
 	}
-	c, ok := logCommit(it.Key())
+	c, _, ok := entryCommit(it.Key())
 	return c, ok, nil
 }
 
@@ -330,17 +333,26 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 	expect := from
 	sent := 0
 	for ok := it.First(); ok && sent < watchRoundResponses; ok = it.Next() {
-		c, _ := logCommit(it.Key())
+		if err := w.alive(ctx); err != nil {
+			return err
+		}
+		c, isKey := logCommit(it.Key())
+		if !isKey {
+			return w.corrupt(expect, errLogEntry) // a part with no entry before it
+		}
 		if c != expect {
 			return w.e.logGap(formatPos(w.pos), wm)
 		}
-		le, err := parseLogEntry(it.Value())
+		le, err := readLogEntry(it, c, &w.parts)
 		if err != nil {
 			return w.corrupt(c, err)
 		}
 		n, err := w.entry(ctx, c, &le)
 		if err != nil {
 			return err
+		}
+		if err := le.parts.skip(); err != nil {
+			return w.corrupt(c, err)
 		}
 		sent += n
 		w.pos = position{commit: c}
@@ -355,12 +367,33 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 	return w.flush()
 }
 
+// alive returns why the watch must end now, if it must: its context ended,
+// the server stops its watches, or the engine closed. Reading the log
+// checks it between entries, so that a watcher reading far behind (or
+// past a change its filter never matches) stops when its client goes.
+func (w *watch) alive(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-w.e.watchStop:
+		return errWatchStopped
+	case <-w.e.bgCtx.Done():
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
 // tailRound is round from the log's tail; ok is false when the tail
 // does not hold commit from. It stops at the first commit the tail does
 // not hold (evicted meanwhile): the next round reads it from storage.
 func (w *watch) tailRound(ctx context.Context, from, wm uint64) (ok bool, err error) {
 	sent := 0
 	for c := from; c <= wm && sent < watchRoundResponses; c++ {
+		if err := w.alive(ctx); err != nil {
+			return true, err
+		}
 		te := w.e.tail.get(c)
 		if te == nil {
 			break
@@ -402,10 +435,10 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 		if se != nil {
 			return w.replay(ctx, c, se)
 		}
-		if fill && len(le.rest) <= watchShareBytes/4 { // a larger one is not kept (watchShare.put)
+		if fill && le.size <= watchShareBytes/4 { // a larger one is not kept (watchShare.put)
 			// Sized from the entry at once: grown by append, the copies
 			// were a tenth of the CPU with ten watchers.
-			w.fill = &sharedEntry{b: make([]byte, 0, 3*len(le.rest)+1024), chs: make([]sharedChange, 0, 64)}
+			w.fill = &sharedEntry{b: make([]byte, 0, 3*le.size+1024), chs: make([]sharedChange, 0, 64)}
 			defer func() { w.fill = nil }()
 		}
 	}

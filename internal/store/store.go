@@ -330,9 +330,19 @@ func (s *Store) pebbleOptions(o Options) *pebble.Options {
 }
 
 // stallListener counts Pebble's write stalls and the time they last, for
-// the store's metrics.
+// the store's metrics, and reports damaged tables.
 func (s *Store) stallListener() *pebble.EventListener {
 	return &pebble.EventListener{
+		// Without a listener Pebble ends the process on a damaged
+		// block (its logger's Fatalf): one read of one bad table, such
+		// as a watcher reaching a damaged change-log entry or check
+		// reading it, would stop the server, again at every restart.
+		// The read fails with the corruption error instead, naming the
+		// table; the rest of the store goes on serving.
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			s.logger.Error("storage: a table is damaged; reads of its keys fail (restore from a backup)",
+				"file", info.Path, "bounds", info.Bounds.String(), "err", info.Details)
+		},
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 			s.stalls.Add(1)
 			s.stallStart.Store(time.Now().UnixNano())

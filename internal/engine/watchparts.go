@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// An entry stored in parts (watchlog.go): its header under the commit's
+// key, its changes' bytes under the part keys that follow it.
+//
+// Header value (logVersionParts):
+//
+//	version(1) | unix time ns (8 BE) | log bytes written before it (8 BE) |
+//	changes' bytes (8 BE) | parts (4 BE)
+//
+// Part n holds the changes' bytes from n × logPartBytes on; every part but
+// the last holds logPartBytes of them. A reader reads the parts as it
+// reads the changes, holding at most one part and the change that
+// straddles it, not the whole entry.
+
+const (
+	logVersionParts      = 2
+	logPartsHeaderSize   = logHeaderSize + 8 + 4
+	maxKeptPartCarry     = 1 << 20
+	logPartsChangesField = logHeaderSize
+)
+
+// putLogParts adds the writer's entry (w.logBuf, its header filled) to b in
+// parts, as the header of its commit's key and its changes' bytes under
+// the part keys.
+func (w *Writer) putLogParts(b store.WriteBatch, seq uint64) {
+	body := w.logBuf[logHeaderSize:]
+	parts := (len(body) + logPartBytes - 1) / logPartBytes
+	var h [logPartsHeaderSize]byte
+	h[0] = logVersionParts
+	copy(h[1:logHeaderSize], w.logBuf[1:logHeaderSize])
+	binary.BigEndian.PutUint64(h[logPartsChangesField:], uint64(len(body)))
+	binary.BigEndian.PutUint32(h[logPartsChangesField+8:], uint32(parts))
+	b.Set(w.logKey, h[:])
+	var k [keyspace.LogPartKeyLen]byte
+	for n := range parts {
+		part := body[n*logPartBytes : min(len(body), (n+1)*logPartBytes)]
+		b.Set(keyspace.AppendLogPartKey(k[:0], seq, uint32(n)), part)
+	}
+	w.logStored = uint64(len(w.logKey) + len(h) + parts*keyspace.LogPartKeyLen + len(body))
+}
+
+// logHead is what the value under a commit's key says of its entry.
+type logHead struct {
+	at     int64  // unix ns of the commit, on the log's clock
+	cum    uint64 // log bytes written before the entry
+	parts  uint32 // parts after the key (0: the value holds the entry)
+	body   uint64 // the changes' bytes
+	stored uint64 // bytes of the entry's keys and values
+}
+
+// readLogHead reads the value v under the commit key k.
+func readLogHead(k, v []byte) (logHead, error) {
+	if len(v) < logHeaderSize {
+		return logHead{}, errLogEntry
+	}
+	h := logHead{
+		at:  int64(binary.BigEndian.Uint64(v[1:9])),
+		cum: binary.BigEndian.Uint64(v[9:17]),
+	}
+	switch v[0] {
+	case logVersion:
+		h.body = uint64(len(v) - logHeaderSize)
+		h.stored = uint64(len(k) + len(v))
+	case logVersionParts:
+		if len(v) != logPartsHeaderSize {
+			return logHead{}, errLogEntry
+		}
+		h.body = binary.BigEndian.Uint64(v[logPartsChangesField:])
+		h.parts = binary.BigEndian.Uint32(v[logPartsChangesField+8:])
+		if h.parts == 0 || h.body > uint64(h.parts)*logPartBytes || h.body <= uint64(h.parts-1)*logPartBytes {
+			return logHead{}, errLogEntry
+		}
+		h.stored = uint64(len(k)+len(v)) + uint64(h.parts)*uint64(keyspace.LogPartKeyLen) + h.body
+	default:
+		return logHead{}, errLogEntry
+	}
+	return h, nil
+}
+
+// entryCommit returns the commit of a log key, a commit's or a part's.
+func entryCommit(k []byte) (c uint64, part bool, ok bool) {
+	if c, ok := keyspace.LogCommit(k); ok {
+		return c, false, true
+	}
+	c, _, ok = keyspace.LogPart(k)
+	return c, true, ok
+}
+
+// logParts is the reading of an entry's parts from a log iterator,
+// positioned on the commit's key or the part last read.
+type logParts struct {
+	it     store.Iterator
+	commit uint64
+	next   uint32 // the next part to read
+	n      uint32 // parts in all
+	left   uint64 // the changes' bytes in parts not yet read
+	// carry holds the change that straddles parts: what was left of one
+	// part and the next part after it.
+	carry   []byte
+	inCarry bool // the entry's unread bytes are in carry
+}
+
+// readLogEntry starts reading the entry of commit c under the iterator's
+// key. An entry stored in parts reads them through p, which the caller
+// keeps for its reads (reusing its carry): the iterator then moves over
+// the entry's parts as its changes are read (see skipParts).
+func readLogEntry(it store.Iterator, c uint64, p *logParts) (logEntry, error) {
+	v := it.Value()
+	if len(v) == 0 || v[0] != logVersionParts {
+		return parseLogEntry(v)
+	}
+	h, err := readLogHead(it.Key(), v)
+	if err != nil {
+		return logEntry{}, err
+	}
+	carry := p.carry[:0]
+	if cap(carry) > maxKeptPartCarry {
+		carry = nil
+	}
+	*p = logParts{it: it, commit: c, n: h.parts, left: h.body, carry: carry}
+	return logEntry{at: h.at, cum: h.cum, size: int(min(h.body, 1<<62)), parts: p}, nil
+}
+
+// more reports whether parts are left to read.
+func (p *logParts) more() bool { return p != nil && p.next < p.n }
+
+// step moves the iterator to the next part and returns its bytes, valid
+// until the iterator next moves.
+func (p *logParts) step() ([]byte, error) {
+	if !p.it.Next() {
+		if err := p.it.Error(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: part %d of %d is missing", errLogEntry, p.next, p.n)
+	}
+	c, n, ok := keyspace.LogPart(p.it.Key())
+	if !ok || c != p.commit || n != p.next {
+		return nil, fmt.Errorf("%w: part %d of %d is missing", errLogEntry, p.next, p.n)
+	}
+	v := p.it.Value()
+	want := min(p.left, logPartBytes)
+	if uint64(len(v)) != want {
+		return nil, fmt.Errorf("%w: part %d holds %d bytes, not %d", errLogEntry, n, len(v), want)
+	}
+	p.next++
+	p.left -= want
+	return v, nil
+}
+
+// refill makes le.rest the entry's unread bytes followed by the next
+// part's: le.rest may be the current part's bytes, which the iterator's
+// move invalidates, so they are copied first.
+func (le *logEntry) refill() error {
+	p := le.parts
+	if len(le.rest) == 0 {
+		v, err := p.step()
+		if err != nil {
+			return err
+		}
+		le.rest, p.inCarry = v, false
+		return nil
+	}
+	if !p.inCarry || len(le.rest) != len(p.carry) {
+		// The bytes left move to the carry's start (they may be its
+		// own tail: append copies as memmove does).
+		p.carry = append(p.carry[:0], le.rest...)
+	}
+	v, err := p.step()
+	if err != nil {
+		return err
+	}
+	p.carry = append(p.carry, v...)
+	le.rest, p.inCarry = p.carry, true
+	return nil
+}
+
+// skip leaves the iterator on the last key of the entry p reads (nil: an
+// entry in one value), whatever its changes read of it, so that the next
+// step of the iterator reaches the next commit.
+func (p *logParts) skip() error {
+	if !p.more() {
+		return nil
+	}
+	p.next = p.n
+	if !p.it.SeekLT(keyspace.AppendLogKey(nil, p.commit+1)) {
+		if err := p.it.Error(); err != nil {
+			return err
+		}
+		return errLogEntry
+	}
+	return nil
+}
