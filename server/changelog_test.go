@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
@@ -109,5 +110,47 @@ func TestStopWithStuckCall(t *testing.T) {
 		}
 	case <-time.After(cfg.ShutdownTimeout + 2*time.Second + 5*time.Second):
 		t.Fatal("Stop did not return within the shutdown timeout and the cut's wait")
+	}
+}
+
+// TestWatchLargeUpdate updates a 40 MiB record: the change with its old
+// record (80 MiB) is over the largest message the server sends (65 MiB).
+// A watcher asking for old records gets the change without the old one,
+// flagged, and goes on; one that does not ask gets it whole.
+func TestWatchLargeUpdate(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.mustApply(map[string]string{"big.proto": blobProto})
+	withOld := ts.watch(&pb.WatchRequest{Types: []string{"big.Blob"}, OldRecords: true})
+	start := withOld.first()
+	plain := ts.watch(&pb.WatchRequest{Types: []string{"big.Blob"}})
+	plain.first()
+
+	v1, _ := randomBlob(1, 40<<20, 1)
+	v2, _ := randomBlob(1, 40<<20, 2)
+	small, _ := randomBlob(2, 100, 3)
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{v1})
+	ts.mustWrite(pb.WriteOp_WRITE_OP_UPDATE, []*anypb.Any{v2})
+	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{small})
+
+	check := func(name string, got []*pb.Change, old bool) {
+		t.Helper()
+		checkChange(t, got[0], pb.ChangeOp_CHANGE_OP_INSERT, "big.Blob", v1, nil)
+		up := got[1]
+		if up.GetOp() != pb.ChangeOp_CHANGE_OP_UPDATE || !proto.Equal(up.GetRecord(), v2) || up.GetOldRecord() != nil ||
+			up.GetOldRecordOmitted() != old || up.GetRecordOmitted() {
+			t.Fatalf("%s: the update = op %v, record of %d bytes, old of %d, old omitted %v, record omitted %v; want the record, no old record, old omitted %v",
+				name, up.GetOp(), len(up.GetRecord().GetValue()), len(up.GetOldRecord().GetValue()), up.GetOldRecordOmitted(), up.GetRecordOmitted(), old)
+		}
+		checkChange(t, got[2], pb.ChangeOp_CHANGE_OP_INSERT, "big.Blob", small, nil)
+	}
+	check("watcher with old records", withOld.next(3), true)
+	check("watcher without", plain.next(3), false)
+
+	// Resumed just before the update: the same.
+	again := ts.watch(&pb.WatchRequest{Types: []string{"big.Blob"}, OldRecords: true, Start: after(start.GetCommit() + 1)})
+	again.first()
+	got := again.next(2)
+	if !got[0].GetOldRecordOmitted() || !proto.Equal(got[1].GetRecord(), small) {
+		t.Fatalf("resumed before the update: %v omitted, then %v", got[0].GetOldRecordOmitted(), got[1].GetPosition())
 	}
 }

@@ -337,6 +337,7 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		MaxWaitingWriteBytes: cfg.MaxReceiveBufferBytes,
 		// A unary answer may be as large as gRPC sends (sendLimit).
 		MaxResponseBytes: sendLimit(cfg) - 1<<20,
+		MaxSendBytes:     sendLimit(cfg),
 		SearchWorkers:    cfg.SearchWorkers,
 		MaxResultRecords: cfg.MaxResultRecords,
 		MaxResultBytes:   cfg.MaxResultBytes,

@@ -503,6 +503,20 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	if withOld {
 		cost += len(old)
 	}
+	var om omitted
+	if w.resp.len()+cost+len(wt.name)+3*len(wt.t.urlField)+changeSlack > w.e.watchRoom() {
+		// Rare: a change near the largest message sent.
+		if withRec, withOld, om, err = w.fit(c, index, wt, match, rec, old, withRec, withOld); err != nil {
+			return false, err
+		}
+		cost = len(match)
+		if withRec {
+			cost += len(rec)
+		}
+		if withOld {
+			cost += len(old)
+		}
+	}
 	if err := w.open(ctx); err != nil {
 		return false, err
 	}
@@ -510,7 +524,7 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 		return false, err
 	}
 	from := len(*w.resp.bp)
-	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld)
+	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld, om)
 	cost += len(w.resp.key) - len(match)
 	if f := w.fill; f != nil {
 		f.b = append(f.b, (*w.resp.bp)[from:]...)
@@ -518,6 +532,58 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	}
 	w.size += cost
 	return w.resp.n >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
+}
+
+// changeSlack bounds a change's bytes besides its key, records, type
+// name and type URLs: tags, lengths, op, position, flags.
+const changeSlack = 64
+
+// watchRoom is the most bytes one watch response may hold: what the
+// transport sends in one message (MaxSendBytes), and no more than the
+// whole result budget, less the progress.
+func (e *Engine) watchRoom() int {
+	return int(min(int64(e.opts.MaxSendBytes), e.opts.MaxResultBufferBytes)) - sizePosField
+}
+
+// fit decides which records of a change near the message limit it sends:
+// the old record goes when the change would not fit one message with it,
+// the record too when the change would not fit with it either (what is
+// left, the key, fits: it is cut from a record that arrived in one
+// message). The response being built is sent first when the change fits
+// a message but not beside it.
+func (w *watch) fit(c uint64, index uint32, wt *watchType, match, rec, old []byte, withRec, withOld bool) (bool, bool, omitted, error) {
+	var om omitted
+	room := w.e.watchRoom()
+	w.resp.key = appendKeyFields(w.resp.key[:0], match, wt.t.pkNums)
+	keyLen := len(w.resp.key)
+	size, _ := changeSize(c, index, wt, keyLen, len(rec), len(old), withRec, withOld, om)
+	if size > room && withOld {
+		withOld, om.old = false, true
+		size, _ = changeSize(c, index, wt, keyLen, len(rec), 0, withRec, false, om)
+	}
+	if size > room && withRec {
+		withRec, om.rec = false, true
+		size, _ = changeSize(c, index, wt, keyLen, 0, 0, false, false, om)
+	}
+	if w.resp.n > 0 && w.resp.len()+size > room {
+		if err := w.flushBefore(c, index); err != nil {
+			return false, false, om, err
+		}
+	}
+	return withRec, withOld, om, nil
+}
+
+// flushBefore sends the response being built before change index of
+// commit c is added to it, with the progress up to the change before.
+func (w *watch) flushBefore(c uint64, index uint32) error {
+	at := w.pos
+	w.pos = position{commit: c - 1}
+	if index > 0 {
+		w.pos = position{commit: c, index: index - 1, part: true}
+	}
+	err := w.flush()
+	w.pos = at
+	return err
 }
 
 // open starts a response when none is being built, holding its result
@@ -540,6 +606,12 @@ func (w *watch) replay(ctx context.Context, c uint64, se *sharedEntry) (int, err
 	sent, start := 0, 0
 	for _, ch := range se.chs {
 		w.pos = position{commit: c, index: ch.index, part: true}
+		if w.resp.n > 0 && w.resp.len()+ch.end-start > w.e.watchRoom() {
+			if err := w.flushBefore(c, ch.index); err != nil {
+				return sent, err
+			}
+			sent++
+		}
 		if err := w.open(ctx); err != nil {
 			return sent, err
 		}
