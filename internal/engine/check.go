@@ -459,7 +459,7 @@ func (c *checker) logEntry(it store.Iterator, commit uint64, parts *logParts) er
 	if le.parts == nil {
 		return nil
 	}
-	if err := le.parts.skip(); err != nil && !errors.Is(err, errLogEntry) {
+	if err := le.parts.done(); err != nil && !errors.Is(err, errLogEntry) {
 		return err
 	}
 	return nil

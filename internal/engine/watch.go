@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -120,6 +121,8 @@ type watch struct {
 
 	// parts reads the entries stored in parts (watchparts.go).
 	parts logParts
+	// room is the most bytes of a response (Engine.watchRoom).
+	room int
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
@@ -130,7 +133,7 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func(*[]byte, Hold) error) 
 	if req.GetFilter() != "" && req.GetWhere() != nil {
 		return nil, filterError("watch has both filter and where: set one of them", nil)
 	}
-	w := &watch{e: e, types: map[uint32]*watchType{}, start: req.GetStart(), old: req.GetOldRecords(), send: send}
+	w := &watch{e: e, types: map[uint32]*watchType{}, start: req.GetStart(), old: req.GetOldRecords(), send: send, room: e.watchRoom()}
 	w.batchSize = int(req.GetBatchSize())
 	if w.batchSize <= 0 || w.batchSize > e.opts.MaxResultRecords*10 {
 		w.batchSize = e.opts.MaxResultRecords
@@ -351,7 +354,7 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		if err != nil {
 			return err
 		}
-		if err := le.parts.skip(); err != nil {
+		if err := le.parts.done(); err != nil {
 			return w.corrupt(c, err)
 		}
 		sent += n
@@ -359,7 +362,7 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		expect = c + 1
 	}
 	if err := it.Error(); err != nil {
-		return storeError(err)
+		return storeError(fmt.Errorf("read the change log at commit %d: %w", expect, err))
 	}
 	if expect == from {
 		return w.e.logGap(formatPos(w.pos), wm)
@@ -504,7 +507,7 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 		cost += len(old)
 	}
 	var om omitted
-	if w.resp.len()+cost+len(wt.name)+3*len(wt.t.urlField)+changeSlack > w.e.watchRoom() {
+	if w.resp.len()+cost+len(wt.name)+3*len(wt.t.urlField)+changeSlack > w.room {
 		// Rare: a change near the largest message sent.
 		if withRec, withOld, om, err = w.fit(c, index, wt, match, rec, old, withRec, withOld); err != nil {
 			return false, err
@@ -535,8 +538,9 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 }
 
 // changeSlack bounds a change's bytes besides its key, records, type
-// name and type URLs: tags, lengths, op, position, flags.
-const changeSlack = 64
+// name and type URLs: tags, lengths, op, position, flags (about 80 at
+// most).
+const changeSlack = 128
 
 // watchRoom is the most bytes one watch response may hold: what the
 // transport sends in one message (MaxSendBytes), and no more than the
@@ -553,7 +557,7 @@ func (e *Engine) watchRoom() int {
 // a message but not beside it.
 func (w *watch) fit(c uint64, index uint32, wt *watchType, match, rec, old []byte, withRec, withOld bool) (bool, bool, omitted, error) {
 	var om omitted
-	room := w.e.watchRoom()
+	room := w.room
 	w.resp.key = appendKeyFields(w.resp.key[:0], match, wt.t.pkNums)
 	keyLen := len(w.resp.key)
 	size, _ := changeSize(c, index, wt, keyLen, len(rec), len(old), withRec, withOld, om)
@@ -606,7 +610,7 @@ func (w *watch) replay(ctx context.Context, c uint64, se *sharedEntry) (int, err
 	sent, start := 0, 0
 	for _, ch := range se.chs {
 		w.pos = position{commit: c, index: ch.index, part: true}
-		if w.resp.n > 0 && w.resp.len()+ch.end-start > w.e.watchRoom() {
+		if w.resp.n > 0 && w.resp.len()+ch.end-start > w.room {
 			if err := w.flushBefore(c, ch.index); err != nil {
 				return sent, err
 			}

@@ -62,7 +62,8 @@ func (r *respEnc) reserve(n int) {
 type omitted struct{ old, rec bool }
 
 // changeSize returns the size of a change's WatchResponse field whose key
-// holds keyLen bytes, as addChange writes it.
+// holds keyLen bytes, as addChange writes it (TestWatchEncodeMatchesProto
+// holds the two to the same sizes).
 func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om omitted) (field, size int) {
 	uf := len(wt.t.urlField)
 	keyAny := sizeAnyF(uf, keyLen)
@@ -96,17 +97,28 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 	if wt.typeField == nil {
 		wt.encodeNames()
 	}
+	// The sizes as changeSize computes them, inline: this is the hot path.
 	uf := len(wt.t.urlField)
 	keyAny := sizeAnyF(uf, len(r.key))
+	size := 2 + len(wt.typeField) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	var recAny, oldAny int
 	if withRec {
 		recAny = sizeAnyF(uf, len(rec))
+		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
 	}
 	if withOld {
 		oldAny = sizeAnyF(uf, len(old))
+		size += 1 + protowire.SizeVarint(uint64(oldAny)) + oldAny
 	}
-	field, size := changeSize(c, index, wt, len(r.key), len(rec), len(old), withRec, withOld, om)
-	pos := sizePos(c, index, true)
+	pos := sizePos(c, index, true) // at most 17: a 1-byte length
+	size += 2 + pos
+	if om.old {
+		size += 2
+	}
+	if om.rec {
+		size += 2
+	}
+	field := 1 + protowire.SizeVarint(uint64(size)) + size
 
 	r.reserve(field + sizePosField)
 	b := *r.bp

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
 	"testing"
@@ -124,7 +125,12 @@ func encodeResponse(e *respEnc, chs []encChange, withOld bool, p position) []byt
 		}
 		om := ch.om
 		om.old = om.old && withOld
-		e.addChange(ch.c, ch.index, ch.op, ch.wt, match, ch.rec, ch.old, ch.op != changeRemove && !om.rec, withOld && ch.op != changeInsert && !om.old, om)
+		withRec, withOldRec := ch.op != changeRemove && !om.rec, withOld && ch.op != changeInsert && !om.old
+		from := len(*e.bp)
+		e.addChange(ch.c, ch.index, ch.op, ch.wt, match, ch.rec, ch.old, withRec, withOldRec, om)
+		if want, _ := changeSize(ch.c, ch.index, ch.wt, len(e.key), len(ch.rec), len(ch.old), withRec, withOldRec, om); len(*e.bp)-from != want {
+			panic(fmt.Sprintf("addChange wrote %d bytes, changeSize says %d", len(*e.bp)-from, want))
+		}
 	}
 	return e.finish(p)
 }

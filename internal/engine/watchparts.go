@@ -122,11 +122,7 @@ func readLogEntry(it store.Iterator, c uint64, p *logParts) (logEntry, error) {
 	if err != nil {
 		return logEntry{}, err
 	}
-	carry := p.carry[:0]
-	if cap(carry) > maxKeptPartCarry {
-		carry = nil
-	}
-	*p = logParts{it: it, commit: c, n: h.parts, left: h.body, carry: carry}
+	*p = logParts{it: it, commit: c, n: h.parts, left: h.body, carry: p.carry[:0]}
 	return logEntry{at: h.at, cum: h.cum, size: int(min(h.body, 1<<62)), parts: p}, nil
 }
 
@@ -183,10 +179,17 @@ func (le *logEntry) refill() error {
 	return nil
 }
 
-// skip leaves the iterator on the last key of the entry p reads (nil: an
+// done leaves the iterator on the last key of the entry p reads (nil: an
 // entry in one value), whatever its changes read of it, so that the next
-// step of the iterator reaches the next commit.
-func (p *logParts) skip() error {
+// step of the iterator reaches the next commit; and lets go of a carry
+// that held a large change.
+func (p *logParts) done() error {
+	if p == nil {
+		return nil
+	}
+	if cap(p.carry) > maxKeptPartCarry {
+		p.carry = nil
+	}
 	if !p.more() {
 		return nil
 	}
