@@ -114,7 +114,7 @@ func TestStopWithStuckCall(t *testing.T) {
 }
 
 // TestWatchLargeUpdate updates a 40 MiB record: the change with its old
-// record (80 MiB) is over the largest message the server sends (65 MiB).
+// record (80 MiB) is over the largest watch message (64 MiB by default).
 // A watcher asking for old records gets the change without the old one,
 // flagged, and goes on; one that does not ask gets it whole.
 func TestWatchLargeUpdate(t *testing.T) {

@@ -337,7 +337,9 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		MaxWaitingWriteBytes: cfg.MaxReceiveBufferBytes,
 		// A unary answer may be as large as gRPC sends (sendLimit).
 		MaxResponseBytes: sendLimit(cfg) - 1<<20,
-		MaxSendBytes:     sendLimit(cfg),
+		// A watch response stays within what clients receive by default
+		// (64 MiB, the send limit less its 1 MiB of headroom).
+		MaxSendBytes:     sendLimit(cfg) - 1<<20,
 		SearchWorkers:    cfg.SearchWorkers,
 		MaxResultRecords: cfg.MaxResultRecords,
 		MaxResultBytes:   cfg.MaxResultBytes,

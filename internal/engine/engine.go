@@ -84,9 +84,9 @@ type Options struct {
 	// a Query page, in bytes as it is built (0: 64 MiB): a Get lists the
 	// keys left over as unanswered, a page ends early with a token.
 	MaxResponseBytes int
-	// MaxSendBytes is the largest message the transport sends (gRPC's
-	// send limit; 0: 65 MiB): a watch change that would not fit one
-	// leaves out its old record, or its record too, and says so.
+	// MaxSendBytes bounds one Watch response, a message the transport
+	// sends and a client receives (0: 64 MiB): a change that would not
+	// fit one leaves out its old record, or its record too, and says so.
 	MaxSendBytes int
 	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
 	MaxPageSize int
@@ -309,7 +309,7 @@ func (opts *Options) withDefaults() {
 		opts.MaxResultBytes = 1 << 20
 	}
 	if opts.MaxSendBytes <= 0 {
-		opts.MaxSendBytes = 65 << 20
+		opts.MaxSendBytes = 64 << 20
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20

@@ -552,8 +552,8 @@ func (e *Engine) watchRoom() int {
 // fit decides which records of a change near the message limit it sends:
 // the old record goes when the change would not fit one message with it,
 // the record too when the change would not fit with it either (what is
-// left, the key, fits: it is cut from a record that arrived in one
-// message). The response being built is sent first when the change fits
+// left, the key, is within the transport's limit: it is cut from a record
+// that arrived in one message). The response being built is sent first when the change fits
 // a message but not beside it.
 func (w *watch) fit(c uint64, index uint32, wt *watchType, match, rec, old []byte, withRec, withOld bool) (bool, bool, omitted, error) {
 	var om omitted

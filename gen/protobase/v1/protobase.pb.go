@@ -3982,9 +3982,9 @@ type Change struct {
 	OldRecord *anypb.Any `protobuf:"bytes,5,opt,name=old_record,json=oldRecord,proto3" json:"old_record,omitempty"`
 	Position  *Position  `protobuf:"bytes,6,opt,name=position,proto3" json:"position,omitempty"`
 	// Set when old_records was asked for but old_record is left out: the
-	// change with it would have been larger than one message the server
-	// sends (its send limit, about 65 MiB by default; an update of a record
-	// over about 32 MiB). The feed goes on with the next change.
+	// change with it would have been larger than one watch message (64 MiB
+	// by default, what clients receive; an update of a record over about
+	// 32 MiB). The feed goes on with the next change.
 	OldRecordOmitted bool `protobuf:"varint,7,opt,name=old_record_omitted,json=oldRecordOmitted,proto3" json:"old_record_omitted,omitempty"`
 	// Set when record is left out as well: the change with only its key
 	// and record would still have been over the limit (a primary key of

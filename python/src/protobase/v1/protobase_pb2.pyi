@@ -1910,9 +1910,9 @@ class Change(_message.Message):
     """Full name of the record type."""
     old_record_omitted: _builtins.bool
     """Set when old_records was asked for but old_record is left out: the
-    change with it would have been larger than one message the server
-    sends (its send limit, about 65 MiB by default; an update of a record
-    over about 32 MiB). The feed goes on with the next change.
+    change with it would have been larger than one watch message (64 MiB
+    by default, what clients receive; an update of a record over about
+    32 MiB). The feed goes on with the next change.
     """
     record_omitted: _builtins.bool
     """Set when record is left out as well: the change with only its key
