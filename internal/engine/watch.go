@@ -123,6 +123,10 @@ type watch struct {
 	parts logParts
 	// room is the most bytes of a response (Engine.watchRoom).
 	room int
+	// reserveCarry is parts.reserve, made once; ctx the context it waits
+	// in, the round's.
+	reserveCarry func(n int) error
+	ctx          context.Context
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
@@ -346,6 +350,7 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		if c != expect {
 			return w.e.logGap(formatPos(w.pos), wm)
 		}
+		w.parts.reserve = w.carryReserver(ctx)
 		le, err := readLogEntry(it, c, &w.parts)
 		if err != nil {
 			return w.corrupt(c, err)
@@ -368,6 +373,25 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		return w.e.logGap(formatPos(w.pos), wm)
 	}
 	return w.flush()
+}
+
+// carryReserver returns the hook that covers a large change read across
+// parts of an entry (logParts.reserve): the response built so far is sent
+// first, with the position before the change, and the wait holds
+// nothing; the change is covered twice, as read and as copied into the
+// response, no more than the whole budget.
+func (w *watch) carryReserver(ctx context.Context) func(n int) error {
+	if w.reserveCarry == nil {
+		w.reserveCarry = func(n int) error {
+			if err := w.flush(); err != nil {
+				return err
+			}
+			need := min(2*int64(n)+minHeld, w.e.opts.MaxResultBufferBytes)
+			return w.e.cover(w.ctx, &w.h, need, true)
+		}
+	}
+	w.ctx = ctx
+	return w.reserveCarry
 }
 
 // alive returns why the watch must end now, if it must: its context ended,
@@ -465,6 +489,14 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 		full, err := w.consider(ctx, c, ch.index, ch.op, ch.typeID, ch.rec, ch.old)
 		if err != nil {
 			return sent, err
+		}
+		if le.parts != nil {
+			// A large change's carry goes, and so does the budget it
+			// held unless the response holds the change now.
+			le.shrink()
+			if !w.resp.open() {
+				w.e.release(&w.h)
+			}
 		}
 		if full {
 			if err := w.flush(); err != nil {

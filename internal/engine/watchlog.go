@@ -130,6 +130,9 @@ func (le *logEntry) next(c *logChange) (ok bool, err error) {
 func (le *logEntry) nextSlow(c *logChange) (ok bool, err error) {
 	for {
 		if ok, err = le.read(c); err == nil || !le.parts.more() {
+			if le.parts != nil {
+				le.parts.reserved = false
+			}
 			return ok, err
 		}
 		if err := le.refill(); err != nil {

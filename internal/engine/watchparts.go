@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -103,10 +105,17 @@ type logParts struct {
 	next   uint32 // the next part to read
 	n      uint32 // parts in all
 	left   uint64 // the changes' bytes in parts not yet read
+	body   uint64 // the changes' bytes in all
 	// carry holds the change that straddles parts: what was left of one
 	// part and the next part after it.
 	carry   []byte
 	inCarry bool // the entry's unread bytes are in carry
+	// reserve, when set, is called with a change's size before the carry
+	// grows past maxKeptPartCarry to hold it, once per change: a watcher
+	// covers the carry in its result budget, which a change of tens of
+	// MiB would otherwise take outside it, once per watcher.
+	reserve  func(n int) error
+	reserved bool // reserve was called for the change being carried
 }
 
 // readLogEntry starts reading the entry of commit c under the iterator's
@@ -122,7 +131,7 @@ func readLogEntry(it store.Iterator, c uint64, p *logParts) (logEntry, error) {
 	if err != nil {
 		return logEntry{}, err
 	}
-	*p = logParts{it: it, commit: c, n: h.parts, left: h.body, carry: p.carry[:0]}
+	*p = logParts{it: it, commit: c, n: h.parts, left: h.body, body: h.body, carry: p.carry[:0], reserve: p.reserve}
 	return logEntry{at: h.at, cum: h.cum, size: int(min(h.body, 1<<62)), parts: p}, nil
 }
 
@@ -167,16 +176,92 @@ func (le *logEntry) refill() error {
 	}
 	if !p.inCarry || len(le.rest) != len(p.carry) {
 		// The bytes left move to the carry's start (they may be its
-		// own tail: append copies as memmove does).
+		// own tail: append copies as memmove does). A carry grown for
+		// a large change is let go of.
+		if cap(p.carry) > maxKeptPartCarry {
+			p.carry = make([]byte, 0, len(le.rest)+logPartBytes)
+		}
 		p.carry = append(p.carry[:0], le.rest...)
+		le.rest, p.inCarry = p.carry, true
+	}
+	if p.reserve != nil && !p.reserved && len(p.carry)+logPartBytes > maxKeptPartCarry {
+		n, err := p.changeSize(p.carry)
+		if err != nil {
+			return err
+		}
+		if err := p.reserve(n); err != nil {
+			return err
+		}
+		p.reserved = true
 	}
 	v, err := p.step()
 	if err != nil {
 		return err
 	}
 	p.carry = append(p.carry, v...)
-	le.rest, p.inCarry = p.carry, true
+	le.rest = p.carry
 	return nil
+}
+
+// atPart reports whether the iterator is on part n of the entry.
+func (p *logParts) atPart(n uint32) bool {
+	c, got, ok := keyspace.LogPart(p.it.Key())
+	return ok && c == p.commit && got == n
+}
+
+// shrink lets go of a carry grown for a large change once the change has
+// been read (its bytes copied): what is left of the part at hand moves to
+// a buffer of its own.
+func (le *logEntry) shrink() {
+	p := le.parts
+	if p == nil || !p.inCarry || cap(p.carry) <= maxKeptPartCarry {
+		return
+	}
+	p.carry = append(make([]byte, 0, len(le.rest)+logPartBytes), le.rest...)
+	le.rest = p.carry
+}
+
+// changeSize returns the size of the change that starts b, the carry: its
+// record's length is in b, its old record's after the record, in a part
+// further on, which it reads (the iterator then comes back to the part it
+// was on).
+func (p *logParts) changeSize(b []byte) (int, error) {
+	_, n := protowire.ConsumeVarint(b[min(1, len(b)):])
+	if n < 0 {
+		return 0, errLogEntry
+	}
+	rec, m := protowire.ConsumeVarint(b[1+n:])
+	if m < 0 || rec > p.body {
+		return 0, errLogEntry
+	}
+	head := uint64(1 + n + m)
+	at := p.body - p.left - uint64(len(b)) + head + rec // of the old record's length in the changes
+	if at >= p.body {
+		return 0, errLogEntry
+	}
+	var k [keyspace.LogPartKeyLen]byte
+	part := uint32(at / logPartBytes)
+	var v []byte
+	if p.it.SeekGE(keyspace.AppendLogPartKey(k[:0], p.commit, part)) && p.atPart(part) {
+		if val, off := p.it.Value(), int(at%logPartBytes); off < len(val) {
+			v = append(v, val[off:min(len(val), off+binary.MaxVarintLen64)]...)
+		}
+		if len(v) < binary.MaxVarintLen64 && part+1 < p.n && p.it.Next() && p.atPart(part+1) {
+			val := p.it.Value()
+			v = append(v, val[:min(len(val), binary.MaxVarintLen64)]...)
+		}
+	}
+	if !p.it.SeekGE(keyspace.AppendLogPartKey(k[:0], p.commit, p.next-1)) {
+		if err := p.it.Error(); err != nil {
+			return 0, err
+		}
+		return 0, errLogEntry
+	}
+	old, o := protowire.ConsumeVarint(v)
+	if o < 0 || old > p.body {
+		return 0, errLogEntry
+	}
+	return int(head + rec + uint64(o) + old), nil
 }
 
 // done leaves the iterator on the last key of the entry p reads (nil: an
