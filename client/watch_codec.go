@@ -283,10 +283,16 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 		}
 		b = b[k:]
 		if typ == protowire.VarintType {
-			if num != apiwire.ChangeOp {
+			switch num {
+			case apiwire.ChangeOp:
+				c.Op = pb.ChangeOp(int32(x))
+			case apiwire.ChangeOldOmit:
+				c.OldRecordOmitted = x != 0
+			case apiwire.ChangeRecOmit:
+				c.RecordOmitted = x != 0
+			default:
 				return false
 			}
-			c.Op = pb.ChangeOp(int32(x))
 			continue
 		}
 		if typ != protowire.BytesType {

@@ -30,6 +30,8 @@ func watchSeeds(t testing.TB) [][]byte {
 			{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "shop.User", Key: key, Record: rec, OldRecord: old, Position: &pb.Position{Commit: 9, Index: idx(1)}},
 			{Op: pb.ChangeOp_CHANGE_OP_REMOVE, Type: "shop.User", Key: key, OldRecord: old, Position: &pb.Position{Commit: 10, Index: idx(0)}},
 			{Op: pb.ChangeOp_CHANGE_OP_INSERT, Type: "shop.Order", Key: &anypb.Any{TypeUrl: "t/shop.Order"}, Record: &anypb.Any{}, Position: &pb.Position{Commit: 11, Index: idx(300)}},
+			{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "shop.User", Key: key, Record: rec, OldRecordOmitted: true, Position: &pb.Position{Commit: 12, Index: idx(0)}},
+			{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "shop.User", Key: key, OldRecordOmitted: true, RecordOmitted: true, Position: &pb.Position{Commit: 12, Index: idx(1)}},
 		}, Progress: &pb.Position{Commit: 12, Index: idx(4)}},
 		{Changes: []*pb.Change{{}, {Op: 77, Position: &pb.Position{}}}},
 		{Changes: []*pb.Change{{Type: "é", Key: &anypb.Any{Value: []byte{1}}}}},
@@ -54,6 +56,7 @@ func watchSeeds(t testing.TB) [][]byte {
 		field(nil, apiwire.ChangeRecord, varint(anyOf("a", nil), 3, 1)),
 		field(nil, apiwire.ChangePosition, varint(nil, 3, 1)),
 		varint(nil, apiwire.ChangeOp, 1<<40|2),
+		varint(varint(nil, apiwire.ChangeOldOmit, 7), apiwire.ChangeRecOmit, 0), // a bool other than 1, a false one written
 		field(nil, apiwire.ChangePosition, varint(nil, apiwire.PositionIndex, 1<<33|5)),
 		field(nil, apiwire.ChangeKey, field(anyOf("a", []byte{1}), 1, []byte("b"))),
 		protowire.AppendVarint(protowire.AppendTag(nil, apiwire.ChangeType, protowire.BytesType), 30),

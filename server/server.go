@@ -179,7 +179,8 @@ type Config struct {
 	// reads storage). Not with Store "etcd".
 	WatchTailBytes int64
 	// ShutdownTimeout bounds the graceful part of Stop (default 30 s); after
-	// it, remaining streams are cut.
+	// it, remaining streams are cut, and those that do not end within 2 s
+	// of the cut are abandoned (see Stop).
 	ShutdownTimeout time.Duration
 	// Logger receives server events and the storage engine's own
 	// messages (Pebble's at debug level, its errors at error level); nil
@@ -349,6 +350,9 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		// A unary answer fits what gRPC sends (sendLimit) and what clients
 		// take by default (64 MiB), with room for its envelope.
 		MaxResponseBytes: sendLimit(cfg) - 2<<20,
+		// A watch response stays within what clients receive by default
+		// (64 MiB, the send limit less its 1 MiB of headroom).
+		MaxSendBytes:     sendLimit(cfg) - 1<<20,
 		SearchWorkers:    cfg.SearchWorkers,
 		MaxResultRecords: cfg.MaxResultRecords,
 		MaxResultBytes:   cfg.MaxResultBytes,
@@ -563,41 +567,82 @@ func (s *Server) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 }
 
 // Stop shuts down gracefully: health turns NOT_SERVING, new calls are
-// refused, in-flight calls (and so in-flight batches) finish within
-// ShutdownTimeout, then the engine and store close. Safe to call twice.
+// refused, in-flight calls (and so in-flight batches) get ShutdownTimeout
+// to finish, then those still running are cut, and the engine and store
+// close. A call that has not ended stopCutWait after its cut (stuck where
+// no cancellation reaches, such as storage reading a damaged block) is
+// abandoned: Stop then returns ErrStopAbandoned without closing the store,
+// which recovers from its write-ahead log at the next start, as after a
+// crash. So Stop returns within ShutdownTimeout + stopCutWait, plus the
+// store's close when nothing was abandoned. Safe to call twice.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
-		s.health.Shutdown()
-		if s.eng != nil {
-			// Watches never end on their own: end them first, or the
-			// graceful stop would wait for them until its timeout.
-			s.eng.StopWatches()
-		}
-		// REST and NATS call the engine without going through the gRPC
-		// server: stop them first, with the same grace period.
-		tctx, tcancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-		s.stopTransports(tctx)
-		tcancel()
-		stopped := make(chan struct{})
-		go func() {
-			s.gs.GracefulStop()
-			close(stopped)
-		}()
-		select {
-		case <-stopped:
-		case <-time.After(s.cfg.ShutdownTimeout):
-			s.log.Warn("graceful stop timed out; closing remaining streams")
-			s.gs.Stop()
-			<-stopped
-		}
-		<-s.done
-		if s.metrics != nil {
-			_ = s.metrics.Close()
-		}
-		s.stopErr = s.closeStorage()
+		s.stopErr = s.stop()
 		s.log.Info("stopped")
 	})
 	return s.stopErr
+}
+
+// ErrStopAbandoned is Stop's error when calls were still running after
+// the shutdown timeout and their cut.
+var ErrStopAbandoned = errors.New("server: calls still running after the shutdown timeout were abandoned; the store was not closed")
+
+// stopCutWait bounds the wait for the calls cut at the shutdown timeout.
+const stopCutWait = 2 * time.Second
+
+func (s *Server) stop() error {
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	s.health.Shutdown()
+	if s.eng != nil {
+		// Watches never end on their own: end them first, or the
+		// graceful stop would wait for them until its timeout.
+		s.eng.StopWatches()
+	}
+	calls := make(chan struct{})
+	go func() {
+		defer close(calls)
+		// REST and NATS call the engine without going through the gRPC
+		// server: stop them first, with the same deadline.
+		tctx, tcancel := context.WithDeadline(context.Background(), deadline)
+		s.stopTransports(tctx)
+		tcancel()
+		s.stopGRPC(deadline)
+		<-s.done
+	}()
+	select {
+	case <-calls:
+	case <-time.After(time.Until(deadline) + stopCutWait):
+		s.log.Error("calls still running after the shutdown timeout and their cut; stopping without closing the store (it recovers from its write-ahead log at the next start)",
+			"shutdown_timeout", s.cfg.ShutdownTimeout)
+		if s.metrics != nil {
+			_ = s.metrics.Close()
+		}
+		return ErrStopAbandoned
+	}
+	if s.metrics != nil {
+		_ = s.metrics.Close()
+	}
+	return s.closeStorage()
+}
+
+// stopGRPC stops the gRPC server gracefully until deadline, then cuts the
+// calls still running (their contexts end, their connections close) and
+// waits for them to return.
+func (s *Server) stopGRPC(deadline time.Time) {
+	stopped := make(chan struct{})
+	go func() {
+		s.gs.GracefulStop()
+		close(stopped)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		s.log.Warn("graceful stop timed out; closing remaining streams")
+		s.gs.Stop()
+		<-stopped
+	}
 }
 
 // Done is closed when the gRPC server has stopped serving.

@@ -20,14 +20,16 @@ secondary-index entry must point at a live record that holds the entry's
 value, every record must have the entries of every READY index (an index
 still building may lack some), and a unique index must hold one record per
 value. Entries of unknown indexes and records of unknown types are reported
-too.
+too. The change log (Watch's history) is read whole: every entry must read
+to its last change, and its commits must follow one another.
 
 The directory is opened read-only: a log left by a crashed server is
 replayed in memory, nothing is written. With --store etcd (and the same
 etcd flags as serve) check reads the store under --etcd-prefix at one
 revision; servers may keep running, though writes after that revision are
 not seen. Check prints one line per problem and a summary. Exit status: 0 consistent, 1 inconsistent or unreadable
-(for example locked by a running server), 2 a wrong command line.`,
+(for example locked by a running server, or a damaged table), 2 a wrong
+command line.`,
 		Example: `  protobase check --data ./protobase-data
   protobase check --store etcd --etcd-endpoints 127.0.0.1:2379`,
 		Args: cobra.NoArgs,
@@ -65,8 +67,11 @@ func (a *app) check(cmd *cobra.Command, data string, storage storeOptions) (*ser
 		return server.CheckEtcd(cmd.Context(), cfg.Etcd)
 	}
 	report, err := server.Check(cmd.Context(), data)
-	if err != nil {
+	if errors.Is(err, server.ErrLocked) {
 		return nil, fmt.Errorf("%w\n(is a server using the data directory %s?)", err, data)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return report, nil
 }

@@ -259,7 +259,7 @@ func (o *serveOptions) addFlags(f *pflag.FlagSet) {
 	o.addListenerFlags(f)
 	o.addLimitFlags(f)
 	o.addSizeFlags(f)
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s); calls still running 2s after the cut are abandoned and the process exits")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")

@@ -80,6 +80,8 @@ const (
 	ChangeRecord   protowire.Number = 4
 	ChangeOld      protowire.Number = 5
 	ChangePosition protowire.Number = 6
+	ChangeOldOmit  protowire.Number = 7
+	ChangeRecOmit  protowire.Number = 8
 
 	PositionCommit protowire.Number = 1
 	PositionIndex  protowire.Number = 2

@@ -59,6 +59,8 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		{ChangeRecord, &pb.Change{}, "record"},
 		{ChangeOld, &pb.Change{}, "old_record"},
 		{ChangePosition, &pb.Change{}, "position"},
+		{ChangeOldOmit, &pb.Change{}, "old_record_omitted"},
+		{ChangeRecOmit, &pb.Change{}, "record_omitted"},
 		{PositionCommit, &pb.Position{}, "commit"},
 		{PositionIndex, &pb.Position{}, "index"},
 	} {

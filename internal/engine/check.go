@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -23,7 +24,11 @@ import (
 //     share a value, and no entry for a record lacking one of its fields
 //     that can be absent (those records are left out, see
 //     keyExtractor.absent);
-//   - every record belongs to a known type and its key decodes.
+//   - every record belongs to a known type and its key decodes;
+//   - every change-log entry reads, every change of it and every part of
+//     an entry stored in parts, and the entries are consecutive commits
+//     ending at or before the last commit (the log is Watch's history:
+//     a damaged entry would fail every watcher that reaches it).
 //
 // Check reads one snapshot and never writes, so it may run on a store that
 // a server is using; an operator runs it through server.Check on a data
@@ -59,17 +64,22 @@ func Check(ctx context.Context, st store.KV) (*CheckReport, error) {
 	if err := c.entries(); err != nil {
 		return nil, err
 	}
+	if err := c.changeLog(); err != nil {
+		return nil, err
+	}
 	return c.r, nil
 }
 
 // CheckReport is what Check found: counts of what it read and every
 // inconsistency, in key order within each pass.
 type CheckReport struct {
-	Types    int    // record types in the schema
-	Indexes  int    // secondary indexes checked (READY or BUILDING)
-	Records  uint64 // records read
-	Entries  uint64 // index entries read
-	Problems []Problem
+	Types   int    // record types in the schema
+	Indexes int    // secondary indexes checked (READY or BUILDING)
+	Records uint64 // records read
+	Entries uint64 // index entries read
+	// LogEntries counts the change-log entries read.
+	LogEntries uint64
+	Problems   []Problem
 }
 
 // OK reports whether Check found no inconsistency.
@@ -86,8 +96,8 @@ func (r *CheckReport) WriteTo(w io.Writer) (int64, error) {
 	if !r.OK() {
 		verdict = fmt.Sprintf("INCONSISTENT: %d problems", len(r.Problems))
 	}
-	fmt.Fprintf(&buf, "%d types, %d indexes, %d records, %d index entries: %s\n",
-		r.Types, r.Indexes, r.Records, r.Entries, verdict)
+	fmt.Fprintf(&buf, "%d types, %d indexes, %d records, %d index entries, %d change-log entries: %s\n",
+		r.Types, r.Indexes, r.Records, r.Entries, r.LogEntries, verdict)
 	n, err := w.Write(buf.Bytes())
 	return int64(n), err
 }
@@ -113,6 +123,12 @@ const (
 	ProblemOrphanRecord ProblemKind = "orphan-record"
 	// ProblemBadKey: a key or stored record that does not decode.
 	ProblemBadKey ProblemKind = "bad-key"
+	// ProblemBadLogEntry: a change-log entry (or one of its parts) that
+	// does not read, or a key in the log that is no entry's.
+	ProblemBadLogEntry ProblemKind = "bad-log-entry"
+	// ProblemLogGap: the change log's commits are not consecutive, or go
+	// past the last commit.
+	ProblemLogGap ProblemKind = "log-gap"
 )
 
 // Problem is one inconsistency.
@@ -373,4 +389,78 @@ func skipKey(b []byte, fields []schema.KeyField) []byte {
 func validKey(b []byte, fields []schema.KeyField) bool {
 	rest := skipKey(b, fields)
 	return rest != nil && len(rest) == 0
+}
+
+// changeLog is the third pass: every change-log entry reads to its last
+// change (its parts included), and the entries are consecutive commits
+// up to the last commit at most. A storage error (a damaged block) fails
+// the check with the error, as in the other passes.
+func (c *checker) changeLog() error {
+	seq := uint64(0)
+	if raw, found, err := c.snap.Get(keySeq, nil); err != nil {
+		return fmt.Errorf("check: read the last commit: %w", err)
+	} else if found && len(raw) == 8 {
+		seq = binary.BigEndian.Uint64(raw)
+	}
+	it, err := c.snap.NewIterator(logStart, logEnd)
+	if err != nil {
+		return fmt.Errorf("check: iterate the change log: %w", err)
+	}
+	defer it.Close()
+	var parts logParts
+	var prev uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		key := it.Key()
+		commit, isKey := keyspace.LogCommit(key)
+		if !isKey {
+			c.add(Problem{Kind: ProblemBadLogEntry, Key: bytes.Clone(key), Detail: "a key in the change log that is no entry's (a part without its entry?)"})
+			continue
+		}
+		switch {
+		case c.r.LogEntries > 0 && commit != prev+1:
+			c.add(Problem{Kind: ProblemLogGap, Key: bytes.Clone(key), Detail: fmt.Sprintf("entry of commit %d follows commit %d", commit, prev)})
+		case commit > seq:
+			c.add(Problem{Kind: ProblemLogGap, Key: bytes.Clone(key), Detail: fmt.Sprintf("entry of commit %d is past the last commit %d", commit, seq)})
+		}
+		c.r.LogEntries++
+		prev = commit
+		if err := c.logEntry(it, commit, &parts); err != nil {
+			return fmt.Errorf("check: read the change log entry of commit %d: %w", commit, err)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("check: iterate the change log: %w", err)
+	}
+	return nil
+}
+
+// logEntry reads every change of the entry of commit under the iterator,
+// recording a malformed one as a problem; the error is storage's.
+func (c *checker) logEntry(it store.Iterator, commit uint64, parts *logParts) error {
+	key := bytes.Clone(it.Key())
+	le, err := readLogEntry(it, commit, parts)
+	var ch logChange
+	for err == nil {
+		var more bool
+		if more, err = le.next(&ch); !more {
+			break
+		}
+	}
+	if errors.Is(err, errLogEntry) {
+		c.add(Problem{Kind: ProblemBadLogEntry, Key: key, Detail: fmt.Sprintf("entry of commit %d: %v", commit, err)})
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	if le.parts == nil {
+		return nil
+	}
+	if err := le.parts.done(); err != nil && !errors.Is(err, errLogEntry) {
+		return err
+	}
+	return nil
 }

@@ -85,6 +85,10 @@ type Options struct {
 	// a Query page, in bytes as it is built (0: 64 MiB): a Get lists the
 	// keys left over as unanswered, a page ends early with a token.
 	MaxResponseBytes int
+	// MaxSendBytes bounds one Watch response, a message the transport
+	// sends and a client receives (0: 64 MiB): a change that would not
+	// fit one leaves out its old record, or its record too, and says so.
+	MaxSendBytes int
 	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
 	MaxPageSize int
 	// QueryLimits bound the size of one query's expression.
@@ -106,6 +110,10 @@ type Options struct {
 	WatchRetentionBytes int64
 	// WatchTrimInterval is how often the log is trimmed (0: 1 s).
 	WatchTrimInterval time.Duration
+	// Clock is the wall clock the change log's entry times and trimming
+	// by age follow (nil: time.Now); the log's time keeps to the
+	// monotonic clock's pace when it jumps (logClock).
+	Clock func() time.Time
 	// WatchTailBytes bounds the newest log entries kept in memory while
 	// watches run, so that watchers at the tail of the log read them
 	// without storage (watchtail.go; 0: DefaultWatchTailBytes, negative:
@@ -134,6 +142,9 @@ type Engine struct {
 	// logBytes is the change log's bytes written before the next entry
 	// (see watchlog.go); guarded by writeMu.
 	logBytes uint64
+
+	// clock is the change log's time (watchclock.go).
+	clock *logClock
 
 	// logOn says whether write batches write change-log entries;
 	// immutable after Open. durable is the last commit known durable,
@@ -257,6 +268,7 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	e.applied = newWatermark(e.seq)
 	e.watchStop = make(chan struct{})
 	e.logOn = opts.WatchRetention > 0 && !st.Shared()
+	e.clock = newLogClock(opts.Clock)
 	if !st.Shared() {
 		if err := e.openLog(); err != nil {
 			return nil, err
@@ -296,6 +308,9 @@ func (opts *Options) withDefaults() {
 	}
 	if opts.MaxResultBytes <= 0 {
 		opts.MaxResultBytes = 1 << 20
+	}
+	if opts.MaxSendBytes <= 0 {
+		opts.MaxSendBytes = 64 << 20
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -117,6 +118,15 @@ type watch struct {
 	// the entry being built for them while one is.
 	shareKey string
 	fill     *sharedEntry
+
+	// parts reads the entries stored in parts (watchparts.go).
+	parts logParts
+	// room is the most bytes of a response (Engine.watchRoom).
+	room int
+	// reserveCarry is parts.reserve, made once; ctx the context it waits
+	// in, the round's.
+	reserveCarry func(n int) error
+	ctx          context.Context
 }
 
 // newWatch validates a request: its types, its filter and its batch size.
@@ -127,7 +137,7 @@ func (e *Engine) newWatch(req *pb.WatchRequest, send func(*[]byte, Hold) error) 
 	if req.GetFilter() != "" && req.GetWhere() != nil {
 		return nil, filterError("watch has both filter and where: set one of them", nil)
 	}
-	w := &watch{e: e, types: map[uint32]*watchType{}, start: req.GetStart(), old: req.GetOldRecords(), send: send}
+	w := &watch{e: e, types: map[uint32]*watchType{}, start: req.GetStart(), old: req.GetOldRecords(), send: send, room: e.watchRoom()}
 	w.batchSize = int(req.GetBatchSize())
 	if w.batchSize <= 0 || w.batchSize > e.opts.MaxResultRecords*10 {
 		w.batchSize = e.opts.MaxResultRecords
@@ -286,7 +296,7 @@ func (e *Engine) firstLogCommit() (uint64, bool, error) {
 	if !it.First() {
 		return 0, false, storeError(it.Error())
 	}
-	c, ok := logCommit(it.Key())
+	c, _, ok := entryCommit(it.Key())
 	return c, ok, nil
 }
 
@@ -356,11 +366,18 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 	expect := from
 	sent := 0
 	for ok := it.First(); ok && sent < watchRoundResponses; ok = it.Next() {
-		c, _ := logCommit(it.Key())
+		if err := w.alive(ctx); err != nil {
+			return err
+		}
+		c, isKey := logCommit(it.Key())
+		if !isKey {
+			return w.corrupt(expect, errLogEntry) // a part with no entry before it
+		}
 		if c != expect {
 			return w.e.logGap(formatPos(w.pos), wm)
 		}
-		le, err := parseLogEntry(it.Value())
+		w.parts.reserve = w.carryReserver(ctx)
+		le, err := readLogEntry(it, c, &w.parts)
 		if err != nil {
 			return w.corrupt(c, err)
 		}
@@ -368,17 +385,57 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 		if err != nil {
 			return err
 		}
+		if err := le.parts.done(); err != nil {
+			return w.corrupt(c, err)
+		}
 		sent += n
 		w.pos = position{commit: c}
 		expect = c + 1
 	}
 	if err := it.Error(); err != nil {
-		return storeError(err)
+		return storeError(fmt.Errorf("read the change log at commit %d: %w", expect, err))
 	}
 	if expect == from {
 		return w.e.logGap(formatPos(w.pos), wm)
 	}
 	return w.flush()
+}
+
+// carryReserver returns the hook that covers a large change read across
+// parts of an entry (logParts.reserve): the response built so far is sent
+// first, with the position before the change, and the wait holds
+// nothing; the change is covered twice, as read and as copied into the
+// response, no more than the whole budget.
+func (w *watch) carryReserver(ctx context.Context) func(n int) error {
+	if w.reserveCarry == nil {
+		w.reserveCarry = func(n int) error {
+			if err := w.flush(); err != nil {
+				return err
+			}
+			need := min(2*int64(n)+minHeld, w.e.opts.MaxResultBufferBytes)
+			return w.e.cover(w.ctx, &w.h, need, true)
+		}
+	}
+	w.ctx = ctx
+	return w.reserveCarry
+}
+
+// alive returns why the watch must end now, if it must: its context ended,
+// the server stops its watches, or the engine closed. Reading the log
+// checks it between entries, so that a watcher reading far behind (or
+// past a change its filter never matches) stops when its client goes.
+func (w *watch) alive(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-w.e.watchStop:
+		return errWatchStopped
+	case <-w.e.bgCtx.Done():
+		return ErrClosed
+	default:
+		return nil
+	}
 }
 
 // tailRound is round from the log's tail; ok is false when the tail
@@ -387,6 +444,9 @@ func (w *watch) round(ctx context.Context, wm uint64) error {
 func (w *watch) tailRound(ctx context.Context, from, wm uint64) (ok bool, err error) {
 	sent := 0
 	for c := from; c <= wm && sent < watchRoundResponses; c++ {
+		if err := w.alive(ctx); err != nil {
+			return true, err
+		}
 		te := w.e.tail.get(c)
 		if te == nil {
 			break
@@ -428,10 +488,10 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 		if se != nil {
 			return w.replay(ctx, c, se)
 		}
-		if fill && len(le.rest) <= watchShareBytes/4 { // a larger one is not kept (watchShare.put)
+		if fill && le.size <= watchShareBytes/4 { // a larger one is not kept (watchShare.put)
 			// Sized from the entry at once: grown by append, the copies
 			// were a tenth of the CPU with ten watchers.
-			w.fill = &sharedEntry{b: make([]byte, 0, 3*len(le.rest)+1024), chs: make([]sharedChange, 0, 64)}
+			w.fill = &sharedEntry{b: make([]byte, 0, 3*le.size+1024), chs: make([]sharedChange, 0, 64)}
 			defer func() { w.fill = nil }()
 		}
 	}
@@ -455,6 +515,14 @@ func (w *watch) entry(ctx context.Context, c uint64, le *logEntry) (int, error) 
 		full, err := w.consider(ctx, c, ch.index, ch.op, ch.typeID, ch.rec, ch.old)
 		if err != nil {
 			return sent, err
+		}
+		if le.parts != nil {
+			// A large change's carry goes, and so does the budget it
+			// held unless the response holds the change now.
+			le.shrink()
+			if !w.resp.open() {
+				w.e.release(&w.h)
+			}
 		}
 		if full {
 			if err := w.flush(); err != nil {
@@ -496,6 +564,20 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	if withOld {
 		cost += len(old)
 	}
+	var om omitted
+	if w.resp.len()+cost+len(wt.name)+3*len(wt.t.urlField)+changeSlack > w.room {
+		// Rare: a change near the largest message sent.
+		if withRec, withOld, om, err = w.fit(c, index, wt, match, rec, old, withRec, withOld); err != nil {
+			return false, err
+		}
+		cost = len(match)
+		if withRec {
+			cost += len(rec)
+		}
+		if withOld {
+			cost += len(old)
+		}
+	}
 	if err := w.open(ctx); err != nil {
 		return false, err
 	}
@@ -503,7 +585,7 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 		return false, err
 	}
 	from := len(*w.resp.bp)
-	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld)
+	w.resp.addChange(c, index, op, wt, match, rec, old, withRec, withOld, om)
 	cost += len(w.resp.key) - len(match)
 	if f := w.fill; f != nil {
 		f.b = append(f.b, (*w.resp.bp)[from:]...)
@@ -511,6 +593,59 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op byte, t
 	}
 	w.size += cost
 	return w.resp.n >= w.batchSize || w.size >= w.e.opts.MaxResultBytes, nil
+}
+
+// changeSlack bounds a change's bytes besides its key, records, type
+// name and type URLs: tags, lengths, op, position, flags (about 80 at
+// most).
+const changeSlack = 128
+
+// watchRoom is the most bytes one watch response may hold: what the
+// transport sends in one message (MaxSendBytes), and no more than the
+// whole result budget, less the progress.
+func (e *Engine) watchRoom() int {
+	return int(min(int64(e.opts.MaxSendBytes), e.opts.MaxResultBufferBytes)) - sizePosField
+}
+
+// fit decides which records of a change near the message limit it sends:
+// the old record goes when the change would not fit one message with it,
+// the record too when the change would not fit with it either (what is
+// left, the key, is within the transport's limit: it is cut from a record
+// that arrived in one message). The response being built is sent first when the change fits
+// a message but not beside it.
+func (w *watch) fit(c uint64, index uint32, wt *watchType, match, rec, old []byte, withRec, withOld bool) (bool, bool, omitted, error) {
+	var om omitted
+	room := w.room
+	w.resp.key = appendKeyFields(w.resp.key[:0], match, wt.t.pkNums)
+	keyLen := len(w.resp.key)
+	size, _ := changeSize(c, index, wt, keyLen, len(rec), len(old), withRec, withOld, om)
+	if size > room && withOld {
+		withOld, om.old = false, true
+		size, _ = changeSize(c, index, wt, keyLen, len(rec), 0, withRec, false, om)
+	}
+	if size > room && withRec {
+		withRec, om.rec = false, true
+		size, _ = changeSize(c, index, wt, keyLen, 0, 0, false, false, om)
+	}
+	if w.resp.n > 0 && w.resp.len()+size > room {
+		if err := w.flushBefore(c, index); err != nil {
+			return false, false, om, err
+		}
+	}
+	return withRec, withOld, om, nil
+}
+
+// flushBefore sends the response being built before change index of
+// commit c is added to it, with the progress up to the change before.
+func (w *watch) flushBefore(c uint64, index uint32) error {
+	at := w.pos
+	w.pos = position{commit: c - 1}
+	if index > 0 {
+		w.pos = position{commit: c, index: index - 1, part: true}
+	}
+	err := w.flush()
+	w.pos = at
+	return err
 }
 
 // open starts a response when none is being built, holding its result
@@ -533,6 +668,12 @@ func (w *watch) replay(ctx context.Context, c uint64, se *sharedEntry) (int, err
 	sent, start := 0, 0
 	for _, ch := range se.chs {
 		w.pos = position{commit: c, index: ch.index, part: true}
+		if w.resp.n > 0 && w.resp.len()+ch.end-start > w.room {
+			if err := w.flushBefore(c, ch.index); err != nil {
+				return sent, err
+			}
+			sent++
+		}
 		if err := w.open(ctx); err != nil {
 			return sent, err
 		}

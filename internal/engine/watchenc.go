@@ -57,17 +57,47 @@ func (r *respEnc) reserve(n int) {
 	r.bp = nb
 }
 
+// omitted says which records a change leaves out (Change.old_record_omitted,
+// record_omitted): the change with them would not fit in one message.
+type omitted struct{ old, rec bool }
+
+// changeSize returns the size of a change's WatchResponse field whose key
+// holds keyLen bytes, as addChange writes it (TestWatchEncodeMatchesProto
+// holds the two to the same sizes).
+func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om omitted) (field, size int) {
+	uf := len(wt.t.urlField)
+	keyAny := sizeAnyF(uf, keyLen)
+	size = 2 + sizeString(apiwire.ChangeType, wt.name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
+	if withRec {
+		recAny := sizeAnyF(uf, recLen)
+		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
+	}
+	if withOld {
+		oldAny := sizeAnyF(uf, oldLen)
+		size += 1 + protowire.SizeVarint(uint64(oldAny)) + oldAny
+	}
+	size += 2 + sizePos(c, index, true) // at most 17: a 1-byte length
+	if om.old {
+		size += 2
+	}
+	if om.rec {
+		size += 2
+	}
+	return 1 + protowire.SizeVarint(uint64(size)) + size, size
+}
+
 // addChange appends one change. match is the record the key is cut from
 // (the old one for a remove); rec is written when withRec, old when
 // withOld. The type's name and URL fields are written from wt's encoded
 // copies, lengths and the position with appendVarint: encoding a change
 // field by field through protowire cost about as much as the rest of a
 // tail watcher's work together.
-func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, match, rec, old []byte, withRec, withOld bool) {
+func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, match, rec, old []byte, withRec, withOld bool, om omitted) {
 	r.key = appendKeyFields(r.key[:0], match, wt.t.pkNums)
 	if wt.typeField == nil {
 		wt.encodeNames()
 	}
+	// The sizes as changeSize computes them, inline: this is the hot path.
 	uf := len(wt.t.urlField)
 	keyAny := sizeAnyF(uf, len(r.key))
 	size := 2 + len(wt.typeField) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
@@ -82,8 +112,15 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 	}
 	pos := sizePos(c, index, true) // at most 17: a 1-byte length
 	size += 2 + pos
+	if om.old {
+		size += 2
+	}
+	if om.rec {
+		size += 2
+	}
+	field := 1 + protowire.SizeVarint(uint64(size)) + size
 
-	r.reserve(1 + protowire.SizeVarint(uint64(size)) + size + sizePosField)
+	r.reserve(field + sizePosField)
 	b := *r.bp
 	b = append(b, tagWatchChanges)
 	b = appendVarint(b, uint64(size))
@@ -103,21 +140,37 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 	}
 	b = append(b, tagPosIndex)
 	b = appendVarint(b, uint64(index))
+	if om.old {
+		b = append(b, tagChangeOldOmit, 1)
+	}
+	if om.rec {
+		b = append(b, tagChangeRecOmit, 1)
+	}
 	*r.bp = b
 	r.n++
 }
 
+// len is the size of the response being built (0 when none is).
+func (r *respEnc) len() int {
+	if r.bp == nil {
+		return 0
+	}
+	return len(*r.bp)
+}
+
 // One-byte tags of the fields addChange writes (field numbers under 16).
 const (
-	tagWatchChanges = byte(apiwire.WatchResponseChanges)<<3 | byte(protowire.BytesType)
-	tagChangeOp     = byte(apiwire.ChangeOp)<<3 | byte(protowire.VarintType)
-	tagChangeKey    = byte(apiwire.ChangeKey)<<3 | byte(protowire.BytesType)
-	tagChangeRecord = byte(apiwire.ChangeRecord)<<3 | byte(protowire.BytesType)
-	tagChangeOld    = byte(apiwire.ChangeOld)<<3 | byte(protowire.BytesType)
-	tagChangePos    = byte(apiwire.ChangePosition)<<3 | byte(protowire.BytesType)
-	tagPosCommit    = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
-	tagPosIndex     = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
-	tagAnyValue     = byte(anywire.FieldValue)<<3 | byte(protowire.BytesType)
+	tagWatchChanges  = byte(apiwire.WatchResponseChanges)<<3 | byte(protowire.BytesType)
+	tagChangeOp      = byte(apiwire.ChangeOp)<<3 | byte(protowire.VarintType)
+	tagChangeKey     = byte(apiwire.ChangeKey)<<3 | byte(protowire.BytesType)
+	tagChangeRecord  = byte(apiwire.ChangeRecord)<<3 | byte(protowire.BytesType)
+	tagChangeOld     = byte(apiwire.ChangeOld)<<3 | byte(protowire.BytesType)
+	tagChangePos     = byte(apiwire.ChangePosition)<<3 | byte(protowire.BytesType)
+	tagPosCommit     = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
+	tagPosIndex      = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
+	tagChangeOldOmit = byte(apiwire.ChangeOldOmit)<<3 | byte(protowire.VarintType)
+	tagChangeRecOmit = byte(apiwire.ChangeRecOmit)<<3 | byte(protowire.VarintType)
+	tagAnyValue      = byte(anywire.FieldValue)<<3 | byte(protowire.BytesType)
 )
 
 // encodeNames sets wt's encoded Change.type field (the type's Any.type_url

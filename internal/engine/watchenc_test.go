@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
 	"testing"
@@ -22,6 +23,7 @@ type encChange struct {
 	op       byte
 	wt       *watchType
 	rec, old []byte
+	om       omitted // records left out (rare: changes over a message)
 }
 
 // refChange builds the change as messages, the way the watcher did before
@@ -39,12 +41,13 @@ func refChange(ch encChange, withOld bool) *pb.Change {
 		Key:      &anypb.Any{TypeUrl: url, Value: record.AppendFields(nil, match, ch.wt.t.pkNums)},
 		Position: &pb.Position{Commit: ch.c, Index: &idx},
 	}
-	if ch.op != changeRemove {
+	if ch.op != changeRemove && !ch.om.rec {
 		out.Record = &anypb.Any{TypeUrl: url, Value: ch.rec}
 	}
-	if withOld && ch.op != changeInsert {
+	if withOld && ch.op != changeInsert && !ch.om.old {
 		out.OldRecord = &anypb.Any{TypeUrl: url, Value: ch.old}
 	}
+	out.OldRecordOmitted, out.RecordOmitted = ch.om.old, ch.om.rec
 	return out
 }
 
@@ -104,6 +107,9 @@ func randChanges(r *rand.Rand, types []*watchType, n int) []encChange {
 		if ch.op != changeInsert {
 			ch.old = randRecord(r)
 		}
+		if r.IntN(10) == 0 {
+			ch.om = omitted{old: ch.op != changeInsert, rec: ch.op != changeRemove && r.IntN(2) == 0}
+		}
 		out[i] = ch
 	}
 	return out
@@ -117,7 +123,14 @@ func encodeResponse(e *respEnc, chs []encChange, withOld bool, p position) []byt
 		if ch.op == changeRemove {
 			match = ch.old
 		}
-		e.addChange(ch.c, ch.index, ch.op, ch.wt, match, ch.rec, ch.old, ch.op != changeRemove, withOld && ch.op != changeInsert)
+		om := ch.om
+		om.old = om.old && withOld
+		withRec, withOldRec := ch.op != changeRemove && !om.rec, withOld && ch.op != changeInsert && !om.old
+		from := len(*e.bp)
+		e.addChange(ch.c, ch.index, ch.op, ch.wt, match, ch.rec, ch.old, withRec, withOldRec, om)
+		if want, _ := changeSize(ch.c, ch.index, ch.wt, len(e.key), len(ch.rec), len(ch.old), withRec, withOldRec, om); len(*e.bp)-from != want {
+			panic(fmt.Sprintf("addChange wrote %d bytes, changeSize says %d", len(*e.bp)-from, want))
+		}
 	}
 	return e.finish(p)
 }
@@ -137,6 +150,7 @@ func TestWatchEncodeMatchesProto(t *testing.T) {
 		p := position{commit: last.c, index: last.index, part: r.IntN(2) == 0}
 		want := &pb.WatchResponse{Progress: refProgress(p)}
 		for _, ch := range chs {
+			ch.om.old = ch.om.old && withOld
 			want.Changes = append(want.Changes, refChange(ch, withOld))
 		}
 		got := encodeResponse(&e, chs, withOld, p)

@@ -32,6 +32,21 @@ import (
 // remove has no new record, an insert no old one. The primary key is not
 // stored: the record (the old one for a remove) holds it.
 //
+// An entry larger than logPartBytes is stored in parts (watchparts.go):
+// under the commit's key a header (logVersionParts) naming the entry's
+// time, the log bytes before it, its changes' bytes and its parts, and
+// under the part keys (keyspace.AppendLogPartKey) the changes' bytes cut
+// into pieces of logPartBytes, where a change may straddle two parts. No
+// stored value is then larger than logPartBytes: Pebble keeps a value in
+// one block, and reading a damaged block costs Pebble a search for a
+// flipped bit that grows with the block (about 3 s for 256 KiB on a
+// current core, a quarter of an hour for 80 MB), which no context stops.
+// Smaller entries keep the one-value form, so a batch under the bound
+// writes and reads exactly as before.
+//
+// The time is the log's clock (logClock), which never goes back. It is
+// what trimming by age reads.
+//
 // Invariant: the log holds one contiguous run of commits ending at the
 // last commit (or nothing). Open drops entries left before a gap (the log
 // was off for a while), and trimming deletes a prefix.
@@ -40,6 +55,9 @@ const (
 	logVersion    = 1
 	logHeaderSize = 1 + 8 + 8
 )
+
+// logPartBytes bounds every stored value of the log; see above.
+const logPartBytes = 256 << 10
 
 // The change ops of the log; their values are the API's ChangeOp numbers.
 const (
@@ -55,10 +73,16 @@ var errLogEntry = errors.New("change log entry is malformed")
 type logEntry struct {
 	at    int64  // unix ns of the commit
 	cum   uint64 // log bytes written before the entry
-	rest  []byte
+	size  int    // the changes' bytes
+	rest  []byte // the changes' bytes not yet read (of those at hand)
 	index uint32 // of the next change
+	// parts reads the rest of an entry stored in parts (watchparts.go);
+	// nil when rest holds all of it.
+	parts *logParts
 }
 
+// parseLogEntry reads an entry held in one value (logVersion), as stored
+// or as the writer built it.
 func parseLogEntry(v []byte) (logEntry, error) {
 	if len(v) < logHeaderSize || v[0] != logVersion {
 		return logEntry{}, errLogEntry
@@ -66,6 +90,7 @@ func parseLogEntry(v []byte) (logEntry, error) {
 	return logEntry{
 		at:   int64(binary.BigEndian.Uint64(v[1:9])),
 		cum:  binary.BigEndian.Uint64(v[9:17]),
+		size: len(v) - logHeaderSize,
 		rest: v[logHeaderSize:],
 	}, nil
 }
@@ -100,9 +125,30 @@ func (le *logEntry) next(c *logChange) (ok bool, err error) {
 	return le.nextSlow(c)
 }
 
-// nextSlow is next for any change, through protowire.
+// nextSlow is next for any change, through protowire. A change that
+// does not end in the bytes at hand continues in the entry's next part.
 func (le *logEntry) nextSlow(c *logChange) (ok bool, err error) {
+	for {
+		if ok, err = le.read(c); err == nil || !le.parts.more() {
+			if le.parts != nil {
+				le.parts.reserved = false
+			}
+			return ok, err
+		}
+		if err := le.refill(); err != nil {
+			return false, err
+		}
+	}
+}
+
+// read reads the next change from the bytes at hand; errLogEntry when
+// they do not hold a whole one (or are malformed), without consuming
+// them.
+func (le *logEntry) read(c *logChange) (ok bool, err error) {
 	if len(le.rest) == 0 {
+		if le.parts.more() {
+			return false, errLogEntry
+		}
 		return false, nil
 	}
 	b := le.rest
@@ -184,22 +230,14 @@ var (
 // the invariant says: with the log off every entry goes, and with it on
 // the entries go when the last one is not the last commit (the log was off
 // for a while, so they end before a gap). It sets logBytes from the last
-// entry kept. Called by Open, before any writer.
+// entry kept, and starts the log's clock no earlier than its time. Called
+// by Open, before any writer.
 func (e *Engine) openLog() error {
 	it, err := e.st.NewIterator(logStart, logEnd)
 	if err != nil {
 		return fmt.Errorf("open change log: %w", err)
 	}
-	var last uint64
-	var total uint64
-	found := it.Last()
-	if found {
-		last, _ = keyspace.LogCommit(it.Key())
-		if le, perr := parseLogEntry(it.Value()); perr == nil {
-			total = le.cum + uint64(len(it.Key())+len(it.Value()))
-		}
-	}
-	err = it.Error()
+	last, h, found, err := lastLogEntry(it)
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
@@ -210,7 +248,8 @@ func (e *Engine) openLog() error {
 		return nil
 	}
 	if e.logOn && last == e.seq {
-		e.logBytes = total
+		e.logBytes = h.cum + h.stored
+		e.clock.startAt(h.at)
 		return nil
 	}
 	b := e.st.NewWriteBatch()
@@ -220,6 +259,23 @@ func (e *Engine) openLog() error {
 		return fmt.Errorf("drop change log: %w", err)
 	}
 	return b.Wait()
+}
+
+// lastLogEntry returns the commit of the log's last entry and what its
+// header says (zero when it does not read: the log is then dropped or
+// trimmed whole as if it held nothing, not refused).
+func lastLogEntry(it store.Iterator) (c uint64, h logHead, found bool, err error) {
+	if !it.Last() {
+		return 0, logHead{}, false, it.Error()
+	}
+	c, part, ok := entryCommit(it.Key())
+	if ok && part && !it.SeekGE(keyspace.AppendLogKey(nil, c)) {
+		ok = false
+	}
+	if ok {
+		h, _ = readLogHead(it.Key(), it.Value())
+	}
+	return c, h, true, it.Error()
 }
 
 // logChange appends the change that record p made to the batch's log
@@ -263,13 +319,20 @@ func (w *Writer) sizedLogBuf() []byte {
 const logChangeFraming = 1 + 5 + 3 + 3
 
 // putLog completes the batch's entry and adds it to b, under writeMu,
-// once the batch's commit sequence is known.
+// once the batch's commit sequence is known: as one value, or in parts
+// when larger than logPartBytes. logStored is then what it adds to the
+// log.
 func (w *Writer) putLog(b store.WriteBatch, seq uint64) {
 	e := w.e
-	binary.BigEndian.PutUint64(w.logBuf[1:9], uint64(time.Now().UnixNano()))
+	binary.BigEndian.PutUint64(w.logBuf[1:9], uint64(e.clock.now()))
 	binary.BigEndian.PutUint64(w.logBuf[9:17], e.logBytes)
 	w.logKey = keyspace.AppendLogKey(w.logKey[:0], seq)
+	if len(w.logBuf) > logPartBytes {
+		w.putLogParts(b, seq)
+		return
+	}
 	b.Set(w.logKey, w.logBuf)
+	w.logStored = uint64(len(w.logKey) + len(w.logBuf))
 }
 
 // trimLoop trims the log every interval until Close.
@@ -282,17 +345,17 @@ func (e *Engine) trimLoop(interval time.Duration) {
 		case <-e.bgCtx.Done():
 			return
 		case <-t.C:
-			if err := e.TrimLog(time.Now()); err != nil {
+			if err := e.TrimLog(); err != nil {
 				e.log.Warn("change log trim failed", "err", err)
 			}
 		}
 	}
 }
 
-// TrimLog deletes the log entries older than the retention time at now or
-// beyond the retention bytes, with one DeleteRange. The trimming goroutine
-// calls it; tests call it to trim at a time of their choosing.
-func (e *Engine) TrimLog(now time.Time) error {
+// TrimLog deletes the log entries older than the retention on the log's
+// clock or beyond the retention bytes, with one DeleteRange. The trimming
+// goroutine calls it; tests call it to trim at a time of their choosing.
+func (e *Engine) TrimLog() error {
 	if !e.logOn {
 		return nil
 	}
@@ -300,7 +363,7 @@ func (e *Engine) TrimLog(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("trim change log: %w", err)
 	}
-	cut, err := e.trimPoint(it, now)
+	cut, err := e.trimPoint(it, e.clock.now())
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
@@ -321,35 +384,40 @@ func (e *Engine) TrimLog(now time.Time) error {
 	return nil
 }
 
-// trimPoint returns the key of the first entry to keep (logEnd when none
-// is), or nil when nothing is to be trimmed.
-func (e *Engine) trimPoint(it store.Iterator, now time.Time) ([]byte, error) {
-	if !it.Last() {
-		return nil, it.Error()
-	}
-	le, err := parseLogEntry(it.Value())
-	if err != nil {
+// trimPoint returns the key of the first entry to keep at the log's time
+// now (logEnd when none is), or nil when nothing is to be trimmed. It
+// reads the entries' headers only, stepping over their parts.
+func (e *Engine) trimPoint(it store.Iterator, now int64) ([]byte, error) {
+	_, last, found, err := lastLogEntry(it)
+	if err != nil || !found {
 		return nil, err
 	}
-	total := le.cum + uint64(len(it.Key())+len(it.Value()))
-	oldest := now.Add(-e.opts.WatchRetention).UnixNano()
+	total := last.cum + last.stored
+	oldest := now - int64(e.opts.WatchRetention)
 	var lowCum uint64
 	if rb := uint64(e.opts.WatchRetentionBytes); rb > 0 && total > rb {
 		lowCum = total - rb
 	}
 	first := true
-	for ok := it.First(); ok; ok = it.Next() {
-		le, err := parseLogEntry(it.Value())
-		if err != nil {
-			return nil, err
-		}
-		if le.at >= oldest && le.cum >= lowCum {
-			if first {
-				return nil, nil
+	for ok := it.First(); ok; first = false {
+		c, part, _ := entryCommit(it.Key())
+		if !part {
+			h, err := readLogHead(it.Key(), it.Value())
+			if err != nil {
+				return nil, err
 			}
-			return append([]byte(nil), it.Key()...), nil
+			if h.at >= oldest && h.cum >= lowCum {
+				if first {
+					return nil, nil
+				}
+				return append([]byte(nil), it.Key()...), nil
+			}
+			if h.parts == 0 {
+				ok = it.Next()
+				continue
+			}
 		}
-		first = false
+		ok = it.SeekGE(keyspace.AppendLogKey(nil, c+1))
 	}
 	if err := it.Error(); err != nil {
 		return nil, err

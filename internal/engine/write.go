@@ -88,6 +88,8 @@ type Writer struct {
 	// (see watchlog.go); both reused from batch to batch.
 	logBuf []byte
 	logKey []byte
+	// logStored is what the entry adds to the log's keys and values.
+	logStored uint64
 	// reserved is the write budget the transport took for the request
 	// the next Apply applies (Use); batchBytes what the storage batch
 	// last committed holds (commit).
@@ -408,8 +410,8 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 		w.batchBytes += int64(len(w.preps[i].val))
 	}
 	if e.logOn {
-		w.batchBytes += int64(len(w.logKey) + len(w.logBuf))
-		e.logBytes += uint64(len(w.logKey) + len(w.logBuf))
+		w.batchBytes += int64(w.logStored)
+		e.logBytes += w.logStored
 		w.logBuf = e.tail.add(e.seq, w.logBuf)
 		if !e.st.SyncWrites() {
 			// Visible is durable: nothing waits for a sync.

@@ -74,6 +74,9 @@ const (
 	// LogPrefix starts the change log's entries: one per committed write
 	// batch, keyed by its commit sequence (8 bytes big-endian), so the log
 	// iterates in commit order and trims as one DeleteRange of a prefix.
+	// A large entry is stored in parts, under the commit's key followed by
+	// the part's number (4 bytes big-endian): they sort after the commit's
+	// own key and before the next commit's.
 	LogPrefix = "\x00log/"
 	// StorePrefix starts the Pebble store's own keys: the mark of a store
 	// with an index instance, so that one whose index directory went
@@ -97,6 +100,25 @@ func AppendLogKey(dst []byte, commit uint64) []byte {
 // is not one.
 func LogCommit(key []byte) (commit uint64, ok bool) {
 	return numberedKey(key, LogPrefix)
+}
+
+// LogPartKeyLen is the length of the key of a part of a change-log entry.
+const LogPartKeyLen = LogKeyLen + 4
+
+// AppendLogPartKey appends the key of part n of a commit's change-log
+// entry.
+func AppendLogPartKey(dst []byte, commit uint64, n uint32) []byte {
+	return binary.BigEndian.AppendUint32(AppendLogKey(dst, commit), n)
+}
+
+// LogPart returns the commit and part number of a change-log part key; ok
+// is false when key is not one.
+func LogPart(key []byte) (commit uint64, n uint32, ok bool) {
+	if len(key) != LogPartKeyLen {
+		return 0, 0, false
+	}
+	commit, ok = LogCommit(key[:LogKeyLen])
+	return commit, binary.BigEndian.Uint32(key[LogKeyLen:]), ok
 }
 
 // appendNumberedKey appends prefix and n, 8 bytes big-endian, so that the

@@ -117,6 +117,7 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x %q indexID(4)", TagMeta, BuildPrefix[1:]):             true,
 		fmt.Sprintf("%02x %q indexID(4) \"/\" lease", TagMeta, BuildPrefix[1:]): true,
 		fmt.Sprintf("%02x %q commit(8)", TagMeta, LogPrefix[1:]):                true,
+		fmt.Sprintf("%02x %q commit(8) part(4)", TagMeta, LogPrefix[1:]):        true,
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
@@ -177,6 +178,31 @@ func TestLogKey(t *testing.T) {
 	for _, k := range [][]byte{nil, []byte(LogPrefix), []byte(SeqKey), append(AppendLogKey(nil, 1), 0)} {
 		if _, ok := LogCommit(k); ok {
 			t.Errorf("LogCommit(% x) accepted a key that is not a log key", k)
+		}
+	}
+}
+
+// TestLogPartKey checks that the parts of an entry sort after its key, in
+// part order, and before the next commit's key.
+func TestLogPartKey(t *testing.T) {
+	for _, c := range []uint64{0, 7, 1<<64 - 1} {
+		for _, n := range []uint32{0, 1, 1<<32 - 1} {
+			k := AppendLogPartKey(nil, c, n)
+			if gc, gn, ok := LogPart(k); !ok || gc != c || gn != n {
+				t.Errorf("LogPart(AppendLogPartKey(%d, %d)) = %d, %d, %v", c, n, gc, gn, ok)
+			}
+		}
+	}
+	order := [][]byte{AppendLogKey(nil, 7), AppendLogPartKey(nil, 7, 0), AppendLogPartKey(nil, 7, 1),
+		AppendLogPartKey(nil, 7, 256), AppendLogKey(nil, 8)}
+	for i := 1; i < len(order); i++ {
+		if bytes.Compare(order[i-1], order[i]) >= 0 {
+			t.Errorf("% x sorts before % x", order[i], order[i-1])
+		}
+	}
+	for _, k := range [][]byte{nil, AppendLogKey(nil, 7), append(AppendLogPartKey(nil, 7, 0), 0), []byte(SeqKey + "0123456789ab")} {
+		if _, _, ok := LogPart(k); ok {
+			t.Errorf("LogPart(% x) accepted a key that is not a part key", k)
 		}
 	}
 }

@@ -3979,8 +3979,18 @@ type Change struct {
 	Record *anypb.Any `protobuf:"bytes,4,opt,name=record,proto3" json:"record,omitempty"`
 	// The record before the change, for updates and removes when the request
 	// asked for old_records.
-	OldRecord     *anypb.Any `protobuf:"bytes,5,opt,name=old_record,json=oldRecord,proto3" json:"old_record,omitempty"`
-	Position      *Position  `protobuf:"bytes,6,opt,name=position,proto3" json:"position,omitempty"`
+	OldRecord *anypb.Any `protobuf:"bytes,5,opt,name=old_record,json=oldRecord,proto3" json:"old_record,omitempty"`
+	Position  *Position  `protobuf:"bytes,6,opt,name=position,proto3" json:"position,omitempty"`
+	// Set when old_records was asked for but old_record is left out: the
+	// change with it would have been larger than one watch message (64 MiB
+	// by default, what clients receive; an update of a record over about
+	// 32 MiB). The feed goes on with the next change.
+	OldRecordOmitted bool `protobuf:"varint,7,opt,name=old_record_omitted,json=oldRecordOmitted,proto3" json:"old_record_omitted,omitempty"`
+	// Set when record is left out as well: the change with only its key
+	// and record would still have been over the limit (a primary key of
+	// megabytes beside a record near the message limit). Get the record by
+	// key to read it.
+	RecordOmitted bool `protobuf:"varint,8,opt,name=record_omitted,json=recordOmitted,proto3" json:"record_omitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4055,6 +4065,20 @@ func (x *Change) GetPosition() *Position {
 		return x.Position
 	}
 	return nil
+}
+
+func (x *Change) GetOldRecordOmitted() bool {
+	if x != nil {
+		return x.OldRecordOmitted
+	}
+	return false
+}
+
+func (x *Change) GetRecordOmitted() bool {
+	if x != nil {
+		return x.RecordOmitted
+	}
+	return false
 }
 
 type WatchResponse struct {
@@ -4378,7 +4402,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\bPosition\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x19\n" +
 	"\x05index\x18\x02 \x01(\rH\x00R\x05index\x88\x01\x01B\b\n" +
-	"\x06_index\"\x83\x02\n" +
+	"\x06_index\"\xd8\x02\n" +
 	"\x06Change\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.protobase.v1.ChangeOpR\x02op\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12&\n" +
@@ -4386,7 +4410,9 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06record\x18\x04 \x01(\v2\x14.google.protobuf.AnyR\x06record\x123\n" +
 	"\n" +
 	"old_record\x18\x05 \x01(\v2\x14.google.protobuf.AnyR\toldRecord\x122\n" +
-	"\bposition\x18\x06 \x01(\v2\x16.protobase.v1.PositionR\bposition\"s\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.protobase.v1.PositionR\bposition\x12,\n" +
+	"\x12old_record_omitted\x18\a \x01(\bR\x10oldRecordOmitted\x12%\n" +
+	"\x0erecord_omitted\x18\b \x01(\bR\rrecordOmitted\"s\n" +
 	"\rWatchResponse\x12.\n" +
 	"\achanges\x18\x01 \x03(\v2\x14.protobase.v1.ChangeR\achanges\x122\n" +
 	"\bprogress\x18\x02 \x01(\v2\x16.protobase.v1.PositionR\bprogress*r\n" +

@@ -293,11 +293,22 @@ func (d *diskState) jobEnd(inst instance, job int, err error, flush bool) {
 	}
 }
 
-// eventListener returns inst's Pebble event listener: write stalls for
-// the metrics, background errors, and the jobs' tables for diskState.
+// eventListener returns inst's Pebble event listener: damaged tables,
+// write stalls for the metrics, background errors, and the jobs' tables
+// for diskState.
 func (s *Store) eventListener(inst instance) *pebble.EventListener {
 	d := s.disk
 	return &pebble.EventListener{
+		// Without a listener Pebble ends the process on a damaged
+		// block (its logger's Fatalf): one read of one bad table, such
+		// as a watcher reaching a damaged change-log entry or check
+		// reading it, would stop the server, again at every restart.
+		// The read fails with the corruption error instead, naming the
+		// table; the rest of the store goes on serving.
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			s.logger.Error("storage: a table is damaged; reads of its keys fail (restore from a backup)",
+				"file", info.Path, "bounds", info.Bounds.String(), "err", info.Details)
+		},
 		WriteStallBegin: func(pebble.WriteStallBeginInfo) {
 			s.stalls.Add(1)
 			s.stallStart.Store(time.Now().UnixNano())

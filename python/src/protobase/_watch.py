@@ -164,6 +164,11 @@ class Change:
     record before it, for updates and removes of a watch that asked for
     ``old_records`` (None otherwise). All three are decoded as the watch's
     ``decode`` asks, like the records of the other reads.
+
+    ``old_record_omitted`` says the old record was asked for but left out,
+    ``record_omitted`` that the record was left out too: the change with
+    them was larger than one message the server sends (docs/watch.md,
+    "Changes too large for one message").
     """
 
     op: ChangeOp
@@ -172,6 +177,8 @@ class Change:
     record: Any
     old_record: Any
     position: Position
+    old_record_omitted: bool = False
+    record_omitted: bool = False
 
 
 class Watch:
@@ -260,7 +267,9 @@ class Watch:
             if op is None:
                 raise QueryError(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
             pos = Position.from_pb(c.position)
-            self._pending.append(Change(op, c.type, key, rec, old, pos))
+            self._pending.append(
+                Change(op, c.type, key, rec, old, pos, c.old_record_omitted, c.record_omitted)
+            )
             after = pos
         if resp.HasField("progress"):
             p = Position.from_pb(resp.progress)

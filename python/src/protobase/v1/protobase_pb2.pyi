@@ -1903,9 +1903,23 @@ class Change(_message.Message):
     RECORD_FIELD_NUMBER: _builtins.int
     OLD_RECORD_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
+    OLD_RECORD_OMITTED_FIELD_NUMBER: _builtins.int
+    RECORD_OMITTED_FIELD_NUMBER: _builtins.int
     op: Global___ChangeOp.ValueType
     type: _builtins.str
     """Full name of the record type."""
+    old_record_omitted: _builtins.bool
+    """Set when old_records was asked for but old_record is left out: the
+    change with it would have been larger than one watch message (64 MiB
+    by default, what clients receive; an update of a record over about
+    32 MiB). The feed goes on with the next change.
+    """
+    record_omitted: _builtins.bool
+    """Set when record is left out as well: the change with only its key
+    and record would still have been over the limit (a primary key of
+    megabytes beside a record near the message limit). Get the record by
+    key to read it.
+    """
     @_builtins.property
     def key(self) -> _any_pb2.Any:
         """The record holding only its primary-key fields."""
@@ -1931,10 +1945,12 @@ class Change(_message.Message):
         record: _any_pb2.Any | None = ...,
         old_record: _any_pb2.Any | None = ...,
         position: Global___Position | None = ...,
+        old_record_omitted: _builtins.bool = ...,
+        record_omitted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "position", b"position", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "op", b"op", "position", b"position", "record", b"record", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "old_record_omitted", b"old_record_omitted", "op", b"op", "position", b"position", "record", b"record", "record_omitted", b"record_omitted", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
