@@ -92,10 +92,13 @@ func (s *Server) newReceiveBudget() {
 // receive budget, unless TLS is on and the credentials account each
 // connection after its handshake.
 func (s *Server) grpcListener() net.Listener {
+	// Each connection's closing gives back what its queued responses
+	// hold of the result budget (grpctransport.TrackConns).
+	lis := s.svc.TrackConns(s.lis)
 	if s.certs != nil {
-		return s.lis
+		return lis
 	}
-	return s.recv.Listener(s.lis)
+	return s.recv.Listener(lis)
 }
 
 // registerReceiveMetrics exports the receive budget's figures.

@@ -394,9 +394,6 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 		grpc.WriteBufferSize(256<<10),
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{MaxQueries: cfg.MaxSearchQueries}),
-		// Responses hold their bytes of the result budget until gRPC has
-		// written them, or their connection ends (docs/limits.md).
-		grpc.StatsHandler(grpctransport.HoldsHandler()),
 	), boundOptions(cfg)...)...)
 	s.svc.Register(s.gs)
 	if cfg.Lab {

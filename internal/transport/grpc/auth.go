@@ -9,6 +9,7 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 )
@@ -31,10 +32,20 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if derr != nil {
 			return nil, toStatus(derr)
 		}
+		if !answersHeld[info.FullMethod] {
+			return handler(ctx, req)
+		}
 		ctx, slot := engine.WithAnswerSlot(ctx)
 		resp, err := handler(ctx, req)
-		return heldAnswer(ctx, resp, err, slot.Take()), err
+		return heldAnswer(s.heldConnOf(ctx), resp, err, slot.Take()), err
 	}
+}
+
+// answersHeld are the unary methods whose answers hold bytes of the result
+// budget until written (engine.AnswerSlot).
+var answersHeld = map[string]bool{
+	pb.Protobase_Get_FullMethodName:   true,
+	pb.Protobase_Query_FullMethodName: true,
 }
 
 // StreamInterceptor authenticates a stream once, when it opens; the

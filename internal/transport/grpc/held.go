@@ -2,11 +2,13 @@ package grpc
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/peer"
 
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
@@ -19,11 +21,8 @@ import (
 // release buffer behind its bytes (grpcbuf.Held), which gRPC frees once it
 // has written everything before it to the connection or dropped it with
 // the stream. A connection that dies with responses queued does not free
-// them; HoldsHandler, a stats handler, releases what is left of them when
-// the connection ends.
-
-// heldKey is the context key of a connection's heldConn.
-type heldKey struct{}
+// them: the server's listener is wrapped (TrackConns) so that what they
+// hold is given back when the connection closes.
 
 // heldConn is what one connection's queued responses hold of the result
 // budget. mu guards held and ended.
@@ -35,7 +34,10 @@ type heldConn struct {
 
 // released gives back one response's Hold once: when gRPC frees its
 // release buffer (Put), when its send fails, or when its connection ends.
+// It is also the message handed to SendMsg (its Held), so that one
+// allocation carries both.
 type released struct {
+	grpcbuf.Held
 	c    *heldConn
 	h    engine.Hold
 	done atomic.Bool
@@ -62,10 +64,11 @@ func (r *released) release() {
 	r.h.Release()
 }
 
-// add registers h with the connection; nil when the connection has ended
-// (h is then given back at once).
-func (c *heldConn) add(h engine.Hold) *released {
+// add registers m, held with h, with the connection and returns what to
+// send; nil when the connection has ended (h is then given back at once).
+func (c *heldConn) add(m any, h engine.Hold) *released {
 	r := &released{c: c, h: h}
+	r.Msg, r.Pool = m, r
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
@@ -91,45 +94,109 @@ func (c *heldConn) end() {
 	}
 }
 
-// HoldsHandler is the stats handler the server must install
-// (grpc.StatsHandler) for sendHeld: it gives each connection its
-// heldConn and releases what is left of it when the connection ends.
-func HoldsHandler() stats.Handler { return holdsHandler{} }
+// connKey names a connection by its two ends, as gRPC's peer knows them.
+type connKey struct{ local, remote netip.AddrPort }
 
-type holdsHandler struct{}
-
-func (holdsHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, heldKey{}, &heldConn{held: map[*released]struct{}{}})
-}
-
-func (holdsHandler) HandleConn(ctx context.Context, s stats.ConnStats) {
-	if _, ok := s.(*stats.ConnEnd); ok {
-		if c, _ := ctx.Value(heldKey{}).(*heldConn); c != nil {
-			c.end()
-		}
+func keyOf(local, remote net.Addr) (connKey, bool) {
+	l, lok := local.(*net.TCPAddr)
+	r, rok := remote.(*net.TCPAddr)
+	if !lok || !rok {
+		return connKey{}, false
 	}
+	return connKey{l.AddrPort(), r.AddrPort()}, true
 }
 
-func (holdsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+// heldConns are the connections of the service's gRPC server, by their
+// ends. mu guards m.
+type heldConns struct {
+	mu sync.RWMutex
+	m  map[connKey]*heldConn
+}
 
-func (holdsHandler) HandleRPC(context.Context, stats.RPCStats) {}
+// TrackConns wraps the gRPC server's listener so that each connection has
+// its heldConn, ended when the connection closes.
+func (s *Service) TrackConns(l net.Listener) net.Listener {
+	return &trackedListener{Listener: l, conns: &s.conns}
+}
+
+type trackedListener struct {
+	net.Listener
+	conns *heldConns
+}
+
+func (l *trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	k, ok := keyOf(c.LocalAddr(), c.RemoteAddr())
+	if !ok {
+		return c, nil
+	}
+	hc := &heldConn{held: map[*released]struct{}{}}
+	l.conns.mu.Lock()
+	if l.conns.m == nil {
+		l.conns.m = map[connKey]*heldConn{}
+	}
+	l.conns.m[k] = hc
+	l.conns.mu.Unlock()
+	return &trackedConn{Conn: c, conns: l.conns, key: k, held: hc}, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	conns *heldConns
+	key   connKey
+	held  *heldConn
+	once  sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.conns.mu.Lock()
+		if c.conns.m[c.key] == c.held {
+			delete(c.conns.m, c.key)
+		}
+		c.conns.mu.Unlock()
+		c.held.end()
+	})
+	return c.Conn.Close()
+}
+
+// heldConnOf returns the connection a call's context belongs to, or nil
+// for a call that did not come through the tracked listener (the REST
+// gateway's, which calls the service in process).
+func (s *Service) heldConnOf(ctx context.Context) *heldConn {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.LocalAddr == nil || p.Addr == nil {
+		return nil
+	}
+	k, ok := keyOf(p.LocalAddr, p.Addr)
+	if !ok {
+		return nil
+	}
+	s.conns.mu.RLock()
+	hc := s.conns.m[k]
+	s.conns.mu.RUnlock()
+	return hc
+}
 
 // sendHeld sends m on st and gives h back once the bytes are gone: on a
-// connection of the gRPC server (HoldsHandler installed) when gRPC has
-// written or dropped them; on any other stream (the REST gateway's, which
-// has encoded m when SendMsg returns) when SendMsg returns.
-func sendHeld(st grpc.ServerStream, m any, h engine.Hold) error {
-	c, _ := st.Context().Value(heldKey{}).(*heldConn)
+// connection of the gRPC server (c, from heldConnOf) when gRPC has written
+// or dropped them, or the connection has ended; on any other stream (the
+// REST gateway's, which has encoded m when SendMsg returns) when SendMsg
+// returns.
+func sendHeld(c *heldConn, st grpc.ServerStream, m any, h engine.Hold) error {
 	if c == nil || h.Bytes() == 0 {
 		err := st.SendMsg(m)
 		h.Release()
 		return err
 	}
-	r := c.add(h)
+	r := c.add(m, h)
 	if r == nil {
 		return st.SendMsg(m)
 	}
-	err := st.SendMsg(&grpcbuf.Held{Msg: m, Pool: r})
+	err := st.SendMsg(&r.Held)
 	if err != nil {
 		r.release() // whatever gRPC kept of it, it frees; nothing is written now
 	}
@@ -139,21 +206,20 @@ func sendHeld(st grpc.ServerStream, m any, h engine.Hold) error {
 // heldAnswer is the response a unary call returns to gRPC: resp itself,
 // or resp held until gRPC has written it when its answer holds bytes of
 // the result budget (engine.AnswerSlot).
-func heldAnswer(ctx context.Context, resp any, err error, h engine.Hold) any {
+func heldAnswer(c *heldConn, resp any, err error, h engine.Hold) any {
 	if h.Bytes() == 0 {
 		return resp
 	}
-	c, _ := ctx.Value(heldKey{}).(*heldConn)
 	if err != nil || resp == nil || c == nil {
 		h.Release()
 		return resp
 	}
-	r := c.add(h)
+	r := c.add(resp, h)
 	if r == nil {
 		return resp
 	}
 	// gRPC marshals every reply it is given (sendResponse), so the release
 	// buffer is made and freed; should it not be, the connection's end
 	// releases it.
-	return &grpcbuf.Held{Msg: resp, Pool: r}
+	return &r.Held
 }

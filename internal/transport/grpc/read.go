@@ -47,7 +47,8 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 			free = last
 		}
 	}
-	send := func(resp *pb.SearchResponse, h engine.Hold) error { return sendHeld(st, resp, h) }
+	hc := s.heldConnOf(st.Context())
+	send := func(resp *pb.SearchResponse, h engine.Hold) error { return sendHeld(hc, st, resp, h) }
 	if id != nil {
 		g := &searchGuard{id: id, denied: map[uint64]string{}}
 		recv, send = g.recv(recv), g.send(send)
@@ -65,7 +66,7 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 		var f grpcbuf.Frame
 		sio.SendWire = func(b []byte, h engine.Hold) error {
 			f.B = b
-			err := sendHeld(st, &f, h) // the codec copies f.B
+			err := sendHeld(hc, st, &f, h) // the codec copies f.B
 			f.B = nil
 			return err
 		}

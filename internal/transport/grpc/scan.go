@@ -18,12 +18,13 @@ func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.Sca
 	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
 		return toStatus(err)
 	}
+	hc := s.heldConnOf(st.Context())
 	send := func(m *pb.ScanResponse, h engine.Hold) error {
 		if err := id.Check(); err != nil { // nil id: auth is off
 			h.Release()
 			return err
 		}
-		return sendHeld(st, m, h)
+		return sendHeld(hc, st, m, h)
 	}
 	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
 	// stream encode a response before they return: the engine may reuse

@@ -46,6 +46,9 @@ type Service struct {
 	e    *engine.Engine
 	opts Options
 	log  *slog.Logger
+	// conns are the gRPC server's connections, for what their queued
+	// responses hold (held.go).
+	conns heldConns
 }
 
 var _ pb.ProtobaseServer = (*Service)(nil)

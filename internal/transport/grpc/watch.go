@@ -29,6 +29,7 @@ func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.W
 		}
 	}
 	var f grpcbuf.Frame
+	hc := s.heldConnOf(st.Context())
 	send := func(bp *[]byte, h engine.Hold) error {
 		if err := id.Check(); err != nil { // nil id: auth is off
 			grpcbuf.Pool.Put(bp)
@@ -36,7 +37,7 @@ func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.W
 			return err
 		}
 		f.B, f.Owned = *bp, bp
-		err := sendHeld(st, &f, h)
+		err := sendHeld(hc, st, &f, h)
 		f.B, f.Owned = nil, nil
 		return err
 	}
