@@ -42,6 +42,7 @@ import (
 	"github.com/protobase/protobase/internal/store/pebble"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	labtransport "github.com/protobase/protobase/internal/transport/lab"
+	"github.com/protobase/protobase/internal/watch"
 )
 
 // Config configures a server. The zero value of every field but DataDir is
@@ -236,6 +237,7 @@ type Server struct {
 	log     *slog.Logger
 	st      store.KV
 	eng     *engine.Engine
+	watches *watch.Service
 	gs      *grpc.Server
 	lis     net.Listener
 	health  *health.Server
@@ -302,7 +304,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.startAuth(); err != nil {
 		return nil, err
 	}
-	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries, BackupScratch: backupScratch(cfg)})
+	// A watch response stays within what clients receive by default
+	// (64 MiB, the send limit less its 1 MiB of headroom).
+	s.watches = watch.New(eng, watch.Options{MaxSendBytes: sendLimit(cfg) - 1<<20})
+	s.svc = grpctransport.New(eng, grpctransport.Options{Keys: s.keys, Auth: s.auth, Logger: log, MaxSearchQueries: cfg.MaxSearchQueries,
+		BackupScratch: backupScratch(cfg), Watches: s.watches})
 
 	m.register(eng, st)
 	registerReceiveMetrics(m.reg, s.recv)
@@ -350,9 +356,6 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		// A unary answer fits what gRPC sends (sendLimit) and what clients
 		// take by default (64 MiB), with room for its envelope.
 		MaxResponseBytes: sendLimit(cfg) - 2<<20,
-		// A watch response stays within what clients receive by default
-		// (64 MiB, the send limit less its 1 MiB of headroom).
-		MaxSendBytes:     sendLimit(cfg) - 1<<20,
 		SearchWorkers:    cfg.SearchWorkers,
 		MaxResultRecords: cfg.MaxResultRecords,
 		MaxResultBytes:   cfg.MaxResultBytes,
@@ -590,10 +593,10 @@ const stopCutWait = 2 * time.Second
 func (s *Server) stop() error {
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
 	s.health.Shutdown()
-	if s.eng != nil {
+	if s.watches != nil {
 		// Watches never end on their own: end them first, or the
 		// graceful stop would wait for them until its timeout.
-		s.eng.StopWatches()
+		s.watches.Stop()
 	}
 	calls := make(chan struct{})
 	go func() {

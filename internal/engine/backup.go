@@ -33,7 +33,7 @@ func (e *Engine) Checkpoint(dir string) (BackupPoint, error) {
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()
-	pt := BackupPoint{Position: e.seq, SchemaVersion: e.cat.Load().state.Version}
+	pt := BackupPoint{Position: e.writeMu.seq, SchemaVersion: e.cat.Load().state.Version}
 	if err := cp.Checkpoint(dir); err != nil {
 		return BackupPoint{}, errors.Join(errors.New("backup copy"), err)
 	}

@@ -43,19 +43,19 @@ const sharedBuildChunk = 32
 func (e *Engine) startBuild(typeID, indexID uint32) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
-	if e.closed.Load() || e.builds[indexID] {
+	if e.closed.Load() || e.buildMu.builds[indexID] {
 		return // this engine builds it already
 	}
-	if e.builds == nil {
-		e.builds = map[uint32]bool{}
+	if e.buildMu.builds == nil {
+		e.buildMu.builds = map[uint32]bool{}
 	}
-	e.builds[indexID] = true
+	e.buildMu.builds[indexID] = true
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
 		defer func() {
 			e.buildMu.Lock()
-			delete(e.builds, indexID)
+			delete(e.buildMu.builds, indexID)
 			e.buildMu.Unlock()
 		}()
 		typ, idx := e.indexNames(typeID, indexID)

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
@@ -393,8 +393,8 @@ func validKey(b []byte, fields []schema.KeyField) bool {
 
 // changeLog is the third pass: every change-log entry reads to its last
 // change (its parts included), and the entries are consecutive commits
-// up to the last commit at most. A storage error (a damaged block) fails
-// the check with the error, as in the other passes.
+// up to the last commit at most (changelog.Check). A storage error (a
+// damaged block) fails the check with the error, as in the other passes.
 func (c *checker) changeLog() error {
 	seq := uint64(0)
 	if raw, found, err := c.snap.Get(keySeq, nil); err != nil {
@@ -402,65 +402,13 @@ func (c *checker) changeLog() error {
 	} else if found && len(raw) == 8 {
 		seq = binary.BigEndian.Uint64(raw)
 	}
-	it, err := c.snap.NewIterator(logStart, logEnd)
-	if err != nil {
-		return fmt.Errorf("check: iterate the change log: %w", err)
-	}
-	defer it.Close()
-	var parts logParts
-	var prev uint64
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := c.ctx.Err(); err != nil {
-			return err
+	n, err := changelog.Check(c.ctx, c.snap, seq, func(p changelog.Problem) {
+		kind := ProblemBadLogEntry
+		if p.Gap {
+			kind = ProblemLogGap
 		}
-		key := it.Key()
-		commit, isKey := keyspace.LogCommit(key)
-		if !isKey {
-			c.add(Problem{Kind: ProblemBadLogEntry, Key: bytes.Clone(key), Detail: "a key in the change log that is no entry's (a part without its entry?)"})
-			continue
-		}
-		switch {
-		case c.r.LogEntries > 0 && commit != prev+1:
-			c.add(Problem{Kind: ProblemLogGap, Key: bytes.Clone(key), Detail: fmt.Sprintf("entry of commit %d follows commit %d", commit, prev)})
-		case commit > seq:
-			c.add(Problem{Kind: ProblemLogGap, Key: bytes.Clone(key), Detail: fmt.Sprintf("entry of commit %d is past the last commit %d", commit, seq)})
-		}
-		c.r.LogEntries++
-		prev = commit
-		if err := c.logEntry(it, commit, &parts); err != nil {
-			return fmt.Errorf("check: read the change log entry of commit %d: %w", commit, err)
-		}
-	}
-	if err := it.Error(); err != nil {
-		return fmt.Errorf("check: iterate the change log: %w", err)
-	}
-	return nil
-}
-
-// logEntry reads every change of the entry of commit under the iterator,
-// recording a malformed one as a problem; the error is storage's.
-func (c *checker) logEntry(it store.Iterator, commit uint64, parts *logParts) error {
-	key := bytes.Clone(it.Key())
-	le, err := readLogEntry(it, commit, parts)
-	var ch logChange
-	for err == nil {
-		var more bool
-		if more, err = le.next(&ch); !more {
-			break
-		}
-	}
-	if errors.Is(err, errLogEntry) {
-		c.add(Problem{Kind: ProblemBadLogEntry, Key: key, Detail: fmt.Sprintf("entry of commit %d: %v", commit, err)})
-		err = nil
-	}
-	if err != nil {
-		return err
-	}
-	if le.parts == nil {
-		return nil
-	}
-	if err := le.parts.done(); err != nil && !errors.Is(err, errLogEntry) {
-		return err
-	}
-	return nil
+		c.add(Problem{Kind: kind, Key: p.Key, Detail: p.Detail})
+	})
+	c.r.LogEntries = n
+	return err
 }

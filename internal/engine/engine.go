@@ -2,7 +2,9 @@
 // batches, applies schemas, builds indexes, runs queries and checks index
 // consistency. Every transport (gRPC, REST, NATS) is a thin adapter onto an
 // *Engine; the errors it returns are internal/apierror's, which every
-// transport maps to its own status the same way.
+// transport maps to its own status the same way. Watch streams are
+// internal/watch's, which reads the engine through WatchSource; the
+// change log each write batch appends to is internal/changelog's.
 //
 // A write batch goes through three phases:
 //
@@ -11,7 +13,8 @@
 //     primary and index keys into a per-batch arena.
 //  2. Apply, under writeMu: check existence and uniqueness against the store
 //     and against earlier records of the same batch, build one storage batch
-//     (records, index entries, commit sequence) and make it visible.
+//     (records, index entries, change-log entry, commit sequence) and make
+//     it visible.
 //  3. Wait, outside the lock: wait until the WAL holding the batch is
 //     fsynced. Writers that reach this point together share one fsync
 //     (group commit); the WAL is ordered, so a batch is never durable
@@ -35,6 +38,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/memsize"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/recordcache"
@@ -85,10 +89,6 @@ type Options struct {
 	// a Query page, in bytes as it is built (0: 64 MiB): a Get lists the
 	// keys left over as unanswered, a page ends early with a token.
 	MaxResponseBytes int
-	// MaxSendBytes bounds one Watch response, a message the transport
-	// sends and a client receives (0: 64 MiB): a change that would not
-	// fit one leaves out its old record, or its record too, and says so.
-	MaxSendBytes int
 	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
 	MaxPageSize int
 	// QueryLimits bound the size of one query's expression.
@@ -99,11 +99,11 @@ type Options struct {
 	RecordCacheBytes int64
 
 	// WatchRetention, when positive on a store that is not Shared, turns
-	// the change log on: every write batch also writes what it changed,
-	// and entries older than this are trimmed (0: no log; Watch is
-	// FAILED_PRECONDITION). On a Shared store implementing store.Feed,
-	// Watch reads the store's own revisions instead and these options do
-	// not apply.
+	// the change log (internal/changelog) on: every write batch also
+	// writes what it changed, and entries older than this are trimmed (0:
+	// no log; Watch is FAILED_PRECONDITION). On a Shared store
+	// implementing store.Feed, Watch reads the store's own revisions
+	// instead and these options do not apply.
 	WatchRetention time.Duration
 	// WatchRetentionBytes, when positive, also trims the log's oldest
 	// entries beyond this many bytes.
@@ -112,18 +112,24 @@ type Options struct {
 	WatchTrimInterval time.Duration
 	// Clock is the wall clock the change log's entry times and trimming
 	// by age follow (nil: time.Now); the log's time keeps to the
-	// monotonic clock's pace when it jumps (logClock).
+	// monotonic clock's pace when it jumps (changelog's clock.go).
 	Clock func() time.Time
 	// WatchTailBytes bounds the newest log entries kept in memory while
 	// watches run, so that watchers at the tail of the log read them
-	// without storage (watchtail.go; 0: DefaultWatchTailBytes, negative:
-	// none).
+	// without storage (changelog's tail.go; 0: DefaultWatchTailBytes,
+	// negative: none).
 	WatchTailBytes int64
 }
 
+// DefaultWatchTailBytes is the default of Options.WatchTailBytes.
+const DefaultWatchTailBytes = changelog.DefaultTailBytes
+
 // Engine is safe for concurrent use.
 //
-// Lock order: schemaMu before writeMu. The catalog is immutable and swapped
+// Lock order: schemaMu before writeMu; the change log's syncMu before
+// writeMu (changelog.Log.Sync takes it through syncApplied); under
+// writeMu, the change log's locks (its tail's, watermarks' and clock's)
+// and the record cache's. The catalog is immutable and swapped
 // atomically; readers load it without locks.
 type Engine struct {
 	st   store.KV
@@ -136,37 +142,24 @@ type Engine struct {
 	schemaMu sync.Mutex
 
 	// writeMu guards the check-then-apply step of writes, index build
-	// chunks and schema commits; it also guards seq.
-	writeMu sync.Mutex
-	seq     uint64 // last commit sequence applied (visible, maybe not yet durable)
-	// logBytes is the change log's bytes written before the next entry
-	// (see watchlog.go); guarded by writeMu.
-	logBytes uint64
+	// chunks, schema commits and API key changes, and the commit
+	// sequence. The change log's writer calls (changelog.Log's Put and
+	// Applied) run under it, in commit order.
+	writeMu struct {
+		sync.Mutex
+		seq uint64 // last commit sequence applied (visible, maybe not yet durable)
+	}
 
-	// clock is the change log's time (watchclock.go).
-	clock *logClock
-
-	// logOn says whether write batches write change-log entries;
-	// immutable after Open. durable is the last commit known durable,
-	// what watchers may read up to.
-	logOn   bool
-	durable *watermark
-	// applied is the last commit applied (visible), for watchers to see
-	// that a batch waits for no writer's sync (see syncLog).
-	applied *watermark
-	// syncMu serializes syncLog; watchStop is closed by StopWatches.
-	syncMu        sync.Mutex
-	watchStop     chan struct{}
-	watchStopOnce sync.Once
-	// share holds the encoded changes watchers asking for the same ones
-	// share (watchshare.go).
-	share watchShare
-	// tail keeps the newest log entries for watchers (watchtail.go).
-	tail logTail
+	// clog is the change log: entries written in the write batch, the
+	// watermarks watchers read up to, trimming (internal/changelog).
+	// Off on a Shared store and with no retention.
+	clog *changelog.Log
 
 	// buildMu guards builds: the indexes this engine runs a builder for.
-	buildMu sync.Mutex
-	builds  map[uint32]bool
+	buildMu struct {
+		sync.Mutex
+		builds map[uint32]bool
+	}
 
 	// bg tracks background index builds; cancel stops them on Close.
 	bg     sync.WaitGroup
@@ -261,32 +254,59 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("read commit sequence: %w", err)
 	}
 	if found && len(raw) == 8 {
-		e.seq = binary.BigEndian.Uint64(raw)
+		e.writeMu.seq = binary.BigEndian.Uint64(raw)
 	}
 
-	e.durable = newWatermark(e.seq)
-	e.applied = newWatermark(e.seq)
-	e.watchStop = make(chan struct{})
-	e.logOn = opts.WatchRetention > 0 && !st.Shared()
-	e.clock = newLogClock(opts.Clock)
-	if !st.Shared() {
-		if err := e.openLog(); err != nil {
-			return nil, err
-		}
+	e.clog, err = changelog.Open(st, e.writeMu.seq, changelog.Options{
+		Retention: opts.WatchRetention, RetentionBytes: opts.WatchRetentionBytes,
+		TailBytes: opts.WatchTailBytes, Clock: opts.Clock, SyncApplied: e.syncApplied, Logger: log})
+	if err != nil {
+		return nil, err
 	}
-	if e.logOn {
-		e.tail.max = tailBytes(opts.WatchTailBytes)
+	if e.clog.On() {
 		interval := opts.WatchTrimInterval
 		if interval <= 0 {
 			interval = time.Second
 		}
 		e.bg.Add(1)
-		go e.trimLoop(interval)
+		go func() {
+			defer e.bg.Done()
+			e.clog.TrimEvery(e.bgCtx, interval)
+		}()
 	}
 
 	e.startBuilds(cat)
 	e.watchSchema()
 	return e, nil
+}
+
+// syncApplied makes every batch applied so far durable, for the change
+// log's Sync (a watcher's, when a batch stays applied but not durable: its
+// writer has not waited for its sync). It writes the commit sequence
+// again, unchanged, with a sync: the WAL is synced in order, so every
+// batch before it is durable too. It returns the commit made durable, 0
+// when every applied one is already.
+func (e *Engine) syncApplied() (uint64, error) {
+	b := e.st.NewWriteBatch()
+	defer b.Close()
+	var v [8]byte
+	e.writeMu.Lock()
+	seq := e.writeMu.seq
+	if seq <= e.clog.Durable().Value() {
+		e.writeMu.Unlock()
+		return 0, nil
+	}
+	binary.BigEndian.PutUint64(v[:], seq)
+	b.Set(keySeq, v[:])
+	err := e.st.ApplyBatch(b)
+	e.writeMu.Unlock()
+	if err == nil {
+		err = b.Wait()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 // withDefaults fills each limit left at zero (or below) with its default.
@@ -308,9 +328,6 @@ func (opts *Options) withDefaults() {
 	}
 	if opts.MaxResultBytes <= 0 {
 		opts.MaxResultBytes = 1 << 20
-	}
-	if opts.MaxSendBytes <= 0 {
-		opts.MaxSendBytes = 64 << 20
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20
@@ -351,3 +368,16 @@ func (e *Engine) Flush() error { return e.st.Flush() }
 // Store.Compact): after a bulk load, reads then meet one sorted run and no
 // background compaction.
 func (e *Engine) Compact(ctx context.Context) error { return e.st.Compact(ctx) }
+
+// Store returns the store the engine reads and writes.
+func (e *Engine) Store() store.KV { return e.st }
+
+// ChangeLog returns the engine's change log (off on a Shared store, and
+// without retention).
+func (e *Engine) ChangeLog() *changelog.Log { return e.clog }
+
+// Options returns the engine's options, with the defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+// Done returns a channel closed when the engine closes.
+func (e *Engine) Done() <-chan struct{} { return e.bgCtx.Done() }

@@ -38,6 +38,11 @@ func storeError(err error) error {
 	return err
 }
 
+// StoreError is storeError for the packages above the engine that read
+// the store through it (internal/watch): one mapping of the storage
+// contract's errors onto the API's codes.
+func StoreError(err error) error { return storeError(err) }
+
 // storeCode is storeError's mapping; nil for an error the storage
 // contract does not name.
 func storeCode(err error) *apierror.Error {

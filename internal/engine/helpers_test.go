@@ -222,3 +222,5 @@ func getRecords(e *engine.Engine, ctx context.Context, req *pb.GetRequest) (*pb.
 	h.Release()
 	return resp, err
 }
+
+func codeOf(err error) codes.Code { return apierror.Status(err).Code() }

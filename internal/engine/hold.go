@@ -96,16 +96,16 @@ func (e *Engine) overBudget(need int64) error {
 		need, e.opts.MaxResultBufferBytes)
 }
 
-// minHeld is the least a built response keeps of its reservation: the
+// MinHeld is the least a built response keeps of its reservation: the
 // bytes a response holds besides its records (completions, errors,
 // framing) are not counted one by one.
-const minHeld = 4 << 10
+const MinHeld = 4 << 10
 
 // take cuts h to the size of the response it was reserved for, which
 // holds size bytes of records, and hands it over as a Hold; h then holds
 // nothing.
 func (e *Engine) take(h *hold, size int) Hold {
-	keep := min(h.n, max(int64(size)+minHeld, minHeld))
+	keep := min(h.n, max(int64(size)+MinHeld, MinHeld))
 	if extra := h.n - keep; extra > 0 {
 		e.results.Release(extra)
 	}
@@ -120,6 +120,38 @@ func (e *Engine) release(h *hold) {
 		h.n = 0
 	}
 }
+
+// Reservation is what one response built outside the engine (a Watch
+// response, internal/watch) holds of the result budget while it is
+// built: Reserve before its first record is copied into it, Cover before
+// each record, Take when it is sent, Release when it is not. Get one from
+// Engine.Reservation; it is not safe for concurrent use.
+type Reservation struct {
+	e *Engine
+	h hold
+}
+
+// Reservation returns a reservation that holds nothing yet.
+func (e *Engine) Reservation() Reservation { return Reservation{e: e} }
+
+// Reserve makes r hold at least a full response's bytes
+// (Options.MaxResultBytes), waiting for them as a Search response does.
+func (r *Reservation) Reserve(ctx context.Context) error { return r.e.reserve(ctx, &r.h) }
+
+// Cover makes r hold at least need bytes, the size of the response with
+// the record about to be copied into it; empty says the response holds no
+// record yet (then what r holds is given back before the wait). A need
+// larger than the whole budget is RESOURCE_EXHAUSTED.
+func (r *Reservation) Cover(ctx context.Context, need int64, empty bool) error {
+	return r.e.cover(ctx, &r.h, need, empty)
+}
+
+// Take cuts r to a response holding size bytes of records and hands it
+// over as the Hold that goes with the response; r then holds nothing.
+func (r *Reservation) Take(size int) Hold { return r.e.take(&r.h, size) }
+
+// Release gives back what r holds, for a response that is not sent.
+func (r *Reservation) Release() { r.e.release(&r.h) }
 
 // AnswerSlot carries the Hold of a unary answer (a Get, a Query page)
 // from the method that made it to the code that writes it once the method

@@ -442,7 +442,7 @@ func (pr *partRun) cover(ctx context.Context, rec []byte) bool {
 
 // trim cuts what the built response holds to its size (see Engine.take).
 func (pr *partRun) trim() {
-	keep := min(pr.held, int64(pr.size)+minHeld)
+	keep := min(pr.held, int64(pr.size)+MinHeld)
 	if extra := pr.held - keep; extra > 0 {
 		pr.give(extra)
 		pr.held = keep

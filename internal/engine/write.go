@@ -11,51 +11,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/store"
 )
-
-// Op is a write operation.
-type Op uint8
-
-// The write operations.
-const (
-	OpInsert Op = iota + 1
-	OpUpdate
-	OpUpsert
-	OpRemove
-)
-
-func (o Op) String() string {
-	switch o {
-	case OpInsert:
-		return "insert"
-	case OpUpdate:
-		return "update"
-	case OpUpsert:
-		return "upsert"
-	case OpRemove:
-		return "remove"
-	}
-	return "unknown"
-}
-
-// OpFromProto maps the API's WriteOp.
-func OpFromProto(op pb.WriteOp) (Op, bool) {
-	switch op {
-	case pb.WriteOp_WRITE_OP_INSERT:
-		return OpInsert, true
-	case pb.WriteOp_WRITE_OP_UPDATE:
-		return OpUpdate, true
-	case pb.WriteOp_WRITE_OP_UPSERT:
-		return OpUpsert, true
-	case pb.WriteOp_WRITE_OP_REMOVE:
-		return OpRemove, true
-	}
-	return 0, false
-}
 
 // maxPending is how many applied batches a Writer lets wait for their fsync
 // while it prepares the next: the stream keeps going while the disk syncs.
@@ -84,12 +44,9 @@ type Writer struct {
 	// local passed to an interface method would escape (one allocation
 	// per batch).
 	seq [8]byte
-	// logBuf is the batch's change-log entry being built, logKey its key
-	// (see watchlog.go); both reused from batch to batch.
-	logBuf []byte
-	logKey []byte
-	// logStored is what the entry adds to the log's keys and values.
-	logStored uint64
+	// entry is the batch's change-log entry being built, its buffers
+	// reused from batch to batch.
+	entry changelog.Builder
 	// reserved is the write budget the transport took for the request
 	// the next Apply applies (Use); batchBytes what the storage batch
 	// last committed holds (commit).
@@ -159,14 +116,8 @@ func (w *Writer) forget() {
 	w.Use(Reserved{}) // a reservation Apply did not take: its request is refused
 	clear(w.preps)
 	clear(w.ov)
-	if cap(w.logBuf) > maxKeptLogBuf {
-		w.logBuf = nil // a copy of the batch's records, kept outside the in-flight budget
-	}
+	w.entry.Forget()
 }
-
-// maxKeptLogBuf is the largest change-log buffer a Writer keeps for its
-// next batch; larger batches allocate their own.
-const maxKeptLogBuf = 1 << 20
 
 // Batches returns the number of batches applied on the stream.
 func (w *Writer) Batches() uint64 { return w.batches }
@@ -242,7 +193,7 @@ func (w *Writer) waitOldest() error {
 	}
 	// Batches are durable in commit order (store's prefix durability).
 	w.durable = max(w.durable, p.pos)
-	w.e.durable.advance(p.pos)
+	w.e.clog.Synced(p.pos)
 	return nil
 }
 
@@ -384,11 +335,13 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 	if err := w.build(b, op, dups); err != nil {
 		return err
 	}
-	e.seq++
-	binary.BigEndian.PutUint64(w.seq[:], e.seq)
+	e.writeMu.seq++
+	seq := e.writeMu.seq
+	binary.BigEndian.PutUint64(w.seq[:], seq)
 	b.Set(keySeq, w.seq[:])
-	if e.logOn {
-		w.putLog(b, e.seq)
+	logOn := e.clog.On()
+	if logOn {
+		e.clog.Put(b, seq, &w.entry)
 	}
 	// The batch's records leave the cache before they change (the cache is
 	// nil on a shared store).
@@ -399,26 +352,19 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 	err := e.st.ApplyBatch(b)
 	e.cache.EndWrite()
 	if err != nil {
-		e.seq--
+		e.writeMu.seq--
 		return err
 	}
-	w.position = e.seq
+	w.position = seq
 	// What the storage batch holds: the records with their keys and
 	// index entries (the arena), and the change log's entry.
 	w.batchBytes = int64(len(w.arena))
 	for i := range w.preps {
 		w.batchBytes += int64(len(w.preps[i].val))
 	}
-	if e.logOn {
-		w.batchBytes += int64(w.logStored)
-		e.logBytes += w.logStored
-		w.logBuf = e.tail.add(e.seq, w.logBuf)
-		if !e.st.SyncWrites() {
-			// Visible is durable: nothing waits for a sync.
-			e.durable.advance(e.seq)
-		} else {
-			e.applied.advance(e.seq)
-		}
+	if logOn {
+		w.batchBytes += w.entry.Stored()
+		e.clog.Applied(seq, &w.entry)
 	}
 	if p := b.Position(); p != 0 {
 		w.position = p
@@ -600,9 +546,13 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	clear(w.ov)
 	w.cur = b
 	defer func() { w.cur = nil }()
-	logOn := w.e.logOn
+	logOn := w.e.clog.On()
 	if logOn {
-		w.logBuf = appendLogHeader(w.sizedLogBuf())
+		recBytes := 0
+		for i := range w.preps {
+			recBytes += len(w.preps[i].val)
+		}
+		w.entry.Begin(len(w.preps), recBytes)
 	}
 	pr, err := w.probe(op)
 	if err != nil {
@@ -678,7 +628,7 @@ func (w *Writer) probe(op Op) (batchProbe, error) {
 // existence (unless the change log records it), and a key the probe proved
 // new needs no read.
 func (w *Writer) existing(op Op, p *prep, dups bool, pr batchProbe) (old []byte, found bool, err error) {
-	if (op == OpUpsert && len(p.t.indexes) == 0 && !w.e.logOn) || (pr.recsAbsent && !dups) {
+	if (op == OpUpsert && len(p.t.indexes) == 0 && !w.e.clog.On()) || (pr.recsAbsent && !dups) {
 		return nil, false, nil
 	}
 	return w.get(w.bytes(p.key), &w.oldBuf, dups, op == OpInsert)
@@ -791,5 +741,20 @@ func (w *Writer) putGrouped(b store.WriteBatch) {
 				w.putEntry(b, p, j, false)
 			}
 		}
+	}
+}
+
+// logChange appends the change that record p made to the batch's log
+// entry: old is the record it replaced or removed (found), as the batch
+// left it. An upsert is logged as the insert or update it turned out to
+// be.
+func (w *Writer) logChange(op Op, p *prep, old []byte, found bool) {
+	switch {
+	case op == OpRemove:
+		w.entry.Add(changelog.Remove, p.t.rt.ID, nil, old)
+	case found:
+		w.entry.Add(changelog.Update, p.t.rt.ID, p.val, old)
+	default:
+		w.entry.Add(changelog.Insert, p.t.rt.ID, p.val, nil)
 	}
 }

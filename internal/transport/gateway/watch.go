@@ -26,7 +26,7 @@ import (
 // What bounds a watch that does not end is in server/http_limits.go: no
 // total write timeout, WriteTimeout per line (a client that stops reading
 // is cut, holding at most one response); a stopping server ends it
-// (engine.StopWatches, UNAVAILABLE).
+// (watch.Service.Stop, UNAVAILABLE).
 func (g *Gateway) watch(w http.ResponseWriter, r *http.Request, _ map[string]string) {
 	st := newStream[pb.WatchRequest, pb.WatchResponse](g, w, r)
 	req := new(pb.WatchRequest)
@@ -46,7 +46,7 @@ func (g *Gateway) watch(w http.ResponseWriter, r *http.Request, _ map[string]str
 }
 
 // watchStream renders the responses the gRPC service sends as wire bytes
-// (a grpcbuf.Frame: the engine encodes them itself) by decoding them
+// (a grpcbuf.Frame: the watch service encodes them itself) by decoding them
 // first; JSON needs the message.
 type watchStream struct {
 	*httpStream[pb.WatchRequest, pb.WatchResponse]

@@ -18,6 +18,7 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/watch"
 )
 
 // Options configure a Service.
@@ -38,6 +39,10 @@ type Options struct {
 	// BackupScratch is where Backup takes its copy: a directory on the
 	// store's file system (the data directory). Empty: no backups.
 	BackupScratch string
+	// Watches serves Watch (nil: a service of its own on the engine,
+	// with watch's defaults); the server keeps it to stop the watches
+	// first when it shuts down.
+	Watches *watch.Service
 }
 
 // Service implements pb.ProtobaseServer on an engine.
@@ -58,6 +63,9 @@ func New(e *engine.Engine, opts Options) *Service {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Watches == nil {
+		opts.Watches = watch.New(e, watch.Options{})
 	}
 	return &Service{e: e, opts: opts, log: log}
 }

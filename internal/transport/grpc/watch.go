@@ -14,8 +14,8 @@ import (
 // anything is sent. With auth on, each message sent re-checks that the key
 // is not revoked.
 //
-// The engine hands over each response as its wire bytes in a buffer of
-// grpcbuf.Pool, sent as a grpcbuf.Frame that owns it: the codec gives the
+// The watch service (internal/watch) hands over each response as its
+// wire bytes in a buffer of grpcbuf.Pool, sent as a grpcbuf.Frame that owns it: the codec gives the
 // buffer to gRPC without a copy (Codec.Marshal), and the REST gateway's
 // stream decodes the bytes (gateway/watch.go).
 func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.WatchResponse]) error {
@@ -45,7 +45,7 @@ func (s *Service) Watch(req *pb.WatchRequest, st grpc.ServerStreamingServer[pb.W
 	// message: end it when the key is revoked.
 	ctx, stop := id.WithRevocation(st.Context())
 	defer stop()
-	if err := s.e.Watch(ctx, req, send); err != nil {
+	if err := s.opts.Watches.Watch(ctx, req, send); err != nil {
 		if rerr := id.Check(); rerr != nil {
 			return toStatus(rerr)
 		}

@@ -1,4 +1,4 @@
-package engine_test
+package watch_test
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func TestWatchTail(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				first := true
-				done <- te.e.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User"}, BatchSize: per}, releasing(func(bp *[]byte) error {
+				done <- te.w.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User"}, BatchSize: per}, releasing(func(bp *[]byte) error {
 					b := *bp
 					m := new(pb.WatchResponse)
 					if err := proto.Unmarshal(b, m); err != nil {
@@ -72,8 +72,8 @@ func TestWatchTail(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, _, bytes := te.e.WatchTailReads(); tc.tailBytes != 0 && bytes > int(max(tc.tailBytes, 0)) {
-				t.Fatalf("the tail holds %d bytes, more than its bound %d", bytes, tc.tailBytes)
+			if ts := te.e.ChangeLog().TailStats(); tc.tailBytes != 0 && ts.Bytes > int(max(tc.tailBytes, 0)) {
+				t.Fatalf("the tail holds %d bytes, more than its bound %d", ts.Bytes, tc.tailBytes)
 			}
 			close(release)
 			if err := <-done; !errors.Is(err, context.Canceled) {
@@ -94,15 +94,15 @@ func TestWatchTail(t *testing.T) {
 				}
 				prev = p
 			}
-			hits, misses, bytes := te.e.WatchTailReads()
-			if tc.wantHits != (hits > 0) {
-				t.Fatalf("%d entries read from the tail", hits)
+			ts := te.e.ChangeLog().TailStats()
+			if tc.wantHits != (ts.Hits > 0) {
+				t.Fatalf("%d entries read from the tail", ts.Hits)
 			}
-			if tc.name == "small" && misses == 0 {
+			if tc.name == "small" && ts.Misses == 0 {
 				t.Fatal("a watcher behind the tail never read storage")
 			}
-			if bytes != 0 {
-				t.Fatalf("the tail holds %d bytes with no watcher", bytes)
+			if ts.Bytes != 0 {
+				t.Fatalf("the tail holds %d bytes with no watcher", ts.Bytes)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package engine_test
+package watch_test
 
 import (
 	"sync/atomic"
@@ -28,7 +28,7 @@ func TestWatchClockJumpsForward(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		te.mustWrite(engine.OpInsert, users(te, 10*i, 10))
 	}
-	if err := te.e.TrimLog(); err != nil {
+	if err := te.e.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 100)
@@ -53,7 +53,7 @@ func TestWatchClockJumpsBack(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		te.mustWrite(engine.OpInsert, users(te, 10*i, 10))
 	}
-	times := te.e.LogTimes()
+	times := te.logTimes()
 	for i := 1; i < len(times); i++ {
 		if times[i] < times[i-1] {
 			t.Fatalf("entry %d's time %d is before entry %d's (%d)", i+1, times[i], i, times[i-1])
@@ -62,7 +62,7 @@ func TestWatchClockJumpsBack(t *testing.T) {
 	// The log's time runs at least 0.99 × real time.
 	time.Sleep(retention + retention/20)
 	te.mustWrite(engine.OpInsert, users(te, 100, 1)) // commit 11
-	if err := te.e.TrimLog(); err != nil {
+	if err := te.e.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 1)
@@ -70,4 +70,37 @@ func TestWatchClockJumpsBack(t *testing.T) {
 		t.Fatalf("after the clock went back and the retention passed: oldest %v, first change %v, %v; want the 10 older entries trimmed",
 			r.progress[0], r.changes, r.err)
 	}
+}
+
+// logTimes returns the time of every change-log entry, oldest first, read
+// through a reader of the log.
+func (te *testEngine) logTimes() []int64 {
+	te.t.Helper()
+	log := te.e.ChangeLog()
+	first, ok, err := log.First()
+	if err != nil || !ok {
+		te.t.Fatalf("the log's first commit: %v, %v", ok, err)
+	}
+	rd := log.NewReader(nil)
+	defer rd.Close()
+	rd.Round(first, log.Durable().Value())
+	defer rd.End()
+	var out []int64
+	for rd.More() {
+		_, le, err := rd.Next()
+		if err != nil {
+			te.t.Fatal(err)
+		}
+		if le == nil {
+			break
+		}
+		out = append(out, le.Time())
+		if err := rd.Done(); err != nil {
+			te.t.Fatal(err)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		te.t.Fatal(err)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package engine
+package watch
 
 import (
 	"encoding/binary"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/apiwire"
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/record"
 )
@@ -16,7 +17,7 @@ import (
 // log entry's record bytes, into a buffer of grpcbuf.Pool: the server's
 // codec passes them through as a grpcbuf.Frame. Building pb.Change and
 // anypb.Any messages and marshalling them was a quarter of the server's
-// CPU with ten watchers (issue 17). The bytes decode to the message the
+// CPU with ten watchers. The bytes decode to the message the
 // builder made (TestWatchEncodeMatchesProto); fields are written in
 // field-number order, as proto.Marshal does.
 
@@ -65,9 +66,9 @@ type omitted struct{ old, rec bool }
 // holds keyLen bytes, as addChange writes it (TestWatchEncodeMatchesProto
 // holds the two to the same sizes).
 func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om omitted) (field, size int) {
-	uf := len(wt.t.urlField)
+	uf := len(wt.URLField)
 	keyAny := sizeAnyF(uf, keyLen)
-	size = 2 + sizeString(apiwire.ChangeType, wt.name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
+	size = 2 + sizeString(apiwire.ChangeType, wt.Name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	if withRec {
 		recAny := sizeAnyF(uf, recLen)
 		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
@@ -92,13 +93,13 @@ func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen in
 // copies, lengths and the position with appendVarint: encoding a change
 // field by field through protowire cost about as much as the rest of a
 // tail watcher's work together.
-func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, match, rec, old []byte, withRec, withOld bool, om omitted) {
-	r.key = appendKeyFields(r.key[:0], match, wt.t.pkNums)
+func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchType, match, rec, old []byte, withRec, withOld bool, om omitted) {
+	r.key = appendKeyFields(r.key[:0], match, wt.KeyFields)
 	if wt.typeField == nil {
 		wt.encodeNames()
 	}
 	// The sizes as changeSize computes them, inline: this is the hot path.
-	uf := len(wt.t.urlField)
+	uf := len(wt.URLField)
 	keyAny := sizeAnyF(uf, len(r.key))
 	size := 2 + len(wt.typeField) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	var recAny, oldAny int
@@ -124,14 +125,14 @@ func (r *respEnc) addChange(c uint64, index uint32, op byte, wt *watchType, matc
 	b := *r.bp
 	b = append(b, tagWatchChanges)
 	b = appendVarint(b, uint64(size))
-	b = append(b, tagChangeOp, op)
+	b = append(b, tagChangeOp, byte(op))
 	b = append(b, wt.typeField...)
-	b = appendAnyF(b, tagChangeKey, keyAny, wt.t.urlField, r.key)
+	b = appendAnyF(b, tagChangeKey, keyAny, wt.URLField, r.key)
 	if withRec {
-		b = appendAnyF(b, tagChangeRecord, recAny, wt.t.urlField, rec)
+		b = appendAnyF(b, tagChangeRecord, recAny, wt.URLField, rec)
 	}
 	if withOld {
-		b = appendAnyF(b, tagChangeOld, oldAny, wt.t.urlField, old)
+		b = appendAnyF(b, tagChangeOld, oldAny, wt.URLField, old)
 	}
 	b = append(b, tagChangePos, byte(pos))
 	if c != 0 {
@@ -174,9 +175,9 @@ const (
 )
 
 // encodeNames sets wt's encoded Change.type field (the type's Any.type_url
-// field is the catalog's, recType.urlField).
+// field is the catalog's, WatchType.URLField).
 func (wt *watchType) encodeNames() {
-	wt.typeField = appendString(make([]byte, 0, sizeString(apiwire.ChangeType, wt.name)), apiwire.ChangeType, wt.name)
+	wt.typeField = appendString(make([]byte, 0, sizeString(apiwire.ChangeType, wt.Name)), apiwire.ChangeType, wt.Name)
 }
 
 // sizeAnyF is the size of an Any whose encoded type_url field takes uf
@@ -203,7 +204,10 @@ func appendAnyF(b []byte, tag byte, size int, urlField, v []byte) []byte {
 }
 
 // appendVarint is protowire.AppendVarint with the one- and two-byte
-// values (lengths, change indexes) inlined.
+// values (lengths, change indexes) inlined. sizeAnyF, appendAnyF,
+// appendVarint and appendString are the engine's search encoder's too
+// (internal/engine/anyfield.go), copied: the two encoders share no
+// package below both for them.
 func appendVarint(b []byte, v uint64) []byte {
 	switch {
 	case v < 1<<7:
@@ -233,7 +237,7 @@ func appendKeyFields(dst, rec []byte, nums []protowire.Number) []byte {
 // ok is false (dst's bytes past its length changed, its length not) on
 // anything else: the caller scans the record again the general way. It
 // was about 40 ns a change as the general scan, a tenth of the server's
-// work per watched change (issue 17).
+// work per watched change.
 func appendKeyField(dst, rec []byte, num protowire.Number) (out []byte, ok bool) {
 	at := len(dst)
 	for i := 0; i < len(rec); {

@@ -1,97 +1,28 @@
-package engine_test
+package watch_test
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
-// watchEngine opens an engine with the change log on and shopProto.
-func watchEngine(t *testing.T, opts engine.Options) *testEngine {
-	t.Helper()
-	if opts.WatchRetention == 0 {
-		opts.WatchRetention = time.Hour
-	}
-	opts.WatchTrimInterval = time.Hour // tests trim with TrimLog
-	te := openEngine(t, t.TempDir(), opts)
-	te.apply(map[string]string{"shop.proto": shopProto})
-	return te
-}
-
-// watchResult is what one Watch call received and how it ended.
-type watchResult struct {
-	changes  []*pb.Change
-	progress []*pb.Position
-	err      error
-}
-
-// watchUntil runs Watch until it has received n changes (n <= 0: the
-// first message), then cancels it, or until it fails.
-func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
-	te.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var r watchResult
-	err := te.e.Watch(ctx, req, releasing(func(bp *[]byte) error {
-		b := *bp
-		m := new(pb.WatchResponse)
-		if err := proto.Unmarshal(b, m); err != nil {
-			te.t.Errorf("a watch response does not decode: %v", err)
-			return err
-		}
-		r.changes = append(r.changes, m.Changes...)
-		r.progress = append(r.progress, m.Progress)
-		if (n <= 0 && len(r.progress) == 1) || (n > 0 && len(r.changes) >= n) {
-			cancel()
-		}
-		return nil
-	}))
-	if !errors.Is(err, context.Canceled) {
-		r.err = err
-	}
-	return r
-}
-
-func codeOf(err error) codes.Code { return apierror.Status(err).Code() }
-
-func oldest() *pb.WatchStart {
-	return &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}
-}
-
-func startAfter(c uint64) *pb.WatchStart {
-	return &pb.WatchStart{Start: &pb.WatchStart_After{After: &pb.Position{Commit: c}}}
-}
-
-func users(te *testEngine, from, n int) []*anypb.Any {
-	out := make([]*anypb.Any, n)
-	for i := range out {
-		id := itoa(from + i)
-		out[i] = te.rec("shop.User", `{"id": `+id+`, "name": "n`+id+`", "email": "e`+id+`"}`)
-	}
-	return out
-}
-
 // TestWatchTrimByTime checks that entries older than the retention go,
 // and that a start before them is OUT_OF_RANGE naming the oldest kept.
-// The log's age is real time (logClock), so the test waits the retention.
+// The log's age is real time (the log's clock), so the test waits the retention.
 func TestWatchTrimByTime(t *testing.T) {
 	const retention = 2 * time.Second
 	te := watchEngine(t, engine.Options{WatchRetention: retention})
 	for i := range 5 {
 		te.mustWrite(engine.OpInsert, users(te, i*10, 10))
 	}
-	if err := te.e.TrimLog(); err != nil {
+	if err := te.e.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	written := time.Now()
@@ -100,7 +31,7 @@ func TestWatchTrimByTime(t *testing.T) {
 	}
 	// The log's time runs at least 0.99 × real time.
 	time.Sleep(time.Until(written.Add(retention + retention/50)))
-	if err := te.e.TrimLog(); err != nil {
+	if err := te.e.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(0)}, 1)
@@ -126,7 +57,7 @@ func TestWatchTrimByBytes(t *testing.T) {
 	for i := 10; i < 20; i++ {
 		te.mustWrite(engine.OpInsert, users(te, i*10, 10))
 	}
-	if err := te.e.TrimLog(); err != nil {
+	if err := te.e.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, -1)
@@ -161,19 +92,19 @@ func TestWatchSyncsQuietWriter(t *testing.T) {
 	}
 }
 
-// TestWatchStop checks that StopWatches ends a waiting watch.
+// TestWatchStop checks that Stop ends a waiting watch.
 func TestWatchStop(t *testing.T) {
 	te := watchEngine(t, engine.Options{})
 	started := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- te.e.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, releasing(func(*[]byte) error {
+		done <- te.w.Watch(context.Background(), &pb.WatchRequest{Types: []string{"shop.User"}}, releasing(func(*[]byte) error {
 			close(started)
 			return nil
 		}))
 	}()
 	<-started
-	te.e.StopWatches()
+	te.w.Stop()
 	if err := <-done; codeOf(err) != codes.Unavailable {
 		t.Fatalf("stopped watch: %v, want UNAVAILABLE", err)
 	}
@@ -194,31 +125,6 @@ func TestWatchLogOff(t *testing.T) {
 	if r.progress[0].GetCommit() != 1 {
 		t.Fatalf("first watch with the log on: oldest = %v, want commit 1 (no entries)", r.progress[0])
 	}
-}
-
-// watchRaw runs Watch until a message's progress reaches the whole commit
-// last, and returns every message's bytes.
-func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
-	te.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out [][]byte
-	err := te.e.Watch(ctx, req, releasing(func(bp *[]byte) error {
-		b := *bp
-		out = append(out, append([]byte(nil), b...))
-		m := new(pb.WatchResponse)
-		if err := proto.Unmarshal(b, m); err != nil {
-			return err
-		}
-		if p := m.GetProgress(); p.GetCommit() >= last && p.Index == nil {
-			cancel()
-		}
-		return nil
-	}))
-	if !errors.Is(err, context.Canceled) {
-		te.t.Fatalf("watch: %v", err)
-	}
-	return out
 }
 
 // Watchers asking for the same changes share their encoding: the one
@@ -247,14 +153,14 @@ func TestWatchShared(t *testing.T) {
 		{Types: []string{"shop.User"}, Start: oldest(), OldRecords: true, BatchSize: 4},
 		{Types: []string{"shop.User", "shop.Member"}, Start: oldest(), Filter: "id > 5 AND id < 30", BatchSize: 5},
 	} {
-		before := te.e.WatchShareEntries()
+		before := te.w.SharedEntries()
 		alone := te.watchRaw(req, last)
-		if n := te.e.WatchShareEntries(); n != before {
+		if n := te.w.SharedEntries(); n != before {
 			t.Fatalf("a watcher alone kept %d shared entries", n-before)
 		}
-		done := te.e.HoldWatchShare(req)
+		done := te.w.HoldShare(req)
 		filled := te.watchRaw(req, last)
-		if te.e.WatchShareEntries() == before {
+		if te.w.SharedEntries() == before {
 			t.Fatal("a watcher beside another kept no shared entry")
 		}
 		copied := te.watchRaw(req, last)

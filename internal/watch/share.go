@@ -1,4 +1,4 @@
-package engine
+package watch
 
 import (
 	"slices"
@@ -19,20 +19,23 @@ import (
 // such watchers is then one watcher's plus nine copies. Batching stays
 // each watcher's own, so responses are the same bytes as without sharing.
 //
-// Memory: the entries kept total at most watchShareBytes (oldest evicted
+// Memory: the entries kept total at most shareBytes (oldest evicted
 // first, whether or not a watcher still shares their key), and an entry
 // is added only while two watchers or more share its key. An entry larger
 // than a quarter of that is not kept.
-const watchShareBytes = 16 << 20
+const shareBytes = 16 << 20
 
-// watchShare is the engine's cache of shared entries. mu guards every
-// field; published entries are immutable and may be read without it.
-type watchShare struct {
-	mu      sync.Mutex
-	refs    map[string]int // watchers per share key
-	entries map[shareKey]*sharedEntry
-	order   []shareKey // insertion order, for eviction
-	bytes   int
+// shareCache is the service's cache of shared entries. Published entries
+// are immutable and may be read without its lock.
+type shareCache struct {
+	// mu guards the cache's state.
+	mu struct {
+		sync.Mutex
+		refs    map[string]int // watchers per share key
+		entries map[shareKey]*sharedEntry
+		order   []shareKey // insertion order, for eviction
+		bytes   int
+	}
 }
 
 type shareKey struct {
@@ -81,40 +84,40 @@ func shareKeyOf(req *pb.WatchRequest, ver uint64) string {
 }
 
 // join counts a watcher of key in.
-func (s *watchShare) join(key string) {
+func (s *shareCache) join(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.refs == nil {
-		s.refs, s.entries = map[string]int{}, map[shareKey]*sharedEntry{}
+	if s.mu.refs == nil {
+		s.mu.refs, s.mu.entries = map[string]int{}, map[shareKey]*sharedEntry{}
 	}
-	s.refs[key]++
+	s.mu.refs[key]++
 }
 
 // leave counts a watcher of key out; the entries of a key left with no
 // watcher stay until evicted.
-func (s *watchShare) leave(key string) {
+func (s *shareCache) leave(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.refs[key]--; s.refs[key] <= 0 {
-		delete(s.refs, key)
+	if s.mu.refs[key]--; s.mu.refs[key] <= 0 {
+		delete(s.mu.refs, key)
 	}
 }
 
 // get returns the entry of commit c for key, or nil; fill says the caller
 // should build and publish it (another watcher shares key).
-func (s *watchShare) get(key string, c uint64) (e *sharedEntry, fill bool) {
+func (s *shareCache) get(key string, c uint64) (e *sharedEntry, fill bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.entries[shareKey{key, c}]; e != nil {
+	if e := s.mu.entries[shareKey{key, c}]; e != nil {
 		return e, false
 	}
-	return nil, s.refs[key] > 1
+	return nil, s.mu.refs[key] > 1
 }
 
 // put publishes e, evicting the oldest entries (and those of keys no
-// watcher holds) to stay within watchShareBytes.
-func (s *watchShare) put(key string, c uint64, e *sharedEntry) {
-	if len(e.b) > watchShareBytes/4 {
+// watcher holds) to stay within shareBytes.
+func (s *shareCache) put(key string, c uint64, e *sharedEntry) {
+	if len(e.b) > shareBytes/4 {
 		return
 	}
 	if cap(e.b) > len(e.b)+len(e.b)/4 {
@@ -123,18 +126,18 @@ func (s *watchShare) put(key string, c uint64, e *sharedEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := shareKey{key, c}
-	if s.entries[k] != nil || s.refs[key] < 2 {
+	if s.mu.entries[k] != nil || s.mu.refs[key] < 2 {
 		return
 	}
-	for len(s.order) > 0 && s.bytes+len(e.b) > watchShareBytes {
-		old := s.order[0]
-		s.order = s.order[1:]
-		if oe := s.entries[old]; oe != nil {
-			s.bytes -= len(oe.b)
-			delete(s.entries, old)
+	for len(s.mu.order) > 0 && s.mu.bytes+len(e.b) > shareBytes {
+		old := s.mu.order[0]
+		s.mu.order = s.mu.order[1:]
+		if oe := s.mu.entries[old]; oe != nil {
+			s.mu.bytes -= len(oe.b)
+			delete(s.mu.entries, old)
 		}
 	}
-	s.entries[k] = e
-	s.order = append(s.order, k)
-	s.bytes += len(e.b)
+	s.mu.entries[k] = e
+	s.mu.order = append(s.mu.order, k)
+	s.mu.bytes += len(e.b)
 }

@@ -1,10 +1,9 @@
-package engine_test
+package watch_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -13,95 +12,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/pebble"
 )
-
-// blobProto is a type without indexes whose records are as large as a
-// test makes them.
-const blobProto = `syntax = "proto3";
-package blob;
-import "protobase/v1/options.proto";
-
-message Blob {
-  option (protobase.v1.record) = { primary_key: "id" };
-  int64 id = 1;
-  bytes data = 2;
-}
-`
-
-// blobEngine is watchEngine with blobProto beside shopProto.
-func blobEngine(t *testing.T, opts engine.Options) *testEngine {
-	t.Helper()
-	te := watchEngine(t, opts)
-	te.apply(map[string]string{"shop.proto": shopProto, "blob.proto": blobProto})
-	return te
-}
-
-// blob is a blob.Blob record of id holding n random bytes.
-func blob(id int64, n int, seed uint64) *anypb.Any {
-	data := make([]byte, n)
-	r := rand.New(rand.NewPCG(seed, uint64(id)))
-	for i := range data {
-		data[i] = byte(r.Uint32())
-	}
-	b := protowire.AppendTag(nil, 1, protowire.VarintType)
-	b = protowire.AppendVarint(b, uint64(id))
-	b = protowire.AppendTag(b, 2, protowire.BytesType)
-	b = protowire.AppendBytes(b, data)
-	return &anypb.Any{TypeUrl: "type.googleapis.com/blob.Blob", Value: b}
-}
-
-func blobs(from, n, size int, seed uint64) []*anypb.Any {
-	out := make([]*anypb.Any, n)
-	for i := range out {
-		out[i] = blob(int64(from+i), size, seed)
-	}
-	return out
-}
-
-// logValues returns the largest key and value the change log stores, and
-// how many keys it has.
-func (te *testEngine) logValues() (largest, keys int) {
-	te.t.Helper()
-	it, err := te.st.NewIterator([]byte(keyspace.LogPrefix), keyspace.PrefixEnd([]byte(keyspace.LogPrefix)))
-	if err != nil {
-		te.t.Fatal(err)
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		largest = max(largest, len(it.Value()))
-		keys++
-	}
-	if err := it.Error(); err != nil {
-		te.t.Fatal(err)
-	}
-	return largest, keys
-}
-
-// wantChanges checks that changes are the records of recs in order, from
-// commit c, change index first on.
-func wantChanges(t *testing.T, changes []*pb.Change, c uint64, first int, recs, olds []*anypb.Any) {
-	t.Helper()
-	if len(changes) < len(recs) {
-		t.Fatalf("%d changes, want %d", len(changes), len(recs))
-	}
-	for i, rec := range recs {
-		ch := changes[i]
-		if ch.GetPosition().GetCommit() != c || ch.GetPosition().GetIndex() != uint32(first+i) {
-			t.Fatalf("change %d at %v, want {commit %d, index %d}", i, ch.GetPosition(), c, first+i)
-		}
-		if !bytes.Equal(ch.GetRecord().GetValue(), rec.Value) {
-			t.Fatalf("change %d of commit %d: record of %d bytes differs from the one written (%d bytes)",
-				i, c, len(ch.GetRecord().GetValue()), len(rec.Value))
-		}
-		if olds != nil && !bytes.Equal(ch.GetOldRecord().GetValue(), olds[i].Value) {
-			t.Fatalf("change %d of commit %d: old record differs from the one replaced", i, c)
-		}
-	}
-}
 
 // TestWatchLogParts writes a batch of 80 MiB and an update of a 3 MiB
 // record: the log stores no value over its bound (a damaged value costs
@@ -120,8 +36,8 @@ func TestWatchLogParts(t *testing.T) {
 	mid := blobs(2000, 10, 100<<10, 4)              // commit 5: 1 MB, shared below
 	te.mustWrite(engine.OpInsert, mid)              //
 	te.mustWrite(engine.OpInsert, users(te, 10, 2)) // commit 6
-	if largest, keys := te.logValues(); largest > engine.LogPartBytes || keys < 320 {
-		t.Fatalf("the log stores a value of %d bytes in %d keys; want none over %d", largest, keys, engine.LogPartBytes)
+	if largest, keys := te.logValues(); largest > changelog.PartBytes || keys < 320 {
+		t.Fatalf("the log stores a value of %d bytes in %d keys; want none over %d", largest, keys, changelog.PartBytes)
 	}
 
 	check := func(te *testEngine) {
@@ -153,7 +69,7 @@ func TestWatchLogParts(t *testing.T) {
 	// first one's encoding of commit 5 and skips its parts unread.
 	req := &pb.WatchRequest{Types: []string{"blob.Blob", "shop.User"}, Start: startAfter(4), BatchSize: 3}
 	alone := te.watchRaw(req, 6)
-	done := te.e.HoldWatchShare(req)
+	done := te.w.HoldShare(req)
 	filled := te.watchRaw(req, 6)
 	copied := te.watchRaw(req, 6)
 	done()
@@ -178,16 +94,14 @@ func TestWatchLogOldFormat(t *testing.T) {
 	news := blobs(1, 3, 200<<10, 6)
 	te.mustWrite(engine.OpUpdate, news)
 	te.mustWrite(engine.OpInsert, users(te, 1, 2))
+	id := te.e.Schema().Types["blob.Blob"].ID
 	te.close()
 	st, err := pebble.Open(pebble.Options{Dir: te.dir, Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for c := uint64(1); c <= 2; c++ {
-		if err := engine.RewriteLogEntryV1(st, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storeV1(t, st, 1, pb.ChangeOp_CHANGE_OP_INSERT, id, olds, nil)
+	storeV1(t, st, 2, pb.ChangeOp_CHANGE_OP_UPDATE, id, news, olds)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +121,41 @@ func TestWatchLogOldFormat(t *testing.T) {
 	r = te.watchUntil(&pb.WatchRequest{Types: []string{"blob.Blob"}, Start: startAfter(3)}, 1)
 	if r.err != nil || len(r.changes) != 1 || len(r.changes[0].GetRecord().GetValue()) < 600<<10 {
 		t.Fatalf("the entry after the old ones: %v", r.err)
+	}
+}
+
+// storeV1 stores the entry of commit c again as one value, the way stores
+// written before entries were stored in parts hold every entry (version 1
+// in internal/changelog's package comment): under the commit's key, the
+// header with the stored entry's time and log bytes, then each change of
+// the batch: op, type id, the new record and the old one.
+func storeV1(t *testing.T, st store.KV, c uint64, op pb.ChangeOp, typeID uint32, recs, olds []*anypb.Any) {
+	t.Helper()
+	k := keyspace.AppendLogKey(nil, c)
+	cur, found, err := st.Get(k, nil)
+	if err != nil || !found || len(cur) < 17 {
+		t.Fatalf("the entry of commit %d: %d bytes, %v, %v", c, len(cur), found, err)
+	}
+	v := append([]byte{1}, cur[1:17]...)
+	for i, rec := range recs {
+		var old []byte
+		if olds != nil {
+			old = olds[i].Value
+		}
+		v = append(v, byte(op))
+		v = protowire.AppendVarint(v, uint64(typeID))
+		v = protowire.AppendBytes(v, rec.Value)
+		v = protowire.AppendBytes(v, old)
+	}
+	b := st.NewWriteBatch()
+	defer b.Close()
+	b.DeleteRange(k, keyspace.AppendLogKey(nil, c+1))
+	b.Set(k, v)
+	if err := st.ApplyBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -230,7 +179,7 @@ func TestWatchCancelStopsReading(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var changes int
-	err := te.e.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest(), Filter: "id >= 2990"},
+	err := te.w.Watch(ctx, &pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest(), Filter: "id >= 2990"},
 		releasing(func(bp *[]byte) error {
 			m := new(pb.WatchResponse)
 			if err := proto.Unmarshal(*bp, m); err != nil {
@@ -245,51 +194,5 @@ func TestWatchCancelStopsReading(t *testing.T) {
 	}
 	if changes != 0 {
 		t.Fatalf("the watch read on to the last entry after its cancellation (sent %d changes)", changes)
-	}
-}
-
-// TestCheckChangeLog damages the change log three ways; Check names each.
-func TestCheckChangeLog(t *testing.T) {
-	te := blobEngine(t, engine.Options{})
-	for i := range 4 {
-		te.mustWrite(engine.OpInsert, users(te, 10*i, 3))
-	}
-	te.mustWrite(engine.OpInsert, blobs(1, 1, 600<<10, 8)) // commit 5, in 3 parts
-	te.mustWrite(engine.OpInsert, users(te, 100, 3))
-	if r := te.mustCheck(); r.LogEntries != 6 {
-		t.Fatalf("check read %d change-log entries, want 6", r.LogEntries)
-	}
-	for _, c := range []struct {
-		name string
-		harm func(b store.WriteBatch)
-		want engine.ProblemKind
-	}{
-		{"a malformed entry", func(b store.WriteBatch) {
-			b.Set(keyspace.AppendLogKey(nil, 2), []byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 9, 0x7f})
-		}, engine.ProblemBadLogEntry},
-		{"a missing part", func(b store.WriteBatch) {
-			b.Delete(keyspace.AppendLogPartKey(nil, 5, 1))
-		}, engine.ProblemBadLogEntry},
-		{"a missing entry", func(b store.WriteBatch) {
-			b.Delete(keyspace.AppendLogKey(nil, 3))
-		}, engine.ProblemLogGap},
-	} {
-		b := te.st.NewWriteBatch()
-		c.harm(b)
-		if err := te.st.ApplyBatch(b); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-		r, err := engine.Check(t.Context(), te.st)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		found := false
-		for _, p := range r.Problems {
-			found = found || p.Kind == c.want
-		}
-		if !found {
-			t.Fatalf("%s: check found %v, want a %s", c.name, r.Problems, c.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package engine_test
+package watch_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/watch"
 )
 
 // TestWatchFitsMessages watches with a message bound of 300 KiB: an update
@@ -22,7 +23,8 @@ import (
 // never goes back.
 func TestWatchFitsMessages(t *testing.T) {
 	const room = 300 << 10
-	te := blobEngine(t, engine.Options{MaxSendBytes: room})
+	te := blobEngine(t, engine.Options{})
+	te.w = watch.New(te.e, watch.Options{MaxSendBytes: room})
 	small := blobs(1, 5, 100<<10, 1)
 	te.mustWrite(engine.OpInsert, small)                         // commit 1: five changes of 100 KiB
 	olds := []*anypb.Any{blob(10, 200<<10, 2)}                   // commit 2
@@ -35,7 +37,7 @@ func TestWatchFitsMessages(t *testing.T) {
 	defer cancel()
 	var changes []*pb.Change
 	var last *pb.Position
-	err := te.e.Watch(ctx, &pb.WatchRequest{Types: []string{"blob.Blob"}, Start: oldest(), OldRecords: true},
+	err := te.w.Watch(ctx, &pb.WatchRequest{Types: []string{"blob.Blob"}, Start: oldest(), OldRecords: true},
 		releasing(func(bp *[]byte) error {
 			if len(*bp) > room {
 				t.Errorf("a message of %d bytes, over the bound of %d", len(*bp), room)

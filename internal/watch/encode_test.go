@@ -1,4 +1,4 @@
-package engine
+package watch
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/changelog"
+	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/record"
 )
 
@@ -20,7 +22,7 @@ import (
 type encChange struct {
 	c        uint64
 	index    uint32
-	op       byte
+	op       changelog.Op
 	wt       *watchType
 	rec, old []byte
 	om       omitted // records left out (rare: changes over a message)
@@ -30,21 +32,21 @@ type encChange struct {
 // it encoded responses itself: the reference the encoder must match.
 func refChange(ch encChange, withOld bool) *pb.Change {
 	match := ch.rec
-	if ch.op == changeRemove {
+	if ch.op == changelog.Remove {
 		match = ch.old
 	}
-	url := ch.wt.t.url
+	url := ch.wt.URL
 	idx := ch.index
 	out := &pb.Change{
 		Op:       pb.ChangeOp(ch.op),
-		Type:     ch.wt.name,
-		Key:      &anypb.Any{TypeUrl: url, Value: record.AppendFields(nil, match, ch.wt.t.pkNums)},
+		Type:     ch.wt.Name,
+		Key:      &anypb.Any{TypeUrl: url, Value: record.AppendFields(nil, match, ch.wt.KeyFields)},
 		Position: &pb.Position{Commit: ch.c, Index: &idx},
 	}
-	if ch.op != changeRemove && !ch.om.rec {
+	if ch.op != changelog.Remove && !ch.om.rec {
 		out.Record = &anypb.Any{TypeUrl: url, Value: ch.rec}
 	}
-	if withOld && ch.op != changeInsert && !ch.om.old {
+	if withOld && ch.op != changelog.Insert && !ch.om.old {
 		out.OldRecord = &anypb.Any{TypeUrl: url, Value: ch.old}
 	}
 	out.OldRecordOmitted, out.RecordOmitted = ch.om.old, ch.om.rec
@@ -84,7 +86,7 @@ func randRecord(r *rand.Rand) []byte {
 func testWatchTypes() []*watchType {
 	mk := func(name string, pk ...protowire.Number) *watchType {
 		url := "type.googleapis.com/" + name
-		return &watchType{t: &recType{url: url, urlField: appendString(nil, anywire.FieldTypeURL, url), pkNums: pk}, name: name}
+		return &watchType{WatchType: engine.WatchType{Name: name, URL: url, URLField: appendString(nil, anywire.FieldTypeURL, url), KeyFields: pk}}
 	}
 	return []*watchType{mk("shop.User", 1), mk("shop.Order", 2, 1), mk("a.B", 5), mk("x.NoKey")}
 }
@@ -99,16 +101,16 @@ func randChanges(r *rand.Rand, types []*watchType, n int) []encChange {
 			c += 1 + r.Uint64N(1000)
 			idx = 0
 		}
-		ch := encChange{c: c, index: idx, op: byte(1 + r.IntN(3)), wt: types[r.IntN(len(types))]}
+		ch := encChange{c: c, index: idx, op: changelog.Op(1 + r.IntN(3)), wt: types[r.IntN(len(types))]}
 		idx += 1 + uint32(r.IntN(300))
-		if ch.op != changeRemove {
+		if ch.op != changelog.Remove {
 			ch.rec = randRecord(r)
 		}
-		if ch.op != changeInsert {
+		if ch.op != changelog.Insert {
 			ch.old = randRecord(r)
 		}
 		if r.IntN(10) == 0 {
-			ch.om = omitted{old: ch.op != changeInsert, rec: ch.op != changeRemove && r.IntN(2) == 0}
+			ch.om = omitted{old: ch.op != changelog.Insert, rec: ch.op != changelog.Remove && r.IntN(2) == 0}
 		}
 		out[i] = ch
 	}
@@ -120,12 +122,12 @@ func encodeResponse(e *respEnc, chs []encChange, withOld bool, p position) []byt
 	e.start()
 	for _, ch := range chs {
 		match := ch.rec
-		if ch.op == changeRemove {
+		if ch.op == changelog.Remove {
 			match = ch.old
 		}
 		om := ch.om
 		om.old = om.old && withOld
-		withRec, withOldRec := ch.op != changeRemove && !om.rec, withOld && ch.op != changeInsert && !om.old
+		withRec, withOldRec := ch.op != changelog.Remove && !om.rec, withOld && ch.op != changelog.Insert && !om.old
 		from := len(*e.bp)
 		e.addChange(ch.c, ch.index, ch.op, ch.wt, match, ch.rec, ch.old, withRec, withOldRec, om)
 		if want, _ := changeSize(ch.c, ch.index, ch.wt, len(e.key), len(ch.rec), len(ch.old), withRec, withOldRec, om); len(*e.bp)-from != want {
@@ -218,7 +220,7 @@ func BenchmarkWatchEncode(b *testing.B) {
 		wt := testWatchTypes()[0]
 		ins := make([]encChange, 1000)
 		for i := range ins {
-			ins[i] = encChange{c: 1 << 20, index: uint32(i), op: changeInsert, wt: wt, rec: itemRecord(int64(1<<40 + i))}
+			ins[i] = encChange{c: 1 << 20, index: uint32(i), op: changelog.Insert, wt: wt, rec: itemRecord(int64(1<<40 + i))}
 		}
 		b.ReportAllocs()
 		b.SetBytes(int64(len(ins)))
@@ -310,7 +312,7 @@ func FuzzWatchKey(f *testing.F) {
 // fields (the watch experiment's) by the one-field path and by the
 // general scan, in one invocation:
 //
-//	go test -run '^$' -bench WatchKey ./internal/engine/
+//	go test -run '^$' -bench WatchKey ./internal/watch/
 func BenchmarkWatchKey(b *testing.B) {
 	rec := itemRecord(1<<40 + 7)
 	nums := []protowire.Number{1}

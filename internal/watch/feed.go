@@ -1,4 +1,4 @@
-package engine
+package watch
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/changelog"
+	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -22,28 +24,30 @@ import (
 
 var recordSpace = []byte{keyspace.TagRecord}
 
-// runFeed serves the watch from feed, until ctx ends or the engine stops
-// its watches.
+// runFeed serves the watch from feed, until ctx ends, the service stops
+// its watches or the engine closes.
 func (w *watch) runFeed(ctx context.Context, feed store.Feed) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-w.e.watchStop:
+		case <-w.s.stop:
 			cancel()
-		case <-w.e.bgCtx.Done():
+		case <-w.s.done:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	err := w.serveFeed(ctx, feed)
 	select {
-	case <-w.e.watchStop:
-		return errWatchStopped
+	case <-w.s.stop:
+		return errStopped
 	default:
 	}
-	if w.e.bgCtx.Err() != nil {
-		return ErrClosed
+	select {
+	case <-w.s.done:
+		return engine.ErrClosed
+	default:
 	}
 	return err
 }
@@ -70,7 +74,7 @@ func (w *watch) serveFeed(ctx context.Context, feed store.Feed) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(watchProgressEvery)
+		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -102,9 +106,9 @@ func (w *watch) serveFeed(ctx context.Context, feed store.Feed) error {
 	})
 	var ce *store.CompactedError
 	if errors.As(err, &ce) {
-		return w.e.outOfRange("the store no longer keeps the revisions after position "+formatPos(w.pos)+" (compacted)", max(ce.Oldest-1, 0), -1)
+		return outOfRange("the store no longer keeps the revisions after position "+formatPos(w.pos)+" (compacted)", max(ce.Oldest-1, 0), -1)
 	}
-	return storeError(err)
+	return engine.StoreError(err)
 }
 
 // revision considers the record events of one revision of the feed.
@@ -118,12 +122,12 @@ func (w *watch) revision(ctx context.Context, c uint64, evs []store.Event) error
 		if len(ev.Key) < keyspace.PrefixLen {
 			continue
 		}
-		op := changeUpdate
+		op := changelog.Update
 		switch {
 		case ev.Delete:
-			op = changeRemove
+			op = changelog.Remove
 		case ev.Prev == nil:
-			op = changeInsert
+			op = changelog.Insert
 		}
 		typeID := binary.BigEndian.Uint32(ev.Key[1:keyspace.PrefixLen])
 		full, err := w.consider(ctx, c, idx, op, typeID, ev.Value, ev.Prev)
@@ -145,7 +149,7 @@ func (w *watch) revision(ctx context.Context, c uint64, evs []store.Event) error
 func (w *watch) startFeed(ctx context.Context, feed store.Feed) (int64, error) {
 	cur, err := feed.Revision(ctx)
 	if err != nil {
-		return 0, storeError(err)
+		return 0, engine.StoreError(err)
 	}
 	switch s := w.start.GetStart().(type) {
 	case nil, *pb.WatchStart_Now:
@@ -165,23 +169,15 @@ func (w *watch) startFeed(ctx context.Context, feed store.Feed) (int64, error) {
 		case err == nil, errors.Is(err, errStopFeed), ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			w.pos = position{}
 		default:
-			return 0, storeError(err)
+			return 0, engine.StoreError(err)
 		}
 		return int64(w.pos.commit), nil
 	case *pb.WatchStart_After:
-		p := s.After
-		if p == nil {
-			return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after holds no position", Field: "start.after"}
-		}
-		w.pos = position{commit: p.GetCommit()}
-		if p.Index != nil {
-			if p.GetCommit() == 0 {
-				return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after has a change index but no commit", Field: "start.after.commit"}
-			}
-			w.pos.index, w.pos.part = p.GetIndex(), true
+		if err := w.startAfter(s.After); err != nil {
+			return 0, err
 		}
 		if w.pos.commit > uint64(cur) {
-			return 0, w.e.outOfRange("position "+formatPos(w.pos)+" is past the store's current revision "+u64(uint64(cur))+
+			return 0, outOfRange("position "+formatPos(w.pos)+" is past the store's current revision "+u64(uint64(cur))+
 				": it is not from this store's history", -1, cur)
 		}
 		if w.pos.part {
@@ -197,9 +193,4 @@ func (w *watch) startFeed(ctx context.Context, feed store.Feed) (int64, error) {
 const oldestProbe = 2 * time.Second
 
 // errStopFeed ends a feed read early.
-var errStopFeed = errors.New("engine: stop reading the feed")
-
-// logKey is a change-log key; logCommit its commit.
-func logKey(c uint64) []byte { return keyspace.AppendLogKey(nil, c) }
-
-func logCommit(k []byte) (uint64, bool) { return keyspace.LogCommit(k) }
+var errStopFeed = errors.New("watch: stop reading the feed")
