@@ -325,7 +325,10 @@ func runWriteModel(t *testing.T, b harness.Backend, rng *rand.Rand, rounds, stre
 			t.Errorf("no batch failed with %v: the generator is too tame", c)
 		}
 	}
-	if ok < rounds*streams/6 {
+	// About a quarter of the streams succeed; over a hundred seeds of a
+	// two-round run (120 streams) the fewest was 18, so the bound is a
+	// tenth: below it the generator is broken, not unlucky.
+	if ok < rounds*streams/10 {
 		t.Errorf("only %d of %d streams succeeded: the generator is too wild", ok, rounds*streams)
 	}
 	t.Logf("%d records at the end; %d streams succeeded; failed by code: %v", len(model), ok, failed)
