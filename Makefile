@@ -90,6 +90,15 @@ python-test: python-check-generate ## ruff, mypy and pytest for the Python packa
 	cd python && .venv/bin/mypy
 	cd python && .venv/bin/pytest -q
 
+# robustness runs the robustness tests (tests/robustness) with seeds drawn
+# from the clock, so that each run tries new interleavings; `make test` runs
+# the same tests on their fixed seeds. A failure prints the command that
+# replays its seed. SEEDS=N runs N seeds of each randomised test.
+SEEDS ?=
+.PHONY: robustness
+robustness: ## run tests/robustness on seeds from the clock (new interleavings each run; SEEDS=N per test)
+	$(GO) test -count=1 -timeout 30m ./tests/robustness/... -seed=clock $(if $(SEEDS),-seeds=$(SEEDS))
+
 .PHONY: test-race
 test-race: ## run every test under the race detector
 	$(GO) test -count=1 -race -timeout 30m ./...

@@ -23,7 +23,7 @@ const backendBenchRecords = 100_000
 //	go test ./server -run '^$' -bench BenchmarkBackends -count 3
 func BenchmarkBackends(b *testing.B) {
 	for _, be := range backends {
-		b.Run(be.name+"/ingest/batch=1000", func(b *testing.B) {
+		b.Run(be.Name+"/ingest/batch=1000", func(b *testing.B) {
 			c := benchBackendServer(b, be)
 			batches := benchBatches(1000, b.N)
 			b.ReportAllocs()
@@ -31,7 +31,7 @@ func BenchmarkBackends(b *testing.B) {
 			benchSend(b, c.API().Insert, batches)
 			reportRecords(b)
 		})
-		b.Run(be.name+"/search-pk/batch=1000", func(b *testing.B) {
+		b.Run(be.Name+"/search-pk/batch=1000", func(b *testing.B) {
 			c := benchBackendServer(b, be)
 			loadBenchItems(b, c, backendBenchRecords)
 			benchSearchPK(b, c, backendBenchRecords, 1000)
@@ -43,7 +43,7 @@ func BenchmarkBackends(b *testing.B) {
 // the bench schema applied and returns a client of it.
 func benchBackendServer(b *testing.B, be backend) *client.Client {
 	b.Helper()
-	cfg := be.config(b)
+	cfg := be.Config(b)
 	cfg.GRPCAddr = "127.0.0.1:0"
 	srv, err := server.Start(context.Background(), cfg)
 	if err != nil {

@@ -10,10 +10,11 @@ import (
 )
 
 // Flush and Compact reach the storage of a running server from the tests
-// (this file is compiled only into them): the model test needs data in
-// storage files so that parallel scans split, and the read benchmarks need
-// the bulk load compacted into one sorted run, as after a quiet period.
-// Neither is a feature of the public API.
+// (this file is compiled only into them): the bounds test takes large
+// batches out of memory before it measures the heap, and the read
+// benchmarks need the bulk load compacted into one sorted run, as after a
+// quiet period. Neither is a feature of the public API. (The tests outside
+// this package reach Flush through internal/serverhook.)
 
 // Flush writes s's memtables to storage files.
 func Flush(s *Server) error { return s.eng.Flush() }
@@ -22,9 +23,8 @@ func Flush(s *Server) error { return s.eng.Flush() }
 func Compact(ctx context.Context, s *Server) error { return s.eng.Compact(ctx) }
 
 // WithMemFS returns c with its data directory on fs, in memory: the
-// power-cut test cuts the power on fs (pebble.MemFS.PowerCut) and starts
-// the next server on what survived. Config keeps the field unexported so
-// that no application meets it.
+// disk-full tests fill fs and free it again. Config keeps the field
+// unexported so that no application meets it.
 func WithMemFS(c Config, fs *pebble.MemFS) Config {
 	c.memFS = fs
 	return c

@@ -10,9 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -20,38 +18,11 @@ import (
 	"github.com/protobase/protobase/client"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 )
 
-const shopProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-
-message User {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "email" unique: true }
-    index: { fields: "name" }
-  };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-  repeated string tags = 4;
-}
-
-message Order {
-  option (protobase.v1.record) = { primary_key: ["user_id", "id"] };
-  int64 user_id = 1;
-  uint64 id = 2;
-  double total = 3;
-  Line line = 4;
-}
-
-message Line {
-  string sku = 1;
-  int32 qty = 2;
-}
-`
+const shopProto = testschema.Shop
 
 // testServer is a real server on a loopback port with a real Pebble
 // directory, and a client connected to it.
@@ -135,15 +106,11 @@ func (ts *testServer) rec(typeName, js string) *anypb.Any {
 		ts.descs[typeName] = md
 		ts.descMu.Unlock()
 	}
-	m := dynamicpb.NewMessage(md)
-	if err := protojson.Unmarshal([]byte(js), m); err != nil {
-		ts.t.Fatalf("record %s %s: %v", typeName, js, err)
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	a, err := testschema.Record(md, js)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	return &anypb.Any{TypeUrl: "type.googleapis.com/" + typeName, Value: b}
+	return a
 }
 
 func (ts *testServer) desc(typeName string) protoreflect.MessageDescriptor {
@@ -152,15 +119,11 @@ func (ts *testServer) desc(typeName string) protoreflect.MessageDescriptor {
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	files, err := protodesc.NewFiles(resp.Descriptors)
+	md, err := testschema.Descriptor(resp.Descriptors, typeName)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	d, err := files.FindDescriptorByName(protoreflect.FullName(typeName))
-	if err != nil {
-		ts.t.Fatalf("find %s: %v", typeName, err)
-	}
-	return d.(protoreflect.MessageDescriptor)
+	return md
 }
 
 // write sends batches on one client stream of the given operation and

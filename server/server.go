@@ -227,7 +227,8 @@ type Config struct {
 	NATSTLSCAFile, NATSTLSCertFile, NATSTLSKeyFile string
 
 	// memFS, when set, holds DataDir in memory instead of on disk; only
-	// the power-cut tests set it (see export_test.go).
+	// tests set it (export_test.go, and internal/serverhook for the
+	// power-cut test).
 	memFS *pebble.MemFS
 }
 

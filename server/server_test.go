@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 )
 
@@ -108,7 +109,7 @@ func TestGracefulStopFinishesInflightStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := crashRecords(0)
+	recs := testschema.ShopBatch(0)
 	if err := st.Send(&pb.WriteRequest{Records: recs[:100]}); err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestSharedRaceInserts(t *testing.T) {
 	if got := b.count("shop.User"); got != 2*n {
 		t.Errorf("%d users stored, want %d", got, 2*n)
 	}
-	backends[1].mustCheck(t, cfg, "after the races")
+	backends[1].MustCheck(t, cfg, "after the races")
 }
 
 // A schema applied on one server is in force on the other at once: a
@@ -190,7 +190,7 @@ func TestSharedIndexBuildMovesOn(t *testing.T) {
 	a.stop() // mid-build, most likely: B's builder takes over
 	a.c = nil
 	waitIndex(t, b, "shop.Order", "line_sku", pb.IndexState_INDEX_STATE_READY)
-	backends[1].mustCheck(t, cfg, "after the build")
+	backends[1].MustCheck(t, cfg, "after the build")
 	b.descs = nil
 	_, err := b.write(insert, []*anypb.Any{b.rec("shop.Order", `{"userId": 2, "id": 1, "line": {"sku": "s7"}}`)})
 	if we := writeErr(t, err, codes.AlreadyExists); we.Field != "line.sku" {

@@ -381,7 +381,7 @@ func TestWatchSlowWatcher(t *testing.T) {
 // TestWatchEtcdCompacted checks a start the etcd cluster has compacted:
 // OUT_OF_RANGE naming the oldest revision kept, from which a watch works.
 func TestWatchEtcdCompacted(t *testing.T) {
-	cfg := backends[1].config(t) // etcd, one member
+	cfg := backends[1].Config(t) // etcd, one member
 	ts := startServer(t, cfg)
 	ts.mustApply(map[string]string{"shop.proto": shopProto})
 	var last uint64

@@ -17,21 +17,13 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 )
 
 // shopProto is the schema of most tests: one record type with a unique
 // secondary index.
-const shopProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-message User {
-  option (protobase.v1.record) = { primary_key: "id" index: { fields: "email" unique: true } };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-}
-`
+const shopProto = testschema.ShopEmail
 
 // startServer starts a server on a free port with its data in a temporary
 // directory, stopped when the test ends.

@@ -13,16 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/protobase/protobase/internal/testschema"
 )
 
-const watchShopProto = shopProto + `
-message Order {
-  option (protobase.v1.record) = { primary_key: "id" };
-  int64 id = 1;
-  int64 user = 2;
-  double total = 3;
-}
-`
+const watchShopProto = testschema.ShopEmailOrders
 
 // watchServer starts a server with users and orders, and returns its
 // address.

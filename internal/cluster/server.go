@@ -138,6 +138,19 @@ func (s *Server) Kill() error {
 	return nil
 }
 
+// Pause stops the server with SIGSTOP, as a machine that hangs: its
+// connections stay open and nothing on them is answered, and it no longer
+// keeps its etcd leases alive, so the locks it holds lapse. Kill ends it.
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil || p.exited() {
+		return fmt.Errorf("server %s is not running", s.Name)
+	}
+	return p.pause()
+}
+
 // Restart starts the server again after Kill or Stop, with the same flags.
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()

@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -17,33 +14,10 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store/pebble"
+	"github.com/protobase/protobase/internal/testschema"
 )
 
-const shopProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-
-message User {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "email" unique: true }
-    index: { fields: "name" }
-  };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-}
-
-message Member {
-  option (protobase.v1.record) = {
-    primary_key: ["org", "id"]
-    index: { fields: ["org", "handle"] unique: true }
-  };
-  string org = 1;
-  int64 id = 2;
-  string handle = 3;
-}
-`
+const shopProto = testschema.ShopMembers
 
 // testEngine is an engine on a real Pebble store in a temporary directory.
 type testEngine struct {
@@ -114,15 +88,11 @@ func (te *testEngine) rec(typeName, js string) *anypb.Any {
 	if !ok {
 		te.t.Fatalf("no type %s", typeName)
 	}
-	m := dynamicpb.NewMessage(rt.Desc)
-	if err := protojson.Unmarshal([]byte(js), m); err != nil {
-		te.t.Fatalf("record %s: %v", js, err)
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	a, err := testschema.Record(rt.Desc, js)
 	if err != nil {
 		te.t.Fatal(err)
 	}
-	return &anypb.Any{TypeUrl: "type.googleapis.com/" + typeName, Value: b}
+	return a
 }
 
 // write applies batches of op on one writer and syncs; it returns the

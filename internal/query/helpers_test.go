@@ -18,73 +18,12 @@ import (
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/testschema"
 )
 
 // usersProto is the test schema: shop.User has a composite primary key and
 // indexes of every key kind; shop.Doc has a one-field key.
-const usersProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-
-enum Status {
-  STATUS_UNSPECIFIED = 0;
-  ACTIVE = 1;
-  BANNED = 2;
-  NEG = -3;
-}
-
-message Address {
-  string city = 1;
-  string zip = 2;
-  repeated string tags = 3;
-}
-
-message Item {
-  string sku = 1;
-  int32 qty = 2;
-}
-
-message User {
-  option (protobase.v1.record) = {
-    primary_key: ["tenant", "id"]
-    index: { name: "users_by_name" fields: "name" }
-    index: { name: "by_age_name" fields: ["age", "name"] }
-    index: { name: "by_email" fields: "email" unique: true }
-    index: { fields: "score" }
-    index: { fields: "address.city" }
-    index: { name: "by_status_level" fields: ["status", "level"] }
-    index: { fields: "ratio" }
-    index: { name: "by_active_blob" fields: ["active", "blob"] }
-    index: { fields: "big" unique: true }
-    index: { name: "building" fields: "delta" }
-  };
-  string tenant = 1;
-  int64 id = 2;
-  string name = 3;
-  int32 age = 4;
-  double score = 5;
-  bool active = 6;
-  Status status = 7;
-  uint32 level = 8;
-  bytes blob = 9;
-  float ratio = 10;
-  Address address = 11;
-  repeated string tags = 12;
-  repeated Item items = 13;
-  repeated int64 nums = 14;
-  string email = 15;
-  sint64 delta = 16;
-  uint64 big = 17;
-  map<string, int64> counts = 18;
-}
-
-message Doc {
-  option (protobase.v1.record) = { primary_key: "id" index: { fields: "title" } };
-  int64 id = 1;
-  string title = 2;
-  int32 year = 3;
-}
-`
+const usersProto = testschema.ShopAllKeys
 
 var (
 	fixtureOnce sync.Once

@@ -9,21 +9,12 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/protobase/protobase/internal/testschema"
 )
 
 // usersProto is the example of the record option in options.proto, verbatim.
-const usersProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-
-message User {
-  option (protobase.v1.record) = { primary_key: "id" index: { fields: "name" } index: { fields: ["country", "city"] unique: true } };
-  int64 id = 1;
-  string name = 2;
-  string country = 3;
-  string city = 4;
-}
-`
+const usersProto = testschema.ShopOptionExample
 
 // record returns a proto3 file of package shop importing options.proto.
 func record(body string, imports ...string) string {

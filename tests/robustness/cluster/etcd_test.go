@@ -13,16 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/protobase/protobase/internal/cluster"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
-
-// etcdBin builds cmd/protobase-etcd once for the test binary.
-var etcdBin = sync.OnceValues(func() (string, error) {
-	dir, err := cluster.BinCache(context.Background())
-	if err != nil {
-		return "", err
-	}
-	return cluster.BuildEtcd(context.Background(), dir)
-})
 
 // startEtcd starts a three-member cluster under t.TempDir() and stops it
 // when the test ends.
@@ -37,7 +29,7 @@ func startEtcdWith(t *testing.T, opt cluster.EtcdOptions) *cluster.Etcd {
 	if testing.Short() {
 		t.Skip("starts an etcd cluster of processes")
 	}
-	bin, err := etcdBin()
+	bin, err := harness.EtcdBin()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server_test
+package crash_test
 
 import (
 	"context"
@@ -9,43 +9,21 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 	"github.com/protobase/protobase/server/servertest"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
 func TestMain(m *testing.M) { servertest.Main(m, server.Config{}) }
 
-const crashBatch = 100
-
-// crashRecords builds batch n: crashBatch users and crashBatch orders whose
-// ids encode the batch, so a half-applied batch would show.
-func crashRecords(n int) []*anypb.Any {
-	recs := make([]*anypb.Any, 0, 2*crashBatch)
-	for i := 0; i < crashBatch; i++ {
-		id := int64(n*crashBatch + i)
-		var u []byte
-		u = protowire.AppendTag(u, 1, protowire.VarintType)
-		u = protowire.AppendVarint(u, uint64(id))
-		u = protowire.AppendTag(u, 2, protowire.BytesType)
-		u = protowire.AppendString(u, fmt.Sprintf("user %d of batch %d", i, n))
-		u = protowire.AppendTag(u, 3, protowire.BytesType)
-		u = protowire.AppendString(u, fmt.Sprintf("u%d@example.com", id))
-		var o []byte
-		o = protowire.AppendTag(o, 1, protowire.VarintType)
-		o = protowire.AppendVarint(o, uint64(id))
-		o = protowire.AppendTag(o, 2, protowire.VarintType)
-		o = protowire.AppendVarint(o, uint64(n))
-		recs = append(recs,
-			&anypb.Any{TypeUrl: "type.googleapis.com/shop.User", Value: u},
-			&anypb.Any{TypeUrl: "type.googleapis.com/shop.Order", Value: o})
-	}
-	return recs
-}
+// crashBatch is how many users, and as many orders, a batch holds; batch n
+// is testschema.ShopBatch(n), whose ids encode n.
+const crashBatch = testschema.ShopBatchSize
 
 // TestCrashRecovery kills an ingesting server process with SIGKILL at
 // random points, restarts it on the same directory, and checks that every
@@ -54,16 +32,16 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test starts child processes")
 	}
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { runCrashRecovery(t, b) })
+	for _, b := range harness.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			harness.RunSeeds(t, []uint64{1}, func(t *testing.T, seed uint64) { runCrashRecovery(t, b, seed) })
+		})
 	}
 }
 
-func runCrashRecovery(t *testing.T, b backend) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+func runCrashRecovery(t *testing.T, b harness.Backend, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	cfg := b.config(t)
+	cfg := b.Config(t)
 
 	const writers = 2
 	var mu sync.Mutex
@@ -79,7 +57,7 @@ func runCrashRecovery(t *testing.T, b backend) {
 			t.Fatal(err)
 		}
 		if round == 0 {
-			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": testschema.Shop}, client.SchemaOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -98,7 +76,7 @@ func runCrashRecovery(t *testing.T, b backend) {
 					n := next[w]
 					next[w] += writers // a batch sent but not acknowledged is never reused
 					mu.Unlock()
-					if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: crashRecords(n), Ack: true}); err != nil {
+					if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: testschema.ShopBatch(n), Ack: true}); err != nil {
 						return
 					}
 					if _, err := st.Recv(); err != nil {
@@ -119,7 +97,7 @@ func runCrashRecovery(t *testing.T, b backend) {
 		wg.Wait()
 		c.Close()
 		// What the next start recovers must be consistent too.
-		b.mustCheck(t, cfg, fmt.Sprintf("after kill %d", round+1))
+		b.MustCheck(t, cfg, fmt.Sprintf("after kill %d", round+1))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -127,14 +105,14 @@ func runCrashRecovery(t *testing.T, b backend) {
 		t.Fatal("no batch was acknowledged before the kills")
 	}
 
-	ts := startServer(t, cfg)
+	ts := harness.Start(t, cfg)
 	users := map[int]int{}
-	for _, u := range ts.records("shop.User") {
-		users[int(fieldValue(u, "id").Int())/crashBatch]++
+	for _, u := range ts.Records("shop.User") {
+		users[int(harness.FieldValue(u, "id").Int())/crashBatch]++
 	}
 	orders := map[int]int{}
-	for _, o := range ts.records("shop.Order") {
-		orders[int(fieldValue(o, "id").Uint())]++
+	for _, o := range ts.Records("shop.Order") {
+		orders[int(harness.FieldValue(o, "id").Uint())]++
 	}
 	for n := range acked {
 		if users[n] != crashBatch || orders[n] != crashBatch {
@@ -155,8 +133,8 @@ func runCrashRecovery(t *testing.T, b backend) {
 	// The unique index survived the kills: every present batch's emails
 	// are taken, and an email of a batch that is not present is free.
 	for n := range users {
-		_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, n*crashBatch+crashBatch-1))})
-		if we := writeErr(t, err, codes.AlreadyExists); we.Field != "email" {
+		_, err := ts.Write(harness.Insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, n*crashBatch+crashBatch-1))})
+		if we := harness.WriteErr(t, err, codes.AlreadyExists); we.Field != "email" {
 			t.Fatalf("batch %d: duplicate email refused on field %q, want email", n, we.Field)
 		}
 	}
@@ -164,8 +142,7 @@ func runCrashRecovery(t *testing.T, b backend) {
 	for users[absent] != 0 {
 		absent++
 	}
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, absent*crashBatch))})
-	ts.stop()
-	ts.c = nil
-	b.mustCheck(t, cfg, "at the end")
+	ts.MustWrite(harness.Insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, absent*crashBatch))})
+	ts.Stop()
+	b.MustCheck(t, cfg, "at the end")
 }

@@ -1,4 +1,4 @@
-package server_test
+package model_test
 
 import (
 	"context"
@@ -16,7 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
 // The watch model test writes random batches of every operation across
@@ -40,7 +42,7 @@ type wantChange struct {
 
 // watchModel is the writer's model: the stored records by type and key.
 type watchModel struct {
-	ts     *testServer
+	ts     *harness.Server
 	rng    *rand.Rand
 	stored map[string]map[int64]*anypb.Any // type -> key -> record
 	hist   []wantChange
@@ -52,21 +54,21 @@ type watchModel struct {
 func (m *watchModel) record(typ string, id int64) *anypb.Any {
 	n := m.rng.IntN(1000)
 	if typ == "shop.User" {
-		return m.ts.rec(typ, fmt.Sprintf(`{"id": %d, "name": "n%d", "email": "e%d@x"}`, id, n, id))
+		return m.ts.Rec(typ, fmt.Sprintf(`{"id": %d, "name": "n%d", "email": "e%d@x"}`, id, n, id))
 	}
-	return m.ts.rec(typ, fmt.Sprintf(`{"user_id": 7, "id": %d, "total": %d}`, id, n))
+	return m.ts.Rec(typ, fmt.Sprintf(`{"user_id": 7, "id": %d, "total": %d}`, id, n))
 }
 
 func (m *watchModel) keyOnly(typ string, id int64) *anypb.Any {
 	if typ == "shop.User" {
-		return m.ts.rec(typ, fmt.Sprintf(`{"id": %d}`, id))
+		return m.ts.Rec(typ, fmt.Sprintf(`{"id": %d}`, id))
 	}
-	return m.ts.rec(typ, fmt.Sprintf(`{"user_id": 7, "id": %d}`, id))
+	return m.ts.Rec(typ, fmt.Sprintf(`{"user_id": 7, "id": %d}`, id))
 }
 
 // batch writes one random valid batch and adds its changes to the history.
 func (m *watchModel) batch() {
-	t := m.ts.t
+	t := m.ts.T
 	ops := []pb.WriteOp{pb.WriteOp_WRITE_OP_INSERT, pb.WriteOp_WRITE_OP_UPDATE, pb.WriteOp_WRITE_OP_UPSERT, pb.WriteOp_WRITE_OP_REMOVE}
 	op := ops[m.rng.IntN(len(ops))]
 	n := 1 + m.rng.IntN(6)
@@ -107,7 +109,7 @@ func (m *watchModel) batch() {
 	if len(recs) == 0 {
 		return
 	}
-	resp := m.ts.mustWrite(op, recs)
+	resp := m.ts.MustWrite(op, recs)
 	for i := range changes {
 		changes[i].commit = resp.Position
 	}
@@ -134,7 +136,7 @@ type modelWatcher struct {
 // closed), reconnecting at random. A session also ends when it receives
 // nothing for a while (its deadline): a watcher whose filter matches no
 // more changes must get to look at done.
-func (mw *modelWatcher) run(ts *testServer, rng *rand.Rand, done <-chan struct{}, end *uint64) error {
+func (mw *modelWatcher) run(ts *harness.Server, rng *rand.Rand, done <-chan struct{}, end *uint64) error {
 	last := &pb.Position{} // after commit 0: the whole history
 	finished := func() bool {
 		select {
@@ -151,7 +153,7 @@ func (mw *modelWatcher) run(ts *testServer, rng *rand.Rand, done <-chan struct{}
 			mw.byChange++
 			start = mw.got[n-1].Position
 		}
-		st, err := ts.c.API().Watch(ctx, &pb.WatchRequest{Types: mw.types, Filter: mw.filter, OldRecords: mw.old, BatchSize: mw.batch,
+		st, err := ts.C.API().Watch(ctx, &pb.WatchRequest{Types: mw.types, Filter: mw.filter, OldRecords: mw.old, BatchSize: mw.batch,
 			Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: start}}})
 		if err != nil {
 			cancel()
@@ -210,24 +212,22 @@ func (mw *modelWatcher) check(t *testing.T, name string, hist []wantChange) {
 }
 
 func TestWatchModel(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range harness.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			seeds := []uint64{1, 2}
-			if testing.Short() || b.name != "pebble" {
+			if testing.Short() || b.Name != "pebble" {
 				seeds = seeds[:1]
 			}
-			for _, seed := range seeds {
-				t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-					runWatchModel(t, b.config(t), seed, 120)
-				})
-			}
+			harness.RunSeeds(t, seeds, func(t *testing.T, seed uint64) {
+				runWatchModel(t, b.Config(t), seed, 120)
+			})
 		})
 	}
 }
 
 func runWatchModel(t *testing.T, cfg server.Config, seed uint64, batches int) {
-	ts := startServer(t, cfg)
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts := harness.Start(t, cfg)
+	ts.MustApply(map[string]string{"shop.proto": testschema.Shop})
 	m := &watchModel{ts: ts, rng: rand.New(rand.NewPCG(seed, 17)),
 		stored: map[string]map[int64]*anypb.Any{"shop.User": {}, "shop.Order": {}}, distinct: cfg.Store != ""}
 	watchers := []*modelWatcher{
@@ -273,10 +273,12 @@ func runWatchModel(t *testing.T, cfg server.Config, seed uint64, batches int) {
 // resume or fall behind read storage, those at the tail read memory, and
 // they move between the two while the writes go on.
 func TestWatchModelSmallTail(t *testing.T) {
-	cfg := backends[0].config(t)
-	if cfg.Store != "" {
-		t.Fatalf("backends[0] is %q, want the embedded store", cfg.Store)
-	}
-	cfg.WatchTailBytes = 4 << 10
-	runWatchModel(t, cfg, 3, 120)
+	harness.RunSeeds(t, []uint64{3}, func(t *testing.T, seed uint64) {
+		cfg := harness.Backends[0].Config(t)
+		if cfg.Store != "" {
+			t.Fatalf("harness.Backends[0] is %q, want the embedded store", cfg.Store)
+		}
+		cfg.WatchTailBytes = 4 << 10
+		runWatchModel(t, cfg, seed, 120)
+	})
 }

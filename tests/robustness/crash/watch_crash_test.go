@@ -1,4 +1,4 @@
-package server_test
+package crash_test
 
 import (
 	"context"
@@ -13,35 +13,10 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server/servertest"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
-
-// crashWatcher is a watcher that lives across server kills: what it
-// received over all rounds, and the last progress it saw.
-type crashWatcher struct {
-	req  *pb.WatchRequest
-	got  []*pb.Change
-	last *pb.Position
-}
-
-// session watches from the last progress until the connection dies (or
-// ctx ends).
-func (cw *crashWatcher) session(ctx context.Context, c *client.Client) {
-	req := proto.Clone(cw.req).(*pb.WatchRequest)
-	req.Start = &pb.WatchStart{Start: &pb.WatchStart_After{After: cw.last}}
-	st, err := c.API().Watch(ctx, req)
-	if err != nil {
-		return
-	}
-	for {
-		resp, err := st.Recv()
-		if err != nil {
-			return
-		}
-		cw.got = append(cw.got, resp.Changes...)
-		cw.last = resp.Progress
-	}
-}
 
 // TestWatchCrash kills an ingesting server with SIGKILL while watchers are
 // attached, several times, then checks each watcher's changes over all
@@ -52,14 +27,16 @@ func TestWatchCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test starts child processes")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	harness.RunSeeds(t, []uint64{1}, runWatchCrash)
+}
+
+func runWatchCrash(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 2))
-	cfg := backends[0].config(t) // pebble: the log is the engine's
-	watchers := []*crashWatcher{
-		{req: &pb.WatchRequest{Types: []string{"shop.User", "shop.Order"}}, last: &pb.Position{}},
-		{req: &pb.WatchRequest{Types: []string{"shop.Order"}, BatchSize: 7}, last: &pb.Position{}},
-		{req: &pb.WatchRequest{Types: []string{"shop.User"}, Filter: "id < 300"}, last: &pb.Position{}},
+	cfg := harness.Backends[0].Config(t) // pebble: the log is the engine's
+	watchers := []*harness.Watcher{
+		harness.NewWatcher(&pb.WatchRequest{Types: []string{"shop.User", "shop.Order"}}),
+		harness.NewWatcher(&pb.WatchRequest{Types: []string{"shop.Order"}, BatchSize: 7}),
+		harness.NewWatcher(&pb.WatchRequest{Types: []string{"shop.User"}, Filter: "id < 300"}),
 	}
 	acked := map[uint64]int{} // commit -> batch ordinal, from acknowledgements
 	next := 0
@@ -70,7 +47,7 @@ func TestWatchCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		if round == 0 {
-			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": testschema.Shop}, client.SchemaOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -78,7 +55,7 @@ func TestWatchCrash(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, cw := range watchers {
 			wg.Add(1)
-			go func() { defer wg.Done(); cw.session(ctx, c) }()
+			go func() { defer wg.Done(); cw.Session(ctx, c) }()
 		}
 		var mu sync.Mutex
 		wg.Add(1)
@@ -93,7 +70,7 @@ func TestWatchCrash(t *testing.T) {
 				n := next
 				next++
 				mu.Unlock()
-				if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: crashRecords(n), Ack: true}); err != nil {
+				if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: testschema.ShopBatch(n), Ack: true}); err != nil {
 					return
 				}
 				ack, err := st.Recv()
@@ -119,18 +96,18 @@ func TestWatchCrash(t *testing.T) {
 	}
 
 	// A clean server: each watcher catches up, and the log is read whole.
-	ts := startServer(t, cfg)
-	end := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}}).first().GetCommit()
+	ts := harness.Start(t, cfg)
+	end := ts.LastCommit("shop.User")
 	for _, cw := range watchers {
-		catchUp(t, ts, cw, end)
+		cw.CatchUp(t, ts, end)
 	}
-	truth := &crashWatcher{req: &pb.WatchRequest{Types: []string{"shop.User", "shop.Order"}}, last: &pb.Position{}}
-	catchUp(t, ts, truth, end)
+	truth := harness.NewWatcher(&pb.WatchRequest{Types: []string{"shop.User", "shop.Order"}})
+	truth.CatchUp(t, ts, end)
 
 	// Each commit in the log is one whole batch; acknowledged ones are there.
 	batchOf := map[uint64]int{}
 	count := map[uint64]int{}
-	for _, ch := range truth.got {
+	for _, ch := range truth.Got {
 		c := ch.Position.GetCommit()
 		n := crashBatchOf(t, ch)
 		if b, ok := batchOf[c]; ok && b != n {
@@ -151,43 +128,22 @@ func TestWatchCrash(t *testing.T) {
 	}
 	for i, cw := range watchers {
 		var want []*pb.Change
-		for _, ch := range truth.got {
-			if slices.Contains(cw.req.Types, ch.Type) && (cw.req.Filter == "" || ch.Type != "shop.User" || crashUserID(ch) < 300) {
+		for _, ch := range truth.Got {
+			if slices.Contains(cw.Req.Types, ch.Type) && (cw.Req.Filter == "" || ch.Type != "shop.User" || crashUserID(ch) < 300) {
 				want = append(want, ch)
 			}
 		}
-		if len(cw.got) != len(want) {
-			t.Errorf("watcher %d: %d changes over the kills, want %d", i, len(cw.got), len(want))
+		if len(cw.Got) != len(want) {
+			t.Errorf("watcher %d: %d changes over the kills, want %d", i, len(cw.Got), len(want))
 		}
-		for j := range min(len(cw.got), len(want)) {
-			if !proto.Equal(cw.got[j], want[j]) {
-				t.Fatalf("watcher %d: change %d at %v differs from the log's (%v): it saw a change that did not survive", i, j, cw.got[j].Position, want[j].Position)
+		for j := range min(len(cw.Got), len(want)) {
+			if !proto.Equal(cw.Got[j], want[j]) {
+				t.Fatalf("watcher %d: change %d at %v differs from the log's (%v): it saw a change that did not survive", i, j, cw.Got[j].Position, want[j].Position)
 			}
 		}
 	}
 	t.Logf("%d batches acknowledged, %d commits in the log, watchers got %d/%d/%d changes",
-		len(acked), len(count), len(watchers[0].got), len(watchers[1].got), len(watchers[2].got))
-}
-
-// catchUp resumes cw on ts until its progress reaches commit end.
-func catchUp(t *testing.T, ts *testServer, cw *crashWatcher, end uint64) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req := proto.Clone(cw.req).(*pb.WatchRequest)
-	req.Start = &pb.WatchStart{Start: &pb.WatchStart_After{After: cw.last}}
-	st, err := ts.c.API().Watch(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for cw.last.Index != nil || cw.last.GetCommit() < end {
-		resp, err := st.Recv()
-		if err != nil {
-			t.Fatalf("catch up from %v to %d: %v", cw.last, end, err)
-		}
-		cw.got = append(cw.got, resp.Changes...)
-		cw.last = resp.Progress
-	}
+		len(acked), len(count), len(watchers[0].Got), len(watchers[1].Got), len(watchers[2].Got))
 }
 
 // crashUserID reads the id of a change's user record.
@@ -197,7 +153,7 @@ func crashUserID(ch *pb.Change) int64 {
 }
 
 // crashBatchOf returns the batch ordinal a change's record encodes (see
-// crashRecords).
+// testschema.ShopBatch).
 func crashBatchOf(t *testing.T, ch *pb.Change) int {
 	t.Helper()
 	b := ch.Record.GetValue()

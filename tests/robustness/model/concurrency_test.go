@@ -1,4 +1,4 @@
-package server_test
+package model_test
 
 import (
 	"fmt"
@@ -9,15 +9,17 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
 // Concurrent streams racing to insert the same keys and unique values:
 // each key and each email ends up owned by exactly one record, and the
 // counts reported to the streams match what is stored.
 func TestConcurrentWritersRaceOnKeys(t *testing.T) {
-	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts := harness.Start(t, server.Config{})
+	ts.MustApply(map[string]string{"shop.proto": testschema.Shop})
 	const streams, keys = 8, 200
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -30,9 +32,9 @@ func TestConcurrentWritersRaceOnKeys(t *testing.T) {
 				var recs []*anypb.Any
 				for i := k; i < k+10; i++ {
 					// Keys collide across streams; emails collide too.
-					recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "s%d", "email": "e%d@x"}`, i, s, i)))
+					recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "s%d", "email": "e%d@x"}`, i, s, i)))
 				}
-				resp, err := ts.write(insert, recs)
+				resp, err := ts.Write(harness.Insert, recs)
 				if err != nil {
 					if status.Code(err) != codes.AlreadyExists {
 						t.Errorf("stream %d: %v", s, err)
@@ -46,14 +48,14 @@ func TestConcurrentWritersRaceOnKeys(t *testing.T) {
 		}(s)
 	}
 	wg.Wait()
-	users := ts.records("shop.User")
+	users := ts.Records("shop.User")
 	if len(users) != keys || won != keys {
 		t.Fatalf("stored %d users, streams were told %d, want %d", len(users), won, keys)
 	}
 	// Every email is held by its own record and no other.
 	for _, u := range users {
-		id := fieldValue(u, "id").Int()
-		_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "e%d@x"}`, 1000+id, id))})
-		writeErr(t, err, codes.AlreadyExists)
+		id := harness.FieldValue(u, "id").Int()
+		_, err := ts.Write(harness.Insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "e%d@x"}`, 1000+id, id))})
+		harness.WriteErr(t, err, codes.AlreadyExists)
 	}
 }

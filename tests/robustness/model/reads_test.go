@@ -1,4 +1,4 @@
-package server_test
+package model_test
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keys"
-	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
 // The model test runs random queries over random records of random schemas
@@ -416,28 +416,29 @@ func cmp3[T int64 | uint64 | float64 | protoreflect.EnumNumber](a, b T) int {
 }
 
 func TestModelReads(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			seed := uint64(20261122)
+	for _, b := range harness.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			schemas, queries := 6, 60
-			if testing.Short() || b.name != "pebble" {
+			if testing.Short() || b.Name != "pebble" {
 				schemas, queries = 2, 30
 			}
-			for s := 0; s < schemas; s++ {
-				rng := rand.New(rand.NewPCG(seed, uint64(s)))
-				t.Run(fmt.Sprintf("schema%d", s), func(t *testing.T) {
-					runModel(t, b, rng, queries)
-				})
-			}
+			harness.RunSeeds(t, []uint64{20261122}, func(t *testing.T, seed uint64) {
+				for s := 0; s < schemas; s++ {
+					rng := rand.New(rand.NewPCG(seed, uint64(s)))
+					t.Run(fmt.Sprintf("schema%d", s), func(t *testing.T) {
+						runModel(t, b, rng, queries)
+					})
+				}
+			})
 		})
 	}
 }
 
-func runModel(t *testing.T, b backend, rng *rand.Rand, queries int) {
+func runModel(t *testing.T, b harness.Backend, rng *rand.Rand, queries int) {
 	src, _, pk, _ := genSchema(rng)
-	ts := startServer(t, b.config(t))
-	ts.mustApply(map[string]string{"model.proto": src})
-	md := ts.desc("model.Rec")
+	ts := harness.Start(t, b.Config(t))
+	ts.MustApply(map[string]string{"model.proto": src})
+	md := ts.Desc("model.Rec")
 
 	// Records in shuffled id order, in a few batches, then a flush so that
 	// parallel scans have storage files to split at.
@@ -454,15 +455,15 @@ func runModel(t *testing.T, b backend, rng *rand.Rand, queries int) {
 		}
 		batch = append(batch, &anypb.Any{TypeUrl: "type.googleapis.com/model.Rec", Value: b})
 		if len(batch) == 64 {
-			ts.mustWrite(insert, batch)
+			ts.MustWrite(harness.Insert, batch)
 			batch = nil
 		}
 	}
-	ts.mustWrite(insert, batch)
-	if err := server.Flush(ts.srv); err != nil {
+	ts.MustWrite(harness.Insert, batch)
+	if err := ts.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := ts.c.GetSchema(t.Context())
+	resp, err := ts.C.GetSchema(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +478,7 @@ func runModel(t *testing.T, b backend, rng *rand.Rand, queries int) {
 		}
 	}
 
-	search, err := ts.c.NewSearch(t.Context())
+	search, err := ts.C.NewSearch(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +519,7 @@ func runModel(t *testing.T, b backend, rng *rand.Rand, queries int) {
 		check("search", got)
 
 		for _, par := range []uint32{1, 4, 16} {
-			sc := ts.c.Scan(t.Context(), q, client.ScanOptions{Parallelism: par, BatchSize: uint32(1 + rng.IntN(50))})
+			sc := ts.C.Scan(t.Context(), q, client.ScanOptions{Parallelism: par, BatchSize: uint32(1 + rng.IntN(50))})
 			var recs []*anypb.Any
 			for sc.Next() {
 				recs = append(recs, sc.Record())
@@ -530,7 +531,7 @@ func runModel(t *testing.T, b backend, rng *rand.Rand, queries int) {
 		}
 
 		var paged []*anypb.Any
-		err = ts.c.Pages(t.Context(), q, uint32(1+rng.IntN(40)), func(p *client.Page) bool {
+		err = ts.C.Pages(t.Context(), q, uint32(1+rng.IntN(40)), func(p *client.Page) bool {
 			paged = append(paged, p.Records...)
 			return true
 		})

@@ -1,4 +1,4 @@
-package server_test
+package powercut_test
 
 import (
 	"context"
@@ -21,12 +21,10 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
-var (
-	powercutSeed   = flag.Uint64("powercut.seed", 0, "seed of TestPowerCut (0: from the clock)")
-	powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut (at most 6 with -short or -race)")
-)
+var powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut (at most 6 with -short or -race)")
 
 // powercutSchema is the schema of the power-cut test, with or without its
 // extra indexes: each apply toggles them, so most applies add a unique and
@@ -132,16 +130,14 @@ type powercutModel struct {
 // exact bytes, no other batch may be there in part, and a server must
 // start on what is left, resume the index builds and take more writes:
 // the next round runs on it.
-func TestPowerCut(t *testing.T) {
-	seed := *powercutSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
+func TestPowerCut(t *testing.T) { harness.RunSeeds(t, []uint64{1}, runPowerCut) }
+
+func runPowerCut(t *testing.T, seed uint64) {
 	rounds := *powercutRounds
-	if testing.Short() || raceEnabled {
+	if testing.Short() || harness.RaceEnabled {
 		rounds = min(rounds, 6)
 	}
-	t.Logf("seed %d (-powercut.seed to repeat), %d rounds", seed, rounds)
+	t.Logf("%d rounds", rounds)
 	rng := rand.New(rand.NewPCG(seed, 12))
 	m := &powercutModel{present: map[int]bool{}, sent: map[int]bool{}, watchLast: &pb.Position{}}
 	fs := pebble.NewMemFS()
@@ -156,11 +152,10 @@ func TestPowerCut(t *testing.T) {
 	ts := powercutStart(t, fs)
 	m.verify(t, ts, "at the end")
 	if m.extra { // the builds the cuts interrupted resume and finish
-		waitIndex(t, ts, "pc.Account", "name", pb.IndexState_INDEX_STATE_READY)
-		waitIndex(t, ts, "pc.Payment", "ref", pb.IndexState_INDEX_STATE_READY)
+		ts.WaitIndex("pc.Account", "name", pb.IndexState_INDEX_STATE_READY)
+		ts.WaitIndex("pc.Payment", "ref", pb.IndexState_INDEX_STATE_READY)
 	}
-	ts.stop()
-	ts.c = nil
+	ts.Stop()
 	mustCheckMemFS(t, fs, "at the end")
 	t.Logf("%d power cuts in %v: %d batches present; batches in flight at the cut %d kept whole, %d lost; "+
 		"%d cuts during a schema apply, %d with an index building; the watcher received %d changes before the cuts",
@@ -172,9 +167,9 @@ func TestPowerCut(t *testing.T) {
 const powercutDir = "/srv/protobase/data"
 
 // powercutStart starts a server on the data directory of fs.
-func powercutStart(t *testing.T, fs *pebble.MemFS) *testServer {
+func powercutStart(t *testing.T, fs *pebble.MemFS) *harness.Server {
 	t.Helper()
-	return startServer(t, server.WithMemFS(server.Config{DataDir: powercutDir}, fs))
+	return harness.Start(t, harness.WithMemFS(server.Config{DataDir: powercutDir}, fs))
 }
 
 // powercutRound runs one round on fs and returns what a power cut left of
@@ -184,7 +179,7 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *pebble.Me
 	when := fmt.Sprintf("round %d", round)
 	ts := powercutStart(t, fs)
 	if round == 0 {
-		m.version = ts.mustApply(powercutSchema(false)).Version
+		m.version = ts.MustApply(powercutSchema(false)).Version
 	} else {
 		m.verify(t, ts, when)
 	}
@@ -207,10 +202,10 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *pebble.Me
 		}()
 	}
 	for _, depth := range []int{1, 1, 4} {
-		run(func() error { return m.write(ctx, ts.c, acks, depth) })
+		run(func() error { return m.write(ctx, ts.C, acks, depth) })
 	}
-	run(func() error { return m.watch(ctx, ts.c) })
-	cutNow := m.scheduleCut(ctx, rng, round, ts.c, acks, run)
+	run(func() error { return m.watch(ctx, ts.C) })
+	cutNow := m.scheduleCut(ctx, rng, round, ts.C, acks, run)
 	select {
 	case <-cutNow:
 	case err := <-errs:
@@ -221,8 +216,7 @@ func powercutRound(t *testing.T, rng *rand.Rand, m *powercutModel, fs *pebble.Me
 	cut := m.cut(fs, rng, keep)
 	cancel()
 	wg.Wait()
-	ts.stop()
-	ts.c = nil
+	ts.Stop()
 
 	mustCheckMemFS(t, cut, when+", after the power cut")
 	return cut
@@ -266,7 +260,7 @@ func (m *powercutModel) scheduleCut(ctx context.Context, rng *rand.Rand, round i
 // directory on fs consistent.
 func mustCheckMemFS(t *testing.T, fs *pebble.MemFS, when string) {
 	t.Helper()
-	report, err := server.CheckMemFS(t.Context(), fs, powercutDir)
+	report, err := harness.CheckMemFS(t.Context(), fs, powercutDir)
 	if err != nil {
 		t.Fatalf("%s: check: %v", when, err)
 	}
@@ -357,12 +351,12 @@ func (m *powercutModel) apply(ctx context.Context, c *client.Client, start <-cha
 // verify checks the data and schema of a server started after a cut
 // against m, and learns the fate of the batches and the schema apply the
 // cut left undecided.
-func (m *powercutModel) verify(t *testing.T, ts *testServer, when string) {
+func (m *powercutModel) verify(t *testing.T, ts *harness.Server, when string) {
 	t.Helper()
 	m.verifySchema(t, ts, when)
 	stored := map[string]bool{} // record bytes, both types: the bytes hold the type's own keys
 	for _, typ := range []string{"pc.Account", "pc.Payment"} {
-		for _, b := range rawRecords(t, ts.c, typ) {
+		for _, b := range rawRecords(t, ts.C, typ) {
 			stored[string(b)] = true
 		}
 	}
@@ -407,8 +401,8 @@ func (m *powercutModel) verify(t *testing.T, ts *testServer, when string) {
 		a = protowire.AppendVarint(a, uint64(-1-int64(n)))
 		a = protowire.AppendTag(a, 3, protowire.BytesType)
 		a = protowire.AppendString(a, fmt.Sprintf("a%d@example.com", n*powercutBatch))
-		_, err := ts.write(insert, []*anypb.Any{{TypeUrl: "type.googleapis.com/pc.Account", Value: a}})
-		if we := writeErr(t, err, codes.AlreadyExists); we.Field != "email" {
+		_, err := ts.Write(harness.Insert, []*anypb.Any{{TypeUrl: "type.googleapis.com/pc.Account", Value: a}})
+		if we := harness.WriteErr(t, err, codes.AlreadyExists); we.Field != "email" {
 			t.Fatalf("%s: batch %d's email again refused on field %q, want email", when, n, we.Field)
 		}
 		break
@@ -418,9 +412,9 @@ func (m *powercutModel) verify(t *testing.T, ts *testServer, when string) {
 // verifySchema checks the schema the server found after a cut is the one
 // last acknowledged, or the one applied when the power was cut, never a
 // mix, and that no index build failed.
-func (m *powercutModel) verifySchema(t *testing.T, ts *testServer, when string) {
+func (m *powercutModel) verifySchema(t *testing.T, ts *harness.Server, when string) {
 	t.Helper()
-	resp, err := ts.c.GetSchema(t.Context())
+	resp, err := ts.C.GetSchema(t.Context())
 	if err != nil {
 		t.Fatalf("%s: get schema: %v", when, err)
 	}
@@ -556,15 +550,15 @@ func (m *powercutModel) watch(ctx context.Context, c *client.Client) error {
 // against what the watcher received before the cuts: the log's first
 // changes, exactly (it never saw a change the cut lost). verify calls it
 // holding m.mu.
-func (m *powercutModel) verifyLog(t *testing.T, ts *testServer, when string) {
+func (m *powercutModel) verifyLog(t *testing.T, ts *harness.Server, when string) {
 	t.Helper()
-	end := ts.watch(&pb.WatchRequest{Types: []string{"pc.Account"}}).first().GetCommit()
-	log := &crashWatcher{req: &pb.WatchRequest{Types: []string{"pc.Account", "pc.Payment"}}, last: &pb.Position{}}
-	catchUp(t, ts, log, end)
+	end := ts.LastCommit("pc.Account")
+	log := harness.NewWatcher(&pb.WatchRequest{Types: []string{"pc.Account", "pc.Payment"}})
+	log.CatchUp(t, ts, end)
 	batchOf := map[uint64]int{}
 	count := map[uint64]int{}
 	batches := map[int]bool{}
-	for _, ch := range log.got {
+	for _, ch := range log.Got {
 		c := ch.Position.GetCommit()
 		v, n := protowire.ConsumeVarint(ch.Record.GetValue()[1:])
 		if n < 0 {
@@ -591,12 +585,12 @@ func (m *powercutModel) verifyLog(t *testing.T, ts *testServer, when string) {
 			t.Fatalf("%s: batch %d is stored but not in the change log", when, n)
 		}
 	}
-	if len(m.watched) > len(log.got) {
-		t.Fatalf("%s: the watcher received %d changes before the cuts, the log holds %d", when, len(m.watched), len(log.got))
+	if len(m.watched) > len(log.Got) {
+		t.Fatalf("%s: the watcher received %d changes before the cuts, the log holds %d", when, len(m.watched), len(log.Got))
 	}
 	for i, ch := range m.watched {
-		if !proto.Equal(ch, log.got[i]) {
-			t.Fatalf("%s: watched change %d at %v is not the log's (%v): the watcher saw a change the cut lost", when, i, ch.Position, log.got[i].Position)
+		if !proto.Equal(ch, log.Got[i]) {
+			t.Fatalf("%s: watched change %d at %v is not the log's (%v): the watcher saw a change the cut lost", when, i, ch.Position, log.Got[i].Position)
 		}
 	}
 }
