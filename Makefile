@@ -35,6 +35,10 @@ serve: ## run the server with the embedded store (DATA, ADDR)
 build: ## build bin/protobase
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/protobase ./cmd/protobase
 
+.PHONY: build-bench
+build-bench: ## build bin/protobase-bench, the benchmark lab
+	$(GO) build -o $(BIN)/protobase-bench ./cmd/protobase-bench
+
 .PHONY: cluster
 cluster: ## run three etcd members and two servers over them in the foreground (CLUSTER_DIR, CLUSTER_SERVE_FLAGS)
 	$(GO) build -o $(BIN)/protobase ./cmd/protobase
@@ -99,12 +103,12 @@ bench: ## run the Go benchmarks (ingest vs raw Pebble, codecs, validator)
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 3 ./internal/... ./server/
 
 .PHONY: bench-lab
-bench-lab: ## run every lab experiment (protobase bench all) into LAB_OUT
-	$(GO) run ./cmd/protobase bench all --out $(LAB_OUT)
+bench-lab: ## run every lab experiment (protobase-bench all) into LAB_OUT
+	$(GO) run ./cmd/protobase-bench all --out $(LAB_OUT)
 
 .PHONY: bench-lab-quick
 bench-lab-quick: ## smoke-run every lab experiment in quick mode (under a minute) into LAB_OUT
-	$(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
+	$(GO) run ./cmd/protobase-bench all --quick --out $(LAB_OUT)
 
 # check-report renders LAB_OUT/report.html (written by bench-lab or
 # bench-lab-quick; a quick run makes one when it is missing) in headless
@@ -117,7 +121,7 @@ check-report: ## render LAB_OUT/report.html in headless Chromium; fail if a char
 	  echo "check-report: $(CHROMIUM) not found; installing Debian's chromium package with apt-get"; \
 	  apt-get install -y chromium || { apt-get update && apt-get install -y chromium; } || { \
 	    echo "check-report: could not install chromium; install it (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 1; }; }
-	@test -f $(LAB_OUT)/report.html || $(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
+	@test -f $(LAB_OUT)/report.html || $(GO) run ./cmd/protobase-bench all --quick --out $(LAB_OUT)
 	@profile=$$(mktemp -d) && trap 'rm -rf "$$profile"' EXIT && \
 	  $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run \
 	    --user-data-dir="$$profile" --dump-dom "file://$(abspath $(LAB_OUT))/report.html" > $(LAB_OUT)/report.dom.html 2>/dev/null && \
