@@ -35,6 +35,10 @@ serve: ## run the server with the embedded store (DATA, ADDR)
 build: ## build bin/protobase
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/protobase ./cmd/protobase
 
+.PHONY: build-bench
+build-bench: ## build bin/protobase-bench, the benchmark lab
+	$(GO) build -o $(BIN)/protobase-bench ./cmd/protobase-bench
+
 .PHONY: cluster
 cluster: ## run three etcd members and two servers over them in the foreground (CLUSTER_DIR, CLUSTER_SERVE_FLAGS)
 	$(GO) build -o $(BIN)/protobase ./cmd/protobase
@@ -103,17 +107,25 @@ robustness: ## run tests/robustness on seeds from the clock (new interleavings e
 test-race: ## run every test under the race detector
 	$(GO) test -count=1 -race -timeout 30m ./...
 
+# RACE_PKGS are the packages whose tests run goroutines against each other
+# (the engine's writers, watchers and caches, the stores' feeds, the server
+# end to end): CI runs their short tests under the race detector.
+RACE_PKGS := ./internal/engine/ ./internal/store/... ./server/
+.PHONY: test-race-short
+test-race-short: ## the -short tests of RACE_PKGS under the race detector (what CI runs)
+	$(GO) test -count=1 -race -short -timeout 15m $(RACE_PKGS)
+
 .PHONY: bench
 bench: ## run the Go benchmarks (ingest vs raw Pebble, codecs, validator)
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 3 ./internal/... ./server/
 
 .PHONY: bench-lab
-bench-lab: ## run every lab experiment (protobase bench all) into LAB_OUT
-	$(GO) run ./cmd/protobase bench all --out $(LAB_OUT)
+bench-lab: ## run every lab experiment (protobase-bench all) into LAB_OUT
+	$(GO) run ./cmd/protobase-bench all --out $(LAB_OUT)
 
 .PHONY: bench-lab-quick
 bench-lab-quick: ## smoke-run every lab experiment in quick mode (under a minute) into LAB_OUT
-	$(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
+	$(GO) run ./cmd/protobase-bench all --quick --out $(LAB_OUT)
 
 # check-report renders LAB_OUT/report.html (written by bench-lab or
 # bench-lab-quick; a quick run makes one when it is missing) in headless
@@ -126,7 +138,7 @@ check-report: ## render LAB_OUT/report.html in headless Chromium; fail if a char
 	  echo "check-report: $(CHROMIUM) not found; installing Debian's chromium package with apt-get"; \
 	  apt-get install -y chromium || { apt-get update && apt-get install -y chromium; } || { \
 	    echo "check-report: could not install chromium; install it (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 1; }; }
-	@test -f $(LAB_OUT)/report.html || $(GO) run ./cmd/protobase bench all --quick --out $(LAB_OUT)
+	@test -f $(LAB_OUT)/report.html || $(GO) run ./cmd/protobase-bench all --quick --out $(LAB_OUT)
 	@profile=$$(mktemp -d) && trap 'rm -rf "$$profile"' EXIT && \
 	  $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run \
 	    --user-data-dir="$$profile" --dump-dom "file://$(abspath $(LAB_OUT))/report.html" > $(LAB_OUT)/report.dom.html 2>/dev/null && \
@@ -135,33 +147,8 @@ check-report: ## render LAB_OUT/report.html in headless Chromium; fail if a char
 	  $(GO) test -count=1 -v -run '^TestRenderedReport$$' ./bench/
 
 .PHONY: fuzz
-fuzz: ## run each fuzz target for FUZZTIME
-	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
-	$(GO) test -run '^$$' -fuzz '^FuzzOrder$$' -fuzztime $(FUZZTIME) ./internal/keys/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/keys/
-	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/record/
-	$(GO) test -run '^$$' -fuzz '^FuzzPathGet$$' -fuzztime $(FUZZTIME) ./internal/record/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/schema/
-	$(GO) test -run '^$$' -fuzz '^FuzzApplySchema$$' -fuzztime $(FUZZTIME) ./internal/schema/
-	$(GO) test -run '^$$' -fuzz '^FuzzIndexEntryPK$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
-	$(GO) test -run '^$$' -fuzz '^FuzzSpanEnd$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
-	$(GO) test -run '^$$' -fuzz '^FuzzNumberedKeys$$' -fuzztime $(FUZZTIME) ./internal/keyspace/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME) ./internal/query/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/textfilter/
-	$(GO) test -run '^$$' -fuzz '^FuzzGetRecords$$' -fuzztime $(FUZZTIME) ./internal/engine/
-	$(GO) test -run '^$$' -fuzz '^FuzzJSONKeys$$' -fuzztime $(FUZZTIME) ./internal/engine/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadQuery$$' -fuzztime $(FUZZTIME) ./internal/apiwire/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSearch$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWrite$$' -fuzztime $(FUZZTIME) ./internal/transport/grpc/
-	$(GO) test -run '^$$' -fuzz '^FuzzValueReader$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzWriteBody$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./internal/transport/gateway/
-	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME) ./internal/transport/schemajson/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorization$$' -fuzztime $(FUZZTIME) ./internal/auth/
-	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/export/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/auth/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadManifest$$' -fuzztime $(FUZZTIME) ./internal/backup/
-	$(GO) test -run '^$$' -fuzz '^FuzzEtcdEndpoint$$' -fuzztime $(FUZZTIME) ./server/
+fuzz: ## run every fuzz target (as go test -list finds them) for FUZZTIME each
+	GO=$(GO) scripts/fuzz $(FUZZTIME)
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-grpc-gateway $(BIN)/protoc-gen-openapiv2 ## install the pinned generators into ./bin
@@ -190,10 +177,12 @@ check-generate: generate ## fail if gen/ is not what proto/ generates
 	@git diff --exit-code --stat -- gen || (echo "gen/ is stale: run make generate and commit" >&2; exit 1)
 	@test -z "$$(git status --porcelain -- gen)" || (git status --porcelain -- gen; echo "gen/ has untracked changes" >&2; exit 1)
 
+# golangci-lint holds a lock while it runs: --allow-serial-runners waits
+# for another run on the same machine instead of failing.
 .PHONY: lint
 lint: $(BIN)/golangci-lint $(BIN)/buf ## gofmt, vet, golangci-lint, buf lint and format
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
-	golangci-lint run ./...
+	golangci-lint run --allow-serial-runners ./...
 	buf lint
 	buf format -d --exit-code

@@ -1,8 +1,8 @@
 // Package bench is the Protobase lab's harness and kit: what the
-// experiments behind `protobase bench` share. Each experiment is a package
+// experiments behind `protobase-bench` share. Each experiment is a package
 // of its own below bench/ (batching, patterns, ingest, transports, layout,
 // fetch, watch) that registers itself when imported; bench/experiments imports
-// them all, and cmd/protobase imports that (see docs/benchmarks.md).
+// them all, and cmd/protobase-bench imports that (see docs/benchmarks.md).
 //
 // The harness runs an experiment against a real server over loopback TCP
 // (StartTarget: an embedded lab server in a fresh directory, or the --addr
@@ -31,7 +31,7 @@
 //
 //  1. Create a package bench/NAME with a type implementing Experiment:
 //     Name and Describe, Flags to bind its own flags into its fields (they
-//     appear on `protobase bench NAME`), and Run. A record type it needs
+//     appear on `protobase-bench NAME`), and Run. A record type it needs
 //     beyond the kit's goes in a .proto file of the package, embedded with
 //     //go:embed and added with Target.EnsureSchema.
 //  2. In Run, get a server with env.Target, load data, then for each

@@ -192,7 +192,7 @@ type Config struct {
 	SlowQuery time.Duration
 	// Lab registers the benchmark lab's service (protobase.lab.v1.Lab:
 	// echo, sink and engine counters) beside the public API, for
-	// `protobase bench --addr`. Off by default: it is not for applications.
+	// `protobase-bench --addr`. Off by default: it is not for applications.
 	Lab bool
 
 	// Authentication (API keys; see docs/security.md and server/auth.go).

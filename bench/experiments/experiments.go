@@ -1,6 +1,6 @@
 // Package experiments registers every experiment of the lab: importing it
 // (for its side effects) makes them all available to bench.Experiments,
-// bench.Lookup and `protobase bench`. Each experiment is a package of its
+// bench.Lookup and `protobase-bench`. Each experiment is a package of its
 // own under bench/ that registers itself in an init function; adding one
 // to the lab is adding its import here.
 package experiments

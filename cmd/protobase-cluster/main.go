@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 Runs three etcd members and --servers Protobase servers over them, each its
 own process on 127.0.0.1, until SIGINT or SIGTERM. Data and logs stay in
 --dir (remove it for a fresh cluster). Flags after -- go to every
-'protobase serve' (for example -- --lab, for protobase bench --addr).
+'protobase serve' (for example -- --lab, for protobase-bench --addr).
 
 `)
 		fs.PrintDefaults()

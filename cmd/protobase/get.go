@@ -58,14 +58,14 @@ func (a *app) get(ctx context.Context, typ, format string, args []string) error 
 		return err
 	}
 	defer c.Close()
-	rt, err := loadRecordType(ctx, c, a.addr, typ)
+	rt, err := loadRecordType(ctx, c, a.conn.Addr, typ)
 	if err != nil {
 		return err
 	}
 	req.Type = rt.name
 	resp, err := c.API().Get(ctx, req)
 	if err != nil {
-		return callError("get", a.addr, err)
+		return callError("get", a.conn.Addr, err)
 	}
 	out := newPrinter(a.stdout, format, rt.md)
 	for _, rec := range resp.Records {

@@ -62,7 +62,7 @@ func (a *app) keysCreateCommand() *cobra.Command {
 			defer c.Close()
 			resp, err := c.CreateKey(cmd.Context(), &pb.CreateKeyRequest{Name: name, Role: r.Proto(), Types: types})
 			if err != nil {
-				return callError("keys create", a.addr, err)
+				return callError("keys create", a.conn.Addr, err)
 			}
 			fmt.Fprintf(a.stdout, "created key %q (%s); it is shown only now:\n%s\n", name, describeKey(resp.GetInfo()), resp.GetKey())
 			return nil
@@ -90,7 +90,7 @@ func (a *app) keysListCommand() *cobra.Command {
 			defer c.Close()
 			resp, err := c.ListKeys(cmd.Context())
 			if err != nil {
-				return callError("keys list", a.addr, err)
+				return callError("keys list", a.conn.Addr, err)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tROLE\tTYPES\tCREATED")
@@ -119,7 +119,7 @@ func (a *app) keysRevokeCommand() *cobra.Command {
 			}
 			defer c.Close()
 			if err := c.RevokeKey(cmd.Context(), args[0]); err != nil {
-				return callError("keys revoke", a.addr, err)
+				return callError("keys revoke", a.conn.Addr, err)
 			}
 			fmt.Fprintf(a.stdout, "revoked key %q\n", args[0])
 			return nil

@@ -1,7 +1,7 @@
 // Command protobase is the command line of Protobase: it runs the server
 // (serve), talks to one (schema, insert, update, upsert, remove, search,
-// scan, watch), manages its API keys (keys), runs the benchmark lab against one
-// (bench) and checks a data directory (check).
+// scan, watch), manages its API keys (keys) and checks a data directory
+// (check). The benchmark lab is a command of its own, protobase-bench.
 //
 // main only wires the process to run, which builds the command tree and maps
 // its outcome to an exit code: 0 success, 1 the operation failed, 2 the
@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/protobase/protobase/internal/clientflags"
 )
 
 func main() {
@@ -30,22 +32,15 @@ const (
 	exitUsage  = 2
 )
 
-// defaultAddr is the server address used when neither --addr nor
-// PROTOBASE_ADDR is given.
-const defaultAddr = "127.0.0.1:7070"
-
 // app holds what every command shares: the process's streams and the global
 // flags. Tests build one through run.
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	// addr is the --addr flag: the server the client commands talk to.
-	addr string
-	// apiKey is the --api-key flag; when empty, $PROTOBASE_API_KEY.
-	apiKey string
-	// tls holds the --tls-ca flags: how to reach addr over TLS.
-	tls clientTLS
+	// conn holds --addr, --api-key and the --tls-* flags: the server the
+	// client commands talk to and how they reach it.
+	conn clientflags.Flags
 
 	// isTerminal reports whether w is an interactive terminal (progress bars
 	// are drawn only then).
@@ -93,17 +88,16 @@ func (a *app) rootCommand() *cobra.Command {
 .proto files applied to the server; records are written and read over gRPC (and REST/JSON or NATS: serve --help).
 
 This command runs a server (serve), talks to one (schema, insert, update,
-upsert, remove, search, scan, watch), manages its API keys (keys), runs the
-benchmark lab (bench) and checks a data directory's indexes against its
-records (check). The client
+upsert, remove, search, scan, watch), manages its API keys (keys) and
+checks a data directory's indexes against its records (check); the
+benchmark lab is a command of its own, protobase-bench. The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
-else ` + defaultAddr + `; a server that requires API keys (docs/security.md)
+else ` + clientflags.DefaultAddr + `; a server that requires API keys (docs/security.md)
 takes one from --api-key or $PROTOBASE_API_KEY.`,
 		Example: `  protobase serve --data ./protobase-data
   protobase schema apply shop.proto
   protobase insert --type shop.User users.jsonl
-  protobase search --type shop.User --where 'name prefix "An"'
-  protobase bench all --quick --out lab-report`,
+  protobase search --type shop.User --where 'name prefix "An"'`,
 		Version:       versionString(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -113,17 +107,7 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.CompletionOptions.HiddenDefaultCmd = true
 
-	addr := defaultAddr
-	if v := os.Getenv("PROTOBASE_ADDR"); v != "" {
-		addr = v
-	}
-	root.PersistentFlags().StringVar(&a.addr, "addr", addr,
-		"server address, host:port ($PROTOBASE_ADDR, when set, overrides the default)")
-	// The key is read from the environment only when dialling, so that
-	// --help never prints it as a default.
-	root.PersistentFlags().StringVar(&a.apiKey, "api-key", "",
-		"API key for a server that requires one (default $PROTOBASE_API_KEY)")
-	a.tls.addFlags(root.PersistentFlags())
+	a.conn.Register(root.PersistentFlags())
 
 	root.AddCommand(
 		a.serveCommand(),

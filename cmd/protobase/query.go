@@ -49,7 +49,7 @@ func (a *app) query(ctx context.Context, o *readOptions, pageSize uint32, token 
 	for {
 		p, err := c.Query(ctx, q, pageSize, token)
 		if err != nil {
-			return callError("query", a.addr, err)
+			return callError("query", a.conn.Addr, err)
 		}
 		for _, rec := range p.Records {
 			if err := out.print(rec); err != nil {

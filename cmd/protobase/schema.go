@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -29,24 +28,13 @@ the plan; "schema get" prints the current one.`,
 // dial connects to the server at --addr, over TLS when --tls-ca asks for
 // it, with the API key of --api-key or $PROTOBASE_API_KEY, if any.
 func (a *app) dial() (*client.Client, error) {
-	opts, err := a.tls.options()
+	opts, err := a.conn.Options()
 	if err != nil {
-		return nil, err
+		return nil, usageError(err)
 	}
-	if key := a.key(); key != "" {
-		opts = append(opts, client.WithAPIKey(key))
-	}
-	c, err := client.Dial(a.addr, opts...)
+	c, err := client.Dial(a.conn.Addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return c, nil
-}
-
-// key returns the API key of --api-key, else of $PROTOBASE_API_KEY.
-func (a *app) key() string {
-	if a.apiKey != "" {
-		return a.apiKey
-	}
-	return os.Getenv("PROTOBASE_API_KEY")
 }

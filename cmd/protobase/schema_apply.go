@@ -74,7 +74,7 @@ func (a *app) schemaApply(cmd *cobra.Command, args []string, o schemaApplyOption
 	defer c.Close()
 	resp, err := c.ApplySchema(cmd.Context(), files, client.SchemaOptions{DryRun: o.dryRun, AllowDrop: o.allowDrop})
 	if err != nil {
-		return callError("schema apply", a.addr, err)
+		return callError("schema apply", a.conn.Addr, err)
 	}
 	writePlan(a.stdout, resp.GetPlan(), o.dryRun)
 	switch {

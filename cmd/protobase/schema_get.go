@@ -39,7 +39,7 @@ that convert records to and from JSON.`,
 			defer c.Close()
 			resp, err := c.GetSchema(cmd.Context())
 			if err != nil {
-				return callError("schema get", a.addr, err)
+				return callError("schema get", a.conn.Addr, err)
 			}
 			if format == "json" {
 				b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp)

@@ -105,9 +105,9 @@ func (a *app) openRead(ctx context.Context, o *readOptions) (*client.Client, *pb
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rt, err := loadRecordType(ctx, c, a.addr, q.Type)
+	rt, err := loadRecordType(ctx, c, a.conn.Addr, q.Type)
 	if err == nil && o.order != "" {
-		q.Order, err = resolveOrder(ctx, c, a.addr, q.Type, o.order)
+		q.Order, err = resolveOrder(ctx, c, a.conn.Addr, q.Type, o.order)
 	}
 	if err != nil {
 		c.Close()
@@ -179,7 +179,7 @@ func (a *app) scanRecords(ctx context.Context, c *client.Client, q *pb.Query, pa
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, nil, callError("scan", a.addr, err)
+		return 0, nil, callError("scan", a.conn.Addr, err)
 	}
 	return sc.Count(), sc.Plan(), nil
 }
@@ -189,11 +189,11 @@ func (a *app) scanRecords(ctx context.Context, c *client.Client, q *pb.Query, pa
 func (a *app) searchRecords(ctx context.Context, c *client.Client, q *pb.Query, out *printer) (uint64, *pb.Plan, error) {
 	s, err := c.NewSearch(ctx)
 	if err != nil {
-		return 0, nil, callError("search", a.addr, err)
+		return 0, nil, callError("search", a.conn.Addr, err)
 	}
 	res, err := s.Query(q)
 	if err != nil {
-		return 0, nil, callError("search", a.addr, err)
+		return 0, nil, callError("search", a.conn.Addr, err)
 	}
 	for {
 		rec, err := res.Next()
@@ -205,7 +205,7 @@ func (a *app) searchRecords(ctx context.Context, c *client.Client, q *pb.Query, 
 			if errors.As(err, &qe) {
 				return 0, nil, queryFailed(qe)
 			}
-			return 0, nil, callError("search", a.addr, err)
+			return 0, nil, callError("search", a.conn.Addr, err)
 		}
 		if err := out.print(rec); err != nil {
 			return 0, nil, err

@@ -79,7 +79,7 @@ func (a *app) serveCommand() *cobra.Command {
   protobase serve --grpc-addr 0.0.0.0:7070 --tls-cert server.pem --tls-key server-key.pem   # auth and TLS
   protobase serve --store etcd --etcd-endpoints 10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379
   protobase serve --sync=false --log-level debug   # benchmarks only
-  protobase serve --lab                            # a target for protobase bench --addr`,
+  protobase serve --lab                            # a target for protobase-bench --addr`,
 		Args: cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.LocalFlags(), os.LookupEnv); err != nil {
@@ -236,7 +236,7 @@ localhost) only from --http-allowed-hosts. See docs/security.md.
 
 --lab also serves the benchmark lab's service (protobase.lab.v1.Lab: an
 echo that skips storage, a search sink that sends nothing back, and the
-engine's counters), so that 'protobase bench --addr' can run every
+engine's counters), so that 'protobase-bench --addr' can run every
 experiment against this server. Leave it off in production.
 
 --auth requires an API key on every call (gRPC metadata, REST and NATS
@@ -263,7 +263,7 @@ func (o *serveOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")
-	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase bench --addr; not for applications")
+	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase-bench --addr; not for applications")
 	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")
 }

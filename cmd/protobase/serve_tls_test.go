@@ -24,7 +24,7 @@ func servedSerial(t *testing.T, addr string, cfg *tls.Config) *big.Int {
 	return c.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
-// The client commands and the lab reach a TLS server with --tls-ca (or
+// The client commands reach a TLS server with --tls-ca (or
 // $PROTOBASE_TLS_CA), and serve reloads its certificate on SIGHUP.
 func TestServeTLS(t *testing.T) {
 	ca := certstest.NewCA(t, "test")
@@ -42,10 +42,6 @@ func TestServeTLS(t *testing.T) {
 	mustCLI(t, `{"id": 1}`, "--addr", addr, "insert", "--type", "shop.User")
 	r = mustCLI(t, "", "--addr", addr, "search", "--type", "shop.User")
 	wantContains(t, r.stdout, `"id":"1"`)
-	if !testing.Short() {
-		mustCLI(t, "", "bench", "batching", "--addr", addr, "--quick", "--transport-only", "--batches", "1",
-			"--runs", "1", "--duration", "20ms", "--warmup", "0s")
-	}
 
 	// SIGHUP reloads the files at once; the watcher would take up to 10 s
 	// (its default interval), so a new certificate seen well within that

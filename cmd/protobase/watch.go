@@ -136,7 +136,7 @@ func (a *app) watch(ctx context.Context, o *watchFlags) error {
 		return err
 	}
 	defer c.Close()
-	cp, err := loadChangePrinter(ctx, c, a.addr, req.Types)
+	cp, err := loadChangePrinter(ctx, c, a.conn.Addr, req.Types)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (a *app) watch(ctx context.Context, o *watchFlags) error {
 	defer stop()
 	st, err := c.API().Watch(ctx, req)
 	if err != nil {
-		return callError("watch", a.addr, err)
+		return callError("watch", a.conn.Addr, err)
 	}
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer out.Flush()
@@ -159,7 +159,7 @@ func (a *app) watch(ctx context.Context, o *watchFlags) error {
 			if errors.Is(err, io.EOF) {
 				return errors.New("watch: the server ended the stream without a status")
 			}
-			return watchError(a.addr, err)
+			return watchError(a.conn.Addr, err)
 		}
 		for _, ch := range resp.GetChanges() {
 			if err := cp.print(out, ch); err != nil {

@@ -96,7 +96,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 		return err
 	}
 	defer c.Close()
-	rt, err := loadRecordType(ctx, c, a.addr, o.typeName)
+	rt, err := loadRecordType(ctx, c, a.conn.Addr, o.typeName)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	}
 	w, err := c.NewWriter(ctx, spec.op, wopts)
 	if err != nil {
-		return callError(spec.name, a.addr, err)
+		return callError(spec.name, a.conn.Addr, err)
 	}
 
 	var prog *progress
@@ -128,7 +128,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	elapsed := time.Since(start)
 	prog.finish(err == nil && readErr == nil && parseErr == nil)
 	if err != nil {
-		return writeFailure(spec, a.addr, in.name, err, lines, w.Durable(), parseErr)
+		return writeFailure(spec, a.conn.Addr, in.name, err, lines, w.Durable(), parseErr)
 	}
 	n := ack.GetRecords()
 	switch {

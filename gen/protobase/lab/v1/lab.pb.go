@@ -4,7 +4,7 @@
 // 	protoc        (unknown)
 // source: protobase/lab/v1/lab.proto
 
-// The lab API: what the benchmark lab (`protobase bench`) needs from a
+// The lab API: what the benchmark lab (`protobase-bench`) needs from a
 // server beyond the public API, to isolate what gRPC itself costs and to
 // check that an experiment measured what it says. A server offers it only
 // when started with --lab (server.Config.Lab); it is not for applications.
