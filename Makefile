@@ -59,7 +59,7 @@ test: ## vet and run every test, the Python package's included (what CI runs)
 PYTHON ?= python3
 PYVENV := $(CURDIR)/python/.venv
 PY     := $(PYVENV)/bin/python
-PY_PROTOS := protobase/v1/options.proto protobase/v1/protobase.proto
+PY_PROTOS := protobase/v1/options.proto protobase/v1/protobase.proto protobase/v1/service.proto
 
 $(PYVENV)/.installed: python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(PYVENV)
@@ -75,7 +75,7 @@ python_gen = $(PY) -m grpc_tools.protoc -Iproto --python_out=$(1) \
 	--plugin=protoc-gen-mypy=$(PYVENV)/bin/protoc-gen-mypy --mypy_out=quiet:$(1) $(PY_PROTOS) && \
 	$(PY) -m grpc_tools.protoc -Iproto --grpc_python_out=$(1) \
 	--plugin=protoc-gen-mypy_grpc=$(PYVENV)/bin/protoc-gen-mypy_grpc --mypy_grpc_out=quiet:$(1) \
-	protobase/v1/protobase.proto
+	protobase/v1/service.proto
 
 .PHONY: python-generate
 python-generate: $(PYVENV)/.installed ## regenerate python/src/protobase/v1 from proto/

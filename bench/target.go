@@ -16,7 +16,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
-	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/server"
 )
 
@@ -49,7 +49,7 @@ type Target struct {
 	Addr string
 	// Client is a client connected to it; API and Lab are its raw stubs.
 	Client *client.Client
-	API    pb.ProtobaseClient
+	API    pbgrpc.ProtobaseClient
 	Lab    labv1.LabClient
 	// Embedded is false for an --addr server.
 	Embedded bool

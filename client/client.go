@@ -18,13 +18,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // Client is a connection to a Protobase server; safe for concurrent use.
 type Client struct {
 	conn *grpc.ClientConn
-	api  pb.ProtobaseClient
+	api  pbgrpc.ProtobaseClient
 	tc   typeCache // the server's types, for JSON and dynamic records
 }
 
@@ -63,14 +64,14 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
-	return &Client{conn: conn, api: pb.NewProtobaseClient(conn)}, nil
+	return &Client{conn: conn, api: pbgrpc.NewProtobaseClient(conn)}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
 // API returns the raw generated client, for calls this package does not wrap.
-func (c *Client) API() pb.ProtobaseClient { return c.api }
+func (c *Client) API() pbgrpc.ProtobaseClient { return c.api }
 
 // Conn returns the underlying connection.
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }

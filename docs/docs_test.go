@@ -286,3 +286,17 @@ func TestAnchor(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineKnowsNoTransport checks what the architecture page says of the
+// engine: it links no RPC framework (neither gRPC nor its buffers nor the
+// REST gateway), so that transports stay adapters onto it.
+func TestEngineKnowsNoTransport(t *testing.T) {
+	for _, pkg := range []string{"./internal/engine", "./internal/changelog"} {
+		for _, dep := range strings.Fields(goList(t, "-deps", pkg)) {
+			if strings.HasPrefix(dep, "google.golang.org/grpc") || strings.HasPrefix(dep, "github.com/grpc-ecosystem/") ||
+				strings.HasSuffix(dep, "/internal/grpcbuf") || strings.Contains(dep, "/internal/transport/") {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	protofs "github.com/protobase/protobase/proto"
 )
 
@@ -32,10 +33,11 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 	generated := map[string]protoreflect.FileDescriptor{
 		"protobase/v1/options.proto":    pb.File_protobase_v1_options_proto,
 		"protobase/v1/protobase.proto":  pb.File_protobase_v1_protobase_proto,
+		"protobase/v1/service.proto":    pbgrpc.File_protobase_v1_service_proto,
 		"protobase/lab/v1/lab.proto":    labv1.File_protobase_lab_v1_lab_proto,
 		"protobase/lab/v1/layout.proto": labv1.File_protobase_lab_v1_layout_proto,
 	}
-	files, err := c.Compile(context.Background(), "protobase/v1/options.proto", "protobase/v1/protobase.proto",
+	files, err := c.Compile(context.Background(), "protobase/v1/options.proto", "protobase/v1/protobase.proto", "protobase/v1/service.proto",
 		"protobase/lab/v1/lab.proto", "protobase/lab/v1/layout.proto")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +54,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 
 func readAll(t *testing.T) map[string]string {
 	out := map[string]string{}
-	for _, name := range []string{"protobase/v1/options.proto", "protobase/v1/protobase.proto", "google/api/annotations.proto", "google/api/http.proto"} {
+	for _, name := range []string{"protobase/v1/options.proto", "protobase/v1/protobase.proto", "protobase/v1/service.proto", "google/api/annotations.proto", "google/api/http.proto"} {
 		b, err := protofs.FS.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/server"
 )
 
@@ -447,7 +448,7 @@ func nonReadingScans(t *testing.T, streams int, budget int64) uint64 {
 // users of 10 KiB, and returns a client connection with small windows
 // that will never read: little of the results can sit in this process's
 // own buffers.
-func nonReadingSetup(t *testing.T, budget int64) (*testServer, pb.ProtobaseClient) {
+func nonReadingSetup(t *testing.T, budget int64) (*testServer, pbgrpc.ProtobaseClient) {
 	t.Helper()
 	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, NoSync: true})
 	ts.mustApply(map[string]string{"shop.proto": shopProto})
@@ -466,7 +467,7 @@ func nonReadingSetup(t *testing.T, budget int64) (*testServer, pb.ProtobaseClien
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return ts, pb.NewProtobaseClient(conn)
+	return ts, pbgrpc.NewProtobaseClient(conn)
 }
 
 // heapSettled polls until the server fills what it may (the heap stops

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 )
 
@@ -150,8 +150,8 @@ func (s *Server) requireKeyHTTP(h http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.keys.VerifyHeader(r.Context(), r.Header.Get("Authorization")); err != nil {
-			st := apierror.Status(err)
-			http.Error(w, st.Message(), apierror.HTTPStatus(st.Code()))
+			st := apistatus.Status(err)
+			http.Error(w, st.Message(), apistatus.HTTPStatus(st.Code()))
 			return
 		}
 		h.ServeHTTP(w, r)

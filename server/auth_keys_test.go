@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
 )
@@ -34,7 +35,7 @@ type keysTransport struct {
 // calls on a connection logged in with it: the service answers only into
 // the inbox of the request's own key (key names a key of e.keys).
 func (e *authEnv) keysTransports() []keysTransport {
-	apis := map[string]pb.ProtobaseClient{}
+	apis := map[string]pbgrpc.ProtobaseClient{}
 	grpcCall := func(key, method string, req, resp proto.Message) (codes.Code, string) {
 		if apis[key] == nil {
 			apis[key] = e.api(key)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/server"
 )
@@ -233,7 +234,7 @@ func TestAuthRevokeReachesOpenStreams(t *testing.T) {
 	}
 }
 
-func search0(ctx context.Context, api pb.ProtobaseClient) error {
+func search0(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 	_, err := api.Query(ctx, &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}})
 	return err
 }

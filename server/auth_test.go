@@ -19,6 +19,7 @@ import (
 	"github.com/protobase/protobase/client"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/server"
 )
@@ -96,7 +97,9 @@ func (e *authEnv) order(user, id int) *anypb.Any {
 }
 
 // api returns a client holding the named key ("" for none).
-func (e *authEnv) api(name string) pb.ProtobaseClient { return pb.NewProtobaseClient(e.conn(name)) }
+func (e *authEnv) api(name string) pbgrpc.ProtobaseClient {
+	return pbgrpc.NewProtobaseClient(e.conn(name))
+}
 
 // conn returns a connection holding the named key ("" for none).
 func (e *authEnv) conn(name string) *grpc.ClientConn {
@@ -136,7 +139,7 @@ func (e *authEnv) state() string {
 type rpc struct {
 	name   string
 	denied string // a key whose role or scope does not allow the call; "" if every key may
-	call   func(ctx context.Context, api pb.ProtobaseClient) error
+	call   func(ctx context.Context, api pbgrpc.ProtobaseClient) error
 }
 
 func (e *authEnv) rpcs() []rpc {
@@ -145,27 +148,27 @@ func (e *authEnv) rpcs() []rpc {
 	orders := &pb.Query{Type: "shop.Order"}
 	moreShop := strings.Replace(shopProto, "message Line {", "message Extra {\n  option (protobase.v1.record) = { primary_key: \"id\" };\n  int64 id = 1;\n}\n\nmessage Line {", 1)
 	return []rpc{
-		{"ApplySchema", "writer", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"ApplySchema", "writer", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.ApplySchema(ctx, &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": moreShop}})
 			return err
 		}},
-		{"GetSchema", "", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"GetSchema", "", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.GetSchema(ctx, &pb.GetSchemaRequest{})
 			return err
 		}},
-		{"Insert", "reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Insert", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return clientStream(ctx, api.Insert, u)
 		}},
-		{"Update", "reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Update", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return clientStream(ctx, api.Update, []*anypb.Any{e.ts.rec("shop.User", `{"id": 1, "name": "changed"}`)})
 		}},
-		{"Upsert", "reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Upsert", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return clientStream(ctx, api.Upsert, u)
 		}},
-		{"Remove", "reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Remove", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return clientStream(ctx, api.Remove, []*anypb.Any{e.user(1)})
 		}},
-		{"Write", "reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Write", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			st, err := api.Write(ctx)
 			if err != nil {
 				return err
@@ -177,10 +180,10 @@ func (e *authEnv) rpcs() []rpc {
 			_, err = st.Recv()
 			return err
 		}},
-		{"Search", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Search", "user-reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return search(ctx, api, orders)
 		}},
-		{"Scan", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Scan", "user-reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			st, err := api.Scan(ctx, &pb.ScanRequest{Query: orders})
 			if err != nil {
 				return err
@@ -194,27 +197,27 @@ func (e *authEnv) rpcs() []rpc {
 				}
 			}
 		}},
-		{"Query", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Query", "user-reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.Query(ctx, &pb.QueryRequest{Query: orders})
 			return err
 		}},
-		{"Get", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Get", "user-reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.Get(ctx, &pb.GetRequest{Type: "shop.Order", KeyRecords: []*anypb.Any{e.order(1, 1)}})
 			return err
 		}},
-		{"CreateKey", "schemer", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"CreateKey", "schemer", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.CreateKey(ctx, &pb.CreateKeyRequest{Name: "new", Role: pb.KeyRole_KEY_ROLE_ADMIN})
 			return err
 		}},
-		{"ListKeys", "schemer", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"ListKeys", "schemer", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.ListKeys(ctx, &pb.ListKeysRequest{})
 			return err
 		}},
-		{"RevokeKey", "schemer", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"RevokeKey", "schemer", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			_, err := api.RevokeKey(ctx, &pb.RevokeKeyRequest{Name: "reader"})
 			return err
 		}},
-		{"Watch", "user-reader", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Watch", "user-reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			// Allowed, a watch sends its start position first; the call
 			// then ends here.
 			ctx, cancel := context.WithCancel(ctx)
@@ -226,7 +229,7 @@ func (e *authEnv) rpcs() []rpc {
 			_, err = st.Recv()
 			return err
 		}},
-		{"Search(users)", "", func(ctx context.Context, api pb.ProtobaseClient) error {
+		{"Search(users)", "", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return search(ctx, api, users)
 		}},
 	}
@@ -247,7 +250,7 @@ func clientStream(ctx context.Context, open func(context.Context, ...grpc.CallOp
 
 // search runs queries on one Search stream; the first query error becomes
 // the call's error.
-func search(ctx context.Context, api pb.ProtobaseClient, qs ...*pb.Query) error {
+func search(ctx context.Context, api pbgrpc.ProtobaseClient, qs ...*pb.Query) error {
 	st, err := api.Search(ctx)
 	if err != nil {
 		return err

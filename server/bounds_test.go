@@ -23,6 +23,7 @@ import (
 	"github.com/protobase/protobase/client"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/server"
 	"github.com/protobase/protobase/server/servertest"
 )
@@ -77,7 +78,7 @@ func insertBlobs(t *testing.T, c *client.Client, n, size int) {
 
 // nonReadingConn is a client connection with small windows that will
 // never read: little of what the server sends can sit in this process.
-func nonReadingConn(t *testing.T, addr string) pb.ProtobaseClient {
+func nonReadingConn(t *testing.T, addr string) pbgrpc.ProtobaseClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
@@ -85,7 +86,7 @@ func nonReadingConn(t *testing.T, addr string) pb.ProtobaseClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewProtobaseClient(conn)
+	return pbgrpc.NewProtobaseClient(conn)
 }
 
 // Search, Scan and Watch streams of 30 MiB records whose clients never
@@ -315,7 +316,7 @@ func writeBlobs(addr string, first int64, batches, n, size int) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := pb.NewProtobaseClient(conn).Write(ctx)
+	st, err := pbgrpc.NewProtobaseClient(conn).Write(ctx)
 	if err != nil {
 		return err
 	}

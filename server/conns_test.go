@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
 )
@@ -245,7 +246,7 @@ func TestConnectionCap(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	q, err := pb.NewProtobaseClient(conn).Query(ctx, &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}, grpc.WaitForReady(true))
+	q, err := pbgrpc.NewProtobaseClient(conn).Query(ctx, &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}, grpc.WaitForReady(true))
 	if err != nil || len(q.Records) != 1 {
 		t.Fatalf("query by a client opened after the flood: %v records, %v", len(q.GetRecords()), err)
 	}

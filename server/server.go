@@ -32,7 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/certs"
 	"github.com/protobase/protobase/internal/engine"
@@ -549,7 +549,7 @@ func (s *Server) MetricsAddr() string {
 func (s *Server) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	resp, h, err := s.eng.Query(ctx, req, 0)
 	if err != nil {
-		return nil, apierror.Status(err).Err()
+		return nil, apistatus.Status(err).Err()
 	}
 	h.Release() // the caller's copy of the page is its own
 	return resp, nil
@@ -562,7 +562,7 @@ func (s *Server) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResp
 func (s *Server) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 	rec, err := s.eng.Get(ctx, key)
 	if err != nil {
-		return nil, apierror.Status(err).Err()
+		return nil, apistatus.Status(err).Err()
 	}
 	return rec, nil
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 )
@@ -101,7 +102,7 @@ func TestGracefulStopFinishesInflightStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	api := pb.NewProtobaseClient(conn)
+	api := pbgrpc.NewProtobaseClient(conn)
 	if _, err := api.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": shopProto}}); err != nil {
 		t.Fatal(err)
 	}

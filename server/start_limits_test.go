@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/server"
 )
 
@@ -53,7 +54,7 @@ func TestReceiveLimitDoesNotCapResponses(t *testing.T) {
 func TestHealthPerService(t *testing.T) {
 	ts := startServer(t, server.Config{Lab: true})
 	hc := healthpb.NewHealthClient(ts.c.Conn())
-	for _, svc := range []string{"", pb.Protobase_ServiceDesc.ServiceName, "protobase.lab.v1.Lab"} {
+	for _, svc := range []string{"", pbgrpc.Protobase_ServiceDesc.ServiceName, "protobase.lab.v1.Lab"} {
 		resp, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health of %q: %v %v", svc, resp, err)
@@ -70,7 +71,7 @@ func TestHealthPerService(t *testing.T) {
 	defer conn.Close()
 	wctx, wcancel := context.WithCancel(t.Context())
 	defer wcancel()
-	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{Service: pb.Protobase_ServiceDesc.ServiceName})
+	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{Service: pbgrpc.Protobase_ServiceDesc.ServiceName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,34 +1,32 @@
 // Package apierror owns Protobase's error vocabulary: the typed error every
-// layer returns (a gRPC code and the details that name what failed), and its
-// one mapping to a gRPC status and to an HTTP status. The engine builds
-// these errors; every transport (gRPC, REST, NATS, the lab) turns them into
-// its own form through Status and HTTPStatus, so a failure reads the same on
+// layer returns (a Code and the details that name what failed). The engine
+// builds these errors; every transport (gRPC, REST, NATS, the lab) turns
+// them into its own form through internal/apistatus, the one mapping of
+// the vocabulary to gRPC and HTTP statuses, so a failure reads the same on
 // each of them.
 //
-// It is a leaf: it imports only gRPC's codes and status, protobuf and the
-// public API's messages, so transports and codecs can use it without
-// pulling in the engine or storage.
+// It is a leaf that knows nothing of gRPC: it imports only protobuf and
+// the public API's messages, so that the engine, and the codecs, use it
+// without linking a transport. Its codes are gRPC's in number and meaning
+// (google.rpc.Code), which is what lets apistatus map them one to one.
 package apierror
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
 // Error is a failure with a status code and the details that name what
-// failed. Code is never codes.OK. When Write is set it is the first detail
+// failed. Code is never OK. When Write is set it is the first detail
 // of the status, so a client always finds the failed batch, record and
 // field, and the counts applied before it, in the same place.
 type Error struct {
-	Code codes.Code
+	Code Code
 	// Msg is the human-readable reason.
 	Msg string
 	// Write, when set, names the batch, record and field of a failed write
@@ -62,25 +60,25 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // New returns an error with code and message.
-func New(code codes.Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
+func New(code Code, msg string) *Error { return &Error{Code: code, Msg: msg} }
 
 // Errorf returns an error with code and a formatted message; a %w verb
 // makes its operand the cause (Unwrap); with several, there is none.
-func Errorf(code codes.Code, format string, args ...any) *Error {
+func Errorf(code Code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
 	return &Error{Code: code, Msg: err.Error(), Err: errors.Unwrap(err)}
 }
 
 // Wrap returns an error with code whose message is err's and whose cause
 // is err.
-func Wrap(code codes.Code, err error) *Error {
+func Wrap(code Code, err error) *Error {
 	return &Error{Code: code, Msg: err.Error(), Err: err}
 }
 
 // Record returns the error of record i of a write batch: the WriteError
 // names the record, its type URL and the field to blame. The writer that
 // applies the batch fills in the batch ordinal and the applied counts.
-func Record(code codes.Code, i int, typeURL, field, reason string) *Error {
+func Record(code Code, i int, typeURL, field, reason string) *Error {
 	return &Error{
 		Code: code,
 		Msg:  reason,
@@ -93,67 +91,30 @@ func Record(code codes.Code, i int, typeURL, field, reason string) *Error {
 	}
 }
 
-// Status converts any error into a gRPC status with details: an *Error
-// keeps its code and carries its WriteError (first) and Details; context
-// errors keep their meaning; an error that already carries a status keeps
-// it; anything else is INTERNAL. A nil error is OK.
-func Status(err error) *status.Status {
-	if err == nil {
-		return status.New(codes.OK, "")
-	}
+// From returns err as an *Error: an *Error it wraps as it is; a context
+// error with the code that keeps its meaning (CANCELLED, DEADLINE_EXCEEDED);
+// anything else as INTERNAL with err's message. A transport converts the
+// errors of its own kind (a gRPC status) with apistatus.Error before they
+// reach the engine. A nil error is nil.
+func From(err error) *Error {
 	var e *Error
 	switch {
+	case err == nil:
+		return nil
 	case errors.As(err, &e):
-		st := status.New(e.Code, e.Error())
-		details := e.Details
-		if e.Write != nil {
-			details = append([]protoadapt.MessageV1{e.Write}, details...)
-		}
-		if len(details) > 0 {
-			if d, derr := st.WithDetails(details...); derr == nil {
-				return d
-			}
-		}
-		return st
+		return e
 	case errors.Is(err, context.Canceled):
-		return status.New(codes.Canceled, err.Error())
+		return &Error{Code: Canceled, Msg: err.Error(), Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.New(codes.DeadlineExceeded, err.Error())
+		return &Error{Code: DeadlineExceeded, Msg: err.Error(), Err: err}
 	}
-	if s, ok := status.FromError(err); ok {
-		return s
-	}
-	return status.New(codes.Internal, err.Error())
+	return &Error{Code: Internal, Msg: err.Error(), Err: err}
 }
 
-// HTTPStatus is the HTTP status code that stands for a gRPC code on the
-// REST gateway and in NATS error headers. It is grpc-gateway's mapping
-// (499 for a cancelled call; FAILED_PRECONDITION is 400, not 412), so REST
-// clients see what grpc-gateway users expect; an unknown code is 500.
-func HTTPStatus(code codes.Code) int {
-	switch code {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return 499 // client closed request (nginx's code; net/http has none)
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
+// CodeOf is the code of err as From gives it; OK for a nil error.
+func CodeOf(err error) Code {
+	if err == nil {
+		return OK
 	}
-	return http.StatusInternalServerError // Unknown, Internal, DataLoss, others
+	return From(err).Code
 }

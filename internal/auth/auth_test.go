@@ -6,10 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/apierror"
 )
 
@@ -87,12 +86,12 @@ func TestRoles(t *testing.T) {
 		need   Role
 		open   bool
 	}{
-		{pb.Protobase_Search_FullMethodName, RoleRead, false},
-		{pb.Protobase_GetSchema_FullMethodName, RoleRead, false},
-		{pb.Protobase_Insert_FullMethodName, RoleWrite, false},
-		{pb.Protobase_Write_FullMethodName, RoleWrite, false},
-		{pb.Protobase_ApplySchema_FullMethodName, RoleSchema, false},
-		{pb.Protobase_CreateKey_FullMethodName, RoleAdmin, false},
+		{pbgrpc.Protobase_Search_FullMethodName, RoleRead, false},
+		{pbgrpc.Protobase_GetSchema_FullMethodName, RoleRead, false},
+		{pbgrpc.Protobase_Insert_FullMethodName, RoleWrite, false},
+		{pbgrpc.Protobase_Write_FullMethodName, RoleWrite, false},
+		{pbgrpc.Protobase_ApplySchema_FullMethodName, RoleSchema, false},
+		{pbgrpc.Protobase_CreateKey_FullMethodName, RoleAdmin, false},
 		{"/grpc.health.v1.Health/Check", RoleNone, true},
 		{"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", RoleRead, false},
 		{"/protobase.lab.v1.Lab/Echo", RoleAdmin, false},
@@ -150,11 +149,11 @@ func TestRequire(t *testing.T) {
 	if id, err := Require(ctx, false, RoleAdmin); id != nil || err != nil {
 		t.Fatalf("auth off: %v, %v", id, err)
 	}
-	if _, err := Require(ctx, true, RoleRead); apierror.Status(err).Code() != codes.Unauthenticated {
+	if _, err := Require(ctx, true, RoleRead); apierror.CodeOf(err) != apierror.Unauthenticated {
 		t.Fatalf("no identity: %v", err)
 	}
 	id := &Identity{Name: "r", Role: RoleRead}
-	if _, err := Require(NewContext(ctx, id), true, RoleWrite); apierror.Status(err).Code() != codes.PermissionDenied {
+	if _, err := Require(NewContext(ctx, id), true, RoleWrite); apierror.CodeOf(err) != apierror.PermissionDenied {
 		t.Fatalf("read key on a write: %v", err)
 	}
 	if _, err := Require(NewContext(ctx, id), true, RoleRead); err != nil {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 )
@@ -15,7 +13,7 @@ import (
 // REST, PERMISSION_DENIED 403). No message ever holds a key.
 
 func unauthenticated(msg string, err error) error {
-	return &apierror.Error{Code: codes.Unauthenticated, Msg: msg, Err: err}
+	return &apierror.Error{Code: apierror.Unauthenticated, Msg: msg, Err: err}
 }
 
 func errNoKey() error {
@@ -31,7 +29,7 @@ func errRevoked(name string) error {
 }
 
 func permissionDenied(msg string) error {
-	return &apierror.Error{Code: codes.PermissionDenied, Msg: msg}
+	return &apierror.Error{Code: apierror.PermissionDenied, Msg: msg}
 }
 
 func errRoleDenied(id *Identity, need Role) error {
@@ -64,22 +62,22 @@ func errCreateDenied(by *Identity, role Role, scope Scope) error {
 // and its type (the writer stamps the batch ordinal and counts).
 func RecordDenied(id *Identity, i int, typeURL string) error {
 	reason := fmt.Sprintf("API key %q may not write record type %s", id.ActorName(), typeURL)
-	return &apierror.Error{Code: codes.PermissionDenied, Msg: reason,
+	return &apierror.Error{Code: apierror.PermissionDenied, Msg: reason,
 		Write: &pb.WriteError{Record: uint64(i), TypeUrl: typeURL, Reason: reason}}
 }
 
 // Invalid is an INVALID_ARGUMENT error about a key-management request.
-func Invalid(msg string) error { return &apierror.Error{Code: codes.InvalidArgument, Msg: msg} }
+func Invalid(msg string) error { return &apierror.Error{Code: apierror.InvalidArgument, Msg: msg} }
 
 // errNoKeyring answers key management on a server built without keys.
-var errNoKeyring = &apierror.Error{Code: codes.Unimplemented, Msg: "this server does not manage API keys"}
+var errNoKeyring = &apierror.Error{Code: apierror.Unimplemented, Msg: "this server does not manage API keys"}
 
 func errExists(name string) error {
-	return &apierror.Error{Code: codes.AlreadyExists, Msg: fmt.Sprintf("an API key named %q exists", name)}
+	return &apierror.Error{Code: apierror.AlreadyExists, Msg: fmt.Sprintf("an API key named %q exists", name)}
 }
 
 // errNotFound answers a name that does not exist and, in the same words, a
 // key outside the caller's view (Keyring.Revoke).
 func errNotFound(name string) error {
-	return &apierror.Error{Code: codes.NotFound, Msg: fmt.Sprintf("no API key named %q", name)}
+	return &apierror.Error{Code: apierror.NotFound, Msg: fmt.Sprintf("no API key named %q", name)}
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
@@ -32,7 +31,7 @@ func openKeyring(t *testing.T, dir string) (*auth.Keyring, func()) {
 	return kr, func() { _ = eng.Close(); _ = st.Close() }
 }
 
-func code(err error) codes.Code { return apierror.Status(err).Code() }
+func code(err error) apierror.Code { return apierror.CodeOf(err) }
 
 func TestKeyringLifecycle(t *testing.T) {
 	ctx := context.Background()
@@ -49,14 +48,14 @@ func TestKeyringLifecycle(t *testing.T) {
 	if err != nil || id.Name != "ingest" || !id.AllowsType("shop.User") || id.AllowsType("crm.Lead") {
 		t.Fatalf("Verify: %+v, %v", id, err)
 	}
-	if _, _, err := kr.Create(nil, "ingest", auth.RoleRead, nil); code(err) != codes.AlreadyExists {
+	if _, _, err := kr.Create(nil, "ingest", auth.RoleRead, nil); code(err) != apierror.AlreadyExists {
 		t.Fatalf("duplicate name: %v", err)
 	}
 	other, _ := auth.GenerateKey()
-	if _, err := kr.Verify(ctx, other); code(err) != codes.Unauthenticated {
+	if _, err := kr.Verify(ctx, other); code(err) != apierror.Unauthenticated {
 		t.Fatalf("unknown key: %v", err)
 	}
-	if _, err := kr.Verify(ctx, "pb_short"); code(err) != codes.Unauthenticated {
+	if _, err := kr.Verify(ctx, "pb_short"); code(err) != apierror.Unauthenticated {
 		t.Fatalf("malformed key: %v", err)
 	}
 	closeFn()
@@ -76,10 +75,10 @@ func TestKeyringLifecycle(t *testing.T) {
 	if len(hooked) != 1 || hooked[0] != "ingest" {
 		t.Fatalf("revoke hook calls %q, want [ingest]", hooked)
 	}
-	if !id.Revoked() || code(id.Check()) != codes.Unauthenticated {
+	if !id.Revoked() || code(id.Check()) != apierror.Unauthenticated {
 		t.Fatal("an identity of a revoked key is not revoked")
 	}
-	if err := kr.Revoke(nil, "ingest"); code(err) != codes.NotFound {
+	if err := kr.Revoke(nil, "ingest"); code(err) != apierror.NotFound {
 		t.Fatalf("second revoke: %v", err)
 	}
 	if len(hooked) != 1 {
@@ -88,7 +87,7 @@ func TestKeyringLifecycle(t *testing.T) {
 	closeFn()
 	kr, closeFn = openKeyring(t, dir)
 	defer closeFn()
-	if _, err := kr.Verify(ctx, key); code(err) != codes.Unauthenticated {
+	if _, err := kr.Verify(ctx, key); code(err) != apierror.Unauthenticated {
 		t.Fatalf("revoked key after restart: %v", err)
 	}
 	if kr.Len() != 0 {
@@ -148,20 +147,20 @@ func TestKeyringKeysStayInScope(t *testing.T) {
 		by, name string
 		role     auth.Role
 		types    []string
-		want     codes.Code
+		want     apierror.Code
 		msg      string // in the refusal
 	}{
-		{"shopadmin", "escalated", auth.RoleAdmin, nil, codes.PermissionDenied, "it reaches only types shop.*, not every type"},
-		{"shopadmin", "everything-reader", auth.RoleRead, nil, codes.PermissionDenied, "every type"},
-		{"shopadmin", "wider", auth.RoleRead, []string{"shop.*", "crm.*"}, codes.PermissionDenied, "types shop.*, and crm.* lies outside"},
-		{"shopadmin", "crm", auth.RoleRead, []string{"crm.Lead"}, codes.PermissionDenied, "and crm.Lead lies outside"},
-		{"shopadmin", "shopping", auth.RoleRead, []string{"shopping.*"}, codes.PermissionDenied, "and shopping.* lies outside"},
-		{"shopwriter", "up", auth.RoleSchema, []string{"shop.User"}, codes.PermissionDenied, "role schema is above its own role write"},
-		{"user-reader", "pkg", auth.RoleRead, []string{"shop.*"}, codes.PermissionDenied, "it reaches only types shop.User, and shop.* lies outside"},
-		{"shopadmin", "shop-user-reader", auth.RoleRead, []string{"shop.User"}, codes.OK, ""},
-		{"shopadmin", "shop-admin-2", auth.RoleAdmin, []string{"shop.*"}, codes.OK, ""},
-		{"shopadmin", "shop-v2", auth.RoleWrite, []string{"shop.v2.*", "shop.Order"}, codes.OK, ""},
-		{"shopwriter", "shop-writer-2", auth.RoleWrite, []string{"shop.User"}, codes.OK, ""},
+		{"shopadmin", "escalated", auth.RoleAdmin, nil, apierror.PermissionDenied, "it reaches only types shop.*, not every type"},
+		{"shopadmin", "everything-reader", auth.RoleRead, nil, apierror.PermissionDenied, "every type"},
+		{"shopadmin", "wider", auth.RoleRead, []string{"shop.*", "crm.*"}, apierror.PermissionDenied, "types shop.*, and crm.* lies outside"},
+		{"shopadmin", "crm", auth.RoleRead, []string{"crm.Lead"}, apierror.PermissionDenied, "and crm.Lead lies outside"},
+		{"shopadmin", "shopping", auth.RoleRead, []string{"shopping.*"}, apierror.PermissionDenied, "and shopping.* lies outside"},
+		{"shopwriter", "up", auth.RoleSchema, []string{"shop.User"}, apierror.PermissionDenied, "role schema is above its own role write"},
+		{"user-reader", "pkg", auth.RoleRead, []string{"shop.*"}, apierror.PermissionDenied, "it reaches only types shop.User, and shop.* lies outside"},
+		{"shopadmin", "shop-user-reader", auth.RoleRead, []string{"shop.User"}, apierror.OK, ""},
+		{"shopadmin", "shop-admin-2", auth.RoleAdmin, []string{"shop.*"}, apierror.OK, ""},
+		{"shopadmin", "shop-v2", auth.RoleWrite, []string{"shop.v2.*", "shop.Order"}, apierror.OK, ""},
+		{"shopwriter", "shop-writer-2", auth.RoleWrite, []string{"shop.User"}, apierror.OK, ""},
 	}
 	for _, c := range creates {
 		before := names(nil)
@@ -169,10 +168,10 @@ func TestKeyringKeysStayInScope(t *testing.T) {
 		if code(err) != c.want {
 			t.Fatalf("%s creates %s (%s, %v): %v, want %v", c.by, c.name, c.role, c.types, err, c.want)
 		}
-		if c.want == codes.OK {
+		if c.want == apierror.OK {
 			continue
 		}
-		msg := apierror.Status(err).Message()
+		msg := apistatus.Status(err).Message()
 		if !strings.Contains(msg, fmt.Sprintf("%q", c.by)) || !strings.Contains(msg, "role "+c.role.String()) || !strings.Contains(msg, c.msg) {
 			t.Errorf("refusal %q: want the caller %q, the role %s and %q", msg, c.by, c.role, c.msg)
 		}
@@ -190,7 +189,7 @@ func TestKeyringKeysStayInScope(t *testing.T) {
 	} {
 		before := names(nil)
 		err := kr.Revoke(ids[r.by], r.name)
-		if code(err) != codes.NotFound || apierror.Status(err).Message() != fmt.Sprintf("no API key named %q", r.name) {
+		if code(err) != apierror.NotFound || apistatus.Status(err).Message() != fmt.Sprintf("no API key named %q", r.name) {
 			t.Fatalf("%s revokes %s: %v, want the NOT_FOUND of a missing key", r.by, r.name, err)
 		}
 		if after := names(nil); after != before {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 )
 
 // Role is what a key may do. Roles are ordered: each allows what the
@@ -78,23 +79,23 @@ const (
 
 // methodRoles is the role each protobase.v1 RPC needs.
 var methodRoles = map[string]Role{
-	pb.Protobase_GetSchema_FullMethodName:   RoleRead,
-	pb.Protobase_Search_FullMethodName:      RoleRead,
-	pb.Protobase_Scan_FullMethodName:        RoleRead,
-	pb.Protobase_Query_FullMethodName:       RoleRead,
-	pb.Protobase_Get_FullMethodName:         RoleRead,
-	pb.Protobase_Insert_FullMethodName:      RoleWrite,
-	pb.Protobase_Update_FullMethodName:      RoleWrite,
-	pb.Protobase_Upsert_FullMethodName:      RoleWrite,
-	pb.Protobase_Remove_FullMethodName:      RoleWrite,
-	pb.Protobase_Write_FullMethodName:       RoleWrite,
-	pb.Protobase_ApplySchema_FullMethodName: RoleSchema,
-	pb.Protobase_CreateKey_FullMethodName:   RoleAdmin,
-	pb.Protobase_ListKeys_FullMethodName:    RoleAdmin,
-	pb.Protobase_RevokeKey_FullMethodName:   RoleAdmin,
-	pb.Protobase_Backup_FullMethodName:      RoleAdmin,
-	pb.Protobase_Export_FullMethodName:      RoleRead,
-	pb.Protobase_Watch_FullMethodName:       RoleRead,
+	pbgrpc.Protobase_GetSchema_FullMethodName:   RoleRead,
+	pbgrpc.Protobase_Search_FullMethodName:      RoleRead,
+	pbgrpc.Protobase_Scan_FullMethodName:        RoleRead,
+	pbgrpc.Protobase_Query_FullMethodName:       RoleRead,
+	pbgrpc.Protobase_Get_FullMethodName:         RoleRead,
+	pbgrpc.Protobase_Insert_FullMethodName:      RoleWrite,
+	pbgrpc.Protobase_Update_FullMethodName:      RoleWrite,
+	pbgrpc.Protobase_Upsert_FullMethodName:      RoleWrite,
+	pbgrpc.Protobase_Remove_FullMethodName:      RoleWrite,
+	pbgrpc.Protobase_Write_FullMethodName:       RoleWrite,
+	pbgrpc.Protobase_ApplySchema_FullMethodName: RoleSchema,
+	pbgrpc.Protobase_CreateKey_FullMethodName:   RoleAdmin,
+	pbgrpc.Protobase_ListKeys_FullMethodName:    RoleAdmin,
+	pbgrpc.Protobase_RevokeKey_FullMethodName:   RoleAdmin,
+	pbgrpc.Protobase_Backup_FullMethodName:      RoleAdmin,
+	pbgrpc.Protobase_Export_FullMethodName:      RoleRead,
+	pbgrpc.Protobase_Watch_FullMethodName:       RoleRead,
 }
 
 // MethodRole returns the role a gRPC method (full name, "/pkg.Svc/Method")

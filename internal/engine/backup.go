@@ -3,8 +3,6 @@ package engine
 import (
 	"errors"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
 )
 
@@ -29,7 +27,7 @@ type checkpointer interface {
 func (e *Engine) Checkpoint(dir string) (BackupPoint, error) {
 	cp, ok := any(e.st).(checkpointer)
 	if !ok {
-		return BackupPoint{}, apierror.New(codes.Unimplemented, "this storage backend cannot take a backup copy")
+		return BackupPoint{}, apierror.New(apierror.Unimplemented, "this storage backend cannot take a backup copy")
 	}
 	e.writeMu.Lock()
 	defer e.writeMu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -53,7 +52,7 @@ func TestCatalogApplyAndReopen(t *testing.T) {
 	}
 	// The reopened catalog still enforces the unique index.
 	err = te.write(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 2, "email": "a"}`)})
-	wantWriteError(t, err, codes.AlreadyExists, 0, 0)
+	wantWriteError(t, err, apierror.AlreadyExists, 0, 0)
 	te.mustCheck()
 }
 
@@ -120,7 +119,7 @@ func TestCatalogDropType(t *testing.T) {
 		t.Fatal("shopProto has no message Member")
 	}
 	_, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}})
-	if apierror.Status(err).Code() != codes.FailedPrecondition && apierror.Status(err).Code() != codes.InvalidArgument {
+	if apierror.CodeOf(err) != apierror.FailedPrecondition && apierror.CodeOf(err) != apierror.InvalidArgument {
 		t.Fatalf("dropping a type with data without allow_drop: %v", err)
 	}
 	resp, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}, AllowDrop: []string{"shop.Member"}})

@@ -3,8 +3,6 @@ package engine
 import (
 	"errors"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -15,12 +13,12 @@ import (
 
 // recordError builds the error of record i of the current batch; the writer
 // fills in the batch ordinal and applied counts.
-func recordError(code codes.Code, i int, typeURL, field, reason string) *apierror.Error {
+func recordError(code apierror.Code, i int, typeURL, field, reason string) *apierror.Error {
 	return apierror.Record(code, i, typeURL, field, reason)
 }
 
 // ErrClosed is returned by calls on a closed engine.
-var ErrClosed = apierror.New(codes.Unavailable, "engine is closed")
+var ErrClosed = apierror.New(apierror.Unavailable, "engine is closed")
 
 // storeError gives the storage contract's errors their API codes: a
 // batch over the store's limits, or refused for a full disk, is
@@ -50,18 +48,18 @@ func storeCode(err error) *apierror.Error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrLimit), errors.Is(err, store.ErrDiskFull):
-		return &apierror.Error{Code: codes.ResourceExhausted, Msg: err.Error(), Err: err}
+		return &apierror.Error{Code: apierror.ResourceExhausted, Msg: err.Error(), Err: err}
 	case errors.Is(err, store.ErrCompacted):
-		return &apierror.Error{Code: codes.FailedPrecondition, Msg: err.Error() + "; run the query again", Err: err}
+		return &apierror.Error{Code: apierror.FailedPrecondition, Msg: err.Error() + "; run the query again", Err: err}
 	case errors.Is(err, store.ErrConflict):
-		return &apierror.Error{Code: codes.Aborted, Msg: err.Error() + "; retry the batch", Err: err}
+		return &apierror.Error{Code: apierror.Aborted, Msg: err.Error() + "; retry the batch", Err: err}
 	case errors.Is(err, store.ErrUnavailable):
-		return &apierror.Error{Code: codes.Unavailable, Msg: err.Error() + "; nothing was applied: retry once the store answers", Err: err}
+		return &apierror.Error{Code: apierror.Unavailable, Msg: err.Error() + "; nothing was applied: retry once the store answers", Err: err}
 	case errors.Is(err, store.ErrOutcomeUnknown):
 		// DEADLINE_EXCEEDED is the code gRPC defines as "may have
 		// completed"; UNAVAILABLE stays the code of a request that
 		// certainly changed nothing.
-		return &apierror.Error{Code: codes.DeadlineExceeded, Err: err,
+		return &apierror.Error{Code: apierror.DeadlineExceeded, Err: err,
 			Msg: err.Error() + "; the batch may have been applied: read it back before retrying"}
 	}
 	return nil
@@ -74,5 +72,5 @@ func readError(what string, err error) *apierror.Error {
 	if e := storeCode(err); e != nil {
 		return e
 	}
-	return &apierror.Error{Code: codes.Internal, Msg: what + ": " + err.Error(), Err: err}
+	return &apierror.Error{Code: apierror.Internal, Msg: what + ": " + err.Error(), Err: err}
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -17,16 +16,16 @@ import (
 func TestStoreErrorCodes(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		code codes.Code
+		code apierror.Code
 		says string
 	}{
-		{fmt.Errorf("%w: raise --max-txn-ops", store.ErrLimit), codes.ResourceExhausted, "--max-txn-ops"},
-		{fmt.Errorf("get: %w", store.ErrCompacted), codes.FailedPrecondition, "run the query again"},
-		{store.ErrConflict, codes.Aborted, "retry the batch"},
-		{errors.New("disk on fire"), codes.Internal, "disk on fire"},
+		{fmt.Errorf("%w: raise --max-txn-ops", store.ErrLimit), apierror.ResourceExhausted, "--max-txn-ops"},
+		{fmt.Errorf("get: %w", store.ErrCompacted), apierror.FailedPrecondition, "run the query again"},
+		{store.ErrConflict, apierror.Aborted, "retry the batch"},
+		{errors.New("disk on fire"), apierror.Internal, "disk on fire"},
 	} {
-		st := apierror.Status(storeError(tc.err))
-		if st.Code() != tc.code || !strings.Contains(st.Message(), tc.says) {
+		st := apistatus.Status(storeError(tc.err))
+		if apierror.Code(st.Code()) != tc.code || !strings.Contains(st.Message(), tc.says) {
 			t.Errorf("%v: %v %q; want %v saying %q", tc.err, st.Code(), st.Message(), tc.code, tc.says)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -91,11 +90,11 @@ func exportTypes(state *schema.State, opts ExportOptions) ([]*schema.RecordType,
 	for i, name := range opts.Types {
 		field := "types[" + itoa(i) + "]"
 		if !allows(name) {
-			return nil, &apierror.Error{Code: codes.PermissionDenied, Msg: "this key may not read type " + name, Field: field}
+			return nil, &apierror.Error{Code: apierror.PermissionDenied, Msg: "this key may not read type " + name, Field: field}
 		}
 		t, ok := state.Types[protoreflect.FullName(name)]
 		if !ok {
-			return nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + name, Field: field}
+			return nil, &apierror.Error{Code: apierror.NotFound, Msg: "no record type " + name, Field: field}
 		}
 		if !seen[name] {
 			seen[name] = true

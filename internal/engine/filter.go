@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 
@@ -61,7 +60,7 @@ func filterError(msg string, cause error) *apierror.Error {
 	if errors.As(cause, &se) {
 		desc = se.Error()
 	}
-	return &apierror.Error{Code: codes.InvalidArgument, Msg: msg, Details: filterViolation(desc), Err: cause}
+	return &apierror.Error{Code: apierror.InvalidArgument, Msg: msg, Details: filterViolation(desc), Err: cause}
 }
 
 // filterViolation is the status detail naming the filter field.

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/internal/apierror"
@@ -30,12 +29,12 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 	e.stats.Queries.Add(1)
 	if key == nil {
 		e.stats.QueryErrors.Add(1)
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "key record is missing"}
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "key record is missing"}
 	}
 	t := e.cat.Load().lookup(key.TypeUrl)
 	if t == nil {
 		e.stats.QueryErrors.Add(1)
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Field: "type_url",
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Field: "type_url",
 			Msg: "unknown type URL " + quote(key.TypeUrl) + ": no record type of that name in the schema"}
 	}
 	k := make([]byte, 0, len(t.prefix)+32)
@@ -43,7 +42,7 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 	k, field, err := appendKey(k, key.Value, t.pk)
 	if err != nil {
 		e.stats.QueryErrors.Add(1)
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Field: field, Msg: "key record: " + err.Error(), Err: err}
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Field: field, Msg: "key record: " + err.Error(), Err: err}
 	}
 	e.stats.PointLookups.Add(1)
 	val, found := e.cache.Get(k, nil)

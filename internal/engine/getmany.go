@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -85,15 +84,15 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 // getKeys checks a GetRequest and encodes its keys, in request order.
 func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 	if req.GetType() == "" {
-		return nil, nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "type is missing: name the record type of the keys"}
+		return nil, nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "type is missing: name the record type of the keys"}
 	}
 	t := e.cat.Load().lookup(req.GetType())
 	if t == nil || strings.Contains(req.GetType(), "/") {
-		return nil, nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + quote(req.GetType()) + " in the schema"}
+		return nil, nil, &apierror.Error{Code: apierror.NotFound, Msg: "no record type " + quote(req.GetType()) + " in the schema"}
 	}
 	n := len(req.GetKeys()) + len(req.GetKeyRecords())
 	if max := e.opts.MaxRecordsPerBatch; n > max {
-		return nil, nil, apierror.Errorf(codes.InvalidArgument, "%d keys in one request, more than the limit of %d (max batch records)", n, max)
+		return nil, nil, apierror.Errorf(apierror.InvalidArgument, "%d keys in one request, more than the limit of %d (max batch records)", n, max)
 	}
 	// Every key goes into one buffer; ends[i] is where key i ends.
 	buf := make([]byte, 0, n*(len(t.prefix)+9))
@@ -101,18 +100,18 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 	for i, v := range req.GetKeys() {
 		var err error
 		if buf, err = t.jsonKey(append(buf, t.prefix...), v); err != nil {
-			return nil, nil, &apierror.Error{Code: codes.InvalidArgument, Msg: fmt.Sprintf("keys[%d]: %v", i, err), Err: err}
+			return nil, nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: fmt.Sprintf("keys[%d]: %v", i, err), Err: err}
 		}
 		ends = append(ends, len(buf))
 	}
 	for i, r := range req.GetKeyRecords() {
 		if got := e.cat.Load().lookup(r.GetTypeUrl()); got != t {
-			return nil, nil, apierror.Errorf(codes.InvalidArgument, "key_records[%d]: type URL %s is not of type %s", i, quote(r.GetTypeUrl()), req.GetType())
+			return nil, nil, apierror.Errorf(apierror.InvalidArgument, "key_records[%d]: type URL %s is not of type %s", i, quote(r.GetTypeUrl()), req.GetType())
 		}
 		var field string
 		var err error
 		if buf, field, err = appendKey(append(buf, t.prefix...), r.GetValue(), t.pk); err != nil {
-			return nil, nil, &apierror.Error{Code: codes.InvalidArgument, Field: field, Msg: fmt.Sprintf("key_records[%d]: %v", i, err), Err: err}
+			return nil, nil, &apierror.Error{Code: apierror.InvalidArgument, Field: field, Msg: fmt.Sprintf("key_records[%d]: %v", i, err), Err: err}
 		}
 		ends = append(ends, len(buf))
 	}
@@ -273,7 +272,7 @@ func (g *getRun) keep(ctx context.Context, positions []int, val []byte) error {
 
 // tooLarge is the error of a Get of which no record fits a response.
 func (g *getRun) tooLarge() error {
-	return apierror.Errorf(codes.ResourceExhausted,
+	return apierror.Errorf(apierror.ResourceExhausted,
 		"no record left to answer fits in one response of at most %d bytes (docs/limits.md)", g.limit)
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -54,7 +53,7 @@ func FuzzGetRecords(f *testing.F) {
 		resp, err := getRecords(te.e, t.Context(), req)
 		if err != nil {
 			var ae *apierror.Error
-			if !errors.As(err, &ae) || (ae.Code != codes.InvalidArgument && ae.Code != codes.NotFound) || ae.Msg == "" {
+			if !errors.As(err, &ae) || (ae.Code != apierror.InvalidArgument && ae.Code != apierror.NotFound) || ae.Msg == "" {
 				t.Fatalf("GetRecords(%v): error %#v, want INVALID_ARGUMENT or NOT_FOUND", req, err)
 			}
 			return

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -149,7 +148,7 @@ func (te *testEngine) mustCheck() *engine.CheckReport {
 
 // wantWriteError checks that err is an *apierror.Error with code and a
 // WriteError naming batch and record, and returns the WriteError.
-func wantWriteError(t *testing.T, err error, code codes.Code, batch, record uint64) *pb.WriteError {
+func wantWriteError(t *testing.T, err error, code apierror.Code, batch, record uint64) *pb.WriteError {
 	t.Helper()
 	var e *apierror.Error
 	if !errors.As(err, &e) {
@@ -193,4 +192,4 @@ func getRecords(e *engine.Engine, ctx context.Context, req *pb.GetRequest) (*pb.
 	return resp, err
 }
 
-func codeOf(err error) codes.Code { return apierror.Status(err).Code() }
+func codeOf(err error) apierror.Code { return apierror.CodeOf(err) }

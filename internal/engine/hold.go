@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
 )
 
@@ -91,7 +89,7 @@ func (e *Engine) overBudget(need int64) error {
 	if need <= e.opts.MaxResultBufferBytes {
 		return nil
 	}
-	return apierror.Errorf(codes.ResourceExhausted,
+	return apierror.Errorf(apierror.ResourceExhausted,
 		"a response of %d bytes (a record of about that size) is larger than the server's result buffers of %d bytes (max result buffer bytes)",
 		need, e.opts.MaxResultBufferBytes)
 }

@@ -1,11 +1,11 @@
 package engine_test
 
 import (
+	"github.com/protobase/protobase/internal/apierror"
 	"io"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -28,7 +28,7 @@ func TestRecordOverResultBudget(t *testing.T) {
 	})
 	over := func(what string, err error) {
 		t.Helper()
-		if codeOf(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "2097152 bytes") {
+		if codeOf(err) != apierror.ResourceExhausted || !strings.Contains(err.Error(), "2097152 bytes") {
 			t.Fatalf("%s of a record over the result budget: %v", what, err)
 		}
 	}
@@ -54,7 +54,7 @@ func TestRecordOverResultBudget(t *testing.T) {
 			}
 			return nil
 		})
-		if err != nil || qerr == nil || codes.Code(qerr.Code) != codes.ResourceExhausted {
+		if err != nil || qerr == nil || apierror.Code(qerr.Code) != apierror.ResourceExhausted {
 			t.Fatalf("search of a record over the result budget: %v, query error %v", err, qerr)
 		}
 	}

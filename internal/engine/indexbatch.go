@@ -7,8 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -154,7 +152,7 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 			key := it.Key()
 			pk, err := p.PKFromIndexEntry(key, it.Value())
 			if err != nil {
-				return false, &apierror.Error{Code: codes.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
+				return false, &apierror.Error{Code: apierror.Internal, Msg: "index entry unreadable: " + err.Error(), Err: err}
 			}
 			b.add(key, cu.c.t.prefix, pk)
 		}

@@ -11,7 +11,6 @@ import (
 	"hash/fnv"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -91,7 +90,7 @@ func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after
 			if len(resp.Records) > 0 {
 				more = true // the page is full in bytes: the next starts here
 			} else {
-				budgetErr = apierror.Errorf(codes.ResourceExhausted,
+				budgetErr = apierror.Errorf(apierror.ResourceExhausted,
 					"a record of %d bytes is larger than one page may be (%d bytes; docs/limits.md)", len(rec), limit)
 			}
 			return false
@@ -160,7 +159,7 @@ func (e *Engine) query(ctx context.Context, req *pb.QueryRequest, maxBytes int64
 	}
 	if c.plan.Count {
 		if after != nil {
-			return nil, &apierror.Error{Code: codes.InvalidArgument, Field: "page_token",
+			return nil, &apierror.Error{Code: apierror.InvalidArgument, Field: "page_token",
 				Msg: "invalid page token: a count query is answered in one response"}
 		}
 		return e.countPage(ctx, c)
@@ -237,7 +236,7 @@ func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
 		size = DefaultPageSize
 	}
 	if size > uint64(e.opts.MaxPageSize) {
-		return nil, 0, &apierror.Error{Code: codes.InvalidArgument, Field: "page_size",
+		return nil, 0, &apierror.Error{Code: apierror.InvalidArgument, Field: "page_size",
 			Msg: fmt.Sprintf("page_size %d is over the limit of %d", size, e.opts.MaxPageSize)}
 	}
 	return c, size, nil
@@ -300,10 +299,10 @@ const tokenHead = 16 + 1 + 8 + 4 + 1 + 4
 // two silently restarting, or the listing ending early).
 func (e *Engine) openToken(tok string, want tokenScope, typeName string) (last []byte, returned uint64, err error) {
 	bad := func(why string) error {
-		return &apierror.Error{Code: codes.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
+		return &apierror.Error{Code: apierror.InvalidArgument, Field: "page_token", Msg: "invalid page token: " + why}
 	}
 	stale := func(why string) error {
-		return &apierror.Error{Code: codes.FailedPrecondition, Field: "page_token",
+		return &apierror.Error{Code: apierror.FailedPrecondition, Field: "page_token",
 			Msg: "page token is stale: " + why + "; start the listing again without a token"}
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(tok)

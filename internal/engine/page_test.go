@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -119,7 +118,7 @@ func TestPageTokensRejected(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := query(te.e, t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
 			var e *apierror.Error
-			if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field != "page_token" {
+			if !errors.As(err, &e) || e.Code != apierror.InvalidArgument || e.Field != "page_token" {
 				t.Fatalf("want INVALID_ARGUMENT on page_token, got %v", err)
 			}
 			if !strings.Contains(e.Msg, "invalid page token") || !strings.Contains(e.Msg, c.want) {
@@ -184,7 +183,7 @@ func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why 
 	t.Helper()
 	resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
 	var e *apierror.Error
-	if !errors.As(err, &e) || e.Code != codes.FailedPrecondition || e.Field != "page_token" {
+	if !errors.As(err, &e) || e.Code != apierror.FailedPrecondition || e.Field != "page_token" {
 		t.Fatalf("%s: old token gave %d records and %v, want FAILED_PRECONDITION on page_token", name, len(resp.GetRecords()), err)
 	}
 	if !strings.Contains(e.Msg, why) {

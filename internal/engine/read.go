@@ -6,8 +6,6 @@ import (
 	"errors"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/query"
@@ -30,7 +28,7 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 		return nil, ErrClosed
 	}
 	if q == nil {
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "query is missing"}
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "query is missing"}
 	}
 	text := q.GetFilter()
 	q, err := withFilter(q)
@@ -39,20 +37,20 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 	}
 	t := e.cat.Load().lookup(q.GetType())
 	if t == nil || q.GetType() == "" {
-		return nil, &apierror.Error{Code: codes.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
+		return nil, &apierror.Error{Code: apierror.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
 	}
 	plan, err := query.Compile(q, t.target, e.opts.QueryLimits)
 	if err != nil {
 		var qe *query.Error
 		if errors.As(err, &qe) {
-			ae := &apierror.Error{Code: codes.InvalidArgument, Msg: qe.Error(), Field: qe.Field, Err: err}
+			ae := &apierror.Error{Code: apierror.InvalidArgument, Msg: qe.Error(), Field: qe.Field, Err: err}
 			if text != "" {
 				ae.Msg = inFilter(text, qe)
 				ae.Details = filterViolation(strings.TrimPrefix(ae.Msg, "filter: "))
 			}
 			return nil, ae
 		}
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: err.Error(), Err: err}
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: err.Error(), Err: err}
 	}
 	return &compiled{q: q, t: t, plan: plan}, nil
 }
@@ -333,7 +331,7 @@ func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool,
 	if p.Filter != nil {
 		ok, err := p.Filter.Match(rec)
 		if err != nil {
-			return false, &apierror.Error{Code: codes.Internal, Msg: "stored record unreadable: " + err.Error(), Err: err}
+			return false, &apierror.Error{Code: apierror.Internal, Msg: "stored record unreadable: " + err.Error(), Err: err}
 		}
 		if !ok {
 			return true, nil

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -59,7 +58,7 @@ func (e *Engine) ScanStream(ctx context.Context, req *pb.ScanRequest, sio ScanIO
 		par = 1
 	}
 	if par > maxScanParallelism {
-		return &apierror.Error{Code: codes.InvalidArgument, Msg: "parallelism " + itoa(par) + " is over the limit of " + itoa(maxScanParallelism), Field: "parallelism"}
+		return &apierror.Error{Code: apierror.InvalidArgument, Msg: "parallelism " + itoa(par) + " is over the limit of " + itoa(maxScanParallelism), Field: "parallelism"}
 	}
 	batchSize := int(req.GetBatchSize())
 	if batchSize <= 0 || batchSize > e.opts.MaxResultRecords*10 {

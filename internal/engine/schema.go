@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/protoadapt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -75,7 +74,7 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 			return resp, err
 		}
 		if attempt == applyAttempts {
-			return nil, &apierror.Error{Code: codes.Aborted, Msg: fmt.Sprintf(
+			return nil, &apierror.Error{Code: apierror.Aborted, Msg: fmt.Sprintf(
 				"schema not applied: records kept arriving in empty types while the change was planned (%d attempts); apply it again", attempt)}
 		}
 	}
@@ -215,12 +214,12 @@ func schemaError(err error) error {
 			field = le.File
 		}
 		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: le.Error()}}}
-		return &apierror.Error{Code: codes.InvalidArgument, Msg: le.Error(), Details: []protoadapt.MessageV1{br}, Err: err}
+		return &apierror.Error{Code: apierror.InvalidArgument, Msg: le.Error(), Details: []protoadapt.MessageV1{br}, Err: err}
 	case errors.As(err, &ce):
-		return &apierror.Error{Code: codes.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
+		return &apierror.Error{Code: apierror.InvalidArgument, Msg: "schema does not compile:\n" + strings.Join(ce.Errors, "\n"),
 			Details: []protoadapt.MessageV1{violations(ce.Errors)}, Err: err}
 	case errors.As(err, &pe):
-		return &apierror.Error{Code: codes.FailedPrecondition, Msg: pe.Error(),
+		return &apierror.Error{Code: apierror.FailedPrecondition, Msg: pe.Error(),
 			Details: []protoadapt.MessageV1{violations(pe.Problems)}, Err: err}
 	}
 	return err

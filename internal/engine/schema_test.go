@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bufbuild/protocompile/linker"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -149,7 +148,7 @@ func TestApplySchemaReplansWhenEmptyTypeGainsRecords(t *testing.T) {
 	})
 	_, err := apply(e, strings.Replace(itemProto, "string name = 2;", "bytes name = 2;", 1))
 	var ee *apierror.Error
-	if !errors.As(err, &ee) || ee.Code != codes.FailedPrecondition || !strings.Contains(ee.Msg, "field name (2) changed from string to bytes") {
+	if !errors.As(err, &ee) || ee.Code != apierror.FailedPrecondition || !strings.Contains(ee.Msg, "field name (2) changed from string to bytes") {
 		t.Fatalf("ApplySchema = %v, want FAILED_PRECONDITION for the field type change", err)
 	}
 	if v := e.Schema().Version; v != 1 {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -442,7 +440,7 @@ func (e *Engine) acquireResult(ctx context.Context, need int64, exhausted *bool)
 // release gives back what an unsent response held, when the chunk ends.
 func (r *responder) release() { r.e.release(&r.h) }
 
-var errResultBudget = apierror.New(codes.ResourceExhausted,
+var errResultBudget = apierror.New(apierror.ResourceExhausted,
 	"the server's result buffers are full (clients are not reading their results); retry later")
 
 func (r *responder) cur() *pb.SearchResponse {
@@ -699,11 +697,6 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 }
 
 func queryError(id uint64, err error) *pb.QueryError {
-	st := apierror.Status(err)
-	qe := &pb.QueryError{Query: id, Code: int32(st.Code()), Message: st.Message()}
-	var e *apierror.Error
-	if errors.As(err, &e) {
-		qe.Field = e.Field
-	}
-	return qe
+	e := apierror.From(err)
+	return &pb.QueryError{Query: id, Code: int32(e.Code), Message: e.Error(), Field: e.Field}
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client/where"
@@ -102,7 +101,7 @@ func TestUniqueAbsentValues(t *testing.T) {
 			if c.name == "handle without presence" {
 				dup = te.rec("acct.Account", `{"id": 11}`)
 			}
-			wantWriteError(t, te.write(engine.OpInsert, []*anypb.Any{dup}), codes.AlreadyExists, 0, 0)
+			wantWriteError(t, te.write(engine.OpInsert, []*anypb.Any{dup}), apierror.AlreadyExists, 0, 0)
 			te.mustWrite(engine.OpRemove, []*anypb.Any{first})
 			te.mustCheck()
 		})
@@ -112,14 +111,14 @@ func TestUniqueAbsentValues(t *testing.T) {
 	// it once the first lets go of it by an update that drops the field.
 	te.mustWrite(engine.OpUpsert, []*anypb.Any{acct(`{"id": 1, "handle": "h1", "email": "a@x", "contact": {"phone": "1"}, "username": "u", "nick": "n"}`)})
 	taken := acct(`{"id": 2, "handle": "h2", "email": "a@x"}`)
-	wantWriteError(t, te.write(engine.OpUpdate, []*anypb.Any{taken}), codes.AlreadyExists, 0, 0)
+	wantWriteError(t, te.write(engine.OpUpdate, []*anypb.Any{taken}), apierror.AlreadyExists, 0, 0)
 	te.mustWrite(engine.OpUpdate, []*anypb.Any{acct(`{"id": 1, "handle": "h1"}`)}, []*anypb.Any{taken})
 	te.mustCheck()
 
 	// The proto2 default: absent reads as 7 but is not entered; 7 set is.
 	item := func(js string) *anypb.Any { return te.rec("legacy.Item", js) }
 	te.mustWrite(engine.OpInsert, []*anypb.Any{item(`{"id": 1}`), item(`{"id": 2}`), item(`{"id": 3, "code": 7}`)})
-	wantWriteError(t, te.write(engine.OpInsert, []*anypb.Any{item(`{"id": 4, "code": 7}`)}), codes.AlreadyExists, 0, 0)
+	wantWriteError(t, te.write(engine.OpInsert, []*anypb.Any{item(`{"id": 4, "code": 7}`)}), apierror.AlreadyExists, 0, 0)
 	r := te.mustCheck()
 	if r.Problems != nil {
 		t.Fatal(r.Problems)
@@ -207,7 +206,7 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	// listing would silently leave records out, so it is refused.
 	_, err := query(te.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "acct.Account", Order: &pb.Order{Index: "by_email"}}})
 	var e *apierror.Error
-	if !errors.As(err, &e) || e.Code != codes.InvalidArgument {
+	if !errors.As(err, &e) || e.Code != apierror.InvalidArgument {
 		t.Fatalf("order by a unique index over absent values: %v, want INVALID_ARGUMENT", err)
 	}
 }

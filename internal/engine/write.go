@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/internal/apierror"
@@ -134,7 +133,7 @@ func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	if err := w.apply(ctx, op, recs); err != nil {
 		var e *apierror.Error
 		if !errors.As(err, &e) {
-			e = &apierror.Error{Code: codes.Internal, Msg: err.Error(), Err: err}
+			e = &apierror.Error{Code: apierror.Internal, Msg: err.Error(), Err: err}
 		}
 		return w.stamp(e)
 	}
@@ -189,7 +188,7 @@ func (w *Writer) waitOldest() error {
 	w.e.inflight.release(p.held)
 	w.free = append(w.free, p.b)
 	if err != nil {
-		return &apierror.Error{Code: codes.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
+		return &apierror.Error{Code: apierror.Internal, Msg: "wait for durability: " + err.Error(), Err: err}
 	}
 	// Batches are durable in commit order (store's prefix durability).
 	w.durable = max(w.durable, p.pos)
@@ -249,10 +248,10 @@ func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, er
 		return 0, err
 	}
 	if op < OpInsert || op > OpRemove {
-		return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown write operation"}
+		return 0, &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown write operation"}
 	}
 	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
-		return 0, recordError(codes.ResourceExhausted, max, "", "",
+		return 0, recordError(apierror.ResourceExhausted, max, "", "",
 			"batch holds "+itoa(len(recs))+" records, more than the limit of "+itoa(max))
 	}
 	var size int64
@@ -260,7 +259,7 @@ func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, er
 		size += int64(len(a.GetValue()) + len(a.GetTypeUrl()))
 	}
 	if size > e.opts.MaxInflightBytes {
-		return 0, recordError(codes.ResourceExhausted, 0, "", "",
+		return 0, recordError(apierror.ResourceExhausted, 0, "", "",
 			"batch of "+itoa(int(size))+" bytes exceeds the server's in-flight limit of "+itoa(int(e.opts.MaxInflightBytes)))
 	}
 	return size, nil
@@ -396,19 +395,19 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 // record. It reports whether one of its keys was seen earlier in the batch.
 func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups bool, err error) {
 	if a == nil {
-		return false, recordError(codes.InvalidArgument, i, "", "", "record is null")
+		return false, recordError(apierror.InvalidArgument, i, "", "", "record is null")
 	}
 	t := cat.lookup(a.TypeUrl)
 	if t == nil {
-		return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "",
+		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, "",
 			"unknown type URL "+quote(a.TypeUrl)+": no record type of that name in the schema")
 	}
 	if err := t.rec.Validate(a.Value); err != nil {
 		var re *record.Error
 		if errors.As(err, &re) {
-			return false, recordError(codes.InvalidArgument, i, a.TypeUrl, re.Field, re.Reason)
+			return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, re.Field, re.Reason)
 		}
-		return false, recordError(codes.InvalidArgument, i, a.TypeUrl, "", err.Error())
+		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, "", err.Error())
 	}
 	w.occ = t.keys.locate(a.Value, w.occ[:0])
 	p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff))}
@@ -417,7 +416,7 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 	pkStart := len(w.arena)
 	var field string
 	if w.arena, field, err = t.keys.appendPK(w.arena, a.Value, w.occ); err != nil {
-		return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
+		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, field, err.Error())
 	}
 	p.key = span{int32(start), int32(len(w.arena))}
 	p.pk = span{int32(pkStart), int32(len(w.arena))}
@@ -433,7 +432,7 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 			if ix.ix.Unique {
 				skip, err := t.keys.absent(a.Value, w.occ, j)
 				if err != nil {
-					return false, recordError(codes.InvalidArgument, i, a.TypeUrl, strings.Join(indexFields(ix), ","), err.Error())
+					return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, strings.Join(indexFields(ix), ","), err.Error())
 				}
 				if skip { // no entry: an empty span
 					w.ixOff = append(w.ixOff, span{int32(s), int32(s)})
@@ -442,7 +441,7 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 			}
 			w.arena = append(w.arena, ix.prefix...)
 			if w.arena, field, err = t.keys.appendIndex(w.arena, a.Value, w.occ, j); err != nil {
-				return false, recordError(codes.InvalidArgument, i, a.TypeUrl, field, err.Error())
+				return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, field, err.Error())
 			}
 			if ix.ix.Unique {
 				dups = w.markUnique(s) || dups
@@ -651,7 +650,7 @@ func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
 			return err
 		}
 		if taken && !bytes.Equal(cur, pk) {
-			return recordError(codes.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
+			return recordError(apierror.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
 				"unique index "+ix.ix.Name+" already holds this value for another record")
 		}
 	}
@@ -671,7 +670,7 @@ func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bo
 		if ix.ix.Unique {
 			skip, err := t.keys.absent(old, w.oldOcc, j)
 			if err != nil {
-				return &apierror.Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+				return &apierror.Error{Code: apierror.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
 			}
 			if skip {
 				continue // it has no entry to retract
@@ -679,7 +678,7 @@ func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bo
 		}
 		w.oldIx = append(w.oldIx[:0], ix.prefix...)
 		if w.oldIx, _, err = t.keys.appendIndex(w.oldIx, old, w.oldOcc, j); err != nil {
-			return &apierror.Error{Code: codes.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
+			return &apierror.Error{Code: apierror.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
 		}
 		if !ix.ix.Unique {
 			w.oldIx = append(w.oldIx, pk...)

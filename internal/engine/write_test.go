@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -88,38 +88,38 @@ func TestWriteErrors(t *testing.T) {
 		name    string
 		op      engine.Op
 		batches [][]*anypb.Any
-		code    codes.Code
+		code    apierror.Code
 		batch   uint64
 		record  uint64
 		field   string
 		applied uint64 // records applied before the failing batch
 	}{
 		{"insert existing", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 7, "email": "n@x"}`)}, {te.rec("shop.User", `{"id": 8, "email": "m@x"}`), ann}},
-			codes.AlreadyExists, 1, 1, "id", 1},
+			apierror.AlreadyExists, 1, 1, "id", 1},
 		{"insert twice in a batch", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 9, "email": "p@x"}`), te.rec("shop.User", `{"id": 9, "email": "q@x"}`)}},
-			codes.AlreadyExists, 0, 1, "id", 0},
+			apierror.AlreadyExists, 0, 1, "id", 0},
 		{"unique value taken", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 2, "email": "ann@x"}`)}},
-			codes.AlreadyExists, 0, 0, "email", 0},
+			apierror.AlreadyExists, 0, 0, "email", 0},
 		{"unique value taken in the batch", engine.OpUpsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 2, "email": "z@x"}`), te.rec("shop.User", `{"id": 3, "email": "z@x"}`)}},
-			codes.AlreadyExists, 0, 1, "email", 0},
+			apierror.AlreadyExists, 0, 1, "email", 0},
 		{"update missing", engine.OpUpdate, [][]*anypb.Any{{ann, te.rec("shop.User", `{"id": 5}`)}},
-			codes.NotFound, 0, 1, "id", 0},
+			apierror.NotFound, 0, 1, "id", 0},
 		{"remove missing", engine.OpRemove, [][]*anypb.Any{{te.rec("shop.User", `{"id": 5}`)}},
-			codes.NotFound, 0, 0, "id", 0},
+			apierror.NotFound, 0, 0, "id", 0},
 		{"remove twice in a batch", engine.OpRemove, [][]*anypb.Any{{te.rec("shop.User", `{"id": 1}`), te.rec("shop.User", `{"id": 1}`)}},
-			codes.NotFound, 0, 1, "id", 0},
+			apierror.NotFound, 0, 1, "id", 0},
 		{"composite unique", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`), te.rec("shop.Member", `{"org": "o", "id": 2, "handle": "h"}`)}},
-			codes.AlreadyExists, 0, 1, "org,handle", 0},
+			apierror.AlreadyExists, 0, 1, "org,handle", 0},
 		{"unknown type", engine.OpUpsert, [][]*anypb.Any{{ann, {TypeUrl: "type.googleapis.com/shop.Nope"}}},
-			codes.InvalidArgument, 0, 1, "", 0},
+			apierror.InvalidArgument, 0, 1, "", 0},
 		{"undecodable record", engine.OpUpsert, [][]*anypb.Any{{{TypeUrl: ann.TypeUrl, Value: []byte{0x0a}}}},
-			codes.InvalidArgument, 0, 0, "", 0},
+			apierror.InvalidArgument, 0, 0, "", 0},
 		// A batch of records holding no bytes is refused, not taken for
 		// an empty batch.
 		{"lone empty record", engine.OpInsert, [][]*anypb.Any{{{}}},
-			codes.InvalidArgument, 0, 0, "", 0},
+			apierror.InvalidArgument, 0, 0, "", 0},
 		{"lone null record", engine.OpUpsert, [][]*anypb.Any{{nil}},
-			codes.InvalidArgument, 0, 0, "", 0},
+			apierror.InvalidArgument, 0, 0, "", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,12 +131,12 @@ func TestWriteErrors(t *testing.T) {
 			if we.BatchesApplied != c.batch || we.RecordsApplied != c.applied {
 				t.Errorf("applied %d batches %d records, want %d and %d", we.BatchesApplied, we.RecordsApplied, c.batch, c.applied)
 			}
-			if we.Reason == "" || we.TypeUrl == "" && c.code != codes.InvalidArgument {
+			if we.Reason == "" || we.TypeUrl == "" && c.code != apierror.InvalidArgument {
 				t.Errorf("WriteError lacks reason or type: %v", we)
 			}
 			// The status carries the same WriteError as a detail.
-			st := apierror.Status(err)
-			if st.Code() != c.code || len(st.Details()) == 0 {
+			st := apistatus.Status(err)
+			if apierror.Code(st.Code()) != c.code || len(st.Details()) == 0 {
 				t.Fatalf("status %v lacks the WriteError detail", st)
 			}
 			if d, ok := st.Details()[0].(*pb.WriteError); !ok || d.Record != c.record || d.Batch != c.batch {
@@ -164,7 +164,7 @@ func TestWriteBatchLimit(t *testing.T) {
 		te2.rec("shop.User", `{"id": 2, "email": "b"}`),
 		te2.rec("shop.User", `{"id": 3, "email": "c"}`),
 	}
-	wantWriteError(t, te2.write(engine.OpInsert, recs), codes.ResourceExhausted, 0, 2)
+	wantWriteError(t, te2.write(engine.OpInsert, recs), apierror.ResourceExhausted, 0, 2)
 	te2.mustWrite(engine.OpInsert, recs[:2])
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/internal/apierror"
@@ -51,7 +50,7 @@ func (r Reserved) Release() {
 }
 
 // errWriteBuffersFull refuses a request that finds the waiting room full.
-var errWriteBuffersFull = apierror.New(codes.ResourceExhausted,
+var errWriteBuffersFull = apierror.New(apierror.ResourceExhausted,
 	"the server's write buffers are full (write requests waiting for room in the write budget fill the room they may wait in); retry later")
 
 // RecordBytes is what a write request's records count against the write
@@ -118,7 +117,7 @@ func (e *Engine) reserveWrite(ctx context.Context, n int64, relieve func() error
 }
 
 // errWriteBudgetWait refuses a request that waited writeBudgetWait.
-var errWriteBudgetWait = apierror.New(codes.ResourceExhausted,
+var errWriteBudgetWait = apierror.New(apierror.ResourceExhausted,
 	"the server's write buffers stayed full for "+writeBudgetWait.String()+" (other writers' batches hold them); retry later")
 
 // Use hands r to the stream's next Apply (or Abort, or Close, which give

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -19,10 +17,10 @@ import (
 func checkExistence(op Op, i int, p *prep, found bool) error {
 	switch {
 	case op == OpInsert && found:
-		return recordError(codes.AlreadyExists, i, p.url, pkFields(p.t),
+		return recordError(apierror.AlreadyExists, i, p.url, pkFields(p.t),
 			"a record with this primary key exists")
 	case (op == OpUpdate || op == OpRemove) && !found:
-		return recordError(codes.NotFound, i, p.url, pkFields(p.t),
+		return recordError(apierror.NotFound, i, p.url, pkFields(p.t),
 			"no record with this primary key")
 	}
 	return nil
@@ -50,24 +48,19 @@ func indexFields(ix *index) []string {
 // durable first, so the counts it reports are true, and err comes back as an
 // *apierror.Error naming batch Batches() with those counts: a client learns exactly
 // what was kept, whichever transport it used. An *apierror.Error keeps its code and
-// record details; any other error keeps the code Status gives it.
+// record details; any other error gets the code apierror.From gives it (the
+// transport has turned an error of its own, a gRPC status, into an
+// *apierror.Error already).
 func (w *Writer) Abort(err error) error {
 	w.Use(Reserved{}) // the request is not applied
 	if _, serr := w.Sync(); serr != nil {
 		return serr
 	}
-	var e *apierror.Error
-	if !errors.As(err, &e) {
-		st := apierror.Status(err)
-		e = &apierror.Error{Code: st.Code(), Msg: st.Message(), Err: err}
-	} else {
-		cp := *e // the caller's error stays as it was
-		e = &cp
-		if e.Write != nil {
-			e.Write = proto.Clone(e.Write).(*pb.WriteError)
-		}
+	cp := *apierror.From(err) // the caller's error stays as it was
+	if cp.Write != nil {
+		cp.Write = proto.Clone(cp.Write).(*pb.WriteError)
 	}
-	return w.stamp(e)
+	return w.stamp(&cp)
 }
 
 // stamp names the stream's next batch as the failed one in e's WriteError

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/changelog"
@@ -185,7 +183,7 @@ func (w *watch) startFeed(ctx context.Context, feed store.Feed) (int64, error) {
 		}
 		return int64(w.pos.commit), nil
 	}
-	return 0, &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown start", Field: "start"}
+	return 0, &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown start", Field: "start"}
 }
 
 // oldestProbe bounds the wait for a store to say which revisions it

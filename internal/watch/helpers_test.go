@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -212,7 +211,7 @@ func releasing[M any](send func(M) error) func(M, engine.Hold) error {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func codeOf(err error) codes.Code { return apierror.Status(err).Code() }
+func codeOf(err error) apierror.Code { return apierror.CodeOf(err) }
 
 func oldest() *pb.WatchStart {
 	return &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/engine"
@@ -62,7 +60,7 @@ func (w *watch) readError(err error, wm uint64) error {
 }
 
 func (w *watch) corrupt(c uint64, err error) error {
-	return &apierror.Error{Code: codes.Internal, Msg: "change log entry of commit " + u64(c) + ": " + err.Error(), Err: err}
+	return &apierror.Error{Code: apierror.Internal, Msg: "change log entry of commit " + u64(c) + ": " + err.Error(), Err: err}
 }
 
 // coverCarry is the reader's hook that covers a large change read across

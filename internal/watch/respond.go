@@ -3,8 +3,6 @@ package watch
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/engine"
@@ -30,7 +28,7 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op changel
 		match = old
 	}
 	if ok, err := wt.Filter.Match(match); err != nil {
-		return false, &apierror.Error{Code: codes.Internal, Msg: "changed record of " + wt.Name + " unreadable: " + err.Error(), Err: err}
+		return false, &apierror.Error{Code: apierror.Internal, Msg: "changed record of " + wt.Name + " unreadable: " + err.Error(), Err: err}
 	} else if !ok {
 		return false, nil
 	}

@@ -3,7 +3,6 @@ package watch
 import (
 	"strconv"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/protoadapt"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -59,18 +58,18 @@ func (w *watch) startLog(wm uint64) error {
 		}
 		return w.checkHeld(wm)
 	}
-	return &apierror.Error{Code: codes.InvalidArgument, Msg: "unknown start", Field: "start"}
+	return &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown start", Field: "start"}
 }
 
 // startAfter sets the position a start after p names.
 func (w *watch) startAfter(p *pb.Position) error {
 	if p == nil {
-		return &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after holds no position", Field: "start.after"}
+		return &apierror.Error{Code: apierror.InvalidArgument, Msg: "start.after holds no position", Field: "start.after"}
 	}
 	w.pos = position{commit: p.GetCommit()}
 	if p.Index != nil {
 		if p.GetCommit() == 0 {
-			return &apierror.Error{Code: codes.InvalidArgument, Msg: "start.after has a change index but no commit", Field: "start.after.commit"}
+			return &apierror.Error{Code: apierror.InvalidArgument, Msg: "start.after has a change index but no commit", Field: "start.after.commit"}
 		}
 		w.pos.index, w.pos.part = p.GetIndex(), true
 	}
@@ -142,7 +141,7 @@ func outOfRange(msg string, oldest, newest int64) error {
 	if oldest >= 0 {
 		details = []protoadapt.MessageV1{protoadapt.MessageV1Of(&pb.Position{Commit: uint64(oldest)})}
 	}
-	return &apierror.Error{Code: codes.OutOfRange, Msg: msg, Field: "start", Details: details}
+	return &apierror.Error{Code: apierror.OutOfRange, Msg: msg, Field: "start", Details: details}
 }
 
 func formatPos(p position) string {

@@ -25,8 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/changelog"
@@ -49,7 +47,7 @@ const roundResponses = 16
 const syncDelay = 20 * time.Millisecond
 
 // errStopped ends the watches of a server shutting down.
-var errStopped = apierror.New(codes.Unavailable,
+var errStopped = apierror.New(apierror.Unavailable,
 	"the server is shutting down: watch again (on this or another server) from the last position received")
 
 // DefaultMaxSendBytes is the default of Options.MaxSendBytes.
@@ -122,12 +120,12 @@ func (s *Service) Watch(ctx context.Context, req *pb.WatchRequest, send func(*[]
 	if st := s.src.Store(); st.Shared() {
 		feed, ok := st.(store.Feed)
 		if !ok {
-			return apierror.New(codes.FailedPrecondition, "this store keeps no change feed: Watch is not available on it")
+			return apierror.New(apierror.FailedPrecondition, "this store keeps no change feed: Watch is not available on it")
 		}
 		return w.runFeed(ctx, feed)
 	}
 	if !w.log.On() {
-		return apierror.New(codes.FailedPrecondition,
+		return apierror.New(apierror.FailedPrecondition,
 			"the server keeps no change log (watch retention is 0): start it with --watch-retention set to a duration, such as 24h, to watch changes")
 	}
 	w.rd = w.log.NewReader(w.reserveCarry)
@@ -189,7 +187,7 @@ type watch struct {
 // newWatch validates a request: its types, its filter and its batch size.
 func (s *Service) newWatch(req *pb.WatchRequest, send func(*[]byte, engine.Hold) error) (*watch, error) {
 	if len(req.GetTypes()) == 0 {
-		return nil, &apierror.Error{Code: codes.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
 	}
 	opts := s.src.Options()
 	w := &watch{s: s, log: s.src.ChangeLog(), stats: s.src.Stats(), types: map[uint32]*watchType{},

@@ -3,11 +3,10 @@ package watch_test
 import (
 	"bytes"
 	"context"
+	"github.com/protobase/protobase/internal/apierror"
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
@@ -35,7 +34,7 @@ func TestWatchTrimByTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(0)}, 1)
-	if codeOf(r.err) != codes.OutOfRange || !strings.Contains(r.err.Error(), "oldest position available is commit 5 ") {
+	if codeOf(r.err) != apierror.OutOfRange || !strings.Contains(r.err.Error(), "oldest position available is commit 5 ") {
 		t.Fatalf("start before the trimmed log: %v, want OUT_OF_RANGE naming commit 5", r.err)
 	}
 	// The log is empty: oldest is now, and new changes come through.
@@ -69,7 +68,7 @@ func TestWatchTrimByBytes(t *testing.T) {
 	if r.err != nil || r.changes[0].Position.GetCommit() != first+1 {
 		t.Fatalf("watch from oldest: %v, first change %v", r.err, r.changes)
 	}
-	if r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(first - 1)}, 1); codeOf(r.err) != codes.OutOfRange {
+	if r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(first - 1)}, 1); codeOf(r.err) != apierror.OutOfRange {
 		t.Fatalf("start one before the oldest: %v, want OUT_OF_RANGE", r.err)
 	}
 }
@@ -105,7 +104,7 @@ func TestWatchStop(t *testing.T) {
 	}()
 	<-started
 	te.w.Stop()
-	if err := <-done; codeOf(err) != codes.Unavailable {
+	if err := <-done; codeOf(err) != apierror.Unavailable {
 		t.Fatalf("stopped watch: %v, want UNAVAILABLE", err)
 	}
 }
@@ -116,7 +115,7 @@ func TestWatchLogOff(t *testing.T) {
 	te := newEngine(t)
 	te.mustWrite(engine.OpInsert, users(te, 1, 3))
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}}, 1)
-	if codeOf(r.err) != codes.FailedPrecondition || !strings.Contains(r.err.Error(), "--watch-retention") {
+	if codeOf(r.err) != apierror.FailedPrecondition || !strings.Contains(r.err.Error(), "--watch-retention") {
 		t.Fatalf("log off: %v", r.err)
 	}
 	te.opts.WatchRetention = time.Hour

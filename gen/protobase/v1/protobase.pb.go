@@ -4,14 +4,14 @@
 // 	protoc        (unknown)
 // source: protobase/v1/protobase.proto
 
-// The public API of Protobase. Record types are protobuf messages declared in
-// .proto source sent with ApplySchema; records travel as google.protobuf.Any
-// holding the record's bytes exactly as the client encoded them.
+// The messages of Protobase's public API (the service is in service.proto).
+// Record types are protobuf messages declared in .proto source sent with
+// ApplySchema; records travel as google.protobuf.Any holding the record's
+// bytes exactly as the client encoded them.
 
 package protobasev1
 
 import (
-	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
@@ -4141,7 +4141,7 @@ var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc9\x01\n" +
+	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc9\x01\n" +
 	"\x12ApplySchemaRequest\x12A\n" +
 	"\x05files\x18\x01 \x03(\v2+.protobase.v1.ApplySchemaRequest.FilesEntryR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x1d\n" +
@@ -4449,28 +4449,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x15CHANGE_OP_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CHANGE_OP_INSERT\x10\x01\x12\x14\n" +
 	"\x10CHANGE_OP_UPDATE\x10\x02\x12\x14\n" +
-	"\x10CHANGE_OP_REMOVE\x10\x032\xcd\f\n" +
-	"\tProtobase\x12o\n" +
-	"\vApplySchema\x12 .protobase.v1.ApplySchemaRequest\x1a!.protobase.v1.ApplySchemaResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/schema:apply\x12`\n" +
-	"\tGetSchema\x12\x1e.protobase.v1.GetSchemaRequest\x1a\x1f.protobase.v1.GetSchemaResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
-	"/v1/schema\x12b\n" +
-	"\x06Insert\x12\x1a.protobase.v1.WriteRequest\x1a\x1b.protobase.v1.WriteResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/records:insert(\x01\x12b\n" +
-	"\x06Update\x12\x1a.protobase.v1.WriteRequest\x1a\x1b.protobase.v1.WriteResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/records:update(\x01\x12b\n" +
-	"\x06Upsert\x12\x1a.protobase.v1.WriteRequest\x1a\x1b.protobase.v1.WriteResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/records:upsert(\x01\x12b\n" +
-	"\x06Remove\x12\x1a.protobase.v1.WriteRequest\x1a\x1b.protobase.v1.WriteResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/records:remove(\x01\x12n\n" +
-	"\x05Write\x12 .protobase.v1.WriteStreamRequest\x1a!.protobase.v1.WriteStreamResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/records:write(\x010\x01\x12^\n" +
-	"\x06Search\x12\x1b.protobase.v1.SearchRequest\x1a\x1c.protobase.v1.SearchResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
-	"/v1/search(\x010\x01\x12T\n" +
-	"\x04Scan\x12\x19.protobase.v1.ScanRequest\x1a\x1a.protobase.v1.ScanResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/scan0\x01\x12V\n" +
-	"\x05Query\x12\x1a.protobase.v1.QueryRequest\x1a\x1b.protobase.v1.QueryResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/query\x12V\n" +
-	"\x03Get\x12\x18.protobase.v1.GetRequest\x1a\x19.protobase.v1.GetResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/records:get\x12a\n" +
-	"\tCreateKey\x12\x1e.protobase.v1.CreateKeyRequest\x1a\x1f.protobase.v1.CreateKeyResponse\"\x13\x82\xd3\xe4\x93\x02\r:\x01*\"\b/v1/keys\x12[\n" +
-	"\bListKeys\x12\x1d.protobase.v1.ListKeysRequest\x1a\x1e.protobase.v1.ListKeysResponse\"\x10\x82\xd3\xe4\x93\x02\n" +
-	"\x12\b/v1/keys\x12e\n" +
-	"\tRevokeKey\x12\x1e.protobase.v1.RevokeKeyRequest\x1a\x1f.protobase.v1.RevokeKeyResponse\"\x17\x82\xd3\xe4\x93\x02\x11*\x0f/v1/keys/{name}\x12B\n" +
-	"\x06Backup\x12\x1b.protobase.v1.BackupRequest\x1a\x19.protobase.v1.BackupChunk0\x01\x12B\n" +
-	"\x06Export\x12\x1b.protobase.v1.ExportRequest\x1a\x19.protobase.v1.ExportChunk0\x01\x12X\n" +
-	"\x05Watch\x12\x1a.protobase.v1.WatchRequest\x1a\x1b.protobase.v1.WatchResponse\"\x14\x82\xd3\xe4\x93\x02\x0e:\x01*\"\t/v1/watch0\x01B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
+	"\x10CHANGE_OP_REMOVE\x10\x03B=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
 
 var (
 	file_protobase_v1_protobase_proto_rawDescOnce sync.Once
@@ -4620,42 +4599,8 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	58, // 61: protobase.v1.Change.position:type_name -> protobase.v1.Position
 	59, // 62: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
 	58, // 63: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	5,  // 64: protobase.v1.Protobase.ApplySchema:input_type -> protobase.v1.ApplySchemaRequest
-	11, // 65: protobase.v1.Protobase.GetSchema:input_type -> protobase.v1.GetSchemaRequest
-	16, // 66: protobase.v1.Protobase.Insert:input_type -> protobase.v1.WriteRequest
-	16, // 67: protobase.v1.Protobase.Update:input_type -> protobase.v1.WriteRequest
-	16, // 68: protobase.v1.Protobase.Upsert:input_type -> protobase.v1.WriteRequest
-	16, // 69: protobase.v1.Protobase.Remove:input_type -> protobase.v1.WriteRequest
-	18, // 70: protobase.v1.Protobase.Write:input_type -> protobase.v1.WriteStreamRequest
-	28, // 71: protobase.v1.Protobase.Search:input_type -> protobase.v1.SearchRequest
-	33, // 72: protobase.v1.Protobase.Scan:input_type -> protobase.v1.ScanRequest
-	35, // 73: protobase.v1.Protobase.Query:input_type -> protobase.v1.QueryRequest
-	37, // 74: protobase.v1.Protobase.Get:input_type -> protobase.v1.GetRequest
-	40, // 75: protobase.v1.Protobase.CreateKey:input_type -> protobase.v1.CreateKeyRequest
-	42, // 76: protobase.v1.Protobase.ListKeys:input_type -> protobase.v1.ListKeysRequest
-	44, // 77: protobase.v1.Protobase.RevokeKey:input_type -> protobase.v1.RevokeKeyRequest
-	46, // 78: protobase.v1.Protobase.Backup:input_type -> protobase.v1.BackupRequest
-	51, // 79: protobase.v1.Protobase.Export:input_type -> protobase.v1.ExportRequest
-	56, // 80: protobase.v1.Protobase.Watch:input_type -> protobase.v1.WatchRequest
-	6,  // 81: protobase.v1.Protobase.ApplySchema:output_type -> protobase.v1.ApplySchemaResponse
-	12, // 82: protobase.v1.Protobase.GetSchema:output_type -> protobase.v1.GetSchemaResponse
-	17, // 83: protobase.v1.Protobase.Insert:output_type -> protobase.v1.WriteResponse
-	17, // 84: protobase.v1.Protobase.Update:output_type -> protobase.v1.WriteResponse
-	17, // 85: protobase.v1.Protobase.Upsert:output_type -> protobase.v1.WriteResponse
-	17, // 86: protobase.v1.Protobase.Remove:output_type -> protobase.v1.WriteResponse
-	19, // 87: protobase.v1.Protobase.Write:output_type -> protobase.v1.WriteStreamResponse
-	29, // 88: protobase.v1.Protobase.Search:output_type -> protobase.v1.SearchResponse
-	34, // 89: protobase.v1.Protobase.Scan:output_type -> protobase.v1.ScanResponse
-	36, // 90: protobase.v1.Protobase.Query:output_type -> protobase.v1.QueryResponse
-	38, // 91: protobase.v1.Protobase.Get:output_type -> protobase.v1.GetResponse
-	41, // 92: protobase.v1.Protobase.CreateKey:output_type -> protobase.v1.CreateKeyResponse
-	43, // 93: protobase.v1.Protobase.ListKeys:output_type -> protobase.v1.ListKeysResponse
-	45, // 94: protobase.v1.Protobase.RevokeKey:output_type -> protobase.v1.RevokeKeyResponse
-	47, // 95: protobase.v1.Protobase.Backup:output_type -> protobase.v1.BackupChunk
-	52, // 96: protobase.v1.Protobase.Export:output_type -> protobase.v1.ExportChunk
-	60, // 97: protobase.v1.Protobase.Watch:output_type -> protobase.v1.WatchResponse
-	81, // [81:98] is the sub-list for method output_type
-	64, // [64:81] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
 	64, // [64:64] is the sub-list for extension type_name
 	64, // [64:64] is the sub-list for extension extendee
 	0,  // [0:64] is the sub-list for field type_name
@@ -4704,7 +4649,7 @@ func file_protobase_v1_protobase_proto_init() {
 			NumEnums:      5,
 			NumMessages:   59,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_protobase_v1_protobase_proto_goTypes,
 		DependencyIndexes: file_protobase_v1_protobase_proto_depIdxs,

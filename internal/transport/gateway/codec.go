@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -91,12 +90,12 @@ func (d *decoder) decodeBatch(m proto.Message) error {
 		if errors.Is(err, io.EOF) {
 			return io.EOF
 		}
-		e := apierror.Wrap(codes.InvalidArgument, err)
+		e := apierror.Wrap(apierror.InvalidArgument, err)
 		if errors.Is(err, errTooLarge) {
 			if d.body != nil {
 				d.body.tooLarge.Store(true)
 			}
-			e.Code = codes.ResourceExhausted
+			e.Code = apierror.ResourceExhausted
 		}
 		return e
 	}

@@ -4,7 +4,7 @@
 //
 // # One code path
 //
-// The gateway calls the same pb.ProtobaseServer the gRPC server serves
+// The gateway calls the same pbgrpc.ProtobaseServer the gRPC server serves
 // (internal/transport/grpc), in process: unary calls through the
 // grpc-gateway's generated in-process handlers, stream calls through
 // httpStream, which implements the gRPC stream interfaces over the HTTP
@@ -59,7 +59,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
@@ -73,7 +75,7 @@ const (
 // Options configure a Gateway.
 type Options struct {
 	// Service is the API implementation, the one the gRPC server serves.
-	Service pb.ProtobaseServer
+	Service pbgrpc.ProtobaseServer
 	// Resolver converts records between JSON and bytes.
 	Resolver *schemajson.Resolver
 	// MaxMessageBytes bounds one JSON object of a request body (required).
@@ -95,7 +97,7 @@ type Options struct {
 
 // Gateway is the REST/JSON handler. It is safe for concurrent use.
 type Gateway struct {
-	svc   pb.ProtobaseServer
+	svc   pbgrpc.ProtobaseServer
 	codec *codec
 	mux   *http.ServeMux
 	auth  auth.Verifier // nil: no authentication
@@ -132,7 +134,7 @@ func New(opts Options) (*Gateway, error) {
 	// The generated in-process handlers serve the unary calls and refuse
 	// streams; the stream routes registered after them take precedence
 	// (runtime.ServeMux tries the most recently added handler first).
-	if err := pb.RegisterProtobaseHandlerServer(context.Background(), gw, g.svc); err != nil {
+	if err := pbgrpc.RegisterProtobaseHandlerServer(context.Background(), gw, g.svc); err != nil {
 		return nil, fmt.Errorf("gateway: register handlers: %w", err)
 	}
 	routes := []struct {
@@ -198,7 +200,7 @@ func (g *Gateway) writes(call func(grpc.ClientStreamingServer[pb.WriteRequest, p
 // write serves the bidirectional Write stream: each acknowledged batch
 // answers with a line as soon as it is durable.
 func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]string) {
-	if !g.allowed(w, r, pb.Protobase_Write_FullMethodName) {
+	if !g.allowed(w, r, pbgrpc.Protobase_Write_FullMethodName) {
 		return
 	}
 	fullDuplex(w)
@@ -209,7 +211,7 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, _ map[string]str
 // search serves Search: batches of queries in, result lines out, while
 // the body is still being read.
 func (g *Gateway) search(w http.ResponseWriter, r *http.Request, _ map[string]string) {
-	if !g.allowed(w, r, pb.Protobase_Search_FullMethodName) {
+	if !g.allowed(w, r, pbgrpc.Protobase_Search_FullMethodName) {
 		return
 	}
 	fullDuplex(w)
@@ -255,9 +257,9 @@ func fullDuplex(w http.ResponseWriter) {
 // invalid turns a decode error into INVALID_ARGUMENT, or RESOURCE_EXHAUSTED
 // for an oversized message.
 func invalid(err error) error {
-	code := codes.InvalidArgument
+	code := apierror.InvalidArgument
 	if errors.Is(err, errTooLarge) {
-		code = codes.ResourceExhausted
+		code = apierror.ResourceExhausted
 	}
 	return apierror.Wrap(code, err)
 }
@@ -270,9 +272,9 @@ func invalid(err error) error {
 func (g *Gateway) statusOf(r *http.Request, err error) (*status.Status, int) {
 	var he *runtime.HTTPStatusError
 	if errors.As(err, &he) {
-		return apierror.Status(he.Err), he.HTTPStatus
+		return apistatus.Status(he.Err), he.HTTPStatus
 	}
-	st := apierror.Status(err)
+	st := apistatus.Status(err)
 	if b, ok := r.Body.(*body); ok && b.tooLarge.Load() {
 		if st.Code() != codes.ResourceExhausted {
 			p := st.Proto()
@@ -281,7 +283,7 @@ func (g *Gateway) statusOf(r *http.Request, err error) (*status.Status, int) {
 		}
 		return st, http.StatusRequestEntityTooLarge
 	}
-	return st, apierror.HTTPStatus(st.Code())
+	return st, apistatus.HTTPStatus(st.Code())
 }
 
 // writeError writes a google.rpc.Status as JSON, details included.

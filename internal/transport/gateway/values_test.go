@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/transport/schemajson"
@@ -119,7 +117,7 @@ func FuzzWriteBody(f *testing.F) {
 				return
 			}
 			var e *apierror.Error
-			if !errors.As(err, &e) || (e.Code != codes.InvalidArgument && e.Code != codes.ResourceExhausted) {
+			if !errors.As(err, &e) || (e.Code != apierror.InvalidArgument && e.Code != apierror.ResourceExhausted) {
 				t.Fatalf("error %T %v", err, err)
 			}
 			return

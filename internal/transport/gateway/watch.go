@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -36,7 +35,7 @@ func (g *Gateway) watch(w http.ResponseWriter, r *http.Request, _ map[string]str
 	}
 	switch err := st.RecvMsg(new(pb.WatchRequest)); {
 	case err == nil:
-		g.writeError(w, r, apierror.New(codes.InvalidArgument, "a watch takes one WatchRequest object; the body holds more"))
+		g.writeError(w, r, apierror.New(apierror.InvalidArgument, "a watch takes one WatchRequest object; the body holds more"))
 		return
 	case !errors.Is(err, io.EOF):
 		g.writeError(w, r, err)

@@ -9,7 +9,7 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
-	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 )
@@ -44,8 +44,8 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // answersHeld are the unary methods whose answers hold bytes of the result
 // budget until written (engine.AnswerSlot).
 var answersHeld = map[string]bool{
-	pb.Protobase_Get_FullMethodName:   true,
-	pb.Protobase_Query_FullMethodName: true,
+	pbgrpc.Protobase_Get_FullMethodName:   true,
+	pbgrpc.Protobase_Query_FullMethodName: true,
 }
 
 // StreamInterceptor authenticates a stream once, when it opens; the

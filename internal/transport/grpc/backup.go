@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
@@ -18,7 +17,7 @@ import (
 // (from a crash mid-backup) when it starts.
 const BackupScratchPrefix = ".backup-"
 
-// Backup implements pb.ProtobaseServer (an admin key with no scope: the
+// Backup implements pbgrpc.ProtobaseServer (an admin key with no scope: the
 // copy holds every type). The copy is taken into a scratch directory on
 // the data directory's file system, so that tables are hard links, not
 // copies, streamed, and removed.
@@ -28,14 +27,14 @@ func (s *Service) Backup(_ *pb.BackupRequest, st grpc.ServerStreamingServer[pb.B
 		return err
 	}
 	if id.Scoped() {
-		return toStatus(apierror.New(codes.PermissionDenied, "a backup copies every record type: it needs an admin key without a scope"))
+		return toStatus(apierror.New(apierror.PermissionDenied, "a backup copies every record type: it needs an admin key without a scope"))
 	}
 	if s.opts.BackupScratch == "" {
-		return toStatus(apierror.New(codes.Unimplemented, "this server cannot take backups"))
+		return toStatus(apierror.New(apierror.Unimplemented, "this server cannot take backups"))
 	}
 	tmp, err := os.MkdirTemp(s.opts.BackupScratch, BackupScratchPrefix)
 	if err != nil {
-		return toStatus(apierror.Wrap(codes.Internal, err))
+		return toStatus(apierror.Wrap(apierror.Internal, err))
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "copy")

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -210,7 +209,7 @@ func takeDecodeErr(req any) error {
 	}
 	if v, ok := decodeErrs.LoadAndDelete(req); ok {
 		if derr, ok := v.(error); ok {
-			return apierror.Wrap(codes.InvalidArgument, derr)
+			return apierror.Wrap(apierror.InvalidArgument, derr)
 		}
 	}
 	return nil
@@ -243,7 +242,7 @@ func recvMsg(st grpc.ServerStream, m proto.Message) error {
 		return err
 	}
 	if derr, ok := v.(error); ok {
-		return apierror.Wrap(codes.InvalidArgument, derr)
+		return apierror.Wrap(apierror.InvalidArgument, derr)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 )
 
-// Export implements pb.ProtobaseServer (read role). A scoped key exports
+// Export implements pbgrpc.ProtobaseServer (read role). A scoped key exports
 // only types in its scope: naming another is PERMISSION_DENIED, naming
 // none exports the scope's types, and the schema sent is the part the key
 // sees in GetSchema. With auth on, each chunk re-checks that the key is

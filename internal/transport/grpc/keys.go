@@ -7,7 +7,7 @@ import (
 	"github.com/protobase/protobase/internal/auth"
 )
 
-// CreateKey implements pb.ProtobaseServer (admin only).
+// CreateKey implements pbgrpc.ProtobaseServer (admin only).
 func (s *Service) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*pb.CreateKeyResponse, error) {
 	id, err := s.require(ctx, auth.RoleAdmin)
 	if err != nil {
@@ -17,7 +17,7 @@ func (s *Service) CreateKey(ctx context.Context, req *pb.CreateKeyRequest) (*pb.
 	return resp, toStatusOrNil(err)
 }
 
-// ListKeys implements pb.ProtobaseServer (admin only).
+// ListKeys implements pbgrpc.ProtobaseServer (admin only).
 func (s *Service) ListKeys(ctx context.Context, _ *pb.ListKeysRequest) (*pb.ListKeysResponse, error) {
 	id, err := s.require(ctx, auth.RoleAdmin)
 	if err != nil {
@@ -27,7 +27,7 @@ func (s *Service) ListKeys(ctx context.Context, _ *pb.ListKeysRequest) (*pb.List
 	return resp, toStatusOrNil(err)
 }
 
-// RevokeKey implements pb.ProtobaseServer (admin only).
+// RevokeKey implements pbgrpc.ProtobaseServer (admin only).
 func (s *Service) RevokeKey(ctx context.Context, req *pb.RevokeKeyRequest) (*pb.RevokeKeyResponse, error) {
 	id, err := s.require(ctx, auth.RoleAdmin)
 	if err != nil {

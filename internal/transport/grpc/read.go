@@ -16,7 +16,7 @@ import (
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
-// Search implements pb.ProtobaseServer. With auth on, every request
+// Search implements pbgrpc.ProtobaseServer. With auth on, every request
 // re-checks that the key is not revoked, and a query on a type outside the
 // key's scope fails alone with PERMISSION_DENIED (see searchGuard).
 func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchResponse]) error {
@@ -99,7 +99,7 @@ func (s *Service) searchRecvWire(st grpc.ServerStream, last, free **SearchDecode
 		}
 		*last = d
 		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(f.B)}, d); err != nil {
-			return nil, apierror.Wrap(codes.InvalidArgument, err)
+			return nil, apierror.Wrap(apierror.InvalidArgument, err)
 		}
 		return checkQueries(d.SearchRequest, s.opts.MaxSearchQueries)
 	}
@@ -118,7 +118,7 @@ func (s *Service) searchRecvWire(st grpc.ServerStream, last, free **SearchDecode
 // limit is not positive).
 func checkQueries(req *pb.SearchRequest, limit int) (*pb.SearchRequest, error) {
 	if n := len(req.GetQueries()); limit > 0 && n > limit {
-		return nil, apierror.Errorf(codes.InvalidArgument,
+		return nil, apierror.Errorf(apierror.InvalidArgument,
 			"%d queries in one request, more than the server's limit of %d (max search queries)", n, limit)
 	}
 	return req, nil
@@ -178,7 +178,7 @@ func (g *searchGuard) send(send func(*pb.SearchResponse, engine.Hold) error) fun
 	}
 }
 
-// Query implements pb.ProtobaseServer.
+// Query implements pbgrpc.ProtobaseServer.
 func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	id, err := s.require(ctx, auth.RoleRead)
 	if err != nil {
@@ -195,7 +195,7 @@ func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryRes
 	return resp, nil
 }
 
-// Get implements pb.ProtobaseServer.
+// Get implements pbgrpc.ProtobaseServer.
 func (s *Service) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
 	id, err := s.require(ctx, auth.RoleRead)
 	if err != nil {

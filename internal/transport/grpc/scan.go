@@ -8,7 +8,7 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 )
 
-// Scan implements pb.ProtobaseServer; with auth on, each message sent
+// Scan implements pbgrpc.ProtobaseServer; with auth on, each message sent
 // re-checks that the key is not revoked.
 func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.ScanResponse]) error {
 	id, err := s.require(st.Context(), auth.RoleRead)

@@ -15,7 +15,8 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apierror"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/watch"
@@ -45,9 +46,9 @@ type Options struct {
 	Watches *watch.Service
 }
 
-// Service implements pb.ProtobaseServer on an engine.
+// Service implements pbgrpc.ProtobaseServer on an engine.
 type Service struct {
-	pb.UnimplementedProtobaseServer
+	pbgrpc.UnimplementedProtobaseServer
 	e    *engine.Engine
 	opts Options
 	log  *slog.Logger
@@ -56,7 +57,7 @@ type Service struct {
 	conns heldConns
 }
 
-var _ pb.ProtobaseServer = (*Service)(nil)
+var _ pbgrpc.ProtobaseServer = (*Service)(nil)
 
 // New returns the service for e.
 func New(e *engine.Engine, opts Options) *Service {
@@ -81,11 +82,11 @@ func (s *Service) require(ctx context.Context, need auth.Role) (*auth.Identity, 
 }
 
 // Register registers the service on gs.
-func (s *Service) Register(gs *grpc.Server) { pb.RegisterProtobaseServer(gs, s) }
+func (s *Service) Register(gs *grpc.Server) { pbgrpc.RegisterProtobaseServer(gs, s) }
 
-func toStatus(err error) error { return apierror.Status(err).Err() }
+func toStatus(err error) error { return apistatus.Status(err).Err() }
 
-// ApplySchema implements pb.ProtobaseServer.
+// ApplySchema implements pbgrpc.ProtobaseServer.
 //
 // A scoped key's change is planned first (as a dry run) and refused whole
 // when it would touch a record type outside the scope.
@@ -116,7 +117,7 @@ func (s *Service) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (
 	return resp, nil
 }
 
-// GetSchema implements pb.ProtobaseServer.
+// GetSchema implements pbgrpc.ProtobaseServer.
 // A scoped key sees only its types (auth.FilterSchema).
 func (s *Service) GetSchema(ctx context.Context, req *pb.GetSchemaRequest) (*pb.GetSchemaResponse, error) {
 	id, err := s.require(ctx, auth.RoleRead)
@@ -130,22 +131,22 @@ func (s *Service) GetSchema(ctx context.Context, req *pb.GetSchemaRequest) (*pb.
 	return auth.FilterSchema(id, resp), nil
 }
 
-// Insert implements pb.ProtobaseServer.
+// Insert implements pbgrpc.ProtobaseServer.
 func (s *Service) Insert(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error {
 	return s.writeStream(st, engine.OpInsert)
 }
 
-// Update implements pb.ProtobaseServer.
+// Update implements pbgrpc.ProtobaseServer.
 func (s *Service) Update(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error {
 	return s.writeStream(st, engine.OpUpdate)
 }
 
-// Upsert implements pb.ProtobaseServer.
+// Upsert implements pbgrpc.ProtobaseServer.
 func (s *Service) Upsert(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error {
 	return s.writeStream(st, engine.OpUpsert)
 }
 
-// Remove implements pb.ProtobaseServer.
+// Remove implements pbgrpc.ProtobaseServer.
 func (s *Service) Remove(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error {
 	return s.writeStream(st, engine.OpRemove)
 }
@@ -179,7 +180,7 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 			// The next batch never arrived whole (too large, cancelled,
 			// undecodable): report it as that batch's error with the
 			// durable counts of the ones before it.
-			return toStatus(w.Abort(err))
+			return toStatus(w.Abort(apistatus.Error(err)))
 		}
 		if err := id.CheckRecords(req.Records); err != nil {
 			return toStatus(w.Abort(err))

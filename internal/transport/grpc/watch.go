@@ -9,7 +9,7 @@ import (
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
-// Watch implements pb.ProtobaseServer (read role). A scoped key may watch
+// Watch implements pbgrpc.ProtobaseServer (read role). A scoped key may watch
 // only types in its scope: naming another is PERMISSION_DENIED before
 // anything is sent. With auth on, each message sent re-checks that the key
 // is not revoked.

@@ -6,15 +6,15 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 )
 
-// Write implements pb.ProtobaseServer: batches with per-batch operations and
+// Write implements pbgrpc.ProtobaseServer: batches with per-batch operations and
 // optional acknowledgements, each sent once its batch is durable.
 //
 // An acknowledgement never holds up the stream: waiting for its fsync
@@ -63,7 +63,7 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 			if ferr := acks.flush(w, true); ferr != nil {
 				return ferr
 			}
-			return toStatus(w.Abort(err))
+			return toStatus(w.Abort(apistatus.Error(err)))
 		}
 		w.Use(m.res)
 		if err := s.applyStreamBatch(ctx, w, id, req); err != nil {
@@ -92,7 +92,7 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 	if !ok {
 		// Abort makes the earlier batches durable and names this one,
 		// with their counts, like any other failed batch.
-		return w.Abort(apierror.Errorf(codes.InvalidArgument, "op %v is not a write operation", req.Op))
+		return w.Abort(apierror.Errorf(apierror.InvalidArgument, "op %v is not a write operation", req.Op))
 	}
 	if err := id.CheckRecords(req.Records); err != nil {
 		return w.Abort(err)

@@ -14,12 +14,12 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
 )
@@ -89,10 +89,10 @@ func (s *Service) Echo(st grpc.BidiStreamingServer[pb.SearchRequest, pb.SearchRe
 		}
 		n, err := CountQueries(in.B)
 		if err != nil {
-			return toStatus(apierror.Errorf(codes.InvalidArgument, "malformed SearchRequest: %w", err))
+			return toStatus(apierror.Errorf(apierror.InvalidArgument, "malformed SearchRequest: %w", err))
 		}
 		if s.maxQueries > 0 && n > s.maxQueries {
-			return toStatus(apierror.Errorf(codes.InvalidArgument,
+			return toStatus(apierror.Errorf(apierror.InvalidArgument,
 				"%d queries in one request, more than the server's limit of %d (max search queries)", n, s.maxQueries))
 		}
 		for left := n; ; {
@@ -221,4 +221,4 @@ func (s *Service) Stats(context.Context, *labv1.StatsRequest) (*labv1.StatsRespo
 
 // toStatus maps an engine error to a gRPC status, as the public service
 // does.
-func toStatus(err error) error { return apierror.Status(err).Err() }
+func toStatus(err error) error { return apistatus.Status(err).Err() }

@@ -84,13 +84,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
@@ -438,7 +438,7 @@ func (s *Service) guard(need auth.Role, workers chan struct{}, h func(*Service, 
 		s.mu.Lock()
 		if s.stopping {
 			s.mu.Unlock()
-			s.fail(s.begin(req), apierror.New(codes.Unavailable, "the server is stopping"))
+			s.fail(s.begin(req), apierror.New(apierror.Unavailable, "the server is stopping"))
 			return
 		}
 		s.active.Add(1)
@@ -520,7 +520,7 @@ func (s *Service) begin(req micro.Request) *request {
 func (s *Service) decode(r *request, m proto.Message) error {
 	data := r.Data()
 	if max := s.opts.MaxMessageBytes; max > 0 && len(data) > max {
-		return apierror.Errorf(codes.ResourceExhausted, "request of %d bytes is larger than the limit of %d bytes", len(data), max)
+		return apierror.Errorf(apierror.ResourceExhausted, "request of %d bytes is larger than the limit of %d bytes", len(data), max)
 	}
 	if len(data) == 0 {
 		return nil
@@ -531,7 +531,7 @@ func (s *Service) decode(r *request, m proto.Message) error {
 	if err := proto.Unmarshal(data, m); err != nil {
 		// Say which message was expected: the usual cause is a JSON
 		// payload sent without the Content-Type header.
-		return apierror.Errorf(codes.InvalidArgument, "payload is not a protobuf %s (for JSON, set the header %s: %s): %w",
+		return apierror.Errorf(apierror.InvalidArgument, "payload is not a protobuf %s (for JSON, set the header %s: %s): %w",
 			m.ProtoReflect().Descriptor().FullName(), HeaderContentType, ContentTypeJSON, err)
 	}
 	return nil
@@ -549,11 +549,11 @@ func (s *Service) reply(r *request, m proto.Message) {
 		b, err = proto.Marshal(m)
 	}
 	if err != nil {
-		s.fail(r, apierror.Errorf(codes.Internal, "encode reply: %w", err))
+		s.fail(r, apierror.Errorf(apierror.Internal, "encode reply: %w", err))
 		return
 	}
 	if max := s.opts.Conn.MaxPayload(); int64(len(b)) > max {
-		s.fail(r, apierror.Errorf(codes.ResourceExhausted,
+		s.fail(r, apierror.Errorf(apierror.ResourceExhausted,
 			"reply of %d bytes exceeds the NATS max_payload of %d bytes; ask for fewer records (page_size)", len(b), max))
 		return
 	}
@@ -576,7 +576,7 @@ func (s *Service) replyBytes() int {
 // fail sends err as a micro error: the HTTP-equivalent code and message in
 // the headers, the google.rpc.Status with its details as the body.
 func (s *Service) fail(r *request, err error) {
-	st := apierror.Status(err)
+	st := apistatus.Status(err)
 	var body []byte
 	if r.json {
 		body, err = s.out.Marshal(st.Proto())
@@ -590,7 +590,7 @@ func (s *Service) fail(r *request, err error) {
 	if msg == "" {
 		msg = st.Code().String()
 	}
-	code := strconv.Itoa(apierror.HTTPStatus(st.Code()))
+	code := strconv.Itoa(apistatus.HTTPStatus(st.Code()))
 	var opts []micro.RespondOpt
 	if r.json {
 		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
@@ -657,7 +657,7 @@ func (s *Service) get(r *request) {
 		return
 	}
 	if rec == nil {
-		s.fail(r, apierror.Errorf(codes.NotFound, "no %s record with that primary key", typeName(key.TypeUrl)))
+		s.fail(r, apierror.Errorf(apierror.NotFound, "no %s record with that primary key", typeName(key.TypeUrl)))
 		return
 	}
 	s.reply(r, rec)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc/codes"
 
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/auth"
@@ -72,7 +71,7 @@ func (k *keyRates) admit(id *auth.Identity, n int) error {
 	if flood && k.onFlood != nil {
 		k.onFlood(id.Name)
 	}
-	return apierror.Errorf(codes.ResourceExhausted,
+	return apierror.Errorf(apierror.ResourceExhausted,
 		"API key %q sends requests faster than %d bytes/s over NATS; slow down, or use gRPC for bulk writes", id.Name, int64(k.perSecond))
 }
 

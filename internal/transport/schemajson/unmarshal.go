@@ -3,7 +3,6 @@ package schemajson
 import (
 	"encoding/json"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -41,7 +40,7 @@ func Unmarshal(opts protojson.UnmarshalOptions, b []byte, m proto.Message) error
 	case *pb.WriteRequest, *pb.WriteStreamRequest:
 		return locate(opts, b, m, perr)
 	}
-	return apierror.Errorf(codes.InvalidArgument, "invalid JSON: %w", perr)
+	return apierror.Errorf(apierror.InvalidArgument, "invalid JSON: %w", perr)
 }
 
 // unknownType reports whether the object b names in "@type" a type that
@@ -119,5 +118,5 @@ func badRecord(record int, typeURL string, err error) error {
 	if record >= 0 {
 		we.Record = uint64(record)
 	}
-	return &apierror.Error{Code: codes.InvalidArgument, Msg: we.Reason, Write: we, Err: err}
+	return &apierror.Error{Code: apierror.InvalidArgument, Msg: we.Reason, Write: we, Err: err}
 }

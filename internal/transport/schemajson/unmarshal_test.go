@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -19,7 +18,7 @@ func TestUnmarshalNamesTheRecord(t *testing.T) {
 	var wr pb.WriteRequest
 	err := Unmarshal(opts, []byte(`{"records": [{"@type": "`+idx+`", "name": "a"}, {"@type": "`+idx+`", "unique": "maybe"}]}`), &wr)
 	var e *apierror.Error
-	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Write.GetRecord() != 1 || e.Write.GetTypeUrl() != idx {
+	if !errors.As(err, &e) || e.Code != apierror.InvalidArgument || e.Write.GetRecord() != 1 || e.Write.GetTypeUrl() != idx {
 		t.Fatalf("error %v (%+v)", err, e)
 	}
 	// An unknown type is passed on for the engine to refuse.
@@ -53,7 +52,7 @@ func FuzzUnmarshal(f *testing.F) {
 				continue
 			}
 			var e *apierror.Error
-			if !errors.As(err, &e) || e.Code != codes.InvalidArgument {
+			if !errors.As(err, &e) || e.Code != apierror.InvalidArgument {
 				t.Fatalf("%T: error %T %v", m, err, err)
 			}
 		}

@@ -2,16 +2,19 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: protobase/v1/protobase.proto
+// source: protobase/v1/service.proto
 
-// The public API of Protobase. Record types are protobuf messages declared in
-// .proto source sent with ApplySchema; records travel as google.protobuf.Any
-// holding the record's bytes exactly as the client encoded them.
+// The Protobase service: its RPCs and their REST mappings. The messages are
+// in protobase.proto. The service's Go code (gRPC stubs and the REST
+// gateway) is generated into a package of its own, so that the messages'
+// package links no RPC framework: the engine uses the messages and knows
+// nothing of gRPC.
 
-package protobasev1
+package protobasev1grpc
 
 import (
 	context "context"
+	v1 "github.com/protobase/protobase/gen/protobase/v1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -50,54 +53,54 @@ const (
 type ProtobaseClient interface {
 	// ApplySchema replaces the whole schema state with the files in the request.
 	// The response is the plan; with dry_run nothing changes.
-	ApplySchema(ctx context.Context, in *ApplySchemaRequest, opts ...grpc.CallOption) (*ApplySchemaResponse, error)
+	ApplySchema(ctx context.Context, in *v1.ApplySchemaRequest, opts ...grpc.CallOption) (*v1.ApplySchemaResponse, error)
 	// GetSchema returns the current schema state.
-	GetSchema(ctx context.Context, in *GetSchemaRequest, opts ...grpc.CallOption) (*GetSchemaResponse, error)
+	GetSchema(ctx context.Context, in *v1.GetSchemaRequest, opts ...grpc.CallOption) (*v1.GetSchemaResponse, error)
 	// Insert adds records; a record whose primary key exists is ALREADY_EXISTS.
-	Insert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error)
+	Insert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error)
 	// Update replaces records; a record whose primary key is missing is NOT_FOUND.
-	Update(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error)
+	Update(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error)
 	// Upsert inserts or replaces records.
-	Upsert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error)
+	Upsert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error)
 	// Remove deletes the records with the primary keys of the given records
 	// (fields outside the primary key are ignored); a missing key is NOT_FOUND.
-	Remove(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error)
+	Remove(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error)
 	// Write is the bidirectional write stream: each request is one batch with
 	// its own operation, and may ask for an acknowledgement, sent once the
 	// batch (and every batch before it) is durable.
-	Write(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteStreamRequest, WriteStreamResponse], error)
+	Write(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.WriteStreamRequest, v1.WriteStreamResponse], error)
 	// Search runs batches of queries on one stream. A query's id is its
 	// ordinal on the stream (0, 1, 2, ...); results, completions and errors
 	// are keyed by it.
-	Search(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SearchRequest, SearchResponse], error)
+	Search(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.SearchRequest, v1.SearchResponse], error)
 	// Scan streams every match of one query, reading parts of the key range
 	// concurrently when parallelism > 1.
-	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error)
+	Scan(ctx context.Context, in *v1.ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.ScanResponse], error)
 	// Query returns one page of matches and a continuation token.
-	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
+	Query(ctx context.Context, in *v1.QueryRequest, opts ...grpc.CallOption) (*v1.QueryResponse, error)
 	// Get reads records of one type by primary key: the records found and
 	// the positions of the keys that have none. All keys are read on one
 	// snapshot.
-	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	Get(ctx context.Context, in *v1.GetRequest, opts ...grpc.CallOption) (*v1.GetResponse, error)
 	// CreateKey creates an API key and returns it; the key is shown only here
 	// (the server keeps its SHA-256 hash). Admin role only.
-	CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error)
+	CreateKey(ctx context.Context, in *v1.CreateKeyRequest, opts ...grpc.CallOption) (*v1.CreateKeyResponse, error)
 	// ListKeys lists the API keys (names, roles, scopes; never the keys).
 	// Admin role only.
-	ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
+	ListKeys(ctx context.Context, in *v1.ListKeysRequest, opts ...grpc.CallOption) (*v1.ListKeysResponse, error)
 	// RevokeKey deletes an API key: new calls with it are refused at once,
 	// open streams at their next message. Admin role only.
-	RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error)
+	RevokeKey(ctx context.Context, in *v1.RevokeKeyRequest, opts ...grpc.CallOption) (*v1.RevokeKeyResponse, error)
 	// Backup streams a consistent copy of the whole store at one commit
 	// position, taken while writes go on: the files, then a manifest with
 	// their checksums. `protobase backup` writes it to a directory and
 	// `protobase restore` checks and restores it. Admin role only.
-	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	Backup(ctx context.Context, in *v1.BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.BackupChunk], error)
 	// Export streams the schema and then every record of the requested
 	// types, all read at one snapshot: the portable copy that `protobase
 	// export` writes and `protobase import` loads through the write path.
 	// Read role; a scoped key may export only the types in its scope.
-	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
+	Export(ctx context.Context, in *v1.ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.ExportChunk], error)
 	// Watch streams the committed changes to records of the named types, in
 	// commit order, batched per message, from a start: now, the oldest change
 	// kept, or after a position. A watcher that reconnects after the position
@@ -105,7 +108,7 @@ type ProtobaseClient interface {
 	// once. A start older than the retained changes is OUT_OF_RANGE, and the
 	// status's message names the oldest position available. Read role; a
 	// scoped key may watch only the types in its scope.
-	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	Watch(ctx context.Context, in *v1.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.WatchResponse], error)
 }
 
 type protobaseClient struct {
@@ -116,9 +119,9 @@ func NewProtobaseClient(cc grpc.ClientConnInterface) ProtobaseClient {
 	return &protobaseClient{cc}
 }
 
-func (c *protobaseClient) ApplySchema(ctx context.Context, in *ApplySchemaRequest, opts ...grpc.CallOption) (*ApplySchemaResponse, error) {
+func (c *protobaseClient) ApplySchema(ctx context.Context, in *v1.ApplySchemaRequest, opts ...grpc.CallOption) (*v1.ApplySchemaResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ApplySchemaResponse)
+	out := new(v1.ApplySchemaResponse)
 	err := c.cc.Invoke(ctx, Protobase_ApplySchema_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -126,9 +129,9 @@ func (c *protobaseClient) ApplySchema(ctx context.Context, in *ApplySchemaReques
 	return out, nil
 }
 
-func (c *protobaseClient) GetSchema(ctx context.Context, in *GetSchemaRequest, opts ...grpc.CallOption) (*GetSchemaResponse, error) {
+func (c *protobaseClient) GetSchema(ctx context.Context, in *v1.GetSchemaRequest, opts ...grpc.CallOption) (*v1.GetSchemaResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetSchemaResponse)
+	out := new(v1.GetSchemaResponse)
 	err := c.cc.Invoke(ctx, Protobase_GetSchema_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -136,91 +139,91 @@ func (c *protobaseClient) GetSchema(ctx context.Context, in *GetSchemaRequest, o
 	return out, nil
 }
 
-func (c *protobaseClient) Insert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error) {
+func (c *protobaseClient) Insert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[0], Protobase_Insert_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WriteRequest, WriteResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WriteRequest, v1.WriteResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_InsertClient = grpc.ClientStreamingClient[WriteRequest, WriteResponse]
+type Protobase_InsertClient = grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse]
 
-func (c *protobaseClient) Update(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error) {
+func (c *protobaseClient) Update(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[1], Protobase_Update_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WriteRequest, WriteResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WriteRequest, v1.WriteResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_UpdateClient = grpc.ClientStreamingClient[WriteRequest, WriteResponse]
+type Protobase_UpdateClient = grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse]
 
-func (c *protobaseClient) Upsert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error) {
+func (c *protobaseClient) Upsert(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[2], Protobase_Upsert_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WriteRequest, WriteResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WriteRequest, v1.WriteResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_UpsertClient = grpc.ClientStreamingClient[WriteRequest, WriteResponse]
+type Protobase_UpsertClient = grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse]
 
-func (c *protobaseClient) Remove(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteRequest, WriteResponse], error) {
+func (c *protobaseClient) Remove(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[3], Protobase_Remove_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WriteRequest, WriteResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WriteRequest, v1.WriteResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_RemoveClient = grpc.ClientStreamingClient[WriteRequest, WriteResponse]
+type Protobase_RemoveClient = grpc.ClientStreamingClient[v1.WriteRequest, v1.WriteResponse]
 
-func (c *protobaseClient) Write(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WriteStreamRequest, WriteStreamResponse], error) {
+func (c *protobaseClient) Write(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.WriteStreamRequest, v1.WriteStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[4], Protobase_Write_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WriteStreamRequest, WriteStreamResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WriteStreamRequest, v1.WriteStreamResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_WriteClient = grpc.BidiStreamingClient[WriteStreamRequest, WriteStreamResponse]
+type Protobase_WriteClient = grpc.BidiStreamingClient[v1.WriteStreamRequest, v1.WriteStreamResponse]
 
-func (c *protobaseClient) Search(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SearchRequest, SearchResponse], error) {
+func (c *protobaseClient) Search(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.SearchRequest, v1.SearchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[5], Protobase_Search_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[SearchRequest, SearchResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.SearchRequest, v1.SearchResponse]{ClientStream: stream}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_SearchClient = grpc.BidiStreamingClient[SearchRequest, SearchResponse]
+type Protobase_SearchClient = grpc.BidiStreamingClient[v1.SearchRequest, v1.SearchResponse]
 
-func (c *protobaseClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ScanResponse], error) {
+func (c *protobaseClient) Scan(ctx context.Context, in *v1.ScanRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.ScanResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[6], Protobase_Scan_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ScanRequest, ScanResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.ScanRequest, v1.ScanResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -231,11 +234,11 @@ func (c *protobaseClient) Scan(ctx context.Context, in *ScanRequest, opts ...grp
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_ScanClient = grpc.ServerStreamingClient[ScanResponse]
+type Protobase_ScanClient = grpc.ServerStreamingClient[v1.ScanResponse]
 
-func (c *protobaseClient) Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error) {
+func (c *protobaseClient) Query(ctx context.Context, in *v1.QueryRequest, opts ...grpc.CallOption) (*v1.QueryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(QueryResponse)
+	out := new(v1.QueryResponse)
 	err := c.cc.Invoke(ctx, Protobase_Query_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -243,9 +246,9 @@ func (c *protobaseClient) Query(ctx context.Context, in *QueryRequest, opts ...g
 	return out, nil
 }
 
-func (c *protobaseClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+func (c *protobaseClient) Get(ctx context.Context, in *v1.GetRequest, opts ...grpc.CallOption) (*v1.GetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetResponse)
+	out := new(v1.GetResponse)
 	err := c.cc.Invoke(ctx, Protobase_Get_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -253,9 +256,9 @@ func (c *protobaseClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.
 	return out, nil
 }
 
-func (c *protobaseClient) CreateKey(ctx context.Context, in *CreateKeyRequest, opts ...grpc.CallOption) (*CreateKeyResponse, error) {
+func (c *protobaseClient) CreateKey(ctx context.Context, in *v1.CreateKeyRequest, opts ...grpc.CallOption) (*v1.CreateKeyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CreateKeyResponse)
+	out := new(v1.CreateKeyResponse)
 	err := c.cc.Invoke(ctx, Protobase_CreateKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -263,9 +266,9 @@ func (c *protobaseClient) CreateKey(ctx context.Context, in *CreateKeyRequest, o
 	return out, nil
 }
 
-func (c *protobaseClient) ListKeys(ctx context.Context, in *ListKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+func (c *protobaseClient) ListKeys(ctx context.Context, in *v1.ListKeysRequest, opts ...grpc.CallOption) (*v1.ListKeysResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListKeysResponse)
+	out := new(v1.ListKeysResponse)
 	err := c.cc.Invoke(ctx, Protobase_ListKeys_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -273,9 +276,9 @@ func (c *protobaseClient) ListKeys(ctx context.Context, in *ListKeysRequest, opt
 	return out, nil
 }
 
-func (c *protobaseClient) RevokeKey(ctx context.Context, in *RevokeKeyRequest, opts ...grpc.CallOption) (*RevokeKeyResponse, error) {
+func (c *protobaseClient) RevokeKey(ctx context.Context, in *v1.RevokeKeyRequest, opts ...grpc.CallOption) (*v1.RevokeKeyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RevokeKeyResponse)
+	out := new(v1.RevokeKeyResponse)
 	err := c.cc.Invoke(ctx, Protobase_RevokeKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -283,13 +286,13 @@ func (c *protobaseClient) RevokeKey(ctx context.Context, in *RevokeKeyRequest, o
 	return out, nil
 }
 
-func (c *protobaseClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+func (c *protobaseClient) Backup(ctx context.Context, in *v1.BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.BackupChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[7], Protobase_Backup_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.BackupRequest, v1.BackupChunk]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -300,15 +303,15 @@ func (c *protobaseClient) Backup(ctx context.Context, in *BackupRequest, opts ..
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+type Protobase_BackupClient = grpc.ServerStreamingClient[v1.BackupChunk]
 
-func (c *protobaseClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error) {
+func (c *protobaseClient) Export(ctx context.Context, in *v1.ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.ExportChunk], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[8], Protobase_Export_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ExportRequest, ExportChunk]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.ExportRequest, v1.ExportChunk]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -319,15 +322,15 @@ func (c *protobaseClient) Export(ctx context.Context, in *ExportRequest, opts ..
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_ExportClient = grpc.ServerStreamingClient[ExportChunk]
+type Protobase_ExportClient = grpc.ServerStreamingClient[v1.ExportChunk]
 
-func (c *protobaseClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+func (c *protobaseClient) Watch(ctx context.Context, in *v1.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Protobase_ServiceDesc.Streams[9], Protobase_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WatchRequest, v1.WatchResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -338,7 +341,7 @@ func (c *protobaseClient) Watch(ctx context.Context, in *WatchRequest, opts ...g
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+type Protobase_WatchClient = grpc.ServerStreamingClient[v1.WatchResponse]
 
 // ProtobaseServer is the server API for Protobase service.
 // All implementations must embed UnimplementedProtobaseServer
@@ -348,54 +351,54 @@ type Protobase_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 type ProtobaseServer interface {
 	// ApplySchema replaces the whole schema state with the files in the request.
 	// The response is the plan; with dry_run nothing changes.
-	ApplySchema(context.Context, *ApplySchemaRequest) (*ApplySchemaResponse, error)
+	ApplySchema(context.Context, *v1.ApplySchemaRequest) (*v1.ApplySchemaResponse, error)
 	// GetSchema returns the current schema state.
-	GetSchema(context.Context, *GetSchemaRequest) (*GetSchemaResponse, error)
+	GetSchema(context.Context, *v1.GetSchemaRequest) (*v1.GetSchemaResponse, error)
 	// Insert adds records; a record whose primary key exists is ALREADY_EXISTS.
-	Insert(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error
+	Insert(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error
 	// Update replaces records; a record whose primary key is missing is NOT_FOUND.
-	Update(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error
+	Update(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error
 	// Upsert inserts or replaces records.
-	Upsert(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error
+	Upsert(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error
 	// Remove deletes the records with the primary keys of the given records
 	// (fields outside the primary key are ignored); a missing key is NOT_FOUND.
-	Remove(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error
+	Remove(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error
 	// Write is the bidirectional write stream: each request is one batch with
 	// its own operation, and may ask for an acknowledgement, sent once the
 	// batch (and every batch before it) is durable.
-	Write(grpc.BidiStreamingServer[WriteStreamRequest, WriteStreamResponse]) error
+	Write(grpc.BidiStreamingServer[v1.WriteStreamRequest, v1.WriteStreamResponse]) error
 	// Search runs batches of queries on one stream. A query's id is its
 	// ordinal on the stream (0, 1, 2, ...); results, completions and errors
 	// are keyed by it.
-	Search(grpc.BidiStreamingServer[SearchRequest, SearchResponse]) error
+	Search(grpc.BidiStreamingServer[v1.SearchRequest, v1.SearchResponse]) error
 	// Scan streams every match of one query, reading parts of the key range
 	// concurrently when parallelism > 1.
-	Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error
+	Scan(*v1.ScanRequest, grpc.ServerStreamingServer[v1.ScanResponse]) error
 	// Query returns one page of matches and a continuation token.
-	Query(context.Context, *QueryRequest) (*QueryResponse, error)
+	Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error)
 	// Get reads records of one type by primary key: the records found and
 	// the positions of the keys that have none. All keys are read on one
 	// snapshot.
-	Get(context.Context, *GetRequest) (*GetResponse, error)
+	Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error)
 	// CreateKey creates an API key and returns it; the key is shown only here
 	// (the server keeps its SHA-256 hash). Admin role only.
-	CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error)
+	CreateKey(context.Context, *v1.CreateKeyRequest) (*v1.CreateKeyResponse, error)
 	// ListKeys lists the API keys (names, roles, scopes; never the keys).
 	// Admin role only.
-	ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error)
+	ListKeys(context.Context, *v1.ListKeysRequest) (*v1.ListKeysResponse, error)
 	// RevokeKey deletes an API key: new calls with it are refused at once,
 	// open streams at their next message. Admin role only.
-	RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error)
+	RevokeKey(context.Context, *v1.RevokeKeyRequest) (*v1.RevokeKeyResponse, error)
 	// Backup streams a consistent copy of the whole store at one commit
 	// position, taken while writes go on: the files, then a manifest with
 	// their checksums. `protobase backup` writes it to a directory and
 	// `protobase restore` checks and restores it. Admin role only.
-	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	Backup(*v1.BackupRequest, grpc.ServerStreamingServer[v1.BackupChunk]) error
 	// Export streams the schema and then every record of the requested
 	// types, all read at one snapshot: the portable copy that `protobase
 	// export` writes and `protobase import` loads through the write path.
 	// Read role; a scoped key may export only the types in its scope.
-	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
+	Export(*v1.ExportRequest, grpc.ServerStreamingServer[v1.ExportChunk]) error
 	// Watch streams the committed changes to records of the named types, in
 	// commit order, batched per message, from a start: now, the oldest change
 	// kept, or after a position. A watcher that reconnects after the position
@@ -403,7 +406,7 @@ type ProtobaseServer interface {
 	// once. A start older than the retained changes is OUT_OF_RANGE, and the
 	// status's message names the oldest position available. Read role; a
 	// scoped key may watch only the types in its scope.
-	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	Watch(*v1.WatchRequest, grpc.ServerStreamingServer[v1.WatchResponse]) error
 	mustEmbedUnimplementedProtobaseServer()
 }
 
@@ -414,55 +417,55 @@ type ProtobaseServer interface {
 // pointer dereference when methods are called.
 type UnimplementedProtobaseServer struct{}
 
-func (UnimplementedProtobaseServer) ApplySchema(context.Context, *ApplySchemaRequest) (*ApplySchemaResponse, error) {
+func (UnimplementedProtobaseServer) ApplySchema(context.Context, *v1.ApplySchemaRequest) (*v1.ApplySchemaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ApplySchema not implemented")
 }
-func (UnimplementedProtobaseServer) GetSchema(context.Context, *GetSchemaRequest) (*GetSchemaResponse, error) {
+func (UnimplementedProtobaseServer) GetSchema(context.Context, *v1.GetSchemaRequest) (*v1.GetSchemaResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSchema not implemented")
 }
-func (UnimplementedProtobaseServer) Insert(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error {
+func (UnimplementedProtobaseServer) Insert(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error {
 	return status.Error(codes.Unimplemented, "method Insert not implemented")
 }
-func (UnimplementedProtobaseServer) Update(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error {
+func (UnimplementedProtobaseServer) Update(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error {
 	return status.Error(codes.Unimplemented, "method Update not implemented")
 }
-func (UnimplementedProtobaseServer) Upsert(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error {
+func (UnimplementedProtobaseServer) Upsert(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error {
 	return status.Error(codes.Unimplemented, "method Upsert not implemented")
 }
-func (UnimplementedProtobaseServer) Remove(grpc.ClientStreamingServer[WriteRequest, WriteResponse]) error {
+func (UnimplementedProtobaseServer) Remove(grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]) error {
 	return status.Error(codes.Unimplemented, "method Remove not implemented")
 }
-func (UnimplementedProtobaseServer) Write(grpc.BidiStreamingServer[WriteStreamRequest, WriteStreamResponse]) error {
+func (UnimplementedProtobaseServer) Write(grpc.BidiStreamingServer[v1.WriteStreamRequest, v1.WriteStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method Write not implemented")
 }
-func (UnimplementedProtobaseServer) Search(grpc.BidiStreamingServer[SearchRequest, SearchResponse]) error {
+func (UnimplementedProtobaseServer) Search(grpc.BidiStreamingServer[v1.SearchRequest, v1.SearchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Search not implemented")
 }
-func (UnimplementedProtobaseServer) Scan(*ScanRequest, grpc.ServerStreamingServer[ScanResponse]) error {
+func (UnimplementedProtobaseServer) Scan(*v1.ScanRequest, grpc.ServerStreamingServer[v1.ScanResponse]) error {
 	return status.Error(codes.Unimplemented, "method Scan not implemented")
 }
-func (UnimplementedProtobaseServer) Query(context.Context, *QueryRequest) (*QueryResponse, error) {
+func (UnimplementedProtobaseServer) Query(context.Context, *v1.QueryRequest) (*v1.QueryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Query not implemented")
 }
-func (UnimplementedProtobaseServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+func (UnimplementedProtobaseServer) Get(context.Context, *v1.GetRequest) (*v1.GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
 }
-func (UnimplementedProtobaseServer) CreateKey(context.Context, *CreateKeyRequest) (*CreateKeyResponse, error) {
+func (UnimplementedProtobaseServer) CreateKey(context.Context, *v1.CreateKeyRequest) (*v1.CreateKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateKey not implemented")
 }
-func (UnimplementedProtobaseServer) ListKeys(context.Context, *ListKeysRequest) (*ListKeysResponse, error) {
+func (UnimplementedProtobaseServer) ListKeys(context.Context, *v1.ListKeysRequest) (*v1.ListKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListKeys not implemented")
 }
-func (UnimplementedProtobaseServer) RevokeKey(context.Context, *RevokeKeyRequest) (*RevokeKeyResponse, error) {
+func (UnimplementedProtobaseServer) RevokeKey(context.Context, *v1.RevokeKeyRequest) (*v1.RevokeKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeKey not implemented")
 }
-func (UnimplementedProtobaseServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+func (UnimplementedProtobaseServer) Backup(*v1.BackupRequest, grpc.ServerStreamingServer[v1.BackupChunk]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
-func (UnimplementedProtobaseServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
+func (UnimplementedProtobaseServer) Export(*v1.ExportRequest, grpc.ServerStreamingServer[v1.ExportChunk]) error {
 	return status.Error(codes.Unimplemented, "method Export not implemented")
 }
-func (UnimplementedProtobaseServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+func (UnimplementedProtobaseServer) Watch(*v1.WatchRequest, grpc.ServerStreamingServer[v1.WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedProtobaseServer) mustEmbedUnimplementedProtobaseServer() {}
@@ -487,7 +490,7 @@ func RegisterProtobaseServer(s grpc.ServiceRegistrar, srv ProtobaseServer) {
 }
 
 func _Protobase_ApplySchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ApplySchemaRequest)
+	in := new(v1.ApplySchemaRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -499,13 +502,13 @@ func _Protobase_ApplySchema_Handler(srv interface{}, ctx context.Context, dec fu
 		FullMethod: Protobase_ApplySchema_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).ApplySchema(ctx, req.(*ApplySchemaRequest))
+		return srv.(ProtobaseServer).ApplySchema(ctx, req.(*v1.ApplySchemaRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_GetSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetSchemaRequest)
+	in := new(v1.GetSchemaRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -517,66 +520,66 @@ func _Protobase_GetSchema_Handler(srv interface{}, ctx context.Context, dec func
 		FullMethod: Protobase_GetSchema_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).GetSchema(ctx, req.(*GetSchemaRequest))
+		return srv.(ProtobaseServer).GetSchema(ctx, req.(*v1.GetSchemaRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_Insert_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ProtobaseServer).Insert(&grpc.GenericServerStream[WriteRequest, WriteResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Insert(&grpc.GenericServerStream[v1.WriteRequest, v1.WriteResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_InsertServer = grpc.ClientStreamingServer[WriteRequest, WriteResponse]
+type Protobase_InsertServer = grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]
 
 func _Protobase_Update_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ProtobaseServer).Update(&grpc.GenericServerStream[WriteRequest, WriteResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Update(&grpc.GenericServerStream[v1.WriteRequest, v1.WriteResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_UpdateServer = grpc.ClientStreamingServer[WriteRequest, WriteResponse]
+type Protobase_UpdateServer = grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]
 
 func _Protobase_Upsert_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ProtobaseServer).Upsert(&grpc.GenericServerStream[WriteRequest, WriteResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Upsert(&grpc.GenericServerStream[v1.WriteRequest, v1.WriteResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_UpsertServer = grpc.ClientStreamingServer[WriteRequest, WriteResponse]
+type Protobase_UpsertServer = grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]
 
 func _Protobase_Remove_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ProtobaseServer).Remove(&grpc.GenericServerStream[WriteRequest, WriteResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Remove(&grpc.GenericServerStream[v1.WriteRequest, v1.WriteResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_RemoveServer = grpc.ClientStreamingServer[WriteRequest, WriteResponse]
+type Protobase_RemoveServer = grpc.ClientStreamingServer[v1.WriteRequest, v1.WriteResponse]
 
 func _Protobase_Write_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ProtobaseServer).Write(&grpc.GenericServerStream[WriteStreamRequest, WriteStreamResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Write(&grpc.GenericServerStream[v1.WriteStreamRequest, v1.WriteStreamResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_WriteServer = grpc.BidiStreamingServer[WriteStreamRequest, WriteStreamResponse]
+type Protobase_WriteServer = grpc.BidiStreamingServer[v1.WriteStreamRequest, v1.WriteStreamResponse]
 
 func _Protobase_Search_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ProtobaseServer).Search(&grpc.GenericServerStream[SearchRequest, SearchResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Search(&grpc.GenericServerStream[v1.SearchRequest, v1.SearchResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_SearchServer = grpc.BidiStreamingServer[SearchRequest, SearchResponse]
+type Protobase_SearchServer = grpc.BidiStreamingServer[v1.SearchRequest, v1.SearchResponse]
 
 func _Protobase_Scan_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(ScanRequest)
+	m := new(v1.ScanRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ProtobaseServer).Scan(m, &grpc.GenericServerStream[ScanRequest, ScanResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Scan(m, &grpc.GenericServerStream[v1.ScanRequest, v1.ScanResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_ScanServer = grpc.ServerStreamingServer[ScanResponse]
+type Protobase_ScanServer = grpc.ServerStreamingServer[v1.ScanResponse]
 
 func _Protobase_Query_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(QueryRequest)
+	in := new(v1.QueryRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -588,13 +591,13 @@ func _Protobase_Query_Handler(srv interface{}, ctx context.Context, dec func(int
 		FullMethod: Protobase_Query_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).Query(ctx, req.(*QueryRequest))
+		return srv.(ProtobaseServer).Query(ctx, req.(*v1.QueryRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetRequest)
+	in := new(v1.GetRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -606,13 +609,13 @@ func _Protobase_Get_Handler(srv interface{}, ctx context.Context, dec func(inter
 		FullMethod: Protobase_Get_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).Get(ctx, req.(*GetRequest))
+		return srv.(ProtobaseServer).Get(ctx, req.(*v1.GetRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_CreateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CreateKeyRequest)
+	in := new(v1.CreateKeyRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -624,13 +627,13 @@ func _Protobase_CreateKey_Handler(srv interface{}, ctx context.Context, dec func
 		FullMethod: Protobase_CreateKey_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).CreateKey(ctx, req.(*CreateKeyRequest))
+		return srv.(ProtobaseServer).CreateKey(ctx, req.(*v1.CreateKeyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListKeysRequest)
+	in := new(v1.ListKeysRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -642,13 +645,13 @@ func _Protobase_ListKeys_Handler(srv interface{}, ctx context.Context, dec func(
 		FullMethod: Protobase_ListKeys_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).ListKeys(ctx, req.(*ListKeysRequest))
+		return srv.(ProtobaseServer).ListKeys(ctx, req.(*v1.ListKeysRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_RevokeKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RevokeKeyRequest)
+	in := new(v1.RevokeKeyRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -660,43 +663,43 @@ func _Protobase_RevokeKey_Handler(srv interface{}, ctx context.Context, dec func
 		FullMethod: Protobase_RevokeKey_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ProtobaseServer).RevokeKey(ctx, req.(*RevokeKeyRequest))
+		return srv.(ProtobaseServer).RevokeKey(ctx, req.(*v1.RevokeKeyRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _Protobase_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(BackupRequest)
+	m := new(v1.BackupRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ProtobaseServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+	return srv.(ProtobaseServer).Backup(m, &grpc.GenericServerStream[v1.BackupRequest, v1.BackupChunk]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+type Protobase_BackupServer = grpc.ServerStreamingServer[v1.BackupChunk]
 
 func _Protobase_Export_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(ExportRequest)
+	m := new(v1.ExportRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ProtobaseServer).Export(m, &grpc.GenericServerStream[ExportRequest, ExportChunk]{ServerStream: stream})
+	return srv.(ProtobaseServer).Export(m, &grpc.GenericServerStream[v1.ExportRequest, v1.ExportChunk]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_ExportServer = grpc.ServerStreamingServer[ExportChunk]
+type Protobase_ExportServer = grpc.ServerStreamingServer[v1.ExportChunk]
 
 func _Protobase_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(WatchRequest)
+	m := new(v1.WatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ProtobaseServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+	return srv.(ProtobaseServer).Watch(m, &grpc.GenericServerStream[v1.WatchRequest, v1.WatchResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Protobase_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+type Protobase_WatchServer = grpc.ServerStreamingServer[v1.WatchResponse]
 
 // Protobase_ServiceDesc is the grpc.ServiceDesc for Protobase service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -788,5 +791,5 @@ var Protobase_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "protobase/v1/protobase.proto",
+	Metadata: "protobase/v1/service.proto",
 }
