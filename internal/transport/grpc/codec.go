@@ -14,6 +14,7 @@ import (
 
 	labpb "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/grpcbuf"
@@ -182,7 +183,7 @@ type armed struct{}
 // through, takes it back (takeDecodeErr) and answers INVALID_ARGUMENT.
 var unaryRequests = func() map[protoreflect.FullName]bool {
 	names := map[protoreflect.FullName]bool{}
-	for _, fd := range []protoreflect.FileDescriptor{pb.File_protobase_v1_protobase_proto, labpb.File_protobase_lab_v1_lab_proto} {
+	for _, fd := range []protoreflect.FileDescriptor{pbgrpc.File_protobase_v1_service_proto, labpb.File_protobase_lab_v1_lab_proto} {
 		svcs := fd.Services()
 		for i := range svcs.Len() {
 			ms := svcs.Get(i).Methods()
