@@ -9,8 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/apiwire"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // readSeeds are responses of every shape the fast decoder takes, and some
@@ -46,21 +45,21 @@ func readSeeds(t testing.TB) [][]byte {
 	// a repeated type URL, a token of invalid UTF-8.
 	anyUnknown := protowire.AppendTag(nil, 3, protowire.VarintType)
 	anyUnknown = protowire.AppendVarint(anyUnknown, 1)
-	badURL := protowire.AppendTag(nil, anywire.FieldTypeURL, protowire.BytesType)
+	badURL := protowire.AppendTag(nil, wire.AnyTypeURL, protowire.BytesType)
 	badURL = protowire.AppendBytes(badURL, []byte{0xff, 0xfe})
-	twoURLs := protowire.AppendTag(nil, anywire.FieldTypeURL, protowire.BytesType)
+	twoURLs := protowire.AppendTag(nil, wire.AnyTypeURL, protowire.BytesType)
 	twoURLs = protowire.AppendString(twoURLs, "a")
-	twoURLs = protowire.AppendTag(twoURLs, anywire.FieldTypeURL, protowire.BytesType)
+	twoURLs = protowire.AppendTag(twoURLs, wire.AnyTypeURL, protowire.BytesType)
 	twoURLs = protowire.AppendString(twoURLs, "b")
 	for _, rec := range [][]byte{anyUnknown, badURL, twoURLs} {
-		b := protowire.AppendTag(nil, apiwire.ScanResponseRecords, protowire.BytesType)
+		b := protowire.AppendTag(nil, wire.ScanResponseRecords, protowire.BytesType)
 		out = append(out, protowire.AppendBytes(b, rec))
 	}
-	doneBytes := protowire.AppendTag(nil, apiwire.ScanResponseDone, protowire.BytesType)
+	doneBytes := protowire.AppendTag(nil, wire.ScanResponseDone, protowire.BytesType)
 	out = append(out, protowire.AppendBytes(doneBytes, []byte{1}))
-	truncated := protowire.AppendTag(nil, apiwire.ScanResponseRecords, protowire.BytesType)
+	truncated := protowire.AppendTag(nil, wire.ScanResponseRecords, protowire.BytesType)
 	out = append(out, protowire.AppendVarint(truncated, 40))
-	badToken := protowire.AppendTag(nil, apiwire.QueryResponseNextPageToken, protowire.BytesType)
+	badToken := protowire.AppendTag(nil, wire.QueryResponseNextPageToken, protowire.BytesType)
 	out = append(out, protowire.AppendBytes(badToken, []byte{0xc0}))
 	return out
 }

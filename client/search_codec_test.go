@@ -9,8 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/apiwire"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // searchSeeds are SearchResponses of every shape the fast decoder takes,
@@ -43,24 +42,24 @@ func searchSeeds(t testing.TB) [][]byte {
 	// twice, the plan twice (the two merge), a plan that does not decode,
 	// a QueryError with a message of invalid UTF-8, a truncated batch, an
 	// unknown top-level field, a top-level varint.
-	rec := field(nil, anywire.FieldTypeURL, []byte("t/a"))
-	rec = field(rec, anywire.FieldValue, []byte{8, 1})
+	rec := field(nil, wire.AnyTypeURL, []byte("t/a"))
+	rec = field(rec, wire.AnyValue, []byte{8, 1})
 	batches := [][]byte{
-		varint(field(nil, apiwire.ResultBatchRecords, rec), 7, 1),
-		field(nil, apiwire.ResultBatchRecords, varint(rec, 3, 1)),
-		field(nil, apiwire.ResultBatchQuery, []byte{1}),
-		varint(varint(field(nil, apiwire.ResultBatchRecords, rec), apiwire.ResultBatchQuery, 4), apiwire.ResultBatchQuery, 5),
-		field(field(nil, apiwire.ResultBatchPlan, []byte{10, 1, 'a'}), apiwire.ResultBatchPlan, []byte{18, 1, 'b'}),
-		field(nil, apiwire.ResultBatchPlan, []byte{10, 40}),
+		varint(field(nil, wire.ResultBatchRecords, rec), 7, 1),
+		field(nil, wire.ResultBatchRecords, varint(rec, 3, 1)),
+		field(nil, wire.ResultBatchQuery, []byte{1}),
+		varint(varint(field(nil, wire.ResultBatchRecords, rec), wire.ResultBatchQuery, 4), wire.ResultBatchQuery, 5),
+		field(field(nil, wire.ResultBatchPlan, []byte{10, 1, 'a'}), wire.ResultBatchPlan, []byte{18, 1, 'b'}),
+		field(nil, wire.ResultBatchPlan, []byte{10, 40}),
 	}
 	for _, batch := range batches {
-		out = append(out, field(nil, apiwire.SearchResponseResults, batch))
+		out = append(out, field(nil, wire.SearchResponseResults, batch))
 	}
 	out = append(out,
-		field(nil, apiwire.SearchResponseErrors, []byte{26, 1, 0xff}),
-		protowire.AppendVarint(protowire.AppendTag(nil, apiwire.SearchResponseResults, protowire.BytesType), 30),
-		field(field(nil, apiwire.SearchResponseResults, field(nil, apiwire.ResultBatchRecords, rec)), 9, nil),
-		varint(nil, apiwire.SearchResponseDone, 1),
+		field(nil, wire.SearchResponseErrors, []byte{26, 1, 0xff}),
+		protowire.AppendVarint(protowire.AppendTag(nil, wire.SearchResponseResults, protowire.BytesType), 30),
+		field(field(nil, wire.SearchResponseResults, field(nil, wire.ResultBatchRecords, rec)), 9, nil),
+		varint(nil, wire.SearchResponseDone, 1),
 	)
 	return out
 }

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apiwire"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // watchSeeds are responses of every shape the fast decoder takes, and
@@ -40,37 +40,37 @@ func watchSeeds(t testing.TB) [][]byte {
 	anyOf := func(u string, v []byte) []byte {
 		return field(field(nil, 1, []byte(u)), 2, v)
 	}
-	pos := varint(varint(nil, apiwire.PositionCommit, 3), apiwire.PositionIndex, 1)
+	pos := varint(varint(nil, wire.PositionCommit, 3), wire.PositionIndex, 1)
 	// Changes of unusual shapes: a key given twice (merged), a position
 	// given twice, an unknown field, op as bytes, a type of invalid
 	// UTF-8, a type URL of invalid UTF-8, an Any with an unknown field, a
 	// position with an unknown field, an op that overflows int32, the
 	// index beyond uint32, a type URL given twice, a truncated field.
 	changes := [][]byte{
-		field(field(nil, apiwire.ChangeKey, anyOf("a", []byte{1})), apiwire.ChangeKey, field(nil, 2, []byte{2})),
-		field(field(nil, apiwire.ChangePosition, pos), apiwire.ChangePosition, varint(nil, apiwire.PositionIndex, 5)),
+		field(field(nil, wire.ChangeKey, anyOf("a", []byte{1})), wire.ChangeKey, field(nil, 2, []byte{2})),
+		field(field(nil, wire.ChangePosition, pos), wire.ChangePosition, varint(nil, wire.PositionIndex, 5)),
 		varint(nil, 9, 1),
-		field(nil, apiwire.ChangeOp, []byte{1}),
-		field(nil, apiwire.ChangeType, []byte{0xff}),
-		field(nil, apiwire.ChangeRecord, anyOf("\xc0", nil)),
-		field(nil, apiwire.ChangeRecord, varint(anyOf("a", nil), 3, 1)),
-		field(nil, apiwire.ChangePosition, varint(nil, 3, 1)),
-		varint(nil, apiwire.ChangeOp, 1<<40|2),
-		varint(varint(nil, apiwire.ChangeOldOmit, 7), apiwire.ChangeRecOmit, 0), // a bool other than 1, a false one written
-		field(nil, apiwire.ChangePosition, varint(nil, apiwire.PositionIndex, 1<<33|5)),
-		field(nil, apiwire.ChangeKey, field(anyOf("a", []byte{1}), 1, []byte("b"))),
-		protowire.AppendVarint(protowire.AppendTag(nil, apiwire.ChangeType, protowire.BytesType), 30),
+		field(nil, wire.ChangeOp, []byte{1}),
+		field(nil, wire.ChangeType, []byte{0xff}),
+		field(nil, wire.ChangeRecord, anyOf("\xc0", nil)),
+		field(nil, wire.ChangeRecord, varint(anyOf("a", nil), 3, 1)),
+		field(nil, wire.ChangePosition, varint(nil, 3, 1)),
+		varint(nil, wire.ChangeOp, 1<<40|2),
+		varint(varint(nil, wire.ChangeOldOmit, 7), wire.ChangeRecOmit, 0), // a bool other than 1, a false one written
+		field(nil, wire.ChangePosition, varint(nil, wire.PositionIndex, 1<<33|5)),
+		field(nil, wire.ChangeKey, field(anyOf("a", []byte{1}), 1, []byte("b"))),
+		protowire.AppendVarint(protowire.AppendTag(nil, wire.ChangeType, protowire.BytesType), 30),
 	}
 	for _, c := range changes {
-		out = append(out, field(field(nil, apiwire.WatchResponseChanges, c), apiwire.WatchResponseProgress, pos))
+		out = append(out, field(field(nil, wire.WatchResponseChanges, c), wire.WatchResponseProgress, pos))
 	}
 	// Responses of unusual shapes: progress twice, an unknown field,
 	// changes as a varint, truncated.
 	out = append(out,
-		field(field(nil, apiwire.WatchResponseProgress, pos), apiwire.WatchResponseProgress, varint(nil, apiwire.PositionCommit, 4)),
+		field(field(nil, wire.WatchResponseProgress, pos), wire.WatchResponseProgress, varint(nil, wire.PositionCommit, 4)),
 		varint(nil, 5, 1),
-		varint(nil, apiwire.WatchResponseChanges, 1),
-		protowire.AppendVarint(protowire.AppendTag(nil, apiwire.WatchResponseChanges, protowire.BytesType), 9),
+		varint(nil, wire.WatchResponseChanges, 1),
+		protowire.AppendVarint(protowire.AppendTag(nil, wire.WatchResponseChanges, protowire.BytesType), 9),
 	)
 	return out
 }

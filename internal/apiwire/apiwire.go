@@ -1,88 +1,31 @@
-// Package apiwire owns the field numbers of the public API's messages
-// (protobase.v1) for the code that reads or writes their wire bytes by hand
-// instead of through the generated code: the lookup fast paths, the
-// transports' codecs and the Go client's decoders. Each number is written
-// here once; TestNumbersMatchDescriptors checks every one against the
-// generated descriptors, so a renumbered .proto cannot leave a hand-written
-// coder behind. It also owns the one hand-written reader of a query's
-// common shape (ReadQuery), which the engine's lookups and the gRPC codec
-// share.
+// Package apiwire gives internal/engine the names it reads internal/wire
+// by: the field numbers of SearchRequest and SearchResponse and the
+// reader of a query's common shape. Each is internal/wire's own; other
+// code imports internal/wire.
 package apiwire
 
-import "google.golang.org/protobuf/encoding/protowire"
+import "github.com/protobase/protobase/internal/wire"
 
-// SearchRequest and the messages of a query.
+// Field numbers, as internal/wire declares them.
 const (
-	SearchRequestQueries protowire.Number = 1
-
-	QueryType     protowire.Number = 1
-	QueryWhere    protowire.Number = 2
-	QueryLimit    protowire.Number = 3
-	QueryKeysOnly protowire.Number = 5
-	QueryExplain  protowire.Number = 6
-	QueryCount    protowire.Number = 7
-
-	ExprCmp protowire.Number = 1
-
-	ComparisonField protowire.Number = 1
-	ComparisonOp    protowire.Number = 2
-	ComparisonValue protowire.Number = 3
-
-	ValueInt    protowire.Number = 1
-	ValueUint   protowire.Number = 2
-	ValueBool   protowire.Number = 4
-	ValueString protowire.Number = 5
-	ValueBytes  protowire.Number = 6
+	SearchRequestQueries  = wire.SearchRequestQueries
+	SearchResponseResults = wire.SearchResponseResults
+	SearchResponseDone    = wire.SearchResponseDone
+	SearchResponseErrors  = wire.SearchResponseErrors
+	ResultBatchQuery      = wire.ResultBatchQuery
+	ResultBatchRecords    = wire.ResultBatchRecords
+	QueryDoneQuery        = wire.QueryDoneQuery
+	QueryDoneCount        = wire.QueryDoneCount
 )
 
-// SearchResponse and its parts.
-const (
-	SearchResponseResults protowire.Number = 1
-	SearchResponseDone    protowire.Number = 2
-	SearchResponseErrors  protowire.Number = 3
+// Query is wire.Query.
+type Query = wire.Query
 
-	ResultBatchQuery   protowire.Number = 1
-	ResultBatchRecords protowire.Number = 2
-	ResultBatchPlan    protowire.Number = 3
+// Operand is wire.Operand.
+type Operand = wire.Operand
 
-	QueryDoneQuery protowire.Number = 1
-	QueryDoneCount protowire.Number = 2
-)
+// ReadQuery is wire.ReadQuery.
+func ReadQuery(b []byte, q *Query) bool { return wire.ReadQuery(b, q) }
 
-// ScanResponse and QueryResponse.
-const (
-	ScanResponseRecords protowire.Number = 1
-	ScanResponseCount   protowire.Number = 2
-	ScanResponseDone    protowire.Number = 3
-
-	QueryResponseRecords       protowire.Number = 1
-	QueryResponseNextPageToken protowire.Number = 2
-	QueryResponseCount         protowire.Number = 4
-)
-
-// WriteRequest and WriteStreamRequest.
-const (
-	WriteRequestRecords protowire.Number = 1
-
-	WriteStreamRequestOp      protowire.Number = 1
-	WriteStreamRequestRecords protowire.Number = 2
-	WriteStreamRequestAck     protowire.Number = 3
-)
-
-// WatchResponse and its changes.
-const (
-	WatchResponseChanges  protowire.Number = 1
-	WatchResponseProgress protowire.Number = 2
-
-	ChangeOp       protowire.Number = 1
-	ChangeType     protowire.Number = 2
-	ChangeKey      protowire.Number = 3
-	ChangeRecord   protowire.Number = 4
-	ChangeOld      protowire.Number = 5
-	ChangePosition protowire.Number = 6
-	ChangeOldOmit  protowire.Number = 7
-	ChangeRecOmit  protowire.Number = 8
-
-	PositionCommit protowire.Number = 1
-	PositionIndex  protowire.Number = 2
-)
+// ReadOperand is wire.ReadOperand.
+func ReadOperand(b []byte, v *Operand) bool { return wire.ReadOperand(b, v) }

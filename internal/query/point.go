@@ -5,9 +5,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // Point recognises the commonest query of all, one record by its primary
@@ -112,29 +112,29 @@ func (p *Point) KeyWire(dst, field []byte, num protowire.Number, x uint64, s []b
 	n := len(dst)
 	dst = append(dst, p.prefix...)
 	switch num {
-	case apiwire.ValueInt:
+	case wire.ValueInt:
 		v := int64(x) //nolint:gosec // int64 travels as its two's-complement varint
 		lo, hi := intDomain(p.kind)
 		if p.cls != clsInt || v < lo || v > hi {
 			return dst[:n], false
 		}
 		return keys.AppendInt(dst, v), true
-	case apiwire.ValueUint:
+	case wire.ValueUint:
 		if p.cls != clsUint || x > uintMax(p.kind) {
 			return dst[:n], false
 		}
 		return keys.AppendUint(dst, x), true
-	case apiwire.ValueBool:
+	case wire.ValueBool:
 		if p.cls != clsBool {
 			return dst[:n], false
 		}
 		return keys.AppendBool(dst, x != 0), true
-	case apiwire.ValueString:
+	case wire.ValueString:
 		if p.kind != protoreflect.StringKind {
 			return dst[:n], false
 		}
 		return keys.AppendBytes(dst, s), true // the same bytes as AppendString
-	case apiwire.ValueBytes:
+	case wire.ValueBytes:
 		if p.kind != protoreflect.BytesKind {
 			return dst[:n], false
 		}

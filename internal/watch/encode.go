@@ -6,11 +6,10 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/grpcbuf"
 	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // A watcher writes its WatchResponses as wire bytes, straight from the
@@ -68,7 +67,7 @@ type omitted struct{ old, rec bool }
 func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om omitted) (field, size int) {
 	uf := len(wt.URLField)
 	keyAny := sizeAnyF(uf, keyLen)
-	size = 2 + sizeString(apiwire.ChangeType, wt.Name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
+	size = 2 + sizeString(wire.ChangeType, wt.Name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	if withRec {
 		recAny := sizeAnyF(uf, recLen)
 		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
@@ -161,23 +160,23 @@ func (r *respEnc) len() int {
 
 // One-byte tags of the fields addChange writes (field numbers under 16).
 const (
-	tagWatchChanges  = byte(apiwire.WatchResponseChanges)<<3 | byte(protowire.BytesType)
-	tagChangeOp      = byte(apiwire.ChangeOp)<<3 | byte(protowire.VarintType)
-	tagChangeKey     = byte(apiwire.ChangeKey)<<3 | byte(protowire.BytesType)
-	tagChangeRecord  = byte(apiwire.ChangeRecord)<<3 | byte(protowire.BytesType)
-	tagChangeOld     = byte(apiwire.ChangeOld)<<3 | byte(protowire.BytesType)
-	tagChangePos     = byte(apiwire.ChangePosition)<<3 | byte(protowire.BytesType)
-	tagPosCommit     = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
-	tagPosIndex      = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
-	tagChangeOldOmit = byte(apiwire.ChangeOldOmit)<<3 | byte(protowire.VarintType)
-	tagChangeRecOmit = byte(apiwire.ChangeRecOmit)<<3 | byte(protowire.VarintType)
-	tagAnyValue      = byte(anywire.FieldValue)<<3 | byte(protowire.BytesType)
+	tagWatchChanges  = byte(wire.WatchResponseChanges)<<3 | byte(protowire.BytesType)
+	tagChangeOp      = byte(wire.ChangeOp)<<3 | byte(protowire.VarintType)
+	tagChangeKey     = byte(wire.ChangeKey)<<3 | byte(protowire.BytesType)
+	tagChangeRecord  = byte(wire.ChangeRecord)<<3 | byte(protowire.BytesType)
+	tagChangeOld     = byte(wire.ChangeOld)<<3 | byte(protowire.BytesType)
+	tagChangePos     = byte(wire.ChangePosition)<<3 | byte(protowire.BytesType)
+	tagPosCommit     = byte(wire.PositionCommit)<<3 | byte(protowire.VarintType)
+	tagPosIndex      = byte(wire.PositionIndex)<<3 | byte(protowire.VarintType)
+	tagChangeOldOmit = byte(wire.ChangeOldOmit)<<3 | byte(protowire.VarintType)
+	tagChangeRecOmit = byte(wire.ChangeRecOmit)<<3 | byte(protowire.VarintType)
+	tagAnyValue      = byte(wire.AnyValue)<<3 | byte(protowire.BytesType)
 )
 
 // encodeNames sets wt's encoded Change.type field (the type's Any.type_url
 // field is the catalog's, WatchType.URLField).
 func (wt *watchType) encodeNames() {
-	wt.typeField = appendString(make([]byte, 0, sizeString(apiwire.ChangeType, wt.Name)), apiwire.ChangeType, wt.Name)
+	wt.typeField = appendString(make([]byte, 0, sizeString(wire.ChangeType, wt.Name)), wire.ChangeType, wt.Name)
 }
 
 // sizeAnyF is the size of an Any whose encoded type_url field takes uf
@@ -378,7 +377,7 @@ func (r *respEnc) appendRaw(ch []byte) {
 // finish appends the progress and returns the response's bytes; addChange
 // and appendRaw reserved room for it.
 func (r *respEnc) finish(p position) []byte {
-	*r.bp = appendPos(*r.bp, apiwire.WatchResponseProgress, p.commit, p.index, p.part)
+	*r.bp = appendPos(*r.bp, wire.WatchResponseProgress, p.commit, p.index, p.part)
 	r.last = len(*r.bp)
 	return *r.bp
 }
@@ -394,7 +393,7 @@ func (r *respEnc) release() {
 
 // appendProgress appends a progress-only WatchResponse.
 func appendProgress(b []byte, p position) []byte {
-	return appendPos(b, apiwire.WatchResponseProgress, p.commit, p.index, p.part)
+	return appendPos(b, wire.WatchResponseProgress, p.commit, p.index, p.part)
 }
 
 func sizeString(num protowire.Number, s string) int {
@@ -432,11 +431,11 @@ func appendPos(b []byte, num protowire.Number, c uint64, index uint32, part bool
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(sizePos(c, index, part)))
 	if c != 0 {
-		b = protowire.AppendTag(b, apiwire.PositionCommit, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.PositionCommit, protowire.VarintType)
 		b = protowire.AppendVarint(b, c)
 	}
 	if part {
-		b = protowire.AppendTag(b, apiwire.PositionIndex, protowire.VarintType)
+		b = protowire.AppendTag(b, wire.PositionIndex, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(index))
 	}
 	return b

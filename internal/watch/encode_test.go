@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/record"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // encChange is one change as the watcher sees it.
@@ -86,7 +86,7 @@ func randRecord(r *rand.Rand) []byte {
 func testWatchTypes() []*watchType {
 	mk := func(name string, pk ...protowire.Number) *watchType {
 		url := "type.googleapis.com/" + name
-		return &watchType{WatchType: engine.WatchType{Name: name, URL: url, URLField: appendString(nil, anywire.FieldTypeURL, url), KeyFields: pk}}
+		return &watchType{WatchType: engine.WatchType{Name: name, URL: url, URLField: appendString(nil, wire.AnyTypeURL, url), KeyFields: pk}}
 	}
 	return []*watchType{mk("shop.User", 1), mk("shop.Order", 2, 1), mk("a.B", 5), mk("x.NoKey")}
 }

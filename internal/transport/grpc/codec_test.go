@@ -8,14 +8,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 func cmpQuery(typ, field string, op pb.Op, v *pb.Value) *pb.Query {
 	return &pb.Query{Type: typ, Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: field, Op: op, Value: v}}}}
 }
 
-// searchSeeds are requests of every shape: the fast path's and the ones it
-// must hand to the generated decoder.
+// searchSeeds are requests of the common shape and of others.
 func searchSeeds() []*pb.SearchRequest {
 	point := cmpQuery("shop.User", "id", pb.Op_OP_EQ, &pb.Value{Kind: &pb.Value_Int{Int: -42}})
 	return []*pb.SearchRequest{
@@ -50,64 +50,6 @@ func marshal(t testing.TB, m proto.Message) []byte {
 	return b
 }
 
-// checkDecode fails unless decodeSearch agrees with proto.Unmarshal on b.
-func checkDecode(t *testing.T, b []byte) {
-	var want, got pb.SearchRequest
-	werr := proto.Unmarshal(b, &want)
-	gerr := decodeSearch(b, &got)
-	if (werr == nil) != (gerr == nil) {
-		t.Fatalf("proto.Unmarshal error %v, decodeSearch error %v, input %x", werr, gerr, b)
-	}
-	if werr == nil && !proto.Equal(&want, &got) {
-		t.Fatalf("decodeSearch differs from proto.Unmarshal on %x:\n got  %v\n want %v", b, &got, &want)
-	}
-	// Decoded over a request of every shape, reusing its messages, b
-	// reads the same: nothing of the earlier request shows through.
-	d := NewSearchDecoder()
-	if err := decodeSearchInto(marshal(t, searchSeeds()[2]), d.SearchRequest, &d.s); err != nil {
-		t.Fatal(err)
-	}
-	rerr := decodeSearchInto(b, d.SearchRequest, &d.s)
-	if (werr == nil) != (rerr == nil) {
-		t.Fatalf("proto.Unmarshal error %v, reused decoder's error %v, input %x", werr, rerr, b)
-	}
-	if werr == nil && !proto.Equal(&want, d.SearchRequest) {
-		t.Fatalf("reused decoder differs from proto.Unmarshal on %x:\n got  %v\n want %v", b, d.SearchRequest, &want)
-	}
-}
-
-func TestDecodeSearch(t *testing.T) {
-	for _, req := range searchSeeds() {
-		b := marshal(t, req)
-		checkDecode(t, b)
-		// Every truncation, and a byte flipped everywhere.
-		for i := range b {
-			checkDecode(t, b[:i])
-			c := append([]byte(nil), b...)
-			c[i] ^= 0x80
-			checkDecode(t, c)
-		}
-	}
-	// Invalid UTF-8 in each string is refused, as by the generated code.
-	for _, q := range []*pb.Query{
-		cmpQuery("shop.\xff", "id", pb.Op_OP_EQ, &pb.Value{Kind: &pb.Value_Int{Int: 1}}),
-		cmpQuery("shop.User", "i\xffd", pb.Op_OP_EQ, &pb.Value{Kind: &pb.Value_Int{Int: 1}}),
-		cmpQuery("shop.User", "id", pb.Op_OP_EQ, &pb.Value{Kind: &pb.Value_String_{String_: "\xc3"}}),
-	} {
-		b, err := proto.MarshalOptions{}.Marshal(&pb.SearchRequest{Queries: []*pb.Query{q}})
-		if err == nil {
-			t.Fatal("marshalled invalid UTF-8")
-		}
-		_ = b
-	}
-	// Hand-made invalid UTF-8 (the generated encoder refuses to make it).
-	bad := []byte{0x0a, 0x05, 0x0a, 0x03, 'a', 0xff, 'b'}
-	var got pb.SearchRequest
-	if err := decodeSearch(bad, &got); err == nil {
-		t.Fatal("invalid UTF-8 in Query.type accepted")
-	}
-}
-
 // TestCodecSharesStrings checks the point of the fast path: a batch of
 // lookups on one type shares the type and field strings.
 func TestCodecSharesStrings(t *testing.T) {
@@ -129,7 +71,7 @@ func TestCodecSharesStrings(t *testing.T) {
 	data := marshal(t, batchOfPoints(1000))
 	allocs := testing.AllocsPerRun(100, func() {
 		var r pb.SearchRequest
-		if err := decodeSearch(data, &r); err != nil {
+		if err := wire.DecodeSearchRequest(data, &r, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -155,44 +97,6 @@ func batchOfPoints(n int) *pb.SearchRequest {
 		req.Queries = append(req.Queries, cmpQuery("bench.Item", "id", pb.Op_OP_EQ, &pb.Value{Kind: &pb.Value_Int{Int: int64(i)}}))
 	}
 	return req
-}
-
-func BenchmarkDecodeSearch(b *testing.B) {
-	data := marshal(b, batchOfPoints(1000))
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		for range b.N {
-			var r pb.SearchRequest
-			if err := decodeSearch(data, &r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("reused", func(b *testing.B) {
-		b.ReportAllocs()
-		d := NewSearchDecoder()
-		for range b.N {
-			if err := decodeSearchInto(data, d.SearchRequest, &d.s); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("generated", func(b *testing.B) {
-		b.ReportAllocs()
-		for range b.N {
-			var r pb.SearchRequest
-			if err := proto.Unmarshal(data, &r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-func FuzzDecodeSearch(f *testing.F) {
-	for _, req := range searchSeeds() {
-		f.Add(marshal(f, req))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, b) })
 }
 
 // The codec's query limit counts the queries of requests of every shape:

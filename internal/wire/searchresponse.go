@@ -1,4 +1,4 @@
-package client
+package wire
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
@@ -6,13 +6,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // A SearchResponse carries the records of several queries, each query's in
-// a ResultBatch of its own: the readCodec decodes it as it does Scan's,
-// with the records of every batch of one response in one slab. A response
+// a ResultBatch of its own: DecodeSearchResponse decodes it as
+// DecodeScanResponse does Scan's, with the records of every batch of one response in one slab. A response
 // of 1,000 one-record batches (1,000 primary-key lookups) then costs a
 // handful of allocations, not 1,000 × 3 for the records plus the batches.
 // QueryDone, QueryError and a batch's Plan are few, and go through
@@ -22,15 +20,15 @@ import (
 // unexpected wire type, an Any holding more than type_url and value) goes
 // to proto.Unmarshal whole, as does one where a part fails to decode, so
 // that the result and the error are always proto.Unmarshal's
-// (FuzzDecodeSearch checks it).
+// (FuzzDecodeSearchResponse checks it).
 
-// searchShape is what a SearchResponse holds, counted before decoding so
+// searchRespShape is what a SearchResponse holds, counted before decoding so
 // that every slab is allocated once, at its size.
-type searchShape struct{ batches, records, done, errors int }
+type searchRespShape struct{ batches, records, done, errors int }
 
-// count checks that b has the shape decodeSearchResponse takes and counts
+// count checks that b has the shape DecodeSearchResponse takes and counts
 // its parts; false sends b to proto.Unmarshal.
-func (sh *searchShape) count(b []byte) bool {
+func (sh *searchRespShape) count(b []byte) bool {
 	for rest := b; len(rest) > 0; {
 		num, typ, l := protowire.ConsumeTag(rest)
 		if l < 0 || typ != protowire.BytesType {
@@ -42,16 +40,16 @@ func (sh *searchShape) count(b []byte) bool {
 		}
 		rest = rest[l+m:]
 		switch num {
-		case apiwire.SearchResponseResults:
-			n, ok := anywire.Count(v, apiwire.ResultBatchRecords, batchField)
+		case SearchResponseResults:
+			n, ok := CountRecords(v, ResultBatchRecords, batchField)
 			if !ok {
 				return false
 			}
 			sh.batches++
 			sh.records += n
-		case apiwire.SearchResponseDone:
+		case SearchResponseDone:
 			sh.done++
-		case apiwire.SearchResponseErrors:
+		case SearchResponseErrors:
 			sh.errors++
 		default:
 			return false
@@ -62,8 +60,8 @@ func (sh *searchShape) count(b []byte) bool {
 
 // batchField accepts the fields of a ResultBatch besides its records.
 func batchField(num protowire.Number, typ protowire.Type, _ uint64, _ []byte) bool {
-	return (num == apiwire.ResultBatchQuery && typ == protowire.VarintType) ||
-		(num == apiwire.ResultBatchPlan && typ == protowire.BytesType)
+	return (num == ResultBatchQuery && typ == protowire.VarintType) ||
+		(num == ResultBatchPlan && typ == protowire.BytesType)
 }
 
 // searchSlabs hold the parts of one decoded SearchResponse.
@@ -77,10 +75,10 @@ type searchSlabs struct {
 	errs    []pb.QueryError
 }
 
-// decodeSearchResponse decodes b into m as proto.Unmarshal would. m keeps
+// DecodeSearchResponse decodes b into m as proto.Unmarshal would. m keeps
 // references into b: b must be the caller's own copy.
-func decodeSearchResponse(b []byte, m *pb.SearchResponse) error {
-	var sh searchShape
+func DecodeSearchResponse(b []byte, m *pb.SearchResponse) error {
+	var sh searchRespShape
 	if !sh.count(b) {
 		return proto.Unmarshal(b, m)
 	}
@@ -102,13 +100,13 @@ func decodeSearchResponse(b []byte, m *pb.SearchResponse) error {
 		rest = rest[l+n:]
 		var err error
 		switch num {
-		case apiwire.SearchResponseResults:
+		case SearchResponseResults:
 			err = s.batch(v, &s.batches[nb])
 			nb++
-		case apiwire.SearchResponseDone:
+		case SearchResponseDone:
 			err = proto.Unmarshal(v, &s.done[nd])
 			nd++
-		case apiwire.SearchResponseErrors:
+		case SearchResponseErrors:
 			err = proto.Unmarshal(v, &s.errs[ne])
 			ne++
 		}
@@ -134,7 +132,7 @@ func (s *searchSlabs) batch(b []byte, rb *pb.ResultBatch) error {
 		}
 		v, n := protowire.ConsumeBytes(rest)
 		rest = rest[n:]
-		if num == apiwire.ResultBatchPlan {
+		if num == ResultBatchPlan {
 			// A message field repeated on the wire merges, as in proto.Unmarshal.
 			if rb.Plan == nil {
 				rb.Plan = new(pb.Plan)
@@ -145,7 +143,7 @@ func (s *searchSlabs) batch(b []byte, rb *pb.ResultBatch) error {
 			continue
 		}
 		a := &s.anys[s.next]
-		anywire.Fill(v, a, &s.url)
+		FillAny(v, a, &s.url)
 		s.recs[s.next] = a
 		s.next++
 	}

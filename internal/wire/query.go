@@ -1,4 +1,4 @@
-package apiwire
+package wire
 
 import (
 	"unicode/utf8"

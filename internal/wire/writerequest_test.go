@@ -1,12 +1,10 @@
-package grpc
+package wire
 
 import (
 	"bytes"
 	"fmt"
 	"testing"
-	"unsafe"
 
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -61,14 +59,14 @@ func checkDecodeWrite(t *testing.T, b []byte) {
 	{
 		var want, got pb.WriteRequest
 		werr := proto.Unmarshal(b, &want)
-		gerr := decodeWriteRequest(b, &got)
+		gerr := DecodeWriteRequest(b, &got)
 		if (werr == nil) != (gerr == nil) || (werr == nil && !proto.Equal(&want, &got)) {
 			t.Fatalf("WriteRequest %x: decodeWriteRequest %v (%v), proto.Unmarshal %v (%v)", b, &got, gerr, &want, werr)
 		}
 	}
 	var want, got pb.WriteStreamRequest
 	werr := proto.Unmarshal(b, &want)
-	gerr := decodeWriteStreamRequest(b, &got)
+	gerr := DecodeWriteStreamRequest(b, &got)
 	if (werr == nil) != (gerr == nil) || (werr == nil && !proto.Equal(&want, &got)) {
 		t.Fatalf("WriteStreamRequest %x: decodeWriteStreamRequest %v (%v), proto.Unmarshal %v (%v)", b, &got, gerr, &want, werr)
 	}
@@ -84,42 +82,6 @@ func TestDecodeWrite(t *testing.T) {
 			c[i] ^= 0x80
 			checkDecodeWrite(t, c)
 		}
-	}
-}
-
-// TestCodecDecodesWritesApart checks what the write decoder is for: few
-// allocations per request whatever its records, one type URL string per
-// type, and records that hold nothing of the transport's buffer and cannot
-// overwrite each other.
-func TestCodecDecodesWritesApart(t *testing.T) {
-	req := batchOfItems(1000)
-	data := marshal(t, req)
-	buf := bytes.Clone(data)
-	var got pb.WriteStreamRequest
-	if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(buf)}, &got); err != nil {
-		t.Fatal(err)
-	}
-	clear(buf) // gRPC reuses its buffers
-	if !proto.Equal(req, &got) {
-		t.Fatal("decoded request differs from the one sent")
-	}
-	a, b := got.Records[0], got.Records[1]
-	if unsafe.StringData(a.TypeUrl) != unsafe.StringData(b.TypeUrl) {
-		t.Fatal("records of one type do not share the type URL string")
-	}
-	before := bytes.Clone(b.Value)
-	_ = append(a.Value, 0xff, 0xff, 0xff) //nolint:gocritic // the append is the test
-	if !bytes.Equal(b.Value, before) {
-		t.Fatal("appending to a record's value overwrote the next record")
-	}
-	allocs := testing.AllocsPerRun(100, func() {
-		var r pb.WriteStreamRequest
-		if err := decodeWriteStreamRequest(data, &r); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs > 5 { // the generated decoder makes > 3000
-		t.Fatalf("%v allocations decoding a batch of 1000 records", allocs)
 	}
 }
 
@@ -142,7 +104,7 @@ func BenchmarkDecodeWrite(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for range b.N {
 			var r pb.WriteStreamRequest
-			if err := decodeWriteStreamRequest(data, &r); err != nil {
+			if err := DecodeWriteStreamRequest(data, &r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -157,11 +119,4 @@ func BenchmarkDecodeWrite(b *testing.B) {
 			}
 		}
 	})
-}
-
-func FuzzDecodeWrite(f *testing.F) {
-	for _, b := range writeSeeds(f) {
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeWrite(t, b) })
 }

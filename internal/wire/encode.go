@@ -1,16 +1,12 @@
-package grpc
+package wire
 
 import (
 	"unicode/utf8"
 
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/apiwire"
-	"github.com/protobase/protobase/internal/grpcbuf"
 )
 
 // The server sends two messages by the million: SearchResponse (a batch
@@ -18,35 +14,13 @@ import (
 // generated marshaller walks them by reflection-driven tables and grpc-go
 // places the result in its default buffer pool, which zeroes every buffer;
 // together that was a fifth of the server's CPU on batched lookups. These
-// encoders write the same bytes (TestEncodeMatchesProto) straight into a
-// buffer of grpcbuf.Pool sized exactly beforehand. They cover the shapes
-// the engine builds; a message with anything else (an explain plan, an
-// error, unknown fields at the top) goes to the generated code. Nested
-// messages are the engine's own and never carry unknown fields, so they
-// are not asked (asking was a tenth of the encoding).
-
-// marshalFast encodes v if it is a message with an encoder here and of a
-// shape it covers; ok is false otherwise.
-func marshalFast(v any) (out mem.BufferSlice, ok bool) {
-	var size int
-	switch m := v.(type) {
-	case *pb.SearchResponse:
-		if size, ok = sizeSearch(m); !ok {
-			return nil, false
-		}
-		bp := grpcbuf.Pool.Get(size)
-		*bp = appendSearch((*bp)[:0], m)
-		return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, true
-	case *pb.ScanResponse:
-		if size, ok = sizeScan(m); !ok {
-			return nil, false
-		}
-		bp := grpcbuf.Pool.Get(size)
-		*bp = appendScan((*bp)[:0], m)
-		return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, true
-	}
-	return nil, false
-}
+// encoders write the same bytes (TestEncodeMatchesProto) into a buffer the
+// caller sizes exactly beforehand (SizeSearchResponse, SizeScanResponse).
+// They cover the shapes the engine builds; a message with anything else
+// (an explain plan, an error, unknown fields at the top) is refused by its
+// Size function and goes to the generated code. Nested messages are the
+// engine's own and never carry unknown fields, so they are not asked
+// (asking was a tenth of the encoding).
 
 func sizeVarintField(v uint64) int {
 	if v == 0 {
@@ -106,7 +80,9 @@ func sizeDone(d *pb.QueryDone) (int, bool) {
 	return sizeVarintField(d.Query) + sizeVarintField(d.Count), true
 }
 
-func sizeSearch(m *pb.SearchResponse) (int, bool) {
+// SizeSearchResponse is the encoded size of m; ok is false when m has a
+// shape AppendSearchResponse does not cover.
+func SizeSearchResponse(m *pb.SearchResponse) (size int, ok bool) {
 	if len(m.Errors) > 0 || len(m.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
@@ -128,7 +104,9 @@ func sizeSearch(m *pb.SearchResponse) (int, bool) {
 	return n, true
 }
 
-func sizeScan(m *pb.ScanResponse) (int, bool) {
+// SizeScanResponse is the encoded size of m; ok is false when m has a
+// shape AppendScanResponse does not cover.
+func SizeScanResponse(m *pb.ScanResponse) (size int, ok bool) {
 	if m.Plan != nil || len(m.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
@@ -170,37 +148,37 @@ func appendRecords(b []byte, num protowire.Number, recs []*anypb.Any) []byte {
 		s, _ := sizeAny(a)
 		b = protowire.AppendTag(b, num, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(s))
-		b = appendStringField(b, anywire.FieldTypeURL, a.TypeUrl)
-		b = appendBytesField(b, anywire.FieldValue, a.Value)
+		b = appendStringField(b, AnyTypeURL, a.TypeUrl)
+		b = appendBytesField(b, AnyValue, a.Value)
 	}
 	return b
 }
 
-// appendSearch appends m, which sizeSearch accepted.
-func appendSearch(b []byte, m *pb.SearchResponse) []byte {
+// AppendSearchResponse appends m, which SizeSearchResponse accepted.
+func AppendSearchResponse(b []byte, m *pb.SearchResponse) []byte {
 	for _, rb := range m.Results {
 		s, _ := sizeBatch(rb)
-		b = protowire.AppendTag(b, apiwire.SearchResponseResults, protowire.BytesType)
+		b = protowire.AppendTag(b, SearchResponseResults, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(s))
-		b = appendVarintField(b, apiwire.ResultBatchQuery, rb.Query)
-		b = appendRecords(b, apiwire.ResultBatchRecords, rb.Records)
+		b = appendVarintField(b, ResultBatchQuery, rb.Query)
+		b = appendRecords(b, ResultBatchRecords, rb.Records)
 	}
 	for _, d := range m.Done {
 		s, _ := sizeDone(d)
-		b = protowire.AppendTag(b, apiwire.SearchResponseDone, protowire.BytesType)
+		b = protowire.AppendTag(b, SearchResponseDone, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(s))
-		b = appendVarintField(b, apiwire.QueryDoneQuery, d.Query)
-		b = appendVarintField(b, apiwire.QueryDoneCount, d.Count)
+		b = appendVarintField(b, QueryDoneQuery, d.Query)
+		b = appendVarintField(b, QueryDoneCount, d.Count)
 	}
 	return b
 }
 
-// appendScan appends m, which sizeScan accepted.
-func appendScan(b []byte, m *pb.ScanResponse) []byte {
-	b = appendRecords(b, apiwire.ScanResponseRecords, m.Records)
-	b = appendVarintField(b, apiwire.ScanResponseCount, m.Count)
+// AppendScanResponse appends m, which SizeScanResponse accepted.
+func AppendScanResponse(b []byte, m *pb.ScanResponse) []byte {
+	b = appendRecords(b, ScanResponseRecords, m.Records)
+	b = appendVarintField(b, ScanResponseCount, m.Count)
 	if m.Done {
-		b = protowire.AppendTag(b, apiwire.ScanResponseDone, protowire.VarintType)
+		b = protowire.AppendTag(b, ScanResponseDone, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
 	return b

@@ -1,18 +1,13 @@
-package client
+package wire
 
 import (
-	"bytes"
 	"unicode/utf8"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/apiwire"
 )
 
 // A WatchResponse carries up to 1,000 changes by default, and a watcher
@@ -20,17 +15,17 @@ import (
 // generated decoder allocates about ten times per change (the Change, its
 // type name, two or three Anys with their type URLs and copied values,
 // the Position and its index): on the 2 cores the writer and the watcher
-// share, that decoding is part of what a watcher costs the writer (issue
-// 17). The readCodec decodes a WatchResponse as it does a ScanResponse:
-// one copy of the response's bytes, every record's value pointing into
-// it, the Changes with their Positions in one slab, the Anys in another,
-// one string per distinct type name and type URL. A change kept by the
-// caller keeps its whole response's bytes alive.
+// share, that decoding is part of what a watcher costs the writer. This
+// decoder decodes a WatchResponse as DecodeScanResponse does a
+// ScanResponse: every record's value pointing into the response's bytes,
+// the Changes with their Positions in one slab, the Anys in another, one
+// string per distinct type name and type URL. A change kept by the caller
+// keeps its whole response's bytes alive.
 //
 // Only the common shape is taken (known fields with their wire types,
 // each message field of a Change at most once, Anys holding only type_url
 // and value); anything else goes to proto.Unmarshal whole, so that the
-// result and the error are always proto.Unmarshal's (FuzzDecodeWatch
+// result and the error are always proto.Unmarshal's (FuzzDecodeWatchResponse
 // checks it).
 
 // changeSlot is one decoded change with its position, so that both come
@@ -46,39 +41,13 @@ type posSlot struct {
 	index uint32
 }
 
-// watchCodec is the codec of the Watch call: protobuf, with the decoder
-// above for its responses. Its name is "proto", so the server sees
-// ordinary protobuf.
-type watchCodec struct{}
-
-// watchCall makes a call use watchCodec.
-var watchCall = grpc.ForceCodecV2(watchCodec{})
-
-// Name implements encoding.CodecV2.
-func (watchCodec) Name() string { return "proto" }
-
-// Marshal implements encoding.CodecV2.
-func (watchCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
-
-// Unmarshal implements encoding.CodecV2.
-func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	switch m := v.(type) {
-	case *watchRecv:
-		return m.decode(data)
-	case *pb.WatchResponse:
-		return decodeWatchResponse(ownCopy(data), m)
-	}
-	return protoCodec.Unmarshal(data, v)
-}
-
-// watchSlabs are the storage of one decoded response: the copy of its
+// WatchSlabs are the storage of one decoded response: the copy of its
 // bytes, the changes with their positions, their pointers, the Anys and
 // the progress. A Watcher whose caller takes changes by NextBatch lends
 // them only until its next call, and then decodes the next response into
 // the same slabs; otherwise each response gets new ones.
-type watchSlabs struct {
-	views [][]byte // the transport's buffers of a reused response
-	spill []byte   // fields of a reused response that crossed buffers
+type WatchSlabs struct {
+	spill []byte // fields of a reused response that crossed buffers
 	slots []changeSlot
 	ptrs  []*pb.Change
 	anys  []anypb.Any
@@ -94,74 +63,37 @@ type watchSlabs struct {
 	lastType, lastURL string
 }
 
-// watchRecv is what a Watcher receives into: the response, decoded into
-// slabs that are reused when reuse is set (nothing in them is the
-// caller's any more) and replaced otherwise.
-type watchRecv struct {
-	resp  pb.WatchResponse
-	slabs watchSlabs
-	reuse bool
-	held  mem.BufferSlice // the transport's buffers the reused slabs point into
+// Renew leaves s's storage to the changes decoded into it, which the
+// caller keeps, and readies s for new storage of the same sizes, sharing
+// the same strings.
+func (s *WatchSlabs) Renew() {
+	*s = WatchSlabs{changes: s.changes, anysUsed: s.anysUsed, lastType: s.lastType, lastURL: s.lastURL}
 }
 
-// decode decodes data into r as proto.Unmarshal would.
-//
-// Reused, the changes point into the transport's buffers themselves,
-// held (a reference taken) until the next decode; else into a copy of
-// them, which the changes keep alive as long as the caller keeps them.
-func (r *watchRecv) decode(data mem.BufferSlice) error {
-	r.release()
-	if !r.reuse {
-		r.slabs = watchSlabs{changes: r.slabs.changes, anysUsed: r.slabs.anysUsed, lastType: r.slabs.lastType, lastURL: r.slabs.lastURL}
-	}
-	s := &r.slabs
-	var f frames
-	if r.reuse {
-		s.views = s.views[:0]
-		for _, buf := range data {
-			s.views = append(s.views, buf.ReadOnlyData())
-		}
-		f = newFrames(s.views, data.Len())
-		f.spill = s.spill[:0]
-	} else {
-		b := ownCopy(data)
-		f = newFrames([][]byte{b}, len(b))
-	}
-	if !decodeWatchFast(f, &r.resp, s) {
-		r.slabs = watchSlabs{}
-		return proto.Unmarshal(ownCopy(data), &r.resp)
-	}
-	if r.reuse {
-		data.Ref()
-		r.held = data
-	}
-	return nil
-}
-
-// release lets go of the transport's buffers the last response points
-// into: back to their pool when reuse is set (nothing in them is the
-// caller's any more), else left to the GC, since changes the caller
-// keeps point into them.
-func (r *watchRecv) release() {
-	if r.reuse {
-		r.held.Free()
-	}
-	r.held = nil
+// Decode decodes the WatchResponse held in bufs (total bytes, in order)
+// into m, using the slabs s, and reports whether it had the common shape;
+// on false m is left for proto.Unmarshal to reset and decode. m's changes
+// point into bufs, and into s's storage for the fields that cross from one
+// buffer into the next.
+func (s *WatchSlabs) Decode(bufs [][]byte, total int, m *pb.WatchResponse) bool {
+	f := newFrames(bufs, total)
+	f.spill = s.spill[:0]
+	return decodeWatchFast(f, m, s)
 }
 
 // watchDecoder is the state of decoding one response: the slabs, and
 // the strings its changes share.
 type watchDecoder struct {
-	s        *watchSlabs
+	s        *WatchSlabs
 	used     int    // Anys used
 	lastType string // the last type name, found valid UTF-8
 	lastURL  string // the last type URL, found valid UTF-8
 }
 
-// decodeWatchResponse decodes b into m as proto.Unmarshal would. m keeps
+// DecodeWatchResponse decodes b into m as proto.Unmarshal would. m keeps
 // references into b: b must be the caller's own copy.
-func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
-	if !decodeWatchFast(newFrames([][]byte{b}, len(b)), m, new(watchSlabs)) {
+func DecodeWatchResponse(b []byte, m *pb.WatchResponse) error {
+	if !decodeWatchFast(newFrames([][]byte{b}, len(b)), m, new(WatchSlabs)) {
 		return proto.Unmarshal(b, m)
 	}
 	return nil
@@ -175,7 +107,7 @@ func decodeWatchResponse(b []byte, m *pb.WatchResponse) error {
 // response's (or, new, of its sizes); one that runs out is followed by a
 // larger one, the changes decoded before keeping theirs. Only a response
 // with no response before it to go by is counted first.
-func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
+func decodeWatchFast(f frames, m *pb.WatchResponse, s *WatchSlabs) bool {
 	if s.changes == 0 && cap(s.slots) == 0 {
 		s.changes = countChanges(f)
 	}
@@ -194,13 +126,13 @@ func decodeWatchFast(f frames, m *pb.WatchResponse, s *watchSlabs) bool {
 			return false
 		}
 		switch num {
-		case apiwire.WatchResponseChanges:
+		case WatchResponseChanges:
 			slot := d.slot()
 			if !d.change(v, slot) {
 				return false
 			}
 			s.ptrs = append(s.ptrs, &slot.c)
-		case apiwire.WatchResponseProgress:
+		case WatchResponseProgress:
 			// Repeated, proto.Unmarshal merges them: rare, left to it.
 			if prog != nil {
 				return false
@@ -240,7 +172,7 @@ func countChanges(f frames) int {
 		if !ok {
 			break
 		}
-		if num == apiwire.WatchResponseChanges {
+		if num == WatchResponseChanges {
 			n++
 		}
 	}
@@ -284,55 +216,66 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 		b = b[k:]
 		if typ == protowire.VarintType {
 			switch num {
-			case apiwire.ChangeOp:
+			case ChangeOp:
 				c.Op = pb.ChangeOp(int32(x))
-			case apiwire.ChangeOldOmit:
+			case ChangeOldOmit:
 				c.OldRecordOmitted = x != 0
-			case apiwire.ChangeRecOmit:
+			case ChangeRecOmit:
 				c.RecordOmitted = x != 0
 			default:
 				return false
 			}
 			continue
 		}
-		if typ != protowire.BytesType {
-			return false
-		}
-		switch num {
-		case apiwire.ChangeType:
-			if string(v) != d.lastType {
-				if !utf8.Valid(v) {
-					return false
-				}
-				d.lastType = string(v)
-			}
-			c.Type = d.lastType
-		case apiwire.ChangeKey, apiwire.ChangeRecord, apiwire.ChangeOld:
-			field := &c.Key
-			switch num {
-			case apiwire.ChangeRecord:
-				field = &c.Record
-			case apiwire.ChangeOld:
-				field = &c.OldRecord
-			}
-			// Repeated, proto.Unmarshal merges them: left to it.
-			if *field != nil {
-				return false
-			}
-			a := d.any()
-			if !anywire.Decode(v, a, &d.lastURL) {
-				return false
-			}
-			*field = a
-		case apiwire.ChangePosition:
-			if c.Position != nil || !decodePosition(v, &s.pos) {
-				return false
-			}
-			c.Position = &s.pos.p
-		default:
+		if typ != protowire.BytesType || !d.changeField(num, v, s) {
 			return false
 		}
 	}
+	return true
+}
+
+// changeField decodes field num of a Change, length-delimited, holding v,
+// into s.
+func (d *watchDecoder) changeField(num protowire.Number, v []byte, s *changeSlot) bool {
+	c := &s.c
+	switch num {
+	case ChangeType:
+		if string(v) != d.lastType {
+			if !utf8.Valid(v) {
+				return false
+			}
+			d.lastType = string(v)
+		}
+		c.Type = d.lastType
+	case ChangeKey:
+		return d.anyField(v, &c.Key)
+	case ChangeRecord:
+		return d.anyField(v, &c.Record)
+	case ChangeOld:
+		return d.anyField(v, &c.OldRecord)
+	case ChangePosition:
+		if c.Position != nil || !decodePosition(v, &s.pos) {
+			return false
+		}
+		c.Position = &s.pos.p
+	default:
+		return false
+	}
+	return true
+}
+
+// anyField decodes the Any v into *field, which must not be set yet: a
+// message field repeated on the wire is merged by proto.Unmarshal, and
+// left to it.
+func (d *watchDecoder) anyField(v []byte, field **anypb.Any) bool {
+	if *field != nil {
+		return false
+	}
+	a := d.any()
+	if !DecodeAny(v, a, &d.lastURL) {
+		return false
+	}
+	*field = a
 	return true
 }
 
@@ -371,9 +314,9 @@ func decodePosition(b []byte, s *posSlot) bool {
 		}
 		b = b[k:]
 		switch num {
-		case apiwire.PositionCommit:
+		case PositionCommit:
 			s.p.Commit = v
-		case apiwire.PositionIndex:
+		case PositionIndex:
 			s.index = uint32(v)
 			s.p.Index = &s.index
 		default:
@@ -385,10 +328,10 @@ func decodePosition(b []byte, s *posSlot) bool {
 
 // Tags of the fields read inline, one byte each.
 const (
-	tagChangeOp   = byte(apiwire.ChangeOp)<<3 | byte(protowire.VarintType)
-	tagChangeType = byte(apiwire.ChangeType)<<3 | byte(protowire.BytesType)
-	tagPosCommit  = byte(apiwire.PositionCommit)<<3 | byte(protowire.VarintType)
-	tagPosIndex   = byte(apiwire.PositionIndex)<<3 | byte(protowire.VarintType)
+	tagChangeOp   = byte(ChangeOp)<<3 | byte(protowire.VarintType)
+	tagChangeType = byte(ChangeType)<<3 | byte(protowire.BytesType)
+	tagPosCommit  = byte(PositionCommit)<<3 | byte(protowire.VarintType)
+	tagPosIndex   = byte(PositionIndex)<<3 | byte(protowire.VarintType)
 )
 
 // shortVarint reads a varint of at most four bytes from the start of b,
@@ -468,16 +411,4 @@ func nextFieldSlow(b []byte) (num protowire.Number, typ protowire.Type, x uint64
 		return num, typ, 0, v, l + k
 	}
 	return 0, 0, 0, nil, -1
-}
-
-// ownCopy returns the bytes of data in a new array that is not zeroed
-// first (bytes.Join): a watch response is about 200 KB, every byte of
-// which the copy writes anyway.
-func ownCopy(data mem.BufferSlice) []byte {
-	var arr [16][]byte
-	parts := arr[:0]
-	for _, buf := range data {
-		parts = append(parts, buf.ReadOnlyData())
-	}
-	return bytes.Join(parts, nil)
 }

@@ -1,4 +1,4 @@
-package anywire
+package wire
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func checkDecode(t *testing.T, b []byte, last string) {
 	var want anypb.Any
 	wantErr := proto.Unmarshal(b, &want)
 	var got anypb.Any
-	if !Decode(b, &got, &last) {
+	if !DecodeAny(b, &got, &last) {
 		if wantErr == nil && len(want.ProtoReflect().GetUnknown()) == 0 {
 			t.Fatalf("%x: refused, proto.Unmarshal decodes %v", b, &want)
 		}
@@ -35,13 +35,13 @@ func decodeSeeds() [][]byte {
 	}
 	return [][]byte{
 		nil,
-		field(field(nil, FieldTypeURL, "t/a"), FieldValue, "\x08\x01"),
-		field(field(nil, FieldValue, "v"), FieldTypeURL, "t/a"),
-		field(field(nil, FieldTypeURL, "t/a"), FieldTypeURL, "t/b"),
-		field(nil, FieldTypeURL, "\xff"),
+		field(field(nil, AnyTypeURL, "t/a"), AnyValue, "\x08\x01"),
+		field(field(nil, AnyValue, "v"), AnyTypeURL, "t/a"),
+		field(field(nil, AnyTypeURL, "t/a"), AnyTypeURL, "t/b"),
+		field(nil, AnyTypeURL, "\xff"),
 		field(nil, 3, "x"),
-		protowire.AppendVarint(protowire.AppendTag(nil, FieldValue, protowire.VarintType), 1),
-		protowire.AppendVarint(protowire.AppendTag(nil, FieldValue, protowire.BytesType), 5),
+		protowire.AppendVarint(protowire.AppendTag(nil, AnyValue, protowire.VarintType), 1),
+		protowire.AppendVarint(protowire.AppendTag(nil, AnyValue, protowire.BytesType), 5),
 	}
 }
 
@@ -52,7 +52,7 @@ func TestDecodeMatchesProto(t *testing.T) {
 	}
 }
 
-func FuzzDecode(f *testing.F) {
+func FuzzDecodeAny(f *testing.F) {
 	for _, b := range decodeSeeds() {
 		f.Add(b, "t/a")
 	}

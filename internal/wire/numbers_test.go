@@ -1,4 +1,4 @@
-package apiwire
+package wire
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -17,6 +18,8 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		msg   proto.Message
 		field protoreflect.Name
 	}{
+		{AnyTypeURL, &anypb.Any{}, "type_url"},
+		{AnyValue, &anypb.Any{}, "value"},
 		{SearchRequestQueries, &pb.SearchRequest{}, "queries"},
 		{QueryType, &pb.Query{}, "type"},
 		{QueryWhere, &pb.Query{}, "where"},
@@ -71,7 +74,7 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 			continue
 		}
 		if fd.Number() != tc.num {
-			t.Errorf("%s.%s is field %d, apiwire says %d", md.FullName(), tc.field, fd.Number(), tc.num)
+			t.Errorf("%s.%s is field %d, wire says %d", md.FullName(), tc.field, fd.Number(), tc.num)
 		}
 	}
 }

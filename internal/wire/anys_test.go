@@ -1,4 +1,4 @@
-package anywire_test
+package wire_test
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/protobase/protobase/internal/anywire"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 func anyBytes(url, val string) []byte {
-	b := protowire.AppendTag(nil, anywire.FieldTypeURL, protowire.BytesType)
+	b := protowire.AppendTag(nil, wire.AnyTypeURL, protowire.BytesType)
 	b = protowire.AppendString(b, url)
-	b = protowire.AppendTag(b, anywire.FieldValue, protowire.BytesType)
+	b = protowire.AppendTag(b, wire.AnyValue, protowire.BytesType)
 	return protowire.AppendString(b, val)
 }
 
@@ -43,7 +43,7 @@ func TestRecords(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		b     []byte
-		other anywire.Other
+		other wire.OtherField
 		want  []*anypb.Any // nil with ok false: refused
 		ok    bool
 	}{
@@ -60,7 +60,7 @@ func TestRecords(t *testing.T) {
 		{"truncated", field(1, anyBytes("t/a.A", "x"))[:5], nil, nil, false},
 		{"fixed32 field", protowire.AppendFixed32(protowire.AppendTag(nil, 2, protowire.Fixed32Type), 1), nil, nil, false},
 	} {
-		got, ok := anywire.Records(tc.b, 1, tc.other)
+		got, ok := wire.DecodeRecords(tc.b, 1, tc.other)
 		if ok != tc.ok || len(got) != len(tc.want) {
 			t.Fatalf("%s: %d records, ok %v; want %d, %v", tc.name, len(got), ok, len(tc.want), tc.ok)
 		}
@@ -76,7 +76,7 @@ func TestRecords(t *testing.T) {
 // over the record after it.
 func TestRecordsValuesApart(t *testing.T) {
 	b := cat(field(1, anyBytes("t/a.A", "x")), field(1, anyBytes("t/a.A", "y")))
-	recs, ok := anywire.Records(b, 1, nil)
+	recs, ok := wire.DecodeRecords(b, 1, nil)
 	if !ok || len(recs) != 2 {
 		t.Fatalf("%v %v", recs, ok)
 	}

@@ -1,4 +1,4 @@
-package client
+package wire
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"

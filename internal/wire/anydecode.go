@@ -1,4 +1,4 @@
-package anywire
+package wire
 
 import (
 	"unicode/utf8"
@@ -7,14 +7,14 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// Decode sets a from b, the bytes of one google.protobuf.Any, checking
+// DecodeAny sets a from b, the bytes of one google.protobuf.Any, checking
 // and filling in one pass: for decoders of messages whose records are
 // singular fields (a watch's Change holds up to three), where counting
-// them first (Count) would read every record twice. It reports whether b
-// has the shape Count accepts (see plain); on false a is partly set and
+// them first (CountRecords) would read every record twice. It reports whether b
+// has the shape CountRecords accepts (see plain); on false a is partly set and
 // the caller falls back to proto.Unmarshal. The value aliases b; the type
-// URL is *last when equal, as in Fill.
-func Decode(b []byte, a *anypb.Any, last *string) bool {
+// URL is *last when equal, as in FillAny.
+func DecodeAny(b []byte, a *anypb.Any, last *string) bool {
 	for len(b) > 0 {
 		var num protowire.Number
 		var v []byte
@@ -31,7 +31,7 @@ func Decode(b []byte, a *anypb.Any, last *string) bool {
 			var typ protowire.Type
 			var l int
 			num, typ, l = protowire.ConsumeTag(b)
-			if l < 0 || typ != protowire.BytesType || (num != FieldTypeURL && num != FieldValue) {
+			if l < 0 || typ != protowire.BytesType || (num != AnyTypeURL && num != AnyValue) {
 				return false
 			}
 			var m int
@@ -41,7 +41,7 @@ func Decode(b []byte, a *anypb.Any, last *string) bool {
 			}
 			b = b[l+m:]
 		}
-		if num == FieldTypeURL {
+		if num == AnyTypeURL {
 			if string(v) != *last {
 				if !utf8.Valid(v) {
 					return false
@@ -51,7 +51,7 @@ func Decode(b []byte, a *anypb.Any, last *string) bool {
 			a.TypeUrl = *last
 			continue
 		}
-		// A full slice expression, as in Fill.
+		// A full slice expression, as in FillAny.
 		a.Value = v[:len(v):len(v)]
 	}
 	return true

@@ -1,0 +1,143 @@
+package client
+
+import (
+	"bytes"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/wire"
+)
+
+// The responses that carry records by the million (ScanResponse,
+// QueryResponse, SearchResponse) and the changes a watcher receives by the
+// hundred thousand a second (WatchResponse) are decoded by internal/wire's
+// hand decoders, which point every record's value into the response's
+// bytes instead of allocating three times per record as the generated
+// decoder does; each gives what proto.Unmarshal gives, and hands the
+// shapes it does not cover to it. A record kept by the caller keeps its
+// whole response's bytes alive.
+
+var protoCodec = encoding.GetCodecV2("proto")
+
+// readCodec is the codec of the Scan, Query and Search calls: protobuf,
+// with the hand decoders for their responses. Its name is "proto", so the
+// server sees ordinary protobuf.
+type readCodec struct{}
+
+// readCall makes a call use readCodec.
+var readCall = grpc.ForceCodecV2(readCodec{})
+
+// Name implements encoding.CodecV2.
+func (readCodec) Name() string { return "proto" }
+
+// Marshal implements encoding.CodecV2.
+func (readCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+
+// Unmarshal implements encoding.CodecV2. The decoded messages keep
+// references into their bytes, a copy of the transport's buffers.
+func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch m := v.(type) {
+	case *pb.ScanResponse:
+		return wire.DecodeScanResponse(data.Materialize(), m)
+	case *pb.QueryResponse:
+		return wire.DecodeQueryResponse(data.Materialize(), m)
+	case *pb.SearchResponse:
+		return wire.DecodeSearchResponse(data.Materialize(), m)
+	}
+	return protoCodec.Unmarshal(data, v)
+}
+
+// watchCodec is the codec of the Watch call: protobuf, with the hand
+// decoder for its responses. Its name is "proto", so the server sees
+// ordinary protobuf.
+type watchCodec struct{}
+
+// watchCall makes a call use watchCodec.
+var watchCall = grpc.ForceCodecV2(watchCodec{})
+
+// Name implements encoding.CodecV2.
+func (watchCodec) Name() string { return "proto" }
+
+// Marshal implements encoding.CodecV2.
+func (watchCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+
+// Unmarshal implements encoding.CodecV2.
+func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch m := v.(type) {
+	case *watchRecv:
+		return m.decode(data)
+	case *pb.WatchResponse:
+		return wire.DecodeWatchResponse(ownCopy(data), m)
+	}
+	return protoCodec.Unmarshal(data, v)
+}
+
+// watchRecv is what a Watcher receives into: the response, decoded into
+// slabs that are reused when reuse is set (nothing in them is the
+// caller's any more) and replaced otherwise.
+type watchRecv struct {
+	resp  pb.WatchResponse
+	slabs wire.WatchSlabs
+	views [][]byte // the transport's buffers of a reused response
+	reuse bool
+	held  mem.BufferSlice // the transport's buffers the reused slabs point into
+}
+
+// decode decodes data into r as proto.Unmarshal would.
+//
+// Reused, the changes point into the transport's buffers themselves,
+// held (a reference taken) until the next decode; else into a copy of
+// them, which the changes keep alive as long as the caller keeps them.
+func (r *watchRecv) decode(data mem.BufferSlice) error {
+	r.release()
+	if !r.reuse {
+		r.slabs.Renew()
+	}
+	var ok bool
+	if r.reuse {
+		r.views = r.views[:0]
+		for _, buf := range data {
+			r.views = append(r.views, buf.ReadOnlyData())
+		}
+		ok = r.slabs.Decode(r.views, data.Len(), &r.resp)
+	} else {
+		b := ownCopy(data)
+		ok = r.slabs.Decode([][]byte{b}, len(b), &r.resp)
+	}
+	if !ok {
+		r.slabs = wire.WatchSlabs{}
+		return proto.Unmarshal(ownCopy(data), &r.resp)
+	}
+	if r.reuse {
+		data.Ref()
+		r.held = data
+	}
+	return nil
+}
+
+// release lets go of the transport's buffers the last response points
+// into: back to their pool when reuse is set (nothing in them is the
+// caller's any more), else left to the GC, since changes the caller
+// keeps point into them.
+func (r *watchRecv) release() {
+	if r.reuse {
+		r.held.Free()
+	}
+	r.held = nil
+}
+
+// ownCopy returns the bytes of data in a new array that is not zeroed
+// first (bytes.Join): a watch response is about 200 KB, every byte of
+// which the copy writes anyway.
+func ownCopy(data mem.BufferSlice) []byte {
+	var arr [16][]byte
+	parts := arr[:0]
+	for _, buf := range data {
+		parts = append(parts, buf.ReadOnlyData())
+	}
+	return bytes.Join(parts, nil)
+}

@@ -1,0 +1,47 @@
+// Package wire owns the hand-written protobuf coders of the public API's
+// messages (protobase.v1): the encoders and decoders that read and write
+// the wire bytes of the messages sent by the million instead of going
+// through the generated code, and the field numbers they use. The speed
+// they buy is measured where each is described. Each coder gives what the
+// generated code gives: the same bytes as proto.Marshal, or the same
+// message and the same error as proto.Unmarshal; for a shape it does not
+// cover it hands the message to the generated code.
+//
+// The hand-coded messages, by direction, and what each does with what it
+// does not cover:
+//
+//	decoded (server: the gRPC codec; engine: lookups from request bytes)
+//	  SearchRequest, Query, Expr, Comparison, Value
+//	      DecodeSearchRequest, ReadQuery, ReadOperand: a query other than
+//	      one comparison of one scalar operand (order, filter, and/or/not,
+//	      a list, a double or enum operand) is decoded by proto.Unmarshal
+//	  WriteRequest, WriteStreamRequest, google.protobuf.Any
+//	      DecodeWriteRequest, DecodeWriteStreamRequest, DecodeRecords
+//	decoded (Go client)
+//	  ScanResponse, QueryResponse   DecodeScanResponse, DecodeQueryResponse
+//	  SearchResponse, ResultBatch   DecodeSearchResponse (QueryDone,
+//	      QueryError and a batch's Plan through proto.Unmarshal)
+//	  WatchResponse, Change, Position   DecodeWatchResponse, WatchSlabs
+//	encoded (server: the gRPC codec)
+//	  SearchResponse, ResultBatch, QueryDone, ScanResponse, google.protobuf.Any
+//	      SizeSearchResponse and AppendSearchResponse, SizeScanResponse and
+//	      AppendScanResponse: errors, plans and unknown fields at the top
+//	      are left to proto.Marshal
+//	encoded elsewhere, with these field numbers
+//	  WatchResponse, Change, Position, google.protobuf.Any
+//	      internal/watch (encode.go): written from change-log entries;
+//	      nothing falls back
+//	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
+//	      internal/engine (searchenc.go, searchrange.go): lookups and lone
+//	      queries written as bytes; a QueryError through proto.Marshal,
+//	      explain plans on the message path
+//
+// A decoder falls back to proto.Unmarshal for anything outside its shape:
+// an unknown field, a field in another wire type, a message field repeated
+// on the wire (which proto.Unmarshal merges), invalid UTF-8, malformed or
+// truncated bytes. Coders (coverage.go) declares, for each coder and
+// message, the fields it handles and those it falls back for;
+// TestCodersCoverDescriptors fails when the API gains a field that a coder
+// neither handles nor falls back for, which would otherwise be dropped
+// without a word.
+package wire
