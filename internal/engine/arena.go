@@ -11,7 +11,7 @@ import (
 // respArena lends a chunk run inline the messages of its responses, and
 // takes them back once each response is sent (responder.flush): a stream
 // of batched lookups then allocates no message per query. It is only for
-// a Send that encodes before it returns (SearchIO.SendEncodes), and only
+// a Send that encodes before it returns (an EncodingSink), and only
 // for requests run on the receiving goroutine, where nothing else holds a
 // response. Arenas are pooled (arenas), so the memory
 // follows the chunks running, not the streams open.

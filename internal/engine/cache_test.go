@@ -79,7 +79,7 @@ func lookup(id int) *pb.Query {
 // searchAll looks every key up in one Search request (the lookups of a
 // chunk share an iterator and the cache) and returns each key's name, -1
 // when absent. With wire, the responses come as wire bytes
-// (SearchIO.SendWire).
+// (engine.WireSink).
 func searchAll(ctx context.Context, e *engine.Engine, keys int, wire bool) ([]int64, error) {
 	req := &pb.SearchRequest{}
 	for id := range keys {
@@ -116,17 +116,17 @@ func searchAll(ctx context.Context, e *engine.Engine, keys int, wire bool) ([]in
 		}
 		return nil
 	}
-	sio := engine.SearchIO{Recv: recv, Send: releasing(send)}
+	var sink engine.SearchSink = sendFunc(send)
 	if wire {
-		sio.SendWire = releasing(func(b []byte) error {
+		sink = wireSink{sendFunc(send), func(b []byte) error {
 			var resp pb.SearchResponse
 			if err := proto.Unmarshal(b, &resp); err != nil {
 				return err
 			}
 			return send(&resp)
-		})
+		}}
 	}
-	if err := e.SearchStream(ctx, sio); err != nil {
+	if err := e.SearchStream(ctx, recvFunc(recv), sink); err != nil {
 		return nil, err
 	}
 	return got, bad

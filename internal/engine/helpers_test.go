@@ -167,16 +167,6 @@ func wantWriteError(t *testing.T, err error, code apierror.Code, batch, record u
 	return e.Write
 }
 
-// releasing adapts a test's send function, which keeps nothing of a
-// response once it returns, to the engine's: each response's hold of the
-// result budget is given back when send returns.
-func releasing[M any](send func(M) error) func(M, engine.Hold) error {
-	return func(m M, h engine.Hold) error {
-		defer h.Release()
-		return send(m)
-	}
-}
-
 // query is Engine.Query for a test that keeps nothing of the answer's
 // bytes against the result budget: its hold is given back at once.
 func query(e *engine.Engine, ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {

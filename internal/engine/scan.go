@@ -24,28 +24,12 @@ const maxScanParallelism = 256
 // otherwise batches go out as they fill. The last response carries the
 // count and done.
 func (e *Engine) Scan(ctx context.Context, req *pb.ScanRequest, send func(*pb.ScanResponse) error) error {
-	return e.ScanStream(ctx, req, ScanIO{Send: func(resp *pb.ScanResponse, h Hold) error {
-		defer h.Release()
-		return send(resp)
-	}})
+	return e.ScanStream(ctx, req, scanFunc(send))
 }
 
-// ScanIO is a Scan's sending end as a transport offers it, and what the
-// transport allows the engine to reuse.
-type ScanIO struct {
-	// Send sends one response; it is called from one goroutine at a time.
-	// It releases h as SearchIO.Send does.
-	Send func(resp *pb.ScanResponse, h Hold) error
-	// SendEncodes says that Send has encoded the response, and keeps no
-	// reference to it or to anything it references, by the time it
-	// returns (see SearchIO.SendEncodes). The scan then builds its
-	// responses in messages and buffers reused once sent (scanBuf).
-	SendEncodes bool
-}
-
-// ScanStream is Scan with the reuse ScanIO allows.
-func (e *Engine) ScanStream(ctx context.Context, req *pb.ScanRequest, sio ScanIO) (err error) {
-	send := sio.Send
+// ScanStream is Scan with a transport's own sink, whose optional
+// interfaces (sink.go) it uses.
+func (e *Engine) ScanStream(ctx context.Context, req *pb.ScanRequest, sink ScanSink) (err error) {
 	defer func() { err = storeError(err) }() // a compacted revision, on etcd
 	e.stats.Queries.Add(1)
 	c, err := e.compile(req.GetQuery())
@@ -72,7 +56,8 @@ func (e *Engine) ScanStream(ctx context.Context, req *pb.ScanRequest, sio ScanIO
 	defer snap.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sc := &scan{e: e, c: c, snap: snap, batchSize: batchSize, limit: c.plan.Limit, cancel: cancel, send: send, reuse: sio.SendEncodes}
+	sc := &scan{e: e, c: c, snap: snap, batchSize: batchSize, limit: c.plan.Limit, cancel: cancel, sink: sink}
+	_, sc.reuse = sink.(EncodingSink)
 	start := time.Now()
 	sc.start(ctx, e.split(c.plan, par))
 	err = sc.collect(ctx)
@@ -88,11 +73,11 @@ type scan struct {
 	batchSize int
 	limit     uint64
 	cancel    context.CancelFunc
-	send      func(*pb.ScanResponse, Hold) error
+	sink      ScanSink
 
-	// reuse says that send encodes before it returns (ScanIO): the parts
-	// then build their responses in scanBufs that the emitter hands back
-	// through free once sent.
+	// reuse says that sink encodes before it returns (EncodingSink): the
+	// parts then build their responses in scanBufs that the emitter hands
+	// back through free once sent.
 	reuse bool
 	free  chan *scanBuf
 
@@ -205,7 +190,7 @@ func (sc *scan) collect(ctx context.Context) error {
 	if !sc.explained {
 		last.Plan = sc.c.plan.Explain()
 	}
-	return sc.send(last, Hold{})
+	return sc.sink.Send(last, Hold{})
 }
 
 // scanned is a response on its way to the emitter, with the bytes of the
@@ -218,7 +203,7 @@ type scanned struct {
 	buf *scanBuf
 }
 
-// scanBuf is a response of a Scan whose send encodes (ScanIO), with the
+// scanBuf is a response of a Scan whose sink encodes (EncodingSink), with the
 // packer that holds its records' Any messages and values. A part fills
 // it, the emitter sends it and hands it back (scan.free), and a part
 // fills it again: a Scan then makes as many responses' messages and
@@ -285,7 +270,7 @@ func (sc *scan) emit(s scanned) {
 		resp.Plan = sc.c.plan.Explain()
 		sc.explained = true
 	}
-	if sc.sendErr = sc.send(resp, h); sc.sendErr != nil {
+	if sc.sendErr = sc.sink.Send(resp, h); sc.sendErr != nil {
 		sc.cancel()
 	}
 	if limit > 0 && sc.sent >= limit {

@@ -61,7 +61,7 @@ func scanReused(t *testing.T, te *testEngine, req *pb.ScanRequest) [][]byte {
 		}
 		return nil
 	}
-	if err := te.e.ScanStream(t.Context(), req, engine.ScanIO{Send: releasing(send), SendEncodes: true}); err != nil {
+	if err := te.e.ScanStream(t.Context(), req, encodingScan{send}); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -127,7 +127,11 @@ func TestScanReuseAllocates(t *testing.T) {
 	}
 	run := func(reuse bool) float64 {
 		return testing.AllocsPerRun(5, func() {
-			if err := te.e.ScanStream(t.Context(), req, engine.ScanIO{Send: releasing(send), SendEncodes: reuse}); err != nil {
+			var sink engine.ScanSink = scanFunc(send)
+			if reuse {
+				sink = encodingScan{send}
+			}
+			if err := te.e.ScanStream(t.Context(), req, sink); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -40,68 +40,22 @@ import (
 // (responder.reserve) and the sender gives them back once the response is
 // sent or the stream is over.
 func (e *Engine) Search(ctx context.Context, recv func() (*pb.SearchRequest, error), send func(*pb.SearchResponse) error) error {
-	return e.SearchStream(ctx, SearchIO{Recv: recv, Send: func(resp *pb.SearchResponse, h Hold) error {
-		defer h.Release()
-		return send(resp)
-	}})
+	f := &searchFuncs{recv: recv, send: send}
+	return e.SearchStream(ctx, f, f)
 }
 
-// SearchIO is a Search stream's two ends as a transport offers them, and
-// what the transport allows the engine to reuse.
-type SearchIO struct {
-	// Recv returns the next request (io.EOF when the client is done).
-	Recv func() (*pb.SearchRequest, error)
-	// Send sends one response; it is called from one goroutine at a time.
-	// It releases h, the response's bytes of the result budget, once it
-	// no longer holds the response's bytes, whatever it returns (see
-	// Hold).
-	Send func(resp *pb.SearchResponse, h Hold) error
-	// SendEncodes says that Send has encoded the response, and keeps no
-	// reference to it or to anything it references, by the time it
-	// returns (gRPC's SendMsg with the server's codec; the REST gateway's
-	// stream). The engine then builds the responses of requests run on
-	// the receiving goroutine in messages and buffers reused from
-	// response to response.
-	SendEncodes bool
-	// SendWire, when set, sends one response given as its wire bytes
-	// (proto.Marshal's encoding of a SearchResponse), keeping no reference
-	// to b once it returns; it takes turns with Send. The engine then
-	// writes the responses of requests of plain primary-key lookups run on
-	// the receiving goroutine straight from the records' bytes
-	// (searchenc.go). It is for transports whose responses are protobuf
-	// bytes and that need not see them as messages. It releases h as Send
-	// does.
-	SendWire func(b []byte, h Hold) error
-	// WireAnyQuery says that SendWire may also carry the responses of a
-	// request of one query of another kind, sent by the query's worker
-	// (searchrange.go), not only those of plain primary-key lookups: the
-	// transport has nothing to change in them.
-	WireAnyQuery bool
-	// RecvWire, when set, is used instead of Recv: it returns the next
-	// request's wire bytes, valid until the next call, and a function
-	// that decodes them as Recv would (with Recv's errors); b is nil when
-	// the request must be decoded (it is over a limit Recv enforces). The
-	// engine runs a request of plain primary-key lookups from its bytes
-	// (searchwire.go) and decodes any other.
-	RecvWire func() (b []byte, decode func() (*pb.SearchRequest, error), err error)
-	// MaxWireQueries, when positive, is the most queries Recv takes in
-	// one request: a request of more read by RecvWire is decoded (and
-	// refused), not run from its bytes, so that the transport need not
-	// count every request's queries beforehand.
-	MaxWireQueries int
-	// Recycle, when set, is given each request the engine will not read
-	// again, so that Recv can decode the next request into its messages.
-	// It is called on the goroutine that calls Recv, between two calls.
-	Recycle func(*pb.SearchRequest)
-}
-
-// SearchStream is Search with the reuse SearchIO allows.
-func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
+// SearchStream is Search with a transport's own ends, whose optional
+// interfaces (sink.go) it uses.
+func (e *Engine) SearchStream(ctx context.Context, src SearchSource, sink SearchSink) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := e.opts.SearchWorkers
 	out := make(chan outgoing, workers)
-	snd := &sender{e: e, send: sio.Send, sendWire: sio.SendWire, cancel: cancel}
+	snd := &sender{e: e, sink: sink, cancel: cancel}
+	snd.wire, _ = sink.(WireSink)
+	if snd.wire == nil {
+		snd.lookupWire, _ = sink.(LookupWireSink)
+	}
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
@@ -110,7 +64,7 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		}
 	}()
 	st := &searchStream{
-		e: e, sio: sio, snd: snd, sem: make(chan struct{}, workers),
+		e: e, src: src, snd: snd, sem: make(chan struct{}, workers),
 		queue: func(o outgoing) bool {
 			select {
 			case out <- o:
@@ -123,10 +77,12 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 		// Responses as wire bytes (searchenc.go) for requests run here;
 		// not on a store across a network, whose lookups runChunk
 		// prefetches.
-		wire: snd.sendWire != nil && !e.st.Shared(),
+		wire: (snd.wire != nil || snd.lookupWire != nil) && !e.st.Shared(),
 	}
-	st.wireAny = st.wire && sio.WireAnyQuery
-	st.order.reuse = sio.SendEncodes
+	st.wireSrc, _ = src.(WireSource)
+	st.recycler, _ = src.(Recycler)
+	st.wireAny = st.wire && snd.wire != nil
+	_, st.order.reuse = sink.(EncodingSink)
 	err := st.serve(ctx)
 	st.wg.Wait()
 	close(out)
@@ -144,15 +100,20 @@ func (e *Engine) SearchStream(ctx context.Context, sio SearchIO) error {
 // to the call's goroutine (the workers it starts share only sem, wg and
 // queue, which are safe for them).
 type searchStream struct {
-	e     *Engine
-	sio   SearchIO
-	snd   *sender
-	sem   chan struct{} // a slot per running worker
-	wg    sync.WaitGroup
-	queue func(outgoing) bool
-	wire  bool
-	// wireAny: a request of one query of any kind may be written as
-	// wire bytes (SearchIO.WireAnyQuery).
+	e   *Engine
+	src SearchSource
+	// wireSrc and recycler are src's optional interfaces, nil when it
+	// lacks them.
+	wireSrc  WireSource
+	recycler Recycler
+	snd      *sender
+	sem      chan struct{} // a slot per running worker
+	wg       sync.WaitGroup
+	queue    func(outgoing) bool
+	// wire: requests of plain primary-key lookups run here are written as
+	// wire bytes; wireAny: so is a request of one query of any kind
+	// (the sink is a WireSink).
+	wire    bool
 	wireAny bool
 	next    uint64    // the id of the next query
 	order   lookupBuf // the inline requests', one at a time
@@ -161,19 +122,19 @@ type searchStream struct {
 // serve receives and runs requests until the client is done (nil), the
 // stream fails (its error) or ctx ends (nil: SearchStream reports why).
 func (st *searchStream) serve(ctx context.Context) error {
-	e, sio := st.e, st.sio
+	e := st.e
 	for ctx.Err() == nil {
 		var req *pb.SearchRequest
 		var err error
-		if sio.RecvWire != nil {
+		if st.wireSrc != nil {
 			var ran int
-			req, ran, err = e.recvWire(ctx, sio, st.wire && len(st.sem) == 0, st.next, &st.order, st.snd)
+			req, ran, err = e.recvWire(ctx, st.wireSrc, st.wire && len(st.sem) == 0, st.next, &st.order, st.snd)
 			if ran > 0 {
 				st.next += uint64(ran)
 				continue
 			}
 		} else {
-			req, err = sio.Recv()
+			req, err = st.src.Recv()
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -189,8 +150,8 @@ func (st *searchStream) serve(ctx context.Context) error {
 		switch {
 		case len(st.sem) == 0 && e.allPoints(qs, &st.order):
 			e.runInline(ctx, qs, st.next, &st.order, st.snd, st.wire)
-			if sio.Recycle != nil && ctx.Err() == nil {
-				sio.Recycle(req) // its queries' messages are not read again
+			if st.recycler != nil && ctx.Err() == nil {
+				st.recycler.Recycle(req) // its queries' messages are not read again
 			}
 		case st.wireAny && loneQuery(qs):
 			// A request of one other query runs on a worker that sends
@@ -223,17 +184,17 @@ func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, ord
 	}
 }
 
-// recvWire receives the next request with SearchIO.RecvWire. When
+// recvWire receives the next request from src as wire bytes. When
 // inline allows and it holds plain primary-key lookups only, it runs them
 // from their bytes, sending their responses as wire bytes, and returns how
 // many it ran; otherwise it returns the request decoded.
-func (e *Engine) recvWire(ctx context.Context, sio SearchIO, inline bool, next uint64, order *lookupBuf, snd *sender) (*pb.SearchRequest, int, error) {
-	b, decode, err := sio.RecvWire()
+func (e *Engine) recvWire(ctx context.Context, src WireSource, inline bool, next uint64, order *lookupBuf, snd *sender) (*pb.SearchRequest, int, error) {
+	b, err := src.RecvWire()
 	if err != nil {
 		return nil, 0, err
 	}
-	if !inline || b == nil || !e.wirePoints(b, order, sio.MaxWireQueries) {
-		req, err := decode()
+	if !inline || b == nil || !e.wirePoints(b, order, src.MaxQueries()) {
+		req, err := src.DecodeWire()
 		return req, 0, err
 	}
 	var start time.Time
@@ -254,10 +215,13 @@ func (e *Engine) recvWire(ctx context.Context, sio SearchIO, inline bool, next u
 // take turns, as gRPC requires, and guards sendErr, the first failure,
 // after which responses are dropped (so that no worker blocks).
 type sender struct {
-	e        *Engine
-	send     func(*pb.SearchResponse, Hold) error
-	sendWire func([]byte, Hold) error // SearchIO.SendWire
-	cancel   context.CancelFunc
+	e    *Engine
+	sink SearchSink
+	// wire and lookupWire are sink's optional interfaces, nil when it
+	// lacks them; lookupWire is only looked for when wire is nil.
+	wire       WireSink
+	lookupWire LookupWireSink
+	cancel     context.CancelFunc
 
 	mu      sync.Mutex
 	sendErr error
@@ -271,7 +235,7 @@ func (s *sender) deliver(o outgoing) bool {
 	defer s.mu.Unlock()
 	if s.sendErr != nil {
 		o.held.Release()
-	} else if err := s.send(o.resp, o.held); err != nil {
+	} else if err := s.sink.Send(o.resp, o.held); err != nil {
 		s.sendErr = err
 		s.cancel()
 	}
@@ -279,13 +243,22 @@ func (s *sender) deliver(o outgoing) bool {
 }
 
 // deliverWire is deliver for a response given as wire bytes, holding h of
-// the result budget.
+// the result budget: the response to a request of plain primary-key
+// lookups, or, when the sink is a WireSink, to any request.
 func (s *sender) deliverWire(b []byte, h Hold) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sendErr != nil {
 		h.Release()
-	} else if err := s.sendWire(b, h); err != nil {
+		return false
+	}
+	var err error
+	if s.wire != nil {
+		err = s.wire.SendWire(b, h)
+	} else {
+		err = s.lookupWire.SendLookupWire(b, h)
+	}
+	if err != nil {
 		s.sendErr = err
 		s.cancel()
 	}
@@ -372,7 +345,7 @@ type responder struct {
 	h  hold
 	pk *packer
 	// arena, when set, lends the responses their messages, reused from
-	// response to response (SearchIO.SendEncodes, requests run inline).
+	// response to response (an EncodingSink, requests run inline).
 	arena *respArena
 	// pit serves the chunk's lone point lookups, made on first use;
 	// pitGen is the record cache's generation taken before it was made.

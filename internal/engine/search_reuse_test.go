@@ -14,7 +14,7 @@ import (
 )
 
 // TestSearchReusedMessages runs a stream whose Send encodes before it
-// returns (SearchIO.SendEncodes) and whose recycled requests are rewritten
+// returns (engine.EncodingSink) and whose recycled requests are rewritten
 // in place for the next ones, as the gRPC transport's decoder does: every
 // answer must still be the record of its own query. Requests of one,
 // many (more than a response holds) and absent keys run on the receiving
@@ -97,9 +97,8 @@ func TestSearchReusedMessages(t *testing.T) {
 		}
 		return nil
 	}
-	sio := engine.SearchIO{Recv: recv, Send: releasing(send), SendEncodes: true,
-		Recycle: func(req *pb.SearchRequest) { free = req; recycled++ }}
-	if err := te.e.SearchStream(t.Context(), sio); err != nil {
+	src := recyclingSource{recv, func(req *pb.SearchRequest) { free = req; recycled++ }}
+	if err := te.e.SearchStream(t.Context(), src, encodingSink{send}); err != nil {
 		t.Fatal(err)
 	}
 	if recycled == 0 {

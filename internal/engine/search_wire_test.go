@@ -21,10 +21,10 @@ type answer struct {
 }
 
 // searchAnswers runs requests on one stream, sending by messages or, with
-// wire, as wire bytes (SearchIO.SendWire) and receiving them as wire bytes
-// too (SearchIO.RecvWire), and returns every query's
-// answer, the largest number of records in one response and the largest
-// size of one (counted as the engine bounds it) holding more than one.
+// wire, as wire bytes (an engine.WireSink) and receiving them as wire
+// bytes too (an engine.WireSource), and returns every query's answer, the
+// largest number of records in one response and the largest size of one
+// (counted as the engine bounds it) holding more than one.
 func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) (map[uint64]*answer, int, int) {
 	t.Helper()
 	got := map[uint64]*answer{}
@@ -58,25 +58,23 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 		return nil
 	}
 	next := 0
-	sio := engine.SearchIO{
-		Recv: recvReqs(reqs, &next),
-		Send: releasing(func(resp *pb.SearchResponse) error {
-			b, err := proto.Marshal(resp) // encoded before it returns
-			if err != nil {
-				return err
-			}
-			var dec pb.SearchResponse
-			if err := proto.Unmarshal(b, &dec); err != nil {
-				return err
-			}
-			return take(&dec)
-		}),
-		SendEncodes: true,
+	send := func(resp *pb.SearchResponse) error {
+		b, err := proto.Marshal(resp) // encoded before it returns
+		if err != nil {
+			return err
+		}
+		var dec pb.SearchResponse
+		if err := proto.Unmarshal(b, &dec); err != nil {
+			return err
+		}
+		return take(&dec)
 	}
+	var src engine.SearchSource = recvReqs(reqs, &next)
+	var sink engine.SearchSink = encodingSink{send}
 	sent := 0
 	if wire {
-		sio.RecvWire = recvWire(reqs, &next)
-		sio.SendWire = releasing(func(b []byte) error {
+		src = &wireSource{reqs: reqs, next: &next}
+		sink = encodingWireSink{wireSink{send, func(b []byte) error {
 			sent++
 			var dec pb.SearchResponse
 			if err := proto.Unmarshal(b, &dec); err != nil {
@@ -86,9 +84,9 @@ func searchAnswers(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool
 				b[i] = 0xEE // the engine must not read it again
 			}
 			return take(&dec)
-		})
+		}}}
 	}
-	if err := e.SearchStream(t.Context(), sio); err != nil {
+	if err := e.SearchStream(t.Context(), src, sink); err != nil {
 		t.Fatal(err)
 	}
 	if wire && sent == 0 {
@@ -161,31 +159,14 @@ func TestSearchWireMatchesMessages(t *testing.T) {
 	}
 }
 
-// recvReqs is a SearchIO.Recv handing out reqs, one a call, *next counting
-// them, then io.EOF.
-func recvReqs(reqs [][]*pb.Query, next *int) func() (*pb.SearchRequest, error) {
+// recvReqs is a SearchSource handing out reqs, one a call, *next
+// counting them, then io.EOF.
+func recvReqs(reqs [][]*pb.Query, next *int) recvFunc {
 	return func() (*pb.SearchRequest, error) {
 		if *next == len(reqs) {
 			return nil, io.EOF
 		}
 		*next++
 		return &pb.SearchRequest{Queries: reqs[*next-1]}, nil
-	}
-}
-
-// recvWire is a SearchIO.RecvWire handing out reqs as marshalled requests,
-// one a call, *next counting them, then io.EOF.
-func recvWire(reqs [][]*pb.Query, next *int) func() ([]byte, func() (*pb.SearchRequest, error), error) {
-	return func() ([]byte, func() (*pb.SearchRequest, error), error) {
-		if *next == len(reqs) {
-			return nil, nil, io.EOF
-		}
-		*next++
-		b, err := proto.Marshal(&pb.SearchRequest{Queries: reqs[*next-1]})
-		decode := func() (*pb.SearchRequest, error) {
-			var req pb.SearchRequest
-			return &req, proto.Unmarshal(b, &req)
-		}
-		return b, decode, err
 	}
 }

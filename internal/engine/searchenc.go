@@ -16,7 +16,7 @@ import (
 )
 
 // A request of plain primary-key lookups run on the receiving goroutine,
-// on a transport that sends wire bytes (SearchIO.SendWire), has its
+// on a transport that sends wire bytes (WireSink, LookupWireSink), has its
 // responses written as wire bytes straight from the records' bytes: each
 // record is copied once, from the record cache's entry (or the store's
 // read) into the response, with no ResultBatch, QueryDone or Any message

@@ -16,35 +16,32 @@ import (
 )
 
 // streamBytes runs requests on one stream and returns its responses'
-// bytes in order: as the engine wrote them (wire, SearchIO.SendWire and
-// RecvWire) or as proto.Marshal encodes the messages it sent. Only the
-// last request may go to a worker (the others are lookups, run as they
-// arrive), so that the responses' order is known.
+// bytes in order: as the engine wrote them (wire: an engine.WireSink and
+// engine.WireSource) or as proto.Marshal encodes the messages it sent.
+// Only the last request may go to a worker (the others are lookups, run
+// as they arrive), so that the responses' order is known.
 func streamBytes(t *testing.T, e *engine.Engine, reqs [][]*pb.Query, wire bool) [][]byte {
 	t.Helper()
 	var out [][]byte
 	next := 0
-	sio := engine.SearchIO{
-		Recv: recvReqs(reqs, &next),
-		Send: releasing(func(resp *pb.SearchResponse) error {
-			b, err := proto.Marshal(resp)
-			out = append(out, b)
-			return err
-		}),
-		SendEncodes: true,
+	send := func(resp *pb.SearchResponse) error {
+		b, err := proto.Marshal(resp)
+		out = append(out, b)
+		return err
 	}
+	var src engine.SearchSource = recvReqs(reqs, &next)
+	var sink engine.SearchSink = encodingSink{send}
 	if wire {
-		sio.WireAnyQuery = true
-		sio.RecvWire = recvWire(reqs, &next)
-		sio.SendWire = releasing(func(b []byte) error {
+		src = &wireSource{reqs: reqs, next: &next}
+		sink = encodingWireSink{wireSink{send, func(b []byte) error {
 			out = append(out, bytes.Clone(b))
 			for i := range b {
 				b[i] = 0xEE // the engine must not read it again
 			}
 			return nil
-		})
+		}}}
 	}
-	if err := e.SearchStream(t.Context(), sio); err != nil {
+	if err := e.SearchStream(t.Context(), src, sink); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -128,33 +125,29 @@ func TestWireQueryHoldsUpNoLaterRequest(t *testing.T) {
 	te.mustWrite(engine.OpInsert, recs)
 	second := make(chan struct{})
 	calls, wireSends, sends := 0, 0, 0
-	sio := engine.SearchIO{
-		Recv: func() (*pb.SearchRequest, error) {
-			calls++
-			switch calls {
-			case 1:
-				return &pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}, nil
-			case 2:
-				close(second)
-				return &pb.SearchRequest{Queries: []*pb.Query{lookup(3)}}, nil
+	src := recvFunc(func() (*pb.SearchRequest, error) {
+		calls++
+		switch calls {
+		case 1:
+			return &pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}, nil
+		case 2:
+			close(second)
+			return &pb.SearchRequest{Queries: []*pb.Query{lookup(3)}}, nil
+		}
+		return nil, io.EOF
+	})
+	send := func(*pb.SearchResponse) error { sends++; return nil }
+	sink := encodingWireSink{wireSink{send, func([]byte) error {
+		if wireSends++; wireSends == 1 {
+			select {
+			case <-second:
+			case <-time.After(10 * time.Second):
+				return errors.New("the next request was not read while the lone query ran")
 			}
-			return nil, io.EOF
-		},
-		Send:         releasing(func(*pb.SearchResponse) error { sends++; return nil }),
-		SendEncodes:  true,
-		WireAnyQuery: true,
-		SendWire: releasing(func([]byte) error {
-			if wireSends++; wireSends == 1 {
-				select {
-				case <-second:
-				case <-time.After(10 * time.Second):
-					return errors.New("the next request was not read while the lone query ran")
-				}
-			}
-			return nil
-		}),
-	}
-	if err := te.e.SearchStream(t.Context(), sio); err != nil {
+		}
+		return nil
+	}}}
+	if err := te.e.SearchStream(t.Context(), src, sink); err != nil {
 		t.Fatal(err)
 	}
 	// The scan's 10 records, its completion with the last, and the

@@ -10,7 +10,7 @@ import (
 )
 
 // A request of plain primary-key lookups can be run from its wire bytes
-// (SearchIO.RecvWire): each query's key is encoded straight from the
+// (WireSource): each query's key is encoded straight from the
 // bytes of its type, field and operand, with no Query, Expr, Comparison
 // or Value message decoded and then read back (a sixth of the server's CPU
 // on batched lookups). wirePoints accepts only bytes in the one shape it

@@ -139,7 +139,7 @@ func decodeError(v any, err error) error {
 // the next request decoded into it reuses, so a stream of batched lookups
 // allocates nothing per query once the slabs have grown to its batches.
 // Only the codec fills it; the caller must be done with every message of
-// the previous request (the engine recycles it: engine.SearchIO.Recycle)
+// the previous request (the engine recycles it: engine.Recycler)
 // before receiving the next into it.
 //
 // It is a proto.Message through the embedded request, so a stream that does

@@ -24,94 +24,157 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 	if err != nil {
 		return err
 	}
-	// A request that does not decode ends the stream (its queries' ids,
-	// their ordinals, are unknown) with INVALID_ARGUMENT, after the
-	// answers to the requests before it.
-	//
-	// A request the engine is done with (it recycles those it ran on this
-	// goroutine) is decoded over by the next: its messages are reused.
-	var last, free *SearchDecoder
-	recv := func() (*pb.SearchRequest, error) {
-		d := free
-		if free = nil; d == nil {
-			d = NewSearchDecoder()
-		}
-		last = d
-		if err := recvMsg(st, d); err != nil {
-			return nil, err
-		}
-		return checkQueries(d.SearchRequest, s.opts.MaxSearchQueries)
-	}
-	recycle := func(req *pb.SearchRequest) {
-		if last != nil && last.SearchRequest == req {
-			free = last
-		}
-	}
-	hc := s.heldConnOf(st.Context())
-	send := func(resp *pb.SearchResponse, h engine.Hold) error { return sendHeld(hc, st, resp, h) }
-	if id != nil {
-		g := &searchGuard{id: id, denied: map[uint64]string{}}
-		recv, send = g.recv(recv), g.send(send)
-	}
-	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
-	// stream encode a response before they return.
-	sio := engine.SearchIO{Recv: recv, Send: send, SendEncodes: true, Recycle: recycle}
+	src := &searchSource{st: st, limit: s.opts.MaxSearchQueries}
+	sink := &searchSink{hc: s.heldConnOf(st.Context()), st: st}
+	var in engine.SearchSource = src
+	var out engine.SearchSink = sink
 	// On a gRPC stream (not the REST gateway's, which renders messages as
 	// JSON) responses the engine writes as wire bytes go out as a
-	// grpcbuf.Frame, which the server's codec copies as they are. The
-	// key's guard needs no say in the responses to plain lookups: it
-	// rewrites the errors of queries it refused, which are never plain
-	// lookups. A scoped key's guard must see every other response.
+	// grpcbuf.Frame, which the server's codec copies as they are.
+	var ws *wireSink
 	if grpc.ServerTransportStreamFromContext(st.Context()) != nil {
-		var f grpcbuf.Frame
-		sio.SendWire = func(b []byte, h engine.Hold) error {
-			f.B = b
-			err := sendHeld(hc, st, &f, h) // the codec copies f.B
-			f.B = nil
-			return err
-		}
-		sio.WireAnyQuery = id == nil || !id.Scoped()
+		ws = &wireSink{searchSink: sink}
+		out = ws
 		if id == nil {
-			sio.RecvWire = s.searchRecvWire(st, &last, &free)
-			sio.MaxWireQueries = s.opts.MaxSearchQueries
+			in = &wireSource{searchSource: src, codec: Codec{MaxQueries: src.limit}}
 		}
 	}
-	if err := s.e.SearchStream(st.Context(), sio); err != nil {
+	// A key's guard reads every request (revocation, scope). An unscoped
+	// key's guard refuses no query, so it has nothing to rewrite in the
+	// responses; a scoped key's must see every response but those to plain
+	// lookups, which never carry an error of a query it refused.
+	if id != nil {
+		g := &searchGuard{id: id, src: src, sink: sink, denied: map[uint64]string{}}
+		in = g
+		if id.Scoped() {
+			out = g
+			if ws != nil {
+				out = &wireGuard{searchGuard: g, wire: ws}
+			}
+		}
+	}
+	if err := s.e.SearchStream(st.Context(), in, out); err != nil {
 		return toStatus(err)
 	}
 	return nil
 }
 
-// searchRecvWire returns a Search stream's engine.SearchIO.RecvWire: each
-// request arrives as its bytes (a grpcbuf.Frame, which the codec copies as
-// they are), and its decode function decodes them into a SearchDecoder as
-// recv would have received them, with the same errors: the codec's decoder
-// and recvMsg's wrapping. A request of more queries than the server takes
-// is handed over to be decoded, which refuses it. Only without keys: a
-// scoped key's guard reads every request's queries.
-func (s *Service) searchRecvWire(st grpc.ServerStream, last, free **SearchDecoder) func() ([]byte, func() (*pb.SearchRequest, error), error) {
-	var f grpcbuf.Frame
-	codec := Codec{MaxQueries: s.opts.MaxSearchQueries}
-	decode := func() (*pb.SearchRequest, error) {
-		d := *free
-		if *free = nil; d == nil {
-			d = NewSearchDecoder()
-		}
-		*last = d
-		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(f.B)}, d); err != nil {
-			return nil, apierror.Wrap(apierror.InvalidArgument, err)
-		}
-		return checkQueries(d.SearchRequest, s.opts.MaxSearchQueries)
+// The engine finds a stream's fast paths by type assertion: these make a
+// lost method a build error, not a silently slower stream.
+var (
+	_ engine.Recycler       = (*searchSource)(nil)
+	_ engine.WireSource     = (*wireSource)(nil)
+	_ engine.EncodingSink   = (*searchSink)(nil)
+	_ engine.WireSink       = (*wireSink)(nil)
+	_ engine.SearchSource   = (*searchGuard)(nil)
+	_ engine.Recycler       = (*searchGuard)(nil)
+	_ engine.SearchSink     = (*searchGuard)(nil)
+	_ engine.EncodingSink   = (*searchGuard)(nil)
+	_ engine.LookupWireSink = (*wireGuard)(nil)
+)
+
+// searchSource receives a Search stream's requests. A request that does
+// not decode ends the stream (its queries' ids, their ordinals, are
+// unknown) with INVALID_ARGUMENT, after the answers to the requests before
+// it. A request the engine is done with (it recycles those it ran on the
+// receiving goroutine) is decoded over by the next: its messages are
+// reused.
+type searchSource struct {
+	st    grpc.ServerStream
+	limit int // MaxSearchQueries
+	// last is the decoder of the last request received; free, the one
+	// the next request may be decoded into.
+	last, free *SearchDecoder
+}
+
+// decoder returns the decoder for the next request.
+func (s *searchSource) decoder() *SearchDecoder {
+	d := s.free
+	if s.free = nil; d == nil {
+		d = NewSearchDecoder()
 	}
-	return func() ([]byte, func() (*pb.SearchRequest, error), error) {
-		if err := st.RecvMsg(&f); err != nil {
-			return nil, nil, err
-		}
-		// The engine runs from the bytes only requests within
-		// SearchIO.MaxWireQueries; it decodes the others, which decode
-		// refuses.
-		return f.B, decode, nil
+	s.last = d
+	return d
+}
+
+// Recv implements engine.SearchSource.
+func (s *searchSource) Recv() (*pb.SearchRequest, error) {
+	d := s.decoder()
+	if err := recvMsg(s.st, d); err != nil {
+		return nil, err
 	}
+	return checkQueries(d.SearchRequest, s.limit)
+}
+
+// Recycle implements engine.Recycler.
+func (s *searchSource) Recycle(req *pb.SearchRequest) {
+	if s.last != nil && s.last.SearchRequest == req {
+		s.free = s.last
+	}
+}
+
+// wireSource is a gRPC stream's searchSource handing each request over as
+// its bytes (a grpcbuf.Frame, which the codec copies as they are), for a
+// stream without keys: a key's guard reads every request's queries.
+type wireSource struct {
+	*searchSource
+	f     grpcbuf.Frame
+	codec Codec
+}
+
+// RecvWire implements engine.WireSource. The engine runs from the bytes
+// only requests within MaxQueries; it decodes the others, which DecodeWire
+// refuses.
+func (s *wireSource) RecvWire() ([]byte, error) {
+	if err := s.st.RecvMsg(&s.f); err != nil {
+		return nil, err
+	}
+	return s.f.B, nil
+}
+
+// DecodeWire implements engine.WireSource: it decodes the bytes into a
+// SearchDecoder as Recv would have received them, with the same errors:
+// the codec's decoder and recvMsg's wrapping.
+func (s *wireSource) DecodeWire() (*pb.SearchRequest, error) {
+	d := s.decoder()
+	if err := s.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(s.f.B)}, d); err != nil {
+		return nil, apierror.Wrap(apierror.InvalidArgument, err)
+	}
+	return checkQueries(d.SearchRequest, s.limit)
+}
+
+// MaxQueries implements engine.WireSource.
+func (s *wireSource) MaxQueries() int { return s.limit }
+
+// searchSink sends a Search stream's responses. Both gRPC's SendMsg (the
+// server's codec) and the REST gateway's stream encode a response before
+// they return (engine.EncodingSink).
+type searchSink struct {
+	hc *heldConn
+	st grpc.ServerStream
+}
+
+// Send implements engine.SearchSink.
+func (s *searchSink) Send(resp *pb.SearchResponse, h engine.Hold) error {
+	return sendHeld(s.hc, s.st, resp, h)
+}
+
+// EncodesOnSend implements engine.EncodingSink.
+func (*searchSink) EncodesOnSend() {}
+
+// wireSink is a gRPC stream's searchSink, which also sends responses given
+// as wire bytes.
+type wireSink struct {
+	*searchSink
+	f grpcbuf.Frame
+}
+
+// SendWire implements engine.WireSink.
+func (s *wireSink) SendWire(b []byte, h engine.Hold) error {
+	s.f.B = b
+	err := sendHeld(s.hc, s.st, &s.f, h) // the codec copies f.B
+	s.f.B = nil
+	return err
 }
 
 // checkQueries refuses a request of more than limit queries (none when
@@ -128,57 +191,77 @@ func checkQueries(req *pb.SearchRequest, limit int) (*pb.SearchRequest, error) {
 // about keys: a query on a type outside the scope is replaced, before the
 // engine sees it, by an empty query (which fails, keeping query ids in
 // step), and that failure is rewritten to PERMISSION_DENIED on its way out.
+// It is the stream's engine.SearchSource, and for a scoped key its
+// engine.SearchSink.
 type searchGuard struct {
 	id   *auth.Identity
+	src  *searchSource
+	sink *searchSink
 	next uint64 // id of the next query received; the receiving goroutine's
 
-	mu     sync.Mutex        // guards denied: written by recv, read by send
+	mu     sync.Mutex        // guards denied: written by Recv, read by Send
 	denied map[uint64]string // query id -> the type it was refused
 }
 
-func (g *searchGuard) recv(recv func() (*pb.SearchRequest, error)) func() (*pb.SearchRequest, error) {
-	return func() (*pb.SearchRequest, error) {
-		req, err := recv()
-		if err != nil {
-			return nil, err
-		}
-		if err := g.id.Check(); err != nil {
-			return nil, err
-		}
-		if g.id.Scoped() {
-			for i, q := range req.Queries {
-				if t := q.GetType(); !g.id.AllowsType(t) {
-					g.mu.Lock()
-					g.denied[g.next+uint64(i)] = t
-					g.mu.Unlock()
-					req.Queries[i] = &pb.Query{}
-				}
+// Recv implements engine.SearchSource.
+func (g *searchGuard) Recv() (*pb.SearchRequest, error) {
+	req, err := g.src.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.id.Check(); err != nil {
+		return nil, err
+	}
+	if g.id.Scoped() {
+		for i, q := range req.Queries {
+			if t := q.GetType(); !g.id.AllowsType(t) {
+				g.mu.Lock()
+				g.denied[g.next+uint64(i)] = t
+				g.mu.Unlock()
+				req.Queries[i] = &pb.Query{}
 			}
 		}
-		g.next += uint64(len(req.Queries))
-		return req, nil
 	}
+	g.next += uint64(len(req.Queries))
+	return req, nil
 }
 
-func (g *searchGuard) send(send func(*pb.SearchResponse, engine.Hold) error) func(*pb.SearchResponse, engine.Hold) error {
-	return func(resp *pb.SearchResponse, h engine.Hold) error {
-		if len(resp.Errors) > 0 {
-			g.mu.Lock()
-			for _, e := range resp.Errors {
-				if t, ok := g.denied[e.Query]; ok {
-					delete(g.denied, e.Query)
-					e.Code = int32(codes.PermissionDenied)
-					e.Message = fmt.Sprintf("API key %q may not access record type %s", g.id.Name, t)
-					e.Field = ""
-				}
+// Recycle implements engine.Recycler.
+func (g *searchGuard) Recycle(req *pb.SearchRequest) { g.src.Recycle(req) }
+
+// Send implements engine.SearchSink.
+func (g *searchGuard) Send(resp *pb.SearchResponse, h engine.Hold) error {
+	if len(resp.Errors) > 0 {
+		g.mu.Lock()
+		for _, e := range resp.Errors {
+			if t, ok := g.denied[e.Query]; ok {
+				delete(g.denied, e.Query)
+				e.Code = int32(codes.PermissionDenied)
+				e.Message = fmt.Sprintf("API key %q may not access record type %s", g.id.Name, t)
+				e.Field = ""
 			}
-			g.mu.Unlock()
 		}
-		return send(resp, h)
+		g.mu.Unlock()
 	}
+	return g.sink.Send(resp, h)
 }
 
-// Query implements pbgrpc.ProtobaseServer.
+// EncodesOnSend implements engine.EncodingSink: Send sends with the
+// searchSink.
+func (*searchGuard) EncodesOnSend() {}
+
+// wireGuard is a scoped key's searchGuard on a gRPC stream: the responses
+// to plain lookups, which carry no error of a refused query, go out as
+// wire bytes.
+type wireGuard struct {
+	*searchGuard
+	wire *wireSink
+}
+
+// SendLookupWire implements engine.LookupWireSink.
+func (g *wireGuard) SendLookupWire(b []byte, h engine.Hold) error { return g.wire.SendWire(b, h) }
+
+// Query implements pb.ProtobaseServer.
 func (s *Service) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryResponse, error) {
 	id, err := s.require(ctx, auth.RoleRead)
 	if err != nil {

@@ -18,20 +18,33 @@ func (s *Service) Scan(req *pb.ScanRequest, st grpc.ServerStreamingServer[pb.Sca
 	if err := id.CheckType(req.GetQuery().GetType()); err != nil {
 		return toStatus(err)
 	}
-	hc := s.heldConnOf(st.Context())
-	send := func(m *pb.ScanResponse, h engine.Hold) error {
-		if err := id.Check(); err != nil { // nil id: auth is off
-			h.Release()
-			return err
-		}
-		return sendHeld(hc, st, m, h)
-	}
-	// Both gRPC's SendMsg (the server's codec) and the REST gateway's
-	// stream encode a response before they return: the engine may reuse
-	// its messages once Send is back.
-	sio := engine.ScanIO{Send: send, SendEncodes: true}
-	if err := s.e.ScanStream(st.Context(), req, sio); err != nil {
+	sink := &scanSink{id: id, hc: s.heldConnOf(st.Context()), st: st}
+	if err := s.e.ScanStream(st.Context(), req, sink); err != nil {
 		return toStatus(err)
 	}
 	return nil
 }
+
+var _ engine.EncodingSink = (*scanSink)(nil) // see read.go
+
+// scanSink sends a Scan's responses, re-checking the key (when auth is on)
+// before each.
+type scanSink struct {
+	id *auth.Identity // nil: auth is off
+	hc *heldConn
+	st grpc.ServerStream
+}
+
+// Send implements engine.ScanSink.
+func (s *scanSink) Send(m *pb.ScanResponse, h engine.Hold) error {
+	if err := s.id.Check(); err != nil { // nil id: auth is off
+		h.Release()
+		return err
+	}
+	return sendHeld(s.hc, s.st, m, h)
+}
+
+// EncodesOnSend implements engine.EncodingSink: both gRPC's SendMsg (the
+// server's codec) and the REST gateway's stream encode a response before
+// they return, so the engine may reuse its messages once Send is back.
+func (*scanSink) EncodesOnSend() {}
