@@ -12,8 +12,8 @@ import (
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
@@ -157,10 +157,10 @@ func benchRaw(b *testing.B, size int, sync bool) {
 		bt.Reset()
 		for i, a := range recs {
 			id := int64(n*size + i)
-			key = keys.AppendInt(binary.BigEndian.AppendUint32(append(key[:0], 1), 1), id)
+			key = orderedcode.AppendInt(binary.BigEndian.AppendUint32(append(key[:0], 1), 1), id)
 			bt.Set(key, a.Value)
 			ix = binary.BigEndian.AppendUint32(append(ix[:0], 2), 1)
-			ix = keys.AppendString(ix, fmt.Sprintf("name-%012d", id%100000))
+			ix = orderedcode.AppendString(ix, fmt.Sprintf("name-%012d", id%100000))
 			ix = append(ix, key[5:]...)
 			bt.Set(ix, nil)
 		}

@@ -9,8 +9,8 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/anywire"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
@@ -169,18 +169,18 @@ func appendScalar(dst []byte, kind protoreflect.Kind, v record.Scalar) []byte {
 	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
 		protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind,
 		protoreflect.EnumKind:
-		return keys.AppendInt(dst, v.Int)
+		return orderedcode.AppendInt(dst, v.Int)
 	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
 		protoreflect.Fixed64Kind:
-		return keys.AppendUint(dst, v.Uint)
+		return orderedcode.AppendUint(dst, v.Uint)
 	case protoreflect.BoolKind:
-		return keys.AppendBool(dst, v.Bool)
+		return orderedcode.AppendBool(dst, v.Bool)
 	case protoreflect.FloatKind:
-		return keys.AppendFloat32(dst, float32(v.Float))
+		return orderedcode.AppendFloat32(dst, float32(v.Float))
 	case protoreflect.DoubleKind:
-		return keys.AppendFloat64(dst, v.Float)
+		return orderedcode.AppendFloat64(dst, v.Float)
 	case protoreflect.StringKind, protoreflect.BytesKind:
-		return keys.AppendBytes(dst, v.Bytes)
+		return orderedcode.AppendBytes(dst, v.Bytes)
 	}
 	// The schema package refuses other kinds in keys; reaching here is a bug.
 	panic(fmt.Sprintf("engine: kind %v in a key", kind))

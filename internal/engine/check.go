@@ -8,8 +8,8 @@ import (
 	"io"
 
 	"github.com/protobase/protobase/internal/changelog"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -378,7 +378,7 @@ func (c *checker) entries() error {
 func skipKey(b []byte, fields []schema.KeyField) []byte {
 	for _, f := range fields {
 		var err error
-		if b, err = keys.Skip(b, f.KeyKind()); err != nil {
+		if b, err = orderedcode.Skip(b, f.KeyKind()); err != nil {
 			return nil
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // The corruptions below write the store directly, by the layout of
@@ -70,7 +70,7 @@ func TestCheckFindsEveryInconsistency(t *testing.T) {
 		}, []engine.ProblemKind{engine.ProblemMissingEntry, engine.ProblemMissingEntry, engine.ProblemStaleEntry, engine.ProblemStaleEntry}},
 		{"unique value shared", func(te *testEngine) {
 			k, v := te.firstKey([]byte{0x01}, "ann@x")
-			dup := keys.AppendInt(slices.Clone(k[:5]), 99)
+			dup := orderedcode.AppendInt(slices.Clone(k[:5]), 99)
 			te.raw(map[string][]byte{string(dup): v})
 		}, []engine.ProblemKind{engine.ProblemDuplicateUnique, engine.ProblemMissingEntry}},
 		{"unique entry stolen", func(te *testEngine) {

@@ -11,7 +11,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // acctProto has a unique index on each kind of field that can be absent,
@@ -231,7 +231,7 @@ func TestUniqueAbsentCheck(t *testing.T) {
 	te.mustCheck()
 	entry, _ := te.firstKey([]byte{0x02}, "a@x")
 	// An entry for record 2, which has no email.
-	te.raw(map[string][]byte{string(keys.AppendBytes(slices.Clone(entry[:5]), nil)): keys.AppendInt(nil, 2)})
+	te.raw(map[string][]byte{string(orderedcode.AppendBytes(slices.Clone(entry[:5]), nil)): orderedcode.AppendInt(nil, 2)})
 	r, err := engine.Check(t.Context(), te.st)
 	if err != nil {
 		t.Fatal(err)

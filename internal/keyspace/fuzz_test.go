@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // FuzzIndexEntryPK parses arbitrary keys as index entries: it must never
@@ -17,7 +17,7 @@ func FuzzIndexEntryPK(f *testing.F) {
 	f.Add([]byte{TagRecord, 0, 0, 0, 1}, uint32(1), "", int64(-1))
 	f.Add([]byte{TagIndex, 0, 0, 0, 2, 'a', 0x00, 0xff, 'b'}, uint32(2), "a\x00b", int64(0))
 	f.Fuzz(func(t *testing.T, key []byte, id uint32, s string, n int64) {
-		kinds := []keys.Kind{keys.KindString, keys.KindInt}
+		kinds := []orderedcode.Kind{orderedcode.KindString, orderedcode.KindInt}
 		pk, err := IndexEntryPK(key, id, kinds)
 		if err == nil {
 			if len(key) < PrefixLen || key[0] != TagIndex || binary.BigEndian.Uint32(key[1:]) != id {
@@ -30,9 +30,9 @@ func FuzzIndexEntryPK(f *testing.F) {
 			t.Fatalf("key % x of index %d reported foreign", key, id)
 		}
 
-		wantPK := keys.AppendInt(keys.AppendString(nil, s), n)
+		wantPK := orderedcode.AppendInt(orderedcode.AppendString(nil, s), n)
 		entry := AppendIndexPrefix(nil, id)
-		entry = keys.AppendInt(keys.AppendString(entry, s), n)
+		entry = orderedcode.AppendInt(orderedcode.AppendString(entry, s), n)
 		entry = append(entry, wantPK...)
 		got, err := IndexEntryPK(entry, id, kinds)
 		if err != nil {

@@ -16,7 +16,7 @@
 //	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
 //	02 indexID(4 BE) ixkey     -> pk (unique index)
 //
-// pk and ixkey are internal/keys encodings of the key fields; they are
+// pk and ixkey are internal/orderedcode encodings of the key fields; they are
 // self-delimiting, so a non-unique entry's pk is the suffix after ixkey.
 // Every key starts with its tag, so the spaces never interleave and each
 // type's records and each index can be range-deleted on its own.
@@ -40,7 +40,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // The tags: the first byte of every key.
@@ -172,7 +172,7 @@ func AppendRecordKey(dst []byte, typeID uint32, pk []byte) []byte {
 // prefix: the shortest key greater than every such key, or nil when there
 // is none (prefix empty or all 0xff). For a tag-and-id prefix the
 // increment never carries out of the id, as ids stay below 2^32-1.
-func PrefixEnd(prefix []byte) []byte { return keys.PrefixEnd(prefix) }
+func PrefixEnd(prefix []byte) []byte { return orderedcode.PrefixEnd(prefix) }
 
 // Bounds returns [start, end): a range covering every key of every space,
 // for whole-store operations such as a full compaction.
@@ -188,16 +188,16 @@ var ErrForeignKey = errors.New("keyspace: key is not an entry of this index")
 // tag and type id) held in the key of a non-unique index entry: the suffix
 // after the index key, whose fields have the key kinds ixKinds. It returns
 // ErrForeignKey when key is not under indexID's prefix, and the
-// internal/keys error when the index key does not parse. The result aliases
+// internal/orderedcode error when the index key does not parse. The result aliases
 // key. (A unique entry holds the pk in its value instead.)
-func IndexEntryPK(key []byte, indexID uint32, ixKinds []keys.Kind) ([]byte, error) {
+func IndexEntryPK(key []byte, indexID uint32, ixKinds []orderedcode.Kind) ([]byte, error) {
 	if len(key) < PrefixLen || key[0] != TagIndex || binary.BigEndian.Uint32(key[1:PrefixLen]) != indexID {
 		return nil, ErrForeignKey
 	}
 	rest := key[PrefixLen:]
 	for _, k := range ixKinds {
 		var err error
-		if rest, err = keys.Skip(rest, k); err != nil {
+		if rest, err = orderedcode.Skip(rest, k); err != nil {
 			return nil, err
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 func TestPrefixEnd(t *testing.T) {
@@ -55,8 +55,8 @@ func TestPrefixes(t *testing.T) {
 }
 
 func TestIndexEntryPK(t *testing.T) {
-	pk := keys.AppendInt(nil, 42)
-	strInt := []keys.Kind{keys.KindString, keys.KindInt}
+	pk := orderedcode.AppendInt(nil, 42)
+	strInt := []orderedcode.Kind{orderedcode.KindString, orderedcode.KindInt}
 	entry := func(id uint32, parts ...[]byte) []byte {
 		k := IndexPrefix(id)
 		for _, p := range parts {
@@ -68,19 +68,19 @@ func TestIndexEntryPK(t *testing.T) {
 		name  string
 		key   []byte
 		id    uint32
-		kinds []keys.Kind
+		kinds []orderedcode.Kind
 		want  []byte
 		err   error // nil: success; ErrForeignKey; errAny: some keys error
 	}{
-		{"one field", entry(3, keys.AppendString(nil, "ann"), pk), 3, []keys.Kind{keys.KindString}, pk, nil},
-		{"two fields", entry(3, keys.AppendString(nil, "a\x00b"), keys.AppendInt(nil, -1), pk), 3, strInt, pk, nil},
-		{"empty pk", entry(3, keys.AppendString(nil, "")), 3, []keys.Kind{keys.KindString}, []byte{}, nil},
+		{"one field", entry(3, orderedcode.AppendString(nil, "ann"), pk), 3, []orderedcode.Kind{orderedcode.KindString}, pk, nil},
+		{"two fields", entry(3, orderedcode.AppendString(nil, "a\x00b"), orderedcode.AppendInt(nil, -1), pk), 3, strInt, pk, nil},
+		{"empty pk", entry(3, orderedcode.AppendString(nil, "")), 3, []orderedcode.Kind{orderedcode.KindString}, []byte{}, nil},
 		{"no fields", entry(3, pk), 3, nil, pk, nil},
-		{"other index", entry(4, keys.AppendString(nil, "ann"), pk), 3, []keys.Kind{keys.KindString}, nil, ErrForeignKey},
+		{"other index", entry(4, orderedcode.AppendString(nil, "ann"), pk), 3, []orderedcode.Kind{orderedcode.KindString}, nil, ErrForeignKey},
 		{"record key", AppendRecordKey(nil, 3, pk), 3, nil, nil, ErrForeignKey},
 		{"short", []byte{TagIndex, 0, 0}, 0, nil, nil, ErrForeignKey},
-		{"truncated index key", entry(3, []byte{0x01}), 3, []keys.Kind{keys.KindInt}, nil, errAny},
-		{"unterminated string", entry(3, []byte("ab")), 3, []keys.Kind{keys.KindString}, nil, errAny},
+		{"truncated index key", entry(3, []byte{0x01}), 3, []orderedcode.Kind{orderedcode.KindInt}, nil, errAny},
+		{"unterminated string", entry(3, []byte("ab")), 3, []orderedcode.Kind{orderedcode.KindString}, nil, errAny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := IndexEntryPK(tc.key, tc.id, tc.kinds)

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // member is the reference membership of a component encoding in a list of
@@ -34,13 +34,13 @@ func TestRangeAlgebra(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var universe [][]byte
 	for v := int64(-6); v <= 6; v++ {
-		universe = append(universe, keys.AppendInt(nil, v))
+		universe = append(universe, orderedcode.AppendInt(nil, v))
 	}
 	bound := func() []byte {
 		v := int64(r.IntN(15) - 7)
-		e := keys.AppendInt(nil, v)
+		e := orderedcode.AppendInt(nil, v)
 		if r.IntN(2) == 0 {
-			return keys.PrefixEnd(e)
+			return orderedcode.PrefixEnd(e)
 		}
 		return e
 	}

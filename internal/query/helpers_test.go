@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/testschema"
@@ -145,22 +145,22 @@ func appendFields(dst []byte, fields []schema.KeyField, m protoreflect.Message) 
 		v := cur.Get(fd)
 		switch fd.Kind() {
 		case protoreflect.EnumKind:
-			dst = keys.AppendInt(dst, int64(v.Enum()))
+			dst = orderedcode.AppendInt(dst, int64(v.Enum()))
 		case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
 			protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
-			dst = keys.AppendInt(dst, v.Int())
+			dst = orderedcode.AppendInt(dst, v.Int())
 		case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
-			dst = keys.AppendUint(dst, v.Uint())
+			dst = orderedcode.AppendUint(dst, v.Uint())
 		case protoreflect.BoolKind:
-			dst = keys.AppendBool(dst, v.Bool())
+			dst = orderedcode.AppendBool(dst, v.Bool())
 		case protoreflect.FloatKind:
-			dst = keys.AppendFloat32(dst, float32(v.Float()))
+			dst = orderedcode.AppendFloat32(dst, float32(v.Float()))
 		case protoreflect.DoubleKind:
-			dst = keys.AppendFloat64(dst, v.Float())
+			dst = orderedcode.AppendFloat64(dst, v.Float())
 		case protoreflect.StringKind:
-			dst = keys.AppendBytes(dst, []byte(v.String()))
+			dst = orderedcode.AppendBytes(dst, []byte(v.String()))
 		case protoreflect.BytesKind:
-			dst = keys.AppendBytes(dst, v.Bytes())
+			dst = orderedcode.AppendBytes(dst, v.Bytes())
 		default:
 			panic("kind " + fd.Kind().String())
 		}
@@ -186,7 +186,7 @@ func checkRanges(tb testing.TB, p *Plan, t *Target) {
 	if p.Access == AccessIndexRange {
 		prefix = binary.BigEndian.AppendUint32([]byte{keyspace.TagIndex}, p.Index.ID)
 	}
-	end := keys.PrefixEnd(prefix)
+	end := orderedcode.PrefixEnd(prefix)
 	for i, r := range p.Ranges {
 		if r.End == nil {
 			tb.Fatalf("range %d has no end", i)

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/schema"
 )
 
@@ -158,7 +158,7 @@ func (cp *candPlan) build(conjs []conjunct) (ranges []Range, consumed []int) {
 	}
 	var rs rset
 	for _, p := range prefixes {
-		end := keys.PrefixEnd(p)
+		end := orderedcode.PrefixEnd(p)
 		if !cp.tail {
 			rs = append(rs, rng{lo: p, hi: end})
 			continue
@@ -262,7 +262,7 @@ func (pl *planner) plan(root *node, cands []*candidate) choice {
 			return choice{}
 		}
 		p := c.prefix()
-		return choice{cand: c, ranges: []Range{{Start: p, End: keys.PrefixEnd(p)}}}
+		return choice{cand: c, ranges: []Range{{Start: p, End: orderedcode.PrefixEnd(p)}}}
 	}
 	conjs := flatten(root, nil)
 	if root.op == nOr && !conjs[0].ok && len(root.kids) > 0 {
@@ -463,22 +463,22 @@ func defaultKey(kf schema.KeyField) []byte {
 	switch kf.Kind {
 	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
 		protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
-		return keys.AppendInt(nil, d.Int())
+		return orderedcode.AppendInt(nil, d.Int())
 	case protoreflect.EnumKind:
-		return keys.AppendInt(nil, int64(d.Enum()))
+		return orderedcode.AppendInt(nil, int64(d.Enum()))
 	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
 		protoreflect.Fixed64Kind:
-		return keys.AppendUint(nil, d.Uint())
+		return orderedcode.AppendUint(nil, d.Uint())
 	case protoreflect.BoolKind:
-		return keys.AppendBool(nil, d.Bool())
+		return orderedcode.AppendBool(nil, d.Bool())
 	case protoreflect.FloatKind:
-		return keys.AppendFloat32(nil, float32(d.Float()))
+		return orderedcode.AppendFloat32(nil, float32(d.Float()))
 	case protoreflect.DoubleKind:
-		return keys.AppendFloat64(nil, d.Float())
+		return orderedcode.AppendFloat64(nil, d.Float())
 	case protoreflect.StringKind:
-		return keys.AppendBytes(nil, []byte(d.String()))
+		return orderedcode.AppendBytes(nil, []byte(d.String()))
 	}
-	return keys.AppendBytes(nil, d.Bytes())
+	return orderedcode.AppendBytes(nil, d.Bytes())
 }
 
 // sparseOrder is the error of a query ordered by a unique index that

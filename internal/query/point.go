@@ -5,8 +5,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/wire"
 )
 
@@ -74,27 +74,27 @@ func (p *Point) Key(dst []byte, q *pb.Query) ([]byte, bool) {
 		if v.Int < lo || v.Int > hi {
 			return dst[:n], false
 		}
-		return keys.AppendInt(dst, v.Int), true
+		return orderedcode.AppendInt(dst, v.Int), true
 	case *pb.Value_Uint:
 		if p.cls != clsUint || v.Uint > uintMax(p.kind) {
 			return dst[:n], false
 		}
-		return keys.AppendUint(dst, v.Uint), true
+		return orderedcode.AppendUint(dst, v.Uint), true
 	case *pb.Value_Bool:
 		if p.cls != clsBool {
 			return dst[:n], false
 		}
-		return keys.AppendBool(dst, v.Bool), true
+		return orderedcode.AppendBool(dst, v.Bool), true
 	case *pb.Value_String_:
 		if p.kind != protoreflect.StringKind {
 			return dst[:n], false
 		}
-		return keys.AppendString(dst, v.String_), true
+		return orderedcode.AppendString(dst, v.String_), true
 	case *pb.Value_Bytes:
 		if p.kind != protoreflect.BytesKind {
 			return dst[:n], false
 		}
-		return keys.AppendBytes(dst, v.Bytes), true
+		return orderedcode.AppendBytes(dst, v.Bytes), true
 	}
 	return dst[:n], false
 }
@@ -118,27 +118,27 @@ func (p *Point) KeyWire(dst, field []byte, num protowire.Number, x uint64, s []b
 		if p.cls != clsInt || v < lo || v > hi {
 			return dst[:n], false
 		}
-		return keys.AppendInt(dst, v), true
+		return orderedcode.AppendInt(dst, v), true
 	case wire.ValueUint:
 		if p.cls != clsUint || x > uintMax(p.kind) {
 			return dst[:n], false
 		}
-		return keys.AppendUint(dst, x), true
+		return orderedcode.AppendUint(dst, x), true
 	case wire.ValueBool:
 		if p.cls != clsBool {
 			return dst[:n], false
 		}
-		return keys.AppendBool(dst, x != 0), true
+		return orderedcode.AppendBool(dst, x != 0), true
 	case wire.ValueString:
 		if p.kind != protoreflect.StringKind {
 			return dst[:n], false
 		}
-		return keys.AppendBytes(dst, s), true // the same bytes as AppendString
+		return orderedcode.AppendBytes(dst, s), true // the same bytes as AppendString
 	case wire.ValueBytes:
 		if p.kind != protoreflect.BytesKind {
 			return dst[:n], false
 		}
-		return keys.AppendBytes(dst, s), true
+		return orderedcode.AppendBytes(dst, s), true
 	}
 	return dst[:n], false
 }

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // Value pools: small, so that records share values and queries hit them.
@@ -622,7 +622,7 @@ func TestProperty(t *testing.T) {
 		}
 		if p.Access == AccessPKPoint {
 			for _, rg := range p.Ranges {
-				if !bytes.Equal(rg.End, keys.PrefixEnd(rg.Start)) {
+				if !bytes.Equal(rg.End, orderedcode.PrefixEnd(rg.Start)) {
 					t.Fatalf("case %d: point range [% x, % x)", i, rg.Start, rg.End)
 				}
 			}

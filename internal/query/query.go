@@ -16,8 +16,8 @@ import (
 	"strings"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
 )
@@ -153,7 +153,7 @@ type Plan struct {
 	KeysOnly, Count bool
 
 	typeID  uint32
-	ixKinds []keys.Kind // key kinds of Index's fields
+	ixKinds []orderedcode.Kind // key kinds of Index's fields
 	// fullFilter is the whole expression (nil when the query has none).
 	fullFilter *Filter
 }
@@ -347,8 +347,8 @@ func stateName(s pb.IndexState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "INDEX_STATE_"))
 }
 
-func keyKinds(fields []schema.KeyField) []keys.Kind {
-	out := make([]keys.Kind, len(fields))
+func keyKinds(fields []schema.KeyField) []orderedcode.Kind {
+	out := make([]orderedcode.Kind, len(fields))
 	for i, f := range fields {
 		out[i] = f.KeyKind()
 	}

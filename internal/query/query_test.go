@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 func TestValidationErrors(t *testing.T) {
@@ -226,7 +226,7 @@ func TestRangeBytes(t *testing.T) {
 	docPrefix := []byte{keyspace.TagRecord, 0, 0, 0, byte(doc.Type.ID)}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	age := ixByName("by_age_name")
-	enc30 := keys.AppendInt(nil, 30)
+	enc30 := orderedcode.AppendInt(nil, 30)
 	tests := []struct {
 		name string
 		t    *Target
@@ -234,23 +234,23 @@ func TestRangeBytes(t *testing.T) {
 		want []Range
 	}{
 		{"f1 = 5 on a 2-field key", user, &pb.Query{Where: eq("age", vi(30))},
-			[]Range{{cat(age, enc30), keys.PrefixEnd(cat(age, enc30))}}},
+			[]Range{{cat(age, enc30), orderedcode.PrefixEnd(cat(age, enc30))}}},
 		{"f1 > 5", user, &pb.Query{Where: gt("age", vi(30))},
-			[]Range{{cat(age, keys.PrefixEnd(enc30)), keys.PrefixEnd(cat(age, keys.AppendInt(nil, math.MaxInt32)))}}},
+			[]Range{{cat(age, orderedcode.PrefixEnd(enc30)), orderedcode.PrefixEnd(cat(age, orderedcode.AppendInt(nil, math.MaxInt32)))}}},
 		{"f1 <= 5", user, &pb.Query{Where: le("age", vi(30)), Order: &pb.Order{Index: "by_age_name"}},
-			[]Range{{cat(age, keys.AppendInt(nil, math.MinInt32)), keys.PrefixEnd(cat(age, enc30))}}},
+			[]Range{{cat(age, orderedcode.AppendInt(nil, math.MinInt32)), orderedcode.PrefixEnd(cat(age, enc30))}}},
 		{"f1 < 5 clamps at int32 min", user, &pb.Query{Where: lt("age", vi(30))},
-			[]Range{{cat(age, keys.AppendInt(nil, math.MinInt32)), cat(age, enc30)}}},
+			[]Range{{cat(age, orderedcode.AppendInt(nil, math.MinInt32)), cat(age, enc30)}}},
 		{"prefix", user, &pb.Query{Where: and(eq("age", vi(30)), pre("name", vs("A\x00")))},
 			[]Range{{cat(age, enc30, []byte("A\x00\xff")), cat(age, enc30, []byte("A\x01"))}}},
 		{"pk point", doc, &pb.Query{Where: eq("id", vi(-1))},
-			[]Range{{cat(docPrefix, keys.AppendInt(nil, -1)), keys.PrefixEnd(cat(docPrefix, keys.AppendInt(nil, -1)))}}},
+			[]Range{{cat(docPrefix, orderedcode.AppendInt(nil, -1)), orderedcode.PrefixEnd(cat(docPrefix, orderedcode.AppendInt(nil, -1)))}}},
 		{"pk max uint-like end", doc, &pb.Query{Where: ge("id", vi(math.MaxInt64))},
-			[]Range{{cat(docPrefix, keys.AppendInt(nil, math.MaxInt64)), keys.PrefixEnd(docPrefix)}}},
+			[]Range{{cat(docPrefix, orderedcode.AppendInt(nil, math.MaxInt64)), orderedcode.PrefixEnd(docPrefix)}}},
 		{"double -0 is 0", user, &pb.Query{Where: gt("score", vd(negZero))},
-			[]Range{{cat(ixByName("score"), keys.PrefixEnd(keys.AppendFloat64(nil, 0))), keys.PrefixEnd(ixByName("score"))}}},
+			[]Range{{cat(ixByName("score"), orderedcode.PrefixEnd(orderedcode.AppendFloat64(nil, 0))), orderedcode.PrefixEnd(ixByName("score"))}}},
 		{"float beyond float32 range", user, &pb.Query{Where: gt("ratio", vd(1e300))},
-			[]Range{{cat(ixByName("ratio"), keys.AppendFloat32(nil, float32(math.Inf(1)))), keys.PrefixEnd(ixByName("ratio"))}}},
+			[]Range{{cat(ixByName("ratio"), orderedcode.AppendFloat32(nil, float32(math.Inf(1)))), orderedcode.PrefixEnd(ixByName("ratio"))}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // The range algebra the planner works in: sets of key ranges relative to a
@@ -112,7 +112,7 @@ func (rs rset) hull() rset {
 
 // pointRange is the range of keys whose component is the value encoded as
 // p.
-func pointRange(p []byte) rng { return rng{lo: p, hi: keys.PrefixEnd(p)} }
+func pointRange(p []byte) rng { return rng{lo: p, hi: orderedcode.PrefixEnd(p)} }
 
 // cons is what one conjunct says about one singular key-able field: its
 // value is one of points (isPoints), or its encoding lies in rs.
@@ -253,8 +253,8 @@ func cmpCons(c *cmpNode) (cons, bool) {
 	case pb.Op_OP_LT, pb.Op_OP_LE, pb.Op_OP_GT, pb.Op_OP_GE:
 		out.rs, out.exact = rangeOf(c)
 	case pb.Op_OP_PREFIX:
-		lo := keys.AppendStringPrefix(nil, c.v.s)
-		out.rs = normalize(rset{{lo: lo, hi: keys.PrefixEnd(lo)}})
+		lo := orderedcode.AppendStringPrefix(nil, c.v.s)
+		out.rs = normalize(rset{{lo: lo, hi: orderedcode.PrefixEnd(lo)}})
 	default:
 		return cons{}, false
 	}
@@ -287,9 +287,9 @@ func representable(c *cmpNode, f float64) bool {
 
 func appendFloat(dst []byte, c *cmpNode, f float64) []byte {
 	if c.cls == clsFloat32 {
-		return keys.AppendFloat32(dst, float32(f))
+		return orderedcode.AppendFloat32(dst, float32(f))
 	}
-	return keys.AppendFloat64(dst, f)
+	return orderedcode.AppendFloat64(dst, f)
 }
 
 // pointKey encodes the key component a field equal to o has; false when
@@ -301,21 +301,21 @@ func pointKey(c *cmpNode, o operand) ([]byte, bool) {
 		if o.i < lo || o.i > hi {
 			return nil, false
 		}
-		return keys.AppendInt(nil, o.i), true
+		return orderedcode.AppendInt(nil, o.i), true
 	case clsUint:
 		if o.u > uintMax(c.kind) {
 			return nil, false
 		}
-		return keys.AppendUint(nil, o.u), true
+		return orderedcode.AppendUint(nil, o.u), true
 	case clsFloat32, clsFloat64:
 		if !representable(c, o.f) {
 			return nil, false
 		}
 		return appendFloat(nil, c, o.f), true
 	case clsBool:
-		return keys.AppendBool(nil, o.b), true
+		return orderedcode.AppendBool(nil, o.b), true
 	case clsBytes:
-		return keys.AppendBytes(nil, o.s), true
+		return orderedcode.AppendBytes(nil, o.s), true
 	}
 	return nil, false
 }
@@ -347,7 +347,7 @@ func intRange(c *cmpNode) rset {
 	if lo == dmin && hi == dmax {
 		return rset{{}}
 	}
-	return closed(keys.AppendInt(nil, lo), keys.AppendInt(nil, hi))
+	return closed(orderedcode.AppendInt(nil, lo), orderedcode.AppendInt(nil, hi))
 }
 
 func uintRange(c *cmpNode) rset {
@@ -359,7 +359,7 @@ func uintRange(c *cmpNode) rset {
 	if lo == 0 && hi == dmax {
 		return rset{{}}
 	}
-	return closed(keys.AppendUint(nil, lo), keys.AppendUint(nil, hi))
+	return closed(orderedcode.AppendUint(nil, lo), orderedcode.AppendUint(nil, hi))
 }
 
 func boolRange(c *cmpNode) rset {
@@ -374,7 +374,7 @@ func boolRange(c *cmpNode) rset {
 	if lo == 0 && hi == 1 {
 		return rset{{}}
 	}
-	return closed(keys.AppendBool(nil, lo == 1), keys.AppendBool(nil, hi == 1))
+	return closed(orderedcode.AppendBool(nil, lo == 1), orderedcode.AppendBool(nil, hi == 1))
 }
 
 func floatRange(c *cmpNode) (rset, bool) {
@@ -391,12 +391,12 @@ func floatRange(c *cmpNode) (rset, bool) {
 	case pb.Op_OP_LT:
 		r.hi = enc
 		if incl {
-			r.hi = keys.PrefixEnd(enc)
+			r.hi = orderedcode.PrefixEnd(enc)
 		}
 	case pb.Op_OP_LE:
-		r.hi = keys.PrefixEnd(enc)
+		r.hi = orderedcode.PrefixEnd(enc)
 	case pb.Op_OP_GT:
-		r.lo = keys.PrefixEnd(enc)
+		r.lo = orderedcode.PrefixEnd(enc)
 		if incl {
 			r.lo = enc
 		}
@@ -409,15 +409,15 @@ func floatRange(c *cmpNode) (rset, bool) {
 }
 
 func bytesRange(c *cmpNode) rset {
-	enc := keys.AppendBytes(nil, c.v.s)
+	enc := orderedcode.AppendBytes(nil, c.v.s)
 	var r rng
 	switch c.op {
 	case pb.Op_OP_LT:
 		r.hi = enc
 	case pb.Op_OP_LE:
-		r.hi = keys.PrefixEnd(enc)
+		r.hi = orderedcode.PrefixEnd(enc)
 	case pb.Op_OP_GT:
-		r.lo = keys.PrefixEnd(enc)
+		r.lo = orderedcode.PrefixEnd(enc)
 	case pb.Op_OP_GE:
 		r.lo = enc
 	}
@@ -425,7 +425,7 @@ func bytesRange(c *cmpNode) rset {
 }
 
 // closed is the range of components from lo to hi, both included.
-func closed(lo, hi []byte) rset { return normalize(rset{{lo: lo, hi: keys.PrefixEnd(hi)}}) }
+func closed(lo, hi []byte) rset { return normalize(rset{{lo: lo, hi: orderedcode.PrefixEnd(hi)}}) }
 
 // closedInt turns an ordering comparison with v into a closed interval of
 // the domain [dmin, dmax]; false when it is empty.

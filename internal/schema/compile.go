@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	protobasev1 "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 	protosrc "github.com/protobase/protobase/proto"
 )
 
@@ -79,27 +79,27 @@ type KeyField struct {
 	Kind protoreflect.Kind
 }
 
-// KeyKind is the internal/keys encoding of the field in primary and index
+// KeyKind is the internal/orderedcode encoding of the field in primary and index
 // keys: the one mapping from a protobuf kind to a key kind, which the
 // planner (to build ranges) and the consistency checker (to split keys)
 // share with the writer's encoding.
-func (f KeyField) KeyKind() keys.Kind {
+func (f KeyField) KeyKind() orderedcode.Kind {
 	switch f.Kind {
 	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind,
 		protoreflect.Fixed64Kind:
-		return keys.KindUint
+		return orderedcode.KindUint
 	case protoreflect.BoolKind:
-		return keys.KindBool
+		return orderedcode.KindBool
 	case protoreflect.FloatKind:
-		return keys.KindFloat32
+		return orderedcode.KindFloat32
 	case protoreflect.DoubleKind:
-		return keys.KindFloat64
+		return orderedcode.KindFloat64
 	case protoreflect.StringKind:
-		return keys.KindString
+		return orderedcode.KindString
 	case protoreflect.BytesKind:
-		return keys.KindBytes
+		return orderedcode.KindBytes
 	}
-	return keys.KindInt // the signed integers and enums
+	return orderedcode.KindInt // the signed integers and enums
 }
 
 // Index is a secondary index of a record type. It is immutable.

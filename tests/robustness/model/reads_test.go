@@ -16,7 +16,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/keys"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
@@ -616,15 +616,15 @@ func orderKey(m *dynamicpb.Message, fields []string) []byte {
 		v := m.Get(fd)
 		switch fd.Kind() {
 		case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Int64Kind:
-			k = keys.AppendInt(k, v.Int())
+			k = orderedcode.AppendInt(k, v.Int())
 		case protoreflect.EnumKind:
-			k = keys.AppendInt(k, int64(v.Enum()))
+			k = orderedcode.AppendInt(k, int64(v.Enum()))
 		case protoreflect.Uint64Kind:
-			k = keys.AppendUint(k, v.Uint())
+			k = orderedcode.AppendUint(k, v.Uint())
 		case protoreflect.StringKind:
-			k = keys.AppendString(k, v.String())
+			k = orderedcode.AppendString(k, v.String())
 		case protoreflect.BytesKind:
-			k = keys.AppendBytes(k, v.Bytes())
+			k = orderedcode.AppendBytes(k, v.Bytes())
 		default:
 			panic(fd.Kind())
 		}

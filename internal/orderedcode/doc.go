@@ -1,4 +1,4 @@
-// Package keys owns the order-preserving byte encoding of typed values that
+// Package orderedcode owns the order-preserving byte encoding of typed values that
 // protobase uses for Pebble keys. A primary key or secondary index key is the
 // concatenation of its encoded components, so bytes.Compare on two keys equals
 // the lexicographic order of their component values (as defined by Compare).
@@ -31,4 +31,4 @@
 // same bytes, and key equality is byte equality.
 //
 // The package is pure: no I/O and no mutable state.
-package keys
+package orderedcode
