@@ -8,12 +8,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/anywire"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // catalog is the engine's compiled view of one schema state: per record
@@ -91,7 +91,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		url:    "type.googleapis.com/" + string(rt.Name),
 		prefix: keyspace.RecordPrefix(rt.ID),
 	}
-	t.urlField = appendString(nil, anywire.FieldTypeURL, t.url)
+	t.urlField = wire.AppendString(nil, wire.AnyTypeURL, t.url)
 	t.target = &query.Target{Rec: rec, Type: rt}
 	for _, ix := range rt.Indexes {
 		if ix.State == pb.IndexState_INDEX_STATE_READY {

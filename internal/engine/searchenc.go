@@ -2,39 +2,27 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"sync"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apiwire"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // A request of plain primary-key lookups run on the receiving goroutine,
 // on a transport that sends wire bytes (WireSink, LookupWireSink), has its
-// responses written as wire bytes straight from the records' bytes: each
-// record is copied once, from the record cache's entry (or the store's
-// read) into the response, with no ResultBatch, QueryDone or Any message
-// built, sized and encoded per lookup. Those were a quarter of the
-// server's CPU on batched lookups, and the packer's and encoder's copies
-// of each record another tenth. The bytes are proto.Marshal's encoding of
-// the response the message path builds (TestLookupEncMatchesProto), so
+// responses written as wire bytes straight from the records' bytes by
+// internal/wire's search writers: each record is copied once, from the
+// record cache's entry (or the store's read) into the response, with no
+// ResultBatch, QueryDone or Any message built, sized and encoded per
+// lookup. Those were a quarter of the server's CPU on batched lookups,
+// and the packer's and encoder's copies of each record another tenth.
+// The bytes are proto.Marshal's encoding of the response the message path
+// builds (the writers are held to it by internal/wire's tests, the
+// answers to the message path's by TestSearchWireMatchesMessages), so
 // clients cannot tell the paths apart.
-
-// The tags the lookup encoder writes, as bytes.
-const (
-	tagSearchResults = byte(apiwire.SearchResponseResults)<<3 | byte(protowire.BytesType)
-	tagSearchDone    = byte(apiwire.SearchResponseDone)<<3 | byte(protowire.BytesType)
-	tagResultQuery   = byte(apiwire.ResultBatchQuery)<<3 | byte(protowire.VarintType)
-	tagResultRecords = byte(apiwire.ResultBatchRecords)<<3 | byte(protowire.BytesType)
-	tagDoneQuery     = byte(apiwire.QueryDoneQuery)<<3 | byte(protowire.VarintType)
-	tagDoneCount     = byte(apiwire.QueryDoneCount)<<3 | byte(protowire.VarintType)
-)
 
 // maxKeptEnc bounds the buffers a lookupEnc keeps from one response to
 // the next.
@@ -51,9 +39,9 @@ type lookupEnc struct {
 	recs  int // records in the response
 	bytes int // their bytes, counted as the message path counts them
 	// A query's records may be written as one open ResultBatch
-	// (record): its records follow batchGap bytes left at the start of
-	// out, where its header is written once its length is known
-	// (closeBatch). The response then starts at out[head:].
+	// (record): its records follow wire.MaxResultHeader bytes left at
+	// the start of out, where its header is written once its length is
+	// known (closeBatch). The response then starts at out[head:].
 	open   bool
 	openID uint64
 	head   int
@@ -69,54 +57,16 @@ func (w *lookupEnc) empty() bool { return len(w.out) == 0 && len(w.dones) == 0 &
 // result adds query id's one record, rec, of a type whose encoded
 // Any.type_url field is urlField (recType.urlField).
 func (w *lookupEnc) result(id uint64, urlField, rec []byte) {
-	anySize := sizeAnyF(len(urlField), len(rec))
-	batchLen := 1 + protowire.SizeVarint(uint64(anySize)) + anySize
-	b := w.out
-	b = append(b, tagSearchResults)
-	if id != 0 {
-		batchLen += 1 + protowire.SizeVarint(id)
-		b = appendVarint(b, uint64(batchLen))
-		b = append(b, tagResultQuery)
-		b = appendVarint(b, id)
-	} else {
-		b = appendVarint(b, uint64(batchLen))
-	}
-	w.out = appendAnyF(b, tagResultRecords, anySize, urlField, rec)
+	w.out = wire.AppendResult(w.out, id, urlField, rec)
 	w.recs++
 	w.bytes += resultBytes(len(rec), len(urlField))
 }
 
-// done adds query id's completion with count matches. The QueryDone is
-// at most 22 bytes, so its length takes one byte.
-func (w *lookupEnc) done(id, count uint64) {
-	size := 0
-	if id != 0 {
-		size += 1 + protowire.SizeVarint(id)
-	}
-	if count != 0 {
-		size += 1 + protowire.SizeVarint(count)
-	}
-	b := w.dones
-	b = append(b, tagSearchDone, byte(size))
-	if id != 0 {
-		b = append(b, tagDoneQuery)
-		b = appendVarint(b, id)
-	}
-	if count != 0 {
-		b = append(b, tagDoneCount)
-		b = appendVarint(b, count)
-	}
-	w.dones = b
-}
+// done adds query id's completion with count matches.
+func (w *lookupEnc) done(id, count uint64) { w.dones = wire.AppendDone(w.dones, id, count) }
 
 // fail adds a query's error.
-func (w *lookupEnc) fail(qe *pb.QueryError) {
-	size := proto.Size(qe)
-	b := protowire.AppendTag(w.errs, apiwire.SearchResponseErrors, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
-	b, _ = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, qe) // our own message: it encodes
-	w.errs = b
-}
+func (w *lookupEnc) fail(qe *pb.QueryError) { w.errs = wire.AppendQueryError(w.errs, qe) }
 
 // finish returns the response's bytes, valid until the next reset.
 func (w *lookupEnc) finish() []byte {
@@ -125,10 +75,6 @@ func (w *lookupEnc) finish() []byte {
 	return w.out[w.head:]
 }
 
-// batchGap is the room record leaves for a ResultBatch's header: its tag,
-// a length of up to 5 bytes, the query's tag and id.
-const batchGap = 1 + 5 + 1 + binary.MaxVarintLen64
-
 // record adds one of query id's records, rec, of type t, to the
 // response's one open batch, counting its bytes as runChunk does. A
 // response holds a batch of one query only, and nothing else in out:
@@ -136,11 +82,11 @@ const batchGap = 1 + 5 + 1 + binary.MaxVarintLen64
 // of the same query.
 func (w *lookupEnc) record(id uint64, t *recType, rec []byte) {
 	if !w.open {
-		var gap [batchGap]byte
+		var gap [wire.MaxResultHeader]byte
 		w.out = append(w.out[:0], gap[:]...)
 		w.open, w.openID = true, id
 	}
-	w.out = appendAnyF(w.out, tagResultRecords, sizeAnyF(len(t.urlField), len(rec)), t.urlField, rec)
+	w.out = wire.AppendRecord(w.out, t.urlField, rec)
 	w.recs++
 	w.bytes += resultBytes(len(rec), len(t.url))
 }
@@ -152,17 +98,9 @@ func (w *lookupEnc) closeBatch() {
 		return
 	}
 	w.open = false
-	size := len(w.out) - batchGap
-	id := w.openID
-	if id != 0 {
-		size += 1 + protowire.SizeVarint(id)
-	}
-	var h [batchGap]byte
-	hb := appendVarint(append(h[:0], tagSearchResults), uint64(size))
-	if id != 0 {
-		hb = appendVarint(append(hb, tagResultQuery), id)
-	}
-	w.head = batchGap - len(hb)
+	var h [wire.MaxResultHeader]byte
+	hb := wire.AppendResultHeader(h[:0], w.openID, len(w.out)-wire.MaxResultHeader)
+	w.head = wire.MaxResultHeader - len(hb)
 	copy(w.out[w.head:], hb)
 }
 

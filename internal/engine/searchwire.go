@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-	"github.com/protobase/protobase/internal/apiwire"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // A request of plain primary-key lookups can be run from its wire bytes
@@ -14,13 +14,13 @@ import (
 // bytes of its type, field and operand, with no Query, Expr, Comparison
 // or Value message decoded and then read back (a sixth of the server's CPU
 // on batched lookups). wirePoints accepts only bytes in the one shape it
-// knows (apiwire.ReadQuery's, narrowed to one EQ comparison), so
+// knows (wire.ReadQuery's, narrowed to one EQ comparison), so
 // that proto.Unmarshal would decode them without error into queries that
 // lookupOrder takes as the same lookups (FuzzWirePoints checks both);
-// anything else is decoded as before, and gets the errors it got before.
+// anything else is decoded by proto.Unmarshal, and gets its errors.
 
 // tagReqQueries is the tag wirePoints reads most, as a byte.
-const tagReqQueries = byte(apiwire.SearchRequestQueries)<<3 | byte(protowire.BytesType)
+const tagReqQueries = byte(wire.SearchRequestQueries)<<3 | byte(protowire.BytesType)
 
 // wirePoints reports whether SearchRequest bytes b hold only plain
 // primary-key lookups; when they do, buf holds them as allPoints leaves
@@ -52,7 +52,7 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 			qb, b = b[2:2+b[1]], b[2+b[1]:] // a query under 128 bytes: most are
 		} else {
 			num, typ, l := protowire.ConsumeTag(b)
-			if l < 0 || num != apiwire.SearchRequestQueries || typ != protowire.BytesType {
+			if l < 0 || num != wire.SearchRequestQueries || typ != protowire.BytesType {
 				return false
 			}
 			var m int
@@ -69,7 +69,7 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 			}
 		}
 		if sh != nil {
-			if !apiwire.ReadOperand(qb[sh.vs:sh.ve], &sh.q.Cmp.Value) {
+			if !wire.ReadOperand(qb[sh.vs:sh.ve], &sh.q.Cmp.Value) {
 				return false
 			}
 		} else {
@@ -108,7 +108,7 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 type wireShape struct {
 	b      []byte
 	vs, ve int
-	q      apiwire.Query
+	q      wire.Query
 	t      *recType
 }
 
@@ -122,7 +122,7 @@ func (sh *wireShape) matches(qb []byte) bool {
 // for a lookup's one record).
 func (sh *wireShape) read(qb []byte, cat *catalog) bool {
 	q := &sh.q
-	if !apiwire.ReadQuery(qb, q) || !q.Where || !q.Cmp.HasValue || q.Cmp.Op != int32(pb.Op_OP_EQ) || q.Explain {
+	if !wire.ReadQuery(qb, q) || !q.Where || !q.Cmp.HasValue || q.Cmp.Op != int32(pb.Op_OP_EQ) || q.Explain {
 		return false
 	}
 	sh.b = qb

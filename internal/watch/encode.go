@@ -66,17 +66,17 @@ type omitted struct{ old, rec bool }
 // holds the two to the same sizes).
 func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om omitted) (field, size int) {
 	uf := len(wt.URLField)
-	keyAny := sizeAnyF(uf, keyLen)
-	size = 2 + sizeString(wire.ChangeType, wt.Name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
+	keyAny := wire.SizeAny(uf, keyLen)
+	size = 2 + wire.SizeString(wire.ChangeType, wt.Name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	if withRec {
-		recAny := sizeAnyF(uf, recLen)
+		recAny := wire.SizeAny(uf, recLen)
 		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
 	}
 	if withOld {
-		oldAny := sizeAnyF(uf, oldLen)
+		oldAny := wire.SizeAny(uf, oldLen)
 		size += 1 + protowire.SizeVarint(uint64(oldAny)) + oldAny
 	}
-	size += 2 + sizePos(c, index, true) // at most 17: a 1-byte length
+	size += 2 + wire.SizePosition(c, index, true) // at most 17: a 1-byte length
 	if om.old {
 		size += 2
 	}
@@ -89,7 +89,7 @@ func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen in
 // addChange appends one change. match is the record the key is cut from
 // (the old one for a remove); rec is written when withRec, old when
 // withOld. The type's name and URL fields are written from wt's encoded
-// copies, lengths and the position with appendVarint: encoding a change
+// copies, lengths and the position with wire.AppendVarint: encoding a change
 // field by field through protowire cost about as much as the rest of a
 // tail watcher's work together.
 func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchType, match, rec, old []byte, withRec, withOld bool, om omitted) {
@@ -99,18 +99,18 @@ func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchTy
 	}
 	// The sizes as changeSize computes them, inline: this is the hot path.
 	uf := len(wt.URLField)
-	keyAny := sizeAnyF(uf, len(r.key))
+	keyAny := wire.SizeAny(uf, len(r.key))
 	size := 2 + len(wt.typeField) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
 	var recAny, oldAny int
 	if withRec {
-		recAny = sizeAnyF(uf, len(rec))
+		recAny = wire.SizeAny(uf, len(rec))
 		size += 1 + protowire.SizeVarint(uint64(recAny)) + recAny
 	}
 	if withOld {
-		oldAny = sizeAnyF(uf, len(old))
+		oldAny = wire.SizeAny(uf, len(old))
 		size += 1 + protowire.SizeVarint(uint64(oldAny)) + oldAny
 	}
-	pos := sizePos(c, index, true) // at most 17: a 1-byte length
+	pos := wire.SizePosition(c, index, true) // at most 17: a 1-byte length
 	size += 2 + pos
 	if om.old {
 		size += 2
@@ -120,26 +120,26 @@ func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchTy
 	}
 	field := 1 + protowire.SizeVarint(uint64(size)) + size
 
-	r.reserve(field + sizePosField)
+	r.reserve(field + wire.MaxPositionField)
 	b := *r.bp
 	b = append(b, tagWatchChanges)
-	b = appendVarint(b, uint64(size))
+	b = wire.AppendVarint(b, uint64(size))
 	b = append(b, tagChangeOp, byte(op))
 	b = append(b, wt.typeField...)
-	b = appendAnyF(b, tagChangeKey, keyAny, wt.URLField, r.key)
+	b = wire.AppendAnyField(b, tagChangeKey, keyAny, wt.URLField, r.key)
 	if withRec {
-		b = appendAnyF(b, tagChangeRecord, recAny, wt.URLField, rec)
+		b = wire.AppendAnyField(b, tagChangeRecord, recAny, wt.URLField, rec)
 	}
 	if withOld {
-		b = appendAnyF(b, tagChangeOld, oldAny, wt.URLField, old)
+		b = wire.AppendAnyField(b, tagChangeOld, oldAny, wt.URLField, old)
 	}
 	b = append(b, tagChangePos, byte(pos))
 	if c != 0 {
 		b = append(b, tagPosCommit)
-		b = appendVarint(b, c)
+		b = wire.AppendVarint(b, c)
 	}
 	b = append(b, tagPosIndex)
-	b = appendVarint(b, uint64(index))
+	b = wire.AppendVarint(b, uint64(index))
 	if om.old {
 		b = append(b, tagChangeOldOmit, 1)
 	}
@@ -170,51 +170,12 @@ const (
 	tagPosIndex      = byte(wire.PositionIndex)<<3 | byte(protowire.VarintType)
 	tagChangeOldOmit = byte(wire.ChangeOldOmit)<<3 | byte(protowire.VarintType)
 	tagChangeRecOmit = byte(wire.ChangeRecOmit)<<3 | byte(protowire.VarintType)
-	tagAnyValue      = byte(wire.AnyValue)<<3 | byte(protowire.BytesType)
 )
 
 // encodeNames sets wt's encoded Change.type field (the type's Any.type_url
 // field is the catalog's, WatchType.URLField).
 func (wt *watchType) encodeNames() {
-	wt.typeField = appendString(make([]byte, 0, sizeString(wire.ChangeType, wt.Name)), wire.ChangeType, wt.Name)
-}
-
-// sizeAnyF is the size of an Any whose encoded type_url field takes uf
-// bytes, holding n bytes of value.
-func sizeAnyF(uf, n int) int {
-	if n > 0 {
-		uf += 1 + protowire.SizeVarint(uint64(n)) + n
-	}
-	return uf
-}
-
-// appendAnyF appends field tag holding an Any of size bytes (sizeAnyF):
-// the encoded type_url field urlField and the value v.
-func appendAnyF(b []byte, tag byte, size int, urlField, v []byte) []byte {
-	b = append(b, tag)
-	b = appendVarint(b, uint64(size))
-	b = append(b, urlField...)
-	if len(v) > 0 {
-		b = append(b, tagAnyValue)
-		b = appendVarint(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	return b
-}
-
-// appendVarint is protowire.AppendVarint with the one- and two-byte
-// values (lengths, change indexes) inlined. sizeAnyF, appendAnyF,
-// appendVarint and appendString are the engine's search encoder's too
-// (internal/engine/anyfield.go), copied: the two encoders share no
-// package below both for them.
-func appendVarint(b []byte, v uint64) []byte {
-	switch {
-	case v < 1<<7:
-		return append(b, byte(v))
-	case v < 1<<14:
-		return append(b, byte(v)|0x80, byte(v>>7))
-	}
-	return protowire.AppendVarint(b, v)
+	wt.typeField = wire.AppendString(make([]byte, 0, wire.SizeString(wire.ChangeType, wt.Name)), wire.ChangeType, wt.Name)
 }
 
 // appendKeyFields is record.AppendFields(dst, rec, nums), with a scan of the
@@ -369,7 +330,7 @@ func (r *respEnc) take(p position) *[]byte {
 
 // appendRaw appends one encoded change (its WatchResponse field 1).
 func (r *respEnc) appendRaw(ch []byte) {
-	r.reserve(len(ch) + sizePosField)
+	r.reserve(len(ch) + wire.MaxPositionField)
 	*r.bp = append(*r.bp, ch...)
 	r.n++
 }
@@ -377,7 +338,7 @@ func (r *respEnc) appendRaw(ch []byte) {
 // finish appends the progress and returns the response's bytes; addChange
 // and appendRaw reserved room for it.
 func (r *respEnc) finish(p position) []byte {
-	*r.bp = appendPos(*r.bp, wire.WatchResponseProgress, p.commit, p.index, p.part)
+	*r.bp = wire.AppendPosition(*r.bp, wire.WatchResponseProgress, p.commit, p.index, p.part)
 	r.last = len(*r.bp)
 	return *r.bp
 }
@@ -393,50 +354,5 @@ func (r *respEnc) release() {
 
 // appendProgress appends a progress-only WatchResponse.
 func appendProgress(b []byte, p position) []byte {
-	return appendPos(b, wire.WatchResponseProgress, p.commit, p.index, p.part)
-}
-
-func sizeString(num protowire.Number, s string) int {
-	if s == "" {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(s))
-}
-
-func appendString(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
-}
-
-// sizePosField bounds the size of a Position field: tag, length, and two
-// fields of at most 1 + 10 bytes.
-const sizePosField = 2 + 2*11
-
-// sizePos is the size of a Position; index is present when part.
-func sizePos(c uint64, index uint32, part bool) int {
-	size := 0
-	if c != 0 {
-		size += 1 + protowire.SizeVarint(c)
-	}
-	if part {
-		size += 1 + protowire.SizeVarint(uint64(index))
-	}
-	return size
-}
-
-func appendPos(b []byte, num protowire.Number, c uint64, index uint32, part bool) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(sizePos(c, index, part)))
-	if c != 0 {
-		b = protowire.AppendTag(b, wire.PositionCommit, protowire.VarintType)
-		b = protowire.AppendVarint(b, c)
-	}
-	if part {
-		b = protowire.AppendTag(b, wire.PositionIndex, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(index))
-	}
-	return b
+	return wire.AppendPosition(b, wire.WatchResponseProgress, p.commit, p.index, p.part)
 }

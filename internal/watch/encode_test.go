@@ -86,7 +86,7 @@ func randRecord(r *rand.Rand) []byte {
 func testWatchTypes() []*watchType {
 	mk := func(name string, pk ...protowire.Number) *watchType {
 		url := "type.googleapis.com/" + name
-		return &watchType{WatchType: engine.WatchType{Name: name, URL: url, URLField: appendString(nil, wire.AnyTypeURL, url), KeyFields: pk}}
+		return &watchType{WatchType: engine.WatchType{Name: name, URL: url, URLField: wire.AppendString(nil, wire.AnyTypeURL, url), KeyFields: pk}}
 	}
 	return []*watchType{mk("shop.User", 1), mk("shop.Order", 2, 1), mk("a.B", 5), mk("x.NoKey")}
 }

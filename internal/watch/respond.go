@@ -7,6 +7,7 @@ import (
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/grpcbuf"
+	"github.com/protobase/protobase/internal/wire"
 )
 
 // consider adds one change to the response when its type is watched and
@@ -80,7 +81,7 @@ const changeSlack = 128
 // sends in one message (Options.MaxSendBytes), and no more than the
 // whole result budget, less the progress.
 func (s *Service) room(opts engine.Options) int {
-	return int(min(int64(s.opts.MaxSendBytes), opts.MaxResultBufferBytes)) - sizePosField
+	return int(min(int64(s.opts.MaxSendBytes), opts.MaxResultBufferBytes)) - wire.MaxPositionField
 }
 
 // fit decides which records of a change near the message limit it sends:
@@ -186,7 +187,7 @@ func (w *watch) flush() error {
 // progress sends a progress-only message.
 func (w *watch) progress() error {
 	w.lastSent, w.sentAny = w.pos, true
-	bp := grpcbuf.Pool.Get(sizePosField)
+	bp := grpcbuf.Pool.Get(wire.MaxPositionField)
 	*bp = appendProgress((*bp)[:0], w.pos)
 	return w.send(bp, engine.Hold{})
 }

@@ -67,16 +67,23 @@ var Coders = []Coverage{
 	{"protobase.v1.ScanResponse", "AppendScanResponse", Encodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone), nums(4)}, // plan
 	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
 
-	// Encoders elsewhere.
+	// Writers of responses from records' bytes: the engine's search
+	// responses (searchwriters.go), the Any and Position fields of those
+	// and of internal/watch's WatchResponses (fieldwriters.go,
+	// watchwriters.go). A plan sends the engine to its message path.
+	{"protobase.v1.SearchResponse", searchWriters, Encodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
+	{"protobase.v1.ResultBatch", searchWriters, Encodes, nums(ResultBatchQuery, ResultBatchRecords), nums(ResultBatchPlan)},
+	{"protobase.v1.QueryDone", searchWriters, Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)}, // plan
+	{"google.protobuf.Any", "AppendAnyField, AppendRecord, AppendResult", Encodes, nums(AnyTypeURL, AnyValue), nil},
+	{"protobase.v1.Position", "AppendPosition", Encodes, nums(PositionCommit, PositionIndex), nil},
+
+	// Encoders elsewhere, with these writers and field numbers.
 	{"protobase.v1.WatchResponse", "internal/watch respEnc", Encodes, nums(WatchResponseChanges, WatchResponseProgress), nil},
 	{"protobase.v1.Change", "internal/watch respEnc", Encodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit), nil},
-	{"protobase.v1.Position", "internal/watch respEnc", Encodes, nums(PositionCommit, PositionIndex), nil},
-	{"google.protobuf.Any", "internal/watch respEnc", Encodes, nums(AnyTypeURL, AnyValue), nil},
-	{"protobase.v1.SearchResponse", "internal/engine lookupEnc", Encodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
-	{"protobase.v1.ResultBatch", "internal/engine lookupEnc", Encodes, nums(ResultBatchQuery, ResultBatchRecords), nums(ResultBatchPlan)},
-	{"protobase.v1.QueryDone", "internal/engine lookupEnc", Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)}, // plan
-	{"google.protobuf.Any", "internal/engine lookupEnc", Encodes, nums(AnyTypeURL, AnyValue), nil},
 }
+
+// searchWriters names the engine's search writers in Coders.
+const searchWriters = "AppendResult, AppendResultHeader, AppendRecord, AppendDone, AppendQueryError"
 
 func nums(n ...protowire.Number) []protowire.Number { return n }
 

@@ -27,14 +27,18 @@
 //	      SizeSearchResponse and AppendSearchResponse, SizeScanResponse and
 //	      AppendScanResponse: errors, plans and unknown fields at the top
 //	      are left to proto.Marshal
-//	encoded elsewhere, with these field numbers
-//	  WatchResponse, Change, Position, google.protobuf.Any
-//	      internal/watch (encode.go): written from change-log entries;
-//	      nothing falls back
+//	encoded (engine: search responses written from records' bytes)
 //	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
-//	      internal/engine (searchenc.go, searchrange.go): lookups and lone
-//	      queries written as bytes; a QueryError through proto.Marshal,
-//	      explain plans on the message path
+//	      AppendResult, AppendResultHeader, AppendRecord, AppendDone,
+//	      AppendQueryError (searchwriters.go), called by internal/engine
+//	      (searchenc.go, searchrange.go) for lookups and lone queries: a
+//	      QueryError through proto.Marshal; a query with an explain plan
+//	      takes the engine's message path
+//	encoded elsewhere, with this package's field writers and numbers
+//	  WatchResponse, Change, Position, google.protobuf.Any
+//	      internal/watch (encode.go): written from change-log entries with
+//	      AppendAnyField, AppendVarint, AppendString (fieldwriters.go) and
+//	      AppendPosition (watchwriters.go); nothing falls back
 //
 // A decoder falls back to proto.Unmarshal for anything outside its shape:
 // an unknown field, a field in another wire type, a message field repeated

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -123,11 +124,11 @@ func FuzzDecodeWatchResponse(f *testing.F) {
 	})
 }
 
-// fuzzEncode encodes, by hand and with proto.Marshal, every message that
-// proto.Unmarshal makes of the fuzzed bytes. Nested messages lose their
+// fuzzEncode encodes, with encode and with proto.Marshal, every message
+// that proto.Unmarshal makes of the fuzzed bytes. Nested messages lose their
 // unknown fields first: the encoders' messages are the engine's own, whose
 // nested messages never hold any, and the encoders do not look for them.
-func fuzzEncode(f *testing.F, newMsg func() proto.Message) {
+func fuzzEncode(f *testing.F, newMsg func() proto.Message, encode func(proto.Message) ([]byte, bool)) {
 	for _, b := range seeds(f, encodedPlaces, newMsg()) {
 		f.Add(b)
 	}
@@ -137,7 +138,7 @@ func fuzzEncode(f *testing.F, newMsg func() proto.Message) {
 			return
 		}
 		clearNestedUnknown(m.ProtoReflect())
-		got, ok := marshalHand(m)
+		got, ok := encode(m)
 		if !ok {
 			return
 		}
@@ -169,9 +170,20 @@ func clearNestedUnknown(m protoreflect.Message) {
 }
 
 func FuzzEncodeSearchResponse(f *testing.F) {
-	fuzzEncode(f, func() proto.Message { return new(pb.SearchResponse) })
+	fuzzEncode(f, func() proto.Message { return new(pb.SearchResponse) }, marshalHand)
 }
 
 func FuzzEncodeScanResponse(f *testing.F) {
-	fuzzEncode(f, func() proto.Message { return new(pb.ScanResponse) })
+	fuzzEncode(f, func() proto.Message { return new(pb.ScanResponse) }, marshalHand)
+}
+
+// FuzzSearchWriters holds the engine's search writers (writeSearch) to
+// proto.Marshal.
+func FuzzSearchWriters(f *testing.F) {
+	f.Add(marshal(f, &pb.SearchResponse{
+		Results: []*pb.ResultBatch{{Query: 1, Records: []*anypb.Any{{TypeUrl: "u", Value: []byte{1}}, {}}}, {}},
+		Done:    []*pb.QueryDone{{Query: 300, Count: 2}},
+		Errors:  []*pb.QueryError{{Query: 2, Code: 5, Message: "no", Field: "id"}},
+	}))
+	fuzzEncode(f, func() proto.Message { return new(pb.SearchResponse) }, writeSearch)
 }
