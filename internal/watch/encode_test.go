@@ -117,8 +117,16 @@ func randChanges(r *rand.Rand, types []*watchType, n int) []encChange {
 	return out
 }
 
-// encodeResponse encodes chs as one response with progress p.
+// encodeResponse encodes chs as one response with progress p, checking
+// each change's size against changeSize.
 func encodeResponse(e *respEnc, chs []encChange, withOld bool, p position) []byte {
+	return encodeChanges(e, chs, withOld, p, true)
+}
+
+// encodeChanges encodes chs as one response with progress p, as the
+// server does; with check, it also holds each change's size to changeSize
+// (benchmarks leave that out: the server does not do it).
+func encodeChanges(e *respEnc, chs []encChange, withOld bool, p position, check bool) []byte {
 	e.start()
 	for _, ch := range chs {
 		match := ch.rec
@@ -130,6 +138,9 @@ func encodeResponse(e *respEnc, chs []encChange, withOld bool, p position) []byt
 		withRec, withOldRec := ch.op != changelog.Remove && !om.rec, withOld && ch.op != changelog.Insert && !om.old
 		from := len(*e.bp)
 		e.addChange(ch.c, ch.index, ch.op, ch.wt, match, ch.rec, ch.old, withRec, withOldRec, om)
+		if !check {
+			continue
+		}
 		if want, _ := changeSize(ch.c, ch.index, ch.wt, len(e.key), len(ch.rec), len(ch.old), withRec, withOldRec, om); len(*e.bp)-from != want {
 			panic(fmt.Sprintf("addChange wrote %d bytes, changeSize says %d", len(*e.bp)-from, want))
 		}
@@ -210,7 +221,7 @@ func BenchmarkWatchEncode(b *testing.B) {
 		b.ReportAllocs()
 		var e respEnc
 		for b.Loop() {
-			encodeResponse(&e, chs, true, p)
+			encodeChanges(&e, chs, true, p, false)
 			e.release()
 		}
 	})
@@ -226,7 +237,7 @@ func BenchmarkWatchEncode(b *testing.B) {
 		b.SetBytes(int64(len(ins)))
 		var e respEnc
 		for b.Loop() {
-			encodeResponse(&e, ins, false, position{commit: 1 << 20})
+			encodeChanges(&e, ins, false, position{commit: 1 << 20}, false)
 			e.release()
 		}
 	})
