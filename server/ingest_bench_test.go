@@ -155,6 +155,7 @@ func benchRaw(b *testing.B, size int, sync bool) {
 	var key, ix []byte
 	for n, recs := range batches {
 		bt.Reset()
+		bt.Stamp(uint64(n + 1))
 		for i, a := range recs {
 			id := int64(n*size + i)
 			key = orderedcode.AppendInt(binary.BigEndian.AppendUint32(append(key[:0], 1), 1), id)

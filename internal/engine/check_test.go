@@ -37,6 +37,7 @@ func (te *testEngine) raw(set map[string][]byte, del ...[]byte) {
 	te.t.Helper()
 	b := te.st.NewBatch()
 	defer b.Close()
+	b.Stamp(1) // the version of the records set behind the engine's back
 	for k, v := range set {
 		b.Set([]byte(k), v)
 	}

@@ -85,6 +85,7 @@ func TestCheckChangeLog(t *testing.T) {
 		}, engine.ProblemLogGap},
 	} {
 		b := te.st.NewWriteBatch()
+		b.Stamp(1)
 		c.harm(b)
 		if err := te.st.ApplyBatch(b); err != nil {
 			t.Fatal(err)

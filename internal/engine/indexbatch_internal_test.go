@@ -30,6 +30,7 @@ func TestSortedWalkMatchesGet(t *testing.T) {
 	write := func(set func(b store.WriteBatch)) {
 		b := st.NewWriteBatch()
 		defer b.Close()
+		b.Stamp(1)
 		set(b)
 		if err := st.ApplyBatch(b); err != nil {
 			t.Fatal(err)

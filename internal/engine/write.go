@@ -331,6 +331,9 @@ const maxConflicts = 16
 func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) error {
 	e := w.e
 	b.Expect(keySchema, cat.ver)
+	// The batch's records carry its commit sequence as their version
+	// (a store that numbers its batches itself ignores it).
+	b.Stamp(e.writeMu.seq + 1)
 	if err := w.build(b, op, dups); err != nil {
 		return err
 	}

@@ -12,7 +12,9 @@
 //	00 "build/" indexID(4 BE)  -> the last record key an index build indexed
 //	00 "build/" indexID(4 BE) "/" lease -> the build's lock (shared stores)
 //	00 "log/" commit(8 BE)     -> the change-log entry of one commit (Watch)
-//	01 typeID(4 BE) pk         -> record bytes, exactly as received
+//	01 typeID(4 BE) pk         -> record bytes, exactly as received (the
+//	                              Pebble store keeps the record's version
+//	                              in front of them and strips it on reads)
 //	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
 //	02 indexID(4 BE) ixkey     -> pk (unique index)
 //
@@ -27,6 +29,7 @@
 // writes of batches the index instance has not flushed). The store names
 // them; they are listed here to show the whole key space:
 //
+//	00 00 "floor"              -> the version of records stored without one
 //	00 00 "index"              -> present in a store with an index instance
 //	00 00 "ixlog/" n(8 BE)     -> one batch's index writes (encoded batch)
 //

@@ -124,6 +124,7 @@ func TestDesignDocTable(t *testing.T) {
 		// The Pebble store's own keys under StorePrefix, which it names.
 		fmt.Sprintf("%02x %q n(8)", TagMeta, StorePrefix[1:]+"ixlog/"): true,
 		fmt.Sprintf("%02x %q", TagMeta, StorePrefix[1:]+"index"):       true,
+		fmt.Sprintf("%02x %q", TagMeta, StorePrefix[1:]+"floor"):       true,
 	}
 	got := map[string]bool{}
 	in := false

@@ -3,7 +3,9 @@ package keyspace
 // Layout is this key space as the Pebble store (internal/store/pebble's
 // Layout) is told it: which keys its index instance holds, where the
 // store keeps keys of its own, where its tables end, what a full
-// compaction covers and which keys mark a store of an earlier version.
+// compaction covers, which keys mark a store of an earlier version, which
+// keys are records (whose versions the store keeps) and where the last
+// commit sequence is.
 // The zero value is the layout; the server opens every Pebble store with
 // it.
 type Layout struct{}
@@ -30,3 +32,12 @@ func (Layout) Bounds() (lower, upper []byte) { return Bounds() }
 func (Layout) KnownKeys() [][]byte {
 	return [][]byte{[]byte(SecretKey), []byte(SchemaKey)}
 }
+
+// RecordSpan returns the span of every record: the keys that start with
+// TagRecord.
+func (Layout) RecordSpan() (lower, upper []byte) {
+	return []byte{TagRecord}, []byte{TagRecord + 1}
+}
+
+// PositionKey returns SeqKey, which holds the last commit sequence.
+func (Layout) PositionKey() []byte { return []byte(SeqKey) }

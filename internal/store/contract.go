@@ -101,6 +101,15 @@ import (
 //   - A full disk. A store that cannot write for want of space refuses
 //     batches whole with an error matching ErrDiskFull, without waiting,
 //     until space is freed; reads go on.
+//   - Record versions. Every record (on Pebble the keys of the layout's
+//     record span; on etcd every key) has a version: a number that
+//     changes with every write of the record and grows over time, the
+//     same number the change feed gives the batch that wrote it (Pebble:
+//     the caller's commit sequence, told the batch with
+//     WriteBatch.Stamp; etcd: the key's mod_revision). A key that is
+//     absent has version 0, and a present record never does.
+//     View.GetVersioned and Iterator.Version read it at the view's
+//     version, beside the value, which stays the bytes the caller wrote.
 //   - A version that is gone. A snapshot whose version the store no longer
 //     keeps (etcd compaction) fails its reads with an error matching
 //     ErrCompacted; it never returns rows of another version.
@@ -185,6 +194,9 @@ type View interface {
 	Get(key, dst []byte) (val []byte, found bool, err error)
 	// GetLikelyMissing is Get for keys that are usually absent.
 	GetLikelyMissing(key, dst []byte) (val []byte, found bool, err error)
+	// GetVersioned is Get that also returns the record's version (0 when
+	// absent; see Record versions above).
+	GetVersioned(key, dst []byte) (val []byte, version uint64, found bool, err error)
 	// NewIterator returns an unpositioned iterator over [lower, upper)
 	// (nil: unbounded) at one version. It must be closed.
 	NewIterator(lower, upper []byte) (Iterator, error)
@@ -221,6 +233,11 @@ type Iterator interface {
 	Value() []byte
 	SetBounds(lower, upper []byte)
 	Lookup(key, dst []byte) ([]byte, bool, error)
+	// Version returns the record version of the entry the iterator is
+	// on, or after a Lookup that found its key, of that key's entry: the
+	// version beside the bytes Value or Lookup returned. Its cost is a
+	// few loads; it reads nothing more from the store.
+	Version() uint64
 	// Prefetch reads keys at the iterator's version so that the Lookups
 	// of them that follow cost no round trip: the batched point read of a
 	// store whose reads cross a network. A store that reads locally does
@@ -243,6 +260,12 @@ type WriteBatch interface {
 	// ReadAbsent reports whether no key lies in [lower, upper); when none
 	// does, that the range stays empty is a precondition of the batch.
 	ReadAbsent(lower, upper []byte) (bool, error)
+	// Stamp sets the version the batch's record writes carry on a store
+	// that does not number batches itself (Pebble): the caller's commit
+	// sequence of the batch, greater than every earlier batch's. It must
+	// precede the batch's first Set of a record; a store that numbers its
+	// batches (etcd, whose versions are revisions) ignores it.
+	Stamp(version uint64)
 	// Expect makes "key is still at version" (from GetVersion) a
 	// precondition without reading the key again.
 	Expect(key []byte, version int64)

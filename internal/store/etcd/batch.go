@@ -98,6 +98,10 @@ func (b *batch) ReadAbsent(lower, upper []byte) (bool, error) {
 	return true, nil
 }
 
+// Stamp does nothing: a record's version on etcd is its mod_revision,
+// the revision of the transaction that wrote it.
+func (b *batch) Stamp(uint64) {}
+
 func (b *batch) Empty() bool { return len(b.ops) == 0 }
 
 // Wait returns at once: a committed transaction is already durable.

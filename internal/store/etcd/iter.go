@@ -30,6 +30,8 @@ type iter struct {
 	valid bool
 	key   []byte
 	err   error
+	// looked is the version of the key the last Lookup found (0: none).
+	looked uint64
 }
 
 func (s *Store) newIter(rev int64, lower, upper []byte) *iter {
@@ -76,6 +78,7 @@ func (it *iter) fetch(from, to string, desc bool) bool {
 }
 
 func (it *iter) settle() bool {
+	it.looked = 0
 	it.valid = it.idx < len(it.kvs)
 	if it.valid {
 		it.key = it.kvs[it.idx].Key[len(it.s.prefix):]
@@ -142,6 +145,15 @@ func (it *iter) Value() []byte {
 	return it.kvs[it.idx].Value
 }
 
+// Version is the mod_revision of the current key, or of the key the last
+// Lookup found.
+func (it *iter) Version() uint64 {
+	if !it.valid {
+		return it.looked
+	}
+	return uint64(it.kvs[it.idx].ModRevision)
+}
+
 // SetBounds copies the bounds and unpositions the iterator; its revision
 // stays.
 func (it *iter) SetBounds(lower, upper []byte) {
@@ -152,8 +164,9 @@ func (it *iter) SetBounds(lower, upper []byte) {
 // Lookup reads key at the iterator's revision (fixing it if unset), from
 // what Prefetch read when it holds the key.
 func (it *iter) Lookup(key, dst []byte) ([]byte, bool, error) {
-	it.valid = false
+	it.valid, it.looked = false, 0
 	if f, ok := it.got[string(key)]; ok {
+		it.looked = f.version
 		return append(dst[:0], f.val...), f.found, nil
 	}
 	v, found, resp, err := it.s.get(key, dst, it.rev)
@@ -163,6 +176,7 @@ func (it *iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 	if it.rev == 0 {
 		it.rev = resp.Header.Revision
 	}
+	it.looked = modRevision(resp, found)
 	return v, found, nil
 }
 

@@ -9,8 +9,9 @@ import (
 
 // fetched is a key's value as Prefetch read it.
 type fetched struct {
-	val   []byte
-	found bool
+	val     []byte
+	version uint64 // its mod_revision
+	found   bool
 }
 
 // Prefetch groups the keys into read-only transactions of at most
@@ -107,7 +108,7 @@ func (s *Store) txnGet(keys [][]byte, rev int64) (map[string]fetched, int64, err
 		rr := r.GetResponseRange()
 		f := fetched{}
 		if rr != nil && len(rr.Kvs) > 0 {
-			f = fetched{val: rr.Kvs[0].Value, found: true}
+			f = fetched{val: rr.Kvs[0].Value, version: uint64(rr.Kvs[0].ModRevision), found: true}
 		}
 		got[string(keys[i])] = f
 	}

@@ -23,6 +23,12 @@ func (sn *Snapshot) Get(key, dst []byte) ([]byte, bool, error) {
 	return v, found, err
 }
 
+// GetVersioned reads key and its mod_revision at the snapshot's revision.
+func (sn *Snapshot) GetVersioned(key, dst []byte) ([]byte, uint64, bool, error) {
+	v, found, resp, err := sn.s.get(key, dst, sn.rev)
+	return v, modRevision(resp, found), found, err
+}
+
 // GetLikelyMissing is Get.
 func (sn *Snapshot) GetLikelyMissing(key, dst []byte) ([]byte, bool, error) {
 	return sn.Get(key, dst)

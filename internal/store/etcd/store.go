@@ -212,6 +212,21 @@ func (s *Store) Get(key, dst []byte) ([]byte, bool, error) {
 	return v, found, err
 }
 
+// GetVersioned is Get with the key's mod_revision as its version.
+func (s *Store) GetVersioned(key, dst []byte) ([]byte, uint64, bool, error) {
+	v, found, resp, err := s.get(key, dst, 0)
+	return v, modRevision(resp, found), found, err
+}
+
+// modRevision returns the version of the key a get found: its
+// mod_revision (0 when absent).
+func modRevision(resp *clientv3.GetResponse, found bool) uint64 {
+	if !found {
+		return 0
+	}
+	return uint64(resp.Kvs[0].ModRevision)
+}
+
 // GetLikelyMissing is Get: etcd has no cheaper read for absent keys.
 func (s *Store) GetLikelyMissing(key, dst []byte) ([]byte, bool, error) { return s.Get(key, dst) }
 

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -43,6 +44,11 @@ type Batch struct {
 	mark [8]byte // ib's applied mark, written by Apply
 	jkey []byte  // pb's journal key, written by Apply
 
+	// stamp is the version of the batch's records (Stamp); records says
+	// the batch sets one, which Apply refuses without a stamp.
+	stamp   uint64
+	records bool
+
 	applied  bool  // Apply was called since creation/Reset
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
 	waitErr  error // result of the first Wait
@@ -70,10 +76,29 @@ func (b *Batch) mutable() {
 
 // Set adds key=value to the batch. Pebble copies both slices, so the caller
 // may reuse its buffers as soon as Set returns.
+//
+// A record's value is written behind its version header (version.go), in
+// place in the batch: the record's bytes are copied once, as any value's.
 func (b *Batch) Set(key, value []byte) {
 	b.mutable()
+	if b.s.recs.has(key) {
+		op := b.pb.SetDeferred(len(key), headerLen+len(value))
+		copy(op.Key, key)
+		putHeader(op.Value, b.stamp)
+		copy(op.Value[headerLen:], value)
+		_ = op.Finish()
+		b.records = true
+		return
+	}
 	// Errors are only possible for indexed batches; ours are not indexed.
 	_ = b.route(key).Set(key, value, nil)
+}
+
+// Stamp sets the version of the records the batch sets from here on: the
+// engine's commit sequence of the batch.
+func (b *Batch) Stamp(version uint64) {
+	b.mutable()
+	b.stamp = version
 }
 
 // Delete adds a point deletion of key to the batch. The key is copied.
@@ -88,7 +113,9 @@ func (b *Batch) Delete(key []byte) {
 func (b *Batch) DeleteRange(start, end []byte) {
 	b.mutable()
 	if b.s.index == nil {
-		_ = b.pb.DeleteRange(start, end, nil)
+		if lo := b.s.layout.pastOwn(start, end); end == nil || bytes.Compare(lo, end) < 0 {
+			_ = b.pb.DeleteRange(lo, end, nil)
+		}
 		return
 	}
 	if lo, ok := b.s.layout.mainPart(start, end); ok {
@@ -152,6 +179,7 @@ func (b *Batch) Reset() {
 	}
 	b.applied = false
 	b.waitErr = nil
+	b.stamp, b.records = 0, false
 }
 
 // Close releases the batch. Like Reset, it first waits for a pending sync.
@@ -218,6 +246,9 @@ func (s *Store) Apply(b *Batch) error {
 	}
 	if b.applied {
 		return ErrBatchApplied
+	}
+	if b.records && b.stamp == 0 {
+		return errors.New("store: a batch that sets records was not stamped with their version (Batch.Stamp)")
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -107,6 +107,7 @@ func TestOpenMarksStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := s.NewBatch()
+	b.Stamp(1)
 	b.Set([]byte(keyspace.SecretKey), make([]byte, 32))
 	b.Set([]byte("\x01record"), []byte("kept"))
 	if err := s.Commit(b); err != nil {

@@ -43,6 +43,7 @@ func TestDiskFullStore(t *testing.T) {
 		t.Fatalf("Flush on a full disk: %v, want store.ErrDiskFull", err)
 	}
 	b := s.NewBatch()
+	b.Stamp(1)
 	rec, ix := diskFullKeys(batches)
 	b.Set(rec, val)
 	b.Set(ix, val)

@@ -16,6 +16,7 @@ func TestUnfilteredSpans(t *testing.T) {
 	s := openT(t, t.TempDir(), false)
 	s.SetUnfilteredSpans(func(key []byte) bool { return len(key) > 0 && key[0] == keyspace.TagIndex })
 	b := s.NewBatch()
+	b.Stamp(1)
 	key := func(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
 	for i := uint64(0); i < 2000; i += 2 {
 		b.Set(keyspace.AppendRecordKey(nil, 1, key(i)), []byte("record"))

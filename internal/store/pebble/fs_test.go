@@ -69,6 +69,7 @@ func TestPowerCut(t *testing.T) {
 				applied := committed + rng.IntN(5)
 				for i := committed; i < applied; i++ {
 					b := s.NewBatch()
+					b.Stamp(1)
 					putBatch(b, i, perBatch)
 					if err := s.Apply(b); err != nil {
 						t.Fatal(err)

@@ -151,6 +151,7 @@ func TestIndexInstancePowerCut(t *testing.T) {
 				var pending []*Batch
 				for i := range n {
 					b := s.NewBatch()
+					b.Stamp(1)
 					indexBatch(rng, m, b, i)
 					if err := s.Apply(b); err != nil {
 						t.Fatal(err)

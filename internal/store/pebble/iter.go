@@ -82,6 +82,7 @@ func (i *Iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 	if err != nil {
 		return dst[:0], false, fmt.Errorf("store: get: %w", err)
 	}
+	v, _ = i.s.recs.split(key, v)
 	return append(dst[:0], v...), true, nil
 }
 
@@ -110,12 +111,31 @@ func (i *Iter) Key() []byte { return i.it.Key() }
 // Value returns the current value; valid until the next positioning call.
 // If the value cannot be read, Value returns nil, the iterator becomes
 // invalid and Error reports the failure.
+//
+// On a record's key it is the caller's bytes, a slice of the stored value
+// past its version header (version.go): nothing is copied.
 func (i *Iter) Value() []byte {
 	v, err := i.it.ValueAndErr()
 	if err != nil {
 		return nil
 	}
+	v, _ = i.s.recs.split(i.it.Key(), v)
 	return v
+}
+
+// Version returns the version of the record the iterator is on, or that
+// the last Lookup found (the iterator is left on it): 0 off a record's
+// key, when not positioned, or when the value cannot be read.
+func (i *Iter) Version() uint64 {
+	if !i.Valid() {
+		return 0
+	}
+	v, err := i.it.ValueAndErr()
+	if err != nil {
+		return 0
+	}
+	_, ver := i.s.recs.split(i.it.Key(), v)
+	return ver
 }
 
 // SetBounds changes the iterator's bounds to [lower, upper) (copied) and
@@ -127,7 +147,7 @@ func (i *Iter) SetBounds(lower, upper []byte) {
 		i.it = nil
 		return
 	}
-	i.it.SetBounds(lower, upper)
+	i.it.SetBounds(i.s.layout.pastOwn(lower, upper), upper)
 }
 
 // Error returns the error, if any, that stopped the iteration.

@@ -32,6 +32,14 @@ type Layout interface {
 	// holds one: a Pebble directory without the MarkerFile that holds one
 	// is a store made before the marker existed (marker.go).
 	KnownKeys() [][]byte
+	// RecordSpan returns the span [lower, upper) of the keys whose values
+	// are records: the store keeps each one's version in front of its
+	// bytes (version.go). It lies outside the index span.
+	RecordSpan() (lower, upper []byte)
+	// PositionKey returns the key under which the caller keeps its last
+	// commit sequence (8 bytes big-endian): a store made before versions
+	// existed gives its records that version (version.go).
+	PositionKey() []byte
 }
 
 // keyLayout is the layout as Open reads it, once: which instance holds a
@@ -41,6 +49,8 @@ type Layout interface {
 // StorePrefix, before every key of the caller's, where the store's
 // iterators and range deletions never reach:
 //
+//	prefix "floor"             the version of records stored without one
+//	                           (version.go), 8 bytes BE
 //	prefix "index"             present in a store with an index instance
 //	prefix "ixlog/" n(8 BE)    index journal entry n: one batch's index
 //	                           writes, the index instance's batch encoded
@@ -62,6 +72,10 @@ type keyLayout struct {
 	spanEnd      func(key []byte) []byte
 	lower, upper []byte
 	known        [][]byte
+	// recLower and recUpper bound the record keys (RecordSpan); floor is
+	// the key of the version floor, position the caller's PositionKey.
+	recLower, recUpper []byte
+	floor, position    []byte
 }
 
 // The store's own keys under the layout's StorePrefix.
@@ -82,13 +96,24 @@ func newKeyLayout(l Layout) (*keyLayout, error) {
 	kl.mark = append(bytes.Clone(prefix), markSuffix...)
 	kl.journal = append(bytes.Clone(prefix), journalSuffix...)
 	kl.journalEnd = prefixEnd(kl.journal)
+	kl.floor = append(bytes.Clone(prefix), floorSuffix...)
+	kl.recLower, kl.recUpper = l.RecordSpan()
+	kl.position = l.PositionKey()
 	switch {
 	case len(prefix) == 0:
 		return nil, errors.New("store: open: the layout's StorePrefix is empty")
 	case bytes.Compare(kl.indexLower, kl.indexUpper) >= 0:
 		return nil, errors.New("store: open: the layout's index span is empty")
-	case kl.isIndexKey(appliedKey) || kl.isIndexKey(kl.mark) || kl.isIndexKey(kl.journal):
+	case kl.isIndexKey(appliedKey) || kl.isIndexKey(kl.mark) || kl.isIndexKey(kl.journal) || kl.isIndexKey(kl.floor):
 		return nil, errors.New("store: open: the layout's index span holds the store's own keys")
+	case bytes.Compare(kl.recLower, kl.recUpper) >= 0:
+		return nil, errors.New("store: open: the layout's record span is empty")
+	case bytes.Compare(kl.recLower, kl.indexUpper) < 0 && bytes.Compare(kl.indexLower, kl.recUpper) < 0:
+		return nil, errors.New("store: open: the layout's record span overlaps its index span")
+	case bytes.Compare(kl.recLower, kl.journalEnd) < 0:
+		return nil, errors.New("store: open: the layout's record span holds the store's own keys")
+	case len(kl.position) == 0:
+		return nil, errors.New("store: open: the layout's PositionKey is empty")
 	}
 	return kl, nil
 }
@@ -127,6 +152,20 @@ func (kl *keyLayout) mainPart(start, end []byte) (lo []byte, ok bool) {
 		return lo, true
 	}
 	return lo, bytes.Compare(lo, end) < 0 && (bytes.Compare(lo, kl.indexLower) < 0 || bytes.Compare(end, kl.indexUpper) > 0)
+}
+
+// pastOwn returns the lower bound of a range [lower, upper) of the main
+// instance moved past the store's own keys, which a single-instance store
+// has too (the version floor): upper itself when the range holds none of
+// the caller's keys.
+func (kl *keyLayout) pastOwn(lower, upper []byte) []byte {
+	switch {
+	case bytes.Compare(lower, kl.journalEnd) >= 0:
+		return lower
+	case upper != nil && bytes.Compare(upper, kl.journalEnd) < 0:
+		return upper
+	}
+	return kl.journalEnd
 }
 
 // tableEnd returns where the table that starts at key must end: the

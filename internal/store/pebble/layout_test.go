@@ -44,10 +44,19 @@ func TestOwnKeys(t *testing.T) {
 	}
 }
 
-// badLayout is the engine's layout with another index span and prefix.
+// badLayout is the engine's layout with another index span and prefix,
+// and another record span when rec is set.
 type badLayout struct {
 	keyspace.Layout
 	lower, upper, prefix []byte
+	rec                  [][]byte
+}
+
+func (l badLayout) RecordSpan() (lower, upper []byte) {
+	if l.rec == nil {
+		return l.Layout.RecordSpan()
+	}
+	return l.rec[0], l.rec[1]
 }
 
 func (l badLayout) IndexSpan() (lower, upper []byte) { return l.lower, l.upper }
@@ -65,6 +74,9 @@ func TestOpenRefusesLayout(t *testing.T) {
 		{"empty index span", badLayout{lower: []byte{2}, upper: []byte{2}, prefix: []byte{0, 0}}, "index span is empty"},
 		{"index span over the store's keys", badLayout{lower: []byte{0}, upper: []byte{3}, prefix: []byte{0, 0}}, "holds the store's own keys"},
 		{"no prefix", badLayout{lower: []byte{2}, upper: []byte{3}}, "StorePrefix is empty"},
+		{"records among the index entries", badLayout{lower: []byte{2}, upper: []byte{3}, prefix: []byte{0, 0}, rec: [][]byte{{1}, {2, 5}}}, "record span overlaps its index span"},
+		{"records over the store's keys", badLayout{lower: []byte{2}, upper: []byte{3}, prefix: []byte{0, 0}, rec: [][]byte{{0}, {2}}}, "record span holds the store's own keys"},
+		{"empty record span", badLayout{lower: []byte{2}, upper: []byte{3}, prefix: []byte{0, 0}, rec: [][]byte{{1}, {1}}}, "record span is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := NewMemFS()

@@ -40,18 +40,29 @@ type pebbleGetter interface {
 // get copies the value for key into dst[:0] and releases Pebble's resources
 // before returning, so nothing leaks and nothing allocates beyond dst growth.
 func get(r pebbleGetter, key, dst []byte) ([]byte, bool, error) {
+	v, _, found, err := getVersioned(r, nil, key, dst)
+	return v, found, err
+}
+
+// getVersioned is get of the caller's bytes and the version of a record
+// (recs nil: no key is a record's).
+func getVersioned(r pebbleGetter, recs *records, key, dst []byte) ([]byte, uint64, bool, error) {
 	v, closer, err := r.Get(key)
 	if err != nil {
 		if errors.Is(err, pebble.ErrNotFound) {
-			return dst[:0], false, nil
+			return dst[:0], 0, false, nil
 		}
-		return dst[:0], false, fmt.Errorf("store: get: %w", err)
+		return dst[:0], 0, false, fmt.Errorf("store: get: %w", err)
+	}
+	var ver uint64
+	if recs != nil {
+		v, ver = recs.split(key, v)
 	}
 	dst = append(dst[:0], v...)
 	if err := closer.Close(); err != nil {
-		return dst[:0], false, fmt.Errorf("store: get: %w", err)
+		return dst[:0], 0, false, fmt.Errorf("store: get: %w", err)
 	}
-	return dst, true, nil
+	return dst, ver, true, nil
 }
 
 // pebbleIterSource is implemented by *pebble.DB and *pebble.Snapshot.
@@ -66,7 +77,7 @@ var probeOptions = pebble.IterOptions{UseL6Filters: true}
 // getLikelyMissing is get through a prefix iterator that checks bloom filters
 // on all levels. With Pebble's default comparer the "prefix" is the whole
 // key, so SeekPrefixGE finds exactly key or nothing.
-func getLikelyMissing(r pebbleIterSource, key, dst []byte) ([]byte, bool, error) {
+func getLikelyMissing(r pebbleIterSource, recs *records, key, dst []byte) ([]byte, bool, error) {
 	it, err := r.NewIter(&probeOptions)
 	if err != nil {
 		return dst[:0], false, fmt.Errorf("store: get: %w", err)
@@ -75,6 +86,7 @@ func getLikelyMissing(r pebbleIterSource, key, dst []byte) ([]byte, bool, error)
 	if found {
 		var v []byte
 		v, err = it.ValueAndErr()
+		v, _ = recs.split(key, v)
 		dst = append(dst[:0], v...)
 	}
 	if cerr := it.Close(); err == nil {
@@ -104,7 +116,20 @@ func (s *Store) Get(key, dst []byte) (val []byte, found bool, err error) {
 	if s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return get(s.reader(key), key, dst)
+	v, _, found, err := getVersioned(s.reader(key), s.recs, key, dst)
+	return v, found, err
+}
+
+// GetVersioned is Get that also returns the record's version (the
+// contract's Record versions; 0 for a key outside the layout's
+// RecordSpan).
+func (s *Store) GetVersioned(key, dst []byte) (val []byte, version uint64, found bool, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return dst[:0], 0, false, ErrClosed
+	}
+	return getVersioned(s.reader(key), s.recs, key, dst)
 }
 
 // GetLikelyMissing is Get tuned for keys that are probably absent: it
@@ -121,7 +146,7 @@ func (s *Store) GetLikelyMissing(key, dst []byte) (val []byte, found bool, err e
 	if s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return getLikelyMissing(s.reader(key), key, dst)
+	return getLikelyMissing(s.reader(key), s.recs, key, dst)
 }
 
 // NewIter returns an iterator over the current state of keys in
@@ -145,7 +170,7 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 		i.s = s
 		return i, nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.layout.pastOwn(lower, upper), UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("store: new iterator: %w", err)
 	}

@@ -53,7 +53,18 @@ func (sn *Snapshot) Get(key, dst []byte) (val []byte, found bool, err error) {
 	if sn.snap == nil || sn.s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return get(sn.reader(key), key, dst)
+	v, _, found, err := getVersioned(sn.reader(key), sn.s.recs, key, dst)
+	return v, found, err
+}
+
+// GetVersioned is Store.GetVersioned evaluated at the snapshot.
+func (sn *Snapshot) GetVersioned(key, dst []byte) (val []byte, version uint64, found bool, err error) {
+	sn.s.mu.RLock()
+	defer sn.s.mu.RUnlock()
+	if sn.snap == nil || sn.s.closed.Load() {
+		return dst[:0], 0, false, ErrClosed
+	}
+	return getVersioned(sn.reader(key), sn.s.recs, key, dst)
 }
 
 // GetLikelyMissing is Store.GetLikelyMissing evaluated at the snapshot.
@@ -63,7 +74,7 @@ func (sn *Snapshot) GetLikelyMissing(key, dst []byte) (val []byte, found bool, e
 	if sn.snap == nil || sn.s.closed.Load() {
 		return dst[:0], false, ErrClosed
 	}
-	return getLikelyMissing(sn.reader(key), key, dst)
+	return getLikelyMissing(sn.reader(key), sn.s.recs, key, dst)
 }
 
 // NewIter is Reader.NewIter evaluated at the snapshot.
@@ -83,7 +94,7 @@ func (sn *Snapshot) NewIter(lower, upper []byte) (*Iter, error) {
 		i.s = sn.s
 		return i, nil
 	}
-	it, err := sn.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := sn.snap.NewIter(&pebble.IterOptions{LowerBound: sn.s.layout.pastOwn(lower, upper), UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("store: new snapshot iterator: %w", err)
 	}

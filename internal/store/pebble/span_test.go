@@ -21,6 +21,7 @@ func TestTablesStayWithinOneSpan(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 200; i++ {
 			b := s.NewBatch()
+			b.Stamp(1)
 			for j := 0; j < 50; j++ {
 				n++
 				pk := binary.BigEndian.AppendUint64(nil, n)
@@ -75,6 +76,7 @@ func TestFlushWritesOneTablePerSpan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	val := make([]byte, 100)
 	b := s.NewBatch()
+	b.Stamp(1)
 	const n = 60000 // 6 MB of values that do not compress
 	for i := uint64(0); i < n; i++ {
 		for j := range val {

@@ -169,7 +169,10 @@ type Store struct {
 	// its index entries in db. Immutable after Open.
 	index *indexInstance
 	// layout is Options.Layout as Open read it. Immutable.
-	layout   *keyLayout
+	layout *keyLayout
+	// recs tells records' bytes from their versions (version.go).
+	// Immutable after Open.
+	recs     *records
 	fs       vfs.FS
 	logger   *slog.Logger // never nil
 	dir      string
@@ -242,6 +245,10 @@ func Open(o Options) (*Store, error) {
 	if err := s.openIndex(o, fs, po); err != nil {
 		_ = db.Close()
 		release()
+		return nil, err
+	}
+	if err := s.openRecords(o.ReadOnly); err != nil {
+		_ = s.Close()
 		return nil, err
 	}
 	if kind == dirLegacy && !o.ReadOnly {

@@ -116,6 +116,7 @@ func BenchmarkRawBatchCommit(b *testing.B) {
 			b.Run(fmt.Sprintf("batch=%d/sync=%s", n, onOff(syncWrites)), func(b *testing.B) {
 				s := openBench(b, syncWrites)
 				batch := s.NewBatch()
+				batch.Stamp(1)
 				defer batch.Close()
 				var w recordWriter
 				var id uint64
@@ -173,6 +174,7 @@ func BenchmarkRawBatchCommitParallel(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						batch := s.NewBatch()
+						batch.Stamp(1)
 						defer batch.Close()
 						var w recordWriter
 						for ops.Add(1) <= int64(b.N) {
@@ -209,6 +211,7 @@ func benchGetStore(b *testing.B, n int) *Store {
 	b.Helper()
 	s := openBench(b, false)
 	batch := s.NewBatch()
+	batch.Stamp(1)
 	defer batch.Close()
 	var pk, val []byte
 	for i := range n {

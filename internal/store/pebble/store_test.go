@@ -38,6 +38,7 @@ func openT(t *testing.T, dir string, syncWrites bool) *Store {
 func commitT(t *testing.T, s *Store, fill func(b *Batch)) {
 	t.Helper()
 	b := s.NewBatch()
+	b.Stamp(1)
 	defer b.Close()
 	fill(b)
 	if err := s.Commit(b); err != nil {
@@ -194,6 +195,7 @@ func TestDeleteRange(t *testing.T) {
 func TestBatchBasics(t *testing.T) {
 	s := openT(t, t.TempDir(), true)
 	b := s.NewBatch()
+	b.Stamp(1)
 	defer b.Close()
 	if !b.Empty() || b.Count() != 0 {
 		t.Fatalf("new batch: Empty=%v Count=%d", b.Empty(), b.Count())
@@ -266,6 +268,7 @@ func TestBatchBasics(t *testing.T) {
 	// A batch from another store is rejected.
 	other := openT(t, t.TempDir(), true)
 	ob := other.NewBatch()
+	ob.Stamp(1)
 	defer ob.Close()
 	ob.Set([]byte("x"), nil)
 	if err := s.Apply(ob); err == nil {
@@ -282,6 +285,7 @@ func TestBatchAtomicity(t *testing.T) {
 	const keys, gens = 50, 300
 	write := func(gen int) {
 		b := s.NewBatch()
+		b.Stamp(1)
 		defer b.Close()
 		for k := range keys {
 			b.Set(fmt.Appendf(nil, "k%03d", k), fmt.Appendf(nil, "%06d", gen))
@@ -541,6 +545,7 @@ func TestReopenKeepsData(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := s.NewBatch()
+			b.Stamp(1)
 			for i := range 1000 {
 				b.Set(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d", i))
 			}
@@ -552,6 +557,7 @@ func TestReopenKeepsData(t *testing.T) {
 				t.Fatal(err)
 			}
 			b = s.NewBatch()
+			b.Stamp(1)
 			b.DeleteRange([]byte("k0100"), []byte("k0200"))
 			b.Delete([]byte("k0500"))
 			b.Set([]byte("k0999"), []byte("last")) // ...and some only in the WAL
@@ -593,6 +599,7 @@ func TestConcurrentApplyWaitDurable(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b := s.NewBatch()
+			b.Stamp(1)
 			defer b.Close()
 			for i := range batches {
 				b.Reset()
@@ -643,6 +650,7 @@ func TestSyncFalse(t *testing.T) {
 		t.Fatal("SyncWrites() = true")
 	}
 	b := s.NewBatch()
+	b.Stamp(1)
 	b.Set([]byte("k"), []byte("v"))
 	if err := s.Apply(b); err != nil {
 		t.Fatal(err)
@@ -688,6 +696,7 @@ func TestReadOnly(t *testing.T) {
 	defer ro.Close()
 	wantValue(t, ro, "k", "v")
 	b := ro.NewBatch()
+	b.Stamp(1)
 	defer b.Close()
 	b.Set([]byte("k2"), nil)
 	if err := ro.Commit(b); !errors.Is(err, ErrReadOnly) {
@@ -708,11 +717,13 @@ func TestUseAfterClose(t *testing.T) {
 	snap := s.NewSnapshot()
 	snap.Close()
 	b := s.NewBatch()
+	b.Stamp(1)
 	defer b.Close()
 	b.Set([]byte("k2"), nil)
 	// A batch applied but not yet waited for when the store closes: Close
 	// syncs the WAL, and the late Wait neither hangs nor panics.
 	pending := s.NewBatch()
+	pending.Stamp(1)
 	pending.Set([]byte("k3"), []byte("v3"))
 	if err := s.Apply(pending); err != nil {
 		t.Fatal(err)
@@ -801,6 +812,7 @@ func TestMetricsAndEstimateSize(t *testing.T) {
 	s := openT(t, t.TempDir(), false)
 	val := bytes.Repeat([]byte("x"), 100)
 	b := s.NewBatch()
+	b.Stamp(1)
 	for i := range 20000 {
 		b.Set(binary.BigEndian.AppendUint64([]byte("k"), uint64(i)), val)
 	}

@@ -38,6 +38,7 @@ func Run(t *testing.T, b Backend) {
 		{"Lookup", testLookup, false},
 		{"SnapshotIsolation", testSnapshot, false},
 		{"ReadThroughBatch", testBatchRead, false},
+		{"RecordVersions", testVersions, false},
 		{"ConflictAbsent", testConflictAbsent, true},
 		{"ConflictUnchanged", testConflictUnchanged, true},
 		{"ConflictRange", testConflictRange, true},

@@ -1,0 +1,106 @@
+package pebble
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// A record's version lives in front of its bytes, in the same value:
+//
+//	00            the format: a versioned record
+//	version(8 BE) the commit sequence of the batch that wrote it (Stamp)
+//	...           the record's bytes, as the caller wrote them
+//
+// A record the engine stores has passed validation, and a valid protobuf
+// encoding never starts with 00 (its field number would be 0), so a value
+// without the header (written before versions existed) is told apart by
+// its first byte. Such a value reports the store's floor: the caller's
+// last commit sequence when this release first opened the store, recorded
+// once (floorSuffix). Every later write has a greater version, and the
+// floor is at least 1, since 0 means absent.
+//
+// A second key per record was the alternative: it costs a write per
+// record on every batch and a read per record on every versioned read,
+// where the header costs 9 bytes and reads it from the value already read.
+const (
+	versionFormat = 0x00
+	headerLen     = 1 + 8
+	// floorSuffix, under the layout's StorePrefix, holds the floor (8
+	// bytes BE). It sorts before the index journal, so iterators and range
+	// deletions never reach it (keyLayout.mainPart).
+	floorSuffix = "floor"
+)
+
+// records tells a stored value of a record from its bytes and version.
+// Immutable after Open.
+type records struct {
+	lower, upper []byte
+	floor        uint64
+}
+
+// has reports whether key is a record's, whose value carries a version.
+func (r *records) has(key []byte) bool {
+	return bytes.Compare(key, r.lower) >= 0 && bytes.Compare(key, r.upper) < 0
+}
+
+// split returns the caller's bytes of the value v stored under key, and
+// its version: 0 for a key that is not a record's.
+func (r *records) split(key, v []byte) ([]byte, uint64) {
+	if !r.has(key) {
+		return v, 0
+	}
+	if len(v) >= headerLen && v[0] == versionFormat {
+		return v[headerLen:], binary.BigEndian.Uint64(v[1:headerLen])
+	}
+	return v, r.floor
+}
+
+// putHeader writes the header of a record at version into dst, which holds
+// headerLen bytes.
+func putHeader(dst []byte, version uint64) {
+	dst[0] = versionFormat
+	binary.BigEndian.PutUint64(dst[1:headerLen], version)
+}
+
+// openRecords reads the floor, or on the first open of a store by this
+// release sets it from the caller's position: synced, before any write, so
+// that a crash cannot leave a later floor than the first open saw. A
+// read-only store computes it without writing.
+func (s *Store) openRecords(readOnly bool) error {
+	kl := s.layout
+	s.recs = &records{lower: kl.recLower, upper: kl.recUpper}
+	v, found, err := get(s.db, kl.floor, nil)
+	if err != nil {
+		return err
+	}
+	if found {
+		if len(v) != 8 {
+			return fmt.Errorf("store: open: the record version floor holds %d bytes, not 8", len(v))
+		}
+		s.recs.floor = binary.BigEndian.Uint64(v)
+		return nil
+	}
+	pos, found, err := get(s.db, kl.position, nil)
+	if err != nil {
+		return err
+	}
+	floor := uint64(1)
+	if found && len(pos) == 8 {
+		floor = max(floor, binary.BigEndian.Uint64(pos))
+	}
+	s.recs.floor = floor
+	if readOnly {
+		return nil
+	}
+	if err := s.db.Set(kl.floor, binary.BigEndian.AppendUint64(nil, floor), pebble.Sync); err != nil {
+		return fmt.Errorf("store: open: record the version floor: %w", err)
+	}
+	return nil
+}
+
+// VersionFloor returns the version of the records written before versions
+// existed (see the package's version.go): tests and the checker use it.
+func (s *Store) VersionFloor() uint64 { return s.recs.floor }
