@@ -25,7 +25,12 @@ type Iter struct {
 	// positioning call).
 	it   *pebble.Iterator
 	pair *iterPair
+	// span is how the bounds lie against the record span (version.go).
+	span recSpan
 }
+
+// bound notes how [lower, upper) lies against the record span.
+func (i *Iter) bound(lower, upper []byte) { i.span = i.s.recs.spanOf(lower, upper) }
 
 // First moves to the first key at or above the lower bound.
 func (i *Iter) First() bool {
@@ -119,8 +124,7 @@ func (i *Iter) Value() []byte {
 	if err != nil {
 		return nil
 	}
-	v, _ = i.s.recs.split(i.it.Key(), v)
-	return v
+	return i.s.recs.splitIn(i.span, i.it.Key(), v)
 }
 
 // Version returns the version of the record the iterator is on, or that
@@ -142,6 +146,7 @@ func (i *Iter) Version() uint64 {
 // unpositions it; call First, Last or a seek next. Reusing an iterator this
 // way is cheaper than creating a new one, and keeps its point-in-time view.
 func (i *Iter) SetBounds(lower, upper []byte) {
+	i.bound(lower, upper)
 	if i.pair != nil {
 		i.pair.setBounds(lower, upper)
 		i.it = nil

@@ -168,13 +168,16 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 			return nil, fmt.Errorf("store: new iterator: %w", err)
 		}
 		i.s = s
+		i.bound(lower, upper)
 		return i, nil
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.layout.pastOwn(lower, upper), UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("store: new iterator: %w", err)
 	}
-	return &Iter{s: s, it: it}, nil
+	i := &Iter{s: s, it: it}
+	i.bound(lower, upper)
+	return i, nil
 }
 
 // NewIterator is NewIter as the contract's Iterator.

@@ -92,13 +92,16 @@ func (sn *Snapshot) NewIter(lower, upper []byte) (*Iter, error) {
 			return nil, fmt.Errorf("store: new snapshot iterator: %w", err)
 		}
 		i.s = sn.s
+		i.bound(lower, upper)
 		return i, nil
 	}
 	it, err := sn.snap.NewIter(&pebble.IterOptions{LowerBound: sn.s.layout.pastOwn(lower, upper), UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("store: new snapshot iterator: %w", err)
 	}
-	return &Iter{s: sn.s, it: it}, nil
+	i := &Iter{s: sn.s, it: it}
+	i.bound(lower, upper)
+	return i, nil
 }
 
 // Close releases the snapshot. It is idempotent, and a no-op after the store

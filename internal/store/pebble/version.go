@@ -58,6 +58,43 @@ func (r *records) split(key, v []byte) ([]byte, uint64) {
 	return v, r.floor
 }
 
+// recSpan is how an iterator's bounds lie against the record span, so
+// that Value compares no key when they lie wholly inside or outside it
+// (the engine's iterators read one type's records or one index).
+type recSpan uint8
+
+const (
+	recMixed recSpan = iota
+	recInside
+	recOutside
+)
+
+// spanOf returns how [lower, upper) (nil: unbounded) lies against r.
+func (r *records) spanOf(lower, upper []byte) recSpan {
+	switch {
+	case lower != nil && upper != nil && bytes.Compare(lower, r.lower) >= 0 && bytes.Compare(upper, r.upper) <= 0:
+		return recInside
+	case upper != nil && bytes.Compare(upper, r.lower) <= 0, lower != nil && bytes.Compare(lower, r.upper) >= 0:
+		return recOutside
+	}
+	return recMixed
+}
+
+// splitIn is split for a key read within bounds that lie as sp says.
+func (r *records) splitIn(sp recSpan, key, v []byte) []byte {
+	switch sp {
+	case recOutside:
+		return v
+	case recInside:
+		if len(v) >= headerLen && v[0] == versionFormat {
+			return v[headerLen:]
+		}
+		return v
+	}
+	v, _ = r.split(key, v)
+	return v
+}
+
 // putHeader writes the header of a record at version into dst, which holds
 // headerLen bytes.
 func putHeader(dst []byte, version uint64) {

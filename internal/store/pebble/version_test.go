@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,46 @@ func TestUnstampedRecordsRefused(t *testing.T) {
 	}
 	if _, found, _ := s.Get(rec, nil); found {
 		t.Fatal("the refused batch's record was applied")
+	}
+}
+
+// Only records lose their header on reads: a meta value that starts with
+// 00, as the commit sequence does, reads whole through iterators bounded
+// inside the record span, outside it, across it and re-bounded.
+func TestOnlyRecordsCarryVersions(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := keyspace.AppendRecordKey(nil, 1, []byte("pk"))
+	meta := []byte(keyspace.SeqKey)
+	b := s.NewBatch()
+	defer b.Close()
+	b.Stamp(9)
+	b.Set(meta, binary.BigEndian.AppendUint64(nil, 9))
+	b.Set(rec, []byte{0x08, 0x01})
+	if err := s.Commit(b); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{string(meta): "0000000000000009@0", string(rec): "0801@9"}
+	lo, hi := keyspace.Layout{}.RecordSpan()
+	for _, bounds := range [][2][]byte{{nil, nil}, {lo, hi}, {meta, lo}, {rec, nil}} {
+		it, err := s.NewIter(bounds[0], bounds[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pass := range 2 {
+			for ok := it.First(); ok; ok = it.Next() {
+				got := fmt.Sprintf("%x@%d", it.Value(), it.Version())
+				if got != want[string(it.Key())] {
+					t.Errorf("bounds %x, pass %d: %x reads %s, want %s", bounds, pass, it.Key(), got, want[string(it.Key())])
+				}
+			}
+			it.SetBounds(nil, nil)
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
