@@ -43,28 +43,28 @@ type Coverage struct {
 var Coders = []Coverage{
 	// Decoders of requests.
 	{"protobase.v1.SearchRequest", "DecodeSearchRequest", Decodes, nums(SearchRequestQueries), nil},
-	{"protobase.v1.Query", "ReadQuery", Decodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount), nums(4, 8)}, // order, filter
-	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                  // and, or, not
-	{"protobase.v1.Comparison", "ReadQuery", Decodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                           // values
-	{"protobase.v1.Value", "ReadOperand", Decodes, nums(ValueInt, ValueUint, ValueBool, ValueString, ValueBytes), nums(3, 7)},                  // double, enum
+	{"protobase.v1.Query", "ReadQuery", Decodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8)}, // order, filter
+	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                 // and, or, not
+	{"protobase.v1.Comparison", "ReadQuery", Decodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                          // values
+	{"protobase.v1.Value", "ReadOperand", Decodes, nums(ValueInt, ValueUint, ValueBool, ValueString, ValueBytes), nums(3, 7)},                                 // double, enum
 	{"protobase.v1.WriteRequest", "DecodeWriteRequest", Decodes, nums(WriteRequestRecords), nil},
 	{"protobase.v1.WriteStreamRequest", "DecodeWriteStreamRequest", Decodes, nums(WriteStreamRequestOp, WriteStreamRequestRecords, WriteStreamRequestAck), nil},
 	{"google.protobuf.Any", "DecodeRecords, FillAny, DecodeAny", Decodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Decoders of responses (the Go client).
-	{"protobase.v1.ScanResponse", "DecodeScanResponse", Decodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone), nums(4)},               // plan
-	{"protobase.v1.QueryResponse", "DecodeQueryResponse", Decodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount), nums(3)}, // plan
+	{"protobase.v1.ScanResponse", "DecodeScanResponse", Decodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)},                // plan
+	{"protobase.v1.QueryResponse", "DecodeQueryResponse", Decodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3)}, // plan
 	{"protobase.v1.SearchResponse", "DecodeSearchResponse", Decodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
-	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan), nil},
+	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan, ResultBatchVersions), nil},
 	{"protobase.v1.WatchResponse", "DecodeWatchResponse", Decodes, nums(WatchResponseChanges, WatchResponseProgress), nil},
 	{"protobase.v1.Change", "DecodeWatchResponse", Decodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit), nil},
 	{"protobase.v1.Position", "DecodeWatchResponse", Decodes, nums(PositionCommit, PositionIndex), nil},
 
 	// Encoders of responses (the gRPC codec).
 	{"protobase.v1.SearchResponse", "AppendSearchResponse", Encodes, nums(SearchResponseResults, SearchResponseDone), nums(SearchResponseErrors)},
-	{"protobase.v1.ResultBatch", "AppendSearchResponse", Encodes, nums(ResultBatchQuery, ResultBatchRecords), nums(ResultBatchPlan)},
-	{"protobase.v1.QueryDone", "AppendSearchResponse", Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)},                            // plan
-	{"protobase.v1.ScanResponse", "AppendScanResponse", Encodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone), nums(4)}, // plan
+	{"protobase.v1.ResultBatch", "AppendSearchResponse", Encodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchVersions), nums(ResultBatchPlan)},
+	{"protobase.v1.QueryDone", "AppendSearchResponse", Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)},                                                  // plan
+	{"protobase.v1.ScanResponse", "AppendScanResponse", Encodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)}, // plan
 	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Writers of responses from records' bytes: the engine's search
@@ -72,7 +72,7 @@ var Coders = []Coverage{
 	// and of internal/watch's WatchResponses (fieldwriters.go,
 	// watchwriters.go). A plan sends the engine to its message path.
 	{"protobase.v1.SearchResponse", searchWriters, Encodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
-	{"protobase.v1.ResultBatch", searchWriters, Encodes, nums(ResultBatchQuery, ResultBatchRecords), nums(ResultBatchPlan)},
+	{"protobase.v1.ResultBatch", searchWriters, Encodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchVersions), nums(ResultBatchPlan)},
 	{"protobase.v1.QueryDone", searchWriters, Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)}, // plan
 	{"google.protobuf.Any", "AppendAnyField, AppendRecord, AppendResult", Encodes, nums(AnyTypeURL, AnyValue), nil},
 	{"protobase.v1.Position", "AppendPosition", Encodes, nums(PositionCommit, PositionIndex), nil},
@@ -83,7 +83,7 @@ var Coders = []Coverage{
 }
 
 // searchWriters names the engine's search writers in Coders.
-const searchWriters = "AppendResult, AppendResultHeader, AppendRecord, AppendDone, AppendQueryError"
+const searchWriters = "AppendResult, AppendResultHeader, AppendRecord, AppendVersions, AppendDone, AppendQueryError"
 
 func nums(n ...protowire.Number) []protowire.Number { return n }
 

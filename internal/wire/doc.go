@@ -29,8 +29,9 @@
 //	      are left to proto.Marshal
 //	encoded (engine: search responses written from records' bytes)
 //	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
-//	      AppendResult, AppendResultHeader, AppendRecord, AppendDone,
-//	      AppendQueryError (searchwriters.go), called by internal/engine
+//	      AppendResult, AppendResultHeader, AppendRecord, AppendVersions,
+//	      AppendDone, AppendQueryError (searchwriters.go, versions.go),
+//	      called by internal/engine
 //	      (searchenc.go, searchrange.go) for lookups and lone queries: a
 //	      QueryError through proto.Marshal; a query with an explain plan
 //	      takes the engine's message path

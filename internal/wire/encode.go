@@ -70,7 +70,7 @@ func sizeBatch(b *pb.ResultBatch) (int, bool) {
 		return 0, false
 	}
 	n, ok := sizeRecords(b.Records)
-	return n + sizeVarintField(b.Query), ok
+	return n + sizeVarintField(b.Query) + sizePacked(b.Versions), ok
 }
 
 func sizeDone(d *pb.QueryDone) (int, bool) {
@@ -115,7 +115,7 @@ func SizeScanResponse(m *pb.ScanResponse) (size int, ok bool) {
 	if m.Done {
 		n += 2
 	}
-	return n, ok
+	return n + sizePacked(m.Versions), ok
 }
 
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
@@ -162,6 +162,7 @@ func AppendSearchResponse(b []byte, m *pb.SearchResponse) []byte {
 		b = protowire.AppendVarint(b, uint64(s))
 		b = appendVarintField(b, ResultBatchQuery, rb.Query)
 		b = appendRecords(b, ResultBatchRecords, rb.Records)
+		b = appendPacked(b, ResultBatchVersions, rb.Versions)
 	}
 	for _, d := range m.Done {
 		s, _ := sizeDone(d)
@@ -181,5 +182,5 @@ func AppendScanResponse(b []byte, m *pb.ScanResponse) []byte {
 		b = protowire.AppendTag(b, ScanResponseDone, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
-	return b
+	return appendPacked(b, ScanResponseVersions, m.Versions)
 }

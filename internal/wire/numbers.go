@@ -23,6 +23,7 @@ const (
 	QueryKeysOnly protowire.Number = 5
 	QueryExplain  protowire.Number = 6
 	QueryCount    protowire.Number = 7
+	QueryVersions protowire.Number = 9
 
 	ExprCmp protowire.Number = 1
 
@@ -43,9 +44,10 @@ const (
 	SearchResponseDone    protowire.Number = 2
 	SearchResponseErrors  protowire.Number = 3
 
-	ResultBatchQuery   protowire.Number = 1
-	ResultBatchRecords protowire.Number = 2
-	ResultBatchPlan    protowire.Number = 3
+	ResultBatchQuery    protowire.Number = 1
+	ResultBatchRecords  protowire.Number = 2
+	ResultBatchPlan     protowire.Number = 3
+	ResultBatchVersions protowire.Number = 4
 
 	QueryDoneQuery protowire.Number = 1
 	QueryDoneCount protowire.Number = 2
@@ -53,13 +55,15 @@ const (
 
 // ScanResponse and QueryResponse.
 const (
-	ScanResponseRecords protowire.Number = 1
-	ScanResponseCount   protowire.Number = 2
-	ScanResponseDone    protowire.Number = 3
+	ScanResponseRecords  protowire.Number = 1
+	ScanResponseCount    protowire.Number = 2
+	ScanResponseDone     protowire.Number = 3
+	ScanResponseVersions protowire.Number = 5
 
 	QueryResponseRecords       protowire.Number = 1
 	QueryResponseNextPageToken protowire.Number = 2
 	QueryResponseCount         protowire.Number = 4
+	QueryResponseVersions      protowire.Number = 5
 )
 
 // WriteRequest and WriteStreamRequest.

@@ -18,7 +18,7 @@ type Query struct {
 	Cmp   Comparison
 	Limit uint64
 
-	KeysOnly, Explain, Count bool
+	KeysOnly, Explain, Count, Versions bool
 
 	// Where the operand lies in the query's bytes: its Value's content is
 	// ValueLen bytes, followed by AfterValue bytes of the comparison and
@@ -55,9 +55,9 @@ const tagValueInt = byte(ValueInt)<<3 | byte(protowire.VarintType)
 // generated decoder, which gives it the error or the meaning it has.
 func ReadQuery(b []byte, q *Query) bool {
 	*q = Query{}
-	var seen uint8
+	var seen uint16
 	for len(b) > 0 {
-		num, typ, l := nextTag(b, QueryCount, &seen)
+		num, typ, l := nextTag(b, QueryVersions, &seen)
 		if l < 0 {
 			return false
 		}
@@ -75,7 +75,7 @@ func ReadQuery(b []byte, q *Query) bool {
 				return false
 			}
 			q.AfterWhere, q.Where = len(b)-m, true
-		case typ == protowire.VarintType && (num == QueryLimit || num == QueryKeysOnly || num == QueryExplain || num == QueryCount):
+		case typ == protowire.VarintType && (num == QueryLimit || num == QueryKeysOnly || num == QueryExplain || num == QueryCount || num == QueryVersions):
 			var x uint64
 			x, m = protowire.ConsumeVarint(b)
 			switch num {
@@ -87,6 +87,8 @@ func ReadQuery(b []byte, q *Query) bool {
 				q.Explain = x != 0
 			case QueryCount:
 				q.Count = x != 0
+			case QueryVersions:
+				q.Versions = x != 0
 			}
 		default:
 			return false // order, or a field in the wrong wire type
@@ -110,7 +112,7 @@ func readWhere(b []byte, q *Query) bool {
 		return false
 	}
 	c := &q.Cmp
-	var seen uint8
+	var seen uint16
 	for len(cb) > 0 {
 		num, typ, l := nextTag(cb, ComparisonValue, &seen)
 		if l < 0 {
@@ -148,7 +150,7 @@ func readWhere(b []byte, q *Query) bool {
 // nextTag reads the tag that starts b, of a field numbered 1 to last that
 // seen does not hold yet, and adds it to seen; l < 0 for anything else. In
 // the common shape every field comes at most once.
-func nextTag(b []byte, last protowire.Number, seen *uint8) (num protowire.Number, typ protowire.Type, l int) {
+func nextTag(b []byte, last protowire.Number, seen *uint16) (num protowire.Number, typ protowire.Type, l int) {
 	num, typ, l = protowire.ConsumeTag(b)
 	if l < 0 || num < 1 || num > last || *seen&(1<<num) != 0 {
 		return 0, 0, -1

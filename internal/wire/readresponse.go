@@ -30,22 +30,26 @@ import (
 func DecodeScanResponse(b []byte, m *pb.ScanResponse) error {
 	var count uint64
 	var done bool
-	recs, ok := DecodeRecords(b, ScanResponseRecords, func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) bool {
+	var versions []uint64
+	recs, ok := DecodeRecords(b, ScanResponseRecords, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
+		ok := true
 		switch {
 		case num == ScanResponseCount && typ == protowire.VarintType:
 			count = v
 		case num == ScanResponseDone && typ == protowire.VarintType:
 			done = v != 0
+		case num == ScanResponseVersions && typ == protowire.BytesType:
+			versions, ok = readPacked(versions, s)
 		default:
 			return false
 		}
-		return true
+		return ok
 	})
 	if !ok {
 		return proto.Unmarshal(b, m)
 	}
 	m.Reset()
-	m.Records, m.Count, m.Done = recs, count, done
+	m.Records, m.Count, m.Done, m.Versions = recs, count, done, versions
 	return nil
 }
 
@@ -54,21 +58,25 @@ func DecodeScanResponse(b []byte, m *pb.ScanResponse) error {
 func DecodeQueryResponse(b []byte, m *pb.QueryResponse) error {
 	var count uint64
 	var token []byte
+	var versions []uint64
 	recs, ok := DecodeRecords(b, QueryResponseRecords, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
+		ok := true
 		switch {
 		case num == QueryResponseCount && typ == protowire.VarintType:
 			count = v
 		case num == QueryResponseNextPageToken && typ == protowire.BytesType && utf8.Valid(s):
 			token = s
+		case num == QueryResponseVersions && typ == protowire.BytesType:
+			versions, ok = readPacked(versions, s)
 		default:
 			return false
 		}
-		return true
+		return ok
 	})
 	if !ok {
 		return proto.Unmarshal(b, m)
 	}
 	m.Reset()
-	m.Records, m.Count, m.NextPageToken = recs, count, string(token)
+	m.Records, m.Count, m.NextPageToken, m.Versions = recs, count, string(token), versions
 	return nil
 }

@@ -163,7 +163,7 @@ func (s *SearchSlabs) query(b []byte, q *pb.Query) bool {
 	if len(w.Type) > 0 {
 		q.Type = shared(w.Type, &s.lastTyp)
 	}
-	q.Limit, q.KeysOnly, q.Explain, q.Count = w.Limit, w.KeysOnly, w.Explain, w.Count
+	q.Limit, q.KeysOnly, q.Explain, q.Count, q.Versions = w.Limit, w.KeysOnly, w.Explain, w.Count, w.Versions
 	if w.Where {
 		q.Where = s.where(&w.Cmp)
 	}

@@ -59,7 +59,10 @@ func (sh *searchRespShape) count(b []byte) bool {
 }
 
 // batchField accepts the fields of a ResultBatch besides its records.
-func batchField(num protowire.Number, typ protowire.Type, _ uint64, _ []byte) bool {
+func batchField(num protowire.Number, typ protowire.Type, _ uint64, s []byte) bool {
+	if num == ResultBatchVersions && typ == protowire.BytesType {
+		return validPacked(s)
+	}
 	return (num == ResultBatchQuery && typ == protowire.VarintType) ||
 		(num == ResultBatchPlan && typ == protowire.BytesType)
 }
@@ -132,6 +135,10 @@ func (s *searchSlabs) batch(b []byte, rb *pb.ResultBatch) error {
 		}
 		v, n := protowire.ConsumeBytes(rest)
 		rest = rest[n:]
+		if num == ResultBatchVersions { // well formed: count read it
+			rb.Versions, _ = readPacked(rb.Versions, v)
+			continue
+		}
 		if num == ResultBatchPlan {
 			// A message field repeated on the wire merges, as in proto.Unmarshal.
 			if rb.Plan == nil {

@@ -38,7 +38,8 @@ const MaxResultHeader = 1 + 5 + 1 + binary.MaxVarintLen64
 
 // AppendResultHeader appends the start of a SearchResponse.results field
 // holding a ResultBatch of query id whose records, written after it with
-// AppendRecord, take n bytes. A writer that learns n only once the
+// AppendRecord, and versions, written after them with AppendVersions,
+// take n bytes. A writer that learns n only once the
 // records are written leaves MaxResultHeader bytes before them and
 // writes the header at the end of that room.
 func AppendResultHeader(b []byte, id uint64, n int) []byte {

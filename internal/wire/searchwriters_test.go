@@ -13,8 +13,8 @@ import (
 
 // writeSearch writes m with the search writers as the engine uses them:
 // results, completions and errors in three buffers joined in field order;
-// a batch of one record with AppendResult, any other with its records
-// written after MaxResultHeader bytes of room and its header at the end
+// a batch of one record without versions with AppendResult, any other
+// with its records and versions written after MaxResultHeader bytes of room and its header at the end
 // of that room once their length is known. ok is false for a shape the
 // writers leave to the message path: a plan, or unknown fields at the
 // top (nested messages are the engine's own and hold none).
@@ -28,7 +28,7 @@ func writeSearch(m proto.Message) (b []byte, ok bool) {
 		if rb.Plan != nil {
 			return nil, false
 		}
-		if len(rb.Records) == 1 {
+		if len(rb.Records) == 1 && len(rb.Versions) == 0 {
 			a := rb.Records[0]
 			out = AppendResult(out, rb.Query, AppendString(nil, AnyTypeURL, a.TypeUrl), a.Value)
 			continue
@@ -38,6 +38,7 @@ func writeSearch(m proto.Message) (b []byte, ok bool) {
 		for _, a := range rb.Records {
 			out = AppendRecord(out, AppendString(nil, AnyTypeURL, a.TypeUrl), a.Value)
 		}
+		out = AppendVersions(out, rb.Versions)
 		var h [MaxResultHeader]byte
 		hb := AppendResultHeader(h[:0], rb.Query, len(out)-start-MaxResultHeader)
 		head := start + MaxResultHeader - len(hb)

@@ -1399,7 +1399,13 @@ type Query struct {
 	// --where`, see docs/clients.md). A query with both filter and where is
 	// INVALID_ARGUMENT, and so is a filter that does not parse: the message
 	// names the column, and a google.rpc.BadRequest detail names the field.
-	Filter        string `protobuf:"bytes,8,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter string `protobuf:"bytes,8,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Return each record's version beside it: the response's versions,
+	// parallel to its records. A version is a number that changes whenever
+	// the record is written and grows over time: the commit of that write's
+	// Watch position (docs/storage.md). keys_only results carry versions
+	// too; a count query returns neither records nor versions.
+	Versions      bool `protobuf:"varint,9,opt,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1488,6 +1494,13 @@ func (x *Query) GetFilter() string {
 		return x.Filter
 	}
 	return ""
+}
+
+func (x *Query) GetVersions() bool {
+	if x != nil {
+		return x.Versions
+	}
+	return false
 }
 
 // Order names the key order of the results.
@@ -2132,7 +2145,9 @@ type ResultBatch struct {
 	Query   uint64                 `protobuf:"varint,1,opt,name=query,proto3" json:"query,omitempty"`
 	Records []*anypb.Any           `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	// Set on the first batch of a query with explain.
-	Plan          *Plan `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	Plan *Plan `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// With Query.versions: versions[i] is the version of records[i].
+	Versions      []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2184,6 +2199,13 @@ func (x *ResultBatch) GetRecords() []*anypb.Any {
 func (x *ResultBatch) GetPlan() *Plan {
 	if x != nil {
 		return x.Plan
+	}
+	return nil
+}
+
+func (x *ResultBatch) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
 	}
 	return nil
 }
@@ -2386,9 +2408,11 @@ type ScanResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Records []*anypb.Any           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
 	// Set on the last message: total matches.
-	Count         uint64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Done          bool   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
-	Plan          *Plan  `protobuf:"bytes,4,opt,name=plan,proto3" json:"plan,omitempty"`
+	Count uint64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Done  bool   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	Plan  *Plan  `protobuf:"bytes,4,opt,name=plan,proto3" json:"plan,omitempty"`
+	// With Query.versions: versions[i] is the version of records[i].
+	Versions      []uint64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2447,6 +2471,13 @@ func (x *ScanResponse) GetDone() bool {
 func (x *ScanResponse) GetPlan() *Plan {
 	if x != nil {
 		return x.Plan
+	}
+	return nil
+}
+
+func (x *ScanResponse) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
 	}
 	return nil
 }
@@ -2525,7 +2556,9 @@ type QueryResponse struct {
 	// Set on count queries: the number of matches (at most the query's
 	// limit). A count query is answered in one response, on one snapshot,
 	// without records or a next page token; page_size does not apply.
-	Count         uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Count uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// With Query.versions: versions[i] is the version of records[i].
+	Versions      []uint64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2588,6 +2621,13 @@ func (x *QueryResponse) GetCount() uint64 {
 	return 0
 }
 
+func (x *QueryResponse) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
 // GetRequest names primary keys of one record type. Keys may be given as
 // JSON values, as key records, or both; their positions number keys first,
 // then key_records.
@@ -2604,7 +2644,10 @@ type GetRequest struct {
 	Keys []*structpb.Value `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	// Primary keys as records of the type, of which only the primary-key
 	// fields are read (as Remove reads them); their type must be type.
-	KeyRecords    []*anypb.Any `protobuf:"bytes,3,rep,name=key_records,json=keyRecords,proto3" json:"key_records,omitempty"`
+	KeyRecords []*anypb.Any `protobuf:"bytes,3,rep,name=key_records,json=keyRecords,proto3" json:"key_records,omitempty"`
+	// Return each record's version beside it (GetResponse.versions), as
+	// Query.versions does.
+	Versions      bool `protobuf:"varint,4,opt,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2660,6 +2703,13 @@ func (x *GetRequest) GetKeyRecords() []*anypb.Any {
 	return nil
 }
 
+func (x *GetRequest) GetVersions() bool {
+	if x != nil {
+		return x.Versions
+	}
+	return false
+}
+
 // GetResponse answers a GetRequest.
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2672,7 +2722,9 @@ type GetResponse struct {
 	// Positions of the keys whose records did not fit in this response (it
 	// is bounded in bytes: docs/limits.md), ascending: ask for them again.
 	// At least the first key's record is always answered.
-	Unanswered    []uint32 `protobuf:"varint,3,rep,packed,name=unanswered,proto3" json:"unanswered,omitempty"`
+	Unanswered []uint32 `protobuf:"varint,3,rep,packed,name=unanswered,proto3" json:"unanswered,omitempty"`
+	// With GetRequest.versions: versions[i] is the version of records[i].
+	Versions      []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2724,6 +2776,13 @@ func (x *GetResponse) GetMissing() []uint32 {
 func (x *GetResponse) GetUnanswered() []uint32 {
 	if x != nil {
 		return x.Unanswered
+	}
+	return nil
+}
+
+func (x *GetResponse) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
 	}
 	return nil
 }
@@ -4228,7 +4287,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05field\x18\x04 \x01(\tR\x05field\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12'\n" +
 	"\x0fbatches_applied\x18\x06 \x01(\x04R\x0ebatchesApplied\x12'\n" +
-	"\x0frecords_applied\x18\a \x01(\x04R\x0erecordsApplied\"\xeb\x01\n" +
+	"\x0frecords_applied\x18\a \x01(\x04R\x0erecordsApplied\"\x87\x02\n" +
 	"\x05Query\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12(\n" +
 	"\x05where\x18\x02 \x01(\v2\x12.protobase.v1.ExprR\x05where\x12\x14\n" +
@@ -4237,7 +4296,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\tkeys_only\x18\x05 \x01(\bR\bkeysOnly\x12\x18\n" +
 	"\aexplain\x18\x06 \x01(\bR\aexplain\x12\x14\n" +
 	"\x05count\x18\a \x01(\bR\x05count\x12\x16\n" +
-	"\x06filter\x18\b \x01(\tR\x06filter\"=\n" +
+	"\x06filter\x18\b \x01(\tR\x06filter\x12\x1a\n" +
+	"\bversions\x18\t \x01(\bR\bversions\"=\n" +
 	"\x05Order\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\tR\x05index\x12\x1e\n" +
 	"\n" +
@@ -4277,11 +4337,12 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x0eSearchResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.protobase.v1.ResultBatchR\aresults\x12+\n" +
 	"\x04done\x18\x02 \x03(\v2\x17.protobase.v1.QueryDoneR\x04done\x120\n" +
-	"\x06errors\x18\x03 \x03(\v2\x18.protobase.v1.QueryErrorR\x06errors\"{\n" +
+	"\x06errors\x18\x03 \x03(\v2\x18.protobase.v1.QueryErrorR\x06errors\"\x97\x01\n" +
 	"\vResultBatch\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\x04R\x05query\x12.\n" +
 	"\arecords\x18\x02 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12&\n" +
-	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\"_\n" +
+	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x1a\n" +
+	"\bversions\x18\x04 \x03(\x04R\bversions\"_\n" +
 	"\tQueryDone\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\x04R\x05query\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12&\n" +
@@ -4296,34 +4357,38 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x13.protobase.v1.QueryR\x05query\x12 \n" +
 	"\vparallelism\x18\x02 \x01(\rR\vparallelism\x12\x1d\n" +
 	"\n" +
-	"batch_size\x18\x03 \x01(\rR\tbatchSize\"\x90\x01\n" +
+	"batch_size\x18\x03 \x01(\rR\tbatchSize\"\xac\x01\n" +
 	"\fScanResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x12\n" +
 	"\x04done\x18\x03 \x01(\bR\x04done\x12&\n" +
-	"\x04plan\x18\x04 \x01(\v2\x12.protobase.v1.PlanR\x04plan\"u\n" +
+	"\x04plan\x18\x04 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x1a\n" +
+	"\bversions\x18\x05 \x03(\x04R\bversions\"u\n" +
 	"\fQueryRequest\x12)\n" +
 	"\x05query\x18\x01 \x01(\v2\x13.protobase.v1.QueryR\x05query\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa5\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xc1\x01\n" +
 	"\rQueryResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12&\n" +
 	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x04R\x05count\"\x83\x01\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x1a\n" +
+	"\bversions\x18\x05 \x03(\x04R\bversions\"\x9f\x01\n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12*\n" +
 	"\x04keys\x18\x02 \x03(\v2\x16.google.protobuf.ValueR\x04keys\x125\n" +
 	"\vkey_records\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\n" +
-	"keyRecords\"w\n" +
+	"keyRecords\x12\x1a\n" +
+	"\bversions\x18\x04 \x01(\bR\bversions\"\x93\x01\n" +
 	"\vGetResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x18\n" +
 	"\amissing\x18\x02 \x03(\rR\amissing\x12\x1e\n" +
 	"\n" +
 	"unanswered\x18\x03 \x03(\rR\n" +
-	"unanswered\"\x81\x01\n" +
+	"unanswered\x12\x1a\n" +
+	"\bversions\x18\x04 \x03(\x04R\bversions\"\x81\x01\n" +
 	"\aKeyInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +

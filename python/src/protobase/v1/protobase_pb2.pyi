@@ -726,6 +726,7 @@ class Query(_message.Message):
     EXPLAIN_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     """Full name of the record type."""
     limit: _builtins.int
@@ -742,6 +743,13 @@ class Query(_message.Message):
     --where`, see docs/clients.md). A query with both filter and where is
     INVALID_ARGUMENT, and so is a filter that does not parse: the message
     names the column, and a google.rpc.BadRequest detail names the field.
+    """
+    versions: _builtins.bool
+    """Return each record's version beside it: the response's versions,
+    parallel to its records. A version is a number that changes whenever
+    the record is written and grows over time: the commit of that write's
+    Watch position (docs/storage.md). keys_only results carry versions
+    too; a count query returns neither records nor versions.
     """
     @_builtins.property
     def where(self) -> Global___Expr:
@@ -760,10 +768,11 @@ class Query(_message.Message):
         explain: _builtins.bool = ...,
         count: _builtins.bool = ...,
         filter: _builtins.str = ...,
+        versions: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["order", b"order", "where", b"where"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "explain", b"explain", "filter", b"filter", "keys_only", b"keys_only", "limit", b"limit", "order", b"order", "type", b"type", "where", b"where"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "explain", b"explain", "filter", b"filter", "keys_only", b"keys_only", "limit", b"limit", "order", b"order", "type", b"type", "versions", b"versions", "where", b"where"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1017,6 +1026,7 @@ class ResultBatch(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
     PLAN_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     query: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
@@ -1024,16 +1034,21 @@ class ResultBatch(_message.Message):
     def plan(self) -> Global___Plan:
         """Set on the first batch of a query with explain."""
 
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """With Query.versions: versions[i] is the version of records[i]."""
+
     def __init__(
         self,
         *,
         query: _builtins.int = ...,
         records: _abc.Iterable[_any_pb2.Any] | None = ...,
         plan: Global___Plan | None = ...,
+        versions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan", "query", b"query", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan", "query", b"query", "records", b"records", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1135,6 +1150,7 @@ class ScanResponse(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     DONE_FIELD_NUMBER: _builtins.int
     PLAN_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     count: _builtins.int
     """Set on the last message: total matches."""
     done: _builtins.bool
@@ -1142,6 +1158,10 @@ class ScanResponse(_message.Message):
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
     @_builtins.property
     def plan(self) -> Global___Plan: ...
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """With Query.versions: versions[i] is the version of records[i]."""
+
     def __init__(
         self,
         *,
@@ -1149,10 +1169,11 @@ class ScanResponse(_message.Message):
         count: _builtins.int = ...,
         done: _builtins.bool = ...,
         plan: Global___Plan | None = ...,
+        versions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "done", b"done", "plan", b"plan", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "done", b"done", "plan", b"plan", "records", b"records", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1198,6 +1219,7 @@ class QueryResponse(_message.Message):
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     PLAN_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """Empty when there are no more results."""
     count: _builtins.int
@@ -1209,6 +1231,10 @@ class QueryResponse(_message.Message):
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
     @_builtins.property
     def plan(self) -> Global___Plan: ...
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """With Query.versions: versions[i] is the version of records[i]."""
+
     def __init__(
         self,
         *,
@@ -1216,10 +1242,11 @@ class QueryResponse(_message.Message):
         next_page_token: _builtins.str = ...,
         plan: Global___Plan | None = ...,
         count: _builtins.int = ...,
+        versions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "next_page_token", b"next_page_token", "plan", b"plan", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "next_page_token", b"next_page_token", "plan", b"plan", "records", b"records", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1237,8 +1264,13 @@ class GetRequest(_message.Message):
     TYPE_FIELD_NUMBER: _builtins.int
     KEYS_FIELD_NUMBER: _builtins.int
     KEY_RECORDS_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     """Full name of the record type."""
+    versions: _builtins.bool
+    """Return each record's version beside it (GetResponse.versions), as
+    Query.versions does.
+    """
     @_builtins.property
     def keys(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]:
         """Primary keys as JSON values. A one-field key is the value itself (7,
@@ -1261,10 +1293,11 @@ class GetRequest(_message.Message):
         type: _builtins.str = ...,
         keys: _abc.Iterable[_struct_pb2.Value] | None = ...,
         key_records: _abc.Iterable[_any_pb2.Any] | None = ...,
+        versions: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_records", b"key_records", "keys", b"keys", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key_records", b"key_records", "keys", b"keys", "type", b"type", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1279,6 +1312,7 @@ class GetResponse(_message.Message):
     RECORDS_FIELD_NUMBER: _builtins.int
     MISSING_FIELD_NUMBER: _builtins.int
     UNANSWERED_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
         """The records found, in the order of their keys, with their bytes as
@@ -1297,16 +1331,21 @@ class GetResponse(_message.Message):
         At least the first key's record is always answered.
         """
 
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """With GetRequest.versions: versions[i] is the version of records[i]."""
+
     def __init__(
         self,
         *,
         records: _abc.Iterable[_any_pb2.Any] | None = ...,
         missing: _abc.Iterable[_builtins.int] | None = ...,
         unanswered: _abc.Iterable[_builtins.int] | None = ...,
+        versions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records", "unanswered", b"unanswered"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records", "unanswered", b"unanswered", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
