@@ -58,7 +58,25 @@ func typeName(url string) string { return url[strings.LastIndexByte(url, '/')+1:
 // (docs/limits.md) and names the keys left over; Get asks again for those
 // until every key is answered.
 func (c *Client) Get(ctx context.Context, typeName string, keys ...any) ([]*anypb.Any, error) {
+	out, _, err := c.get(ctx, typeName, keys, false)
+	return out, err
+}
+
+// GetVersioned is Get that also returns each record's version, parallel
+// to the records: a number that changes whenever the record is written
+// and grows over time (the commit of that write's Watch position), 0 for
+// a key that has no record. A request asked again for the keys left over
+// reads a later snapshot: compare versions, not answers, across them.
+func (c *Client) GetVersioned(ctx context.Context, typeName string, keys ...any) ([]*anypb.Any, []uint64, error) {
+	return c.get(ctx, typeName, keys, true)
+}
+
+func (c *Client) get(ctx context.Context, typeName string, keys []any, versions bool) ([]*anypb.Any, []uint64, error) {
 	out := make([]*anypb.Any, len(keys))
+	var vers []uint64
+	if versions {
+		vers = make([]uint64, len(keys))
+	}
 	todo := make([]int, len(keys)) // the keys not answered yet, by index
 	for i := range todo {
 		todo[i] = i
@@ -66,19 +84,20 @@ func (c *Client) Get(ctx context.Context, typeName string, keys ...any) ([]*anyp
 	for len(todo) > 0 {
 		req, order, err := getRequest(typeName, keys, todo)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		req.Versions = versions
 		resp, err := c.api.Get(ctx, req)
 		if err != nil {
-			return nil, asError(err)
+			return nil, nil, asError(err)
 		}
-		again := placeRecords(resp, order, out)
+		again := placeRecords(resp, order, out, vers)
 		if len(again) == len(todo) {
-			return nil, fmt.Errorf("get %s: the server answered none of %d keys", typeName, len(todo))
+			return nil, nil, fmt.Errorf("get %s: the server answered none of %d keys", typeName, len(todo))
 		}
 		todo = again
 	}
-	return out, nil
+	return out, vers, nil
 }
 
 // getRequest builds the request for the keys at the indexes todo; order[p]
@@ -107,9 +126,10 @@ func getRequest(typeName string, keys []any, todo []int) (*pb.GetRequest, []int,
 	return req, append(values, records...), nil
 }
 
-// placeRecords puts each record of resp at its key's index in out and
-// returns the indexes of the keys the server left unanswered.
-func placeRecords(resp *pb.GetResponse, order []int, out []*anypb.Any) (again []int) {
+// placeRecords puts each record of resp at its key's index in out (and
+// its version in vers, when not nil) and returns the indexes of the keys
+// the server left unanswered.
+func placeRecords(resp *pb.GetResponse, order []int, out []*anypb.Any, vers []uint64) (again []int) {
 	skip := make(map[uint32]bool, len(resp.Missing)+len(resp.Unanswered))
 	for _, m := range resp.Missing {
 		skip[m] = true
@@ -126,6 +146,9 @@ func placeRecords(resp *pb.GetResponse, order []int, out []*anypb.Any) (again []
 			continue
 		}
 		out[i] = resp.Records[next]
+		if vers != nil && next < len(resp.Versions) {
+			vers[i] = resp.Versions[next]
+		}
 		next++
 	}
 	return again

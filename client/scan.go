@@ -30,6 +30,9 @@ type Scanner struct {
 	cancel context.CancelFunc
 	cur    []*anypb.Any
 	rec    *anypb.Any
+	// curVer and ver are cur's and rec's versions (Query.versions).
+	curVer []uint64
+	ver    uint64
 	err    error
 	count  uint64
 	plan   *pb.Plan
@@ -66,9 +69,13 @@ func (s *Scanner) Next() bool {
 		if resp.Done {
 			s.done, s.count = true, resp.Count
 		}
-		s.cur = resp.Records
+		s.cur, s.curVer = resp.Records, resp.Versions
 	}
 	s.rec, s.cur = s.cur[0], s.cur[1:]
+	s.ver = 0
+	if len(s.curVer) > 0 {
+		s.ver, s.curVer = s.curVer[0], s.curVer[1:]
+	}
 	return true
 }
 
@@ -76,6 +83,10 @@ func (s *Scanner) Next() bool {
 // one response share one buffer, so keeping a record keeps its response's
 // bytes (one batch) in memory: clone it (proto.Clone) to keep it alone.
 func (s *Scanner) Record() *anypb.Any { return s.rec }
+
+// Version is the current record's version when the query asked for
+// versions (Query.versions), 0 otherwise.
+func (s *Scanner) Version() uint64 { return s.ver }
 
 // Err is the error that ended the scan, if any.
 func (s *Scanner) Err() error { return s.err }
@@ -101,6 +112,9 @@ type Page struct {
 	// Count is the number of matches of a count query (Query.count),
 	// which is answered in one page without records.
 	Count uint64
+	// Versions holds each record's version, parallel to Records, when the
+	// query asked for them (Query.versions).
+	Versions []uint64
 }
 
 // Query fetches one page of q; pass the previous page's Token to continue.
@@ -111,7 +125,7 @@ func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token 
 	if err != nil {
 		return nil, asError(err)
 	}
-	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan, Count: resp.Count}, nil
+	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan, Count: resp.Count, Versions: resp.Versions}, nil
 }
 
 // Pages calls fn with every page of q in order until the last page or an

@@ -66,11 +66,18 @@ type Results struct {
 	id  uint64
 	s   *Search
 	cur []*anypb.Any // reader-owned: the batch being read
+	// curVer and ver are reader-owned too: cur's versions, and the version
+	// of the record Next returned last (Query.versions).
+	curVer []uint64
+	ver    uint64
 
 	mu    sync.Mutex // guards the fields below
 	ready sync.Cond  // on mu: broadcast after every push and at the end
 	first [1][]*anypb.Any
 	queue [][]*anypb.Any // non-empty batches not yet read
+	// vers holds the versions of queue's batches, when the query asked
+	// for them: every batch of such a query has them.
+	vers  [][]uint64
 	ended bool
 	err   error
 	count uint64
@@ -96,6 +103,9 @@ func (r *Results) push(b *pb.ResultBatch) {
 	}
 	if len(b.Records) > 0 {
 		r.queue = append(r.queue, b.Records)
+		if len(b.Versions) > 0 {
+			r.vers = append(r.vers, b.Versions)
+		}
 	}
 	r.mu.Unlock()
 	r.ready.Broadcast()
@@ -255,8 +265,16 @@ func (r *Results) Next() (*anypb.Any, error) {
 	}
 	a := r.cur[0]
 	r.cur = r.cur[1:]
+	r.ver = 0
+	if len(r.curVer) > 0 {
+		r.ver, r.curVer = r.curVer[0], r.curVer[1:]
+	}
 	return a, nil
 }
+
+// Version is the version of the record Next returned last, when the query
+// asked for versions (Query.versions); 0 otherwise.
+func (r *Results) Version() uint64 { return r.ver }
 
 // wait makes cur non-empty, waiting for the next batch, or returns io.EOF
 // or the query's error.
@@ -273,6 +291,10 @@ func (r *Results) wait() error {
 		r.cur = r.queue[0]
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
+		if len(r.vers) > 0 {
+			r.curVer = r.vers[0]
+			r.vers = r.vers[1:]
+		}
 		return nil
 	}
 	if r.err != nil {
@@ -282,7 +304,8 @@ func (r *Results) wait() error {
 }
 
 // All reads the remaining records. The result of a query answered in one
-// batch is that batch's slice itself, not a copy.
+// batch is that batch's slice itself, not a copy. It returns no versions:
+// read a query that asks for them with Next and Version.
 func (r *Results) All() ([]*anypb.Any, error) {
 	var out []*anypb.Any
 	for {
@@ -298,7 +321,7 @@ func (r *Results) All() ([]*anypb.Any, error) {
 		} else {
 			out = append(out, r.cur...)
 		}
-		r.cur = nil
+		r.cur, r.curVer = nil, nil
 	}
 }
 

@@ -56,7 +56,7 @@ func (a *respArena) batch(id uint64) *pb.ResultBatch {
 	}
 	b := &a.batches[a.nb]
 	a.nb++
-	b.Query, b.Records, b.Plan = id, nil, nil
+	b.Query, b.Records, b.Plan, b.Versions = id, nil, nil, nil
 	return b
 }
 

@@ -56,7 +56,7 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 	if err != nil {
 		return nil, Hold{}, err
 	}
-	g := &getRun{e: e, url: t.url, limit: limit}
+	g := &getRun{e: e, url: t.url, limit: limit, versions: req.GetVersions()}
 	if err := g.read(ctx, keys); err != nil {
 		e.release(&g.h)
 		return nil, Hold{}, err
@@ -73,6 +73,9 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 		default:
 			anys[i].TypeUrl, anys[i].Value = t.url, val
 			resp.Records = append(resp.Records, &anys[i])
+			if g.versions {
+				resp.Versions = append(resp.Versions, g.vers[i])
+			}
 			size += len(val)
 		}
 	}
@@ -140,6 +143,10 @@ type getRun struct {
 	vals    [][]byte
 	skipped []bool
 	any     bool // a record was answered
+	// versions says the request asks for versions: vers[i] is then the
+	// version of vals[i].
+	versions bool
+	vers     []uint64
 }
 
 // read reads keys on one view: a lone key with one Get, many through one
@@ -148,8 +155,11 @@ type getRun struct {
 func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	e := g.e
 	g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))
+	if g.versions {
+		g.vers = make([]uint64, len(keys))
+	}
 	if len(keys) == 1 {
-		val, found, err := e.st.Get(keys[0], nil)
+		val, ver, found, err := e.st.GetVersioned(keys[0], nil)
 		if err != nil {
 			return readError("point read", err)
 		}
@@ -157,7 +167,7 @@ func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 			if val == nil {
 				val = []byte{} // an empty record is found: nil means missing
 			}
-			return g.keep(ctx, []int{0}, val)
+			return g.keep(ctx, []int{0}, val, ver)
 		}
 		return nil
 	}
@@ -230,7 +240,11 @@ func (g *getRun) lookups(ctx context.Context, it store.Iterator, keys [][]byte, 
 			arena = arena[:len(arena)+len(val)]
 			val = val[:len(val):len(val)]
 		}
-		if err := g.keep(ctx, same, val); err != nil {
+		var ver uint64
+		if g.versions {
+			ver = it.Version()
+		}
+		if err := g.keep(ctx, same, val, ver); err != nil {
 			return err
 		}
 	}
@@ -241,13 +255,22 @@ func (g *getRun) lookups(ctx context.Context, it store.Iterator, keys [][]byte, 
 }
 
 // full says that no record, however small, fits in the response anymore.
-func (g *getRun) full() bool { return g.size+int64(resultBytes(0, len(g.url))) > g.limit }
+func (g *getRun) full() bool { return g.size+g.cost(0) > g.limit }
 
-// keep answers the keys at positions (ascending) with val, as many of
-// them as fit, holding their bytes of the result budget; it marks the
-// others skipped.
-func (g *getRun) keep(ctx context.Context, positions []int, val []byte) error {
-	each := int64(resultBytes(len(val), len(g.url)))
+// cost is what a record of n bytes adds to the response.
+func (g *getRun) cost(n int) int64 {
+	c := int64(resultBytes(n, len(g.url)))
+	if g.versions {
+		c += versionBytes
+	}
+	return c
+}
+
+// keep answers the keys at positions (ascending) with val, at version ver,
+// as many of them as fit, holding their bytes of the result budget; it
+// marks the others skipped.
+func (g *getRun) keep(ctx context.Context, positions []int, val []byte, ver uint64) error {
+	each := g.cost(len(val))
 	fit := min(int64(len(positions)), (g.limit-g.size)/each)
 	for _, i := range positions[fit:] {
 		g.skipped[i] = true
@@ -266,6 +289,9 @@ func (g *getRun) keep(ctx context.Context, positions []int, val []byte) error {
 	g.any = true
 	for _, i := range positions[:fit] {
 		g.vals[i] = val
+		if g.versions {
+			g.vers[i] = ver
+		}
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ var indexBatches = sync.Pool{New: func() any { return new(indexBatchBuf) }}
 type indexEntry struct {
 	k0, k1, rk0, rk1, v0, v1 int
 	found                    bool
+	ver                      uint64 // the record's version, when the query asks
 }
 
 // orderKey places entry i in record-key order: hi and lo are the first 16
@@ -100,10 +101,10 @@ func (b *indexBatchBuf) entry(i int) (key, rec []byte, found bool) {
 	return b.keys[en.k0:en.k1], b.vals[en.v0:en.v1], en.found
 }
 
-// keep stores the record of entry i.
-func (b *indexBatchBuf) keep(i int32, val []byte, found bool) {
+// keep stores the record of entry i and its version.
+func (b *indexBatchBuf) keep(i int32, val []byte, found bool, ver uint64) {
 	en := &b.ents[i]
-	en.found = found
+	en.found, en.ver = found, ver
 	en.v0 = len(b.vals)
 	b.vals = append(b.vals, val...)
 	en.v1 = len(b.vals)
@@ -168,6 +169,7 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 				continue // entry of a record removed after the entry was read: not possible on a snapshot, harmless
 			}
 			cu.read++
+			cu.ver = b.ents[i].ver
 			if more, err := cu.match(key, rec, emit); err != nil || !more {
 				return false, err
 			}
@@ -202,7 +204,11 @@ func (cu *cursor) lookupBatch(b *indexBatchBuf) error {
 		if err != nil {
 			return err
 		}
-		b.keep(o.i, val, found)
+		var ver uint64
+		if found && cu.wantVer {
+			ver = cu.rit.Version()
+		}
+		b.keep(o.i, val, found, ver)
 	}
 	return nil
 }
@@ -222,7 +228,11 @@ func (cu *cursor) lookupFetched(b *indexBatchBuf) error {
 		if err != nil {
 			return err
 		}
-		b.keep(o.i, val, found)
+		var ver uint64
+		if found && cu.wantVer {
+			ver = cu.rit.Version()
+		}
+		b.keep(o.i, val, found, ver)
 	}
 	clear(b.pre) // the pooled batch should not keep the keys' buffer alive through them
 	return nil

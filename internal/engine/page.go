@@ -86,6 +86,9 @@ func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after
 			return false
 		}
 		cost := int64(resultBytes(len(rec), len(c.t.url)))
+		if cu.wantVer {
+			cost += versionBytes
+		}
 		if total+cost > limit {
 			if len(resp.Records) > 0 {
 				more = true // the page is full in bytes: the next starts here
@@ -107,6 +110,9 @@ func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after
 			left = min(left, len(c.plan.Ranges))
 		}
 		resp.Records = append(resp.Records, pk.pack(c.t.url, rec, left*len(rec)))
+		if cu.wantVer {
+			resp.Versions = append(resp.Versions, cu.ver)
+		}
 		return true
 	})
 	cu.flushStats()

@@ -136,6 +136,10 @@ type cursor struct {
 	// its chunk (stageLookups).
 	staged   *recordcache.Batch
 	stagedAt int
+	// wantVer says the query asks for versions (Query.versions): every
+	// record read then sets ver, the version of the record emit is given.
+	wantVer bool
+	ver     uint64
 }
 
 // flushStats adds the cursor's counts to the engine's Stats.
@@ -156,6 +160,7 @@ func (cu *cursor) flushStats() {
 // or when ctx is done.
 func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, emit func(key, rec []byte) bool) error {
 	p := cu.c.plan
+	cu.wantVer = cu.c.q.GetVersions()
 	if p.Access == query.AccessPKPoint && after == nil {
 		return cu.points(ctx, ranges, emit)
 	}
@@ -224,6 +229,9 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 			return false, err
 		}
 		cu.read++
+		if cu.wantVer {
+			cu.ver = it.Version()
+		}
 		if more, err := cu.match(it.Key(), it.Value(), emit); err != nil || !more {
 			return false, err
 		}
@@ -292,6 +300,9 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 // keys reads them all from its one iterator, never mixing in the cache's
 // newer state.
 func (cu *cursor) point(it store.Iterator, key, dst []byte, cached bool) ([]byte, bool, error) {
+	if cu.wantVer {
+		return cu.pointVersioned(it, key, dst)
+	}
 	c := cu.e.cache
 	if !cached || c == nil || cu.r != store.View(cu.e.st) {
 		if it != nil {
@@ -322,6 +333,19 @@ func (cu *cursor) point(it store.Iterator, key, dst []byte, cached bool) ([]byte
 	if found && err == nil {
 		c.Fill(key, val, gen)
 	}
+	return val, found, err
+}
+
+// pointVersioned is point for a query that asks for versions: the
+// record cache holds no versions, so it reads the store, and sets cu.ver.
+func (cu *cursor) pointVersioned(it store.Iterator, key, dst []byte) (val []byte, found bool, err error) {
+	cu.staged = nil
+	if it != nil {
+		val, found, err = it.Lookup(key, dst)
+		cu.ver = it.Version()
+		return val, found, err
+	}
+	val, cu.ver, found, err = cu.r.GetVersioned(key, dst)
 	return val, found, err
 }
 

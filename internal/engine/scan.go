@@ -233,6 +233,7 @@ func (sc *scan) takeBuf() *scanBuf {
 // giveBack empties b, which the emitter is done with, for the parts.
 func (sc *scan) giveBack(b *scanBuf) {
 	b.resp.Records = b.resp.Records[:0]
+	b.resp.Versions = b.resp.Versions[:0]
 	b.resp.Plan = nil
 	b.pk.cut()
 	select {
@@ -260,6 +261,9 @@ func (sc *scan) emit(s scanned) {
 	limit := sc.limit
 	if limit > 0 && sc.sent+uint64(len(resp.Records)) > limit {
 		resp.Records = resp.Records[:limit-sc.sent]
+		if len(resp.Versions) > 0 {
+			resp.Versions = resp.Versions[:limit-sc.sent]
+		}
 	}
 	if len(resp.Records) == 0 {
 		h.Release()
@@ -295,7 +299,7 @@ func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<
 	}
 	defer cu.flushStats()
 	defer pr.release()
-	err := cu.run(ctx, part, nil, func(_, rec []byte) bool { return pr.add(ctx, rec) })
+	err := cu.run(ctx, part, nil, func(_, rec []byte) bool { return pr.add(ctx, rec, cu) })
 	if err == nil {
 		err = pr.budgetErr
 	}
@@ -326,8 +330,8 @@ type partRun struct {
 	n, added  uint64 // matches of this part; of them, added to total
 }
 
-// add takes one matching record; false stops the part.
-func (pr *partRun) add(ctx context.Context, rec []byte) bool {
+// add takes one matching record, the one cu read; false stops the part.
+func (pr *partRun) add(ctx context.Context, rec []byte, cu *cursor) bool {
 	sc := pr.sc
 	e, c := sc.e, sc.c
 	pr.n++
@@ -365,6 +369,9 @@ func (pr *partRun) add(ctx context.Context, rec []byte) bool {
 		pr.avg = len(rec)
 	}
 	pr.resp.Records = append(pr.resp.Records, pr.pk.pack(c.t.url, rec, valuesWanted(sc.batchSize-len(pr.resp.Records), pr.avg)))
+	if cu.wantVer {
+		pr.resp.Versions = append(pr.resp.Versions, cu.ver)
+	}
 	pr.size += len(rec)
 	return true
 }

@@ -285,6 +285,12 @@ type outgoing struct {
 // its encoded type URL field, one or two bytes longer than the URL).
 func resultBytes(rec, url int) int { return rec + url + 8 }
 
+// versionBytes is what a record's version adds to a response that carries
+// versions, at most: a varint of a uint64. The answers cut to a
+// transport's limit as they are built (a Get, a Query page) count it; a
+// stream's result messages stay far enough below the send limit without.
+const versionBytes = 10
+
 // resultBudgetWait is how long a query waits for room in the server's
 // result budget (held by responses that clients are slow to read) before
 // it fails with RESOURCE_EXHAUSTED.
@@ -645,6 +651,9 @@ func (r *responder) run(ctx context.Context, cu *cursor, c *compiled, id uint64,
 			batch.Records = r.first(a)
 		} else {
 			batch.Records = append(batch.Records, a)
+		}
+		if cu.wantVer {
+			batch.Versions = append(batch.Versions, cu.ver)
 		}
 		r.recs++
 		r.bytes += resultBytes(len(rec), len(c.t.url))

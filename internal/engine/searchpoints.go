@@ -149,7 +149,9 @@ func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob,
 			t, lastName = cat.lookup(name), name
 			last = t
 		}
-		if t != nil && t.point != nil {
+		// A lookup that asks for versions takes the planner's path, whose
+		// cursor reads them (the record cache holds records only).
+		if t != nil && t.point != nil && !q.GetVersions() {
 			var ok bool
 			if arena, ok = t.point.Key(arena, q); ok {
 				points = append(points, pointJob{i: i, t: t, count: q.GetCount(), keysOnly: q.GetKeysOnly()})

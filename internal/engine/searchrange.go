@@ -26,7 +26,7 @@ import (
 // loneQuery reports whether request qs is one query that wireQuery
 // can run.
 func loneQuery(qs []*pb.Query) bool {
-	return len(qs) == 1 && qs[0] != nil && !qs[0].GetExplain()
+	return len(qs) == 1 && qs[0] != nil && !qs[0].GetExplain() && !qs[0].GetVersions()
 }
 
 // wireQuery runs query q, whose id is id, writing its responses as wire

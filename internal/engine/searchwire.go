@@ -118,11 +118,11 @@ func (sh *wireShape) matches(qb []byte) bool {
 }
 
 // read reads query qb in full into the shape, if it is a plain lookup:
-// one EQ comparison with an operand, no explain (a limit changes nothing
-// for a lookup's one record).
+// one EQ comparison with an operand, no explain, no versions (a limit
+// changes nothing for a lookup's one record).
 func (sh *wireShape) read(qb []byte, cat *catalog) bool {
 	q := &sh.q
-	if !wire.ReadQuery(qb, q) || !q.Where || !q.Cmp.HasValue || q.Cmp.Op != int32(pb.Op_OP_EQ) || q.Explain {
+	if !wire.ReadQuery(qb, q) || !q.Where || !q.Cmp.HasValue || q.Cmp.Op != int32(pb.Op_OP_EQ) || q.Explain || q.Versions {
 		return false
 	}
 	sh.b = qb

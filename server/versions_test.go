@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/server"
+)
+
+// versionBackends are the stores the version tests run on: a Pebble
+// directory, and one etcd member.
+func versionBackends() []struct {
+	name string
+	cfg  func(t *testing.T) server.Config
+} {
+	return []struct {
+		name string
+		cfg  func(t *testing.T) server.Config
+	}{
+		{"pebble", func(*testing.T) server.Config { return server.Config{} }},
+		{"etcd", func(t *testing.T) server.Config {
+			return server.Config{Store: server.StoreEtcd, Etcd: server.EtcdConfig{
+				Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/versions/"}}
+		}},
+	}
+}
+
+// versioned is a record as a read returned it, with its version.
+type versioned struct {
+	rec []byte
+	ver uint64
+}
+
+// readAll reads the users matching filter through every read path, asking
+// for versions, and returns each path's answer by the path's name: Query
+// pages, Scan with one part and with three, Search with two queries in a
+// request and with one alone.
+func readAll(t *testing.T, ts *testServer, filter string) map[string][]versioned {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := func() *pb.Query { return &pb.Query{Type: "shop.User", Filter: filter, Versions: true} }
+	out := map[string][]versioned{}
+	page, err := ts.c.Query(ctx, q(), 2, "")
+	for err == nil {
+		if len(page.Versions) != len(page.Records) {
+			t.Fatalf("Query page: %d versions for %d records", len(page.Versions), len(page.Records))
+		}
+		for i, r := range page.Records {
+			out["query"] = append(out["query"], versioned{r.Value, page.Versions[i]})
+		}
+		if page.Token == "" {
+			break
+		}
+		page, err = ts.c.Query(ctx, q(), 2, page.Token)
+	}
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	for _, par := range []uint32{1, 3} {
+		sc := ts.c.Scan(ctx, q(), client.ScanOptions{Parallelism: par, BatchSize: 2})
+		for sc.Next() {
+			k := fmt.Sprint("scan/", par)
+			out[k] = append(out[k], versioned{sc.Record().Value, sc.Version()})
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+	}
+	s, err := ts.c.NewSearch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs, err := s.Batch([]*pb.Query{q(), q()}) // two queries: the message path
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range append(rs, mustQuery(t, s, q())) { // one query alone
+		for {
+			a, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Search: %v", err)
+			}
+			k := fmt.Sprint("search/", i)
+			out[k] = append(out[k], versioned{a.Value, r.Version()})
+		}
+	}
+	return out
+}
+
+func mustQuery(t *testing.T, s *client.Search, q *pb.Query) *client.Results {
+	t.Helper()
+	r, err := s.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// getVersions reads the users of ids with Get, asking for versions.
+func getVersions(t *testing.T, ts *testServer, ids ...int) ([]*anypb.Any, []uint64) {
+	t.Helper()
+	keys := make([]any, len(ids))
+	for i, id := range ids {
+		keys[i] = id
+	}
+	recs, vers, err := ts.c.GetVersioned(context.Background(), "shop.User", keys...)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return recs, vers
+}
+
+// Every read path returns, when asked, each record's version beside its
+// unchanged bytes: the same on every path, shared by the records of one
+// batch, greater after a rewrite, unchanged for records a batch does not
+// write; a record that is absent has version 0.
+func TestReadsReturnVersions(t *testing.T) {
+	for _, be := range versionBackends() {
+		t.Run(be.name, func(t *testing.T) {
+			ts := startServer(t, be.cfg(t))
+			ts.mustApply(map[string]string{"shop.proto": shopProto})
+			ts.mustWrite(insert, []*anypb.Any{
+				ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`),
+				ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`),
+				ts.rec("shop.User", `{"id": 3, "name": "Bob", "email": "cy@x"}`),
+			})
+			recs, v1 := getVersions(t, ts, 1, 2, 3, 4)
+			if v1[0] == 0 || v1[1] != v1[0] || v1[2] != v1[0] || v1[3] != 0 || recs[3] != nil {
+				t.Fatalf("versions after one batch: %v, want one non-zero version for its three records and 0 for the absent key", v1)
+			}
+			ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@x"}`)})
+			ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.User", `{"id": 3}`)})
+			recs, v2 := getVersions(t, ts, 1, 2, 3)
+			if v2[0] != v1[0] || v2[1] <= v1[1] || v2[2] != 0 || recs[2] != nil {
+				t.Fatalf("versions after an update of 2 and a removal of 3: %v (before %v)", v2, v1)
+			}
+			plain, err := ts.c.Get(context.Background(), "shop.User", 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []versioned{{plain[0].Value, v2[0]}, {plain[1].Value, v2[1]}}
+			for _, filter := range []string{"", `id >= 1`, `id = 2`, `name = "Bob" or email = "ann@x"`} {
+				paths := readAll(t, ts, filter)
+				if len(paths) != 6 {
+					t.Errorf("filter %q: answers from %d read paths, want 6: %v", filter, len(paths), paths)
+				}
+				for path, got := range paths {
+					w := want
+					if filter == `id = 2` {
+						w = want[1:]
+					}
+					slices.SortFunc(got, func(a, b versioned) int { return int(a.ver) - int(b.ver) })
+					if !slices.EqualFunc(got, w, func(a, b versioned) bool { return a.ver == b.ver && string(a.rec) == string(b.rec) }) {
+						t.Errorf("filter %q, %s: %v, want %v", filter, path, got, w)
+					}
+				}
+			}
+			// Without asking, no versions travel.
+			page, err := ts.c.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, "")
+			if err != nil || len(page.Versions) != 0 || len(page.Records) != 2 {
+				t.Fatalf("a query without versions: %d records, versions %v, %v", len(page.Records), page.Versions, err)
+			}
+		})
+	}
+}
+
+// A store the release before versions wrote opens: its records read as
+// written, at one version above 0, and a record written after that reads
+// at a greater one.
+func TestStoreBeforeVersions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, filepath.Join("..", "internal", "store", "pebble", "testdata", "store-before-versions"), dir)
+	ts := startServer(t, server.Config{DataDir: dir})
+	recs, vers := getVersions(t, ts, 1, 2, 3, 4)
+	if recs[0] == nil || recs[1] == nil || recs[2] == nil || recs[3] != nil {
+		t.Fatalf("the earlier release's users 1-3 (4 removed): %v", recs)
+	}
+	floor := vers[0]
+	if floor == 0 || vers[1] != floor || vers[2] != floor || vers[3] != 0 {
+		t.Fatalf("versions of the earlier release's records: %v, want one version above 0 for all, 0 for the removed", vers)
+	}
+	u2 := ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@example.com"}`)
+	if !proto.Equal(recs[1], u2) {
+		t.Fatalf("user 2 reads %v, want the update the earlier release stored", recs[1])
+	}
+	ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann2@example.com"}`)})
+	ts = ts.restart()
+	_, after := getVersions(t, ts, 1, 2)
+	if after[0] <= floor || after[1] != floor {
+		t.Fatalf("after a rewrite of user 1 and a restart: %v, want user 1 above %d and user 2 at it", after, floor)
+	}
+	paths := readAll(t, ts, "")
+	if len(paths) != 6 {
+		t.Errorf("answers from %d read paths, want 6", len(paths))
+	}
+	for path, got := range paths {
+		if len(got) != 3 {
+			t.Errorf("%s: %d records, want 3", path, len(got))
+		}
+		for _, v := range got {
+			if v.ver != floor && v.ver != after[0] {
+				t.Errorf("%s: version %d, want %d or %d", path, v.ver, floor, after[0])
+			}
+		}
+	}
+}
+
+// copyTree copies the directory src to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
