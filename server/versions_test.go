@@ -146,7 +146,12 @@ func TestReadsReturnVersions(t *testing.T) {
 			if v1[0] == 0 || v1[1] != v1[0] || v1[2] != v1[0] || v1[3] != 0 || recs[3] != nil {
 				t.Fatalf("versions after one batch: %v, want one non-zero version for its three records and 0 for the absent key", v1)
 			}
-			ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@x"}`)})
+			// A record's version is the commit of the batch that wrote it:
+			// the position the write acknowledges and Watch reports.
+			ack := ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@x"}`)})
+			if _, v := getVersions(t, ts, 2); v[0] != ack.Position {
+				t.Fatalf("user 2's version after its update: %d, want the update's position %d", v[0], ack.Position)
+			}
 			ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.User", `{"id": 3}`)})
 			recs, v2 := getVersions(t, ts, 1, 2, 3)
 			if v2[0] != v1[0] || v2[1] <= v1[1] || v2[2] != 0 || recs[2] != nil {
