@@ -42,6 +42,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConflictAbsent", testConflictAbsent, true},
 		{"ConflictUnchanged", testConflictUnchanged, true},
 		{"ConflictRange", testConflictRange, true},
+		{"ConflictVersion", testConflictVersion, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

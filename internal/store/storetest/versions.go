@@ -148,3 +148,24 @@ func testIteratorVersions(t *testing.T, kv store.KV, snap store.ReadSnapshot, v1
 		}
 	}
 }
+
+// A record version read with GetVersioned is a precondition a batch can
+// carry (Expect) on a store that enforces them: the batch fails when the
+// record was rewritten or removed since, or, expected at 0, written.
+func testConflictVersion(t *testing.T, b Backend) {
+	kv := b.Open(t)
+	v := &versioned{kv: kv}
+	v.commit(t, func(w store.WriteBatch) { w.Set(recKey(1), []byte("1")) })
+	expect := func(k []byte) func(store.WriteBatch) {
+		return func(w store.WriteBatch) {
+			_, ver, _, err := kv.GetVersioned(k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Expect(k, int64(ver)) //nolint:gosec // a store's versions are below 2^63
+		}
+	}
+	conflict(t, kv, expect(recKey(1)), func(w store.WriteBatch) { w.Set(recKey(1), []byte("1")) })
+	conflict(t, kv, expect(recKey(1)), func(w store.WriteBatch) { w.Delete(recKey(1)) })
+	conflict(t, kv, expect(recKey(2)), func(w store.WriteBatch) { w.Set(recKey(2), []byte("2")) })
+}
