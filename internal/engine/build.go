@@ -328,7 +328,7 @@ func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string
 		e.writeMu.Unlock()
 		return err
 	}
-	ncat.ver = int64(b.Position())
+	ncat.ver = b.Position()
 	e.cat.Store(ncat)
 	e.writeMu.Unlock()
 	return b.Wait()

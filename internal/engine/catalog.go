@@ -21,9 +21,9 @@ import (
 // replaced as a whole when the schema or an index state changes.
 type catalog struct {
 	// ver is the version of the schema key the state was read from or
-	// written at (store.KV.GetVersion; always 0 on a store that is not
-	// shared).
-	ver   int64
+	// written at (store.View.GetVersioned; always 0 on a store that is
+	// not shared).
+	ver   uint64
 	state *schema.State
 	types map[string]*recType // by full name
 	byID  map[uint32]*recType

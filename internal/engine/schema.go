@@ -137,7 +137,7 @@ func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*sc
 		e.writeMu.Unlock()
 		return nil, false, fmt.Errorf("commit schema: %w", storeError(err))
 	}
-	cat.ver = int64(b.Position())
+	cat.ver = b.Position()
 	e.cat.Store(cat)
 	e.writeMu.Unlock()
 	if err := b.Wait(); err != nil {

@@ -27,7 +27,7 @@ import (
 
 // loadSchema reads the schema state and its version.
 func (e *Engine) loadSchema() (*catalog, error) {
-	raw, ver, found, err := e.st.GetVersion(keySchema, nil)
+	raw, ver, found, err := e.st.GetVersioned(keySchema, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read schema state: %w", err)
 	}
@@ -53,7 +53,7 @@ func (e *Engine) refreshSchema() (bool, error) {
 		return false, nil
 	}
 	cur := e.cat.Load()
-	_, ver, _, err := e.st.GetVersion(keySchema, nil)
+	_, ver, _, err := e.st.GetVersioned(keySchema, nil)
 	if err != nil || ver == cur.ver {
 		return false, err
 	}

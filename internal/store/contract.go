@@ -159,10 +159,6 @@ type KV interface {
 	// then a process learns of their changes only by reading, versions and
 	// Watch, and batch preconditions are enforced by the store.
 	Shared() bool
-	// GetVersion is Get that also returns the key's version: a number that
-	// changes with every write of the key (0 when absent). A store that is
-	// not Shared returns 0: its one process sees every change it makes.
-	GetVersion(key, dst []byte) (val []byte, version int64, found bool, err error)
 	// Watch calls fn after every change, by any process, of a key that
 	// starts with prefix, until ctx ends; then it returns. Changes that
 	// come close together may share one call. A store that is not Shared
@@ -194,8 +190,11 @@ type View interface {
 	Get(key, dst []byte) (val []byte, found bool, err error)
 	// GetLikelyMissing is Get for keys that are usually absent.
 	GetLikelyMissing(key, dst []byte) (val []byte, found bool, err error)
-	// GetVersioned is Get that also returns the record's version (0 when
-	// absent; see Record versions above).
+	// GetVersioned is Get that also returns the key's version: a number
+	// that changes with every write of the key, 0 when absent (see Record
+	// versions above). A Shared store versions every key; one that is not
+	// versions the records only, and returns 0 for any other key: its one
+	// process sees every change it makes to those.
 	GetVersioned(key, dst []byte) (val []byte, version uint64, found bool, err error)
 	// NewIterator returns an unpositioned iterator over [lower, upper)
 	// (nil: unbounded) at one version. It must be closed.
@@ -266,9 +265,9 @@ type WriteBatch interface {
 	// precede the batch's first Set of a record; a store that numbers its
 	// batches (etcd, whose versions are revisions) ignores it.
 	Stamp(version uint64)
-	// Expect makes "key is still at version" (from GetVersion) a
+	// Expect makes "key is still at version" (from GetVersioned) a
 	// precondition without reading the key again.
-	Expect(key []byte, version int64)
+	Expect(key []byte, version uint64)
 	Empty() bool
 	// Wait blocks until the applied batch is durable.
 	Wait() error

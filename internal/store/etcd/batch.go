@@ -155,11 +155,11 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 }
 
 // Expect compares the key's modification revision to version (0: absent).
-func (b *batch) Expect(key []byte, version int64) {
+func (b *batch) Expect(key []byte, version uint64) {
 	k := b.s.Key(key)
 	if version == 0 {
 		b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
 		return
 	}
-	b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", version))
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", int64(version))) //nolint:gosec // a revision, which etcd keeps below 2^63
 }

@@ -266,12 +266,12 @@ func TestFeedLeaderRestart(t *testing.T) {
 			continue
 		}
 		failed++
-		_, ver, found, err := s.GetVersion([]byte(w.marker), nil)
+		_, ver, found, err := s.GetVersioned([]byte(w.marker), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if found {
-			w.rev = ver
+			w.rev = int64(ver) //nolint:gosec // a revision, below 2^63
 		}
 	}
 	applied := slices.DeleteFunc(slices.Clone(batches), func(w *written) bool { return w.rev == 0 })

@@ -10,15 +10,6 @@ import (
 // Shared is true: every server on the cluster writes the same store.
 func (s *Store) Shared() bool { return true }
 
-// GetVersion is Get with the key's modification revision as its version.
-func (s *Store) GetVersion(key, dst []byte) ([]byte, int64, bool, error) {
-	v, found, resp, err := s.get(key, dst, 0)
-	if err != nil || !found {
-		return v, 0, found, err
-	}
-	return v, resp.Kvs[0].ModRevision, true, nil
-}
-
 // watchRetry is how long Watch waits before watching again after the
 // cluster ended a watch (a member lost, a compaction passed it).
 const watchRetry = time.Second

@@ -334,7 +334,7 @@ func (b *Batch) ReadAbsent(lower, upper []byte) (bool, error) {
 }
 
 // Expect records nothing, as Read does.
-func (b *Batch) Expect([]byte, int64) {}
+func (b *Batch) Expect([]byte, uint64) {}
 
 // Position is 0: Pebble batches are numbered by the engine.
 func (b *Batch) Position() uint64 { return 0 }

@@ -384,12 +384,6 @@ func (s *Store) Close() error {
 // Shared is false: one process holds the directory.
 func (s *Store) Shared() bool { return false }
 
-// GetVersion is Get with version 0: no other process writes the store.
-func (s *Store) GetVersion(key, dst []byte) ([]byte, int64, bool, error) {
-	v, found, err := s.Get(key, dst)
-	return v, 0, found, err
-}
-
 // Watch returns at once: every change is this process's own.
 func (s *Store) Watch(context.Context, []byte, func()) {}
 
