@@ -137,7 +137,3 @@ func (s *Store) openRecords(readOnly bool) error {
 	}
 	return nil
 }
-
-// VersionFloor returns the version of the records written before versions
-// existed (see the package's version.go): tests and the checker use it.
-func (s *Store) VersionFloor() uint64 { return s.recs.floor }

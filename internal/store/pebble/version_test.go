@@ -79,8 +79,8 @@ func TestVersionsOfStoreBeforeVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := lastSeq(t, ro)
-	if seq == 0 || ro.VersionFloor() != seq {
-		t.Fatalf("read-only open: floor %d, last commit %d; want the last commit, above 0", ro.VersionFloor(), seq)
+	if seq == 0 || ro.recs.floor != seq {
+		t.Fatalf("read-only open: floor %d, last commit %d; want the last commit, above 0", ro.recs.floor, seq)
 	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
