@@ -21,34 +21,11 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store/pebble"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/internal/watch"
 )
 
-const shopProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-
-message User {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "email" unique: true }
-    index: { fields: "name" }
-  };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-}
-
-message Member {
-  option (protobase.v1.record) = {
-    primary_key: ["org", "id"]
-    index: { fields: ["org", "handle"] unique: true }
-  };
-  string org = 1;
-  int64 id = 2;
-  string handle = 3;
-}
-`
+const shopProto = testschema.ShopMembers
 
 // blobProto is a type without indexes whose records are as large as a
 // test makes them.
