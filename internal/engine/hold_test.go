@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"github.com/protobase/protobase/internal/apierror"
 	"io"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 

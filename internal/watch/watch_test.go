@@ -3,12 +3,12 @@ package watch_test
 import (
 	"bytes"
 	"context"
-	"github.com/protobase/protobase/internal/apierror"
 	"strings"
 	"testing"
 	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
