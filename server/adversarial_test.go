@@ -66,9 +66,9 @@ func checkServed(t *testing.T, ts *testServer, id int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := ts.c.API().Insert(ctx)
+	w, err := ts.C.API().Insert(ctx)
 	if err == nil {
-		rec := ts.rec("shop.User", `{"id": `+strconv.Itoa(id)+`}`)
+		rec := ts.Rec("shop.User", `{"id": `+strconv.Itoa(id)+`}`)
 		if err = w.Send(&pb.WriteRequest{Records: []*anypb.Any{rec}}); err == nil {
 			_, err = w.CloseAndRecv()
 		}
@@ -264,10 +264,10 @@ func TestAdversarialPartialMessages(t *testing.T) {
 	const streams, maxMsg, perConn = 40, 8 * mib, 16
 	ts := startServer(t, server.Config{MaxMessageBytes: maxMsg, MaxStreamsPerConn: perConn, CacheBytes: 8 * mib, NoSync: true,
 		MaxReceiveBytesPerConn: perConn * maxMsg, MaxReceiveBufferBytes: 1 << 30})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	base := heapInuse()
 
-	c := dialH2(t, ts.srv.Addr())
+	c := dialH2(t, ts.Srv.Addr())
 	body := make([]byte, 5+7*mib) // a message declared 8 MiB - 1, 7 MiB of it sent
 	binary.BigEndian.PutUint32(body[1:5], maxMsg-1)
 	for range streams {
@@ -292,8 +292,8 @@ func TestAdversarialPartialMessages(t *testing.T) {
 // serving others.
 func TestAdversarialIdleStreams(t *testing.T) {
 	ts := startServer(t, server.Config{NoSync: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	c := dialH2(t, ts.srv.Addr())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	c := dialH2(t, ts.Srv.Addr())
 	for range 1000 {
 		c.open("Insert")
 	}
@@ -334,10 +334,10 @@ func TestAdversarialNonReadingSearch(t *testing.T) {
 	cancel()
 	waitHeapBelow(t, base+16*mib)
 	// The budget came back: a reading client gets every result.
-	if n := ts.count("shop.User"); n != 2001 {
+	if n := ts.Count("shop.User"); n != 2001 {
 		t.Fatalf("after the streams were cancelled, a scan found %d users, want 2001", n)
 	}
-	srch, err := ts.c.API().Search(context.Background())
+	srch, err := ts.C.API().Search(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,8 +353,8 @@ func TestAdversarialNonReadingSearch(t *testing.T) {
 // before its queries are decoded.
 func TestAdversarialSearchQueryCount(t *testing.T) {
 	ts := startServer(t, server.Config{MaxSearchQueries: 10})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	st, err := ts.c.API().Search(context.Background())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	st, err := ts.C.API().Search(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestAdversarialSearchQueryCount(t *testing.T) {
 func TestAdversarialSearchQueryCountREST(t *testing.T) {
 	ts := startTransports(t, server.Config{MaxSearchQueries: 10})
 	body := `{"queries": [` + strings.TrimSuffix(strings.Repeat(`{"type": "shop.User"},`, 11), ",") + `]}` + "\n"
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+ts.srv.HTTPAddr()+"/v1/search", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+ts.Srv.HTTPAddr()+"/v1/search", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,10 +437,10 @@ func nonReadingScans(t *testing.T, streams int, budget int64) uint64 {
 	cancel()
 	waitHeapBelow(t, base+16*mib)
 	// The budget came back: a reading client's scan sees every record.
-	if n := ts.count("shop.User"); n != 2001 {
+	if n := ts.Count("shop.User"); n != 2001 {
 		t.Fatalf("after the streams were cancelled, a scan found %d users, want 2001", n)
 	}
-	ts.stop()
+	ts.Stop()
 	return held
 }
 
@@ -451,17 +451,17 @@ func nonReadingScans(t *testing.T, streams int, budget int64) uint64 {
 func nonReadingSetup(t *testing.T, budget int64) (*testServer, pbgrpc.ProtobaseClient) {
 	t.Helper()
 	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, NoSync: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	name := strings.Repeat("n", 10<<10)
 	var batch []*anypb.Any
 	for i := range 2000 {
-		batch = append(batch, ts.rec("shop.User", `{"id": `+strconv.Itoa(100+i)+`, "email": "u`+strconv.Itoa(i)+`", "name": "`+name+`"}`))
+		batch = append(batch, ts.Rec("shop.User", `{"id": `+strconv.Itoa(100+i)+`, "email": "u`+strconv.Itoa(i)+`", "name": "`+name+`"}`))
 		if len(batch) == 200 {
-			ts.mustWrite(insert, batch)
+			ts.MustWrite(insert, batch)
 			batch = nil
 		}
 	}
-	conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(ts.Srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ func (e *authEnv) keysTransports() []keysTransport {
 	conns := map[string]*nats.Conn{}
 	natsCall := func(key, method string, req, resp proto.Message) (codes.Code, string) {
 		if conns[key] == nil {
-			conns[key] = connectNATS(e.t, e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys[key])...)
+			conns[key] = connectNATS(e.t, e.ts.Srv.NATSURL(), natstransport.ClientOptions(e.keys[key])...)
 		}
 		if st := e.natsCall(conns[key], key, endpoints[method], req, resp); st != nil {
 			return codes.Code(st.Code), st.Message
@@ -133,7 +133,7 @@ func TestAuthKeysStayInScope(t *testing.T) {
 		{"crm-writer", pb.KeyRole_KEY_ROLE_WRITE, []string{"crm.*"}},
 		{"shopping-reader", pb.KeyRole_KEY_ROLE_READ, []string{"shopping.User"}},
 	} {
-		resp, err := e.ts.c.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: k.name, Role: k.role, Types: k.types})
+		resp, err := e.ts.C.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: k.name, Role: k.role, Types: k.types})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestAuthKeysStayInScope(t *testing.T) {
 	ctx := context.Background()
 	for _, tr := range e.keysTransports() {
 		before := e.state()
-		all, err := e.ts.c.ListKeys(ctx)
+		all, err := e.ts.C.ListKeys(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

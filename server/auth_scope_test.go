@@ -25,6 +25,7 @@ import (
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 func TestAuthScopeWriteBatchFailsWhole(t *testing.T) {
@@ -33,7 +34,7 @@ func TestAuthScopeWriteBatchFailsWhole(t *testing.T) {
 	before := e.state()
 	api := e.api("user-writer")
 	err := clientStream(ctx, api.Insert, []*anypb.Any{e.user(60), e.order(60, 1), e.user(61)})
-	we := writeErr(t, err, codes.PermissionDenied)
+	we := servertest.WriteErr(t, err, codes.PermissionDenied)
 	if we.Record != 1 || !strings.HasSuffix(we.TypeUrl, "shop.Order") || we.RecordsApplied != 0 {
 		t.Fatalf("write error %v: want record 1 of type shop.Order, nothing applied", we)
 	}
@@ -55,12 +56,12 @@ func TestAuthScopeWriteBatchFailsWhole(t *testing.T) {
 	_ = st.Send(&pb.WriteRequest{Records: []*anypb.Any{e.user(62)}})
 	_ = st.Send(&pb.WriteRequest{Records: []*anypb.Any{e.order(62, 1)}})
 	_, err = st.CloseAndRecv()
-	we = writeErr(t, err, codes.PermissionDenied)
+	we = servertest.WriteErr(t, err, codes.PermissionDenied)
 	if we.Batch != 1 || we.BatchesApplied != 1 || we.RecordsApplied != 1 {
 		t.Fatalf("write error %v: want batch 1 refused after 1 applied", we)
 	}
-	if e.ts.count("shop.Order") != 1 || e.ts.count("shop.User") != 4 {
-		t.Fatalf("users %d, orders %d after the refused batches", e.ts.count("shop.User"), e.ts.count("shop.Order"))
+	if e.ts.Count("shop.Order") != 1 || e.ts.Count("shop.User") != 4 {
+		t.Fatalf("users %d, orders %d after the refused batches", e.ts.Count("shop.User"), e.ts.Count("shop.Order"))
 	}
 }
 
@@ -200,7 +201,7 @@ func TestAuthRevokeReachesOpenStreams(t *testing.T) {
 	}
 
 	for _, name := range []string{"reader", "writer"} {
-		if _, err := e.ts.c.API().RevokeKey(ctx, &pb.RevokeKeyRequest{Name: name}); err != nil {
+		if _, err := e.ts.C.API().RevokeKey(ctx, &pb.RevokeKeyRequest{Name: name}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -215,19 +216,19 @@ func TestAuthRevokeReachesOpenStreams(t *testing.T) {
 	}
 	_ = ins.Send(&pb.WriteRequest{Records: []*anypb.Any{e.user(71)}})
 	_, err = ins.CloseAndRecv()
-	we := writeErr(t, err, codes.Unauthenticated)
+	we := servertest.WriteErr(t, err, codes.Unauthenticated)
 	if we.BatchesApplied != 1 {
 		t.Fatalf("write error %v: want the batch before the revocation applied", we)
 	}
-	if e.ts.count("shop.User") != 3 {
-		t.Fatalf("%d users; want the 2 seeded and the one batch before the revocation", e.ts.count("shop.User"))
+	if e.ts.Count("shop.User") != 3 {
+		t.Fatalf("%d users; want the 2 seeded and the one batch before the revocation", e.ts.Count("shop.User"))
 	}
 	// New calls fail at once.
 	wantCallCode(t, "query with a revoked key", search0(ctx, e.api("reader")), codes.Unauthenticated)
 
 	// Keys survive a restart, revocations too.
-	e.ts.stop()
-	e.ts = startAuthed(t, e.ts.cfg, e.keys["admin"])
+	e.ts.Stop()
+	e.ts = startAuthed(t, e.ts.Cfg, e.keys["admin"])
 	wantCallCode(t, "revoked key after restart", search0(ctx, e.api("reader")), codes.Unauthenticated)
 	if err := search0(ctx, e.api("user-reader")); err != nil {
 		t.Fatalf("a key after restart: %v", err)
@@ -303,7 +304,7 @@ func TestAuthAdminKeyBootstrap(t *testing.T) {
 		t.Fatal("a key was logged")
 	}
 	// A restart with keys present creates none.
-	ts.stop()
+	ts.Stop()
 	_ = os.Remove(path)
 	e.ts = startAuthed(t, cfg, key)
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -314,7 +315,7 @@ func TestAuthAdminKeyBootstrap(t *testing.T) {
 	given, _ := auth.GenerateKey()
 	dir2 := t.TempDir()
 	ts2 := startAuthed(t, server.Config{DataDir: dir2, Auth: true, AdminKey: given}, given)
-	if _, err := ts2.c.ListKeys(context.Background()); err != nil {
+	if _, err := ts2.C.ListKeys(context.Background()); err != nil {
 		t.Fatalf("the configured admin key: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir2, server.AdminKeyFile)); !os.IsNotExist(err) {
@@ -329,12 +330,12 @@ func TestAuthDefaultOnOffLoopback(t *testing.T) {
 	// Binding 0.0.0.0 here only exercises the flag logic; all traffic goes
 	// to 127.0.0.1.
 	ts := startAuthed(t, server.Config{DataDir: t.TempDir(), MetricsAddr: "0.0.0.0:0"}, "")
-	if !ts.srv.AuthRequired() {
+	if !ts.Srv.AuthRequired() {
 		t.Fatal("a listener on 0.0.0.0 without --insecure-no-auth serves without keys")
 	}
-	_, err := ts.c.GetSchema(context.Background())
+	_, err := ts.C.GetSchema(context.Background())
 	wantCallCode(t, "GetSchema without a key", err, codes.Unauthenticated)
-	_, port, _ := net.SplitHostPort(ts.srv.MetricsAddr())
+	_, port, _ := net.SplitHostPort(ts.Srv.MetricsAddr())
 	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +344,7 @@ func TestAuthDefaultOnOffLoopback(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("metrics without a key: %d, want 401", resp.StatusCode)
 	}
-	admin, _ := os.ReadFile(filepath.Join(ts.cfg.DataDir, server.AdminKeyFile))
+	admin, _ := os.ReadFile(filepath.Join(ts.Cfg.DataDir, server.AdminKeyFile))
 	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+port+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(admin)))
 	if resp, err = http.DefaultClient.Do(req); err != nil {
@@ -355,14 +356,14 @@ func TestAuthDefaultOnOffLoopback(t *testing.T) {
 	}
 
 	ts2 := startAuthed(t, server.Config{DataDir: t.TempDir(), MetricsAddr: "0.0.0.0:0", InsecureNoAuth: true}, "")
-	if ts2.srv.AuthRequired() {
+	if ts2.Srv.AuthRequired() {
 		t.Fatal("--insecure-no-auth did not turn authentication off")
 	}
-	if _, err := ts2.c.GetSchema(context.Background()); err != nil {
+	if _, err := ts2.C.GetSchema(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ts3 := startServer(t, server.Config{})
-	if ts3.srv.AuthRequired() {
+	if ts3.Srv.AuthRequired() {
 		t.Fatal("authentication is on for a loopback-only server")
 	}
 	if _, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", Auth: true, InsecureNoAuth: true}); err == nil {

@@ -22,6 +22,7 @@ import (
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // authEnv is a server requiring API keys, with REST and embedded NATS, the
@@ -58,11 +59,11 @@ func startAuthServer(t *testing.T, cfg server.Config) *authEnv {
 	cfg.Auth, cfg.AdminKey, cfg.NoSync = true, admin, true
 	cfg.HTTPAddr, cfg.NATS, cfg.NATSAddr = "127.0.0.1:0", true, "127.0.0.1:0"
 	e := &authEnv{t: t, ts: startAuthed(t, cfg, admin), keys: map[string]string{"admin": admin}}
-	e.ts.mustApply(map[string]string{"shop.proto": shopProto})
-	e.ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{e.user(1), e.user(2), e.order(1, 1)})
+	e.ts.MustApply(map[string]string{"shop.proto": shopProto})
+	e.ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{e.user(1), e.user(2), e.order(1, 1)})
 	for _, k := range authKeys {
 		role, _ := auth.ParseRole(k.role)
-		resp, err := e.ts.c.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: k.name, Role: role.Proto(), Types: k.types})
+		resp, err := e.ts.C.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: k.name, Role: role.Proto(), Types: k.types})
 		if err != nil {
 			t.Fatalf("create key %s: %v", k.name, err)
 		}
@@ -83,17 +84,16 @@ func startAuthed(t *testing.T, cfg server.Config, key string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{t: t, srv: srv, cfg: cfg, c: c}
-	t.Cleanup(ts.stop)
+	ts := &testServer{servertest.With(t, srv, cfg, c)}
 	return ts
 }
 
 func (e *authEnv) user(id int) *anypb.Any {
-	return e.ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "n%d", "email": "u%d@example.com"}`, id, id, id))
+	return e.ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "n%d", "email": "u%d@example.com"}`, id, id, id))
 }
 
 func (e *authEnv) order(user, id int) *anypb.Any {
-	return e.ts.rec("shop.Order", fmt.Sprintf(`{"user_id": %d, "id": %d, "total": 1.5}`, user, id))
+	return e.ts.Rec("shop.Order", fmt.Sprintf(`{"user_id": %d, "id": %d, "total": 1.5}`, user, id))
 }
 
 // api returns a client holding the named key ("" for none).
@@ -108,7 +108,7 @@ func (e *authEnv) conn(name string) *grpc.ClientConn {
 	if name != "" {
 		opts = append(opts, client.WithAPIKey(e.keys[name]))
 	}
-	c, err := client.Dial(e.ts.srv.Addr(), opts...)
+	c, err := client.Dial(e.ts.Srv.Addr(), opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -123,12 +123,12 @@ func (e *authEnv) state() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "schema %d\n", schemaVersion(e.t, e))
 	for _, typ := range []string{"shop.User", "shop.Order"} {
-		for _, m := range e.ts.records(typ) {
+		for _, m := range e.ts.Records(typ) {
 			js, _ := protojson.Marshal(m)
 			fmt.Fprintf(&b, "%s %s\n", typ, js)
 		}
 	}
-	for _, k := range e.ts.srv.Keys().List(nil) {
+	for _, k := range e.ts.Srv.Keys().List(nil) {
 		fmt.Fprintf(&b, "key %s %s %v\n", k.Name, k.Role, k.Types)
 	}
 	return b.String()
@@ -160,7 +160,7 @@ func (e *authEnv) rpcs() []rpc {
 			return clientStream(ctx, api.Insert, u)
 		}},
 		{"Update", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
-			return clientStream(ctx, api.Update, []*anypb.Any{e.ts.rec("shop.User", `{"id": 1, "name": "changed"}`)})
+			return clientStream(ctx, api.Update, []*anypb.Any{e.ts.Rec("shop.User", `{"id": 1, "name": "changed"}`)})
 		}},
 		{"Upsert", "reader", func(ctx context.Context, api pbgrpc.ProtobaseClient) error {
 			return clientStream(ctx, api.Upsert, u)

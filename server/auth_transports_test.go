@@ -28,7 +28,7 @@ import (
 // well-formed unknown key) and returns the status code and body.
 func (e *authEnv) rest(key, method, path, body string) (int, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, "http://"+e.ts.srv.HTTPAddr()+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, "http://"+e.ts.Srv.HTTPAddr()+path, strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func (e *authEnv) natsCall(nc *nats.Conn, key, endpoint string, req, resp proto.
 func (e *authEnv) natsConn(name string) *nats.Conn {
 	e.t.Helper()
 	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
-	return connectNATS(e.t, e.ts.srv.NATSURL(), append(natstransport.ClientOptions(e.keys[name]), quiet)...)
+	return connectNATS(e.t, e.ts.Srv.NATSURL(), append(natstransport.ClientOptions(e.keys[name]), quiet)...)
 }
 
 // natsRefused checks that a connection of the named key may not publish
@@ -282,7 +282,7 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the revoked key's connection stayed open")
 	}
-	if nc, err := nats.Connect(e.ts.srv.NATSURL(), natstransport.ClientOptions(e.keys["reader"])...); err == nil {
+	if nc, err := nats.Connect(e.ts.Srv.NATSURL(), natstransport.ClientOptions(e.keys["reader"])...); err == nil {
 		nc.Close()
 		t.Fatal("a revoked key logged in")
 	}
@@ -293,7 +293,7 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 func TestAuthRESTRevokeOpenStream(t *testing.T) {
 	e := startAuthServer(t, server.Config{})
 	pr, pw := io.Pipe()
-	req, err := http.NewRequest("POST", "http://"+e.ts.srv.HTTPAddr()+"/v1/search", pr)
+	req, err := http.NewRequest("POST", "http://"+e.ts.Srv.HTTPAddr()+"/v1/search", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestAuthRESTRevokeOpenStream(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(first, `"done"`) {
 		t.Fatalf("first response: %d %q %v", resp.StatusCode, first, err)
 	}
-	if err := e.ts.c.RevokeKey(context.Background(), "reader"); err != nil {
+	if err := e.ts.C.RevokeKey(context.Background(), "reader"); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = pw.Write([]byte(line)); _ = pw.Close() }()

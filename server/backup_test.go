@@ -21,7 +21,7 @@ import (
 // anything is written.
 func TestBackupWhileWriting(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 
 	type batch struct {
 		pos uint64
@@ -39,7 +39,7 @@ func TestBackupWhileWriting(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := ts.c.API().Write(ctx)
+			st, err := ts.C.API().Write(ctx)
 			if err != nil {
 				t.Error(err)
 				return
@@ -51,7 +51,7 @@ func TestBackupWhileWriting(t *testing.T) {
 				for i := range 25 {
 					id := w*1_000_000 + b*100 + i + 1
 					ids = append(ids, id)
-					recs = append(recs, ts.rec("shop.User", `{"id": `+itoa(id)+`, "email": "e`+itoa(id)+`"}`))
+					recs = append(recs, ts.Rec("shop.User", `{"id": `+itoa(id)+`, "email": "e`+itoa(id)+`"}`))
 				}
 				if err := st.Send(&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: recs, Ack: true}); err != nil {
 					t.Error(err)
@@ -76,7 +76,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	<-started
 	<-started
 	dir := filepath.Join(t.TempDir(), "backup")
-	m, err := ts.c.Backup(context.Background(), dir)
+	m, err := ts.C.Backup(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	}
 	rs := startServer(t, server.Config{DataDir: data})
 	got := map[int64]bool{}
-	for _, u := range rs.records("shop.User") {
+	for _, u := range rs.Records("shop.User") {
 		got[u.Get(u.Descriptor().Fields().ByName("id")).Int()] = true
 	}
 	if len(got) != len(want) {
@@ -118,7 +118,7 @@ func TestBackupWhileWriting(t *testing.T) {
 			break
 		}
 	}
-	if gs, err := rs.c.GetSchema(context.Background()); err != nil || gs.GetVersion() != 1 {
+	if gs, err := rs.C.GetSchema(context.Background()); err != nil || gs.GetVersion() != 1 {
 		t.Fatalf("restored schema: %v %v", gs.GetVersion(), err)
 	}
 	if rep, err := server.Check(context.Background(), data); err == nil {

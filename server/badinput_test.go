@@ -10,15 +10,16 @@ import (
 
 	"github.com/protobase/protobase/client"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // Each bad record is refused with INVALID_ARGUMENT naming the record and,
 // where one is to blame, the field; the store is left as it was.
 func TestBadRecordBytes(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
-	valid := ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "b@x", "tags": ["t"]}`).Value
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	valid := ts.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "b@x", "tags": ["t"]}`).Value
 
 	user := "type.googleapis.com/shop.User"
 	cases := []struct {
@@ -39,48 +40,48 @@ func TestBadRecordBytes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			good := ts.rec("shop.User", `{"id": 3, "email": "c@x"}`)
-			_, err := ts.write(insert, []*anypb.Any{good, tc.any})
-			we := writeErr(t, err, codes.InvalidArgument)
+			good := ts.Rec("shop.User", `{"id": 3, "email": "c@x"}`)
+			_, err := ts.Write(insert, []*anypb.Any{good, tc.any})
+			we := servertest.WriteErr(t, err, codes.InvalidArgument)
 			if we.Record != 1 || we.Field != tc.field || !strings.Contains(we.Reason, tc.reason) {
 				t.Fatalf("detail %v, want record 1 field %q reason ~%q", we, tc.field, tc.reason)
 			}
 		})
 	}
-	if n := ts.count("shop.User"); n != 1 {
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("bad batches changed data: %d users", n)
 	}
 }
 
 func TestOversizedMessage(t *testing.T) {
 	ts := startServer(t, server.Config{MaxMessageBytes: 64 << 10})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	big := ts.rec("shop.User", `{"id": 1, "name": "`+strings.Repeat("x", 100<<10)+`"}`)
-	_, err := ts.write(insert, []*anypb.Any{big})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	big := ts.Rec("shop.User", `{"id": 1, "name": "`+strings.Repeat("x", 100<<10)+`"}`)
+	_, err := ts.Write(insert, []*anypb.Any{big})
 	wantCode(t, err, codes.ResourceExhausted)
-	if n := ts.count("shop.User"); n != 0 {
+	if n := ts.Count("shop.User"); n != 0 {
 		t.Fatalf("oversized write stored %d", n)
 	}
 	// The server is still fine.
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1}`)})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1}`)})
 }
 
 func TestTooManyRecordsInBatch(t *testing.T) {
 	ts := startServer(t, server.Config{MaxRecordsPerBatch: 10})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	var recs []*anypb.Any
 	for i := 0; i < 11; i++ {
-		recs = append(recs, ts.rec("shop.User", `{"id": `+itoa(i)+`, "email": "`+itoa(i)+`"}`))
+		recs = append(recs, ts.Rec("shop.User", `{"id": `+itoa(i)+`, "email": "`+itoa(i)+`"}`))
 	}
-	_, err := ts.write(insert, recs)
-	writeErr(t, err, codes.ResourceExhausted)
+	_, err := ts.Write(insert, recs)
+	servertest.WriteErr(t, err, codes.ResourceExhausted)
 }
 
 func TestBadSchemas(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1}`)})
-	before, _ := ts.c.GetSchema(t.Context())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1}`)})
+	before, _ := ts.C.GetSchema(t.Context())
 
 	cases := []struct {
 		name     string
@@ -100,12 +101,12 @@ func TestBadSchemas(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ts.apply(tc.files, client.SchemaOptions{})
+			_, err := ts.Apply(tc.files, client.SchemaOptions{})
 			wantCode(t, err, tc.code, tc.contains...)
 		})
 	}
-	after, _ := ts.c.GetSchema(t.Context())
-	if after.Version != before.Version || ts.count("shop.User") != 1 {
+	after, _ := ts.C.GetSchema(t.Context())
+	if after.Version != before.Version || ts.Count("shop.User") != 1 {
 		t.Fatal("a refused schema changed the state")
 	}
 }

@@ -98,13 +98,13 @@ func nonReadingConn(t *testing.T, addr string) pbgrpc.ProtobaseClient {
 func TestBoundsLargeResults(t *testing.T) {
 	const streams, budget, recSize = 10, 64 * mib, 30 << 20
 	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, MemTableBytes: 16 * mib})
-	insertBlobs(t, ts.c, 4, recSize)
+	insertBlobs(t, ts.C, 4, recSize)
 	// The blobs' batches (and their change-log entries) leave memory
 	// when flushed: before the heap is measured, not while.
-	if err := server.Flush(ts.srv); err != nil {
+	if err := server.Flush(ts.Srv); err != nil {
 		t.Fatal(err)
 	}
-	api := nonReadingConn(t, ts.srv.Addr())
+	api := nonReadingConn(t, ts.Srv.Addr())
 	open := map[string]func(ctx context.Context) error{
 		"search": func(ctx context.Context) error {
 			st, err := api.Search(ctx)
@@ -142,13 +142,13 @@ func TestBoundsLargeResults(t *testing.T) {
 			if bound := uint64(budget + streams*2*mib + 32*mib); !raceEnabled && held > bound {
 				t.Fatalf("non-reading %s streams hold %d MiB, want at most %d MiB (the budget and 2 MiB a stream)", kind, held/mib, bound/mib)
 			}
-			ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%s@x"}`, len(kind), kind))})
+			ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%s@x"}`, len(kind), kind))})
 			cancel()
 			waitHeapBelow(t, base+32*mib)
 		})
 	}
 	// The budget came back whole: a reading client reads every record.
-	recs, err := ts.c.Get(t.Context(), "big.Blob", 1, 2, 3, 4)
+	recs, err := ts.C.Get(t.Context(), "big.Blob", 1, 2, 3, 4)
 	if err != nil || len(recs) != 4 || recs[3] == nil || len(recs[3].Value) < recSize {
 		t.Fatalf("get after the streams: %d records, %v", len(recs), err)
 	}
@@ -411,5 +411,5 @@ func alive(c *childProc) bool {
 
 func labClient(t *testing.T, ts *testServer) labv1.LabClient {
 	t.Helper()
-	return labv1.NewLabClient(ts.c.Conn())
+	return labv1.NewLabClient(ts.C.Conn())
 }

@@ -61,14 +61,14 @@ message Item {
 func TestIndexDroppedWhileBuildingIsNotAnError(t *testing.T) {
 	logs := &levelRecorder{}
 	ts := startServer(t, server.Config{NoSync: true, Logger: slog.New(logs)})
-	ts.mustApply(map[string]string{"race.proto": fmt.Sprintf(raceProto, "")})
+	ts.MustApply(map[string]string{"race.proto": fmt.Sprintf(raceProto, "")})
 	for b := range 40 {
 		batch := make([]*anypb.Any, 0, 1000)
 		for i := range 1000 {
 			id := b*1000 + i
-			batch = append(batch, ts.rec("race.Item", fmt.Sprintf(`{"id": %d, "name": "n%d"}`, id, id)))
+			batch = append(batch, ts.Rec("race.Item", fmt.Sprintf(`{"id": %d, "name": "n%d"}`, id, id)))
 		}
-		ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
+		ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
 	}
 	// Each round adds an index and drops it at once; the build of 40
 	// chunks is still running when the drop commits unless the machine
@@ -76,8 +76,8 @@ func TestIndexDroppedWhileBuildingIsNotAnError(t *testing.T) {
 	raced := false // a build ended otherwise than built
 	for round := 0; round < 5 && !raced; round++ {
 		name := fmt.Sprintf("index: { name: \"by_name_%d\" fields: \"name\" }", round)
-		ts.mustApply(map[string]string{"race.proto": fmt.Sprintf(raceProto, name)})
-		ts.mustApply(map[string]string{"race.proto": fmt.Sprintf(raceProto, "")})
+		ts.MustApply(map[string]string{"race.proto": fmt.Sprintf(raceProto, name)})
+		ts.MustApply(map[string]string{"race.proto": fmt.Sprintf(raceProto, "")})
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			ended := logs.with(fmt.Sprintf("index=by_name_%d", round))

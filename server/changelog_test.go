@@ -62,10 +62,10 @@ func TestStopWithStuckCall(t *testing.T) {
 	dir := t.TempDir()
 	cfg := server.Config{DataDir: dir, WatchRetention: -1, ShutdownTimeout: time.Second, MetricsAddr: "127.0.0.1:0"}
 	ts := startServer(t, cfg)
-	ts.mustApply(map[string]string{"big.proto": blobProto})
+	ts.MustApply(map[string]string{"big.proto": blobProto})
 	rec, data := randomBlob(1, 2<<20, 1)
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{rec})
-	ts.stop()
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{rec})
+	ts.Stop()
 	flushStore(t, dir)
 	servertest.FlipTableByte(t, dir, data[1<<20:1<<20+64])
 
@@ -120,7 +120,7 @@ func TestStopWithStuckCall(t *testing.T) {
 // flagged, and goes on; one that does not ask gets it whole.
 func TestWatchLargeUpdate(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"big.proto": blobProto})
+	ts.MustApply(map[string]string{"big.proto": blobProto})
 	withOld := ts.watch(&pb.WatchRequest{Types: []string{"big.Blob"}, OldRecords: true})
 	start := withOld.first()
 	plain := ts.watch(&pb.WatchRequest{Types: []string{"big.Blob"}})
@@ -129,9 +129,9 @@ func TestWatchLargeUpdate(t *testing.T) {
 	v1, _ := randomBlob(1, 40<<20, 1)
 	v2, _ := randomBlob(1, 40<<20, 2)
 	small, _ := randomBlob(2, 100, 3)
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{v1})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_UPDATE, []*anypb.Any{v2})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{small})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{v1})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_UPDATE, []*anypb.Any{v2})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{small})
 
 	check := func(name string, got []*pb.Change, old bool) {
 		t.Helper()

@@ -23,11 +23,11 @@ import (
 // type name reaches a client.
 func TestDecodeErrorsNameProtobufMessages(t *testing.T) {
 	ts := startServer(t, server.Config{MaxSearchQueries: 10})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
-	st, err := ts.c.API().Search(ctx)
+	st, err := ts.C.API().Search(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestDecodeErrorsNameProtobufMessages(t *testing.T) {
 	}
 	checkMalformed(t, "Search", err, "malformed protobase.v1.SearchRequest: ")
 
-	err = ts.c.Conn().Invoke(ctx, "/protobase.v1.Protobase/Query", &bad, new(pb.QueryResponse), grpc.ForceCodecV2(rawCodec{}))
+	err = ts.C.Conn().Invoke(ctx, "/protobase.v1.Protobase/Query", &bad, new(pb.QueryResponse), grpc.ForceCodecV2(rawCodec{}))
 	checkMalformed(t, "Query", err, "malformed protobase.v1.QueryRequest: ")
 
 	wst := rawStream(ctx, t, ts, "Insert")

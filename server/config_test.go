@@ -166,7 +166,7 @@ func TestConfigErrorMessage(t *testing.T) {
 // A second server on a directory in use fails with ErrLocked.
 func TestStartLockedDataDir(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	_, err := server.Start(context.Background(), server.Config{DataDir: ts.cfg.DataDir, GRPCAddr: "127.0.0.1:0"})
+	_, err := server.Start(context.Background(), server.Config{DataDir: ts.Cfg.DataDir, GRPCAddr: "127.0.0.1:0"})
 	if !errors.Is(err, server.ErrLocked) {
 		t.Fatalf("Start = %v, want ErrLocked", err)
 	}

@@ -92,14 +92,14 @@ func expectClosed(t *testing.T, conns map[string]net.Conn) {
 // alone waits 120 s for its preface); a real client is unaffected.
 func TestSilentConnectionClosedOnEveryListener(t *testing.T) {
 	ts := startTransports(t, server.Config{HandshakeTimeout: time.Second, MetricsAddr: "127.0.0.1:0"})
-	natsAddr := strings.TrimPrefix(ts.srv.NATSURL(), "nats://")
+	natsAddr := strings.TrimPrefix(ts.Srv.NATSURL(), "nats://")
 	expectClosed(t, map[string]net.Conn{
-		"grpc":    dialSilent(t, ts.srv.Addr(), nil),
-		"http":    dialSilent(t, ts.srv.HTTPAddr(), nil),
-		"metrics": dialSilent(t, ts.srv.MetricsAddr(), nil),
+		"grpc":    dialSilent(t, ts.Srv.Addr(), nil),
+		"http":    dialSilent(t, ts.Srv.HTTPAddr(), nil),
+		"metrics": dialSilent(t, ts.Srv.MetricsAddr(), nil),
 		"nats":    dialSilent(t, natsAddr, nil),
 	})
-	if _, err := ts.c.GetSchema(t.Context()); err != nil {
+	if _, err := ts.C.GetSchema(t.Context()); err != nil {
 		t.Fatalf("a real client after the silent ones: %v", err)
 	}
 }
@@ -109,21 +109,21 @@ func TestSilentConnectionClosedOnEveryListener(t *testing.T) {
 // then sends nothing (no HTTP/2 preface, no request headers).
 func TestSilentTLSConnectionClosedOnEveryListener(t *testing.T) {
 	ts := startTLSServer(t, server.Config{NoSync: true, HandshakeTimeout: time.Second}, false)
-	natsAddr := strings.TrimPrefix(ts.srv.NATSURL(), "tls://")
+	natsAddr := strings.TrimPrefix(ts.Srv.NATSURL(), "tls://")
 	h2 := ts.ca.ClientConfig(t)
 	h2.NextProtos, h2.ServerName = []string{"h2"}, "127.0.0.1"
 	h1 := ts.ca.ClientConfig(t)
 	h1.NextProtos, h1.ServerName = []string{"http/1.1"}, "127.0.0.1"
 	expectClosed(t, map[string]net.Conn{
-		"grpc, no handshake":                  dialSilent(t, ts.srv.Addr(), nil),
-		"grpc, handshake and no preface":      dialSilent(t, ts.srv.Addr(), h2),
-		"http, no handshake":                  dialSilent(t, ts.srv.HTTPAddr(), nil),
-		"http/1.1, handshake and no request":  dialSilent(t, ts.srv.HTTPAddr(), h1),
-		"metrics, no handshake":               dialSilent(t, ts.srv.MetricsAddr(), nil),
-		"metrics, handshake and no request":   dialSilent(t, ts.srv.MetricsAddr(), h1),
+		"grpc, no handshake":                  dialSilent(t, ts.Srv.Addr(), nil),
+		"grpc, handshake and no preface":      dialSilent(t, ts.Srv.Addr(), h2),
+		"http, no handshake":                  dialSilent(t, ts.Srv.HTTPAddr(), nil),
+		"http/1.1, handshake and no request":  dialSilent(t, ts.Srv.HTTPAddr(), h1),
+		"metrics, no handshake":               dialSilent(t, ts.Srv.MetricsAddr(), nil),
+		"metrics, handshake and no request":   dialSilent(t, ts.Srv.MetricsAddr(), h1),
 		"nats, no handshake (after its INFO)": dialSilent(t, natsAddr, nil),
 	})
-	if _, err := ts.c.GetSchema(t.Context()); err != nil {
+	if _, err := ts.C.GetSchema(t.Context()); err != nil {
 		t.Fatalf("a real client after the silent ones: %v", err)
 	}
 }
@@ -134,7 +134,7 @@ func TestSilentTLSConnectionClosedOnEveryListener(t *testing.T) {
 func TestIdleGRPCConnectionClosed(t *testing.T) {
 	ts := startServer(t, server.Config{IdleTimeout: time.Second})
 	dial := func() *grpc.ClientConn {
-		conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(ts.Srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,8 +189,8 @@ func TestConnectionCap(t *testing.T) {
 		HTTPAddr:         "127.0.0.1:0",
 		MetricsAddr:      "127.0.0.1:0",
 	})
-	ts.mustApply(map[string]string{"shop.proto": shopProto}) // its connection is open from here
-	metricsURL := "http://" + ts.srv.MetricsAddr() + "/metrics"
+	ts.MustApply(map[string]string{"shop.proto": shopProto}) // its connection is open from here
+	metricsURL := "http://" + ts.Srv.MetricsAddr() + "/metrics"
 	fams := scrape(t, metricsURL)
 	for _, c := range []struct {
 		name   string
@@ -211,12 +211,12 @@ func TestConnectionCap(t *testing.T) {
 
 	grpcConns := make([]net.Conn, flood)
 	for i := range grpcConns {
-		grpcConns[i] = dialSilent(t, ts.srv.Addr(), nil)
-		dialSilent(t, ts.srv.HTTPAddr(), nil)
+		grpcConns[i] = dialSilent(t, ts.Srv.Addr(), nil)
+		dialSilent(t, ts.Srv.HTTPAddr(), nil)
 	}
 	// The client opened before works at the cap.
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
-	if n := ts.count("shop.User"); n != 1 {
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("%d users, want 1", n)
 	}
 
@@ -239,7 +239,7 @@ func TestConnectionCap(t *testing.T) {
 	}
 
 	// A client opened after the flood.
-	conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(ts.Srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestConnectionCap(t *testing.T) {
 	if err != nil || len(q.Records) != 1 {
 		t.Fatalf("query by a client opened after the flood: %v records, %v", len(q.GetRecords()), err)
 	}
-	restQuery(t, "http://"+ts.srv.HTTPAddr())
+	restQuery(t, "http://"+ts.Srv.HTTPAddr())
 
 	fams = scrape(t, metricsURL)
 	for _, c := range []struct {
@@ -295,7 +295,7 @@ func TestNATSConnectionCap(t *testing.T) {
 	ts := startTransports(t, server.Config{MaxConnections: limit})
 	var first *nats.Conn
 	for i := range limit {
-		nc, err := nats.Connect(ts.srv.NATSURL(), nats.NoReconnect())
+		nc, err := nats.Connect(ts.Srv.NATSURL(), nats.NoReconnect())
 		if err != nil {
 			t.Fatalf("client %d of %d: %v", i+1, limit, err)
 		}
@@ -306,7 +306,7 @@ func TestNATSConnectionCap(t *testing.T) {
 	}
 	// The server sends "-ERR 'maximum connections exceeded'" and closes;
 	// the client reads it, or fails writing its CONNECT first.
-	if nc, err := nats.Connect(ts.srv.NATSURL(), nats.NoReconnect()); err == nil {
+	if nc, err := nats.Connect(ts.Srv.NATSURL(), nats.NoReconnect()); err == nil {
 		nc.Close()
 		t.Fatalf("client %d of %d connected", limit+1, limit)
 	}

@@ -60,16 +60,16 @@ func TestStartRefusesForeignDataDir(t *testing.T) {
 // with its records and is marked.
 func TestStartOpensUnmarkedDataDir(t *testing.T) {
 	ts := startServer(t, server.Config{NoSync: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
-	ts.stop()
-	ts.c = nil
-	marker := filepath.Join(ts.cfg.DataDir, pebble.MarkerFile)
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	ts.Stop()
+	ts.C = nil
+	marker := filepath.Join(ts.Cfg.DataDir, pebble.MarkerFile)
 	if err := os.Remove(marker); err != nil {
 		t.Fatalf("a new data directory has no marker: %v", err)
 	}
-	ts = startServer(t, ts.cfg)
-	if n := ts.count("shop.User"); n != 1 {
+	ts = startServer(t, ts.Cfg)
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("%d records after reopening the unmarked directory, want 1", n)
 	}
 	if _, err := os.Stat(marker); err != nil {

@@ -38,13 +38,13 @@ func TestDiskFull(t *testing.T) {
 	// Runs before the server's stop (cleanups run last first): a server
 	// that hangs on the full disk can stop once space is back.
 	t.Cleanup(func() { fs.SetDiskFull(false) })
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 
 	acked := 0 // users 1..acked are acknowledged
 	batch := func(n int) []*anypb.Any {
 		recs := make([]*anypb.Any, 0, diskFullBatch)
 		for id := n*diskFullBatch + 1; id <= (n+1)*diskFullBatch; id++ {
-			recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "user %d", "email": "u%d@example.com", "tags": [%q]}`,
+			recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "user %d", "email": "u%d@example.com", "tags": [%q]}`,
 				id, id%97, id, strings.Repeat("t", 900))))
 		}
 		return recs
@@ -69,7 +69,7 @@ func TestDiskFull(t *testing.T) {
 	// Another write stream, and a single record, meet the same answer;
 	// so does a schema change.
 	wantDiskFull(t, writeWithin(t, ts, batch(next)[:1]))
-	_, err := ts.apply(map[string]string{"shop.proto": shopProto + `
+	_, err := ts.Apply(map[string]string{"shop.proto": shopProto + `
 message Note {
   option (protobase.v1.record) = { primary_key: "id" };
   int64 id = 1;
@@ -78,10 +78,10 @@ message Note {
 	wantDiskFull(t, err)
 
 	// Reads go on.
-	if got, err := ts.c.Get(context.Background(), "shop.User", acked); err != nil || got[0] == nil {
+	if got, err := ts.C.Get(context.Background(), "shop.User", acked); err != nil || got[0] == nil {
 		t.Fatalf("read of user %d on a full disk: %v, %v", acked, got, err)
 	}
-	if n := ts.count("shop.User"); n != acked {
+	if n := ts.Count("shop.User"); n != acked {
 		t.Fatalf("%d users on a full disk, want the %d acknowledged", n, acked)
 	}
 
@@ -98,7 +98,7 @@ message Note {
 	if logs.count("the disk is full") == 0 {
 		t.Errorf("no line says the disk is full; last logged: %q", lastLines(logs, 5))
 	}
-	fams := scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	fams := scrape(t, "http://"+ts.Srv.MetricsAddr()+"/metrics")
 	for name, want := range map[string]float64{"protobase_storage_disk_full": 1, "protobase_storage_disk_full_refused_total": 2, "protobase_write_errors_total": 2} {
 		if v, ok := metricValue(fams, name, nil); !ok || v < want {
 			t.Errorf("%s = %v (served: %v), want at least %v", name, v, ok, want)
@@ -121,15 +121,15 @@ message Note {
 	}
 	writeWithin(t, ts, batch(next+1))
 	acked += diskFullBatch
-	fams = scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	fams = scrape(t, "http://"+ts.Srv.MetricsAddr()+"/metrics")
 	if v, _ := metricValue(fams, "protobase_storage_disk_full", nil); v != 0 {
 		t.Errorf("protobase_storage_disk_full = %v after space was freed, want 0", v)
 	}
-	if n := ts.count("shop.User"); n != acked {
+	if n := ts.Count("shop.User"); n != acked {
 		t.Fatalf("%d users after space was freed, want the %d acknowledged", n, acked)
 	}
 	ts = ts.restart()
-	if n := ts.count("shop.User"); n != acked {
+	if n := ts.Count("shop.User"); n != acked {
 		t.Fatalf("%d users after a restart, want the %d acknowledged", n, acked)
 	}
 }
@@ -144,7 +144,7 @@ func writeWithin(t *testing.T, ts *testServer, recs []*anypb.Any) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), diskFullDeadline)
 	defer cancel()
-	st, err := ts.c.API().Insert(ctx)
+	st, err := ts.C.API().Insert(ctx)
 	if err == nil {
 		if err = st.Send(&pb.WriteRequest{Records: recs}); err == nil {
 			_, err = st.CloseAndRecv()
@@ -188,20 +188,20 @@ func TestDiskFullIndexBuild(t *testing.T) {
 	logs := &logRecorder{}
 	ts := startServer(t, server.WithMemFS(server.Config{DataDir: "/data", MemTableBytes: 4 << 20, Logger: slog.New(logs)}, fs))
 	t.Cleanup(func() { fs.SetDiskFull(false) })
-	ts.mustApply(diskItemSchema(false))
+	ts.MustApply(diskItemSchema(false))
 	const items = 100_000 // index entries enough to fill the index instance's memtable
 	for n := 0; n < items; n += 1000 {
 		recs := make([]*anypb.Any, 0, 1000)
 		for id := n; id < n+1000; id++ {
-			recs = append(recs, ts.rec("disk.Item", fmt.Sprintf(`{"id": %d, "label": "label %d"}`, id, id*7919%items)))
+			recs = append(recs, ts.Rec("disk.Item", fmt.Sprintf(`{"id": %d, "label": "label %d"}`, id, id*7919%items)))
 		}
-		ts.mustWrite(insert, recs)
+		ts.MustWrite(insert, recs)
 	}
 
 	// The schema change itself reaches only the log; the build's index
 	// entries need tables.
 	fs.SetDiskFull(true)
-	ts.mustApply(diskItemSchema(true))
+	ts.MustApply(diskItemSchema(true))
 	for start := time.Now(); logs.count("index build waits for disk space") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Since(start) > 30*time.Second {
 			t.Fatalf("no index build waits for disk space; last logged: %q", lastLines(logs, 5))
@@ -209,7 +209,7 @@ func TestDiskFullIndexBuild(t *testing.T) {
 	}
 	fs.SetDiskFull(false)
 	waitIndex(t, ts, "disk.Item", "label", pb.IndexState_INDEX_STATE_READY)
-	ts.stop()
+	ts.Stop()
 	report, err := server.CheckMemFS(t.Context(), fs, "/data")
 	if err != nil {
 		t.Fatal(err)

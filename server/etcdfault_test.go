@@ -24,6 +24,7 @@ import (
 	"github.com/protobase/protobase/internal/cluster"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // etcdFaultTimeout is the servers' etcd request timeout in these tests:
@@ -63,8 +64,8 @@ func startOnEtcd(t *testing.T, endpoints ...string) (*testServer, *lockedBuffer)
 	ts := startServer(t, server.Config{Store: server.StoreEtcd, MetricsAddr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Etcd:   server.EtcdConfig{Endpoints: endpoints, Prefix: "/fault/", RequestTimeout: etcdFaultTimeout}})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 	return ts, logs
 }
 
@@ -89,20 +90,20 @@ func (l *lockedBuffer) String() string {
 // wantFaults checks the store fault counters a scrape of ts shows, and
 // that its log has line.
 func (ts *testServer) wantFaults(logs *lockedBuffer, metric string, atLeast float64, line string) {
-	ts.t.Helper()
-	fams := scrape(ts.t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	ts.T.Helper()
+	fams := scrape(ts.T, "http://"+ts.Srv.MetricsAddr()+"/metrics")
 	if v, ok := metricValue(fams, metric, nil); !ok || v < atLeast {
-		ts.t.Errorf("%s is %v (served: %v), want at least %v", metric, v, ok, atLeast)
+		ts.T.Errorf("%s is %v (served: %v), want at least %v", metric, v, ok, atLeast)
 	}
 	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
-		ts.t.Fatal(err)
+		ts.T.Fatal(err)
 	}
 	if !strings.Contains(string(doc), "`"+metric+"`") {
-		ts.t.Errorf("docs/operations.md does not list %s", metric)
+		ts.T.Errorf("docs/operations.md does not list %s", metric)
 	}
 	if !strings.Contains(logs.String(), line) {
-		ts.t.Errorf("the log lacks %q:\n%s", line, logs.String())
+		ts.T.Errorf("the log lacks %q:\n%s", line, logs.String())
 	}
 }
 
@@ -125,7 +126,7 @@ func wantStatus(t *testing.T, what string, err error, code codes.Code, subs ...s
 func (ts *testServer) reads() map[string]error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	api := ts.c.API()
+	api := ts.C.API()
 	errs := map[string]error{}
 	_, errs["get"] = api.Get(ctx, &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(1)}})
 	_, errs["query"] = api.Query(ctx, &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}})
@@ -156,22 +157,22 @@ func TestEtcdUnreachableIsUnavailable(t *testing.T) {
 	for name, err := range ts.reads() {
 		wantStatus(t, "read "+name+" with etcd paused", err, codes.Unavailable, "etcd did not answer within the request timeout of 1s")
 	}
-	_, err := ts.write(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "b@x"}`)})
+	_, err := ts.Write(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "email": "b@x"}`)})
 	wantStatus(t, "insert with etcd paused", err, codes.Unavailable, "nothing was applied")
-	if we := writeErr(t, err, codes.Unavailable); we.GetBatch() != 0 || !strings.Contains(we.GetReason(), "nothing was applied") {
+	if we := servertest.WriteErr(t, err, codes.Unavailable); we.GetBatch() != 0 || !strings.Contains(we.GetReason(), "nothing was applied") {
 		t.Errorf("the WriteError is %v", we)
 	}
-	_, err = ts.write(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "c@x"}`)})
+	_, err = ts.Write(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 3, "email": "c@x"}`)})
 	wantStatus(t, "upsert with etcd paused", err, codes.Unavailable, "nothing was applied")
 	ts.wantFaults(logs, "protobase_store_unavailable_total", 5, `level=WARN msg="etcd: requests failed unapplied`)
 
 	if err := c.Resume(0); err != nil {
 		t.Fatal(err)
 	}
-	if n := ts.count("shop.User"); n != 1 {
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("%d users stored after the refused writes, want 1", n)
 	}
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "b@x"}`)})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "email": "b@x"}`)})
 
 	if err := c.Kill(0); err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestEtcdUnreachableIsUnavailable(t *testing.T) {
 	for name, err := range ts.reads() {
 		wantStatus(t, "read "+name+" with etcd killed", err, codes.Unavailable)
 	}
-	_, err = ts.write(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 4, "email": "d@x"}`)})
+	_, err = ts.Write(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 4, "email": "d@x"}`)})
 	wantStatus(t, "upsert with etcd killed", err, codes.Unavailable, "nothing was applied")
 }
 
@@ -198,13 +199,13 @@ func TestEtcdCommitUnansweredIsOutcomeUnknown(t *testing.T) {
 	// answer from it.
 	batch := make([]*anypb.Any, 100)
 	for i := range batch {
-		batch[i] = ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@x", "name": "%s"}`, 100+i, i, strings.Repeat("n", 200)))
+		batch[i] = ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@x", "name": "%s"}`, 100+i, i, strings.Repeat("n", 200)))
 	}
 	link.cutAnswersAfter(8 << 10)
-	_, err := ts.write(pb.WriteOp_WRITE_OP_UPSERT, batch)
+	_, err := ts.Write(pb.WriteOp_WRITE_OP_UPSERT, batch)
 	wantStatus(t, "upsert whose commit is unanswered", err, codes.DeadlineExceeded,
 		"the batch was sent and etcd did not answer", "the batch may have been applied: read it back before retrying")
-	if we := writeErr(t, err, codes.DeadlineExceeded); we.GetBatch() != 0 || we.GetBatchesApplied() != 0 ||
+	if we := servertest.WriteErr(t, err, codes.DeadlineExceeded); we.GetBatch() != 0 || we.GetBatchesApplied() != 0 ||
 		!strings.Contains(we.GetReason(), "may have been applied") {
 		t.Errorf("the WriteError is %v", we)
 	}
@@ -214,7 +215,7 @@ func TestEtcdCommitUnansweredIsOutcomeUnknown(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := ts.c.API().Get(ctx, &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(100)}})
+		_, err := ts.C.API().Get(ctx, &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(100)}})
 		cancel()
 		if err == nil {
 			break
@@ -224,7 +225,7 @@ func TestEtcdCommitUnansweredIsOutcomeUnknown(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := ts.count("shop.User"); n != 1+len(batch) {
+	if n := ts.Count("shop.User"); n != 1+len(batch) {
 		t.Fatalf("%d users stored, want the first one and the %d of the unanswered batch, which etcd applied", n, len(batch))
 	}
 }

@@ -61,7 +61,7 @@ func schemaTypes(t *testing.T, ts *testServer) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := ts.c.GetSchema(ctx)
+	resp, err := ts.C.GetSchema(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ const dropAll = `{"files": {}, "allowDrop": ["shop.User", "shop.Order"]}`
 // reach are refused before the API sees them, and nothing changes.
 func TestRESTRefusesCrossSiteRequests(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
-	addr := ts.srv.HTTPAddr()
+	addr := ts.Srv.HTTPAddr()
 	_, port, _ := net.SplitHostPort(addr)
 	before := schemaTypes(t, ts)
 	if before == 0 {
@@ -138,7 +138,7 @@ func TestRESTRefusesCrossSiteRequests(t *testing.T) {
 
 func TestRESTHostsServed(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true, HTTPAllowedHosts: []string{"DB.internal"}})
-	_, port, _ := net.SplitHostPort(ts.srv.HTTPAddr())
+	_, port, _ := net.SplitHostPort(ts.Srv.HTTPAddr())
 	for host, want := range map[string]int{
 		"127.0.0.1:" + port:   http.StatusOK,
 		"localhost:" + port:   http.StatusOK,
@@ -151,7 +151,7 @@ func TestRESTHostsServed(t *testing.T) {
 		"localhost.":          http.StatusMisdirectedRequest,
 		"127.0.0.1.nip.io":    http.StatusMisdirectedRequest,
 	} {
-		if code, _, body := rawRequest(t, ts.srv.HTTPAddr(), http.MethodGet, "/v1/schema", "", map[string]string{"Host": host}); code != want {
+		if code, _, body := rawRequest(t, ts.Srv.HTTPAddr(), http.MethodGet, "/v1/schema", "", map[string]string{"Host": host}); code != want {
 			t.Errorf("Host %q: %d, want %d: %s", host, code, want, body)
 		}
 	}
@@ -160,7 +160,7 @@ func TestRESTHostsServed(t *testing.T) {
 func TestRESTCORSForAllowedOrigins(t *testing.T) {
 	const app = "https://app.example"
 	ts := startTransports(t, server.Config{NoSync: true, HTTPAllowedOrigins: []string{app + "/"}})
-	addr := ts.srv.HTTPAddr()
+	addr := ts.Srv.HTTPAddr()
 	preflight := map[string]string{"Origin": app, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
 	code, h, _ := rawRequest(t, addr, http.MethodOptions, "/v1/schema:apply", "", preflight)
 	if code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != app ||
@@ -193,18 +193,18 @@ func TestRESTWrongMethodIs405(t *testing.T) {
 		{http.MethodGet, "/v1/search", "POST, OPTIONS"},
 		{http.MethodPost, "/openapi.json", "GET, HEAD, OPTIONS"},
 	} {
-		code, h, body := rawRequest(t, ts.srv.HTTPAddr(), tc.method, tc.path, "", nil)
+		code, h, body := rawRequest(t, ts.Srv.HTTPAddr(), tc.method, tc.path, "", nil)
 		if code != http.StatusMethodNotAllowed || h.Get("Allow") != tc.allow {
 			t.Errorf("%s %s: %d Allow %q, want 405 Allow %q: %s", tc.method, tc.path, code, h.Get("Allow"), tc.allow, body)
 			continue
 		}
 		wantStatusJSON(t, body, 12) // UNIMPLEMENTED
 	}
-	code, h, _ := rawRequest(t, ts.srv.HTTPAddr(), http.MethodOptions, "/v1/schema", "", nil)
+	code, h, _ := rawRequest(t, ts.Srv.HTTPAddr(), http.MethodOptions, "/v1/schema", "", nil)
 	if code != http.StatusNoContent || h.Get("Allow") != "GET, OPTIONS" {
 		t.Errorf("OPTIONS /v1/schema: %d Allow %q", code, h.Get("Allow"))
 	}
-	if code, _, _ := rawRequest(t, ts.srv.HTTPAddr(), http.MethodGet, "/v1/nothing", "", nil); code != http.StatusNotFound {
+	if code, _, _ := rawRequest(t, ts.Srv.HTTPAddr(), http.MethodGet, "/v1/nothing", "", nil); code != http.StatusNotFound {
 		t.Errorf("unknown path: %d, want 404", code)
 	}
 }

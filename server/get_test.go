@@ -18,6 +18,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 func jsonKeys(t *testing.T, vs ...any) []*structpb.Value {
@@ -38,43 +39,43 @@ func jsonKeys(t *testing.T, vs ...any) []*structpb.Value {
 // gRPC, REST and NATS.
 func TestGetRecords(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
-	ts.mustWrite(insert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 1, "name": "ann", "email": "a"}`),
-		ts.rec("shop.User", `{"id": 2, "name": "bob", "email": "b"}`),
-		ts.rec("shop.User", `{"id": "9007199254740993", "name": "big", "email": "c"}`),
-		ts.rec("shop.Order", `{"userId": 1, "id": "18446744073709551615", "total": 2.5}`),
+	ts.MustWrite(insert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 1, "name": "ann", "email": "a"}`),
+		ts.Rec("shop.User", `{"id": 2, "name": "bob", "email": "b"}`),
+		ts.Rec("shop.User", `{"id": "9007199254740993", "name": "big", "email": "c"}`),
+		ts.Rec("shop.Order", `{"userId": 1, "id": "18446744073709551615", "total": 2.5}`),
 	})
 	ctx := context.Background()
 	req := &pb.GetRequest{
 		Type: "shop.User",
 		Keys: jsonKeys(t, 2, 3, "9007199254740993", map[string]any{"id": 1}, []any{2}),
 		KeyRecords: []*anypb.Any{
-			ts.rec("shop.User", `{"id": 1, "name": "ignored"}`),
-			ts.rec("shop.User", `{"id": 4}`),
+			ts.Rec("shop.User", `{"id": 1, "name": "ignored"}`),
+			ts.Rec("shop.User", `{"id": 4}`),
 		},
 	}
 	check := func(call string, resp *pb.GetResponse) {
 		t.Helper()
 		var names []string
 		for _, r := range resp.GetRecords() {
-			m := dynamicpb.NewMessage(ts.desc("shop.User"))
+			m := dynamicpb.NewMessage(ts.Desc("shop.User"))
 			if err := proto.Unmarshal(r.Value, m); err != nil || r.TypeUrl != "type.googleapis.com/shop.User" {
 				t.Fatalf("%s: record %v: %v", call, r, err)
 			}
-			names = append(names, fieldValue(m, "name").String())
+			names = append(names, servertest.FieldValue(m, "name").String())
 		}
 		if want := []string{"bob", "big", "ann", "bob", "ann"}; !slices.Equal(names, want) || !slices.Equal(resp.GetMissing(), []uint32{1, 6}) {
 			t.Fatalf("%s: records %q missing %v, want %q missing [1 6]", call, names, resp.GetMissing(), want)
 		}
 	}
-	resp, err := ts.c.API().Get(ctx, req)
+	resp, err := ts.C.API().Get(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("grpc", resp)
 	for _, js := range []bool{false, true} {
 		var nr pb.GetResponse
-		newNATSClient(t, ts, ts.srv.NATSURL(), js).mustCall(natstransport.SubjectGetRecords, req, &nr)
+		newNATSClient(t, ts, ts.Srv.NATSURL(), js).mustCall(natstransport.SubjectGetRecords, req, &nr)
 		check(fmt.Sprintf("nats (json %v)", js), &nr)
 	}
 	for _, c := range restClients(t, ts) {
@@ -85,12 +86,12 @@ func TestGetRecords(t *testing.T) {
 	}
 
 	// A compound key as a list in primary_key order, or as an object.
-	resp, err = ts.c.API().Get(ctx, &pb.GetRequest{Type: "shop.Order",
+	resp, err = ts.C.API().Get(ctx, &pb.GetRequest{Type: "shop.Order",
 		Keys: jsonKeys(t, []any{1, "18446744073709551615"}, map[string]any{"user_id": 1, "id": "18446744073709551615"}, []any{2, 1})})
 	if err != nil || len(resp.Records) != 2 || !slices.Equal(resp.Missing, []uint32{2}) {
 		t.Fatalf("compound keys: %v %v", resp, err)
 	}
-	resp, err = ts.c.API().Get(ctx, &pb.GetRequest{Type: "shop.User"})
+	resp, err = ts.C.API().Get(ctx, &pb.GetRequest{Type: "shop.User"})
 	if err != nil || len(resp.Records) != 0 || len(resp.Missing) != 0 {
 		t.Fatalf("no keys: %v %v", resp, err)
 	}
@@ -121,12 +122,12 @@ func TestGetRecordsErrors(t *testing.T) {
 		{"partial object", &pb.GetRequest{Type: "shop.Order", Keys: jsonKeys(t, map[string]any{"id": 1})}, codes.InvalidArgument, "needs every primary-key field"},
 		{"nested value", &pb.GetRequest{Type: "shop.User", Keys: jsonKeys(t, []any{[]any{1}})}, codes.InvalidArgument, "want a number, string or bool"},
 		{"too many", &pb.GetRequest{Type: "shop.User", Keys: jsonKeys(t, 1, 2, 3, 4)}, codes.InvalidArgument, "4 keys in one request"},
-		{"record of another type", &pb.GetRequest{Type: "shop.User", KeyRecords: []*anypb.Any{ts.rec("shop.Order", `{"id": 1}`)}}, codes.InvalidArgument, "key_records[0]: type URL"},
+		{"record of another type", &pb.GetRequest{Type: "shop.User", KeyRecords: []*anypb.Any{ts.Rec("shop.Order", `{"id": 1}`)}}, codes.InvalidArgument, "key_records[0]: type URL"},
 		{"truncated record", &pb.GetRequest{Type: "shop.User", KeyRecords: []*anypb.Any{{TypeUrl: "type.googleapis.com/shop.User", Value: []byte{0x08}}}}, codes.InvalidArgument, "key_records[0]:"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ts.c.API().Get(ctx, tc.req)
+			_, err := ts.C.API().Get(ctx, tc.req)
 			if st := status.Convert(err); st.Code() != tc.code || !strings.Contains(st.Message(), tc.want) {
 				t.Fatalf("got %v, want %v with %q", err, tc.code, tc.want)
 			}
@@ -137,6 +138,6 @@ func TestGetRecordsErrors(t *testing.T) {
 		code, b := c.post("/v1/records:get", body)
 		c.restStatus(code, b, http.StatusBadRequest, codes.InvalidArgument)
 	}
-	wantNATSCode(t, newNATSClient(t, ts, ts.srv.NATSURL(), false).call(natstransport.SubjectGetRecords,
+	wantNATSCode(t, newNATSClient(t, ts, ts.Srv.NATSURL(), false).call(natstransport.SubjectGetRecords,
 		&pb.GetRequest{Type: "shop.User", Keys: jsonKeys(t, "x")}, new(pb.GetResponse)), codes.InvalidArgument)
 }

@@ -32,7 +32,7 @@ var testHTTPLimits = server.HTTPLimits{
 // dialHTTP opens a raw connection to the gateway.
 func dialHTTP(t *testing.T, ts *testServer) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", ts.srv.HTTPAddr())
+	conn, err := net.Dial("tcp", ts.Srv.HTTPAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,9 +217,9 @@ func TestHTTPNonReadingClientIsCut(t *testing.T) {
 	tags := strings.Repeat(`"tag", `, 300) + `"tag"`
 	batch := make([]*anypb.Any, 0, 1000)
 	for i := range n {
-		batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
+		batch = append(batch, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
 		if len(batch) == cap(batch) {
-			ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
+			ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
 			batch = batch[:0]
 		}
 	}

@@ -142,10 +142,10 @@ func TestHTTPWatch(t *testing.T) {
 			}
 			id := 100 * (i + 1)
 			user := func(id int, email string) *anypb.Any {
-				return ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": %q}`, id, email))
+				return ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": %q}`, id, email))
 			}
-			ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{user(id, fmt.Sprintf("%d@keep", id)), user(id+1, fmt.Sprintf("%d@drop", id+1))})
-			ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{user(id, fmt.Sprintf("%d.2@keep", id))})
+			ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{user(id, fmt.Sprintf("%d@keep", id)), user(id+1, fmt.Sprintf("%d@drop", id+1))})
+			ts.MustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{user(id, fmt.Sprintf("%d.2@keep", id))})
 			got := w.changes(2)
 			if len(got) != 2 || got[0].GetOp() != pb.ChangeOp_CHANGE_OP_INSERT || got[1].GetOp() != pb.ChangeOp_CHANGE_OP_UPDATE ||
 				!proto.Equal(got[1].GetRecord(), user(id, fmt.Sprintf("%d.2@keep", id))) || !proto.Equal(got[1].GetOldRecord(), user(id, fmt.Sprintf("%d@keep", id))) ||
@@ -239,20 +239,20 @@ func TestHTTPWatchAuth(t *testing.T) {
 			t.Errorf("key %q, %s: HTTP %d %s, want %d", c.key, c.body, code, b, c.http)
 		}
 	}
-	rc := &restClient{t: t, ts: e.ts, base: "http://" + e.ts.srv.HTTPAddr(), hc: &http.Client{}}
+	rc := &restClient{t: t, ts: e.ts, base: "http://" + e.ts.Srv.HTTPAddr(), hc: &http.Client{}}
 	w := rc.openWatch(body("shop.User"), http.Header{"Authorization": {"Bearer " + e.keys["user-reader"]}})
 	if m, st := w.next(); st != nil || w.resp.StatusCode != http.StatusOK || m.GetProgress() == nil {
 		t.Fatalf("scoped reader: HTTP %d, first line %v %v", w.resp.StatusCode, m, st)
 	}
-	e.ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{e.user(500)})
+	e.ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{e.user(500)})
 	if got := w.changes(1); got[0].GetType() != "shop.User" {
 		t.Fatalf("changes %v", got)
 	}
 	// A revoked key's watch ends at its next message.
-	if err := e.ts.c.RevokeKey(t.Context(), "user-reader"); err != nil {
+	if err := e.ts.C.RevokeKey(t.Context(), "user-reader"); err != nil {
 		t.Fatal(err)
 	}
-	e.ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{e.user(501)})
+	e.ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{e.user(501)})
 	for {
 		_, st := w.next()
 		if st != nil {
@@ -281,7 +281,7 @@ func TestHTTPWatchEndsWhenServerStops(t *testing.T) {
 		}()
 	}
 	start := time.Now()
-	if err := ts.srv.Stop(); err != nil {
+	if err := ts.Srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > time.Minute {
@@ -303,7 +303,7 @@ func TestHTTPWatchOutlivesTimeouts(t *testing.T) {
 			for k := range 2 {
 				time.Sleep(pause) // quiet: the behaviour under test
 				id := 1000*(i+1) + k
-				ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, id, id))})
+				ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, id, id))})
 				for {
 					m, st := w.next()
 					if st != nil {
@@ -341,9 +341,9 @@ func TestHTTPWatchNonReadingClientIsCut(t *testing.T) {
 	batch := make([]*anypb.Any, 0, 500)
 	start := time.Now()
 	for i := range n {
-		batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
+		batch = append(batch, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
 		if len(batch) == cap(batch) {
-			ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
+			ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
 			batch = batch[:0]
 		}
 	}
@@ -371,9 +371,9 @@ func TestHTTPWatchNonReadingClientIsCutH2(t *testing.T) {
 	tags := strings.Repeat(`"tag", `, 300) + `"tag"`
 	batch := make([]*anypb.Any, 0, 500)
 	for i := range 6000 {
-		batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
+		batch = append(batch, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x", "tags": [%s]}`, i, i, tags)))
 		if len(batch) == cap(batch) {
-			ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
+			ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, batch)
 			batch = batch[:0]
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // rawCodec sends a *[]byte as the message bytes, unchecked, and decodes
@@ -40,7 +41,7 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // rawStream opens a stream of method sending raw bytes.
 func rawStream(ctx context.Context, t *testing.T, ts *testServer, method string) grpc.ClientStream {
 	t.Helper()
-	st, err := ts.c.Conn().NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+	st, err := ts.C.Conn().NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
 		"/protobase.v1.Protobase/"+method, grpc.ForceCodecV2(rawCodec{}))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func deepWhere() []byte {
 // INVALID_ARGUMENT, after the answers to the requests before it.
 func TestMalformedSearchRequest(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	badType := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff, 0xfe})
 	cases := map[string][]byte{"invalid UTF-8 in type": badType, "nested too deep": deepWhere()}
 	for name, query := range cases {
@@ -101,15 +102,15 @@ func TestMalformedSearchRequest(t *testing.T) {
 // WriteError: the batch it names and the counts applied before it.
 func TestMalformedWriteRequest(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	for _, method := range []string{"Insert", "Write"} {
 		t.Run(method, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			st := rawStream(ctx, t, ts, method)
-			rec := ts.rec("shop.User", `{"id": 1, "email": "`+method+`@x"}`)
+			rec := ts.Rec("shop.User", `{"id": 1, "email": "`+method+`@x"}`)
 			if method == "Write" {
-				rec = ts.rec("shop.User", `{"id": 2, "email": "`+method+`@x"}`)
+				rec = ts.Rec("shop.User", `{"id": 2, "email": "`+method+`@x"}`)
 			}
 			var good []byte
 			if method == "Insert" {
@@ -134,7 +135,7 @@ func TestMalformedWriteRequest(t *testing.T) {
 			for err == nil {
 				err = st.RecvMsg(new(pb.WriteResponse))
 			}
-			we := writeErr(t, err, codes.InvalidArgument)
+			we := servertest.WriteErr(t, err, codes.InvalidArgument)
 			if we.Batch != 1 || we.RecordsApplied != 1 {
 				t.Fatalf("WriteError %v, want batch 1 after 1 applied record", we)
 			}
@@ -147,7 +148,7 @@ func TestMalformedWriteRequest(t *testing.T) {
 // and the server answers the next well-formed request as before.
 func TestMalformedUnaryAndScanRequest(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	badUTF8 := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff, 0xfe})
 	query := append(protowire.AppendTag(nil, 1, protowire.BytesType), protowire.AppendVarint(nil, uint64(len(deepWhere())))...)
 	query = append(query, deepWhere()...) // QueryRequest.query = a Query nested too deep
@@ -168,7 +169,7 @@ func TestMalformedUnaryAndScanRequest(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var err error
 		if c.stream {
-			st, serr := ts.c.Conn().NewStream(ctx, &grpc.StreamDesc{ServerStreams: true},
+			st, serr := ts.C.Conn().NewStream(ctx, &grpc.StreamDesc{ServerStreams: true},
 				"/protobase.v1.Protobase/"+c.method, grpc.ForceCodecV2(rawCodec{}))
 			if serr != nil {
 				t.Fatal(serr)
@@ -180,7 +181,7 @@ func TestMalformedUnaryAndScanRequest(t *testing.T) {
 				}
 			}
 		} else {
-			err = ts.c.Conn().Invoke(ctx, "/protobase.v1.Protobase/"+c.method, &c.msg, new(pb.QueryResponse), grpc.ForceCodecV2(rawCodec{}))
+			err = ts.C.Conn().Invoke(ctx, "/protobase.v1.Protobase/"+c.method, &c.msg, new(pb.QueryResponse), grpc.ForceCodecV2(rawCodec{}))
 		}
 		cancel()
 		if status.Code(err) != codes.InvalidArgument {
@@ -188,7 +189,32 @@ func TestMalformedUnaryAndScanRequest(t *testing.T) {
 		}
 	}
 	// The server still answers, and the codec kept nothing for the calls.
-	if _, err := ts.c.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, ""); err != nil {
+	if _, err := ts.C.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, ""); err != nil {
 		t.Fatalf("a good query after malformed ones: %v", err)
+	}
+}
+
+// A filter of nothing but empty ORs nested in an OR matches no record.
+// Planning it over a type with an index has no branch to choose a
+// candidate for: the server answers (no records) and goes on, rather
+// than reading a candidate that was never chosen.
+func TestEmptyNestedOrFilter(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x", "name": "A"}`)})
+	emptyOr := &pb.Expr{Expr: &pb.Expr_Or{Or: &pb.ExprList{}}}
+	where := &pb.Expr{Expr: &pb.Expr_Or{Or: &pb.ExprList{Exprs: []*pb.Expr{emptyOr, emptyOr}}}}
+	q := &pb.Query{Type: "shop.User", Where: where}
+	ctx := t.Context()
+	resp, err := ts.C.API().Query(ctx, &pb.QueryRequest{Query: q})
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	if len(resp.Records) != 0 {
+		t.Errorf("Query: %d records, want none", len(resp.Records))
+	}
+	// The server is still there.
+	if got := ts.Count("shop.User"); got != 1 {
+		t.Errorf("%d records stored, want 1", got)
 	}
 }

@@ -23,25 +23,25 @@ import (
 // figures, with values that match what was done.
 func TestMetricsAfterWorkload(t *testing.T) {
 	ts := startServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	var batch []*anypb.Any
 	for i := range 100 {
-		batch = append(batch, ts.rec("shop.User", `{"id": `+itoa(i+1)+`, "email": "u`+itoa(i)+`"}`))
+		batch = append(batch, ts.Rec("shop.User", `{"id": `+itoa(i+1)+`, "email": "u`+itoa(i)+`"}`))
 	}
-	ts.mustWrite(insert, batch[:60], batch[60:])
-	ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, batch[:5])
-	ts.mustWrite(pb.WriteOp_WRITE_OP_REMOVE, batch[95:])
-	if _, err := ts.c.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, ""); err != nil {
+	ts.MustWrite(insert, batch[:60], batch[60:])
+	ts.MustWrite(pb.WriteOp_WRITE_OP_UPSERT, batch[:5])
+	ts.MustWrite(pb.WriteOp_WRITE_OP_REMOVE, batch[95:])
+	if _, err := ts.C.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, ""); err != nil {
 		t.Fatal(err)
 	}
-	if n := ts.count("shop.User"); n != 95 {
+	if n := ts.Count("shop.User"); n != 95 {
 		t.Fatalf("%d users, want 95", n)
 	}
 	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}})
 	ws.first()
 	ws.next(110) // 100 inserts, 5 upserts of existing keys, 5 removes
 
-	fams := scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	fams := scrape(t, "http://"+ts.Srv.MetricsAddr()+"/metrics")
 	for _, c := range []struct {
 		name   string
 		labels map[string]string

@@ -22,7 +22,7 @@ import (
 // createKey makes a key through the admin API and returns it.
 func (e *authEnv) createKey(name string, role pb.KeyRole) string {
 	e.t.Helper()
-	resp, err := e.ts.c.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: name, Role: role})
+	resp, err := e.ts.C.CreateKey(context.Background(), &pb.CreateKeyRequest{Name: name, Role: role})
 	if err != nil {
 		e.t.Fatalf("create key %s: %v", name, err)
 	}
@@ -70,11 +70,11 @@ func rogueInsertsAnswered(t *testing.T, ts *testServer, alice *nats.Conn, aliceK
 	}
 	wantViolation(t, rogue, "joining the service's queue group")
 	c := &natsClient{t: t, ts: ts, nc: alice, prefix: natstransport.DefaultPrefix, key: aliceKey}
-	before := ts.count("shop.User")
+	before := ts.Count("shop.User")
 	for i := range 40 {
-		c.mustCall(natstransport.SubjectInsert, &pb.WriteRequest{Records: []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, 1000+i, i))}}, new(pb.WriteResponse))
+		c.mustCall(natstransport.SubjectInsert, &pb.WriteRequest{Records: []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, 1000+i, i))}}, new(pb.WriteResponse))
 	}
-	if n := ts.count("shop.User") - before; n != 40 {
+	if n := ts.Count("shop.User") - before; n != 40 {
 		t.Fatalf("%d of 40 inserts stored", n)
 	}
 	return answered.Load()
@@ -87,7 +87,7 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 	e := startAuthServer(t, server.Config{})
 	ts := e.ts
 	aliceKey, rogueKey := e.createKey("alice", pb.KeyRole_KEY_ROLE_WRITE), e.createKey("mallory", pb.KeyRole_KEY_ROLE_READ)
-	url := ts.srv.NATSURL()
+	url := ts.Srv.NATSURL()
 
 	// No key, a wrong key, a well-formed unknown key, or the service's
 	// user name without its random password: refused.
@@ -147,7 +147,7 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 	closed := make(chan struct{})
 	held := connectNATS(t, url, append(natstransport.ClientOptions(aliceKey), nats.NoReconnect(),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))...)
-	if err := ts.c.RevokeKey(context.Background(), "alice"); err != nil {
+	if err := ts.C.RevokeKey(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -176,7 +176,7 @@ func TestNATSWithKeysOnlyTheServiceServes(t *testing.T) {
 // closes the revoked key's connections too.
 func TestNATSLoginAndHeaderAgree(t *testing.T) {
 	e := startAuthServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
-	url := e.ts.srv.NATSURL()
+	url := e.ts.Srv.NATSURL()
 	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
 	before := e.state()
 	// A read login cannot publish a write batch or a key change, whatever
@@ -253,7 +253,7 @@ func TestNATSPublishByRole(t *testing.T) {
 		{"schemer", join(reads, writes), join(keys, others)},
 		{"admin", join(reads, writes, keys), others},
 	} {
-		nc := connectNATS(t, e.ts.srv.NATSURL(), append(natstransport.ClientOptions(e.key(c.key)), quiet)...)
+		nc := connectNATS(t, e.ts.Srv.NATSURL(), append(natstransport.ClientOptions(e.key(c.key)), quiet)...)
 		for _, subj := range c.allowed {
 			// An empty message without a reply subject: published, and
 			// dropped by the service unanswered.
@@ -286,7 +286,7 @@ func TestNATSPublishByRole(t *testing.T) {
 // read requests or answer them.
 func TestNATSWithoutKeysOnlyTheServiceServes(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
-	url := ts.srv.NATSURL()
+	url := ts.Srv.NATSURL()
 	alice := connectNATS(t, url)
 	rogue := connectNATS(t, url, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if n := rogueInsertsAnswered(t, ts, alice, "", rogue); n != 0 {

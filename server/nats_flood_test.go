@@ -54,7 +54,7 @@ func flood(conns []*nats.Conn, subject, key string, stop <-chan struct{}) (wait 
 // smallRequests makes point lookups and schema reads with key on nc until
 // stop is closed, and returns how many were answered and the failures.
 func smallRequests(t *testing.T, ts *testServer, nc *nats.Conn, key string, stop <-chan struct{}) (answered int, failures []string) {
-	getKey := mustMarshal(t, ts.rec("shop.User", `{"id": 1}`))
+	getKey := mustMarshal(t, ts.Rec("shop.User", `{"id": 1}`))
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -92,7 +92,7 @@ func TestNATSFloodFromAReadKey(t *testing.T) {
 		t.Skip("under the race detector the flood's buffers take the process near 2 GB")
 	}
 	e := startAuthServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
-	url, floodKey := e.ts.srv.NATSURL(), e.keys["user-reader"]
+	url, floodKey := e.ts.Srv.NATSURL(), e.keys["user-reader"]
 	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
 	var flooders []*nats.Conn
 	for range 4 {
@@ -125,7 +125,7 @@ func TestNATSFloodFromAReadKey(t *testing.T) {
 	if after := e.state(); after != before {
 		t.Fatalf("the flood changed the state:\n%s\nwant\n%s", after, before)
 	}
-	fams := scrapeWith(t, "http://"+e.ts.srv.MetricsAddr()+"/metrics", e.keys["admin"])
+	fams := scrapeWith(t, "http://"+e.ts.Srv.MetricsAddr()+"/metrics", e.keys["admin"])
 	if v, ok := metricValue(fams, "protobase_nats_service_disconnects_total", nil); !ok || v != 0 {
 		t.Fatalf("the service's connection was dropped %v times (served: %v)", v, ok)
 	}
@@ -144,12 +144,12 @@ func TestNATSFloodFromAReadKey(t *testing.T) {
 func TestNATSServiceConnectionComesBack(t *testing.T) {
 	logs := &logRecorder{}
 	ts := startTransports(t, server.Config{NoSync: true, MetricsAddr: "127.0.0.1:0", Logger: slog.New(logs)})
-	nc := connectNATS(t, ts.srv.NATSURL())
+	nc := connectNATS(t, ts.Srv.NATSURL())
 	schema := natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectSchemaGet)
 	if _, err := nc.Request(schema, nil, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ns := server.EmbeddedNATS(ts.srv)
+	ns := server.EmbeddedNATS(ts.Srv)
 	cz, err := ns.Connz(&natsserver.ConnzOptions{User: "protobase-service", Username: true})
 	if err != nil || len(cz.Conns) != 1 {
 		t.Fatalf("the service's connections: %v %v", cz, err)

@@ -91,7 +91,7 @@ func waitMetric(t *testing.T, ts *testServer, key, name string, labels map[strin
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		v, ok := metricValue(scrapeWith(t, "http://"+ts.srv.MetricsAddr()+"/metrics", key), name, labels)
+		v, ok := metricValue(scrapeWith(t, "http://"+ts.Srv.MetricsAddr()+"/metrics", key), name, labels)
 		if ok && v >= want {
 			return v
 		}
@@ -108,7 +108,7 @@ func publishGet(t *testing.T, ts *testServer, nc *nats.Conn, reply, key string) 
 	t.Helper()
 	msg := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectGet))
 	msg.Reply = reply
-	msg.Data = mustMarshal(t, ts.rec("shop.User", `{"id": 1}`))
+	msg.Data = mustMarshal(t, ts.Rec("shop.User", `{"id": 1}`))
 	if key != "" {
 		msg.Header.Set(natstransport.HeaderAuthorization, "Bearer "+key)
 	}
@@ -124,7 +124,7 @@ func publishGet(t *testing.T, ts *testServer, nc *nats.Conn, reply, key string) 
 func TestNATSRepliesOnlyToTheCallersInbox(t *testing.T) {
 	logs := &logRecorder{}
 	e := startAuthServer(t, server.Config{MetricsAddr: "127.0.0.1:0", Logger: slog.New(logs)})
-	url, admin := e.ts.srv.NATSURL(), e.keys["admin"]
+	url, admin := e.ts.Srv.NATSURL(), e.keys["admin"]
 
 	victim := connectNATS(t, url, natstransport.ClientOptions(e.keys["reader"])...)
 	delivered := make(chan *nats.Msg, 1000)
@@ -161,7 +161,7 @@ func TestNATSRepliesOnlyToTheCallersInbox(t *testing.T) {
 	// Mallory's own requests are answered, and the victim got nothing.
 	c := &natsClient{t: t, ts: e.ts, nc: mallory, prefix: natstransport.DefaultPrefix, key: malloryKey}
 	var got anypb.Any
-	c.mustCall(natstransport.SubjectGet, e.ts.rec("shop.User", `{"id": 1}`), &got)
+	c.mustCall(natstransport.SubjectGet, e.ts.Rec("shop.User", `{"id": 1}`), &got)
 	if err := victim.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +180,13 @@ func TestNATSRepliesOnlyToTheCallersInbox(t *testing.T) {
 func TestNATSRepliesWithoutKeys(t *testing.T) {
 	logs := &logRecorder{}
 	ts := startTransports(t, server.Config{NoSync: true, MetricsAddr: "127.0.0.1:0", Logger: slog.New(logs)})
-	nc := connectNATS(t, ts.srv.NATSURL())
+	nc := connectNATS(t, ts.Srv.NATSURL())
 	publishGet(t, ts, nc, "elsewhere.reply", "")
 	for range 100 {
 		publishGet(t, ts, nc, "protobase.insert", "")
 	}
 	insert := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectInsert))
-	insert.Data = mustMarshal(t, &pb.WriteRequest{Records: []*anypb.Any{ts.rec("shop.User", `{"id": 7}`)}})
+	insert.Data = mustMarshal(t, &pb.WriteRequest{Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 7}`)}})
 	if err := nc.PublishMsg(insert); err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +196,10 @@ func TestNATSRepliesWithoutKeys(t *testing.T) {
 	waitMetric(t, ts, "", dropped, map[string]string{"reason": "outside_inbox"}, 1)
 	waitMetric(t, ts, "", dropped, map[string]string{"reason": "reserved"}, 100)
 	waitMetric(t, ts, "", dropped, map[string]string{"reason": "no_reply"}, 1)
-	if n := ts.count("shop.User"); n != 0 {
+	if n := ts.Count("shop.User"); n != 0 {
 		t.Fatalf("%d users stored by a write published without a reply subject", n)
 	}
-	newNATSClient(t, ts, ts.srv.NATSURL(), false).mustCall(natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, new(pb.GetSchemaResponse))
+	newNATSClient(t, ts, ts.Srv.NATSURL(), false).mustCall(natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, new(pb.GetSchemaResponse))
 	if n := logs.count("nats:"); n > 3 {
 		t.Fatalf("%d NATS warnings logged for 102 dropped requests, want a few", n)
 	}
@@ -215,8 +215,8 @@ func TestNATSExternalRefusesReservedReplies(t *testing.T) {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	ts := startServer(t, server.Config{NoSync: true, NATSURL: ns.ClientURL(), MetricsAddr: "127.0.0.1:0", Lab: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1}`)})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1}`)})
 	nc := connectNATS(t, ns.ClientURL())
 	replies := make(chan *nats.Msg, 10)
 	if _, err := nc.ChanSubscribe("custom.>", replies); err != nil {

@@ -24,11 +24,11 @@ func TestQueryCountEveryTransport(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
 	var recs []*anypb.Any
 	for i := range 25 {
-		recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": "%d", "name": "n%d", "email": "u%d@x"}`, i, i%3, i)))
+		recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": "%d", "name": "n%d", "email": "u%d@x"}`, i, i%3, i)))
 	}
-	ts.mustWrite(insert, recs)
+	ts.MustWrite(insert, recs)
 	rest := restClients(t, ts)
-	natsPB := newNATSClient(t, ts, ts.srv.NATSURL(), false)
+	natsPB := newNATSClient(t, ts, ts.Srv.NATSURL(), false)
 
 	cases := []struct {
 		where string
@@ -57,13 +57,13 @@ func TestQueryCountEveryTransport(t *testing.T) {
 			}
 		}
 		// A page size under the count must not cut it.
-		resp, err := ts.c.API().Query(context.Background(), &pb.QueryRequest{Query: q, PageSize: 2})
+		resp, err := ts.C.API().Query(context.Background(), &pb.QueryRequest{Query: q, PageSize: 2})
 		if err != nil {
 			t.Fatalf("grpc: %v", err)
 		}
 		check("grpc", resp)
 
-		page, err := ts.c.Query(context.Background(), q, 2, "")
+		page, err := ts.C.Query(context.Background(), q, 2, "")
 		if err != nil {
 			t.Fatalf("client: %v", err)
 		}
@@ -97,25 +97,25 @@ func TestQueryTokenAfterTypeRecreated(t *testing.T) {
 	write := func() {
 		var recs []*anypb.Any
 		for i := range 30 {
-			recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": "%d", "name": "n", "email": "u%d@x"}`, i, i)))
+			recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": "%d", "name": "n", "email": "u%d@x"}`, i, i)))
 		}
-		ts.mustWrite(insert, recs)
+		ts.MustWrite(insert, recs)
 	}
 	write()
 	q := &pb.Query{Type: "shop.User"}
-	first, err := ts.c.Query(context.Background(), q, 10, "")
+	first, err := ts.C.Query(context.Background(), q, 10, "")
 	if err != nil || first.Token == "" {
 		t.Fatalf("first page: %v %v", first, err)
 	}
 	user := shopProto[strings.Index(shopProto, "message User"):strings.Index(shopProto, "message Order")]
-	if _, err := ts.apply(map[string]string{"shop.proto": strings.Replace(shopProto, user, "", 1)},
+	if _, err := ts.Apply(map[string]string{"shop.proto": strings.Replace(shopProto, user, "", 1)},
 		client.SchemaOptions{AllowDrop: []string{"shop.User"}}); err != nil {
 		t.Fatal(err)
 	}
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	write()
 
-	_, err = ts.c.Query(context.Background(), q, 10, first.Token)
+	_, err = ts.C.Query(context.Background(), q, 10, first.Token)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "dropped and re-created") {
 		t.Fatalf("grpc: old token after re-create: %v, want FAILED_PRECONDITION", err)
 	}
@@ -125,7 +125,7 @@ func TestQueryTokenAfterTypeRecreated(t *testing.T) {
 	if st := rest[0].restStatus(code, body, http.StatusBadRequest, codes.FailedPrecondition); !strings.Contains(st.Message, "dropped and re-created") {
 		t.Fatalf("rest: old token after re-create: %s, want the cause named", body)
 	}
-	natsPB := newNATSClient(t, ts, ts.srv.NATSURL(), false)
+	natsPB := newNATSClient(t, ts, ts.Srv.NATSURL(), false)
 	if st := natsPB.call(natstransport.SubjectQuery, &pb.QueryRequest{Query: q, PageSize: 10, PageToken: first.Token}, new(pb.QueryResponse)); codes.Code(st.GetCode()) != codes.FailedPrecondition {
 		t.Fatalf("nats: old token after re-create: %v, want FAILED_PRECONDITION", st)
 	}

@@ -28,14 +28,14 @@ func loadUsers(t *testing.T, ts *testServer, n int) {
 	t.Helper()
 	var batch []*anypb.Any
 	for i := 0; i < n; i++ {
-		batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "user%04d", "email": "u%d@x", "tags": ["t%d"]}`, i, i, i, i%3)))
+		batch = append(batch, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "user%04d", "email": "u%d@x", "tags": ["t%d"]}`, i, i, i, i%3)))
 		if len(batch) == 500 {
-			ts.mustWrite(insert, batch)
+			ts.MustWrite(insert, batch)
 			batch = nil
 		}
 	}
 	if batch != nil {
-		ts.mustWrite(insert, batch)
+		ts.MustWrite(insert, batch)
 	}
 }
 
@@ -50,7 +50,7 @@ func mustParse(t *testing.T, s string) *pb.Expr {
 
 func TestPlansThroughExplain(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 100)
 	cases := []struct {
 		where  string
@@ -67,7 +67,7 @@ func TestPlansThroughExplain(t *testing.T) {
 		{`tags = "t1"`, "full_scan", "", 33},
 		{`name contains "0042"`, "full_scan", "", 1},
 	}
-	s, err := ts.c.NewSearch(t.Context())
+	s, err := ts.C.NewSearch(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,23 +91,23 @@ func TestPlansThroughExplain(t *testing.T) {
 // An index still building is not used by reads; once READY it is.
 func TestReadsUseOnlyReadyIndexes(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	var batch []*anypb.Any
 	for i := 0; i < 3000; i++ {
-		batch = append(batch, ts.rec("shop.Order", fmt.Sprintf(`{"userId": %d, "id": %d, "total": %d}`, i%7, i, i)))
+		batch = append(batch, ts.Rec("shop.Order", fmt.Sprintf(`{"userId": %d, "id": %d, "total": %d}`, i%7, i, i)))
 	}
-	ts.mustWrite(insert, batch)
+	ts.MustWrite(insert, batch)
 	withIdx := strings.Replace(shopProto, `option (protobase.v1.record) = { primary_key: ["user_id", "id"] };`,
 		`option (protobase.v1.record) = { primary_key: ["user_id", "id"] index: { fields: "total" } };`, 1)
-	ts.mustApply(map[string]string{"shop.proto": withIdx})
+	ts.MustApply(map[string]string{"shop.proto": withIdx})
 	// Writes during the build must land in the index too.
 	var more []*anypb.Any
 	for i := 3000; i < 3100; i++ {
-		more = append(more, ts.rec("shop.Order", fmt.Sprintf(`{"userId": 1, "id": %d, "total": %d}`, i, i)))
+		more = append(more, ts.Rec("shop.Order", fmt.Sprintf(`{"userId": 1, "id": %d, "total": %d}`, i, i)))
 	}
-	ts.mustWrite(upsert, more)
+	ts.MustWrite(upsert, more)
 	waitIndex(t, ts, "shop.Order", "total", pb.IndexState_INDEX_STATE_READY)
-	page, err := ts.c.Query(t.Context(), &pb.Query{Type: "shop.Order", Where: mustParse(t, "total >= 2990"), Explain: true}, 1000, "")
+	page, err := ts.C.Query(t.Context(), &pb.Query{Type: "shop.Order", Where: mustParse(t, "total >= 2990"), Explain: true}, 1000, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +120,9 @@ func TestReadsUseOnlyReadyIndexes(t *testing.T) {
 // answer and the failure stays with its query.
 func TestSearchManyQueriesOneStream(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 2000)
-	s, err := ts.c.NewSearch(t.Context())
+	s, err := ts.C.NewSearch(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +192,10 @@ func TestSearchManyQueriesOneStream(t *testing.T) {
 // far less than the 50 × 5000 records asked for, and reads nothing after.
 func TestSearchCancelStopsServerWork(t *testing.T) {
 	ts := startServer(t, server.Config{MaxResultRecords: 10, MetricsAddr: "127.0.0.1:0"})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 5000)
 	ctx, cancel := context.WithCancel(t.Context())
-	s, err := ts.c.NewSearch(ctx)
+	s, err := ts.C.NewSearch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestSearchCancelStopsServerWork(t *testing.T) {
 		t.Fatalf("server read %v records for a cancelled stream", read)
 	}
 	// Its work is over: one point lookup reads exactly one more record.
-	if _, err := ts.c.Query(t.Context(), &pb.Query{Type: "shop.User", Where: mustParse(t, "id = 7")}, 1, ""); err != nil {
+	if _, err := ts.C.Query(t.Context(), &pb.Query{Type: "shop.User", Where: mustParse(t, "id = 7")}, 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	if after := metric(t, ts, "protobase_records_read_total"); after != read+1 {
@@ -236,7 +236,7 @@ func TestSearchCancelStopsServerWork(t *testing.T) {
 // starts with prefix (a metric name, optionally with leading labels).
 func metric(t *testing.T, ts *testServer, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + ts.srv.MetricsAddr() + "/metrics")
+	resp, err := http.Get("http://" + ts.Srv.MetricsAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,12 +261,12 @@ func metric(t *testing.T, ts *testServer, prefix string) float64 {
 
 func TestQueryPagesAndTokens(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 1234)
 	q := &pb.Query{Type: "shop.User", Where: mustParse(t, `name >= "user0100"`), Order: &pb.Order{Index: "name", Descending: true}}
 	var names []string
 	pages := 0
-	err := ts.c.Pages(t.Context(), q, 100, func(p *client.Page) bool {
+	err := ts.C.Pages(t.Context(), q, 100, func(p *client.Page) bool {
 		pages++
 		for _, a := range p.Records {
 			names = append(names, a.String())
@@ -279,7 +279,7 @@ func TestQueryPagesAndTokens(t *testing.T) {
 	if len(names) != 1134 || pages != 12 {
 		t.Fatalf("%d records in %d pages", len(names), pages)
 	}
-	first, err := ts.c.Query(t.Context(), q, 10, "")
+	first, err := ts.C.Query(t.Context(), q, 10, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestQueryPagesAndTokens(t *testing.T) {
 			if name == "page too large" {
 				size = 1 << 30
 			}
-			_, err := ts.c.Query(t.Context(), tc.q, size, tc.tok)
+			_, err := ts.C.Query(t.Context(), tc.q, size, tc.tok)
 			if status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("want INVALID_ARGUMENT, got %v", err)
 			}
@@ -312,7 +312,7 @@ func TestQueryPagesAndTokens(t *testing.T) {
 
 func TestBadQueries(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 10)
 	deepExpr := &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: 1}}}}}
 	for i := 0; i < 200; i++ {
@@ -338,7 +338,7 @@ func TestBadQueries(t *testing.T) {
 		"huge IN list":      {&pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: huge}}}, codes.InvalidArgument, ""},
 		"no operator":       {&pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "id"}}}}, codes.InvalidArgument, ""},
 	}
-	s, err := ts.c.NewSearch(t.Context())
+	s, err := ts.C.NewSearch(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,13 +355,13 @@ func TestBadQueries(t *testing.T) {
 				t.Fatalf("search: want %v ~%q, got %v", tc.code, tc.msg, err)
 			}
 			// Scan and Query refuse it the same way.
-			sc := ts.c.Scan(t.Context(), tc.q, client.ScanOptions{})
+			sc := ts.C.Scan(t.Context(), tc.q, client.ScanOptions{})
 			for sc.Next() {
 			}
 			if status.Code(sc.Err()) != tc.code {
 				t.Fatalf("scan: want %v, got %v", tc.code, sc.Err())
 			}
-			if _, err := ts.c.Query(t.Context(), tc.q, 10, ""); status.Code(err) != tc.code {
+			if _, err := ts.C.Query(t.Context(), tc.q, 10, ""); status.Code(err) != tc.code {
 				t.Fatalf("query: want %v, got %v", tc.code, err)
 			}
 		})
@@ -382,11 +382,11 @@ func TestBadQueries(t *testing.T) {
 // the query being read behind one not yet read, and the test would hang.
 func TestSearchReadInAnyOrder(t *testing.T) {
 	ts := startServer(t, server.Config{MaxResultRecords: 10})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	loadUsers(t, ts, 2000)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := ts.c.NewSearch(ctx)
+	s, err := ts.C.NewSearch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

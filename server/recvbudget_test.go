@@ -57,7 +57,7 @@ func served(ts *testServer, stop <-chan struct{}) (<-chan error, *int) {
 	rounds := new(int)
 	go func() {
 		defer close(errc)
-		c, err := client.Dial(ts.srv.Addr())
+		c, err := client.Dial(ts.Srv.Addr())
 		if err != nil {
 			errc <- err
 			return
@@ -87,7 +87,7 @@ func insertAndRead(ctx context.Context, ts *testServer, c *client.Client, id int
 	if err != nil {
 		return err
 	}
-	if err := w.Send(&pb.WriteRequest{Records: []*anypb.Any{ts.rec("shop.User", `{"id": `+strconv.Itoa(id)+`, "email": "w`+strconv.Itoa(id)+`"}`)}}); err != nil {
+	if err := w.Send(&pb.WriteRequest{Records: []*anypb.Any{ts.Rec("shop.User", `{"id": `+strconv.Itoa(id)+`, "email": "w`+strconv.Itoa(id)+`"}`)}}); err != nil {
 		return err
 	}
 	if _, err := w.CloseAndRecv(); err != nil {
@@ -106,7 +106,7 @@ func TestAdversarialReceiveBudget(t *testing.T) {
 	const conns, streams, maxMsg, sent, budget = 12, 3, 8 * mib, 7 * mib, 48 * mib
 	ts := startServer(t, server.Config{MaxMessageBytes: maxMsg, MaxReceiveBufferBytes: budget,
 		CacheBytes: 8 * mib, NoSync: true, MetricsAddr: "127.0.0.1:0"})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	base := heapInuse()
 
 	stop := make(chan struct{})
@@ -114,7 +114,7 @@ func TestAdversarialReceiveBudget(t *testing.T) {
 	body := partialBody(maxMsg, sent)
 	var attackers []*h2client
 	for range conns {
-		c := dialH2(t, ts.srv.Addr())
+		c := dialH2(t, ts.Srv.Addr())
 		attackers = append(attackers, c)
 		ids := make([]uint32, streams)
 		for i := range ids {
@@ -139,7 +139,7 @@ func TestAdversarialReceiveBudget(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("the well-behaved client failed during the attack: %v", err)
 	}
-	fams := scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	fams := scrape(t, "http://"+ts.Srv.MetricsAddr()+"/metrics")
 	held, _ := metricValue(fams, "protobase_receive_partial_bytes", nil)
 	cut, _ := metricValue(fams, "protobase_receive_connections_closed_total", map[string]string{"reason": "budget"})
 	t.Logf("%d connections of %d MiB partial messages, budget %d MiB: %d closed (metric %v), %v bytes held, %d rounds of the other client",
@@ -158,7 +158,7 @@ func TestAdversarialReceiveBudget(t *testing.T) {
 		c.conn.Close()
 	}
 	waitHeapBelow(t, base+16*mib)
-	fams = scrape(t, "http://"+ts.srv.MetricsAddr()+"/metrics")
+	fams = scrape(t, "http://"+ts.Srv.MetricsAddr()+"/metrics")
 	if held, _ := metricValue(fams, "protobase_receive_partial_bytes", nil); held != 0 {
 		t.Fatalf("%v bytes of partial messages held after every attacker left", held)
 	}
@@ -170,8 +170,8 @@ func TestAdversarialReceiveBudget(t *testing.T) {
 func TestAdversarialReceiveShare(t *testing.T) {
 	testReceiveShare(t, func(cfg server.Config) (*testServer, func() *h2client) {
 		ts := startServer(t, cfg)
-		ts.mustApply(map[string]string{"shop.proto": shopProto})
-		return ts, func() *h2client { return dialH2(t, ts.srv.Addr()) }
+		ts.MustApply(map[string]string{"shop.proto": shopProto})
+		return ts, func() *h2client { return dialH2(t, ts.Srv.Addr()) }
 	})
 }
 
@@ -183,7 +183,7 @@ func TestAdversarialReceiveShareTLS(t *testing.T) {
 		return ts.testServer, func() *h2client {
 			tc := ts.ca.ClientConfig(t)
 			tc.NextProtos = []string{"h2"}
-			conn, err := tls.Dial("tcp", ts.srv.Addr(), tc)
+			conn, err := tls.Dial("tcp", ts.Srv.Addr(), tc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,8 +220,8 @@ func testReceiveShare(t *testing.T, start func(server.Config) (*testServer, func
 func TestAdversarialSlowLargeMessages(t *testing.T) {
 	const maxMsg = 2 * mib
 	ts := startServer(t, server.Config{MaxMessageBytes: maxMsg, MaxReceiveBufferBytes: maxMsg, MaxReceiveBytesPerConn: maxMsg, NoSync: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	c, err := client.Dial(ts.srv.Addr(), client.WithDialOptions(grpc.WithContextDialer(slowDialer)))
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	c, err := client.Dial(ts.Srv.Addr(), client.WithDialOptions(grpc.WithContextDialer(slowDialer)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestAdversarialSlowLargeMessages(t *testing.T) {
 	}
 	name := strings.Repeat("n", maxMsg-4096)
 	for i := range 4 {
-		rec := ts.rec("shop.User", `{"id": `+strconv.Itoa(i+1)+`, "email": "s`+strconv.Itoa(i)+`", "name": "`+name+`"}`)
+		rec := ts.Rec("shop.User", `{"id": `+strconv.Itoa(i+1)+`, "email": "s`+strconv.Itoa(i)+`", "name": "`+name+`"}`)
 		if err := w.Send(&pb.WriteRequest{Records: []*anypb.Any{rec}}); err != nil {
 			_, err = w.CloseAndRecv()
 			t.Fatalf("message %d: %v", i, err)

@@ -28,7 +28,7 @@ func hostileOption(n int) string {
 // server's heap stays under a generous bound and it keeps answering.
 func TestApplySchemaHostileSources(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 
 	many := map[string]string{}
 	for i := range 10001 {
@@ -53,7 +53,7 @@ func TestApplySchemaHostileSources(t *testing.T) {
 	for _, tt := range tests {
 		for _, dry := range []bool{true, false} {
 			runtime.ReadMemStats(&before)
-			_, err := ts.apply(tt.files, client.SchemaOptions{DryRun: dry})
+			_, err := ts.Apply(tt.files, client.SchemaOptions{DryRun: dry})
 			runtime.ReadMemStats(&after)
 			wantCode(t, err, codes.InvalidArgument, tt.limit)
 			if f := violationField(err); f != tt.field {
@@ -65,7 +65,7 @@ func TestApplySchemaHostileSources(t *testing.T) {
 		}
 	}
 	// Nothing changed, and the server still answers.
-	if got := ts.mustApply(map[string]string{"shop.proto": shopProto}); got.Applied {
+	if got := ts.MustApply(map[string]string{"shop.proto": shopProto}); got.Applied {
 		t.Fatalf("the schema changed: %v", got)
 	}
 }

@@ -39,12 +39,12 @@ enum Level { LOW = 1; HIGH = 2; }
 // the same kind to a field in no key is applied and listed in the plan.
 func TestApplySchemaRefusesNewMeaningOfStoredKeys(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	v1 := ts.mustApply(map[string]string{"rank.proto": rankProto})
-	ts.mustWrite(insert, []*anypb.Any{
-		ts.rec("rank.Player", `{"id": "1", "score": 7, "email": "a@x", "level": "HIGH"}`),
-		ts.rec("rank.Player", `{"id": "2", "email": "b@x"}`),
-		ts.rec("rank.Player", `{"id": "3", "email": "c@x"}`),
-		ts.rec("rank.Player", `{"email": "d@x"}`),
+	v1 := ts.MustApply(map[string]string{"rank.proto": rankProto})
+	ts.MustWrite(insert, []*anypb.Any{
+		ts.Rec("rank.Player", `{"id": "1", "score": 7, "email": "a@x", "level": "HIGH"}`),
+		ts.Rec("rank.Player", `{"id": "2", "email": "b@x"}`),
+		ts.Rec("rank.Player", `{"id": "3", "email": "c@x"}`),
+		ts.Rec("rank.Player", `{"email": "d@x"}`),
 	})
 
 	refused := []struct {
@@ -59,18 +59,18 @@ func TestApplySchemaRefusesNewMeaningOfStoredKeys(t *testing.T) {
 	for _, tt := range refused {
 		files := map[string]string{"rank.proto": strings.Replace(rankProto, tt.from, tt.to, 1)}
 		for _, dry := range []bool{true, false} {
-			_, err := ts.apply(files, client.SchemaOptions{DryRun: dry})
+			_, err := ts.Apply(files, client.SchemaOptions{DryRun: dry})
 			wantCode(t, err, codes.FailedPrecondition, "rank.Player", "field "+tt.field+" ")
 		}
 	}
-	if v := ts.mustApply(map[string]string{"rank.proto": rankProto}); v.Applied || v.Version != v1.Version {
+	if v := ts.MustApply(map[string]string{"rank.proto": rankProto}); v.Applied || v.Version != v1.Version {
 		t.Fatalf("a refused change was applied: %v", v)
 	}
 
 	// The same kinds of change to fields in no key are applied and listed.
 	accepted := strings.Replace(rankProto, "optional string note = 5;\n  optional string nick = 6;",
 		"optional string note = 5 [default = \"n/a\"];\n  oneof alias { string nick = 6; }", 1)
-	resp := ts.mustApply(map[string]string{"rank.proto": accepted})
+	resp := ts.MustApply(map[string]string{"rank.proto": accepted})
 	if !resp.Applied || len(resp.Plan.TypesChanged) != 1 {
 		t.Fatalf("accepted change: %v", resp)
 	}
@@ -80,7 +80,7 @@ func TestApplySchemaRefusesNewMeaningOfStoredKeys(t *testing.T) {
 			t.Errorf("types_changed %q lacks %q", got, want)
 		}
 	}
-	if n := ts.count("rank.Player"); n != 4 {
+	if n := ts.Count("rank.Player"); n != 4 {
 		t.Fatalf("%d records after the changes, want 4", n)
 	}
 }

@@ -28,13 +28,13 @@ func userLookup(id int64) *pb.Query {
 // records, and completions for the keys that have none.
 func TestSearchLookupsFromBytes(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	var recs []*anypb.Any
 	for id := 1; id <= 5; id++ {
-		recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "n%d", "email": "%d@x"}`, id, id, id)))
+		recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "n%d", "email": "%d@x"}`, id, id, id)))
 	}
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, recs)
-	st, err := ts.c.API().Search(t.Context())
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, recs)
+	st, err := ts.C.API().Search(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func TestSearchLookupsFromBytes(t *testing.T) {
 // other request is.
 func TestSearchLookupsOverQueryLimit(t *testing.T) {
 	ts := startServer(t, server.Config{MaxSearchQueries: 10})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	// Were the lookups run, the stream would wait for more requests.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	st, err := ts.c.API().Search(ctx)
+	st, err := ts.C.API().Search(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSearchLookupsOverQueryLimit(t *testing.T) {
 // INVALID_ARGUMENT, after the answers to the lookups before it.
 func TestMalformedLookupRequest(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	st := rawStream(ctx, t, ts, "Search")

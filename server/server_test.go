@@ -23,14 +23,14 @@ import (
 
 func TestHealthAndMetrics(t *testing.T) {
 	ts := startServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
-	resp, err := healthpb.NewHealthClient(ts.c.Conn()).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	resp, err := healthpb.NewHealthClient(ts.C.Conn()).Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v %v", resp, err)
 	}
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1}`), ts.rec("shop.User", `{"id": 2, "email": "x"}`)})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1}`), ts.Rec("shop.User", `{"id": 2, "email": "x"}`)})
 
-	r, err := http.Get("http://" + ts.srv.MetricsAddr() + "/metrics")
+	r, err := http.Get("http://" + ts.Srv.MetricsAddr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +46,8 @@ func TestHealthAndMetrics(t *testing.T) {
 // grpcurl-style reflection must describe record types applied at run time.
 func TestReflectionServesRuntimeTypes(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	st, err := reflectionpb.NewServerReflectionClient(ts.c.Conn()).ServerReflectionInfo(t.Context())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	st, err := reflectionpb.NewServerReflectionClient(ts.C.Conn()).ServerReflectionInfo(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestGracefulStopFinishesInflightStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := startServer(t, server.Config{DataDir: dir})
-	if n := ts.count("shop.User"); n != 100 {
+	if n := ts.Count("shop.User"); n != 100 {
 		t.Fatalf("users after graceful stop: %d", n)
 	}
 }
@@ -157,12 +157,12 @@ func TestStartErrors(t *testing.T) {
 		t.Fatal("no DataDir accepted")
 	}
 	ts := startServer(t, server.Config{})
-	_, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: ts.srv.Addr()})
+	_, err := server.Start(context.Background(), server.Config{DataDir: t.TempDir(), GRPCAddr: ts.Srv.Addr()})
 	if err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("address in use: %v", err)
 	}
 	// A second server on a directory in use is refused by the store's lock.
-	_, err = server.Start(context.Background(), server.Config{DataDir: ts.cfg.DataDir, GRPCAddr: "127.0.0.1:0"})
+	_, err = server.Start(context.Background(), server.Config{DataDir: ts.Cfg.DataDir, GRPCAddr: "127.0.0.1:0"})
 	if err == nil {
 		t.Fatal("two servers on one directory")
 	}

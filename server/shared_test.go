@@ -15,6 +15,7 @@ import (
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // sharedPair starts two servers on one etcd store (one member, one
@@ -24,7 +25,7 @@ func sharedPair(t *testing.T, lim etcdtest.Limits) (a, b *testServer, cfg server
 	cfg = server.Config{Store: server.StoreEtcd, Etcd: server.EtcdConfig{
 		Endpoints: []string{etcdtest.Start(t, lim)}, Prefix: "/shared/"}}
 	a = startServer(t, withDir(t, cfg))
-	a.mustApply(map[string]string{"shop.proto": shopProto})
+	a.MustApply(map[string]string{"shop.proto": shopProto})
 	b = startServer(t, withDir(t, cfg))
 	return a, b, cfg
 }
@@ -52,7 +53,7 @@ func TestSharedRaceInserts(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, out[k] = ts.write(insert, []*anypb.Any{rec})
+				_, out[k] = ts.Write(insert, []*anypb.Any{rec})
 			}()
 		}
 		wg.Wait()
@@ -68,7 +69,7 @@ func TestSharedRaceInserts(t *testing.T) {
 				wins[k]++
 				continue
 			}
-			if we := writeErr(t, err, codes.AlreadyExists); we.Field != field {
+			if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Field != field {
 				t.Errorf("%s %d: the loser was refused on field %q, want %q", what, i, we.Field, field)
 			}
 		}
@@ -77,14 +78,14 @@ func TestSharedRaceInserts(t *testing.T) {
 		}
 	}
 	for i := range n {
-		same := a.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "pk%d@example.com"}`, i, i))
+		same := a.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "pk%d@example.com"}`, i, i))
 		check("primary key", i, race(i, same, same), "id")
 		check("unique email", i, race(i,
-			a.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, 1000+i, i)),
-			a.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, 2000+i, i))), "email")
+			a.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, 1000+i, i)),
+			a.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, 2000+i, i))), "email")
 	}
 	t.Logf("wins: server A %d, server B %d", wins[0], wins[1])
-	if got := b.count("shop.User"); got != 2*n {
+	if got := b.Count("shop.User"); got != 2*n {
 		t.Errorf("%d users stored, want %d", got, 2*n)
 	}
 	backends[1].MustCheck(t, cfg, "after the races")
@@ -96,16 +97,15 @@ func TestSharedRaceInserts(t *testing.T) {
 func TestSharedSchemaChange(t *testing.T) {
 	a, b, _ := sharedPair(t, etcdtest.Roomy)
 	// B has served shop.User before the change.
-	b.mustWrite(insert, []*anypb.Any{a.rec("shop.User", `{"id": 1, "email": "one@example.com"}`)})
+	b.MustWrite(insert, []*anypb.Any{a.Rec("shop.User", `{"id": 1, "email": "one@example.com"}`)})
 	v2 := strings.Replace(shopProto, "repeated string tags = 4;", "repeated string tags = 4;\n  string city = 5;", 1) +
 		"\nmessage Coupon {\n  option (protobase.v1.record) = { primary_key: \"code\" };\n  string code = 1;\n}\n"
-	a.mustApply(map[string]string{"shop.proto": v2})
-	a.descs = nil // a's record builder must see the new schema
-	b.mustWrite(insert, []*anypb.Any{
-		a.rec("shop.Coupon", `{"code": "WELCOME"}`),
-		a.rec("shop.User", `{"id": 2, "email": "two@example.com", "city": "Oslo"}`),
+	a.MustApply(map[string]string{"shop.proto": v2})
+	b.MustWrite(insert, []*anypb.Any{
+		a.Rec("shop.Coupon", `{"code": "WELCOME"}`),
+		a.Rec("shop.User", `{"id": 2, "email": "two@example.com", "city": "Oslo"}`),
 	})
-	if got := a.count("shop.Coupon"); got != 1 {
+	if got := a.Count("shop.Coupon"); got != 1 {
 		t.Errorf("A reads %d coupons written through B, want 1", got)
 	}
 }
@@ -115,8 +115,8 @@ func TestSharedSchemaChange(t *testing.T) {
 func TestSharedReadAfterWrite(t *testing.T) {
 	a, b, _ := sharedPair(t, etcdtest.Roomy)
 	for i := range 20 {
-		a.mustWrite(insert, []*anypb.Any{a.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, i, i))})
-		if got := b.count("shop.User"); got != i+1 {
+		a.MustWrite(insert, []*anypb.Any{a.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, i, i))})
+		if got := b.Count("shop.User"); got != i+1 {
 			t.Fatalf("after %d inserts on A, B reads %d users", i+1, got)
 		}
 	}
@@ -128,16 +128,16 @@ func TestSharedBatchLimit(t *testing.T) {
 	a, _, _ := sharedPair(t, etcdtest.Limits{})
 	var recs []*anypb.Any
 	for i := range 100 { // 100 records and 200 index entries: over 128 operations
-		recs = append(recs, a.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com", "name": "n"}`, i, i)))
+		recs = append(recs, a.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com", "name": "n"}`, i, i)))
 	}
-	_, err := a.write(insert, recs)
+	_, err := a.Write(insert, recs)
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-txn-ops") {
 		t.Fatalf("a batch of 300 operations: %v; want RESOURCE_EXHAUSTED naming --max-txn-ops", err)
 	}
-	if got := a.count("shop.User"); got != 0 {
+	if got := a.Count("shop.User"); got != 0 {
 		t.Errorf("%d users stored after the refused batch", got)
 	}
-	a.mustWrite(insert, recs[:10])
+	a.MustWrite(insert, recs[:10])
 }
 
 // API keys live in the store: a key created on one server is accepted by
@@ -147,16 +147,16 @@ func TestSharedAPIKeys(t *testing.T) {
 		Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/keys/"}}
 	a := startServer(t, withDir(t, cfg))
 	b := startServer(t, withDir(t, cfg))
-	key, _, err := a.srv.Keys().Create(nil, "reader", auth.RoleRead, nil)
+	key, _, err := a.Srv.Keys().Create(nil, "reader", auth.RoleRead, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	verified := func() bool {
-		_, err := b.srv.Keys().Verify(t.Context(), key)
+		_, err := b.Srv.Keys().Verify(t.Context(), key)
 		return err == nil
 	}
 	eventually(t, "B accepts the key created on A", verified)
-	if err := a.srv.Keys().Revoke(nil, "reader"); err != nil {
+	if err := a.Srv.Keys().Revoke(nil, "reader"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "B refuses the key revoked on A", func() bool { return !verified() })
@@ -181,19 +181,19 @@ func TestSharedIndexBuildMovesOn(t *testing.T) {
 	a, b, cfg := sharedPair(t, etcdtest.Roomy)
 	var batch []*anypb.Any
 	for i := range 600 { // several build steps of a shared store
-		batch = append(batch, a.rec("shop.Order", fmt.Sprintf(`{"userId": 1, "id": %d, "line": {"sku": "s%d"}}`, i, i)))
+		batch = append(batch, a.Rec("shop.Order", fmt.Sprintf(`{"userId": 1, "id": %d, "line": {"sku": "s%d"}}`, i, i)))
 	}
-	a.mustWrite(insert, batch)
+	a.MustWrite(insert, batch)
 	withIdx := strings.Replace(shopProto, `option (protobase.v1.record) = { primary_key: ["user_id", "id"] };`,
 		`option (protobase.v1.record) = { primary_key: ["user_id", "id"] index: { fields: "line.sku" unique: true } };`, 1)
-	a.mustApply(map[string]string{"shop.proto": withIdx})
-	a.stop() // mid-build, most likely: B's builder takes over
-	a.c = nil
+	a.MustApply(map[string]string{"shop.proto": withIdx})
+	a.Stop() // mid-build, most likely: B's builder takes over
+	a.C = nil
 	waitIndex(t, b, "shop.Order", "line_sku", pb.IndexState_INDEX_STATE_READY)
 	backends[1].MustCheck(t, cfg, "after the build")
-	b.descs = nil
-	_, err := b.write(insert, []*anypb.Any{b.rec("shop.Order", `{"userId": 2, "id": 1, "line": {"sku": "s7"}}`)})
-	if we := writeErr(t, err, codes.AlreadyExists); we.Field != "line.sku" {
+	b.ForgetDescriptors() // the schema changed through a
+	_, err := b.Write(insert, []*anypb.Any{b.Rec("shop.Order", `{"userId": 2, "id": 1, "line": {"sku": "s7"}}`)})
+	if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Field != "line.sku" {
 		t.Errorf("a duplicate sku was refused on field %q", we.Field)
 	}
 }

@@ -26,25 +26,25 @@ import (
 // schema, scans and queries still answer with larger messages.
 func TestReceiveLimitDoesNotCapResponses(t *testing.T) {
 	ts := startServer(t, server.Config{MaxMessageBytes: 2000})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	name := strings.Repeat("n", 1500)
 	for i := range 4 {
-		ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d", "name": %q}`, i, i, name))})
+		ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d", "name": %q}`, i, i, name))})
 	}
-	resp, err := ts.c.GetSchema(t.Context())
+	resp, err := ts.C.GetSchema(t.Context())
 	if err != nil {
 		t.Fatalf("GetSchema under a 2000-byte receive limit: %v", err)
 	}
 	if len(resp.Types) != 2 {
 		t.Fatalf("types: %v", resp.Types)
 	}
-	q, err := ts.c.API().Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}})
+	q, err := ts.C.API().Query(t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}})
 	if err != nil || len(q.Records) != 4 {
 		t.Fatalf("query of 4 records of 1.5 KB: %v, %v", len(q.GetRecords()), err)
 	}
 	// Requests are still bounded.
-	big := ts.rec("shop.User", `{"id": 9, "name": "`+strings.Repeat("n", 3000)+`"}`)
-	if _, err := ts.write(insert, []*anypb.Any{big}); status.Code(err) != codes.ResourceExhausted {
+	big := ts.Rec("shop.User", `{"id": 9, "name": "`+strings.Repeat("n", 3000)+`"}`)
+	if _, err := ts.Write(insert, []*anypb.Any{big}); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("insert over the receive limit: %v", err)
 	}
 }
@@ -53,7 +53,7 @@ func TestReceiveLimitDoesNotCapResponses(t *testing.T) {
 // as a whole (""), and Stop turns them NOT_SERVING.
 func TestHealthPerService(t *testing.T) {
 	ts := startServer(t, server.Config{Lab: true})
-	hc := healthpb.NewHealthClient(ts.c.Conn())
+	hc := healthpb.NewHealthClient(ts.C.Conn())
 	for _, svc := range []string{"", pbgrpc.Protobase_ServiceDesc.ServiceName, "protobase.lab.v1.Lab"} {
 		resp, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
@@ -64,7 +64,7 @@ func TestHealthPerService(t *testing.T) {
 		t.Fatalf("health of an unknown service: %v", err)
 	}
 
-	conn, err := grpc.NewClient(ts.srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(ts.Srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestHealthPerService(t *testing.T) {
 		t.Fatalf("watch before Stop: %v %v", h, err)
 	}
 	stopped := make(chan error, 1)
-	go func() { stopped <- ts.srv.Stop() }()
+	go func() { stopped <- ts.Srv.Stop() }()
 	if h, err := watch.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("watch after Stop: %v %v", h, err)
 	}
@@ -128,14 +128,14 @@ func TestFailedStartLeavesDataDir(t *testing.T) {
 
 	// A directory in use keeps its store: the failed start does not touch it.
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.stop()
-	ts.c = nil
-	if _, err := server.Start(t.Context(), server.Config{DataDir: ts.cfg.DataDir, GRPCAddr: "127.0.0.1:0", HTTPAddr: inUse}); err == nil {
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.Stop()
+	ts.C = nil
+	if _, err := server.Start(t.Context(), server.Config{DataDir: ts.Cfg.DataDir, GRPCAddr: "127.0.0.1:0", HTTPAddr: inUse}); err == nil {
 		t.Fatal("start with REST on an address in use")
 	}
-	ts = startServer(t, server.Config{DataDir: ts.cfg.DataDir})
-	if resp, err := ts.c.GetSchema(t.Context()); err != nil || len(resp.Types) != 2 {
+	ts = startServer(t, server.Config{DataDir: ts.Cfg.DataDir})
+	if resp, err := ts.C.GetSchema(t.Context()); err != nil || len(resp.Types) != 2 {
 		t.Fatalf("schema after a failed start: %v %v", resp, err)
 	}
 }
@@ -144,16 +144,16 @@ func TestFailedStartLeavesDataDir(t *testing.T) {
 // descriptor.proto (41 KB) for the record option; records still decode.
 func TestGetSchemaDescriptorsAreSmall(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	resp, err := ts.c.GetSchema(t.Context())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	resp, err := ts.C.GetSchema(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := proto.Size(resp.Descriptors); len(resp.Descriptors.File) != 1 || n > 2000 {
 		t.Fatalf("descriptors of shop.proto: %d files, %d bytes", len(resp.Descriptors.File), n)
 	}
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a"}`)})
-	if n := ts.count("shop.User"); n != 1 {
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a"}`)})
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("users: %d", n)
 	}
 }

@@ -26,9 +26,9 @@ func filterUsers(t *testing.T, ts *testServer) string {
 	names := []string{"ann", "anna", "bob", "cy", "andy", "dee"}
 	var recs []*anypb.Any
 	for i, n := range names {
-		recs = append(recs, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": %q, "email": "%s@x"}`, i+1, n, n)))
+		recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": %q, "email": "%s@x"}`, i+1, n, n)))
 	}
-	ts.mustWrite(insert, recs)
+	ts.MustWrite(insert, recs)
 	return `id >= 2 and name prefix "an" and not name = "ann"`
 }
 
@@ -38,7 +38,7 @@ func TestFilterTextAcrossTransports(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
 	f := filterUsers(t, ts)
 	ctx := context.Background()
-	api := ts.c.API()
+	api := ts.C.API()
 	q := func() *pb.Query { return &pb.Query{Type: "shop.User", Filter: f} }
 
 	page, err := api.Query(ctx, &pb.QueryRequest{Query: q(), PageSize: 1})
@@ -89,7 +89,7 @@ func TestFilterTextAcrossTransports(t *testing.T) {
 	}
 	for _, js := range []bool{false, true} {
 		var resp pb.QueryResponse
-		newNATSClient(t, ts, ts.srv.NATSURL(), js).mustCall(natstransport.SubjectQuery, &pb.QueryRequest{Query: q()}, &resp)
+		newNATSClient(t, ts, ts.Srv.NATSURL(), js).mustCall(natstransport.SubjectQuery, &pb.QueryRequest{Query: q()}, &resp)
 		if len(resp.Records) != 2 {
 			t.Fatalf("nats (json %v) query: %v", js, &resp)
 		}
@@ -109,7 +109,7 @@ func searchCount(t *testing.T, ts *testServer, q *pb.Query) int {
 
 func searchOne(t *testing.T, ts *testServer, q *pb.Query) (int, *pb.QueryError) {
 	t.Helper()
-	st, err := ts.c.API().Search(context.Background())
+	st, err := ts.C.API().Search(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,13 +160,13 @@ func TestFilterTextErrors(t *testing.T) {
 		{"type mismatch", `name = 3`, "filter: column 1: field name: type mismatch", nil},
 	}
 	rest := restClients(t, ts)[0]
-	natsc := newNATSClient(t, ts, ts.srv.NATSURL(), true)
+	natsc := newNATSClient(t, ts, ts.Srv.NATSURL(), true)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &pb.Query{Type: "shop.User", Filter: tc.filter, Where: tc.where}
-			_, err := ts.c.API().Query(ctx, &pb.QueryRequest{Query: q})
+			_, err := ts.C.API().Query(ctx, &pb.QueryRequest{Query: q})
 			checkFilterStatus(t, "grpc query", status.Convert(err).Proto(), tc.want)
-			sc, err := ts.c.API().Scan(ctx, &pb.ScanRequest{Query: q})
+			sc, err := ts.C.API().Scan(ctx, &pb.ScanRequest{Query: q})
 			if err == nil {
 				_, err = sc.Recv()
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/protobase/protobase/internal/certs/certstest"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // tlsServer is a server with TLS on gRPC, REST, metrics and embedded NATS.
@@ -57,9 +58,8 @@ func startTLSServer(t *testing.T, cfg server.Config, mutual bool) *tlsServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{t: t, srv: srv, cfg: cfg, c: c}
-	t.Cleanup(ts.stop)
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts := &testServer{servertest.With(t, srv, cfg, c)}
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	return &tlsServer{testServer: ts, ca: ca, cert: cert}
 }
 
@@ -103,11 +103,11 @@ func schemaOverNATS(url string, opts ...nats.Option) error {
 func TestTLSOnEveryListener(t *testing.T) {
 	ts := startTLSServer(t, server.Config{NoSync: true}, false)
 	cfg := ts.ca.ClientConfig(t)
-	if err := schemaOverGRPC(ts.c); err != nil {
+	if err := schemaOverGRPC(ts.C); err != nil {
 		t.Fatalf("gRPC over TLS: %v", err)
 	}
 	hc := httpsClient(t, cfg)
-	for _, url := range []string{"https://" + ts.srv.HTTPAddr() + "/v1/schema", "https://" + ts.srv.MetricsAddr() + "/metrics"} {
+	for _, url := range []string{"https://" + ts.Srv.HTTPAddr() + "/v1/schema", "https://" + ts.Srv.MetricsAddr() + "/metrics"} {
 		code, proto, err := get(hc, url)
 		if err != nil || code != http.StatusOK {
 			t.Fatalf("GET %s over TLS: %d %v", url, code, err)
@@ -116,12 +116,12 @@ func TestTLSOnEveryListener(t *testing.T) {
 			t.Errorf("REST over TLS negotiated HTTP/%d, want 2", proto)
 		}
 	}
-	if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(cfg)); err != nil {
+	if err := schemaOverNATS(ts.Srv.NATSURL(), nats.Secure(cfg)); err != nil {
 		t.Fatalf("NATS over TLS: %v", err)
 	}
 
 	// Plaintext to each TLS listener fails, promptly and with a clear error.
-	plain, err := client.Dial(ts.srv.Addr())
+	plain, err := client.Dial(ts.Srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,26 +129,26 @@ func TestTLSOnEveryListener(t *testing.T) {
 	if err := schemaOverGRPC(plain); status.Code(err) != codes.Unavailable {
 		t.Errorf("plaintext gRPC to a TLS listener: %v, want UNAVAILABLE", err)
 	}
-	for _, url := range []string{"http://" + ts.srv.HTTPAddr() + "/v1/schema", "http://" + ts.srv.MetricsAddr() + "/metrics"} {
+	for _, url := range []string{"http://" + ts.Srv.HTTPAddr() + "/v1/schema", "http://" + ts.Srv.MetricsAddr() + "/metrics"} {
 		if code, _, err := get(&http.Client{Timeout: 10 * time.Second}, url); err != nil || code != http.StatusBadRequest {
 			t.Errorf("plaintext GET %s: %d %v, want 400 (HTTP request to an HTTPS server)", url, code, err)
 		}
 	}
 	// A NATS client that does not ask for TLS is told to use it by the
 	// server's INFO, and then fails on the certificate it cannot verify.
-	plainURL := "nats://" + strings.TrimPrefix(ts.srv.NATSURL(), "tls://")
+	plainURL := "nats://" + strings.TrimPrefix(ts.Srv.NATSURL(), "tls://")
 	if err := schemaOverNATS(plainURL); err == nil || !strings.Contains(err.Error(), "tls") {
 		t.Errorf("plaintext NATS to a TLS server: %v, want a TLS error", err)
 	}
-	if !strings.HasPrefix(ts.srv.NATSURL(), "tls://") {
-		t.Errorf("NATSURL %q, want a tls:// URL", ts.srv.NATSURL())
+	if !strings.HasPrefix(ts.Srv.NATSURL(), "tls://") {
+		t.Errorf("NATSURL %q, want a tls:// URL", ts.Srv.NATSURL())
 	}
 	// A client that does not trust the server's CA refuses it.
 	other := certstest.NewCA(t, "other")
-	if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(other.ClientConfig(t))); err == nil {
+	if err := schemaOverNATS(ts.Srv.NATSURL(), nats.Secure(other.ClientConfig(t))); err == nil {
 		t.Error("NATS client trusting another CA connected")
 	}
-	if _, _, err := get(httpsClient(t, other.ClientConfig(t)), "https://"+ts.srv.HTTPAddr()+"/v1/schema"); err == nil {
+	if _, _, err := get(httpsClient(t, other.ClientConfig(t)), "https://"+ts.Srv.HTTPAddr()+"/v1/schema"); err == nil {
 		t.Error("HTTPS client trusting another CA connected")
 	}
 }
@@ -160,11 +160,11 @@ func TestMutualTLSOnEveryListener(t *testing.T) {
 	rogueCA := certstest.NewCA(t, "rogue")
 	rogueCert := ts.ca.ClientConfig(t, rogueCA.Client(t, "mallory", "mallory"))
 
-	if err := schemaOverGRPC(ts.c); err != nil {
+	if err := schemaOverGRPC(ts.C); err != nil {
 		t.Fatalf("gRPC with a client certificate: %v", err)
 	}
 	for _, cfg := range []*tls.Config{noCert, rogueCert} {
-		c, err := client.Dial(ts.srv.Addr(), client.WithTLS(cfg))
+		c, err := client.Dial(ts.Srv.Addr(), client.WithTLS(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestMutualTLSOnEveryListener(t *testing.T) {
 		}
 		c.Close()
 	}
-	for _, url := range []string{"https://" + ts.srv.HTTPAddr() + "/v1/schema", "https://" + ts.srv.MetricsAddr() + "/metrics"} {
+	for _, url := range []string{"https://" + ts.Srv.HTTPAddr() + "/v1/schema", "https://" + ts.Srv.MetricsAddr() + "/metrics"} {
 		if code, _, err := get(httpsClient(t, withCert), url); err != nil || code != http.StatusOK {
 			t.Fatalf("GET %s with a client certificate: %d %v", url, code, err)
 		}
@@ -183,11 +183,11 @@ func TestMutualTLSOnEveryListener(t *testing.T) {
 			}
 		}
 	}
-	if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(withCert)); err != nil {
+	if err := schemaOverNATS(ts.Srv.NATSURL(), nats.Secure(withCert)); err != nil {
 		t.Fatalf("NATS with a client certificate: %v", err)
 	}
 	for _, cfg := range []*tls.Config{noCert, rogueCert} {
-		if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(cfg)); err == nil {
+		if err := schemaOverNATS(ts.Srv.NATSURL(), nats.Secure(cfg)); err == nil {
 			t.Error("NATS without a valid client certificate connected")
 		}
 	}
@@ -212,12 +212,12 @@ func servedSerial(t *testing.T, addr string, cfg *tls.Config) *big.Int {
 func TestTLSReloadKeepsOpenStreams(t *testing.T) {
 	ts := startTLSServer(t, server.Config{NoSync: true, TLSReloadInterval: 10 * time.Millisecond}, false)
 	cfg := ts.ca.ClientConfig(t)
-	if got := servedSerial(t, ts.srv.Addr(), cfg); got.Cmp(ts.cert.Serial) != 0 {
+	if got := servedSerial(t, ts.Srv.Addr(), cfg); got.Cmp(ts.cert.Serial) != 0 {
 		t.Fatalf("served serial %v, want %v", got, ts.cert.Serial)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := ts.c.API().Search(ctx)
+	stream, err := ts.C.API().Search(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,15 +243,15 @@ func TestTLSReloadKeepsOpenStreams(t *testing.T) {
 	// Reload on demand (what SIGHUP does).
 	next := ts.ca.Server(t, "next")
 	certstest.Install(t, next, ts.cert)
-	if err := ts.srv.ReloadTLS(); err != nil {
+	if err := ts.Srv.ReloadTLS(); err != nil {
 		t.Fatal(err)
 	}
-	for _, addr := range []string{ts.srv.Addr(), ts.srv.HTTPAddr(), ts.srv.MetricsAddr()} {
+	for _, addr := range []string{ts.Srv.Addr(), ts.Srv.HTTPAddr(), ts.Srv.MetricsAddr()} {
 		if got := servedSerial(t, addr, cfg); got.Cmp(next.Serial) != 0 {
 			t.Fatalf("%s serves serial %v after the reload, want %v", addr, got, next.Serial)
 		}
 	}
-	if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(cfg)); err != nil {
+	if err := schemaOverNATS(ts.Srv.NATSURL(), nats.Secure(cfg)); err != nil {
 		t.Fatalf("NATS after the reload: %v", err)
 	}
 	search(1)
@@ -260,7 +260,7 @@ func TestTLSReloadKeepsOpenStreams(t *testing.T) {
 	third := ts.ca.Server(t, "third")
 	certstest.Install(t, third, ts.cert)
 	deadline := time.Now().Add(10 * time.Second)
-	for servedSerial(t, ts.srv.Addr(), cfg).Cmp(third.Serial) != 0 {
+	for servedSerial(t, ts.Srv.Addr(), cfg).Cmp(third.Serial) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the changed certificate files were not picked up within 10s")
 		}
@@ -300,7 +300,7 @@ func TestExternalNATSOverTLS(t *testing.T) {
 	}
 	svc := ca.Client(t, "service", "protobase")
 	ts := startServer(t, server.Config{NoSync: true, NATSURL: url, NATSTLSCAFile: ca.File, NATSTLSCertFile: svc.CertFile, NATSTLSKeyFile: svc.KeyFile})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	if err := schemaOverNATS(url, nats.Secure(ca.ClientConfig(t, ca.Client(t, "caller", "caller")))); err != nil {
 		t.Fatalf("request through the external NATS server over TLS: %v", err)
 	}
@@ -354,12 +354,12 @@ func TestTLSReloadRefusesExpiredCertificate(t *testing.T) {
 	}
 	checkServes := func(when string) {
 		t.Helper()
-		for _, addr := range []string{ts.srv.Addr(), ts.srv.HTTPAddr(), ts.srv.MetricsAddr()} {
+		for _, addr := range []string{ts.Srv.Addr(), ts.Srv.HTTPAddr(), ts.Srv.MetricsAddr()} {
 			if got := servedSerial(t, addr, cfg); got.Cmp(ts.cert.Serial) != 0 {
 				t.Fatalf("%s: %s serves serial %v, want the previous %v", when, addr, got, ts.cert.Serial)
 			}
 		}
-		c, err := client.Dial(ts.srv.Addr(), client.WithTLS(cfg))
+		c, err := client.Dial(ts.Srv.Addr(), client.WithTLS(cfg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,24 +367,24 @@ func TestTLSReloadRefusesExpiredCertificate(t *testing.T) {
 		if err := schemaOverGRPC(c); err != nil {
 			t.Fatalf("%s: a new gRPC connection: %v", when, err)
 		}
-		if err := schemaOverNATS(ts.srv.NATSURL(), nats.Secure(cfg)); err != nil {
+		if err := schemaOverNATS(ts.Srv.NATSURL(), nats.Secure(cfg)); err != nil {
 			t.Fatalf("%s: a new NATS connection: %v", when, err)
 		}
 	}
 	checkServes("after the watcher saw the expired certificate")
 
-	err := ts.srv.ReloadTLS()
+	err := ts.Srv.ReloadTLS()
 	if err == nil || !strings.Contains(err.Error(), "expired at") {
 		t.Fatalf("ReloadTLS with an expired certificate: %v, want an error saying it expired", err)
 	}
 	other := ts.ca.ServerWith(t, "other", certstest.ServerOptions{DNSNames: []string{"db.example"}})
 	certstest.Install(t, other, ts.cert)
-	if err := ts.srv.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "does not cover localhost") {
+	if err := ts.Srv.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "does not cover localhost") {
 		t.Fatalf("ReloadTLS with a certificate for other names: %v, want an error naming localhost", err)
 	}
 	checkServes("after ReloadTLS")
 
-	fams := scrapeTLS(t, "https://"+ts.srv.MetricsAddr()+"/metrics", cfg)
+	fams := scrapeTLS(t, "https://"+ts.Srv.MetricsAddr()+"/metrics", cfg)
 	if v, ok := metricValue(fams, "protobase_tls_reloads_refused_total", nil); !ok || v < 2 {
 		t.Errorf("protobase_tls_reloads_refused_total = %v (%v), want at least 2", v, ok)
 	}

@@ -20,15 +20,15 @@ import (
 func TestTransportsRoundTripBytes(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
 	rest := restClients(t, ts)
-	natsPB := newNATSClient(t, ts, ts.srv.NATSURL(), false)
-	natsJSON := newNATSClient(t, ts, ts.srv.NATSURL(), true)
+	natsPB := newNATSClient(t, ts, ts.Srv.NATSURL(), false)
+	natsJSON := newNATSClient(t, ts, ts.Srv.NATSURL(), true)
 
 	// The record of writer w: every kind of field, including a nested
 	// message, a double, a repeated string and non-ASCII text.
 	orderJSON := func(w int) string {
 		return fmt.Sprintf(`{"userId": "%d", "id": "%d", "total": 12.25, "line": {"sku": "sk\u00fc-%d", "qty": 3}}`, w, 18446744073709551615-uint64(w), w)
 	}
-	want := func(w int) *anypb.Any { return ts.rec("shop.Order", orderJSON(w)) }
+	want := func(w int) *anypb.Any { return ts.Rec("shop.Order", orderJSON(w)) }
 	withType := func(w int) string {
 		return `{"@type": "type.googleapis.com/shop.Order", ` + orderJSON(w)[1:]
 	}
@@ -37,7 +37,7 @@ func TestTransportsRoundTripBytes(t *testing.T) {
 		name  string
 		write func(w int)
 	}{
-		{"grpc", func(w int) { ts.mustWrite(insert, []*anypb.Any{want(w)}) }},
+		{"grpc", func(w int) { ts.MustWrite(insert, []*anypb.Any{want(w)}) }},
 		{"rest-http1", func(w int) {
 			rest[0].mustPost("/v1/records:insert", `{"records": [`+withType(w)+`]}`, new(pb.WriteResponse))
 		}},
@@ -59,7 +59,7 @@ func TestTransportsRoundTripBytes(t *testing.T) {
 		read func(w int) []byte
 	}{
 		{"grpc", func(w int) []byte {
-			resp, err := ts.c.API().Query(context.Background(), &pb.QueryRequest{Query: query(w)})
+			resp, err := ts.C.API().Query(context.Background(), &pb.QueryRequest{Query: query(w)})
 			if err != nil || len(resp.Records) != 1 {
 				t.Fatalf("grpc query: %v %v", resp, err)
 			}

@@ -23,6 +23,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // restClient talks to the REST gateway over one protocol.
@@ -37,7 +38,7 @@ type restClient struct {
 // restClients returns a client over HTTP/1.1 and one over cleartext HTTP/2
 // (prior knowledge), both on the server's one HTTP listener.
 func restClients(t *testing.T, ts *testServer) []*restClient {
-	base := "http://" + ts.srv.HTTPAddr()
+	base := "http://" + ts.Srv.HTTPAddr()
 	h1 := &http.Transport{}
 	h2 := &http.Transport{Protocols: new(http.Protocols)}
 	h2.Protocols.SetUnencryptedHTTP2(true)
@@ -165,7 +166,7 @@ func startTransports(t *testing.T, cfg server.Config) *testServer {
 	cfg.NATS = true
 	cfg.NATSAddr = "127.0.0.1:0"
 	ts := startServer(t, cfg)
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	return ts
 }
 
@@ -266,7 +267,7 @@ func TestHTTPOperations(t *testing.T) {
 			}
 		})
 	}
-	if n := ts.count("shop.User"); n != 4 {
+	if n := ts.Count("shop.User"); n != 4 {
 		t.Fatalf("%d users stored, want 4", n)
 	}
 }
@@ -317,7 +318,7 @@ func TestHTTPOpenAPI(t *testing.T) {
 // batch keeps the batches before it.
 func TestHTTPErrors(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true, MaxMessageBytes: 64 << 10})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 	good := func(id int) string {
 		return fmt.Sprintf(`{"records": [{"@type": "type.googleapis.com/shop.User", "id": "%d", "email": "e%d@x"}]}`, id, id)
 	}
@@ -344,8 +345,8 @@ func TestHTTPErrors(t *testing.T) {
 			// Unknown type and constraint violations: the gRPC details.
 			same := func(path string, op pb.WriteOp, httpCode int, code codes.Code, js string, recs []*anypb.Any) {
 				t.Helper()
-				_, gerr := ts.write(op, recs)
-				want := writeErr(t, gerr, code)
+				_, gerr := ts.Write(op, recs)
+				want := servertest.WriteErr(t, gerr, code)
 				hc, hb := c.post(path, js)
 				got := writeDetail(t, c.restStatus(hc, hb, httpCode, code))
 				if !proto.Equal(got, want) {
@@ -354,17 +355,17 @@ func TestHTTPErrors(t *testing.T) {
 			}
 			dupe := `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "1", "email": "a@x"}]}`
 			same("/v1/records:insert", insert, http.StatusConflict, codes.AlreadyExists, dupe,
-				[]*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+				[]*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 			same("/v1/records:upsert", pb.WriteOp_WRITE_OP_UPSERT, http.StatusConflict, codes.AlreadyExists,
 				`{"records": [{"@type": "type.googleapis.com/shop.User", "id": "77", "email": "a@x"}]}`,
-				[]*anypb.Any{ts.rec("shop.User", `{"id": 77, "email": "a@x"}`)})
+				[]*anypb.Any{ts.Rec("shop.User", `{"id": 77, "email": "a@x"}`)})
 			same("/v1/records:update", pb.WriteOp_WRITE_OP_UPDATE, http.StatusNotFound, codes.NotFound,
 				`{"records": [{"@type": "type.googleapis.com/shop.User", "id": "404"}]}`,
-				[]*anypb.Any{ts.rec("shop.User", `{"id": 404}`)})
+				[]*anypb.Any{ts.Rec("shop.User", `{"id": 404}`)})
 			nope := &anypb.Any{TypeUrl: "type.googleapis.com/shop.Nope"}
 			same("/v1/records:insert", insert, http.StatusBadRequest, codes.InvalidArgument,
 				`{"records": [{"@type": "type.googleapis.com/shop.User", "id": "5", "email": "five@x"}, {"@type": "type.googleapis.com/shop.Nope", "id": "1"}]}`,
-				[]*anypb.Any{ts.rec("shop.User", `{"id": 5, "email": "five@x"}`), nope})
+				[]*anypb.Any{ts.Rec("shop.User", `{"id": 5, "email": "five@x"}`), nope})
 
 			// Oversized: one batch over MaxMessageBytes is 413 with the
 			// counts of what was kept; a unary body too.
@@ -377,8 +378,8 @@ func TestHTTPErrors(t *testing.T) {
 			// gRPC refuses the same stream with the same code (grpc-go
 			// writes that status itself, so it has no WriteError; the
 			// batch before is kept all the same).
-			_, gerr := ts.write(insert, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "g%d@x"}`, id+3, id))},
-				[]*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "%s"}`, id+4, strings.Repeat("x", 100<<10)))})
+			_, gerr := ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "g%d@x"}`, id+3, id))},
+				[]*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "%s"}`, id+4, strings.Repeat("x", 100<<10)))})
 			wantCode(t, gerr, codes.ResourceExhausted)
 			code, b = c.post("/v1/query", `{"query": {"type": "shop.User", "where": {"cmp": {"field": "name", "op": "OP_EQ", "value": {"string": "`+strings.Repeat("x", 100<<10)+`"}}}}}`)
 			c.restStatus(code, b, http.StatusRequestEntityTooLarge, codes.ResourceExhausted)
@@ -399,8 +400,8 @@ func TestHTTPErrors(t *testing.T) {
 	// per protocol the good batch before the malformed one (id), before the
 	// oversized one (id+2) and the gRPC one (id+3).
 	var ids []int64
-	for _, m := range ts.records("shop.User") {
-		ids = append(ids, fieldValue(m, "id").Int())
+	for _, m := range ts.Records("shop.User") {
+		ids = append(ids, servertest.FieldValue(m, "id").Int())
 	}
 	want := []int64{1, 1000, 1002, 1003, 2000, 2002, 2003}
 	if fmt.Sprint(ids) != fmt.Sprint(want) {
@@ -494,7 +495,7 @@ func TestHTTPClientGoesAway(t *testing.T) {
 	fmt.Fprintf(ipw, `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "500", "email": "500@x"}]}`+"\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		page, err := ts.c.Query(t.Context(), &pb.Query{Type: "shop.User", Where: mustParse(t, "id = 500")}, 1, "")
+		page, err := ts.C.Query(t.Context(), &pb.Query{Type: "shop.User", Where: mustParse(t, "id = 500")}, 1, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,8 +515,8 @@ func TestHTTPClientGoesAway(t *testing.T) {
 	var wr pb.WriteResponse
 	c.mustPost("/v1/records:insert", `{"records": [{"@type": "type.googleapis.com/shop.User", "id": "2000", "email": "2000@x"}]}`, &wr)
 	var ids []int64
-	for _, m := range ts.records("shop.User") {
-		ids = append(ids, fieldValue(m, "id").Int())
+	for _, m := range ts.Records("shop.User") {
+		ids = append(ids, servertest.FieldValue(m, "id").Int())
 	}
 	want := []int64{1, 2, 3, 4, 5, 102, 103, 104, 105, 500, 2000}
 	if fmt.Sprint(ids) != fmt.Sprint(want) {
@@ -526,16 +527,16 @@ func TestHTTPClientGoesAway(t *testing.T) {
 func (ts *testServer) resolver() *schemajson.Resolver {
 	files, err := protodesc.NewFiles(ts.schema().Descriptors)
 	if err != nil {
-		ts.t.Fatal(err)
+		ts.T.Fatal(err)
 	}
 	return schemajson.New(func() *protoregistry.Files { return files })
 }
 
 func (ts *testServer) schema() *pb.GetSchemaResponse {
-	ts.t.Helper()
-	resp, err := ts.c.GetSchema(context.Background())
+	ts.T.Helper()
+	resp, err := ts.C.GetSchema(context.Background())
 	if err != nil {
-		ts.t.Fatal(err)
+		ts.T.Fatal(err)
 	}
 	return resp
 }

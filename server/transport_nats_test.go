@@ -19,6 +19,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // natsClient makes request-reply calls in protobuf or JSON.
@@ -128,10 +129,10 @@ func TestNATSOperations(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
 	for i, json := range []bool{false, true} {
 		t.Run(map[bool]string{false: "protobuf", true: "json"}[json], func(t *testing.T) {
-			c := newNATSClient(t, ts, ts.srv.NATSURL(), json)
+			c := newNATSClient(t, ts, ts.Srv.NATSURL(), json)
 			base := i * 100
 			user := func(id int, name string) *anypb.Any {
-				return ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": %q, "email": "%d@x"}`, base+id, name, base+id))
+				return ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": %q, "email": "%d@x"}`, base+id, name, base+id))
 			}
 
 			var schema pb.GetSchemaResponse
@@ -161,41 +162,41 @@ func TestNATSOperations(t *testing.T) {
 
 			// Point lookups: a key record in, the stored record out.
 			var got anypb.Any
-			c.mustCall(natstransport.SubjectGet, ts.rec("shop.User", fmt.Sprintf(`{"id": %d}`, base+3)), &got)
+			c.mustCall(natstransport.SubjectGet, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d}`, base+3)), &got)
 			if !proto.Equal(&got, user(3, "c")) {
 				t.Fatalf("get: %v", &got)
 			}
-			wantNATSCode(t, c.call(natstransport.SubjectGet, ts.rec("shop.User", fmt.Sprintf(`{"id": %d}`, base+2)), &got), codes.NotFound)
+			wantNATSCode(t, c.call(natstransport.SubjectGet, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d}`, base+2)), &got), codes.NotFound)
 		})
 	}
 }
 
 func TestNATSErrors(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true, MaxMessageBytes: 64 << 10})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 	for _, json := range []bool{false, true} {
 		t.Run(map[bool]string{false: "protobuf", true: "json"}[json], func(t *testing.T) {
-			c := newNATSClient(t, ts, ts.srv.NATSURL(), json)
+			c := newNATSClient(t, ts, ts.Srv.NATSURL(), json)
 			// The same refusals, with the same WriteError, as gRPC.
 			same := func(subject string, op pb.WriteOp, code codes.Code, recs ...*anypb.Any) {
 				t.Helper()
-				_, gerr := ts.write(op, recs)
-				want := writeErr(t, gerr, code)
+				_, gerr := ts.Write(op, recs)
+				want := servertest.WriteErr(t, gerr, code)
 				st := c.call(subject, &pb.WriteRequest{Records: recs}, new(pb.WriteResponse))
 				wantNATSCode(t, st, code)
 				if got := writeDetail(t, st); !proto.Equal(got, want) {
 					t.Fatalf("NATS detail %v\ngRPC detail %v", got, want)
 				}
 			}
-			same(natstransport.SubjectInsert, insert, codes.AlreadyExists, ts.rec("shop.User", `{"id": 1, "email": "a@x"}`))
-			same(natstransport.SubjectUpdate, pb.WriteOp_WRITE_OP_UPDATE, codes.NotFound, ts.rec("shop.User", `{"id": 404}`))
+			same(natstransport.SubjectInsert, insert, codes.AlreadyExists, ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`))
+			same(natstransport.SubjectUpdate, pb.WriteOp_WRITE_OP_UPDATE, codes.NotFound, ts.Rec("shop.User", `{"id": 404}`))
 			nope := &anypb.Any{TypeUrl: "type.googleapis.com/shop.Nope"}
 			if !json {
-				same(natstransport.SubjectInsert, insert, codes.InvalidArgument, ts.rec("shop.User", `{"id": 5}`), nope)
+				same(natstransport.SubjectInsert, insert, codes.InvalidArgument, ts.Rec("shop.User", `{"id": 5}`), nope)
 			} else {
 				// A JSON client cannot encode an unknown type; send the text.
-				_, gerr := ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 5}`), nope})
-				want := writeErr(t, gerr, codes.InvalidArgument)
+				_, gerr := ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 5}`), nope})
+				want := servertest.WriteErr(t, gerr, codes.InvalidArgument)
 				st := c.decode(c.raw(natstransport.SubjectInsert, []byte(`{"records": [{"@type": "type.googleapis.com/shop.User", "id": "5"}, {"@type": "type.googleapis.com/shop.Nope", "id": "1"}]}`)), new(pb.WriteResponse))
 				if got := writeDetail(t, st); !proto.Equal(got, want) {
 					t.Fatalf("NATS detail %v\ngRPC detail %v", got, want)
@@ -226,7 +227,7 @@ func TestNATSErrors(t *testing.T) {
 
 			// Oversized: the embedded server's max_payload is
 			// MaxMessageBytes, so the client library refuses to send.
-			big := ts.rec("shop.User", `{"id": 9, "name": "`+strings.Repeat("x", 100<<10)+`"}`)
+			big := ts.Rec("shop.User", `{"id": 9, "name": "`+strings.Repeat("x", 100<<10)+`"}`)
 			msg := nats.NewMsg(natstransport.Subject(c.prefix, natstransport.SubjectInsert))
 			msg.Data = c.encode(&pb.WriteRequest{Records: []*anypb.Any{big}})
 			if _, err := c.nc.RequestMsg(msg, 5*time.Second); !errors.Is(err, nats.ErrMaxPayload) {
@@ -239,11 +240,11 @@ func TestNATSErrors(t *testing.T) {
 	for b := range 2 {
 		var batch []*anypb.Any
 		for i := range 8 {
-			batch = append(batch, ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@y", "name": "%s"}`, 100+10*b+i, 100+10*b+i, strings.Repeat("y", 5<<10))))
+			batch = append(batch, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@y", "name": "%s"}`, 100+10*b+i, 100+10*b+i, strings.Repeat("y", 5<<10))))
 		}
-		ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, batch)
+		ts.MustWrite(pb.WriteOp_WRITE_OP_UPSERT, batch)
 	}
-	c := newNATSClient(t, ts, ts.srv.NATSURL(), false)
+	c := newNATSClient(t, ts, ts.Srv.NATSURL(), false)
 	seen, pages := 0, 0
 	for token := ""; pages == 0 || token != ""; pages++ {
 		page := new(pb.QueryResponse)
@@ -256,7 +257,7 @@ func TestNATSErrors(t *testing.T) {
 	if seen != 17 || pages < 2 {
 		t.Fatalf("paged through %d users in %d pages, want 17 in more than one", seen, pages)
 	}
-	if n := ts.count("shop.User"); n != 17 {
+	if n := ts.Count("shop.User"); n != 17 {
 		t.Fatalf("%d users stored, want 17", n)
 	}
 }
@@ -273,23 +274,23 @@ func TestNATSExternalQueueGroup(t *testing.T) {
 	var servers []*testServer
 	for range 2 {
 		ts := startServer(t, server.Config{NoSync: true, NATSURL: ns.ClientURL(), MaxMessageBytes: 64 << 10, Lab: true})
-		ts.mustApply(map[string]string{"shop.proto": shopProto})
-		ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1}`)})
+		ts.MustApply(map[string]string{"shop.proto": shopProto})
+		ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1}`)})
 		servers = append(servers, ts)
-		if ts.srv.NATSURL() != ns.ClientURL() {
-			t.Fatalf("NATSURL %q", ts.srv.NATSURL())
+		if ts.Srv.NATSURL() != ns.ClientURL() {
+			t.Fatalf("NATSURL %q", ts.Srv.NATSURL())
 		}
 	}
 	c := newNATSClient(t, servers[0], ns.ClientURL(), false)
 	for range 64 {
-		c.mustCall(natstransport.SubjectGet, servers[0].rec("shop.User", `{"id": 1}`), new(anypb.Any))
+		c.mustCall(natstransport.SubjectGet, servers[0].Rec("shop.User", `{"id": 1}`), new(anypb.Any))
 	}
 	for i, ts := range servers {
-		if n := ts.stats().PointLookups; n == 0 {
+		if n := ts.Stats().PointLookups; n == 0 {
 			t.Errorf("server %d served no lookup of 64", i)
 		}
 	}
-	big := servers[0].rec("shop.User", `{"id": 9, "name": "`+strings.Repeat("x", 100<<10)+`"}`)
+	big := servers[0].Rec("shop.User", `{"id": 9, "name": "`+strings.Repeat("x", 100<<10)+`"}`)
 	st := c.call(natstransport.SubjectInsert, &pb.WriteRequest{Records: []*anypb.Any{big}}, new(pb.WriteResponse))
 	wantNATSCode(t, st, codes.ResourceExhausted)
 	if we := writeDetail(t, st); we.BatchesApplied != 0 || !strings.Contains(we.Reason, "larger than the limit") {
@@ -311,9 +312,9 @@ func TestNATSExternalQueueGroup(t *testing.T) {
 // Garbage on every subject gets an error reply and changes nothing.
 func TestNATSHostilePayloads(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`)})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 	valid := [][]byte{
-		mustMarshal(t, &pb.WriteRequest{Records: []*anypb.Any{ts.rec("shop.User", `{"id": 2, "name": "n", "tags": ["a"]}`)}}),
+		mustMarshal(t, &pb.WriteRequest{Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "name": "n", "tags": ["a"]}`)}}),
 		mustMarshal(t, &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Where: mustParse(t, `id = 1`)}}),
 		[]byte(`{"records": [{"@type": "type.googleapis.com/shop.User", "id": "2", "tags": ["a"]}]}`),
 	}
@@ -321,7 +322,7 @@ func TestNATSHostilePayloads(t *testing.T) {
 	endpoints := []string{natstransport.SubjectInsert, natstransport.SubjectUpsert, natstransport.SubjectUpdate,
 		natstransport.SubjectRemove, natstransport.SubjectQuery, natstransport.SubjectGet, natstransport.SubjectSchemaGet}
 	for _, json := range []bool{false, true} {
-		c := newNATSClient(t, ts, ts.srv.NATSURL(), json)
+		c := newNATSClient(t, ts, ts.Srv.NATSURL(), json)
 		for i := range 150 {
 			src := valid[rng.IntN(len(valid))]
 			data := append([]byte(nil), src...)
@@ -346,9 +347,9 @@ func TestNATSHostilePayloads(t *testing.T) {
 	}
 	// The server still serves, and only well-formed writes changed data.
 	var got anypb.Any
-	newNATSClient(t, ts, ts.srv.NATSURL(), false).mustCall(natstransport.SubjectGet, ts.rec("shop.User", `{"id": 1}`), &got)
-	for _, m := range ts.records("shop.User") {
-		if id := fieldValue(m, "id").Int(); id != 1 && fieldValue(m, "email").String() == "a@x" {
+	newNATSClient(t, ts, ts.Srv.NATSURL(), false).mustCall(natstransport.SubjectGet, ts.Rec("shop.User", `{"id": 1}`), &got)
+	for _, m := range ts.Records("shop.User") {
+		if id := servertest.FieldValue(m, "id").Int(); id != 1 && servertest.FieldValue(m, "email").String() == "a@x" {
 			t.Fatalf("user %d took user 1's unique email", id)
 		}
 	}

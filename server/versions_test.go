@@ -54,7 +54,7 @@ func readAll(t *testing.T, ts *testServer, filter string) map[string][]versioned
 	defer cancel()
 	q := func() *pb.Query { return &pb.Query{Type: "shop.User", Filter: filter, Versions: true} }
 	out := map[string][]versioned{}
-	page, err := ts.c.Query(ctx, q(), 2, "")
+	page, err := ts.C.Query(ctx, q(), 2, "")
 	for err == nil {
 		if len(page.Versions) != len(page.Records) {
 			t.Fatalf("Query page: %d versions for %d records", len(page.Versions), len(page.Records))
@@ -65,13 +65,13 @@ func readAll(t *testing.T, ts *testServer, filter string) map[string][]versioned
 		if page.Token == "" {
 			break
 		}
-		page, err = ts.c.Query(ctx, q(), 2, page.Token)
+		page, err = ts.C.Query(ctx, q(), 2, page.Token)
 	}
 	if err != nil {
 		t.Fatalf("Query: %v", err)
 	}
 	for _, par := range []uint32{1, 3} {
-		sc := ts.c.Scan(ctx, q(), client.ScanOptions{Parallelism: par, BatchSize: 2})
+		sc := ts.C.Scan(ctx, q(), client.ScanOptions{Parallelism: par, BatchSize: 2})
 		for sc.Next() {
 			k := fmt.Sprint("scan/", par)
 			out[k] = append(out[k], versioned{sc.Record().Value, sc.Version()})
@@ -80,7 +80,7 @@ func readAll(t *testing.T, ts *testServer, filter string) map[string][]versioned
 			t.Fatalf("Scan: %v", err)
 		}
 	}
-	s, err := ts.c.NewSearch(ctx)
+	s, err := ts.C.NewSearch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func getVersions(t *testing.T, ts *testServer, ids ...int) ([]*anypb.Any, []uint
 	for i, id := range ids {
 		keys[i] = id
 	}
-	recs, vers, err := ts.c.GetVersioned(context.Background(), "shop.User", keys...)
+	recs, vers, err := ts.C.GetVersioned(context.Background(), "shop.User", keys...)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -131,11 +131,11 @@ func TestReadsReturnVersions(t *testing.T) {
 	for _, be := range versionBackends() {
 		t.Run(be.name, func(t *testing.T) {
 			ts := startServer(t, be.cfg(t))
-			ts.mustApply(map[string]string{"shop.proto": shopProto})
-			ts.mustWrite(insert, []*anypb.Any{
-				ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`),
-				ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`),
-				ts.rec("shop.User", `{"id": 3, "name": "Bob", "email": "cy@x"}`),
+			ts.MustApply(map[string]string{"shop.proto": shopProto})
+			ts.MustWrite(insert, []*anypb.Any{
+				ts.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`),
+				ts.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`),
+				ts.Rec("shop.User", `{"id": 3, "name": "Bob", "email": "cy@x"}`),
 			})
 			recs, v1 := getVersions(t, ts, 1, 2, 3, 4)
 			if v1[0] == 0 || v1[1] != v1[0] || v1[2] != v1[0] || v1[3] != 0 || recs[3] != nil {
@@ -143,16 +143,16 @@ func TestReadsReturnVersions(t *testing.T) {
 			}
 			// A record's version is the commit of the batch that wrote it:
 			// the position the write acknowledges and Watch reports.
-			ack := ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@x"}`)})
+			ack := ts.MustWrite(update, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@x"}`)})
 			if _, v := getVersions(t, ts, 2); v[0] != ack.Position {
 				t.Fatalf("user 2's version after its update: %d, want the update's position %d", v[0], ack.Position)
 			}
-			ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.User", `{"id": 3}`)})
+			ts.MustWrite(remove, []*anypb.Any{ts.Rec("shop.User", `{"id": 3}`)})
 			recs, v2 := getVersions(t, ts, 1, 2, 3)
 			if v2[0] != v1[0] || v2[1] <= v1[1] || v2[2] != 0 || recs[2] != nil {
 				t.Fatalf("versions after an update of 2 and a removal of 3: %v (before %v)", v2, v1)
 			}
-			plain, err := ts.c.Get(context.Background(), "shop.User", 1, 2)
+			plain, err := ts.C.Get(context.Background(), "shop.User", 1, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestReadsReturnVersions(t *testing.T) {
 				}
 			}
 			// Without asking, no versions travel.
-			page, err := ts.c.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, "")
+			page, err := ts.C.Query(context.Background(), &pb.Query{Type: "shop.User"}, 10, "")
 			if err != nil || len(page.Versions) != 0 || len(page.Records) != 2 {
 				t.Fatalf("a query without versions: %d records, versions %v, %v", len(page.Records), page.Versions, err)
 			}
@@ -197,11 +197,11 @@ func TestStoreBeforeVersions(t *testing.T) {
 	if floor == 0 || vers[1] != floor || vers[2] != floor || vers[3] != 0 {
 		t.Fatalf("versions of the earlier release's records: %v, want one version above 0 for all, 0 for the removed", vers)
 	}
-	u2 := ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@example.com"}`)
+	u2 := ts.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob2@example.com"}`)
 	if !proto.Equal(recs[1], u2) {
 		t.Fatalf("user 2 reads %v, want the update the earlier release stored", recs[1])
 	}
-	ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann2@example.com"}`)})
+	ts.MustWrite(update, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann2@example.com"}`)})
 	ts = ts.restart()
 	_, after := getVersions(t, ts, 1, 2)
 	if after[0] <= floor || after[1] != floor {
@@ -251,16 +251,16 @@ func copyTree(t *testing.T, src, dst string) {
 // give way to the one that reads versions.
 func TestLookupsReturnVersions(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`)})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`)})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`)})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`)})
 	_, want := getVersions(t, ts, 1, 2)
 	if want[0] == 0 || want[1] <= want[0] {
 		t.Fatalf("versions of two users written one after the other: %v", want)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := ts.c.NewSearch(ctx)
+	s, err := ts.C.NewSearch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

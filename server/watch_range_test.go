@@ -17,10 +17,10 @@ import (
 // is the oldest.
 func TestWatchPastTheEndNamesTheRange(t *testing.T) {
 	ts := startServer(t, server.Config{NoSync: true})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	var last uint64
 	for i := 1; i <= 6; i++ {
-		resp := ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, i, i))})
+		resp := ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, i, i))})
 		last = resp.GetPosition()
 	}
 	first := last - 5

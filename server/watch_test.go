@@ -29,15 +29,15 @@ type watchStream struct {
 }
 
 func (ts *testServer) watch(req *pb.WatchRequest) *watchStream {
-	ts.t.Helper()
+	ts.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	st, err := ts.c.API().Watch(ctx, req)
+	st, err := ts.C.API().Watch(ctx, req)
 	if err != nil {
 		cancel()
-		ts.t.Fatalf("watch: %v", err)
+		ts.T.Fatalf("watch: %v", err)
 	}
-	ws := &watchStream{t: ts.t, st: st, cancel: cancel}
-	ts.t.Cleanup(cancel)
+	ws := &watchStream{t: ts.T, st: st, cancel: cancel}
+	ts.T.Cleanup(cancel)
 	return ws
 }
 
@@ -79,10 +79,10 @@ func (ws *watchStream) first() *pb.Position {
 
 // watchErr returns the status a Watch call ends with.
 func (ts *testServer) watchErr(req *pb.WatchRequest) *status.Status {
-	ts.t.Helper()
+	ts.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := ts.c.API().Watch(ctx, req)
+	st, err := ts.C.API().Watch(ctx, req)
 	if err != nil {
 		return status.Convert(err)
 	}
@@ -121,20 +121,20 @@ func checkChange(t *testing.T, c *pb.Change, op pb.ChangeOp, typ string, rec, ol
 // with positions that resume exactly after a change or a commit.
 func TestWatchOps(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, OldRecords: true})
 	start := ws.first()
 
-	u1 := ts.rec("shop.User", `{"id": 1, "name": "ann", "email": "a@x"}`)
-	u2 := ts.rec("shop.User", `{"id": 2, "name": "bob", "email": "b@x"}`)
-	u1b := ts.rec("shop.User", `{"id": 1, "name": "ann2", "email": "a@x"}`)
-	u3 := ts.rec("shop.User", `{"id": 3, "name": "cy", "email": "c@x"}`)
-	u3b := ts.rec("shop.User", `{"id": 3, "name": "cy2", "email": "c@x"}`)
-	o1 := ts.rec("shop.Order", `{"user_id": 1, "id": 9}`)
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{u1, u2, o1})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_UPDATE, []*anypb.Any{u1b})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{u3, u3b})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_REMOVE, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "2@x"}`)})
+	u1 := ts.Rec("shop.User", `{"id": 1, "name": "ann", "email": "a@x"}`)
+	u2 := ts.Rec("shop.User", `{"id": 2, "name": "bob", "email": "b@x"}`)
+	u1b := ts.Rec("shop.User", `{"id": 1, "name": "ann2", "email": "a@x"}`)
+	u3 := ts.Rec("shop.User", `{"id": 3, "name": "cy", "email": "c@x"}`)
+	u3b := ts.Rec("shop.User", `{"id": 3, "name": "cy2", "email": "c@x"}`)
+	o1 := ts.Rec("shop.Order", `{"user_id": 1, "id": 9}`)
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{u1, u2, o1})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_UPDATE, []*anypb.Any{u1b})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{u3, u3b})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_REMOVE, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "email": "2@x"}`)})
 
 	got := ws.next(6)
 	checkChange(t, got[0], pb.ChangeOp_CHANGE_OP_INSERT, "shop.User", u1, nil)
@@ -149,7 +149,7 @@ func TestWatchOps(t *testing.T) {
 			t.Errorf("change %d position = %v, want %v", i, c.Position, wantPos[i])
 		}
 	}
-	if !proto.Equal(got[5].Key, ts.rec("shop.User", `{"id": 2}`)) {
+	if !proto.Equal(got[5].Key, ts.Rec("shop.User", `{"id": 2}`)) {
 		t.Errorf("remove key = %v, want the primary key fields only", got[5].Key)
 	}
 	if ws.last.GetCommit() != start.Commit+4 || ws.last.Index != nil {
@@ -183,14 +183,14 @@ func TestWatchOps(t *testing.T) {
 // a start the log cannot serve is OUT_OF_RANGE naming the oldest.
 func TestWatchAcrossRestart(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}})
 	start := ws.first()
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "1@x"}`)})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "1@x"}`)})
 	ws.next(1)
 	ws.cancel()
 	ts = ts.restart()
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "2@x"}`)})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "email": "2@x"}`)})
 	r := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: ws.last}}})
 	r.first()
 	if got := r.next(1); got[0].Position.GetCommit() != start.Commit+2 {
@@ -201,13 +201,13 @@ func TestWatchAcrossRestart(t *testing.T) {
 	}
 
 	// With the log off for a while, positions before the gap are gone.
-	ts.cfg.WatchRetention = -1
+	ts.Cfg.WatchRetention = -1
 	ts = ts.restart()
 	if st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}}); st.Code() != codes.FailedPrecondition || !strings.Contains(st.Message(), "--watch-retention") {
 		t.Errorf("log off: %v, want FAILED_PRECONDITION naming --watch-retention", st)
 	}
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "3@x"}`)})
-	ts.cfg.WatchRetention = 0
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 3, "email": "3@x"}`)})
+	ts.Cfg.WatchRetention = 0
 	ts = ts.restart()
 	st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}, Start: after(start.Commit)})
 	if want := fmt.Sprintf("oldest position available is commit %d ", start.Commit+3); st.Code() != codes.OutOfRange || !strings.Contains(st.Message(), want) {
@@ -233,8 +233,8 @@ func TestWatchAcrossRestart(t *testing.T) {
 // ones work.
 func TestWatchHostile(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "1@x"}`)})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "1@x"}`)})
 	user := []string{"shop.User"}
 	idx := func(i uint32) *uint32 { return &i }
 	for _, c := range []struct {
@@ -273,7 +273,7 @@ func TestWatchHostile(t *testing.T) {
 	} {
 		ws := ts.watch(req)
 		ws.first()
-		ts.mustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "2@x"}`)})
+		ts.MustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "email": "2@x"}`)})
 		resp, err := ws.st.Recv()
 		if err != nil || len(resp.Changes) == 0 {
 			t.Fatalf("%v: %v, %v", req.Start, resp, err)
@@ -302,9 +302,9 @@ func TestWatchSlowWatcher(t *testing.T) {
 		t.Skip("ingests 40 MB")
 	}
 	ts := startServer(t, server.Config{NoSync: true})
-	ts.c.Close()
-	ts.c = nil
-	c, err := client.Dial(ts.srv.Addr())
+	ts.C.Close()
+	ts.C = nil
+	c, err := client.Dial(ts.Srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestWatchSlowWatcher(t *testing.T) {
 	for i := range streams {
 		// Each on a connection of its own: a stream that is not read
 		// stalls only its own connection's window.
-		wc, err := client.Dial(ts.srv.Addr())
+		wc, err := client.Dial(ts.Srv.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,10 +383,10 @@ func TestWatchSlowWatcher(t *testing.T) {
 func TestWatchEtcdCompacted(t *testing.T) {
 	cfg := backends[1].Config(t) // etcd, one member
 	ts := startServer(t, cfg)
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	var last uint64
 	for i := range 3 {
-		last = ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, i, i))}).Position
+		last = ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%d@x"}`, i, i))}).Position
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd.Endpoints, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -411,7 +411,7 @@ func TestWatchEtcdCompacted(t *testing.T) {
 	}
 	ws := ts.watch(&pb.WatchRequest{Types: []string{"shop.User"}, Start: &pb.WatchStart{Start: &pb.WatchStart_After{After: oldest}}})
 	ws.first()
-	w := ts.mustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.rec("shop.User", `{"id": 9, "email": "9@x"}`)})
+	w := ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 9, "email": "9@x"}`)})
 	got := ws.next(1)
 	if got[0].Position.GetCommit() != w.Position && oldest.GetCommit() == last {
 		t.Fatalf("change at %v, want revision %d", got[0].Position, w.Position)

@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 const (
@@ -21,85 +22,85 @@ const (
 
 func TestWriteOperationsAcrossTypes(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 
 	// Records of two types share a batch.
-	resp := ts.mustWrite(insert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@example.com"}`),
-		ts.rec("shop.Order", `{"userId": 1, "id": 10, "total": 9.5, "line": {"sku": "A", "qty": 2}}`),
-		ts.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@example.com"}`),
+	resp := ts.MustWrite(insert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@example.com"}`),
+		ts.Rec("shop.Order", `{"userId": 1, "id": 10, "total": 9.5, "line": {"sku": "A", "qty": 2}}`),
+		ts.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@example.com"}`),
 	}, []*anypb.Any{
-		ts.rec("shop.Order", `{"userId": 1, "id": 11}`),
+		ts.Rec("shop.Order", `{"userId": 1, "id": 11}`),
 	})
 	if resp.Batches != 2 || resp.Records != 4 || resp.Position == 0 {
 		t.Fatalf("insert response %v", resp)
 	}
-	if n := ts.count("shop.User"); n != 2 {
+	if n := ts.Count("shop.User"); n != 2 {
 		t.Fatalf("users: %d", n)
 	}
-	if n := ts.count("shop.Order"); n != 2 {
+	if n := ts.Count("shop.Order"); n != 2 {
 		t.Fatalf("orders: %d", n)
 	}
 
 	// Insert of an existing key.
-	_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "x@example.com"}`)})
-	we := writeErr(t, err, codes.AlreadyExists)
+	_, err := ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "x@example.com"}`)})
+	we := servertest.WriteErr(t, err, codes.AlreadyExists)
 	if we.Batch != 0 || we.Record != 0 || we.Field != "id" {
 		t.Fatalf("detail %v", we)
 	}
 
 	// Update of a missing key.
-	_, err = ts.write(update, []*anypb.Any{ts.rec("shop.User", `{"id": 3}`)})
-	writeErr(t, err, codes.NotFound)
+	_, err = ts.Write(update, []*anypb.Any{ts.Rec("shop.User", `{"id": 3}`)})
+	servertest.WriteErr(t, err, codes.NotFound)
 
 	// Update, upsert (one existing, one new), remove.
-	ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "Anna", "email": "anna@example.com"}`)})
-	ts.mustWrite(upsert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 2, "name": "Bobby", "email": "bob@example.com"}`),
-		ts.rec("shop.User", `{"id": 3, "name": "Cy", "email": "cy@example.com"}`),
+	ts.MustWrite(update, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "name": "Anna", "email": "anna@example.com"}`)})
+	ts.MustWrite(upsert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 2, "name": "Bobby", "email": "bob@example.com"}`),
+		ts.Rec("shop.User", `{"id": 3, "name": "Cy", "email": "cy@example.com"}`),
 	})
-	ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.Order", `{"userId": 1, "id": 10}`)})
+	ts.MustWrite(remove, []*anypb.Any{ts.Rec("shop.Order", `{"userId": 1, "id": 10}`)})
 
-	users := ts.records("shop.User")
+	users := ts.Records("shop.User")
 	var got []string
 	for _, u := range users {
-		got = append(got, fmt.Sprintf("%d:%s:%s", fieldValue(u, "id").Int(), fieldValue(u, "name").String(), fieldValue(u, "email").String()))
+		got = append(got, fmt.Sprintf("%d:%s:%s", servertest.FieldValue(u, "id").Int(), servertest.FieldValue(u, "name").String(), servertest.FieldValue(u, "email").String()))
 	}
 	want := "[1:Anna:anna@example.com 2:Bobby:bob@example.com 3:Cy:cy@example.com]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("users %v, want %v", got, want)
 	}
-	orders := ts.records("shop.Order")
-	if len(orders) != 1 || fieldValue(orders[0], "id").Uint() != 11 {
+	orders := ts.Records("shop.Order")
+	if len(orders) != 1 || servertest.FieldValue(orders[0], "id").Uint() != 11 {
 		t.Fatalf("orders after remove: %v", orders)
 	}
 
 	// Remove of a missing key.
-	_, err = ts.write(remove, []*anypb.Any{ts.rec("shop.Order", `{"userId": 1, "id": 10}`)})
-	writeErr(t, err, codes.NotFound)
+	_, err = ts.Write(remove, []*anypb.Any{ts.Rec("shop.Order", `{"userId": 1, "id": 10}`)})
+	servertest.WriteErr(t, err, codes.NotFound)
 }
 
 func TestStopOnFirstInvalidRecord(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 
 	good := func(id int) *anypb.Any {
-		return ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, id, id))
+		return ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@example.com"}`, id, id))
 	}
 	bad := &anypb.Any{TypeUrl: "type.googleapis.com/shop.User", Value: []byte{0x12, 0x02, 0xff, 0xfe}} // name: invalid UTF-8
-	_, err := ts.write(insert,
+	_, err := ts.Write(insert,
 		[]*anypb.Any{good(1), good(2)},
 		[]*anypb.Any{good(3), good(4), bad, good(5)},
 		[]*anypb.Any{good(6)},
 	)
-	we := writeErr(t, err, codes.InvalidArgument)
+	we := servertest.WriteErr(t, err, codes.InvalidArgument)
 	if we.Batch != 1 || we.Record != 2 || we.Field != "name" || we.RecordsApplied != 2 || we.BatchesApplied != 1 {
 		t.Fatalf("detail %v", we)
 	}
 	// Everything of batch 0, nothing of batch 1 or later.
 	var ids []int64
-	for _, u := range ts.records("shop.User") {
-		ids = append(ids, fieldValue(u, "id").Int())
+	for _, u := range ts.Records("shop.User") {
+		ids = append(ids, servertest.FieldValue(u, "id").Int())
 	}
 	if fmt.Sprint(ids) != "[1 2]" {
 		t.Fatalf("stored ids %v, want [1 2]", ids)
@@ -108,10 +109,10 @@ func TestStopOnFirstInvalidRecord(t *testing.T) {
 
 func TestUniqueIndex(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
-		ts.rec("shop.User", `{"id": 2, "email": "b@example.com"}`),
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
+		ts.Rec("shop.User", `{"id": 2, "email": "b@example.com"}`),
 	})
 
 	cases := []struct {
@@ -130,62 +131,62 @@ func TestUniqueIndex(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var recs []*anypb.Any
 			for _, r := range tc.recs {
-				recs = append(recs, ts.rec("shop.User", r))
+				recs = append(recs, ts.Rec("shop.User", r))
 			}
-			_, err := ts.write(tc.op, recs)
-			we := writeErr(t, err, tc.code)
+			_, err := ts.Write(tc.op, recs)
+			we := servertest.WriteErr(t, err, tc.code)
 			if we.Record != tc.record || we.Field != "email" {
 				t.Fatalf("detail %v", we)
 			}
 		})
 	}
-	if n := ts.count("shop.User"); n != 2 {
+	if n := ts.Count("shop.User"); n != 2 {
 		t.Fatalf("failed writes changed data: %d users", n)
 	}
 
 	// A record keeps its own email on update; an email freed by an update
 	// or a remove can be taken, within one batch too.
-	ts.mustWrite(update, []*anypb.Any{ts.rec("shop.User", `{"id": 1, "name": "x", "email": "a@example.com"}`)})
-	ts.mustWrite(upsert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 1, "email": "a2@example.com"}`),
-		ts.rec("shop.User", `{"id": 3, "email": "a@example.com"}`),
+	ts.MustWrite(update, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "name": "x", "email": "a@example.com"}`)})
+	ts.MustWrite(upsert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 1, "email": "a2@example.com"}`),
+		ts.Rec("shop.User", `{"id": 3, "email": "a@example.com"}`),
 	})
-	ts.mustWrite(remove, []*anypb.Any{ts.rec("shop.User", `{"id": 2}`)})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 4, "email": "b@example.com"}`)})
-	_, err := ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 5, "email": "a2@example.com"}`)})
-	writeErr(t, err, codes.AlreadyExists)
+	ts.MustWrite(remove, []*anypb.Any{ts.Rec("shop.User", `{"id": 2}`)})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 4, "email": "b@example.com"}`)})
+	_, err := ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 5, "email": "a2@example.com"}`)})
+	servertest.WriteErr(t, err, codes.AlreadyExists)
 }
 
 func TestSameKeyTwiceInOneBatch(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	_, err := ts.write(insert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
-		ts.rec("shop.User", `{"id": 1, "email": "b@example.com"}`),
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	_, err := ts.Write(insert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
+		ts.Rec("shop.User", `{"id": 1, "email": "b@example.com"}`),
 	})
-	if we := writeErr(t, err, codes.AlreadyExists); we.Record != 1 {
+	if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Record != 1 {
 		t.Fatalf("detail %v", we)
 	}
 	// Upserting one key twice keeps the last, and its index entries.
-	ts.mustWrite(upsert, []*anypb.Any{
-		ts.rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
-		ts.rec("shop.User", `{"id": 1, "email": "b@example.com"}`),
+	ts.MustWrite(upsert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 1, "email": "a@example.com"}`),
+		ts.Rec("shop.User", `{"id": 1, "email": "b@example.com"}`),
 	})
-	users := ts.records("shop.User")
-	if len(users) != 1 || fieldValue(users[0], "email").String() != "b@example.com" {
+	users := ts.Records("shop.User")
+	if len(users) != 1 || servertest.FieldValue(users[0], "email").String() != "b@example.com" {
 		t.Fatalf("users %v", users)
 	}
 	// a@ was released by the second upsert; b@ is taken.
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 2, "email": "a@example.com"}`)})
-	_, err = ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "b@example.com"}`)})
-	writeErr(t, err, codes.AlreadyExists)
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 2, "email": "a@example.com"}`)})
+	_, err = ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 3, "email": "b@example.com"}`)})
+	servertest.WriteErr(t, err, codes.AlreadyExists)
 }
 
 func TestWriteStreamAcknowledgements(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	ctx := t.Context()
-	st, err := ts.c.API().Write(ctx)
+	st, err := ts.C.API().Write(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +195,8 @@ func TestWriteStreamAcknowledgements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send(insert, false, ts.rec("shop.User", `{"id": 1, "email": "a@x"}`))
-	send(upsert, true, ts.rec("shop.User", `{"id": 2, "email": "b@x"}`), ts.rec("shop.User", `{"id": 1, "email": "c@x"}`))
+	send(insert, false, ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`))
+	send(upsert, true, ts.Rec("shop.User", `{"id": 2, "email": "b@x"}`), ts.Rec("shop.User", `{"id": 1, "email": "c@x"}`))
 	ack, err := st.Recv()
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestWriteStreamAcknowledgements(t *testing.T) {
 	if ack.Batch != 1 || ack.Records != 3 || ack.Position == 0 {
 		t.Fatalf("ack %v", ack)
 	}
-	send(remove, true, ts.rec("shop.User", `{"id": 2}`))
+	send(remove, true, ts.Rec("shop.User", `{"id": 2}`))
 	ack2, err := st.Recv()
 	if err != nil {
 		t.Fatal(err)
@@ -211,12 +212,12 @@ func TestWriteStreamAcknowledgements(t *testing.T) {
 	if ack2.Batch != 2 || ack2.Position <= ack.Position {
 		t.Fatalf("second ack %v after %v", ack2, ack)
 	}
-	send(insert, false, ts.rec("shop.User", `{"id": 1}`)) // duplicate: ends the stream
+	send(insert, false, ts.Rec("shop.User", `{"id": 1}`)) // duplicate: ends the stream
 	_, err = st.Recv()
-	if we := writeErr(t, err, codes.AlreadyExists); we.Batch != 3 || we.RecordsApplied != 4 {
+	if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Batch != 3 || we.RecordsApplied != 4 {
 		t.Fatalf("detail %v", we)
 	}
-	if n := ts.count("shop.User"); n != 1 {
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("users %d", n)
 	}
 }
@@ -226,51 +227,51 @@ func TestWriteStreamAcknowledgements(t *testing.T) {
 // which stay applied.
 func TestWriteStreamBadOp(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	st, err := ts.c.API().Write(t.Context())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	st, err := ts.C.API().Write(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, req := range []*pb.WriteStreamRequest{
-		{Op: insert, Records: []*anypb.Any{ts.rec("shop.User", `{"id": 1, "email": "a@x"}`), ts.rec("shop.User", `{"id": 2, "email": "b@x"}`)}},
-		{Op: pb.WriteOp_WRITE_OP_UNSPECIFIED, Records: []*anypb.Any{ts.rec("shop.User", `{"id": 3, "email": "c@x"}`)}},
+		{Op: insert, Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`), ts.Rec("shop.User", `{"id": 2, "email": "b@x"}`)}},
+		{Op: pb.WriteOp_WRITE_OP_UNSPECIFIED, Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 3, "email": "c@x"}`)}},
 	} {
 		if err := st.Send(req); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, err = st.Recv()
-	we := writeErr(t, err, codes.InvalidArgument)
+	we := servertest.WriteErr(t, err, codes.InvalidArgument)
 	if we.Batch != 1 || we.BatchesApplied != 1 || we.RecordsApplied != 2 || !strings.Contains(we.Reason, "not a write operation") {
 		t.Fatalf("detail %v", we)
 	}
-	if n := ts.count("shop.User"); n != 2 {
+	if n := ts.Count("shop.User"); n != 2 {
 		t.Fatalf("users %d, want the first batch's 2", n)
 	}
 }
 
 func TestDataSurvivesRestart(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	ts.mustWrite(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 7, "email": "s@x"}`)})
-	before, err := ts.c.GetSchema(t.Context())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 7, "email": "s@x"}`)})
+	before, err := ts.C.GetSchema(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts = ts.restart()
-	after, err := ts.c.GetSchema(t.Context())
+	after, err := ts.C.GetSchema(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after.Version != before.Version || after.Files["shop.proto"] != shopProto {
 		t.Fatalf("schema after restart: version %d (want %d)", after.Version, before.Version)
 	}
-	if n := ts.count("shop.User"); n != 1 {
+	if n := ts.Count("shop.User"); n != 1 {
 		t.Fatalf("users after restart: %d", n)
 	}
 	// The unique index survived too.
-	_, err = ts.write(insert, []*anypb.Any{ts.rec("shop.User", `{"id": 8, "email": "s@x"}`)})
-	writeErr(t, err, codes.AlreadyExists)
+	_, err = ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", `{"id": 8, "email": "s@x"}`)})
+	servertest.WriteErr(t, err, codes.AlreadyExists)
 }
 
 // TestWriteStreamPipelinedAcknowledgements sends many batches, most asking
@@ -280,8 +281,8 @@ func TestDataSurvivesRestart(t *testing.T) {
 // the error that names the failed batch; what was acknowledged is stored.
 func TestWriteStreamPipelinedAcknowledgements(t *testing.T) {
 	ts := startServer(t, server.Config{})
-	ts.mustApply(map[string]string{"shop.proto": shopProto})
-	st, err := ts.c.API().Write(t.Context())
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	st, err := ts.C.API().Write(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestWriteStreamPipelinedAcknowledgements(t *testing.T) {
 		recs := make([]*anypb.Any, per)
 		for i := range recs {
 			id := b*per + i
-			recs[i] = ts.rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@x"}`, id, id))
+			recs[i] = ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "u%d@x"}`, id, id))
 		}
 		ack := b%5 != 4
 		if ack {
@@ -301,7 +302,7 @@ func TestWriteStreamPipelinedAcknowledgements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dup := &pb.WriteStreamRequest{Op: insert, Ack: true, Records: []*anypb.Any{ts.rec("shop.User", `{"id": 0}`)}}
+	dup := &pb.WriteStreamRequest{Op: insert, Ack: true, Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 0}`)}}
 	if err := st.Send(dup); err != nil {
 		t.Fatal(err)
 	}
@@ -317,10 +318,10 @@ func TestWriteStreamPipelinedAcknowledgements(t *testing.T) {
 		last = ack.Position
 	}
 	_, err = st.Recv()
-	if we := writeErr(t, err, codes.AlreadyExists); we.Batch != batches || we.RecordsApplied != batches*per {
+	if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Batch != batches || we.RecordsApplied != batches*per {
 		t.Fatalf("detail %v", we)
 	}
-	if n := ts.count("shop.User"); n != batches*per {
+	if n := ts.Count("shop.User"); n != batches*per {
 		t.Fatalf("users %d, want %d", n, batches*per)
 	}
 }

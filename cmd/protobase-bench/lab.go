@@ -13,6 +13,7 @@ import (
 
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/server"
 )
 
@@ -58,7 +59,7 @@ func (a *app) labCommands(o *benchOptions) []*cobra.Command {
 		Use:   "all",
 		Short: "Run every experiment and write a report",
 		Args:  cobra.NoArgs,
-		RunE:  runE(func(cmd *cobra.Command, _ []string) error { return a.benchAll(cmd, *o) }),
+		RunE:  exitstatus.RunE(func(cmd *cobra.Command, _ []string) error { return a.benchAll(cmd, *o) }),
 	}
 	all.Flags().StringVar(&o.out, "out", "", "directory for report.md, report.html, the JSON files and the charts (created if missing; required)")
 	return append(cmds, all)
@@ -69,7 +70,7 @@ func (a *app) benchExperimentCommand(x bench.Experiment, o *benchOptions) *cobra
 		Use:   x.Name(),
 		Short: x.Describe(),
 		Args:  cobra.NoArgs,
-		RunE:  runE(func(cmd *cobra.Command, _ []string) error { return a.benchOne(cmd, x, *o) }),
+		RunE:  exitstatus.RunE(func(cmd *cobra.Command, _ []string) error { return a.benchOne(cmd, x, *o) }),
 	}
 	x.Flags(cmd.Flags())
 	cmd.Flags().StringVar(&o.json, "json", "", "write the rows as JSON to this file")
@@ -101,13 +102,13 @@ func (a *app) benchOptions(cmd *cobra.Command, o benchOptions) (bench.Options, e
 			return opts, err
 		}
 	} else if cmd.Flags().Changed("api-key") {
-		return opts, usagef("--api-key is for a server given with --addr: the lab's embedded server runs without authentication")
+		return opts, exitstatus.Usagef("--api-key is for a server given with --addr: the lab's embedded server runs without authentication")
 	}
 	if err := a.benchStore(cmd, o, &opts); err != nil {
 		return opts, err
 	}
 	if err := opts.Validate(); err != nil {
-		return opts, usageError(fmt.Errorf("--%w", err))
+		return opts, exitstatus.UsageError(fmt.Errorf("--%w", err))
 	}
 	return opts, nil
 }
@@ -117,18 +118,18 @@ func (a *app) benchStore(cmd *cobra.Command, o benchOptions, opts *bench.Options
 	switch o.store {
 	case "pebble":
 		if len(o.etcdEndpoints) > 0 || o.etcdPrefix != "" {
-			return usagef("--etcd-endpoints and --etcd-prefix need --store etcd")
+			return exitstatus.Usagef("--etcd-endpoints and --etcd-prefix need --store etcd")
 		}
 		return nil
 	case "etcd":
 	default:
-		return usagef("--store %q: want pebble or etcd", o.store)
+		return exitstatus.Usagef("--store %q: want pebble or etcd", o.store)
 	}
 	if cmd.Flags().Changed("addr") {
-		return usagef("--store etcd is for the lab's embedded servers; with --addr, start the server with serve --store etcd")
+		return exitstatus.Usagef("--store etcd is for the lab's embedded servers; with --addr, start the server with serve --store etcd")
 	}
 	if name := cmd.Name(); name != "all" && !etcdExperiments[name] {
-		return usagef("--store etcd applies to ingest and batching, not to %s", name)
+		return exitstatus.Usagef("--store etcd applies to ingest and batching, not to %s", name)
 	}
 	e := server.EtcdConfig{Prefix: o.etcdPrefix}
 	for _, ep := range o.etcdEndpoints {
@@ -137,11 +138,11 @@ func (a *app) benchStore(cmd *cobra.Command, o benchOptions, opts *bench.Options
 		}
 	}
 	if len(e.Endpoints) == 0 {
-		return usagef("--store etcd needs --etcd-endpoints HOST:PORT,...")
+		return exitstatus.Usagef("--store etcd needs --etcd-endpoints HOST:PORT,...")
 	}
 	// The server's own check, on the configuration the lab will start.
 	if err := (server.Config{DataDir: "-", Store: server.StoreEtcd, Etcd: e}).Validate(); err != nil {
-		return usageError(configError(err))
+		return exitstatus.UsageError(configError(err))
 	}
 	opts.Etcd = e
 	return nil
@@ -154,7 +155,7 @@ func (a *app) benchTarget(opts *bench.Options) error {
 	opts.Addr = a.conn.Addr
 	cfg, err := a.conn.TLSConfig()
 	if err != nil {
-		return usageError(err)
+		return exitstatus.UsageError(err)
 	}
 	if cfg != nil {
 		opts.TLS = cfg
@@ -174,15 +175,15 @@ func (a *app) benchOne(cmd *cobra.Command, x bench.Experiment, o benchOptions) e
 	}
 	if o.json != "" {
 		if err := bench.CheckWritable(o.json); err != nil {
-			return usagef("--json: %v", err)
+			return exitstatus.Usagef("--json: %v", err)
 		}
 	}
 	if o.chart != "" {
 		if err := bench.CheckChartPath(o.chart); err != nil {
-			return usagef("--chart: %v", err)
+			return exitstatus.Usagef("--chart: %v", err)
 		}
 		if err := bench.CheckWritable(o.chart); err != nil {
-			return usagef("--chart: %v", err)
+			return exitstatus.Usagef("--chart: %v", err)
 		}
 	}
 	res, err := a.benchRun(cmd.Context(), x, opts)
@@ -211,13 +212,13 @@ func (a *app) benchAll(cmd *cobra.Command, o benchOptions) error {
 		return err
 	}
 	if o.out == "" {
-		return usagef("--out is required: the directory for report.md")
+		return exitstatus.Usagef("--out is required: the directory for report.md")
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return usagef("--out: %v", err)
+		return exitstatus.Usagef("--out: %v", err)
 	}
 	if err := bench.CheckWritable(filepath.Join(o.out, "report.md")); err != nil {
-		return usagef("--out: %v", err)
+		return exitstatus.Usagef("--out: %v", err)
 	}
 	var results []*bench.Result
 	for _, x := range bench.Experiments() {

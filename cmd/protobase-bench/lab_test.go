@@ -11,6 +11,7 @@ import (
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/certs/certstest"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/server"
 )
 
@@ -49,9 +50,9 @@ func TestBenchFlagErrors(t *testing.T) {
 			r := cli(t, tc.args...)
 			if strings.HasPrefix(tc.name, "bad batch") || strings.HasPrefix(tc.name, "bad watch") {
 				// Checked by the experiment itself: the operation fails.
-				wantCode(t, r, exitFailed)
+				wantCode(t, r, exitstatus.Failed)
 			} else {
-				wantCode(t, r, exitUsage)
+				wantCode(t, r, exitstatus.Usage)
 			}
 			wantContains(t, r.stderr, tc.want)
 		})
@@ -143,7 +144,7 @@ func TestBenchSecuredServer(t *testing.T) {
 	batching := append([]string{"batching", "--addr", srv.Addr(), "--tls-ca", ca.File, "--records", "500", "--batches", "1,100"}, quick...)
 
 	r := cli(t, batching...)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "Unauthenticated")
 
 	r = mustCLI(t, append(batching, "--api-key", admin)...)
@@ -162,6 +163,6 @@ func TestBenchSecuredServer(t *testing.T) {
 // --api-key is for --addr: the embedded lab server has no keys.
 func TestBenchAPIKeyNeedsAddr(t *testing.T) {
 	r := cli(t, "batching", "--api-key", "pb_x")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--api-key is for a server given with --addr")
 }

@@ -15,8 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
@@ -26,18 +24,12 @@ import (
 	// Every experiment registers itself with bench when imported.
 	_ "github.com/protobase/protobase/bench/experiments"
 	"github.com/protobase/protobase/internal/clientflags"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
-
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
-)
 
 // app holds what every command shares: the process's streams and the global
 // flags. Tests build one through run.
@@ -60,23 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) && ee.code != exitUsage {
-		fmt.Fprintf(stderr, "error: %v\n", ee.err)
-		return ee.code
-	}
-	// Anything else comes from cobra (unknown command or flag, wrong number
-	// of arguments) or is a usageError.
-	fmt.Fprintf(stderr, "error: %v\n", err)
-	if cmd == nil {
-		cmd = root
-	}
-	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	return exitUsage
+	return exitstatus.Execute(ctx, root, stderr)
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -116,7 +92,7 @@ cluster). See docs/benchmarks.md and docs/scaling.md.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				return exitstatus.Usagef("unknown command %q for %q", args[0], cmd.CommandPath())
 			}
 			return cmd.Help()
 		},
@@ -124,7 +100,7 @@ cluster). See docs/benchmarks.md and docs/scaling.md.`,
 		SilenceUsage:  true,
 	}
 	// Flag errors are usage errors (exit 2).
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitstatus.UsageError(err) })
 	root.CompletionOptions.HiddenDefaultCmd = true
 	a.conn.Register(root.PersistentFlags())
 	addLabFlags(root.PersistentFlags(), &o)

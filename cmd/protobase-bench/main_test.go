@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 type result struct {
@@ -23,7 +25,7 @@ func cli(t *testing.T, args ...string) result {
 func mustCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	r := cli(t, args...)
-	if r.code != exitOK {
+	if r.code != exitstatus.OK {
 		t.Fatalf("protobase-bench %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
 	return r

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/internal/backup"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func (a *app) backupCommand() *cobra.Command {
@@ -26,9 +27,9 @@ with 'protobase backup verify DIR'. See docs/operations.md.`,
   protobase backup verify /backups/protobase-2026-11-24
   protobase restore --from /backups/protobase-2026-11-24 --data ./restored`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
-				return usagef("--to must name the backup directory")
+				return exitstatus.Usagef("--to must name the backup directory")
 			}
 			c, err := a.dial()
 			if err != nil {
@@ -57,7 +58,7 @@ and that DIR holds no other file. Exit status 0 when the backup is whole,
 1 when a file is missing, damaged or extra.`,
 		Example: `  protobase backup verify /backups/protobase-2026-11-24`,
 		Args:    cobra.ExactArgs(1),
-		RunE: runE(func(_ *cobra.Command, args []string) error {
+		RunE: exitstatus.RunE(func(_ *cobra.Command, args []string) error {
 			m, err := backup.Verify(args[0])
 			if err != nil {
 				return err
@@ -82,9 +83,9 @@ SHA-256) and, only if all check out, copy them into the data directory
 damaged or missing.`,
 		Example: `  protobase restore --from /backups/protobase-2026-11-24 --data ./restored`,
 		Args:    cobra.NoArgs,
-		RunE: runE(func(_ *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(_ *cobra.Command, _ []string) error {
 			if from == "" || data == "" {
-				return usagef("--from and --data are both required")
+				return exitstatus.Usagef("--from and --data are both required")
 			}
 			m, err := backup.Restore(from, data)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // backup, backup verify and restore end to end: the restored directory
@@ -26,15 +27,15 @@ func TestBackupRestoreCommands(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "bk")
 	// Refused: no key, a key that is not admin, a key with a scope.
 	r := cli(t, "", "--addr", addr, "backup", "--to", dir)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "Unauthenticated")
 	reader := strings.TrimSpace(lastLine(mustCLI(t, "", "--addr", addr, "--api-key", admin, "keys", "create", "--name", "r", "--role", "read").stdout))
 	r = cli(t, "", "--addr", addr, "--api-key", reader, "backup", "--to", filepath.Join(t.TempDir(), "x"))
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "PermissionDenied")
 	scoped := strings.TrimSpace(lastLine(mustCLI(t, "", "--addr", addr, "--api-key", admin, "keys", "create", "--name", "s", "--role", "admin", "--types", "shop.User").stdout))
 	r = cli(t, "", "--addr", addr, "--api-key", scoped, "backup", "--to", filepath.Join(t.TempDir(), "y"))
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "without a scope")
 
 	r = mustCLI(t, "", "--addr", addr, "--api-key", admin, "backup", "--to", dir)
@@ -42,19 +43,19 @@ func TestBackupRestoreCommands(t *testing.T) {
 	wantContains(t, mustCLI(t, "", "backup", "verify", dir).stdout, "files verified")
 
 	// Bad command lines and directories.
-	wantCode(t, cli(t, "", "--addr", addr, "--api-key", admin, "backup"), exitUsage)
+	wantCode(t, cli(t, "", "--addr", addr, "--api-key", admin, "backup"), exitstatus.Usage)
 	r = cli(t, "", "--addr", addr, "--api-key", admin, "backup", "--to", dir)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "is not empty")
-	wantCode(t, cli(t, "", "restore", "--from", dir), exitUsage)
+	wantCode(t, cli(t, "", "restore", "--from", dir), exitstatus.Usage)
 	r = cli(t, "", "backup", "verify", t.TempDir())
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "not a backup directory")
 
 	data := filepath.Join(t.TempDir(), "restored")
 	wantContains(t, mustCLI(t, "", "restore", "--from", dir, "--data", data).stdout, "restored position ")
 	r = cli(t, "", "restore", "--from", dir, "--data", data)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "is not empty")
 	if _, err := os.Stat(filepath.Join(data, "admin.key")); !os.IsNotExist(err) {
 		t.Fatal("restore wrote an admin key file")

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // benchCommand answers the lab's old place in this command with its new
@@ -17,7 +19,7 @@ func (a *app) benchCommand() *cobra.Command {
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
-			return usagef("the benchmark lab is a command of its own: run protobase-bench %s"+
+			return exitstatus.Usagef("the benchmark lab is a command of its own: run protobase-bench %s"+
 				" (built by make build-bench, or go run ./cmd/protobase-bench; see docs/benchmarks.md)",
 				strings.Join(args, " "))
 		},

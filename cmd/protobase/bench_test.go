@@ -4,13 +4,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // The lab's old subcommand names its new command, with the arguments given,
 // as a usage error: nothing is measured.
 func TestBenchNamesLabCommand(t *testing.T) {
 	r := cli(t, "", "bench", "batching", "--runs", "3", "--chart", "b.svg")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "run protobase-bench batching --runs 3 --chart b.svg", "docs/benchmarks.md")
 	if r.stdout != "" {
 		t.Fatalf("stdout: %q", r.stdout)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/server"
 )
 
@@ -33,7 +34,7 @@ command line.`,
 		Example: `  protobase check --data ./protobase-data
   protobase check --store etcd --etcd-endpoints 127.0.0.1:2379`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			report, err := a.check(cmd, data, storage)
 			if err != nil {
 				return err
@@ -42,7 +43,7 @@ command line.`,
 				return err
 			}
 			if !report.OK() {
-				return &exitError{code: exitFailed, err: errors.New("the data directory is inconsistent")}
+				return &exitstatus.Error{Code: exitstatus.Failed, Err: errors.New("the data directory is inconsistent")}
 			}
 			return nil
 		}),
@@ -58,11 +59,11 @@ func (a *app) check(cmd *cobra.Command, data string, storage storeOptions) (*ser
 	cfg := server.Config{DataDir: data}
 	storage.apply(&cfg)
 	if err := cfg.Validate(); err != nil {
-		return nil, usageError(configError(err))
+		return nil, exitstatus.UsageError(configError(err))
 	}
 	if cfg.Store == server.StoreEtcd {
 		if cmd.Flags().Changed("data") {
-			return nil, usagef("--data applies to --store pebble; with --store etcd the store is the cluster's")
+			return nil, exitstatus.Usagef("--data applies to --store pebble; with --store etcd the store is the cluster's")
 		}
 		return server.CheckEtcd(cmd.Context(), cfg.Etcd)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
@@ -32,7 +33,7 @@ func TestCheckCommand(t *testing.T) {
 
 	// A running server holds the directory: check refuses, exit 1.
 	r := cli(t, "", "check", "--data", dir)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "is a server using the data directory")
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
@@ -67,12 +68,12 @@ func TestCheckCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = cli(t, "", "check", "--data", dir)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stdout, "missing-entry shop.User index ", "INCONSISTENT: 1 problems")
 	wantContains(t, r.stderr, "the data directory is inconsistent")
 
-	wantCode(t, cli(t, "", "check", "--data", ""), exitUsage)
-	wantCode(t, cli(t, "", "check", "extra"), exitUsage)
+	wantCode(t, cli(t, "", "check", "--data", ""), exitstatus.Usage)
+	wantCode(t, cli(t, "", "check", "extra"), exitstatus.Usage)
 	r = mustCLI(t, "", "check", "--help")
 	wantContains(t, r.stdout, "protobase check --data DIR", "read-only", "Exit status")
 }
@@ -100,7 +101,7 @@ func TestCheckCommandEtcd(t *testing.T) {
 		{"check", "--store", "mysql"},
 		{"check", "--store", "etcd", "--etcd-endpoints", "not a host"},
 	} {
-		wantCode(t, cli(t, "", args...), exitUsage)
+		wantCode(t, cli(t, "", args...), exitstatus.Usage)
 	}
 }
 
@@ -183,7 +184,7 @@ message Blob {
 	servertest.FlipTableByte(t, dir, oldData[50<<10:50<<10+64])
 
 	r := cli(t, "", "check", "--data", dir)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "the change log", "checksum mismatch")
 	if strings.Contains(r.stderr, "is a server using") {
 		t.Errorf("check of a damaged table hints at a running server:\n%s", r.stderr)

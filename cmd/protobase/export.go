@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/export"
 )
 
@@ -33,13 +34,13 @@ types in its scope. See docs/operations.md.`,
 		Example: `  protobase export --to shop.pbexport
   protobase export --type shop.User --to users.jsonl --format json`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
-				return usagef("--to must name the export file")
+				return exitstatus.Usagef("--to must name the export file")
 			}
 			f, err := export.ParseFormat(format)
 			if err != nil {
-				return usageError(err)
+				return exitstatus.UsageError(err)
 			}
 			c, err := a.dial()
 			if err != nil {
@@ -106,7 +107,7 @@ See docs/operations.md, "Export and import".`,
   protobase import --apply-schema shop.pbexport
   protobase --addr etcd-backed:7070 import shop.pbexport --batch 5000`,
 		Args: cobra.ExactArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error { return a.importFile(cmd, args[0], o) }),
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, args []string) error { return a.importFile(cmd, args[0], o) }),
 	}
 	c.Flags().IntVar(&o.batch, "batch", 1000, "records per write batch")
 	c.Flags().StringVar(&o.progress, "progress", "", "progress file (default FILE.import-progress)")
@@ -117,12 +118,12 @@ See docs/operations.md, "Export and import".`,
 
 func (a *app) importFile(cmd *cobra.Command, file string, o importOptions) error {
 	if o.batch <= 0 {
-		return usagef("--batch must be positive")
+		return exitstatus.Usagef("--batch must be positive")
 	}
 	mode := client.ImportSchemaMatch
 	switch {
 	case o.applySchema && o.keepSchema:
-		return usagef("--apply-schema and --keep-schema exclude each other")
+		return exitstatus.Usagef("--apply-schema and --keep-schema exclude each other")
 	case o.applySchema:
 		mode = client.ImportSchemaApply
 	case o.keepSchema:

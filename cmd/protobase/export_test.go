@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
@@ -54,27 +55,27 @@ func TestExportImportCommands(t *testing.T) {
 	}
 
 	// Refused command lines.
-	wantCode(t, cli(t, "", "--addr", src, "export"), exitUsage)
-	wantCode(t, cli(t, "", "--addr", src, "export", "--to", filepath.Join(dir, "x"), "--format", "xml"), exitUsage)
-	wantCode(t, cli(t, "", "--addr", src, "import"), exitUsage)
-	wantCode(t, cli(t, "", "--addr", src, "import", bin, "--batch", "0"), exitUsage)
-	wantCode(t, cli(t, "", "--addr", src, "import", bin, "--bogus"), exitUsage)
+	wantCode(t, cli(t, "", "--addr", src, "export"), exitstatus.Usage)
+	wantCode(t, cli(t, "", "--addr", src, "export", "--to", filepath.Join(dir, "x"), "--format", "xml"), exitstatus.Usage)
+	wantCode(t, cli(t, "", "--addr", src, "import"), exitstatus.Usage)
+	wantCode(t, cli(t, "", "--addr", src, "import", bin, "--batch", "0"), exitstatus.Usage)
+	wantCode(t, cli(t, "", "--addr", src, "import", bin, "--bogus"), exitstatus.Usage)
 	// Refused types and files.
 	r = cli(t, "", "--addr", src, "export", "--type", "shop.Nope", "--to", filepath.Join(dir, "nope"))
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "shop.Nope")
 	if _, err := os.Stat(filepath.Join(dir, "nope")); !os.IsNotExist(err) {
 		t.Fatalf("a failed export left its file: %v", err)
 	}
 	r = cli(t, "", "--addr", src, "import", writeFile(t, dir, "garbage", "garbage\n"))
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "not an export file")
 	cut := writeFile(t, dir, "cut.jsonl", strings.Join(lines[:3], "\n")+"\n")
 	r = cli(t, "", "--addr", dst, "import", cut)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "truncated")
 	r = cli(t, "", "--addr", dst, "import", bin, "--progress", writeFile(t, dir, "bad-progress", "many\n"))
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "not a record count")
 }
 
@@ -139,7 +140,7 @@ func TestImportSchemaDiffers(t *testing.T) {
 	}
 
 	r := cli(t, "", "--addr", dst, "import", file, "--batch", "10")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "differs from the server's; nothing was imported", "indexes dropped (1):",
 		"- shop.User index ", "(email) unique", "--apply-schema", "--keep-schema")
 	if n := stored(); n != 1 {
@@ -152,7 +153,7 @@ func TestImportSchemaDiffers(t *testing.T) {
 
 	// Under the server's schema the unique index refuses record 51.
 	r = cli(t, "", "--addr", dst, "import", file, "--batch", "10", "--keep-schema")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "AlreadyExists", "50 of the file's records are durable on the server (50 by this run)",
 		"batches acknowledged before the failure stay applied", file+".import-progress", "Rerun the same command")
 	if n := stored(); n != 51 {
@@ -177,5 +178,5 @@ func TestImportSchemaDiffers(t *testing.T) {
 	if strings.Contains(r.stdout, "applied the file's schema") {
 		t.Fatalf("an import with the server's own schema applied it:\n%s", r.stdout)
 	}
-	wantCode(t, cli(t, "", "--addr", same, "import", file, "--apply-schema", "--keep-schema"), exitUsage)
+	wantCode(t, cli(t, "", "--addr", same, "import", file, "--apply-schema", "--keep-schema"), exitstatus.Usage)
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func (a *app) getCommand() *cobra.Command {
@@ -35,7 +36,7 @@ with status 1.`,
 	f.StringVarP(&typ, "type", "t", "", "record type of the keys, as a full name (required)")
 	f.StringVar(&format, "format", "jsonl", "output format: jsonl or table")
 	_ = cmd.MarkFlagRequired("type")
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, args []string) error {
 		return a.get(cmd.Context(), typ, format, args)
 	})
 	return cmd
@@ -43,13 +44,13 @@ with status 1.`,
 
 func (a *app) get(ctx context.Context, typ, format string, args []string) error {
 	if format != "jsonl" && format != "table" {
-		return usagef("--format %q: want jsonl or table", format)
+		return exitstatus.Usagef("--format %q: want jsonl or table", format)
 	}
 	req := &pb.GetRequest{Keys: make([]*structpb.Value, len(args))}
 	for i, arg := range args {
 		v, err := keyArg(arg)
 		if err != nil {
-			return usagef("key %d (%s): %v", i+1, arg, err)
+			return exitstatus.Usagef("key %d (%s): %v", i+1, arg, err)
 		}
 		req.Keys[i] = v
 	}

@@ -10,6 +10,7 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func (a *app) keysCommand() *cobra.Command {
@@ -47,13 +48,13 @@ func (a *app) keysCreateCommand() *cobra.Command {
 		Use:   "create --name NAME --role ROLE [--types T1,T2]",
 		Short: "Create an API key and print it (alone, on the last line)",
 		Args:  cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			r, err := auth.ParseRole(role)
 			if err != nil {
-				return usageError(err)
+				return exitstatus.UsageError(err)
 			}
 			if _, err := auth.ParseScope(types); err != nil {
-				return usageError(err)
+				return exitstatus.UsageError(err)
 			}
 			c, err := a.dial()
 			if err != nil {
@@ -82,7 +83,7 @@ func (a *app) keysListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List the API keys (names, roles and types; never the keys)",
 		Args:  cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			c, err := a.dial()
 			if err != nil {
 				return err
@@ -112,7 +113,7 @@ func (a *app) keysRevokeCommand() *cobra.Command {
 		Use:   "revoke NAME",
 		Short: "Revoke an API key: new calls fail at once, open streams at their next message",
 		Args:  cobra.ExactArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, args []string) error {
 			c, err := a.dial()
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestKeysCommands(t *testing.T) {
@@ -24,7 +25,7 @@ func TestKeysCommands(t *testing.T) {
 	}
 
 	r := cli(t, "", "--addr", addr, "keys", "list")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "Unauthenticated")
 
 	r = mustCLI(t, "", "--addr", addr, "--api-key", admin, "keys", "create", "--name", "ingest", "--role", "write", "--types", "shop.User,crm.*")
@@ -45,16 +46,16 @@ func TestKeysCommands(t *testing.T) {
 	// The new key writes its types and nothing else.
 	t.Setenv("PROTOBASE_API_KEY", key)
 	r = cli(t, "", "--addr", addr, "keys", "list")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "PermissionDenied")
 
 	mustCLI(t, "", "--addr", addr, "--api-key", admin, "keys", "revoke", "ingest")
 	r = cli(t, "", "--addr", addr, "--api-key", key, "schema", "get")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "Unauthenticated", "revoked")
 
 	r = cli(t, "", "--addr", addr, "--api-key", admin, "keys", "create", "--name", "x", "--role", "root")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	r = cli(t, "", "serve", "--data", t.TempDir(), "--auth", "--insecure-no-auth")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 }

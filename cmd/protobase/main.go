@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,18 +18,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/protobase/protobase/internal/clientflags"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
-
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
-)
 
 // app holds what every command shares: the process's streams and the global
 // flags. Tests build one through run.
@@ -59,25 +52,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) && ee.code != exitUsage {
-		if ee.err != nil {
-			fmt.Fprintf(a.stderr, "error: %v\n", ee.err)
-		}
-		return ee.code
-	}
-	// Anything else comes from cobra (unknown command or flag, wrong number
-	// of arguments, missing required flag) or is a usageError.
-	fmt.Fprintf(a.stderr, "error: %v\n", err)
-	if cmd == nil {
-		cmd = root
-	}
-	fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	return exitUsage
+	return exitstatus.Execute(ctx, root, a.stderr)
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -104,7 +79,7 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 	}
 	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	// Flag errors are usage errors (exit 2).
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitstatus.UsageError(err) })
 	root.CompletionOptions.HiddenDefaultCmd = true
 
 	a.conn.Register(root.PersistentFlags())
@@ -139,7 +114,7 @@ func groupCommand(c *cobra.Command) *cobra.Command {
 	c.Args = cobra.ArbitraryArgs
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return usageError(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
+			return exitstatus.UsageError(fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()))
 		}
 		return cmd.Help()
 	}

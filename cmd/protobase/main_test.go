@@ -17,6 +17,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 )
@@ -58,7 +59,7 @@ func cli(t *testing.T, stdin string, args ...string) result {
 func mustCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	r := cli(t, stdin, args...)
-	if r.code != exitOK {
+	if r.code != exitstatus.OK {
 		t.Fatalf("protobase %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
 	return r
@@ -176,7 +177,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			r := cli(t, "", args...)
-			wantCode(t, r, exitUsage)
+			wantCode(t, r, exitstatus.Usage)
 			wantContains(t, r.stderr, "error: ", "--help' for usage")
 		})
 	}
@@ -210,7 +211,7 @@ func TestVersion(t *testing.T) {
 func TestUnreachableServer(t *testing.T) {
 	// Port 1 on loopback: nothing listens there.
 	r := cli(t, "", "--addr", "127.0.0.1:1", "schema", "get")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "schema get: the server at 127.0.0.1:1 is unavailable")
 }
 
@@ -222,5 +223,5 @@ func TestAddrFromEnvironment(t *testing.T) {
 
 	// The flag wins over the environment.
 	r = cli(t, "", "--addr", "127.0.0.1:1", "schema", "get")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 }

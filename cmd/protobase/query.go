@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func (a *app) queryCommand() *cobra.Command {
@@ -33,7 +35,7 @@ is that of "protobase search --help".`,
 	f.StringVar(&token, "token", "", "continue after the page that printed this token")
 	f.BoolVar(&all, "all", false, "read every page, not just one")
 	cmd.MarkFlagsMutuallyExclusive("token", "all")
-	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 		return a.query(cmd.Context(), &o, pageSize, token, all)
 	})
 	return cmd

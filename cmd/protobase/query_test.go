@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestQueryCommand(t *testing.T) {
@@ -49,7 +51,7 @@ func TestGetCommand(t *testing.T) {
 
 	// Missing keys are named; the records found are still printed.
 	r = cli(t, "", "--addr", addr, "get", "-t", "shop.User", "2", "99", "1000")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "not found: 99", "not found: 1000", "2 of 3 keys not found")
 	if got := fmt.Sprint(ids(t, r.stdout)); got != "[2]" {
 		t.Fatalf("get with missing keys printed %s", got)
@@ -66,25 +68,25 @@ func TestQueryGetErrors(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"query syntax error points at the column", []string{"query", "-t", "shop.User", "-w", "id >= and"}, exitUsage, []string{"--where:", "id >= and", "^"}},
-		{"query unbalanced", []string{"query", "-t", "shop.User", "-w", "(id = 1"}, exitUsage, []string{"--where:", `expected ")"`}},
-		{"query unknown field", []string{"query", "-t", "shop.User", "-w", "age > 3"}, exitFailed, []string{"age"}},
-		{"query bad token", []string{"query", "-t", "shop.User", "--token", "garbage!"}, exitFailed, []string{"InvalidArgument", "token"}},
-		{"query token and all", []string{"query", "-t", "shop.User", "--token", "x", "--all"}, exitUsage, []string{"token", "all"}},
-		{"query bad page size", []string{"query", "-t", "shop.User", "--page-size", "-3"}, exitUsage, []string{"page-size"}},
-		{"query missing type", []string{"query"}, exitUsage, []string{"type"}},
-		{"query unknown type", []string{"query", "-t", "shop.Nope"}, exitFailed, []string{"shop.Nope"}},
-		{"search hostile input", []string{"search", "-t", "shop.User", "-w", "name = \"\xff\""}, exitUsage, []string{"--where:", "UTF-8"}},
-		{"search deep nesting", []string{"search", "-t", "shop.User", "-w", strings.Repeat("(", 500) + "id = 1" + strings.Repeat(")", 500)}, exitUsage, []string{"nested too deeply"}},
-		{"get no keys", []string{"get", "-t", "shop.User"}, exitUsage, []string{"requires at least 1 arg"}},
-		{"get missing type", []string{"get", "1"}, exitUsage, []string{"type"}},
-		{"get unknown type", []string{"get", "-t", "shop.Nope", "1"}, exitFailed, []string{"shop.Nope"}},
-		{"get null key", []string{"get", "-t", "shop.User", "null"}, exitUsage, []string{"key 1 (null)", "null is not a key"}},
-		{"get text for an integer key", []string{"get", "-t", "shop.User", "ann"}, exitFailed, []string{"InvalidArgument", "keys[0]"}},
-		{"get fraction", []string{"get", "-t", "shop.User", "1", "2.5"}, exitFailed, []string{"keys[1]"}},
-		{"get wrong list length", []string{"get", "-t", "shop.User", "[1, 2]"}, exitFailed, []string{"keys[0]", "has 1 fields (id)"}},
-		{"get non-key field", []string{"get", "-t", "shop.User", `{"name": "x"}`}, exitFailed, []string{`"name" is not a primary-key field`}},
-		{"get bad format", []string{"get", "-t", "shop.User", "--format", "xml", "1"}, exitUsage, []string{"--format"}},
+		{"query syntax error points at the column", []string{"query", "-t", "shop.User", "-w", "id >= and"}, exitstatus.Usage, []string{"--where:", "id >= and", "^"}},
+		{"query unbalanced", []string{"query", "-t", "shop.User", "-w", "(id = 1"}, exitstatus.Usage, []string{"--where:", `expected ")"`}},
+		{"query unknown field", []string{"query", "-t", "shop.User", "-w", "age > 3"}, exitstatus.Failed, []string{"age"}},
+		{"query bad token", []string{"query", "-t", "shop.User", "--token", "garbage!"}, exitstatus.Failed, []string{"InvalidArgument", "token"}},
+		{"query token and all", []string{"query", "-t", "shop.User", "--token", "x", "--all"}, exitstatus.Usage, []string{"token", "all"}},
+		{"query bad page size", []string{"query", "-t", "shop.User", "--page-size", "-3"}, exitstatus.Usage, []string{"page-size"}},
+		{"query missing type", []string{"query"}, exitstatus.Usage, []string{"type"}},
+		{"query unknown type", []string{"query", "-t", "shop.Nope"}, exitstatus.Failed, []string{"shop.Nope"}},
+		{"search hostile input", []string{"search", "-t", "shop.User", "-w", "name = \"\xff\""}, exitstatus.Usage, []string{"--where:", "UTF-8"}},
+		{"search deep nesting", []string{"search", "-t", "shop.User", "-w", strings.Repeat("(", 500) + "id = 1" + strings.Repeat(")", 500)}, exitstatus.Usage, []string{"nested too deeply"}},
+		{"get no keys", []string{"get", "-t", "shop.User"}, exitstatus.Usage, []string{"requires at least 1 arg"}},
+		{"get missing type", []string{"get", "1"}, exitstatus.Usage, []string{"type"}},
+		{"get unknown type", []string{"get", "-t", "shop.Nope", "1"}, exitstatus.Failed, []string{"shop.Nope"}},
+		{"get null key", []string{"get", "-t", "shop.User", "null"}, exitstatus.Usage, []string{"key 1 (null)", "null is not a key"}},
+		{"get text for an integer key", []string{"get", "-t", "shop.User", "ann"}, exitstatus.Failed, []string{"InvalidArgument", "keys[0]"}},
+		{"get fraction", []string{"get", "-t", "shop.User", "1", "2.5"}, exitstatus.Failed, []string{"keys[1]"}},
+		{"get wrong list length", []string{"get", "-t", "shop.User", "[1, 2]"}, exitstatus.Failed, []string{"keys[0]", "has 1 fields (id)"}},
+		{"get non-key field", []string{"get", "-t", "shop.User", `{"name": "x"}`}, exitstatus.Failed, []string{`"name" is not a primary-key field`}},
+		{"get bad format", []string{"get", "-t", "shop.User", "--format", "xml", "1"}, exitstatus.Usage, []string{"--format"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

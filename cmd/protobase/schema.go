@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func (a *app) schemaCommand() *cobra.Command {
@@ -30,7 +31,7 @@ the plan; "schema get" prints the current one.`,
 func (a *app) dial() (*client.Client, error) {
 	opts, err := a.conn.Options()
 	if err != nil {
-		return nil, usageError(err)
+		return nil, exitstatus.UsageError(err)
 	}
 	c, err := client.Dial(a.conn.Addr, opts...)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 type schemaApplyOptions struct {
@@ -53,7 +54,7 @@ with every problem as file:line:col: message.`,
   protobase schema apply --dry-run ./schema
   protobase schema apply --allow-drop shop.LegacyOrder shop.proto`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error { return a.schemaApply(cmd, args, o) }),
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, args []string) error { return a.schemaApply(cmd, args, o) }),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan only, change nothing")
@@ -111,7 +112,7 @@ func readProtoFiles(args []string, root string) (map[string]string, error) {
 			return err
 		}
 		if prev, ok := from[key]; ok {
-			return usagef("%s and %s both have the import path %q; use --root to tell them apart", prev, path, key)
+			return exitstatus.Usagef("%s and %s both have the import path %q; use --root to tell them apart", prev, path, key)
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -169,7 +170,7 @@ func importPath(path, base string) (string, error) {
 	}
 	rel, err := filepath.Rel(absBase, absPath)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", usagef("%s is not under --root %s", path, base)
+		return "", exitstatus.Usagef("%s is not under --root %s", path, base)
 	}
 	return filepath.ToSlash(rel), nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func (a *app) schemaGetCommand() *cobra.Command {
@@ -28,9 +29,9 @@ that convert records to and from JSON.`,
 		Example: `  protobase schema get
   protobase schema get --format json | jq -r '.files["shop.proto"]'`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
-				return usagef("--format %q: want text or json", format)
+				return exitstatus.Usagef("--format %q: want text or json", format)
 			}
 			c, err := a.dial()
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestSchemaApply(t *testing.T) {
@@ -56,7 +57,7 @@ func TestSchemaApplyDrop(t *testing.T) {
 
 	other := writeFile(t, dir, "other.proto", `syntax = "proto3"; package other; message Note { string text = 1; }`)
 	r := cli(t, "", "--addr", addr, "schema", "apply", other)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "schema apply failed (FailedPrecondition)", "shop.User")
 
 	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--dry-run", "--allow-drop", "shop.User", other)
@@ -70,7 +71,7 @@ func TestSchemaApplyCompileError(t *testing.T) {
 	dir := t.TempDir()
 	bad := writeFile(t, dir, "bad.proto", "syntax = \"proto3\";\npackage bad;\nmessage A {\n  int32 a = 1\n}\n")
 	r := cli(t, "", "--addr", srv.Addr(), "schema", "apply", bad)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "schema apply failed (InvalidArgument)")
 	if !regexp.MustCompile(`(?m)^bad\.proto:\d+:\d+: `).MatchString(r.stderr) {
 		t.Errorf("no file:line:col in:\n%s", r.stderr)
@@ -80,7 +81,7 @@ func TestSchemaApplyCompileError(t *testing.T) {
 	}
 
 	missing := cli(t, "", "--addr", srv.Addr(), "schema", "apply", dir+"/missing.proto")
-	wantCode(t, missing, exitFailed)
+	wantCode(t, missing, exitstatus.Failed)
 	wantContains(t, missing.stderr, "missing.proto")
 }
 
@@ -97,7 +98,7 @@ message Order { option (protobase.v1.record) = { primary_key: "id" }; int64 id =
 	// Without --root the files are keyed by base name, so the import of
 	// "shop/common.proto" does not resolve.
 	r := cli(t, "", "--addr", addr, "schema", "apply", "--dry-run", common, order)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "order.proto")
 
 	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--root", dir+"/schema", common, order)
@@ -112,12 +113,12 @@ message Order { option (protobase.v1.record) = { primary_key: "id" }; int64 id =
 
 	// A file outside --root is a usage error.
 	r = cli(t, "", "--addr", addr, "schema", "apply", "--root", dir+"/schema/shop/x", common)
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "is not under --root")
 	// Two files with one import path.
 	other := writeFile(t, dir, "other/common.proto", `syntax = "proto3"; package other;`)
 	r = cli(t, "", "--addr", addr, "schema", "apply", common, other)
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, `both have the import path "common.proto"`)
 }
 

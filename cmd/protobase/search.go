@@ -18,6 +18,7 @@ import (
 	"github.com/protobase/protobase/client"
 	"github.com/protobase/protobase/client/where"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // readOptions are the flags search and scan share.
@@ -67,7 +68,7 @@ object per line (or a table). The filter syntax:
 		Args: cobra.NoArgs,
 	}
 	o.register(cmd)
-	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 		return a.read(cmd.Context(), &o, false)
 	})
 	return cmd
@@ -88,7 +89,7 @@ syntax is that of "protobase search --help".`,
 	}
 	o.register(cmd)
 	cmd.Flags().Uint32Var(&o.parallelism, "parallelism", 1, "concurrent readers on the server")
-	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 		return a.read(cmd.Context(), &o, true)
 	})
 	return cmd
@@ -148,7 +149,7 @@ func (a *app) read(ctx context.Context, o *readOptions, scan bool) error {
 // them; --order needs the schema and is resolved later.
 func (o *readOptions) query() (*pb.Query, error) {
 	if o.format != "jsonl" && o.format != "table" {
-		return nil, usagef("--format %q: want jsonl or table", o.format)
+		return nil, exitstatus.Usagef("--format %q: want jsonl or table", o.format)
 	}
 	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain, KeysOnly: o.keysOnly}
 	if o.where != "" {
@@ -159,9 +160,9 @@ func (o *readOptions) query() (*pb.Query, error) {
 		if err != nil {
 			var se *where.SyntaxError
 			if errors.As(err, &se) {
-				return nil, usageError(fmt.Errorf("--where:\n%s", se.Pretty()))
+				return nil, exitstatus.UsageError(fmt.Errorf("--where:\n%s", se.Pretty()))
 			}
-			return nil, usageError(fmt.Errorf("--where: %w", err))
+			return nil, exitstatus.UsageError(fmt.Errorf("--where: %w", err))
 		}
 		q.Filter = o.where
 	}
@@ -230,7 +231,7 @@ func queryFailed(qe *client.QueryError) error {
 func resolveOrder(ctx context.Context, c *client.Client, addr, typ, s string) (*pb.Order, error) {
 	words := strings.Fields(s)
 	if len(words) == 0 || len(words) > 2 {
-		return nil, usagef("--order %q: want FIELD or INDEX, optionally followed by desc", s)
+		return nil, exitstatus.Usagef("--order %q: want FIELD or INDEX, optionally followed by desc", s)
 	}
 	o := &pb.Order{}
 	if len(words) == 2 {
@@ -239,7 +240,7 @@ func resolveOrder(ctx context.Context, c *client.Client, addr, typ, s string) (*
 			o.Descending = true
 		case "asc":
 		default:
-			return nil, usagef("--order %q: %q is not asc or desc", s, words[1])
+			return nil, exitstatus.Usagef("--order %q: %q is not asc or desc", s, words[1])
 		}
 	}
 	resp, err := c.GetSchema(ctx)
@@ -262,7 +263,7 @@ func resolveOrder(ctx context.Context, c *client.Client, addr, typ, s string) (*
 			}
 			options = append(options, ix.GetName())
 		}
-		return nil, usagef("--order %q: %s has no index on %q (its indexes: %s; or pk)", s, typ, name, strings.Join(options, ", "))
+		return nil, exitstatus.Usagef("--order %q: %s has no index on %q (its indexes: %s; or pk)", s, typ, name, strings.Join(options, ", "))
 	}
 	return nil, fmt.Errorf("unknown record type %q", typ)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // seedUsers starts a server with the shop schema and ten users: ids 1..10,
@@ -119,19 +121,19 @@ func TestReadCommandErrors(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"syntax error points at the column", []string{"search", "-t", "shop.User", "-w", "id >= and"}, exitUsage,
+		{"syntax error points at the column", []string{"search", "-t", "shop.User", "-w", "id >= and"}, exitstatus.Usage,
 			[]string{"--where:", "id >= and", "^"}},
-		{"unterminated string", []string{"search", "-t", "shop.User", "-w", `name = "abc`}, exitUsage, []string{"--where:"}},
-		{"unknown field", []string{"search", "-t", "shop.User", "-w", "id > 1 and age > 3"}, exitFailed, []string{"column 12", "no field \"age\""}},
-		{"type mismatch", []string{"search", "-t", "shop.User", "-w", `id = "x"`}, exitFailed, []string{"InvalidArgument", "id"}},
-		{"operator not valid", []string{"search", "-t", "shop.User", "-w", "id prefix 3"}, exitFailed, []string{"InvalidArgument"}},
-		{"unknown type", []string{"search", "-t", "shop.Nope"}, exitFailed, []string{"shop.Nope"}},
-		{"missing type", []string{"search"}, exitUsage, []string{"type"}},
-		{"bad format", []string{"search", "-t", "shop.User", "--format", "xml"}, exitUsage, []string{"--format"}},
-		{"bad order direction", []string{"search", "-t", "shop.User", "--order", "pk sideways"}, exitUsage, []string{"asc or desc"}},
-		{"order without index", []string{"search", "-t", "shop.User", "--order", "name"}, exitUsage, []string{"no index on \"name\""}},
-		{"scan unknown field", []string{"scan", "-t", "shop.User", "-w", "nope = 1"}, exitFailed, []string{"nope"}},
-		{"scan bad parallelism", []string{"scan", "-t", "shop.User", "--parallelism", "-1"}, exitUsage, []string{"parallelism"}},
+		{"unterminated string", []string{"search", "-t", "shop.User", "-w", `name = "abc`}, exitstatus.Usage, []string{"--where:"}},
+		{"unknown field", []string{"search", "-t", "shop.User", "-w", "id > 1 and age > 3"}, exitstatus.Failed, []string{"column 12", "no field \"age\""}},
+		{"type mismatch", []string{"search", "-t", "shop.User", "-w", `id = "x"`}, exitstatus.Failed, []string{"InvalidArgument", "id"}},
+		{"operator not valid", []string{"search", "-t", "shop.User", "-w", "id prefix 3"}, exitstatus.Failed, []string{"InvalidArgument"}},
+		{"unknown type", []string{"search", "-t", "shop.Nope"}, exitstatus.Failed, []string{"shop.Nope"}},
+		{"missing type", []string{"search"}, exitstatus.Usage, []string{"type"}},
+		{"bad format", []string{"search", "-t", "shop.User", "--format", "xml"}, exitstatus.Usage, []string{"--format"}},
+		{"bad order direction", []string{"search", "-t", "shop.User", "--order", "pk sideways"}, exitstatus.Usage, []string{"asc or desc"}},
+		{"order without index", []string{"search", "-t", "shop.User", "--order", "name"}, exitstatus.Usage, []string{"no index on \"name\""}},
+		{"scan unknown field", []string{"scan", "-t", "shop.User", "-w", "nope = 1"}, exitstatus.Failed, []string{"nope"}},
+		{"scan bad parallelism", []string{"scan", "-t", "shop.User", "--parallelism", "-1"}, exitstatus.Usage, []string{"parallelism"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/protobase/protobase/internal/connlimit"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/memsize"
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store/pebble"
@@ -81,9 +82,9 @@ func (a *app) serveCommand() *cobra.Command {
   protobase serve --sync=false --log-level debug   # benchmarks only
   protobase serve --lab                            # a target for protobase-bench --addr`,
 		Args: cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.LocalFlags(), os.LookupEnv); err != nil {
-				return usageError(err)
+				return exitstatus.UsageError(err)
 			}
 			return a.serve(cmd, o)
 		}),
@@ -99,7 +100,7 @@ func (a *app) serveCommand() *cobra.Command {
 func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	level, err := parseLogLevel(o.logLevel)
 	if err != nil {
-		return usageError(err)
+		return exitstatus.UsageError(err)
 	}
 	if err := checkEmptyFlags(cmd); err != nil {
 		return err
@@ -111,11 +112,11 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	o.security.apply(&cfg)
 	o.storage.apply(&cfg)
 	if err := cfg.Validate(); err != nil {
-		return usageError(configError(err))
+		return exitstatus.UsageError(configError(err))
 	}
 	log, err := newLogger(a.stderr, o.logFormat, level)
 	if err != nil {
-		return usageError(err)
+		return exitstatus.UsageError(err)
 	}
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

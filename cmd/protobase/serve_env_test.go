@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestApplyEnv(t *testing.T) {
@@ -102,11 +104,11 @@ func TestServeEnvAndJSONLog(t *testing.T) {
 
 func TestServeBadEnvAndLogFormat(t *testing.T) {
 	r := cli(t, "", "serve", "--data", t.TempDir(), "--log-format", "xml")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, `--log-format "xml": want text or json`)
 
 	t.Setenv("PROTOBASE_MAX_BATCH_RECORDS", "lots")
 	r = cli(t, "", "serve", "--data", t.TempDir())
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, `$PROTOBASE_MAX_BATCH_RECORDS="lots"`)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
@@ -37,14 +38,14 @@ func TestServeStoreFlagErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := cli(t, "", append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
-		wantCode(t, r, exitUsage)
+		wantCode(t, r, exitstatus.Usage)
 		wantContains(t, r.stderr, tc.want)
 	}
 	// Well-formed flags, a cluster nobody runs: serve fails to start
 	// (within the dial timeout) and says why.
 	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--store", "etcd",
 		"--etcd-endpoints", "127.0.0.1:1", "--etcd-user", "u", "--etcd-password-file", pw)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "cannot start the server", "127.0.0.1:1")
 }
 
@@ -56,12 +57,12 @@ func TestServeOnEtcd(t *testing.T) {
 	applyShop(t, addr)
 	mustCLI(t, `{"id": 1, "name": "Ann"}`, "--addr", addr, "insert", "--type", "shop.User")
 	r := cli(t, `{"id": 1}`, "--addr", addr, "insert", "--type", "shop.User")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "AlreadyExists", "a record with this primary key exists")
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != exitstatus.OK {
 			t.Fatalf("serve exited %d after shutdown", code)
 		}
 	case <-time.After(30 * time.Second):

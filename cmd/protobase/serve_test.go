@@ -12,11 +12,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestServeBadAddress(t *testing.T) {
 	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", "not-an-address")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "error: cannot start the server: ", "not-an-address")
 	if r.stdout != "" {
 		t.Errorf("printed %q", r.stdout)
@@ -30,7 +32,7 @@ func TestServeAddressInUse(t *testing.T) {
 	}
 	defer lis.Close()
 	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", lis.Addr().String())
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "error: cannot start the server: ", "address already in use")
 }
 
@@ -40,7 +42,7 @@ func TestServeDataDirLocked(t *testing.T) {
 	defer cancel()
 	_, done := startServe(t, ctx, "--data", dir)
 	r := cli(t, "", "serve", "--data", dir, "--grpc-addr", "127.0.0.1:0")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "cannot start the server: ", "is another server using the data directory")
 	cancel()
 	<-done
@@ -80,14 +82,14 @@ func TestServe(t *testing.T) {
 	// --max-batch-records reaches the server, which reports it: the
 	// client refuses a larger batch before sending it.
 	r := cli(t, strings.Repeat("{\"id\": 9}\n", 6), "--addr", addr, "upsert", "--type", "shop.User", "--batch", "6")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--batch 6 is over the server's limit of 5 records per batch")
 
 	// Cancelling the context stands in for SIGINT: a clean stop, exit 0.
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != exitstatus.OK {
 			t.Fatalf("serve exited %d after shutdown", code)
 		}
 	case <-time.After(30 * time.Second):
@@ -99,16 +101,16 @@ func TestServe(t *testing.T) {
 // naming the flags, from the command line and from the environment.
 func TestServeReceiveBudgetFlags(t *testing.T) {
 	r := cli(t, "", "serve", "--data", t.TempDir(), "--max-message-bytes", "1000", "--max-receive-bytes-per-conn", "999")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--max-receive-bytes-per-conn must be at least --max-message-bytes")
 
 	r = cli(t, "", "serve", "--data", t.TempDir(), "--max-receive-buffer-bytes", "-1")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--max-receive-buffer-bytes must not be negative")
 
 	t.Setenv("PROTOBASE_MAX_RECEIVE_BUFFER_BYTES", "1024")
 	r = cli(t, "", "serve", "--data", t.TempDir())
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--max-receive-buffer-bytes must be at least --max-message-bytes")
 
 	r = cli(t, "", "serve", "--help")
@@ -145,7 +147,7 @@ func TestServeRefusesOutOfRangeValues(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(ctx, append([]string{"serve", "--data", dir, "--grpc-addr", "127.0.0.1:0"}, tc.args...), strings.NewReader(""), &stdout, &stderr)
 			r := result{code, stdout.String(), stderr.String()}
-			wantCode(t, r, exitUsage)
+			wantCode(t, r, exitstatus.Usage)
 			wantContains(t, r.stderr, tc.want)
 			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("the refused serve left %s behind: %v", dir, err)

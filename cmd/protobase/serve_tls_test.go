@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/protobase/protobase/internal/certs/certstest"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // servedSerial returns the serial of the certificate addr presents.
@@ -36,7 +37,7 @@ func TestServeTLS(t *testing.T) {
 	p := writeFile(t, t.TempDir(), "shop.proto", shopProto)
 
 	r := cli(t, "", "--addr", addr, "schema", "apply", p)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	mustCLI(t, "", "--addr", addr, "--tls-ca", ca.File, "schema", "apply", p)
 	t.Setenv("PROTOBASE_TLS_CA", ca.File)
 	mustCLI(t, `{"id": 1}`, "--addr", addr, "insert", "--type", "shop.User")
@@ -60,7 +61,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	mustCLI(t, "", "--addr", addr, "schema", "get")
 	cancel()
-	if code := <-done; code != exitOK {
+	if code := <-done; code != exitstatus.OK {
 		t.Fatalf("serve exited %d", code)
 	}
 }
@@ -79,13 +80,13 @@ func TestServeTLSFlagErrors(t *testing.T) {
 		{[]string{"--http-allowed-origins", "https://a.example"}, "need --http-addr"},
 	} {
 		r := cli(t, "", append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
-		wantCode(t, r, exitUsage)
+		wantCode(t, r, exitstatus.Usage)
 		wantContains(t, r.stderr, tc.want)
 	}
 	r := cli(t, "", "--tls-ca", cert.KeyFile, "schema", "get")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--tls-ca", "no PEM certificate")
 	r = cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--tls-cert", cert.CertFile, "--tls-key", cert.CertFile)
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "cannot start the server", "tls")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/server"
 )
 
@@ -18,7 +19,7 @@ func checkEmptyFlags(cmd *cobra.Command) error {
 	for _, name := range []string{"data", "nats-addr", "nats-url", "http-addr", "nats-prefix", "nats-queue", "store", "etcd-prefix"} {
 		f := cmd.Flags().Lookup(name)
 		if f.Changed && f.Value.String() == "" {
-			return usagef("--%s must not be empty", name)
+			return exitstatus.Usagef("--%s must not be empty", name)
 		}
 	}
 	return nil
@@ -30,11 +31,11 @@ func checkEmptyFlags(cmd *cobra.Command) error {
 func checkOffFlags(o serveOptions) error {
 	switch {
 	case o.watchRetention < 0:
-		return usagef("--watch-retention %s: want 0 (no change log) or a positive duration", o.watchRetention)
+		return exitstatus.Usagef("--watch-retention %s: want 0 (no change log) or a positive duration", o.watchRetention)
 	case o.watchRetBytes < 0:
-		return usagef("--watch-retention-bytes %d: want 0 (no byte bound) or a positive size", o.watchRetBytes)
+		return exitstatus.Usagef("--watch-retention-bytes %d: want 0 (no byte bound) or a positive size", o.watchRetBytes)
 	case o.watchTailBytes < 0:
-		return usagef("--watch-tail-bytes %d: want 0 (none) or a positive size", o.watchTailBytes)
+		return exitstatus.Usagef("--watch-tail-bytes %d: want 0 (none) or a positive size", o.watchTailBytes)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestServeTransportFlagErrors(t *testing.T) {
@@ -28,11 +30,11 @@ func TestServeTransportFlagErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := cli(t, "", append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
-		wantCode(t, r, exitUsage)
+		wantCode(t, r, exitstatus.Usage)
 		wantContains(t, r.stderr, tc.want)
 	}
 	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", "127.0.0.1:0", "--http-addr", "not-an-address")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "cannot start the server", "not-an-address")
 }
 

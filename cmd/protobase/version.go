@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // version is the release version, set at build time with
@@ -21,7 +23,7 @@ func (a *app) versionCommand() *cobra.Command {
 (when known) and the Go toolchain and platform.`,
 		Example: `  protobase version`,
 		Args:    cobra.NoArgs,
-		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(a.stdout, "protobase %s\n", versionString())
 			return err
 		}),

@@ -25,6 +25,7 @@ import (
 	"github.com/protobase/protobase/client"
 	"github.com/protobase/protobase/client/where"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // watchFlags are the flags of protobase watch.
@@ -73,7 +74,7 @@ with OutOfRange, naming the oldest one available.`,
 	f.BoolVar(&o.old, "old", false, `also print each update's and remove's record before the change ("old")`)
 	f.BoolVar(&o.progress, "progress", false, `also print the server's progress marks, {"progress": "C.I"}: every change up to there was considered`)
 	_ = cmd.MarkFlagRequired("type")
-	cmd.RunE = runE(func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 		return a.watch(cmd.Context(), &o)
 	})
 	return cmd
@@ -85,7 +86,7 @@ func (o *watchFlags) request() (*pb.WatchRequest, error) {
 	for _, t := range o.types {
 		t = strings.TrimPrefix(strings.TrimSpace(t), typeURLPrefix)
 		if t == "" {
-			return nil, usagef("--type: empty record type name")
+			return nil, exitstatus.Usagef("--type: empty record type name")
 		}
 		if !slices.Contains(req.Types, t) {
 			req.Types = append(req.Types, t)
@@ -102,9 +103,9 @@ func (o *watchFlags) request() (*pb.WatchRequest, error) {
 		if _, err := where.Parse(o.where); err != nil {
 			var se *where.SyntaxError
 			if errors.As(err, &se) {
-				return nil, usageError(fmt.Errorf("--where:\n%s", se.Pretty()))
+				return nil, exitstatus.UsageError(fmt.Errorf("--where:\n%s", se.Pretty()))
 			}
-			return nil, usageError(fmt.Errorf("--where: %w", err))
+			return nil, exitstatus.UsageError(fmt.Errorf("--where: %w", err))
 		}
 		req.Filter = o.where
 	}
@@ -121,7 +122,7 @@ func parseFrom(s string) (*pb.WatchStart, error) {
 	}
 	p, err := client.ParsePosition(s)
 	if err != nil {
-		return nil, usagef("--from %q: want now, oldest, or a position C or C.I (%v)", s, err)
+		return nil, exitstatus.Usagef("--from %q: want now, oldest, or a position C or C.I (%v)", s, err)
 	}
 	return client.StartAfter(p), nil
 }

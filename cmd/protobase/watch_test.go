@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/testschema"
 )
 
@@ -99,7 +100,7 @@ func TestWatchCommand(t *testing.T) {
 	mustCLI(t, `{"id": 0}`, "--addr", addr, "remove", "--type", "shop.User")
 	lines := waitLines(t, out, 5)
 	r := stop()
-	if r.code != exitOK {
+	if r.code != exitstatus.OK {
 		t.Fatalf("interrupted watch: exit %d, stderr %q", r.code, r.stderr)
 	}
 	got := parseChanges(t, lines)
@@ -156,23 +157,23 @@ func TestWatchCommandErrors(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"no type", []string{"watch"}, exitUsage, []string{`"type" not set`}},
-		{"empty type", []string{"watch", "-t", " "}, exitUsage, []string{"--type: empty record type name"}},
-		{"argument", []string{"watch", "-t", "shop.User", "extra"}, exitUsage, []string{"unknown command", "extra"}},
-		{"from a word", []string{"watch", "-t", "shop.User", "--from", "yesterday"}, exitUsage, []string{`--from "yesterday": want now, oldest, or a position C or C.I`}},
-		{"from negative", []string{"watch", "-t", "shop.User", "--from", "-3"}, exitUsage, []string{`--from "-3"`}},
-		{"from a dot too many", []string{"watch", "-t", "shop.User", "--from", "3.1.2"}, exitUsage, []string{`--from "3.1.2"`, "index"}},
-		{"from no index", []string{"watch", "-t", "shop.User", "--from", "3."}, exitUsage, []string{"index: want a decimal number"}},
-		{"from commit overflow", []string{"watch", "-t", "shop.User", "--from", "18446744073709551616"}, exitUsage, []string{"does not fit 64 bits"}},
-		{"from index overflow", []string{"watch", "-t", "shop.User", "--from", "1.4294967296"}, exitUsage, []string{"does not fit 32 bits"}},
-		{"from empty", []string{"watch", "-t", "shop.User", "--from", ""}, exitUsage, []string{`--from ""`}},
-		{"old not a bool", []string{"watch", "-t", "shop.User", "--old=maybe"}, exitUsage, []string{"--old"}},
-		{"where syntax", []string{"watch", "-t", "shop.User", "-w", "id >= and"}, exitUsage, []string{"--where:", "id >= and", "^"}},
-		{"where hostile", []string{"watch", "-t", "shop.User", "-w", "name = \"\xff\""}, exitUsage, []string{"--where:", "UTF-8"}},
-		{"unknown type", []string{"watch", "-t", "shop.Nope"}, exitFailed, []string{`unknown record type "shop.Nope"`, "shop.Order", "shop.User"}},
-		{"unknown field", []string{"watch", "-t", "shop.User", "-w", "age > 3"}, exitFailed, []string{"watch failed", "age"}},
-		{"field of one type only", []string{"watch", "-t", "shop.User", "-t", "shop.Order", "-w", "total > 3"}, exitFailed, []string{"total"}},
-		{"position from the future", []string{"watch", "-t", "shop.User", "--from", "99999999"}, exitFailed, []string{"OutOfRange"}},
+		{"no type", []string{"watch"}, exitstatus.Usage, []string{`"type" not set`}},
+		{"empty type", []string{"watch", "-t", " "}, exitstatus.Usage, []string{"--type: empty record type name"}},
+		{"argument", []string{"watch", "-t", "shop.User", "extra"}, exitstatus.Usage, []string{"unknown command", "extra"}},
+		{"from a word", []string{"watch", "-t", "shop.User", "--from", "yesterday"}, exitstatus.Usage, []string{`--from "yesterday": want now, oldest, or a position C or C.I`}},
+		{"from negative", []string{"watch", "-t", "shop.User", "--from", "-3"}, exitstatus.Usage, []string{`--from "-3"`}},
+		{"from a dot too many", []string{"watch", "-t", "shop.User", "--from", "3.1.2"}, exitstatus.Usage, []string{`--from "3.1.2"`, "index"}},
+		{"from no index", []string{"watch", "-t", "shop.User", "--from", "3."}, exitstatus.Usage, []string{"index: want a decimal number"}},
+		{"from commit overflow", []string{"watch", "-t", "shop.User", "--from", "18446744073709551616"}, exitstatus.Usage, []string{"does not fit 64 bits"}},
+		{"from index overflow", []string{"watch", "-t", "shop.User", "--from", "1.4294967296"}, exitstatus.Usage, []string{"does not fit 32 bits"}},
+		{"from empty", []string{"watch", "-t", "shop.User", "--from", ""}, exitstatus.Usage, []string{`--from ""`}},
+		{"old not a bool", []string{"watch", "-t", "shop.User", "--old=maybe"}, exitstatus.Usage, []string{"--old"}},
+		{"where syntax", []string{"watch", "-t", "shop.User", "-w", "id >= and"}, exitstatus.Usage, []string{"--where:", "id >= and", "^"}},
+		{"where hostile", []string{"watch", "-t", "shop.User", "-w", "name = \"\xff\""}, exitstatus.Usage, []string{"--where:", "UTF-8"}},
+		{"unknown type", []string{"watch", "-t", "shop.Nope"}, exitstatus.Failed, []string{`unknown record type "shop.Nope"`, "shop.Order", "shop.User"}},
+		{"unknown field", []string{"watch", "-t", "shop.User", "-w", "age > 3"}, exitstatus.Failed, []string{"watch failed", "age"}},
+		{"field of one type only", []string{"watch", "-t", "shop.User", "-t", "shop.Order", "-w", "total > 3"}, exitstatus.Failed, []string{"total"}},
+		{"position from the future", []string{"watch", "-t", "shop.User", "--from", "99999999"}, exitstatus.Failed, []string{"OutOfRange"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

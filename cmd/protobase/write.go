@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // interactiveLinger is how long a partial batch waits for more records
@@ -67,7 +68,7 @@ func (a *app) writeCommand(spec writeSpec, cmd *cobra.Command) *cobra.Command {
 	cmd.Use = spec.name + " --type FULL.NAME [FILE|-]"
 	cmd.Long += jsonLinesHelp
 	cmd.Args = cobra.MaximumNArgs(1)
-	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, args []string) error {
 		path := "-"
 		if len(args) == 1 {
 			path = args[0]
@@ -84,7 +85,7 @@ func (a *app) writeCommand(spec writeSpec, cmd *cobra.Command) *cobra.Command {
 
 func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path string) error {
 	if o.batch <= 0 {
-		return usagef("--batch must be positive")
+		return exitstatus.Usagef("--batch must be positive")
 	}
 	in, err := openInput(path, a.stdin)
 	if err != nil {
@@ -103,7 +104,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	if max := rt.limits.MaxBatchRecords; o.batch > max && !o.batchSet {
 		o.batch = max
 	} else if o.batch > max {
-		return usagef("--batch %d is over the server's limit of %d records per batch (serve --max-batch-records)", o.batch, max)
+		return exitstatus.Usagef("--batch %d is over the server's limit of %d records per batch (serve --max-batch-records)", o.batch, max)
 	}
 	wopts := client.WriterOptions{BatchRecords: o.batch, Limits: rt.limits}
 	if in.file == nil && isTerminalReader(a.stdin) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/server"
 )
 
@@ -98,7 +99,7 @@ func TestInsertBatchOverServerLimit(t *testing.T) {
 	applyShop(t, addr)
 	before := labStats(t, lab)
 	r := cli(t, usersJSONL(0, 150, 1), "--addr", addr, "insert", "--type", "shop.User", "--batch", "101")
-	wantCode(t, r, exitUsage)
+	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--batch 101 is over the server's limit of 100 records per batch")
 	if st := labStats(t, lab); st.Batches != before.Batches || st.WriteErrors != before.WriteErrors {
 		t.Errorf("something was sent: %d batches, %d refused", st.Batches-before.Batches, st.WriteErrors-before.WriteErrors)
@@ -119,7 +120,7 @@ func TestInsertRecordOverMessageLimit(t *testing.T) {
 	// message limit, none is refused. Then one record over it.
 	in := usersJSONL(0, 10, 10000) + usersJSONL(10, 1, 40000) + usersJSONL(11, 1, 10)
 	r := cli(t, in, "--addr", addr, "insert", "--type", "shop.User", "--batch", "10")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "stdin line 11: a record of ", "over the server's limit of 32768 bytes per request (max_message_bytes)",
 		"10 records before line 11 were written; nothing after it was sent")
 	st := labStats(t, lab)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/server"
 	"github.com/protobase/protobase/server/servertest"
 )
@@ -64,8 +65,8 @@ func TestInsertServerKilled(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("insert did not end after the server died")
 	}
-	if r.code != exitFailed {
-		t.Fatalf("exit %d, want %d\n%s", r.code, exitFailed, r.stderr)
+	if r.code != exitstatus.Failed {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitstatus.Failed, r.stderr)
 	}
 	t.Logf("insert said:\n%s", r.stderr)
 	wantContains(t, r.stderr, "insert: the server at "+addr+" is unavailable")

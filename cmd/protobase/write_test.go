@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 func TestWriteCommands(t *testing.T) {
@@ -49,10 +51,10 @@ func TestWriteCommands(t *testing.T) {
 
 	// Update and remove of a missing key fail with NotFound.
 	r = cli(t, `{"id": 99, "name": "x"}`, "--addr", addr, "update", "--type", "shop.User")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "update failed (NotFound)", "input:   stdin line 1")
 	r = cli(t, `{"id": 99}`, "--addr", addr, "remove", "--type", "shop.User")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "remove failed (NotFound)")
 
 	// An empty input writes nothing, successfully.
@@ -76,7 +78,7 @@ func TestWriteFromFile(t *testing.T) {
 	}
 
 	r = cli(t, "", "--addr", addr, "insert", "--type", "shop.User", p+".missing")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "users.jsonl.missing")
 }
 
@@ -93,7 +95,7 @@ func TestInsertDuplicate(t *testing.T) {
 		`{"id": 1, "email": "other@example.com"}` + "\n" +
 		`{"id": 4, "email": "d@example.com"}` + "\n"
 	r := cli(t, in, "--addr", addr, "insert", "--type", "shop.User", "--batch", "1")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr,
 		"insert failed (AlreadyExists): ",
 		"  input:   stdin line 5\n",
@@ -124,7 +126,7 @@ func TestInsertDuplicateInBatch(t *testing.T) {
 		fmt.Fprintf(&b, `{"id": %d, "email": %q}`+"\n", i, email)
 	}
 	r := cli(t, b.String(), "--addr", addr, "insert", "--type", "shop.User", "--batch", "100")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "insert failed (AlreadyExists)", "  input:   stdin line 778\n", "  field:   email\n")
 	m := regexp.MustCompile(`applied: (\d+) records`).FindStringSubmatch(r.stderr)
 	if m == nil {
@@ -146,7 +148,7 @@ func TestInsertMalformedLine(t *testing.T) {
 {"id": 4, "email": "d"}
 `
 	r := cli(t, in, "--addr", addr, "insert", "--type", "shop.User")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "stdin line 4: not a valid shop.User: ", `unknown field "nam"`,
 		"2 records before line 4 were written; nothing after it was sent")
 	if got, want := fmt.Sprint(users(t, srv)), "[1::a 2::b]"; got != want {
@@ -154,7 +156,7 @@ func TestInsertMalformedLine(t *testing.T) {
 	}
 
 	r = cli(t, "{\"id\": 5, \"email\": \"e\"}\nnot json\n", "--addr", addr, "insert", "--type", "shop.User")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "stdin line 2: not a valid shop.User: ", "1 record before line 2 was written")
 }
 
@@ -163,12 +165,12 @@ func TestWriteUnknownType(t *testing.T) {
 	addr := srv.Addr()
 
 	r := cli(t, "{}", "--addr", addr, "insert", "--type", "shop.User")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, `unknown record type "shop.User": the server has no record types`)
 
 	applyShop(t, addr)
 	r = cli(t, "{}", "--addr", addr, "insert", "--type", "shop.Usr")
-	wantCode(t, r, exitFailed)
+	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, `unknown record type "shop.Usr"; the server's record types are:`, "  shop.User")
 }
 
@@ -179,7 +181,7 @@ func TestWriteReadError(t *testing.T) {
 	in := io.MultiReader(strings.NewReader("{\"id\": 1}\n"), iotest.ErrReader(fmt.Errorf("disk on fire")))
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"--addr", addr, "insert", "--type", "shop.User"}, in, &stdout, &stderr)
-	if code != exitFailed {
+	if code != exitstatus.Failed {
 		t.Fatalf("exit %d, want 1\n%s", code, stderr.String())
 	}
 	wantContains(t, stderr.String(), "read stdin: disk on fire", "1 record read before the error was written")
@@ -201,7 +203,7 @@ func TestWriteProgress(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		a := &app{stdin: strings.NewReader(b.String()), stdout: &stdout, stderr: &stderr,
 			isTerminal: func(io.Writer) bool { return true }}
-		if code := a.run(t.Context(), args); code != exitOK {
+		if code := a.run(t.Context(), args); code != exitstatus.OK {
 			t.Fatalf("exit %d\n%s", code, stderr.String())
 		}
 		wantContains(t, stderr.String(), "upsert", "100 records", "upserted 100 records in ")

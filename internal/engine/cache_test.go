@@ -160,7 +160,7 @@ func TestRecordCacheRace(t *testing.T) {
 	for _, cacheBytes := range []int64{0, 64 * 200, -1} {
 		t.Run(fmt.Sprintf("cache=%d", cacheBytes), func(t *testing.T) {
 			te := openEngine(t, t.TempDir(), engine.Options{RecordCacheBytes: cacheBytes})
-			te.apply(map[string]string{"shop.proto": shopProto})
+			te.Apply(map[string]string{"shop.proto": shopProto})
 			raceCache(t, te)
 		})
 	}
@@ -178,7 +178,7 @@ func raceCache(t *testing.T, te *testEngine) {
 		go func() {
 			defer wg.Done()
 			defer writing.Add(-1)
-			wr := te.e.NewWriter()
+			wr := te.E.NewWriter()
 			defer wr.Close()
 			for v := uint64(1); v <= versions; v++ {
 				for id := w; id < keys; id += writers {
@@ -188,7 +188,7 @@ func raceCache(t *testing.T, te *testEngine) {
 						op, js = engine.OpRemove, fmt.Sprintf(`{"id":%d}`, id)
 					}
 					m.started.Store(v)
-					if err := wr.Apply(ctx, op, []*anypb.Any{te.rec("shop.User", js)}); err != nil {
+					if err := wr.Apply(ctx, op, []*anypb.Any{te.Rec("shop.User", js)}); err != nil {
 						t.Errorf("write %d v%d: %v", id, v, err)
 						return
 					}
@@ -201,12 +201,12 @@ func raceCache(t *testing.T, te *testEngine) {
 		}()
 	}
 	readers := []func() ([]int64, error){
-		func() ([]int64, error) { return searchAll(ctx, te.e, keys, false) },
-		func() ([]int64, error) { return searchAll(ctx, te.e, keys, true) },
+		func() ([]int64, error) { return searchAll(ctx, te.E, keys, false) },
+		func() ([]int64, error) { return searchAll(ctx, te.E, keys, true) },
 		func() ([]int64, error) {
 			got := make([]int64, keys)
 			for id := range keys {
-				a, err := te.e.Get(ctx, te.rec("shop.User", fmt.Sprintf(`{"id":%d}`, id)))
+				a, err := te.E.Get(ctx, te.Rec("shop.User", fmt.Sprintf(`{"id":%d}`, id)))
 				if err != nil {
 					return nil, err
 				}
@@ -220,7 +220,7 @@ func raceCache(t *testing.T, te *testEngine) {
 		func() ([]int64, error) {
 			got := make([]int64, keys)
 			for id := range keys {
-				resp, err := query(te.e, ctx, &pb.QueryRequest{Query: lookup(id)})
+				resp, err := query(te.E, ctx, &pb.QueryRequest{Query: lookup(id)})
 				if err != nil {
 					return nil, err
 				}
@@ -258,7 +258,7 @@ func raceCache(t *testing.T, te *testEngine) {
 	}
 	wg.Wait()
 	// After the race every read sees the last version.
-	final, err := searchAll(ctx, te.e, keys, true)
+	final, err := searchAll(ctx, te.E, keys, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,10 +276,10 @@ func raceCache(t *testing.T, te *testEngine) {
 // name finds none of the dropped type's records.
 func TestRecordCacheDropType(t *testing.T) {
 	te := newEngine(t)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id":1,"name":"7","email":"a@x"}`)})
-	key := te.rec("shop.User", `{"id":1}`)
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id":1,"name":"7","email":"a@x"}`)})
+	key := te.Rec("shop.User", `{"id":1}`)
 	for range 2 { // the second read is served from the cache
-		if a, err := te.e.Get(t.Context(), key); err != nil || a == nil {
+		if a, err := te.E.Get(t.Context(), key); err != nil || a == nil {
 			t.Fatalf("get: %v %v", a, err)
 		}
 	}
@@ -291,13 +291,13 @@ message Thing {
   int64 id = 1;
 }
 `
-	if _, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
+	if _, err := te.E.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
 		Files: map[string]string{"other.proto": other}, AllowDrop: []string{"shop.User", "shop.Member"},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	te.apply(map[string]string{"other.proto": other, "shop.proto": shopProto})
-	if a, err := te.e.Get(t.Context(), key); err != nil || a != nil {
+	te.Apply(map[string]string{"other.proto": other, "shop.proto": shopProto})
+	if a, err := te.E.Get(t.Context(), key); err != nil || a != nil {
 		t.Fatalf("after drop and re-add: %v %v", a, err)
 	}
 }

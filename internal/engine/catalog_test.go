@@ -22,24 +22,24 @@ func shopWithIndex(ix string) string {
 
 func TestCatalogApplyAndReopen(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{})
-	resp := te.apply(map[string]string{"shop.proto": shopProto})
+	resp := te.Apply(map[string]string{"shop.proto": shopProto})
 	if !resp.Applied || !slices.Equal(resp.Plan.TypesAdded, []string{"shop.Member", "shop.User"}) {
 		t.Fatalf("plan %v, want shop.Member and shop.User added", resp)
 	}
-	again := te.apply(map[string]string{"shop.proto": shopProto})
+	again := te.Apply(map[string]string{"shop.proto": shopProto})
 	if again.Applied || again.Version != resp.Version {
 		t.Fatalf("re-applying the same schema: %v, want no change at version %d", again, resp.Version)
 	}
 	// Any type URL prefix names the type by its last part.
-	u := te.rec("shop.User", `{"id": 1, "name": "Ann", "email": "a"}`)
+	u := te.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "a"}`)
 	u.TypeUrl = "example.com/any/prefix/shop.User"
-	te.mustWrite(engine.OpInsert, []*anypb.Any{u})
+	te.MustWrite(engine.OpInsert, []*anypb.Any{u})
 
 	te = te.reopen()
-	if v := te.e.Schema().Version; v != resp.Version {
+	if v := te.E.Schema().Version; v != resp.Version {
 		t.Fatalf("version %d after reopen, want %d", v, resp.Version)
 	}
-	gs, err := te.e.GetSchema(t.Context())
+	gs, err := te.E.GetSchema(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,41 +51,41 @@ func TestCatalogApplyAndReopen(t *testing.T) {
 		}
 	}
 	// The reopened catalog still enforces the unique index.
-	err = te.write(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 2, "email": "a"}`)})
+	err = te.Write(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 2, "email": "a"}`)})
 	wantWriteError(t, err, apierror.AlreadyExists, 0, 0)
-	te.mustCheck()
+	te.MustCheck()
 }
 
 func TestCatalogIndexBuild(t *testing.T) {
 	te := newEngine(t)
 	var recs []*anypb.Any
 	for i := 0; i < 2500; i++ { // more than one build step
-		recs = append(recs, te.rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%7)+`", "email": "e`+itoa(i)+`"}`))
+		recs = append(recs, te.Rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%7)+`", "email": "e`+itoa(i)+`"}`))
 	}
-	te.mustWrite(engine.OpInsert, recs)
+	te.MustWrite(engine.OpInsert, recs)
 
 	// A unique index on distinct values builds and is enforced.
 	schema := shopWithIndex(`index: { fields: ["name", "id"] unique: true name: "by_name_id" }`)
-	resp := te.apply(map[string]string{"shop.proto": schema})
+	resp := te.Apply(map[string]string{"shop.proto": schema})
 	if len(resp.Plan.IndexesAdded) != 1 || !resp.Plan.IndexesAdded[0].BuildRequired {
 		t.Fatalf("plan %v, want one index to build", resp.Plan)
 	}
 	if ix := waitIndexNamed(t, te, "by_name_id"); ix.State != pb.IndexState_INDEX_STATE_READY {
 		t.Fatalf("index %v, want READY", ix)
 	}
-	if r := te.mustCheck(); r.Entries != 3*2500 || r.Records != 2500 {
+	if r := te.MustCheck(); r.Entries != 3*2500 || r.Records != 2500 {
 		t.Fatalf("check read %d records and %d entries, want 2500 and 7500", r.Records, r.Entries)
 	}
 
 	// A unique index on shared values fails, keeps no entries, and writes
 	// do not maintain it.
-	te.apply(map[string]string{"shop.proto": shopWithIndex(`index: { fields: "name" unique: true name: "uniq_name" }`)})
+	te.Apply(map[string]string{"shop.proto": shopWithIndex(`index: { fields: "name" unique: true name: "uniq_name" }`)})
 	ix := waitIndexNamed(t, te, "uniq_name")
 	if ix.State != pb.IndexState_INDEX_STATE_FAILED || ix.Error == "" {
 		t.Fatalf("index %v, want FAILED with its reason", ix)
 	}
-	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 9000, "name": "n1", "email": "new"}`)})
-	te.mustCheck()
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 9000, "name": "n1", "email": "new"}`)})
+	te.MustCheck()
 }
 
 // waitIndexNamed waits until an index reaches a final state (READY or
@@ -94,7 +94,7 @@ func waitIndexNamed(t *testing.T, te *testEngine, name string) *pb.Index {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		gs, err := te.e.GetSchema(t.Context())
+		gs, err := te.E.GetSchema(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,30 +113,30 @@ func waitIndexNamed(t *testing.T, te *testEngine, name string) *pb.Index {
 
 func TestCatalogDropType(t *testing.T) {
 	te := newEngine(t)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`)})
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`)})
 	withoutMember, _, found := strings.Cut(shopProto, "message Member")
 	if !found {
 		t.Fatal("shopProto has no message Member")
 	}
-	_, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}})
+	_, err := te.E.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}})
 	if apierror.CodeOf(err) != apierror.FailedPrecondition && apierror.CodeOf(err) != apierror.InvalidArgument {
 		t.Fatalf("dropping a type with data without allow_drop: %v", err)
 	}
-	resp, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}, AllowDrop: []string{"shop.Member"}})
+	resp, err := te.E.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withoutMember}, AllowDrop: []string{"shop.Member"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Plan.TypesDropped) != 1 || resp.Plan.TypesDropped[0].Records != 1 {
 		t.Fatalf("plan %v, want shop.Member dropped with 1 record", resp.Plan)
 	}
-	te.mustCheck()
+	te.MustCheck()
 	// Re-added, the type starts empty.
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	if n := len(te.stored("shop.Member")); n != 0 {
 		t.Fatalf("re-added type holds %d records", n)
 	}
-	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`)})
-	te.mustCheck()
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`)})
+	te.MustCheck()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

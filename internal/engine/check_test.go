@@ -18,10 +18,10 @@ import (
 // firstKey returns the first key under prefix whose value or key contains
 // sub.
 func (te *testEngine) firstKey(prefix []byte, sub string) (key, val []byte) {
-	te.t.Helper()
-	it, err := te.st.NewIter(prefix, append(slices.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff))
+	te.T.Helper()
+	it, err := te.St.NewIter(prefix, append(slices.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff))
 	if err != nil {
-		te.t.Fatal(err)
+		te.T.Fatal(err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -29,13 +29,13 @@ func (te *testEngine) firstKey(prefix []byte, sub string) (key, val []byte) {
 			return slices.Clone(it.Key()), slices.Clone(it.Value())
 		}
 	}
-	te.t.Fatalf("no key under %x holds %q", prefix, sub)
+	te.T.Fatalf("no key under %x holds %q", prefix, sub)
 	return nil, nil
 }
 
 func (te *testEngine) raw(set map[string][]byte, del ...[]byte) {
-	te.t.Helper()
-	b := te.st.NewBatch()
+	te.T.Helper()
+	b := te.St.NewBatch()
 	defer b.Close()
 	b.Stamp(1) // the version of the records set behind the engine's back
 	for k, v := range set {
@@ -44,8 +44,8 @@ func (te *testEngine) raw(set map[string][]byte, del ...[]byte) {
 	for _, k := range del {
 		b.Delete(k)
 	}
-	if err := te.st.Commit(b); err != nil {
-		te.t.Fatal(err)
+	if err := te.St.Commit(b); err != nil {
+		te.T.Fatal(err)
 	}
 }
 
@@ -67,7 +67,7 @@ func TestCheckFindsEveryInconsistency(t *testing.T) {
 		}, []engine.ProblemKind{engine.ProblemDanglingEntry, engine.ProblemDanglingEntry}},
 		{"record changed behind the indexes", func(te *testEngine) {
 			k, _ := te.firstKey([]byte{0x01}, "bob@x")
-			te.raw(map[string][]byte{string(k): te.rec("shop.User", `{"id": 2, "name": "Rob", "email": "rob@x"}`).Value})
+			te.raw(map[string][]byte{string(k): te.Rec("shop.User", `{"id": 2, "name": "Rob", "email": "rob@x"}`).Value})
 		}, []engine.ProblemKind{engine.ProblemMissingEntry, engine.ProblemMissingEntry, engine.ProblemStaleEntry, engine.ProblemStaleEntry}},
 		{"unique value shared", func(te *testEngine) {
 			k, v := te.firstKey([]byte{0x01}, "ann@x")
@@ -93,13 +93,13 @@ func TestCheckFindsEveryInconsistency(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			te := newEngine(t)
-			te.mustWrite(engine.OpInsert, []*anypb.Any{
-				te.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`),
-				te.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`),
-				te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`),
+			te.MustWrite(engine.OpInsert, []*anypb.Any{
+				te.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`),
+				te.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`),
+				te.Rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`),
 			})
 			c.corrupt(te)
-			r, err := engine.Check(t.Context(), te.st)
+			r, err := engine.Check(t.Context(), te.St)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,15 +135,15 @@ func BenchmarkCheck(b *testing.B) {
 	for start := 0; start < n; start += 1000 {
 		recs := make([]*anypb.Any, 0, 1000)
 		for i := start; i < start+1000; i++ {
-			recs = append(recs, te.rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%100)+`", "email": "e`+itoa(i)+`@x"}`))
+			recs = append(recs, te.Rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%100)+`", "email": "e`+itoa(i)+`@x"}`))
 		}
-		te.mustWrite(engine.OpInsert, recs)
+		te.MustWrite(engine.OpInsert, recs)
 	}
-	if err := te.e.Compact(b.Context()); err != nil { // a settled store, as on disk
+	if err := te.E.Compact(b.Context()); err != nil { // a settled store, as on disk
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		r, err := engine.Check(b.Context(), te.st)
+		r, err := engine.Check(b.Context(), te.St)
 		if err != nil || !r.OK() || r.Records != n {
 			b.Fatalf("check: %v %v", r, err)
 		}

@@ -31,7 +31,7 @@ message Blob {
 func logEngine(t *testing.T) *testEngine {
 	t.Helper()
 	te := openEngine(t, t.TempDir(), engine.Options{WatchRetention: time.Hour, WatchTrimInterval: time.Hour})
-	te.apply(map[string]string{"shop.proto": shopProto, "blob.proto": blobProto})
+	te.Apply(map[string]string{"shop.proto": shopProto, "blob.proto": blobProto})
 	return te
 }
 
@@ -53,7 +53,7 @@ func users(te *testEngine, from, n int) []*anypb.Any {
 	out := make([]*anypb.Any, n)
 	for i := range out {
 		id := itoa(from + i)
-		out[i] = te.rec("shop.User", `{"id": `+id+`, "name": "n`+id+`", "email": "e`+id+`"}`)
+		out[i] = te.Rec("shop.User", `{"id": `+id+`, "name": "n`+id+`", "email": "e`+id+`"}`)
 	}
 	return out
 }
@@ -62,11 +62,11 @@ func users(te *testEngine, from, n int) []*anypb.Any {
 func TestCheckChangeLog(t *testing.T) {
 	te := logEngine(t)
 	for i := range 4 {
-		te.mustWrite(engine.OpInsert, users(te, 10*i, 3))
+		te.MustWrite(engine.OpInsert, users(te, 10*i, 3))
 	}
-	te.mustWrite(engine.OpInsert, []*anypb.Any{blob(1, 600<<10, 8)}) // commit 5, in 3 parts
-	te.mustWrite(engine.OpInsert, users(te, 100, 3))
-	if r := te.mustCheck(); r.LogEntries != 6 {
+	te.MustWrite(engine.OpInsert, []*anypb.Any{blob(1, 600<<10, 8)}) // commit 5, in 3 parts
+	te.MustWrite(engine.OpInsert, users(te, 100, 3))
+	if r := te.MustCheck(); r.LogEntries != 6 {
 		t.Fatalf("check read %d change-log entries, want 6", r.LogEntries)
 	}
 	for _, c := range []struct {
@@ -84,14 +84,14 @@ func TestCheckChangeLog(t *testing.T) {
 			b.Delete(keyspace.AppendLogKey(nil, 3))
 		}, engine.ProblemLogGap},
 	} {
-		b := te.st.NewWriteBatch()
+		b := te.St.NewWriteBatch()
 		b.Stamp(1)
 		c.harm(b)
-		if err := te.st.ApplyBatch(b); err != nil {
+		if err := te.St.ApplyBatch(b); err != nil {
 			t.Fatal(err)
 		}
 		b.Close()
-		r, err := engine.Check(t.Context(), te.st)
+		r, err := engine.Check(t.Context(), te.St)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

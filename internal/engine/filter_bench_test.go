@@ -17,9 +17,9 @@ func benchUsers(b *testing.B, n int) *testEngine {
 	te := newEngine(b)
 	recs := make([]*anypb.Any, 0, 1000)
 	for id := 1; id <= n; id++ {
-		recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "user%d", "email": "u%d@x"}`, id, id, id)))
+		recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "user%d", "email": "u%d@x"}`, id, id, id)))
 		if len(recs) == cap(recs) || id == n {
-			te.mustWrite(engine.OpInsert, recs)
+			te.MustWrite(engine.OpInsert, recs)
 			recs = recs[:0]
 		}
 	}
@@ -48,7 +48,7 @@ func BenchmarkQueryFilter(b *testing.B) {
 			b.Run(c.name+"/"+form, func(b *testing.B) {
 				b.ReportAllocs()
 				for range b.N {
-					if _, err := query(te.e, b.Context(), &pb.QueryRequest{Query: q}); err != nil {
+					if _, err := query(te.E, b.Context(), &pb.QueryRequest{Query: q}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -68,7 +68,7 @@ func BenchmarkGetRecords(b *testing.B) {
 	for i := range n {
 		id := 1 + i*10
 		json.Keys = append(json.Keys, structpb.NewNumberValue(float64(id)))
-		recs.KeyRecords = append(recs.KeyRecords, te.rec("shop.User", fmt.Sprintf(`{"id": %d}`, id)))
+		recs.KeyRecords = append(recs.KeyRecords, te.Rec("shop.User", fmt.Sprintf(`{"id": %d}`, id)))
 		in.Values = append(in.Values, &pb.Value{Kind: &pb.Value_Int{Int: int64(id)}})
 	}
 	for _, req := range []struct {
@@ -78,7 +78,7 @@ func BenchmarkGetRecords(b *testing.B) {
 		b.Run(req.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				resp, err := getRecords(te.e, b.Context(), req.r)
+				resp, err := getRecords(te.E, b.Context(), req.r)
 				if err != nil || len(resp.Records) != n {
 					b.Fatal(resp, err)
 				}
@@ -90,7 +90,7 @@ func BenchmarkGetRecords(b *testing.B) {
 		q := &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: in}}}, PageSize: n}
 		b.ReportAllocs()
 		for range b.N {
-			resp, err := query(te.e, b.Context(), q)
+			resp, err := query(te.E, b.Context(), q)
 			if err != nil || len(resp.Records) != n {
 				b.Fatal(len(resp.GetRecords()), err)
 			}

@@ -20,10 +20,10 @@ import (
 // once (found or missing, in order) and says the same when asked again.
 func FuzzGetRecords(f *testing.F) {
 	te := newEngine(f)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{
-		te.rec("shop.User", `{"id": 1, "name": "ann", "email": "a"}`),
-		te.rec("shop.User", `{"id": "-9223372036854775808", "name": "min", "email": "m"}`),
-		te.rec("shop.Member", `{"org": "acme", "id": 7, "handle": "h"}`),
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
+		te.Rec("shop.User", `{"id": 1, "name": "ann", "email": "a"}`),
+		te.Rec("shop.User", `{"id": "-9223372036854775808", "name": "min", "email": "m"}`),
+		te.Rec("shop.Member", `{"org": "acme", "id": 7, "handle": "h"}`),
 	})
 	for _, s := range []struct {
 		typ, keys string
@@ -50,7 +50,7 @@ func FuzzGetRecords(f *testing.F) {
 			req.KeyRecords = []*anypb.Any{{TypeUrl: "type.googleapis.com/" + typ, Value: rec}}
 		}
 		n := len(req.Keys) + len(req.KeyRecords)
-		resp, err := getRecords(te.e, t.Context(), req)
+		resp, err := getRecords(te.E, t.Context(), req)
 		if err != nil {
 			var ae *apierror.Error
 			if !errors.As(err, &ae) || (ae.Code != apierror.InvalidArgument && ae.Code != apierror.NotFound) || ae.Msg == "" {
@@ -71,7 +71,7 @@ func FuzzGetRecords(f *testing.F) {
 				t.Fatalf("GetRecords(%v): a record of %s", req, r.TypeUrl)
 			}
 		}
-		again, err := getRecords(te.e, t.Context(), req)
+		again, err := getRecords(te.E, t.Context(), req)
 		if err != nil || !proto.Equal(again, resp) {
 			t.Fatalf("GetRecords(%v) again: %v %v, first %v", req, again, err, resp)
 		}

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"github.com/protobase/protobase/internal/apierror"
 	"io"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -20,11 +20,11 @@ import (
 // A record larger than a response but within the budget is answered.
 func TestRecordOverResultBudget(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{MaxResultBufferBytes: 2 << 20})
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	big := strings.Repeat("n", 3<<20)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{
-		te.rec("shop.User", `{"id": 1, "email": "a", "name": "`+big+`"}`),
-		te.rec("shop.User", `{"id": 2, "email": "b", "name": "`+big[:3<<19]+`"}`), // 1.5 MiB
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
+		te.Rec("shop.User", `{"id": 1, "email": "a", "name": "`+big+`"}`),
+		te.Rec("shop.User", `{"id": 2, "email": "b", "name": "`+big[:3<<19]+`"}`), // 1.5 MiB
 	})
 	over := func(what string, err error) {
 		t.Helper()
@@ -33,16 +33,16 @@ func TestRecordOverResultBudget(t *testing.T) {
 		}
 	}
 	for range 2 { // twice: nothing of the budget is kept by the first
-		_, err := getRecords(te.e, t.Context(), &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(1)}})
+		_, err := getRecords(te.E, t.Context(), &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(1)}})
 		over("get", err)
-		_, err = query(te.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}})
+		_, err = query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}})
 		over("query", err)
-		err = te.e.Scan(t.Context(), &pb.ScanRequest{Query: &pb.Query{Type: "shop.User", Order: &pb.Order{Descending: true}}},
+		err = te.E.Scan(t.Context(), &pb.ScanRequest{Query: &pb.Query{Type: "shop.User", Order: &pb.Order{Descending: true}}},
 			func(*pb.ScanResponse) error { return nil })
 		over("scan", err)
 		var qerr *pb.QueryError
 		sent := false
-		err = te.e.Search(t.Context(), func() (*pb.SearchRequest, error) {
+		err = te.E.Search(t.Context(), func() (*pb.SearchRequest, error) {
 			if sent {
 				return nil, io.EOF
 			}
@@ -58,7 +58,7 @@ func TestRecordOverResultBudget(t *testing.T) {
 			t.Fatalf("search of a record over the result budget: %v, query error %v", err, qerr)
 		}
 	}
-	resp, err := getRecords(te.e, t.Context(), &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(2)}})
+	resp, err := getRecords(te.E, t.Context(), &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(2)}})
 	if err != nil || len(resp.Records) != 1 {
 		t.Fatalf("get of a 1.5 MiB record within a 2 MiB budget: %v %v", resp, err)
 	}

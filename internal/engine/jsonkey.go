@@ -68,47 +68,78 @@ func jsonInt(v *structpb.Value, lo, hi int64) (int64, error) {
 	switch x := v.GetKind().(type) {
 	case *structpb.Value_NumberValue:
 		f := x.NumberValue
-		// float64(hi) rounds up for 64 bits: f must stay below it.
-		if f != math.Trunc(f) || f < float64(lo) || f >= float64(hi)+1 {
+		if f != math.Trunc(f) {
+			return 0, fmt.Errorf("%v is not an integer in [%d, %d]", f, lo, hi)
+		}
+		if math.Abs(f) >= exactDoubles {
+			return decimalIntIn(numberText(f), lo, hi)
+		}
+		if f < float64(lo) || f > float64(hi) {
 			return 0, fmt.Errorf("%v is not an integer in [%d, %d]", f, lo, hi)
 		}
 		return int64(f), nil
 	case *structpb.Value_StringValue:
-		neg, mag, err := decimalInt(x.StringValue)
-		if err != nil {
-			return 0, err
-		}
-		switch {
-		case !neg && mag <= uint64(hi):
-			return int64(mag), nil
-		case neg && mag <= uint64(-(lo+1))+1:
-			return int64(-mag), nil //nolint:gosec // -mag wraps to lo for mag = -lo
-		}
-		return 0, fmt.Errorf("%s is out of range [%d, %d]", x.StringValue, lo, hi)
+		return decimalIntIn(x.StringValue, lo, hi)
 	}
 	return 0, errors.New("want an integer (a number or a string of digits)")
 }
+
+// decimalIntIn reads s as decimalInt does, within [lo, hi].
+func decimalIntIn(s string, lo, hi int64) (int64, error) {
+	neg, mag, err := decimalInt(s)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !neg && mag <= uint64(hi):
+		return int64(mag), nil
+	case neg && mag <= uint64(-(lo+1))+1:
+		return int64(-mag), nil //nolint:gosec // -mag wraps to lo for mag = -lo
+	}
+	return 0, fmt.Errorf("%s is out of range [%d, %d]", s, lo, hi)
+}
+
+// exactDoubles bounds the integers a double holds one for one (2^53).
+// Beyond it a number key is read as protojson reads the number's JSON
+// text, the shortest decimal that rounds to the double, which is not
+// always the double's exact value (1.0000000000000002e+17 is
+// 100000000000000020; the double is 100000000000000016).
+const exactDoubles = 1 << 53
+
+// numberText is f as protojson writes a number.
+func numberText(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // jsonUint reads an integer in [0, hi] from a number or a decimal string.
 func jsonUint(v *structpb.Value, hi uint64) (uint64, error) {
 	switch x := v.GetKind().(type) {
 	case *structpb.Value_NumberValue:
 		f := x.NumberValue
-		if f != math.Trunc(f) || f < 0 || f >= float64(hi)+1 {
+		if f != math.Trunc(f) || f < 0 {
+			return 0, fmt.Errorf("%v is not an integer in [0, %d]", f, hi)
+		}
+		if f >= exactDoubles {
+			return decimalUintIn(numberText(f), hi)
+		}
+		if f > float64(hi) {
 			return 0, fmt.Errorf("%v is not an integer in [0, %d]", f, hi)
 		}
 		return uint64(f), nil
 	case *structpb.Value_StringValue:
-		neg, mag, err := decimalInt(x.StringValue)
-		if err != nil {
-			return 0, err
-		}
-		if (neg && mag != 0) || mag > hi {
-			return 0, fmt.Errorf("%s is out of range [0, %d]", x.StringValue, hi)
-		}
-		return mag, nil
+		return decimalUintIn(x.StringValue, hi)
 	}
 	return 0, errors.New("want an unsigned integer (a number or a string of digits)")
+}
+
+// decimalUintIn reads s as decimalInt does, within [0, hi].
+func decimalUintIn(s string, hi uint64) (uint64, error) {
+	neg, mag, err := decimalInt(s)
+	if err != nil {
+		return 0, err
+	}
+	if (neg && mag != 0) || mag > hi {
+		return 0, fmt.Errorf("%s is out of range [0, %d]", s, hi)
+	}
+	return mag, nil
 }
 
 // decimalInt reads an integer written as a JSON number inside a string

@@ -46,7 +46,7 @@ var keyKinds = []string{"int32", "sint32", "sfixed32", "int64", "sint64", "sfixe
 // strings); protojson is given the number as the server receives it.
 func TestJSONKeysAgreeWithProtojson(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{})
-	te.apply(map[string]string{"kinds.proto": kindsProto})
+	te.Apply(map[string]string{"kinds.proto": kindsProto})
 	for _, kind := range keyKinds {
 		for _, lit := range jsonKeyLiterals {
 			checkJSONKey(t, te, kind, lit)
@@ -57,7 +57,7 @@ func TestJSONKeysAgreeWithProtojson(t *testing.T) {
 // FuzzJSONKeys is TestJSONKeysAgreeWithProtojson on any literal.
 func FuzzJSONKeys(f *testing.F) {
 	te := openEngine(f, f.TempDir(), engine.Options{})
-	te.apply(map[string]string{"kinds.proto": kindsProto})
+	te.Apply(map[string]string{"kinds.proto": kindsProto})
 	for i, lit := range jsonKeyLiterals {
 		f.Add(uint8(i), lit)
 	}
@@ -72,7 +72,7 @@ func FuzzJSONKeys(f *testing.F) {
 func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 	t.Helper()
 	typ := "kinds.K_" + kind
-	md := te.e.Schema().Types[protoreflect.FullName(typ)].Desc
+	md := te.E.Schema().Types[protoreflect.FullName(typ)].Desc
 	v := new(structpb.Value)
 	if err := protojson.Unmarshal([]byte(lit), v); err != nil {
 		return
@@ -89,7 +89,7 @@ func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 	}
 	m := dynamicpb.NewMessage(md)
 	pjErr := protojson.Unmarshal([]byte(`{"k": `+string(sent)+`}`), m)
-	resp, getErr := getRecords(te.e, t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}})
+	resp, getErr := getRecords(te.E, t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}})
 	if (pjErr == nil) != (getErr == nil) {
 		t.Fatalf("%s key %s: protojson error %v, Get error %v", kind, lit, pjErr, getErr)
 	}
@@ -101,7 +101,7 @@ func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 		t.Fatal(err)
 	}
 	if len(resp.Records) == 0 {
-		w := te.e.NewWriter() // not te.write: its context is the fuzz target's F
+		w := te.E.NewWriter() // not te.write: its context is the fuzz target's F
 		err := w.Apply(t.Context(), engine.OpInsert, []*anypb.Any{{TypeUrl: "type.googleapis.com/" + typ, Value: want}})
 		if err == nil {
 			_, err = w.Sync()
@@ -110,7 +110,7 @@ func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 		if err != nil {
 			t.Fatalf("%s key %s: insert: %v", kind, lit, err)
 		}
-		if resp, err = getRecords(te.e, t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}}); err != nil {
+		if resp, err = getRecords(te.E, t.Context(), &pb.GetRequest{Type: typ, Keys: []*structpb.Value{v}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -53,10 +53,10 @@ func TestLogLines(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{Logger: log, SlowQuery: time.Nanosecond})
 	noIndex := strings.Replace(shopProto, `    index: { fields: "name" }
 `, "", 1)
-	te.apply(map[string]string{"shop.proto": noIndex})
-	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
-	te.apply(map[string]string{"shop.proto": shopProto}) // adds the name index: a build
-	if _, err := query(te.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
+	te.Apply(map[string]string{"shop.proto": noIndex})
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
+	te.Apply(map[string]string{"shop.proto": shopProto}) // adds the name index: a build
+	if _, err := query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
 		t.Fatal(err)
 	}
 	sent := false
@@ -67,7 +67,7 @@ func TestLogLines(t *testing.T) {
 		sent = true
 		return &pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}, {Type: "shop.User"}}}, nil
 	}
-	if err := te.e.Search(t.Context(), recv, func(*pb.SearchResponse) error { return nil }); err != nil {
+	if err := te.E.Search(t.Context(), recv, func(*pb.SearchResponse) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	waitIndexNamed(t, te, "name")

@@ -19,9 +19,9 @@ func pagedEngine(t *testing.T) *testEngine {
 	te := newEngine(t)
 	var recs []*anypb.Any
 	for i := 0; i < 95; i++ {
-		recs = append(recs, te.rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%5)+`", "email": "e`+itoa(i)+`"}`))
+		recs = append(recs, te.Rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%5)+`", "email": "e`+itoa(i)+`"}`))
 	}
-	te.mustWrite(engine.OpInsert, recs)
+	te.MustWrite(engine.OpInsert, recs)
 	return te
 }
 
@@ -37,7 +37,7 @@ func pages(t *testing.T, te *testEngine, q *pb.Query, size uint32) ([]*anypb.Any
 	var toks []string
 	tok := ""
 	for {
-		resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: size, PageToken: tok})
+		resp, err := query(te.E, t.Context(), &pb.QueryRequest{Query: q, PageSize: size, PageToken: tok})
 		if err != nil {
 			t.Fatalf("page after %d records: %v", len(recs), err)
 		}
@@ -76,7 +76,7 @@ func TestPageTokensRoundTrip(t *testing.T) {
 	}
 	// A token survives a restart: the secret is stored.
 	te = te.reopen()
-	resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: 4, PageToken: toks[0]})
+	resp, err := query(te.E, t.Context(), &pb.QueryRequest{Query: q, PageSize: 4, PageToken: toks[0]})
 	if err != nil || len(resp.Records) != 4 || !bytes.Equal(resp.Records[0].Value, got[4].Value) {
 		t.Fatalf("token after reopen: %d records, %v", len(resp.GetRecords()), err)
 	}
@@ -116,7 +116,7 @@ func TestPageTokensRejected(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := query(te.e, t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
+			_, err := query(te.E, t.Context(), &pb.QueryRequest{Query: c.q, PageSize: 3, PageToken: c.token})
 			var e *apierror.Error
 			if !errors.As(err, &e) || e.Code != apierror.InvalidArgument || e.Field != "page_token" {
 				t.Fatalf("want INVALID_ARGUMENT on page_token, got %v", err)
@@ -146,18 +146,18 @@ func TestPageTokensStaleAfterRecreate(t *testing.T) {
 		toks[name] = ts[0]
 	}
 	user := shopProto[strings.Index(shopProto, "message User"):strings.Index(shopProto, "message Member")]
-	if _, err := te.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
+	if _, err := te.E.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
 		Files:     map[string]string{"shop.proto": strings.Replace(shopProto, user, "", 1)},
 		AllowDrop: []string{"shop.User"},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	var recs []*anypb.Any
 	for i := 0; i < 95; i++ {
-		recs = append(recs, te.rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%5)+`", "email": "e`+itoa(i)+`"}`))
+		recs = append(recs, te.Rec("shop.User", `{"id": `+itoa(i)+`, "name": "n`+itoa(i%5)+`", "email": "e`+itoa(i)+`"}`))
 	}
-	te.mustWrite(engine.OpInsert, recs)
+	te.MustWrite(engine.OpInsert, recs)
 	for name, q := range queries {
 		wantStale(t, te, name, q, toks[name], "dropped and re-created")
 		// Without a token the listing starts again and is whole.
@@ -169,9 +169,9 @@ func TestPageTokensStaleAfterRecreate(t *testing.T) {
 	// The index dropped and re-added: the same type, another access path.
 	q := queries["by index"]
 	_, ts := pages(t, te, q, 5)
-	te.apply(map[string]string{"shop.proto": strings.Replace(shopProto, `index: { fields: "name" }`, "", 1)})
+	te.Apply(map[string]string{"shop.proto": strings.Replace(shopProto, `index: { fields: "name" }`, "", 1)})
 	wantStale(t, te, "index dropped", q, ts[0], "access path changed")
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	waitIndexNamed(t, te, "name")
 	wantStale(t, te, "index re-added", q, ts[0], "access path changed")
 	if got, _ := pages(t, te, q, 5); len(got) != 19 {
@@ -181,7 +181,7 @@ func TestPageTokensStaleAfterRecreate(t *testing.T) {
 
 func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why string) {
 	t.Helper()
-	resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
+	resp, err := query(te.E, t.Context(), &pb.QueryRequest{Query: q, PageSize: 5, PageToken: tok})
 	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != apierror.FailedPrecondition || e.Field != "page_token" {
 		t.Fatalf("%s: old token gave %d records and %v, want FAILED_PRECONDITION on page_token", name, len(resp.GetRecords()), err)

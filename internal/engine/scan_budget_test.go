@@ -20,7 +20,7 @@ import (
 // in turn, so a part queued before the sent one would wait on it forever).
 func TestScanSmallResultBudget(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{MaxResultBufferBytes: 256 << 10, MaxResultBytes: 128 << 10})
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	rng := rand.New(rand.NewPCG(1, 2))
 	// Eight storage files, so that the scan has parts to read ahead.
 	const files, per = 8, 200
@@ -32,20 +32,20 @@ func TestScanSmallResultBudget(t *testing.T) {
 			for range 512 { // incompressible: storage files hold what they look like
 				name.WriteString(strconv.FormatUint(rng.Uint64()>>8, 36))
 			}
-			batch = append(batch, te.rec("shop.User", `{"id": `+id+`, "email": "u`+id+`", "name": "`+name.String()+`"}`))
+			batch = append(batch, te.Rec("shop.User", `{"id": `+id+`, "email": "u`+id+`", "name": "`+name.String()+`"}`))
 		}
-		te.mustWrite(engine.OpInsert, batch)
-		if err := te.e.Flush(); err != nil {
+		te.MustWrite(engine.OpInsert, batch)
+		if err := te.E.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	md := te.e.Schema().Types["shop.User"].Desc
+	md := te.E.Schema().Types["shop.User"].Desc
 	id := md.Fields().ByName("id")
 	for _, desc := range []bool{false, true} {
 		req := &pb.ScanRequest{Query: &pb.Query{Type: "shop.User", Order: &pb.Order{Descending: desc}}, Parallelism: 16}
 		var n int
 		prev := int64(-1)
-		err := te.e.Scan(t.Context(), req, func(resp *pb.ScanResponse) error {
+		err := te.E.Scan(t.Context(), req, func(resp *pb.ScanResponse) error {
 			for _, a := range resp.Records {
 				m := dynamicpb.NewMessage(md)
 				if err := proto.Unmarshal(a.GetValue(), m); err != nil {

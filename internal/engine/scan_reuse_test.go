@@ -24,10 +24,10 @@ func scanData(t *testing.T, n int) *testEngine {
 		var batch []*anypb.Any
 		for i := start; i < min(start+500, n); i++ {
 			id := strconv.Itoa(i)
-			batch = append(batch, te.rec("shop.User", `{"id": `+id+`, "email": "u`+id+`@example.com", "name": "name `+strconv.Itoa(i%37)+`"}`))
+			batch = append(batch, te.Rec("shop.User", `{"id": `+id+`, "email": "u`+id+`@example.com", "name": "name `+strconv.Itoa(i%37)+`"}`))
 		}
-		te.mustWrite(engine.OpInsert, batch)
-		if err := te.e.Flush(); err != nil {
+		te.MustWrite(engine.OpInsert, batch)
+		if err := te.E.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func scanReused(t *testing.T, te *testEngine, req *pb.ScanRequest) [][]byte {
 		}
 		return nil
 	}
-	if err := te.e.ScanStream(t.Context(), req, encodingScan{send}); err != nil {
+	if err := te.E.ScanStream(t.Context(), req, encodingScan{send}); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -131,7 +131,7 @@ func TestScanReuseAllocates(t *testing.T) {
 			if reuse {
 				sink = encodingScan{send}
 			}
-			if err := te.e.ScanStream(t.Context(), req, sink); err != nil {
+			if err := te.E.ScanStream(t.Context(), req, sink); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -23,12 +23,12 @@ import (
 func TestSearchReusedMessages(t *testing.T) {
 	const users = 300
 	te := openEngine(t, t.TempDir(), engine.Options{MaxResultRecords: 64})
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	var recs []*anypb.Any
 	for id := range users {
-		recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"%d","email":"u%d@x"}`, id, id, id)))
+		recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"%d","email":"u%d@x"}`, id, id, id)))
 	}
-	te.mustWrite(engine.OpInsert, recs)
+	te.MustWrite(engine.OpInsert, recs)
 
 	// Each request looks up the ids of its plan; -1 adds a range query
 	// (name >= "0", all users) that sends the request to workers.
@@ -98,7 +98,7 @@ func TestSearchReusedMessages(t *testing.T) {
 		return nil
 	}
 	src := recyclingSource{recv, func(req *pb.SearchRequest) { free = req; recycled++ }}
-	if err := te.e.SearchStream(t.Context(), src, encodingSink{send}); err != nil {
+	if err := te.E.SearchStream(t.Context(), src, encodingSink{send}); err != nil {
 		t.Fatal(err)
 	}
 	if recycled == 0 {

@@ -70,7 +70,7 @@ func BenchmarkSearchWire(b *testing.B) {
 			}}
 			b.ReportAllocs()
 			for range b.N {
-				if err := te.e.SearchStream(b.Context(), &bytesSource{b: req}, sink); err != nil {
+				if err := te.E.SearchStream(b.Context(), &bytesSource{b: req}, sink); err != nil {
 					b.Fatal(err)
 				}
 			}

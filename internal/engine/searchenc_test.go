@@ -107,15 +107,15 @@ func TestSearchWireMatchesMessages(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("records=%d/bytes=%d/cache=%d", o.MaxResultRecords, o.MaxResultBytes, o.RecordCacheBytes), func(t *testing.T) {
 			te := openEngine(t, t.TempDir(), o)
-			te.apply(map[string]string{"shop.proto": shopProto})
+			te.Apply(map[string]string{"shop.proto": shopProto})
 			var recs []*anypb.Any
 			for id := range 300 {
-				recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"%d","email":"u%d@x"}`, id, id, id)))
+				recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"%d","email":"u%d@x"}`, id, id, id)))
 				if id%3 == 0 {
-					recs = append(recs, te.rec("shop.Member", fmt.Sprintf(`{"org":"o","id":%d,"handle":"h%d"}`, id, id)))
+					recs = append(recs, te.Rec("shop.Member", fmt.Sprintf(`{"org":"o","id":%d,"handle":"h%d"}`, id, id)))
 				}
 			}
-			te.mustWrite(engine.OpInsert, recs)
+			te.MustWrite(engine.OpInsert, recs)
 			member := func(id int) *pb.Query {
 				return &pb.Query{Type: "shop.Member", Where: &pb.Expr{Expr: &pb.Expr_And{And: &pb.ExprList{Exprs: []*pb.Expr{
 					{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "org", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_String_{String_: "o"}}}}},
@@ -138,9 +138,9 @@ func TestSearchWireMatchesMessages(t *testing.T) {
 				}
 			}
 			reqs := [][]*pb.Query{{lookup(7)}, many, {lookup(299), lookup(1000), lookup(3)}, {}, mixed, {lookup(5), member(3)}, {lookup(2000)}}
-			want, _, _ := searchAnswers(t, te.e, reqs, false)
+			want, _, _ := searchAnswers(t, te.E, reqs, false)
 			for round := range 2 { // the second with the cache warm
-				got, most, mostBytes := searchAnswers(t, te.e, reqs, true)
+				got, most, mostBytes := searchAnswers(t, te.E, reqs, true)
 				// The byte bound is checked on the record alone, before its
 				// type URL and framing (8) are added: as the message path.
 				if most > o.MaxResultRecords || mostBytes > o.MaxResultBytes+len("type.googleapis.com/shop.Member")+8 {

@@ -61,12 +61,12 @@ func TestWireQueryMatchesMessages(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("records=%d/bytes=%d", o.MaxResultRecords, o.MaxResultBytes), func(t *testing.T) {
 			te := openEngine(t, t.TempDir(), o)
-			te.apply(map[string]string{"shop.proto": shopProto})
+			te.Apply(map[string]string{"shop.proto": shopProto})
 			var recs []*anypb.Any
 			for id := range 300 {
-				recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n%d","email":"u%d@x"}`, id, id%40, id)))
+				recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n%d","email":"u%d@x"}`, id, id%40, id)))
 			}
-			te.mustWrite(engine.OpInsert, recs)
+			te.MustWrite(engine.OpInsert, recs)
 			name := func(op pb.Op, s string) *pb.Expr {
 				return &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "name", Op: op, Value: &pb.Value{Kind: &pb.Value_String_{String_: s}}}}}
 			}
@@ -95,8 +95,8 @@ func TestWireQueryMatchesMessages(t *testing.T) {
 						reqs = append(reqs, pad) // the query's id is len(pad)
 					}
 					reqs = append(reqs, []*pb.Query{q})
-					want := streamBytes(t, te.e, reqs, false)
-					got := streamBytes(t, te.e, reqs, true)
+					want := streamBytes(t, te.E, reqs, false)
+					got := streamBytes(t, te.E, reqs, true)
 					if len(got) != len(want) {
 						t.Fatalf("query %v after %d: %d wire responses, %d messages", q, len(pad), len(got), len(want))
 					}
@@ -117,12 +117,12 @@ func TestWireQueryMatchesMessages(t *testing.T) {
 // query had finished, and this test would fail after its wait).
 func TestWireQueryHoldsUpNoLaterRequest(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{MaxResultRecords: 1})
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	var recs []*anypb.Any
 	for id := range 10 {
-		recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n","email":"u%d@x"}`, id, id)))
+		recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n","email":"u%d@x"}`, id, id)))
 	}
-	te.mustWrite(engine.OpInsert, recs)
+	te.MustWrite(engine.OpInsert, recs)
 	second := make(chan struct{})
 	calls, wireSends, sends := 0, 0, 0
 	src := recvFunc(func() (*pb.SearchRequest, error) {
@@ -147,7 +147,7 @@ func TestWireQueryHoldsUpNoLaterRequest(t *testing.T) {
 		}
 		return nil
 	}}}
-	if err := te.e.SearchStream(t.Context(), src, sink); err != nil {
+	if err := te.E.SearchStream(t.Context(), src, sink); err != nil {
 		t.Fatal(err)
 	}
 	// The scan's 10 records, its completion with the last, and the

@@ -74,7 +74,7 @@ func wireSeeds() []*pb.SearchRequest {
 
 func openWireEngine(t testing.TB) *testEngine {
 	te := openEngine(t, t.TempDir(), engine.Options{})
-	te.apply(map[string]string{"shop.proto": shopProto, "wire.proto": wireProto})
+	te.Apply(map[string]string{"shop.proto": shopProto, "wire.proto": wireProto})
 	return te
 }
 
@@ -89,8 +89,8 @@ func TestWirePoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := te.e.WirePoints(b)
-		want, wantOK := te.e.QueryPoints(req.Queries)
+		got, ok := te.E.WirePoints(b)
+		want, wantOK := te.E.QueryPoints(req.Queries)
 		// The first three are plain; an order (which a lookup ignores) is
 		// left to the decoder, as is every query the decoded path
 		// compiles.
@@ -99,7 +99,7 @@ func TestWirePoints(t *testing.T) {
 		}
 	}
 	one, _ := proto.Marshal(&pb.SearchRequest{Queries: []*pb.Query{lookup(1)}})
-	if _, ok := te.e.WirePoints(one); !ok {
+	if _, ok := te.E.WirePoints(one); !ok {
 		t.Fatal("a lone lookup declined")
 	}
 	q, _ := proto.Marshal(lookup(1))
@@ -112,7 +112,7 @@ func TestWirePoints(t *testing.T) {
 		"limit as len": protowire.AppendBytes(protowire.AppendTag(append([]byte(nil), q...), 3, protowire.BytesType), nil),
 	} {
 		req := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), b)
-		if _, ok := te.e.WirePoints(req); ok {
+		if _, ok := te.E.WirePoints(req); ok {
 			t.Errorf("%s: read from bytes", name)
 		}
 	}
@@ -131,7 +131,7 @@ func FuzzWirePoints(f *testing.F) {
 	}
 	te := openWireEngine(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := te.e.WirePoints(b)
+		got, ok := te.E.WirePoints(b)
 		if !ok {
 			return
 		}
@@ -139,7 +139,7 @@ func FuzzWirePoints(f *testing.F) {
 		if err := proto.Unmarshal(b, &req); err != nil {
 			t.Fatalf("read as lookups, but does not decode: %v", err)
 		}
-		want, wantOK := te.e.QueryPoints(req.Queries)
+		want, wantOK := te.E.QueryPoints(req.Queries)
 		if !wantOK || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("from bytes %v, decoded %v %v", got, want, wantOK)
 		}

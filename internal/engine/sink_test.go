@@ -123,12 +123,12 @@ func (encodingScan) EncodesOnSend() {}
 // WireSink gets both as bytes.
 func TestLookupWireSinkSeesOtherQueriesAsMessages(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{})
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	var recs []*anypb.Any
 	for id := range 3 {
-		recs = append(recs, te.rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n","email":"u%d@x"}`, id, id)))
+		recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n","email":"u%d@x"}`, id, id)))
 	}
-	te.mustWrite(engine.OpInsert, recs)
+	te.MustWrite(engine.OpInsert, recs)
 	// The lookups run as they arrive and are answered before the scan is
 	// read, which its worker then runs alone.
 	reqs := [][]*pb.Query{{lookup(1), lookup(2)}, {{Type: "shop.User"}}}
@@ -159,7 +159,7 @@ func TestLookupWireSinkSeesOtherQueriesAsMessages(t *testing.T) {
 			wantWires, wantMsgs = 2, 0
 		}
 		next := 0
-		if err := te.e.SearchStream(t.Context(), recvReqs(reqs, &next), sink); err != nil {
+		if err := te.E.SearchStream(t.Context(), recvReqs(reqs, &next), sink); err != nil {
 			t.Fatal(err)
 		}
 		if wires != wantWires || msgs != wantMsgs || records != 5 {

@@ -20,17 +20,17 @@ func BenchmarkInsertUnique(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			te := newEngine(b)
-			te.apply(map[string]string{"shop.proto": shopProto, "acct.proto": acctProto, "legacy.proto": legacyProto})
+			te.Apply(map[string]string{"shop.proto": shopProto, "acct.proto": acctProto, "legacy.proto": legacyProto})
 			id := 0
 			batch := func() []*anypb.Any {
 				recs := make([]*anypb.Any, 1000)
 				for i := range recs {
 					id++
-					recs[i] = te.rec(c.typ, replaceID(c.rec, id))
+					recs[i] = te.Rec(c.typ, replaceID(c.rec, id))
 				}
 				return recs
 			}
-			w := te.e.NewWriter()
+			w := te.E.NewWriter()
 			defer w.Close()
 			b.ReportAllocs()
 			b.ResetTimer()

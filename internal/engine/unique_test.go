@@ -60,7 +60,7 @@ message Item {
 
 func acctEngine(t *testing.T) *testEngine {
 	te := newEngine(t)
-	te.apply(map[string]string{"shop.proto": shopProto, "acct.proto": acctProto, "legacy.proto": legacyProto})
+	te.Apply(map[string]string{"shop.proto": shopProto, "acct.proto": acctProto, "legacy.proto": legacyProto})
 	return te
 }
 
@@ -70,16 +70,16 @@ func acctEngine(t *testing.T) *testEngine {
 // absent: its default is its value.
 func TestUniqueAbsentValues(t *testing.T) {
 	te := acctEngine(t)
-	acct := func(js string) *anypb.Any { return te.rec("acct.Account", js) }
+	acct := func(js string) *anypb.Any { return te.Rec("acct.Account", js) }
 	// Distinct handles: handle has no presence, so "" is a value.
-	te.mustWrite(engine.OpInsert, []*anypb.Any{
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
 		acct(`{"id": 1, "handle": "h1"}`),
 		acct(`{"id": 2, "handle": "h2", "badge": 5}`),
 		acct(`{"id": 3, "handle": "h3", "org": "o"}`),
 	}, []*anypb.Any{
 		acct(`{"id": 4, "handle": "h4", "org": "o", "badge": 6}`),
 	})
-	te.mustCheck()
+	te.MustCheck()
 
 	cases := []struct {
 		name string
@@ -95,31 +95,31 @@ func TestUniqueAbsentValues(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			first := acct(c.rec)
-			te.mustWrite(engine.OpInsert, []*anypb.Any{first})
-			dup := te.rec("acct.Account", c.rec)
-			dup.Value = append(dup.Value, te.rec("acct.Account", `{"id": 11, "handle": "y1"}`).Value...)
+			te.MustWrite(engine.OpInsert, []*anypb.Any{first})
+			dup := te.Rec("acct.Account", c.rec)
+			dup.Value = append(dup.Value, te.Rec("acct.Account", `{"id": 11, "handle": "y1"}`).Value...)
 			if c.name == "handle without presence" {
-				dup = te.rec("acct.Account", `{"id": 11}`)
+				dup = te.Rec("acct.Account", `{"id": 11}`)
 			}
-			wantWriteError(t, te.write(engine.OpInsert, []*anypb.Any{dup}), apierror.AlreadyExists, 0, 0)
-			te.mustWrite(engine.OpRemove, []*anypb.Any{first})
-			te.mustCheck()
+			wantWriteError(t, te.Write(engine.OpInsert, []*anypb.Any{dup}), apierror.AlreadyExists, 0, 0)
+			te.MustWrite(engine.OpRemove, []*anypb.Any{first})
+			te.MustCheck()
 		})
 	}
 
 	// Absent values leave the value free: a record sets it, another takes
 	// it once the first lets go of it by an update that drops the field.
-	te.mustWrite(engine.OpUpsert, []*anypb.Any{acct(`{"id": 1, "handle": "h1", "email": "a@x", "contact": {"phone": "1"}, "username": "u", "nick": "n"}`)})
+	te.MustWrite(engine.OpUpsert, []*anypb.Any{acct(`{"id": 1, "handle": "h1", "email": "a@x", "contact": {"phone": "1"}, "username": "u", "nick": "n"}`)})
 	taken := acct(`{"id": 2, "handle": "h2", "email": "a@x"}`)
-	wantWriteError(t, te.write(engine.OpUpdate, []*anypb.Any{taken}), apierror.AlreadyExists, 0, 0)
-	te.mustWrite(engine.OpUpdate, []*anypb.Any{acct(`{"id": 1, "handle": "h1"}`)}, []*anypb.Any{taken})
-	te.mustCheck()
+	wantWriteError(t, te.Write(engine.OpUpdate, []*anypb.Any{taken}), apierror.AlreadyExists, 0, 0)
+	te.MustWrite(engine.OpUpdate, []*anypb.Any{acct(`{"id": 1, "handle": "h1"}`)}, []*anypb.Any{taken})
+	te.MustCheck()
 
 	// The proto2 default: absent reads as 7 but is not entered; 7 set is.
-	item := func(js string) *anypb.Any { return te.rec("legacy.Item", js) }
-	te.mustWrite(engine.OpInsert, []*anypb.Any{item(`{"id": 1}`), item(`{"id": 2}`), item(`{"id": 3, "code": 7}`)})
-	wantWriteError(t, te.write(engine.OpInsert, []*anypb.Any{item(`{"id": 4, "code": 7}`)}), apierror.AlreadyExists, 0, 0)
-	r := te.mustCheck()
+	item := func(js string) *anypb.Any { return te.Rec("legacy.Item", js) }
+	te.MustWrite(engine.OpInsert, []*anypb.Any{item(`{"id": 1}`), item(`{"id": 2}`), item(`{"id": 3, "code": 7}`)})
+	wantWriteError(t, te.Write(engine.OpInsert, []*anypb.Any{item(`{"id": 4, "code": 7}`)}), apierror.AlreadyExists, 0, 0)
+	r := te.MustCheck()
 	if r.Problems != nil {
 		t.Fatal(r.Problems)
 	}
@@ -138,21 +138,21 @@ message Item {
   optional int32 code = 2 [default = 7];
 }
 `
-	te.apply(map[string]string{"shop.proto": shopProto, "legacy.proto": noIndex})
+	te.Apply(map[string]string{"shop.proto": shopProto, "legacy.proto": noIndex})
 	var recs []*anypb.Any
 	for i := range 2500 { // more than one build step
 		js := `{"id": ` + itoa(i) + `}`
 		if i%2 == 0 {
 			js = `{"id": ` + itoa(i) + `, "code": ` + itoa(i) + `}`
 		}
-		recs = append(recs, te.rec("legacy.Item", js))
+		recs = append(recs, te.Rec("legacy.Item", js))
 	}
-	te.mustWrite(engine.OpInsert, recs)
-	te.apply(map[string]string{"shop.proto": shopProto, "legacy.proto": legacyProto})
+	te.MustWrite(engine.OpInsert, recs)
+	te.Apply(map[string]string{"shop.proto": shopProto, "legacy.proto": legacyProto})
 	if ix := waitIndexNamed(t, te, "by_code"); ix.State != pb.IndexState_INDEX_STATE_READY {
 		t.Fatalf("index %v, want READY", ix)
 	}
-	if r := te.mustCheck(); r.Entries != 1250 {
+	if r := te.MustCheck(); r.Entries != 1250 {
 		t.Fatalf("check read %d entries, want 1250 (the records that set code)", r.Entries)
 	}
 }
@@ -161,15 +161,15 @@ message Item {
 // by that index; the others are.
 func TestUniqueAbsentQueries(t *testing.T) {
 	te := acctEngine(t)
-	acct := func(js string) *anypb.Any { return te.rec("acct.Account", js) }
-	te.mustWrite(engine.OpInsert, []*anypb.Any{
+	acct := func(js string) *anypb.Any { return te.Rec("acct.Account", js) }
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
 		acct(`{"id": 1, "handle": "h1"}`),
 		acct(`{"id": 2, "handle": "h2", "email": ""}`),
 		acct(`{"id": 3, "handle": "h3", "email": "b@x", "contact": {"phone": "1"}, "username": "u"}`),
 		acct(`{"id": 4, "handle": "h4", "email": "c@x", "contact": {}}`),
 	})
-	item := func(js string) *anypb.Any { return te.rec("legacy.Item", js) }
-	te.mustWrite(engine.OpInsert, []*anypb.Any{item(`{"id": 1}`), item(`{"id": 2, "code": 7}`), item(`{"id": 3, "code": 8}`)})
+	item := func(js string) *anypb.Any { return te.Rec("legacy.Item", js) }
+	te.MustWrite(engine.OpInsert, []*anypb.Any{item(`{"id": 1}`), item(`{"id": 2, "code": 7}`), item(`{"id": 3, "code": 8}`)})
 
 	cases := []struct {
 		typ, where string
@@ -194,7 +194,7 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	}
 	for _, c := range cases {
 		q := &pb.Query{Type: c.typ, Where: mustWhere(t, c.where), Order: c.order, Explain: true}
-		resp, err := query(te.e, t.Context(), &pb.QueryRequest{Query: q})
+		resp, err := query(te.E, t.Context(), &pb.QueryRequest{Query: q})
 		if err != nil {
 			t.Fatalf("%s: %v", c.where, err)
 		}
@@ -204,7 +204,7 @@ func TestUniqueAbsentQueries(t *testing.T) {
 	}
 	// Ordered by the index with nothing that excludes absent emails: the
 	// listing would silently leave records out, so it is refused.
-	_, err := query(te.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "acct.Account", Order: &pb.Order{Index: "by_email"}}})
+	_, err := query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "acct.Account", Order: &pb.Order{Index: "by_email"}}})
 	var e *apierror.Error
 	if !errors.As(err, &e) || e.Code != apierror.InvalidArgument {
 		t.Fatalf("order by a unique index over absent values: %v, want INVALID_ARGUMENT", err)
@@ -224,15 +224,15 @@ func mustWhere(t *testing.T, s string) *pb.Expr {
 // index, and flags one.
 func TestUniqueAbsentCheck(t *testing.T) {
 	te := acctEngine(t)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{
-		te.rec("acct.Account", `{"id": 1, "handle": "h1", "email": "a@x"}`),
-		te.rec("acct.Account", `{"id": 2, "handle": "h2"}`),
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
+		te.Rec("acct.Account", `{"id": 1, "handle": "h1", "email": "a@x"}`),
+		te.Rec("acct.Account", `{"id": 2, "handle": "h2"}`),
 	})
-	te.mustCheck()
+	te.MustCheck()
 	entry, _ := te.firstKey([]byte{0x02}, "a@x")
 	// An entry for record 2, which has no email.
 	te.raw(map[string][]byte{string(orderedcode.AppendBytes(slices.Clone(entry[:5]), nil)): orderedcode.AppendInt(nil, 2)})
-	r, err := engine.Check(t.Context(), te.st)
+	r, err := engine.Check(t.Context(), te.St)
 	if err != nil {
 		t.Fatal(err)
 	}

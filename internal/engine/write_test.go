@@ -14,37 +14,37 @@ import (
 
 func TestWriteOperations(t *testing.T) {
 	te := newEngine(t)
-	ann := te.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`)
-	bob := te.rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{ann, bob})
+	ann := te.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`)
+	bob := te.Rec("shop.User", `{"id": 2, "name": "Bob", "email": "bob@x"}`)
+	te.MustWrite(engine.OpInsert, []*anypb.Any{ann, bob})
 	wantStored(t, te, "shop.User", ann, bob)
 
 	// Update replaces the bytes whole, index entries follow.
-	ann2 := te.rec("shop.User", `{"id": 1, "name": "Anna", "email": "anna@x"}`)
-	te.mustWrite(engine.OpUpdate, []*anypb.Any{ann2})
+	ann2 := te.Rec("shop.User", `{"id": 1, "name": "Anna", "email": "anna@x"}`)
+	te.MustWrite(engine.OpUpdate, []*anypb.Any{ann2})
 	wantStored(t, te, "shop.User", ann2, bob)
 
 	// Upsert inserts a missing record and replaces an existing one.
-	cy := te.rec("shop.User", `{"id": 3, "name": "Cy", "email": "cy@x"}`)
-	bob2 := te.rec("shop.User", `{"id": 2, "email": "bob@y"}`)
-	te.mustWrite(engine.OpUpsert, []*anypb.Any{cy, bob2})
+	cy := te.Rec("shop.User", `{"id": 3, "name": "Cy", "email": "cy@x"}`)
+	bob2 := te.Rec("shop.User", `{"id": 2, "email": "bob@y"}`)
+	te.MustWrite(engine.OpUpsert, []*anypb.Any{cy, bob2})
 	wantStored(t, te, "shop.User", ann2, bob2, cy)
 
 	// Remove reads only the primary key of the record it is given.
-	te.mustWrite(engine.OpRemove, []*anypb.Any{te.rec("shop.User", `{"id": 1, "name": "ignored"}`)})
+	te.MustWrite(engine.OpRemove, []*anypb.Any{te.Rec("shop.User", `{"id": 1, "name": "ignored"}`)})
 	wantStored(t, te, "shop.User", bob2, cy)
 
 	// The freed unique value is free again; the old one of bob is too.
-	te.mustWrite(engine.OpInsert, []*anypb.Any{te.rec("shop.User", `{"id": 4, "email": "anna@x"}`),
-		te.rec("shop.User", `{"id": 5, "email": "bob@x"}`)})
-	te.mustCheck()
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 4, "email": "anna@x"}`),
+		te.Rec("shop.User", `{"id": 5, "email": "bob@x"}`)})
+	te.MustCheck()
 
 	// Get returns the stored bytes under the canonical URL.
-	got, err := te.e.Get(t.Context(), te.rec("shop.User", `{"id": 3}`))
+	got, err := te.E.Get(t.Context(), te.Rec("shop.User", `{"id": 3}`))
 	if err != nil || got == nil || !bytes.Equal(got.Value, cy.Value) {
 		t.Fatalf("Get id 3 = %v, %v; want cy", got, err)
 	}
-	if got, err := te.e.Get(t.Context(), te.rec("shop.User", `{"id": 1}`)); err != nil || got != nil {
+	if got, err := te.E.Get(t.Context(), te.Rec("shop.User", `{"id": 1}`)); err != nil || got != nil {
 		t.Fatalf("Get removed id 1 = %v, %v; want nil", got, err)
 	}
 }
@@ -54,25 +54,25 @@ func TestWriteOperations(t *testing.T) {
 // record may be taken by a later one.
 func TestWriteInBatchOrder(t *testing.T) {
 	te := newEngine(t)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{
-		te.rec("shop.User", `{"id": 1, "email": "a"}`),
-		te.rec("shop.User", `{"id": 2, "email": "b"}`),
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
+		te.Rec("shop.User", `{"id": 1, "email": "a"}`),
+		te.Rec("shop.User", `{"id": 2, "email": "b"}`),
 	})
 	// Swap the unique values through a third one, in one batch.
-	te.mustWrite(engine.OpUpdate, []*anypb.Any{
-		te.rec("shop.User", `{"id": 1, "email": "tmp"}`),
-		te.rec("shop.User", `{"id": 2, "email": "a"}`),
-		te.rec("shop.User", `{"id": 1, "email": "b"}`),
+	te.MustWrite(engine.OpUpdate, []*anypb.Any{
+		te.Rec("shop.User", `{"id": 1, "email": "tmp"}`),
+		te.Rec("shop.User", `{"id": 2, "email": "a"}`),
+		te.Rec("shop.User", `{"id": 1, "email": "b"}`),
 	})
 	wantStored(t, te, "shop.User",
-		te.rec("shop.User", `{"id": 1, "email": "b"}`),
-		te.rec("shop.User", `{"id": 2, "email": "a"}`))
+		te.Rec("shop.User", `{"id": 1, "email": "b"}`),
+		te.Rec("shop.User", `{"id": 2, "email": "a"}`))
 	// Upsert twice, then remove, within one stream's batches.
-	last := te.rec("shop.User", `{"id": 3, "email": "c2"}`)
-	te.mustWrite(engine.OpUpsert, []*anypb.Any{te.rec("shop.User", `{"id": 3, "email": "c"}`), last})
-	te.mustWrite(engine.OpRemove, []*anypb.Any{te.rec("shop.User", `{"id": 3}`)})
-	te.mustWrite(engine.OpUpsert, []*anypb.Any{te.rec("shop.User", `{"id": 4, "email": "c"}`)})
-	te.mustCheck()
+	last := te.Rec("shop.User", `{"id": 3, "email": "c2"}`)
+	te.MustWrite(engine.OpUpsert, []*anypb.Any{te.Rec("shop.User", `{"id": 3, "email": "c"}`), last})
+	te.MustWrite(engine.OpRemove, []*anypb.Any{te.Rec("shop.User", `{"id": 3}`)})
+	te.MustWrite(engine.OpUpsert, []*anypb.Any{te.Rec("shop.User", `{"id": 4, "email": "c"}`)})
+	te.MustCheck()
 	if n := len(te.stored("shop.User")); n != 3 {
 		t.Fatalf("%d users, want 3", n)
 	}
@@ -80,8 +80,8 @@ func TestWriteInBatchOrder(t *testing.T) {
 
 func TestWriteErrors(t *testing.T) {
 	te := newEngine(t)
-	ann := te.rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`)
-	te.mustWrite(engine.OpInsert, []*anypb.Any{ann})
+	ann := te.Rec("shop.User", `{"id": 1, "name": "Ann", "email": "ann@x"}`)
+	te.MustWrite(engine.OpInsert, []*anypb.Any{ann})
 	before := te.stored("shop.User")
 
 	cases := []struct {
@@ -94,21 +94,21 @@ func TestWriteErrors(t *testing.T) {
 		field   string
 		applied uint64 // records applied before the failing batch
 	}{
-		{"insert existing", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 7, "email": "n@x"}`)}, {te.rec("shop.User", `{"id": 8, "email": "m@x"}`), ann}},
+		{"insert existing", engine.OpInsert, [][]*anypb.Any{{te.Rec("shop.User", `{"id": 7, "email": "n@x"}`)}, {te.Rec("shop.User", `{"id": 8, "email": "m@x"}`), ann}},
 			apierror.AlreadyExists, 1, 1, "id", 1},
-		{"insert twice in a batch", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 9, "email": "p@x"}`), te.rec("shop.User", `{"id": 9, "email": "q@x"}`)}},
+		{"insert twice in a batch", engine.OpInsert, [][]*anypb.Any{{te.Rec("shop.User", `{"id": 9, "email": "p@x"}`), te.Rec("shop.User", `{"id": 9, "email": "q@x"}`)}},
 			apierror.AlreadyExists, 0, 1, "id", 0},
-		{"unique value taken", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 2, "email": "ann@x"}`)}},
+		{"unique value taken", engine.OpInsert, [][]*anypb.Any{{te.Rec("shop.User", `{"id": 2, "email": "ann@x"}`)}},
 			apierror.AlreadyExists, 0, 0, "email", 0},
-		{"unique value taken in the batch", engine.OpUpsert, [][]*anypb.Any{{te.rec("shop.User", `{"id": 2, "email": "z@x"}`), te.rec("shop.User", `{"id": 3, "email": "z@x"}`)}},
+		{"unique value taken in the batch", engine.OpUpsert, [][]*anypb.Any{{te.Rec("shop.User", `{"id": 2, "email": "z@x"}`), te.Rec("shop.User", `{"id": 3, "email": "z@x"}`)}},
 			apierror.AlreadyExists, 0, 1, "email", 0},
-		{"update missing", engine.OpUpdate, [][]*anypb.Any{{ann, te.rec("shop.User", `{"id": 5}`)}},
+		{"update missing", engine.OpUpdate, [][]*anypb.Any{{ann, te.Rec("shop.User", `{"id": 5}`)}},
 			apierror.NotFound, 0, 1, "id", 0},
-		{"remove missing", engine.OpRemove, [][]*anypb.Any{{te.rec("shop.User", `{"id": 5}`)}},
+		{"remove missing", engine.OpRemove, [][]*anypb.Any{{te.Rec("shop.User", `{"id": 5}`)}},
 			apierror.NotFound, 0, 0, "id", 0},
-		{"remove twice in a batch", engine.OpRemove, [][]*anypb.Any{{te.rec("shop.User", `{"id": 1}`), te.rec("shop.User", `{"id": 1}`)}},
+		{"remove twice in a batch", engine.OpRemove, [][]*anypb.Any{{te.Rec("shop.User", `{"id": 1}`), te.Rec("shop.User", `{"id": 1}`)}},
 			apierror.NotFound, 0, 1, "id", 0},
-		{"composite unique", engine.OpInsert, [][]*anypb.Any{{te.rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`), te.rec("shop.Member", `{"org": "o", "id": 2, "handle": "h"}`)}},
+		{"composite unique", engine.OpInsert, [][]*anypb.Any{{te.Rec("shop.Member", `{"org": "o", "id": 1, "handle": "h"}`), te.Rec("shop.Member", `{"org": "o", "id": 2, "handle": "h"}`)}},
 			apierror.AlreadyExists, 0, 1, "org,handle", 0},
 		{"unknown type", engine.OpUpsert, [][]*anypb.Any{{ann, {TypeUrl: "type.googleapis.com/shop.Nope"}}},
 			apierror.InvalidArgument, 0, 1, "", 0},
@@ -123,7 +123,7 @@ func TestWriteErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := te.write(c.op, c.batches...)
+			err := te.Write(c.op, c.batches...)
 			we := wantWriteError(t, err, c.code, c.batch, c.record)
 			if c.field != "" && we.Field != c.field {
 				t.Errorf("field %q, want %q", we.Field, c.field)
@@ -144,9 +144,9 @@ func TestWriteErrors(t *testing.T) {
 			}
 			// Undo what earlier batches of the case applied; the failed
 			// batch applied nothing.
-			te.mustCheck()
+			te.MustCheck()
 			for _, b := range c.batches[:c.batch] {
-				te.mustWrite(engine.OpRemove, b)
+				te.MustWrite(engine.OpRemove, b)
 			}
 			wantStoredBytes(t, te, "shop.User", before)
 			if n := len(te.stored("shop.Member")); n != 0 {
@@ -158,14 +158,14 @@ func TestWriteErrors(t *testing.T) {
 
 func TestWriteBatchLimit(t *testing.T) {
 	te2 := openEngine(t, t.TempDir(), engine.Options{MaxRecordsPerBatch: 2})
-	te2.apply(map[string]string{"shop.proto": shopProto})
+	te2.Apply(map[string]string{"shop.proto": shopProto})
 	recs := []*anypb.Any{
-		te2.rec("shop.User", `{"id": 1, "email": "a"}`),
-		te2.rec("shop.User", `{"id": 2, "email": "b"}`),
-		te2.rec("shop.User", `{"id": 3, "email": "c"}`),
+		te2.Rec("shop.User", `{"id": 1, "email": "a"}`),
+		te2.Rec("shop.User", `{"id": 2, "email": "b"}`),
+		te2.Rec("shop.User", `{"id": 3, "email": "c"}`),
 	}
-	wantWriteError(t, te2.write(engine.OpInsert, recs), apierror.ResourceExhausted, 0, 2)
-	te2.mustWrite(engine.OpInsert, recs[:2])
+	wantWriteError(t, te2.Write(engine.OpInsert, recs), apierror.ResourceExhausted, 0, 2)
+	te2.MustWrite(engine.OpInsert, recs[:2])
 }
 
 func wantStored(t *testing.T, te *testEngine, typeName string, recs ...*anypb.Any) {
@@ -188,5 +188,5 @@ func wantStoredBytes(t *testing.T, te *testEngine, typeName string, want [][]byt
 			t.Fatalf("%s record %d: stored %x, want %x", typeName, i, got[i], want[i])
 		}
 	}
-	te.mustCheck()
+	te.MustCheck()
 }

@@ -329,6 +329,11 @@ func orBranches(n *node, out []*node) []*node {
 // candidate that constrains every branch.
 func (pl *planner) planOr(root *node, cands []*candidate) (choice, bool) {
 	branches := orBranches(root, nil)
+	if len(branches) == 0 {
+		// Only empty ORs, nested: the filter matches nothing, and no
+		// candidate constrains a branch. The scan's residual says so.
+		return choice{}, false
+	}
 	type branchIn struct {
 		conjs []conjunct
 		accs  map[string]*fieldAcc

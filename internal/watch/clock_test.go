@@ -22,13 +22,13 @@ func TestWatchClockJumpsForward(t *testing.T) {
 	var clock shiftedClock
 	te := watchEngine(t, engine.Options{WatchRetention: time.Hour, Clock: clock.now})
 	for i := range 5 {
-		te.mustWrite(engine.OpInsert, users(te, 10*i, 10))
+		te.MustWrite(engine.OpInsert, users(te, 10*i, 10))
 	}
 	clock.set(3 * time.Hour)
 	for i := 5; i < 10; i++ {
-		te.mustWrite(engine.OpInsert, users(te, 10*i, 10))
+		te.MustWrite(engine.OpInsert, users(te, 10*i, 10))
 	}
-	if err := te.e.ChangeLog().Trim(); err != nil {
+	if err := te.E.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 100)
@@ -47,11 +47,11 @@ func TestWatchClockJumpsBack(t *testing.T) {
 	clock.set(365 * 24 * time.Hour)
 	te := watchEngine(t, engine.Options{WatchRetention: retention, Clock: clock.now})
 	for i := range 5 {
-		te.mustWrite(engine.OpInsert, users(te, 10*i, 10))
+		te.MustWrite(engine.OpInsert, users(te, 10*i, 10))
 	}
 	clock.set(0)
 	for i := 5; i < 10; i++ {
-		te.mustWrite(engine.OpInsert, users(te, 10*i, 10))
+		te.MustWrite(engine.OpInsert, users(te, 10*i, 10))
 	}
 	times := te.logTimes()
 	for i := 1; i < len(times); i++ {
@@ -61,8 +61,8 @@ func TestWatchClockJumpsBack(t *testing.T) {
 	}
 	// The log's time runs at least 0.99 × real time.
 	time.Sleep(retention + retention/20)
-	te.mustWrite(engine.OpInsert, users(te, 100, 1)) // commit 11
-	if err := te.e.ChangeLog().Trim(); err != nil {
+	te.MustWrite(engine.OpInsert, users(te, 100, 1)) // commit 11
+	if err := te.E.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 1)
@@ -75,11 +75,11 @@ func TestWatchClockJumpsBack(t *testing.T) {
 // logTimes returns the time of every change-log entry, oldest first, read
 // through a reader of the log.
 func (te *testEngine) logTimes() []int64 {
-	te.t.Helper()
-	log := te.e.ChangeLog()
+	te.T.Helper()
+	log := te.E.ChangeLog()
 	first, ok, err := log.First()
 	if err != nil || !ok {
-		te.t.Fatalf("the log's first commit: %v, %v", ok, err)
+		te.T.Fatalf("the log's first commit: %v, %v", ok, err)
 	}
 	rd := log.NewReader(nil)
 	defer rd.Close()
@@ -89,18 +89,18 @@ func (te *testEngine) logTimes() []int64 {
 	for rd.More() {
 		_, le, err := rd.Next()
 		if err != nil {
-			te.t.Fatal(err)
+			te.T.Fatal(err)
 		}
 		if le == nil {
 			break
 		}
 		out = append(out, le.Time())
 		if err := rd.Done(); err != nil {
-			te.t.Fatal(err)
+			te.T.Fatal(err)
 		}
 	}
 	if err := rd.Err(); err != nil {
-		te.t.Fatal(err)
+		te.T.Fatal(err)
 	}
 	return out
 }

@@ -24,14 +24,14 @@ import (
 func TestWatchFitsMessages(t *testing.T) {
 	const room = 300 << 10
 	te := blobEngine(t, engine.Options{})
-	te.w = watch.New(te.e, watch.Options{MaxSendBytes: room})
+	te.w = watch.New(te.E, watch.Options{MaxSendBytes: room})
 	small := blobs(1, 5, 100<<10, 1)
-	te.mustWrite(engine.OpInsert, small)                         // commit 1: five changes of 100 KiB
+	te.MustWrite(engine.OpInsert, small)                         // commit 1: five changes of 100 KiB
 	olds := []*anypb.Any{blob(10, 200<<10, 2)}                   // commit 2
-	te.mustWrite(engine.OpInsert, olds)                          //
+	te.MustWrite(engine.OpInsert, olds)                          //
 	news := []*anypb.Any{blob(10, 200<<10, 3)}                   // commit 3: 400 KiB with the old record
-	te.mustWrite(engine.OpUpdate, news)                          //
-	te.mustWrite(engine.OpInsert, []*anypb.Any{blob(11, 10, 4)}) // commit 4
+	te.MustWrite(engine.OpUpdate, news)                          //
+	te.MustWrite(engine.OpInsert, []*anypb.Any{blob(11, 10, 4)}) // commit 4
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

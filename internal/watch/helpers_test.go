@@ -9,46 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/engine/enginetest"
 	"github.com/protobase/protobase/internal/keyspace"
-	"github.com/protobase/protobase/internal/store/pebble"
+	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/internal/watch"
 )
 
-const shopProto = `syntax = "proto3";
-package shop;
-import "protobase/v1/options.proto";
-
-message User {
-  option (protobase.v1.record) = {
-    primary_key: "id"
-    index: { fields: "email" unique: true }
-    index: { fields: "name" }
-  };
-  int64 id = 1;
-  string name = 2;
-  string email = 3;
-}
-
-message Member {
-  option (protobase.v1.record) = {
-    primary_key: ["org", "id"]
-    index: { fields: ["org", "handle"] unique: true }
-  };
-  string org = 1;
-  int64 id = 2;
-  string handle = 3;
-}
-`
+const shopProto = testschema.ShopMembers
 
 // blobProto is a type without indexes whose records are as large as a
 // test makes them.
@@ -64,37 +38,30 @@ message Blob {
 `
 
 // testEngine is an engine on a real Pebble store in a temporary
-// directory, and its watch service.
+// directory, and the Watch service on it.
 type testEngine struct {
-	t    testing.TB
-	dir  string
-	opts engine.Options
-	st   *pebble.Store
-	e    *engine.Engine
-	w    *watch.Service
+	*enginetest.Engine
+	w *watch.Service
 }
 
 func openEngine(t testing.TB, dir string, opts engine.Options) *testEngine {
 	t.Helper()
-	st, err := pebble.Open(pebble.Options{Dir: dir, Layout: keyspace.Layout{}, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.Open(t.Context(), st, opts)
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	te := &testEngine{t: t, dir: dir, opts: opts, st: st, e: e, w: watch.New(e, watch.Options{})}
-	t.Cleanup(te.close)
-	return te
+	te := enginetest.Open(t, dir, opts)
+	return &testEngine{Engine: te, w: watch.New(te.E, watch.Options{})}
+}
+
+// reopen closes the engine and store and opens them again on the same
+// directory.
+func (te *testEngine) reopen() *testEngine {
+	te.Close()
+	return openEngine(te.T, te.Dir, te.Opts)
 }
 
 // newEngine opens an engine on a fresh directory with shopProto applied.
 func newEngine(t testing.TB) *testEngine {
 	t.Helper()
 	te := openEngine(t, t.TempDir(), engine.Options{})
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	return te
 }
 
@@ -106,7 +73,7 @@ func watchEngine(t *testing.T, opts engine.Options) *testEngine {
 	}
 	opts.WatchTrimInterval = time.Hour // tests trim with ChangeLog().Trim
 	te := openEngine(t, t.TempDir(), opts)
-	te.apply(map[string]string{"shop.proto": shopProto})
+	te.Apply(map[string]string{"shop.proto": shopProto})
 	return te
 }
 
@@ -114,89 +81,8 @@ func watchEngine(t *testing.T, opts engine.Options) *testEngine {
 func blobEngine(t *testing.T, opts engine.Options) *testEngine {
 	t.Helper()
 	te := watchEngine(t, opts)
-	te.apply(map[string]string{"shop.proto": shopProto, "blob.proto": blobProto})
+	te.Apply(map[string]string{"shop.proto": shopProto, "blob.proto": blobProto})
 	return te
-}
-
-func (te *testEngine) close() {
-	if te.e == nil {
-		return
-	}
-	if err := te.e.Close(); err != nil {
-		te.t.Errorf("close engine: %v", err)
-	}
-	if err := te.st.Close(); err != nil {
-		te.t.Errorf("close store: %v", err)
-	}
-	te.e = nil
-}
-
-// reopen closes the engine and store and opens them again on the same
-// directory.
-func (te *testEngine) reopen() *testEngine {
-	te.close()
-	return openEngine(te.t, te.dir, te.opts)
-}
-
-func (te *testEngine) apply(files map[string]string) *pb.ApplySchemaResponse {
-	te.t.Helper()
-	resp, err := te.e.ApplySchema(te.t.Context(), &pb.ApplySchemaRequest{Files: files})
-	if err != nil {
-		te.t.Fatalf("apply schema: %v", err)
-	}
-	return resp
-}
-
-// rec builds a record of a type of the engine's schema from JSON.
-func (te *testEngine) rec(typeName, js string) *anypb.Any {
-	te.t.Helper()
-	rt, ok := te.e.Schema().Types[protoreflect.FullName(typeName)]
-	if !ok {
-		te.t.Fatalf("no type %s", typeName)
-	}
-	m := dynamicpb.NewMessage(rt.Desc)
-	if err := protojson.Unmarshal([]byte(js), m); err != nil {
-		te.t.Fatalf("record %s: %v", js, err)
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		te.t.Fatal(err)
-	}
-	return &anypb.Any{TypeUrl: "type.googleapis.com/" + typeName, Value: b}
-}
-
-// write applies batches of op on one writer and syncs; it returns the
-// first error.
-func (te *testEngine) write(op engine.Op, batches ...[]*anypb.Any) error {
-	w := te.e.NewWriter()
-	defer w.Close()
-	for _, b := range batches {
-		if err := w.Apply(te.t.Context(), op, b); err != nil {
-			return err
-		}
-	}
-	_, err := w.Sync()
-	return err
-}
-
-func (te *testEngine) mustWrite(op engine.Op, batches ...[]*anypb.Any) {
-	te.t.Helper()
-	if err := te.write(op, batches...); err != nil {
-		te.t.Fatalf("%v: %v", op, err)
-	}
-}
-
-// mustCheck fails the test unless engine.Check finds the store consistent.
-func (te *testEngine) mustCheck() *engine.CheckReport {
-	te.t.Helper()
-	r, err := engine.Check(context.Background(), te.st)
-	if err != nil {
-		te.t.Fatal(err)
-	}
-	if !r.OK() {
-		te.t.Fatalf("store inconsistent: %v", r.Problems)
-	}
-	return r
 }
 
 // releasing adapts a test's send function, which keeps nothing of a
@@ -225,7 +111,7 @@ func users(te *testEngine, from, n int) []*anypb.Any {
 	out := make([]*anypb.Any, n)
 	for i := range out {
 		id := itoa(from + i)
-		out[i] = te.rec("shop.User", `{"id": `+id+`, "name": "n`+id+`", "email": "e`+id+`"}`)
+		out[i] = te.Rec("shop.User", `{"id": `+id+`, "name": "n`+id+`", "email": "e`+id+`"}`)
 	}
 	return out
 }
@@ -262,7 +148,7 @@ type watchResult struct {
 // watchUntil runs Watch until it has received n changes (n <= 0: the
 // first message), then cancels it, or until it fails.
 func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
-	te.t.Helper()
+	te.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r watchResult
@@ -270,7 +156,7 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 		b := *bp
 		m := new(pb.WatchResponse)
 		if err := proto.Unmarshal(b, m); err != nil {
-			te.t.Errorf("a watch response does not decode: %v", err)
+			te.T.Errorf("a watch response does not decode: %v", err)
 			return err
 		}
 		r.changes = append(r.changes, m.Changes...)
@@ -289,7 +175,7 @@ func (te *testEngine) watchUntil(req *pb.WatchRequest, n int) watchResult {
 // watchRaw runs Watch until a message's progress reaches the whole commit
 // last, and returns every message's bytes.
 func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
-	te.t.Helper()
+	te.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out [][]byte
@@ -306,7 +192,7 @@ func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
 		return nil
 	}))
 	if !errors.Is(err, context.Canceled) {
-		te.t.Fatalf("watch: %v", err)
+		te.T.Fatalf("watch: %v", err)
 	}
 	return out
 }
@@ -314,10 +200,10 @@ func (te *testEngine) watchRaw(req *pb.WatchRequest, last uint64) [][]byte {
 // logValues returns the largest key and value the change log stores, and
 // how many keys it has.
 func (te *testEngine) logValues() (largest, keys int) {
-	te.t.Helper()
-	it, err := te.st.NewIterator([]byte(keyspace.LogPrefix), keyspace.PrefixEnd([]byte(keyspace.LogPrefix)))
+	te.T.Helper()
+	it, err := te.St.NewIterator([]byte(keyspace.LogPrefix), keyspace.PrefixEnd([]byte(keyspace.LogPrefix)))
 	if err != nil {
-		te.t.Fatal(err)
+		te.T.Fatal(err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -325,7 +211,7 @@ func (te *testEngine) logValues() (largest, keys int) {
 		keys++
 	}
 	if err := it.Error(); err != nil {
-		te.t.Fatal(err)
+		te.T.Fatal(err)
 	}
 	return largest, keys
 }

@@ -27,15 +27,15 @@ import (
 func TestWatchLogParts(t *testing.T) {
 	te := blobEngine(t, engine.Options{})
 	big := blobs(1, 80, 1<<20, 1)
-	te.mustWrite(engine.OpInsert, big)              // commit 1
-	te.mustWrite(engine.OpInsert, users(te, 1, 3))  // commit 2
+	te.MustWrite(engine.OpInsert, big)              // commit 1
+	te.MustWrite(engine.OpInsert, users(te, 1, 3))  // commit 2
 	olds := []*anypb.Any{blob(1000, 3<<20, 2)}      // commit 3
-	te.mustWrite(engine.OpInsert, olds)             //
+	te.MustWrite(engine.OpInsert, olds)             //
 	news := []*anypb.Any{blob(1000, 3<<20, 3)}      // commit 4
-	te.mustWrite(engine.OpUpdate, news)             //
+	te.MustWrite(engine.OpUpdate, news)             //
 	mid := blobs(2000, 10, 100<<10, 4)              // commit 5: 1 MB, shared below
-	te.mustWrite(engine.OpInsert, mid)              //
-	te.mustWrite(engine.OpInsert, users(te, 10, 2)) // commit 6
+	te.MustWrite(engine.OpInsert, mid)              //
+	te.MustWrite(engine.OpInsert, users(te, 10, 2)) // commit 6
 	if largest, keys := te.logValues(); largest > changelog.PartBytes || keys < 320 {
 		t.Fatalf("the log stores a value of %d bytes in %d keys; want none over %d", largest, keys, changelog.PartBytes)
 	}
@@ -57,7 +57,7 @@ func TestWatchLogParts(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		wantChanges(t, r.changes, 1, 42, big[42:], nil)
-		if rep := te.mustCheck(); rep.LogEntries != 6 {
+		if rep := te.MustCheck(); rep.LogEntries != 6 {
 			t.Fatalf("check read %d change-log entries, want 6", rep.LogEntries)
 		}
 	}
@@ -90,13 +90,13 @@ func TestWatchLogParts(t *testing.T) {
 func TestWatchLogOldFormat(t *testing.T) {
 	te := blobEngine(t, engine.Options{})
 	olds := blobs(1, 3, 300<<10, 5)
-	te.mustWrite(engine.OpInsert, olds)
+	te.MustWrite(engine.OpInsert, olds)
 	news := blobs(1, 3, 200<<10, 6)
-	te.mustWrite(engine.OpUpdate, news)
-	te.mustWrite(engine.OpInsert, users(te, 1, 2))
-	id := te.e.Schema().Types["blob.Blob"].ID
-	te.close()
-	st, err := pebble.Open(pebble.Options{Dir: te.dir, Layout: keyspace.Layout{}, Sync: true})
+	te.MustWrite(engine.OpUpdate, news)
+	te.MustWrite(engine.OpInsert, users(te, 1, 2))
+	id := te.E.Schema().Types["blob.Blob"].ID
+	te.Close()
+	st, err := pebble.Open(pebble.Options{Dir: te.Dir, Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestWatchLogOldFormat(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	te = openEngine(t, te.dir, engine.Options{WatchRetention: time.Hour, WatchTrimInterval: time.Hour})
+	te = openEngine(t, te.Dir, engine.Options{WatchRetention: time.Hour, WatchTrimInterval: time.Hour})
 	if largest, _ := te.logValues(); largest < 900<<10 {
 		t.Fatalf("the largest log value is %d bytes: the entries were not rewritten as one value each", largest)
 	}
@@ -115,9 +115,9 @@ func TestWatchLogOldFormat(t *testing.T) {
 	}
 	wantChanges(t, r.changes, 1, 0, olds, nil)
 	wantChanges(t, r.changes[3:], 2, 0, news, olds)
-	te.mustCheck()
+	te.MustCheck()
 	// New entries beside them are stored in parts.
-	te.mustWrite(engine.OpInsert, blobs(10, 1, 600<<10, 7))
+	te.MustWrite(engine.OpInsert, blobs(10, 1, 600<<10, 7))
 	r = te.watchUntil(&pb.WatchRequest{Types: []string{"blob.Blob"}, Start: startAfter(3)}, 1)
 	if r.err != nil || len(r.changes) != 1 || len(r.changes[0].GetRecord().GetValue()) < 600<<10 {
 		t.Fatalf("the entry after the old ones: %v", r.err)
@@ -166,7 +166,7 @@ func storeV1(t *testing.T, st store.KV, c uint64, op pb.ChangeOp, typeID uint32,
 // checked between entries, can stop it.)
 func TestWatchCancelStopsReading(t *testing.T) {
 	te := watchEngine(t, engine.Options{WatchTailBytes: -1})
-	w := te.e.NewWriter()
+	w := te.E.NewWriter()
 	defer w.Close()
 	for i := range 300 {
 		if err := w.Apply(t.Context(), engine.OpInsert, users(te, 10*i, 10)); err != nil {

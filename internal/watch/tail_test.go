@@ -62,7 +62,7 @@ func TestWatchTail(t *testing.T) {
 				}))
 			}()
 			<-started
-			w := te.e.NewWriter()
+			w := te.E.NewWriter()
 			defer w.Close()
 			for i := range batches {
 				if err := w.Apply(t.Context(), engine.OpInsert, users(te, 1+per*i, per)); err != nil {
@@ -72,7 +72,7 @@ func TestWatchTail(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if ts := te.e.ChangeLog().TailStats(); tc.tailBytes != 0 && ts.Bytes > int(max(tc.tailBytes, 0)) {
+			if ts := te.E.ChangeLog().TailStats(); tc.tailBytes != 0 && ts.Bytes > int(max(tc.tailBytes, 0)) {
 				t.Fatalf("the tail holds %d bytes, more than its bound %d", ts.Bytes, tc.tailBytes)
 			}
 			close(release)
@@ -94,7 +94,7 @@ func TestWatchTail(t *testing.T) {
 				}
 				prev = p
 			}
-			ts := te.e.ChangeLog().TailStats()
+			ts := te.E.ChangeLog().TailStats()
 			if tc.wantHits != (ts.Hits > 0) {
 				t.Fatalf("%d entries read from the tail", ts.Hits)
 			}

@@ -3,12 +3,12 @@ package watch_test
 import (
 	"bytes"
 	"context"
-	"github.com/protobase/protobase/internal/apierror"
 	"strings"
 	"testing"
 	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -19,9 +19,9 @@ func TestWatchTrimByTime(t *testing.T) {
 	const retention = 2 * time.Second
 	te := watchEngine(t, engine.Options{WatchRetention: retention})
 	for i := range 5 {
-		te.mustWrite(engine.OpInsert, users(te, i*10, 10))
+		te.MustWrite(engine.OpInsert, users(te, i*10, 10))
 	}
-	if err := te.e.ChangeLog().Trim(); err != nil {
+	if err := te.E.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	written := time.Now()
@@ -30,7 +30,7 @@ func TestWatchTrimByTime(t *testing.T) {
 	}
 	// The log's time runs at least 0.99 × real time.
 	time.Sleep(time.Until(written.Add(retention + retention/50)))
-	if err := te.e.ChangeLog().Trim(); err != nil {
+	if err := te.E.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: startAfter(0)}, 1)
@@ -38,7 +38,7 @@ func TestWatchTrimByTime(t *testing.T) {
 		t.Fatalf("start before the trimmed log: %v, want OUT_OF_RANGE naming commit 5", r.err)
 	}
 	// The log is empty: oldest is now, and new changes come through.
-	te.mustWrite(engine.OpInsert, users(te, 100, 1))
+	te.MustWrite(engine.OpInsert, users(te, 100, 1))
 	r = te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, 1)
 	if len(r.changes) != 1 || r.changes[0].Position.GetCommit() != 6 || r.progress[0].GetCommit() != 5 {
 		t.Fatalf("after trimming all: %v %v %v", r.changes, r.progress, r.err)
@@ -50,13 +50,13 @@ func TestWatchTrimByTime(t *testing.T) {
 func TestWatchTrimByBytes(t *testing.T) {
 	te := watchEngine(t, engine.Options{WatchRetentionBytes: 2000})
 	for i := range 10 {
-		te.mustWrite(engine.OpInsert, users(te, i*10, 10)) // ~190 bytes an entry
+		te.MustWrite(engine.OpInsert, users(te, i*10, 10)) // ~190 bytes an entry
 	}
 	te = te.reopen()
 	for i := 10; i < 20; i++ {
-		te.mustWrite(engine.OpInsert, users(te, i*10, 10))
+		te.MustWrite(engine.OpInsert, users(te, i*10, 10))
 	}
-	if err := te.e.ChangeLog().Trim(); err != nil {
+	if err := te.E.ChangeLog().Trim(); err != nil {
 		t.Fatal(err)
 	}
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, -1)
@@ -77,7 +77,7 @@ func TestWatchTrimByBytes(t *testing.T) {
 // for its sync still reaches a watcher (the watcher syncs it).
 func TestWatchSyncsQuietWriter(t *testing.T) {
 	te := watchEngine(t, engine.Options{})
-	w := te.e.NewWriter()
+	w := te.E.NewWriter()
 	defer w.Close()
 	done := make(chan watchResult)
 	go func() { done <- te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}}, 1) }()
@@ -113,12 +113,12 @@ func TestWatchStop(t *testing.T) {
 // the log on, and that writes leave no entries behind.
 func TestWatchLogOff(t *testing.T) {
 	te := newEngine(t)
-	te.mustWrite(engine.OpInsert, users(te, 1, 3))
+	te.MustWrite(engine.OpInsert, users(te, 1, 3))
 	r := te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}}, 1)
 	if codeOf(r.err) != apierror.FailedPrecondition || !strings.Contains(r.err.Error(), "--watch-retention") {
 		t.Fatalf("log off: %v", r.err)
 	}
-	te.opts.WatchRetention = time.Hour
+	te.Opts.WatchRetention = time.Hour
 	te = te.reopen()
 	r = te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}, Start: oldest()}, -1)
 	if r.progress[0].GetCommit() != 1 {
@@ -131,7 +131,7 @@ func TestWatchLogOff(t *testing.T) {
 // batches on its own, and gets the very bytes it would alone.
 func TestWatchShared(t *testing.T) {
 	te := watchEngine(t, engine.Options{})
-	w := te.e.NewWriter()
+	w := te.E.NewWriter()
 	defer w.Close()
 	for i := range 5 {
 		if err := w.Apply(t.Context(), engine.OpInsert, users(te, 1+7*i, 7)); err != nil {

@@ -13,7 +13,9 @@ import (
 // them first (CountRecords) would read every record twice. It reports whether b
 // has the shape CountRecords accepts (see plain); on false a is partly set and
 // the caller falls back to proto.Unmarshal. The value aliases b; the type
-// URL is *last when equal, as in FillAny.
+// URL is *last when equal, as in FillAny: *last is empty or a URL
+// DecodeAny accepted before, so it is valid UTF-8 and an equal URL needs
+// no check.
 func DecodeAny(b []byte, a *anypb.Any, last *string) bool {
 	for len(b) > 0 {
 		var num protowire.Number

@@ -1,4 +1,5 @@
-// Package servertest runs a Protobase server in a child process of a test
+// Package servertest runs Protobase servers for tests: in the test's own
+// process with a client (Server, server.go), or in a child process of a test
 // binary, so that a test can kill it with SIGKILL (which no in-process
 // server survives to be inspected) and start it again on the same data
 // directory. A test package wires it in through its TestMain:

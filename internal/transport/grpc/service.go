@@ -86,6 +86,14 @@ func (s *Service) Register(gs *grpc.Server) { pbgrpc.RegisterProtobaseServer(gs,
 
 func toStatus(err error) error { return apistatus.Status(err).Err() }
 
+// abortReceive ends a write stream whose next request did not arrive
+// whole (too large, cancelled, undecodable) as that batch's error, with
+// the durable counts of the ones before it. The receive error, a gRPC
+// status, is brought into the error vocabulary before the engine sees it.
+func abortReceive(w *engine.Writer, err error) error {
+	return toStatus(w.Abort(apistatus.Error(err)))
+}
+
 // ApplySchema implements pbgrpc.ProtobaseServer.
 //
 // A scoped key's change is planned first (as a dry run) and refused whole
@@ -180,7 +188,7 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 			// The next batch never arrived whole (too large, cancelled,
 			// undecodable): report it as that batch's error with the
 			// durable counts of the ones before it.
-			return toStatus(w.Abort(apistatus.Error(err)))
+			return abortReceive(w, err)
 		}
 		if err := id.CheckRecords(req.Records); err != nil {
 			return toStatus(w.Abort(err))

@@ -9,7 +9,6 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
-	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
 )
@@ -63,7 +62,7 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 			if ferr := acks.flush(w, true); ferr != nil {
 				return ferr
 			}
-			return toStatus(w.Abort(apistatus.Error(err)))
+			return abortReceive(w, err)
 		}
 		w.Use(m.res)
 		if err := s.applyStreamBatch(ctx, w, id, req); err != nil {

@@ -557,13 +557,25 @@ func (s *Service) reply(r *request, m proto.Message) {
 			"reply of %d bytes exceeds the NATS max_payload of %d bytes; ask for fewer records (page_size)", len(b), max))
 		return
 	}
-	var opts []micro.RespondOpt
+	var h nats.Header
 	if r.json {
-		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
+		h = nats.Header{HeaderContentType: {ContentTypeJSON}}
 	}
-	if err := r.Respond(b, opts...); err != nil {
+	if err := s.send(r, h, b); err != nil {
 		s.replyFailed(r, err)
 	}
+}
+
+// send publishes a reply, headers h and body b, to r's reply subject on
+// the service's connection. It does not go through micro.Request's
+// Respond or Error: those record their outcome in the request, which the
+// micro framework reads as soon as the handler returns, and a worker
+// replies after that (a data race).
+func (s *Service) send(r *request, h nats.Header, b []byte) error {
+	if r.Reply() == "" {
+		return micro.ErrRespond
+	}
+	return s.opts.Conn.PublishMsg(&nats.Msg{Subject: r.Reply(), Header: h, Data: b})
 }
 
 // replyBytes bounds the records of a reply (a Get, a Query page) so that
@@ -590,13 +602,15 @@ func (s *Service) fail(r *request, err error) {
 	if msg == "" {
 		msg = st.Code().String()
 	}
-	code := strconv.Itoa(apistatus.HTTPStatus(st.Code()))
-	var opts []micro.RespondOpt
-	if r.json {
-		opts = append(opts, micro.WithHeaders(micro.Headers{HeaderContentType: {ContentTypeJSON}}))
-	}
 	// Header values cannot hold line breaks; the body has the full text.
-	if rerr := r.Error(code, strings.ReplaceAll(msg, "\n", " "), body, opts...); rerr != nil {
+	h := nats.Header{
+		micro.ErrorHeader:     {strings.ReplaceAll(msg, "\n", " ")},
+		micro.ErrorCodeHeader: {strconv.Itoa(apistatus.HTTPStatus(st.Code()))},
+	}
+	if r.json {
+		h[HeaderContentType] = []string{ContentTypeJSON}
+	}
+	if rerr := s.send(r, h, body); rerr != nil {
 		s.replyFailed(r, rerr)
 	}
 }

@@ -105,14 +105,14 @@ func runCrashRecovery(t *testing.T, b harness.Backend, seed uint64) {
 		t.Fatal("no batch was acknowledged before the kills")
 	}
 
-	ts := harness.Start(t, cfg)
+	ts := servertest.New(t, cfg)
 	users := map[int]int{}
 	for _, u := range ts.Records("shop.User") {
-		users[int(harness.FieldValue(u, "id").Int())/crashBatch]++
+		users[int(servertest.FieldValue(u, "id").Int())/crashBatch]++
 	}
 	orders := map[int]int{}
 	for _, o := range ts.Records("shop.Order") {
-		orders[int(harness.FieldValue(o, "id").Uint())]++
+		orders[int(servertest.FieldValue(o, "id").Uint())]++
 	}
 	for n := range acked {
 		if users[n] != crashBatch || orders[n] != crashBatch {
@@ -134,7 +134,7 @@ func runCrashRecovery(t *testing.T, b harness.Backend, seed uint64) {
 	// are taken, and an email of a batch that is not present is free.
 	for n := range users {
 		_, err := ts.Write(harness.Insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": -1, "email": "u%d@example.com"}`, n*crashBatch+crashBatch-1))})
-		if we := harness.WriteErr(t, err, codes.AlreadyExists); we.Field != "email" {
+		if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Field != "email" {
 			t.Fatalf("batch %d: duplicate email refused on field %q, want email", n, we.Field)
 		}
 	}

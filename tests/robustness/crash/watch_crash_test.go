@@ -96,8 +96,8 @@ func runWatchCrash(t *testing.T, seed uint64) {
 	}
 
 	// A clean server: each watcher catches up, and the log is read whole.
-	ts := harness.Start(t, cfg)
-	end := ts.LastCommit("shop.User")
+	ts := servertest.New(t, cfg)
+	end := harness.LastCommit(ts, "shop.User")
 	for _, cw := range watchers {
 		cw.CatchUp(t, ts, end)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // Watcher is a watcher that lives across server kills and restarts: what
@@ -42,7 +43,7 @@ func (w *Watcher) Session(ctx context.Context, c *client.Client) {
 }
 
 // CatchUp resumes w on s until its progress reaches commit end.
-func (w *Watcher) CatchUp(t *testing.T, s *Server, end uint64) {
+func (w *Watcher) CatchUp(t *testing.T, s *servertest.Server, end uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -62,9 +63,9 @@ func (w *Watcher) CatchUp(t *testing.T, s *Server, end uint64) {
 	}
 }
 
-// LastCommit is the commit a watch of types starts at by default: the
+// LastCommit is the commit a watch of types on s starts at by default: the
 // last one, named by its first message (progress only).
-func (s *Server) LastCommit(types ...string) uint64 {
+func LastCommit(s *servertest.Server, types ...string) uint64 {
 	s.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

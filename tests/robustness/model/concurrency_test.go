@@ -11,6 +11,7 @@ import (
 
 	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
@@ -18,7 +19,7 @@ import (
 // each key and each email ends up owned by exactly one record, and the
 // counts reported to the streams match what is stored.
 func TestConcurrentWritersRaceOnKeys(t *testing.T) {
-	ts := harness.Start(t, server.Config{})
+	ts := servertest.New(t, server.Config{})
 	ts.MustApply(map[string]string{"shop.proto": testschema.Shop})
 	const streams, keys = 8, 200
 	var wg sync.WaitGroup
@@ -54,8 +55,8 @@ func TestConcurrentWritersRaceOnKeys(t *testing.T) {
 	}
 	// Every email is held by its own record and no other.
 	for _, u := range users {
-		id := harness.FieldValue(u, "id").Int()
+		id := servertest.FieldValue(u, "id").Int()
 		_, err := ts.Write(harness.Insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "e%d@x"}`, 1000+id, id))})
-		harness.WriteErr(t, err, codes.AlreadyExists)
+		servertest.WriteErr(t, err, codes.AlreadyExists)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/orderedcode"
+	"github.com/protobase/protobase/server/servertest"
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
@@ -436,7 +437,7 @@ func TestModelReads(t *testing.T) {
 
 func runModel(t *testing.T, b harness.Backend, rng *rand.Rand, queries int) {
 	src, _, pk, _ := genSchema(rng)
-	ts := harness.Start(t, b.Config(t))
+	ts := servertest.New(t, b.Config(t))
 	ts.MustApply(map[string]string{"model.proto": src})
 	md := ts.Desc("model.Rec")
 

@@ -18,6 +18,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
@@ -42,7 +43,7 @@ type wantChange struct {
 
 // watchModel is the writer's model: the stored records by type and key.
 type watchModel struct {
-	ts     *harness.Server
+	ts     *servertest.Server
 	rng    *rand.Rand
 	stored map[string]map[int64]*anypb.Any // type -> key -> record
 	hist   []wantChange
@@ -136,7 +137,7 @@ type modelWatcher struct {
 // closed), reconnecting at random. A session also ends when it receives
 // nothing for a while (its deadline): a watcher whose filter matches no
 // more changes must get to look at done.
-func (mw *modelWatcher) run(ts *harness.Server, rng *rand.Rand, done <-chan struct{}, end *uint64) error {
+func (mw *modelWatcher) run(ts *servertest.Server, rng *rand.Rand, done <-chan struct{}, end *uint64) error {
 	last := &pb.Position{} // after commit 0: the whole history
 	finished := func() bool {
 		select {
@@ -226,7 +227,7 @@ func TestWatchModel(t *testing.T) {
 }
 
 func runWatchModel(t *testing.T, cfg server.Config, seed uint64, batches int) {
-	ts := harness.Start(t, cfg)
+	ts := servertest.New(t, cfg)
 	ts.MustApply(map[string]string{"shop.proto": testschema.Shop})
 	m := &watchModel{ts: ts, rng: rand.New(rand.NewPCG(seed, 17)),
 		stored: map[string]map[int64]*anypb.Any{"shop.User": {}, "shop.Order": {}}, distinct: cfg.Store != ""}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/server/servertest"
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
@@ -293,7 +294,7 @@ func runWriteModel(t *testing.T, b harness.Backend, rng *rand.Rand, rounds, stre
 	failed := map[codes.Code]int{}
 	ok := 0 // streams that succeeded
 	for round := 0; round < rounds; round++ {
-		ts := harness.Start(t, cfg)
+		ts := servertest.New(t, cfg)
 		if round == 0 {
 			ts.MustApply(map[string]string{"wm.proto": writeModelProto})
 		}
@@ -314,7 +315,7 @@ func runWriteModel(t *testing.T, b harness.Backend, rng *rand.Rand, rounds, stre
 		}
 		ts.Stop()
 		b.MustCheck(t, cfg, fmt.Sprintf("after round %d", round))
-		restarted := harness.Start(t, cfg)
+		restarted := servertest.New(t, cfg)
 		wmCompare(t, restarted, model, fmt.Sprintf("after restart %d", round))
 		restarted.Stop()
 	}
@@ -337,7 +338,7 @@ func runWriteModel(t *testing.T, b harness.Backend, rng *rand.Rand, rounds, stre
 // wmClientStream sends 1-4 batches of one operation on its client stream
 // and checks the outcome against the model. It returns the predicted
 // failure, if any.
-func wmClientStream(t *testing.T, ts *harness.Server, rng *rand.Rand, model wmModel, label string) *wmFail {
+func wmClientStream(t *testing.T, ts *servertest.Server, rng *rand.Rand, model wmModel, label string) *wmFail {
 	t.Helper()
 	op := pick(rng, wmOps...)
 	nb := 1 + rng.IntN(4)
@@ -371,7 +372,7 @@ func wmClientStream(t *testing.T, ts *harness.Server, rng *rand.Rand, model wmMo
 
 // wmBidiStream sends batches of mixed operations on one Write stream, each
 // asking for an acknowledgement, until one fails or 1-5 are sent.
-func wmBidiStream(t *testing.T, ts *harness.Server, rng *rand.Rand, model wmModel, label string) *wmFail {
+func wmBidiStream(t *testing.T, ts *servertest.Server, rng *rand.Rand, model wmModel, label string) *wmFail {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -443,7 +444,7 @@ func wmOutcome(t *testing.T, label string, fail *wmFail, batch, applied, records
 
 // wmCompare checks that the server holds exactly the model's records, byte
 // for byte, read back over gRPC.
-func wmCompare(t *testing.T, ts *harness.Server, model wmModel, label string) {
+func wmCompare(t *testing.T, ts *servertest.Server, model wmModel, label string) {
 	t.Helper()
 	for _, typ := range wmTypes {
 		var want, got []string

@@ -21,6 +21,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
@@ -167,9 +168,9 @@ func runPowerCut(t *testing.T, seed uint64) {
 const powercutDir = "/srv/protobase/data"
 
 // powercutStart starts a server on the data directory of fs.
-func powercutStart(t *testing.T, fs *pebble.MemFS) *harness.Server {
+func powercutStart(t *testing.T, fs *pebble.MemFS) *servertest.Server {
 	t.Helper()
-	return harness.Start(t, harness.WithMemFS(server.Config{DataDir: powercutDir}, fs))
+	return servertest.New(t, harness.WithMemFS(server.Config{DataDir: powercutDir}, fs))
 }
 
 // powercutRound runs one round on fs and returns what a power cut left of
@@ -351,7 +352,7 @@ func (m *powercutModel) apply(ctx context.Context, c *client.Client, start <-cha
 // verify checks the data and schema of a server started after a cut
 // against m, and learns the fate of the batches and the schema apply the
 // cut left undecided.
-func (m *powercutModel) verify(t *testing.T, ts *harness.Server, when string) {
+func (m *powercutModel) verify(t *testing.T, ts *servertest.Server, when string) {
 	t.Helper()
 	m.verifySchema(t, ts, when)
 	stored := map[string]bool{} // record bytes, both types: the bytes hold the type's own keys
@@ -402,7 +403,7 @@ func (m *powercutModel) verify(t *testing.T, ts *harness.Server, when string) {
 		a = protowire.AppendTag(a, 3, protowire.BytesType)
 		a = protowire.AppendString(a, fmt.Sprintf("a%d@example.com", n*powercutBatch))
 		_, err := ts.Write(harness.Insert, []*anypb.Any{{TypeUrl: "type.googleapis.com/pc.Account", Value: a}})
-		if we := harness.WriteErr(t, err, codes.AlreadyExists); we.Field != "email" {
+		if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Field != "email" {
 			t.Fatalf("%s: batch %d's email again refused on field %q, want email", when, n, we.Field)
 		}
 		break
@@ -412,7 +413,7 @@ func (m *powercutModel) verify(t *testing.T, ts *harness.Server, when string) {
 // verifySchema checks the schema the server found after a cut is the one
 // last acknowledged, or the one applied when the power was cut, never a
 // mix, and that no index build failed.
-func (m *powercutModel) verifySchema(t *testing.T, ts *harness.Server, when string) {
+func (m *powercutModel) verifySchema(t *testing.T, ts *servertest.Server, when string) {
 	t.Helper()
 	resp, err := ts.C.GetSchema(t.Context())
 	if err != nil {
@@ -550,9 +551,9 @@ func (m *powercutModel) watch(ctx context.Context, c *client.Client) error {
 // against what the watcher received before the cuts: the log's first
 // changes, exactly (it never saw a change the cut lost). verify calls it
 // holding m.mu.
-func (m *powercutModel) verifyLog(t *testing.T, ts *harness.Server, when string) {
+func (m *powercutModel) verifyLog(t *testing.T, ts *servertest.Server, when string) {
 	t.Helper()
-	end := ts.LastCommit("pc.Account")
+	end := harness.LastCommit(ts, "pc.Account")
 	log := harness.NewWatcher(&pb.WatchRequest{Types: []string{"pc.Account", "pc.Payment"}})
 	log.CatchUp(t, ts, end)
 	batchOf := map[uint64]int{}

@@ -1,8 +1,4 @@
-// Package harness is what the robustness tests (tests/robustness) share: a
-// real server on a loopback port with a client, the storage backends they
-// run against, the index checker, the seeds of the randomised tests, and a
-// watcher that lives across server restarts.
-package harness
+package servertest
 
 import (
 	"context"
@@ -21,19 +17,17 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
+	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/serverhook"
-	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/internal/testschema"
 	"github.com/protobase/protobase/server"
 )
 
-// Insert is the operation most tests write with.
-const Insert = pb.WriteOp_WRITE_OP_INSERT
-
-// Server is a real server on a loopback port, with its data where Cfg
-// says (a temporary directory unless a test chose), and a client
-// connected to it.
+// Server is a real server in the test's process on a loopback port, with
+// its data where Cfg says (a temporary directory unless a test chose),
+// and a client connected to it: what the server's tests and the
+// robustness tests (tests/robustness) start.
 type Server struct {
 	T   *testing.T
 	Srv *server.Server
@@ -47,9 +41,9 @@ type Server struct {
 	descs  map[string]protoreflect.MessageDescriptor
 }
 
-// Start starts a server of cfg on a free loopback port; the test's
-// cleanup stops it.
-func Start(t *testing.T, cfg server.Config) *Server {
+// New starts a server of cfg in the test's process on a free loopback
+// port, with a client; the test's cleanup stops both.
+func New(t *testing.T, cfg server.Config) *Server {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -63,16 +57,33 @@ func Start(t *testing.T, cfg server.Config) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return With(t, srv, cfg, c)
+}
+
+// With is the Server of srv, which the test started with cfg, and c, a
+// client of it the test dialled itself (with an API key, over TLS); the
+// test's cleanup stops both.
+func With(t *testing.T, srv *server.Server, cfg server.Config, c *client.Client) *Server {
 	s := &Server{T: t, Srv: srv, Cfg: cfg, C: c}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// ForgetDescriptors drops the descriptors Rec builds records with, for a
+// schema another server changed: Rec asks this one again.
+func (s *Server) ForgetDescriptors() {
+	s.descMu.Lock()
+	s.descs = nil
+	s.descMu.Unlock()
 }
 
 // Stop closes the client and stops the server; calls after the first do
 // nothing.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		s.C.Close()
+		if s.C != nil {
+			s.C.Close()
+		}
 		if err := s.Srv.Stop(); err != nil {
 			s.T.Errorf("stop: %v", err)
 		}
@@ -83,7 +94,7 @@ func (s *Server) Stop() {
 func (s *Server) Restart() *Server {
 	s.T.Helper()
 	s.Stop()
-	return Start(s.T, s.Cfg)
+	return New(s.T, s.Cfg)
 }
 
 // Apply applies a schema.
@@ -249,13 +260,6 @@ func (s *Server) WaitIndex(typ, name string, want pb.IndexState) *pb.Index {
 // Flush writes the server's memtables to storage files.
 func (s *Server) Flush() error { return serverhook.Flush(s.Srv) }
 
-// WithMemFS returns cfg with its data directory on fs, in memory: a test
-// cuts the power on fs (pebble.MemFS.PowerCut) and starts the next server
-// on what survived.
-func WithMemFS(cfg server.Config, fs *pebble.MemFS) server.Config {
-	return serverhook.WithMemFS(cfg, fs).(server.Config)
-}
-
 // WriteErr checks err is a status with code and a WriteError detail, and
 // returns the detail.
 func WriteErr(t *testing.T, err error, code codes.Code) *pb.WriteError {
@@ -280,3 +284,17 @@ func WriteErr(t *testing.T, err error, code codes.Code) *pb.WriteError {
 func FieldValue(m *dynamicpb.Message, name string) protoreflect.Value {
 	return m.Get(m.Descriptor().Fields().ByName(protoreflect.Name(name)))
 }
+
+// Stats returns the engine's counters through the lab service, which the
+// server registers only with Config.Lab.
+func (s *Server) Stats() *labv1.StatsResponse {
+	s.T.Helper()
+	st, err := labv1.NewLabClient(s.C.Conn()).Stats(context.Background(), &labv1.StatsRequest{})
+	if err != nil {
+		s.T.Fatalf("lab stats (is Config.Lab set?): %v", err)
+	}
+	return st
+}
+
+// Count is the number of stored records of a type.
+func (s *Server) Count(typeName string) int { return len(s.Records(typeName)) }
