@@ -131,7 +131,7 @@ func benchEngine(b *testing.B, size int, sync bool) {
 	b.ResetTimer()
 	w := e.NewWriter()
 	for _, recs := range batches {
-		if err := w.Apply(context.Background(), engine.OpInsert, recs); err != nil {
+		if err := w.Apply(context.Background(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -198,7 +198,7 @@ func BenchmarkIngestVolume(b *testing.B) {
 			b.ResetTimer()
 			w := e.NewWriter()
 			for _, recs := range batches {
-				if err := w.Apply(context.Background(), engine.OpInsert, recs); err != nil {
+				if err := w.Apply(context.Background(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
 					b.Fatal(err)
 				}
 			}

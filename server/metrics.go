@@ -88,7 +88,7 @@ func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
 			func() float64 { return float64(st.Watches.Load()) }),
 		counter("protobase_watch_changes_total", "Changes sent to watchers.", st.WatchChanges.Load),
 	)
-	for op := engine.OpInsert; op <= engine.OpRemove; op++ {
+	for op := engine.OpInsert; op <= engine.OpPatch; op++ {
 		labels := prometheus.Labels{"op": op.String()}
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_write_op_batches_total", Help: "Write batches applied, by operation.", ConstLabels: labels},

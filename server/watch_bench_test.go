@@ -58,7 +58,7 @@ func benchEngineLog(b *testing.B, op engine.Op, logOn bool) {
 	w := e.NewWriter()
 	if op == engine.OpUpsert { // the keys exist: every upsert replaces a record
 		for _, recs := range batches {
-			if err := w.Apply(context.Background(), engine.OpInsert, recs); err != nil {
+			if err := w.Apply(context.Background(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -69,7 +69,7 @@ func benchEngineLog(b *testing.B, op engine.Op, logOn bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for _, recs := range batches {
-		if err := w.Apply(context.Background(), op, recs); err != nil {
+		if err := w.Apply(context.Background(), engine.Batch{Op: op, Records: recs}); err != nil {
 			b.Fatal(err)
 		}
 	}

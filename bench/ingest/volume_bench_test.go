@@ -79,7 +79,7 @@ func benchVolume(b *testing.B, logOn bool) {
 		for i := range recs {
 			recs[i].Value = bench.AppendItem(recs[i].Value[:0], first+int64(n+i))
 		}
-		if err := w.Apply(ctx, engine.OpInsert, recs[:min(batch, b.N-n)]); err != nil {
+		if err := w.Apply(ctx, engine.Batch{Op: engine.OpInsert, Records: recs[:min(batch, b.N-n)]}); err != nil {
 			b.Fatal(err)
 		}
 		if before == 0 && st.Metrics().Flushes > 0 {

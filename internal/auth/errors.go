@@ -81,3 +81,12 @@ func errExists(name string) error {
 func errNotFound(name string) error {
 	return &apierror.Error{Code: apierror.NotFound, Msg: fmt.Sprintf("no API key named %q", name)}
 }
+
+// ConditionDenied is the PERMISSION_DENIED of a write batch's condition i
+// on a record type outside the caller's scope.
+func ConditionDenied(id *Identity, i int, typeName string) error {
+	reason := fmt.Sprintf("API key %q may not read record type %s, which condition %d names", id.ActorName(), typeName, i)
+	c := uint32(i) //nolint:gosec // a batch's conditions are bounded far below 2^32
+	return &apierror.Error{Code: apierror.PermissionDenied, Msg: reason,
+		Write: &pb.WriteError{Condition: &c, TypeUrl: typeName, Reason: reason}}
+}

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
 // Identity is an authenticated caller: the key's name, role and scope.
@@ -71,6 +73,30 @@ func (id *Identity) CheckType(typeName string) error {
 		return nil
 	}
 	return errTypeDenied(id.Name, typeName)
+}
+
+// CheckWrite refuses a write batch whose records or conditions reach a
+// record type outside the scope: a condition reads a record's version or
+// a query's matches, which a key may not learn of a type it may not read.
+func (id *Identity) CheckWrite(records []*anypb.Any, conds []*pb.Condition) error {
+	if err := id.CheckRecords(records); err != nil || id == nil || id.Scope.All() {
+		return err
+	}
+	for i, c := range conds {
+		var typeName string
+		switch t := c.GetTarget().(type) {
+		case *pb.Condition_Key:
+			typeName = t.Key.GetTypeUrl()
+		case *pb.Condition_Query:
+			typeName = t.Query.GetType()
+		default:
+			continue // a record of the batch, checked above
+		}
+		if !id.Scope.Allows(typeName) {
+			return ConditionDenied(id, i, typeName)
+		}
+	}
+	return nil
 }
 
 // ActorName names the caller in audit lines: the key's name, or "-" when

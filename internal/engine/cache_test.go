@@ -188,7 +188,7 @@ func raceCache(t *testing.T, te *testEngine) {
 						op, js = engine.OpRemove, fmt.Sprintf(`{"id":%d}`, id)
 					}
 					m.started.Store(v)
-					if err := wr.Apply(ctx, op, []*anypb.Any{te.Rec("shop.User", js)}); err != nil {
+					if err := wr.Apply(ctx, engine.Batch{Op: op, Records: []*anypb.Any{te.Rec("shop.User", js)}}); err != nil {
 						t.Errorf("write %d v%d: %v", id, v, err)
 						return
 					}

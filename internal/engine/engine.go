@@ -203,8 +203,8 @@ type Stats struct {
 	RecordsRead  atomic.Uint64
 	// OpBatches and OpRecords count the batches and records applied, by
 	// write operation (indexed by Op; index 0 is unused).
-	OpBatches [OpRemove + 1]atomic.Uint64
-	OpRecords [OpRemove + 1]atomic.Uint64
+	OpBatches [OpPatch + 1]atomic.Uint64
+	OpRecords [OpPatch + 1]atomic.Uint64
 	// Watches counts the Watch calls running; WatchChanges the changes
 	// they have sent.
 	Watches      atomic.Int64

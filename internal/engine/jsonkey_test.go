@@ -102,7 +102,7 @@ func checkJSONKey(t *testing.T, te *testEngine, kind, lit string) {
 	}
 	if len(resp.Records) == 0 {
 		w := te.E.NewWriter() // not te.write: its context is the fuzz target's F
-		err := w.Apply(t.Context(), engine.OpInsert, []*anypb.Any{{TypeUrl: "type.googleapis.com/" + typ, Value: want}})
+		err := w.Apply(t.Context(), engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{{TypeUrl: "type.googleapis.com/" + typ, Value: want}}})
 		if err == nil {
 			_, err = w.Sync()
 		}

@@ -1,6 +1,10 @@
 package engine
 
-import pb "github.com/protobase/protobase/gen/protobase/v1"
+import (
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
 
 // Op is a write operation.
 type Op uint8
@@ -11,6 +15,7 @@ const (
 	OpUpdate
 	OpUpsert
 	OpRemove
+	OpPatch
 )
 
 func (o Op) String() string {
@@ -23,6 +28,8 @@ func (o Op) String() string {
 		return "upsert"
 	case OpRemove:
 		return "remove"
+	case OpPatch:
+		return "patch"
 	}
 	return "unknown"
 }
@@ -38,6 +45,20 @@ func OpFromProto(op pb.WriteOp) (Op, bool) {
 		return OpUpsert, true
 	case pb.WriteOp_WRITE_OP_REMOVE:
 		return OpRemove, true
+	case pb.WriteOp_WRITE_OP_PATCH:
+		return OpPatch, true
 	}
 	return 0, false
+}
+
+// Batch is one write batch as a transport hands it to Writer.Apply.
+type Batch struct {
+	Op      Op
+	Records []*anypb.Any
+	// Conditions must all hold, in the state the batch starts from, for
+	// the batch to apply; they are checked atomically with its writes.
+	Conditions []*pb.Condition
+	// Fields and Add are an OpPatch batch's patch: the field paths its
+	// records set, and the numeric fields whose values they add.
+	Fields, Add []string
 }

@@ -67,7 +67,7 @@ func insertItem(e *Engine, id int64) error {
 		return err
 	}
 	w := e.NewWriter()
-	if err := w.Apply(context.Background(), OpInsert, []*anypb.Any{{TypeUrl: "type.googleapis.com/inv.Item", Value: b}}); err != nil {
+	if err := w.Apply(context.Background(), Batch{Op: OpInsert, Records: []*anypb.Any{{TypeUrl: "type.googleapis.com/inv.Item", Value: b}}}); err != nil {
 		w.Close()
 		return err
 	}

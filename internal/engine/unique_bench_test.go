@@ -38,7 +38,7 @@ func BenchmarkInsertUnique(b *testing.B) {
 				b.StopTimer()
 				recs := batch()
 				b.StartTimer()
-				if err := w.Apply(b.Context(), engine.OpInsert, recs); err != nil {
+				if err := w.Apply(b.Context(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -51,6 +51,8 @@ type Writer struct {
 	// last committed holds (commit).
 	reserved   Reserved
 	batchBytes int64
+	// batch is the batch Apply is applying: its conditions and patch.
+	batch Batch
 
 	// Per-batch scratch.
 	arena  []byte
@@ -113,6 +115,7 @@ func (e *Engine) NewWriter() *Writer {
 // capacity for the next batch.
 func (w *Writer) forget() {
 	w.Use(Reserved{}) // a reservation Apply did not take: its request is refused
+	w.batch = Batch{}
 	clear(w.preps)
 	clear(w.ov)
 	w.entry.Forget()
@@ -128,8 +131,10 @@ func (w *Writer) Records() uint64 { return w.records }
 // applied, earlier batches stay applied, and the *apierror.Error names the
 // batch, record and field, with the counts applied before it. Apply does not
 // wait for durability; call Sync before acknowledging.
-func (w *Writer) Apply(ctx context.Context, op Op, recs []*anypb.Any) error {
+func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	defer w.forget()
+	w.batch = b
+	op, recs := b.Op, b.Records
 	if err := w.apply(ctx, op, recs); err != nil {
 		var e *apierror.Error
 		if !errors.As(err, &e) {
@@ -247,8 +252,11 @@ func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, er
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if op < OpInsert || op > OpRemove {
+	if op < OpInsert || op > OpPatch {
 		return 0, &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown write operation"}
+	}
+	if op != OpPatch && (len(w.batch.Fields) > 0 || len(w.batch.Add) > 0) {
+		return 0, &apierror.Error{Code: apierror.InvalidArgument, Msg: "fields and add are a patch's: the batch's operation is " + op.String()}
 	}
 	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
 		return 0, recordError(apierror.ResourceExhausted, max, "", "",

@@ -169,7 +169,7 @@ func TestWatchCancelStopsReading(t *testing.T) {
 	w := te.E.NewWriter()
 	defer w.Close()
 	for i := range 300 {
-		if err := w.Apply(t.Context(), engine.OpInsert, users(te, 10*i, 10)); err != nil {
+		if err := w.Apply(t.Context(), engine.Batch{Op: engine.OpInsert, Records: users(te, 10*i, 10)}); err != nil {
 			t.Fatal(err)
 		}
 	}

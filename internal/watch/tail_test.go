@@ -65,7 +65,7 @@ func TestWatchTail(t *testing.T) {
 			w := te.E.NewWriter()
 			defer w.Close()
 			for i := range batches {
-				if err := w.Apply(t.Context(), engine.OpInsert, users(te, 1+per*i, per)); err != nil {
+				if err := w.Apply(t.Context(), engine.Batch{Op: engine.OpInsert, Records: users(te, 1+per*i, per)}); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := w.Sync(); err != nil {

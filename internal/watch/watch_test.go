@@ -82,7 +82,7 @@ func TestWatchSyncsQuietWriter(t *testing.T) {
 	done := make(chan watchResult)
 	go func() { done <- te.watchUntil(&pb.WatchRequest{Types: []string{"shop.User"}}, 1) }()
 	// Apply without Sync: nothing on the writer's side waits for the WAL.
-	if err := w.Apply(context.Background(), engine.OpInsert, users(te, 1, 1)); err != nil {
+	if err := w.Apply(context.Background(), engine.Batch{Op: engine.OpInsert, Records: users(te, 1, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
@@ -134,14 +134,14 @@ func TestWatchShared(t *testing.T) {
 	w := te.E.NewWriter()
 	defer w.Close()
 	for i := range 5 {
-		if err := w.Apply(t.Context(), engine.OpInsert, users(te, 1+7*i, 7)); err != nil {
+		if err := w.Apply(t.Context(), engine.Batch{Op: engine.OpInsert, Records: users(te, 1+7*i, 7)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Apply(t.Context(), engine.OpUpsert, users(te, 3, 10)); err != nil {
+	if err := w.Apply(t.Context(), engine.Batch{Op: engine.OpUpsert, Records: users(te, 3, 10)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Apply(t.Context(), engine.OpRemove, users(te, 20, 6)); err != nil {
+	if err := w.Apply(t.Context(), engine.Batch{Op: engine.OpRemove, Records: users(te, 20, 6)}); err != nil {
 		t.Fatal(err)
 	}
 	last, err := w.Sync()

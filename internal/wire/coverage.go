@@ -47,8 +47,9 @@ var Coders = []Coverage{
 	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                 // and, or, not
 	{"protobase.v1.Comparison", "ReadQuery", Decodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                          // values
 	{"protobase.v1.Value", "ReadOperand", Decodes, nums(ValueInt, ValueUint, ValueBool, ValueString, ValueBytes), nums(3, 7)},                                 // double, enum
-	{"protobase.v1.WriteRequest", "DecodeWriteRequest", Decodes, nums(WriteRequestRecords), nil},
-	{"protobase.v1.WriteStreamRequest", "DecodeWriteStreamRequest", Decodes, nums(WriteStreamRequestOp, WriteStreamRequestRecords, WriteStreamRequestAck), nil},
+	{"protobase.v1.WriteRequest", "DecodeWriteRequest", Decodes, nums(WriteRequestRecords, WriteRequestConditions), nil},
+	{"protobase.v1.WriteStreamRequest", "DecodeWriteStreamRequest", Decodes, nums(WriteStreamRequestOp, WriteStreamRequestRecords, WriteStreamRequestAck,
+		WriteStreamRequestConditions, WriteStreamRequestFields, WriteStreamRequestAdd), nil},
 	{"google.protobuf.Any", "DecodeRecords, FillAny, DecodeAny", Decodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Decoders of responses (the Go client).

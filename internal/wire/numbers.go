@@ -68,11 +68,15 @@ const (
 
 // WriteRequest and WriteStreamRequest.
 const (
-	WriteRequestRecords protowire.Number = 1
+	WriteRequestRecords    protowire.Number = 1
+	WriteRequestConditions protowire.Number = 2
 
-	WriteStreamRequestOp      protowire.Number = 1
-	WriteStreamRequestRecords protowire.Number = 2
-	WriteStreamRequestAck     protowire.Number = 3
+	WriteStreamRequestOp         protowire.Number = 1
+	WriteStreamRequestRecords    protowire.Number = 2
+	WriteStreamRequestAck        protowire.Number = 3
+	WriteStreamRequestConditions protowire.Number = 4
+	WriteStreamRequestFields     protowire.Number = 5
+	WriteStreamRequestAdd        protowire.Number = 6
 )
 
 // WatchResponse and its changes.

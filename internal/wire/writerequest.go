@@ -1,9 +1,10 @@
 package wire
 
 import (
+	"unicode/utf8"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -26,49 +27,84 @@ import (
 // records' values alias b: b must be the caller's own copy, never a
 // transport buffer that is reused.
 func DecodeWriteRequest(b []byte, req *pb.WriteRequest) error {
-	recs, ok := decodeRecords(b, WriteRequestRecords, nil)
+	var conds []*pb.Condition
+	recs, ok := DecodeRecords(b, WriteRequestRecords, func(num protowire.Number, typ protowire.Type, _ uint64, s []byte) bool {
+		return num == WriteRequestConditions && typ == protowire.BytesType && appendCondition(&conds, s)
+	})
 	if !ok {
 		return proto.Unmarshal(b, req)
 	}
 	req.Reset()
-	req.Records = recs
+	req.Records, req.Conditions = recs, conds
 	return nil
 }
 
 // DecodeWriteStreamRequest decodes b into req, as proto.Unmarshal would.
 // The records' values alias b, as in DecodeWriteRequest.
 func DecodeWriteStreamRequest(b []byte, req *pb.WriteStreamRequest) error {
-	var op pb.WriteOp
-	var ack bool
-	recs, ok := decodeRecords(b, WriteStreamRequestRecords, func(num protowire.Number, v uint64) bool {
-		switch num {
-		case WriteStreamRequestOp:
-			op = pb.WriteOp(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
-		case WriteStreamRequestAck:
-			ack = v != 0
-		default:
-			return false
-		}
-		return true
-	})
+	var d streamRequest
+	recs, ok := DecodeRecords(b, WriteStreamRequestRecords, d.field)
 	if !ok {
 		return proto.Unmarshal(b, req)
 	}
 	req.Reset()
-	req.Op, req.Records, req.Ack = op, recs, ack
+	req.Op, req.Records, req.Ack = d.op, recs, d.ack
+	req.Conditions, req.Fields, req.Add = d.conds, d.fields, d.add
 	return nil
 }
 
-// decodeRecords decodes the records (field records, repeated Any) of a
-// write request b; every other field must be a varint that scalar accepts.
-// false means b is not of the common shape (or not valid), and the caller
-// must use proto.Unmarshal.
-func decodeRecords(b []byte, records protowire.Number, scalar func(protowire.Number, uint64) bool) ([]*anypb.Any, bool) {
-	var other OtherField
-	if scalar != nil {
-		other = func(num protowire.Number, typ protowire.Type, v uint64, _ []byte) bool {
-			return typ == protowire.VarintType && scalar(num, v)
+// streamRequest collects the fields of a WriteStreamRequest other than its
+// records.
+type streamRequest struct {
+	op          pb.WriteOp
+	ack         bool
+	conds       []*pb.Condition
+	fields, add []string
+}
+
+func (d *streamRequest) field(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
+	if typ == protowire.VarintType {
+		switch num {
+		case WriteStreamRequestOp:
+			d.op = pb.WriteOp(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
+		case WriteStreamRequestAck:
+			d.ack = v != 0
+		default:
+			return false
 		}
+		return true
 	}
-	return DecodeRecords(b, records, other)
+	if typ != protowire.BytesType {
+		return false
+	}
+	switch num {
+	case WriteStreamRequestConditions:
+		return appendCondition(&d.conds, s)
+	case WriteStreamRequestFields:
+		return appendString(&d.fields, s)
+	case WriteStreamRequestAdd:
+		return appendString(&d.add, s)
+	}
+	return false
+}
+
+// appendCondition decodes one condition with the generated code: a batch
+// holds few, and they are small.
+func appendCondition(conds *[]*pb.Condition, s []byte) bool {
+	c := new(pb.Condition)
+	if proto.Unmarshal(s, c) != nil {
+		return false
+	}
+	*conds = append(*conds, c)
+	return true
+}
+
+// appendString takes a string field; invalid UTF-8 goes to proto.Unmarshal,
+// which refuses it as it refuses any proto3 string.
+func appendString(list *[]string, s []byte) bool {
+	if !utf8.Valid(s) {
+		return false
+	}
+	*list = append(*list, string(s))
+	return true
 }

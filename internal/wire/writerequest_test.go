@@ -29,6 +29,9 @@ func writeSeeds(t testing.TB) [][]byte {
 		&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_UPSERT, Ack: true},
 		&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_INSERT, Records: recs, Ack: true},
 		&pb.WriteStreamRequest{Op: pb.WriteOp(-7), Records: recs[:1]},
+		&pb.WriteRequest{Records: recs[:2], Conditions: conditionSeeds()},
+		&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Records: recs[:2], Conditions: conditionSeeds(),
+			Fields: []string{"name", "address.city"}, Add: []string{"visits"}},
 	} {
 		seeds = append(seeds, marshal(t, m))
 	}
@@ -49,8 +52,21 @@ func writeSeeds(t testing.TB) [][]byte {
 		[]byte{0x08, 0x01, 0x08, 0x03, 0x18, 0x01, 0x18, 0x00},
 		[]byte{0x20, 0x01},
 		append([]byte{0x0a, 0x00}, field(2, nil)...),
+		field(5, []byte("a\xffb")),        // a field path of invalid UTF-8
+		field(4, []byte{0x20}),            // a truncated condition
+		append(field(6, nil), 0x30, 0x01), // add, then a varint of its number
 	)
 	return seeds
+}
+
+func conditionSeeds() []*pb.Condition {
+	v0, v7 := uint64(0), uint64(7)
+	return []*pb.Condition{
+		{Target: &pb.Condition_Record{Record: 1}, Version: &v7},
+		{Target: &pb.Condition_Key{Key: itemAny("shop.User", 4)}, Version: &v0, Filter: `name = "a"`},
+		{Target: &pb.Condition_Query{Query: &pb.Query{Type: "shop.User", Limit: 3}}, Count: &v7, MaxVersion: &v0},
+		{},
+	}
 }
 
 // checkDecodeWrite fails unless both fast decoders agree with

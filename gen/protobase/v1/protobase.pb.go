@@ -93,6 +93,12 @@ const (
 	WriteOp_WRITE_OP_UPDATE      WriteOp = 2
 	WriteOp_WRITE_OP_UPSERT      WriteOp = 3
 	WriteOp_WRITE_OP_REMOVE      WriteOp = 4
+	// Patch changes some fields of existing records: each field named in the
+	// request's `fields` takes the record's value (a field the record lacks
+	// is cleared), each field named in `add` has the record's value added to
+	// the stored one, and everything else the stored record holds is kept.
+	// A missing record is NOT_FOUND.
+	WriteOp_WRITE_OP_PATCH WriteOp = 5
 )
 
 // Enum value maps for WriteOp.
@@ -103,6 +109,7 @@ var (
 		2: "WRITE_OP_UPDATE",
 		3: "WRITE_OP_UPSERT",
 		4: "WRITE_OP_REMOVE",
+		5: "WRITE_OP_PATCH",
 	}
 	WriteOp_value = map[string]int32{
 		"WRITE_OP_UNSPECIFIED": 0,
@@ -110,6 +117,7 @@ var (
 		"WRITE_OP_UPDATE":      2,
 		"WRITE_OP_UPSERT":      3,
 		"WRITE_OP_REMOVE":      4,
+		"WRITE_OP_PATCH":       5,
 	}
 )
 
@@ -1051,8 +1059,11 @@ func (x *Index) GetError() string {
 // WriteRequest is one batch. Records of different types may share a batch;
 // a batch applies atomically.
 type WriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Records       []*anypb.Any           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*anypb.Any           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// What must hold when the batch commits; if any condition fails the
+	// batch applies nothing and the stream fails with ABORTED.
+	Conditions    []*Condition `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1090,6 +1101,13 @@ func (*WriteRequest) Descriptor() ([]byte, []int) {
 func (x *WriteRequest) GetRecords() []*anypb.Any {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *WriteRequest) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
 	}
 	return nil
 }
@@ -1162,7 +1180,16 @@ type WriteStreamRequest struct {
 	Op      WriteOp                `protobuf:"varint,1,opt,name=op,proto3,enum=protobase.v1.WriteOp" json:"op,omitempty"`
 	Records []*anypb.Any           `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	// Ask for a WriteStreamResponse once this batch is durable.
-	Ack           bool `protobuf:"varint,3,opt,name=ack,proto3" json:"ack,omitempty"`
+	Ack bool `protobuf:"varint,3,opt,name=ack,proto3" json:"ack,omitempty"`
+	// What must hold when the batch commits; if any condition fails the
+	// batch applies nothing and the stream fails with ABORTED.
+	Conditions []*Condition `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// WRITE_OP_PATCH: the field paths each record sets (dotted through
+	// singular message fields); a named field the record lacks is cleared.
+	Fields []string `protobuf:"bytes,5,rep,name=fields,proto3" json:"fields,omitempty"`
+	// WRITE_OP_PATCH: the numeric scalar fields whose value in the record is
+	// added to the stored value (a missing stored value counts as 0).
+	Add           []string `protobuf:"bytes,6,rep,name=add,proto3" json:"add,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1218,6 +1245,171 @@ func (x *WriteStreamRequest) GetAck() bool {
 	return false
 }
 
+func (x *WriteStreamRequest) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *WriteStreamRequest) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *WriteStreamRequest) GetAdd() []string {
+	if x != nil {
+		return x.Add
+	}
+	return nil
+}
+
+// Condition is what must hold of one record, or of the matches of one
+// query, when a write batch commits. It is checked against the state the
+// batch starts from, atomically with the batch's writes.
+type Condition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Target:
+	//
+	//	*Condition_Record
+	//	*Condition_Key
+	//	*Condition_Query
+	Target isCondition_Target `protobuf_oneof:"target"`
+	// Record and key targets: the record's version equals this; 0 means the
+	// record does not exist.
+	Version *uint64 `protobuf:"varint,4,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	// Record and key targets: the record exists and matches this text filter.
+	Filter string `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Query targets: the number of records the query matches.
+	Count *uint64 `protobuf:"varint,6,opt,name=count,proto3,oneof" json:"count,omitempty"`
+	// Query targets: the highest version among the records the query matches
+	// (0 when it matches none).
+	MaxVersion    *uint64 `protobuf:"varint,7,opt,name=max_version,json=maxVersion,proto3,oneof" json:"max_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Condition) Reset() {
+	*x = Condition{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condition) ProtoMessage() {}
+
+func (x *Condition) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condition.ProtoReflect.Descriptor instead.
+func (*Condition) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Condition) GetTarget() isCondition_Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Condition) GetRecord() uint32 {
+	if x != nil {
+		if x, ok := x.Target.(*Condition_Record); ok {
+			return x.Record
+		}
+	}
+	return 0
+}
+
+func (x *Condition) GetKey() *anypb.Any {
+	if x != nil {
+		if x, ok := x.Target.(*Condition_Key); ok {
+			return x.Key
+		}
+	}
+	return nil
+}
+
+func (x *Condition) GetQuery() *Query {
+	if x != nil {
+		if x, ok := x.Target.(*Condition_Query); ok {
+			return x.Query
+		}
+	}
+	return nil
+}
+
+func (x *Condition) GetVersion() uint64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
+}
+
+func (x *Condition) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *Condition) GetCount() uint64 {
+	if x != nil && x.Count != nil {
+		return *x.Count
+	}
+	return 0
+}
+
+func (x *Condition) GetMaxVersion() uint64 {
+	if x != nil && x.MaxVersion != nil {
+		return *x.MaxVersion
+	}
+	return 0
+}
+
+type isCondition_Target interface {
+	isCondition_Target()
+}
+
+type Condition_Record struct {
+	// One of this batch's records, by its index in the batch: the stored
+	// record with its primary key.
+	Record uint32 `protobuf:"varint,1,opt,name=record,proto3,oneof"`
+}
+
+type Condition_Key struct {
+	// Any record, by a record of its type holding its primary-key fields
+	// (other fields are ignored).
+	Key *anypb.Any `protobuf:"bytes,2,opt,name=key,proto3,oneof"`
+}
+
+type Condition_Query struct {
+	// The records a query matches.
+	Query *Query `protobuf:"bytes,3,opt,name=query,proto3,oneof"`
+}
+
+func (*Condition_Record) isCondition_Target() {}
+
+func (*Condition_Key) isCondition_Target() {}
+
+func (*Condition_Query) isCondition_Target() {}
+
 type WriteStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ordinal of the acknowledged batch on this stream (0-based).
@@ -1232,7 +1424,7 @@ type WriteStreamResponse struct {
 
 func (x *WriteStreamResponse) Reset() {
 	*x = WriteStreamResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1436,7 @@ func (x *WriteStreamResponse) String() string {
 func (*WriteStreamResponse) ProtoMessage() {}
 
 func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[14]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1449,7 @@ func (x *WriteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStreamResponse.ProtoReflect.Descriptor instead.
 func (*WriteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{14}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteStreamResponse) GetBatch() uint64 {
@@ -1295,13 +1487,18 @@ type WriteError struct {
 	// Batches and records applied (and durable) before the failing batch.
 	BatchesApplied uint64 `protobuf:"varint,6,opt,name=batches_applied,json=batchesApplied,proto3" json:"batches_applied,omitempty"`
 	RecordsApplied uint64 `protobuf:"varint,7,opt,name=records_applied,json=recordsApplied,proto3" json:"records_applied,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// ABORTED: the index of the failing condition within its batch, and the
+	// version it found (0 when the record does not exist; for a query, the
+	// highest version among its matches).
+	Condition     *uint32 `protobuf:"varint,8,opt,name=condition,proto3,oneof" json:"condition,omitempty"`
+	Version       uint64  `protobuf:"varint,9,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteError) Reset() {
 	*x = WriteError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1510,7 @@ func (x *WriteError) String() string {
 func (*WriteError) ProtoMessage() {}
 
 func (x *WriteError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[15]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1523,7 @@ func (x *WriteError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteError.ProtoReflect.Descriptor instead.
 func (*WriteError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{15}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteError) GetBatch() uint64 {
@@ -1378,6 +1575,20 @@ func (x *WriteError) GetRecordsApplied() uint64 {
 	return 0
 }
 
+func (x *WriteError) GetCondition() uint32 {
+	if x != nil && x.Condition != nil {
+		return *x.Condition
+	}
+	return 0
+}
+
+func (x *WriteError) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Query selects records of one type.
 type Query struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1412,7 +1623,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1635,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[16]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1648,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{16}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Query) GetType() string {
@@ -1515,7 +1726,7 @@ type Order struct {
 
 func (x *Order) Reset() {
 	*x = Order{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1738,7 @@ func (x *Order) String() string {
 func (*Order) ProtoMessage() {}
 
 func (x *Order) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[17]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1751,7 @@ func (x *Order) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Order.ProtoReflect.Descriptor instead.
 func (*Order) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{17}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Order) GetIndex() string {
@@ -1573,7 +1784,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1796,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1809,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Expr) GetExpr() isExpr_Expr {
@@ -1681,7 +1892,7 @@ type ExprList struct {
 
 func (x *ExprList) Reset() {
 	*x = ExprList{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1904,7 @@ func (x *ExprList) String() string {
 func (*ExprList) ProtoMessage() {}
 
 func (x *ExprList) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1917,7 @@ func (x *ExprList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExprList.ProtoReflect.Descriptor instead.
 func (*ExprList) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExprList) GetExprs() []*Expr {
@@ -1732,7 +1943,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1955,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1968,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Comparison) GetField() string {
@@ -1807,7 +2018,7 @@ type Value struct {
 
 func (x *Value) Reset() {
 	*x = Value{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +2030,7 @@ func (x *Value) String() string {
 func (*Value) ProtoMessage() {}
 
 func (x *Value) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +2043,7 @@ func (x *Value) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Value.ProtoReflect.Descriptor instead.
 func (*Value) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Value) GetKind() isValue_Kind {
@@ -1971,7 +2182,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2194,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2207,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Plan) GetAccess() string {
@@ -2043,7 +2254,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2266,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2279,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -2091,7 +2302,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2314,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2327,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SearchResponse) GetResults() []*ResultBatch {
@@ -2154,7 +2365,7 @@ type ResultBatch struct {
 
 func (x *ResultBatch) Reset() {
 	*x = ResultBatch{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2377,7 @@ func (x *ResultBatch) String() string {
 func (*ResultBatch) ProtoMessage() {}
 
 func (x *ResultBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2390,7 @@ func (x *ResultBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultBatch.ProtoReflect.Descriptor instead.
 func (*ResultBatch) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResultBatch) GetQuery() uint64 {
@@ -2223,7 +2434,7 @@ type QueryDone struct {
 
 func (x *QueryDone) Reset() {
 	*x = QueryDone{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2446,7 @@ func (x *QueryDone) String() string {
 func (*QueryDone) ProtoMessage() {}
 
 func (x *QueryDone) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2459,7 @@ func (x *QueryDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryDone.ProtoReflect.Descriptor instead.
 func (*QueryDone) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueryDone) GetQuery() uint64 {
@@ -2286,7 +2497,7 @@ type QueryError struct {
 
 func (x *QueryError) Reset() {
 	*x = QueryError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2509,7 @@ func (x *QueryError) String() string {
 func (*QueryError) ProtoMessage() {}
 
 func (x *QueryError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2522,7 @@ func (x *QueryError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryError.ProtoReflect.Descriptor instead.
 func (*QueryError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QueryError) GetQuery() uint64 {
@@ -2355,7 +2566,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2578,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2591,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScanRequest) GetQuery() *Query {
@@ -2419,7 +2630,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2642,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2655,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScanResponse) GetRecords() []*anypb.Any {
@@ -2498,7 +2709,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2721,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2734,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QueryRequest) GetQuery() *Query {
@@ -2565,7 +2776,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2788,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2801,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *QueryResponse) GetRecords() []*anypb.Any {
@@ -2654,7 +2865,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2877,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2890,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetRequest) GetType() string {
@@ -2731,7 +2942,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2954,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2967,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetResponse) GetRecords() []*anypb.Any {
@@ -2803,7 +3014,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3026,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3039,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KeyInfo) GetName() string {
@@ -2871,7 +3082,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3094,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3107,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -2931,7 +3142,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2943,7 +3154,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2956,7 +3167,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateKeyResponse) GetKey() string {
@@ -2981,7 +3192,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3204,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3217,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
 }
 
 type ListKeysResponse struct {
@@ -3018,7 +3229,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3241,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3254,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -3062,7 +3273,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3285,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3298,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{39}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RevokeKeyRequest) GetName() string {
@@ -3105,7 +3316,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3117,7 +3328,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3130,7 +3341,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{40}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{41}
 }
 
 type BackupRequest struct {
@@ -3141,7 +3352,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3364,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3377,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{41}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{42}
 }
 
 // BackupChunk is one piece of a backup stream: file data in order (each
@@ -3184,7 +3395,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3196,7 +3407,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3209,7 +3420,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{42}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupChunk) GetChunk() isBackupChunk_Chunk {
@@ -3265,7 +3476,7 @@ type BackupData struct {
 
 func (x *BackupData) Reset() {
 	*x = BackupData{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3488,7 @@ func (x *BackupData) String() string {
 func (*BackupData) ProtoMessage() {}
 
 func (x *BackupData) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3501,7 @@ func (x *BackupData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupData.ProtoReflect.Descriptor instead.
 func (*BackupData) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{43}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupData) GetFile() string {
@@ -3335,7 +3546,7 @@ type BackupManifest struct {
 
 func (x *BackupManifest) Reset() {
 	*x = BackupManifest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3558,7 @@ func (x *BackupManifest) String() string {
 func (*BackupManifest) ProtoMessage() {}
 
 func (x *BackupManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3571,7 @@ func (x *BackupManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupManifest.ProtoReflect.Descriptor instead.
 func (*BackupManifest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{44}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BackupManifest) GetFormatVersion() uint32 {
@@ -3417,7 +3628,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3429,7 +3640,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3442,7 +3653,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{45}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupFile) GetName() string {
@@ -3477,7 +3688,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3700,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3713,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{46}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExportRequest) GetTypes() []string {
@@ -3529,7 +3740,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +3752,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +3765,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{47}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ExportChunk) GetChunk() isExportChunk_Chunk {
@@ -3630,7 +3841,7 @@ type ExportSchema struct {
 
 func (x *ExportSchema) Reset() {
 	*x = ExportSchema{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3853,7 @@ func (x *ExportSchema) String() string {
 func (*ExportSchema) ProtoMessage() {}
 
 func (x *ExportSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3866,7 @@ func (x *ExportSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSchema.ProtoReflect.Descriptor instead.
 func (*ExportSchema) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{48}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExportSchema) GetFiles() map[string]string {
@@ -3697,7 +3908,7 @@ type ExportRecords struct {
 
 func (x *ExportRecords) Reset() {
 	*x = ExportRecords{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3920,7 @@ func (x *ExportRecords) String() string {
 func (*ExportRecords) ProtoMessage() {}
 
 func (x *ExportRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3933,7 @@ func (x *ExportRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRecords.ProtoReflect.Descriptor instead.
 func (*ExportRecords) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{49}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExportRecords) GetRecords() []*anypb.Any {
@@ -3743,7 +3954,7 @@ type ExportEnd struct {
 
 func (x *ExportEnd) Reset() {
 	*x = ExportEnd{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +3966,7 @@ func (x *ExportEnd) String() string {
 func (*ExportEnd) ProtoMessage() {}
 
 func (x *ExportEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +3979,7 @@ func (x *ExportEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportEnd.ProtoReflect.Descriptor instead.
 func (*ExportEnd) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{50}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ExportEnd) GetRecords() uint64 {
@@ -3800,7 +4011,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +4023,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +4036,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{51}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchRequest) GetTypes() []string {
@@ -3884,7 +4095,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4107,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4120,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{52}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchStart) GetStart() isWatchStart_Start {
@@ -3985,7 +4196,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3997,7 +4208,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4010,7 +4221,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{53}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Position) GetCommit() uint64 {
@@ -4056,7 +4267,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4279,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4292,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{54}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Change) GetOp() ChangeOp {
@@ -4154,7 +4365,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4377,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4390,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{55}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WatchResponse) GetChanges() []*Change {
@@ -4264,21 +4475,43 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x03 \x01(\bR\x06unique\x12.\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x18.protobase.v1.IndexStateR\x05state\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\">\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"w\n" +
 	"\fWriteRequest\x12.\n" +
-	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\"_\n" +
+	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x127\n" +
+	"\n" +
+	"conditions\x18\x02 \x03(\v2\x17.protobase.v1.ConditionR\n" +
+	"conditions\"_\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\x04R\arecords\x12\x1a\n" +
-	"\bposition\x18\x03 \x01(\x04R\bposition\"}\n" +
+	"\bposition\x18\x03 \x01(\x04R\bposition\"\xe0\x01\n" +
 	"\x12WriteStreamRequest\x12%\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x15.protobase.v1.WriteOpR\x02op\x12.\n" +
 	"\arecords\x18\x02 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x10\n" +
-	"\x03ack\x18\x03 \x01(\bR\x03ack\"a\n" +
+	"\x03ack\x18\x03 \x01(\bR\x03ack\x127\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2\x17.protobase.v1.ConditionR\n" +
+	"conditions\x12\x16\n" +
+	"\x06fields\x18\x05 \x03(\tR\x06fields\x12\x10\n" +
+	"\x03add\x18\x06 \x03(\tR\x03add\"\xa4\x02\n" +
+	"\tCondition\x12\x18\n" +
+	"\x06record\x18\x01 \x01(\rH\x00R\x06record\x12(\n" +
+	"\x03key\x18\x02 \x01(\v2\x14.google.protobuf.AnyH\x00R\x03key\x12+\n" +
+	"\x05query\x18\x03 \x01(\v2\x13.protobase.v1.QueryH\x00R\x05query\x12\x1d\n" +
+	"\aversion\x18\x04 \x01(\x04H\x01R\aversion\x88\x01\x01\x12\x16\n" +
+	"\x06filter\x18\x05 \x01(\tR\x06filter\x12\x19\n" +
+	"\x05count\x18\x06 \x01(\x04H\x02R\x05count\x88\x01\x01\x12$\n" +
+	"\vmax_version\x18\a \x01(\x04H\x03R\n" +
+	"maxVersion\x88\x01\x01B\b\n" +
+	"\x06targetB\n" +
+	"\n" +
+	"\b_versionB\b\n" +
+	"\x06_countB\x0e\n" +
+	"\f_max_version\"a\n" +
 	"\x13WriteStreamResponse\x12\x14\n" +
 	"\x05batch\x18\x01 \x01(\x04R\x05batch\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\x04R\arecords\x12\x1a\n" +
-	"\bposition\x18\x03 \x01(\x04R\bposition\"\xd5\x01\n" +
+	"\bposition\x18\x03 \x01(\x04R\bposition\"\xa0\x02\n" +
 	"\n" +
 	"WriteError\x12\x14\n" +
 	"\x05batch\x18\x01 \x01(\x04R\x05batch\x12\x16\n" +
@@ -4287,7 +4520,11 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05field\x18\x04 \x01(\tR\x05field\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12'\n" +
 	"\x0fbatches_applied\x18\x06 \x01(\x04R\x0ebatchesApplied\x12'\n" +
-	"\x0frecords_applied\x18\a \x01(\x04R\x0erecordsApplied\"\x87\x02\n" +
+	"\x0frecords_applied\x18\a \x01(\x04R\x0erecordsApplied\x12!\n" +
+	"\tcondition\x18\b \x01(\rH\x00R\tcondition\x88\x01\x01\x12\x18\n" +
+	"\aversion\x18\t \x01(\x04R\aversionB\f\n" +
+	"\n" +
+	"_condition\"\x87\x02\n" +
 	"\x05Query\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12(\n" +
 	"\x05where\x18\x02 \x01(\v2\x12.protobase.v1.ExprR\x05where\x12\x14\n" +
@@ -4486,13 +4723,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INDEX_STATE_BUILDING\x10\x01\x12\x15\n" +
 	"\x11INDEX_STATE_READY\x10\x02\x12\x16\n" +
-	"\x12INDEX_STATE_FAILED\x10\x03*w\n" +
+	"\x12INDEX_STATE_FAILED\x10\x03*\x8b\x01\n" +
 	"\aWriteOp\x12\x18\n" +
 	"\x14WRITE_OP_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fWRITE_OP_INSERT\x10\x01\x12\x13\n" +
 	"\x0fWRITE_OP_UPDATE\x10\x02\x12\x13\n" +
 	"\x0fWRITE_OP_UPSERT\x10\x03\x12\x13\n" +
-	"\x0fWRITE_OP_REMOVE\x10\x04*\x85\x01\n" +
+	"\x0fWRITE_OP_REMOVE\x10\x04\x12\x12\n" +
+	"\x0eWRITE_OP_PATCH\x10\x05*\x85\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05OP_EQ\x10\x01\x12\t\n" +
@@ -4529,7 +4767,7 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(IndexState)(0),                        // 0: protobase.v1.IndexState
 	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
@@ -4550,125 +4788,130 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	(*WriteRequest)(nil),                   // 16: protobase.v1.WriteRequest
 	(*WriteResponse)(nil),                  // 17: protobase.v1.WriteResponse
 	(*WriteStreamRequest)(nil),             // 18: protobase.v1.WriteStreamRequest
-	(*WriteStreamResponse)(nil),            // 19: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 20: protobase.v1.WriteError
-	(*Query)(nil),                          // 21: protobase.v1.Query
-	(*Order)(nil),                          // 22: protobase.v1.Order
-	(*Expr)(nil),                           // 23: protobase.v1.Expr
-	(*ExprList)(nil),                       // 24: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 25: protobase.v1.Comparison
-	(*Value)(nil),                          // 26: protobase.v1.Value
-	(*Plan)(nil),                           // 27: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 28: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 29: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 30: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 31: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 32: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 33: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 34: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 35: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 36: protobase.v1.QueryResponse
-	(*GetRequest)(nil),                     // 37: protobase.v1.GetRequest
-	(*GetResponse)(nil),                    // 38: protobase.v1.GetResponse
-	(*KeyInfo)(nil),                        // 39: protobase.v1.KeyInfo
-	(*CreateKeyRequest)(nil),               // 40: protobase.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),              // 41: protobase.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),                // 42: protobase.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),               // 43: protobase.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),               // 44: protobase.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),              // 45: protobase.v1.RevokeKeyResponse
-	(*BackupRequest)(nil),                  // 46: protobase.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 47: protobase.v1.BackupChunk
-	(*BackupData)(nil),                     // 48: protobase.v1.BackupData
-	(*BackupManifest)(nil),                 // 49: protobase.v1.BackupManifest
-	(*BackupFile)(nil),                     // 50: protobase.v1.BackupFile
-	(*ExportRequest)(nil),                  // 51: protobase.v1.ExportRequest
-	(*ExportChunk)(nil),                    // 52: protobase.v1.ExportChunk
-	(*ExportSchema)(nil),                   // 53: protobase.v1.ExportSchema
-	(*ExportRecords)(nil),                  // 54: protobase.v1.ExportRecords
-	(*ExportEnd)(nil),                      // 55: protobase.v1.ExportEnd
-	(*WatchRequest)(nil),                   // 56: protobase.v1.WatchRequest
-	(*WatchStart)(nil),                     // 57: protobase.v1.WatchStart
-	(*Position)(nil),                       // 58: protobase.v1.Position
-	(*Change)(nil),                         // 59: protobase.v1.Change
-	(*WatchResponse)(nil),                  // 60: protobase.v1.WatchResponse
-	nil,                                    // 61: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 62: protobase.v1.GetSchemaResponse.FilesEntry
-	nil,                                    // 63: protobase.v1.ExportSchema.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 64: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 65: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 66: google.protobuf.Value
+	(*Condition)(nil),                      // 19: protobase.v1.Condition
+	(*WriteStreamResponse)(nil),            // 20: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 21: protobase.v1.WriteError
+	(*Query)(nil),                          // 22: protobase.v1.Query
+	(*Order)(nil),                          // 23: protobase.v1.Order
+	(*Expr)(nil),                           // 24: protobase.v1.Expr
+	(*ExprList)(nil),                       // 25: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 26: protobase.v1.Comparison
+	(*Value)(nil),                          // 27: protobase.v1.Value
+	(*Plan)(nil),                           // 28: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 29: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 30: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 31: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 32: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 33: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 34: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 35: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 36: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 37: protobase.v1.QueryResponse
+	(*GetRequest)(nil),                     // 38: protobase.v1.GetRequest
+	(*GetResponse)(nil),                    // 39: protobase.v1.GetResponse
+	(*KeyInfo)(nil),                        // 40: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 41: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 42: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 43: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 44: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 45: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 46: protobase.v1.RevokeKeyResponse
+	(*BackupRequest)(nil),                  // 47: protobase.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 48: protobase.v1.BackupChunk
+	(*BackupData)(nil),                     // 49: protobase.v1.BackupData
+	(*BackupManifest)(nil),                 // 50: protobase.v1.BackupManifest
+	(*BackupFile)(nil),                     // 51: protobase.v1.BackupFile
+	(*ExportRequest)(nil),                  // 52: protobase.v1.ExportRequest
+	(*ExportChunk)(nil),                    // 53: protobase.v1.ExportChunk
+	(*ExportSchema)(nil),                   // 54: protobase.v1.ExportSchema
+	(*ExportRecords)(nil),                  // 55: protobase.v1.ExportRecords
+	(*ExportEnd)(nil),                      // 56: protobase.v1.ExportEnd
+	(*WatchRequest)(nil),                   // 57: protobase.v1.WatchRequest
+	(*WatchStart)(nil),                     // 58: protobase.v1.WatchStart
+	(*Position)(nil),                       // 59: protobase.v1.Position
+	(*Change)(nil),                         // 60: protobase.v1.Change
+	(*WatchResponse)(nil),                  // 61: protobase.v1.WatchResponse
+	nil,                                    // 62: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 63: protobase.v1.GetSchemaResponse.FilesEntry
+	nil,                                    // 64: protobase.v1.ExportSchema.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 65: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 66: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 67: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	61, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	62, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	7,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
 	8,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
 	9,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
 	10, // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
 	10, // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	62, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	63, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
 	14, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	64, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	65, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
 	13, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
 	15, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	65, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
-	1,  // 13: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	65, // 14: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	23, // 15: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	22, // 16: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	25, // 17: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	24, // 18: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	24, // 19: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	23, // 20: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	23, // 21: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	2,  // 22: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	26, // 23: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	26, // 24: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	21, // 25: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	30, // 26: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	31, // 27: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	32, // 28: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	65, // 29: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	27, // 30: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	27, // 31: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	21, // 32: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	65, // 33: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	27, // 34: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	21, // 35: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	65, // 36: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	27, // 37: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	66, // 38: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	65, // 39: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	65, // 40: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	3,  // 41: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	3,  // 42: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	39, // 43: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	39, // 44: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	48, // 45: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	49, // 46: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	50, // 47: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	53, // 48: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	54, // 49: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	55, // 50: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	63, // 51: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	64, // 52: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	65, // 53: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	23, // 54: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	57, // 55: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	58, // 56: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	4,  // 57: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	65, // 58: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	65, // 59: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	65, // 60: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	58, // 61: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	59, // 62: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	58, // 63: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	64, // [64:64] is the sub-list for method output_type
-	64, // [64:64] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	66, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	19, // 13: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
+	1,  // 14: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
+	66, // 15: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	19, // 16: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
+	66, // 17: protobase.v1.Condition.key:type_name -> google.protobuf.Any
+	22, // 18: protobase.v1.Condition.query:type_name -> protobase.v1.Query
+	24, // 19: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	23, // 20: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	26, // 21: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	25, // 22: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	25, // 23: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	24, // 24: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	24, // 25: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	2,  // 26: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	27, // 27: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	27, // 28: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	22, // 29: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	31, // 30: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	32, // 31: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	33, // 32: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	66, // 33: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	28, // 34: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	28, // 35: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	22, // 36: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	66, // 37: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	28, // 38: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	22, // 39: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	66, // 40: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	28, // 41: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	67, // 42: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	66, // 43: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	66, // 44: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	3,  // 45: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	3,  // 46: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	40, // 47: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	40, // 48: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	49, // 49: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	50, // 50: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	51, // 51: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	54, // 52: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	55, // 53: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	56, // 54: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	64, // 55: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	65, // 56: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	66, // 57: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	24, // 58: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	58, // 59: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	59, // 60: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	4,  // 61: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	66, // 62: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	66, // 63: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	66, // 64: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	59, // 65: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	60, // 66: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	59, // 67: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -4676,13 +4919,19 @@ func file_protobase_v1_protobase_proto_init() {
 	if File_protobase_v1_protobase_proto != nil {
 		return
 	}
-	file_protobase_v1_protobase_proto_msgTypes[18].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[14].OneofWrappers = []any{
+		(*Condition_Record)(nil),
+		(*Condition_Key)(nil),
+		(*Condition_Query)(nil),
+	}
+	file_protobase_v1_protobase_proto_msgTypes[16].OneofWrappers = []any{}
+	file_protobase_v1_protobase_proto_msgTypes[19].OneofWrappers = []any{
 		(*Expr_Cmp)(nil),
 		(*Expr_And)(nil),
 		(*Expr_Or)(nil),
 		(*Expr_Not)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[21].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[22].OneofWrappers = []any{
 		(*Value_Int)(nil),
 		(*Value_Uint)(nil),
 		(*Value_Double)(nil),
@@ -4691,28 +4940,28 @@ func file_protobase_v1_protobase_proto_init() {
 		(*Value_Bytes)(nil),
 		(*Value_Enum)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[42].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[43].OneofWrappers = []any{
 		(*BackupChunk_Data)(nil),
 		(*BackupChunk_Manifest)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[47].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[48].OneofWrappers = []any{
 		(*ExportChunk_Schema)(nil),
 		(*ExportChunk_Records)(nil),
 		(*ExportChunk_End)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[52].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[53].OneofWrappers = []any{
 		(*WatchStart_Now)(nil),
 		(*WatchStart_Oldest)(nil),
 		(*WatchStart_After)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[53].OneofWrappers = []any{}
+	file_protobase_v1_protobase_proto_msgTypes[54].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   59,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

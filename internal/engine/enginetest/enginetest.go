@@ -95,7 +95,7 @@ func (te *Engine) Write(op engine.Op, batches ...[]*anypb.Any) error {
 	w := te.E.NewWriter()
 	defer w.Close()
 	for _, b := range batches {
-		if err := w.Apply(te.T.Context(), op, b); err != nil {
+		if err := w.Apply(te.T.Context(), engine.Batch{Op: op, Records: b}); err != nil {
 			return err
 		}
 	}

@@ -190,10 +190,10 @@ func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.
 			// durable counts of the ones before it.
 			return abortReceive(w, err)
 		}
-		if err := id.CheckRecords(req.Records); err != nil {
+		if err := id.CheckWrite(req.Records, req.Conditions); err != nil {
 			return toStatus(w.Abort(err))
 		}
-		if err := w.Apply(ctx, op, req.Records); err != nil {
+		if err := w.Apply(ctx, engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions}); err != nil {
 			if _, serr := w.Sync(); serr != nil {
 				return toStatus(serr)
 			}

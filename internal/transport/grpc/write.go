@@ -93,10 +93,11 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 		// with their counts, like any other failed batch.
 		return w.Abort(apierror.Errorf(apierror.InvalidArgument, "op %v is not a write operation", req.Op))
 	}
-	if err := id.CheckRecords(req.Records); err != nil {
+	if err := id.CheckWrite(req.Records, req.Conditions); err != nil {
 		return w.Abort(err)
 	}
-	if err := w.Apply(ctx, op, req.Records); err != nil {
+	b := engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions, Fields: req.Fields, Add: req.Add}
+	if err := w.Apply(ctx, b); err != nil {
 		if _, serr := w.Sync(); serr != nil {
 			return serr
 		}

@@ -708,12 +708,12 @@ func (s *Service) write(op engine.Op, r *request) {
 	w := s.e.NewWriter()
 	err := s.decode(r, batch)
 	if err == nil {
-		err = r.id.CheckRecords(batch.Records)
+		err = r.id.CheckWrite(batch.Records, batch.Conditions)
 	}
 	if err != nil {
 		err = w.Abort(err)
 	} else {
-		err = w.Apply(s.ctx, op, batch.Records)
+		err = w.Apply(s.ctx, engine.Batch{Op: op, Records: batch.Records, Conditions: batch.Conditions})
 	}
 	if err != nil {
 		_ = w.Close()

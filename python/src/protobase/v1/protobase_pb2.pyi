@@ -66,6 +66,13 @@ class _WriteOpEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WriteOp.Value
     WRITE_OP_UPDATE: _WriteOp.ValueType  # 2
     WRITE_OP_UPSERT: _WriteOp.ValueType  # 3
     WRITE_OP_REMOVE: _WriteOp.ValueType  # 4
+    WRITE_OP_PATCH: _WriteOp.ValueType  # 5
+    """Patch changes some fields of existing records: each field named in the
+    request's `fields` takes the record's value (a field the record lacks
+    is cleared), each field named in `add` has the record's value added to
+    the stored one, and everything else the stored record holds is kept.
+    A missing record is NOT_FOUND.
+    """
 
 class WriteOp(_WriteOp, metaclass=_WriteOpEnumTypeWrapper): ...
 
@@ -74,6 +81,13 @@ WRITE_OP_INSERT: WriteOp.ValueType  # 1
 WRITE_OP_UPDATE: WriteOp.ValueType  # 2
 WRITE_OP_UPSERT: WriteOp.ValueType  # 3
 WRITE_OP_REMOVE: WriteOp.ValueType  # 4
+WRITE_OP_PATCH: WriteOp.ValueType  # 5
+"""Patch changes some fields of existing records: each field named in the
+request's `fields` takes the record's value (a field the record lacks
+is cleared), each field named in `add` has the record's value added to
+the stored one, and everything else the stored record holds is kept.
+A missing record is NOT_FOUND.
+"""
 Global___WriteOp: _TypeAlias = WriteOp  # noqa: Y015
 
 class _Op:
@@ -566,16 +580,24 @@ class WriteRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RECORDS_FIELD_NUMBER: _builtins.int
+    CONDITIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
+    @_builtins.property
+    def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Condition]:
+        """What must hold when the batch commits; if any condition fails the
+        batch applies nothing and the stream fails with ABORTED.
+        """
+
     def __init__(
         self,
         *,
         records: _abc.Iterable[_any_pb2.Any] | None = ...,
+        conditions: _abc.Iterable[Global___Condition] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -618,25 +640,125 @@ class WriteStreamRequest(_message.Message):
     OP_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
     ACK_FIELD_NUMBER: _builtins.int
+    CONDITIONS_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
+    ADD_FIELD_NUMBER: _builtins.int
     op: Global___WriteOp.ValueType
     ack: _builtins.bool
     """Ask for a WriteStreamResponse once this batch is durable."""
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
+    @_builtins.property
+    def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Condition]:
+        """What must hold when the batch commits; if any condition fails the
+        batch applies nothing and the stream fails with ABORTED.
+        """
+
+    @_builtins.property
+    def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """WRITE_OP_PATCH: the field paths each record sets (dotted through
+        singular message fields); a named field the record lacks is cleared.
+        """
+
+    @_builtins.property
+    def add(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """WRITE_OP_PATCH: the numeric scalar fields whose value in the record is
+        added to the stored value (a missing stored value counts as 0).
+        """
+
     def __init__(
         self,
         *,
         op: Global___WriteOp.ValueType = ...,
         records: _abc.Iterable[_any_pb2.Any] | None = ...,
         ack: _builtins.bool = ...,
+        conditions: _abc.Iterable[Global___Condition] | None = ...,
+        fields: _abc.Iterable[_builtins.str] | None = ...,
+        add: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "op", b"op", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "add", b"add", "conditions", b"conditions", "fields", b"fields", "op", b"op", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WriteStreamRequest: _TypeAlias = WriteStreamRequest  # noqa: Y015
+
+@_typing.final
+class Condition(_message.Message):
+    """Condition is what must hold of one record, or of the matches of one
+    query, when a write batch commits. It is checked against the state the
+    batch starts from, atomically with the batch's writes.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORD_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    MAX_VERSION_FIELD_NUMBER: _builtins.int
+    record: _builtins.int
+    """One of this batch's records, by its index in the batch: the stored
+    record with its primary key.
+    """
+    version: _builtins.int
+    """Record and key targets: the record's version equals this; 0 means the
+    record does not exist.
+    """
+    filter: _builtins.str
+    """Record and key targets: the record exists and matches this text filter."""
+    count: _builtins.int
+    """Query targets: the number of records the query matches."""
+    max_version: _builtins.int
+    """Query targets: the highest version among the records the query matches
+    (0 when it matches none).
+    """
+    @_builtins.property
+    def key(self) -> _any_pb2.Any:
+        """Any record, by a record of its type holding its primary-key fields
+        (other fields are ignored).
+        """
+
+    @_builtins.property
+    def query(self) -> Global___Query:
+        """The records a query matches."""
+
+    def __init__(
+        self,
+        *,
+        record: _builtins.int = ...,
+        key: _any_pb2.Any | None = ...,
+        query: Global___Query | None = ...,
+        version: _builtins.int | None = ...,
+        filter: _builtins.str = ...,
+        count: _builtins.int | None = ...,
+        max_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_count", b"_count", "_max_version", b"_max_version", "_version", b"_version", "count", b"count", "key", b"key", "max_version", b"max_version", "query", b"query", "record", b"record", "target", b"target", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_count", b"_count", "_max_version", b"_max_version", "_version", b"_version", "count", b"count", "filter", b"filter", "key", b"key", "max_version", b"max_version", "query", b"query", "record", b"record", "target", b"target", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__count: _TypeAlias = _typing.Literal["count"]  # noqa: Y015
+    _WhichOneofArgType__count: _TypeAlias = _typing.Literal["_count", b"_count"]  # noqa: Y015
+    _WhichOneofReturnType__max_version: _TypeAlias = _typing.Literal["max_version"]  # noqa: Y015
+    _WhichOneofArgType__max_version: _TypeAlias = _typing.Literal["_max_version", b"_max_version"]  # noqa: Y015
+    _WhichOneofReturnType__version: _TypeAlias = _typing.Literal["version"]  # noqa: Y015
+    _WhichOneofArgType__version: _TypeAlias = _typing.Literal["_version", b"_version"]  # noqa: Y015
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["record", "key", "query"]  # noqa: Y015
+    _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__count) -> _WhichOneofReturnType__count | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_version) -> _WhichOneofReturnType__max_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__version) -> _WhichOneofReturnType__version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
+
+Global___Condition: _TypeAlias = Condition  # noqa: Y015
 
 @_typing.final
 class WriteStreamResponse(_message.Message):
@@ -679,6 +801,8 @@ class WriteError(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     BATCHES_APPLIED_FIELD_NUMBER: _builtins.int
     RECORDS_APPLIED_FIELD_NUMBER: _builtins.int
+    CONDITION_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
     batch: _builtins.int
     """Ordinal of the failing batch on the stream (0-based)."""
     record: _builtins.int
@@ -690,6 +814,12 @@ class WriteError(_message.Message):
     batches_applied: _builtins.int
     """Batches and records applied (and durable) before the failing batch."""
     records_applied: _builtins.int
+    condition: _builtins.int
+    """ABORTED: the index of the failing condition within its batch, and the
+    version it found (0 when the record does not exist; for a query, the
+    highest version among its matches).
+    """
+    version: _builtins.int
     def __init__(
         self,
         *,
@@ -700,12 +830,16 @@ class WriteError(_message.Message):
         reason: _builtins.str = ...,
         batches_applied: _builtins.int = ...,
         records_applied: _builtins.int = ...,
+        condition: _builtins.int | None = ...,
+        version: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_condition", b"_condition", "condition", b"condition"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "batches_applied", b"batches_applied", "field", b"field", "reason", b"reason", "record", b"record", "records_applied", b"records_applied", "type_url", b"type_url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_condition", b"_condition", "batch", b"batch", "batches_applied", b"batches_applied", "condition", b"condition", "field", b"field", "reason", b"reason", "record", b"record", "records_applied", b"records_applied", "type_url", b"type_url", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__condition: _TypeAlias = _typing.Literal["condition"]  # noqa: Y015
+    _WhichOneofArgType__condition: _TypeAlias = _typing.Literal["_condition", b"_condition"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__condition) -> _WhichOneofReturnType__condition | None: ...
 
 Global___WriteError: _TypeAlias = WriteError  # noqa: Y015
 
