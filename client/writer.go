@@ -24,6 +24,7 @@ const (
 	Update = pb.WriteOp_WRITE_OP_UPDATE
 	Upsert = pb.WriteOp_WRITE_OP_UPSERT
 	Remove = pb.WriteOp_WRITE_OP_REMOVE
+	Patch  = pb.WriteOp_WRITE_OP_PATCH
 )
 
 // WriterOptions choose when a Writer sends a batch. Zero values pick the
