@@ -16,6 +16,9 @@ import (
 // and for a Patch the fields its records set and add.
 type Batch struct {
 	Op Op
+	// Ops is the operation of each record, parallel to Records, when they
+	// differ (then Op is ignored).
+	Ops []Op
 	// Records are sent as they are when they are *anypb.Any, packed into
 	// one otherwise.
 	Records []proto.Message
@@ -32,7 +35,7 @@ type Batch struct {
 // Apply applies b atomically on a Write stream of its own and returns once
 // it is durable, with the position it committed at.
 func (c *Client) Apply(ctx context.Context, b Batch) (uint64, error) {
-	req := &pb.WriteStreamRequest{Op: b.Op, Ack: true, Conditions: b.Conditions, Fields: b.Fields, Add: b.Add}
+	req := &pb.WriteStreamRequest{Op: b.Op, Ack: true, Conditions: b.Conditions, Fields: b.Fields, Add: b.Add, Ops: b.Ops}
 	req.Records = make([]*anypb.Any, len(b.Records))
 	for i, m := range b.Records {
 		a, ok := m.(*anypb.Any)

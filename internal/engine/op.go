@@ -55,6 +55,9 @@ func OpFromProto(op pb.WriteOp) (Op, bool) {
 type Batch struct {
 	Op      Op
 	Records []*anypb.Any
+	// Ops is the operation of each record, parallel to Records, when they
+	// differ; empty means Op for every record.
+	Ops []pb.WriteOp
 	// Conditions must all hold, in the state the batch starts from, for
 	// the batch to apply; they are checked atomically with its writes.
 	Conditions []*pb.Condition

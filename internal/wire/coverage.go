@@ -49,7 +49,7 @@ var Coders = []Coverage{
 	{"protobase.v1.Value", "ReadOperand", Decodes, nums(ValueInt, ValueUint, ValueBool, ValueString, ValueBytes), nums(3, 7)},                                 // double, enum
 	{"protobase.v1.WriteRequest", "DecodeWriteRequest", Decodes, nums(WriteRequestRecords, WriteRequestConditions), nil},
 	{"protobase.v1.WriteStreamRequest", "DecodeWriteStreamRequest", Decodes, nums(WriteStreamRequestOp, WriteStreamRequestRecords, WriteStreamRequestAck,
-		WriteStreamRequestConditions, WriteStreamRequestFields, WriteStreamRequestAdd), nil},
+		WriteStreamRequestConditions, WriteStreamRequestFields, WriteStreamRequestAdd, WriteStreamRequestOps), nil},
 	{"google.protobuf.Any", "DecodeRecords, FillAny, DecodeAny", Decodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Decoders of responses (the Go client).

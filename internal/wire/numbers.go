@@ -77,6 +77,7 @@ const (
 	WriteStreamRequestConditions protowire.Number = 4
 	WriteStreamRequestFields     protowire.Number = 5
 	WriteStreamRequestAdd        protowire.Number = 6
+	WriteStreamRequestOps        protowire.Number = 7
 )
 
 // WatchResponse and its changes.

@@ -58,6 +58,7 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		{WriteStreamRequestConditions, &pb.WriteStreamRequest{}, "conditions"},
 		{WriteStreamRequestFields, &pb.WriteStreamRequest{}, "fields"},
 		{WriteStreamRequestAdd, &pb.WriteStreamRequest{}, "add"},
+		{WriteStreamRequestOps, &pb.WriteStreamRequest{}, "ops"},
 		{WatchResponseChanges, &pb.WatchResponse{}, "changes"},
 		{WatchResponseProgress, &pb.WatchResponse{}, "progress"},
 		{ChangeOp, &pb.Change{}, "op"},

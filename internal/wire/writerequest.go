@@ -49,7 +49,7 @@ func DecodeWriteStreamRequest(b []byte, req *pb.WriteStreamRequest) error {
 	}
 	req.Reset()
 	req.Op, req.Records, req.Ack = d.op, recs, d.ack
-	req.Conditions, req.Fields, req.Add = d.conds, d.fields, d.add
+	req.Conditions, req.Fields, req.Add, req.Ops = d.conds, d.fields, d.add, d.ops
 	return nil
 }
 
@@ -60,6 +60,7 @@ type streamRequest struct {
 	ack         bool
 	conds       []*pb.Condition
 	fields, add []string
+	ops         []pb.WriteOp
 }
 
 func (d *streamRequest) field(num protowire.Number, typ protowire.Type, v uint64, s []byte) bool {
@@ -69,6 +70,8 @@ func (d *streamRequest) field(num protowire.Number, typ protowire.Type, v uint64
 			d.op = pb.WriteOp(int32(v)) //nolint:gosec // enums are int32 on the wire; protobuf truncates the same way
 		case WriteStreamRequestAck:
 			d.ack = v != 0
+		case WriteStreamRequestOps:
+			d.ops = append(d.ops, pb.WriteOp(int32(v))) //nolint:gosec // as op
 		default:
 			return false
 		}
@@ -84,8 +87,23 @@ func (d *streamRequest) field(num protowire.Number, typ protowire.Type, v uint64
 		return appendString(&d.fields, s)
 	case WriteStreamRequestAdd:
 		return appendString(&d.add, s)
+	case WriteStreamRequestOps:
+		return d.appendPackedOps(s)
 	}
 	return false
+}
+
+// appendPackedOps takes a packed run of operations.
+func (d *streamRequest) appendPackedOps(s []byte) bool {
+	for len(s) > 0 {
+		v, n := protowire.ConsumeVarint(s)
+		if n < 0 {
+			return false
+		}
+		d.ops = append(d.ops, pb.WriteOp(int32(v))) //nolint:gosec // as op
+		s = s[n:]
+	}
+	return true
 }
 
 // appendCondition decodes one condition with the generated code: a batch

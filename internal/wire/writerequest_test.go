@@ -32,6 +32,7 @@ func writeSeeds(t testing.TB) [][]byte {
 		&pb.WriteRequest{Records: recs[:2], Conditions: conditionSeeds()},
 		&pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Records: recs[:2], Conditions: conditionSeeds(),
 			Fields: []string{"name", "address.city"}, Add: []string{"visits"}},
+		&pb.WriteStreamRequest{Records: recs[:2], Ops: []pb.WriteOp{pb.WriteOp_WRITE_OP_REMOVE, pb.WriteOp_WRITE_OP_PATCH, pb.WriteOp(-3)}},
 	} {
 		seeds = append(seeds, marshal(t, m))
 	}
@@ -52,9 +53,11 @@ func writeSeeds(t testing.TB) [][]byte {
 		[]byte{0x08, 0x01, 0x08, 0x03, 0x18, 0x01, 0x18, 0x00},
 		[]byte{0x20, 0x01},
 		append([]byte{0x0a, 0x00}, field(2, nil)...),
-		field(5, []byte("a\xffb")),        // a field path of invalid UTF-8
-		field(4, []byte{0x20}),            // a truncated condition
-		append(field(6, nil), 0x30, 0x01), // add, then a varint of its number
+		field(5, []byte("a\xffb")),                             // a field path of invalid UTF-8
+		field(4, []byte{0x20}),                                 // a truncated condition
+		append(field(6, nil), 0x30, 0x01),                      // add, then a varint of its number
+		[]byte{0x38, 0x02, 0x3a, 0x02, 0x01, 0x04, 0x38, 0x05}, // ops unpacked, packed, unpacked
+		[]byte{0x3a, 0x02, 0x01, 0xff},                         // ops packed, truncated
 	)
 	return seeds
 }

@@ -1189,7 +1189,11 @@ type WriteStreamRequest struct {
 	Fields []string `protobuf:"bytes,5,rep,name=fields,proto3" json:"fields,omitempty"`
 	// WRITE_OP_PATCH: the numeric scalar fields whose value in the record is
 	// added to the stored value (a missing stored value counts as 0).
-	Add           []string `protobuf:"bytes,6,rep,name=add,proto3" json:"add,omitempty"`
+	Add []string `protobuf:"bytes,6,rep,name=add,proto3" json:"add,omitempty"`
+	// The operation of each record, parallel to records, for a batch whose
+	// records differ in operation (a transaction's writes); empty means op
+	// for every record. fields and add apply to the records patched.
+	Ops           []WriteOp `protobuf:"varint,7,rep,packed,name=ops,proto3,enum=protobase.v1.WriteOp" json:"ops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1262,6 +1266,13 @@ func (x *WriteStreamRequest) GetFields() []string {
 func (x *WriteStreamRequest) GetAdd() []string {
 	if x != nil {
 		return x.Add
+	}
+	return nil
+}
+
+func (x *WriteStreamRequest) GetOps() []WriteOp {
+	if x != nil {
+		return x.Ops
 	}
 	return nil
 }
@@ -4484,7 +4495,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\rWriteResponse\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x04R\abatches\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\x04R\arecords\x12\x1a\n" +
-	"\bposition\x18\x03 \x01(\x04R\bposition\"\xe0\x01\n" +
+	"\bposition\x18\x03 \x01(\x04R\bposition\"\x89\x02\n" +
 	"\x12WriteStreamRequest\x12%\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x15.protobase.v1.WriteOpR\x02op\x12.\n" +
 	"\arecords\x18\x02 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x10\n" +
@@ -4493,7 +4504,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"conditions\x18\x04 \x03(\v2\x17.protobase.v1.ConditionR\n" +
 	"conditions\x12\x16\n" +
 	"\x06fields\x18\x05 \x03(\tR\x06fields\x12\x10\n" +
-	"\x03add\x18\x06 \x03(\tR\x03add\"\xa4\x02\n" +
+	"\x03add\x18\x06 \x03(\tR\x03add\x12'\n" +
+	"\x03ops\x18\a \x03(\x0e2\x15.protobase.v1.WriteOpR\x03ops\"\xa4\x02\n" +
 	"\tCondition\x12\x18\n" +
 	"\x06record\x18\x01 \x01(\rH\x00R\x06record\x12(\n" +
 	"\x03key\x18\x02 \x01(\v2\x14.google.protobuf.AnyH\x00R\x03key\x12+\n" +
@@ -4856,62 +4868,63 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	1,  // 14: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
 	66, // 15: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
 	19, // 16: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
-	66, // 17: protobase.v1.Condition.key:type_name -> google.protobuf.Any
-	22, // 18: protobase.v1.Condition.query:type_name -> protobase.v1.Query
-	24, // 19: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	23, // 20: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	26, // 21: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	25, // 22: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	25, // 23: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	24, // 24: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	24, // 25: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	2,  // 26: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	27, // 27: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	27, // 28: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	22, // 29: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	31, // 30: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	32, // 31: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	33, // 32: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	66, // 33: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	28, // 34: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	28, // 35: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	22, // 36: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	66, // 37: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	28, // 38: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	22, // 39: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	66, // 40: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	28, // 41: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	67, // 42: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	66, // 43: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	66, // 44: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	3,  // 45: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	3,  // 46: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	40, // 47: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	40, // 48: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	49, // 49: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	50, // 50: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	51, // 51: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	54, // 52: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	55, // 53: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	56, // 54: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	64, // 55: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	65, // 56: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	66, // 57: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	24, // 58: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	58, // 59: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	59, // 60: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	4,  // 61: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	66, // 62: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	66, // 63: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	66, // 64: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	59, // 65: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	60, // 66: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	59, // 67: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	1,  // 17: protobase.v1.WriteStreamRequest.ops:type_name -> protobase.v1.WriteOp
+	66, // 18: protobase.v1.Condition.key:type_name -> google.protobuf.Any
+	22, // 19: protobase.v1.Condition.query:type_name -> protobase.v1.Query
+	24, // 20: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	23, // 21: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	26, // 22: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	25, // 23: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	25, // 24: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	24, // 25: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	24, // 26: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	2,  // 27: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	27, // 28: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	27, // 29: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	22, // 30: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	31, // 31: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	32, // 32: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	33, // 33: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	66, // 34: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	28, // 35: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	28, // 36: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	22, // 37: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	66, // 38: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	28, // 39: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	22, // 40: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	66, // 41: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	28, // 42: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	67, // 43: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	66, // 44: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	66, // 45: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	3,  // 46: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	3,  // 47: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	40, // 48: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	40, // 49: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	49, // 50: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	50, // 51: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	51, // 52: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	54, // 53: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	55, // 54: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	56, // 55: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	64, // 56: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	65, // 57: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	66, // 58: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	24, // 59: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	58, // 60: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	59, // 61: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	4,  // 62: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	66, // 63: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	66, // 64: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	66, // 65: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	59, // 66: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	60, // 67: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	59, // 68: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }

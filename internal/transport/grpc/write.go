@@ -96,7 +96,7 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 	if err := id.CheckWrite(req.Records, req.Conditions); err != nil {
 		return w.Abort(err)
 	}
-	b := engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions, Fields: req.Fields, Add: req.Add}
+	b := engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions, Fields: req.Fields, Add: req.Add, Ops: req.Ops}
 	if err := w.Apply(ctx, b); err != nil {
 		if _, serr := w.Sync(); serr != nil {
 			return serr

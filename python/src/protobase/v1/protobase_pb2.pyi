@@ -643,6 +643,7 @@ class WriteStreamRequest(_message.Message):
     CONDITIONS_FIELD_NUMBER: _builtins.int
     FIELDS_FIELD_NUMBER: _builtins.int
     ADD_FIELD_NUMBER: _builtins.int
+    OPS_FIELD_NUMBER: _builtins.int
     op: Global___WriteOp.ValueType
     ack: _builtins.bool
     """Ask for a WriteStreamResponse once this batch is durable."""
@@ -666,6 +667,13 @@ class WriteStreamRequest(_message.Message):
         added to the stored value (a missing stored value counts as 0).
         """
 
+    @_builtins.property
+    def ops(self) -> _containers.RepeatedScalarFieldContainer[Global___WriteOp.ValueType]:
+        """The operation of each record, parallel to records, for a batch whose
+        records differ in operation (a transaction's writes); empty means op
+        for every record. fields and add apply to the records patched.
+        """
+
     def __init__(
         self,
         *,
@@ -675,10 +683,11 @@ class WriteStreamRequest(_message.Message):
         conditions: _abc.Iterable[Global___Condition] | None = ...,
         fields: _abc.Iterable[_builtins.str] | None = ...,
         add: _abc.Iterable[_builtins.str] | None = ...,
+        ops: _abc.Iterable[Global___WriteOp.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "add", b"add", "conditions", b"conditions", "fields", b"fields", "op", b"op", "records", b"records"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "add", b"add", "conditions", b"conditions", "fields", b"fields", "op", b"op", "ops", b"ops", "records", b"records"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
