@@ -7,6 +7,7 @@ package experiments
 
 import (
 	_ "github.com/protobase/protobase/bench/batching"
+	_ "github.com/protobase/protobase/bench/concurrency"
 	_ "github.com/protobase/protobase/bench/fetch"
 	_ "github.com/protobase/protobase/bench/ingest"
 	_ "github.com/protobase/protobase/bench/layout"

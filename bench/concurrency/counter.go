@@ -1,0 +1,119 @@
+package concurrency
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/client"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+)
+
+// counterState is one target's counter and the increments acknowledged
+// on it, which check compares with the counter's value.
+type counterState struct {
+	id    string
+	added atomic.Int64
+}
+
+// newCounter inserts a counter at 0 under a fresh id.
+func newCounter(ctx context.Context, t *bench.Target) (*counterState, error) {
+	c := &counterState{id: fmt.Sprintf("c%d", time.Now().UnixNano())}
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendString(b, c.id)
+	_, err := t.Client.Apply(ctx, client.Batch{Op: client.Insert, Records: []proto.Message{&anypb.Any{TypeUrl: counterURL, Value: b}}})
+	if err != nil {
+		return nil, fmt.Errorf("insert counter: %w", err)
+	}
+	return c, nil
+}
+
+// check fails unless the counter holds every increment acknowledged.
+func (c *counterState) check(ctx context.Context, t *bench.Target) error {
+	recs, err := t.Client.Get(ctx, "protobase_lab.concurrency.Counter", c.id)
+	if err != nil || len(recs) != 1 {
+		return fmt.Errorf("read counter %s: %d records, %v", c.id, len(recs), err)
+	}
+	var n uint64
+	b := recs[0].GetValue()
+	for len(b) > 0 {
+		num, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return fmt.Errorf("counter %s: malformed record", c.id)
+		}
+		b = b[l:]
+		if num == 2 && typ == protowire.VarintType {
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return fmt.Errorf("counter %s: malformed record", c.id)
+			}
+			n = v
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return fmt.Errorf("counter %s: malformed record", c.id)
+		}
+		b = b[m:]
+	}
+	if want := c.added.Load(); int64(n) != want { //nolint:gosec // a count
+		return fmt.Errorf("counter %s holds %d after %d increments were acknowledged", c.id, n, want)
+	}
+	return nil
+}
+
+// counter is g.Clients clients adding 1 to c's counter, each on its own
+// Write stream, one acknowledged patch at a time.
+func (g *Experiment) counter(t *bench.Target, c *counterState) bench.Workload {
+	rec := counterAdd(c.id)
+	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var total atomic.Int64
+		errs := make([]error, g.Clients)
+		var wg sync.WaitGroup
+		start := time.Now()
+		deadline := start.Add(d)
+		for cl := 0; cl < g.Clients; cl++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := t.API.Write(ctx)
+				if err != nil {
+					errs[cl] = err
+					return
+				}
+				req := &pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Add: []string{"n"}, Ack: true, Records: []*anypb.Any{rec}}
+				for time.Now().Before(deadline) {
+					if err := st.Send(req); err != nil {
+						errs[cl] = bench.StreamError(st, "send", err)
+						cancel()
+						return
+					}
+					if _, err := st.Recv(); err != nil {
+						errs[cl] = fmt.Errorf("add: %w", err)
+						cancel()
+						return
+					}
+					total.Add(1)
+					c.added.Add(1)
+				}
+				_ = st.CloseSend()
+				_, errs[cl] = bench.Drain(st, new(pb.WriteStreamResponse))
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return bench.Count{}, err
+			}
+		}
+		return bench.Count{Ops: total.Load(), Elapsed: time.Since(start)}, nil
+	}
+}
