@@ -450,6 +450,8 @@ func (w *Writer) checkQuery(rd condReader, b store.WriteBatch, i int, c *cond) e
 	})
 	cu.flushStats()
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return apierror.From(ctx.Err()) // the call's end: CANCELLED or DEADLINE_EXCEEDED
 	case err != nil:
 		return err
 	case ferr != nil:
