@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -190,10 +191,9 @@ func (w *Writer) keyTarget(cat *catalog, cd *cond, i int, k *anypb.Any) error {
 	cs := &w.conds
 	start := len(cs.keys)
 	cs.keys = append(cs.keys, t.prefix...)
-	var field string
 	var err error
-	if cs.keys, field, err = appendKey(cs.keys, k.GetValue(), t.pk); err != nil {
-		return condError(apierror.InvalidArgument, i, t.url, "key", "key record, field "+field+": "+err.Error())
+	if cs.keys, _, err = appendKey(cs.keys, k.GetValue(), t.pk); err != nil {
+		return condError(apierror.InvalidArgument, i, t.url, "key", "key record: "+err.Error())
 	}
 	*cd = cond{on: onKey, t: t, key: span{int32(start), int32(len(cs.keys))}}
 	return nil
@@ -278,7 +278,11 @@ func compileError(i int, url, field string, err error) error {
 	if ae.Code != apierror.InvalidArgument && ae.Code != apierror.NotFound {
 		return err
 	}
-	return condError(apierror.InvalidArgument, i, url, field, field+": "+ae.Msg)
+	msg := ae.Msg
+	if !strings.HasPrefix(msg, field+": ") {
+		msg = field + ": " + msg
+	}
+	return condError(apierror.InvalidArgument, i, url, field, msg)
 }
 
 // condError is the error of condition i of the current batch; the writer
