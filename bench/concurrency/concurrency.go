@@ -79,7 +79,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		fmt.Sprintf("updates: %d streams, each updating its own rows in batches of %d, one batch in flight per stream; rows of ten 100-byte fields", g.Streams, g.Batch),
 		"conditional: every record of a batch carries a version condition (the version its last update acknowledged)",
 		"patch: one field of ten (WRITE_OP_PATCH, fields f3) against an update of the whole row",
-		fmt.Sprintf("counter: %d clients each sending single-record patches that add 1 to one counter, each waiting for its acknowledgement", g.Clients),
+		fmt.Sprintf("counter: %d clients each sending single-record patches that add 1 to one counter, each waiting for its acknowledgement; counter update: the same clients updating that record whole instead, the adds' ceiling", g.Clients),
 		fmt.Sprintf("transactions: %d clients, each transaction reads two random rows of %d and writes both (low contention), against the same two writes sent without reads or conditions", g.Clients, txRows))
 	return res, nil
 }
@@ -94,11 +94,16 @@ func (g *Experiment) measureTarget(ctx context.Context, env *bench.Env, t *bench
 	if err != nil {
 		return err
 	}
+	set, err := newCounter(ctx, t)
+	if err != nil {
+		return err
+	}
 	ws := []named{
 		{"update", "records/s", u.workload(updateFull, false)},
 		{"update conditional", "records/s", u.workload(updateFull, true)},
 		{"patch 1 of 10 fields", "records/s", u.workload(updatePatch, false)},
-		{"counter add", "increments/s", g.counter(t, ctr)},
+		{"counter add", "increments/s", g.counter(t, ctr, false)},
+		{"counter update", "updates/s", g.counter(t, set, true)},
 	}
 	ws = append(ws, g.transactions(ctx, t)...)
 	for _, w := range ws {

@@ -24,6 +24,7 @@ func TestQuickRun(t *testing.T) {
 		"update conditional store=" + server.StorePebble:   "records/s",
 		"patch 1 of 10 fields store=" + server.StorePebble: "records/s",
 		"counter add store=" + server.StorePebble:          "increments/s",
+		"counter update store=" + server.StorePebble:       "updates/s",
 	}
 	for name, unit := range want {
 		if r, ok := labtest.Rows(res, unit)[name]; !ok || r.Median <= 0 {

@@ -69,9 +69,17 @@ func (c *counterState) check(ctx context.Context, t *bench.Target) error {
 }
 
 // counter is g.Clients clients adding 1 to c's counter, each on its own
-// Write stream, one acknowledged patch at a time.
-func (g *Experiment) counter(t *bench.Target, c *counterState) bench.Workload {
+// Write stream, one acknowledged patch at a time. With set, they update
+// it to 1 instead: single-record updates of one key, the ceiling of the
+// adds (c then counts nothing, and check does not apply).
+func (g *Experiment) counter(t *bench.Target, c *counterState, set bool) bench.Workload {
 	rec := counterAdd(c.id)
+	req := func() *pb.WriteStreamRequest {
+		if set {
+			return &pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_UPDATE, Ack: true, Records: []*anypb.Any{rec}}
+		}
+		return &pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Add: []string{"n"}, Ack: true, Records: []*anypb.Any{rec}}
+	}
 	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -89,7 +97,7 @@ func (g *Experiment) counter(t *bench.Target, c *counterState) bench.Workload {
 					errs[cl] = err
 					return
 				}
-				req := &pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Add: []string{"n"}, Ack: true, Records: []*anypb.Any{rec}}
+				req := req()
 				for time.Now().Before(deadline) {
 					if err := st.Send(req); err != nil {
 						errs[cl] = bench.StreamError(st, "send", err)
@@ -102,7 +110,9 @@ func (g *Experiment) counter(t *bench.Target, c *counterState) bench.Workload {
 						return
 					}
 					total.Add(1)
-					c.added.Add(1)
+					if !set {
+						c.added.Add(1)
+					}
 				}
 				_ = st.CloseSend()
 				_, errs[cl] = bench.Drain(st, new(pb.WriteStreamResponse))
