@@ -152,7 +152,7 @@ def test_failing_condition_raises_with_details_and_applies_nothing(
     e = ei.value
     assert isinstance(e, WriteError)  # a ConflictError is a WriteError
     assert e.code == grpc.StatusCode.ABORTED
-    assert (e.condition, e.version, e.batch) == (1, moved, 0)
+    assert (e.condition, e.version, e.batch, e.record) == (1, moved, 0, None)
     assert e.type == ACCOUNT
     # Nothing of the batch applied: account 1 untouched, account 5 absent.
     assert account(bank, 1)["balance"] == 10

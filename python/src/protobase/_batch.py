@@ -161,7 +161,11 @@ def apply_batch(
     try:
         resps = list(call)
     except grpc.RpcError as e:
-        raise write_error_from_rpc(e) from None
+        err = write_error_from_rpc(e)
+        c = err.condition
+        if c is not None and c < len(req.conditions) and not req.conditions[c].HasField("record"):
+            err.record = None  # the server's 0 names no record of the batch
+        raise err from None
     if not resps:
         raise WriteError(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
     return resps[-1].position

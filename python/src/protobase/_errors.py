@@ -80,7 +80,8 @@ class ConflictError(WriteError):
     failing condition in the batch, ``version`` the version it found (0:
     the record does not exist; for a query, the highest version among its
     matches, and ``reason`` also gives the count found) and ``record`` the
-    batch index a record target names. Retrying after reading again is
+    batch index a record target names (None for key and query targets).
+    Retrying after reading again is
     safe: ``Client.transact`` does it. ``attempts`` is how many times a
     transaction ran before giving up (1 outside of one).
     """
