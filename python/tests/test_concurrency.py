@@ -11,7 +11,7 @@ import pytest
 from conftest import Server
 
 import protobase
-from protobase import ConflictError, WriteError, if_key, if_query, if_record, select
+from protobase import ConflictError, WriteError, eq, if_key, if_query, if_record, select
 
 ACCOUNT = "pytest.bank.Account"
 BANK = """
@@ -28,6 +28,20 @@ message Account {
   string owner = 2;
   int64 balance = 3;
   int64 visits = 4;
+  Address address = 5;
+  repeated string tags = 6;
+  optional int32 level = 7;
+  double rate = 8;
+}
+
+message Address {
+  string city = 1;
+  Geo geo = 2;
+}
+
+message Geo {
+  double lat = 1;
+  int32 floor = 2;
 }
 """
 
@@ -362,5 +376,107 @@ def test_error_from_a_stale_read_runs_the_function_again(bank: protobase.Client)
 def test_patches_of_one_transaction_share_their_fields(bank: protobase.Client) -> None:
     tx = bank.transaction()
     tx.patch({"id": 1, "visits": 1}, add=["visits"], type=ACCOUNT)
-    with pytest.raises(ValueError, match="share one fields and add list"):
+    with pytest.raises(ValueError, match="carries one patch"):
         tx.patch({"id": 2, "owner": "x"}, fields=["owner"], type=ACCOUNT)
+    tx.patch({"id": 2, "visits": 5}, add=["visits"], type=ACCOUNT)  # the same patch
+    tx.commit()
+    assert [a["visits"] for a in bank.get(ACCOUNT, [1, 2], decode="dict").records] == [2, 6]
+
+
+def test_transaction_reads_its_own_writes(bank: protobase.Client) -> None:
+    def fn(tx: protobase.Transaction) -> None:
+        tx.update({"id": 1, "owner": "one"}, type=ACCOUNT)
+        assert tx.get(ACCOUNT, 1, decode="dict") == {"id": 1, "owner": "one"}
+        tx.remove({"id": 2}, type=ACCOUNT)
+        assert tx.get(ACCOUNT, 2) is None
+        tx.insert({"id": 50, "owner": "fifty"}, type=ACCOUNT)
+        found = tx.query(select(ACCOUNT, eq("id", 50)), decode="dict")  # a lookup
+        assert found == [{"id": 50, "owner": "fifty"}]
+        # A patch of a record not read yet: read then, patched in the client.
+        tx.patch({"id": 3, "visits": 2, "owner": "x"}, add=["visits"], type=ACCOUNT)
+        assert tx.get(ACCOUNT, 3, decode="dict") == {
+            "id": 3,
+            "owner": "a3",
+            "balance": 10,
+            "visits": 3,
+        }
+        tx.patch({"id": 3, "visits": 10}, add=["visits"], type=ACCOUNT)
+        assert (tx.get(ACCOUNT, 3, decode="dict") or {})["visits"] == 13
+
+    bank.transact(fn)
+    got = {a["id"]: a for a in bank.scan(ACCOUNT, decode="dict")}
+    assert sorted(got) == [1, 3, 50]
+    assert got[3]["visits"] == 13 and got[1] == {"id": 1, "owner": "one"}
+
+
+def test_a_record_read_twice_is_read_once(bank: protobase.Client) -> None:
+    tx = bank.transaction()
+    first = tx.get(ACCOUNT, 1, decode="dict")
+    bank.patch([{"id": 1, "owner": "rival"}], fields=["owner"], type=ACCOUNT)
+    assert tx.get(ACCOUNT, {"id": 1}, decode="dict") == first  # another spelling, same record
+    tx.upsert({"id": 9}, type=ACCOUNT)
+    with pytest.raises(ConflictError) as ei:
+        tx.commit()
+    assert ei.value.condition == 0
+
+
+def test_query_that_fills_its_limit_names_its_records(bank: protobase.Client) -> None:
+    # Accounts 1 and 2 fill the limit; account 1 leaving the matches lets 3
+    # in with the same count and the same highest version (1, 2 and 3 were
+    # written by one batch): only a key condition on 1 sees it.
+    tx = bank.transaction()
+    assert [a["id"] for a in tx.query(ACCOUNT, "balance >= 10", limit=2, decode="dict")] == [1, 2]
+    tx.insert({"id": 20, "owner": "audit"}, type=ACCOUNT)
+    before = bank.query(ACCOUNT, "balance >= 10", limit=2, versions=True).versions
+    bank.patch([{"id": 1, "balance": -1}], fields=["balance"], type=ACCOUNT)
+    after = bank.query(ACCOUNT, "balance >= 10", limit=2, versions=True, decode="dict")
+    assert [a["id"] for a in after.records] == [2, 3]
+    assert (len(after.versions), max(after.versions)) == (len(before), max(before))
+    with pytest.raises(ConflictError) as ei:
+        tx.commit()
+    assert ei.value.condition == 1  # the key condition of account 1, after the query's
+    assert bank.get(ACCOUNT, [20]).missing == [0]
+
+
+def test_patch_read_back_in_a_transaction_is_what_the_server_stores(
+    bank: protobase.Client,
+) -> None:
+    bank.upsert(
+        [
+            {"id": 1, "owner": "a", "address": {"city": "Oslo", "geo": {"lat": 1.5}}},
+            {"id": 2, "owner": "b", "tags": ["x"], "level": 0, "rate": 0.25},
+            {"id": 3, "owner": "c", "visits": 5},
+        ],
+        type=ACCOUNT,
+    )
+    fields = ["address.city", "address.geo.floor", "tags", "level", "owner"]
+    add = ["visits", "rate", "balance"]
+    patches: list[dict[str, Any]] = [
+        {"id": 1, "address": {"geo": {"floor": 3}}, "tags": ["p", "q"], "visits": 1},
+        {"id": 2, "rate": 0.5, "balance": -4},  # clears tags, level and owner
+        {"id": 3, "address": {"city": "Rome"}, "level": 7, "owner": "cc", "visits": -5},
+    ]
+    read_back: dict[int, Any] = {}
+
+    def fn(tx: protobase.Transaction) -> None:
+        tx.get_many(ACCOUNT, [1, 2])  # 1 and 2 read before the patch, 3 after
+        tx.patch(*patches, fields=fields, add=add, type=ACCOUNT)
+        for i in (1, 2, 3):
+            read_back[i] = tx.get(ACCOUNT, i, decode="dict")
+
+    bank.transact(fn)
+    stored = {a["id"]: a for a in bank.scan(ACCOUNT, decode="dict")}
+    assert read_back == stored
+    assert stored[1]["address"] == {"geo": {"lat": 1.5, "floor": 3}}
+    assert stored[2] == {"id": 2, "rate": 0.75, "balance": -4}  # visits: in neither
+    assert stored[3]["address"] == {"city": "Rome"} and "visits" not in stored[3]
+
+
+def test_transact_commits_the_transaction_itself(bank: protobase.Client) -> None:
+    def fn(tx: protobase.Transaction) -> None:
+        tx.update({"id": 1}, type=ACCOUNT)
+        tx.commit()
+
+    with pytest.raises(ValueError, match="transact commits"):
+        bank.transact(fn)
+    assert account(bank, 1)["owner"] == "a1"
