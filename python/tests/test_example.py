@@ -1,4 +1,4 @@
-"""The example script runs against a real server and prints what it promises."""
+"""The example scripts run against a real server and print what they promise."""
 
 from __future__ import annotations
 
@@ -26,3 +26,29 @@ def test_quickstart_example(server: Server) -> None:
     assert "get: ['Ann', 'Bob'] missing positions: [2]" in out
     assert "scan: 117 records, count 117" in out
     assert "pages: [50, 50, 10]" in out
+
+
+CONCURRENCY = EXAMPLE.with_name("concurrency.py")
+
+
+def test_concurrency_example(server: Server) -> None:
+    def run() -> str:
+        return subprocess.run(
+            [sys.executable, str(CONCURRENCY), server.addr],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+
+    out = run()
+    assert (
+        "ann: {'id': 1, 'owner': 'ann', 'balance': 100} version > 0: True "
+        "| 99: Versioned(record=None, version=0)"
+    ) in out
+    assert "conflict: condition 0 found a newer version: True" in out
+    assert "bob: {'id': 2, 'owner': 'bobby', 'balance': 50, 'visits': 200}" in out
+    assert "refused: insufficient funds" in out
+    assert "balances: [50, 50, 40]" in out
+    assert "total: 140" in out
+    assert run() == out  # it starts over each run

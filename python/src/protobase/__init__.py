@@ -12,12 +12,24 @@ Quick start::
         for r in db.search([select("shop.User", eq("id", 1))], decode="dict"):
             print(r.index, r.records)
 
+        # Optimistic transactions: reads record what they saw, the writes
+        # commit as one batch on condition that none of it changed, and a
+        # conflict runs the function again.
+        @db.transactional
+        def rename(tx: protobase.Transaction, id: int, name: str) -> None:
+            user = tx.get("shop.User", id, decode="dict")
+            tx.update({**user, "name": name}, type="shop.User")
+
+        rename(1, "Anna")
+
 The generated API modules are ``protobase.v1.protobase_pb2`` and
 ``protobase.v1.options_pb2`` (the import path protoc-generated schemas use).
 """
 
-from protobase._client import TLS, Client, Key, QueryLike, Record, is_loopback, key_value
-from protobase._errors import ProtobaseError, QueryError, WriteError
+from protobase._batch import BatchOp, Record, if_key, if_query, if_record
+from protobase._client import TLS, Client, QueryLike, is_loopback
+from protobase._errors import ConflictError, ProtobaseError, QueryError, WriteError
+from protobase._keys import Key, key_value
 from protobase._query import (
     Enum,
     Scalar,
@@ -37,16 +49,19 @@ from protobase._query import (
     select,
     value,
 )
-from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult
+from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult, Versioned
 from protobase._schema import Schema, read_proto_files, type_name
+from protobase._transaction import Transaction
 from protobase._watch import Change, ChangeOp, Position, Start, Watch, WatchOutOfRange
 from protobase._writer import Op, WriteLimits, Writer, WriteResult
 
 __all__ = [
     "TLS",
+    "BatchOp",
     "Change",
     "ChangeOp",
     "Client",
+    "ConflictError",
     "Decode",
     "Enum",
     "GetResult",
@@ -64,6 +79,8 @@ __all__ = [
     "Search",
     "SearchResult",
     "Start",
+    "Transaction",
+    "Versioned",
     "Watch",
     "WatchOutOfRange",
     "Where",
@@ -76,6 +93,9 @@ __all__ = [
     "eq",
     "ge",
     "gt",
+    "if_key",
+    "if_query",
+    "if_record",
     "in_",
     "is_loopback",
     "key_value",

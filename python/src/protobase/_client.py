@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import base64
+import functools
 import ipaddress
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 import grpc
-from google.protobuf import any_pb2, struct_pb2
+from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
+from protobase._batch import BatchOp, Record, apply_batch
 from protobase._errors import from_rpc_error
-from protobase._query import Enum, Where, select
+from protobase._keys import Key, get_request, key_record
+from protobase._query import Where, select
 from protobase._reads import (
     Decode,
     GetResult,
@@ -23,34 +25,20 @@ from protobase._reads import (
     Scan,
     Search,
     SearchResult,
+    Versioned,
     decoder,
     read_error,
 )
-from protobase._schema import TYPE_URL_PREFIX, Schema, read_proto_files
+from protobase._schema import Schema, read_proto_files
+from protobase._transaction import BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY, Transaction, transact
 from protobase._watch import Start, Watch, changes_request
 from protobase._writer import CHANNEL_MAX_SEND, Op, WriteLimits, Writer, WriteResult
 from protobase.v1 import protobase_pb2 as pb
 
 _SERVICE = "/protobase.v1.Protobase/"
 
-#: A record as the writer takes it: a message, an Any, or (with a type
-#: name) a dict or the record's encoded bytes.
-Record = _message.Message | any_pb2.Any | Mapping[str, Any] | bytes
-
-#: A primary key for ``Client.get``: a value, a list or tuple of a compound
-#: key's values, a dict by field path, or a record holding the key fields.
-Key = (
-    bool
-    | int
-    | float
-    | str
-    | bytes
-    | Enum
-    | list[Any]
-    | tuple[Any, ...]
-    | Mapping[str, Any]
-    | _message.Message
-)
+T = TypeVar("T")
+P = ParamSpec("P")
 
 #: A query: a built one (``select``) or a record type's full name, whose
 #: other parts are then given as keyword arguments.
@@ -307,6 +295,163 @@ class Client:
             w.write_many(records, type)
         return w.close()
 
+    # ------------------------------------------------ batches, transactions
+
+    def apply(
+        self,
+        records: Iterable[Record] = (),
+        *,
+        op: BatchOp | None = None,
+        ops: Sequence[BatchOp] | None = None,
+        type: str | None = None,
+        conditions: Iterable[pb.Condition] = (),
+        fields: Iterable[str] = (),
+        add: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> int:
+        """Apply one batch atomically, if its conditions hold; return its durable position.
+
+        ``op`` is the operation of every record ("insert", "update",
+        "upsert", "remove" or "patch"), or ``ops`` one per record.
+        ``conditions`` (``if_record``, ``if_key``, ``if_query``) must all
+        hold in the state the batch starts from, checked atomically with
+        its writes; if one does not, nothing is applied and
+        ``ConflictError`` names the condition and the version it found. A
+        batch of conditions alone writes nothing and only checks them.
+        ``fields`` and ``add`` are a patch's (see ``patch``). Other
+        failures raise ``WriteError`` naming the record and field.
+        """
+        return apply_batch(
+            self,
+            records,
+            op=op,
+            ops=ops,
+            type=type,
+            conditions=conditions,
+            fields=fields,
+            add=add,
+            timeout=timeout,
+        )
+
+    def patch(
+        self,
+        records: Iterable[Record],
+        *,
+        fields: Iterable[str] = (),
+        add: Iterable[str] = (),
+        type: str | None = None,
+        conditions: Iterable[pb.Condition] = (),
+        timeout: float | None = None,
+    ) -> int:
+        """Change some fields of existing records in one batch; return its position.
+
+        Each record holds its primary key and the new values: the fields
+        named in ``fields`` (paths, dotted through message fields) take the
+        record's values (a field the record lacks is cleared), the numeric
+        fields named in ``add`` have the record's value added to the stored
+        one (a counter, without reading it first), and everything else the
+        stored record holds is kept. A missing record is NOT_FOUND.
+        """
+        return self.apply(
+            records,
+            op="patch",
+            type=type,
+            conditions=conditions,
+            fields=fields,
+            add=add,
+            timeout=timeout,
+        )
+
+    def key_record(self, type: str, key: Key) -> any_pb2.Any:
+        """Return a record of ``type`` holding only ``key`` (as ``get`` takes it): ``if_key``'s."""
+        return key_record(self.schema(), type, key)
+
+    def transaction(self, *, timeout: float | None = None) -> Transaction:
+        """Begin an optimistic transaction; ``commit`` it, or use it as a context manager.
+
+        ``with db.transaction() as tx:`` commits at the end of the block
+        (not when it raises) and does not retry: a conflict raises
+        ``ConflictError``. Use ``transact`` or ``transactional`` to retry.
+        ``timeout`` bounds each of its calls.
+        """
+        return Transaction(self, timeout)
+
+    def transact(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        base_delay: float = BASE_DELAY,
+        max_delay: float = MAX_DELAY,
+        timeout: float | None = None,
+    ) -> T:
+        """Run ``fn(tx)`` and commit what it wrote, running it again while that conflicts.
+
+        ``fn`` reads through ``tx`` (``get``, ``get_many``, ``query``,
+        ``count``) and writes through it (``insert``, ``update``,
+        ``upsert``, ``remove``, ``patch``); the writes commit as one batch,
+        on condition that nothing read has changed. When it has, ``fn``
+        runs again on a new transaction after a random pause below
+        ``base_delay`` doubled at each attempt (at most ``max_delay``).
+        Returns what ``fn`` returned once its commit succeeded. After
+        ``max_attempts`` the last ``ConflictError`` is raised, its
+        ``attempts`` set. An exception ``fn`` raises ends it with nothing
+        written, unless what it read has changed since: then it runs again.
+        ``fn`` may run several times, so it should have no other effects.
+        """
+        return transact(
+            self,
+            fn,
+            max_attempts=max_attempts,
+            base_delay=base_delay,
+            max_delay=max_delay,
+            timeout=timeout,
+        )
+
+    @overload
+    def transactional(self, fn: Callable[Concatenate[Transaction, P], T], /) -> Callable[P, T]: ...
+
+    @overload
+    def transactional(
+        self,
+        /,
+        *,
+        max_attempts: int = ...,
+        base_delay: float = ...,
+        max_delay: float = ...,
+        timeout: float | None = ...,
+    ) -> Callable[[Callable[Concatenate[Transaction, P], T]], Callable[P, T]]: ...
+
+    def transactional(
+        self,
+        fn: Callable[Concatenate[Transaction, P], T] | None = None,
+        /,
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        base_delay: float = BASE_DELAY,
+        max_delay: float = MAX_DELAY,
+        timeout: float | None = None,
+    ) -> Any:
+        """Decorate ``fn(tx, *args)`` to run as ``transact`` runs it: ``fn(*args)``.
+
+        ``@db.transactional`` or ``@db.transactional(max_attempts=20)``.
+        """
+
+        def wrap(f: Callable[Concatenate[Transaction, P], T]) -> Callable[P, T]:
+            @functools.wraps(f)
+            def run(*args: P.args, **kwargs: P.kwargs) -> T:
+                return self.transact(
+                    lambda tx: f(tx, *args, **kwargs),
+                    max_attempts=max_attempts,
+                    base_delay=base_delay,
+                    max_delay=max_delay,
+                    timeout=timeout,
+                )
+
+            return run
+
+        return wrap if fn is None else wrap(fn)
+
     # ---------------------------------------------------------------- reads
 
     def search(
@@ -315,6 +460,7 @@ class Client:
         *,
         batch_size: int = 1000,
         decode: Decode = None,
+        versions: bool = False,
         timeout: float | None = None,
     ) -> Iterator[SearchResult]:
         """Run many queries on one Search stream; yield each one's results as it finishes.
@@ -323,11 +469,13 @@ class Client:
         small queries fast). Results come in the order queries finish;
         ``SearchResult.index`` is the query's position in ``queries``. A
         failed query sets its result's ``error`` and fails alone.
+        ``versions`` asks every query for its records' versions
+        (``SearchResult.versions``); ``select(..., versions=True)`` asks one.
         """
         s = Search(self, decode, timeout)
         chunk: list[pb.Query] = []
         for q in queries:
-            chunk.append(q)
+            chunk.append(_versioned(q) if versions else q)
             if len(chunk) >= batch_size:
                 s.send(chunk)
                 chunk = []
@@ -348,6 +496,7 @@ class Client:
         parallelism: int = 1,
         batch_size: int = 0,
         decode: Decode = None,
+        versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
     ) -> Scan:
@@ -355,9 +504,11 @@ class Client:
 
         ``query`` is a ``select(...)`` or a type name with ``where`` and
         ``select``'s keyword options. Iterate over the result; its
-        ``count`` is set at the end.
+        ``count`` is set at the end. With ``versions``, ``Scan.version`` is
+        the version of the record returned last, and ``Scan.versioned()``
+        yields ``Versioned(record, version)`` pairs.
         """
-        q = _as_query(query, where, query_options)
+        q = _as_query(query, where, query_options, versions)
         req = pb.ScanRequest(query=q, parallelism=parallelism, batch_size=batch_size)
         call = self._scan(req, timeout=timeout, metadata=self._md)
         return Scan(call, decoder(self, decode))
@@ -370,6 +521,7 @@ class Client:
         page_size: int = 0,
         page_token: str = "",
         decode: Decode = None,
+        versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
     ) -> Page:
@@ -377,8 +529,9 @@ class Client:
 
         A token resumes after the last key of its page (never an offset);
         it is refused with another query, or once the type was re-created.
+        With ``versions``, ``Page.versions`` holds each record's version.
         """
-        q = _as_query(query, where, query_options)
+        q = _as_query(query, where, query_options, versions)
         req = pb.QueryRequest(query=q, page_size=page_size, page_token=page_token)
         try:
             resp: pb.QueryResponse = self._query(req, timeout=timeout, metadata=self._md)
@@ -389,6 +542,7 @@ class Client:
             next_page_token=resp.next_page_token,
             plan=resp.plan if resp.HasField("plan") else None,
             count=resp.count,
+            versions=list(resp.versions),
         )
 
     def pages(
@@ -398,11 +552,12 @@ class Client:
         *,
         page_size: int = 0,
         decode: Decode = None,
+        versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
     ) -> Iterator[Page]:
-        """Yield every page of a query in order, following the tokens."""
-        q = _as_query(query, where, query_options)
+        """Yield every page of a query in order, following the tokens (each page its snapshot)."""
+        q = _as_query(query, where, query_options, versions)
         token = ""
         while True:
             page = self.query(
@@ -419,6 +574,7 @@ class Client:
         keys: Iterable[Key],
         *,
         decode: Decode = None,
+        versions: bool = False,
         timeout: float | None = None,
     ) -> GetResult:
         """Read records of ``type`` by primary key, all on one snapshot.
@@ -427,35 +583,70 @@ class Client:
         list or tuple of a compound key's values in primary-key order, a
         dict by field path, or a record (message or ``Any``) of which only
         the primary-key fields are read. The result holds the records found
-        in the order of their keys and the positions of the keys missing.
+        in the order of their keys and the positions of the keys missing;
+        with ``versions``, each record's version (``GetResult.versions``).
         A server answers as many records as fit in one response and names
         the keys left over; ``get`` asks again for those until every key is
-        answered.
+        answered (on a later snapshot: compare versions across them).
         """
         given = list(keys)
-        found: dict[int, any_pb2.Any] = {}
-        missing: list[int] = []
-        todo = list(range(len(given)))
+        found = self._lookup(type, given, versions, timeout)
+        order = sorted(found)
+        return GetResult(
+            decoder(self, decode)([found[i][0] for i in order]),
+            [i for i in range(len(given)) if i not in found],
+            [found[i][1] for i in order] if versions else [],
+        )
+
+    def get_versioned(
+        self,
+        type: str,
+        keys: Iterable[Key],
+        *,
+        decode: Decode = None,
+        timeout: float | None = None,
+    ) -> list[Versioned]:
+        """Read records by primary key with their versions, parallel to ``keys``.
+
+        Each item is ``Versioned(record, version)``: the record decoded as
+        ``decode`` asks and its version, or ``(None, 0)`` for a key that has
+        no record. A version changes whenever the record is written and
+        grows over time; pass it to ``if_key`` or ``if_record`` to write
+        only if the record is still as read.
+        """
+        given = list(keys)
+        found = self._lookup(type, given, True, timeout)
+        order = sorted(found)
+        decoded = dict(zip(order, decoder(self, decode)([found[i][0] for i in order]), strict=True))
+        return [
+            Versioned(decoded[i], found[i][1]) if i in found else Versioned(None, 0)
+            for i in range(len(given))
+        ]
+
+    def _lookup(
+        self, type: str, keys: list[Key], versions: bool, timeout: float | None
+    ) -> dict[int, tuple[any_pb2.Any, int]]:
+        """Return the record and version (0 without versions) found for each key, by index."""
+        found: dict[int, tuple[any_pb2.Any, int]] = {}
+        todo = list(range(len(keys)))
         while todo:
-            req, order = _get_request(type, given, todo)
+            req, order = get_request(type, keys, todo, versions)
             try:
                 resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
             except grpc.RpcError as e:
                 raise read_error(e) from None
             skip = set(resp.missing) | set(resp.unanswered)
-            missing.extend(order[m] for m in resp.missing)
             again = [order[u] for u in resp.unanswered if u < len(order)]
-            records = iter(resp.records)
+            n = 0
             for p, i in enumerate(order):
-                if p not in skip:
-                    rec = next(records, None)
-                    if rec is not None:
-                        found[i] = rec
+                if p not in skip and n < len(resp.records):
+                    v = resp.versions[n] if n < len(resp.versions) else 0
+                    found[i] = (resp.records[n], v)
+                    n += 1
             if len(again) == len(todo):
                 raise ValueError(f"get {type}: the server answered none of {len(todo)} keys")
             todo = again
-        records_in_order = [found[i] for i in sorted(found)]
-        return GetResult(decoder(self, decode)(records_in_order), sorted(missing))
+        return found
 
     def watch(
         self,
@@ -539,74 +730,21 @@ def _unary(
     )
 
 
-def _pack(m: _message.Message) -> any_pb2.Any:
-    a = any_pb2.Any(type_url=TYPE_URL_PREFIX + m.DESCRIPTOR.full_name, value=m.SerializeToString())
-    return a
-
-
-def key_value(k: Any) -> struct_pb2.Value:
-    """Return a primary key (or one of its values) as a JSON value for Get.
-
-    Integers beyond a double's exact range travel as strings, as protobuf's
-    JSON mapping allows for 64-bit fields; bytes travel as base64.
-    """
-    v = struct_pb2.Value()
-    _set_key(v, k)
-    return v
-
-
-def _get_request(type: str, keys: list[Key], todo: list[int]) -> tuple[pb.GetRequest, list[int]]:
-    """Build the request for the keys at the indexes ``todo``.
-
-    Returns it with the index of the key at each request position: the
-    server numbers JSON keys first, then key records.
-    """
-    req = pb.GetRequest(type=type)
-    values: list[int] = []
-    records: list[int] = []
-    for i in todo:
-        k = keys[i]
-        if isinstance(k, _message.Message):
-            req.key_records.append(k if isinstance(k, any_pb2.Any) else _pack(k))
-            records.append(i)
-        else:
-            _set_key(req.keys.add(), k)
-            values.append(i)
-    return req, values + records
-
-
-def _set_key(v: struct_pb2.Value, k: Any) -> None:
-    # Filled in place: passing messages to constructors copies them.
-    if isinstance(k, bool):
-        v.bool_value = k
-    elif isinstance(k, int):
-        if abs(k) <= 1 << 53:
-            v.number_value = k
-        else:
-            v.string_value = str(k)
-    elif isinstance(k, float):
-        v.number_value = k
-    elif isinstance(k, str):
-        v.string_value = k
-    elif isinstance(k, bytes):
-        v.string_value = base64.b64encode(k).decode()
-    elif isinstance(k, Enum):
-        v.string_value = k.name
-    elif isinstance(k, (list, tuple)):
-        values = v.list_value.values
-        for x in k:
-            _set_key(values.add(), x)
-    elif isinstance(k, Mapping):
-        fields = v.struct_value.fields
-        for name, x in k.items():
-            _set_key(fields[name], x)
-    else:
-        raise TypeError(f"cannot use a {k.__class__.__name__} as a primary key")
-
-
-def _as_query(query: QueryLike, where: Where, options: dict[str, Any]) -> pb.Query:
+def _as_query(
+    query: QueryLike, where: Where, options: dict[str, Any], versions: bool = False
+) -> pb.Query:
     if isinstance(query, str):
-        return select(query, where, **options)
+        return select(query, where, versions=versions, **options)
     if where is not None or options:
         raise TypeError("give where and query options to select(), or a type name here")
-    return query
+    return _versioned(query) if versions else query
+
+
+def _versioned(q: pb.Query) -> pb.Query:
+    """Return q asking for versions (a copy: the caller's query is left as it is)."""
+    if q.versions:
+        return q
+    out = pb.Query()
+    out.CopyFrom(q)
+    out.versions = True
+    return out

@@ -38,6 +38,11 @@ class WriteError(ProtobaseError):
     ``batches_applied`` and ``records_applied`` count what is durable for
     certain: everything before the failing batch, or what the server last
     acknowledged. Nothing of the failing batch is applied.
+
+    ``condition`` is the index of the batch's condition to blame (one that
+    failed, or for INVALID_ARGUMENT one that is malformed) and ``version``
+    the version that condition found; both are None when no condition is
+    to blame. A condition that did not hold raises ``ConflictError``.
     """
 
     def __init__(
@@ -52,6 +57,8 @@ class WriteError(ProtobaseError):
         reason: str | None = None,
         batches_applied: int = 0,
         records_applied: int = 0,
+        condition: int | None = None,
+        version: int | None = None,
     ) -> None:
         super().__init__(code, message)
         self.batch = batch
@@ -62,6 +69,24 @@ class WriteError(ProtobaseError):
         self.reason = reason
         self.batches_applied = batches_applied
         self.records_applied = records_applied
+        self.condition = condition
+        self.version = version
+
+
+class ConflictError(WriteError):
+    """A batch refused with ABORTED: one of its conditions did not hold.
+
+    Nothing of the batch is applied. ``condition`` is the index of the
+    failing condition in the batch, ``version`` the version it found (0:
+    the record does not exist; for a query, the highest version among its
+    matches, and ``reason`` also gives the count found) and ``record`` the
+    batch index a record target names (None for key and query targets).
+    Retrying after reading again is
+    safe: ``Client.transact`` does it. ``attempts`` is how many times a
+    transaction ran before giving up (1 outside of one).
+    """
+
+    attempts: int = 1
 
 
 class QueryError(ProtobaseError):
@@ -139,12 +164,12 @@ def write_error_from_rpc(
     Without details, the counts are what the server last acknowledged.
     """
     code, message = _code_and_message(err)
+    cls = ConflictError if code == grpc.StatusCode.ABORTED else WriteError
     d = _write_detail(err)
     if d is None:
-        return WriteError(
-            code, message, batches_applied=batches_acked, records_applied=records_acked
-        )
-    return WriteError(
+        return cls(code, message, batches_applied=batches_acked, records_applied=records_acked)
+    has_condition = d.HasField("condition")
+    return cls(
         code,
         message,
         batch=d.batch,
@@ -154,4 +179,6 @@ def write_error_from_rpc(
         reason=d.reason,
         batches_applied=max(d.batches_applied, batches_acked),
         records_applied=max(d.records_applied, records_acked),
+        condition=d.condition if has_condition else None,
+        version=d.version if has_condition and cls is ConflictError else None,
     )

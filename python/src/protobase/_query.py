@@ -145,6 +145,7 @@ def select(
     keys_only: bool = False,
     count: bool = False,
     explain: bool = False,
+    versions: bool = False,
 ) -> pb.Query:
     """Build a query of the record type ``type`` (its full name).
 
@@ -153,7 +154,9 @@ def select(
     server. ``order`` names an index to order by (None or ``"pk"``: the
     primary key); ``limit`` 0 means no limit; ``keys_only`` returns records
     holding only their primary key; ``count`` returns only the number of
-    matches; ``explain`` attaches the server's plan.
+    matches; ``explain`` attaches the server's plan; ``versions`` returns
+    each record's version beside it (``SearchResult.versions``,
+    ``Page.versions``, ``Scan.version``).
     """
     q = pb.Query(type=type)
     if limit:
@@ -164,6 +167,8 @@ def select(
         q.count = True
     if explain:
         q.explain = True
+    if versions:
+        q.versions = True
     if isinstance(where, str):
         q.filter = where
     elif where is not None:

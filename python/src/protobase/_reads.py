@@ -2,6 +2,8 @@
 
 Records come back as the server stored them (``google.protobuf.Any``);
 ``decode`` turns them into generated classes, schema classes or dicts.
+A query or get asking for ``versions`` gets each record's version beside
+it: a list parallel to the records (``versions``), or ``Versioned`` pairs.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import grpc
 from google.protobuf import any_pb2
@@ -45,6 +47,19 @@ def decoder(client: Client, decode: Decode) -> Decoder:
     raise ValueError(f"decode must be None, 'message', 'dict' or a message class, not {decode!r}")
 
 
+class Versioned(NamedTuple):
+    """A record and its version, as ``get_versioned`` and ``Scan.versioned`` return them.
+
+    A version is a number that changes whenever the record is written and
+    grows over time: the commit of that write's acknowledgement
+    (``WriteResult.position``) and Watch position. ``record`` is None and
+    ``version`` 0 for a key that has no record.
+    """
+
+    record: Any
+    version: int
+
+
 @dataclass(slots=True)
 class SearchResult:
     """The results of one query of a ``search`` call.
@@ -60,6 +75,8 @@ class SearchResult:
     count: int = 0
     plan: pb.Plan | None = None
     error: QueryError | None = None
+    #: With ``versions``: the version of each record, parallel to ``records``.
+    versions: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +149,7 @@ class Search:
                         r.records.extend(b.records)
                     else:
                         r.records.extend(decode(list(b.records)))
+                    r.versions.extend(b.versions)
                     if b.HasField("plan"):
                         r.plan = b.plan
                 for d in resp.done:
@@ -153,24 +171,37 @@ class Search:
 
 
 class Scan:
-    """Iterates over every match of one Scan; ``count`` and ``plan`` are set at the end."""
+    """Iterates over every match of one Scan; ``count`` and ``plan`` are set at the end.
+
+    With ``versions``, ``version`` is the version of the record returned
+    last, and ``versioned()`` iterates over ``Versioned`` pairs instead.
+    """
 
     def __init__(self, call: Any, decode: Decoder) -> None:
         self._call = call
         self._decode = decode
         self._records: Iterator[Any] = iter(())
+        self._versions: Iterator[int] = iter(())
         self._done = False
         #: Total matches, set when iteration ends.
         self.count = 0
         #: The plan, when the query asked for explain.
         self.plan: pb.Plan | None = None
+        #: The version of the record returned last (0 without ``versions``).
+        self.version = 0
 
     def __iter__(self) -> Scan:
         return self
 
+    def versioned(self) -> Iterator[Versioned]:
+        """Yield each remaining match with its version (the query must ask for versions)."""
+        for r in self:
+            yield Versioned(r, self.version)
+
     def __next__(self) -> Any:
         while True:
             for r in self._records:
+                self.version = next(self._versions, 0)
                 return r
             if self._done:
                 raise StopIteration
@@ -188,6 +219,7 @@ class Scan:
                 self._done = True
                 self.count = resp.count
             self._records = iter(self._decode(list(resp.records)))
+            self._versions = iter(resp.versions)
 
     def close(self) -> None:
         """Stop the scan early."""
@@ -210,6 +242,8 @@ class Page:
     plan: pb.Plan | None
     #: The number of matches of a count query (answered in one page).
     count: int
+    #: With ``versions``: the version of each record, parallel to ``records``.
+    versions: list[int] = field(default_factory=list)
 
 
 def read_error(e: grpc.RpcError) -> QueryError:
@@ -222,8 +256,10 @@ class GetResult:
     """The answer of ``Client.get``: the records found, in the order of their keys.
 
     ``missing`` holds the positions (in the keys given) of the keys that
-    have no record, ascending.
+    have no record, ascending. With ``versions``, ``versions`` holds each
+    record's version, parallel to ``records``.
     """
 
     records: list[Any]
     missing: list[int]
+    versions: list[int] = field(default_factory=list)
