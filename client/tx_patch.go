@@ -53,37 +53,37 @@ func (t *Types) applyPatch(base, patch *anypb.Any, fields, add []string) (*anypb
 	return &anypb.Any{TypeUrl: base.GetTypeUrl(), Value: b}, nil
 }
 
-// leafOf walks m down fds to the message holding the last field; nil
-// when a message on the way is absent.
-func leafOf(m protoreflect.Message, fds []protoreflect.FieldDescriptor) protoreflect.Message {
+// patchLevels walks dst and src down to the message holding the last
+// field of fds, as the server's patch does: a message the patch's record
+// (src) holds is created in dst where missing; one only dst holds is
+// patched in place, src reading as empty below it; where neither holds
+// it, ok is false and the patch leaves the path as it is.
+func patchLevels(dst, src protoreflect.Message, fds []protoreflect.FieldDescriptor) (d, s protoreflect.Message, ok bool) {
 	for _, fd := range fds[:len(fds)-1] {
-		if !m.Has(fd) {
-			return nil
+		switch {
+		case src != nil && src.Has(fd):
+			src = src.Get(fd).Message()
+		case dst.Has(fd):
+			src = nil
+		default:
+			return nil, nil, false
 		}
-		m = m.Get(fd).Message()
+		dst = dst.Mutable(fd).Message()
 	}
-	return m
-}
-
-// mutableLeaf walks m down fds, creating the messages on the way.
-func mutableLeaf(m protoreflect.Message, fds []protoreflect.FieldDescriptor) protoreflect.Message {
-	for _, fd := range fds[:len(fds)-1] {
-		m = m.Mutable(fd).Message()
-	}
-	return m
+	return dst, src, true
 }
 
 // setPath gives dst the value src holds at fds, or clears it there.
 func setPath(dst, src protoreflect.Message, fds []protoreflect.FieldDescriptor) {
 	leaf := fds[len(fds)-1]
-	s := leafOf(src, fds)
-	if s == nil || !s.Has(leaf) {
-		if d := leafOf(dst, fds); d != nil {
-			d.Clear(leaf)
-		}
+	d, s, ok := patchLevels(dst, src, fds)
+	if !ok {
 		return
 	}
-	d := mutableLeaf(dst, fds)
+	if s == nil || !s.Has(leaf) {
+		d.Clear(leaf)
+		return
+	}
 	// A composite value is copied through the wire form, which dynamic
 	// messages of one descriptor share; a scalar is set as it is.
 	if leaf.IsList() || leaf.IsMap() || leaf.Message() != nil {
@@ -102,25 +102,30 @@ func onlyField(m protoreflect.Message, fd protoreflect.FieldDescriptor) proto.Me
 	return out.Interface()
 }
 
-// addPath adds src's numeric value at fds to dst's.
+// addPath adds src's numeric value at fds to dst's; a field neither
+// holds stays absent.
 func addPath(dst, src protoreflect.Message, fds []protoreflect.FieldDescriptor) error {
 	leaf := fds[len(fds)-1]
 	if leaf.IsList() || leaf.IsMap() {
 		return fmt.Errorf("field %s is not a numeric scalar", leaf.Name())
 	}
+	d, s, ok := patchLevels(dst, src, fds)
+	if !ok {
+		return nil
+	}
+	held := s != nil && s.Has(leaf)
+	if !held && !d.Has(leaf) {
+		return nil
+	}
 	delta := leaf.Default()
-	if s := leafOf(src, fds); s != nil {
+	if held {
 		delta = s.Get(leaf)
 	}
-	cur := leaf.Default()
-	if d := leafOf(dst, fds); d != nil {
-		cur = d.Get(leaf)
-	}
-	sum, err := addValues(leaf.Kind(), cur, delta)
+	sum, err := addValues(leaf.Kind(), d.Get(leaf), delta)
 	if err != nil {
 		return err
 	}
-	mutableLeaf(dst, fds).Set(leaf, sum)
+	d.Set(leaf, sum)
 	return nil
 }
 
