@@ -53,9 +53,11 @@ func IfKeyMatches(key proto.Message, filter string) *pb.Condition {
 // IfQuery holds when q matches count records (up to its limit) and the
 // highest version among them is maxVersion (0 when it matches none). It
 // is what a read of q saw, for a batch that must not commit if any record
-// q reads was written, added or removed since: on a server sharing an
+// q matches was written, added or removed since: on a server sharing an
 // etcd store the batch fails on any write to q's type since (see
-// docs/write.md).
+// docs/write.md). A q whose limit the read filled can have a match
+// removed and an older record take its place unseen: add IfKey of each
+// record read (Transact does).
 func IfQuery(q *pb.Query, count, maxVersion uint64) *pb.Condition {
 	return &pb.Condition{Target: &pb.Condition_Query{Query: q}, Count: &count, MaxVersion: &maxVersion}
 }

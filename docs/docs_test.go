@@ -305,28 +305,33 @@ func TestEngineKnowsNoTransport(t *testing.T) {
 // in client/example_tx_test.go, which go test runs and checks the output
 // of: each block's lines, indentation aside, appear in that order there.
 func TestConcurrencyExamplesRun(t *testing.T) {
-	const page, examples = "docs/concurrency.md", "client/example_tx_test.go"
-	src := "\n" + strings.Join(trimmedLines(read(t, examples)), "\n") + "\n"
-	n := 0
-	for line, block := range goBlocks(read(t, page)) {
-		n++
-		if !strings.Contains(src, "\n"+strings.Join(trimmedLines(block), "\n")+"\n") {
-			t.Errorf("%s:%d: this Go block is not a part of %s:\n%s", page, line, examples, block)
+	const page = "docs/concurrency.md"
+	for _, c := range []struct{ lang, examples string }{
+		{"go", "client/example_tx_test.go"},
+		{"python", "python/examples/concurrency.py"},
+	} {
+		src := "\n" + strings.Join(trimmedLines(read(t, c.examples)), "\n") + "\n"
+		n := 0
+		for line, block := range fencedBlocks(read(t, page), c.lang) {
+			n++
+			if !strings.Contains(src, "\n"+strings.Join(trimmedLines(block), "\n")+"\n") {
+				t.Errorf("%s:%d: this %s block is not a part of %s:\n%s", page, line, c.lang, c.examples, block)
+			}
 		}
-	}
-	if n == 0 {
-		t.Errorf("%s has no Go block", page)
+		if n == 0 {
+			t.Errorf("%s has no %s block", page, c.lang)
+		}
 	}
 }
 
-// goBlocks returns the fenced Go blocks of a page by the line of their
-// opening fence.
-func goBlocks(text string) map[int]string {
+// fencedBlocks returns the fenced blocks of lang on a page by the line of
+// their opening fence.
+func fencedBlocks(text, lang string) map[int]string {
 	out := map[int]string{}
 	start, body := 0, []string(nil)
 	for i, l := range strings.Split(text, "\n") {
 		switch {
-		case start == 0 && strings.TrimSpace(l) == "```go":
+		case start == 0 && strings.TrimSpace(l) == "```"+lang:
 			start, body = i+1, nil
 		case start != 0 && strings.TrimSpace(l) == "```":
 			out[start] = strings.Join(body, "\n")
