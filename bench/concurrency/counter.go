@@ -38,8 +38,11 @@ func newCounter(ctx context.Context, t *bench.Target) (*counterState, error) {
 // check fails unless the counter holds every increment acknowledged.
 func (c *counterState) check(ctx context.Context, t *bench.Target) error {
 	recs, err := t.Client.Get(ctx, "protobase_lab.concurrency.Counter", c.id)
-	if err != nil || len(recs) != 1 {
-		return fmt.Errorf("read counter %s: %d records, %v", c.id, len(recs), err)
+	if err != nil {
+		return fmt.Errorf("read counter %s: %w", c.id, err)
+	}
+	if len(recs) != 1 {
+		return fmt.Errorf("read counter %s: %d records", c.id, len(recs))
 	}
 	var n uint64
 	b := recs[0].GetValue()
