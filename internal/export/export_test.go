@@ -168,6 +168,9 @@ func TestMalformed(t *testing.T) {
 		{"json text after end", append(bytes.Clone(js), "{}\n"...), "text after the end"},
 		{"json schema without descriptors", []byte(`{"format":"protobase-export","version":1,"schema":{}}` + "\n"), "no descriptors"},
 		{"json not a schema line", []byte(`{"format":"other","version":1}` + "\n"), `format is "other"`},
+		{"json schema with another Duration", []byte(`{"format":"protobase-export","version":1,"schema":{"types":["google.protobuf.Duration"],` +
+			`"descriptors":{"file":[{"name":"d.proto","package":"google.protobuf","messageType":[{"name":"Duration"}]}]}}}` + "\n" +
+			`{"type":"google.protobuf.Duration","record":"0s"}` + "\n"), "unlike the well-known type"},
 		{"json huge line", []byte(lines[0] + `{"type":"` + strings.Repeat("x", export.MaxMessageBytes) + "\"}\n"), "line 2"},
 	}
 	for _, c := range cases {
