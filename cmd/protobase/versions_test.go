@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/internal/exitstatus"
 )
 
 // versionsOf parses the JSON lines of a read with --versions into each
@@ -112,5 +113,81 @@ func TestReadVersionsCommands(t *testing.T) {
 	}
 	for _, cmd := range []string{"get", "search", "scan", "query"} {
 		wantContains(t, mustCLI(t, "", cmd, "--help").stdout, "--versions")
+	}
+}
+
+// The write commands take --if-version for one record and --condition
+// (protobuf JSON) for any target: the batch applies when they hold, and
+// fails with Aborted, applying nothing and naming the condition and the
+// version found, when one does not.
+func TestConditionalWriteCommands(t *testing.T) {
+	addr := startServer(t).Addr()
+	applyShop(t, addr)
+	w := func(stdin string, args ...string) result {
+		t.Helper()
+		return cli(t, stdin, append([]string{"--addr", addr}, args...)...)
+	}
+	mustW := func(stdin string, args ...string) result {
+		t.Helper()
+		r := w(stdin, args...)
+		wantCode(t, r, exitstatus.OK)
+		return r
+	}
+	aborted := func(r result, want ...string) {
+		t.Helper()
+		wantCode(t, r, exitstatus.Failed)
+		wantContains(t, r.stderr, append([]string{"failed (Aborted)", "applied: 0 records"}, want...)...)
+	}
+	mustW(`{"id": 1, "name": "Ann", "email": "ann@x"}`, "insert", "-t", "shop.User")
+	v1 := getVersions(t, addr, 1)[0]
+
+	// --if-version: the stored record's version, or 0 for none.
+	r := mustW(`{"id": 1, "name": "Ann", "email": "ann2@x"}`, "update", "-t", "shop.User", "--if-version", fmt.Sprint(v1))
+	v2 := getVersions(t, addr, 1)[0]
+	wantContains(t, r.stderr, fmt.Sprintf("updated 1 record at position %d; 1 condition held", v2))
+	r = w(`{"id": 1, "name": "Ann", "email": "ann3@x"}`, "update", "-t", "shop.User", "--if-version", fmt.Sprint(v1))
+	aborted(r, fmt.Sprintf("condition: 0 (--if-version %d), found version %d", v1, v2), "input:   stdin line 1")
+	if got := getVersions(t, addr, 1)[0]; got != v2 {
+		t.Fatalf("a failed conditional update wrote: version %d, want %d", got, v2)
+	}
+	aborted(w(`{"id": 1, "email": "x@x"}`, "insert", "-t", "shop.User", "--if-version", "0"),
+		fmt.Sprintf("found version %d", v2))
+	mustW(`{"id": 2, "name": "Bob", "email": "bob@x"}`, "upsert", "-t", "shop.User", "--if-version", "0")
+	wantCode(t, w(`{"id": 3}`+"\n"+`{"id": 4}`, "upsert", "-t", "shop.User", "--if-version", "0"), exitstatus.Usage)
+	wantCode(t, w("", "upsert", "-t", "shop.User", "--if-version", "0"), exitstatus.Usage)
+
+	// --condition on a key, with a filter; on a query, with a count.
+	bob := `{"key": {"@type": "type.googleapis.com/shop.User", "id": "2"}, "filter": "name = \"Bob\""}`
+	nobody := `{"query": {"type": "shop.User", "filter": "email contains \"@y\""}, "count": "0"}`
+	r = mustW(`{"id": 3, "name": "Cy", "email": "cy@y"}`, "insert", "-t", "shop.User", "--condition", bob, "--condition", nobody)
+	wantContains(t, r.stderr, "inserted 1 record at position", "2 conditions held")
+	r = w(`{"id": 4, "name": "Di", "email": "di@y"}`, "insert", "-t", "shop.User", "--condition", bob, "--condition", nobody)
+	aborted(r, "condition: 1 (--condition "+nobody+"), found version "+fmt.Sprint(getVersions(t, addr, 3)[0]))
+	if strings.Contains(r.stderr, "input:") {
+		t.Errorf("a failed query condition names an input line:\n%s", r.stderr)
+	}
+	// A condition on the second record of the input names its line.
+	r = w(`{"id": 5, "email": "e5@x"}`+"\n\n"+`{"id": 1, "email": "ann4@x"}`, "upsert", "-t", "shop.User", "--condition", `{"record": 1, "version": "1"}`)
+	aborted(r, "input:   stdin line 3", fmt.Sprintf("found version %d", v2))
+	if recs := getVersions(t, addr, 5); recs[0] != 0 {
+		t.Fatalf("a batch whose condition failed wrote record 5")
+	}
+	// Conditions and no records: a check.
+	wantContains(t, mustW("", "remove", "-t", "shop.User", "--condition", bob).stderr, "removed 0 records", "1 condition held")
+	aborted(w("", "remove", "-t", "shop.User", "--condition", nobody), "condition: 0")
+	mustW(`{"id": 2}`, "remove", "-t", "shop.User", "--if-version", fmt.Sprint(getVersions(t, addr, 2)[0]))
+	if getVersions(t, addr, 2)[0] != 0 {
+		t.Fatal("remove --if-version left the record")
+	}
+
+	// Conditions that do not parse, or that the server refuses.
+	r = w(`{"id": 6}`, "insert", "-t", "shop.User", "--condition", `{"record": 0, "nope": 1}`)
+	wantCode(t, r, exitstatus.Usage)
+	wantContains(t, r.stderr, "--condition 1 (", "not a protobase.v1.Condition")
+	r = w(`{"id": 6}`, "insert", "-t", "shop.User", "--condition", `{"record": 0}`)
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "InvalidArgument")
+	for _, cmd := range []string{"insert", "update", "upsert", "remove", "patch"} {
+		wantContains(t, mustCLI(t, "", cmd, "--help").stdout, "--if-version", "--condition", "Aborted")
 	}
 }
