@@ -191,3 +191,74 @@ func TestConditionalWriteCommands(t *testing.T) {
 		wantContains(t, mustCLI(t, "", cmd, "--help").stdout, "--if-version", "--condition", "Aborted")
 	}
 }
+
+// pagesProto is patch's schema: a counter and a nested message.
+const pagesProto = `syntax = "proto3";
+package shop;
+import "protobase/v1/options.proto";
+message Page {
+  option (protobase.v1.record) = { primary_key: "id" };
+  int64 id = 1;
+  string title = 2;
+  int64 views = 3;
+  Meta meta = 4;
+}
+message Meta {
+  string author = 1;
+  int32 likes = 2;
+}
+`
+
+// patch sets the fields --fields names and adds to those --add names,
+// keeping everything else a record holds; it streams like the other
+// writes, or goes as one batch with conditions.
+func TestPatchCommand(t *testing.T) {
+	addr := startServer(t).Addr()
+	mustCLI(t, "", "--addr", addr, "schema", "apply", writeFile(t, t.TempDir(), "pages.proto", pagesProto))
+	w := func(stdin string, args ...string) result {
+		t.Helper()
+		return cli(t, stdin, append([]string{"--addr", addr}, args...)...)
+	}
+	pages := func() string {
+		t.Helper()
+		return mustCLI(t, "", "--addr", addr, "get", "-t", "shop.Page", "1", "2").stdout
+	}
+	wantCode(t, w(`{"id": 1, "title": "One", "views": "5", "meta": {"author": "ann", "likes": 1}}`+"\n"+
+		`{"id": 2, "title": "Two", "views": "5"}`, "insert", "-t", "shop.Page"), exitstatus.OK)
+
+	r := w(`{"id": 1, "title": "Uno", "views": "999"}`, "patch", "-t", "shop.Page", "--fields", "title")
+	wantCode(t, r, exitstatus.OK)
+	wantContains(t, r.stderr, "patched 1 record")
+	// Two patches of page 1 in one batch, counters added; nested fields.
+	wantCode(t, w(`{"id": 1, "views": "3"}`+"\n"+`{"id": 2, "views": "1"}`+"\n"+`{"id": 1, "views": "2"}`,
+		"patch", "-t", "shop.Page", "--add", "views"), exitstatus.OK)
+	wantCode(t, w(`{"id": 1, "meta": {"author": "bob", "likes": 4}}`, "patch", "-t", "shop.Page",
+		"--fields", "meta.author", "--add", "meta.likes"), exitstatus.OK)
+	// A field the line leaves out is cleared.
+	wantCode(t, w(`{"id": 2}`, "patch", "-t", "shop.Page", "--fields", "title"), exitstatus.OK)
+	want := `{"id":"1","title":"Uno","views":"10","meta":{"author":"bob","likes":5}}` + "\n" + `{"id":"2","views":"6"}` + "\n"
+	if got := pages(); got != want {
+		t.Fatalf("after the patches:\n%s\nwant:\n%s", got, want)
+	}
+
+	// With a condition: one batch, applied only if it holds.
+	v := strings.TrimSuffix(strings.TrimPrefix(strings.SplitN(mustCLI(t, "", "--addr", addr, "get", "-t", "shop.Page", "--versions", "2").stdout, ",", 2)[0], `{"version":"`), `"`)
+	wantCode(t, w(`{"id": 2, "views": "1"}`, "patch", "-t", "shop.Page", "--add", "views", "--if-version", v), exitstatus.OK)
+	r = w(`{"id": 2, "views": "1"}`, "patch", "-t", "shop.Page", "--add", "views", "--if-version", v)
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "patch failed (Aborted)", "condition: 0 (--if-version "+v+")")
+
+	// A missing record, a field that is not one, no field at all.
+	r = w(`{"id": 1, "views": "1"}`+"\n"+`{"id": 9, "views": "1"}`, "patch", "-t", "shop.Page", "--add", "views")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "patch failed (NotFound)", "input:   stdin line 2", "applied: 0 records")
+	r = w(`{"id": 1}`, "patch", "-t", "shop.Page", "--fields", "nope")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "InvalidArgument", "nope")
+	wantCode(t, w(`{"id": 1}`, "patch", "-t", "shop.Page"), exitstatus.Usage)
+	want = `{"id":"1","title":"Uno","views":"10","meta":{"author":"bob","likes":5}}` + "\n" + `{"id":"2","views":"7"}` + "\n"
+	if got := pages(); got != want {
+		t.Fatalf("after the refused patches:\n%s\nwant:\n%s", got, want)
+	}
+	wantContains(t, mustCLI(t, "", "patch", "--help").stdout, "--fields", "--add", "counters")
+}
