@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protobase/protobase/client"
@@ -52,9 +53,9 @@ func (c condition) onRecord() bool {
 }
 
 // parseConditions turns --if-version and the --condition flags into the
-// write's conditions, in that order. A key's record type is resolved in
-// the server's schema.
-func parseConditions(rt *recordType, o writeOptions) ([]condition, error) {
+// write's conditions, in that order; unmarshal resolves a key's record
+// type in the server's schema.
+func parseConditions(unmarshal protojson.UnmarshalOptions, o writeOptions) ([]condition, error) {
 	var out []condition
 	if o.ifVersion != nil {
 		v := *o.ifVersion
@@ -65,7 +66,7 @@ func parseConditions(rt *recordType, o writeOptions) ([]condition, error) {
 	}
 	for i, js := range o.conditions {
 		c := &pb.Condition{}
-		if err := rt.unmarshal.Unmarshal([]byte(js), c); err != nil {
+		if err := unmarshal.Unmarshal([]byte(js), c); err != nil {
 			return nil, exitstatus.Usagef("--condition %d (%s): not a protobase.v1.Condition: %v", i+1, js, err)
 		}
 		out = append(out, condition{cond: c, flag: "--condition " + js})
@@ -77,7 +78,13 @@ func parseConditions(rt *recordType, o writeOptions) ([]condition, error) {
 // they hold, or not, for one batch.
 func (a *app) writeOnce(ctx context.Context, c *client.Client, spec writeSpec, o writeOptions,
 	rt *recordType, in *input, conds []condition) error {
-	recs, lines, err := readBatch(in, rt)
+	recs, lines, err := readBatch(in, rt.limits, func(_ uint64, js []byte) (proto.Message, error) {
+		rec, err := rt.encode(js)
+		if err != nil {
+			return nil, fmt.Errorf("not a valid %s: %w", rt.name, err)
+		}
+		return rec, nil
+	})
 	if err != nil {
 		return err
 	}
@@ -98,9 +105,10 @@ func (a *app) writeOnce(ctx context.Context, c *client.Client, spec writeSpec, o
 	return nil
 }
 
-// readBatch reads every record of the input for one batch, refusing an
-// input beyond the server's limits of one batch.
-func readBatch(in *input, rt *recordType) ([]proto.Message, *lineMap, error) {
+// readBatch reads every record of the input for one batch, each line
+// through record, refusing an input beyond the server's limits of one
+// batch.
+func readBatch(in *input, limits client.Limits, record func(lineNo uint64, js []byte) (proto.Message, error)) ([]proto.Message, *lineMap, error) {
 	lr := newLineReader(in.r)
 	lines := &lineMap{}
 	var recs []proto.Message
@@ -117,20 +125,20 @@ func readBatch(in *input, rt *recordType) ([]proto.Message, *lineMap, error) {
 		if len(js) == 0 {
 			continue
 		}
-		rec, err := rt.encode(js)
+		rec, err := record(lineNo, js)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s line %d: not a valid %s: %w; nothing was sent", in.name, lineNo, rt.name, err)
+			return nil, nil, fmt.Errorf("%s line %d: %w; nothing was sent", in.name, lineNo, err)
 		}
 		recs = append(recs, rec)
 		lines.add(lineNo)
 		size += proto.Size(rec)
 		switch {
-		case len(recs) > rt.limits.MaxBatchRecords:
-			return nil, nil, fmt.Errorf("a write with conditions is one batch, and %s holds more than the server's %d records per batch "+
-				"(serve --max-batch-records); nothing was sent", in.name, rt.limits.MaxBatchRecords)
-		case size > rt.limits.MaxMessageBytes:
-			return nil, nil, fmt.Errorf("a write with conditions is one batch, and the records of %s up to line %d take more than "+
-				"the server's message limit of %d bytes (serve --max-message-bytes); nothing was sent", in.name, lineNo, rt.limits.MaxMessageBytes)
+		case len(recs) > limits.MaxBatchRecords:
+			return nil, nil, fmt.Errorf("the write is one batch, and %s holds more than the server's %d records per batch "+
+				"(serve --max-batch-records); nothing was sent", in.name, limits.MaxBatchRecords)
+		case size > limits.MaxMessageBytes:
+			return nil, nil, fmt.Errorf("the write is one batch, and the records of %s up to line %d take more than "+
+				"the server's message limit of %d bytes (serve --max-message-bytes); nothing was sent", in.name, lineNo, limits.MaxMessageBytes)
 		}
 	}
 }

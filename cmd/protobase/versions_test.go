@@ -262,3 +262,67 @@ func TestPatchCommand(t *testing.T) {
 	}
 	wantContains(t, mustCLI(t, "", "patch", "--help").stdout, "--fields", "--add", "counters")
 }
+
+// write applies lines of several operations and types as one batch: all
+// of them, or none when a record fails or a condition does not hold.
+func TestWriteCommand(t *testing.T) {
+	addr := startServer(t).Addr()
+	dir := t.TempDir()
+	mustCLI(t, "", "--addr", addr, "schema", "apply", writeFile(t, dir, "shop.proto", shopProto), writeFile(t, dir, "pages.proto", pagesProto))
+	w := func(stdin string, args ...string) result {
+		t.Helper()
+		return cli(t, stdin, append([]string{"--addr", addr, "write"}, args...)...)
+	}
+	state := func() string {
+		t.Helper()
+		u := cli(t, "", "--addr", addr, "get", "-t", "shop.User", "1", "2").stdout
+		return u + mustCLI(t, "", "--addr", addr, "get", "-t", "shop.Page", "1").stdout
+	}
+	r := w(`{"op": "insert", "type": "shop.User", "record": {"id": 1, "name": "Ann", "email": "ann@x"}}` + "\n" +
+		`{"op": "insert", "type": "shop.Page", "record": {"id": 1, "title": "One", "views": "5"}}`)
+	wantCode(t, r, exitstatus.OK)
+	wantContains(t, r.stderr, "wrote 2 records at position")
+
+	// Every operation in one batch; a line without a type takes --type.
+	wantCode(t, w(`{"op": "update", "record": {"id": 1, "name": "Ann Lee", "email": "ann@x"}}`+"\n"+
+		`{"op": "patch", "type": "shop.Page", "record": {"id": 1, "views": "3"}}`+"\n"+
+		`{"op": "upsert", "record": {"id": 2, "name": "Bob", "email": "bob@x"}}`+"\n"+
+		`{"op": "remove", "record": {"id": 2}}`, "--type", "shop.User", "--add", "views"), exitstatus.OK)
+	want := `{"id":"1","name":"Ann Lee","email":"ann@x"}` + "\n" + `{"id":"1","title":"One","views":"8"}` + "\n"
+	if got := state(); got != want {
+		t.Fatalf("after the batch:\n%s\nwant:\n%s", got, want)
+	}
+
+	// One record fails: nothing of the batch applies.
+	r = w(`{"op": "patch", "type": "shop.Page", "record": {"id": 1, "views": "1"}}`+"\n"+
+		`{"op": "insert", "type": "shop.User", "record": {"id": 1, "email": "x@x"}}`, "--add", "views")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "write failed (AlreadyExists)", "input:   stdin line 2", "applied: 0 records")
+	// A condition does not hold: nothing applies.
+	v := getVersions(t, addr, 1)[0]
+	r = w(`{"op": "patch", "type": "shop.Page", "record": {"id": 1, "views": "1"}}`, "--add", "views",
+		"--condition", fmt.Sprintf(`{"key": {"@type": "type.googleapis.com/shop.User", "id": "1"}, "version": "%d"}`, v+1))
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "write failed (Aborted)", fmt.Sprintf("found version %d", v))
+	if got := state(); got != want {
+		t.Fatalf("after the refused batches:\n%s\nwant:\n%s", got, want)
+	}
+
+	// Lines that are not records of the schema.
+	for line, msg := range map[string]string{
+		`{"op": "merge", "type": "shop.User", "record": {"id": 1}}`: `op "merge" is not insert`,
+		`{"op": "insert", "record": {"id": 9}}`:                     `no "type"`,
+		`{"op": "insert", "type": "shop.Nope", "record": {}}`:       `"shop.Nope" is not a record type`,
+		`{"op": "insert", "type": "shop.User"}`:                     `no "record"`,
+		`{"op": "insert", "type": "shop.User", "record": {"x": 1}}`: "not a valid shop.User",
+		`{"op": "insert", "type": "shop.User", "rec": {}}`:          "not a line",
+	} {
+		r := w(`{"op": "insert", "type": "shop.User", "record": {"id": 9}}` + "\n" + line)
+		wantCode(t, r, exitstatus.Failed)
+		wantContains(t, r.stderr, "stdin line 2", msg, "nothing was sent")
+	}
+	if got := state(); got != want {
+		t.Fatalf("after the refused inputs:\n%s\nwant:\n%s", got, want)
+	}
+	wantContains(t, mustCLI(t, "", "write", "--help").stdout, `"op": "insert"|"update"`, "--condition", "--add")
+}

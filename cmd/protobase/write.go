@@ -125,7 +125,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 		return err
 	}
 	if o.ifVersion != nil || len(o.conditions) > 0 {
-		conds, err := parseConditions(rt, o)
+		conds, err := parseConditions(rt.unmarshal, o)
 		if err != nil {
 			return err
 		}
