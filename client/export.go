@@ -36,9 +36,21 @@ func exportCodec(s *pb.ExportSchema) (export.Codec, error) {
 // snapshot, and returns how many records it wrote. w holds a partial
 // file when it fails.
 func (c *Client) Export(ctx context.Context, types []string, w io.Writer, format ExportFormat) (uint64, error) {
+	return c.export(ctx, &pb.ExportRequest{Types: types}, w, format)
+}
+
+// ExportVersioned is Export that also writes each record's version, as
+// the server read it at the export's snapshot: beside each record in the
+// file (see internal/export). An import does not use them: its writes
+// get versions of their own.
+func (c *Client) ExportVersioned(ctx context.Context, types []string, w io.Writer, format ExportFormat) (uint64, error) {
+	return c.export(ctx, &pb.ExportRequest{Types: types, Versions: true}, w, format)
+}
+
+func (c *Client) export(ctx context.Context, req *pb.ExportRequest, w io.Writer, format ExportFormat) (uint64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := c.api.Export(ctx, &pb.ExportRequest{Types: types})
+	st, err := c.api.Export(ctx, req)
 	if err != nil {
 		return 0, asError(err)
 	}
@@ -63,7 +75,12 @@ func (c *Client) Export(ctx context.Context, types []string, w io.Writer, format
 			if ew == nil {
 				return 0, errors.New("export: the server sent records before the schema")
 			}
-			if err := ew.Records(ch.Records.GetRecords()); err != nil {
+			recs, vers := ch.Records.GetRecords(), ch.Records.GetVersions()
+			if req.GetVersions() && len(vers) != len(recs) {
+				return ew.Count(), fmt.Errorf("export: the server sent %d versions for %d records "+
+					"(a server of a release before record versions sends none)", len(vers), len(recs))
+			}
+			if err := ew.Records(recs, vers); err != nil {
 				return ew.Count(), err
 			}
 		case *pb.ExportChunk_End:

@@ -14,6 +14,14 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
+	// The well-known types checkWellKnown compares with, linked so that
+	// the registry holds them.
+	_ "google.golang.org/protobuf/types/known/durationpb"
+	_ "google.golang.org/protobuf/types/known/emptypb"
+	_ "google.golang.org/protobuf/types/known/fieldmaskpb"
+	_ "google.golang.org/protobuf/types/known/structpb"
+	_ "google.golang.org/protobuf/types/known/timestamppb"
+	_ "google.golang.org/protobuf/types/known/wrapperspb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -41,6 +49,9 @@ func NewTypes(schema *pb.GetSchemaResponse) (*Types, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema version %d: build descriptors: %w", schema.GetVersion(), err)
 	}
+	if err := checkWellKnown(files); err != nil {
+		return nil, fmt.Errorf("schema version %d: %w", schema.GetVersion(), err)
+	}
 	t := &Types{version: schema.GetVersion(), records: map[string]bool{}, keys: map[string][]string{},
 		files: files, types: dynamicpb.NewTypes(files)}
 	for _, rt := range schema.GetTypes() {
@@ -48,6 +59,38 @@ func NewTypes(schema *pb.GetSchemaResponse) (*Types, error) {
 		t.keys[rt.GetName()] = rt.GetPrimaryKey()
 	}
 	return t, nil
+}
+
+// wellKnown are the messages protobuf JSON converts by their names,
+// assuming their fields.
+var wellKnown = map[protoreflect.Name]bool{
+	"Any": true, "Duration": true, "Timestamp": true, "Struct": true, "Value": true, "ListValue": true,
+	"FieldMask": true, "Empty": true, "DoubleValue": true, "FloatValue": true, "Int64Value": true,
+	"UInt64Value": true, "Int32Value": true, "UInt32Value": true, "BoolValue": true, "StringValue": true,
+	"BytesValue": true,
+}
+
+// checkWellKnown refuses descriptors that declare one of the wellKnown
+// messages other than as this binary knows it: protobuf JSON would fail
+// on another shape, and descriptors read from a file are not trusted.
+func checkWellKnown(files *protoregistry.Files) error {
+	var err error
+	files.RangeFilesByPackage("google.protobuf", func(fd protoreflect.FileDescriptor) bool {
+		for i := 0; i < fd.Messages().Len(); i++ {
+			md := fd.Messages().Get(i)
+			if !wellKnown[md.Name()] {
+				continue
+			}
+			known, ferr := protoregistry.GlobalFiles.FindDescriptorByName(md.FullName())
+			kmd, ok := known.(protoreflect.MessageDescriptor)
+			if ferr != nil || !ok || !proto.Equal(protodesc.ToDescriptorProto(md), protodesc.ToDescriptorProto(kmd)) {
+				err = fmt.Errorf("the descriptors declare %s unlike the well-known type of that name", md.FullName())
+				return false
+			}
+		}
+		return true
+	})
+	return err
 }
 
 // Version is the schema version the types were built from.

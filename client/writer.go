@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -47,6 +48,10 @@ type WriterOptions struct {
 	// Limits are the server's (see LimitsOf); zero fields are those of
 	// DefaultLimits.
 	Limits Limits
+	// Fields and Add are a Patch writer's, sent with every batch: the field
+	// paths each record sets (a named field a record lacks is cleared), and
+	// the numeric fields whose values are added to the stored ones.
+	Fields, Add []string
 }
 
 // ackInterval is how often a Writer asks the server to acknowledge a
@@ -60,13 +65,15 @@ const ackInterval = 100 * time.Millisecond
 // batch so far. The first error from the stream ends the writer: every
 // later call returns it. Safe for concurrent use.
 type Writer struct {
-	c      *Client         // for WriteJSON's types
-	ctx    context.Context // the stream's, for WriteJSON's schema fetch
-	opts   WriterOptions
-	op     Op
-	stream grpc.BidiStreamingClient[pb.WriteStreamRequest, pb.WriteStreamResponse]
-	cancel context.CancelFunc
-	done   chan struct{} // closed when receive has returned
+	c    *Client         // for WriteJSON's types
+	ctx  context.Context // the stream's, for WriteJSON's schema fetch
+	opts WriterOptions
+	op   Op
+	// patchBytes is what opts.Fields and Add add to every request.
+	patchBytes int
+	stream     grpc.BidiStreamingClient[pb.WriteStreamRequest, pb.WriteStreamResponse]
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when receive has returned
 
 	mu     sync.Mutex // guards the sending side, everything down to askedAt
 	batch  []*anypb.Any
@@ -101,6 +108,12 @@ func (c *Client) NewWriter(ctx context.Context, op Op, opts WriterOptions) (*Wri
 	}
 	w := &Writer{c: c, ctx: ctx, opts: opts, op: op, stream: st, cancel: cancel,
 		done: make(chan struct{}), acked: make(chan struct{})}
+	for _, f := range opts.Fields {
+		w.patchBytes += protowire.SizeTag(5) + protowire.SizeBytes(len(f))
+	}
+	for _, f := range opts.Add {
+		w.patchBytes += protowire.SizeTag(6) + protowire.SizeBytes(len(f))
+	}
 	go w.receive()
 	return w, nil
 }
@@ -162,10 +175,11 @@ func (w *Writer) WriteAny(a *anypb.Any) error {
 	}
 	n := recordBytes(a)
 	limit := w.opts.Limits.MaxMessageBytes
-	if requestOverhead+n > limit {
-		return &LimitError{Limit: "max_message_bytes", Max: limit, Got: requestOverhead + n}
+	overhead := requestOverhead + w.patchBytes
+	if overhead+n > limit {
+		return &LimitError{Limit: "max_message_bytes", Max: limit, Got: overhead + n}
 	}
-	if len(w.batch) > 0 && requestOverhead+w.size+n > limit {
+	if len(w.batch) > 0 && overhead+w.size+n > limit {
 		if err := w.sendLocked(false); err != nil {
 			return err
 		}
@@ -203,7 +217,7 @@ func (w *Writer) sendLocked(ack bool) error {
 		ack = true
 		w.asked = now
 	}
-	req := &pb.WriteStreamRequest{Op: w.op, Records: w.batch, Ack: ack}
+	req := &pb.WriteStreamRequest{Op: w.op, Records: w.batch, Ack: ack, Fields: w.opts.Fields, Add: w.opts.Add}
 	w.batch = nil
 	w.size = 0
 	if err := w.stream.Send(req); err != nil {

@@ -16,7 +16,10 @@ import (
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/server"
 )
 
@@ -220,6 +223,57 @@ func TestStoreBeforeVersions(t *testing.T) {
 				t.Errorf("%s: version %d, want %d or %d", path, v.ver, floor, after[0])
 			}
 		}
+	}
+}
+
+// storedFormat returns the format of the schema state stored in the data
+// directory dir, which no server holds.
+func storedFormat(t *testing.T, dir string) int {
+	t.Helper()
+	st, err := pebble.Open(pebble.Options{Dir: dir, Layout: keyspace.Layout{}, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	raw, found, err := st.Get([]byte(keyspace.SchemaKey), nil)
+	if err != nil || !found {
+		t.Fatalf("schema state: found %v, %v", found, err)
+	}
+	f, err := schema.StoredFormat(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A store whose records carry version headers holds its schema state in a
+// format the releases before versions refuse (they read formats 1 and 2
+// only): a new store from its first schema on, and a store of the release
+// before versions from the moment this release opens it, before it writes
+// a record.
+func TestStoreFormatRefusesEarlierReleases(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	copyTree(t, filepath.Join("..", "internal", "store", "pebble", "testdata", "store-before-versions"), dir)
+	if f := storedFormat(t, dir); f != 2 {
+		t.Fatalf("the earlier release's store holds format %d, want 2", f)
+	}
+	ts := startServer(t, server.Config{DataDir: dir})
+	ts.Stop()
+	if f := storedFormat(t, dir); f != schema.Format || f <= 2 {
+		t.Fatalf("after this release opened it: format %d, want %d, which the earlier release refuses", f, schema.Format)
+	}
+	ts = startServer(t, server.Config{DataDir: dir})
+	if recs, _ := getVersions(t, ts, 1, 2, 3); recs[0] == nil || recs[1] == nil || recs[2] == nil {
+		t.Fatalf("the earlier release's users after the rewrite: %v", recs)
+	}
+	ts.Stop()
+
+	dir = t.TempDir()
+	ts = startServer(t, server.Config{DataDir: dir})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	ts.Stop()
+	if f := storedFormat(t, dir); f != schema.Format {
+		t.Fatalf("a new store: format %d, want %d", f, schema.Format)
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 func (a *app) exportCommand() *cobra.Command {
 	var types []string
 	var to, format string
+	var versions bool
 	c := &cobra.Command{
-		Use:   "export [--type T]... --to FILE [--format binary|json]",
+		Use:   "export [--type T]... --to FILE [--format binary|json] [--versions]",
 		Short: "Write the schema and every record to a portable file",
 		Long: `Ask the server at --addr for its schema and every record of the types
 named by --type (repeatable; none: every type the key may read), all read
@@ -29,10 +30,15 @@ again when the export fails).
 The default binary format keeps each record's stored bytes (length-
 delimited protobuf messages behind a short header); --format json writes
 JSON lines, a schema line first and then {"type": ..., "record": ...} per
-record. Load a file with 'protobase import FILE'. A scoped key exports only
-types in its scope. See docs/operations.md.`,
+record. --versions also writes each record's version, as read at the
+export's snapshot (JSON: a "version" member of each record's line, a string
+as protobuf JSON writes 64-bit integers). Load a file with 'protobase
+import FILE', which writes its records anew: they get new versions, and
+the versions in the file are not used. A scoped key exports only types in
+its scope. See docs/operations.md.`,
 		Example: `  protobase export --to shop.pbexport
-  protobase export --type shop.User --to users.jsonl --format json`,
+  protobase export --type shop.User --to users.jsonl --format json
+  protobase export --type shop.User --to users.jsonl --format json --versions`,
 		Args: cobra.NoArgs,
 		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
@@ -51,7 +57,11 @@ types in its scope. See docs/operations.md.`,
 			if err != nil {
 				return err
 			}
-			n, err := c.Export(cmd.Context(), types, out, f)
+			exp := c.Export
+			if versions {
+				exp = c.ExportVersioned
+			}
+			n, err := exp(cmd.Context(), types, out, f)
 			if cerr := out.Close(); err == nil {
 				err = cerr
 			}
@@ -68,6 +78,7 @@ types in its scope. See docs/operations.md.`,
 	c.Flags().StringArrayVar(&types, "type", nil, "record type to export (repeatable; default: every type)")
 	c.Flags().StringVar(&to, "to", "", "file to write")
 	c.Flags().StringVar(&format, "format", "binary", "file format: binary or json")
+	c.Flags().BoolVar(&versions, "versions", false, "also write each record's version")
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/protobase/protobase/client"
 	"github.com/protobase/protobase/internal/exitstatus"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
@@ -179,4 +180,39 @@ func TestImportSchemaDiffers(t *testing.T) {
 		t.Fatalf("an import with the server's own schema applied it:\n%s", r.stdout)
 	}
 	wantCode(t, cli(t, "", "--addr", same, "import", file, "--apply-schema", "--keep-schema"), exitstatus.Usage)
+}
+
+// export --versions writes each record's version beside it, the version a
+// versioned read returns; import writes the records at new versions.
+func TestExportVersionsCommand(t *testing.T) {
+	srv := startServer(t)
+	src := srv.Addr()
+	applyShop(t, src)
+	mustCLI(t, `{"id": 1, "email": "a@x"}`+"\n", "--addr", src, "insert", "--type", "shop.User")
+	mustCLI(t, `{"id": 2, "email": "b@x"}`+"\n", "--addr", src, "insert", "--type", "shop.User")
+	c, err := client.Dial(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, vers, err := c.GetVersioned(t.Context(), "shop.User", 1, 2)
+	if err != nil || vers[0] == 0 || vers[1] <= vers[0] {
+		t.Fatalf("versions %v, %v", vers, err)
+	}
+	js := filepath.Join(t.TempDir(), "shop.jsonl")
+	mustCLI(t, "", "--addr", src, "export", "--to", js, "--format", "json", "--versions")
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, string(b),
+		fmt.Sprintf(`{"type":"shop.User","version":"%d","record":{"id":"1","email":"a@x"}}`, vers[0]),
+		fmt.Sprintf(`{"type":"shop.User","version":"%d","record":{"id":"2","email":"b@x"}}`, vers[1]))
+	wantContains(t, mustCLI(t, "", "export", "--help").stdout, "--versions", "new versions")
+
+	mustCLI(t, "", "--addr", src, "import", js)
+	_, after, err := c.GetVersioned(t.Context(), "shop.User", 1, 2)
+	if err != nil || after[0] <= vers[1] || after[1] <= vers[1] {
+		t.Fatalf("versions after the import %v (before %v), %v", after, vers, err)
+	}
 }

@@ -16,8 +16,9 @@ import (
 
 func (a *app) getCommand() *cobra.Command {
 	var typ, format string
+	var versions bool
 	cmd := &cobra.Command{
-		Use:   "get --type FULL.NAME KEY...",
+		Use:   "get --type FULL.NAME [--versions] KEY...",
 		Short: "Read records by primary key",
 		Long: `get reads the records with the given primary keys (the Get call, on one
 snapshot) and prints them in the order of the keys, one JSON object per line
@@ -26,27 +27,31 @@ list in primary_key order ([1, "a"]) or an object by field ({"user": 1, "id":
 2}) for a compound key; a KEY that is not JSON is taken as a string (ann).
 Numbers keep every digit (they travel as text), and strings of digits fit
 integer fields. A key with no record is named on stderr, and then get exits
-with status 1.`,
+with status 1. --versions prints each record's version beside it,
+{"version": "N", "record": {...}} (in a table, a first column): the number
+that --if-version of the write commands compares.`,
 		Example: `  protobase get --type shop.User 1 2 3
   protobase get -t shop.Order '[7, 1001]' '{"user_id": 7, "id": 1002}'
-  protobase get -t shop.Tag ann bob`,
+  protobase get -t shop.Tag ann bob
+  protobase get -t shop.User --versions 1`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	f := cmd.Flags()
 	f.StringVarP(&typ, "type", "t", "", "record type of the keys, as a full name (required)")
 	f.StringVar(&format, "format", "jsonl", "output format: jsonl or table")
+	f.BoolVar(&versions, "versions", false, `print each record's version: {"version": "N", "record": {...}} (table: a first column)`)
 	_ = cmd.MarkFlagRequired("type")
 	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, args []string) error {
-		return a.get(cmd.Context(), typ, format, args)
+		return a.get(cmd.Context(), typ, format, versions, args)
 	})
 	return cmd
 }
 
-func (a *app) get(ctx context.Context, typ, format string, args []string) error {
+func (a *app) get(ctx context.Context, typ, format string, versions bool, args []string) error {
 	if format != "jsonl" && format != "table" {
 		return exitstatus.Usagef("--format %q: want jsonl or table", format)
 	}
-	req := &pb.GetRequest{Keys: make([]*structpb.Value, len(args))}
+	req := &pb.GetRequest{Keys: make([]*structpb.Value, len(args)), Versions: versions}
 	for i, arg := range args {
 		v, err := keyArg(arg)
 		if err != nil {
@@ -68,9 +73,16 @@ func (a *app) get(ctx context.Context, typ, format string, args []string) error 
 	if err != nil {
 		return callError("get", a.conn.Addr, err)
 	}
-	out := newPrinter(a.stdout, format, rt.md)
-	for _, rec := range resp.Records {
-		if err := out.print(rec); err != nil {
+	if versions && len(resp.Versions) != len(resp.Records) {
+		return noVersions(a.conn.Addr, len(resp.Versions), len(resp.Records))
+	}
+	out := newPrinter(a.stdout, format, rt.md, versions)
+	for i, rec := range resp.Records {
+		var ver uint64
+		if versions {
+			ver = resp.Versions[i]
+		}
+		if err := out.print(rec, ver); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,6 @@
 // Command protobase is the command line of Protobase: it runs the server
-// (serve), talks to one (schema, insert, update, upsert, remove, search,
-// scan, watch), manages its API keys (keys) and checks a data directory
+// (serve), talks to one (schema, insert, update, upsert, remove, patch,
+// write, search, scan, query, get, watch), manages its API keys (keys) and checks a data directory
 // (check). The benchmark lab is a command of its own, protobase-bench.
 //
 // main only wires the process to run, which builds the command tree and maps
@@ -63,7 +63,7 @@ func (a *app) rootCommand() *cobra.Command {
 .proto files applied to the server; records are written and read over gRPC (and REST/JSON or NATS: serve --help).
 
 This command runs a server (serve), talks to one (schema, insert, update,
-upsert, remove, search, scan, watch), manages its API keys (keys) and
+upsert, remove, patch, write, search, scan, query, get, watch), manages its API keys (keys) and
 checks a data directory's indexes against its records (check); the
 benchmark lab is a command of its own, protobase-bench. The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
@@ -91,6 +91,8 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 		a.updateCommand(),
 		a.upsertCommand(),
 		a.removeCommand(),
+		a.patchCommand(),
+		a.writeBatchCommand(),
 		a.searchCommand(),
 		a.scanCommand(),
 		a.queryCommand(),

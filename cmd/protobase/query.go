@@ -53,8 +53,15 @@ func (a *app) query(ctx context.Context, o *readOptions, pageSize uint32, token 
 		if err != nil {
 			return callError("query", a.conn.Addr, err)
 		}
-		for _, rec := range p.Records {
-			if err := out.print(rec); err != nil {
+		if o.versions && len(p.Versions) != len(p.Records) {
+			return noVersions(a.conn.Addr, len(p.Versions), len(p.Records))
+		}
+		for i, rec := range p.Records {
+			var ver uint64
+			if o.versions {
+				ver = p.Versions[i]
+			}
+			if err := out.print(rec, ver); err != nil {
 				return err
 			}
 		}

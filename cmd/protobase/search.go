@@ -6,14 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/dynamicpb"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
 	"github.com/protobase/protobase/client/where"
@@ -30,6 +24,7 @@ type readOptions struct {
 	count    bool
 	explain  bool
 	keysOnly bool
+	versions bool
 	format   string
 	// scan only
 	parallelism uint32
@@ -44,6 +39,7 @@ func (o *readOptions) register(cmd *cobra.Command) {
 	f.BoolVar(&o.count, "count", false, "print only the number of matches")
 	f.BoolVar(&o.explain, "explain", false, "print the chosen plan to stderr")
 	f.BoolVar(&o.keysOnly, "keys-only", false, "return records holding only their primary-key fields")
+	f.BoolVar(&o.versions, "versions", false, `print each record's version: {"version": "N", "record": {...}} (table: a first column)`)
 	f.StringVar(&o.format, "format", "jsonl", "output format: jsonl or table")
 	_ = cmd.MarkFlagRequired("type")
 }
@@ -114,7 +110,7 @@ func (a *app) openRead(ctx context.Context, o *readOptions) (*client.Client, *pb
 		c.Close()
 		return nil, nil, nil, err
 	}
-	return c, q, newPrinter(a.stdout, o.format, rt.md), nil
+	return c, q, newPrinter(a.stdout, o.format, rt.md, o.versions), nil
 }
 
 // read runs search (scan false) or scan: the same query and output, over a
@@ -151,7 +147,8 @@ func (o *readOptions) query() (*pb.Query, error) {
 	if o.format != "jsonl" && o.format != "table" {
 		return nil, exitstatus.Usagef("--format %q: want jsonl or table", o.format)
 	}
-	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain, KeysOnly: o.keysOnly}
+	q := &pb.Query{Type: strings.TrimPrefix(o.typ, typeURLPrefix), Limit: o.limit, Count: o.count, Explain: o.explain,
+		KeysOnly: o.keysOnly, Versions: o.versions}
 	if o.where != "" {
 		// Parsed here for the caret under a syntax error, then sent as
 		// text: the server parses it with the same parser and points at
@@ -174,7 +171,7 @@ func (o *readOptions) query() (*pb.Query, error) {
 func (a *app) scanRecords(ctx context.Context, c *client.Client, q *pb.Query, parallelism uint32, out *printer) (uint64, *pb.Plan, error) {
 	sc := c.Scan(ctx, q, client.ScanOptions{Parallelism: parallelism})
 	for sc.Next() {
-		if err := out.print(sc.Record()); err != nil {
+		if err := out.print(sc.Record(), sc.Version()); err != nil {
 			sc.Close()
 			return 0, nil, err
 		}
@@ -208,7 +205,7 @@ func (a *app) searchRecords(ctx context.Context, c *client.Client, q *pb.Query, 
 			}
 			return 0, nil, callError("search", a.conn.Addr, err)
 		}
-		if err := out.print(rec); err != nil {
+		if err := out.print(rec, res.Version()); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -266,117 +263,4 @@ func resolveOrder(ctx context.Context, c *client.Client, addr, typ, s string) (*
 		return nil, exitstatus.Usagef("--order %q: %s has no index on %q (its indexes: %s; or pk)", s, typ, name, strings.Join(options, ", "))
 	}
 	return nil, fmt.Errorf("unknown record type %q", typ)
-}
-
-// printer writes records as JSON lines or as a table.
-type printer struct {
-	w      io.Writer
-	table  *tabwriter.Writer
-	md     protoreflect.MessageDescriptor
-	header bool
-	json   protojson.MarshalOptions
-}
-
-func newPrinter(w io.Writer, format string, md protoreflect.MessageDescriptor) *printer {
-	p := &printer{w: w, md: md}
-	if format == "table" {
-		p.table = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	}
-	return p
-}
-
-func (p *printer) print(a *anypb.Any) error {
-	if p.table == nil {
-		b, err := p.jsonOf(a)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(p.w, "%s\n", b)
-		return err
-	}
-	m, err := p.decode(a)
-	if err != nil {
-		return err
-	}
-	fields := p.md.Fields()
-	if !p.header {
-		p.header = true
-		var names []string
-		for i := 0; i < fields.Len(); i++ {
-			names = append(names, string(fields.Get(i).Name()))
-		}
-		fmt.Fprintln(p.table, strings.Join(names, "\t"))
-	}
-	var cells []string
-	for i := 0; i < fields.Len(); i++ {
-		cells = append(cells, p.cell(m, fields.Get(i)))
-	}
-	_, err = fmt.Fprintln(p.table, strings.Join(cells, "\t"))
-	return err
-}
-
-// decode decodes a record of the printer's type.
-func (p *printer) decode(a *anypb.Any) (*dynamicpb.Message, error) {
-	m := dynamicpb.NewMessage(p.md)
-	if err := proto.Unmarshal(a.GetValue(), m); err != nil {
-		return nil, fmt.Errorf("decode a record of %s: %w", p.md.FullName(), err)
-	}
-	return m, nil
-}
-
-// jsonOf renders a record as the jsonl format prints it.
-func (p *printer) jsonOf(a *anypb.Any) ([]byte, error) {
-	m, err := p.decode(a)
-	if err != nil {
-		return nil, err
-	}
-	return p.json.Marshal(m)
-}
-
-// cell renders one field: scalars plainly, anything else as compact JSON.
-func (p *printer) cell(m *dynamicpb.Message, fd protoreflect.FieldDescriptor) string {
-	if !m.Has(fd) && fd.Kind() != protoreflect.MessageKind && !fd.IsList() {
-		v := fd.Default()
-		return scalarText(fd, v)
-	}
-	if fd.IsList() || fd.IsMap() || fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
-		b, _ := p.json.Marshal(fieldOnly(m, fd))
-		s := string(b)
-		// {"name":value} → value
-		if i := strings.IndexByte(s, ':'); i > 0 && strings.HasSuffix(s, "}") {
-			s = s[i+1 : len(s)-1]
-		} else {
-			s = ""
-		}
-		return s
-	}
-	return scalarText(fd, m.Get(fd))
-}
-
-func scalarText(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
-			return string(ev.Name())
-		}
-		return fmt.Sprint(int32(v.Enum()))
-	case protoreflect.BytesKind:
-		return fmt.Sprintf("%x", v.Bytes())
-	}
-	return v.String()
-}
-
-// fieldOnly returns a message holding only fd of m.
-func fieldOnly(m *dynamicpb.Message, fd protoreflect.FieldDescriptor) *dynamicpb.Message {
-	n := dynamicpb.NewMessage(m.Descriptor())
-	if m.Has(fd) {
-		n.Set(fd, m.Get(fd))
-	}
-	return n
-}
-
-func (p *printer) flush() {
-	if p.table != nil {
-		p.table.Flush()
-	}
 }

@@ -222,7 +222,7 @@ func loadChangePrinter(ctx context.Context, c *client.Client, addr string, names
 			if err != nil {
 				return nil, err
 			}
-			wt := &watchedType{rec: newPrinter(nil, "jsonl", rt.md)}
+			wt := &watchedType{rec: newPrinter(nil, "jsonl", rt.md, false)}
 			for _, t := range resp.GetTypes() {
 				if t.GetName() != name {
 					continue

@@ -31,6 +31,13 @@ type writeOptions struct {
 	typeName string
 	batch    int
 	batchSet bool // --batch was given; else it shrinks to the server's limit
+
+	// conditions are the --condition flags (protobuf JSON); ifVersion is
+	// --if-version when set.
+	conditions []string
+	ifVersion  *uint64
+	// fields and add are patch's.
+	fields, add []string
 }
 
 // jsonLinesHelp ends the long help of every write command.
@@ -61,31 +68,47 @@ a record too large for the server's message limit, stops the command too:
 the records before it are written, nothing after it is sent.
 
 A progress bar is drawn on stderr when stderr is a terminal; a summary is
-printed on stderr at the end. Exit status 0 means every record was written.`
+printed on stderr at the end. Exit status 0 means every record was written.` + conditionsHelp
 
 func (a *app) writeCommand(spec writeSpec, cmd *cobra.Command) *cobra.Command {
 	var o writeOptions
 	cmd.Use = spec.name + " --type FULL.NAME [FILE|-]"
+	if spec.op == client.Patch {
+		cmd.Use = spec.name + " --type FULL.NAME (--fields F,... | --add F,...) [FILE|-]"
+	}
 	cmd.Long += jsonLinesHelp
 	cmd.Args = cobra.MaximumNArgs(1)
+	var ifVersion uint64
 	cmd.RunE = exitstatus.RunE(func(cmd *cobra.Command, args []string) error {
 		path := "-"
 		if len(args) == 1 {
 			path = args[0]
 		}
 		o.batchSet = cmd.Flags().Changed("batch")
+		if cmd.Flags().Changed("if-version") {
+			o.ifVersion = &ifVersion
+		}
 		return a.write(cmd.Context(), spec, o, path)
 	})
 	f := cmd.Flags()
 	f.StringVarP(&o.typeName, "type", "t", "", "full name of the record type, e.g. shop.User (required)")
 	_ = cmd.MarkFlagRequired("type")
 	f.IntVar(&o.batch, "batch", 1000, "records per write batch; when not given, at most the server's limit")
+	f.Uint64Var(&ifVersion, "if-version", 0, "write the input's one record only if the stored record is at this version (0: absent)")
+	f.StringArrayVar(&o.conditions, "condition", nil, "a condition the write's one batch needs, as protobuf JSON of protobase.v1.Condition (repeatable)")
+	if spec.op == client.Patch {
+		f.StringSliceVar(&o.fields, "fields", nil, "fields each record sets, dotted through message fields (comma-separated or repeated)")
+		f.StringSliceVar(&o.add, "add", nil, "numeric fields whose values are added to the stored ones (comma-separated or repeated)")
+	}
 	return cmd
 }
 
 func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path string) error {
 	if o.batch <= 0 {
 		return exitstatus.Usagef("--batch must be positive")
+	}
+	if spec.op == client.Patch && len(o.fields) == 0 && len(o.add) == 0 {
+		return exitstatus.Usagef("patch needs the fields it sets (--fields) or adds to (--add)")
 	}
 	in, err := openInput(path, a.stdin)
 	if err != nil {
@@ -101,12 +124,19 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	if err != nil {
 		return err
 	}
+	if o.ifVersion != nil || len(o.conditions) > 0 {
+		conds, err := parseConditions(rt.unmarshal, o)
+		if err != nil {
+			return err
+		}
+		return a.writeOnce(ctx, c, spec, o, rt, in, conds)
+	}
 	if max := rt.limits.MaxBatchRecords; o.batch > max && !o.batchSet {
 		o.batch = max
 	} else if o.batch > max {
 		return exitstatus.Usagef("--batch %d is over the server's limit of %d records per batch (serve --max-batch-records)", o.batch, max)
 	}
-	wopts := client.WriterOptions{BatchRecords: o.batch, Limits: rt.limits}
+	wopts := client.WriterOptions{BatchRecords: o.batch, Limits: rt.limits, Fields: o.fields, Add: o.add}
 	if in.file == nil && isTerminalReader(a.stdin) {
 		wopts.Linger = interactiveLinger
 	}
@@ -129,7 +159,7 @@ func (a *app) write(ctx context.Context, spec writeSpec, o writeOptions, path st
 	elapsed := time.Since(start)
 	prog.finish(err == nil && readErr == nil && parseErr == nil)
 	if err != nil {
-		return writeFailure(spec, a.conn.Addr, in.name, err, lines, w.Durable(), parseErr)
+		return writeFailure(spec, a.conn.Addr, in.name, err, lines, w.Durable(), parseErr, nil)
 	}
 	n := ack.GetRecords()
 	switch {
@@ -202,8 +232,9 @@ func (f *writeFeed) run(w *client.Writer) {
 // details of the WriteError (with the input line of the failing record) and
 // how much was applied before it, or, without details (the server
 // vanished), how many records it had acknowledged as durable. parseErr,
-// when set, is a bad line found after the failing record.
-func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap, durable uint64, parseErr error) error {
+// when set, is a bad line found after the failing record; conds are the
+// write's conditions, for a condition that failed.
+func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap, durable uint64, parseErr error, conds []condition) error {
 	var b strings.Builder
 	var ce *client.Error
 	switch {
@@ -221,38 +252,55 @@ func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap,
 		}
 	}
 	if ce != nil && ce.Write != nil {
-		we := ce.Write
-		ord := we.GetRecordsApplied() + we.GetRecord()
-		// Errors of a whole batch (its size) carry no type URL; their
-		// record index names no input record.
-		if we.GetTypeUrl() != "" {
-			if line, ok := lines.line(ord); ok {
-				fmt.Fprintf(&b, "\n  input:   %s line %d", input, line)
-			}
-		}
-		fmt.Fprintf(&b, "\n  batch:   %d (record %d of the batch)", we.GetBatch(), we.GetRecord())
-		if t := we.GetTypeUrl(); t != "" {
-			fmt.Fprintf(&b, "\n  type:    %s", strings.TrimPrefix(t, typeURLPrefix))
-		}
-		if f := we.GetField(); f != "" {
-			fmt.Fprintf(&b, "\n  field:   %s", f)
-		}
-		if r := we.GetReason(); r != "" {
-			fmt.Fprintf(&b, "\n  reason:  %s", r)
-		}
-		n, nb := we.GetRecordsApplied(), we.GetBatchesApplied()
-		fate := "the failing batch and all after it were not applied"
-		if ce.Status.Code() == codes.DeadlineExceeded {
-			fate = "the failing batch may have been applied (read it back before retrying); those after it were not"
-		}
-		fmt.Fprintf(&b, "\n  applied: %d %s (%d %s), durable; %s",
-			n, plural(n, "record", "records"), nb, plural(nb, "batch", "batches"), fate)
-		if line, ok := lines.line(n); ok {
-			fmt.Fprintf(&b, " (input from line %d on)", line)
-		}
+		writeErrorDetails(&b, ce, input, lines, conds)
 	}
 	if parseErr != nil {
 		fmt.Fprintf(&b, "\nalso: %v", parseErr)
 	}
 	return errors.New(b.String())
+}
+
+// writeErrorDetails describes a WriteError: the record (its input line)
+// or the condition that failed, the field, and what was applied before.
+func writeErrorDetails(b *strings.Builder, ce *client.Error, input string, lines *lineMap, conds []condition) {
+	we := ce.Write
+	ord := we.GetRecordsApplied() + we.GetRecord()
+	// Errors of a whole batch (its size) carry no type URL, and a failed
+	// condition on a key or a query names no record: their record index
+	// names no input record.
+	names := we.GetTypeUrl() != ""
+	if we.Condition != nil {
+		i := int(we.GetCondition())
+		names = i < len(conds) && conds[i].onRecord()
+		fmt.Fprintf(b, "\n  condition: %d", i)
+		if i < len(conds) {
+			fmt.Fprintf(b, " (%s)", conds[i].flag)
+		}
+		fmt.Fprintf(b, ", found version %d", we.GetVersion())
+	}
+	if line, ok := lines.line(ord); ok && names {
+		fmt.Fprintf(b, "\n  input:   %s line %d", input, line)
+	}
+	if we.Condition == nil {
+		fmt.Fprintf(b, "\n  batch:   %d (record %d of the batch)", we.GetBatch(), we.GetRecord())
+	}
+	if t := we.GetTypeUrl(); t != "" {
+		fmt.Fprintf(b, "\n  type:    %s", strings.TrimPrefix(t, typeURLPrefix))
+	}
+	if f := we.GetField(); f != "" {
+		fmt.Fprintf(b, "\n  field:   %s", f)
+	}
+	if r := we.GetReason(); r != "" {
+		fmt.Fprintf(b, "\n  reason:  %s", r)
+	}
+	n, nb := we.GetRecordsApplied(), we.GetBatchesApplied()
+	fate := "the failing batch and all after it were not applied"
+	if ce.Status.Code() == codes.DeadlineExceeded {
+		fate = "the failing batch may have been applied (read it back before retrying); those after it were not"
+	}
+	fmt.Fprintf(b, "\n  applied: %d %s (%d %s), durable; %s",
+		n, plural(n, "record", "records"), nb, plural(nb, "batch", "batches"), fate)
+	if line, ok := lines.line(n); ok {
+		fmt.Fprintf(b, " (input from line %d on)", line)
+	}
 }

@@ -25,6 +25,11 @@ import (
 //     that can be absent (those records are left out, see
 //     keyExtractor.absent);
 //   - every record belongs to a known type and its key decodes;
+//   - every record's version is well formed (store.HeaderChecker, on a
+//     store that keeps it in a header of the record's value) and not 0,
+//     and, on a store that is not Shared, not above the last commit: the
+//     engine stamps each batch's records with its commit sequence, and
+//     that sequence is written in the same batch;
 //   - every change-log entry reads, every change of it and every part of
 //     an entry stored in parts, and the entries are consecutive commits
 //     ending at or before the last commit (the log is Watch's history:
@@ -57,7 +62,12 @@ func Check(ctx context.Context, st store.KV) (*CheckReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("check: load schema state: %w", err)
 	}
-	c := &checker{ctx: ctx, snap: snap, cat: cat, r: &CheckReport{}}
+	c := &checker{ctx: ctx, snap: snap, cat: cat, r: &CheckReport{}, shared: st.Shared()}
+	if raw, found, err := snap.Get(keySeq, nil); err != nil {
+		return nil, fmt.Errorf("check: read the last commit: %w", err)
+	} else if found && len(raw) == 8 {
+		c.seq = binary.BigEndian.Uint64(raw)
+	}
 	if err := c.records(); err != nil {
 		return nil, err
 	}
@@ -123,6 +133,9 @@ const (
 	ProblemOrphanRecord ProblemKind = "orphan-record"
 	// ProblemBadKey: a key or stored record that does not decode.
 	ProblemBadKey ProblemKind = "bad-key"
+	// ProblemBadVersion: a record's version header is malformed, or its
+	// version is 0 or above the last commit.
+	ProblemBadVersion ProblemKind = "bad-version"
 	// ProblemBadLogEntry: a change-log entry (or one of its parts) that
 	// does not read, or a key in the log that is no entry's.
 	ProblemBadLogEntry ProblemKind = "bad-log-entry"
@@ -181,6 +194,10 @@ type checker struct {
 	snap store.ReadSnapshot
 	cat  *catalog
 	r    *CheckReport
+	// seq is the last commit at the snapshot; shared says the store
+	// numbers versions itself (etcd), which seq does not bound.
+	seq    uint64
+	shared bool
 
 	ik, cur []byte // scratch for entry: the index key built, the entry read
 }
@@ -218,6 +235,7 @@ func (c *checker) records() error {
 			continue
 		}
 		name := string(t.rt.Name)
+		c.version(it, name, key)
 		if !validKey(pk, t.rt.PrimaryKey) {
 			c.add(Problem{Kind: ProblemBadKey, Type: name, Key: bytes.Clone(key), Detail: "primary key does not decode"})
 			continue
@@ -232,6 +250,26 @@ func (c *checker) records() error {
 		return fmt.Errorf("check: iterate records: %w", err)
 	}
 	return nil
+}
+
+// version checks the version of the record the iterator is on, of type
+// typ under key.
+func (c *checker) version(it store.Iterator, typ string, key []byte) {
+	detail := ""
+	if hc, ok := it.(store.HeaderChecker); ok {
+		detail = hc.HeaderProblem()
+	}
+	if detail == "" {
+		switch v := it.Version(); {
+		case v == 0:
+			detail = "the record has version 0, which means absent"
+		case !c.shared && v > c.seq:
+			detail = fmt.Sprintf("version %d is above the last commit, %d", v, c.seq)
+		}
+	}
+	if detail != "" {
+		c.add(Problem{Kind: ProblemBadVersion, Type: typ, Key: bytes.Clone(key), Detail: detail})
+	}
 }
 
 // entry checks that the record (key, pk, val) of t has its entry in ix,
@@ -396,13 +434,7 @@ func validKey(b []byte, fields []schema.KeyField) bool {
 // up to the last commit at most (changelog.Check). A storage error (a
 // damaged block) fails the check with the error, as in the other passes.
 func (c *checker) changeLog() error {
-	seq := uint64(0)
-	if raw, found, err := c.snap.Get(keySeq, nil); err != nil {
-		return fmt.Errorf("check: read the last commit: %w", err)
-	} else if found && len(raw) == 8 {
-		seq = binary.BigEndian.Uint64(raw)
-	}
-	n, err := changelog.Check(c.ctx, c.snap, seq, func(p changelog.Problem) {
+	n, err := changelog.Check(c.ctx, c.snap, c.seq, func(p changelog.Problem) {
 		kind := ProblemBadLogEntry
 		if p.Gap {
 			kind = ProblemLogGap

@@ -255,6 +255,9 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.markFormat(cat); err != nil {
+		return nil, err
+	}
 	e.cat.Store(cat)
 	if f, ok := st.(store.SpanFilterer); ok {
 		// No bloom filters for non-unique indexes: see rangedOnly.

@@ -25,6 +25,9 @@ type ExportOptions struct {
 	Allows func(typeName string) bool
 	// Filter, when set, narrows the schema sent to what the caller may see.
 	Filter func(*pb.GetSchemaResponse) *pb.GetSchemaResponse
+	// Versions sends each record's version beside it
+	// (ExportRecords.versions), read at the export's snapshot.
+	Versions bool
 }
 
 // Export sends the schema, then every record of the chosen types in
@@ -59,7 +62,7 @@ func (e *Engine) Export(ctx context.Context, opts ExportOptions, send func(*pb.E
 	}
 	var total uint64
 	for _, t := range types {
-		n, err := e.exportType(ctx, snap, t, send)
+		n, err := e.exportType(ctx, snap, t, opts.Versions, send)
 		if err != nil {
 			return fmt.Errorf("export %s: %w", t.Name, err)
 		}
@@ -136,9 +139,10 @@ func exportSchema(state *schema.State, types []*schema.RecordType, filter func(*
 	return out
 }
 
-// exportType sends one type's records in primary-key order and returns
-// how many it sent.
-func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.RecordType, send func(*pb.ExportChunk) error) (uint64, error) {
+// exportType sends one type's records in primary-key order, with their
+// versions when versions is set, and returns how many it sent.
+func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.RecordType, versions bool,
+	send func(*pb.ExportChunk) error) (uint64, error) {
 	url := "type.googleapis.com/" + string(t.Name)
 	p := keyspace.RecordPrefix(t.ID)
 	it, err := snap.NewIterator(p, keyspace.PrefixEnd(p))
@@ -186,6 +190,9 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		size += len(v)
 		n++
 		batch.Records = append(batch.Records, &anypb.Any{TypeUrl: url, Value: vals[start:len(vals):len(vals)]})
+		if versions {
+			batch.Versions = append(batch.Versions, it.Version())
+		}
 	}
 	if err := it.Error(); err != nil {
 		return n, err

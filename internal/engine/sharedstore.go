@@ -34,7 +34,7 @@ func (e *Engine) loadSchema() (*catalog, error) {
 	state := schema.Empty()
 	if found {
 		if state, err = schema.Decode(e.bgCtx, raw); err != nil {
-			return nil, fmt.Errorf("decode schema state: %w", err)
+			return nil, err // its message names the schema state
 		}
 	}
 	cat, err := newCatalog(state)

@@ -13,6 +13,12 @@
 //     {"type":"pkg.T","record":{...}} per record, converted with the
 //     schema of the file itself, so no server is needed to read it.
 //
+// An export that asks for versions holds each record's version beside it:
+// ExportRecords.versions, parallel to its records (binary), or a "version"
+// member of the record's line, a string as protobuf JSON writes 64-bit
+// integers (JSON). A reader returns it (Reader.Version); an import does
+// not use it, its writes get versions of their own.
+//
 // Reading treats the file as hostile: messages and lines are bounded
 // (MaxMessageBytes), every record must be of a type the schema lists, and
 // every error names the byte offset (binary) or line (JSON) it found.

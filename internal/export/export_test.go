@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -60,7 +61,7 @@ func file(t testing.TB, format export.Format, recs []*anypb.Any, batch int) []by
 	}
 	for len(recs) > 0 {
 		n := min(batch, len(recs))
-		if err := w.Records(recs[:n]); err != nil {
+		if err := w.Records(recs[:n], nil); err != nil {
 			t.Fatal(err)
 		}
 		recs = recs[n:]
@@ -115,6 +116,75 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A file written with versions holds each record's version, which the
+// reader returns beside the record in both formats; a file without them
+// reads version 0. Versions that do not match their records are refused.
+func TestVersions(t *testing.T) {
+	recs := records(5)
+	vers := []uint64{7, 7, 9, 1 << 60, 12}
+	for _, f := range []export.Format{export.Binary, export.JSON} {
+		for _, with := range []bool{false, true} {
+			var buf bytes.Buffer
+			w, err := export.NewWriter(&buf, f, testSchema(), codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < len(recs); i += 2 {
+				var v []uint64
+				if with {
+					v = vers[i:min(i+2, len(vers))]
+				}
+				if err := w.Records(recs[i:min(i+2, len(recs))], v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if f == export.JSON && with && !strings.Contains(buf.String(), `{"type":"google.protobuf.Duration","version":"1152921504606846976","record":"4s"}`) {
+				t.Fatalf("JSON file with versions:\n%s", buf.String())
+			}
+			r, err := export.NewReader(bytes.NewReader(buf.Bytes()), codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range recs {
+				a, err := r.Next()
+				if err != nil || !proto.Equal(a, recs[i]) {
+					t.Fatalf("%s: record %d: %v, %v", f, i, a, err)
+				}
+				if want := map[bool]uint64{true: vers[i]}[with]; r.Version() != want {
+					t.Fatalf("%s, versions %v: record %d at version %d, want %d", f, with, i, r.Version(), want)
+				}
+			}
+			if _, err := r.Next(); !errors.Is(err, io.EOF) {
+				t.Fatalf("%s: after the last record: %v", f, err)
+			}
+		}
+	}
+
+	w, _ := export.NewWriter(&bytes.Buffer{}, export.Binary, testSchema(), codec)
+	if err := w.Records(recs, vers[:2]); err == nil {
+		t.Fatal("the writer took 2 versions for 5 records")
+	}
+	// A binary chunk whose versions are not parallel to its records, and a
+	// JSON end line with a version.
+	var buf bytes.Buffer
+	buf.Write(file(t, export.Binary, nil, 1))
+	buf.Truncate(afterSchema(buf.Bytes()))
+	chunk := &pb.ExportChunk{Chunk: &pb.ExportChunk_Records{Records: &pb.ExportRecords{Records: recs[:2], Versions: vers[:1]}}}
+	if _, err := protodelim.MarshalTo(&buf, chunk); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAll(buf.Bytes()); err == nil || !strings.Contains(err.Error(), "1 versions for 2 records") {
+		t.Fatalf("mismatched versions: %v", err)
+	}
+	lines := strings.SplitAfter(string(file(t, export.JSON, nil, 1)), "\n")
+	if _, _, err := readAll([]byte(lines[0] + `{"version":"3","end":{"records":0}}` + "\n")); err == nil || !strings.Contains(err.Error(), "an end line holds a record") {
+		t.Fatalf("an end line with a version: %v", err)
+	}
+}
+
 // Every cut of a file short of its end is an error, never a shorter file.
 func TestTruncated(t *testing.T) {
 	for _, f := range []export.Format{export.Binary, export.JSON} {
@@ -143,7 +213,7 @@ func TestMalformed(t *testing.T) {
 	unknown := func() []byte {
 		var buf bytes.Buffer
 		w, _ := export.NewWriter(&buf, export.Binary, testSchema(), codec)
-		_ = w.Records([]*anypb.Any{{TypeUrl: "type.googleapis.com/shop.Other", Value: []byte{8, 1}}})
+		_ = w.Records([]*anypb.Any{{TypeUrl: "type.googleapis.com/shop.Other", Value: []byte{8, 1}}}, nil)
 		_ = w.Close()
 		return buf.Bytes()
 	}()
@@ -168,6 +238,9 @@ func TestMalformed(t *testing.T) {
 		{"json text after end", append(bytes.Clone(js), "{}\n"...), "text after the end"},
 		{"json schema without descriptors", []byte(`{"format":"protobase-export","version":1,"schema":{}}` + "\n"), "no descriptors"},
 		{"json not a schema line", []byte(`{"format":"other","version":1}` + "\n"), `format is "other"`},
+		{"json schema with another Duration", []byte(`{"format":"protobase-export","version":1,"schema":{"types":["google.protobuf.Duration"],` +
+			`"descriptors":{"file":[{"name":"d.proto","package":"google.protobuf","messageType":[{"name":"Duration"}]}]}}}` + "\n" +
+			`{"type":"google.protobuf.Duration","record":"0s"}` + "\n"), "unlike the well-known type"},
 		{"json huge line", []byte(lines[0] + `{"type":"` + strings.Repeat("x", export.MaxMessageBytes) + "\"}\n"), "line 2"},
 	}
 	for _, c := range cases {
@@ -200,6 +273,13 @@ func TestParseFormat(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add(file(f, export.Binary, records(3), 2))
 	f.Add(file(f, export.JSON, records(3), 2))
+	for _, format := range []export.Format{export.Binary, export.JSON} {
+		var buf bytes.Buffer
+		w, _ := export.NewWriter(&buf, format, testSchema(), codec)
+		_ = w.Records(records(2), []uint64{5, 6})
+		_ = w.Close()
+		f.Add(buf.Bytes())
+	}
 	f.Add([]byte("PBEXPORT\x01"))
 	f.Add([]byte("{}\n"))
 	f.Add([]byte(`{"formAt":"protobase-export","version":1,"sChemA":{}}`))
@@ -213,7 +293,7 @@ func FuzzReader(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Records(recs); err != nil {
+		if err := w.Records(recs, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err != nil {

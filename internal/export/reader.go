@@ -25,10 +25,12 @@ type Reader struct {
 	types  map[string]bool
 	n      uint64 // records returned
 	ended  bool   // the end was read and matched n
+	ver    uint64 // the version of the record returned last, 0 if none
 
-	// binary
-	br      *countingReader
-	pending []*anypb.Any
+	// binary; pendingVers is parallel to pending, or empty
+	br          *countingReader
+	pending     []*anypb.Any
+	pendingVers []uint64
 
 	// JSON
 	lines *bufio.Scanner
@@ -173,13 +175,24 @@ func (r *Reader) Next() (*anypb.Any, error) {
 				return nil, fmt.Errorf("export file: message at offset %d, record %d: %w", off, i, err)
 			}
 		}
-		r.pending = recs.GetRecords()
+		if v := len(recs.GetVersions()); v != 0 && v != len(recs.GetRecords()) {
+			return nil, fmt.Errorf("export file: message at offset %d: %d versions for %d records", off, v, len(recs.GetRecords()))
+		}
+		r.pending, r.pendingVers = recs.GetRecords(), recs.GetVersions()
 	}
 	a := r.pending[0]
 	r.pending = r.pending[1:]
+	r.ver = 0
+	if len(r.pendingVers) > 0 {
+		r.ver, r.pendingVers = r.pendingVers[0], r.pendingVers[1:]
+	}
 	r.n++
 	return a, nil
 }
+
+// Version is the version of the record Next returned last, as the file
+// holds it (an export that asked for versions), or 0 when it holds none.
+func (r *Reader) Version() uint64 { return r.ver }
 
 // end checks the end's count against the records read.
 func (r *Reader) end(end *pb.ExportEnd) error {
@@ -266,7 +279,7 @@ func (r *Reader) nextJSON() (*anypb.Any, error) {
 		return nil, fmt.Errorf("export file line %d: %w", r.line, err)
 	}
 	if rec.End != nil {
-		if rec.Type != "" || rec.Record != nil {
+		if rec.Type != "" || rec.Record != nil || rec.Version != 0 {
 			return nil, fmt.Errorf("export file line %d: an end line holds a record", r.line)
 		}
 		if err := r.end(rec.End); err != nil {
@@ -287,6 +300,7 @@ func (r *Reader) nextJSON() (*anypb.Any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("export file line %d: %w", r.line, err)
 	}
+	r.ver = rec.Version
 	r.n++
 	return a, nil
 }

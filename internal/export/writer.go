@@ -67,22 +67,30 @@ func (w *Writer) line(b []byte) error {
 	return nil
 }
 
-// Records appends a batch of records.
-func (w *Writer) Records(recs []*anypb.Any) error {
+// Records appends a batch of records, with their versions when versions
+// is not empty (then it is parallel to recs).
+func (w *Writer) Records(recs []*anypb.Any, versions []uint64) error {
+	if len(versions) != 0 && len(versions) != len(recs) {
+		return fmt.Errorf("export: %d versions for %d records", len(versions), len(recs))
+	}
 	if w.format == Binary {
-		chunk := &pb.ExportChunk{Chunk: &pb.ExportChunk_Records{Records: &pb.ExportRecords{Records: recs}}}
+		chunk := &pb.ExportChunk{Chunk: &pb.ExportChunk_Records{Records: &pb.ExportRecords{Records: recs, Versions: versions}}}
 		if _, err := protodelim.MarshalTo(w.w, chunk); err != nil {
 			return fmt.Errorf("export: write records: %w", err)
 		}
 		w.n += uint64(len(recs))
 		return nil
 	}
-	for _, r := range recs {
+	for i, r := range recs {
 		js, err := w.codec.JSON(r)
 		if err != nil {
 			return fmt.Errorf("export: record %d to JSON: %w", w.n, err)
 		}
-		line, err := json.Marshal(jsonLine{Type: typeName(r.GetTypeUrl()), Record: js})
+		rl := jsonLine{Type: typeName(r.GetTypeUrl()), Record: js}
+		if len(versions) != 0 {
+			rl.Version = versions[i]
+		}
+		line, err := json.Marshal(rl)
 		if err != nil {
 			return fmt.Errorf("export: record %d: %w", w.n, err)
 		}
@@ -132,10 +140,13 @@ func typeName(url string) string {
 }
 
 // jsonLine is a record line of a JSON file; the last line has only End.
+// Version, written when the export asked for versions, is a string, as
+// protobuf JSON writes a 64-bit integer.
 type jsonLine struct {
-	Type   string          `json:"type,omitempty"`
-	Record json.RawMessage `json:"record,omitempty"`
-	End    *pb.ExportEnd   `json:"end,omitempty"`
+	Type    string          `json:"type,omitempty"`
+	Version uint64          `json:"version,omitempty,string"`
+	Record  json.RawMessage `json:"record,omitempty"`
+	End     *pb.ExportEnd   `json:"end,omitempty"`
 }
 
 // jsonEnd is the last line of a JSON file.

@@ -51,6 +51,7 @@ func TestDecodeLoadsStoredDescriptors(t *testing.T) {
 		wantCompiled bool
 	}{
 		{"stored descriptors", good, false},
+		{"format 2", edit(func(m map[string]any) { m["format"] = 2 }), false},
 		{"format 1", edit(func(m map[string]any) {
 			m["format"] = 1
 			delete(m, "descriptors")

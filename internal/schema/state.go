@@ -133,9 +133,40 @@ func (s *State) sortedTypes() []*RecordType {
 	return out
 }
 
-// stateFormat versions the encoding of State. Format 1 had no
-// descriptors: its sources are compiled again when decoded.
-const stateFormat = 2
+// Format versions the encoding of State, which Encode writes and Decode
+// checks. Format 1 had no descriptors: its sources are compiled again when
+// decoded. Format 3 is encoded as format 2 is; it marks a store written by
+// a release that keeps each record's version in a header in front of the
+// record's stored bytes (internal/store/pebble, version.go). Releases
+// before it read formats 1 and 2 only, so they refuse such a store at open
+// rather than misread its records, and the engine rewrites an older
+// state in this format when it opens a store (Engine's Open).
+const Format = 3
+
+// StoredFormat returns the format of an encoded State, reading nothing
+// else of it.
+func StoredFormat(b []byte) (int, error) {
+	var head struct {
+		Format int `json:"format"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return 0, fmt.Errorf("decode schema state: %w", err)
+	}
+	return head.Format, nil
+}
+
+// checkFormat refuses a format Decode cannot read, saying which side is
+// the newer one.
+func checkFormat(f int) error {
+	switch {
+	case f > Format:
+		return fmt.Errorf("decode schema state: format %d is newer than this binary reads (formats 1 to %d): "+
+			"the store was written by a later release of Protobase; run that release, or export with it and import here", f, Format)
+	case f < 1:
+		return fmt.Errorf("decode schema state: format %d, want 1 to %d", f, Format)
+	}
+	return nil
+}
 
 type stateJSON struct {
 	Format      int               `json:"format"`
@@ -179,7 +210,7 @@ func (s *State) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("encode schema state: %w", err)
 	}
 	head := stateHead{
-		Format:      stateFormat,
+		Format:      Format,
 		Version:     s.Version,
 		Types:       []typeJSON{},
 		NextTypeID:  s.NextTypeID,
@@ -269,8 +300,8 @@ func Decode(ctx context.Context, b []byte) (*State, error) {
 	if err := dec.Decode(&j); err != nil {
 		return nil, fmt.Errorf("decode schema state: %w", err)
 	}
-	if j.Format != stateFormat && j.Format != 1 {
-		return nil, fmt.Errorf("decode schema state: format %d, want 1 or %d", j.Format, stateFormat)
+	if err := checkFormat(j.Format); err != nil {
+		return nil, err
 	}
 	if j.NextTypeID == 0 || j.NextIndexID == 0 {
 		return nil, fmt.Errorf("decode schema state: id counters must start at 1")

@@ -101,12 +101,33 @@ func TestEncodeFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"format":2`, `"version":2`, `"next_type_id":4`, `"next_index_id":4`,
+	for _, want := range []string{`"format":3`, `"version":2`, `"next_type_id":4`, `"next_index_id":4`,
 		`{"name":"shop.User","id":1,"primary_key":["id"],"indexes":[{"name":"name","id":2,"fields":["name"],"state":"INDEX_STATE_READY"},{"name":"city_age","id":3,"fields":["address.city","age"],"unique":true,"state":"INDEX_STATE_FAILED","error":"duplicate key (\"Paris\", 3)"}]}`,
 		`<b>&amp;</b>`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("encoding lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// A state is written in the current format, which StoredFormat reads; a
+// state of a later format is refused, naming it as the newer side.
+func TestFormats(t *testing.T) {
+	b, err := sampleState(t).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := StoredFormat(b); err != nil || f != Format {
+		t.Fatalf("StoredFormat = %d, %v; want %d", f, err, Format)
+	}
+	if _, err := StoredFormat([]byte("{")); err == nil {
+		t.Fatal("StoredFormat of garbage succeeded")
+	}
+	later := bytes.Replace(b, []byte(`"format":3`), []byte(`"format":4`), 1)
+	_, err = Decode(context.Background(), later)
+	if err == nil || !strings.Contains(err.Error(), "format 4 is newer than this binary reads (formats 1 to 3)") ||
+		!strings.Contains(err.Error(), "later release") {
+		t.Fatalf("Decode of format 4: %v", err)
 	}
 }
 
@@ -128,7 +149,8 @@ func TestDecodeErrors(t *testing.T) {
 	tests := map[string]string{
 		"garbage":       "{",
 		"unknown field": edit(func(m map[string]any) { m["extra"] = 1 }),
-		"format":        edit(func(m map[string]any) { m["format"] = 3 }),
+		"format 0":      edit(func(m map[string]any) { m["format"] = 0 }),
+		"format 4":      edit(func(m map[string]any) { m["format"] = 4 }),
 		"zero counter":  edit(func(m map[string]any) { m["next_index_id"] = 0 }),
 		"bad source":    edit(func(m map[string]any) { m["files"].(map[string]any)["orders.proto"] = "nope" }),
 		"missing type":  edit(func(m map[string]any) { m["types"] = m["types"].([]any)[1:] }),

@@ -331,6 +331,17 @@ func (e *CompactedError) Error() string {
 // Unwrap makes a CompactedError match ErrCompacted.
 func (e *CompactedError) Unwrap() error { return ErrCompacted }
 
+// HeaderChecker is implemented by the iterators of a store that keeps each
+// record's version in a header in front of the record's stored bytes
+// (Pebble; etcd's versions are revisions it keeps itself), for the
+// checker: HeaderProblem says what is wrong with the header of the entry
+// the iterator is on, "" when it is well formed, when the entry is not a
+// record's, or when the record was stored without a header (before
+// versions existed).
+type HeaderChecker interface {
+	HeaderProblem() string
+}
+
 // SpanFilterer is a store whose tables' bloom filters can be left out
 // where no point lookup reads them (the Pebble store; see its
 // Store.SetUnfilteredSpans).

@@ -3692,7 +3692,9 @@ type ExportRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Record types (full names) to export; empty: every type (for a scoped
 	// key, every type in its scope).
-	Types         []string `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	Types []string `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	// Also send each record's version (ExportRecords.versions).
+	Versions      bool `protobuf:"varint,2,opt,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3732,6 +3734,13 @@ func (x *ExportRequest) GetTypes() []string {
 		return x.Types
 	}
 	return nil
+}
+
+func (x *ExportRequest) GetVersions() bool {
+	if x != nil {
+		return x.Versions
+	}
+	return false
 }
 
 // ExportChunk is one piece of an export stream: exactly one schema,
@@ -3911,8 +3920,11 @@ func (x *ExportSchema) GetDescriptors() *descriptorpb.FileDescriptorSet {
 // ExportRecords is a batch of records, each of one of the exported types;
 // a type's records come in primary-key order, types one after another.
 type ExportRecords struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Records       []*anypb.Any           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*anypb.Any           `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Each record's version, parallel to records, when the request asked
+	// for them (ExportRequest.versions); empty otherwise.
+	Versions      []uint64 `protobuf:"varint,2,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3950,6 +3962,13 @@ func (*ExportRecords) Descriptor() ([]byte, []int) {
 func (x *ExportRecords) GetRecords() []*anypb.Any {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *ExportRecords) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
 	}
 	return nil
 }
@@ -4677,9 +4696,10 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"BackupFile\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"%\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"A\n" +
 	"\rExportRequest\x12\x14\n" +
-	"\x05types\x18\x01 \x03(\tR\x05types\"\xb2\x01\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\x12\x1a\n" +
+	"\bversions\x18\x02 \x01(\bR\bversions\"\xb2\x01\n" +
 	"\vExportChunk\x124\n" +
 	"\x06schema\x18\x01 \x01(\v2\x1a.protobase.v1.ExportSchemaH\x00R\x06schema\x127\n" +
 	"\arecords\x18\x02 \x01(\v2\x1b.protobase.v1.ExportRecordsH\x00R\arecords\x12+\n" +
@@ -4693,9 +4713,10 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
 	"\rExportRecords\x12.\n" +
-	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\"%\n" +
+	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x1a\n" +
+	"\bversions\x18\x02 \x03(\x04R\bversions\"%\n" +
 	"\tExportEnd\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\"\xd6\x01\n" +
 	"\fWatchRequest\x12\x14\n" +

@@ -142,6 +142,21 @@ func (i *Iter) Version() uint64 {
 	return ver
 }
 
+// HeaderProblem says what is wrong with the version header of the record
+// the iterator is on (store.HeaderChecker): "" when nothing is, off a
+// record's key, when not positioned, or when the value cannot be read
+// (Error says why).
+func (i *Iter) HeaderProblem() string {
+	if !i.Valid() {
+		return ""
+	}
+	v, err := i.it.ValueAndErr()
+	if err != nil {
+		return ""
+	}
+	return i.s.recs.problem(i.it.Key(), v)
+}
+
 // SetBounds changes the iterator's bounds to [lower, upper) (copied) and
 // unpositions it; call First, Last or a seek next. Reusing an iterator this
 // way is cheaper than creating a new one, and keeps its point-in-time view.

@@ -58,6 +58,22 @@ func (r *records) split(key, v []byte) ([]byte, uint64) {
 	return v, r.floor
 }
 
+// problem says what is wrong with the header of the value v stored under
+// key, "" when nothing is. A value that does not start with the format
+// byte was stored before versions and has no header to be wrong.
+func (r *records) problem(key, v []byte) string {
+	switch {
+	case !r.has(key) || len(v) == 0 || v[0] != versionFormat:
+		return ""
+	case len(v) < headerLen:
+		return fmt.Sprintf("the value starts a version header (byte %02x) but holds %d bytes, fewer than the header's %d",
+			versionFormat, len(v), headerLen)
+	case binary.BigEndian.Uint64(v[1:headerLen]) == 0:
+		return "the version header holds version 0, which means absent"
+	}
+	return ""
+}
+
 // recSpan is how an iterator's bounds lie against the record span, so
 // that Value compares no key when they lie wholly inside or outside it
 // (the engine's iterators read one type's records or one index).

@@ -18,7 +18,7 @@ func (s *Service) Export(req *pb.ExportRequest, st grpc.ServerStreamingServer[pb
 	if err != nil {
 		return err
 	}
-	opts := engine.ExportOptions{Types: req.GetTypes()}
+	opts := engine.ExportOptions{Types: req.GetTypes(), Versions: req.GetVersions()}
 	send := st.Send
 	if id != nil {
 		opts.Allows = id.AllowsType
