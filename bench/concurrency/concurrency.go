@@ -80,7 +80,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		"conditional: every record of a batch carries a version condition (the version its last update acknowledged)",
 		"patch: one field of ten (WRITE_OP_PATCH, fields f3) against an update of the whole row",
 		fmt.Sprintf("counter: %d clients each sending single-record patches that add 1 to one counter, each waiting for its acknowledgement; counter update: the same clients updating that record whole instead, the adds' ceiling", g.Clients),
-		fmt.Sprintf("transactions: %d clients, each transaction reads two random rows of %d and writes both (low contention), against the same two writes sent without reads or conditions", g.Clients, txRows))
+		fmt.Sprintf("transactions: %d clients, each transaction reads two random rows of the %d and writes both (low contention); 2 writes: the same clients sending the two writes as one batch, without reads or conditions", g.Clients, g.Streams*batchesPerStream*g.Batch))
 	return res, nil
 }
 
@@ -105,7 +105,7 @@ func (g *Experiment) measureTarget(ctx context.Context, env *bench.Env, t *bench
 		{"counter add", "increments/s", g.counter(t, ctr, false)},
 		{"counter update", "updates/s", g.counter(t, set, true)},
 	}
-	ws = append(ws, g.transactions(ctx, t)...)
+	ws = append(ws, g.transactions(u)...)
 	for _, w := range ws {
 		label := fmt.Sprintf("%s store=%s", w.name, store)
 		s, err := env.Measure(ctx, label, w.w)

@@ -2,14 +2,92 @@ package concurrency
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/client"
 )
 
-// txRows is how many rows the transactions pick their two from.
-const txRows = 10000
+// transactions are the transaction workloads on u's rows: g.Clients
+// clients each running transactions that read two random rows and write
+// both back, and the same clients sending the two writes alone, with no
+// reads and no conditions. Rows are many, so conflicts are rare.
+func (g *Experiment) transactions(u *rows) []named {
+	return []named{
+		{"2 writes", "operations/s", g.clients(u, false)},
+		{"transaction 2 reads + 2 writes", "transactions/s", g.clients(u, true)},
+	}
+}
 
-// transactions are the transaction workloads (none yet).
-func (g *Experiment) transactions(ctx context.Context, t *bench.Target) []named {
-	return nil
+// clients runs g.Clients clients for d, each committing one pair of
+// writes at a time: in a transaction (tx), or as one plain batch.
+func (g *Experiment) clients(u *rows, tx bool) bench.Workload {
+	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var total atomic.Int64
+		errs := make([]error, g.Clients)
+		var wg sync.WaitGroup
+		start := time.Now()
+		deadline := start.Add(d)
+		for cl := 0; cl < g.Clients; cl++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(cl), uint64(start.UnixNano()))) //nolint:gosec // a workload, not a secret
+				for time.Now().Before(deadline) {
+					a, b := u.base+rng.Int64N(int64(u.n)), u.base+rng.Int64N(int64(u.n))
+					if a == b {
+						continue
+					}
+					var err error
+					if tx {
+						err = transfer(ctx, u.t, a, b)
+					} else {
+						_, err = u.t.Client.Apply(ctx, client.Batch{Op: client.Update, Records: []proto.Message{
+							&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, a, 3)},
+							&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, b, 3)},
+						}})
+					}
+					if err != nil {
+						errs[cl] = err
+						cancel()
+						return
+					}
+					total.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return bench.Count{}, err
+			}
+		}
+		return bench.Count{Ops: total.Load(), Elapsed: time.Since(start)}, nil
+	}
+}
+
+// transfer reads rows a and b in a transaction and writes both back
+// changed: the shape of a transfer between two accounts.
+func transfer(ctx context.Context, t *bench.Target, a, b int64) error {
+	return t.Client.Transact(ctx, func(tx *client.Tx) error {
+		recs, err := tx.Get("protobase_lab.concurrency.Row", a, b)
+		if err != nil {
+			return err
+		}
+		if len(recs) != 2 {
+			return fmt.Errorf("rows %d and %d: %d found", a, b, len(recs))
+		}
+		return tx.Update(
+			&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, a, 4)},
+			&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, b, 4)})
+	}, client.TxOptions{})
 }

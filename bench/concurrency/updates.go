@@ -37,6 +37,8 @@ const patchField = 3
 // version, and the conditions of batch i point at it.
 type rows struct {
 	t        *bench.Target
+	base     int64 // the first row's id; the rows' ids follow it
+	n        int   // rows
 	streams  int
 	full     [][2][]*anypb.Any
 	patch    [][2][]*anypb.Any
@@ -48,7 +50,7 @@ type rows struct {
 func (g *Experiment) loadRows(ctx context.Context, t *bench.Target) (*rows, error) {
 	base := time.Now().UnixNano() / 1000 // ids no earlier run on an --addr server used
 	n := g.Streams * batchesPerStream
-	u := &rows{t: t, streams: g.Streams, full: make([][2][]*anypb.Any, n), patch: make([][2][]*anypb.Any, n),
+	u := &rows{t: t, base: base, n: n * g.Batch, streams: g.Streams, full: make([][2][]*anypb.Any, n), patch: make([][2][]*anypb.Any, n),
 		conds: make([][]*pb.Condition, n), versions: make([]uint64, n)}
 	for i := 0; i < n; i++ {
 		first := base + int64(i*g.Batch)

@@ -27,7 +27,7 @@ type benchOptions struct {
 	chart    string
 	out      string
 
-	// store and etcd* are --store etcd: ingest and batching also measure
+	// store and etcd* are --store etcd: ingest, batching and concurrency also measure
 	// an embedded server on that etcd cluster, beside Pebble.
 	store         string
 	etcdEndpoints []string
@@ -36,7 +36,7 @@ type benchOptions struct {
 
 // etcdExperiments are the experiments that measure the etcd store beside
 // Pebble with --store etcd; the others refuse it.
-var etcdExperiments = map[string]bool{"ingest": true, "batching": true}
+var etcdExperiments = map[string]bool{"ingest": true, "batching": true, "concurrency": true}
 
 // addLabFlags adds the flags every experiment shares to pf.
 func addLabFlags(pf *pflag.FlagSet, o *benchOptions) {
@@ -44,7 +44,7 @@ func addLabFlags(pf *pflag.FlagSet, o *benchOptions) {
 	pf.DurationVar(&o.duration, "duration", bench.DefaultDuration, fmt.Sprintf("length of one run (--quick: %v)", bench.QuickDuration))
 	pf.DurationVar(&o.warmup, "warmup", bench.DefaultWarmup, fmt.Sprintf("unmeasured warm-up before the runs of each configuration (--quick: %v)", bench.QuickWarmup))
 	pf.BoolVar(&o.quick, "quick", false, "short runs on small data, every experiment in under a minute in all")
-	pf.StringVar(&o.store, "store", "pebble", "pebble, or etcd: ingest and batching also measure an embedded server on the etcd cluster of --etcd-endpoints")
+	pf.StringVar(&o.store, "store", "pebble", "pebble, or etcd: ingest, batching and concurrency also measure an embedded server on the etcd cluster of --etcd-endpoints")
 	pf.StringSliceVar(&o.etcdEndpoints, "etcd-endpoints", nil, "etcd members' client addresses, HOST:PORT, comma-separated (with --store etcd)")
 	pf.StringVar(&o.etcdPrefix, "etcd-prefix", "", "key prefix below which each embedded server gets a fresh store (default \"/protobase-bench/\"; with --store etcd)")
 }
