@@ -234,7 +234,7 @@ func (tx *Tx) run(fn func(tx *Tx) error) (conflict bool, err error) {
 
 // check commits a batch of conditions alone.
 func (c *Client) check(ctx context.Context, conds []*pb.Condition) error {
-	_, err := c.Apply(ctx, Batch{Op: Update, Conditions: conds})
+	_, err := c.Apply(ctx, Batch{Conditions: conds})
 	return err
 }
 

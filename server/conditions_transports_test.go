@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
@@ -80,6 +81,45 @@ func TestConditionNATS(t *testing.T) {
 		if wr.Records != 1 || e.version(id) == 0 {
 			t.Fatalf("json %v: the batch whose conditions held: %v", json, &wr)
 		}
+	}
+}
+
+// The NATS write endpoint takes a whole WriteStreamRequest: a patch with
+// its fields, a batch of several operations, and a check of conditions
+// alone with no operation, each applied as over gRPC; a record with no
+// operation is refused.
+func TestNATSWriteEndpoint(t *testing.T) {
+	ts := startTransports(t, server.Config{})
+	e := &condEnv{t: t, ts: ts}
+	ts.MustWrite(insert, []*anypb.Any{e.user(1, "Ann"), e.user(2, "Bob")})
+	for i, json := range []bool{false, true} {
+		c := newNATSClient(t, ts, ts.Srv.NATSURL(), json)
+		var wr pb.WriteResponse
+		name := fmt.Sprintf("Ann%d", i)
+		c.mustCall(natstransport.SubjectWrite, &pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Fields: []string{"name"},
+			Records: []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": 1, "name": %q}`, name))}}, &wr)
+		recs, err := ts.C.Get(context.Background(), "shop.User", 1)
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("json %v: after the patch: %v %v", json, recs, err)
+		}
+		desc := ts.Desc("shop.User")
+		got, want := dynamicpb.NewMessage(desc), dynamicpb.NewMessage(desc)
+		if proto.Unmarshal(recs[0].Value, got) != nil || proto.Unmarshal(e.user(1, name).Value, want) != nil || !proto.Equal(got, want) {
+			t.Fatalf("json %v: after the patch %v, want %v", json, got, want)
+		}
+		v := e.version(1)
+		st := c.call(natstransport.SubjectWrite, &pb.WriteStreamRequest{Conditions: conds(client.IfKey(e.key(1), v+1))}, &wr)
+		wantNATSCode(t, st, codes.Aborted)
+		c.mustCall(natstransport.SubjectWrite, &pb.WriteStreamRequest{Conditions: conds(client.IfKey(e.key(1), v))}, &wr)
+		id := 10 + i
+		c.mustCall(natstransport.SubjectWrite, &pb.WriteStreamRequest{Records: []*anypb.Any{e.user(id, "new"), e.key(2)},
+			Ops: []pb.WriteOp{pb.WriteOp_WRITE_OP_INSERT, pb.WriteOp_WRITE_OP_REMOVE}}, &wr)
+		if e.version(id) == 0 || e.version(2) != 0 {
+			t.Fatalf("json %v: the batch of an insert and a remove: versions %d, %d", json, e.version(id), e.version(2))
+		}
+		ts.MustWrite(insert, []*anypb.Any{e.user(2, "Bob")})
+		st = c.call(natstransport.SubjectWrite, &pb.WriteStreamRequest{Records: []*anypb.Any{e.user(20, "x")}}, &wr)
+		wantNATSCode(t, st, codes.InvalidArgument)
 	}
 }
 

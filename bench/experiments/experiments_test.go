@@ -11,7 +11,7 @@ import (
 // Importing the package registers all six experiments, listed by name,
 // each found by Lookup as a fresh instance.
 func TestAllRegistered(t *testing.T) {
-	want := []string{"batching", "fetch", "ingest", "layout", "patterns", "transports", "watch"}
+	want := []string{"batching", "concurrency", "fetch", "ingest", "layout", "patterns", "transports", "watch"}
 	var got []string
 	for _, x := range bench.Experiments() {
 		got = append(got, x.Name())

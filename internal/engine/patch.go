@@ -60,6 +60,9 @@ func (w *Writer) resolveOps(b Batch) Op {
 func (w *Writer) checkOps(op Op, records int) error {
 	patch := len(w.batch.Fields) > 0 || len(w.batch.Add) > 0
 	if len(w.ops) == 0 {
+		if op == 0 && records == 0 && !patch {
+			return nil // a check of the batch's conditions names no operation
+		}
 		if op < OpInsert || op > OpPatch {
 			return &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown write operation"}
 		}

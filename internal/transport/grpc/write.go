@@ -88,7 +88,9 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 // it were made durable.
 func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *auth.Identity, req *pb.WriteStreamRequest) error {
 	op, ok := engine.OpFromProto(req.Op)
-	if !ok && len(req.Ops) == 0 { // with ops, each record names its own
+	// With ops each record names its own; a batch of conditions alone is
+	// a check and needs none.
+	if !ok && len(req.Ops) == 0 && len(req.Records) > 0 {
 		// Abort makes the earlier batches durable and names this one,
 		// with their counts, like any other failed batch.
 		return w.Abort(apierror.Errorf(apierror.InvalidArgument, "op %v is not a write operation", req.Op))

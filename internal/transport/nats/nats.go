@@ -122,6 +122,9 @@ const (
 	// SubjectGetRecords serves the Get RPC: many keys of one type, as
 	// JSON values or key records, on one snapshot.
 	SubjectGetRecords = "records.get"
+	// SubjectWrite takes one WriteStreamRequest: a batch with its own
+	// operation (or one per record), conditions and patch.
+	SubjectWrite = "write"
 )
 
 // Subject returns the full subject of an endpoint under prefix.
@@ -342,6 +345,7 @@ var endpoints = []endpoint{
 	{"update", SubjectUpdate, auth.RoleWrite, inOrder, writeOp(engine.OpUpdate)},
 	{"upsert", SubjectUpsert, auth.RoleWrite, inOrder, writeOp(engine.OpUpsert)},
 	{"remove", SubjectRemove, auth.RoleWrite, inOrder, writeOp(engine.OpRemove)},
+	{"write", SubjectWrite, auth.RoleWrite, inOrder, (*Service).writeBatch},
 	{"query", SubjectQuery, auth.RoleRead, pooled, (*Service).query},
 	{"get", SubjectGet, auth.RoleRead, pooled, (*Service).get},
 	{"records-get", SubjectGetRecords, auth.RoleRead, pooled, (*Service).getRecords},
@@ -696,24 +700,41 @@ func (s *Service) getRecords(r *request) {
 	s.reply(r, resp)
 }
 
-// writeOp is the handler of the write endpoint of op.
+// writeOp is the handler of the write endpoint of op: a WriteRequest is
+// one batch of op.
 func writeOp(op engine.Op) func(*Service, *request) {
-	return func(s *Service, r *request) { s.write(op, r) }
+	return func(s *Service, r *request) {
+		req := new(pb.WriteRequest)
+		err := s.decode(r, req)
+		s.write(r, engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions}, err)
+	}
 }
 
-// write applies one batch in arrival order, then waits for durability off
-// the delivery goroutine (see the package comment).
-func (s *Service) write(op engine.Op, r *request) {
-	batch := new(pb.WriteRequest)
+// writeBatch is the handler of the write endpoint: a WriteStreamRequest
+// is one batch with its own operation or one per record, its conditions
+// and its patch (ack is implied: the reply comes once it is durable).
+func (s *Service) writeBatch(r *request) {
+	req := new(pb.WriteStreamRequest)
+	err := s.decode(r, req)
+	op, ok := engine.OpFromProto(req.Op)
+	if err == nil && !ok && len(req.Ops) == 0 && len(req.Records) > 0 {
+		err = apierror.Errorf(apierror.InvalidArgument, "op %v is not a write operation", req.Op)
+	}
+	s.write(r, engine.Batch{Op: op, Records: req.Records, Ops: req.Ops, Conditions: req.Conditions, Fields: req.Fields, Add: req.Add}, err)
+}
+
+// write applies batch b, which decoding refused with err when not nil, in
+// arrival order, then waits for durability off the delivery goroutine
+// (see the package comment).
+func (s *Service) write(r *request, b engine.Batch, err error) {
 	w := s.e.NewWriter()
-	err := s.decode(r, batch)
 	if err == nil {
-		err = r.id.CheckWrite(batch.Records, batch.Conditions)
+		err = r.id.CheckWrite(b.Records, b.Conditions)
 	}
 	if err != nil {
 		err = w.Abort(err)
 	} else {
-		err = w.Apply(s.ctx, engine.Batch{Op: op, Records: batch.Records, Conditions: batch.Conditions})
+		err = w.Apply(s.ctx, b)
 	}
 	if err != nil {
 		_ = w.Close()
