@@ -342,6 +342,7 @@ func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*a
 		}
 		err = w.commit(b, cat, op, dups)
 		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+			err = w.recheckRefusal(b, err)
 			break
 		}
 		// Another server wrote a key the checks read, or changed the
@@ -352,6 +353,31 @@ func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*a
 		}
 	}
 	return storeError(err)
+}
+
+// recheckRefusal judges again the conditions of a batch that a shared
+// store's records refused (an insert of a key that exists, an update of
+// one that does not): the conditions were read on a snapshot older than
+// the reads that refused it, so a writer in between may have changed
+// what they name, and a transaction that read the key before that writer
+// must fail its condition (ABORTED, which it retries), not the record
+// check. Conditions that still hold on a fresh snapshot, later than the
+// refusing reads, leave the refusal standing.
+func (w *Writer) recheckRefusal(b store.WriteBatch, err error) error {
+	var ae *apierror.Error
+	if err == nil || len(w.conds.list) == 0 || !w.e.st.Shared() || !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.Code {
+	case apierror.NotFound, apierror.AlreadyExists, apierror.OutOfRange:
+	default:
+		return err
+	}
+	b.Reset()
+	if cerr := w.checkConditions(b); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // maxConflicts bounds how often one batch is re-checked after losing its
