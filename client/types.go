@@ -26,8 +26,10 @@ import (
 type Types struct {
 	version uint64
 	records map[string]bool // record types (full names)
-	files   *protoregistry.Files
-	types   *dynamicpb.Types
+	// keys holds each record type's primary-key field paths, in order.
+	keys  map[string][]string
+	files *protoregistry.Files
+	types *dynamicpb.Types
 }
 
 // NewTypes builds the types of a GetSchema response.
@@ -39,9 +41,11 @@ func NewTypes(schema *pb.GetSchemaResponse) (*Types, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema version %d: build descriptors: %w", schema.GetVersion(), err)
 	}
-	t := &Types{version: schema.GetVersion(), records: map[string]bool{}, files: files, types: dynamicpb.NewTypes(files)}
+	t := &Types{version: schema.GetVersion(), records: map[string]bool{}, keys: map[string][]string{},
+		files: files, types: dynamicpb.NewTypes(files)}
 	for _, rt := range schema.GetTypes() {
 		t.records[rt.GetName()] = true
+		t.keys[rt.GetName()] = rt.GetPrimaryKey()
 	}
 	return t, nil
 }

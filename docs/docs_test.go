@@ -300,3 +300,48 @@ func TestEngineKnowsNoTransport(t *testing.T) {
 		}
 	}
 }
+
+// The Go blocks of docs/concurrency.md are parts of the runnable examples
+// in client/example_tx_test.go, which go test runs and checks the output
+// of: each block's lines, indentation aside, appear in that order there.
+func TestConcurrencyExamplesRun(t *testing.T) {
+	const page, examples = "docs/concurrency.md", "client/example_tx_test.go"
+	src := "\n" + strings.Join(trimmedLines(read(t, examples)), "\n") + "\n"
+	n := 0
+	for line, block := range goBlocks(read(t, page)) {
+		n++
+		if !strings.Contains(src, "\n"+strings.Join(trimmedLines(block), "\n")+"\n") {
+			t.Errorf("%s:%d: this Go block is not a part of %s:\n%s", page, line, examples, block)
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s has no Go block", page)
+	}
+}
+
+// goBlocks returns the fenced Go blocks of a page by the line of their
+// opening fence.
+func goBlocks(text string) map[int]string {
+	out := map[int]string{}
+	start, body := 0, []string(nil)
+	for i, l := range strings.Split(text, "\n") {
+		switch {
+		case start == 0 && strings.TrimSpace(l) == "```go":
+			start, body = i+1, nil
+		case start != 0 && strings.TrimSpace(l) == "```":
+			out[start] = strings.Join(body, "\n")
+			start = 0
+		case start != 0:
+			body = append(body, l)
+		}
+	}
+	return out
+}
+
+func trimmedLines(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		out = append(out, strings.TrimSpace(l))
+	}
+	return out
+}
