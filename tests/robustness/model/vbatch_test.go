@@ -167,6 +167,8 @@ func (g *vmGen) badPatch(b *vmBatch, t *vmType) {
 			vmBadPatch{[]string{"profile.nope"}, nil, "profile.nope"},
 			vmBadPatch{nil, []string{"profile"}, "profile"},
 			vmBadPatch{nil, []string{"tags"}, "tags"},
+			vmBadPatch{[]string{"profile", "profile.city"}, nil, "profile.city"},
+			vmBadPatch{[]string{"profile.level"}, []string{"profile"}, "profile"},
 		)
 	}
 	c := cases[g.rng.IntN(len(cases))]

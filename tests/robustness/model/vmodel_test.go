@@ -83,8 +83,9 @@ type vmType struct {
 	// no entry), and uniqFields the fields a WriteError names for it.
 	uniq       func(m protoreflect.Message) []string
 	uniqFields []string
-	// setPaths may be named in a patch's fields, addPaths in its add.
-	// Paths that overlap (profile, profile.city) never share a patch.
+	// setPaths may be named in a patch's fields (a repeated field is
+	// replaced whole), addPaths in its add. Paths that overlap (profile,
+	// profile.city) never share a valid patch.
 	setPaths, addPaths []string
 	filters            []vmFilter
 }
@@ -153,7 +154,7 @@ var vmTypes = []*vmType{
 			}
 			return []string{vmGet(m, "email").String()}
 		},
-		setPaths: []string{"email", "team", "score", "balance", "profile", "profile.city", "profile.level", "rating", "hits"},
+		setPaths: []string{"email", "team", "score", "balance", "profile", "profile.city", "profile.level", "rating", "hits", "tags"},
 		addPaths: []string{"score", "balance", "visits", "profile.level", "rating", "delta", "hits"},
 		filters:  vmAccountFilters,
 	},
@@ -417,7 +418,15 @@ func vmPatch(stored, rec *dynamicpb.Message, fields, add []string) (*dynamicpb.M
 			continue
 		}
 		v := vmGet(rec, path)
-		if fd := vmField(rec.Descriptor(), path); fd.Kind() == protoreflect.MessageKind {
+		switch fd := vmField(rec.Descriptor(), path); {
+		case fd.IsList():
+			vmClear(out, path)
+			l := out.Mutable(fd).List() // top-level: no list lies within a message here
+			for i := range v.List().Len() {
+				l.Append(v.List().Get(i))
+			}
+			continue
+		case fd.Kind() == protoreflect.MessageKind:
 			v = protoreflect.ValueOfMessage(proto.Clone(v.Message().Interface()).ProtoReflect())
 		}
 		vmSetPath(out, path, v)
