@@ -61,6 +61,8 @@ func (c Config) Validate() error {
 	}{
 		{"MaxMessageBytes", c.MaxMessageBytes < 0},
 		{"MaxRecordsPerBatch", c.MaxRecordsPerBatch < 0},
+		{"MaxConditionsPerBatch", c.MaxConditionsPerBatch < 0},
+		{"MaxConditionReads", c.MaxConditionReads < 0},
 		{"MaxInflightBytes", c.MaxInflightBytes < 0},
 		{"SearchWorkers", c.SearchWorkers < 0},
 		{"MaxResultRecords", c.MaxResultRecords < 0},

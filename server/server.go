@@ -104,6 +104,11 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxRecordsPerBatch caps the records of one write batch (default 10,000).
 	MaxRecordsPerBatch int
+	// MaxConditionsPerBatch caps the conditions of one write batch
+	// (default 1,000), and MaxConditionReads the records its query
+	// conditions read together (default 10,000); see docs/write.md.
+	MaxConditionsPerBatch int
+	MaxConditionReads     int
 	// MaxInflightBytes caps the bytes of write batches applied at once
 	// (default 256 MiB).
 	MaxInflightBytes int64
@@ -369,6 +374,9 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		WatchRetention:       max(cfg.WatchRetention, 0),
 		WatchRetentionBytes:  max(cfg.WatchRetentionBytes, 0),
 		WatchTailBytes:       cfg.WatchTailBytes,
+
+		MaxConditionsPerBatch: cfg.MaxConditionsPerBatch,
+		MaxConditionReads:     cfg.MaxConditionReads,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)

@@ -37,6 +37,8 @@ type serveOptions struct {
 	sync             bool
 	maxMessageBytes  int
 	maxBatchRecords  int
+	maxBatchConds    int
+	maxCondReads     int
 	maxInflightBytes int64
 	cacheBytes       int64
 	memTableBytes    int64
@@ -288,6 +290,8 @@ func (o *serveOptions) addListenerFlags(f *pflag.FlagSet) {
 func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.maxMessageBytes, "max-message-bytes", 0, "largest gRPC message accepted, in bytes, at least 512 (0: 64 MiB)")
 	f.IntVar(&o.maxBatchRecords, "max-batch-records", 0, "most records in one write batch (0: 10000)")
+	f.IntVar(&o.maxBatchConds, "max-batch-conditions", 0, "most conditions in one write batch (0: 1000)")
+	f.IntVar(&o.maxCondReads, "max-condition-reads", 0, "most records the query conditions of one write batch read together (0: 10000)")
 	f.Int64Var(&o.maxInflightBytes, "max-inflight-bytes", 0, "the write budget: most bytes of write requests decoded and of batches not yet durable; as many more may wait for room (0: 256 MiB)")
 	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
 	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search, Scan, Watch, Get and Query responses built and not yet written, server-wide (0: 256 MiB)")

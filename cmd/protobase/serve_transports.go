@@ -67,6 +67,9 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		InsecureNoAuth:     o.insecureNoAuth,
 		AdminKey:           os.Getenv("PROTOBASE_ADMIN_KEY"),
 
+		MaxConditionsPerBatch: o.maxBatchConds,
+		MaxConditionReads:     o.maxCondReads,
+
 		MaxStreamsPerConn:    o.maxStreamsPerConn,
 		MaxResultBufferBytes: o.maxResultBufferBytes,
 		MaxSearchQueries:     o.maxSearchQueries,
@@ -116,6 +119,8 @@ var configFlags = map[string]string{
 	"NATSKeyBytesPerSecond": "--nats-key-bytes-per-second",
 	"MaxMessageBytes":       "--max-message-bytes",
 	"MaxRecordsPerBatch":    "--max-batch-records",
+	"MaxConditionsPerBatch": "--max-batch-conditions",
+	"MaxConditionReads":     "--max-condition-reads",
 	"MaxInflightBytes":      "--max-inflight-bytes",
 	"CacheBytes":            "--cache-bytes",
 	"MemTableBytes":         "--memtable-bytes",

@@ -40,11 +40,14 @@ type Error struct {
 	Err error
 }
 
-// Error renders the message with the batch, record, type and field of a
-// failed write in front, as the status message carries it.
+// Error renders the message with the batch, record (or condition), type
+// and field of a failed write in front, as the status message carries it.
 func (e *Error) Error() string {
 	if w := e.Write; w != nil {
 		s := fmt.Sprintf("batch %d, record %d", w.Batch, w.Record)
+		if w.Condition != nil {
+			s = fmt.Sprintf("batch %d, condition %d", w.Batch, *w.Condition)
+		}
 		if w.TypeUrl != "" {
 			s += " (" + w.TypeUrl + ")"
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"testing"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
 func TestConstructors(t *testing.T) {
@@ -65,6 +67,24 @@ func TestCodeString(t *testing.T) {
 	for c, want := range map[Code]string{OK: "OK", InvalidArgument: "InvalidArgument", Unauthenticated: "Unauthenticated", 99: "Code(99)"} {
 		if c.String() != want {
 			t.Errorf("%d.String() = %q, want %q", uint32(c), c.String(), want)
+		}
+	}
+}
+
+// A write error names its record, or the condition that failed, in front
+// of the reason.
+func TestWriteErrorMessage(t *testing.T) {
+	cond := uint32(2)
+	for _, tc := range []struct {
+		w    *pb.WriteError
+		want string
+	}{
+		{&pb.WriteError{Batch: 1, Record: 3, TypeUrl: "u", Field: "email"}, "batch 1, record 3 (u), field email: why"},
+		{&pb.WriteError{Batch: 1, Record: 3, Condition: &cond, TypeUrl: "u"}, "batch 1, condition 2 (u): why"},
+		{&pb.WriteError{Batch: 0, Condition: &cond, Field: "filter"}, "batch 0, condition 2, field filter: why"},
+	} {
+		if got := (&Error{Code: Aborted, Msg: "why", Write: tc.w}).Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
 		}
 	}
 }

@@ -50,6 +50,16 @@ import (
 type Options struct {
 	// MaxRecordsPerBatch caps the records of one write batch (0: 10,000).
 	MaxRecordsPerBatch int
+	// MaxConditionsPerBatch caps the conditions of one write batch (0:
+	// 1,000): a transaction's commit carries one per record or query it
+	// read.
+	MaxConditionsPerBatch int
+	// MaxConditionReads bounds the records the query conditions of one
+	// write batch read together, their matches and the records their
+	// filters pass over (0: 10,000); a batch that reads more is
+	// RESOURCE_EXHAUSTED. They are read under the write lock: the bound
+	// keeps one batch from holding it long.
+	MaxConditionReads int
 	// MaxMessageBytes is the largest request message the transports
 	// accept. The engine does not enforce it; GetSchema reports it so that
 	// clients can size their batches (0: not reported).
@@ -120,6 +130,12 @@ type Options struct {
 	// negative: none).
 	WatchTailBytes int64
 }
+
+// The defaults of Options.MaxConditionsPerBatch and MaxConditionReads.
+const (
+	DefaultMaxConditionsPerBatch = 1000
+	DefaultMaxConditionReads     = 10000
+)
 
 // DefaultWatchTailBytes is the default of Options.WatchTailBytes.
 const DefaultWatchTailBytes = changelog.DefaultTailBytes
@@ -313,6 +329,12 @@ func (e *Engine) syncApplied() (uint64, error) {
 func (opts *Options) withDefaults() {
 	if opts.MaxRecordsPerBatch <= 0 {
 		opts.MaxRecordsPerBatch = 10000
+	}
+	if opts.MaxConditionsPerBatch <= 0 {
+		opts.MaxConditionsPerBatch = DefaultMaxConditionsPerBatch
+	}
+	if opts.MaxConditionReads <= 0 {
+		opts.MaxConditionReads = DefaultMaxConditionReads
 	}
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = 256 << 20

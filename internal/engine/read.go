@@ -27,6 +27,12 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
+	return e.compileIn(e.cat.Load(), q)
+}
+
+// compileIn is compile against the catalog cat: a write batch's query
+// conditions are compiled against the catalog its records are.
+func (e *Engine) compileIn(cat *catalog, q *pb.Query) (*compiled, error) {
 	if q == nil {
 		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "query is missing"}
 	}
@@ -35,7 +41,7 @@ func (e *Engine) compile(q *pb.Query) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := e.cat.Load().lookup(q.GetType())
+	t := cat.lookup(q.GetType())
 	if t == nil || q.GetType() == "" {
 		return nil, &apierror.Error{Code: apierror.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
 	}

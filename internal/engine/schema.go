@@ -104,6 +104,9 @@ func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*sc
 			p := keyspace.IndexPrefix(ix.ID)
 			b.DeleteRange(p, keyspace.PrefixEnd(p))
 		}
+		if e.st.Shared() {
+			b.Delete(keyspace.AppendWrittenKey(nil, t.ID))
+		}
 	}
 	for _, ix := range res.DroppedIndexes {
 		p := keyspace.IndexPrefix(ix.ID)

@@ -53,6 +53,8 @@ type Writer struct {
 	batchBytes int64
 	// batch is the batch Apply is applying: its conditions and patch.
 	batch Batch
+	// conds are the batch's conditions, compiled (conditions.go).
+	conds conditions
 
 	// Per-batch scratch.
 	arena  []byte
@@ -116,6 +118,7 @@ func (e *Engine) NewWriter() *Writer {
 func (w *Writer) forget() {
 	w.Use(Reserved{}) // a reservation Apply did not take: its request is refused
 	w.batch = Batch{}
+	w.conds.forget()
 	clear(w.preps)
 	clear(w.ov)
 	w.entry.Forget()
@@ -133,7 +136,7 @@ func (w *Writer) Records() uint64 { return w.records }
 // wait for durability; call Sync before acknowledging.
 func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	defer w.forget()
-	w.batch = b
+	w.batch, w.conds.ctx = b, ctx
 	op, recs := b.Op, b.Records
 	if err := w.apply(ctx, op, recs); err != nil {
 		var e *apierror.Error
@@ -204,7 +207,7 @@ func (w *Writer) waitOldest() error {
 func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	e := w.e
 	size, err := w.admit(ctx, op, recs)
-	if err != nil || len(recs) == 0 {
+	if err != nil || (len(recs) == 0 && len(w.batch.Conditions) == 0) {
 		return err
 	}
 	held, err := w.takeReserved(ctx, size)
@@ -230,7 +233,8 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	} else {
 		b = e.st.NewWriteBatch()
 	}
-	if err := w.commitLocked(b, cat, op, recs, dups); err != nil {
+	if err := w.commitLocked(b, cat, op, recs, dups); err != nil || len(recs) == 0 {
+		// Nothing to wait for: a failed batch, or one of conditions alone.
 		b.Reset()
 		w.free = append(w.free, b)
 		return err
@@ -339,6 +343,9 @@ const maxConflicts = 16
 func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) error {
 	e := w.e
 	b.Expect(keySchema, cat.ver)
+	if done, err := w.commitConditions(b); done || err != nil {
+		return err
+	}
 	// The batch's records carry its commit sequence as their version
 	// (a store that numbers its batches itself ignores it).
 	b.Stamp(e.writeMu.seq + 1)
@@ -398,7 +405,7 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 		}
 		dups = dups || d
 	}
-	return dups, nil
+	return dups, w.compileConditions(cat)
 }
 
 // prepareRecord validates record i and appends its record key and (unless

@@ -12,6 +12,9 @@
 //	00 "build/" indexID(4 BE)  -> the last record key an index build indexed
 //	00 "build/" indexID(4 BE) "/" lease -> the build's lock (shared stores)
 //	00 "log/" commit(8 BE)     -> the change-log entry of one commit (Watch)
+//	00 "written/" typeID(4 BE) -> empty: the type's write mark, which every
+//	                              batch writing the type rewrites (shared
+//	                              stores only)
 //	01 typeID(4 BE) pk         -> record bytes, exactly as received (the
 //	                              Pebble store keeps the record's version
 //	                              in front of them and strips it on reads)
@@ -81,6 +84,12 @@ const (
 	// the part's number (4 bytes big-endian): they sort after the commit's
 	// own key and before the next commit's.
 	LogPrefix = "\x00log/"
+	// WrittenPrefix starts a type's write mark on a shared store (etcd):
+	// every write batch that writes a record of the type also rewrites its
+	// mark (the type id, 4 bytes big-endian, follows), so that a batch
+	// whose query condition read the type conflicts with any batch that
+	// wrote the type since: it expects the mark at the version it read.
+	WrittenPrefix = "\x00written/"
 	// StorePrefix starts the Pebble store's own keys: the mark of a store
 	// with an index instance, so that one whose index directory went
 	// missing is refused, not read without its index entries, and the
@@ -137,6 +146,11 @@ func numberedKey(key []byte, prefix string) (n uint64, ok bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(key[len(prefix):]), true
+}
+
+// AppendWrittenKey appends the write mark key of a type (WrittenPrefix).
+func AppendWrittenKey(dst []byte, typeID uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(dst, WrittenPrefix...), typeID)
 }
 
 // BuildKey returns the checkpoint key of the build of an index; its lock

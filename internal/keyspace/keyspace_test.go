@@ -118,6 +118,7 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x %q indexID(4) \"/\" lease", TagMeta, BuildPrefix[1:]): true,
 		fmt.Sprintf("%02x %q commit(8)", TagMeta, LogPrefix[1:]):                true,
 		fmt.Sprintf("%02x %q commit(8) part(4)", TagMeta, LogPrefix[1:]):        true,
+		fmt.Sprintf("%02x %q typeID(4)", TagMeta, WrittenPrefix[1:]):            true,
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,

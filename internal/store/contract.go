@@ -42,8 +42,11 @@
 //     shared sync (Pebble: one fsync of its write-ahead log; etcd commits
 //     each batch durably before ApplyBatch returns, and Wait returns at
 //     once).
-//   - An empty batch writes nothing: its ApplyBatch and Wait succeed at
-//     once and say nothing about earlier batches.
+//   - An empty batch writes nothing: its Wait succeeds at once and says
+//     nothing about earlier batches. Its ApplyBatch succeeds at once too,
+//     but for its preconditions (Read, ReadAbsent, Expect), which a store
+//     that enforces them still checks (ErrConflict): a batch of
+//     preconditions alone is a check of them at one instant.
 //
 // A store whose SyncWrites is false (Pebble opened without Options.Sync)
 // does not wait for durability: Wait returns immediately, and recently

@@ -126,7 +126,9 @@ func (b *batch) Close() { b.ops, b.cmps, b.at = nil, nil, nil }
 // ApplyBatch commits b as one transaction. A failed comparison is
 // store.ErrConflict; a transaction the cluster refuses as too large is
 // store.ErrLimit; one it never got is store.ErrUnavailable, and one sent
-// without an answer store.ErrOutcomeUnknown (commitErr). An empty batch
+// without an answer store.ErrOutcomeUnknown (commitErr). A batch without
+// writes sends its comparisons alone (a transaction that changes
+// nothing and takes no revision), and one without comparisons either
 // sends nothing.
 func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	b, ok := wb.(*batch)
@@ -136,7 +138,7 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	if b.applied {
 		return errApplied
 	}
-	if len(b.ops) == 0 {
+	if len(b.ops) == 0 && len(b.cmps) == 0 {
 		b.applied = true
 		return nil
 	}

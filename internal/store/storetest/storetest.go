@@ -43,6 +43,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConflictUnchanged", testConflictUnchanged, true},
 		{"ConflictRange", testConflictRange, true},
 		{"ConflictVersion", testConflictVersion, true},
+		{"ConflictNoWrites", testConflictNoWrites, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -168,4 +169,43 @@ func testConflictVersion(t *testing.T, b Backend) {
 	conflict(t, kv, expect(recKey(1)), func(w store.WriteBatch) { w.Set(recKey(1), []byte("1")) })
 	conflict(t, kv, expect(recKey(1)), func(w store.WriteBatch) { w.Delete(recKey(1)) })
 	conflict(t, kv, expect(recKey(2)), func(w store.WriteBatch) { w.Set(recKey(2), []byte("2")) })
+}
+
+// A batch that writes nothing still checks its preconditions on a store
+// that enforces them: ApplyBatch fails with ErrConflict once what it read
+// changed, and succeeds while it holds. A pure check (a read-only
+// transaction's commit) relies on it.
+func testConflictNoWrites(t *testing.T, b Backend) {
+	kv := b.Open(t)
+	v := &versioned{kv: kv}
+	v.commit(t, func(w store.WriteBatch) { w.Set(recKey(1), []byte("1")) })
+	check := func() store.WriteBatch {
+		w := kv.NewWriteBatch()
+		_, ver, _, err := kv.GetVersioned(recKey(1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Expect(recKey(1), ver)
+		if _, _, err := w.Read(recKey(2), nil, true); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w := check()
+	defer w.Close()
+	if err := kv.ApplyBatch(w); err != nil {
+		t.Fatalf("ApplyBatch of a batch without writes whose preconditions hold: %v", err)
+	}
+	for _, interfere := range []func(store.WriteBatch){
+		func(w store.WriteBatch) { w.Set(recKey(1), []byte("1")) },
+		func(w store.WriteBatch) { w.Set(recKey(2), []byte("2")) },
+	} {
+		w := check()
+		v.commit(t, interfere)
+		if err := kv.ApplyBatch(w); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("ApplyBatch of a batch without writes after what it read changed: %v, want ErrConflict", err)
+		}
+		w.Close()
+		v.commit(t, func(w store.WriteBatch) { w.Delete(recKey(2)) })
+	}
 }
