@@ -231,8 +231,8 @@ func (r *vmRun) count(b *vmBatch, err error) {
 }
 
 // outcome checks a stream's error against the ways the batch at index
-// batch may fail (none: it must succeed), with applied and records the
-// batches and records applied before it.
+// batch may fail (none: it must succeed); the batches before it, holding
+// records records, stay applied.
 func (r *vmRun) outcome(label string, fails []vmFail, batch, records int, err error) {
 	t := r.t
 	t.Helper()

@@ -326,15 +326,19 @@ func (b *vmBatch) String() string {
 // the model after b, whose written records are not yet versioned (commit
 // sets their version).
 func (m vmModel) evaluate(b *vmBatch) ([]vmFail, vmModel, []string) {
+	var fails []vmFail
 	if b.invalid != nil {
-		return []vmFail{*b.invalid}, nil, nil
+		fails = append(fails, *b.invalid)
 	}
 	for i, r := range b.recs {
 		if r.t == nil {
-			return []vmFail{{code: codes.InvalidArgument, record: i, url: r.any.TypeUrl, cond: -1}}, nil, nil
+			fails = append(fails, vmFail{code: codes.InvalidArgument, record: i, url: r.any.TypeUrl, cond: -1})
+			break
 		}
 	}
-	var fails []vmFail
+	if len(fails) > 0 {
+		return fails, nil, nil
+	}
 	for i, c := range b.conds {
 		if f := c.check(m, i); f != nil {
 			fails = append(fails, *f)
