@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -190,10 +191,9 @@ func (w *Writer) keyTarget(cat *catalog, cd *cond, i int, k *anypb.Any) error {
 	cs := &w.conds
 	start := len(cs.keys)
 	cs.keys = append(cs.keys, t.prefix...)
-	var field string
 	var err error
-	if cs.keys, field, err = appendKey(cs.keys, k.GetValue(), t.pk); err != nil {
-		return condError(apierror.InvalidArgument, i, t.url, "key", "key record, field "+field+": "+err.Error())
+	if cs.keys, _, err = appendKey(cs.keys, k.GetValue(), t.pk); err != nil {
+		return condError(apierror.InvalidArgument, i, t.url, "key", "key record: "+err.Error())
 	}
 	*cd = cond{on: onKey, t: t, key: span{int32(start), int32(len(cs.keys))}}
 	return nil
@@ -278,7 +278,11 @@ func compileError(i int, url, field string, err error) error {
 	if ae.Code != apierror.InvalidArgument && ae.Code != apierror.NotFound {
 		return err
 	}
-	return condError(apierror.InvalidArgument, i, url, field, field+": "+ae.Msg)
+	msg := ae.Msg
+	if !strings.HasPrefix(msg, field+": ") {
+		msg = field + ": " + msg
+	}
+	return condError(apierror.InvalidArgument, i, url, field, msg)
 }
 
 // condError is the error of condition i of the current batch; the writer
@@ -314,30 +318,34 @@ func (w *Writer) commitConditions(b store.WriteBatch) (done bool, err error) {
 // from and, on a shared store, makes what it read a precondition of b.
 func (w *Writer) checkConditions(b store.WriteBatch) error {
 	cs := &w.conds
-	view := store.View(w.e.st)
+	rd := condReader{v: w.e.st}
 	if w.e.st.Shared() {
 		snap, err := w.e.st.OpenSnapshot()
 		if err != nil {
 			return err
 		}
 		defer snap.Close()
-		view = snap
-	}
-	it, err := view.NewIterator(nil, nil)
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	if err := w.prefetchConditions(it); err != nil {
-		return err
+		if rd.it, err = snap.NewIterator(nil, nil); err != nil {
+			return err
+		}
+		defer rd.it.Close()
+		rd.v = snap
+		cs.fetch = cs.fetch[:0]
+		for i := range cs.list {
+			cs.fetch = append(cs.fetch, cs.bytes(cs.list[i].key))
+		}
+		if err := rd.it.Prefetch(cs.fetch); err != nil {
+			return err
+		}
 	}
 	cs.reads = 0
 	for i := range cs.list {
 		c := &cs.list[i]
+		var err error
 		if c.on == onQuery {
-			err = w.checkQuery(view, it, b, i, c)
+			err = w.checkQuery(rd, b, i, c)
 		} else {
-			err = w.checkRecord(it, b, i, c)
+			err = w.checkRecord(rd, b, i, c)
 		}
 		if err != nil {
 			return err
@@ -346,33 +354,36 @@ func (w *Writer) checkConditions(b store.WriteBatch) error {
 	return nil
 }
 
-// prefetchConditions reads, on a shared store, every key the conditions
-// name in one round of requests.
-func (w *Writer) prefetchConditions(it store.Iterator) error {
-	if !w.e.st.Shared() {
-		return nil
+// condReader reads what the conditions name: on a shared store from one
+// snapshot, its point reads through an iterator that fetched them all in
+// one round of requests; otherwise the latest state (under writeMu), its
+// point reads by Get, the cheapest there (what build reads with).
+type condReader struct {
+	v  store.View
+	it store.Iterator // shared stores only
+}
+
+// get reads key and its version (0 when absent).
+func (rd condReader) get(key, dst []byte) ([]byte, uint64, bool, error) {
+	if rd.it == nil {
+		return rd.v.GetVersioned(key, dst)
 	}
-	cs := &w.conds
-	cs.fetch = cs.fetch[:0]
-	for i := range cs.list {
-		cs.fetch = append(cs.fetch, cs.bytes(cs.list[i].key))
+	val, found, err := rd.it.Lookup(key, dst)
+	if err != nil || !found {
+		return val, 0, false, err
 	}
-	return it.Prefetch(cs.fetch)
+	return val, rd.it.Version(), true, nil
 }
 
 // checkRecord checks condition i on one record.
-func (w *Writer) checkRecord(it store.Iterator, b store.WriteBatch, i int, c *cond) error {
+func (w *Writer) checkRecord(rd condReader, b store.WriteBatch, i int, c *cond) error {
 	cs := &w.conds
 	key := cs.bytes(c.key)
-	val, found, err := it.Lookup(key, cs.buf[:0])
+	val, ver, found, err := rd.get(key, cs.buf[:0])
 	if err != nil {
 		return err
 	}
 	cs.buf = val
-	var ver uint64
-	if found {
-		ver = it.Version()
-	}
 	b.Expect(key, ver)
 	switch {
 	case c.hasVersion && ver != c.version:
@@ -402,18 +413,14 @@ func versionReason(found, want uint64) string {
 	return "the record is at version " + strconv.FormatUint(found, 10) + "; version " + strconv.FormatUint(want, 10) + " expected"
 }
 
-// checkQuery checks condition i on the matches of a query, read from view.
-func (w *Writer) checkQuery(view store.View, it store.Iterator, b store.WriteBatch, i int, c *cond) error {
+// checkQuery checks condition i on the matches of a query.
+func (w *Writer) checkQuery(rd condReader, b store.WriteBatch, i int, c *cond) error {
 	cs := &w.conds
-	if w.e.st.Shared() {
+	if rd.it != nil {
 		mark := cs.bytes(c.key)
-		_, found, err := it.Lookup(mark, cs.buf[:0])
+		_, ver, _, err := rd.get(mark, cs.buf[:0])
 		if err != nil {
 			return err
-		}
-		var ver uint64
-		if found {
-			ver = it.Version()
 		}
 		b.Expect(mark, ver)
 	}
@@ -422,7 +429,7 @@ func (w *Writer) checkQuery(view store.View, it store.Iterator, b store.WriteBat
 		ctx = context.Background()
 	}
 	limit := w.e.opts.MaxConditionReads
-	cu := &cursor{e: w.e, c: c.q, r: view}
+	cu := &cursor{e: w.e, c: c.q, r: rd.v}
 	var n, top uint64
 	var over bool
 	var ferr error
@@ -447,6 +454,8 @@ func (w *Writer) checkQuery(view store.View, it store.Iterator, b store.WriteBat
 	})
 	cu.flushStats()
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return apierror.From(ctx.Err()) // the call's end: CANCELLED or DEADLINE_EXCEEDED
 	case err != nil:
 		return err
 	case ferr != nil:
