@@ -93,14 +93,15 @@ func ExampleClient_Apply() {
 		log.Fatal(err) //nolint:gocritic // an example: any failure ends it, temporary files and all
 	}
 	read := vers[0]
-	cond := &pb.Condition{Target: &pb.Condition_Record{Record: 0}, Version: proto.Uint64(read)}
 	_, err = c.Apply(ctx, client.Batch{Op: client.Update,
-		Records: []proto.Message{account(1, balance(recs[0])+10)}, Conditions: []*pb.Condition{cond}})
+		Records:    []proto.Message{account(1, balance(recs[0])+10)},
+		Conditions: []*pb.Condition{client.IfVersion(0, read)}})
 	fmt.Println("first update:", err)
 
 	// The same update again: the record is no longer at the version read.
 	_, err = c.Apply(ctx, client.Batch{Op: client.Update,
-		Records: []proto.Message{account(1, balance(recs[0])+10)}, Conditions: []*pb.Condition{cond}})
+		Records:    []proto.Message{account(1, balance(recs[0])+10)},
+		Conditions: []*pb.Condition{client.IfVersion(0, read)}})
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		fmt.Println("second update:", ce.Status.Code(), "condition", ce.Write.GetCondition(), "found a newer version:", ce.Write.GetVersion() > read)

@@ -291,7 +291,7 @@ func (tx *Tx) keyCondition(r *txRecord, version uint64) {
 		return
 	}
 	r.cond = true
-	tx.conds = append(tx.conds, &pb.Condition{Target: &pb.Condition_Key{Key: r.rk.key}, Version: proto.Uint64(version)})
+	tx.conds = append(tx.conds, IfKey(r.rk.key, version))
 }
 
 // Insert buffers inserts of recs (generated messages, dynamic ones, or

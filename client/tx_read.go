@@ -216,15 +216,13 @@ func (tx *Tx) search(qs []*pb.Query, sent []int, out [][]*anypb.Any) error {
 func (tx *Tx) readQuery(q *pb.Query, recs []*anypb.Any, vers []uint64, count uint64) error {
 	cq := proto.Clone(q).(*pb.Query)
 	cq.Versions, cq.Explain, cq.KeysOnly, cq.Count = false, false, false, false
-	c := &pb.Condition{Target: &pb.Condition_Query{Query: cq}}
-	if q.GetCount() {
-		c.Count = proto.Uint64(count)
-	} else {
+	c := IfCount(cq, count)
+	if !q.GetCount() {
 		var top uint64
 		for _, v := range vers {
 			top = max(top, v)
 		}
-		c.Count, c.MaxVersion = proto.Uint64(uint64(len(recs))), proto.Uint64(top)
+		c = IfQuery(cq, uint64(len(recs)), top)
 	}
 	// One condition per query: what a query read twice saw first is what
 	// the commit checks (if the second read saw otherwise, the first no
