@@ -152,7 +152,7 @@ func (g *vmGen) conds(m vmModel, b *vmBatch) {
 		n = 1 + g.rng.IntN(3)
 	}
 	for range n {
-		right := g.rng.IntN(5) > 0
+		right := g.rng.IntN(6) > 0
 		switch k := g.rng.IntN(3); {
 		case k == 0 && len(b.recs) > 0:
 			b.conds = append(b.conds, g.recordCond(m, b, right))

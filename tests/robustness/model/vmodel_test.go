@@ -123,10 +123,10 @@ var vmTypes = []*vmType{
 				vmSet(m, "email", protoreflect.ValueOfString(e))
 			}
 			vmSet(m, "team", protoreflect.ValueOfString(pick(rng, "", "red", "blue")))
-			vmSet(m, "score", protoreflect.ValueOfInt32(int32(vmSmall(rng, math.MinInt32, math.MaxInt32, 12))))
-			vmSet(m, "balance", protoreflect.ValueOfInt64(vmSmall(rng, math.MinInt64, math.MaxInt64, 16)))
+			vmSet(m, "score", protoreflect.ValueOfInt32(int32(vmSmall(rng, math.MinInt32, math.MaxInt32, 5))))
+			vmSet(m, "balance", protoreflect.ValueOfInt64(vmSmall(rng, math.MinInt64, math.MaxInt64, 8)))
 			visits := uint32(rng.IntN(6))
-			if rng.IntN(12) == 0 {
+			if rng.IntN(6) == 0 {
 				visits = math.MaxUint32 - rng.Uint32N(3)
 			}
 			vmSet(m, "visits", protoreflect.ValueOfUint32(visits))
@@ -140,9 +140,9 @@ var vmTypes = []*vmType{
 				tags.Append(protoreflect.ValueOfString(pick(rng, "a", "b", "")))
 			}
 			vmSet(m, "rating", protoreflect.ValueOfFloat64(float64(rng.IntN(9)-4)/2))
-			vmSet(m, "delta", protoreflect.ValueOfInt64(vmSmall(rng, math.MinInt64, math.MaxInt64, 16)))
+			vmSet(m, "delta", protoreflect.ValueOfInt64(vmSmall(rng, math.MinInt64, math.MaxInt64, 8)))
 			hits := uint64(rng.IntN(6))
-			if rng.IntN(16) == 0 {
+			if rng.IntN(8) == 0 {
 				hits = math.MaxUint64 - rng.Uint64N(3)
 			}
 			vmSet(m, "hits", protoreflect.ValueOfUint64(hits))
@@ -169,7 +169,7 @@ var vmTypes = []*vmType{
 			if h := optionalValue(rng, "h%d", 10); h != vmAbsent {
 				vmSet(m, "handle", protoreflect.ValueOfString(h))
 			}
-			vmSet(m, "level", protoreflect.ValueOfInt32(int32(vmSmall(rng, math.MinInt32, math.MaxInt32, 12))))
+			vmSet(m, "level", protoreflect.ValueOfInt32(int32(vmSmall(rng, math.MinInt32, math.MaxInt32, 5))))
 			vmSet(m, "note", protoreflect.ValueOfString(pick(rng, "", "n", strings.Repeat("z", rng.IntN(30)))))
 		},
 		order: func(m protoreflect.Message) string {
