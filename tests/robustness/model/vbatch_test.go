@@ -1,10 +1,13 @@
 package model_test
 
 import (
+	"math"
 	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -51,6 +54,7 @@ func (g *vmGen) batch(m vmModel, kind int) *vmBatch {
 			b.recs = append(b.recs, g.record(m, t, b.op))
 		}
 		g.patch(b, t)
+		g.extreme(b)
 	case vmOpsBatch:
 		// The batch's op is ignored when each record names its own.
 		b.op = pick(g.rng, pb.WriteOp_WRITE_OP_UNSPECIFIED, pb.WriteOp_WRITE_OP_INSERT, pb.WriteOp_WRITE_OP_PATCH)
@@ -67,6 +71,7 @@ func (g *vmGen) batch(m vmModel, kind int) *vmBatch {
 		}
 		if patched {
 			g.patch(b, pt)
+			g.extreme(b)
 		}
 	case vmCheck:
 		b.op = pick(g.rng, wmOps...)
@@ -132,6 +137,42 @@ func (g *vmGen) patch(b *vmBatch, t *vmType) {
 	if g.rng.IntN(20) == 0 {
 		g.badPatch(b, t)
 	}
+}
+
+// extreme makes, one time in four, a patched record of b add the largest
+// or smallest value of one add field's type: with a stored value of the
+// same sign, the sum overflows.
+func (g *vmGen) extreme(b *vmBatch) {
+	if len(b.add) == 0 || b.invalid != nil || g.rng.IntN(4) > 0 {
+		return
+	}
+	var patched []int
+	for i := range b.recs {
+		if b.opOf(i) == pb.WriteOp_WRITE_OP_PATCH {
+			patched = append(patched, i)
+		}
+	}
+	r := b.recs[pick(g.rng, patched...)]
+	path := pick(g.rng, b.add...)
+	var v protoreflect.Value
+	switch vmField(r.msg.Descriptor(), path).Kind() {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind:
+		v = protoreflect.ValueOfInt32(pick(g.rng, int32(math.MaxInt32), math.MinInt32))
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind:
+		v = protoreflect.ValueOfInt64(pick(g.rng, int64(math.MaxInt64), math.MinInt64))
+	case protoreflect.Uint32Kind:
+		v = protoreflect.ValueOfUint32(math.MaxUint32)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		v = protoreflect.ValueOfUint64(math.MaxUint64)
+	default:
+		return // a double does not overflow
+	}
+	vmSetPath(r.msg, path, v)
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.msg)
+	if err != nil {
+		panic(err)
+	}
+	r.raw, r.any.Value = raw, raw
 }
 
 func (g *vmGen) shuffled(s []string) []string {

@@ -37,9 +37,9 @@ import (
 func TestVersionModel(t *testing.T) {
 	for _, b := range harness.Backends {
 		t.Run(b.Name, func(t *testing.T) {
-			seeds, rounds, streams := []uint64{1, 2}, 3, 50
+			seeds, rounds, streams := []uint64{1, 2, 3}, 3, 60
 			if testing.Short() || b.Name != "pebble" {
-				seeds, rounds, streams = seeds[:1], 2, 40
+				seeds = seeds[:1]
 			}
 			harness.RunSeeds(t, seeds, func(t *testing.T, seed uint64) {
 				runVersionModel(t, b, rand.New(rand.NewPCG(seed, 31)), rounds, streams)

@@ -344,10 +344,8 @@ func (m vmModel) evaluate(b *vmBatch) ([]vmFail, vmModel, []string) {
 			fails = append(fails, *f)
 		}
 	}
-	next, written, f := m.applyRecords(b)
-	if f != nil {
-		fails = append(fails, *f)
-	}
+	next, written, recFails := m.applyRecords(b)
+	fails = append(fails, recFails...)
 	if len(fails) > 0 {
 		return fails, nil, nil
 	}
@@ -356,15 +354,20 @@ func (m vmModel) evaluate(b *vmBatch) ([]vmFail, vmModel, []string) {
 
 // applyRecords applies b's records one by one, each seeing those before
 // it, to a copy of m, and returns it with the keys written (removed ones
-// included), or the first record's failure.
-func (m vmModel) applyRecords(b *vmBatch) (vmModel, []string, *vmFail) {
+// included), or how the first record to fail fails (a patch overflowing
+// in several fields may name any of them).
+func (m vmModel) applyRecords(b *vmBatch) (vmModel, []string, []vmFail) {
 	next := maps.Clone(m)
 	var written []string
 	for i, r := range b.recs {
 		op := b.opOf(i)
 		old, found := next[r.key()]
-		recFail := func(code codes.Code, field string) *vmFail {
-			return &vmFail{code: code, record: i, field: field, url: r.any.TypeUrl, cond: -1, checkField: true}
+		recFail := func(code codes.Code, fields ...string) []vmFail {
+			var out []vmFail
+			for _, f := range fields {
+				out = append(out, vmFail{code: code, record: i, field: f, url: r.any.TypeUrl, cond: -1, checkField: true})
+			}
+			return out
 		}
 		switch {
 		case op == pb.WriteOp_WRITE_OP_INSERT && found:
@@ -379,9 +382,9 @@ func (m vmModel) applyRecords(b *vmBatch) (vmModel, []string, *vmFail) {
 		}
 		nr := &vmRec{t: r.t, pk: r.pk, msg: r.msg, raw: r.any.Value}
 		if op == pb.WriteOp_WRITE_OP_PATCH {
-			msg, field := vmPatch(old.msg, r.msg, b.fields, b.add)
-			if field != "" {
-				return nil, nil, recFail(codes.OutOfRange, field)
+			msg, over := vmPatch(old.msg, r.msg, b.fields, b.add)
+			if len(over) > 0 {
+				return nil, nil, recFail(codes.OutOfRange, over...)
 			}
 			nr.msg, nr.raw = msg, nil
 		}
@@ -413,8 +416,8 @@ func (m vmModel) commit(next vmModel, written []string, ver uint64) {
 // vmPatch returns stored with the patch applied: each path of fields
 // takes rec's value (cleared when rec lacks it), and each path of add has
 // rec's value added to stored's (absent counts as 0). On an overflow it
-// returns the path that overflowed.
-func vmPatch(stored, rec *dynamicpb.Message, fields, add []string) (*dynamicpb.Message, string) {
+// returns the paths that overflow.
+func vmPatch(stored, rec *dynamicpb.Message, fields, add []string) (*dynamicpb.Message, []string) {
 	out := proto.Clone(stored).(*dynamicpb.Message)
 	for _, path := range fields {
 		if !vmHas(rec, path) {
@@ -435,15 +438,19 @@ func vmPatch(stored, rec *dynamicpb.Message, fields, add []string) (*dynamicpb.M
 		}
 		vmSetPath(out, path, v)
 	}
+	var over []string
 	for _, path := range add {
 		fd := vmField(rec.Descriptor(), path)
 		sum, ok := vmAdd(fd.Kind(), vmGet(out, path), vmGet(rec, path))
 		if !ok {
-			return nil, path
+			over = append(over, path)
 		}
 		vmSetPath(out, path, sum)
 	}
-	return out, ""
+	if len(over) > 0 {
+		return nil, over
+	}
+	return out, nil
 }
 
 // vmClear clears the field at path of m, if the messages on the way are
