@@ -331,7 +331,10 @@ func runTransactModel(t *testing.T, b harness.Backend, seed uint64, txs int) {
 			servers = append(servers, servertest.New(t, cfg2))
 		}
 		if phase == 0 {
-			servers[0].MustApply(map[string]string{"tm.proto": txModelProto})
+			v := servers[0].MustApply(map[string]string{"tm.proto": txModelProto}).Version
+			for _, s := range servers[1:] {
+				tmAwaitSchema(t, s, v) // the other server learns it from the store
+			}
 			var seedRecs []*anypb.Any
 			for id := range int64(8) {
 				seedRecs = append(seedRecs, tmSlot{id: id, value: 10, group: tmGroup(id)}.any())
@@ -348,6 +351,25 @@ func runTransactModel(t *testing.T, b harness.Backend, seed uint64, txs int) {
 		stats := tmVerify(t, ts, runs, when)
 		ts.Stop()
 		t.Logf("%s: %v", when, stats)
+	}
+}
+
+// tmAwaitSchema waits until s serves schema version v.
+func tmAwaitSchema(t *testing.T, s *servertest.Server, v uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := s.C.GetSchema(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Version >= v {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second server still serves schema version %d, not %d", resp.Version, v)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
