@@ -404,22 +404,32 @@ func tmPhase(t *testing.T, servers []*servertest.Server, seed uint64, phase, txs
 		all = append(all, rs...)
 	}
 	for _, r := range all {
-		switch code := tmCode(r.err); {
-		case r.err == nil, errors.Is(r.err, client.ErrAborted), code == codes.NotFound:
-		default:
-			t.Fatalf("transaction %d (%s): %v", r.tx, r.desc, r.err)
-		}
+		r.checkErr(t)
 	}
 	return all
 }
 
-// tmCode is the gRPC code of a client error.
-func tmCode(err error) codes.Code {
+// checkErr fails t unless r committed, gave up ABORTED, or failed on a
+// blind write: a patch of a slot it did not read, removed meanwhile
+// (NOT_FOUND). A write to a slot it read cannot fail on the slot's
+// existence: the read's condition fails first, and the commit is ABORTED.
+func (r *tmRun) checkErr(t *testing.T) {
+	t.Helper()
 	var ce *client.Error
-	if errors.As(err, &ce) {
-		return ce.Status.Code()
+	switch {
+	case r.err == nil, errors.Is(r.err, client.ErrAborted):
+		return
+	case !errors.As(r.err, &ce) || ce.Status.Code() != codes.NotFound && ce.Status.Code() != codes.AlreadyExists:
+		t.Fatalf("transaction %d (%s): %v", r.tx, r.desc, r.err)
 	}
-	return codes.Unknown
+	i := int(ce.Write.GetRecord())
+	if i >= len(r.writes) {
+		t.Fatalf("transaction %d (%s): %v names record %d of its %d writes and a mark", r.tx, r.desc, r.err, i, len(r.writes))
+	}
+	if id := r.writes[i].s.id; r.conditioned[id] {
+		t.Errorf("transaction %d (%s) failed with %v on slot %d, which it read: the read's condition should have failed the commit with ABORTED, for Transact to run it again (reads %+v)",
+			r.tx, r.desc, r.err, id, r.reads)
+	}
 }
 
 // tmMatches is the window of a group query on state.
@@ -482,12 +492,12 @@ func (r *tmRun) apply(state map[int64]tmSlot) map[int64]tmSlot {
 
 // tmStats is what a verification found.
 type tmStats struct {
-	commits, readOnly, aborted, notFound int
+	commits, readOnly, aborted, blind int
 }
 
 func (s tmStats) String() string {
-	return fmt.Sprintf("%d transactions committed writes, %d read only, %d gave up ABORTED, %d NOT_FOUND",
-		s.commits, s.readOnly, s.aborted, s.notFound)
+	return fmt.Sprintf("%d transactions committed writes, %d read only, %d gave up ABORTED, %d failed on a blind write",
+		s.commits, s.readOnly, s.aborted, s.blind)
 }
 
 // tmCommit is one commit of the log: its position, the transaction its
@@ -539,7 +549,7 @@ func tmVerify(t *testing.T, ts *servertest.Server, runs []*tmRun, when string) t
 		case errors.Is(r.err, client.ErrAborted):
 			stats.aborted++
 		default:
-			stats.notFound++
+			stats.blind++
 		}
 	}
 	state := map[int64]tmSlot{}
