@@ -140,6 +140,16 @@ type tmRead struct {
 	seenQ []tmSlot
 }
 
+func (rd tmRead) String() string {
+	if rd.query {
+		return fmt.Sprintf("query group %s limit %d desc %v: %+v", rd.group, rd.limit, rd.desc, rd.seenQ)
+	}
+	if rd.seen == nil {
+		return fmt.Sprintf("slot %d: absent", rd.id)
+	}
+	return fmt.Sprintf("slot %d: %+v", rd.id, *rd.seen)
+}
+
 // tmWrite is one write of a transaction; a patch's value is the amount
 // added.
 type tmWrite struct {
@@ -427,7 +437,7 @@ func (r *tmRun) checkErr(t *testing.T) {
 		t.Fatalf("transaction %d (%s): %v names record %d of its %d writes and a mark", r.tx, r.desc, r.err, i, len(r.writes))
 	}
 	if id := r.writes[i].s.id; r.conditioned[id] {
-		t.Errorf("transaction %d (%s) failed with %v on slot %d, which it read: the read's condition should have failed the commit with ABORTED, for Transact to run it again (reads %+v)",
+		t.Errorf("transaction %d (%s) failed with %v on slot %d, which it read: the read's condition should have failed the commit with ABORTED, for Transact to run it again (reads %v)",
 			r.tx, r.desc, r.err, id, r.reads)
 	}
 }
@@ -578,7 +588,7 @@ func tmVerify(t *testing.T, ts *servertest.Server, runs []*tmRun, when string) t
 			delete(byTx, c.tx)
 			stats.commits++
 			if i := r.holds(state); i >= 0 {
-				t.Fatalf("%s: transaction %d (%s) committed at %d, but its read %d (%+v) does not hold just before: %v",
+				t.Fatalf("%s: transaction %d (%s) committed at %d, but its read %d (%v) does not hold just before: %v",
 					when, r.tx, r.desc, c.pos, i, r.reads[i], state)
 			}
 			next = r.apply(state)
@@ -606,7 +616,7 @@ func tmVerify(t *testing.T, ts *servertest.Server, runs []*tmRun, when string) t
 	}
 	for _, r := range readOnly {
 		if !held[r] {
-			t.Fatalf("%s: read-only transaction %d (%s) committed reads %+v that held together at no commit of the log", when, r.tx, r.desc, r.reads)
+			t.Fatalf("%s: read-only transaction %d (%s) committed reads %v that held together at no commit of the log", when, r.tx, r.desc, r.reads)
 		}
 	}
 	stats.readOnly = len(readOnly)
