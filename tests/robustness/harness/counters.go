@@ -75,9 +75,13 @@ type Counters struct {
 	// acked holds the position of each acknowledged batch whose
 	// acknowledgement promises survival (promise was set when it came).
 	acked map[uint64]uint64
-	// aborted holds the failed condition's key and the version the server
-	// found, for each batch refused with ABORTED.
-	aborted map[uint64][2]uint64
+	// aborted holds what the server said of each batch it refused with
+	// ABORTED.
+	aborted map[uint64]counterRefusal
+	// durable is the highest position acknowledged with a promise: every
+	// batch at or below it survives (batches are durable in commit
+	// order).
+	durable uint64
 	// lost holds the batches sent and found absent by a Verify: they must
 	// never appear.
 	lost map[uint64]bool
@@ -94,7 +98,7 @@ type Counters struct {
 // NewCounters is the model of a store where no counter exists yet.
 func NewCounters() *Counters {
 	return &Counters{next: 1, sent: map[uint64][]counterWrite{}, acked: map[uint64]uint64{},
-		aborted: map[uint64][2]uint64{}, lost: map[uint64]bool{}, promise: true}
+		aborted: map[uint64]counterRefusal{}, lost: map[uint64]bool{}, promise: true}
 }
 
 // counterRecord encodes counter id with n, last and some padding.
@@ -207,6 +211,7 @@ func (m *Counters) Write(ctx context.Context, c *client.Client, rng *rand.Rand) 
 			m.mu.Lock()
 			if m.promise {
 				m.acked[b] = ack.GetPosition()
+				m.durable = max(m.durable, ack.GetPosition())
 			}
 			m.mu.Unlock()
 			if m.OnAck != nil {
@@ -289,24 +294,41 @@ func (m *Counters) refused(b uint64, req *pb.WriteStreamRequest, err error) bool
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		m.aborted[b] = [2]uint64{uint64(m.condKey(b, int(*we.Condition))), we.GetVersion()}
+		w := m.condWrite(b, int(*we.Condition))
+		m.aborted[b] = counterRefusal{write: w, found: we.GetVersion(), floor: m.durable}
+		if !m.promise {
+			// The state refused on may be one the cut lost.
+			m.aborted[b] = counterRefusal{write: w, floor: 0, lostState: true}
+		}
 		return true
 	}
 	return false
 }
 
-// condKey is the counter of batch b's condition i: conditions are made
-// in the order of the batch's writes, one for each conditional one.
-func (m *Counters) condKey(b uint64, i int) int64 {
+// counterRefusal is a batch refused by one of its conditions: the write
+// the condition guarded, the version the server found, and the durable
+// position when it was refused. The version found may be of a batch
+// applied and not yet durable, which a kill or cut may lose; one at or
+// below floor is durable, so the log holds it.
+type counterRefusal struct {
+	write        counterWrite
+	found, floor uint64
+	lostState    bool // refused after the power was cut: nothing to check
+}
+
+// condWrite is the write of batch b that condition i guards: conditions
+// are made in the order of the batch's writes, one for each conditional
+// one.
+func (m *Counters) condWrite(b uint64, i int) counterWrite {
 	for _, w := range m.sent[b] {
 		if w.byVer || w.byFilt {
 			if i == 0 {
-				return w.id
+				return w
 			}
 			i--
 		}
 	}
-	return -1
+	return counterWrite{id: -1}
 }
 
 // fail keeps a writer's error unless a kill or cut explains it: a broken
@@ -371,17 +393,30 @@ func (m *Counters) Verify(t *testing.T, ts *servertest.Server, when string) Stat
 		if _, ok := logged[b]; ok {
 			t.Fatalf("%s: batch %d was refused by a condition, and is in the log", when, b)
 		}
-		if ab[1] != 0 && !slices.Contains(history[int64(ab[0])], ab[1]) {
-			t.Fatalf("%s: batch %d was refused finding counter %d at version %d, which it never had (%v)", when, b, ab[0], ab[1], history[int64(ab[0])])
+		w := ab.write
+		switch {
+		case ab.lostState:
+		case w.id < 0:
+			t.Fatalf("%s: batch %d was refused naming a condition it does not have", when, b)
+		case w.byVer && ab.found == w.version:
+			t.Fatalf("%s: batch %d was refused finding counter %d at version %d, the version it asked for", when, b, w.id, ab.found)
+		case ab.found != 0 && ab.found <= ab.floor && !slices.Contains(history[w.id], ab.found):
+			t.Fatalf("%s: batch %d was refused finding counter %d at version %d, below the durable %d, which it never had (%v)",
+				when, b, w.id, ab.found, ab.floor, history[w.id])
 		}
 	}
 	for b := range m.sent {
-		if _, ok := logged[b]; !ok && m.aborted[b] == [2]uint64{} {
+		if _, refused := m.aborted[b]; !refused && !isLogged(logged, b) {
 			m.lost[b] = true
 		}
 	}
 	m.compareState(t, ts, state, when)
 	return Stats{Acked: len(m.acked), Aborted: len(m.aborted), Logged: len(logged), Lost: len(m.lost)}
+}
+
+func isLogged(logged map[uint64]uint64, b uint64) bool {
+	_, ok := logged[b]
+	return ok
 }
 
 // replay replays the log's changes of counters, checking each commit
