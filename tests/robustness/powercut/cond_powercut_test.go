@@ -26,9 +26,9 @@ func TestPowerCutConditional(t *testing.T) {
 }
 
 func runPowerCutConditional(t *testing.T, seed uint64) {
-	rounds := 12
+	rounds := *powercutRounds
 	if testing.Short() || harness.RaceEnabled {
-		rounds = 4
+		rounds = min(rounds, 6)
 	}
 	rng := rand.New(rand.NewPCG(seed, 14))
 	m := harness.NewCounters()
