@@ -36,7 +36,7 @@ import (
 func TestTransactModel(t *testing.T) {
 	for _, b := range harness.Backends {
 		t.Run(b.Name, func(t *testing.T) {
-			txs := 40
+			txs := 60
 			if testing.Short() {
 				txs = 15
 			}
