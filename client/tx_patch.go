@@ -113,20 +113,41 @@ func addPath(dst, src protoreflect.Message, fds []protoreflect.FieldDescriptor) 
 	if !ok {
 		return nil
 	}
-	held := s != nil && s.Has(leaf)
-	if !held && !d.Has(leaf) {
+	held, stored := s != nil && s.Has(leaf), d.Has(leaf)
+	if !held && !stored {
 		return nil
 	}
-	delta := leaf.Default()
+	// An absent value counts as 0, not as a proto2 field's default.
+	delta, cur := zeroOf(leaf.Kind()), zeroOf(leaf.Kind())
 	if held {
 		delta = s.Get(leaf)
 	}
-	sum, err := addValues(leaf.Kind(), d.Get(leaf), delta)
+	if stored {
+		cur = d.Get(leaf)
+	}
+	sum, err := addValues(leaf.Kind(), cur, delta)
 	if err != nil {
 		return err
 	}
 	d.Set(leaf, sum)
 	return nil
+}
+
+// zeroOf is the zero of a numeric kind.
+func zeroOf(k protoreflect.Kind) protoreflect.Value {
+	switch k {
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(0)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(0)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(0)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(0)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(0)
+	}
+	return protoreflect.ValueOfInt64(0)
 }
 
 // addValues adds two values of a numeric kind; an integer sum that leaves

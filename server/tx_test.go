@@ -357,3 +357,48 @@ func TestTransactLookupOfMissingKey(t *testing.T) {
 		t.Errorf("detail names %s at version %d, want bank.Account at %d", ce.Write.TypeUrl, ce.Write.Version, pos)
 	}
 }
+
+// A patch read back in its transaction is what the server stores at
+// commit: nested paths, a field cleared, a message created, an add on
+// either side absent, a double, a compound key.
+func TestTransactReadsPatchAsStored(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	order := func(js string) *anypb.Any { return ts.Rec("shop.Order", js) }
+	ts.MustWrite(insert, []*anypb.Any{
+		order(`{"user_id": 1, "id": 1, "total": 1.5, "line": {"sku": "a", "qty": 2}}`),
+		order(`{"user_id": 1, "id": 2}`),
+		order(`{"user_id": 1, "id": 3, "line": {"sku": "c"}}`),
+	})
+	keys := []any{[]any{1, 1}, map[string]any{"user_id": 1, "id": 2}, []any{1, 3}}
+	var read []*anypb.Any
+	err := ts.C.Transact(txContext(t), func(tx *client.Tx) error {
+		err := tx.Patch([]string{"line.sku"}, []string{"line.qty", "total"},
+			order(`{"user_id": 1, "id": 1, "total": 0.75, "line": {"qty": 3}}`),
+			order(`{"user_id": 1, "id": 2, "line": {"sku": "b", "qty": -1}}`),
+			order(`{"user_id": 1, "id": 3}`))
+		if err != nil {
+			return err
+		}
+		read, err = tx.Get("shop.Order", keys...)
+		return err
+	}, client.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := ts.C.Get(t.Context(), "shop.Order", keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types, err := ts.C.Types(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		r, err1 := types.JSON(read[i])
+		s, err2 := types.JSON(stored[i])
+		if err1 != nil || err2 != nil || string(r) != string(s) {
+			t.Errorf("order %d: read %s in the transaction, stored %s (%v, %v)", i+1, r, s, err1, err2)
+		}
+	}
+}

@@ -55,6 +55,17 @@ type Writer struct {
 	batch Batch
 	// conds are the batch's conditions, compiled (conditions.go).
 	conds conditions
+	// ops is each record's operation when they differ (resolveOps);
+	// empty when the batch has one operation.
+	ops []Op
+	// patches are the batch's patch compiled per record type; patched
+	// holds the patched records phase 2 builds (see patch.go).
+	patches patchCache
+	patched []byte
+	// prepArena and prepIx are the lengths of arena and ixOff phase 1
+	// left: phase 2 appends the index keys of patched records after them,
+	// and cuts back to them when it builds again.
+	prepArena, prepIx int
 
 	// Per-batch scratch.
 	arena  []byte
@@ -97,7 +108,20 @@ type prep struct {
 	key span   // record key
 	pk  span   // primary-key part of key
 	ix  int32  // first entry in ixOff; one per maintained index (none for remove)
+	op  Op     // the record's operation
 	url string
+	// patch is a patched record's patch, out the patched record phase 2
+	// built (in Writer.patched).
+	patch *record.Patch
+	out   []byte
+}
+
+// value returns the record p writes: as received, or as patched.
+func (p *prep) value() []byte {
+	if p.op == OpPatch {
+		return p.out
+	}
+	return p.val
 }
 
 // ovEntry is the batch-local state of a key written earlier in the batch.
@@ -122,6 +146,9 @@ func (w *Writer) forget() {
 	clear(w.preps)
 	clear(w.ov)
 	w.entry.Forget()
+	if cap(w.patched) > maxKeptPatched {
+		w.patched = nil
+	}
 }
 
 // Batches returns the number of batches applied on the stream.
@@ -137,7 +164,7 @@ func (w *Writer) Records() uint64 { return w.records }
 func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	defer w.forget()
 	w.batch, w.conds.ctx = b, ctx
-	op, recs := b.Op, b.Records
+	op, recs := w.resolveOps(b), b.Records
 	if err := w.apply(ctx, op, recs); err != nil {
 		var e *apierror.Error
 		if !errors.As(err, &e) {
@@ -149,8 +176,7 @@ func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	w.records += uint64(len(recs))
 	w.e.stats.Batches.Add(1)
 	w.e.stats.Records.Add(uint64(len(recs)))
-	w.e.stats.OpBatches[op].Add(1) // op is valid: apply refuses any other
-	w.e.stats.OpRecords[op].Add(uint64(len(recs)))
+	w.count(op, len(recs))
 	return nil
 }
 
@@ -246,7 +272,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 }
 
 // admit refuses a batch the engine cannot take (closed engine, cancelled
-// call, unknown operation, over the record or in-flight byte limits) and
+// call, unknown operations, over the record or in-flight byte limits) and
 // returns the bytes it holds.
 func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, error) {
 	e := w.e
@@ -256,11 +282,8 @@ func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, er
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if op < OpInsert || op > OpPatch {
-		return 0, &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown write operation"}
-	}
-	if op != OpPatch && (len(w.batch.Fields) > 0 || len(w.batch.Add) > 0) {
-		return 0, &apierror.Error{Code: apierror.InvalidArgument, Msg: "fields and add are a patch's: the batch's operation is " + op.String()}
+	if err := w.checkOps(op, len(recs)); err != nil {
+		return 0, err
 	}
 	if max := e.opts.MaxRecordsPerBatch; len(recs) > max {
 		return 0, recordError(apierror.ResourceExhausted, max, "", "",
@@ -377,7 +400,7 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 	// index entries (the arena), and the change log's entry.
 	w.batchBytes = int64(len(w.arena))
 	for i := range w.preps {
-		w.batchBytes += int64(len(w.preps[i].val))
+		w.batchBytes += int64(len(w.preps[i].value()))
 	}
 	if logOn {
 		w.batchBytes += w.entry.Stored()
@@ -398,19 +421,26 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 	w.ixOff = w.ixOff[:0]
 	w.hasUniq = false
 	clear(w.seen)
+	patchedUnique := false
 	for i, a := range recs {
-		d, err := w.prepareRecord(cat, op, i, a)
+		rop := w.opOf(op, i)
+		d, err := w.prepareRecord(cat, rop, i, a)
 		if err != nil {
 			return false, err
 		}
 		dups = dups || d
+		patchedUnique = patchedUnique || (rop == OpPatch && hasUnique(w.preps[i].t))
 	}
-	return dups, w.compileConditions(cat)
+	w.prepArena, w.prepIx = len(w.arena), len(w.ixOff)
+	// A patched record's unique values are known in phase 2 only: with
+	// other records in the batch, the overlay shows them each other's.
+	return dups || (patchedUnique && len(recs) > 1), w.compileConditions(cat)
 }
 
 // prepareRecord validates record i and appends its record key and (unless
-// op removes) its index keys to the arena, all read in one walk over the
-// record. It reports whether one of its keys was seen earlier in the batch.
+// op removes or patches) its index keys to the arena, all read in one walk
+// over the record. It reports whether one of its keys was seen earlier in
+// the batch.
 func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups bool, err error) {
 	if a == nil {
 		return false, recordError(apierror.InvalidArgument, i, "", "", "record is null")
@@ -428,7 +458,12 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, "", err.Error())
 	}
 	w.occ = t.keys.locate(a.Value, w.occ[:0])
-	p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff))}
+	p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff)), op: op}
+	if op == OpPatch {
+		if p.patch, err = w.patchFor(i, t); err != nil {
+			return false, err
+		}
+	}
 	start := len(w.arena)
 	w.arena = append(w.arena, t.prefix...)
 	pkStart := len(w.arena)
@@ -444,30 +479,12 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 		w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
 	}
 	dups = w.mark(w.arena[start:])
-	if op != OpRemove {
-		for j, ix := range t.indexes {
-			s := len(w.arena)
-			if ix.ix.Unique {
-				skip, err := t.keys.absent(a.Value, w.occ, j)
-				if err != nil {
-					return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, strings.Join(indexFields(ix), ","), err.Error())
-				}
-				if skip { // no entry: an empty span
-					w.ixOff = append(w.ixOff, span{int32(s), int32(s)})
-					continue
-				}
-			}
-			w.arena = append(w.arena, ix.prefix...)
-			if w.arena, field, err = t.keys.appendIndex(w.arena, a.Value, w.occ, j); err != nil {
-				return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, field, err.Error())
-			}
-			if ix.ix.Unique {
-				dups = w.markUnique(s) || dups
-			} else {
-				w.arena = append(w.arena, w.arena[pkStart:p.key.e]...)
-			}
-			w.ixOff = append(w.ixOff, span{int32(s), int32(len(w.arena))})
+	if op != OpRemove && op != OpPatch {
+		d, err := w.appendIndexKeys(i, &p, a.Value, true)
+		if err != nil {
+			return false, err
 		}
+		dups = dups || d
 	}
 	w.preps = append(w.preps, p)
 	return dups, nil
@@ -554,8 +571,10 @@ func (w *Writer) del(b store.WriteBatch, k []byte, record bool) {
 }
 
 // build is phase 2, under writeMu: for every record in order, the
-// existence check, the uniqueness check, retracting the index entries of
-// the record it replaces, and putting the new record and its entries.
+// existence check, applying a patch, the uniqueness check, retracting the
+// index entries of the record it replaces, and putting the new record and
+// its entries. op is the batch's operation (0 when its records differ);
+// each record follows its own.
 func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	if w.ov == nil {
 		w.ov = make(map[string]ovEntry)
@@ -563,6 +582,8 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	clear(w.ov)
 	w.cur = b
 	defer func() { w.cur = nil }()
+	// A build after a conflict starts phase 2 over.
+	w.arena, w.ixOff, w.patched = w.arena[:w.prepArena], w.ixOff[:w.prepIx], w.patched[:0]
 	logOn := w.e.clog.On()
 	if logOn {
 		recBytes := 0
@@ -580,27 +601,32 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	grouped := !dups && (op == OpInsert || (op == OpUpsert && pr.recsAbsent))
 	for i := range w.preps {
 		p := &w.preps[i]
-		old, found, err := w.existing(op, p, dups, pr)
+		old, found, err := w.existing(p.op, p, dups, pr)
 		if err != nil {
 			return err
 		}
-		if err := checkExistence(op, i, p, found); err != nil {
+		if err := checkExistence(p.op, i, p, found); err != nil {
 			return err
 		}
-		if op != OpRemove {
+		if p.op == OpPatch {
+			if err := w.patchRecord(i, p, old); err != nil {
+				return err
+			}
+		}
+		if p.op != OpRemove {
 			if err := w.checkUnique(i, p, dups, pr); err != nil {
 				return err
 			}
 		}
 		if logOn {
-			w.logChange(op, p, old, found)
+			w.logChange(p.op, p, old, found)
 		}
 		if found && len(p.t.indexes) > 0 {
-			if err := w.retract(b, op, p, old, dups); err != nil {
+			if err := w.retract(b, p.op, p, old, dups); err != nil {
 				return err
 			}
 		}
-		if op == OpRemove {
+		if p.op == OpRemove {
 			w.del(b, w.bytes(p.key), dups)
 			continue
 		}
@@ -720,7 +746,7 @@ func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bo
 
 // put writes the new record and its index entries.
 func (w *Writer) put(b store.WriteBatch, p *prep, dups bool) {
-	w.set(b, w.bytes(p.key), p.val, dups)
+	w.set(b, w.bytes(p.key), p.value(), dups)
 	for j := range p.t.indexes {
 		w.putEntry(b, p, j, dups)
 	}
@@ -770,7 +796,7 @@ func (w *Writer) logChange(op Op, p *prep, old []byte, found bool) {
 	case op == OpRemove:
 		w.entry.Add(changelog.Remove, p.t.rt.ID, nil, old)
 	case found:
-		w.entry.Add(changelog.Update, p.t.rt.ID, p.val, old)
+		w.entry.Add(changelog.Update, p.t.rt.ID, p.value(), old)
 	default:
 		w.entry.Add(changelog.Insert, p.t.rt.ID, p.val, nil)
 	}

@@ -13,13 +13,13 @@ import (
 // batch with the counts applied before it.
 
 // checkExistence is the existence rule: insert needs the primary key free,
-// update and remove need it taken.
+// update, remove and patch need it taken.
 func checkExistence(op Op, i int, p *prep, found bool) error {
 	switch {
 	case op == OpInsert && found:
 		return recordError(apierror.AlreadyExists, i, p.url, pkFields(p.t),
 			"a record with this primary key exists")
-	case (op == OpUpdate || op == OpRemove) && !found:
+	case (op == OpUpdate || op == OpRemove || op == OpPatch) && !found:
 		return recordError(apierror.NotFound, i, p.url, pkFields(p.t),
 			"no record with this primary key")
 	}

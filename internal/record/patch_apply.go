@@ -50,8 +50,9 @@ type liveMember struct {
 
 // Apply appends to dst the stored record with the patch applied, rec being
 // the record the patch came with, and returns the extended slice. stored
-// and rec are read, never modified; dst must not overlap them. On error dst
-// is returned as it was: a *PatchError for an add that overflows or a
+// and rec are read, never modified; they may lie in dst[:len(dst)] but not
+// in its spare capacity, which Apply writes (also as scratch for merged
+// messages). On error dst is returned as it was: a *PatchError for an add that overflows or a
 // required field the patch would clear, an *Error when stored or rec
 // cannot be parsed (Offset is then within the message being patched at
 // that level).

@@ -293,3 +293,24 @@ func BenchmarkPatchApply(b *testing.B) {
 		})
 	}
 }
+
+// TestPatchApplyStoredInDst patches a record that lies in dst before its
+// length, as the engine does when a batch patches one key twice.
+func TestPatchApplyStoredInDst(t *testing.T) {
+	s := loadSchema(t)
+	stored := marshal(t, fullRecord(s))
+	rec := benchRecord(t, s)
+	p := mustPatch(t, s.recordT, []string{"address.city", "choice_addr.zip"}, []string{"f_int64"})
+	want, err := p.Apply(nil, stored, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := append(make([]byte, 0, 4*len(stored)), stored...)
+	got, err := p.Apply(buf, buf, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[:len(stored)], stored) || !bytes.Equal(got[len(stored):], want) {
+		t.Fatalf("patching the bytes before dst's length: got %x, want %x after them", got[len(stored):], want)
+	}
+}

@@ -88,7 +88,7 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 // it were made durable.
 func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *auth.Identity, req *pb.WriteStreamRequest) error {
 	op, ok := engine.OpFromProto(req.Op)
-	if !ok {
+	if !ok && len(req.Ops) == 0 { // with ops, each record names its own
 		// Abort makes the earlier batches durable and names this one,
 		// with their counts, like any other failed batch.
 		return w.Abort(apierror.Errorf(apierror.InvalidArgument, "op %v is not a write operation", req.Op))
