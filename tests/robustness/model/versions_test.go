@@ -37,7 +37,7 @@ import (
 func TestVersionModel(t *testing.T) {
 	for _, b := range harness.Backends {
 		t.Run(b.Name, func(t *testing.T) {
-			seeds, rounds, streams := []uint64{1, 2, 3}, 3, 60
+			seeds, rounds, streams := []uint64{1, 2, 3, 4, 5}, 4, 60
 			if testing.Short() || b.Name != "pebble" {
 				seeds = seeds[:1]
 			}
