@@ -22,8 +22,9 @@ import (
 // operation, patches with fields and add, per-record operations and
 // conditions to it. A record written whole is compared byte for byte; a
 // patched one by its decoded contents, as the server re-encodes only the
-// fields it replaces. This file is the model; vcond_test.go makes and
-// evaluates conditions; versions_test.go drives the server.
+// fields it replaces. This file is the model; vbatch_test.go makes
+// batches, vcond_test.go makes and evaluates conditions, and
+// versions_test.go drives the server.
 
 const versionModelProto = `syntax = "proto3";
 package vm;
