@@ -1,7 +1,8 @@
 // Package harness is what the robustness tests (tests/robustness) share
 // beside the server and client of server/servertest: the storage backends
 // they run against, the index checker, the seeds of the randomised tests,
-// and a watcher that lives across server restarts.
+// a watcher that lives across server restarts, and a workload of counters
+// written by conditional updates and patches with its check (Counters).
 package harness
 
 import (

@@ -25,7 +25,7 @@ import (
 	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
-var powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut (at most 6 with -short or -race)")
+var powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut and TestPowerCutConditional (at most 6 with -short or -race)")
 
 // powercutSchema is the schema of the power-cut test, with or without its
 // extra indexes: each apply toggles them, so most applies add a unique and
