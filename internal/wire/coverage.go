@@ -50,6 +50,8 @@ var Coders = []Coverage{
 	{"protobase.v1.WriteRequest", "DecodeWriteRequest", Decodes, nums(WriteRequestRecords, WriteRequestConditions), nil},
 	{"protobase.v1.WriteStreamRequest", "DecodeWriteStreamRequest", Decodes, nums(WriteStreamRequestOp, WriteStreamRequestRecords, WriteStreamRequestAck,
 		WriteStreamRequestConditions, WriteStreamRequestFields, WriteStreamRequestAdd, WriteStreamRequestOps), nil},
+	{"protobase.v1.Condition", "DecodeWriteStreamRequest", Decodes, nums(ConditionRecord, ConditionVersion),
+		nums(ConditionKey, ConditionQuery, ConditionFilter, ConditionCount, ConditionMaxVersion)},
 	{"google.protobuf.Any", "DecodeRecords, FillAny, DecodeAny", Decodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Decoders of responses (the Go client).

@@ -27,10 +27,18 @@ import (
 // records' values alias b: b must be the caller's own copy, never a
 // transport buffer that is reused.
 func DecodeWriteRequest(b []byte, req *pb.WriteRequest) error {
-	var conds []*pb.Condition
+	var raw [][]byte
 	recs, ok := DecodeRecords(b, WriteRequestRecords, func(num protowire.Number, typ protowire.Type, _ uint64, s []byte) bool {
-		return num == WriteRequestConditions && typ == protowire.BytesType && appendCondition(&conds, s)
+		if num != WriteRequestConditions || typ != protowire.BytesType {
+			return false
+		}
+		raw = append(raw, s)
+		return true
 	})
+	var conds []*pb.Condition
+	if ok {
+		conds, ok = decodeConditions(raw)
+	}
 	if !ok {
 		return proto.Unmarshal(b, req)
 	}
@@ -44,6 +52,9 @@ func DecodeWriteRequest(b []byte, req *pb.WriteRequest) error {
 func DecodeWriteStreamRequest(b []byte, req *pb.WriteStreamRequest) error {
 	var d streamRequest
 	recs, ok := DecodeRecords(b, WriteStreamRequestRecords, d.field)
+	if ok {
+		d.conds, ok = decodeConditions(d.raw)
+	}
 	if !ok {
 		return proto.Unmarshal(b, req)
 	}
@@ -58,6 +69,7 @@ func DecodeWriteStreamRequest(b []byte, req *pb.WriteStreamRequest) error {
 type streamRequest struct {
 	op          pb.WriteOp
 	ack         bool
+	raw         [][]byte // each condition's bytes
 	conds       []*pb.Condition
 	fields, add []string
 	ops         []pb.WriteOp
@@ -82,7 +94,8 @@ func (d *streamRequest) field(num protowire.Number, typ protowire.Type, v uint64
 	}
 	switch num {
 	case WriteStreamRequestConditions:
-		return appendCondition(&d.conds, s)
+		d.raw = append(d.raw, s)
+		return true
 	case WriteStreamRequestFields:
 		return appendString(&d.fields, s)
 	case WriteStreamRequestAdd:
@@ -103,17 +116,6 @@ func (d *streamRequest) appendPackedOps(s []byte) bool {
 		d.ops = append(d.ops, pb.WriteOp(int32(v))) //nolint:gosec // as op
 		s = s[n:]
 	}
-	return true
-}
-
-// appendCondition decodes one condition with the generated code: a batch
-// holds few, and they are small.
-func appendCondition(conds *[]*pb.Condition, s []byte) bool {
-	c := new(pb.Condition)
-	if proto.Unmarshal(s, c) != nil {
-		return false
-	}
-	*conds = append(*conds, c)
 	return true
 }
 

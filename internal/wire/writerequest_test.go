@@ -58,6 +58,14 @@ func writeSeeds(t testing.TB) [][]byte {
 		append(field(6, nil), 0x30, 0x01),                      // add, then a varint of its number
 		[]byte{0x38, 0x02, 0x3a, 0x02, 0x01, 0x04, 0x38, 0x05}, // ops unpacked, packed, unpacked
 		[]byte{0x3a, 0x02, 0x01, 0xff},                         // ops packed, truncated
+		// Conditions of a record index and a version: repeated (the last
+		// wins), an index beyond 32 bits, a version alone, a record index
+		// then a key (the oneof's last wins), a truncated version.
+		field(4, []byte{0x08, 0x01, 0x20, 0x05, 0x08, 0x02, 0x20, 0x00}),
+		field(4, []byte{0x08, 0x80, 0x80, 0x80, 0x80, 0x10}),
+		field(4, []byte{0x20, 0x07}),
+		field(4, append([]byte{0x08, 0x01}, field(2, nil)...)),
+		field(4, []byte{0x08, 0x01, 0x20}),
 	)
 	return seeds
 }
