@@ -3,7 +3,6 @@ package concurrency
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,50 +82,29 @@ func (g *Experiment) counter(t *bench.Target, c *counterState, set bool) bench.W
 		}
 		return &pb.WriteStreamRequest{Op: pb.WriteOp_WRITE_OP_PATCH, Add: []string{"n"}, Ack: true, Records: []*anypb.Any{rec}}
 	}
-	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		var total atomic.Int64
-		errs := make([]error, g.Clients)
-		var wg sync.WaitGroup
-		start := time.Now()
-		deadline := start.Add(d)
-		for cl := 0; cl < g.Clients; cl++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				st, err := t.API.Write(ctx)
-				if err != nil {
-					errs[cl] = err
-					return
-				}
-				req := req()
-				for time.Now().Before(deadline) {
-					if err := st.Send(req); err != nil {
-						errs[cl] = bench.StreamError(st, "send", err)
-						cancel()
-						return
-					}
-					if _, err := st.Recv(); err != nil {
-						errs[cl] = fmt.Errorf("add: %w", err)
-						cancel()
-						return
-					}
-					total.Add(1)
-					if !set {
-						c.added.Add(1)
-					}
-				}
-				_ = st.CloseSend()
-				_, errs[cl] = bench.Drain(st, new(pb.WriteStreamResponse))
-			}()
+	return runClients(g.Clients, func(ctx context.Context, _ int, more func() bool) (int64, error) {
+		st, err := t.API.Write(ctx)
+		if err != nil {
+			return 0, err
 		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return bench.Count{}, err
+		req := req()
+		var n int64
+		for more() {
+			if err := st.Send(req); err != nil {
+				return 0, bench.StreamError(st, "send", err)
+			}
+			if _, err := st.Recv(); err != nil {
+				return 0, fmt.Errorf("add: %w", err)
+			}
+			n++
+			if !set {
+				c.added.Add(1)
 			}
 		}
-		return bench.Count{Ops: total.Load(), Elapsed: time.Since(start)}, nil
-	}
+		if err := st.CloseSend(); err != nil {
+			return 0, err
+		}
+		_, err = bench.Drain(st, new(pb.WriteStreamResponse))
+		return n, err
+	})
 }

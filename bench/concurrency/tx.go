@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -29,50 +27,31 @@ func (g *Experiment) transactions(u *rows) []named {
 // clients runs g.Clients clients for d, each committing one pair of
 // writes at a time: in a transaction (tx), or as one plain batch.
 func (g *Experiment) clients(u *rows, tx bool) bench.Workload {
-	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		var total atomic.Int64
-		errs := make([]error, g.Clients)
-		var wg sync.WaitGroup
-		start := time.Now()
-		deadline := start.Add(d)
-		for cl := 0; cl < g.Clients; cl++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rng := rand.New(rand.NewPCG(uint64(cl), uint64(start.UnixNano()))) //nolint:gosec // a workload, not a secret
-				for time.Now().Before(deadline) {
-					a, b := u.base+rng.Int64N(int64(u.n)), u.base+rng.Int64N(int64(u.n))
-					if a == b {
-						continue
-					}
-					var err error
-					if tx {
-						err = transfer(ctx, u.t, a, b)
-					} else {
-						_, err = u.t.Client.Apply(ctx, client.Batch{Op: client.Update, Records: []proto.Message{
-							&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, a, 3)},
-							&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, b, 3)},
-						}})
-					}
-					if err != nil {
-						errs[cl] = err
-						cancel()
-						return
-					}
-					total.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return bench.Count{}, err
+	seed := uint64(time.Now().UnixNano()) //nolint:gosec // a clock, positive
+	return runClients(g.Clients, func(ctx context.Context, cl int, more func() bool) (int64, error) {
+		rng := rand.New(rand.NewPCG(uint64(cl), seed)) //nolint:gosec // a workload, not a secret
+		var n int64
+		for more() {
+			a, b := u.base+rng.Int64N(int64(u.n)), u.base+rng.Int64N(int64(u.n))
+			if a == b {
+				continue
 			}
+			var err error
+			if tx {
+				err = transfer(ctx, u.t, a, b)
+			} else {
+				_, err = u.t.Client.Apply(ctx, client.Batch{Op: client.Update, Records: []proto.Message{
+					&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, a, 3)},
+					&anypb.Any{TypeUrl: rowURL, Value: appendRow(nil, b, 3)},
+				}})
+			}
+			if err != nil {
+				return 0, err
+			}
+			n++
 		}
-		return bench.Count{Ops: total.Load(), Elapsed: time.Since(start)}, nil
-	}
+		return n, nil
+	})
 }
 
 // transfer reads rows a and b in a transaction and writes both back

@@ -3,7 +3,6 @@ package concurrency
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -84,45 +83,20 @@ func (g *Experiment) loadRows(ctx context.Context, t *bench.Target) (*rows, erro
 // waiting for each acknowledgement, whose position becomes the version
 // its records are at. conditional adds a version condition per record.
 func (u *rows) workload(kind updateKind, conditional bool) bench.Workload {
-	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		counts := make([]int64, u.streams)
-		errs := make([]error, u.streams)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for s := 0; s < u.streams; s++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				counts[s], errs[s] = u.stream(ctx, s, kind, conditional, start.Add(d))
-				if errs[s] != nil {
-					cancel()
-				}
-			}()
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		var total int64
-		for s := range counts {
-			if errs[s] != nil {
-				return bench.Count{}, errs[s]
-			}
-			total += counts[s]
-		}
-		return bench.Count{Ops: total, Elapsed: elapsed}, nil
-	}
+	return runClients(u.streams, func(ctx context.Context, s int, more func() bool) (int64, error) {
+		return u.stream(ctx, s, kind, conditional, more)
+	})
 }
 
 // stream is one stream of workload: it returns the records it wrote.
-func (u *rows) stream(ctx context.Context, s int, kind updateKind, conditional bool, deadline time.Time) (int64, error) {
+func (u *rows) stream(ctx context.Context, s int, kind updateKind, conditional bool, more func() bool) (int64, error) {
 	st, err := u.t.API.Write(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("open write stream: %w", err)
 	}
 	req := &pb.WriteStreamRequest{Ack: true}
 	var written int64
-	for n := 0; time.Now().Before(deadline); n++ {
+	for n := 0; more(); n++ {
 		i := s*batchesPerStream + n%batchesPerStream
 		gen := (n / batchesPerStream) % 2
 		req.Op, req.Records, req.Fields, req.Conditions = pb.WriteOp_WRITE_OP_UPDATE, u.full[i][gen], nil, nil
