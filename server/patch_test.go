@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -516,5 +517,43 @@ func TestPatchCounter(t *testing.T) {
 				t.Fatalf("counter after %d adds of 1: %d", clients*each, got)
 			}
 		})
+	}
+}
+
+// Patches cannot make what the server could not take whole: a patched
+// record larger than the largest message is RESOURCE_EXHAUSTED (it could
+// not be read back), and so is a batch whose patched records together
+// pass that size, however small its patches; nothing of either applies.
+func TestPatchSizeBounds(t *testing.T) {
+	const limit = 256 << 10
+	ts := startServer(t, server.Config{MaxMessageBytes: limit})
+	ts.MustApply(map[string]string{"pt.proto": patchProto})
+	big := strings.Repeat("n", 100<<10)
+	for id := 1; id <= 3; id++ {
+		ts.MustWrite(insert, []*anypb.Any{ts.Rec("pt.Account", fmt.Sprintf(`{"id": %d, "name": %q, "email": "%d@x"}`, id, big, id))})
+	}
+	before := [][]byte{ts.account(1), ts.account(2), ts.account(3)}
+	for _, c := range []struct {
+		name string
+		recs []proto.Message
+	}{
+		{"a record grown past the limit", []proto.Message{ts.Rec("pt.Account", fmt.Sprintf(`{"id": 1, "city": %q}`, strings.Repeat("c", 200<<10)))}},
+		{"a batch of records past it together", []proto.Message{
+			ts.Rec("pt.Account", `{"id": 1, "city": "a"}`), ts.Rec("pt.Account", `{"id": 2, "city": "b"}`), ts.Rec("pt.Account", `{"id": 3, "city": "c"}`)}},
+	} {
+		_, err := ts.C.Apply(context.Background(), client.Batch{Op: client.Patch, Records: c.recs, Fields: []string{"city"}})
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("%s: %v, want RESOURCE_EXHAUSTED", c.name, err)
+		}
+		for i, b := range before {
+			if !bytes.Equal(ts.account(i+1), b) {
+				t.Fatalf("%s: account %d changed", c.name, i+1)
+			}
+		}
+	}
+	// Within the bounds the same patches apply.
+	if _, err := ts.C.Apply(context.Background(), client.Batch{Op: client.Patch, Fields: []string{"city"},
+		Records: []proto.Message{ts.Rec("pt.Account", `{"id": 1, "city": "a"}`), ts.Rec("pt.Account", `{"id": 2, "city": "b"}`)}}); err != nil {
+		t.Fatal(err)
 	}
 }

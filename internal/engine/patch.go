@@ -182,10 +182,39 @@ func (w *Writer) patchRecord(i int, p *prep, old []byte) error {
 	}
 	w.patched = out
 	p.out = out[start:]
+	if err := w.checkPatchedSize(i, p); err != nil {
+		return err
+	}
 	p.ix = int32(len(w.ixOff))
 	w.occ = p.t.keys.locate(p.out, w.occ[:0])
 	_, err = w.appendIndexKeys(i, p, p.out, false)
 	return err
+}
+
+// defaultMaxPatched is the bound of checkPatchedSize when the engine is
+// not told the transports' message limit.
+const defaultMaxPatched = 64 << 20
+
+// checkPatchedSize bounds what patches make: a patched record larger than
+// the largest message the server takes could never be read back (a read
+// answers it whole), and the patched records of one batch, built under the
+// write lock before the write budget counts them, may not exceed that
+// size together, so a batch of small patches of large records cannot hold
+// memory past the budget's bound.
+func (w *Writer) checkPatchedSize(i int, p *prep) error {
+	limit := w.e.opts.MaxMessageBytes
+	if limit <= 0 {
+		limit = defaultMaxPatched
+	}
+	if n := len(p.out) + len(p.url); n > limit {
+		return recordError(apierror.ResourceExhausted, i, p.url, "",
+			"the patched record would hold "+itoa(n)+" bytes, more than the largest message of "+itoa(limit)+" bytes: it could not be read back")
+	}
+	if n := len(w.patched); n > limit {
+		return recordError(apierror.ResourceExhausted, i, p.url, "",
+			"the batch's patched records come to more than "+itoa(limit)+" bytes (the largest message): send fewer patches per batch")
+	}
+	return nil
 }
 
 // patchApplyError names what failed when a patch met a stored record: an
