@@ -479,7 +479,7 @@ func TestPatchCounter(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			const clients = 16
 			each := 1000
-			if be.name == "etcd" {
+			if be.name == "etcd" || testing.Short() {
 				each = 100
 			}
 			ts := startServer(t, be.cfg(t))
