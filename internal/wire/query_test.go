@@ -117,7 +117,7 @@ func FuzzReadQuery(f *testing.F) {
 
 // fromWire is the query q was read from.
 func fromWire(q *Query) *pb.Query {
-	out := &pb.Query{Type: string(q.Type), Limit: q.Limit, KeysOnly: q.KeysOnly, Explain: q.Explain, Count: q.Count}
+	out := &pb.Query{Type: string(q.Type), Limit: q.Limit, KeysOnly: q.KeysOnly, Explain: q.Explain, Count: q.Count, Versions: q.Versions}
 	if !q.Where {
 		return out
 	}
