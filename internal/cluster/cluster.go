@@ -235,6 +235,15 @@ func (p *process) exited() bool {
 	}
 }
 
+// exitStatus reports whether the process has ended and, if so, how: nil
+// for exit status 0, else what cmd.Wait returned.
+func (p *process) exitStatus() (bool, error) {
+	if !p.exited() {
+		return false, nil
+	}
+	return true, p.err
+}
+
 // logTail is the end of the process's log, to explain a failure.
 func (p *process) logTail() string {
 	b, err := os.ReadFile(p.log)

@@ -170,6 +170,18 @@ func (c *Etcd) running(i int) (*process, error) {
 	return p, nil
 }
 
+// Exited reports whether member i's process has ended (by Kill, Stop, or
+// of itself) and, if so, how it ended: nil for exit status 0.
+func (c *Etcd) Exited(i int) (bool, error) {
+	c.mu.Lock()
+	p := c.members[i].proc
+	c.mu.Unlock()
+	if p == nil {
+		return true, nil
+	}
+	return p.exitStatus()
+}
+
 // Restart starts member i again on its data directory after Kill (it
 // rejoins with the state it had and catches up from the leader).
 func (c *Etcd) Restart(ctx context.Context, i int) error {

@@ -151,6 +151,18 @@ func (s *Server) Pause() error {
 	return p.pause()
 }
 
+// Exited reports whether the server's process has ended (by Kill, Stop, or
+// of itself) and, if so, how it ended: nil for exit status 0.
+func (s *Server) Exited() (bool, error) {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return true, nil
+	}
+	return p.exitStatus()
+}
+
 // Restart starts the server again after Kill or Stop, with the same flags.
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()
