@@ -105,7 +105,7 @@ func (c *Etcd) startMember(ctx context.Context, i int) error {
 		"--listen-client-urls", m.ClientURL, "--listen-peer-urls", m.PeerURL,
 		"--initial-cluster", c.initial, "--log-level", "error",
 	}, c.args...)
-	p, _, err := start(ctx, "etcd member "+m.Name, c.bin, args, m.Log, "READY ")
+	p, _, err := start(ctx, "etcd member "+m.Name, c.bin, args, m.Log, prefixed("READY "))
 	if err != nil {
 		return err
 	}
