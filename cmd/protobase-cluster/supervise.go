@@ -71,7 +71,11 @@ func supervise(ctx context.Context, c *cluster.Cluster, in io.Reader, out io.Wri
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			reportExits(us, out)
+			// Ctrl-C reaches the children too (one process group): what
+			// stops after it is the shutdown, not a failure.
+			if ctx.Err() == nil {
+				reportExits(us, out)
+			}
 		case line := <-lines:
 			reportExits(us, out) // a restart must know what is down
 			command(ctx, us, line, out)
