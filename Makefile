@@ -39,9 +39,10 @@ build: ## build bin/protobase
 build-bench: ## build bin/protobase-bench, the benchmark lab
 	$(GO) build -o $(BIN)/protobase-bench ./cmd/protobase-bench
 
+# cluster builds bin/protobase through `build`, so that it carries the
+# version stamp (protobase version) whichever target built it last.
 .PHONY: cluster
-cluster: ## run three etcd members and two servers over them in the foreground (CLUSTER_DIR, CLUSTER_SERVE_FLAGS)
-	$(GO) build -o $(BIN)/protobase ./cmd/protobase
+cluster: build ## run three etcd members and two servers over them in the foreground; type restart to restart what stopped (CLUSTER_DIR, CLUSTER_SERVE_FLAGS)
 	$(GO) build -o $(BIN)/protobase-etcd ./cmd/protobase-etcd
 	$(GO) build -o $(BIN)/protobase-cluster ./cmd/protobase-cluster
 	$(BIN)/protobase-cluster --dir $(CLUSTER_DIR) --bin $(BIN) -- $(CLUSTER_SERVE_FLAGS)

@@ -5,7 +5,9 @@
 // internal/cluster. `make cluster` builds the programs and runs it.
 //
 // It prints how to reach the cluster and runs until SIGINT or SIGTERM; the
-// data stays in --dir, so the next run continues the same database.
+// data stays in --dir, so the next run continues the same database. It
+// reports a member or server that stops, and restarts it on a command
+// typed on its standard input.
 package main
 
 import (
@@ -47,12 +49,12 @@ type options struct {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -61,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return exitUsage
 	}
-	if err := serve(ctx, o, stdout); err != nil {
+	if err := serve(ctx, o, stdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return exitFailed
 	}
@@ -77,7 +79,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 Runs three etcd members and --servers Protobase servers over them, each its
 own process on 127.0.0.1, until SIGINT or SIGTERM. Data and logs stay in
---dir (remove it for a fresh cluster). Flags after -- go to every
+--dir (remove it for a fresh cluster). A member or server that stops is
+reported with its log; type 'restart' and Enter to start again what has
+stopped, 'restart NAME' for one (m1, s1, ...), 'status' to list them. Flags after -- go to every
 'protobase serve' (for example -- --lab, for protobase-bench --addr).
 
 `)
@@ -135,7 +139,7 @@ func peerPorts(client []int) []int {
 	return peer
 }
 
-func serve(ctx context.Context, o options, stdout io.Writer) error {
+func serve(ctx context.Context, o options, stdin io.Reader, stdout io.Writer) error {
 	bins := cluster.Binaries{Etcd: filepath.Join(o.bin, "protobase-etcd"), Protobase: filepath.Join(o.bin, "protobase")}
 	for _, b := range []string{bins.Etcd, bins.Protobase} {
 		if _, err := os.Stat(b); err != nil {
@@ -160,7 +164,7 @@ func serve(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	printCluster(stdout, c, o.dir, bins.Protobase)
-	<-ctx.Done()
+	supervise(ctx, c, stdin, stdout, watchEvery)
 	fmt.Fprintln(stdout, "stopping the servers, then the members")
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Stop() }()
@@ -187,6 +191,8 @@ Every server serves the same database. Try:
   %[1]s --addr %[3]s search --type shop.User --where 'id >= 1'
 Another server on the same cluster:
   %[1]s serve --store etcd --etcd-endpoints %[4]s --data DIR --grpc-addr 127.0.0.1:PORT
+A member or server that stops is reported here; type 'restart' and Enter
+to start it again ('restart NAME' for one, 'status' to list them).
 Ctrl-C stops everything; the data stays in %[5]s.
 `, pb, a, b, eps, dir)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -56,8 +58,35 @@ func TestParseFlags(t *testing.T) {
 
 func TestRunWithoutBinaries(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"--bin", t.TempDir(), "--dir", t.TempDir()}, &out, &errOut)
+	code := run(context.Background(), []string{"--bin", t.TempDir(), "--dir", t.TempDir()}, strings.NewReader(""), &out, &errOut)
 	if code != exitFailed || !strings.Contains(errOut.String(), "make cluster") {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// make cluster builds bin/protobase with the version stamp that make build
+// gives it, not over it without one.
+func TestMakeClusterStampsVersion(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	cmd := exec.Command("make", "-n", "cluster", "VERSION=v9.9.9-test")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n cluster: %v\n%s", err, out)
+	}
+	builds := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, "go build") || !strings.HasSuffix(strings.TrimSpace(line), "./cmd/protobase") {
+			continue
+		}
+		builds++
+		if !strings.Contains(line, "-X main.version=v9.9.9-test") {
+			t.Errorf("make cluster builds bin/protobase without the version stamp: %s", line)
+		}
+	}
+	if builds == 0 {
+		t.Fatalf("make -n cluster builds no bin/protobase:\n%s", out)
 	}
 }

@@ -50,7 +50,6 @@ func (p *printer) print(a *anypb.Any, ver uint64) error {
 		if err != nil {
 			return err
 		}
-		b = compact(b) // protobuf JSON spaces its output at random
 		if p.versions {
 			_, err = fmt.Fprintf(p.w, "{\"version\":\"%d\",\"record\":%s}\n", ver, b)
 		} else {
@@ -100,7 +99,7 @@ func (p *printer) jsonOf(a *anypb.Any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.json.Marshal(m)
+	return stableJSON(p.json, m, "")
 }
 
 // cell renders one field: scalars plainly, anything else as compact JSON.
@@ -110,7 +109,7 @@ func (p *printer) cell(m *dynamicpb.Message, fd protoreflect.FieldDescriptor) st
 		return scalarText(fd, v)
 	}
 	if fd.IsList() || fd.IsMap() || fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
-		b, _ := p.json.Marshal(fieldOnly(m, fd))
+		b, _ := stableJSON(p.json, fieldOnly(m, fd), "")
 		s := string(b)
 		// {"name":value} → value
 		if i := strings.IndexByte(s, ':'); i > 0 && strings.HasSuffix(s, "}") {

@@ -43,7 +43,7 @@ that convert records to and from JSON.`,
 				return callError("schema get", a.conn.Addr, err)
 			}
 			if format == "json" {
-				b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(resp)
+				b, err := stableJSON(protojson.MarshalOptions{}, resp, "  ")
 				if err != nil {
 					return fmt.Errorf("encode the schema as JSON: %w", err)
 				}

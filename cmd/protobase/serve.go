@@ -120,7 +120,22 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err != nil {
 		return exitstatus.UsageError(err)
 	}
+	out := newAnnouncer(a.stdout, o.logFormat)
+	if err := a.runServer(cmd, o, cfg, log, out); err != nil {
+		if !out.json {
+			return err
+		}
+		// Every line is JSON: the failure too, on the log, and the exit
+		// status without the text line Execute would print.
+		log.Error("the server stopped", "err", err.Error())
+		return &exitstatus.Error{Code: exitstatus.Failed}
+	}
+	return nil
+}
 
+// runServer starts the server, tells where it serves, and runs it until
+// SIGINT or SIGTERM.
+func (a *app) runServer(cmd *cobra.Command, o serveOptions, cfg server.Config, log *slog.Logger, out announcer) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	serving := reloadOnHangup(ctx, log)
@@ -132,12 +147,14 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 		}
 		return fmt.Errorf("cannot start the server: %w", err)
 	}
-	fmt.Fprintf(a.stdout, "protobase serving on %s (%s)\n", srv.Addr(), o.storage.where(o.data))
+	out.line(fmt.Sprintf("protobase serving on %s (%s)", srv.Addr(), o.storage.where(o.data)),
+		"protobase serving", "addr", srv.Addr(), "store", o.storage.where(o.data))
 	if m := srv.MetricsAddr(); m != "" {
-		fmt.Fprintf(a.stdout, "metrics on %s://%s/metrics\n", httpScheme(srv), m)
+		url := fmt.Sprintf("%s://%s/metrics", httpScheme(srv), m)
+		out.line("metrics on "+url, "metrics", "url", url)
 	}
 	serving(srv)
-	printTransports(a.stdout, srv, o)
+	printTransports(out, srv, o)
 	if !o.sync {
 		log.Warn("sync is off: a crash or power loss can lose acknowledged writes")
 	}
@@ -172,7 +189,7 @@ func parseLogLevel(s string) (slog.Level, error) {
 }
 
 func newLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsInMillis}
 	switch strings.ToLower(format) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -223,7 +240,9 @@ The server logs to stderr at --log-level in --log-format (text or json):
 one line per schema change, per index build start and end (type and index
 names), and per Scan, Query page or Search request slower than
 --slow-query; debug adds the storage engine's own messages (flushes,
-compactions, WAL recovery).
+compactions, WAL recovery). With --log-format json the lines on stdout
+saying where it serves are JSON objects too, and so is a failure to start;
+durations are milliseconds in fields named *_ms.
 It runs until SIGINT or SIGTERM; it then stops
 accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use

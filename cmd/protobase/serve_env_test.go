@@ -69,7 +69,8 @@ func TestServeEnvAndJSONLog(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"serve"}, strings.NewReader(""), &stdout, &stderr) }()
-	re := regexp.MustCompile(`protobase serving on (\S+) \(data .*\)\n`)
+	// With JSON logs, the line saying where it serves is JSON too.
+	re := regexp.MustCompile(`"msg":"protobase serving","addr":"([^"]+)","store":"data .*"}\n`)
 	var addr string
 	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); {
 		if m := re.FindStringSubmatch(stdout.String()); m != nil {

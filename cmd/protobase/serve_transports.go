@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -179,11 +178,14 @@ func configError(err error) error {
 
 // printTransports tells where REST and NATS listen, as serve prints the
 // gRPC address.
-func printTransports(w io.Writer, srv *server.Server, o serveOptions) {
+func printTransports(out announcer, srv *server.Server, o serveOptions) {
 	if h := srv.HTTPAddr(); h != "" {
-		fmt.Fprintf(w, "REST/JSON on %s://%s (OpenAPI at /openapi.json)\n", httpScheme(srv), h)
+		url := httpScheme(srv) + "://" + h
+		out.line(fmt.Sprintf("REST/JSON on %s (OpenAPI at /openapi.json)", url),
+			"REST/JSON", "url", url, "openapi", url+"/openapi.json")
 	}
 	if u := srv.NATSURL(); u != "" {
-		fmt.Fprintf(w, "NATS on %s (subjects %s.*, queue group %s)\n", u, o.natsPrefix, o.natsQueue)
+		out.line(fmt.Sprintf("NATS on %s (subjects %s.*, queue group %s)", u, o.natsPrefix, o.natsQueue),
+			"NATS", "url", u, "subjects", o.natsPrefix+".*", "queue_group", o.natsQueue)
 	}
 }

@@ -283,9 +283,10 @@ func TestWriteCommand(t *testing.T) {
 	wantCode(t, r, exitstatus.OK)
 	wantContains(t, r.stderr, "wrote 2 records at position")
 
-	// Every operation in one batch; a line without a type takes --type.
+	// Every operation in one batch, by word or by protobuf name; a line
+	// without a type takes --type.
 	wantCode(t, w(`{"op": "update", "record": {"id": 1, "name": "Ann Lee", "email": "ann@x"}}`+"\n"+
-		`{"op": "patch", "type": "shop.Page", "record": {"id": 1, "views": "3"}}`+"\n"+
+		`{"op": "WRITE_OP_PATCH", "type": "shop.Page", "record": {"id": 1, "views": "3"}}`+"\n"+
 		`{"op": "upsert", "record": {"id": 2, "name": "Bob", "email": "bob@x"}}`+"\n"+
 		`{"op": "remove", "record": {"id": 2}}`, "--type", "shop.User", "--add", "views"), exitstatus.OK)
 	want := `{"id":"1","name":"Ann Lee","email":"ann@x"}` + "\n" + `{"id":"1","title":"One","views":"8"}` + "\n"

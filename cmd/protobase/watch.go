@@ -46,8 +46,12 @@ func (a *app) watchCommand() *cobra.Command {
 call) and prints one JSON object per change, in commit order, until
 interrupted (Ctrl-C exits 0 once what was received is printed):
 
-  {"op": "insert"|"update"|"remove", "type": "shop.User", "key": {...},
-   "position": "C.I", "record": {...}, "old": {...}}
+  {"op": "CHANGE_OP_INSERT"|"CHANGE_OP_UPDATE"|"CHANGE_OP_REMOVE",
+   "type": "shop.User", "key": {...}, "position": "C.I", "record": {...},
+   "old": {...}}
+
+op is the protobuf name of the change's operation: JSON written by the CLI,
+REST and NATS names every enum value by its protobuf name.
 
 key holds the primary-key fields; record is the record after the change
 (absent for a remove); old, with --old, the record before an update or a
@@ -276,7 +280,7 @@ func (cp *changePrinter) line(ch *pb.Change) (line string, stale bool, err error
 		return "", false, fmt.Errorf("the server sent a change of %q, which is not watched (%s)", ch.GetType(), strings.Join(known, ", "))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `{"op":%q,"type":%q`, opName(ch.GetOp()), ch.GetType())
+	fmt.Fprintf(&b, `{"op":%q,"type":%q`, ch.GetOp().String(), ch.GetType())
 	key, err := wt.key(ch.GetKey())
 	if err != nil {
 		return "", false, fmt.Errorf("key: %w", err)
@@ -294,11 +298,11 @@ func (cp *changePrinter) line(ch *pb.Change) (line string, stale bool, err error
 			return "", false, fmt.Errorf("%s: %w", r.name, err)
 		}
 		stale = stale || len(m.GetUnknown()) > 0
-		js, err := wt.rec.json.Marshal(m)
+		js, err := stableJSON(wt.rec.json, m, "")
 		if err != nil {
 			return "", false, fmt.Errorf("%s: %w", r.name, err)
 		}
-		fmt.Fprintf(&b, `,%q:%s`, r.name, compact(js))
+		fmt.Fprintf(&b, `,%q:%s`, r.name, js)
 	}
 	b.WriteString("}\n")
 	return b.String(), stale, nil
@@ -312,7 +316,7 @@ func (wt *watchedType) key(a *anypb.Any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
+	all, err := stableJSON(protojson.MarshalOptions{EmitUnpopulated: true}, m, "")
 	if err != nil {
 		return nil, err
 	}
@@ -331,26 +335,4 @@ func (wt *watchedType) key(a *anypb.Any) ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
-}
-
-// compact removes the spaces protojson puts at random into its output, so
-// that equal records print as equal lines.
-func compact(js []byte) []byte {
-	var b bytes.Buffer
-	if err := json.Compact(&b, js); err != nil {
-		return js
-	}
-	return b.Bytes()
-}
-
-func opName(op pb.ChangeOp) string {
-	switch op {
-	case pb.ChangeOp_CHANGE_OP_INSERT:
-		return "insert"
-	case pb.ChangeOp_CHANGE_OP_UPDATE:
-		return "update"
-	case pb.ChangeOp_CHANGE_OP_REMOVE:
-		return "remove"
-	}
-	return strings.ToLower(strings.TrimPrefix(op.String(), "CHANGE_OP_"))
 }

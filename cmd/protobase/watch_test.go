@@ -105,11 +105,11 @@ func TestWatchCommand(t *testing.T) {
 	}
 	got := parseChanges(t, lines)
 	want := []struct{ op, typ, key, record, old string }{
-		{"insert", "shop.User", `{"id":"0"}`, `{"name":"zero","email":"z@x"}`, ``},
-		{"insert", "shop.User", `{"id":"1"}`, `{"id":"1","name":"ann","email":"a@x"}`, ``},
-		{"update", "shop.User", `{"id":"1"}`, `{"id":"1","name":"ann","email":"ann@x"}`, `{"id":"1","name":"ann","email":"a@x"}`},
-		{"insert", "shop.Order", `{"id":"7"}`, `{"id":"7","user":"1","total":9.5}`, ``},
-		{"remove", "shop.User", `{"id":"0"}`, ``, `{"name":"zero","email":"z@x"}`},
+		{"CHANGE_OP_INSERT", "shop.User", `{"id":"0"}`, `{"name":"zero","email":"z@x"}`, ``},
+		{"CHANGE_OP_INSERT", "shop.User", `{"id":"1"}`, `{"id":"1","name":"ann","email":"a@x"}`, ``},
+		{"CHANGE_OP_UPDATE", "shop.User", `{"id":"1"}`, `{"id":"1","name":"ann","email":"ann@x"}`, `{"id":"1","name":"ann","email":"a@x"}`},
+		{"CHANGE_OP_INSERT", "shop.Order", `{"id":"7"}`, `{"id":"7","user":"1","total":9.5}`, ``},
+		{"CHANGE_OP_REMOVE", "shop.User", `{"id":"0"}`, ``, `{"name":"zero","email":"z@x"}`},
 	}
 	for i, w := range want {
 		c := got[i]
@@ -144,7 +144,7 @@ func TestWatchCommand(t *testing.T) {
 	lines = waitLines(t, out, 3)
 	stop()
 	progress := parseChanges(t, lines)
-	if progress[0].Progress == "" || progress[1].Op != "insert" || progress[2].Op != "update" {
+	if progress[0].Progress == "" || progress[1].Op != "CHANGE_OP_INSERT" || progress[2].Op != "CHANGE_OP_UPDATE" {
 		t.Errorf("filtered watch with progress:\n%s", strings.Join(lines, "\n"))
 	}
 }
@@ -231,7 +231,7 @@ func TestWatchInterrupted(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(first+string(rest), "\n"), "\n")
 	for _, c := range parseChanges(t, lines) {
-		if c.Op != "insert" || !positionText.MatchString(c.Position) {
+		if c.Op != "CHANGE_OP_INSERT" || !positionText.MatchString(c.Position) {
 			t.Fatalf("line %+v", c)
 		}
 	}

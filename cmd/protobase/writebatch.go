@@ -21,10 +21,14 @@ import (
 	"github.com/protobase/protobase/internal/exitstatus"
 )
 
-// opNames are the operations a line of write names, as watch prints them.
+// opNames are the operations a line of write names: by the word of the
+// command that writes them, or by the protobuf name of the write
+// operation, as REST and NATS requests name it.
 var opNames = map[string]client.Op{
 	"insert": client.Insert, "update": client.Update, "upsert": client.Upsert,
 	"remove": client.Remove, "patch": client.Patch,
+	"WRITE_OP_INSERT": client.Insert, "WRITE_OP_UPDATE": client.Update, "WRITE_OP_UPSERT": client.Upsert,
+	"WRITE_OP_REMOVE": client.Remove, "WRITE_OP_PATCH": client.Patch,
 }
 
 func (a *app) writeBatchCommand() *cobra.Command {
@@ -41,7 +45,8 @@ FILE (stdin when FILE is "-" or absent) is
 
   {"op": "insert"|"update"|"upsert"|"remove"|"patch", "type": "shop.User", "record": {...}}
 
-where "type" may be left out when --type names it, and the record is the
+(or by the protobuf names WRITE_OP_INSERT ... WRITE_OP_PATCH), where
+"type" may be left out when --type names it, and the record is the
 protobuf JSON of the type, as the other write commands read it. Each
 record follows its operation's rules (insert AlreadyExists, update, remove
 and patch NotFound); the patched records set the fields of --fields and

@@ -125,10 +125,24 @@ type process struct {
 	err  error
 }
 
+// readyFunc recognises the stdout line a process prints once it serves,
+// and returns what the line says (the address, for a server).
+type readyFunc func(line string) (rest string, ok bool)
+
+// prefixed recognises a line beginning with prefix; rest is the remainder.
+func prefixed(prefix string) readyFunc {
+	return func(line string) (string, bool) {
+		if !strings.HasPrefix(line, prefix) {
+			return "", false
+		}
+		return strings.TrimSpace(strings.TrimPrefix(line, prefix)), true
+	}
+}
+
 // start runs bin with args, its stderr appended to logPath, and waits up to
-// StartTimeout for a stdout line beginning with readyPrefix; it returns the
-// rest of that line.
-func start(ctx context.Context, name, bin string, args []string, logPath, readyPrefix string) (*process, string, error) {
+// StartTimeout for a stdout line that ready recognises; it returns what
+// ready made of it.
+func start(ctx context.Context, name, bin string, args []string, logPath string, ready readyFunc) (*process, string, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: log: %w", name, err)
@@ -146,7 +160,7 @@ func start(ctx context.Context, name, bin string, args []string, logPath, readyP
 	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	lines := make(chan string, 1)
-	go p.readStdout(out, logPath, readyPrefix, lines)
+	go p.readStdout(out, logPath, ready, lines)
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -172,7 +186,7 @@ func start(ctx context.Context, name, bin string, args []string, logPath, readyP
 // readStdout hands the ready line's remainder to lines (or closes it if the
 // output ends first) and copies every other line to the log, so that the
 // child never blocks on a full pipe.
-func (p *process) readStdout(out io.Reader, logPath, readyPrefix string, lines chan<- string) {
+func (p *process) readStdout(out io.Reader, logPath string, isReady readyFunc, lines chan<- string) {
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		logf = nil
@@ -186,10 +200,12 @@ func (p *process) readStdout(out io.Reader, logPath, readyPrefix string, lines c
 	ready := false
 	for sc.Scan() {
 		line := sc.Text()
-		if !ready && strings.HasPrefix(line, readyPrefix) {
-			ready = true
-			lines <- strings.TrimSpace(strings.TrimPrefix(line, readyPrefix))
-			continue
+		if !ready {
+			if rest, ok := isReady(line); ok {
+				ready = true
+				lines <- rest
+				continue
+			}
 		}
 		if logf != nil {
 			fmt.Fprintln(logf, line)
@@ -233,6 +249,15 @@ func (p *process) exited() bool {
 	default:
 		return false
 	}
+}
+
+// exitStatus reports whether the process has ended and, if so, how: nil
+// for exit status 0, else what cmd.Wait returned.
+func (p *process) exitStatus() (bool, error) {
+	if !p.exited() {
+		return false, nil
+	}
+	return true, p.err
 }
 
 // logTail is the end of the process's log, to explain a failure.

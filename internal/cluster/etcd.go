@@ -105,7 +105,7 @@ func (c *Etcd) startMember(ctx context.Context, i int) error {
 		"--listen-client-urls", m.ClientURL, "--listen-peer-urls", m.PeerURL,
 		"--initial-cluster", c.initial, "--log-level", "error",
 	}, c.args...)
-	p, _, err := start(ctx, "etcd member "+m.Name, c.bin, args, m.Log, "READY ")
+	p, _, err := start(ctx, "etcd member "+m.Name, c.bin, args, m.Log, prefixed("READY "))
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,18 @@ func (c *Etcd) running(i int) (*process, error) {
 		return nil, fmt.Errorf("etcd member %s is not running", c.members[i].Name)
 	}
 	return p, nil
+}
+
+// Exited reports whether member i's process has ended (by Kill, Stop, or
+// of itself) and, if so, how it ended: nil for exit status 0.
+func (c *Etcd) Exited(i int) (bool, error) {
+	c.mu.Lock()
+	p := c.members[i].proc
+	c.mu.Unlock()
+	if p == nil {
+		return true, nil
+	}
+	return p.exitStatus()
 }
 
 // Restart starts member i again on its data directory after Kill (it

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -47,6 +48,21 @@ type Server struct {
 // servingPrefix begins the line `protobase serve` prints once it serves.
 const servingPrefix = "protobase serving on "
 
+// serving recognises the line `protobase serve` prints once it serves, as
+// text or (with --log-format json) as a JSON object, and returns its
+// address.
+func serving(line string) (string, bool) {
+	if rest, ok := prefixed(servingPrefix)(line); ok {
+		addr, _, _ := strings.Cut(rest, " ") // "ADDR (data DIR)"
+		return addr, true
+	}
+	var banner struct{ Msg, Addr string }
+	if json.Unmarshal([]byte(line), &banner) == nil && banner.Msg == "protobase serving" && banner.Addr != "" {
+		return banner.Addr, true
+	}
+	return "", false
+}
+
 // StartServer starts a Protobase server of bin named name, over the etcd
 // cluster at endpoints, with its local directory under dir, and returns once
 // it answers health checks.
@@ -73,12 +89,10 @@ func StartServer(ctx context.Context, bin, dir, name string, endpoints []string,
 }
 
 func (s *Server) start(ctx context.Context) error {
-	p, rest, err := start(ctx, "server "+s.Name, s.bin, s.args, s.Log, servingPrefix)
+	p, addr, err := start(ctx, "server "+s.Name, s.bin, s.args, s.Log, serving)
 	if err != nil {
 		return err
 	}
-	// "ADDR (data DIR)"
-	addr, _, _ := strings.Cut(rest, " ")
 	if err := waitHealthy(ctx, addr); err != nil {
 		p.kill()
 		return fmt.Errorf("server %s on %s: %w%s", s.Name, addr, err, p.logTail())
@@ -149,6 +163,18 @@ func (s *Server) Pause() error {
 		return fmt.Errorf("server %s is not running", s.Name)
 	}
 	return p.pause()
+}
+
+// Exited reports whether the server's process has ended (by Kill, Stop, or
+// of itself) and, if so, how it ended: nil for exit status 0.
+func (s *Server) Exited() (bool, error) {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return true, nil
+	}
+	return p.exitStatus()
 }
 
 // Restart starts the server again after Kill or Stop, with the same flags.

@@ -28,9 +28,10 @@ func (e *Engine) indexNames(typeID, indexID uint32) (typ, idx string) {
 
 // queryDone reports a Scan or Query page that ran: to Options.ObserveQuery,
 // and, when it ran for longer than Options.SlowQuery (0: never), as one
-// info line saying what it asked, how it ran and how many records it
-// returned.
-func (e *Engine) queryDone(call string, c *compiled, start time.Time, records uint64) {
+// info line saying what it asked, how it ran, how many records it
+// returned and, for a Scan, how many it read (a filter that matches few
+// of them is what makes a Scan slow).
+func (e *Engine) queryDone(call string, c *compiled, start time.Time, records, read uint64) {
 	if c == nil || (e.opts.SlowQuery <= 0 && e.opts.ObserveQuery == nil) {
 		return
 	}
@@ -41,9 +42,21 @@ func (e *Engine) queryDone(call string, c *compiled, start time.Time, records ui
 	if e.opts.SlowQuery <= 0 || took < e.opts.SlowQuery {
 		return
 	}
-	e.log.Info("slow query", "call", call, "type", string(c.t.rt.Name),
+	attrs := []any{"call", call, "type", string(c.t.rt.Name),
 		"access", c.plan.Access.String(), "index", planIndex(c), "ranges", len(c.plan.Ranges),
-		"records", records, "took", took.Round(time.Microsecond))
+		"records", records}
+	if call == "Scan" {
+		attrs = append(attrs, "records_read", read)
+	}
+	e.log.Info("slow query", append(attrs, "took_ms", millis(took))...)
+}
+
+// millis is a duration in milliseconds to the microsecond, as log lines
+// give durations: a field named for its unit reads the same in text and
+// JSON, where slog would write a time.Duration as "1.5ms" in one and as
+// nanoseconds in the other.
+func millis(d time.Duration) float64 {
+	return float64(d.Round(time.Microsecond).Microseconds()) / 1000
 }
 
 func planIndex(c *compiled) string {
@@ -96,5 +109,5 @@ func (e *Engine) logSlowSearch(qs []*pb.Query, start time.Time) {
 	if took < e.opts.SlowQuery || len(qs) == 0 {
 		return
 	}
-	e.log.Info("slow query", "call", "Search", "type", qs[0].GetType(), "queries", len(qs), "took", took.Round(time.Microsecond))
+	e.log.Info("slow query", "call", "Search", "type", qs[0].GetType(), "queries", len(qs), "took_ms", millis(took))
 }

@@ -100,3 +100,41 @@ func TestLogLines(t *testing.T) {
 		t.Errorf("schema applied: indexes_added = %v, want [shop.User.name]", got)
 	}
 }
+
+// A slow Scan's line says how many records it read as well as how many it
+// returned, and gives its duration in a field named for its unit.
+func TestSlowScanLogsRecordsRead(t *testing.T) {
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	te := openEngine(t, t.TempDir(), engine.Options{Logger: log, SlowQuery: time.Nanosecond})
+	te.Apply(map[string]string{"shop.proto": shopProto})
+	te.MustWrite(engine.OpInsert, []*anypb.Any{
+		te.Rec("shop.Member", `{"org": "o", "id": 1, "handle": "a"}`),
+		te.Rec("shop.Member", `{"org": "o", "id": 2, "handle": "b"}`),
+		te.Rec("shop.Member", `{"org": "p", "id": 3, "handle": "c"}`),
+	})
+	where := &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+		Field: "handle", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_String_{String_: "b"}}}}}
+	req := &pb.ScanRequest{Query: &pb.Query{Type: "shop.Member", Where: where}}
+	if err := te.E.Scan(t.Context(), req, func(*pb.ScanResponse) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	for _, l := range buf.lines(t) {
+		if l["msg"] == "slow query" && l["call"] == "Scan" {
+			line = l
+		}
+	}
+	if line == nil {
+		t.Fatalf("no slow Scan line in %s", buf.b.String())
+	}
+	if line["records"] != 1.0 || line["records_read"] != 3.0 {
+		t.Errorf("records = %v, records_read = %v; want 1 and 3 (%v)", line["records"], line["records_read"], line)
+	}
+	if ms, ok := line["took_ms"].(float64); !ok || ms < 0 {
+		t.Errorf("took_ms = %v, want milliseconds (%v)", line["took_ms"], line)
+	}
+	if _, ok := line["took"]; ok {
+		t.Errorf("took without a unit: %v", line)
+	}
+}

@@ -188,7 +188,7 @@ func (e *Engine) query(ctx context.Context, req *pb.QueryRequest, maxBytes int64
 	if err != nil {
 		return nil, err
 	}
-	e.queryDone("Query", c, start, uint64(len(resp.Records)))
+	e.queryDone("Query", c, start, uint64(len(resp.Records)), 0)
 	if c.q.GetExplain() {
 		resp.Plan = c.plan.Explain()
 	}

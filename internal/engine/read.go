@@ -129,6 +129,9 @@ type cursor struct {
 	// Counts for Stats, added to the engine's shared counters once per
 	// query or chunk (flushStats), not once per record.
 	lookups, read uint64
+	// onRead, when set, is given read at each flushStats (a Scan sums
+	// its parts' for its slow-query line).
+	onRead func(read uint64)
 	// cacheMisses counts the lone-key lookups the record cache did not
 	// serve (see Engine.sortPoints).
 	cacheMisses uint64
@@ -150,6 +153,9 @@ type cursor struct {
 
 // flushStats adds the cursor's counts to the engine's Stats.
 func (cu *cursor) flushStats() {
+	if cu.onRead != nil {
+		cu.onRead(cu.read)
+	}
 	if cu.lookups > 0 {
 		cu.e.stats.PointLookups.Add(cu.lookups)
 	}

@@ -61,7 +61,7 @@ func (e *Engine) ScanStream(ctx context.Context, req *pb.ScanRequest, sink ScanS
 	start := time.Now()
 	sc.start(ctx, e.split(c.plan, par))
 	err = sc.collect(ctx)
-	e.queryDone("Scan", c, start, sc.sent)
+	e.queryDone("Scan", c, start, sc.sent, sc.read.Load())
 	return err
 }
 
@@ -99,6 +99,9 @@ type scan struct {
 	// total counts matches over all parts; parts add to it once per
 	// response, not once per record.
 	total atomic.Uint64
+	// read counts the records the parts read, matching or not, for the
+	// slow-query line.
+	read atomic.Uint64
 
 	// Emitter state, used by collect's goroutine only.
 	sent      uint64
@@ -290,7 +293,7 @@ func (sc *scan) emit(s scanned) {
 func (sc *scan) part(ctx context.Context, idx int, part []query.Range, out chan<- scanned) error {
 	e, c := sc.e, sc.c
 	pr := &partRun{sc: sc, idx: idx, out: out}
-	cu := &cursor{e: e, c: c, r: sc.snap}
+	cu := &cursor{e: e, c: c, r: sc.snap, onRead: func(n uint64) { sc.read.Add(n) }}
 	if !sc.reuse {
 		// Point reads land in the packer's buffer. Not with scanBufs,
 		// whose packers the emitter rewinds while the cursor goes on.

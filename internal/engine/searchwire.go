@@ -145,5 +145,5 @@ func (e *Engine) logSlowWire(points []pointJob, start time.Time) {
 			name = string(p.t.rt.Name)
 		}
 	}
-	e.log.Info("slow query", "call", "Search", "type", name, "queries", len(points), "took", took.Round(time.Microsecond))
+	e.log.Info("slow query", "call", "Search", "type", name, "queries", len(points), "took_ms", millis(took))
 }

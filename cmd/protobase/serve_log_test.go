@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/protobase/protobase/internal/exitstatus"
+)
+
+// jsonLines parses every line of out as a JSON object, failing the test
+// on one that is not.
+func jsonLines(t *testing.T, name, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, ln := range strings.Split(strings.TrimSpace(out), "\n") {
+		if ln == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(ln), &m); err != nil {
+			t.Errorf("%s line %q is not JSON: %v", name, ln, err)
+			continue
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// With --log-format json every line serve writes is a JSON object: the
+// lines saying where it serves (stdout) as well as the log (stderr), whose
+// durations are in fields named for their unit.
+func TestServeLogFormatJSON(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	args := []string{"serve", "--grpc-addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-format", "json",
+		"--sync=false", "--slow-query", "1ns", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+		"--nats", "--nats-addr", "127.0.0.1:0"}
+	go func() { done <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); {
+		for _, l := range jsonLines(t, "stdout", stdout.String()) {
+			if l["msg"] == "protobase serving" {
+				addr, _ = l["addr"].(string)
+			}
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no serving line\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	applyShop(t, addr)
+	mustCLI(t, "{\"id\": 1, \"email\": \"a@x\"}\n{\"id\": 2, \"email\": \"b@x\"}\n", "--addr", addr, "insert", "--type", "shop.User")
+	mustCLI(t, "", "--addr", addr, "search", "--type", "shop.User", "--where", "email = \"b@x\"")
+	cancel()
+	if code := <-done; code != exitstatus.OK {
+		t.Fatalf("serve exited %d\n%s", code, stderr.String())
+	}
+
+	msgs := map[string]map[string]any{}
+	for _, l := range jsonLines(t, "stdout", stdout.String()) {
+		msgs[l["msg"].(string)] = l
+	}
+	for _, msg := range []string{"protobase serving", "metrics", "REST/JSON", "NATS"} {
+		if msgs[msg] == nil {
+			t.Errorf("stdout has no %q line:\n%s", msg, stdout.String())
+		}
+	}
+	slow := 0
+	for _, l := range jsonLines(t, "stderr", stderr.String()) {
+		if l["msg"] != "slow query" {
+			continue
+		}
+		slow++
+		if _, ok := l["took_ms"].(float64); !ok {
+			t.Errorf("slow query line without took_ms: %v", l)
+		}
+	}
+	if slow == 0 {
+		t.Errorf("no slow query line:\n%s", stderr.String())
+	}
+}
+
+// A server that cannot start says so on its JSON log, and nothing else.
+func TestServeLogFormatJSONStartFailure(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	r := cli(t, "", "serve", "--data", t.TempDir(), "--grpc-addr", lis.Addr().String(), "--log-format", "json")
+	wantCode(t, r, exitstatus.Failed)
+	lines := jsonLines(t, "stderr", r.stderr)
+	if len(lines) == 0 || lines[len(lines)-1]["level"] != "ERROR" ||
+		!strings.Contains(lines[len(lines)-1]["err"].(string), "address already in use") {
+		t.Errorf("stderr %q: want a JSON error line naming the address in use", r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("printed %q", r.stdout)
+	}
+}
+
+// A time.Duration logged by any part of the server is written in
+// milliseconds under a name that says so.
+func TestLogDurationsInMillis(t *testing.T) {
+	var out syncBuffer
+	log, err := newLogger(&out, "json", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("x", "shutdown_timeout", 1500*time.Microsecond)
+	l := jsonLines(t, "log", out.String())
+	if len(l) != 1 || l[0]["shutdown_timeout_ms"] != 1.5 {
+		t.Errorf("logged %s, want shutdown_timeout_ms 1.5", out.String())
+	}
+}
