@@ -80,13 +80,27 @@ func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 type SchemaOptions struct {
 	// DryRun plans without changing anything.
 	DryRun bool
-	// AllowDrop names the record types that may be dropped with their data.
+	// AllowDrop names what may be dropped with its data: record types by
+	// full name ("shop.User") and indexes by type and index name
+	// ("shop.User.email"). Anything else the new schema no longer declares
+	// is refused.
 	AllowDrop []string
+	// Add makes the files additions: each is added or replaces the file of
+	// its name, and every other file the server holds is kept. Without it
+	// the files are the whole schema.
+	Add bool
+	// Remove names files to remove by import path (with Add only).
+	Remove []string
 }
 
-// ApplySchema makes files (import path -> .proto source) the whole schema.
+// ApplySchema makes files (import path -> .proto source) the whole schema,
+// or with opts.Add adds them to it.
 func (c *Client) ApplySchema(ctx context.Context, files map[string]string, opts SchemaOptions) (*pb.ApplySchemaResponse, error) {
-	resp, err := c.api.ApplySchema(ctx, &pb.ApplySchemaRequest{Files: files, DryRun: opts.DryRun, AllowDrop: opts.AllowDrop})
+	req := &pb.ApplySchemaRequest{Files: files, DryRun: opts.DryRun, AllowDrop: opts.AllowDrop, RemoveFiles: opts.Remove}
+	if opts.Add {
+		req.Mode = pb.SchemaMode_SCHEMA_MODE_ADD
+	}
+	resp, err := c.api.ApplySchema(ctx, req)
 	if err != nil {
 		return nil, asError(err)
 	}

@@ -117,8 +117,9 @@ const (
 	ImportSchemaMatch ImportSchema = iota
 	// ImportSchemaApply applies the file's schema first, whatever the
 	// plan (ImportResult.Schema): the server's types and indexes that the
-	// file lacks are dropped, except that dropping a type with its records
-	// is still refused (ApplySchema's allow_drop is never sent).
+	// file lacks are dropped (the indexes named in allow_drop), except
+	// that dropping a type with its records is still refused (no type is
+	// named in allow_drop).
 	ImportSchemaApply
 	// ImportSchemaKeep leaves the server's schema as it is: each record
 	// must then be valid under it, and one that is not (a type it lacks,
@@ -296,7 +297,21 @@ func (c *Client) importSchema(ctx context.Context, files map[string]string, mode
 	if mode == ImportSchemaKeep || len(files) == 0 {
 		return nil, nil
 	}
-	plan, err := c.ApplySchema(ctx, files, SchemaOptions{DryRun: true})
+	// The file's schema replaces the server's whole, so an index the file
+	// lacks is dropped: the plan lists it, the refusal of ImportSchemaMatch
+	// shows it, and ImportSchemaApply drops it as the plan says. A type is
+	// never named, so dropping one with its records stays refused.
+	cur, err := c.GetSchema(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("import: get the server's schema: %w", err)
+	}
+	var indexes []string
+	for _, t := range cur.GetTypes() {
+		for _, ix := range t.GetIndexes() {
+			indexes = append(indexes, t.GetName()+"."+ix.GetName())
+		}
+	}
+	plan, err := c.ApplySchema(ctx, files, SchemaOptions{DryRun: true, AllowDrop: indexes})
 	if err != nil {
 		return nil, fmt.Errorf("import: plan the file's schema: %w", err)
 	}
@@ -306,15 +321,11 @@ func (c *Client) importSchema(ctx context.Context, files map[string]string, mode
 	if mode != ImportSchemaApply {
 		// A server without any schema has nothing the file's could drop
 		// or change: it takes the file's.
-		cur, err := c.GetSchema(ctx)
-		if err != nil {
-			return nil, err
-		}
 		if len(cur.GetFiles()) > 0 {
 			return nil, &SchemaMismatchError{Plan: plan.GetPlan()}
 		}
 	}
-	applied, err := c.ApplySchema(ctx, files, SchemaOptions{})
+	applied, err := c.ApplySchema(ctx, files, SchemaOptions{AllowDrop: indexes})
 	if err != nil {
 		return nil, fmt.Errorf("import: apply the file's schema: %w", err)
 	}

@@ -180,6 +180,7 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 	}
 	batch := func(recs ...*anypb.Any) *pb.WriteRequest { return &pb.WriteRequest{Records: recs} }
 	orders := &pb.QueryRequest{Query: &pb.Query{Type: "shop.Order"}}
+	addInv := &pb.ApplySchemaRequest{Files: map[string]string{"inv.proto": invProto}, Mode: pb.SchemaMode_SCHEMA_MODE_ADD}
 	// denied is a key whose role does not reach the endpoint (its login
 	// may not publish there) or, with byScope, whose scope refuses the
 	// request (PERMISSION_DENIED).
@@ -190,6 +191,8 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 		byScope  bool
 	}{
 		{natstransport.SubjectSchemaGet, &pb.GetSchemaRequest{}, "", false},
+		{natstransport.SubjectSchemaApply, addInv, "writer", false},
+		{natstransport.SubjectSchemaApply, addInv, "user-schemer", true},
 		{natstransport.SubjectInsert, batch(e.user(50)), "reader", false},
 		{natstransport.SubjectInsert, batch(e.user(51), e.order(51, 1)), "user-writer", true},
 		{natstransport.SubjectUpdate, batch(e.user(1)), "reader", false},
@@ -233,6 +236,11 @@ func TestAuthNATSEveryRPC(t *testing.T) {
 	waitMetric(t, e.ts, admin, dropped, map[string]string{"reason": "outside_inbox"}, float64(len(calls)))
 	if after := e.state(); after != before {
 		t.Fatalf("refused calls changed the state:\n%s\nwant\n%s", after, before)
+	}
+	// A schema key applies a change over NATS.
+	var applied pb.ApplySchemaResponse
+	if st := e.natsCall(conn("schemer"), "schemer", natstransport.SubjectSchemaApply, addInv, &applied); st != nil || !applied.GetApplied() {
+		t.Fatalf("schema.apply with the schema key: %v %v", st, &applied)
 	}
 	// The lower-case header works too.
 	msg0 := nats.NewMsg(natstransport.Subject(natstransport.DefaultPrefix, natstransport.SubjectSchemaGet))

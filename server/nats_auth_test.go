@@ -241,17 +241,18 @@ func TestNATSPublishByRole(t *testing.T) {
 	}
 	reads := subject(natstransport.SubjectSchemaGet, natstransport.SubjectQuery, natstransport.SubjectGet, natstransport.SubjectGetRecords)
 	writes := subject(natstransport.SubjectInsert, natstransport.SubjectUpdate, natstransport.SubjectUpsert, natstransport.SubjectRemove)
+	schema := subject(natstransport.SubjectSchemaApply)
 	keys := subject(natstransport.SubjectKeysCreate, natstransport.SubjectKeysList, natstransport.SubjectKeysRevoke)
-	others := []string{"protobase.other", "protobase.schema.apply", "$SRV.PING", "elsewhere"}
+	others := []string{"protobase.other", "protobase.schema.drop", "$SRV.PING", "elsewhere"}
 	join := slices.Concat[[]string]
 	for _, c := range []struct {
 		key              string
 		allowed, refused []string
 	}{
-		{"user-reader", reads, join(writes, keys, others)},
-		{"writer", join(reads, writes), join(keys, others)},
-		{"schemer", join(reads, writes), join(keys, others)},
-		{"admin", join(reads, writes, keys), others},
+		{"user-reader", reads, join(writes, schema, keys, others)},
+		{"writer", join(reads, writes), join(schema, keys, others)},
+		{"schemer", join(reads, writes, schema), join(keys, others)},
+		{"admin", join(reads, writes, schema, keys), others},
 	} {
 		nc := connectNATS(t, e.ts.Srv.NATSURL(), append(natstransport.ClientOptions(e.key(c.key)), quiet)...)
 		for _, subj := range c.allowed {

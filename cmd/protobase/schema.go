@@ -17,9 +17,11 @@ func (a *app) schemaCommand() *cobra.Command {
 (protobase.v1.record) are record types, with a primary key and secondary
 indexes; files import "protobase/v1/options.proto" to declare them.
 
-"schema apply" replaces the whole schema with the given files and prints
-the plan; "schema get" prints the current one.`,
+"schema apply" replaces the whole schema with the given files, or with
+--add adds them to it, and prints the plan; "schema get" prints the
+current one.`,
 		Example: `  protobase schema apply shop.proto
+  protobase schema apply --add inventory.proto
   protobase schema get`,
 	})
 	cmd.AddCommand(a.schemaApplyCommand(), a.schemaGetCommand())

@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -20,18 +23,30 @@ type schemaApplyOptions struct {
 	dryRun    bool
 	allowDrop []string
 	root      string
+	add       bool
+	remove    []string
 }
 
 func (a *app) schemaApplyCommand() *cobra.Command {
 	var o schemaApplyOptions
 	cmd := &cobra.Command{
 		Use:   "apply FILE|DIR...",
-		Short: "Make the given .proto files the whole schema",
+		Short: "Make the given .proto files the whole schema, or add them to it",
 		Long: `Send .proto files to the server, which compiles them, plans the change
 from the current schema and applies it. The files given are the whole
-schema: a file applied before and not given now is removed, and with it its
-record types, which the server refuses unless each is named with
---allow-drop (dropping a type deletes its records).
+schema: a file applied before and not given now is removed.
+
+With --add the files given are added to the schema instead: each is added,
+or replaces the file of the same import path, and every other file the
+server holds is kept. --remove FILE (with --add) removes a file by its
+import path; with --remove alone no FILE is needed.
+
+Nothing is dropped by omission. A record type or an index that the new
+schema no longer declares is refused unless named with --allow-drop: a type
+by its full name (shop.User; dropping it deletes its records), an index by
+its type and index name (shop.User.email; dropping it deletes its entries
+and, for a unique index, its constraint). A refusal lists everything that
+would be dropped and the --allow-drop flags that allow it.
 
 Each file is sent under its import path, the name other files import it
 by. The import path is the file's path relative to --root; without --root
@@ -47,34 +62,55 @@ without sending them.
 
 The plan lists the record types added, changed and dropped, the indexes
 added (an index on a type that already has records is built in the
-background, and serves reads once built) and dropped, and the files. With
---dry-run the server only plans. A schema that does not compile is refused
-with every problem as file:line:col: message.`,
+background, and serves reads once built) and dropped (with those of dropped
+types), and the files. With --dry-run the server only plans. A schema that
+does not compile is refused with every problem as file:line:col: message.`,
 		Example: `  protobase schema apply shop.proto
   protobase schema apply --dry-run ./schema
-  protobase schema apply --allow-drop shop.LegacyOrder shop.proto`,
-		Args: cobra.MinimumNArgs(1),
+  protobase schema apply --add inventory.proto
+  protobase schema apply --add --remove legacy.proto
+  protobase schema apply --allow-drop shop.LegacyOrder --allow-drop shop.User.email shop.proto`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && len(o.remove) == 0 {
+				return exitstatus.Usagef("schema apply needs at least one FILE or DIR (or --add --remove FILE)")
+			}
+			if len(o.remove) > 0 && !o.add {
+				return exitstatus.Usagef("--remove needs --add: without --add the files given are the whole schema, and a file is removed by leaving it out")
+			}
+			return nil
+		},
 		RunE: exitstatus.RunE(func(cmd *cobra.Command, args []string) error { return a.schemaApply(cmd, args, o) }),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan only, change nothing")
-	f.StringArrayVar(&o.allowDrop, "allow-drop", nil, "full name of a record type that may be dropped with its records (repeatable)")
+	f.StringArrayVar(&o.allowDrop, "allow-drop", nil, "record type (shop.User) or index (shop.User.email) that may be dropped with its data (repeatable)")
 	f.StringVar(&o.root, "root", "", "directory the import paths are relative to (default: each file's own directory)")
+	f.BoolVar(&o.add, "add", false, "add the files to the schema (replacing files of the same import path), keeping every other file")
+	f.StringArrayVar(&o.remove, "remove", nil, "import path of a file to remove (with --add; repeatable)")
 	return cmd
 }
 
 func (a *app) schemaApply(cmd *cobra.Command, args []string, o schemaApplyOptions) error {
-	files, err := readProtoFiles(args, o.root)
-	if err != nil {
-		return err
+	files := map[string]string{}
+	if len(args) > 0 {
+		var err error
+		if files, err = readProtoFiles(args, o.root); err != nil {
+			return err
+		}
 	}
 	c, err := a.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	resp, err := c.ApplySchema(cmd.Context(), files, client.SchemaOptions{DryRun: o.dryRun, AllowDrop: o.allowDrop})
+	resp, err := c.ApplySchema(cmd.Context(), files, client.SchemaOptions{
+		DryRun: o.dryRun, AllowDrop: o.allowDrop, Add: o.add, Remove: o.remove,
+	})
 	if err != nil {
+		if names := refusedDrops(err); len(names) > 0 {
+			return fmt.Errorf("%w\nnothing was changed; to drop them with their data, add: --allow-drop %s",
+				callError("schema apply", a.conn.Addr, err), strings.Join(names, " --allow-drop "))
+		}
 		return callError("schema apply", a.conn.Addr, err)
 	}
 	writePlan(a.stdout, resp.GetPlan(), o.dryRun)
@@ -87,6 +123,32 @@ func (a *app) schemaApply(cmd *cobra.Command, args []string, o schemaApplyOption
 		fmt.Fprintf(a.stdout, "no change, schema version %d\n", resp.GetVersion())
 	}
 	return nil
+}
+
+// refusedDrops returns the names (for --allow-drop) of the types and
+// indexes whose drop the server refused because they were not allowed.
+func refusedDrops(err error) []string {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return nil
+	}
+	var names []string
+	for _, d := range st.Details() {
+		br, ok := d.(*errdetails.BadRequest)
+		if !ok {
+			continue
+		}
+		for _, v := range br.GetFieldViolations() {
+			if !strings.Contains(v.GetDescription(), "in allow_drop") {
+				continue
+			}
+			_, name, ok := strings.Cut(v.GetField(), " ") // "type shop.User", "index shop.User.email"
+			if ok {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }
 
 // readProtoFiles reads the .proto files named by args (files, or

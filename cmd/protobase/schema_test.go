@@ -140,3 +140,77 @@ func TestSchemaGet(t *testing.T) {
 		t.Errorf("schema get --format json: %v", &resp)
 	}
 }
+
+// invProto declares a record type in a file of its own, beside shop.proto.
+const invProto = `syntax = "proto3";
+package inv;
+import "protobase/v1/options.proto";
+message Item {
+  option (protobase.v1.record) = { primary_key: "sku" };
+  string sku = 1;
+  int32 count = 2;
+}
+`
+
+func TestSchemaApplyAdd(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr()
+	dir := t.TempDir()
+	applyShop(t, addr)
+	inv := writeFile(t, dir, "inv.proto", invProto)
+
+	// Without --add the file is the whole schema, and shop.User would go.
+	r := cli(t, "", "--addr", addr, "schema", "apply", inv)
+	wantCode(t, r, exitstatus.Failed)
+
+	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--add", "--dry-run", inv)
+	wantContains(t, r.stdout, "types added (1):\n  + inv.Item\n", "files (1):\n  + inv.proto\n", "dry run, nothing changed")
+	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--add", inv)
+	wantContains(t, r.stdout, "types added (1):\n  + inv.Item\n", "applied, schema version 2\n")
+	if strings.Contains(r.stdout, "dropped") || strings.Contains(r.stdout, "shop.proto") {
+		t.Errorf("--add touched the other file:\n%s", r.stdout)
+	}
+	r = mustCLI(t, "", "--addr", addr, "schema", "get")
+	wantContains(t, r.stdout, "shop.User", "email", "inv.Item")
+
+	// Replacing a file by name: a field added to inv.Item.
+	writeFile(t, dir, "inv.proto", strings.Replace(invProto, "int32 count = 2;", "int32 count = 2;\n  string place = 3;", 1))
+	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--add", inv)
+	wantContains(t, r.stdout, "types changed (1):\n  ~ inv.Item\n", "  ~ inv.proto\n", "applied, schema version 3\n")
+
+	// Removing a file by name: its type is dropped only when allowed.
+	r = cli(t, "", "--addr", addr, "schema", "apply", "--add", "--remove", "inv.proto")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "type inv.Item: would be dropped", "nothing was changed; to drop them with their data, add: --allow-drop inv.Item\n")
+	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--add", "--remove", "inv.proto", "--allow-drop", "inv.Item")
+	wantContains(t, r.stdout, "types dropped (1):\n  - inv.Item (0 records deleted)\n", "files (1):\n  - inv.proto\n", "applied, schema version 4\n")
+
+	r = cli(t, "", "--addr", addr, "schema", "apply", "--add", "--remove", "inv.proto")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "schema apply failed (InvalidArgument)", "file inv.proto is not in the schema")
+	r = cli(t, "", "--addr", addr, "schema", "apply", "--remove", "shop.proto")
+	wantCode(t, r, exitstatus.Usage)
+	wantContains(t, r.stderr, "--remove needs --add")
+}
+
+func TestSchemaApplyIndexDropGuard(t *testing.T) {
+	srv := startServer(t)
+	addr := srv.Addr()
+	dir := t.TempDir()
+	applyShop(t, addr)
+	noIndex := writeFile(t, dir, "shop.proto", strings.Replace(shopProto, ` index: { fields: "email" unique: true }`, "", 1))
+
+	for _, dry := range []string{"--dry-run", "--add"} {
+		r := cli(t, "", "--addr", addr, "schema", "apply", dry, noIndex)
+		wantCode(t, r, exitstatus.Failed)
+		wantContains(t, r.stderr, "schema apply failed (FailedPrecondition)", "index shop.User.email: would be dropped",
+			"nothing was changed; to drop them with their data, add: --allow-drop shop.User.email\n")
+	}
+	r := mustCLI(t, "", "--addr", addr, "schema", "get")
+	wantContains(t, r.stdout, "email")
+
+	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--dry-run", "--allow-drop", "shop.User.email", noIndex)
+	wantContains(t, r.stdout, "indexes dropped (1):\n  - shop.User index email (email) unique\n", "dry run, nothing changed")
+	r = mustCLI(t, "", "--addr", addr, "schema", "apply", "--allow-drop", "shop.User.email", noIndex)
+	wantContains(t, r.stdout, "indexes dropped (1):\n  - shop.User index email (email) unique\n", "applied, schema version 2")
+}

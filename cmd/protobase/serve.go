@@ -216,9 +216,9 @@ Prometheus metrics at http://METRICS-ADDR/metrics.
 port), with its OpenAPI description at /openapi.json.
 --nats runs an embedded NATS server on --nats-addr, or --nats-url joins an
 external one, and serves the API as NATS request-reply on the subjects
-PREFIX.schema.get, .insert, .update, .upsert, .remove, .query and .get
-(--nats-prefix, default "protobase"), in the queue group --nats-queue, so
-that several servers share the load. With --auth, a client of the embedded
+PREFIX.schema.get, .schema.apply, .insert, .update, .upsert, .remove,
+.query and .get (--nats-prefix, default "protobase"), in the queue group
+--nats-queue, so that several servers share the load. With --auth, a client of the embedded
 server logs in with its key (as the token), may publish only to the
 subjects of its key's role, uses the key's inbox prefix and sends the same
 key in the header: the server answers only into that key's inbox. See

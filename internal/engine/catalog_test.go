@@ -79,7 +79,7 @@ func TestCatalogIndexBuild(t *testing.T) {
 
 	// A unique index on shared values fails, keeps no entries, and writes
 	// do not maintain it.
-	te.Apply(map[string]string{"shop.proto": shopWithIndex(`index: { fields: "name" unique: true name: "uniq_name" }`)})
+	te.ApplyDropping(map[string]string{"shop.proto": shopWithIndex(`index: { fields: "name" unique: true name: "uniq_name" }`)}, "shop.User.by_name_id")
 	ix := waitIndexNamed(t, te, "uniq_name")
 	if ix.State != pb.IndexState_INDEX_STATE_FAILED || ix.Error == "" {
 		t.Fatalf("index %v, want FAILED with its reason", ix)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -45,15 +46,25 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 	// which takes schemaMu too. Compiling under it also keeps compiles to
 	// one at a time, so their memory (up to about 1 GB for sources at the
 	// limits) does not add up.
-	c, err := schema.Compile(ctx, req.GetFiles())
-	if err != nil {
-		return nil, schemaError(err)
+	if err := checkSchemaRequest(req); err != nil {
+		return nil, err
 	}
+	var c *schema.Compiled
 	for attempt := 1; ; attempt++ {
 		// Each attempt plans from the current state: on a shared store
-		// another server may have replaced it (see commitSchema).
+		// another server may have replaced it (see commitSchema), and in
+		// SCHEMA_MODE_ADD the files kept are that state's.
 		base := e.cat.Load()
 		old := base.state
+		files, err := requestFiles(req, old)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil || !maps.Equal(c.Files, files) {
+			if c, err = schema.Compile(ctx, files); err != nil {
+				return nil, schemaError(err)
+			}
+		}
 		counted := map[*schema.RecordType]uint64{}
 		res, err := schema.PlanCompiled(old, c, req.GetAllowDrop(), func(t *schema.RecordType) (uint64, error) {
 			n, err := e.countRecords(t)
@@ -78,6 +89,52 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 				"schema not applied: records kept arriving in empty types while the change was planned (%d attempts); apply it again", attempt)}
 		}
 	}
+}
+
+// checkSchemaRequest refuses a request whose mode and file names do not
+// fit together, before anything is compiled.
+func checkSchemaRequest(req *pb.ApplySchemaRequest) error {
+	mode := req.GetMode()
+	switch mode {
+	case pb.SchemaMode_SCHEMA_MODE_UNSPECIFIED, pb.SchemaMode_SCHEMA_MODE_WHOLE, pb.SchemaMode_SCHEMA_MODE_ADD:
+	default:
+		return invalidSchemaRequest("mode", fmt.Sprintf("unknown schema mode %d: use SCHEMA_MODE_WHOLE or SCHEMA_MODE_ADD", mode))
+	}
+	if len(req.GetRemoveFiles()) > 0 && mode != pb.SchemaMode_SCHEMA_MODE_ADD {
+		return invalidSchemaRequest("remove_files", "remove_files needs mode SCHEMA_MODE_ADD: when the request is the whole schema, a file is removed by leaving it out")
+	}
+	for _, name := range req.GetRemoveFiles() {
+		if _, ok := req.GetFiles()[name]; ok {
+			return invalidSchemaRequest("remove_files", fmt.Sprintf("file %s is both added and removed", name))
+		}
+	}
+	return nil
+}
+
+// requestFiles returns the files of the schema req asks for: its files in
+// whole-state mode; in SCHEMA_MODE_ADD, those of old with req's files added
+// or replacing the files of their names and remove_files removed.
+func requestFiles(req *pb.ApplySchemaRequest, old *schema.State) (map[string]string, error) {
+	if req.GetMode() != pb.SchemaMode_SCHEMA_MODE_ADD {
+		return req.GetFiles(), nil
+	}
+	files := maps.Clone(old.Compiled.Files)
+	if files == nil {
+		files = map[string]string{}
+	}
+	for _, name := range req.GetRemoveFiles() {
+		if _, ok := files[name]; !ok {
+			return nil, invalidSchemaRequest("remove_files", fmt.Sprintf("file %s is not in the schema, so it cannot be removed", name))
+		}
+		delete(files, name)
+	}
+	maps.Copy(files, req.GetFiles())
+	return files, nil
+}
+
+func invalidSchemaRequest(field, msg string) error {
+	br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}}
+	return &apierror.Error{Code: apierror.InvalidArgument, Msg: msg, Details: []protoadapt.MessageV1{br}}
 }
 
 // commitSchema commits a schema change planned from base under writeMu.

@@ -19,7 +19,7 @@ import (
 type Counts func(t *RecordType) (uint64, error)
 
 // PlanRequest is an ApplySchema request: every file of the new schema, and
-// the full names of the record types that may be dropped.
+// the names of the record types and indexes that may be dropped.
 type PlanRequest struct {
 	Files     map[string]string
 	AllowDrop []string
@@ -27,8 +27,8 @@ type PlanRequest struct {
 
 // Reasons of a PlanError.
 const (
-	// ReasonDropNotAllowed: a record type would be dropped without being
-	// named in allow_drop.
+	// ReasonDropNotAllowed: a record type or an index would be dropped
+	// without being named in allow_drop.
 	ReasonDropNotAllowed = "DROP_NOT_ALLOWED"
 	// ReasonIncompatible: a change is not allowed because records exist
 	// (possibly along with drops that were not allowed).
@@ -73,7 +73,10 @@ type Result struct {
 //   - The request is the whole schema: files not in it are removed, and a
 //     record type that disappears (its message or its record option is
 //     removed) is dropped, which is allowed only when its full name is in
-//     AllowDrop. Names in AllowDrop that are not dropped are ignored.
+//     AllowDrop; so is an index a kept type no longer declares, named as
+//     "TYPE.INDEX" (see IndexFullName). Names in AllowDrop that are not
+//     dropped are ignored. The indexes of a dropped type are listed as
+//     dropped too.
 //   - When a type holds records, for it and for every message type it uses
 //     (recursively, compared by full name) a field's number, kind,
 //     message/enum type and cardinality are immutable, a field may be
@@ -253,7 +256,9 @@ func (p *planner) run() error {
 		}
 		pl.TypesDropped = append(pl.TypesDropped, &protobasev1.TypeDrop{Type: string(ot.Name), Records: n})
 		p.res.DroppedTypes = append(p.res.DroppedTypes, ot)
-		p.res.DroppedIndexes = append(p.res.DroppedIndexes, ot.Indexes...)
+		for _, oix := range ot.Indexes {
+			p.dropIndex(oix)
+		}
 	}
 
 	names := make([]protoreflect.FullName, 0, len(p.c.Types))
@@ -415,12 +420,27 @@ func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[strin
 		out[i] = p.addIndex(nix, build)
 	}
 	for _, oix := range ot.Indexes {
-		if _, ok := newByName[oix.Name]; !ok {
-			d.add(false, fmt.Sprintf("index %s dropped", oix.Name))
-			p.dropIndex(oix)
+		if _, ok := newByName[oix.Name]; ok {
+			continue
 		}
+		// An index left out of the new schema is dropped only when
+		// named, like a type: leaving out a unique index would lose its
+		// constraint without anyone asking for it.
+		if name := IndexFullName(oix); !p.allowDrop[protoreflect.FullName(name)] {
+			p.problems = append(p.problems, fmt.Sprintf(
+				"index %s: would be dropped (the type no longer declares it); name it in allow_drop to delete it", name))
+			continue
+		}
+		d.add(false, fmt.Sprintf("index %s dropped", oix.Name))
+		p.dropIndex(oix)
 	}
 	return out
+}
+
+// IndexFullName names an index as allow_drop does: its type's full name
+// and its own name ("shop.User.email").
+func IndexFullName(ix *Index) string {
+	return string(ix.Type) + "." + ix.Name
 }
 
 // sameIndex reports whether two indexes have the same entries: the same

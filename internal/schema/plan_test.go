@@ -236,7 +236,7 @@ message Address { string town = 1; string zip = 2; }
 			files:     baseUser(),
 			counts:    withData,
 			allowDrop: []string{"shop.Order", "shop.User", "unknown.Type"},
-			wantPlan:  `types_dropped:{type:"shop.Order" records:3} files_removed:"orders.proto"`,
+			wantPlan:  `types_dropped:{type:"shop.Order" records:3} indexes_dropped:{type:"shop.Order" index:"user" fields:"user"} files_removed:"orders.proto"`,
 			check: func(t *testing.T, old *State, r *Result) {
 				if len(r.DroppedTypes) != 1 || r.DroppedTypes[0] != old.Types["shop.Order"] {
 					t.Errorf("dropped types %v", r.DroppedTypes)
@@ -290,9 +290,27 @@ message Address { string town = 1; string zip = 2; }
 				}
 			},
 		}, {
-			files:    userFile(`primary_key: "id" index: { fields: "name" unique: true }`, baseFields, baseAddress),
-			counts:   withData,
-			wantPlan: `types_changed:{type:"shop.User" changes:"index age dropped"} indexes_dropped:{type:"shop.User" index:"age" fields:"age"} files_changed:"users.proto"`,
+			files:      userFile(`primary_key: "id" index: { fields: "name" unique: true }`, baseFields, baseAddress),
+			counts:     withData,
+			allowDrop:  []string{"shop.User", "age", "shop.User.name"},
+			wantReason: ReasonDropNotAllowed,
+			wantErr:    []string{"index shop.User.age: would be dropped (the type no longer declares it); name it in allow_drop"},
+		}, {
+			files:     userFile(`primary_key: "id" index: { fields: "name" unique: true }`, baseFields, baseAddress),
+			counts:    withData,
+			allowDrop: []string{"shop.User.age"},
+			wantPlan:  `types_changed:{type:"shop.User" changes:"index age dropped"} indexes_dropped:{type:"shop.User" index:"age" fields:"age"} files_changed:"users.proto"`,
+		}},
+	}, {
+		name: "an index left out of an empty type is refused too",
+		steps: []step{{files: userFile(`primary_key: "id" index: { fields: "name" unique: true }`, baseFields, baseAddress)}, {
+			files:      baseUser(),
+			wantReason: ReasonDropNotAllowed,
+			wantErr:    []string{"index shop.User.name: would be dropped"},
+		}, {
+			files:     baseUser(),
+			allowDrop: []string{"shop.User.name"},
+			wantPlan:  `types_changed:{type:"shop.User" changes:"index name dropped"} indexes_dropped:{type:"shop.User" index:"name" fields:"name" unique:true} files_changed:"users.proto"`,
 		}},
 	}, {
 		name: "a failed index is rebuilt on the next apply",

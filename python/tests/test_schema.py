@@ -123,3 +123,46 @@ def test_protoc_generated_schema_uses_the_packaged_options(shop_pb2: Any) -> Non
     assert list(opts.primary_key) == ["id"]
     assert [list(ix.fields) for ix in opts.index] == [["name"], ["email"]]
     assert opts.index[1].unique
+
+
+def test_add_keeps_the_other_files_and_remove_drops_by_name(client: protobase.Client) -> None:
+    before = dict(client.get_schema().files)
+    resp = client.apply_schema({"notes.proto": NOTES}, add=True)
+    assert resp.applied
+    assert list(resp.plan.types_added) == ["pytest.notes.Note"]
+    assert not resp.plan.types_dropped and not resp.plan.indexes_dropped
+    files = dict(client.get_schema().files)
+    assert files == {**before, "notes.proto": NOTES}
+    client.insert([{"id": 1, "text": "a"}], type="pytest.notes.Note")
+
+    with pytest.raises(ProtobaseError) as ei:
+        client.apply_schema(add=True, remove=["notes.proto"])
+    assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "type pytest.notes.Note: would be dropped with its 1 records" in ei.value.message
+
+    resp = client.apply_schema(add=True, remove=["notes.proto"], allow_drop=["pytest.notes.Note"])
+    assert [(d.type, d.records) for d in resp.plan.types_dropped] == [("pytest.notes.Note", 1)]
+    assert list(resp.plan.files_removed) == ["notes.proto"]
+    assert dict(client.get_schema().files) == before
+
+    with pytest.raises(ProtobaseError) as ei:
+        client.apply_schema(add=True, remove=["notes.proto"])
+    assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "file notes.proto is not in the schema" in ei.value.message
+
+
+def test_index_drop_needs_naming(client: protobase.Client) -> None:
+    src = (SCHEMA_DIR / "shop.proto").read_text()
+    no_email = src.replace('    index: { fields: "email" unique: true }\n', "")
+    assert no_email != src
+    for kwargs in ({}, {"dry_run": True}, {"add": True}, {"allow_drop": ["pytest.shop.User"]}):
+        with pytest.raises(ProtobaseError) as ei:
+            client.apply_schema({"shop.proto": no_email}, **kwargs)
+        assert ei.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert "index pytest.shop.User.email: would be dropped" in ei.value.message
+    resp = client.apply_schema(
+        {"shop.proto": no_email}, add=True, allow_drop=["pytest.shop.User.email"]
+    )
+    assert [(ix.type, ix.index, ix.unique) for ix in resp.plan.indexes_dropped] == [
+        ("pytest.shop.User", "email", True)
+    ]

@@ -29,6 +29,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SchemaMode says whether an ApplySchema request holds the whole schema or
+// changes to it.
+type SchemaMode int32
+
+const (
+	// The same as SCHEMA_MODE_WHOLE.
+	SchemaMode_SCHEMA_MODE_UNSPECIFIED SchemaMode = 0
+	// The request's files are the whole schema (for tools that manage it).
+	SchemaMode_SCHEMA_MODE_WHOLE SchemaMode = 1
+	// The request's files are added or replace files of the same name;
+	// remove_files are removed; every other file is kept.
+	SchemaMode_SCHEMA_MODE_ADD SchemaMode = 2
+)
+
+// Enum value maps for SchemaMode.
+var (
+	SchemaMode_name = map[int32]string{
+		0: "SCHEMA_MODE_UNSPECIFIED",
+		1: "SCHEMA_MODE_WHOLE",
+		2: "SCHEMA_MODE_ADD",
+	}
+	SchemaMode_value = map[string]int32{
+		"SCHEMA_MODE_UNSPECIFIED": 0,
+		"SCHEMA_MODE_WHOLE":       1,
+		"SCHEMA_MODE_ADD":         2,
+	}
+)
+
+func (x SchemaMode) Enum() *SchemaMode {
+	p := new(SchemaMode)
+	*p = x
+	return p
+}
+
+func (x SchemaMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SchemaMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_protobase_v1_protobase_proto_enumTypes[0].Descriptor()
+}
+
+func (SchemaMode) Type() protoreflect.EnumType {
+	return &file_protobase_v1_protobase_proto_enumTypes[0]
+}
+
+func (x SchemaMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SchemaMode.Descriptor instead.
+func (SchemaMode) EnumDescriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{0}
+}
+
 type IndexState int32
 
 const (
@@ -69,11 +124,11 @@ func (x IndexState) String() string {
 }
 
 func (IndexState) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[0].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[1].Descriptor()
 }
 
 func (IndexState) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[0]
+	return &file_protobase_v1_protobase_proto_enumTypes[1]
 }
 
 func (x IndexState) Number() protoreflect.EnumNumber {
@@ -82,7 +137,7 @@ func (x IndexState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IndexState.Descriptor instead.
 func (IndexState) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{0}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{1}
 }
 
 type WriteOp int32
@@ -132,11 +187,11 @@ func (x WriteOp) String() string {
 }
 
 func (WriteOp) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[1].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[2].Descriptor()
 }
 
 func (WriteOp) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[1]
+	return &file_protobase_v1_protobase_proto_enumTypes[2]
 }
 
 func (x WriteOp) Number() protoreflect.EnumNumber {
@@ -145,7 +200,7 @@ func (x WriteOp) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use WriteOp.Descriptor instead.
 func (WriteOp) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{1}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{2}
 }
 
 type Op int32
@@ -205,11 +260,11 @@ func (x Op) String() string {
 }
 
 func (Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[2].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[3].Descriptor()
 }
 
 func (Op) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[2]
+	return &file_protobase_v1_protobase_proto_enumTypes[3]
 }
 
 func (x Op) Number() protoreflect.EnumNumber {
@@ -218,7 +273,7 @@ func (x Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Op.Descriptor instead.
 func (Op) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{2}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{3}
 }
 
 // KeyRole is what an API key may do; each role includes the ones before it.
@@ -265,11 +320,11 @@ func (x KeyRole) String() string {
 }
 
 func (KeyRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[3].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[4].Descriptor()
 }
 
 func (KeyRole) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[3]
+	return &file_protobase_v1_protobase_proto_enumTypes[4]
 }
 
 func (x KeyRole) Number() protoreflect.EnumNumber {
@@ -278,7 +333,7 @@ func (x KeyRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeyRole.Descriptor instead.
 func (KeyRole) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{3}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{4}
 }
 
 type ChangeOp int32
@@ -320,11 +375,11 @@ func (x ChangeOp) String() string {
 }
 
 func (ChangeOp) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[4].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[5].Descriptor()
 }
 
 func (ChangeOp) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[4]
+	return &file_protobase_v1_protobase_proto_enumTypes[5]
 }
 
 func (x ChangeOp) Number() protoreflect.EnumNumber {
@@ -333,18 +388,28 @@ func (x ChangeOp) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeOp.Descriptor instead.
 func (ChangeOp) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{4}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{5}
 }
 
 type ApplySchemaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Every file of the schema, by import path. Files not named here are
-	// removed from the schema (whole-state semantics).
+	// Files by import path. In SCHEMA_MODE_WHOLE they are every file of the
+	// schema, and a file the server holds that is not named here is removed;
+	// in SCHEMA_MODE_ADD each is added, or replaces the file of its name, and
+	// every other file the server holds is kept.
 	Files map[string]string `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Validate and plan, change nothing.
 	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	// Full names of record types that may be dropped, deleting their records.
-	AllowDrop     []string `protobuf:"bytes,3,rep,name=allow_drop,json=allowDrop,proto3" json:"allow_drop,omitempty"`
+	// What may be dropped, deleting its data: record types by full name
+	// ("shop.User") and indexes by type and index name ("shop.User.email").
+	// A type or index the new schema no longer declares is refused unless
+	// named here.
+	AllowDrop []string `protobuf:"bytes,3,rep,name=allow_drop,json=allowDrop,proto3" json:"allow_drop,omitempty"`
+	// How files combine with the schema the server holds.
+	Mode SchemaMode `protobuf:"varint,4,opt,name=mode,proto3,enum=protobase.v1.SchemaMode" json:"mode,omitempty"`
+	// Import paths of files to remove (SCHEMA_MODE_ADD only): each must be
+	// a file the server holds and not also in files.
+	RemoveFiles   []string `protobuf:"bytes,5,rep,name=remove_files,json=removeFiles,proto3" json:"remove_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +461,20 @@ func (x *ApplySchemaRequest) GetDryRun() bool {
 func (x *ApplySchemaRequest) GetAllowDrop() []string {
 	if x != nil {
 		return x.AllowDrop
+	}
+	return nil
+}
+
+func (x *ApplySchemaRequest) GetMode() SchemaMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SchemaMode_SCHEMA_MODE_UNSPECIFIED
+}
+
+func (x *ApplySchemaRequest) GetRemoveFiles() []string {
+	if x != nil {
+		return x.RemoveFiles
 	}
 	return nil
 }
@@ -470,7 +549,10 @@ type SchemaPlan struct {
 	TypesDropped []*TypeDrop            `protobuf:"bytes,3,rep,name=types_dropped,json=typesDropped,proto3" json:"types_dropped,omitempty"`
 	// Indexes added; build_required says whether existing records must be
 	// indexed (in the background) before the index serves reads.
-	IndexesAdded   []*IndexChange `protobuf:"bytes,4,rep,name=indexes_added,json=indexesAdded,proto3" json:"indexes_added,omitempty"`
+	IndexesAdded []*IndexChange `protobuf:"bytes,4,rep,name=indexes_added,json=indexesAdded,proto3" json:"indexes_added,omitempty"`
+	// Indexes whose entries are deleted: those no longer declared, those
+	// redefined or rebuilt under the same name (also in indexes_added), and
+	// those of dropped types.
 	IndexesDropped []*IndexChange `protobuf:"bytes,5,rep,name=indexes_dropped,json=indexesDropped,proto3" json:"indexes_dropped,omitempty"`
 	FilesAdded     []string       `protobuf:"bytes,6,rep,name=files_added,json=filesAdded,proto3" json:"files_added,omitempty"`
 	FilesChanged   []string       `protobuf:"bytes,7,rep,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
@@ -4441,12 +4523,14 @@ var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc9\x01\n" +
+	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x9a\x02\n" +
 	"\x12ApplySchemaRequest\x12A\n" +
 	"\x05files\x18\x01 \x03(\v2+.protobase.v1.ApplySchemaRequest.FilesEntryR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x1d\n" +
 	"\n" +
-	"allow_drop\x18\x03 \x03(\tR\tallowDrop\x1a8\n" +
+	"allow_drop\x18\x03 \x03(\tR\tallowDrop\x12,\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\x18.protobase.v1.SchemaModeR\x04mode\x12!\n" +
+	"\fremove_files\x18\x05 \x03(\tR\vremoveFiles\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -4750,7 +4834,12 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x0erecord_omitted\x18\b \x01(\bR\rrecordOmitted\"s\n" +
 	"\rWatchResponse\x12.\n" +
 	"\achanges\x18\x01 \x03(\v2\x14.protobase.v1.ChangeR\achanges\x122\n" +
-	"\bprogress\x18\x02 \x01(\v2\x16.protobase.v1.PositionR\bprogress*r\n" +
+	"\bprogress\x18\x02 \x01(\v2\x16.protobase.v1.PositionR\bprogress*U\n" +
+	"\n" +
+	"SchemaMode\x12\x1b\n" +
+	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11SCHEMA_MODE_WHOLE\x10\x01\x12\x13\n" +
+	"\x0fSCHEMA_MODE_ADD\x10\x02*r\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -4799,153 +4888,155 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 	return file_protobase_v1_protobase_proto_rawDescData
 }
 
-var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_protobase_v1_protobase_proto_goTypes = []any{
-	(IndexState)(0),                        // 0: protobase.v1.IndexState
-	(WriteOp)(0),                           // 1: protobase.v1.WriteOp
-	(Op)(0),                                // 2: protobase.v1.Op
-	(KeyRole)(0),                           // 3: protobase.v1.KeyRole
-	(ChangeOp)(0),                          // 4: protobase.v1.ChangeOp
-	(*ApplySchemaRequest)(nil),             // 5: protobase.v1.ApplySchemaRequest
-	(*ApplySchemaResponse)(nil),            // 6: protobase.v1.ApplySchemaResponse
-	(*SchemaPlan)(nil),                     // 7: protobase.v1.SchemaPlan
-	(*TypeChange)(nil),                     // 8: protobase.v1.TypeChange
-	(*TypeDrop)(nil),                       // 9: protobase.v1.TypeDrop
-	(*IndexChange)(nil),                    // 10: protobase.v1.IndexChange
-	(*GetSchemaRequest)(nil),               // 11: protobase.v1.GetSchemaRequest
-	(*GetSchemaResponse)(nil),              // 12: protobase.v1.GetSchemaResponse
-	(*WriteLimits)(nil),                    // 13: protobase.v1.WriteLimits
-	(*RecordType)(nil),                     // 14: protobase.v1.RecordType
-	(*Index)(nil),                          // 15: protobase.v1.Index
-	(*WriteRequest)(nil),                   // 16: protobase.v1.WriteRequest
-	(*WriteResponse)(nil),                  // 17: protobase.v1.WriteResponse
-	(*WriteStreamRequest)(nil),             // 18: protobase.v1.WriteStreamRequest
-	(*Condition)(nil),                      // 19: protobase.v1.Condition
-	(*WriteStreamResponse)(nil),            // 20: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 21: protobase.v1.WriteError
-	(*Query)(nil),                          // 22: protobase.v1.Query
-	(*Order)(nil),                          // 23: protobase.v1.Order
-	(*Expr)(nil),                           // 24: protobase.v1.Expr
-	(*ExprList)(nil),                       // 25: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 26: protobase.v1.Comparison
-	(*Value)(nil),                          // 27: protobase.v1.Value
-	(*Plan)(nil),                           // 28: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 29: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 30: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 31: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 32: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 33: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 34: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 35: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 36: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 37: protobase.v1.QueryResponse
-	(*GetRequest)(nil),                     // 38: protobase.v1.GetRequest
-	(*GetResponse)(nil),                    // 39: protobase.v1.GetResponse
-	(*KeyInfo)(nil),                        // 40: protobase.v1.KeyInfo
-	(*CreateKeyRequest)(nil),               // 41: protobase.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),              // 42: protobase.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),                // 43: protobase.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),               // 44: protobase.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),               // 45: protobase.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),              // 46: protobase.v1.RevokeKeyResponse
-	(*BackupRequest)(nil),                  // 47: protobase.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 48: protobase.v1.BackupChunk
-	(*BackupData)(nil),                     // 49: protobase.v1.BackupData
-	(*BackupManifest)(nil),                 // 50: protobase.v1.BackupManifest
-	(*BackupFile)(nil),                     // 51: protobase.v1.BackupFile
-	(*ExportRequest)(nil),                  // 52: protobase.v1.ExportRequest
-	(*ExportChunk)(nil),                    // 53: protobase.v1.ExportChunk
-	(*ExportSchema)(nil),                   // 54: protobase.v1.ExportSchema
-	(*ExportRecords)(nil),                  // 55: protobase.v1.ExportRecords
-	(*ExportEnd)(nil),                      // 56: protobase.v1.ExportEnd
-	(*WatchRequest)(nil),                   // 57: protobase.v1.WatchRequest
-	(*WatchStart)(nil),                     // 58: protobase.v1.WatchStart
-	(*Position)(nil),                       // 59: protobase.v1.Position
-	(*Change)(nil),                         // 60: protobase.v1.Change
-	(*WatchResponse)(nil),                  // 61: protobase.v1.WatchResponse
-	nil,                                    // 62: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 63: protobase.v1.GetSchemaResponse.FilesEntry
-	nil,                                    // 64: protobase.v1.ExportSchema.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 65: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 66: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 67: google.protobuf.Value
+	(SchemaMode)(0),                        // 0: protobase.v1.SchemaMode
+	(IndexState)(0),                        // 1: protobase.v1.IndexState
+	(WriteOp)(0),                           // 2: protobase.v1.WriteOp
+	(Op)(0),                                // 3: protobase.v1.Op
+	(KeyRole)(0),                           // 4: protobase.v1.KeyRole
+	(ChangeOp)(0),                          // 5: protobase.v1.ChangeOp
+	(*ApplySchemaRequest)(nil),             // 6: protobase.v1.ApplySchemaRequest
+	(*ApplySchemaResponse)(nil),            // 7: protobase.v1.ApplySchemaResponse
+	(*SchemaPlan)(nil),                     // 8: protobase.v1.SchemaPlan
+	(*TypeChange)(nil),                     // 9: protobase.v1.TypeChange
+	(*TypeDrop)(nil),                       // 10: protobase.v1.TypeDrop
+	(*IndexChange)(nil),                    // 11: protobase.v1.IndexChange
+	(*GetSchemaRequest)(nil),               // 12: protobase.v1.GetSchemaRequest
+	(*GetSchemaResponse)(nil),              // 13: protobase.v1.GetSchemaResponse
+	(*WriteLimits)(nil),                    // 14: protobase.v1.WriteLimits
+	(*RecordType)(nil),                     // 15: protobase.v1.RecordType
+	(*Index)(nil),                          // 16: protobase.v1.Index
+	(*WriteRequest)(nil),                   // 17: protobase.v1.WriteRequest
+	(*WriteResponse)(nil),                  // 18: protobase.v1.WriteResponse
+	(*WriteStreamRequest)(nil),             // 19: protobase.v1.WriteStreamRequest
+	(*Condition)(nil),                      // 20: protobase.v1.Condition
+	(*WriteStreamResponse)(nil),            // 21: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 22: protobase.v1.WriteError
+	(*Query)(nil),                          // 23: protobase.v1.Query
+	(*Order)(nil),                          // 24: protobase.v1.Order
+	(*Expr)(nil),                           // 25: protobase.v1.Expr
+	(*ExprList)(nil),                       // 26: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 27: protobase.v1.Comparison
+	(*Value)(nil),                          // 28: protobase.v1.Value
+	(*Plan)(nil),                           // 29: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 30: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 31: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 32: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 33: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 34: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 35: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 36: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 37: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 38: protobase.v1.QueryResponse
+	(*GetRequest)(nil),                     // 39: protobase.v1.GetRequest
+	(*GetResponse)(nil),                    // 40: protobase.v1.GetResponse
+	(*KeyInfo)(nil),                        // 41: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 42: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 43: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 44: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 45: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 46: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 47: protobase.v1.RevokeKeyResponse
+	(*BackupRequest)(nil),                  // 48: protobase.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 49: protobase.v1.BackupChunk
+	(*BackupData)(nil),                     // 50: protobase.v1.BackupData
+	(*BackupManifest)(nil),                 // 51: protobase.v1.BackupManifest
+	(*BackupFile)(nil),                     // 52: protobase.v1.BackupFile
+	(*ExportRequest)(nil),                  // 53: protobase.v1.ExportRequest
+	(*ExportChunk)(nil),                    // 54: protobase.v1.ExportChunk
+	(*ExportSchema)(nil),                   // 55: protobase.v1.ExportSchema
+	(*ExportRecords)(nil),                  // 56: protobase.v1.ExportRecords
+	(*ExportEnd)(nil),                      // 57: protobase.v1.ExportEnd
+	(*WatchRequest)(nil),                   // 58: protobase.v1.WatchRequest
+	(*WatchStart)(nil),                     // 59: protobase.v1.WatchStart
+	(*Position)(nil),                       // 60: protobase.v1.Position
+	(*Change)(nil),                         // 61: protobase.v1.Change
+	(*WatchResponse)(nil),                  // 62: protobase.v1.WatchResponse
+	nil,                                    // 63: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 64: protobase.v1.GetSchemaResponse.FilesEntry
+	nil,                                    // 65: protobase.v1.ExportSchema.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 66: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 67: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 68: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	62, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
-	7,  // 1: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
-	8,  // 2: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
-	9,  // 3: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
-	10, // 4: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
-	10, // 5: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	63, // 6: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
-	14, // 7: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	65, // 8: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	13, // 9: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
-	15, // 10: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
-	0,  // 11: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	66, // 12: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
-	19, // 13: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
-	1,  // 14: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	66, // 15: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	19, // 16: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
-	1,  // 17: protobase.v1.WriteStreamRequest.ops:type_name -> protobase.v1.WriteOp
-	66, // 18: protobase.v1.Condition.key:type_name -> google.protobuf.Any
-	22, // 19: protobase.v1.Condition.query:type_name -> protobase.v1.Query
-	24, // 20: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	23, // 21: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	26, // 22: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	25, // 23: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	25, // 24: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	24, // 25: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	24, // 26: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	2,  // 27: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	27, // 28: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	27, // 29: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	22, // 30: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	31, // 31: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	32, // 32: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	33, // 33: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	66, // 34: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	28, // 35: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	28, // 36: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	22, // 37: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	66, // 38: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	28, // 39: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	22, // 40: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	66, // 41: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	28, // 42: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	67, // 43: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	66, // 44: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	66, // 45: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	3,  // 46: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	3,  // 47: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	40, // 48: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	40, // 49: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	49, // 50: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	50, // 51: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	51, // 52: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	54, // 53: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	55, // 54: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	56, // 55: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	64, // 56: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	65, // 57: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	66, // 58: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	24, // 59: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	58, // 60: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	59, // 61: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	4,  // 62: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	66, // 63: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	66, // 64: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	66, // 65: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	59, // 66: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	60, // 67: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	59, // 68: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	63, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	0,  // 1: protobase.v1.ApplySchemaRequest.mode:type_name -> protobase.v1.SchemaMode
+	8,  // 2: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
+	9,  // 3: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
+	10, // 4: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
+	11, // 5: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
+	11, // 6: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
+	64, // 7: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	15, // 8: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
+	66, // 9: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	14, // 10: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
+	16, // 11: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
+	1,  // 12: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
+	67, // 13: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	20, // 14: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
+	2,  // 15: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
+	67, // 16: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	20, // 17: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
+	2,  // 18: protobase.v1.WriteStreamRequest.ops:type_name -> protobase.v1.WriteOp
+	67, // 19: protobase.v1.Condition.key:type_name -> google.protobuf.Any
+	23, // 20: protobase.v1.Condition.query:type_name -> protobase.v1.Query
+	25, // 21: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	24, // 22: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	27, // 23: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	26, // 24: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	26, // 25: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	25, // 26: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	25, // 27: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	3,  // 28: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	28, // 29: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	28, // 30: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	23, // 31: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	32, // 32: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	33, // 33: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	34, // 34: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	67, // 35: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	29, // 36: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	29, // 37: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	23, // 38: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	67, // 39: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	29, // 40: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	23, // 41: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	67, // 42: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	29, // 43: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	68, // 44: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	67, // 45: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	67, // 46: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	4,  // 47: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	4,  // 48: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	41, // 49: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	41, // 50: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	50, // 51: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	51, // 52: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	52, // 53: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	55, // 54: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	56, // 55: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	57, // 56: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	65, // 57: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	66, // 58: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	67, // 59: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	25, // 60: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	59, // 61: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	60, // 62: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	5,  // 63: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	67, // 64: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	67, // 65: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	67, // 66: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	60, // 67: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	61, // 68: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	60, // 69: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	70, // [70:70] is the sub-list for method output_type
+	70, // [70:70] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -4994,7 +5085,7 @@ func file_protobase_v1_protobase_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -68,7 +68,14 @@ func (te *Engine) Reopen() *Engine {
 // Apply applies a schema of files or fails the test.
 func (te *Engine) Apply(files map[string]string) *pb.ApplySchemaResponse {
 	te.T.Helper()
-	resp, err := te.E.ApplySchema(te.T.Context(), &pb.ApplySchemaRequest{Files: files})
+	return te.ApplyDropping(files)
+}
+
+// ApplyDropping is Apply with the types and indexes ("shop.User.email")
+// it may drop.
+func (te *Engine) ApplyDropping(files map[string]string, allowDrop ...string) *pb.ApplySchemaResponse {
+	te.T.Helper()
+	resp, err := te.E.ApplySchema(te.T.Context(), &pb.ApplySchemaRequest{Files: files, AllowDrop: allowDrop})
 	if err != nil {
 		te.T.Fatalf("apply schema: %v", err)
 	}

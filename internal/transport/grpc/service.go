@@ -13,6 +13,7 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
@@ -104,7 +105,8 @@ func (s *Service) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (
 		return nil, err
 	}
 	if id.Scoped() {
-		dry := &pb.ApplySchemaRequest{Files: req.Files, DryRun: true, AllowDrop: req.AllowDrop}
+		dry := proto.CloneOf(req)
+		dry.DryRun = true
 		plan, err := s.e.ApplySchema(ctx, dry)
 		if err != nil {
 			return nil, toStatus(err)

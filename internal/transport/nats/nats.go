@@ -1,5 +1,5 @@
-// Package nats serves the Protobase API as NATS request-reply: schema get,
-// one write batch per request, Query pages and point lookups, as a NATS
+// Package nats serves the Protobase API as NATS request-reply: schema get
+// and apply, one write batch per request, Query pages and point lookups, as a NATS
 // micro service (so `nats micro ls|info|stats` list it) whose endpoints
 // share a queue group, letting several servers split the load of a subject.
 // It is a thin adapter onto internal/engine: every rule and error code comes
@@ -11,6 +11,7 @@
 // Under a prefix (default "protobase"):
 //
 //	PREFIX.schema.get  GetSchemaRequest  -> GetSchemaResponse
+//	PREFIX.schema.apply ApplySchemaRequest -> ApplySchemaResponse (schema role)
 //	PREFIX.insert      WriteRequest      -> WriteResponse   (one batch)
 //	PREFIX.update      WriteRequest      -> WriteResponse
 //	PREFIX.upsert      WriteRequest      -> WriteResponse
@@ -341,6 +342,7 @@ const inOrder, pooled = false, true
 // permissions (PublishSubjects) are drawn from the same table.
 var endpoints = []endpoint{
 	{"schema-get", SubjectSchemaGet, auth.RoleRead, pooled, (*Service).schemaGet},
+	{"schema-apply", SubjectSchemaApply, auth.RoleSchema, inOrder, (*Service).schemaApply},
 	{"insert", SubjectInsert, auth.RoleWrite, inOrder, writeOp(engine.OpInsert)},
 	{"update", SubjectUpdate, auth.RoleWrite, inOrder, writeOp(engine.OpUpdate)},
 	{"upsert", SubjectUpsert, auth.RoleWrite, inOrder, writeOp(engine.OpUpsert)},

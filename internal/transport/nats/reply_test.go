@@ -70,7 +70,7 @@ func TestSampledLetsOneEventThroughPerPeriod(t *testing.T) {
 }
 
 func TestPublishSubjects(t *testing.T) {
-	for role, want := range map[auth.Role]int{auth.RoleNone: 0, auth.RoleRead: 4, auth.RoleWrite: 9, auth.RoleSchema: 9, auth.RoleAdmin: 12} {
+	for role, want := range map[auth.Role]int{auth.RoleNone: 0, auth.RoleRead: 4, auth.RoleWrite: 9, auth.RoleSchema: 10, auth.RoleAdmin: 13} {
 		if got := PublishSubjects("p", role); len(got) != want {
 			t.Errorf("%v: %q, want %d subjects", role, got, want)
 		}

@@ -193,26 +193,46 @@ class Client:
 
     def apply_schema(
         self,
-        files: Mapping[str, str] | Iterable[str | os.PathLike[str]],
+        files: Mapping[str, str] | Iterable[str | os.PathLike[str]] = (),
         *,
         dry_run: bool = False,
         allow_drop: Iterable[str] = (),
+        add: bool = False,
+        remove: Iterable[str] = (),
         root: str | None = None,
         timeout: float | None = None,
     ) -> pb.ApplySchemaResponse:
-        """Make ``files`` the whole schema; return the plan.
+        """Make ``files`` the whole schema, or with ``add`` add them; return the plan.
 
         ``files`` maps import paths to .proto sources, or lists .proto
         files and directories, read as ``protobase schema apply`` reads
         them (import paths relative to ``root``, or to each file's own
-        directory). Files applied before and missing now are removed, with
-        their record types; a type is dropped (with its records) only when
-        named in ``allow_drop``. With ``dry_run`` the server only plans.
-        A schema that does not compile raises ``ProtobaseError``
-        (INVALID_ARGUMENT) listing every problem as file:line:col.
+        directory). Without ``add`` they are the whole schema: files
+        applied before and missing now are removed. With ``add`` each is
+        added or replaces the file of its import path, every other file
+        is kept, and ``remove`` names files to remove by import path.
+
+        Nothing is dropped by omission: a record type (``"shop.User"``,
+        deleting its records) or an index (``"shop.User.email"``) that the
+        new schema no longer declares is refused unless named in
+        ``allow_drop``; the refusal (FAILED_PRECONDITION) names each one.
+        The plan lists ``types_dropped`` and ``indexes_dropped``. With
+        ``dry_run`` the server only plans. A schema that does not compile
+        raises ``ProtobaseError`` (INVALID_ARGUMENT) listing every problem
+        as file:line:col.
         """
-        sources = dict(files) if isinstance(files, Mapping) else read_proto_files(files, root)
-        req = pb.ApplySchemaRequest(files=sources, dry_run=dry_run, allow_drop=list(allow_drop))
+        if isinstance(files, Mapping):
+            sources = dict(files)
+        else:
+            paths = list(files)
+            sources = read_proto_files(paths, root) if paths else {}
+        req = pb.ApplySchemaRequest(
+            files=sources,
+            dry_run=dry_run,
+            allow_drop=list(allow_drop),
+            mode=pb.SCHEMA_MODE_ADD if add else pb.SCHEMA_MODE_WHOLE,
+            remove_files=list(remove),
+        )
         try:
             resp: pb.ApplySchemaResponse = self._apply(req, timeout=timeout, metadata=self._md)
         except grpc.RpcError as e:

@@ -51,7 +51,8 @@ const (
 //
 // Protobase is the database service.
 type ProtobaseClient interface {
-	// ApplySchema replaces the whole schema state with the files in the request.
+	// ApplySchema replaces the whole schema state with the files in the request,
+	// or, in SCHEMA_MODE_ADD, adds, replaces and removes the files it names.
 	// The response is the plan; with dry_run nothing changes.
 	ApplySchema(ctx context.Context, in *v1.ApplySchemaRequest, opts ...grpc.CallOption) (*v1.ApplySchemaResponse, error)
 	// GetSchema returns the current schema state.
@@ -349,7 +350,8 @@ type Protobase_WatchClient = grpc.ServerStreamingClient[v1.WatchResponse]
 //
 // Protobase is the database service.
 type ProtobaseServer interface {
-	// ApplySchema replaces the whole schema state with the files in the request.
+	// ApplySchema replaces the whole schema state with the files in the request,
+	// or, in SCHEMA_MODE_ADD, adds, replaces and removes the files it names.
 	// The response is the plan; with dry_run nothing changes.
 	ApplySchema(context.Context, *v1.ApplySchemaRequest) (*v1.ApplySchemaResponse, error)
 	// GetSchema returns the current schema state.

@@ -26,6 +26,36 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _SchemaMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SchemaModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SchemaMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SCHEMA_MODE_UNSPECIFIED: _SchemaMode.ValueType  # 0
+    """The same as SCHEMA_MODE_WHOLE."""
+    SCHEMA_MODE_WHOLE: _SchemaMode.ValueType  # 1
+    """The request's files are the whole schema (for tools that manage it)."""
+    SCHEMA_MODE_ADD: _SchemaMode.ValueType  # 2
+    """The request's files are added or replace files of the same name;
+    remove_files are removed; every other file is kept.
+    """
+
+class SchemaMode(_SchemaMode, metaclass=_SchemaModeEnumTypeWrapper):
+    """SchemaMode says whether an ApplySchema request holds the whole schema or
+    changes to it.
+    """
+
+SCHEMA_MODE_UNSPECIFIED: SchemaMode.ValueType  # 0
+"""The same as SCHEMA_MODE_WHOLE."""
+SCHEMA_MODE_WHOLE: SchemaMode.ValueType  # 1
+"""The request's files are the whole schema (for tools that manage it)."""
+SCHEMA_MODE_ADD: SchemaMode.ValueType  # 2
+"""The request's files are added or replace files of the same name;
+remove_files are removed; every other file is kept.
+"""
+Global___SchemaMode: _TypeAlias = SchemaMode  # noqa: Y015
+
 class _IndexState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -214,17 +244,33 @@ class ApplySchemaRequest(_message.Message):
     FILES_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
     ALLOW_DROP_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    REMOVE_FILES_FIELD_NUMBER: _builtins.int
     dry_run: _builtins.bool
     """Validate and plan, change nothing."""
+    mode: Global___SchemaMode.ValueType
+    """How files combine with the schema the server holds."""
     @_builtins.property
     def files(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """Every file of the schema, by import path. Files not named here are
-        removed from the schema (whole-state semantics).
+        """Files by import path. In SCHEMA_MODE_WHOLE they are every file of the
+        schema, and a file the server holds that is not named here is removed;
+        in SCHEMA_MODE_ADD each is added, or replaces the file of its name, and
+        every other file the server holds is kept.
         """
 
     @_builtins.property
     def allow_drop(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Full names of record types that may be dropped, deleting their records."""
+        """What may be dropped, deleting its data: record types by full name
+        ("shop.User") and indexes by type and index name ("shop.User.email").
+        A type or index the new schema no longer declares is refused unless
+        named here.
+        """
+
+    @_builtins.property
+    def remove_files(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Import paths of files to remove (SCHEMA_MODE_ADD only): each must be
+        a file the server holds and not also in files.
+        """
 
     def __init__(
         self,
@@ -232,10 +278,12 @@ class ApplySchemaRequest(_message.Message):
         files: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         dry_run: _builtins.bool = ...,
         allow_drop: _abc.Iterable[_builtins.str] | None = ...,
+        mode: Global___SchemaMode.ValueType = ...,
+        remove_files: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_drop", b"allow_drop", "dry_run", b"dry_run", "files", b"files"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_drop", b"allow_drop", "dry_run", b"dry_run", "files", b"files", "mode", b"mode", "remove_files", b"remove_files"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -296,7 +344,12 @@ class SchemaPlan(_message.Message):
         """
 
     @_builtins.property
-    def indexes_dropped(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexChange]: ...
+    def indexes_dropped(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexChange]:
+        """Indexes whose entries are deleted: those no longer declared, those
+        redefined or rebuilt under the same name (also in indexes_added), and
+        those of dropped types.
+        """
+
     @_builtins.property
     def files_added(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property

@@ -127,7 +127,8 @@ class ProtobaseServicer:
     """
 
     def ApplySchema(self, request, context):
-        """ApplySchema replaces the whole schema state with the files in the request.
+        """ApplySchema replaces the whole schema state with the files in the request,
+        or, in SCHEMA_MODE_ADD, adds, replaces and removes the files it names.
         The response is the plan; with dry_run nothing changes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

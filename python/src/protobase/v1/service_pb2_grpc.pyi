@@ -39,7 +39,8 @@ class ProtobaseStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ProtobaseAsyncStub: ...
     ApplySchema: _grpc.UnaryUnaryMultiCallable[_protobase_pb2.ApplySchemaRequest, _protobase_pb2.ApplySchemaResponse]
-    """ApplySchema replaces the whole schema state with the files in the request.
+    """ApplySchema replaces the whole schema state with the files in the request,
+    or, in SCHEMA_MODE_ADD, adds, replaces and removes the files it names.
     The response is the plan; with dry_run nothing changes.
     """
     GetSchema: _grpc.UnaryUnaryMultiCallable[_protobase_pb2.GetSchemaRequest, _protobase_pb2.GetSchemaResponse]
@@ -115,7 +116,8 @@ class ProtobaseAsyncStub(ProtobaseStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ApplySchema: _aio.UnaryUnaryMultiCallable[_protobase_pb2.ApplySchemaRequest, _protobase_pb2.ApplySchemaResponse]  # type: ignore[assignment]
-    """ApplySchema replaces the whole schema state with the files in the request.
+    """ApplySchema replaces the whole schema state with the files in the request,
+    or, in SCHEMA_MODE_ADD, adds, replaces and removes the files it names.
     The response is the plan; with dry_run nothing changes.
     """
     GetSchema: _aio.UnaryUnaryMultiCallable[_protobase_pb2.GetSchemaRequest, _protobase_pb2.GetSchemaResponse]  # type: ignore[assignment]
@@ -194,7 +196,8 @@ class ProtobaseServicer(metaclass=_abc_1.ABCMeta):
         request: _protobase_pb2.ApplySchemaRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_protobase_pb2.ApplySchemaResponse, _abc.Awaitable[_protobase_pb2.ApplySchemaResponse]]:
-        """ApplySchema replaces the whole schema state with the files in the request.
+        """ApplySchema replaces the whole schema state with the files in the request,
+        or, in SCHEMA_MODE_ADD, adds, replaces and removes the files it names.
         The response is the plan; with dry_run nothing changes.
         """
 
