@@ -146,9 +146,9 @@ func Draw(res *Result, path string) error {
 }
 
 // render writes res's chart to w as "png" or "svg". Log scales are used
-// when asked and, for Y, whenever the highest value exceeds maxLinearSpan times the lowest.
-// The legend is drawn in a column right of the plot so that it never
-// covers data.
+// when asked and, for Y, whenever the highest value exceeds maxLinearSpan
+// times the lowest. The legend is drawn in a column right of the plot so
+// that it never covers data (see layoutChart).
 func render(res *Result, w io.Writer, format string) error {
 	_, err := renderLayout(res, w, format)
 	return err
