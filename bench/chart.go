@@ -15,7 +15,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -147,17 +146,23 @@ func Draw(res *Result, path string) error {
 }
 
 // render writes res's chart to w as "png" or "svg". Log scales are used
-// when asked and, for Y, whenever the values span more than two decades.
-// The legend is drawn in a column right of the plot so that it never
-// covers data.
+// when asked and, for Y, whenever the highest value exceeds maxLinearSpan
+// times the lowest. The legend is drawn in a column right of the plot so
+// that it never covers data (see layoutChart).
 func render(res *Result, w io.Writer, format string) error {
+	_, err := renderLayout(res, w, format)
+	return err
+}
+
+// renderLayout is render, returning where it put each part of the chart.
+func renderLayout(res *Result, w io.Writer, format string) (chartLayout, error) {
 	c := res.Chart
 	if c == nil {
-		return fmt.Errorf("experiment %s has no chart", res.Experiment)
+		return chartLayout{}, fmt.Errorf("experiment %s has no chart", res.Experiment)
 	}
 	xs, series := chartData(c, res.Rows)
 	if len(xs) == 0 {
-		return errors.New("no rows to draw")
+		return chartLayout{}, errors.New("no rows to draw")
 	}
 	p := plot.New()
 	p.Title.Text = c.Title
@@ -167,6 +172,10 @@ func render(res *Result, w io.Writer, format string) error {
 		// On the title's second line: appended to the Y label it would
 		// make the label longer than the axis, and the plot shrinks.
 		p.Title.Text += "\n(" + b + ")"
+	}
+	if isQuick(res) {
+		// A chart is often seen without the report around it.
+		p.Title.Text += "\n" + SmokeTitle
 	}
 	p.Add(plotter.NewGrid())
 
@@ -178,36 +187,56 @@ func render(res *Result, w io.Writer, format string) error {
 			}
 		}
 	}
-	logY := c.LogY || (lo > 0 && hi/lo > 100)
+	logY := c.LogY || (lo > 0 && hi/lo > maxLinearSpan)
 
-	var err error
+	var (
+		entries []legendEntry
+		bars    []*plotter.BarChart
+		err     error
+	)
 	if c.Kind == Lines {
-		err = drawLines(p, c, xs, series)
+		entries, err = drawLines(p, c, xs, series)
 	} else {
-		err = drawBars(p, xs, series)
+		entries, bars, err = drawBars(p, xs, series)
 	}
 	if err != nil {
-		return err
+		return chartLayout{}, err
 	}
 	if logY && lo > 0 {
 		p.Y.Scale = clampedLog{}
 		p.Y.Tick.Marker = logTicks{}
-		p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo)))
+		// At least a factor of 2 below the lowest value: a bar of
+		// exactly a power of ten would otherwise have no height.
+		p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo/2)))
 		p.Y.Max = math.Pow(10, math.Ceil(math.Log10(hi*1.01)))
 	} else {
 		p.Y.Min = 0
 		p.Y.Max = hi * 1.05 // the tallest bar does not touch the title
 		p.Y.Tick.Marker = commaTicks{}
 	}
-	return saveWithLegend(p, len(xs), w, format)
+	return saveWithLegend(p, len(xs), entries, bars, w, format)
+}
+
+// SmokeTitle is the line a chart measured with --quick adds to its title.
+const SmokeTitle = "smoke run (--quick): not for comparison"
+
+// maxLinearSpan is the largest ratio of the highest to the lowest value
+// drawn on a linear Y axis: beyond it the lowest bars would be a few
+// pixels tall, or vanish.
+const maxLinearSpan = 30
+
+// chartSize is the image size for nx X categories and the legend of
+// entries, and the width of the plot left of the legend.
+func chartSize(p *plot.Plot, nx int, entries []legendEntry) (size vg.Point, plotW vg.Length) {
+	plotW = vg.Length(max(16, 4+2*nx)) * vg.Centimeter
+	return vg.Point{X: plotW + legendWidth(p.Legend.TextStyle, entries), Y: 12 * vg.Centimeter}, plotW
 }
 
 // saveWithLegend draws p on the left of the image and its legend in a
-// column on the right.
-func saveWithLegend(p *plot.Plot, nx int, w io.Writer, format string) error {
-	legendW := p.Legend.Rectangle(draw.Canvas{}).Size().X + 0.5*vg.Centimeter
-	plotW := vg.Length(max(16, 4+2*nx)) * vg.Centimeter
-	width, height := plotW+legendW, 12*vg.Centimeter
+// column on the right (see layoutChart).
+func saveWithLegend(p *plot.Plot, nx int, entries []legendEntry, bars []*plotter.BarChart, w io.Writer, format string) (chartLayout, error) {
+	size, plotW := chartSize(p, nx, entries)
+	width, height := size.X, size.Y
 	var canvas vg.CanvasWriterTo
 	switch format {
 	case "svg":
@@ -215,51 +244,53 @@ func saveWithLegend(p *plot.Plot, nx int, w io.Writer, format string) error {
 	case "png":
 		canvas = vgimg.PngCanvas{Canvas: vgimg.New(width, height)}
 	default:
-		return fmt.Errorf("unknown chart format %q", format)
+		return chartLayout{}, fmt.Errorf("unknown chart format %q", format)
 	}
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Path())
-	legend := p.Legend
-	p.Legend = plot.NewLegend() // empty: Draw would lay it over the data
-	p.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
-	legend.Top, legend.Left = true, true
-	legend.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - p.Title.Padding
-	legend.Draw(draw.Crop(dc, plotW, 0, 0, 0))
+	l := layoutChart(p, dc, plotW, entries, bars)
+	p.Draw(draw.Crop(dc, 0, plotW-width, 0, 0))
+	drawLegend(dc, p.Legend.TextStyle, l, entries)
 	if _, err := canvas.WriteTo(w); err != nil {
-		return fmt.Errorf("write %s: %w", format, err)
+		return chartLayout{}, fmt.Errorf("write %s: %w", format, err)
 	}
-	return nil
+	return l, nil
 }
 
-func drawBars(p *plot.Plot, xs []string, series []chartSeries) error {
-	n := len(series)
-	w := vg.Points(max(4, 60/float64(n)))
+// drawBars adds a bar chart per series to p; layoutChart sizes and places
+// the bars once the data area is known.
+func drawBars(p *plot.Plot, xs []string, series []chartSeries) ([]legendEntry, []*plotter.BarChart, error) {
+	var (
+		entries []legendEntry
+		bars    []*plotter.BarChart
+	)
 	for i, s := range series {
 		vals := make(plotter.Values, len(xs))
 		for j, x := range xs {
 			vals[j] = s.values[x]
 		}
-		b, err := plotter.NewBarChart(vals, w)
+		b, err := plotter.NewBarChart(vals, vg.Points(1))
 		if err != nil {
-			return fmt.Errorf("series %s: %w", s.name, err)
+			return nil, nil, fmt.Errorf("series %s: %w", s.name, err)
 		}
 		b.LineStyle.Width = 0
 		b.Color = seriesColor(s, i)
-		b.Offset = w * vg.Length(float64(i)-float64(n-1)/2)
 		p.Add(b)
-		p.Legend.Add(s.name, b)
+		bars = append(bars, b)
+		entries = append(entries, legendEntry{s.name, []plot.Thumbnailer{b}})
 	}
 	p.NominalX(xs...)
-	return nil
+	return entries, bars, nil
 }
 
-func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error {
+func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) ([]legendEntry, error) {
 	num := make(map[string]float64, len(xs))
+	var entries []legendEntry
 	for _, x := range xs {
 		v, err := strconv.ParseFloat(x, 64)
 		if err != nil {
-			return fmt.Errorf("line chart needs a numeric %s, got %q", c.X, x)
+			return nil, fmt.Errorf("line chart needs a numeric %s, got %q", c.X, x)
 		}
 		num[x] = v
 	}
@@ -275,15 +306,16 @@ func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error 
 		}
 		l, sc, err := plotter.NewLinePoints(pts)
 		if err != nil {
-			return fmt.Errorf("series %s: %w", s.name, err)
+			return nil, fmt.Errorf("series %s: %w", s.name, err)
 		}
 		col := seriesColor(s, i)
 		l.Color, sc.Color = col, col
+		l.Dashes = lineDashes(i)
 		if s.published {
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(l, sc)
-		p.Legend.Add(s.name, l, sc)
+		entries = append(entries, legendEntry{s.name, []plot.Thumbnailer{l, sc}})
 	}
 	if c.LogX {
 		// Ticks at the measured X values: every point has its label.
@@ -294,7 +326,7 @@ func drawLines(p *plot.Plot, c *Chart, xs []string, series []chartSeries) error 
 		p.X.Scale = clampedLog{}
 		p.X.Tick.Marker = ticks
 	}
-	return nil
+	return entries, nil
 }
 
 // seriesColor gives the published figures one fixed grey, so that they
@@ -305,11 +337,11 @@ func seriesColor(s chartSeries, i int) color.Color {
 	case s.published && s.of < 0:
 		return color.Gray{Y: 150}
 	case s.published:
-		r, g, b, _ := plotutil.Color(s.of).RGBA()
-		pale := func(v uint32) uint8 { return uint8((v>>8 + 255) / 2) }
-		return color.RGBA{R: pale(r), G: pale(g), B: pale(b), A: 255}
+		c := paletteColor(s.of)
+		pale := func(v uint8) uint8 { return uint8((int(v) + 255) / 2) }
+		return color.RGBA{R: pale(c.R), G: pale(c.G), B: pale(c.B), A: 255}
 	}
-	return plotutil.Color(i)
+	return paletteColor(i)
 }
 
 // clampedLog is a log scale that draws values below the axis minimum at

@@ -39,7 +39,7 @@
 //     repeats the workload env.Runs times and returns the per-run rates.
 //     Turn them into rows with NewRow, attaching a Reference where a seed
 //     published a figure. Honour env.Quick (fewer configurations, smaller
-//     data) so that `--quick` stays well under a minute for all experiments
+//     data) so that `--quick` stays under a minute for all experiments
 //     together.
 //  3. Return a Result with a Chart describing how to draw the rows.
 //  4. Register a constructor in an init function of the package:

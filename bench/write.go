@@ -40,6 +40,13 @@ const ItemWireBytes = 150
 // per-stream flow-control window.
 const insertWindow = 4 << 20
 
+// insertWindowBatches bounds the requests in flight the same way for small
+// batches, whose bytes alone would let tens of thousands of single-record
+// requests queue: a syncing server applies a few thousand a second, so a
+// 150 ms run overshot by tens of seconds while the server worked through
+// the queue.
+const insertWindowBatches = 256
+
 // WriteCounter accumulates what write workloads did across runs (warm-ups
 // included), so that an experiment and its tests can hold the server's
 // counters against it. Workloads sharing one run one at a time.
@@ -51,7 +58,8 @@ type WriteCounter struct {
 // InsertStream is the insert loop of ingest and layout: batches from
 // appendBatch for d (and while more, if given, allows) through one Write
 // stream (op INSERT), asking for an acknowledgement every insertWindow/2
-// bytes and keeping at most two of them outstanding. The run ends with the
+// bytes or insertWindowBatches/2 requests, whichever comes first, and
+// keeping at most two of them outstanding. The run ends with the
 // stream's final status, sent once every batch is durable (on a syncing
 // server). Each batch is encoded straight into a new buffer: one
 // allocation per batch, and a sent buffer is never reused (see Frame).
@@ -68,7 +76,7 @@ func InsertStream(t *Target, batch, recordBytes int, appendBatch func(buf []byte
 // experiment's sustained runs trace their rate with it.
 func InsertStreamAcked(t *Target, batch, recordBytes int, appendBatch func(buf []byte) ([]byte, int64), more func(payload int64) bool, ctr *WriteCounter, onAck func(since time.Duration, records uint64)) Workload {
 	codec := CallCodec()
-	ackEvery := max(1, insertWindow/2/(batch*recordBytes))
+	ackEvery := max(1, min(insertWindowBatches/2, insertWindow/2/(batch*recordBytes)))
 	return func(ctx context.Context, d time.Duration) (Count, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()

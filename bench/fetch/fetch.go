@@ -596,7 +596,7 @@ func (f *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	}
 	f.served = served{}
 	res := &bench.Result{Chart: &bench.Chart{
-		Title: "Experiment every match: pages vs streaming", Kind: bench.Bars,
+		Title: "Fetch every match: pages vs streaming", Kind: bench.Bars,
 		XLabel: "method", YLabel: "seconds", X: "method", Series: "data", Unit: "s", LogY: true,
 	}}
 	for _, n := range f.Users {

@@ -77,7 +77,7 @@ func Run(t testing.TB, x bench.Experiment) (*bench.Result, *bench.Env) {
 // CheckResult checks what every experiment's result must be: stamped with
 // the experiment, the machine and the start time; rows of one run each
 // with a unit, a positive median inside its spread; and a chart that
-// draws.
+// draws with its parts apart (bench.CheckChartLayout).
 func CheckResult(t testing.TB, x bench.Experiment, res *bench.Result) {
 	t.Helper()
 	if res.Experiment != x.Name() || res.Machine.CPUs == 0 || res.Started.IsZero() || res.Chart == nil || len(res.Rows) == 0 {
@@ -90,6 +90,9 @@ func CheckResult(t testing.TB, x bench.Experiment, res *bench.Result) {
 	}
 	if err := bench.Draw(res, filepath.Join(t.TempDir(), "c.png")); err != nil {
 		t.Error(err)
+	}
+	if err := bench.CheckChartLayout(res); err != nil {
+		t.Errorf("%s chart: %v", x.Name(), err)
 	}
 }
 

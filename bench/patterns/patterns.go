@@ -119,7 +119,7 @@ func (p *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	}
 	res := &bench.Result{Chart: &bench.Chart{
 		Title: "Communication patterns on one bidirectional stream", Kind: bench.Bars,
-		XLabel: "pattern", YLabel: "queries or records/s", X: "pattern", Series: "config", LogY: true,
+		XLabel: "pattern (an operation: one query searched, or one record written)", YLabel: "operations/s", X: "pattern", Series: "config", LogY: true,
 		Better: bench.HigherBetter,
 	}}
 	for _, api := range []string{"search", "write"} {

@@ -63,7 +63,11 @@ type latency struct {
 	n  int64
 }
 
+// add counts n changes of latency d. A change that reached the watcher
+// before the writer had its acknowledgement (d < 0) counts as 0: the
+// watcher was not behind, and a negative lag reads as a clock fault.
 func (l *latencies) add(d time.Duration, n int64) {
+	d = max(d, 0)
 	l.points = append(l.points, latency{ms: float64(d) / float64(time.Millisecond), n: n})
 	l.total += n
 }

@@ -32,7 +32,8 @@ func init() { bench.Register(func() bench.Experiment { return new(Experiment) })
 // (the commit), each watcher when each message arrives and the commits of
 // its changes; a change's latency is its arrival minus its commit's
 // acknowledgement. Both wait for the same fsync, so a change may arrive
-// before its acknowledgement: that latency is negative. Each watcher is
+// before its acknowledgement: that change's latency counts as 0, the
+// watcher being no later than the writer. Each watcher is
 // the Go client's Watcher taking a message at a time (NextBatch), every
 // change decoded and checked, as a consumer would take it: what a watcher
 // costs the writer includes its client's receiving.
@@ -115,7 +116,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		"no published figure: no seed measured change feeds, so the published and ratio columns are empty",
 		fmt.Sprintf("durable ingest (sync=%s) through one Write stream at batch %d, every batch acknowledged; each watcher on a connection of its own, in the same process as the writer", onOff(first.sync), g.Batch),
 		storeNote(first.embedded),
-		"latency: a change's arrival at a watcher minus the arrival of its commit's acknowledgement at the writer (monotonic clock); negative when the change arrived first")
+		"latency: a change's arrival at a watcher minus the arrival of its commit's acknowledgement at the writer (monotonic clock); 0 when the change arrived first")
 	g.rows(res, configs, outs)
 	task.Done(summary(res))
 	return res, nil

@@ -46,9 +46,10 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("row %+v", r)
 		}
 		delete(want, r.Name)
-		// A latency may be negative (the change overtook the
-		// acknowledgement); every other figure is a positive rate.
-		if !strings.HasPrefix(r.Unit, "ms") && r.Median <= 0 {
+		// A latency may be 0 (the change overtook the
+		// acknowledgement), never negative; every other figure is a
+		// positive rate.
+		if (strings.HasPrefix(r.Unit, "ms") && r.Min < 0) || (!strings.HasPrefix(r.Unit, "ms") && r.Median <= 0) {
 			t.Errorf("row %+v", r)
 		}
 	}
@@ -112,13 +113,15 @@ func TestTally(t *testing.T) {
 	}
 }
 
+// A change that reached its watcher before the writer had its
+// acknowledgement counts as 0 ms, never as a negative lag.
 func TestQuantiles(t *testing.T) {
 	var l latencies
 	l.add(3*time.Millisecond, 1)
-	l.add(-time.Millisecond, 1)
+	l.add(-26*time.Microsecond, 1)
 	l.add(time.Millisecond, 97)
 	l.add(50*time.Millisecond, 1)
-	for _, c := range []struct{ q, want float64 }{{0.01, -1}, {0.5, 1}, {0.98, 1}, {0.99, 3}, {1, 50}} {
+	for _, c := range []struct{ q, want float64 }{{0.01, 0}, {0.5, 1}, {0.98, 1}, {0.99, 3}, {1, 50}} {
 		if got := l.quantile(c.q); got != c.want {
 			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
 		}

@@ -222,6 +222,9 @@ func (a *app) benchAll(cmd *cobra.Command, o benchOptions) error {
 	}
 	var results []*bench.Result
 	for _, x := range bench.Experiments() {
+		// all takes no experiment's own flags: registering them on a
+		// throwaway set gives each experiment the defaults its --help shows.
+		x.Flags(pflag.NewFlagSet(x.Name(), pflag.ContinueOnError))
 		res, err := a.benchRun(cmd.Context(), x, opts)
 		if err != nil {
 			return err

@@ -166,3 +166,27 @@ func TestBenchAPIKeyNeedsAddr(t *testing.T) {
 	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--api-key is for a server given with --addr")
 }
+
+// all runs every experiment with the defaults its own command shows
+// (it takes none of their flags) and writes the report, a JSON file and a
+// chart per experiment.
+func TestBenchAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers and measures")
+	}
+	dir := t.TempDir()
+	r := mustCLI(t, "all", "--quick", "--runs", "1", "--duration", "20ms", "--warmup", "0s", "--out", dir)
+	wantContains(t, r.stdout, "report: ")
+	for _, x := range bench.Experiments() {
+		for _, ext := range []string{".json", ".png"} {
+			if fi, err := os.Stat(filepath.Join(dir, x.Name()+ext)); err != nil || fi.Size() == 0 {
+				t.Errorf("%s%s: %v", x.Name(), ext, err)
+			}
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, string(md), "Smoke")
+}
