@@ -145,7 +145,16 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	ctx, cancel := s.request()
 	defer cancel()
 	ctx, sent := watchSend(ctx)
-	resp, err := s.cli.Txn(ctx).If(b.cmps...).Then(b.ops...).Commit()
+	ops := b.ops
+	if len(ops) == 0 {
+		// etcd serves a transaction without writes as a read, and one
+		// without a linearizable range in it from the member's own state,
+		// which may lag the cluster: its comparisons could pass on what a
+		// committed write already changed. A linearizable count of a
+		// compared key makes the member catch up first.
+		ops = []clientv3.Op{clientv3.OpGet(string(b.cmps[0].KeyBytes()), clientv3.WithCountOnly())}
+	}
+	resp, err := s.cli.Txn(ctx).If(b.cmps...).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("etcd store: apply batch of %d operations: %w", len(b.ops), s.commitErr(err, sent.Load()))
 	}
