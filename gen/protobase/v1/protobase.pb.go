@@ -2946,9 +2946,15 @@ type GetResponse struct {
 	// At least the first key's record is always answered.
 	Unanswered []uint32 `protobuf:"varint,3,rep,packed,name=unanswered,proto3" json:"unanswered,omitempty"`
 	// With GetRequest.versions: versions[i] is the version of records[i].
-	Versions      []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Versions []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// The keys of GetRequest.keys that have no record, as the request gave
+	// them, in the order of missing.
+	MissingKeys []*structpb.Value `protobuf:"bytes,5,rep,name=missing_keys,json=missingKeys,proto3" json:"missing_keys,omitempty"`
+	// The key records of GetRequest.key_records that have no record, as the
+	// request gave them, in the order of missing.
+	MissingKeyRecords []*anypb.Any `protobuf:"bytes,6,rep,name=missing_key_records,json=missingKeyRecords,proto3" json:"missing_key_records,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -3005,6 +3011,20 @@ func (x *GetResponse) GetUnanswered() []uint32 {
 func (x *GetResponse) GetVersions() []uint64 {
 	if x != nil {
 		return x.Versions
+	}
+	return nil
+}
+
+func (x *GetResponse) GetMissingKeys() []*structpb.Value {
+	if x != nil {
+		return x.MissingKeys
+	}
+	return nil
+}
+
+func (x *GetResponse) GetMissingKeyRecords() []*anypb.Any {
+	if x != nil {
+		return x.MissingKeyRecords
 	}
 	return nil
 }
@@ -4649,14 +4669,16 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\v2\x16.google.protobuf.ValueR\x04keys\x125\n" +
 	"\vkey_records\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\n" +
 	"keyRecords\x12\x1a\n" +
-	"\bversions\x18\x04 \x01(\bR\bversions\"\x93\x01\n" +
+	"\bversions\x18\x04 \x01(\bR\bversions\"\x94\x02\n" +
 	"\vGetResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x18\n" +
 	"\amissing\x18\x02 \x03(\rR\amissing\x12\x1e\n" +
 	"\n" +
 	"unanswered\x18\x03 \x03(\rR\n" +
 	"unanswered\x12\x1a\n" +
-	"\bversions\x18\x04 \x03(\x04R\bversions\"\x81\x01\n" +
+	"\bversions\x18\x04 \x03(\x04R\bversions\x129\n" +
+	"\fmissing_keys\x18\x05 \x03(\v2\x16.google.protobuf.ValueR\vmissingKeys\x12D\n" +
+	"\x13missing_key_records\x18\x06 \x03(\v2\x14.google.protobuf.AnyR\x11missingKeyRecords\"\x81\x01\n" +
 	"\aKeyInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +
@@ -4918,34 +4940,36 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	67, // 43: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
 	66, // 44: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
 	66, // 45: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	3,  // 46: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	3,  // 47: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	40, // 48: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	40, // 49: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	49, // 50: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	50, // 51: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	51, // 52: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	54, // 53: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	55, // 54: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	56, // 55: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	64, // 56: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	65, // 57: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	66, // 58: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	24, // 59: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	58, // 60: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	59, // 61: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	4,  // 62: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	66, // 63: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	66, // 64: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	66, // 65: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	59, // 66: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	60, // 67: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	59, // 68: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	67, // 46: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
+	66, // 47: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
+	3,  // 48: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	3,  // 49: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	40, // 50: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	40, // 51: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	49, // 52: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	50, // 53: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	51, // 54: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	54, // 55: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	55, // 56: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	56, // 57: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	64, // 58: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	65, // 59: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	66, // 60: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	24, // 61: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	58, // 62: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	59, // 63: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	4,  // 64: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	66, // 65: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	66, // 66: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	66, // 67: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	59, // 68: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	60, // 69: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	59, // 70: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }

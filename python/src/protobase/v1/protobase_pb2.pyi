@@ -1456,6 +1456,8 @@ class GetResponse(_message.Message):
     MISSING_FIELD_NUMBER: _builtins.int
     UNANSWERED_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
+    MISSING_KEYS_FIELD_NUMBER: _builtins.int
+    MISSING_KEY_RECORDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
         """The records found, in the order of their keys, with their bytes as
@@ -1478,6 +1480,18 @@ class GetResponse(_message.Message):
     def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """With GetRequest.versions: versions[i] is the version of records[i]."""
 
+    @_builtins.property
+    def missing_keys(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]:
+        """The keys of GetRequest.keys that have no record, as the request gave
+        them, in the order of missing.
+        """
+
+    @_builtins.property
+    def missing_key_records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """The key records of GetRequest.key_records that have no record, as the
+        request gave them, in the order of missing.
+        """
+
     def __init__(
         self,
         *,
@@ -1485,10 +1499,12 @@ class GetResponse(_message.Message):
         missing: _abc.Iterable[_builtins.int] | None = ...,
         unanswered: _abc.Iterable[_builtins.int] | None = ...,
         versions: _abc.Iterable[_builtins.int] | None = ...,
+        missing_keys: _abc.Iterable[_struct_pb2.Value] | None = ...,
+        missing_key_records: _abc.Iterable[_any_pb2.Any] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records", "unanswered", b"unanswered", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "missing_key_records", b"missing_key_records", "missing_keys", b"missing_keys", "records", b"records", "unanswered", b"unanswered", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
