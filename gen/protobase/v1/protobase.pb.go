@@ -793,7 +793,11 @@ type GetSchemaResponse struct {
 	Descriptors *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
 	// The server's limits on write requests, so that a client can size its
 	// batches before sending them.
-	WriteLimits   *WriteLimits `protobuf:"bytes,5,opt,name=write_limits,json=writeLimits,proto3" json:"write_limits,omitempty"`
+	WriteLimits *WriteLimits `protobuf:"bytes,5,opt,name=write_limits,json=writeLimits,proto3" json:"write_limits,omitempty"`
+	// The record types (and package wildcards) the caller's API key is
+	// limited to (KeyInfo.types), when it is: the schema above then holds
+	// only those types. Empty for a key of every type, or without keys.
+	KeyScope      []string `protobuf:"bytes,6,rep,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -859,6 +863,13 @@ func (x *GetSchemaResponse) GetDescriptors() *descriptorpb.FileDescriptorSet {
 func (x *GetSchemaResponse) GetWriteLimits() *WriteLimits {
 	if x != nil {
 		return x.WriteLimits
+	}
+	return nil
+}
+
+func (x *GetSchemaResponse) GetKeyScope() []string {
+	if x != nil {
+		return x.KeyScope
 	}
 	return nil
 }
@@ -4500,13 +4511,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06fields\x18\x03 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x04 \x01(\bR\x06unique\x12%\n" +
 	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\"\x12\n" +
-	"\x10GetSchemaRequest\"\xdd\x02\n" +
+	"\x10GetSchemaRequest\"\xfa\x02\n" +
 	"\x11GetSchemaResponse\x12@\n" +
 	"\x05files\x18\x01 \x03(\v2*.protobase.v1.GetSchemaResponse.FilesEntryR\x05files\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
 	"\x05types\x18\x03 \x03(\v2\x18.protobase.v1.RecordTypeR\x05types\x12D\n" +
 	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x12<\n" +
-	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x1a8\n" +
+	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x12\x1b\n" +
+	"\tkey_scope\x18\x06 \x03(\tR\bkeyScope\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

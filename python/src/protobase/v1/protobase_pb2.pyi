@@ -447,6 +447,7 @@ class GetSchemaResponse(_message.Message):
     TYPES_FIELD_NUMBER: _builtins.int
     DESCRIPTORS_FIELD_NUMBER: _builtins.int
     WRITE_LIMITS_FIELD_NUMBER: _builtins.int
+    KEY_SCOPE_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     @_builtins.property
     def files(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
@@ -464,6 +465,13 @@ class GetSchemaResponse(_message.Message):
         batches before sending them.
         """
 
+    @_builtins.property
+    def key_scope(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The record types (and package wildcards) the caller's API key is
+        limited to (KeyInfo.types), when it is: the schema above then holds
+        only those types. Empty for a key of every type, or without keys.
+        """
+
     def __init__(
         self,
         *,
@@ -472,10 +480,11 @@ class GetSchemaResponse(_message.Message):
         types: _abc.Iterable[Global___RecordType] | None = ...,
         descriptors: _descriptor_pb2.FileDescriptorSet | None = ...,
         write_limits: Global___WriteLimits | None = ...,
+        key_scope: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "write_limits", b"write_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "types", b"types", "version", b"version", "write_limits", b"write_limits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "key_scope", b"key_scope", "types", b"types", "version", b"version", "write_limits", b"write_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

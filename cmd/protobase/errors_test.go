@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/exitstatus"
+)
+
+// A key whose scope excludes a record type is told so, with its scope
+// named: the schema holds the type, the key may not see it.
+func TestScopedKeyNamesItsScope(t *testing.T) {
+	admin, _ := auth.GenerateKey()
+	t.Setenv("PROTOBASE_ADMIN_KEY", admin)
+	t.Setenv("PROTOBASE_API_KEY", "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addr, done := startServe(t, ctx, "--data", t.TempDir(), "--auth")
+	defer func() { cancel(); <-done }()
+	mustCLI(t, "", "--addr", addr, "--api-key", admin, "schema", "apply", writeFile(t, t.TempDir(), "shop.proto", shopProto))
+	r := mustCLI(t, "", "--addr", addr, "--api-key", admin, "keys", "create", "--name", "crm", "--role", "write", "--types", "crm.*")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	key := lines[len(lines)-1]
+
+	r = cli(t, "", "--addr", addr, "--api-key", key, "get", "--type", "shop.User", "1")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, `"shop.User" is outside this API key's scope (crm.*)`)
+	if strings.Contains(r.stderr, "no record types") || strings.Contains(r.stderr, "apply a schema") {
+		t.Fatalf("a scoped key is told to apply a schema:\n%s", r.stderr)
+	}
+}
