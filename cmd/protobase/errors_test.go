@@ -31,3 +31,32 @@ func TestScopedKeyNamesItsScope(t *testing.T) {
 		t.Fatalf("a scoped key is told to apply a schema:\n%s", r.stderr)
 	}
 }
+
+// A write the server refuses before applying anything (a read key) says
+// so, without the sentence kept for a connection lost mid-write.
+func TestRefusedWriteIsNotAmbiguous(t *testing.T) {
+	admin, _ := auth.GenerateKey()
+	t.Setenv("PROTOBASE_ADMIN_KEY", admin)
+	t.Setenv("PROTOBASE_API_KEY", "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addr, done := startServe(t, ctx, "--data", t.TempDir(), "--auth")
+	defer func() { cancel(); <-done }()
+	mustCLI(t, "", "--addr", addr, "--api-key", admin, "schema", "apply", writeFile(t, t.TempDir(), "shop.proto", shopProto))
+	r := mustCLI(t, "", "--addr", addr, "--api-key", admin, "keys", "create", "--name", "reader", "--role", "read")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	key := lines[len(lines)-1]
+
+	r = cli(t, `{"id": 1, "name": "Ann", "email": "ann@x"}`+"\n", "--addr", addr, "--api-key", key, "insert", "--type", "shop.User")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "applied: nothing; the server refused the call")
+	if strings.Contains(r.stderr, "may or may not") {
+		t.Fatalf("a refused write is called ambiguous:\n%s", r.stderr)
+	}
+	// A first line that is not a record: nothing is sent.
+	r = cli(t, "{\"nope\": 1}\n", "--addr", addr, "--api-key", admin, "insert", "--type", "shop.User")
+	wantCode(t, r, exitstatus.Failed)
+	if strings.Contains(r.stderr, "may or may not") {
+		t.Fatalf("a write stopped before sending is called ambiguous:\n%s", r.stderr)
+	}
+}
