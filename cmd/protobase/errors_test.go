@@ -60,3 +60,13 @@ func TestRefusedWriteIsNotAmbiguous(t *testing.T) {
 		t.Fatalf("a write stopped before sending is called ambiguous:\n%s", r.stderr)
 	}
 }
+
+// An unquoted word compared with a string field is answered with the
+// quoted form, not an enum mismatch.
+func TestUnquotedStringSuggestsQuoting(t *testing.T) {
+	srv := startServer(t)
+	applyShop(t, srv.Addr())
+	r := cli(t, "", "--addr", srv.Addr(), "query", "--type", "shop.User", "--where", "name = Ann")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, `quote a string, as in name = "Ann"`)
+}
