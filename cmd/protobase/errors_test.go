@@ -70,3 +70,14 @@ func TestUnquotedStringSuggestsQuoting(t *testing.T) {
 	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, `quote a string, as in name = "Ann"`)
 }
+
+// A watch from past the newest position names the newest position, where
+// the user can start from instead.
+func TestWatchPastNewestNamesNewest(t *testing.T) {
+	srv := startServer(t)
+	applyShop(t, srv.Addr())
+	mustCLI(t, `{"id": 1, "name": "Ann", "email": "ann@x"}`+"\n", "--addr", srv.Addr(), "insert", "--type", "shop.User")
+	r := cli(t, "", "--addr", srv.Addr(), "watch", "--type", "shop.User", "--from", "99999999")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "past the newest commit 1", "start after commit 1 (the newest position)", "--from now")
+}
