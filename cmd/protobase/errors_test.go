@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,4 +81,14 @@ func TestWatchPastNewestNamesNewest(t *testing.T) {
 	r := cli(t, "", "--addr", srv.Addr(), "watch", "--type", "shop.User", "--from", "99999999")
 	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "past the newest commit 1", "start after commit 1 (the newest position)", "--from now")
+}
+
+// restore's errors are a restore's: none reads "backup:".
+func TestRestoreErrorsSayRestore(t *testing.T) {
+	r := cli(t, "", "restore", "--from", t.TempDir(), "--data", filepath.Join(t.TempDir(), "new"))
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "restore: ", "not a backup directory")
+	if strings.Contains(r.stderr, "backup:") {
+		t.Fatalf("a restore error reads as a backup's:\n%s", r.stderr)
+	}
 }
