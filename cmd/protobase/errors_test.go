@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/internal/auth"
+	"github.com/protobase/protobase/internal/certs/certstest"
 	"github.com/protobase/protobase/internal/exitstatus"
 )
 
@@ -91,4 +92,20 @@ func TestRestoreErrorsSayRestore(t *testing.T) {
 	if strings.Contains(r.stderr, "backup:") {
 		t.Fatalf("a restore error reads as a backup's:\n%s", r.stderr)
 	}
+}
+
+// A client without --tls-ca that reaches a TLS listener is told the
+// server speaks TLS and which flag to pass.
+func TestPlaintextToTLSNamesTheFlag(t *testing.T) {
+	ca := certstest.NewCA(t, "test")
+	cert := ca.Server(t, "server")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addr, done := startServe(t, ctx, "--data", t.TempDir(), "--sync=false",
+		"--tls-cert", cert.CertFile, "--tls-key", cert.KeyFile)
+	defer func() { cancel(); <-done }()
+	r := cli(t, "", "--addr", addr, "schema", "get")
+	wantCode(t, r, exitstatus.Failed)
+	t.Logf("%s", r.stderr)
+	wantContains(t, r.stderr, "speaks TLS", "--tls-ca")
 }
