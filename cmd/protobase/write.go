@@ -64,9 +64,10 @@ the batch, the record, its input line and the field to blame, and how many
 records were applied before it. If the server vanishes instead, the error
 says how many records it had acknowledged as durable; later ones may or
 may not have been applied. A call the server refuses outright (a key
-without the write role) applies nothing, and says so. A line that is not valid JSON for the type, or
-a record too large for the server's message limit, stops the command too:
-the records before it are written, nothing after it is sent.
+without the write role) applies nothing, and the error says so. A line
+that is not valid JSON for the type, or a record too large for the
+server's message limit, stops the command too: the records before it are
+written, nothing after it is sent.
 
 A progress bar is drawn on stderr when stderr is a terminal; a summary is
 printed on stderr at the end. Exit status 0 means every record was written.` + conditionsHelp
