@@ -56,7 +56,8 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
 		experimental.WithBufferPool(grpcbuf.Pool),
-	}, o.grpc...)
+	}, tlsProbe(addr)...)
+	dopts = append(dopts, o.grpc...)
 	if o.apiKey != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(newAPIKeyCreds(o.apiKey, addr)))
 	}
@@ -134,7 +135,8 @@ func asError(err error) error {
 		return nil
 	}
 	var ce *Error
-	if errors.As(err, &ce) {
+	var te *TLSServerError
+	if errors.As(err, &ce) || errors.As(err, &te) {
 		return err
 	}
 	st, ok := status.FromError(err)

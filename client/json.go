@@ -44,7 +44,7 @@ func typeName(url string) string { return url[strings.LastIndexByte(url, '/')+1:
 
 // Get reads records of typeName by primary key, on one snapshot. It
 // returns one element per key, in order: the stored record, or nil when
-// the key has none. A key is
+// the key has none (MissingKeys lists those keys). A key is
 //
 //   - a Go value of a one-field key: an integer, float, string, bool or
 //     []byte (sent as base64, as protobuf JSON has bytes);
@@ -60,6 +60,18 @@ func typeName(url string) string { return url[strings.LastIndexByte(url, '/')+1:
 func (c *Client) Get(ctx context.Context, typeName string, keys ...any) ([]*anypb.Any, error) {
 	out, _, err := c.get(ctx, typeName, keys, false)
 	return out, err
+}
+
+// MissingKeys returns the keys of a Get whose records are nil, as they
+// were given to Get, in order: what a caller reports as not found.
+func MissingKeys(keys []any, records []*anypb.Any) []any {
+	var out []any
+	for i, k := range keys {
+		if i < len(records) && records[i] == nil {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // GetVersioned is Get that also returns each record's version, parallel

@@ -110,6 +110,12 @@ func TestDynamicRecordsAndGet(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Get:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	keys := []any{[]any{3, 3}, []any{1, 1}, map[string]any{"user": 4, "id": 4}}
+	recs2, err := c.Get(ctx, "demo.Order", keys...)
+	must(err)
+	if miss := client.MissingKeys(keys, recs2); fmt.Sprint(miss) != "[[3 3] map[id:4 user:4]]" {
+		t.Fatalf("MissingKeys: %v, want the keys of (3, 3) and (4, 4) as given", miss)
+	}
 	dm, err := types.Message(recs[0])
 	must(err)
 	if dm.Get(fields.ByName("state")).Enum() != 1 {

@@ -35,8 +35,8 @@ func jsonKeys(t *testing.T, vs ...any) []*structpb.Value {
 }
 
 // Get reads many keys, given as JSON values or key records, and answers
-// the records found in key order and the positions of the others, on
-// gRPC, REST and NATS.
+// the records found in key order and the others by position and as
+// given, on gRPC, REST and NATS.
 func TestGetRecords(t *testing.T) {
 	ts := startTransports(t, server.Config{NoSync: true})
 	ts.MustWrite(insert, []*anypb.Any{
@@ -66,6 +66,15 @@ func TestGetRecords(t *testing.T) {
 		}
 		if want := []string{"bob", "big", "ann", "bob", "ann"}; !slices.Equal(names, want) || !slices.Equal(resp.GetMissing(), []uint32{1, 6}) {
 			t.Fatalf("%s: records %q missing %v, want %q missing [1 6]", call, names, resp.GetMissing(), want)
+		}
+		// The missing keys come back as the request gave them.
+		mk, mr := resp.GetMissingKeys(), resp.GetMissingKeyRecords()
+		if len(mk) != 1 || mk[0].GetNumberValue() != 3 || len(mr) != 1 {
+			t.Fatalf("%s: missing keys %v, key records %v; want [3] and the record of id 4", call, mk, mr)
+		}
+		m := dynamicpb.NewMessage(ts.Desc("shop.User"))
+		if err := proto.Unmarshal(mr[0].GetValue(), m); err != nil || servertest.FieldValue(m, "id").Int() != 4 {
+			t.Fatalf("%s: missing key record %v: %v", call, m, err)
 		}
 	}
 	resp, err := ts.C.API().Get(ctx, req)

@@ -12,8 +12,8 @@ import (
 	"github.com/protobase/protobase/server"
 )
 
-// A start past the last commit is OUT_OF_RANGE naming the positions the
-// log holds, oldest and newest, each as what it is; the Position detail
+// A start past the last commit is OUT_OF_RANGE leading with the newest
+// position, the way out, and naming the oldest too; the Position detail
 // is the oldest.
 func TestWatchPastTheEndNamesTheRange(t *testing.T) {
 	ts := startServer(t, server.Config{NoSync: true})
@@ -25,7 +25,7 @@ func TestWatchPastTheEndNamesTheRange(t *testing.T) {
 	}
 	first := last - 5
 	st := ts.watchErr(&pb.WatchRequest{Types: []string{"shop.User"}, Start: after(last + 1000)})
-	want := fmt.Sprintf("the oldest position available is commit %d and the newest commit %d (start after one of them, or at oldest)", first-1, last)
+	want := fmt.Sprintf("is past the newest commit %d: it is not from this database's history (a restored backup, or another server); start after commit %d (the newest position) or an earlier one still kept, or at now; the oldest position available is commit %d", last, last, first-1)
 	if st.Code() != codes.OutOfRange || !strings.Contains(st.Message(), want) {
 		t.Fatalf("start past the last commit: %v, want OUT_OF_RANGE with %q", st, want)
 	}

@@ -13,6 +13,10 @@ import (
 // code and the server's message, or that the server could not be reached.
 func callError(op, addr string, err error) error {
 	var ce *client.Error
+	var te *client.TLSServerError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%s: the server at %s speaks TLS: pass --tls-ca FILE (or set $PROTOBASE_TLS_CA), the CA that signed its certificate", op, addr)
+	}
 	if !errors.As(err, &ce) {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -48,6 +48,12 @@ func loadRecordType(ctx context.Context, c *client.Client, addr, name string) (*
 		found = found || t.GetName() == name
 	}
 	if !found {
+		if scope := resp.GetKeyScope(); len(scope) > 0 {
+			// A scoped key sees only its own types: an absent type may well
+			// exist, so the schema is not what to blame.
+			return nil, fmt.Errorf("record type %q is outside this API key's scope (%s): use a key whose scope includes it",
+				name, strings.Join(scope, ", "))
+		}
 		if len(known) == 0 {
 			return nil, fmt.Errorf("unknown record type %q: the server has no record types (apply a schema with \"protobase schema apply\")", name)
 		}

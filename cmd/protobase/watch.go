@@ -191,7 +191,7 @@ func watchError(addr string, err error) error {
 	}
 	err = callError("watch", addr, &client.Error{Status: st})
 	if st.Code() == codes.OutOfRange {
-		return fmt.Errorf("%w\n(start --from oldest, or from a position the server keeps)", err)
+		return fmt.Errorf("%w\n(start --from now, --from oldest, or after a position the message names)", err)
 	}
 	return err
 }

@@ -63,9 +63,11 @@ and durable, the failing batch and those after it are not. The error names
 the batch, the record, its input line and the field to blame, and how many
 records were applied before it. If the server vanishes instead, the error
 says how many records it had acknowledged as durable; later ones may or
-may not have been applied. A line that is not valid JSON for the type, or
-a record too large for the server's message limit, stops the command too:
-the records before it are written, nothing after it is sent.
+may not have been applied. A call the server refuses outright (a key
+without the write role) applies nothing, and the error says so. A line
+that is not valid JSON for the type, or a record too large for the
+server's message limit, stops the command too: the records before it are
+written, nothing after it is sent.
 
 A progress bar is drawn on stderr when stderr is a terminal; a summary is
 printed on stderr at the end. Exit status 0 means every record was written.` + conditionsHelp
@@ -245,7 +247,10 @@ func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap,
 	default:
 		fmt.Fprintf(&b, "%s failed (%s): %s", spec.name, ce.Status.Code(), ce.Status.Message())
 	}
-	if ce == nil || ce.Write == nil {
+	switch {
+	case ce != nil && ce.Write == nil && refusedAtOpen(ce.Status.Code()):
+		b.WriteString("\n  applied: nothing; the server refused the call before it read a record")
+	case ce == nil || ce.Write == nil:
 		fmt.Fprintf(&b, "\n  durable: %d %s acknowledged by the server", durable, plural(durable, "record", "records"))
 		if line, ok := lines.line(durable); ok {
 			fmt.Fprintf(&b, "; the input from %s line %d on may or may not have been applied", input, line)
@@ -258,6 +263,22 @@ func writeFailure(spec writeSpec, addr, input string, err error, lines *lineMap,
 		fmt.Fprintf(&b, "\nalso: %v", parseErr)
 	}
 	return errors.New(b.String())
+}
+
+// refusedAtOpen says a write stream's status without WriteError details
+// is the server's refusal of the call itself (a key without the role, a
+// bad key): the server ends a stream it has read from with details, so
+// such a status means nothing was applied. Statuses a lost connection or
+// the client itself produces (Unavailable, DeadlineExceeded, Canceled,
+// Internal, ResourceExhausted for a message the client would not send)
+// stay ambiguous.
+func refusedAtOpen(c codes.Code) bool {
+	switch c {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.Unimplemented,
+		codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.AlreadyExists:
+		return true
+	}
+	return false
 }
 
 // writeErrorDetails describes a WriteError: the record (its input line)

@@ -20,7 +20,8 @@ func FilterSchema(id *Identity, resp *pb.GetSchemaResponse) *pb.GetSchemaRespons
 		return resp
 	}
 	hidden := map[string]bool{}
-	out := &pb.GetSchemaResponse{Version: resp.Version, Files: map[string]string{}}
+	out := &pb.GetSchemaResponse{Version: resp.Version, Files: map[string]string{},
+		WriteLimits: resp.WriteLimits, KeyScope: id.Scope.Types()}
 	for _, t := range resp.Types {
 		if id.AllowsType(t.Name) {
 			out.Types = append(out.Types, t)

@@ -49,6 +49,10 @@ type Point struct {
 // chunks, in name order, then the manifest. A file in a subdirectory is
 // named "dir/name".
 func Stream(dir string, pt Point, send func(*pb.BackupChunk) error) error {
+	return prefix("backup", stream(dir, pt, send))
+}
+
+func stream(dir string, pt Point, send func(*pb.BackupChunk) error) error {
 	names, err := files(dir)
 	if err != nil {
 		return err
@@ -69,7 +73,7 @@ func Stream(dir string, pt Point, send func(*pb.BackupChunk) error) error {
 func streamFile(path, name string, buf []byte, send func(*pb.BackupChunk) error) (*pb.BackupFile, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -88,7 +92,7 @@ func streamFile(path, name string, buf []byte, send func(*pb.BackupChunk) error)
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("backup: read %s: %w", name, err)
+			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
 	}
 	if off == 0 { // an empty file still has a chunk, so that it is created
@@ -104,7 +108,7 @@ func streamFile(path, name string, buf []byte, send func(*pb.BackupChunk) error)
 func files(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
+		return nil, err
 	}
 	var names []string
 	for _, e := range ents {
@@ -114,7 +118,7 @@ func files(dir string) ([]string, error) {
 		case e.IsDir():
 			sub, err := os.ReadDir(filepath.Join(dir, e.Name()))
 			if err != nil {
-				return nil, fmt.Errorf("backup: %w", err)
+				return nil, err
 			}
 			for _, f := range sub {
 				if f.Type().IsRegular() {
@@ -173,38 +177,40 @@ type Receiver struct {
 // NewReceiver prepares dir (created if missing; it must be empty).
 func NewReceiver(dir string) (*Receiver, error) {
 	if err := emptyDir(dir); err != nil {
-		return nil, err
+		return nil, prefix("backup", err)
 	}
 	return &Receiver{dir: dir, done: map[string]*pb.BackupFile{}}, nil
 }
 
 // Data writes one data chunk.
-func (r *Receiver) Data(c *pb.BackupData) error {
+func (r *Receiver) Data(c *pb.BackupData) error { return prefix("backup", r.data(c)) }
+
+func (r *Receiver) data(c *pb.BackupData) error {
 	if !validName(c.GetFile()) {
-		return fmt.Errorf("backup stream: bad file name %q", c.GetFile())
+		return fmt.Errorf("stream: bad file name %q", c.GetFile())
 	}
 	if c.GetFile() != r.name {
 		if err := r.closeFile(); err != nil {
 			return err
 		}
 		if _, dup := r.done[c.GetFile()]; dup {
-			return fmt.Errorf("backup stream: file %s sent twice", c.GetFile())
+			return fmt.Errorf("stream: file %s sent twice", c.GetFile())
 		}
 		path := filepath.Join(r.dir, filepath.FromSlash(c.GetFile()))
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fmt.Errorf("backup: %w", err)
+			return err
 		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
-			return fmt.Errorf("backup: %w", err)
+			return err
 		}
 		r.cur, r.name, r.off, r.h = f, c.GetFile(), 0, sha256.New()
 	}
 	if c.GetOffset() != r.off {
-		return fmt.Errorf("backup stream: %s: chunk at offset %d, want %d", r.name, c.GetOffset(), r.off)
+		return fmt.Errorf("stream: %s: chunk at offset %d, want %d", r.name, c.GetOffset(), r.off)
 	}
 	if _, err := r.cur.Write(c.GetData()); err != nil {
-		return fmt.Errorf("backup: write %s: %w", r.name, err)
+		return fmt.Errorf("write %s: %w", r.name, err)
 	}
 	r.h.Write(c.GetData())
 	r.off += uint64(len(c.GetData()))
@@ -220,7 +226,7 @@ func (r *Receiver) closeFile() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("backup: write %s: %w", r.name, err)
+		return fmt.Errorf("write %s: %w", r.name, err)
 	}
 	r.done[r.name] = &pb.BackupFile{Name: r.name, Size: r.off, Sha256: hex.EncodeToString(r.h.Sum(nil))}
 	r.cur, r.name = nil, ""
@@ -230,7 +236,9 @@ func (r *Receiver) closeFile() error {
 // Finish checks what was received against the manifest (every file, its
 // size and checksum, nothing more) and writes manifest.json last, so that
 // a directory with a manifest is a complete backup.
-func (r *Receiver) Finish(m *pb.BackupManifest) error {
+func (r *Receiver) Finish(m *pb.BackupManifest) error { return prefix("backup", r.finish(m)) }
+
+func (r *Receiver) finish(m *pb.BackupManifest) error {
 	if err := r.closeFile(); err != nil {
 		return err
 	}
@@ -238,15 +246,15 @@ func (r *Receiver) Finish(m *pb.BackupManifest) error {
 		return err
 	}
 	if len(m.GetFiles()) != len(r.done) {
-		return fmt.Errorf("backup stream: %d files received, the manifest lists %d", len(r.done), len(m.GetFiles()))
+		return fmt.Errorf("stream: %d files received, the manifest lists %d", len(r.done), len(m.GetFiles()))
 	}
 	for _, f := range m.GetFiles() {
 		got, ok := r.done[f.GetName()]
 		if !ok {
-			return fmt.Errorf("backup stream: %s is in the manifest but was not sent", f.GetName())
+			return fmt.Errorf("stream: %s is in the manifest but was not sent", f.GetName())
 		}
 		if got.GetSize() != f.GetSize() || got.GetSha256() != f.GetSha256() {
-			return fmt.Errorf("backup stream: %s: received %d bytes (sha256 %s), the manifest says %d (%s)",
+			return fmt.Errorf("stream: %s: received %d bytes (sha256 %s), the manifest says %d (%s)",
 				f.GetName(), got.GetSize(), got.GetSha256(), f.GetSize(), f.GetSha256())
 		}
 	}
@@ -277,7 +285,7 @@ func writeManifest(dir string, m *pb.BackupManifest) error {
 		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
 	return syncDir(dir)
 }
@@ -286,25 +294,25 @@ func writeManifest(dir string, m *pb.BackupManifest) error {
 func checkManifest(m *pb.BackupManifest) error {
 	switch {
 	case m == nil:
-		return errors.New("backup: no manifest")
+		return errors.New("no manifest")
 	case m.GetFormatVersion() != FormatVersion:
-		return fmt.Errorf("backup: format version %d, this binary reads %d", m.GetFormatVersion(), FormatVersion)
+		return fmt.Errorf("format version %d, this binary reads %d", m.GetFormatVersion(), FormatVersion)
 	case m.GetStore() != "pebble":
-		return fmt.Errorf("backup: store %q, this binary restores pebble", m.GetStore())
+		return fmt.Errorf("store %q, this binary restores pebble", m.GetStore())
 	case len(m.GetFiles()) == 0:
-		return errors.New("backup: the manifest lists no files")
+		return errors.New("the manifest lists no files")
 	}
 	seen := map[string]bool{}
 	for _, f := range m.GetFiles() {
 		if !validName(f.GetName()) {
-			return fmt.Errorf("backup: bad file name %q in the manifest", f.GetName())
+			return fmt.Errorf("bad file name %q in the manifest", f.GetName())
 		}
 		if seen[f.GetName()] {
-			return fmt.Errorf("backup: %s listed twice in the manifest", f.GetName())
+			return fmt.Errorf("%s listed twice in the manifest", f.GetName())
 		}
 		seen[f.GetName()] = true
 		if sum, err := hex.DecodeString(f.GetSha256()); err != nil || len(sum) != sha256.Size {
-			return fmt.Errorf("backup: %s: bad sha256 %q in the manifest", f.GetName(), f.GetSha256())
+			return fmt.Errorf("%s: bad sha256 %q in the manifest", f.GetName(), f.GetSha256())
 		}
 	}
 	return nil
@@ -312,13 +320,18 @@ func checkManifest(m *pb.BackupManifest) error {
 
 // ReadManifest reads and checks dir's manifest.
 func ReadManifest(dir string) (*pb.BackupManifest, error) {
+	m, err := readManifest(dir)
+	return m, prefix("backup", err)
+}
+
+func readManifest(dir string) (*pb.BackupManifest, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w (not a backup directory, or an unfinished one)", err)
+		return nil, fmt.Errorf("%w (not a backup directory, or an unfinished one)", err)
 	}
 	m := &pb.BackupManifest{}
 	if err := protojson.Unmarshal(b, m); err != nil {
-		return nil, fmt.Errorf("backup: %s: %w", ManifestFile, err)
+		return nil, fmt.Errorf("%s: %w", ManifestFile, err)
 	}
 	return m, checkManifest(m)
 }
@@ -326,7 +339,12 @@ func ReadManifest(dir string) (*pb.BackupManifest, error) {
 // Verify checks every file of the backup in dir against its manifest
 // (size and SHA-256) and that no other file is there.
 func Verify(dir string) (*pb.BackupManifest, error) {
-	m, err := ReadManifest(dir)
+	m, err := verify(dir)
+	return m, prefix("backup", err)
+}
+
+func verify(dir string) (*pb.BackupManifest, error) {
+	m, err := readManifest(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +361,7 @@ func Verify(dir string) (*pb.BackupManifest, error) {
 	}
 	for _, n := range names {
 		if !listed[n] {
-			return nil, fmt.Errorf("backup: %s is not in the manifest", n)
+			return nil, fmt.Errorf("%s is not in the manifest", n)
 		}
 	}
 	return m, nil
@@ -352,19 +370,19 @@ func Verify(dir string) (*pb.BackupManifest, error) {
 func verifyFile(path string, f *pb.BackupFile) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
 	defer fh.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, fh)
 	if err != nil {
-		return fmt.Errorf("backup: read %s: %w", f.GetName(), err)
+		return fmt.Errorf("read %s: %w", f.GetName(), err)
 	}
 	if uint64(n) != f.GetSize() {
-		return fmt.Errorf("backup: %s: %d bytes, the manifest says %d", f.GetName(), n, f.GetSize())
+		return fmt.Errorf("%s: %d bytes, the manifest says %d", f.GetName(), n, f.GetSize())
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.GetSha256() {
-		return fmt.Errorf("backup: %s: sha256 %s, the manifest says %s (the file is damaged)", f.GetName(), sum, f.GetSha256())
+		return fmt.Errorf("%s: sha256 %s, the manifest says %s (the file is damaged)", f.GetName(), sum, f.GetSha256())
 	}
 	return nil
 }
@@ -374,7 +392,12 @@ func verifyFile(path string, f *pb.BackupFile) error {
 // and the directory. Files are copied into to/.restore first and moved into
 // place at the end, so an interrupted restore leaves no store that opens.
 func Restore(from, to string) (*pb.BackupManifest, error) {
-	m, err := Verify(from)
+	m, err := restore(from, to)
+	return m, prefix("restore", err)
+}
+
+func restore(from, to string) (*pb.BackupManifest, error) {
+	m, err := verify(from)
 	if err != nil {
 		return nil, err
 	}
@@ -383,13 +406,13 @@ func Restore(from, to string) (*pb.BackupManifest, error) {
 	}
 	stage := filepath.Join(to, ".restore")
 	if err := os.Mkdir(stage, 0o700); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return nil, err
 	}
 	dirs := subdirs(m)
 	for _, dir := range dirs {
 		for _, root := range []string{stage, to} {
 			if err := os.Mkdir(filepath.Join(root, dir), 0o700); err != nil {
-				return nil, fmt.Errorf("restore: %w", err)
+				return nil, err
 			}
 		}
 	}
@@ -402,19 +425,19 @@ func Restore(from, to string) (*pb.BackupManifest, error) {
 	for _, f := range m.GetFiles() {
 		name := filepath.FromSlash(f.GetName())
 		if err := os.Rename(filepath.Join(stage, name), filepath.Join(to, name)); err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
+			return nil, err
 		}
 	}
 	for _, dir := range dirs {
 		if err := os.Remove(filepath.Join(stage, dir)); err != nil {
-			return nil, fmt.Errorf("restore: %w", err)
+			return nil, err
 		}
 		if err := syncDir(filepath.Join(to, dir)); err != nil {
 			return nil, err
 		}
 	}
 	if err := os.Remove(stage); err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return nil, err
 	}
 	return m, syncDir(to)
 }
@@ -425,12 +448,12 @@ func Restore(from, to string) (*pb.BackupManifest, error) {
 func copyChecked(src, dst string, f *pb.BackupFile) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return err
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return err
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(out, h), in)
@@ -441,10 +464,10 @@ func copyChecked(src, dst string, f *pb.BackupFile) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("restore: copy %s: %w", f.GetName(), err)
+		return fmt.Errorf("copy %s: %w", f.GetName(), err)
 	}
 	if uint64(n) != f.GetSize() || hex.EncodeToString(h.Sum(nil)) != f.GetSha256() {
-		return fmt.Errorf("restore: %s changed while it was restored", f.GetName())
+		return fmt.Errorf("%s changed while it was restored", f.GetName())
 	}
 	return nil
 }
@@ -452,7 +475,7 @@ func copyChecked(src, dst string, f *pb.BackupFile) error {
 func writeSynced(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -462,7 +485,7 @@ func writeSynced(path string, b []byte) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("backup: write %s: %w", filepath.Base(path), err)
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	return nil
 }
@@ -470,14 +493,14 @@ func writeSynced(path string, b []byte) error {
 // emptyDir creates dir if missing and fails if it holds anything.
 func emptyDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
 	if len(ents) > 0 {
-		return fmt.Errorf("backup: %s is not empty", dir)
+		return fmt.Errorf("%s is not empty", dir)
 	}
 	return nil
 }
@@ -485,11 +508,21 @@ func emptyDir(dir string) error {
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("backup: sync %s: %w", dir, err)
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// prefix names the operation an error of this package's shared helpers
+// failed in: a backup, or a restore (whose errors must not read as a
+// backup's).
+func prefix(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }

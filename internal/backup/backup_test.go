@@ -129,12 +129,14 @@ func TestVerifyAndRestoreRefuse(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := mk(t, tc.m, tc.files)
-			if _, err := Verify(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("verify: %v, want %q", err, tc.want)
+			if _, err := Verify(dir); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "backup: ") {
+				t.Fatalf("verify: %v, want %q after \"backup: \"", err, tc.want)
 			}
+			// A restore's error is a restore's, not a backup's.
 			to := filepath.Join(t.TempDir(), "data")
-			if _, err := Restore(dir, to); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("restore: %v, want %q", err, tc.want)
+			if _, err := Restore(dir, to); err == nil || !strings.Contains(err.Error(), tc.want) ||
+				!strings.HasPrefix(err.Error(), "restore: ") || strings.Contains(err.Error(), "backup:") {
+				t.Fatalf("restore: %v, want %q after \"restore: \"", err, tc.want)
 			}
 			if _, err := os.Stat(to); !os.IsNotExist(err) {
 				t.Fatal("a refused restore created the data directory")

@@ -17,8 +17,8 @@ import (
 )
 
 // GetRecords answers a GetRequest: the records of req.Type with the given
-// primary keys, read on one snapshot, and the positions of the keys that
-// have none. Keys count against the write batch limit (MaxRecordsPerBatch),
+// primary keys, read on one snapshot, and the keys that have none (by
+// position and as given). Keys count against the write batch limit (MaxRecordsPerBatch),
 // which bounds a request's work. The response is bounded in bytes as it is
 // built: by maxBytes when positive (a transport's own limit), always by
 // the engine's MaxResponseBytes; keys whose records do not fit are listed
@@ -70,6 +70,13 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 			resp.Unanswered = append(resp.Unanswered, uint32(i)) //nolint:gosec // i < MaxRecordsPerBatch
 		case val == nil:
 			resp.Missing = append(resp.Missing, uint32(i)) //nolint:gosec // i < MaxRecordsPerBatch
+			// The key as the request gave it, so that a caller need not
+			// map positions back (keys first, then key_records).
+			if nk := len(req.GetKeys()); i < nk {
+				resp.MissingKeys = append(resp.MissingKeys, req.GetKeys()[i])
+			} else {
+				resp.MissingKeyRecords = append(resp.MissingKeyRecords, req.GetKeyRecords()[i-nk])
+			}
 		default:
 			anys[i].TypeUrl, anys[i].Value = t.url, val
 			resp.Records = append(resp.Records, &anys[i])

@@ -354,6 +354,11 @@ func bytesOperand(n *cmpNode, v *pb.Value) (operand, error) {
 		if o.s == nil {
 			o.s = []byte{}
 		}
+	case *pb.Value_Enum:
+		// An unquoted word (name = Ann) reads as an enum value name; what
+		// was meant is almost always the string.
+		return o, errorf(n.field, "%s field compared with the unquoted word %s (an enum value name): quote a string, as in %s = %q",
+			kindName(n.fd), x.Enum, n.field, x.Enum)
 	default:
 		return o, mismatch(n, valueName(v))
 	}

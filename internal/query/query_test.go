@@ -55,6 +55,7 @@ func TestValidationErrors(t *testing.T) {
 		{"float with bool", &pb.Query{Where: eq("ratio", vb(true))}, Limits{}, "ratio", "field ratio: type mismatch: float field compared with bool"},
 		{"string with bytes", &pb.Query{Where: eq("name", vby([]byte("x")))}, Limits{}, "name", "field name: type mismatch: string field compared with bytes"},
 		{"string with int", &pb.Query{Where: eq("name", vi(1))}, Limits{}, "name", "field name: type mismatch: string field compared with int"},
+		{"string with a bare word", &pb.Query{Where: eq("name", venum("Ann"))}, Limits{}, "name", `field name: string field compared with the unquoted word Ann (an enum value name): quote a string, as in name = "Ann"`},
 		{"bytes with int", &pb.Query{Where: eq("blob", vi(1))}, Limits{}, "blob", "field blob: type mismatch: bytes field compared with int"},
 		{"bool with int", &pb.Query{Where: eq("active", vi(1))}, Limits{}, "active", "field active: type mismatch: bool field compared with int"},
 		{"empty value", &pb.Query{Where: eq("age", &pb.Value{})}, Limits{}, "age", "field age: type mismatch: int32 field compared with an empty value"},

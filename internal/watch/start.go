@@ -53,8 +53,7 @@ func (w *watch) startLog(wm uint64) error {
 			if err != nil {
 				return err
 			}
-			return outOfRange("position "+formatPos(w.pos)+" is past the last durable commit "+u64(wm)+
-				": it is not from this database's history (a restored backup, or another server)", oldest, int64(wm)) //nolint:gosec // commit sequences stay far below 2^63
+			return pastNewest(w.pos, wm, oldest)
 		}
 		return w.checkHeld(wm)
 	}
@@ -139,6 +138,22 @@ func outOfRange(msg string, oldest, newest int64) error {
 		msg += "; the newest position available is commit " + i64(newest) + " (start after it or an earlier one still kept, or at oldest)"
 	}
 	if oldest >= 0 {
+		details = []protoadapt.MessageV1{protoadapt.MessageV1Of(&pb.Position{Commit: uint64(oldest)})}
+	}
+	return &apierror.Error{Code: apierror.OutOfRange, Msg: msg, Field: "start", Details: details}
+}
+
+// pastNewest is the OUT_OF_RANGE of a start past the newest durable commit
+// wm. The way out is toward the newest position (or now), so the message
+// leads with it; the Position detail stays the oldest, as for every
+// OUT_OF_RANGE of a start.
+func pastNewest(p position, wm uint64, oldest int64) error {
+	msg := "position " + formatPos(p) + " is past the newest commit " + u64(wm) +
+		": it is not from this database's history (a restored backup, or another server); start after commit " + u64(wm) +
+		" (the newest position) or an earlier one still kept, or at now"
+	var details []protoadapt.MessageV1
+	if oldest >= 0 {
+		msg += "; the oldest position available is commit " + i64(oldest)
 		details = []protoadapt.MessageV1{protoadapt.MessageV1Of(&pb.Position{Commit: uint64(oldest)})}
 	}
 	return &apierror.Error{Code: apierror.OutOfRange, Msg: msg, Field: "start", Details: details}

@@ -158,9 +158,11 @@ def test_get_by_values_tuples_and_records(db: protobase.Client, shop_pb2: Any) -
     r = db.get(USER, [5, 1000, 7, shop_pb2.User(id=9), shop_pb2.User(id=4242)], decode="dict")
     assert ids(r.records) == [5, 7, 9]
     assert r.missing == [1, 4]
+    assert r.missing_keys == [1000, shop_pb2.User(id=4242)]
     o = db.get(ORDER, [(1, 2), {"user_id": 2, "number": 3}, (9, 9)], decode="dict")
     assert [(x["user_id"], x["number"]) for x in o.records] == [(1, 2), (2, 3)]
     assert o.missing == [2]
+    assert o.missing_keys == [(9, 9)]
 
 
 def test_get_asks_again_for_keys_left_unanswered(db: protobase.Client) -> None:

@@ -137,3 +137,11 @@ def test_tls_refusals(tls_server: Server, certs: Path) -> None:
         with c, pytest.raises(ProtobaseError) as ei:
             c.get_schema(timeout=60)
         assert ei.value.code == grpc.StatusCode.UNAVAILABLE, ei.value
+
+
+def test_plaintext_to_tls_names_the_option(tls_server: Server) -> None:
+    # gRPC alone says the connection failed; the client says why.
+    with protobase.Client(tls_server.addr) as c, pytest.raises(ProtobaseError) as ei:
+        c.get_schema(timeout=60)
+    assert ei.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "speaks TLS" in ei.value.message and "tls=" in ei.value.message, ei.value.message

@@ -875,7 +875,11 @@ type GetSchemaResponse struct {
 	Descriptors *descriptorpb.FileDescriptorSet `protobuf:"bytes,4,opt,name=descriptors,proto3" json:"descriptors,omitempty"`
 	// The server's limits on write requests, so that a client can size its
 	// batches before sending them.
-	WriteLimits   *WriteLimits `protobuf:"bytes,5,opt,name=write_limits,json=writeLimits,proto3" json:"write_limits,omitempty"`
+	WriteLimits *WriteLimits `protobuf:"bytes,5,opt,name=write_limits,json=writeLimits,proto3" json:"write_limits,omitempty"`
+	// The record types (and package wildcards) the caller's API key is
+	// limited to (KeyInfo.types), when it is: the schema above then holds
+	// only those types. Empty for a key of every type, or without keys.
+	KeyScope      []string `protobuf:"bytes,6,rep,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -941,6 +945,13 @@ func (x *GetSchemaResponse) GetDescriptors() *descriptorpb.FileDescriptorSet {
 func (x *GetSchemaResponse) GetWriteLimits() *WriteLimits {
 	if x != nil {
 		return x.WriteLimits
+	}
+	return nil
+}
+
+func (x *GetSchemaResponse) GetKeyScope() []string {
+	if x != nil {
+		return x.KeyScope
 	}
 	return nil
 }
@@ -3028,9 +3039,15 @@ type GetResponse struct {
 	// At least the first key's record is always answered.
 	Unanswered []uint32 `protobuf:"varint,3,rep,packed,name=unanswered,proto3" json:"unanswered,omitempty"`
 	// With GetRequest.versions: versions[i] is the version of records[i].
-	Versions      []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Versions []uint64 `protobuf:"varint,4,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// The keys of GetRequest.keys that have no record, as the request gave
+	// them, in the order of missing.
+	MissingKeys []*structpb.Value `protobuf:"bytes,5,rep,name=missing_keys,json=missingKeys,proto3" json:"missing_keys,omitempty"`
+	// The key records of GetRequest.key_records that have no record, as the
+	// request gave them, in the order of missing.
+	MissingKeyRecords []*anypb.Any `protobuf:"bytes,6,rep,name=missing_key_records,json=missingKeyRecords,proto3" json:"missing_key_records,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
@@ -3087,6 +3104,20 @@ func (x *GetResponse) GetUnanswered() []uint32 {
 func (x *GetResponse) GetVersions() []uint64 {
 	if x != nil {
 		return x.Versions
+	}
+	return nil
+}
+
+func (x *GetResponse) GetMissingKeys() []*structpb.Value {
+	if x != nil {
+		return x.MissingKeys
+	}
+	return nil
+}
+
+func (x *GetResponse) GetMissingKeyRecords() []*anypb.Any {
+	if x != nil {
+		return x.MissingKeyRecords
 	}
 	return nil
 }
@@ -4564,13 +4595,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06fields\x18\x03 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x04 \x01(\bR\x06unique\x12%\n" +
 	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\"\x12\n" +
-	"\x10GetSchemaRequest\"\xdd\x02\n" +
+	"\x10GetSchemaRequest\"\xfa\x02\n" +
 	"\x11GetSchemaResponse\x12@\n" +
 	"\x05files\x18\x01 \x03(\v2*.protobase.v1.GetSchemaResponse.FilesEntryR\x05files\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
 	"\x05types\x18\x03 \x03(\v2\x18.protobase.v1.RecordTypeR\x05types\x12D\n" +
 	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x12<\n" +
-	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x1a8\n" +
+	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x12\x1b\n" +
+	"\tkey_scope\x18\x06 \x03(\tR\bkeyScope\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -4733,14 +4765,16 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\v2\x16.google.protobuf.ValueR\x04keys\x125\n" +
 	"\vkey_records\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\n" +
 	"keyRecords\x12\x1a\n" +
-	"\bversions\x18\x04 \x01(\bR\bversions\"\x93\x01\n" +
+	"\bversions\x18\x04 \x01(\bR\bversions\"\x94\x02\n" +
 	"\vGetResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x18\n" +
 	"\amissing\x18\x02 \x03(\rR\amissing\x12\x1e\n" +
 	"\n" +
 	"unanswered\x18\x03 \x03(\rR\n" +
 	"unanswered\x12\x1a\n" +
-	"\bversions\x18\x04 \x03(\x04R\bversions\"\x81\x01\n" +
+	"\bversions\x18\x04 \x03(\x04R\bversions\x129\n" +
+	"\fmissing_keys\x18\x05 \x03(\v2\x16.google.protobuf.ValueR\vmissingKeys\x12D\n" +
+	"\x13missing_key_records\x18\x06 \x03(\v2\x14.google.protobuf.AnyR\x11missingKeyRecords\"\x81\x01\n" +
 	"\aKeyInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x15.protobase.v1.KeyRoleR\x04role\x12\x14\n" +
@@ -5009,34 +5043,36 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	68, // 44: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
 	67, // 45: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
 	67, // 46: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	4,  // 47: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	4,  // 48: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	41, // 49: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	41, // 50: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	50, // 51: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	51, // 52: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	52, // 53: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	55, // 54: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	56, // 55: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	57, // 56: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	65, // 57: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	66, // 58: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	67, // 59: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	25, // 60: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	59, // 61: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	60, // 62: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	5,  // 63: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	67, // 64: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	67, // 65: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	67, // 66: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	60, // 67: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	61, // 68: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	60, // 69: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	70, // [70:70] is the sub-list for method output_type
-	70, // [70:70] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	68, // 47: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
+	67, // 48: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
+	4,  // 49: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	4,  // 50: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	41, // 51: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	41, // 52: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	50, // 53: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	51, // 54: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	52, // 55: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	55, // 56: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	56, // 57: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	57, // 58: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	65, // 59: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	66, // 60: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	67, // 61: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	25, // 62: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	59, // 63: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	60, // 64: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	5,  // 65: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	67, // 66: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	67, // 67: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	67, // 68: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	60, // 69: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	61, // 70: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	60, // 71: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }

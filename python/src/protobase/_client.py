@@ -603,7 +603,8 @@ class Client:
         list or tuple of a compound key's values in primary-key order, a
         dict by field path, or a record (message or ``Any``) of which only
         the primary-key fields are read. The result holds the records found
-        in the order of their keys and the positions of the keys missing;
+        in the order of their keys, and the keys missing by position and as
+        given (``missing``, ``missing_keys``);
         with ``versions``, each record's version (``GetResult.versions``).
         A server answers as many records as fit in one response and names
         the keys left over; ``get`` asks again for those until every key is
@@ -612,10 +613,12 @@ class Client:
         given = list(keys)
         found = self._lookup(type, given, versions, timeout)
         order = sorted(found)
+        missing = [i for i in range(len(given)) if i not in found]
         return GetResult(
             decoder(self, decode)([found[i][0] for i in order]),
-            [i for i in range(len(given)) if i not in found],
+            missing,
             [found[i][1] for i in order] if versions else [],
+            [given[i] for i in missing],
         )
 
     def get_versioned(

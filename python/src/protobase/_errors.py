@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import socket
+import ssl
 from typing import Any
 
 import grpc
@@ -146,8 +149,47 @@ def query_error_from_rpc(err: grpc.RpcError) -> QueryError:
 
 def _code_and_message(err: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
     if isinstance(err, grpc.Call):
-        return err.code(), err.details() or ""
+        code, message = err.code(), err.details() or ""
+        if code == grpc.StatusCode.UNAVAILABLE:
+            message = _plaintext_to_tls(message) or message
+        return code, message
     return None, str(err)
+
+
+# The address a failed connection names, as gRPC core writes it.
+_CLOSED_AT = re.compile(r"ipv[46]:(\[[^\]]*\]|[^:\s]+):(\d+): (Socket closed|Connection reset)")
+
+
+def _plaintext_to_tls(message: str) -> str | None:
+    """Say what a plaintext channel's failure to a TLS server means.
+
+    gRPC reports only that the socket closed. When the address it names
+    answers a TLS handshake (or a TLS alert: it may want a client
+    certificate), the server speaks TLS and the client was built without it.
+    The probe sends nothing else and trusts nothing it receives.
+    """
+    m = _CLOSED_AT.search(message)
+    if m is None:
+        return None
+    host, port = m.group(1).strip("[]"), int(m.group(2))
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port), timeout=2) as sock,
+            ctx.wrap_socket(sock, do_handshake_on_connect=True),
+        ):
+            pass
+    except ssl.SSLError as e:
+        if "ALERT" not in str(e.reason or ""):
+            return None
+    except OSError:
+        return None
+    return (
+        f"the server at {m.group(1)}:{port} speaks TLS and this client connected without it: "
+        "pass tls=True, or tls=TLS(ca=...) with the CA that signed its certificate, to Client"
+    )
 
 
 def from_rpc_error(err: grpc.RpcError) -> ProtobaseError:

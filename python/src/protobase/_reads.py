@@ -256,10 +256,12 @@ class GetResult:
     """The answer of ``Client.get``: the records found, in the order of their keys.
 
     ``missing`` holds the positions (in the keys given) of the keys that
-    have no record, ascending. With ``versions``, ``versions`` holds each
+    have no record, ascending, and ``missing_keys`` those keys themselves,
+    as given, in the same order. With ``versions``, ``versions`` holds each
     record's version, parallel to ``records``.
     """
 
     records: list[Any]
     missing: list[int]
     versions: list[int] = field(default_factory=list)
+    missing_keys: list[Any] = field(default_factory=list)

@@ -500,6 +500,7 @@ class GetSchemaResponse(_message.Message):
     TYPES_FIELD_NUMBER: _builtins.int
     DESCRIPTORS_FIELD_NUMBER: _builtins.int
     WRITE_LIMITS_FIELD_NUMBER: _builtins.int
+    KEY_SCOPE_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     @_builtins.property
     def files(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
@@ -517,6 +518,13 @@ class GetSchemaResponse(_message.Message):
         batches before sending them.
         """
 
+    @_builtins.property
+    def key_scope(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The record types (and package wildcards) the caller's API key is
+        limited to (KeyInfo.types), when it is: the schema above then holds
+        only those types. Empty for a key of every type, or without keys.
+        """
+
     def __init__(
         self,
         *,
@@ -525,10 +533,11 @@ class GetSchemaResponse(_message.Message):
         types: _abc.Iterable[Global___RecordType] | None = ...,
         descriptors: _descriptor_pb2.FileDescriptorSet | None = ...,
         write_limits: Global___WriteLimits | None = ...,
+        key_scope: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "write_limits", b"write_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "types", b"types", "version", b"version", "write_limits", b"write_limits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "key_scope", b"key_scope", "types", b"types", "version", b"version", "write_limits", b"write_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1509,6 +1518,8 @@ class GetResponse(_message.Message):
     MISSING_FIELD_NUMBER: _builtins.int
     UNANSWERED_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
+    MISSING_KEYS_FIELD_NUMBER: _builtins.int
+    MISSING_KEY_RECORDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
         """The records found, in the order of their keys, with their bytes as
@@ -1531,6 +1542,18 @@ class GetResponse(_message.Message):
     def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """With GetRequest.versions: versions[i] is the version of records[i]."""
 
+    @_builtins.property
+    def missing_keys(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]:
+        """The keys of GetRequest.keys that have no record, as the request gave
+        them, in the order of missing.
+        """
+
+    @_builtins.property
+    def missing_key_records(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """The key records of GetRequest.key_records that have no record, as the
+        request gave them, in the order of missing.
+        """
+
     def __init__(
         self,
         *,
@@ -1538,10 +1561,12 @@ class GetResponse(_message.Message):
         missing: _abc.Iterable[_builtins.int] | None = ...,
         unanswered: _abc.Iterable[_builtins.int] | None = ...,
         versions: _abc.Iterable[_builtins.int] | None = ...,
+        missing_keys: _abc.Iterable[_struct_pb2.Value] | None = ...,
+        missing_key_records: _abc.Iterable[_any_pb2.Any] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "records", b"records", "unanswered", b"unanswered", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["missing", b"missing", "missing_key_records", b"missing_key_records", "missing_keys", b"missing_keys", "records", b"records", "unanswered", b"unanswered", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
