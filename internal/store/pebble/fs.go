@@ -44,9 +44,9 @@ func newMemFS(fs *vfs.MemFS) *MemFS {
 
 // SetDiskFull makes the filesystem behave as a full disk (true) or one
 // with space again (false). While full, every write to a file fails with
-// ENOSPC, except those to write-ahead logs: Pebble preallocates a log's
-// space when it creates the file, or reuses an old log's, so on a full
-// disk its tables fail first. Creating, renaming, syncing and removing
+// ENOSPC, except those to write-ahead logs: a log reserves its space
+// ahead of its writes (walspace.go), or reuses an old log's blocks, so on
+// a full disk the tables fail first. Creating, renaming, syncing and removing
 // files go on.
 func (m *MemFS) SetDiskFull(full bool) { m.full.Store(full) }
 

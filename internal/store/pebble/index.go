@@ -140,6 +140,13 @@ func (s *Store) openIndex(o Options, fs vfs.FS, po *pebble.Options) error {
 		}
 	}
 	ipo := s.indexOptions(po)
+	// The filesystem underneath the main instance's: the index instance
+	// writes no log, and nil lets Pebble add its own health checks on the
+	// disk, as it closes them with the instance.
+	ipo.FS = nil
+	if o.FS != nil {
+		ipo.FS = fs
+	}
 	db, err := pebble.Open(dir, ipo)
 	if err != nil {
 		return fmt.Errorf("store: open index instance at %s: %w", dir, err)

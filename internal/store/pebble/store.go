@@ -16,7 +16,8 @@
 //     holding the index entries with level 0 merged in tiers, kept in step
 //     with the main one through a journal in the main instance's log;
 //   - atomic write batches (Batch) and their durability (fsync with group
-//     commit);
+//     commit); the write-ahead log's disk space, reserved as its files
+//     grow instead of a memtable's worth each (walspace.go);
 //   - reads: point gets (read.go), bounded iterators (iter.go) and
 //     consistent snapshots (snapshot.go);
 //   - range deletion (Batch.DeleteRange);
@@ -229,8 +230,12 @@ func Open(o Options) (*Store, error) {
 	s := &Store{dir: o.Dir, layout: layout, sync: o.Sync, readOnly: o.ReadOnly, release: release, fs: fs, logger: logger,
 		disk: newDiskState(o.Dir, logger)}
 	po := s.pebbleOptions(o)
-	if o.FS != nil {
-		po.FS = fs // nil leaves Pebble's default: the disk, health-checked
+	po.FS = walSpaceFS{FS: fs, most: pebbleWALReserve(po.MemTableSize)}
+	if o.FS == nil {
+		// What Pebble wraps the disk in when given none: health checks
+		// (a slow disk is reported). The index instance has no log and
+		// gets Pebble's default (openIndex).
+		po.WithFSDefaults()
 	}
 	defer po.Cache.Unref()
 	db, err := pebble.Open(o.Dir, po)
