@@ -336,7 +336,8 @@ func (m *powercutModel) apply(ctx context.Context, c *client.Client, start <-cha
 	extra := !m.extra
 	m.pending = true
 	m.mu.Unlock()
-	resp, err := c.ApplySchema(ctx, powercutSchema(extra), client.SchemaOptions{})
+	// Without the extra indexes the apply drops them, which it must name.
+	resp, err := c.ApplySchema(ctx, powercutSchema(extra), client.SchemaOptions{AllowDrop: []string{"pc.Account.name", "pc.Payment.ref"}})
 	if err != nil {
 		return fmt.Errorf("apply schema (extra indexes %v): %w", extra, err)
 	}
