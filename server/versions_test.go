@@ -185,12 +185,22 @@ func TestReadsReturnVersions(t *testing.T) {
 	}
 }
 
+// storeBeforeVersions is a copy of the store the release before versions
+// wrote (the Pebble store's test data), in a temporary directory.
+func storeBeforeVersions(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "internal", "store", "pebble", "testdata", "store-before-versions"))); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // A store the release before versions wrote opens: its records read as
 // written, at one version above 0, and a record written after that reads
 // at a greater one.
 func TestStoreBeforeVersions(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, filepath.Join("..", "internal", "store", "pebble", "testdata", "store-before-versions"), dir)
+	dir := storeBeforeVersions(t)
 	ts := startServer(t, server.Config{DataDir: dir})
 	recs, vers := getVersions(t, ts, 1, 2, 3, 4)
 	if recs[0] == nil || recs[1] == nil || recs[2] == nil || recs[3] != nil {
@@ -252,8 +262,7 @@ func storedFormat(t *testing.T, dir string) int {
 // before versions from the moment this release opens it, before it writes
 // a record.
 func TestStoreFormatRefusesEarlierReleases(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	copyTree(t, filepath.Join("..", "internal", "store", "pebble", "testdata", "store-before-versions"), dir)
+	dir := storeBeforeVersions(t)
 	if f := storedFormat(t, dir); f != 2 {
 		t.Fatalf("the earlier release's store holds format %d, want 2", f)
 	}
@@ -277,27 +286,6 @@ func TestStoreFormatRefusesEarlierReleases(t *testing.T) {
 	}
 }
 
-// copyTree copies the directory src to dst.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Primary-key lookups that ask for versions get them whether they come
 // many to a request or alone, with an expression or a text filter: the
