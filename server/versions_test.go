@@ -286,7 +286,6 @@ func TestStoreFormatRefusesEarlierReleases(t *testing.T) {
 	}
 }
 
-
 // Primary-key lookups that ask for versions get them whether they come
 // many to a request or alone, with an expression or a text filter: the
 // paths that answer plain lookups from the record cache and as wire bytes
