@@ -16,6 +16,7 @@ GOLANGCI_VERSION        := v2.6.2
 
 DATA ?= ./protobase-data
 ADDR ?= 127.0.0.1:7070
+HTTP_ADDR ?= 127.0.0.1:8080
 FUZZTIME ?= 30s
 LAB_OUT ?= ./lab-report
 # The version `make build` stamps into the binary (protobase version).
@@ -28,8 +29,8 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: serve
-serve: ## run the server with the embedded store (DATA, ADDR)
-	$(GO) run ./cmd/protobase serve --data $(DATA) --grpc-addr $(ADDR)
+serve: ## run the server with the embedded store, gRPC and REST on loopback (DATA, ADDR, HTTP_ADDR)
+	$(GO) run ./cmd/protobase serve --data $(DATA) --grpc-addr $(ADDR) --http-addr $(HTTP_ADDR)
 
 .PHONY: build
 build: ## build bin/protobase
@@ -48,9 +49,11 @@ cluster: build ## run three etcd members and two servers over them in the foregr
 	$(BIN)/protobase-cluster --dir $(CLUSTER_DIR) --bin $(BIN) -- $(CLUSTER_SERVE_FLAGS)
 
 .PHONY: test
-test: ## vet and run every test, the Python package's included (what CI runs)
+# The docs test (docs/) runs the docs' Python snippets with the package's
+# virtual environment, so it is made first.
+test: python-venv ## vet and run every test, the Python package's included (what CI runs)
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./...
+	PROTOBASE_PYTHON=$(PY) $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) python-test
 
 # The Python package (python/) is checked in a virtual environment of its

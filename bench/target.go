@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -189,28 +188,12 @@ func (t *Target) Stats(ctx context.Context) (*labv1.StatsResponse, error) {
 	return st, nil
 }
 
-// EnsureSchema adds files to the server's schema, keeping every file
-// already there (ApplySchema is whole-state, and an --addr server may hold
-// other types). It applies nothing when the files are already current.
+// EnsureSchema adds files to the server's schema in one additive apply,
+// keeping every other file there (an --addr server may hold other types,
+// and other clients may apply theirs meanwhile); files already current
+// change nothing.
 func (t *Target) EnsureSchema(ctx context.Context, files map[string]string) error {
-	cur, err := t.Client.GetSchema(ctx)
-	if err != nil {
-		return fmt.Errorf("get schema: %w", err)
-	}
-	all := maps.Clone(cur.Files)
-	if all == nil {
-		all = map[string]string{}
-	}
-	changed := false
-	for name, src := range files {
-		if all[name] != src {
-			all[name], changed = src, true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	if _, err := t.Client.ApplySchema(ctx, all, client.SchemaOptions{}); err != nil {
+	if _, err := t.Client.ApplySchema(ctx, files, client.SchemaOptions{Add: true}); err != nil {
 		return fmt.Errorf("apply lab schema: %w", err)
 	}
 	return nil

@@ -34,14 +34,14 @@ func ExampleIfVersion() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := c.Apply(ctx, client.Batch{Op: client.Insert, Records: []proto.Message{user(1, "ann@example.com")}}); err != nil {
 		log.Fatal(err)
 	}
 
-	_, vers, err := c.GetVersioned(ctx, "demo.User", 1)
+	_, vers, err := c.GetVersioned(ctx, "shop.User", 1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func ExampleIfVersion() {
 
 	// A condition on a query: insert only while no user's email starts
 	// with "bob@".
-	bobs := &pb.Query{Type: "demo.User", Filter: `email prefix "bob@"`}
+	bobs := &pb.Query{Type: "shop.User", Filter: `email prefix "bob@"`}
 	for _, id := range []int64{2, 3} {
 		_, err := c.Apply(ctx, client.Batch{Op: client.Insert, Records: []proto.Message{user(id, fmt.Sprintf("bob@%d.example.com", id))},
 			Conditions: []*pb.Condition{client.IfCount(bobs, 0)}})

@@ -13,7 +13,7 @@ import (
 )
 
 // startExample starts a server in a temporary directory, connects to it
-// and applies the demo schema; stop ends it all.
+// and applies the shop schema; stop ends it all.
 func startExample() (c *client.Client, stop func()) {
 	dir, err := os.MkdirTemp("", "protobase-example")
 	if err != nil {
@@ -27,7 +27,7 @@ func startExample() (c *client.Client, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.ApplySchema(context.Background(), map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(context.Background(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	return c, func() {
@@ -50,19 +50,19 @@ func ExampleWriter_WriteJSON() {
 		return
 	}
 	for i := 1; i <= 3; i++ {
-		if err := w.WriteJSON("demo.User", fmt.Appendf(nil, `{"id": %d, "email": "user%d@example.com"}`, i, i)); err != nil {
+		if err := w.WriteJSON("shop.User", fmt.Appendf(nil, `{"id": %d, "email": "user%d@example.com"}`, i, i)); err != nil {
 			fmt.Println(err)
 			return
 		}
 	}
-	err = w.WriteJSON("demo.User", []byte(`{"id": 4, "age": 30}`))
-	fmt.Println(`unknown field "age":`, strings.Contains(fmt.Sprint(err), `unknown field "age"`))
+	err = w.WriteJSON("shop.User", []byte(`{"id": 4, "nickname": "Al"}`))
+	fmt.Println(`unknown field "nickname":`, strings.Contains(fmt.Sprint(err), `unknown field "nickname"`))
 	if _, err := w.Close(); err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	recs, err := c.Get(ctx, "demo.User", 2, 9, int64(3))
+	recs, err := c.Get(ctx, "shop.User", 2, 9, int64(3))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -76,7 +76,7 @@ func ExampleWriter_WriteJSON() {
 		fmt.Println(string(js))
 	}
 	// Output:
-	// unknown field "age": true
+	// unknown field "nickname": true
 	// {"id":"2","email":"user2@example.com"}
 	// not found
 	// {"id":"3","email":"user3@example.com"}
@@ -90,18 +90,18 @@ func ExampleEq() {
 	ctx := context.Background()
 	w, _ := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
 	for i := 1; i <= 10; i++ {
-		_ = w.WriteJSON("demo.User", fmt.Appendf(nil, `{"id": %d, "email": "user%d@example.com"}`, i, i))
+		_ = w.WriteJSON("shop.User", fmt.Appendf(nil, `{"id": %d, "email": "user%d@example.com"}`, i, i))
 	}
 	if _, err := w.Close(); err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	text, _ := c.Query(ctx, &pb.Query{Type: "demo.User", Filter: `id >= 4 and email prefix "user1"`}, 0, "")
-	tree, _ := c.Query(ctx, &pb.Query{Type: "demo.User", Where: client.And(client.Ge("id", 4), client.Prefix("email", "user1"))}, 0, "")
+	text, _ := c.Query(ctx, &pb.Query{Type: "shop.User", Filter: `id >= 4 and email prefix "user1"`}, 0, "")
+	tree, _ := c.Query(ctx, &pb.Query{Type: "shop.User", Where: client.And(client.Ge("id", 4), client.Prefix("email", "user1"))}, 0, "")
 	fmt.Println(len(text.Records), len(tree.Records))
 
-	_, err := c.Query(ctx, &pb.Query{Type: "demo.User", Filter: `id >= `}, 0, "")
+	_, err := c.Query(ctx, &pb.Query{Type: "shop.User", Filter: `id >= `}, 0, "")
 	fmt.Println(err)
 	// Output:
 	// 1 1

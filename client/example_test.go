@@ -15,22 +15,30 @@ import (
 	"github.com/protobase/protobase/server"
 )
 
-const usersProto = `syntax = "proto3";
-package demo;
+// shopProto is the README's shop.proto, the schema of every example.
+const shopProto = `syntax = "proto3";
+package shop;
 import "protobase/v1/options.proto";
+
 message User {
-  option (protobase.v1.record) = { primary_key: "id" index: { fields: "email" unique: true } };
+  option (protobase.v1.record) = {
+    primary_key: "id"
+    index: { fields: "email" unique: true }
+    index: { fields: "name" }
+  };
   int64 id = 1;
-  string email = 2;
+  string name = 2;
+  string email = 3;
+  int32 age = 4;
 }
 `
 
-// user encodes a demo.User by hand; with generated Go types you would call
-// Writer.Write(&demopb.User{...}) instead.
+// user encodes a shop.User by hand; with generated Go types you would call
+// Writer.Write(&shoppb.User{...}) instead.
 func user(id int64, email string) *anypb.Any {
 	b := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(id))
-	b = protowire.AppendString(protowire.AppendTag(b, 2, protowire.BytesType), email)
-	return &anypb.Any{TypeUrl: "type.googleapis.com/demo.User", Value: b}
+	b = protowire.AppendString(protowire.AppendTag(b, 3, protowire.BytesType), email)
+	return &anypb.Any{TypeUrl: "type.googleapis.com/shop.User", Value: b}
 }
 
 func Example() {
@@ -49,7 +57,7 @@ func Example() {
 	}
 	defer c.Close()
 
-	plan, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{})
+	plan, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +88,7 @@ func Example() {
 		fmt.Printf("%v: batch %d, record %d, field %s\n", ce.Status.Code(), ce.Write.Batch, ce.Write.Record, ce.Write.Field)
 	}
 	// Output:
-	// added: [demo.User]
+	// added: [shop.User]
 	// durable records: 1000
 	// AlreadyExists: batch 0, record 1, field email
 }
@@ -102,7 +110,7 @@ func ExampleSearch() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	w, _ := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
@@ -118,9 +126,9 @@ func ExampleSearch() {
 		log.Fatal(err)
 	}
 	rs, err := s.Batch([]*pb.Query{
-		{Type: "demo.User", Where: client.Eq("id", 7)},
-		{Type: "demo.User", Where: client.Eq("id", 1000)}, // no such user
-		{Type: "demo.User", Where: client.Eq("nope", 1)},  // fails alone
+		{Type: "shop.User", Where: client.Eq("id", 7)},
+		{Type: "shop.User", Where: client.Eq("id", 1000)}, // no such user
+		{Type: "shop.User", Where: client.Eq("nope", 1)},  // fails alone
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -131,7 +139,7 @@ func ExampleSearch() {
 	}
 	_ = s.Close()
 
-	sc := c.Scan(ctx, &pb.Query{Type: "demo.User"}, client.ScanOptions{Parallelism: 4})
+	sc := c.Scan(ctx, &pb.Query{Type: "shop.User"}, client.ScanOptions{Parallelism: 4})
 	n := 0
 	for sc.Next() {
 		n++
@@ -139,7 +147,7 @@ func ExampleSearch() {
 	fmt.Println("scanned:", n, sc.Err())
 
 	pages := 0
-	_ = c.Pages(ctx, &pb.Query{Type: "demo.User"}, 30, func(p *client.Page) bool {
+	_ = c.Pages(ctx, &pb.Query{Type: "shop.User"}, 30, func(p *client.Page) bool {
 		pages++
 		return true
 	})
@@ -147,7 +155,7 @@ func ExampleSearch() {
 	// Output:
 	// query 0: 1 record(s), err: <nil>
 	// query 1: 0 record(s), err: <nil>
-	// query 2: 0 record(s), err: query 2: InvalidArgument: field nope: no field "nope" in demo.User
+	// query 2: 0 record(s), err: query 2: InvalidArgument: field nope: no field "nope" in shop.User
 	// scanned: 100 <nil>
 	// pages of 30: 4
 }

@@ -20,25 +20,30 @@ import (
 // block of that page is a part of this file, so the page shows code that
 // runs.
 
+// accountsProto is the bank.proto of the Python example
+// (python/examples/concurrency.py).
 const accountsProto = `syntax = "proto3";
-package demo;
+package bank;
 import "protobase/v1/options.proto";
+
 message Account {
-  option (protobase.v1.record) = { primary_key: "id" };
+  option (protobase.v1.record) = { primary_key: "id" index: { fields: "owner" } };
   int64 id = 1;
-  int64 balance = 2;
+  string owner = 2;
+  int64 balance = 3;
+  int64 visits = 4;
 }
 `
 
-// account encodes a demo.Account by hand; with generated Go types you
-// would pass &demopb.Account{Id: id, Balance: balance} instead.
+// account encodes a bank.Account by hand; with generated Go types you
+// would pass &bankpb.Account{Id: id, Balance: balance} instead.
 func account(id, balance int64) *anypb.Any {
 	b := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(id))
-	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.VarintType), uint64(balance))
-	return &anypb.Any{TypeUrl: "type.googleapis.com/demo.Account", Value: b}
+	b = protowire.AppendVarint(protowire.AppendTag(b, 3, protowire.VarintType), uint64(balance))
+	return &anypb.Any{TypeUrl: "type.googleapis.com/bank.Account", Value: b}
 }
 
-// balance decodes a demo.Account's balance by hand (0 for no record).
+// balance decodes a bank.Account's balance by hand (0 for no record).
 func balance(rec *anypb.Any) int64 {
 	b := rec.GetValue()
 	for len(b) > 0 {
@@ -51,7 +56,7 @@ func balance(rec *anypb.Any) int64 {
 		}
 		v, n := protowire.ConsumeVarint(b)
 		b = b[n:]
-		if num == 2 {
+		if num == 3 {
 			return int64(v)
 		}
 	}
@@ -71,7 +76,7 @@ func accounts() (c *client.Client, stop func()) {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.ApplySchema(ctx, map[string]string{"accounts.proto": accountsProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(ctx, map[string]string{"bank.proto": accountsProto}, client.SchemaOptions{}); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := c.Apply(ctx, client.Batch{Op: client.Insert, Records: []proto.Message{account(1, 100), account(2, 100)}}); err != nil {
@@ -88,7 +93,7 @@ func ExampleClient_Apply() {
 	defer stop()
 	ctx := context.Background()
 
-	recs, vers, err := c.GetVersioned(ctx, "demo.Account", 1)
+	recs, vers, err := c.GetVersioned(ctx, "bank.Account", 1)
 	if err != nil {
 		log.Fatal(err) //nolint:gocritic // an example: any failure ends it, temporary files and all
 	}
@@ -123,7 +128,7 @@ func ExampleClient_Apply_patch() {
 	if err != nil {
 		log.Fatal(err) //nolint:gocritic // an example: any failure ends it, temporary files and all
 	}
-	recs, _ := c.Get(ctx, "demo.Account", 1, 2)
+	recs, _ := c.Get(ctx, "bank.Account", 1, 2)
 	fmt.Println(balance(recs[0]), balance(recs[1]))
 	// Output: 70 130
 }
@@ -138,7 +143,7 @@ func ExampleClient_Transact() {
 
 	move := func(from, to, amount int64) error {
 		return c.Transact(ctx, func(tx *client.Tx) error {
-			recs, err := tx.Get("demo.Account", from, to)
+			recs, err := tx.Get("bank.Account", from, to)
 			if err != nil {
 				return err
 			}
@@ -153,7 +158,7 @@ func ExampleClient_Transact() {
 	fmt.Println(move(1, 2, 30))
 	fmt.Println(move(1, 2, 300))
 
-	recs, _ := c.Get(ctx, "demo.Account", 1, 2)
+	recs, _ := c.Get(ctx, "bank.Account", 1, 2)
 	fmt.Println(balance(recs[0]), balance(recs[1]))
 	// Output:
 	// <nil>

@@ -42,7 +42,7 @@ func ExampleClient_Watch() {
 	}
 
 	// Everything the server keeps, then stop after the first change.
-	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest(), OldRecords: true})
+	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest(), OldRecords: true})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -53,14 +53,14 @@ func ExampleClient_Watch() {
 	resume := wt.Position()
 
 	// Resumed after the last change read: the rest, once.
-	wt, _ = c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartAfter(resume), OldRecords: true})
+	wt, _ = c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartAfter(resume), OldRecords: true})
 	for i := 0; i < 2 && wt.Next(); i++ {
 		show(wt)
 	}
 	wt.Close()
 
 	// After the insert's acknowledgement, with a filter.
-	wt, _ = c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartAfterCommit(ack.Position), Filter: `email contains ".org"`})
+	wt, _ = c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartAfterCommit(ack.Position), Filter: `email contains ".org"`})
 	wt.Next()
 	show(wt)
 	wt.Close()
@@ -91,7 +91,7 @@ func ExampleWatcher_NextBatch() {
 		return
 	}
 
-	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest(), BatchSize: 2})
+	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest(), BatchSize: 2})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -60,7 +60,7 @@ func startExportServer(t *testing.T, cfg server.Config) (*server.Server, *client
 // nOrders orders.
 func fillExportServer(t *testing.T, c *client.Client, nUsers, nOrders int) {
 	t.Helper()
-	files := map[string]string{"users.proto": usersProto, "sales.proto": salesProto}
+	files := map[string]string{"shop.proto": shopProto, "sales.proto": salesProto}
 	if _, err := c.ApplySchema(t.Context(), files, client.SchemaOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func sameMessages(c *client.Client) func(t *testing.T, got, want []*anypb.Any) {
 func TestExportImportRoundTrip(t *testing.T) {
 	_, src := startExportServer(t, server.Config{MaxResultRecords: 100})
 	fillExportServer(t, src, 2500, 300)
-	want := scanAll(t, src, "sales.Order", "demo.User")
+	want := scanAll(t, src, "sales.Order", "shop.User")
 	for _, format := range []client.ExportFormat{client.ExportBinary, client.ExportJSON} {
 		t.Run(format.String(), func(t *testing.T) {
 			var file bytes.Buffer
@@ -165,7 +165,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 			if format == client.ExportJSON {
 				same = sameMessages(src)
 			}
-			same(t, scanAll(t, dst, "sales.Order", "demo.User"), want)
+			same(t, scanAll(t, dst, "sales.Order", "shop.User"), want)
 			// Again into the same server: the schema is unchanged and the
 			// records are upserted, never duplicated.
 			res, err = dst.Import(t.Context(), bytes.NewReader(file.Bytes()), client.ImportOptions{Batch: 100})
@@ -175,7 +175,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 			if res.Schema.GetApplied() {
 				t.Fatalf("a second import changed the schema: %v", res.Schema.GetPlan())
 			}
-			same(t, scanAll(t, dst, "sales.Order", "demo.User"), want)
+			same(t, scanAll(t, dst, "sales.Order", "shop.User"), want)
 		})
 	}
 
@@ -201,7 +201,7 @@ func wantCode(t *testing.T, err error, code codes.Code) {
 func TestImportResumes(t *testing.T) {
 	_, src := startExportServer(t, server.Config{})
 	fillExportServer(t, src, 2500, 300)
-	want := scanAll(t, src, "sales.Order", "demo.User")
+	want := scanAll(t, src, "sales.Order", "shop.User")
 	var file bytes.Buffer
 	if _, err := src.Export(t.Context(), nil, &file, client.ExportBinary); err != nil {
 		t.Fatal(err)
@@ -224,7 +224,7 @@ func TestImportResumes(t *testing.T) {
 	if progress == 0 || progress >= 2800 {
 		t.Fatalf("progress after the interruption is %d", progress)
 	}
-	if got := len(scanAll(t, dst, "sales.Order", "demo.User")); uint64(got) < progress {
+	if got := len(scanAll(t, dst, "sales.Order", "shop.User")); uint64(got) < progress {
 		t.Fatalf("%d records stored, but progress said %d were durable", got, progress)
 	}
 
@@ -237,7 +237,7 @@ func TestImportResumes(t *testing.T) {
 	if progress != 2800 || res.Records != 2800 || res.Written != 2800-skip {
 		t.Fatalf("rerun: %+v, progress %d", res, progress)
 	}
-	sameRecords(t, scanAll(t, dst, "sales.Order", "demo.User"), want)
+	sameRecords(t, scanAll(t, dst, "sales.Order", "shop.User"), want)
 
 	// A progress count past the file's end is refused.
 	_, err = dst.Import(t.Context(), bytes.NewReader(file.Bytes()), client.ImportOptions{Skip: 2801})
@@ -265,9 +265,9 @@ func TestExportScopedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	_, err = sc.Export(t.Context(), []string{"demo.User"}, &bytes.Buffer{}, client.ExportBinary)
+	_, err = sc.Export(t.Context(), []string{"shop.User"}, &bytes.Buffer{}, client.ExportBinary)
 	wantCode(t, err, codes.PermissionDenied)
-	_, err = sc.Export(t.Context(), []string{"sales.Order", "demo.User"}, &bytes.Buffer{}, client.ExportBinary)
+	_, err = sc.Export(t.Context(), []string{"sales.Order", "shop.User"}, &bytes.Buffer{}, client.ExportBinary)
 	wantCode(t, err, codes.PermissionDenied)
 	var file bytes.Buffer
 	n, err := sc.Export(t.Context(), nil, &file, client.ExportBinary)
@@ -334,7 +334,7 @@ func TestExportOneSnapshot(t *testing.T) {
 			name := string(m.Descriptor().FullName())
 			ids[name] = append(ids[name], id)
 		}
-		users, orders := ids["demo.User"], ids["sales.Order"]
+		users, orders := ids["shop.User"], ids["sales.Order"]
 		if len(users) != len(orders) {
 			t.Fatalf("round %d: %d users but %d orders: not one snapshot", round, len(users), len(orders))
 		}
@@ -437,7 +437,7 @@ func TestExportVersions(t *testing.T) {
 	if _, err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := scanVersions(t, src, "sales.Order", "demo.User")
+	want := scanVersions(t, src, "sales.Order", "shop.User")
 	distinct := map[uint64]bool{}
 	for _, v := range want {
 		distinct[v] = true
@@ -474,12 +474,12 @@ func TestExportVersions(t *testing.T) {
 			if _, err := src.Import(t.Context(), bytes.NewReader(file.Bytes()), client.ImportOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			for k, v := range scanVersions(t, src, "sales.Order", "demo.User") {
+			for k, v := range scanVersions(t, src, "sales.Order", "shop.User") {
 				if v <= want[k] {
 					t.Fatalf("after the import a record is at version %d, the file says %d", v, want[k])
 				}
 			}
-			want = scanVersions(t, src, "sales.Order", "demo.User")
+			want = scanVersions(t, src, "sales.Order", "shop.User")
 		})
 	}
 }

@@ -37,7 +37,7 @@ message Order {
 func TestDynamicRecordsAndGet(t *testing.T) {
 	c := startWriterServer(t, server.Config{NoSync: true})
 	ctx := t.Context()
-	if _, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	types, err := c.Types(ctx)
@@ -47,7 +47,7 @@ func TestDynamicRecordsAndGet(t *testing.T) {
 	if _, err := types.FromJSON("demo.Order", []byte(`{}`)); err == nil {
 		t.Fatal("FromJSON of a type not yet in the schema succeeded")
 	}
-	if _, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto, "orders.proto": ordersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto, "orders.proto": ordersProto}, client.SchemaOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

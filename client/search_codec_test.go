@@ -126,7 +126,7 @@ func TestDecodeSearchAllocs(t *testing.T) {
 		for q := range batches {
 			rb := &pb.ResultBatch{Query: uint64(q)}
 			for i := range perBatch {
-				rb.Records = append(rb.Records, &anypb.Any{TypeUrl: "type.googleapis.com/demo.User", Value: []byte{8, byte(i)}})
+				rb.Records = append(rb.Records, &anypb.Any{TypeUrl: "type.googleapis.com/shop.User", Value: []byte{8, byte(i)}})
 			}
 			resp.Results = append(resp.Results, rb)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/protobase/protobase/server"
 )
 
-// startSearchServer starts a server on loopback holding the demo.User
+// startSearchServer starts a server on loopback holding the shop.User
 // records 0..n-1, with emails in the order of their ids.
 func startSearchServer(tb testing.TB, n int) *client.Client {
 	tb.Helper()
@@ -28,7 +28,7 @@ func startSearchServer(tb testing.TB, n int) *client.Client {
 	}
 	tb.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	if _, err := c.ApplySchema(ctx, map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
@@ -48,7 +48,7 @@ func startSearchServer(tb testing.TB, n int) *client.Client {
 
 func email(id int) string { return fmt.Sprintf("u%08d@x", id) }
 
-// userID decodes the id of a demo.User record.
+// userID decodes the id of a shop.User record.
 func userID(tb testing.TB, a *anypb.Any) int64 {
 	tb.Helper()
 	num, typ, n := protowire.ConsumeTag(a.Value)
@@ -63,7 +63,7 @@ func userID(tb testing.TB, a *anypb.Any) int64 {
 }
 
 func emailRange(lo, hi int) *pb.Query {
-	return &pb.Query{Type: "demo.User", Where: client.And(client.Ge("email", email(lo)), client.Lt("email", email(hi)))}
+	return &pb.Query{Type: "shop.User", Where: client.And(client.Ge("email", email(lo)), client.Lt("email", email(hi)))}
 }
 
 // TestSearchRecordsStayValid reads primary-key lookups and an index range
@@ -79,7 +79,7 @@ func TestSearchRecordsStayValid(t *testing.T) {
 	}
 	var qs []*pb.Query
 	for id := 0; id < n; id += 7 {
-		qs = append(qs, &pb.Query{Type: "demo.User", Where: client.Eq("id", id)})
+		qs = append(qs, &pb.Query{Type: "shop.User", Where: client.Eq("id", id)})
 	}
 	lookups, err := s.Batch(qs)
 	if err != nil {
@@ -119,7 +119,7 @@ func TestSearchRecordsStayValid(t *testing.T) {
 		_ = append(recs, nil)
 	}
 	for i, recs := range kept {
-		if len(recs) != 1 || userID(t, recs[0]) != int64(i*7) || recs[0].TypeUrl != "type.googleapis.com/demo.User" {
+		if len(recs) != 1 || userID(t, recs[0]) != int64(i*7) || recs[0].TypeUrl != "type.googleapis.com/shop.User" {
 			t.Fatalf("lookup of id %d: %v", i*7, recs)
 		}
 	}
@@ -152,7 +152,7 @@ func BenchmarkSearch(b *testing.B) {
 	b.Run("pk-lookups=1000", func(b *testing.B) {
 		qs := make([]*pb.Query, 1000)
 		for i := range qs {
-			qs[i] = &pb.Query{Type: "demo.User", Where: client.Eq("id", (i*97)%n)}
+			qs[i] = &pb.Query{Type: "shop.User", Where: client.Eq("id", (i*97)%n)}
 		}
 		b.ReportAllocs()
 		for b.Loop() {

@@ -36,7 +36,7 @@ func TestPlaintextToTLSServer(t *testing.T) {
 	if !errors.As(err, &te) || status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "speaks TLS") || !strings.Contains(err.Error(), "WithTLS") {
 		t.Fatalf("GetSchema over plaintext to TLS: %v", err)
 	}
-	_, err = c.Get(t.Context(), "demo.User", 1)
+	_, err = c.Get(t.Context(), "shop.User", 1)
 	if !errors.As(err, &te) {
 		t.Fatalf("Get over plaintext to TLS: %v", err)
 	}

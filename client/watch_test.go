@@ -72,7 +72,7 @@ func TestWatchResumesExactlyOnce(t *testing.T) {
 	write(t, c, client.Remove, user(3, ""))
 	const total = 3 + 2 + 1
 
-	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest(), OldRecords: true})
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest(), OldRecords: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestWatchResumesExactlyOnce(t *testing.T) {
 	}
 	ops := []pb.ChangeOp{1, 1, 1, 2, 1, 3}
 	for i, ch := range all {
-		if ch.GetOp() != ops[i] || ch.GetType() != "demo.User" {
+		if ch.GetOp() != ops[i] || ch.GetType() != "shop.User" {
 			t.Fatalf("change %d: %v", i, ch)
 		}
 	}
@@ -97,13 +97,13 @@ func TestWatchResumesExactlyOnce(t *testing.T) {
 	// Stopped after each change in turn, a new watch from Position goes
 	// on with the next one: no gap, no duplicate.
 	for k := 1; k < total; k++ {
-		w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest()})
+		w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		head := next(t, w, k)
 		w.Close()
-		w, err = c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartAfter(w.Position())})
+		w, err = c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartAfter(w.Position())})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestWatchResumesExactlyOnce(t *testing.T) {
 	}
 
 	// After the first write's acknowledgement: the rest.
-	w, err = c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartAfterCommit(first.GetPosition())})
+	w, err = c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartAfterCommit(first.GetPosition())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestWatchResumesExactlyOnce(t *testing.T) {
 func TestWatchFilterAndProgress(t *testing.T) {
 	c := startWriterServer(t, server.Config{NoSync: true})
 	ctx := watchCtx(t)
-	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Filter: `email contains "@keep"`})
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Filter: `email contains "@keep"`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestWatchFilterAndProgress(t *testing.T) {
 		t.Fatalf("position %s is not in the commit of the last change %s", client.FormatPosition(pos), client.FormatPosition(got[1].GetPosition()))
 	}
 	w.Close()
-	w, err = c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Filter: `email contains "@keep"`, Start: client.StartAfter(pos)})
+	w, err = c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Filter: `email contains "@keep"`, Start: client.StartAfter(pos)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestWatchErrors(t *testing.T) {
 	if _, err := c.Watch(ctx, client.WatchOptions{}); err == nil {
 		t.Error("a watch of no type started")
 	}
-	if _, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Filter: "id = 1", Where: client.Eq("id", 1)}); err == nil {
+	if _, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Filter: "id = 1", Where: client.Eq("id", 1)}); err == nil {
 		t.Error("a watch with both Where and Filter started")
 	}
 	ack := write(t, c, client.Insert, user(1, "a@x"))
@@ -172,9 +172,9 @@ func TestWatchErrors(t *testing.T) {
 		code codes.Code
 	}{
 		{"unknown type", client.WatchOptions{Types: []string{"demo.Nope"}}, codes.NotFound},
-		{"bad filter", client.WatchOptions{Types: []string{"demo.User"}, Filter: "id >="}, codes.InvalidArgument},
-		{"unknown field", client.WatchOptions{Types: []string{"demo.User"}, Filter: "age > 1"}, codes.InvalidArgument},
-		{"a position past the last commit", client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartAfterCommit(ack.GetPosition() + 1000)}, codes.OutOfRange},
+		{"bad filter", client.WatchOptions{Types: []string{"shop.User"}, Filter: "id >="}, codes.InvalidArgument},
+		{"unknown field", client.WatchOptions{Types: []string{"shop.User"}, Filter: "nickname > 1"}, codes.InvalidArgument},
+		{"a position past the last commit", client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartAfterCommit(ack.GetPosition() + 1000)}, codes.OutOfRange},
 	} {
 		// The server's refusal is Watch's error.
 		w, err := c.Watch(ctx, tc.opts)
@@ -188,7 +188,7 @@ func TestWatchErrors(t *testing.T) {
 
 	// Close from another goroutine ends a waiting Next without error; a
 	// cancelled context ends it with Canceled.
-	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}})
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestWatchErrors(t *testing.T) {
 		t.Errorf("closed watch: Err %v", w.Err())
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	w, err = c.Watch(cctx, client.WatchOptions{Types: []string{"demo.User"}})
+	w, err = c.Watch(cctx, client.WatchOptions{Types: []string{"shop.User"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func codeOf(err error) codes.Code {
 func TestWatchPositionWhileWaiting(t *testing.T) {
 	c := startWriterServer(t, server.Config{NoSync: true})
 	ctx := watchCtx(t)
-	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Filter: `email contains "@keep"`})
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Filter: `email contains "@keep"`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestWatchNextBatch(t *testing.T) {
 		}
 		write(t, c, client.Insert, recs...)
 	}
-	ref, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest()})
+	ref, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestWatchNextBatch(t *testing.T) {
 	// Batches of 7: the messages do not end with the commits. Next takes
 	// the first three changes, NextBatch the rest of their message and
 	// the others; one batch is cloned and checked at the end.
-	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"demo.User"}, Start: client.StartOldest(), BatchSize: 7})
+	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest(), BatchSize: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestWatchNextBatch(t *testing.T) {
 		t.Fatalf("cloned batch: %v, want %v", describe(cloned), want[clonedAt:clonedAt+len(cloned)])
 	}
 	for _, ch := range cloned {
-		if ch.GetRecord() == nil || ch.GetType() != "demo.User" {
+		if ch.GetRecord() == nil || ch.GetType() != "shop.User" {
 			t.Fatalf("cloned change: %v", ch)
 		}
 	}

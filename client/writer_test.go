@@ -26,7 +26,7 @@ func startWriterServer(t *testing.T, cfg server.Config) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, err := c.ApplySchema(t.Context(), map[string]string{"users.proto": usersProto}, client.SchemaOptions{}); err != nil {
+	if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -1,8 +1,10 @@
 // Package docs holds the project's reference pages. Its test keeps them
 // true to the module and to each other: the package map of
 // architecture.md names every Go package and no other, every relative link
-// of the pages and of the README reaches a file and a heading, and no page
-// speaks of how the work on the project was organised.
+// of the pages and of the README reaches a file and a heading, no page
+// speaks of how the work on the project was organised, and the README's
+// quick start and docs/clients.md run, in order, against a real server
+// and print what they show (run_test.go).
 package docs
 
 import (

@@ -31,7 +31,7 @@ ACCOUNT = "bank.Account"
 
 def main(addr: str) -> None:
     with protobase.Client(addr) as db:
-        db.apply_schema({"bank.proto": BANK})
+        db.apply_schema({"bank.proto": BANK}, add=True)  # beside the files the server holds
         # Start from accounts 1 and 2 and no account 3, in one atomic batch
         # (a with-block transaction commits once, at its end).
         with db.transaction() as tx:

@@ -22,6 +22,7 @@ import "protobase/v1/options.proto";
 message User {
   option (protobase.v1.record) = {
     primary_key: "id"
+    index: { fields: "email" unique: true }
     index: { fields: "name" }
   };
   int64 id = 1;
@@ -34,26 +35,32 @@ message User {
 
 def main(addr: str) -> None:
     with protobase.Client(addr) as db:
-        plan = db.apply_schema({"shop.proto": SHOP})
+        # The README's shop.proto, added beside whatever else the server
+        # holds (add=True): on the README's server it changes nothing.
+        plan = db.apply_schema({"shop.proto": SHOP}, add=True)
         print("schema version", plan.version, "types added:", list(plan.plan.types_added))
 
         # Write: dicts (or messages) go through a batching writer; leaving
-        # the block waits until every record is durable.
+        # the block waits until every record is durable. Upserts, so that
+        # the example runs again; ids from 1000, beside the docs' users.
         User = db.schema().message_class("shop.User")
         with db.writer("upsert", max_records=1000) as w:
-            w.write(User(id=1, name="Ann", email="ann@example.com", age=34))
+            w.write(User(id=1000, name="Ida", email="ida@example.com", age=34))
             w.write(
-                {"id": 2, "name": "Bob", "email": "bob@example.com", "age": 27}, type="shop.User"
+                {"id": 1001, "name": "Jon", "email": "jon@example.com", "age": 27}, type="shop.User"
             )
             w.write_many(
-                ({"id": i, "name": f"user{i}", "age": i % 90} for i in range(3, 1000)),
+                (
+                    {"id": i, "name": f"user{i}", "email": f"user{i}@example.com", "age": i % 90}
+                    for i in range(1002, 2000)
+                ),
                 type="shop.User",
             )
         print("durable:", w.close())
 
         # A failed write names the batch, record, type and field.
         try:
-            db.insert([{"id": 1, "name": "Ann again"}], type="shop.User")
+            db.insert([{"id": 1000, "name": "Ida again"}], type="shop.User")
         except WriteError as e:
             print(
                 f"refused: {e.code.name if e.code else ''} batch {e.batch} record {e.record} "
@@ -62,19 +69,19 @@ def main(addr: str) -> None:
 
         # Search: many queries on one stream, text filters or expressions.
         queries = [
-            select("shop.User", 'name prefix "A" or age >= 88', limit=5),
-            select("shop.User", eq("id", 2)),
-            select("shop.User", "age > 30", count=True),
+            select("shop.User", 'name prefix "user19" and age >= 88', limit=5),
+            select("shop.User", eq("id", 1001)),
+            select("shop.User", "id >= 1000 and age > 30", count=True),
         ]
         for r in db.search(queries, decode="dict"):
             print(f"query {r.index}: {r.count} matches", r.records[:2])
 
         # Get by primary key, Scan in parallel, Query in pages.
-        got = db.get("shop.User", [1, 2, 12345], decode="dict")
+        got = db.get("shop.User", [1000, 1001, 12345], decode="dict")
         print("get:", [u["name"] for u in got.records], "missing positions:", got.missing)
-        scan = db.scan("shop.User", "age < 10", parallelism=4)
+        scan = db.scan("shop.User", "id >= 1000 and age < 10", parallelism=4)
         print("scan:", sum(1 for _ in scan), "records, count", scan.count)
-        pages = db.pages("shop.User", "age >= 80", page_size=50)
+        pages = db.pages("shop.User", "id >= 1000 and age >= 80", page_size=50)
         print("pages:", [len(p.records) for p in pages])
 
 

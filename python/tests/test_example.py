@@ -20,11 +20,13 @@ def test_quickstart_example(server: Server) -> None:
         timeout=120,
     ).stdout
     assert "types added: ['shop.User']" in out
-    assert "durable: WriteResult(batches=1, records=999" in out
+    assert "durable: WriteResult(batches=2, records=1000" in out
     assert "refused: ALREADY_EXISTS batch 0 record 0 type shop.User" in out
-    assert "query 1: 1 matches [{'id': 2, 'name': 'Bob'" in out
-    assert "get: ['Ann', 'Bob'] missing positions: [2]" in out
-    assert "scan: 117 records, count 117" in out
+    assert "query 0: 2 matches [{'id': 1978, 'name': 'user1978'" in out
+    assert "query 1: 1 matches [{'id': 1001, 'name': 'Jon'" in out
+    assert "query 2: 650 matches []" in out
+    assert "get: ['Ida', 'Jon'] missing positions: [2]" in out
+    assert "scan: 110 records, count 110" in out
     assert "pages: [50, 50, 10]" in out
 
 
