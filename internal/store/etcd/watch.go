@@ -14,18 +14,22 @@ func (s *Store) Shared() bool { return true }
 // cluster ended a watch (a member lost, a compaction passed it).
 const watchRetry = time.Second
 
-// Watch calls fn once per batch of watch events under prefix, and once
-// more each time it has to watch again (events may have been missed
-// meanwhile, so fn must re-read what it cares about).
+// Watch calls fn once per batch of watch events under prefix, once when
+// the watch has begun, and once more each time it has to watch again
+// (events may have been missed meanwhile, so fn must re-read what it cares
+// about). The call when it begins covers what changed between the
+// caller's own read and the start of the watch, which runs in the
+// background: a key created on another server in that gap would
+// otherwise stay unseen until the next change.
 func (s *Store) Watch(ctx context.Context, prefix []byte, fn func()) {
 	ctx = clientv3.WithRequireLeader(ctx)
 	for ctx.Err() == nil {
-		wc := s.cli.Watch(ctx, s.Key(prefix), clientv3.WithPrefix())
+		wc := s.cli.Watch(ctx, s.Key(prefix), clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 		for resp := range wc {
 			if resp.Err() != nil {
 				break
 			}
-			if len(resp.Events) > 0 {
+			if resp.Created || len(resp.Events) > 0 {
 				fn()
 			}
 		}
