@@ -41,6 +41,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -79,8 +80,13 @@ type Options struct {
 	// Username and Password authenticate to a cluster with auth enabled.
 	Username, Password string
 	// DialTimeout bounds connecting (0: DefaultDialTimeout);
-	// RequestTimeout bounds each request (0: DefaultRequestTimeout).
+	// RequestTimeout bounds each attempt of a request (0:
+	// DefaultRequestTimeout).
 	DialTimeout, RequestTimeout time.Duration
+	// RetryTimeout bounds how long a request the cluster does not serve
+	// is attempted again: no attempt starts past it (0:
+	// DefaultRetryTimeout; negative: one attempt only).
+	RetryTimeout time.Duration
 	// PageSize is the keys an iterator fetches per request (0:
 	// DefaultPageSize).
 	PageSize int
@@ -104,6 +110,14 @@ type Store struct {
 	progressAt atomic.Int64
 	// faults counts and logs the requests the cluster did not serve.
 	faults faults
+	// retryTimeout bounds the attempts of one request (retry.go);
+	// retries counts them.
+	retryTimeout time.Duration
+	retries      retryCounts
+	// slots are the commit markers' keys and batchIDs numbers the
+	// batches they name (commit.go).
+	slots    slots
+	batchIDs atomic.Uint64
 }
 
 var _ store.KV = (*Store)(nil)
@@ -121,6 +135,9 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.RetryTimeout == 0 {
+		o.RetryTimeout = DefaultRetryTimeout
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
@@ -143,7 +160,8 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("etcd store: connect to %v: %w", o.Endpoints, err)
 	}
 	s := &Store{cli: cli, prefix: o.Prefix, end: clientv3.GetPrefixRangeEnd(o.Prefix),
-		timeout: o.RequestTimeout, pageSize: int64(o.PageSize), faults: faults{log: o.Logger}}
+		timeout: o.RequestTimeout, pageSize: int64(o.PageSize), faults: faults{log: o.Logger}, retryTimeout: o.RetryTimeout}
+	s.slots.base = s.Key([]byte(markerSpace)) + rand.Text() + "/"
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(s.ctx, o.DialTimeout)
 	defer cancel()
@@ -164,9 +182,11 @@ func (s *Store) Prefix() string { return s.prefix }
 // Key returns the etcd key of a store key.
 func (s *Store) Key(key []byte) string { return s.prefix + string(key) }
 
-// Close ends requests in flight and closes the connection.
+// Close ends requests in flight, deletes the store's commit markers and
+// closes the connection.
 func (s *Store) Close() error {
 	s.cancel()
+	s.dropSlots()
 	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("etcd store: close: %w", err)
 	}
@@ -190,15 +210,20 @@ func (s *Store) rangeEnd(upper []byte) string {
 // get reads key at rev (0: the latest, linearizable), returning the
 // revision read at.
 func (s *Store) get(key, dst []byte, rev int64) ([]byte, bool, *clientv3.GetResponse, error) {
-	ctx, cancel := s.request()
-	defer cancel()
 	opts := []clientv3.OpOption{}
 	if rev != 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
-	resp, err := s.cli.Get(ctx, s.Key(key), opts...)
+	var resp *clientv3.GetResponse
+	err := s.read(func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.Key(key), opts...)
+		if err != nil {
+			return fmt.Errorf("etcd store: get: %w", s.readErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return dst[:0], false, nil, fmt.Errorf("etcd store: get: %w", s.readErr(err))
+		return dst[:0], false, nil, err
 	}
 	if len(resp.Kvs) == 0 {
 		return dst[:0], false, resp, nil
