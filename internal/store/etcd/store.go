@@ -321,10 +321,18 @@ func (s *Store) readErr(err error) error {
 	if m, ok := refusal(err); ok {
 		return s.faults.note(m)
 	}
-	if unanswered(err) {
+	if unanswered(err) || dropped(err) {
 		return s.faults.note(fmt.Errorf("%w: %s (%w)", store.ErrUnavailable, s.noAnswer(err), err))
 	}
 	return err
+}
+
+// dropped reports whether err is Raft's refusal of a proposal it put in
+// no log (a member without a leader, a leader handing over): etcd passes
+// it on as it is, with no code of its own.
+func dropped(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unknown && st.Message() == "raft proposal dropped"
 }
 
 // commitErr maps the error of a transaction that writes; sent says
@@ -343,7 +351,7 @@ func (s *Store) commitErr(err error, sent bool) error {
 	case lost && !sent:
 		return s.faults.note(fmt.Errorf("%w: no connection to etcd was ready within the request timeout of %v: the batch was never sent (%w)",
 			store.ErrUnavailable, s.timeout, err))
-	case errors.Is(err, rpctypes.ErrNoLeader):
+	case errors.Is(err, rpctypes.ErrNoLeader), dropped(err):
 		return s.faults.note(fmt.Errorf("%w: etcd refused the batch unapplied (%w)", store.ErrUnavailable, err))
 	case lost:
 		return s.faults.note(fmt.Errorf("%w: the batch was sent and %s (%w)", store.ErrOutcomeUnknown, s.noAnswer(err), err))
