@@ -193,9 +193,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// request returns the context of one request.
+// request returns the context of one request. It requires a leader: a
+// member that knows it has none refuses the request at once (no leader,
+// nothing applied) instead of holding it until an election is over, so
+// the next attempt goes to another member.
 func (s *Store) request() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.ctx, s.timeout)
+	return context.WithTimeout(clientv3.WithRequireLeader(s.ctx), s.timeout)
 }
 
 // rangeEnd is the etcd key bounding [.., upper): the prefix's end when
