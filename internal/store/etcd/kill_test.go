@@ -300,7 +300,7 @@ func TestMemberKillsArePauses(t *testing.T) {
 	link := newLossyLink(t, eps[0])
 	start := func(endpoints ...string) *servertest.Server {
 		return servertest.New(t, server.Config{Store: server.StoreEtcd, MetricsAddr: "127.0.0.1:0",
-			Etcd: server.EtcdConfig{Endpoints: endpoints, Prefix: "/kill/"}})
+			Etcd: server.EtcdConfig{Endpoints: endpoints, Prefix: "/kill/", RequestTimeout: 2 * time.Second}})
 	}
 	a := start(append([]string{link.l.Addr().String()}, eps[1:]...)...)
 	a.MustApply(map[string]string{"kill.proto": killProto})
