@@ -170,6 +170,8 @@ func TestEtcdUnreachableIsUnavailable(t *testing.T) {
 	_, err = ts.Write(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 3, "email": "c@x"}`)})
 	wantStatus(t, "upsert with etcd paused", err, codes.Unavailable, "nothing was applied")
 	ts.wantFaults(logs, "protobase_store_unavailable_total", 5, `level=WARN msg="etcd: requests failed unapplied`)
+	// Each of them was attempted again until the retry timeout.
+	ts.wantFaults(logs, "protobase_store_retries_total", 5, `level=WARN msg="etcd: requests failed unapplied`)
 
 	if err := c.Resume(0); err != nil {
 		t.Fatal(err)
