@@ -29,6 +29,9 @@ type lossyLink struct {
 	armed  atomic.Int64
 	passOn atomic.Bool
 	fired  atomic.Int64
+	// onFire, when set, runs once the armed read has been passed on or
+	// dropped, before the client's connection is closed.
+	onFire atomic.Pointer[func()]
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -109,6 +112,9 @@ func (k *lossyLink) requests(in, out net.Conn, lost *atomic.Bool) {
 			if th := k.armed.Load(); th > 0 && int64(n) >= th && k.armed.CompareAndSwap(th, 0) {
 				lost.Store(true)
 				k.fired.Add(1)
+				if fn := k.onFire.Swap(nil); fn != nil {
+					(*fn)()
+				}
 				if !k.passOn.Load() {
 					in.Close()
 					time.AfterFunc(2*time.Second, func() { out.Close() })
@@ -205,4 +211,56 @@ func TestCommitOutcomeUnknownSettled(t *testing.T) {
 		t.Fatalf("marker-off: found %v (%v); the cluster applied it", found, err)
 	}
 	t.Log("without the marker, the insert the cluster applied failed its precondition when sent again")
+}
+
+// A commit whose request was lost, and whose precondition another writer
+// then breaks before it is sent again, fails ErrConflict, and the marker
+// counts it settled as not applied: the store moved its slot (the fence)
+// before reporting the conflict, so the lost attempt cannot apply later.
+// The store's next batch commits under the moved slot.
+func TestCommitOutcomeUnknownConflictFenced(t *testing.T) {
+	member := etcdtest.Start(t, etcdtest.Roomy)
+	link := newLossyLink(t, member)
+	open := func(ep string) *etcd.Store {
+		s, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: "/fenced/",
+			RequestTimeout: 5 * time.Second, RetryTimeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s, other := open(link.l.Addr().String()), open(member)
+	big := strings.Repeat("v", 32<<10)
+	b := s.NewWriteBatch()
+	defer b.Close()
+	if _, found, err := b.Read([]byte("k"), nil, true); err != nil || found {
+		t.Fatalf("read k: found %v, %v", found, err)
+	}
+	b.Set([]byte("k"), []byte(big))
+	steal := func() {
+		ob := other.NewWriteBatch()
+		defer ob.Close()
+		ob.Set([]byte("k"), []byte("theirs"))
+		if err := other.ApplyBatch(ob); err != nil {
+			t.Errorf("the other writer: %v", err)
+		}
+	}
+	link.onFire.Store(&steal)
+	link.arm(16<<10, false)
+	if err := s.ApplyBatch(b); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ApplyBatch = %v; want ErrConflict", err)
+	}
+	if rs := s.RetryStats(); rs.AmbiguousResent != 1 || rs.AmbiguousApplied != 0 {
+		t.Fatalf("%+v; want one commit settled as not applied", rs)
+	}
+	if v, _, err := s.Get([]byte("k"), nil); err != nil || string(v) != "theirs" {
+		t.Fatalf("k = %.10q (%v); want the other writer's", v, err)
+	}
+	b2 := s.NewWriteBatch()
+	defer b2.Close()
+	b2.Set([]byte("next"), []byte("1"))
+	if err := s.ApplyBatch(b2); err != nil {
+		t.Fatalf("the next batch: %v", err)
+	}
 }
