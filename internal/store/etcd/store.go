@@ -18,12 +18,15 @@
 //   - A committed transaction is durable (a majority of members fsynced
 //     it), so Wait returns at once; the batch's Position is the transaction's
 //     revision.
-//   - A cluster that does not answer within the request timeout (or that
-//     cannot be reached, or has no leader) is store.ErrUnavailable for
-//     reads and for a commit that never left this process (sendWatch) or
-//     that a member refused unapplied; a commit that was sent and got no
-//     answer is store.ErrOutcomeUnknown. Both are counted and logged
-//     (faults.go).
+//   - A request the cluster does not serve (no answer within the request
+//     timeout, no connection, no leader) is attempted again until the
+//     retry timeout (retry.go); a commit of unknown outcome is sent again
+//     under a marker that lets at most one attempt apply and tells which
+//     did (commit.go). Past the retry timeout a read, and a commit none
+//     of whose attempts can have applied (never sent: sendWatch; refused
+//     unapplied), is store.ErrUnavailable; a commit one of whose attempts
+//     was sent and got no answer is store.ErrOutcomeUnknown. Every failed
+//     attempt is counted and logged (faults.go).
 //   - Snapshots and iterators read at one revision (WithRev). Reads of the
 //     latest state are linearizable (etcd's default), so a read that starts
 //     after a batch was acknowledged by any server sees it. A revision the
