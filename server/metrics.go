@@ -83,10 +83,10 @@ func registerStoreRetries(reg *prometheus.Registry, stats func() etcd.RetryStats
 func registerStoreFaults(reg *prometheus.Registry, faults func() (unavailable, outcomeUnknown uint64)) {
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_unavailable_total",
-			Help: "Store requests (reads, and write batches never sent or refused unapplied) that failed because etcd could not be reached or did not answer: nothing was applied (clients see UNAVAILABLE)."},
+			Help: "Attempts of store requests (reads, and write batches never sent or refused unapplied) that failed because etcd could not be reached or did not answer: nothing was applied. Each is attempted again until --etcd-retry-timeout; then clients see UNAVAILABLE."},
 			func() float64 { u, _ := faults(); return float64(u) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_outcome_unknown_total",
-			Help: "Write batches sent to etcd that got no answer: each may have been applied (clients see DEADLINE_EXCEEDED)."},
+			Help: "Attempts of write batches sent to etcd that got no answer: each may have been applied. The commit marker settles them when etcd answers again; past --etcd-retry-timeout clients see DEADLINE_EXCEEDED."},
 			func() float64 { _, k := faults(); return float64(k) }),
 	)
 }
