@@ -273,6 +273,12 @@ func scrapeStore(t *testing.T, srvs ...*servertest.Server) map[string]float64 {
 // the commit on or not), so the commit marker settles unknown outcomes
 // whatever the kills do; the test reports how many it settled.
 //
+// The servers give up an attempt after 2 s (--etcd-timeout): a commit
+// that a follower forwarded to a leader just killed is otherwise held for
+// etcd's own request timeout (7 s), and the test kills a leader every few
+// seconds. docs/scaling.md gives the latencies it logs, with this setting
+// and the default.
+//
 // PROTOBASE_TEST_MARKER_OFF=1 runs it with the marker off: commits of
 // unknown outcome are then sent again blindly, and the test fails.
 func TestMemberKillsArePauses(t *testing.T) {
