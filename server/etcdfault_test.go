@@ -27,10 +27,14 @@ import (
 	"github.com/protobase/protobase/server/servertest"
 )
 
-// etcdFaultTimeout is the servers' etcd request timeout in these tests:
-// short, so that a request etcd does not answer fails in about a second;
-// the clients' deadlines are far longer, so the code seen is the server's.
-const etcdFaultTimeout = time.Second
+// etcdFaultTimeout is the servers' etcd request timeout in these tests,
+// and etcdFaultRetry how long they attempt a request again: short, so
+// that a request etcd does not answer fails in a few seconds; the
+// clients' deadlines are far longer, so the code seen is the server's.
+const (
+	etcdFaultTimeout = time.Second
+	etcdFaultRetry   = 2 * time.Second
+)
 
 // startEtcdProcs starts an etcd cluster of n member processes, which the
 // test can pause and kill, and kills them when t ends.
@@ -63,7 +67,8 @@ func startOnEtcd(t *testing.T, endpoints ...string) (*testServer, *lockedBuffer)
 	logs := &lockedBuffer{}
 	ts := startServer(t, server.Config{Store: server.StoreEtcd, MetricsAddr: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Etcd:   server.EtcdConfig{Endpoints: endpoints, Prefix: "/fault/", RequestTimeout: etcdFaultTimeout}})
+		Etcd: server.EtcdConfig{Endpoints: endpoints, Prefix: "/fault/", RequestTimeout: etcdFaultTimeout,
+			RetryTimeout: etcdFaultRetry}})
 	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 1, "email": "a@x"}`)})
 	return ts, logs
@@ -165,6 +170,8 @@ func TestEtcdUnreachableIsUnavailable(t *testing.T) {
 	_, err = ts.Write(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{ts.Rec("shop.User", `{"id": 3, "email": "c@x"}`)})
 	wantStatus(t, "upsert with etcd paused", err, codes.Unavailable, "nothing was applied")
 	ts.wantFaults(logs, "protobase_store_unavailable_total", 5, `level=WARN msg="etcd: requests failed unapplied`)
+	// Each of them was attempted again until the retry timeout.
+	ts.wantFaults(logs, "protobase_store_retries_total", 5, `level=WARN msg="etcd: requests failed unapplied`)
 
 	if err := c.Resume(0); err != nil {
 		t.Fatal(err)

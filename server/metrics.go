@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/pebble"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 )
@@ -54,6 +55,27 @@ func (m *metrics) register(eng *engine.Engine, st any) {
 	if sf, ok := st.(interface{ Faults() (uint64, uint64) }); ok {
 		registerStoreFaults(m.reg, sf.Faults)
 	}
+	if sr, ok := st.(interface{ RetryStats() etcd.RetryStats }); ok {
+		registerStoreRetries(m.reg, sr.RetryStats)
+	}
+}
+
+// registerStoreRetries exports how often a shared store (etcd) sent a
+// request again, and how the commits of unknown outcome were settled.
+func registerStoreRetries(reg *prometheus.Registry, stats func() etcd.RetryStats) {
+	outcome := func(label string, v func(etcd.RetryStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_ambiguous_commits_total",
+			Help:        "Write batches whose commit went unanswered and that the commit marker then settled: applied (acknowledged at the revision that applied it) or not_applied (sent again and applied once).",
+			ConstLabels: prometheus.Labels{"outcome": label}},
+			func() float64 { return float64(v(stats())) })
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_retries_total",
+			Help: "Store requests sent again because etcd did not serve an attempt (no leader, a member lost, no answer), within --etcd-retry-timeout."},
+			func() float64 { return float64(stats().Retries) }),
+		outcome("applied", func(r etcd.RetryStats) uint64 { return r.AmbiguousApplied }),
+		outcome("not_applied", func(r etcd.RetryStats) uint64 { return r.AmbiguousResent }),
+	)
 }
 
 // registerStoreFaults exports the counts of requests a shared store
@@ -61,10 +83,10 @@ func (m *metrics) register(eng *engine.Engine, st any) {
 func registerStoreFaults(reg *prometheus.Registry, faults func() (unavailable, outcomeUnknown uint64)) {
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_unavailable_total",
-			Help: "Store requests (reads, and write batches never sent or refused unapplied) that failed because etcd could not be reached or did not answer: nothing was applied (clients see UNAVAILABLE)."},
+			Help: "Attempts of store requests (reads, and write batches never sent or refused unapplied) that failed because etcd could not be reached or did not answer: nothing was applied. Each is attempted again until --etcd-retry-timeout; then clients see UNAVAILABLE."},
 			func() float64 { u, _ := faults(); return float64(u) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "protobase_store_outcome_unknown_total",
-			Help: "Write batches sent to etcd that got no answer: each may have been applied (clients see DEADLINE_EXCEEDED)."},
+			Help: "Attempts of write batches sent to etcd that got no answer: each may have been applied. The commit marker settles them when etcd answers again; past --etcd-retry-timeout clients see DEADLINE_EXCEEDED."},
 			func() float64 { _, k := faults(); return float64(k) }),
 	)
 }

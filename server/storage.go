@@ -41,10 +41,15 @@ type EtcdConfig struct {
 	// User and PasswordFile authenticate to a cluster with auth enabled;
 	// the file holds the password (a trailing newline is ignored).
 	User, PasswordFile string
-	// RequestTimeout bounds each request to the cluster (0: 30 s). Past
-	// it a read fails UNAVAILABLE, and a write batch whose commit was
-	// sent fails DEADLINE_EXCEEDED, as it may have been applied.
+	// RequestTimeout bounds each attempt of a request to the cluster (0:
+	// 30 s).
 	RequestTimeout time.Duration
+	// RetryTimeout bounds how long a request the cluster does not serve
+	// (no leader, a member lost, no answer) is attempted again (0: 30 s;
+	// negative: once). Past it a read fails UNAVAILABLE, and so does a
+	// write batch that certainly was not applied; one that may have been
+	// fails DEADLINE_EXCEEDED.
+	RetryTimeout time.Duration
 }
 
 func (e EtcdConfig) set() bool {
@@ -139,7 +144,8 @@ func (s *Server) openStore() (store.KV, error) {
 // openEtcd connects to the etcd cluster e names; log (nil: none) gets the
 // store's warnings about a cluster that does not answer.
 func openEtcd(e EtcdConfig, log *slog.Logger) (*etcd.Store, error) {
-	o := etcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Username: e.User, RequestTimeout: e.RequestTimeout, Logger: log}
+	o := etcd.Options{Endpoints: e.Endpoints, Prefix: e.Prefix, Username: e.User, RequestTimeout: e.RequestTimeout,
+		RetryTimeout: e.RetryTimeout, Logger: log}
 	if e.PasswordFile != "" {
 		pw, err := os.ReadFile(e.PasswordFile)
 		if err != nil {

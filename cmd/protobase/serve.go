@@ -230,7 +230,10 @@ serve one store: a write acknowledged by one is seen by reads that start
 afterwards on any other. --data then holds only the admin key file. TLS to
 etcd: --etcd-ca, --etcd-cert and --etcd-key; etcd auth: --etcd-user and
 --etcd-password-file. A write batch is one etcd transaction, within the
-cluster's --max-txn-ops and --max-request-bytes. See docs/scaling.md.
+cluster's --max-txn-ops and --max-request-bytes. A request the cluster does
+not serve (a member or the leader lost) is attempted again until
+--etcd-retry-timeout, each attempt bounded by --etcd-timeout: a member's
+loss is a pause, and no batch is applied twice. See docs/scaling.md.
 
 Every write is fsynced before it is acknowledged. --sync=false acknowledges
 writes before they reach the disk: faster, but a crash or power loss can

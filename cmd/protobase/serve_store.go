@@ -21,6 +21,7 @@ type storeOptions struct {
 	etcdUser         string
 	etcdPasswordFile string
 	etcdTimeout      time.Duration
+	etcdRetryTimeout time.Duration
 }
 
 func (o *storeOptions) addFlags(f *pflag.FlagSet) {
@@ -32,7 +33,8 @@ func (o *storeOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.etcdKey, "etcd-key", "", "PEM private key of --etcd-cert")
 	f.StringVar(&o.etcdUser, "etcd-user", "", "etcd user name (a cluster with auth enabled; needs --etcd-password-file)")
 	f.StringVar(&o.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user")
-	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 30*time.Second, "bound on each etcd request: past it a read fails Unavailable and a write whose commit was sent fails DeadlineExceeded (it may have been applied)")
+	f.DurationVar(&o.etcdTimeout, "etcd-timeout", 30*time.Second, "bound on each attempt of an etcd request")
+	f.DurationVar(&o.etcdRetryTimeout, "etcd-retry-timeout", 30*time.Second, "how long a request etcd does not serve (no leader, a member lost, no answer) is attempted again; past it a read fails Unavailable, a write that was not applied Unavailable, and one that may have been DeadlineExceeded")
 }
 
 // apply copies the flags into cfg.
@@ -47,6 +49,7 @@ func (o *storeOptions) apply(cfg *server.Config) {
 	cfg.Etcd.CAFile, cfg.Etcd.CertFile, cfg.Etcd.KeyFile = o.etcdCA, o.etcdCert, o.etcdKey
 	cfg.Etcd.User, cfg.Etcd.PasswordFile = o.etcdUser, o.etcdPasswordFile
 	cfg.Etcd.RequestTimeout = o.etcdTimeout
+	cfg.Etcd.RetryTimeout = o.etcdRetryTimeout
 }
 
 // where says where the data lives, for serve's first line.

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -18,7 +19,9 @@ type batch struct {
 	// at holds the index in ops of each key put or deleted: etcd refuses
 	// a transaction that writes one key twice, so a later write of a key
 	// replaces its earlier one (the last write wins, as in Pebble).
-	at      map[string]int
+	at map[string]int
+	// ranges are the [start, end) of its range deletes.
+	ranges  [][2]string
 	applied bool
 	pos     uint64 // revision of the applied transaction
 }
@@ -60,7 +63,19 @@ func (b *batch) put(k string, op clientv3.Op) {
 
 func (b *batch) DeleteRange(start, end []byte) {
 	b.mutable()
-	b.ops = append(b.ops, clientv3.OpDelete(b.s.Key(start), clientv3.WithRange(b.s.rangeEnd(end))))
+	lo, hi := b.s.Key(start), b.s.rangeEnd(end)
+	b.ops = append(b.ops, clientv3.OpDelete(lo, clientv3.WithRange(hi)))
+	b.ranges = append(b.ranges, [2]string{lo, hi})
+}
+
+// deletes reports whether one of b's range deletes covers key.
+func (b *batch) deletes(key string) bool {
+	for _, r := range b.ranges {
+		if r[0] <= key && key < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // Read reads the latest value of key and makes "key still as read" a
@@ -85,11 +100,16 @@ func (b *batch) Read(key, dst []byte, _ bool) ([]byte, bool, error) {
 // (true only while the range stays empty).
 func (b *batch) ReadAbsent(lower, upper []byte) (bool, error) {
 	lo, hi := b.s.Key(lower), b.s.rangeEnd(upper)
-	ctx, cancel := b.s.request()
-	resp, err := b.s.cli.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithCountOnly(), clientv3.WithLimit(1))
-	cancel()
+	var resp *clientv3.GetResponse
+	err := b.s.read(func(ctx context.Context) (err error) {
+		resp, err = b.s.cli.Get(ctx, lo, clientv3.WithRange(hi), clientv3.WithCountOnly(), clientv3.WithLimit(1))
+		if err != nil {
+			return fmt.Errorf("etcd store: read range: %w", b.s.readErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return false, fmt.Errorf("etcd store: read range: %w", b.s.readErr(err))
+		return false, err
 	}
 	if resp.Count > 0 {
 		return false, nil
@@ -118,18 +138,21 @@ func (b *batch) Reset() {
 	clear(b.ops)
 	clear(b.cmps)
 	clear(b.at)
-	b.ops, b.cmps, b.applied, b.pos = b.ops[:0], b.cmps[:0], false, 0
+	b.ops, b.cmps, b.ranges, b.applied, b.pos = b.ops[:0], b.cmps[:0], b.ranges[:0], false, 0
 }
 
-func (b *batch) Close() { b.ops, b.cmps, b.at = nil, nil, nil }
+func (b *batch) Close() { b.ops, b.cmps, b.at, b.ranges = nil, nil, nil, nil }
 
 // ApplyBatch commits b as one transaction. A failed comparison is
 // store.ErrConflict; a transaction the cluster refuses as too large is
-// store.ErrLimit; one it never got is store.ErrUnavailable, and one sent
-// without an answer store.ErrOutcomeUnknown (commitErr). A batch without
-// writes sends its comparisons alone (a transaction that changes
-// nothing and takes no revision), and one without comparisons either
-// sends nothing.
+// store.ErrLimit. A commit the cluster did not serve is sent again until
+// the retry timeout (retry.go), under the commit marker that makes a
+// commit of unknown outcome safe to send again (commit.go); past the
+// timeout it fails store.ErrUnavailable when no attempt can have been
+// applied, store.ErrOutcomeUnknown when one may have been (commitErr). A
+// batch without writes sends its comparisons alone (a transaction that
+// changes nothing and takes no revision), and one without comparisons
+// either sends nothing.
 func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	b, ok := wb.(*batch)
 	if !ok || b.s != s {
@@ -138,30 +161,13 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	if b.applied {
 		return errApplied
 	}
-	if len(b.ops) == 0 && len(b.cmps) == 0 {
-		b.applied = true
-		return nil
+	switch {
+	case len(b.ops) > 0:
+		return s.commit(b)
+	case len(b.cmps) > 0:
+		return s.check(b)
 	}
-	ctx, cancel := s.request()
-	defer cancel()
-	ctx, sent := watchSend(ctx)
-	ops := b.ops
-	if len(ops) == 0 {
-		// etcd serves a transaction without writes as a read, and one
-		// without a linearizable range in it from the member's own state,
-		// which may lag the cluster: its comparisons could pass on what a
-		// committed write already changed. A linearizable count of a
-		// compared key makes the member catch up first.
-		ops = []clientv3.Op{clientv3.OpGet(string(b.cmps[0].KeyBytes()), clientv3.WithCountOnly())}
-	}
-	resp, err := s.cli.Txn(ctx).If(b.cmps...).Then(ops...).Commit()
-	if err != nil {
-		return fmt.Errorf("etcd store: apply batch of %d operations: %w", len(b.ops), s.commitErr(err, sent.Load()))
-	}
-	if !resp.Succeeded {
-		return store.ErrConflict
-	}
-	b.applied, b.pos = true, uint64(resp.Header.Revision)
+	b.applied = true
 	return nil
 }
 

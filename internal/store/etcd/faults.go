@@ -15,7 +15,7 @@ import (
 // would bury everything else.
 const faultLogEvery = 10 * time.Second
 
-// faults counts the requests the cluster did not serve, by what they left
+// faults counts the attempts the cluster did not serve, by what they left
 // behind, and logs them at warn, each kind at most once per faultLogEvery
 // with the count since its last line.
 type faults struct {
@@ -58,9 +58,11 @@ func (f *faults) line(kind int, n uint64, msg string, err error) {
 	f.log.Warn(msg, "count", since, "error", err.Error())
 }
 
-// Faults returns how many requests failed store.ErrUnavailable (nothing
-// applied) and how many write batches failed store.ErrOutcomeUnknown
-// since Open, for the server's metrics.
+// Faults returns how many attempts of requests failed
+// store.ErrUnavailable (nothing applied) and how many attempts of write
+// batches failed store.ErrOutcomeUnknown since Open, for the server's
+// metrics. Each is attempted again until the retry timeout (retry.go), so
+// a fault reaches the caller only when the attempts run out.
 func (s *Store) Faults() (unavailable, outcomeUnknown uint64) {
 	return s.faults.unavailable.Load(), s.faults.unknown.Load()
 }

@@ -87,13 +87,21 @@ var feedWatches atomic.Int64
 var errPrevLost = errors.New("etcd store: a change arrived without its previous value")
 
 // Revision returns the cluster's current revision, read linearizably: every
-// batch acknowledged before the call is at or below it.
+// batch acknowledged before the call is at or below it. It is attempted
+// again, as every read, while the cluster does not answer (retry.go).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithCountOnly())
+	var resp *clientv3.GetResponse
+	err := s.read(func(rctx context.Context) (err error) {
+		rctx, cancel := context.WithCancel(rctx)
+		defer context.AfterFunc(ctx, cancel)()
+		resp, err = s.cli.Get(rctx, s.prefix, clientv3.WithCountOnly())
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("etcd store: read the current revision: %w", s.readErr(err))
+		}
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("etcd store: read the current revision: %w", mapErr(err))
+		return 0, err
 	}
 	return resp.Header.Revision, nil
 }
@@ -289,11 +297,15 @@ func (f *feed) deliver(events []*clientv3.Event) error {
 
 // convert turns one revision's etcd events into the contract's. Value and
 // Prev are nil only when the key is deleted or was absent: an empty value
-// is an empty, non-nil slice.
+// is an empty, non-nil slice. The store's commit markers (commit.go) are
+// left out: a revision that wrote only those is a progress mark.
 func (f *feed) convert(events []*clientv3.Event) ([]store.Event, error) {
 	n := len(f.s.prefix)
 	f.evs = f.evs[:0]
 	for _, ev := range events {
+		if isMarker(ev.Kv.Key[n:]) {
+			continue
+		}
 		e := store.Event{Key: ev.Kv.Key[n:], Delete: ev.Type == mvccpb.DELETE}
 		if !e.Delete {
 			e.Value = nonNil(ev.Kv.Value)

@@ -2,6 +2,8 @@ package etcd
 
 import (
 	"bytes"
+	"context"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,31 +52,51 @@ func (it *iter) bounds() (lo, hi string) {
 }
 
 // fetch reads the page of [from, to) nearest from (ascending) or to
-// (descending) and positions on its first entry.
+// (descending) and positions on its first entry. The store's commit
+// markers (commit.go) are not the engine's: a page is read without them,
+// and one that held nothing else is followed by the next.
 func (it *iter) fetch(from, to string, desc bool) bool {
 	it.kvs, it.idx, it.desc, it.more, it.valid = nil, 0, desc, false, false
-	if it.err != nil || from >= to {
-		return false
+	for it.err == nil && from < to {
+		opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(it.s.pageSize)}
+		if it.rev != 0 {
+			opts = append(opts, clientv3.WithRev(it.rev))
+		}
+		if desc {
+			opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+		}
+		var resp *clientv3.GetResponse
+		err := it.s.read(func(ctx context.Context) (err error) {
+			resp, err = it.s.cli.Get(ctx, from, opts...)
+			if err != nil {
+				return it.s.readErr(err)
+			}
+			return nil
+		})
+		if err != nil {
+			it.err = err
+			return false
+		}
+		if it.rev == 0 {
+			it.rev = resp.Header.Revision
+		}
+		n := len(it.s.prefix)
+		marker := func(kv *mvccpb.KeyValue) bool { return isMarker(kv.Key[n:]) }
+		kvs := resp.Kvs
+		if slices.ContainsFunc(kvs, marker) {
+			kvs = slices.DeleteFunc(slices.Clone(kvs), marker)
+		}
+		if len(kvs) > 0 || !resp.More {
+			it.kvs, it.more = kvs, resp.More
+			return it.settle()
+		}
+		if last := string(resp.Kvs[len(resp.Kvs)-1].Key); desc {
+			to = last
+		} else {
+			from = last + "\x00"
+		}
 	}
-	opts := []clientv3.OpOption{clientv3.WithRange(to), clientv3.WithLimit(it.s.pageSize)}
-	if it.rev != 0 {
-		opts = append(opts, clientv3.WithRev(it.rev))
-	}
-	if desc {
-		opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
-	}
-	ctx, cancel := it.s.request()
-	resp, err := it.s.cli.Get(ctx, from, opts...)
-	cancel()
-	if err != nil {
-		it.err = it.s.readErr(err)
-		return false
-	}
-	if it.rev == 0 {
-		it.rev = resp.Header.Revision
-	}
-	it.kvs, it.more = resp.Kvs, resp.More
-	return it.settle()
+	return false
 }
 
 func (it *iter) settle() bool {

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -97,11 +98,16 @@ func (s *Store) txnGet(keys [][]byte, rev int64) (map[string]fetched, int64, err
 			ops[i] = clientv3.OpGet(s.Key(k))
 		}
 	}
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	var resp *clientv3.TxnResponse
+	err := s.read(func(ctx context.Context) (err error) {
+		resp, err = s.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("etcd store: get %d keys: %w", len(keys), s.readErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("etcd store: get %d keys: %w", len(keys), s.readErr(err))
+		return nil, 0, err
 	}
 	got := make(map[string]fetched, len(keys))
 	for i, r := range resp.Responses {

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,11 +46,16 @@ func (sn *Snapshot) Close() error { return nil }
 // OpenSnapshot fixes a revision with one linearizable read: the snapshot
 // sees every batch acknowledged before it was opened.
 func (s *Store) OpenSnapshot() (store.ReadSnapshot, error) {
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithCountOnly())
+	var resp *clientv3.GetResponse
+	err := s.read(func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.prefix, clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("etcd store: open snapshot: %w", s.readErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd store: open snapshot: %w", s.readErr(err))
+		return nil, err
 	}
 	return &Snapshot{s: s, rev: resp.Header.Revision}, nil
 }

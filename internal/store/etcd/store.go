@@ -18,12 +18,15 @@
 //   - A committed transaction is durable (a majority of members fsynced
 //     it), so Wait returns at once; the batch's Position is the transaction's
 //     revision.
-//   - A cluster that does not answer within the request timeout (or that
-//     cannot be reached, or has no leader) is store.ErrUnavailable for
-//     reads and for a commit that never left this process (sendWatch) or
-//     that a member refused unapplied; a commit that was sent and got no
-//     answer is store.ErrOutcomeUnknown. Both are counted and logged
-//     (faults.go).
+//   - A request the cluster does not serve (no answer within the request
+//     timeout, no connection, no leader) is attempted again until the
+//     retry timeout (retry.go); a commit of unknown outcome is sent again
+//     under a marker that lets at most one attempt apply and tells which
+//     did (commit.go). Past the retry timeout a read, and a commit none
+//     of whose attempts can have applied (never sent: sendWatch; refused
+//     unapplied), is store.ErrUnavailable; a commit one of whose attempts
+//     was sent and got no answer is store.ErrOutcomeUnknown. Every failed
+//     attempt is counted and logged (faults.go).
 //   - Snapshots and iterators read at one revision (WithRev). Reads of the
 //     latest state are linearizable (etcd's default), so a read that starts
 //     after a batch was acknowledged by any server sees it. A revision the
@@ -41,6 +44,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -79,8 +83,13 @@ type Options struct {
 	// Username and Password authenticate to a cluster with auth enabled.
 	Username, Password string
 	// DialTimeout bounds connecting (0: DefaultDialTimeout);
-	// RequestTimeout bounds each request (0: DefaultRequestTimeout).
+	// RequestTimeout bounds each attempt of a request (0:
+	// DefaultRequestTimeout).
 	DialTimeout, RequestTimeout time.Duration
+	// RetryTimeout bounds how long a request the cluster does not serve
+	// is attempted again: no attempt starts past it (0:
+	// DefaultRetryTimeout; negative: one attempt only).
+	RetryTimeout time.Duration
 	// PageSize is the keys an iterator fetches per request (0:
 	// DefaultPageSize).
 	PageSize int
@@ -104,6 +113,14 @@ type Store struct {
 	progressAt atomic.Int64
 	// faults counts and logs the requests the cluster did not serve.
 	faults faults
+	// retryTimeout bounds the attempts of one request (retry.go);
+	// retries counts them.
+	retryTimeout time.Duration
+	retries      retryCounts
+	// slots are the commit markers' keys and batchIDs numbers the
+	// batches they name (commit.go).
+	slots    slots
+	batchIDs atomic.Uint64
 }
 
 var _ store.KV = (*Store)(nil)
@@ -121,6 +138,9 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.RetryTimeout == 0 {
+		o.RetryTimeout = DefaultRetryTimeout
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
@@ -143,7 +163,8 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("etcd store: connect to %v: %w", o.Endpoints, err)
 	}
 	s := &Store{cli: cli, prefix: o.Prefix, end: clientv3.GetPrefixRangeEnd(o.Prefix),
-		timeout: o.RequestTimeout, pageSize: int64(o.PageSize), faults: faults{log: o.Logger}}
+		timeout: o.RequestTimeout, pageSize: int64(o.PageSize), faults: faults{log: o.Logger}, retryTimeout: o.RetryTimeout}
+	s.slots.base = s.Key([]byte(markerSpace)) + rand.Text() + "/"
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(s.ctx, o.DialTimeout)
 	defer cancel()
@@ -164,18 +185,23 @@ func (s *Store) Prefix() string { return s.prefix }
 // Key returns the etcd key of a store key.
 func (s *Store) Key(key []byte) string { return s.prefix + string(key) }
 
-// Close ends requests in flight and closes the connection.
+// Close ends requests in flight, deletes the store's commit markers and
+// closes the connection.
 func (s *Store) Close() error {
 	s.cancel()
+	s.dropSlots()
 	if err := s.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("etcd store: close: %w", err)
 	}
 	return nil
 }
 
-// request returns the context of one request.
+// request returns the context of one request. It requires a leader: a
+// member that knows it has none refuses the request at once (no leader,
+// nothing applied) instead of holding it until an election is over, so
+// the next attempt goes to another member.
 func (s *Store) request() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.ctx, s.timeout)
+	return context.WithTimeout(clientv3.WithRequireLeader(s.ctx), s.timeout)
 }
 
 // rangeEnd is the etcd key bounding [.., upper): the prefix's end when
@@ -190,15 +216,20 @@ func (s *Store) rangeEnd(upper []byte) string {
 // get reads key at rev (0: the latest, linearizable), returning the
 // revision read at.
 func (s *Store) get(key, dst []byte, rev int64) ([]byte, bool, *clientv3.GetResponse, error) {
-	ctx, cancel := s.request()
-	defer cancel()
 	opts := []clientv3.OpOption{}
 	if rev != 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
-	resp, err := s.cli.Get(ctx, s.Key(key), opts...)
+	var resp *clientv3.GetResponse
+	err := s.read(func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.Key(key), opts...)
+		if err != nil {
+			return fmt.Errorf("etcd store: get: %w", s.readErr(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return dst[:0], false, nil, fmt.Errorf("etcd store: get: %w", s.readErr(err))
+		return dst[:0], false, nil, err
 	}
 	if len(resp.Kvs) == 0 {
 		return dst[:0], false, resp, nil
@@ -296,10 +327,18 @@ func (s *Store) readErr(err error) error {
 	if m, ok := refusal(err); ok {
 		return s.faults.note(m)
 	}
-	if unanswered(err) {
+	if unanswered(err) || dropped(err) {
 		return s.faults.note(fmt.Errorf("%w: %s (%w)", store.ErrUnavailable, s.noAnswer(err), err))
 	}
 	return err
+}
+
+// dropped reports whether err is Raft's refusal of a proposal it put in
+// no log (a member without a leader, a leader handing over): etcd passes
+// it on as it is, with no code of its own.
+func dropped(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unknown && st.Message() == "raft proposal dropped"
 }
 
 // commitErr maps the error of a transaction that writes; sent says
@@ -318,7 +357,7 @@ func (s *Store) commitErr(err error, sent bool) error {
 	case lost && !sent:
 		return s.faults.note(fmt.Errorf("%w: no connection to etcd was ready within the request timeout of %v: the batch was never sent (%w)",
 			store.ErrUnavailable, s.timeout, err))
-	case errors.Is(err, rpctypes.ErrNoLeader):
+	case errors.Is(err, rpctypes.ErrNoLeader), dropped(err):
 		return s.faults.note(fmt.Errorf("%w: etcd refused the batch unapplied (%w)", store.ErrUnavailable, err))
 	case lost:
 		return s.faults.note(fmt.Errorf("%w: the batch was sent and %s (%w)", store.ErrOutcomeUnknown, s.noAnswer(err), err))

@@ -42,7 +42,8 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.KillAll)
-	s, err := etcd.Open(etcd.Options{Endpoints: c.Endpoints(), Prefix: "/unreachable/", RequestTimeout: 500 * time.Millisecond})
+	s, err := etcd.Open(etcd.Options{Endpoints: c.Endpoints(), Prefix: "/unreachable/", RequestTimeout: 500 * time.Millisecond,
+		RetryTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
