@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -106,4 +107,68 @@ func (e *Env) Run(ctx context.Context, x Experiment) (*Result, error) {
 		res.Notes = append(res.Notes, QuickNote)
 	}
 	return res, nil
+}
+
+// MeasureAlternately measures several workloads under the same
+// conditions: it warms each up for Warmup, then runs them in turn, one run
+// of each, Runs times, and returns each one's rates (sample i of each is
+// from the same round). A ratio of two of them taken per round (Ratios)
+// sees the same moment of a machine whose load changes, which medians of
+// runs made one configuration after the other do not. labels name the
+// workloads in progress output.
+func (e *Env) MeasureAlternately(ctx context.Context, labels []string, ws []Workload) ([]Sample, error) {
+	steps := e.Runs * len(ws)
+	if e.Warmup > 0 {
+		steps += len(ws)
+	}
+	task := e.Progress.Task(strings.Join(labels, ", "), steps)
+	note := "failed"
+	defer func() { task.Done(note) }()
+	if e.Warmup > 0 {
+		for i, w := range ws {
+			if _, err := w(ctx, e.Warmup); err != nil {
+				return nil, fmt.Errorf("%s: warm-up: %w", labels[i], err)
+			}
+			task.Step()
+		}
+	}
+	out := make([]Sample, len(ws))
+	for run := 0; run < e.Runs; run++ {
+		for i, w := range ws {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			c, err := w(ctx, e.Duration)
+			wall := time.Since(start)
+			if err != nil {
+				return nil, fmt.Errorf("%s: run %d: %w", labels[i], run+1, err)
+			}
+			el := c.Elapsed
+			if el <= 0 {
+				el = wall
+			}
+			if c.Ops <= 0 {
+				return nil, fmt.Errorf("%s: run %d: %w", labels[i], run+1, errNoOps)
+			}
+			out[i].Ops = append(out[i].Ops, float64(c.Ops)/el.Seconds())
+			out[i].Bytes = append(out[i].Bytes, float64(c.Bytes)/el.Seconds())
+			task.Step()
+		}
+	}
+	meds := make([]string, len(out))
+	for i, s := range out {
+		meds[i] = formatValue(Summarize(s.Ops).Median)
+	}
+	note = strings.Join(meds, ", ") + " op/s"
+	return out, nil
+}
+
+// Ratios returns a[i] / b[i] for each round of MeasureAlternately.
+func Ratios(a, b []float64) []float64 {
+	r := make([]float64, min(len(a), len(b)))
+	for i := range r {
+		r[i] = a[i] / b[i]
+	}
+	return r
 }

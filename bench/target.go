@@ -39,6 +39,10 @@ type TargetConfig struct {
 	// under a fresh prefix below Etcd.Prefix, instead of on Pebble; NoSync
 	// does not apply (etcd commits every batch to a quorum).
 	Etcd server.EtcdConfig
+	// EtcdSame runs the server on Etcd.Prefix itself rather than on a
+	// fresh prefix below it: a second server on the store of another
+	// target (Target.Etcd). Both drop the store when closed.
+	EtcdSame bool
 }
 
 // Target is a server an experiment talks to, over loopback TCP: an
@@ -152,7 +156,10 @@ func (t *Target) startEmbedded(ctx context.Context, cfg TargetConfig) error {
 	scfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", NoSync: cfg.NoSync, Lab: true}
 	t.Store = server.StorePebble
 	if len(cfg.Etcd.Endpoints) > 0 {
-		e, err := freshEtcdStore(cfg.Etcd)
+		e, err := cfg.Etcd, error(nil)
+		if !cfg.EtcdSame {
+			e, err = freshEtcdStore(cfg.Etcd)
+		}
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return err

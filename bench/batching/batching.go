@@ -39,6 +39,9 @@ type Experiment struct {
 	// count; etcdCtr counts the lookups of the server on etcd
 	// (Options.Etcd).
 	ctr, echoes, raws, etcdCtr bench.SearchCounter
+	// peerCtr counts the lookups of the second server on etcd (the
+	// servers=2 rows, etcdbare.go).
+	peerCtr bench.SearchCounter
 }
 
 // Name implements bench.Experiment.
@@ -186,7 +189,9 @@ func (b *Experiment) runBatch(ctx context.Context, env *bench.Env, t *bench.Targ
 }
 
 // runEtcd adds the "lookup etcd" rows: the same lookups, in the same run,
-// against an embedded server whose store is the --etcd-endpoints cluster.
+// against an embedded server whose store is the --etcd-endpoints cluster,
+// each batch size followed by its rows of a bare etcd client and of two
+// servers and two bare clients at once (etcdbare.go).
 func (b *Experiment) runEtcd(ctx context.Context, env *bench.Env, res *bench.Result) error {
 	t, err := env.Target(ctx, bench.TargetConfig{Etcd: env.Etcd})
 	if err != nil {
@@ -198,22 +203,31 @@ func (b *Experiment) runEtcd(ctx context.Context, env *bench.Env, res *bench.Res
 	if err := t.LoadItems(ctx, env.Progress, b.Records); err != nil {
 		return err
 	}
+	peers, err := b.startPeers(ctx, env, t)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = peers.close() }() // on an error; closed below otherwise
+	peer := peers.peer
 	before, err := t.Stats(ctx)
 	if err != nil {
 		return err
 	}
-	const mode = "lookup etcd"
+	peerBefore, err := peer.Stats(ctx)
+	if err != nil {
+		return err
+	}
 	for _, batch := range b.Batches {
 		frames, err := bench.SearchFrames(batch, b.Records)
 		if err != nil {
 			return err
 		}
-		label := fmt.Sprintf("%s batch=%d", mode, batch)
-		s, err := env.Measure(ctx, label, bench.AlternateSearch(t.API.Search, frames, batch, bench.SearchCheck{Records: 1}, &b.etcdCtr))
-		if err != nil {
+		if err := b.etcdRows(ctx, env, t, peers, frames, batch, res); err != nil {
 			return err
 		}
-		res.Rows = append(res.Rows, bench.NewRow(label, map[string]any{"mode": mode, "batch": batch}, "queries/s", s.Ops, nil))
+	}
+	if err := peers.close(); err != nil {
+		return err
 	}
 	after, err := t.Stats(ctx)
 	if err != nil {
@@ -222,6 +236,13 @@ func (b *Experiment) runEtcd(ctx context.Context, env *bench.Env, res *bench.Res
 	if lookups := after.PointLookups - before.PointLookups; lookups != b.etcdCtr.Queries {
 		return fmt.Errorf("server on etcd made %d point lookups for %d lookup queries", lookups, b.etcdCtr.Queries)
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("lookup etcd rows: the same lookups against a server whose store is the etcd cluster %v (each lookup a linearizable read of the cluster)", env.Etcd.Endpoints))
+	peerAfter, err := peer.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if lookups := peerAfter.PointLookups - peerBefore.PointLookups; lookups != b.peerCtr.Queries {
+		return fmt.Errorf("second server on etcd made %d point lookups for %d lookup queries", lookups, b.peerCtr.Queries)
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("lookup etcd rows: the same lookups against a server whose store is the etcd cluster %v (each lookup a linearizable read of the cluster)", env.Etcd.Endpoints), bareNote)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/bench/labtest"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 	"github.com/protobase/protobase/server"
@@ -50,7 +51,10 @@ func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 
 // With Options.Etcd the same run adds "lookup etcd" rows from a server on
 // etcd, which made one point lookup per lookup query answered (Run checks
-// the count; here, that the rows and the server are there).
+// the count; here, that the rows and the server are there), and beside
+// each the rows of a bare etcd client, of two servers and of two bare
+// clients, with a note of their ratios; the bare clients' prefixes are
+// dropped at the end.
 func TestQuickRunOnEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers, an etcd member, and measures")
@@ -66,11 +70,23 @@ func TestQuickRunOnEtcd(t *testing.T) {
 	labtest.CheckResult(t, b, res)
 	rows := labtest.Rows(res, "queries/s")
 	for _, batch := range b.Batches {
-		if _, ok := rows[fmt.Sprintf("lookup etcd batch=%d", batch)]; !ok {
-			t.Errorf("no row for lookup etcd batch=%d in %v", batch, rows)
+		for _, mode := range []string{"lookup etcd", "bare etcd", "lookup etcd servers=2", "bare etcd clients=2"} {
+			if _, ok := rows[fmt.Sprintf("%s batch=%d", mode, batch)]; !ok {
+				t.Errorf("no row for %s batch=%d in %v", mode, batch, rows)
+			}
+		}
+		note := fmt.Sprintf("batch=%d: lookups through the server on etcd ", batch)
+		if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, note) }) {
+			t.Errorf("no note %q in %q", note, res.Notes)
 		}
 	}
-	if tgs := env.Targets(); len(tgs) != 2 || tgs[1].Store != server.StoreEtcd || b.etcdCtr.Queries == 0 {
-		t.Fatalf("want a Pebble server and one on etcd that answered lookups; %d servers, %d queries", len(tgs), b.etcdCtr.Queries)
+	tgs := env.Targets()
+	if len(tgs) != 3 || tgs[1].Store != server.StoreEtcd || tgs[2].Etcd.Prefix != tgs[1].Etcd.Prefix || b.etcdCtr.Queries == 0 || b.peerCtr.Queries == 0 {
+		t.Fatalf("want a Pebble server and two on one etcd store that answered lookups; %d servers, %d and %d queries",
+			len(tgs), b.etcdCtr.Queries, b.peerCtr.Queries)
 	}
+	if err := env.Close(); err != nil {
+		t.Fatal(err)
+	}
+	labtest.EtcdEmpty(t, opts.Etcd, bench.EtcdBenchPrefix)
 }

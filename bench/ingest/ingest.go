@@ -36,6 +36,11 @@ type Experiment struct {
 	// written counts what was inserted into each target, which its
 	// server's counters must match (checked by the tests).
 	written map[*bench.Target]*bench.WriteCounter
+	// peer is the second server on the etcd cluster and bare the two bare
+	// etcd clients of the bare rows (etcdbare.go), started at the first
+	// batch size measured on etcd.
+	peer *bench.Target
+	bare []*bench.BareEtcd
 }
 
 // Name implements bench.Experiment.
@@ -70,6 +75,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	// insert an id an earlier run stored.
 	g.nextID.Store(time.Now().UnixNano() / 1000)
 	g.written = map[*bench.Target]*bench.WriteCounter{}
+	defer func() { _ = g.closeBare() }() // on an error; closed below otherwise
 	res := &bench.Result{Chart: &bench.Chart{
 		Title: "Batched inserts (Write stream, op INSERT)", Kind: bench.Lines,
 		XLabel: "records per request", YLabel: "records/s", X: "batch", Series: "config", Unit: "records/s", LogX: true, LogY: true,
@@ -103,19 +109,23 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 			}
 			for _, batch := range g.Batches {
 				label := fmt.Sprintf("%s batch=%d", config, batch)
+				params := map[string]any{"batch": batch, "indexes": indexes, "sync": t.Sync, "config": config, "store": t.Store}
+				if t.Store == server.StoreEtcd && indexes == 0 {
+					if err := g.etcdRows(ctx, env, t, label, params, batch, res); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				s, err := env.Measure(ctx, label, g.workload(t, typ, batch))
 				if err != nil {
 					return nil, err
 				}
-				params := map[string]any{"batch": batch, "indexes": indexes, "sync": t.Sync, "config": config, "store": t.Store}
-				res.Rows = append(res.Rows, bench.NewRow(label, params, "records/s", s.Ops, nil))
-				mb := make([]float64, len(s.Bytes))
-				for i, v := range s.Bytes {
-					mb[i] = v / 1e6
-				}
-				res.Rows = append(res.Rows, bench.NewRow(label, params, "MB/s", mb, nil))
+				addRows(res, label, params, s)
 			}
 		}
+	}
+	if err := g.closeBare(); err != nil {
+		return nil, err
 	}
 	res.Rows = append(res.Rows, sustained.Rows...)
 	res.Notes = append(res.Notes, "records of about 100 bytes; MB/s counts record bytes (10^6 bytes), not protocol overhead")
@@ -152,6 +162,16 @@ func (g *Experiment) targets(ctx context.Context, env *bench.Env, res *bench.Res
 		}
 	}
 	return targets, nil
+}
+
+// addRows adds the records/s and MB/s rows of s.
+func addRows(res *bench.Result, label string, params map[string]any, s bench.Sample) {
+	res.Rows = append(res.Rows, bench.NewRow(label, params, "records/s", s.Ops, nil))
+	mb := make([]float64, len(s.Bytes))
+	for i, v := range s.Bytes {
+		mb[i] = v / 1e6
+	}
+	res.Rows = append(res.Rows, bench.NewRow(label, params, "MB/s", mb, nil))
 }
 
 func onOff(b bool) string {

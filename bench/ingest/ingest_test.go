@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,23 +95,30 @@ func TestQuickRunOnEtcd(t *testing.T) {
 	}
 	labtest.CheckResult(t, g, res)
 	rates := labtest.Rows(res, "records/s")
-	for _, name := range []string{"indexes=0 store=etcd batch=100", "indexes=2 store=etcd batch=100", "indexes=0 sync=on batch=100"} {
+	for _, name := range []string{"indexes=0 store=etcd batch=100", "indexes=2 store=etcd batch=100", "indexes=0 sync=on batch=100",
+		"bare etcd batch=100", "indexes=0 store=etcd servers=2 batch=100", "bare etcd clients=2 batch=100"} {
 		if _, ok := rates[name]; !ok {
 			t.Errorf("no row %q", name)
 		}
 	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "batch=100, indexes=0: the server on etcd ") }) {
+		t.Errorf("no note of the ratios to the bare etcd client in %q", res.Notes)
+	}
 	tgs := env.Targets()
-	if len(tgs) != 3 || tgs[2].Store != server.StoreEtcd {
-		t.Fatalf("want two Pebble servers and one on etcd, got %d", len(tgs))
+	if len(tgs) != 4 || tgs[2].Store != server.StoreEtcd || tgs[3].Store != server.StoreEtcd {
+		t.Fatalf("want two Pebble servers and two on etcd, got %d", len(tgs))
+	}
+	for _, tg := range tgs[2:] {
+		w, st := g.written[tg], labtest.Stats(t, tg)
+		if w == nil || w.Records == 0 || st.Records != w.Records || st.WriteErrors != 0 {
+			t.Fatalf("etcd: client sent %+v; server applied %d records (%d errors)", w, st.Records, st.WriteErrors)
+		}
 	}
 	tg := tgs[2]
-	w, st := g.written[tg], labtest.Stats(t, tg)
-	if w == nil || w.Records == 0 || st.Records != w.Records || st.WriteErrors != 0 {
-		t.Fatalf("etcd: client sent %+v; server applied %d records (%d errors)", w, st.Records, st.WriteErrors)
-	}
 	if err := env.Close(); err != nil {
 		t.Fatal(err)
 	}
+	labtest.EtcdEmpty(t, opts.Etcd, "/lab-test/")
 	// Dropped: a server on the measured store's prefix finds no schema.
 	if tg.Etcd == nil || !strings.HasPrefix(tg.Etcd.Prefix, "/lab-test/") || len(tg.Etcd.Prefix) <= len("/lab-test/") {
 		t.Fatalf("etcd store %+v, want a fresh prefix below /lab-test/", tg.Etcd)

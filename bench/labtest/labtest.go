@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/protobase/protobase/bench"
 	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
+	"github.com/protobase/protobase/server"
 )
 
 // Options are --quick with one short run and no warm-up, to keep tests
@@ -116,4 +120,23 @@ func Rows(res *bench.Result, unit string) map[string]bench.Row {
 		}
 	}
 	return out
+}
+
+// EtcdEmpty fails the test unless the etcd cluster of e holds no key
+// under prefix: what the lab's servers and bare clients wrote there was
+// dropped.
+func EtcdEmpty(t testing.TB, e server.EtcdConfig, prefix string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Errorf("%d keys left under %s after the run", resp.Count, prefix)
+	}
 }

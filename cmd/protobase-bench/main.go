@@ -78,8 +78,10 @@ not for comparison.
 --store etcd --etcd-endpoints HOST:PORT,... makes ingest and batching also
 run their embedded servers on that etcd cluster (each under a fresh prefix
 below --etcd-prefix, dropped afterwards), beside Pebble in the same run, as
-rows marked store=etcd and "lookup etcd" (make cluster starts a local
-cluster). See docs/benchmarks.md and docs/scaling.md.`,
+rows marked store=etcd and "lookup etcd", each followed by rows of a bare
+etcd client doing the same on the same cluster, and of two servers and two
+bare clients at once (make cluster starts a local cluster). See
+docs/benchmarks.md and docs/scaling.md.`,
 		Example: `  protobase-bench batching
   protobase-bench batching --transport-only --chart batching.svg
   protobase-bench patterns --runs 3 --duration 5s --json patterns.json

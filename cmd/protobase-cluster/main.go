@@ -6,8 +6,8 @@
 //
 // It prints how to reach the cluster and runs until SIGINT or SIGTERM; the
 // data stays in --dir, so the next run continues the same database. It
-// reports a member or server that stops, and restarts it on a command
-// typed on its standard input.
+// reports a member or server that stops, and restarts it (or replaces a lost
+// member by a new one) on a command typed on its standard input.
 package main
 
 import (
@@ -81,7 +81,9 @@ Runs three etcd members and --servers Protobase servers over them, each its
 own process on 127.0.0.1, until SIGINT or SIGTERM. Data and logs stay in
 --dir (remove it for a fresh cluster). A member or server that stops is
 reported with its log; type 'restart' and Enter to start again what has
-stopped, 'restart NAME' for one (m1, s1, ...), 'status' to list them. Flags after -- go to every
+stopped, 'restart NAME' for one (m1, s1, ...), 'replace NAME' to replace a
+stopped member by a new one on a new directory and ports (as when its
+machine is lost), 'status' to list them. Flags after -- go to every
 'protobase serve' (for example -- --lab, for protobase-bench --addr).
 
 `)
@@ -192,7 +194,8 @@ Every server serves the same database. Try:
 Another server on the same cluster:
   %[1]s serve --store etcd --etcd-endpoints %[4]s --data DIR --grpc-addr 127.0.0.1:PORT
 A member or server that stops is reported here; type 'restart' and Enter
-to start it again ('restart NAME' for one, 'status' to list them).
+to start it again ('restart NAME' for one, 'replace NAME' for a new member
+in a lost one's place, 'status' to list them).
 Ctrl-C stops everything; the data stays in %[5]s.
 `, pb, a, b, eps, dir)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,17 +23,16 @@ type unit struct {
 	log     string
 	exited  func() (bool, error)
 	restart func(context.Context) error
+	// replace, for a member, puts a new member in its place (nil for a
+	// server) and returns the unit that now stands there.
+	replace func(context.Context) (*unit, error)
 	down    bool // reported as ended and not restarted since
 }
 
 func units(c *cluster.Cluster) []*unit {
 	var us []*unit
 	for i, m := range c.Etcd.Members() {
-		us = append(us, &unit{
-			name: m.Name, what: "etcd member " + m.Name + " (" + strings.TrimPrefix(m.ClientURL, "http://") + ")", log: m.Log,
-			exited:  func() (bool, error) { return c.Etcd.Exited(i) },
-			restart: func(ctx context.Context) error { return c.Etcd.Restart(ctx, i) },
-		})
+		us = append(us, memberUnit(c, i, m))
 	}
 	for _, s := range c.Servers {
 		us = append(us, &unit{
@@ -44,9 +44,26 @@ func units(c *cluster.Cluster) []*unit {
 	return us
 }
 
+// memberUnit is the unit of member m, at place i of the cluster.
+func memberUnit(c *cluster.Cluster, i int, m *cluster.Member) *unit {
+	return &unit{
+		name: m.Name, what: "etcd member " + m.Name + " (" + strings.TrimPrefix(m.ClientURL, "http://") + ")", log: m.Log,
+		exited:  func() (bool, error) { return c.Etcd.Exited(i) },
+		restart: func(ctx context.Context) error { return c.Etcd.Restart(ctx, i) },
+		replace: func(ctx context.Context) (*unit, error) {
+			nm, err := c.Etcd.Replace(ctx, i)
+			if err != nil {
+				return nil, err
+			}
+			return memberUnit(c, i, nm), nil
+		},
+	}
+}
+
 // restartHelp is what the supervisor prints when a process ends and when
 // a command line is not understood.
-const restartHelp = "type 'restart' and Enter to restart what has stopped, 'restart NAME' for one (m1, s1, ...), 'status' to list"
+const restartHelp = "type 'restart' and Enter to restart what has stopped, 'restart NAME' for one (m1, s1, ...), " +
+	"'replace NAME' to replace a stopped member by a new one on a new directory, 'status' to list"
 
 // supervise watches the cluster's processes until ctx is done: it reports
 // each one that ends (with how it ended and where its log is) and
@@ -117,6 +134,8 @@ func command(ctx context.Context, us []*unit, line string, out io.Writer) {
 		}
 	case "restart":
 		restart(ctx, us, fields[1:], out)
+	case "replace":
+		replace(ctx, us, fields[1:], out)
 	default:
 		fmt.Fprintf(out, "unknown command %q: %s\n", fields[0], restartHelp)
 	}
@@ -154,5 +173,30 @@ func restart(ctx context.Context, us []*unit, names []string, out io.Writer) {
 	}
 	if !tried && len(names) == 0 {
 		fmt.Fprintln(out, "every member and server is running")
+	}
+}
+
+// replace puts a new etcd member in the place of each named member, which
+// must have stopped (etcd's MemberRemove and MemberAdd; see docs/scaling.md).
+func replace(ctx context.Context, us []*unit, names []string, out io.Writer) {
+	if len(names) == 0 {
+		fmt.Fprintf(out, "replace what? %s\n", restartHelp)
+	}
+	for _, n := range names {
+		i := slices.IndexFunc(us, func(u *unit) bool { return u.name == n && u.replace != nil })
+		switch {
+		case i < 0:
+			fmt.Fprintf(out, "no member named %q: %s\n", n, restartHelp)
+		case !us[i].down:
+			fmt.Fprintf(out, "%s is running: only a stopped member is replaced\n", us[i].what)
+		default:
+			nu, err := us[i].replace(ctx)
+			if err != nil {
+				fmt.Fprintf(out, "%s was not replaced: %v\n", us[i].what, err)
+				continue
+			}
+			fmt.Fprintf(out, "%s replaced by %s (log %s); give the servers the new --etcd-endpoints when they restart\n", us[i].what, nu.what, nu.log)
+			us[i] = nu
+		}
 	}
 }

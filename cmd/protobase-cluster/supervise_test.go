@@ -102,3 +102,53 @@ func TestSuperviseReportsAndRestarts(t *testing.T) {
 	}
 	waitFor(t, out, "every member and server is running")
 }
+
+// 'replace NAME' puts a new member in the place of a stopped one, which
+// the supervisor then watches under its new name; a running member is
+// not replaced.
+func TestSuperviseReplaces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd cluster")
+	}
+	dir, err := cluster.BinCache(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := cluster.Build(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(t.Context(), bins, t.TempDir(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Etcd.KillAll)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	in, typed := io.Pipe()
+	out := &syncBuffer{}
+	done := make(chan struct{})
+	go func() { supervise(ctx, c, in, out, 20*time.Millisecond); close(done) }()
+	t.Cleanup(func() { cancel(); typed.Close(); <-done })
+
+	old := c.Etcd.Members()[1]
+	if _, err := io.WriteString(typed, "replace m1\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, out, "etcd member m1 ("+c.Etcd.Endpoints()[0]+") is running: only a stopped member is replaced")
+	if err := c.Etcd.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, out, "etcd member m2 (")
+	if _, err := io.WriteString(typed, "replace m2\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, out, "etcd member m2 ("+strings.TrimPrefix(old.ClientURL, "http://")+") replaced by etcd member m4 (")
+	if c.Etcd.Members()[1].Dir == old.Dir {
+		t.Errorf("m4 took m2's data directory %s", old.Dir)
+	}
+	if _, err := io.WriteString(typed, "status\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, out, "etcd member m4 ("+c.Etcd.Endpoints()[1]+"): running")
+}

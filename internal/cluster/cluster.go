@@ -2,8 +2,9 @@
 // loopback: etcd members (cmd/protobase-etcd, built from the etcd module) and
 // Protobase servers (cmd/protobase serve --store etcd) over them. Each is its
 // own process so that a test can kill one with SIGKILL, as a machine failure
-// would, and start it again on the same data directory. The tests of the etcd
-// backend and `make cluster` (cmd/protobase-cluster) use it.
+// would, and start it again on the same data directory, or replace a lost
+// member by a new one (Etcd.Replace). The tests of the etcd backend and
+// `make cluster` (cmd/protobase-cluster) use it.
 //
 // Every wait is bounded: a process that does not come up within its timeout
 // is an error carrying the tail of its log, never a hang. Processes die with

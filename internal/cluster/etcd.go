@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,15 +25,20 @@ type EtcdOptions struct {
 
 // Etcd is a running etcd cluster of member processes.
 //
-// Its methods may be called from several goroutines: mu guards members'
-// processes, which Kill and Restart replace.
+// Its methods may be called from several goroutines: mu guards the
+// members, which Replace replaces, and their processes, which Kill and
+// Restart replace.
 type Etcd struct {
-	bin     string
-	initial string // the --initial-cluster value, NAME=PEERURL,...
-	args    []string
+	bin  string
+	dir  string // holds the members' data directories and logs
+	args []string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// initial is the --initial-cluster value, NAME=PEERURL,...: the first
+	// members, then the membership as Replace leaves it.
+	initial string
 	members []*Member
+	named   int // members named so far: the next one is m<named+1>
 }
 
 // Member is one etcd member. Its fields do not change after the start.
@@ -64,7 +70,7 @@ func StartEtcd(ctx context.Context, bin, dir string, opt EtcdOptions) (*Etcd, er
 	if len(clientPorts) != n || len(peerPorts) != n {
 		return nil, fmt.Errorf("etcd cluster: %d members but %d client and %d peer ports", n, len(clientPorts), len(peerPorts))
 	}
-	c := &Etcd{bin: bin, args: opt.Args, members: make([]*Member, n)}
+	c := &Etcd{bin: bin, dir: dir, args: opt.Args, members: make([]*Member, n), named: n}
 	initial := make([]string, n)
 	for i := range n {
 		m := &Member{
@@ -99,11 +105,20 @@ func StartEtcd(ctx context.Context, bin, dir string, opt EtcdOptions) (*Etcd, er
 // startMember starts member i on its directory: a new member if the
 // directory is empty, else the member its data says it is.
 func (c *Etcd) startMember(ctx context.Context, i int) error {
-	m := c.members[i]
+	c.mu.Lock()
+	m, initial := c.members[i], c.initial
+	c.mu.Unlock()
+	return c.run(ctx, m, initial, "new")
+}
+
+// run starts m's process, with --initial-cluster initial and
+// --initial-cluster-state state (which etcd reads only on an empty data
+// directory).
+func (c *Etcd) run(ctx context.Context, m *Member, initial, state string) error {
 	args := append([]string{
 		"--name", m.Name, "--data-dir", m.Dir,
 		"--listen-client-urls", m.ClientURL, "--listen-peer-urls", m.PeerURL,
-		"--initial-cluster", c.initial, "--log-level", "error",
+		"--initial-cluster", initial, "--initial-cluster-state", state, "--log-level", "error",
 	}, c.args...)
 	p, _, err := start(ctx, "etcd member "+m.Name, c.bin, args, m.Log, prefixed("READY "))
 	if err != nil {
@@ -115,13 +130,19 @@ func (c *Etcd) startMember(ctx context.Context, i int) error {
 	return nil
 }
 
-// Members are the cluster's members, in order.
-func (c *Etcd) Members() []*Member { return c.members }
+// Members are the cluster's members, in order (a member Replace put in
+// takes the place of the one it replaced).
+func (c *Etcd) Members() []*Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.members)
+}
 
 // Endpoints are the members' client addresses, host:port, in order.
 func (c *Etcd) Endpoints() []string {
-	eps := make([]string, len(c.members))
-	for i, m := range c.members {
+	ms := c.Members()
+	eps := make([]string, len(ms))
+	for i, m := range ms {
 		eps[i] = strings.TrimPrefix(m.ClientURL, "http://")
 	}
 	return eps
@@ -131,10 +152,11 @@ func (c *Etcd) Endpoints() []string {
 // until it is gone.
 func (c *Etcd) Kill(i int) error {
 	c.mu.Lock()
-	p := c.members[i].proc
+	m := c.members[i]
+	p := m.proc
 	c.mu.Unlock()
 	if p == nil || p.exited() {
-		return fmt.Errorf("etcd member %s is not running", c.members[i].Name)
+		return fmt.Errorf("etcd member %s is not running", m.Name)
 	}
 	p.kill()
 	return nil
@@ -162,10 +184,11 @@ func (c *Etcd) Resume(i int) error {
 // running returns member i's process, or an error when it has none.
 func (c *Etcd) running(i int) (*process, error) {
 	c.mu.Lock()
-	p := c.members[i].proc
+	m := c.members[i]
+	p := m.proc
 	c.mu.Unlock()
 	if p == nil || p.exited() {
-		return nil, fmt.Errorf("etcd member %s is not running", c.members[i].Name)
+		return nil, fmt.Errorf("etcd member %s is not running", m.Name)
 	}
 	return p, nil
 }
@@ -186,10 +209,11 @@ func (c *Etcd) Exited(i int) (bool, error) {
 // rejoins with the state it had and catches up from the leader).
 func (c *Etcd) Restart(ctx context.Context, i int) error {
 	c.mu.Lock()
-	p := c.members[i].proc
+	m := c.members[i]
+	p := m.proc
 	c.mu.Unlock()
 	if p != nil && !p.exited() {
-		return fmt.Errorf("etcd member %s is still running", c.members[i].Name)
+		return fmt.Errorf("etcd member %s is still running", m.Name)
 	}
 	return c.startMember(ctx, i)
 }

@@ -27,6 +27,9 @@
 //     unapplied), is store.ErrUnavailable; a commit one of whose attempts
 //     was sent and got no answer is store.ErrOutcomeUnknown. Every failed
 //     attempt is counted and logged (faults.go).
+//   - Split points (SplitKeys, split.go) come from key counts: etcd counts
+//     a range from its in-memory index without reading values, and a few
+//     transactions of count-only ranges find each cut.
 //   - Snapshots and iterators read at one revision (WithRev). Reads of the
 //     latest state are linearizable (etcd's default), so a read that starts
 //     after a batch was acknowledged by any server sees it. A revision the
@@ -265,11 +268,6 @@ func (s *Store) GetLikelyMissing(key, dst []byte) ([]byte, bool, error) { return
 func (s *Store) NewIterator(lower, upper []byte) (store.Iterator, error) {
 	return s.newIter(0, lower, upper), nil
 }
-
-// SplitKeys returns no split point: etcd gives no size estimate of a key
-// range without reading it, and parts read in parallel would each cost the
-// same round trips anyway.
-func (s *Store) SplitKeys(start, end []byte, n int) ([][]byte, error) { return nil, nil }
 
 // SyncWrites is true: a committed transaction is durable on a majority.
 func (s *Store) SyncWrites() bool { return true }

@@ -29,6 +29,12 @@ func (s *Service) Backup(_ *pb.BackupRequest, st grpc.ServerStreamingServer[pb.B
 	if id.Scoped() {
 		return toStatus(apierror.New(apierror.PermissionDenied, "a backup copies every record type: it needs an admin key without a scope"))
 	}
+	if s.opts.BackupScratch == "" && s.e.Store().Shared() {
+		// The store is the etcd cluster's, which every server shares: a
+		// copy is the cluster's business, or a logical one of the records.
+		return toStatus(apierror.New(apierror.Unimplemented, "a server on etcd does not copy its store: back up the etcd cluster "+
+			"(etcdctl snapshot save), or this database's schema and records (protobase export); see docs/scaling.md"))
+	}
 	if s.opts.BackupScratch == "" {
 		return toStatus(apierror.New(apierror.Unimplemented, "this server cannot take backups"))
 	}
