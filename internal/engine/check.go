@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/keyspace"
@@ -272,28 +273,29 @@ func (c *checker) version(it store.Iterator, typ string, key []byte) {
 	}
 }
 
-// entry checks that the record (key, pk, val) of t has its entry in ix,
-// and that a unique entry names it.
+// entry checks that the record (key, pk, val) of t has its entries in ix
+// (one, none, or one per distinct element of a repeated field), and that
+// a unique entry names it.
 func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 	name := string(t.rt.Name)
-	skip, err := t.skips(ix, val)
+	keys, err := t.entryKeys(ix, val, pk)
 	if err != nil {
-		return c.badRecord(name, ix, key, "stored record does not say whether it has an entry: ", err)
+		return c.badRecord(name, ix, key, "stored record does not yield its index keys: ", err)
 	}
-	if skip {
-		return nil // no entry, checked from the entries' side
+	for _, want := range keys {
+		if err := c.oneEntry(t, ix, key, pk, want); err != nil {
+			return err
+		}
 	}
-	c.ik = append(c.ik[:0], ix.prefix...)
-	c.ik, _, err = appendKey(c.ik, val, ix.paths)
-	if err != nil {
-		return c.badRecord(name, ix, key, "stored record does not yield its index key: ", err)
-	}
-	ik := c.ik
-	want, wantVal := ik, []byte(nil)
+	return nil
+}
+
+// oneEntry checks the entry want of the record (key, pk) of t in ix.
+func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte) error {
+	name := string(t.rt.Name)
+	var wantVal []byte
 	if ix.ix.Unique {
 		wantVal = pk
-	} else {
-		want = checkLayout.indexEntry(ik, pk)
 	}
 	cur, found, err := c.snap.Get(want, c.cur)
 	c.cur = cur
@@ -306,7 +308,7 @@ func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 		// The builder has not reached this record, or will fail
 		// the build on the shared value: neither is damage.
 	case found && ix.ix.Unique:
-		if c.holds(t, ix, cur, ik) {
+		if c.holds(t, ix, cur, want) {
 			c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 				Detail: fmt.Sprintf("record shares its value with the record of primary key %x, which holds the entry", cur)})
 		} else {
@@ -331,17 +333,24 @@ func (c *checker) badRecord(typ string, ix *index, key []byte, detail string, er
 }
 
 // holds reports whether the record of primary key pk exists and yields the
-// index key ik.
-func (c *checker) holds(t *recType, ix *index, pk, ik []byte) bool {
+// index entry key ek.
+func (c *checker) holds(t *recType, ix *index, pk, ek []byte) bool {
 	val, found, err := c.snap.Get(checkLayout.recordKey(t.prefix, pk), nil)
 	if err != nil || !found {
 		return false
 	}
-	if skip, err := t.skips(ix, val); err != nil || skip {
-		return false
+	ok, err := yields(t, ix, val, pk, ek)
+	return err == nil && ok
+}
+
+// yields reports whether the record val of primary key pk has the entry
+// ek in ix.
+func yields(t *recType, ix *index, val, pk, ek []byte) (bool, error) {
+	keys, err := t.entryKeys(ix, val, pk)
+	if err != nil {
+		return false, err
 	}
-	got, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
-	return err == nil && bytes.Equal(got, ik)
+	return slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, ek) }), nil
 }
 
 // entries is the second pass: every index entry belongs to a maintained
@@ -396,11 +405,7 @@ func (c *checker) entries() error {
 			c.add(p)
 			continue
 		}
-		want, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
-		if err == nil && !ix.ix.Unique {
-			want = checkLayout.indexEntry(want, pk)
-		}
-		if err != nil || !bytes.Equal(want, key) {
+		if ok, err := yields(t, ix, val, pk, key); err != nil || !ok {
 			p.Kind, p.Detail = ProblemStaleEntry, fmt.Sprintf("points at primary key %x, whose record holds another value", pk)
 			c.add(p)
 		}
