@@ -200,7 +200,7 @@ type checker struct {
 	seq    uint64
 	shared bool
 
-	ik, cur []byte // scratch for entry: the index key built, the entry read
+	cur []byte // scratch for oneEntry: the entry read
 }
 
 func (c *checker) add(p Problem) { c.r.Problems = append(c.r.Problems, p) }
