@@ -163,13 +163,12 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 		if err := cu.lookupBatch(b); err != nil {
 			return false, err
 		}
-		multi := p.Index.RepeatedField() >= 0
 		for i := range b.ents {
 			key, rec, found := b.entry(i)
 			if !found {
 				continue // entry of a record removed after the entry was read: not possible on a snapshot, harmless
 			}
-			if multi {
+			if p.Repeats {
 				seen, err := cu.seenEarlier(key, b.rk(int32(i)), rec) //nolint:gosec // at most indexBatch
 				if err != nil {
 					return false, err

@@ -27,6 +27,13 @@ import (
 // batch's memory and, on etcd, its operations grow with them.
 const MaxIndexEntriesPerRecord = 1000
 
+// MaxIndexEntriesPerBatch bounds the entries of one write batch in indexes
+// on repeated fields, all its records together: a batch of many records
+// each near MaxIndexEntriesPerRecord would otherwise hold keys many times
+// its own size in memory. A batch over it is refused (RESOURCE_EXHAUSTED
+// naming the record that passed it); sending fewer records per batch fits.
+const MaxIndexEntriesPerBatch = 1_000_000
+
 // multiKeys is the scratch of appendMulti, reused from record to record.
 type multiKeys struct {
 	head, tail, elems []byte
@@ -156,6 +163,12 @@ func (w *Writer) appendMultiKeys(i int, p *prep, val []byte, j int, mark bool) (
 	if w.arena, w.mends, field, err = p.t.keys.appendMulti(w.arena, val, w.occ, j, ix.prefix, suffix, w.mends, &w.multi); err != nil {
 		w.arena = w.arena[:s0]
 		return false, recordError(apierror.InvalidArgument, i, p.url, field, err.Error())
+	}
+	if n := len(w.mkeys) + len(w.mends); n > MaxIndexEntriesPerBatch {
+		w.arena = w.arena[:s0]
+		return false, recordError(apierror.ResourceExhausted, i, p.url, ix.ix.Fields[p.t.keys.multi[j]].Path,
+			"the batch's records have more than "+strconv.Itoa(MaxIndexEntriesPerBatch)+
+				" entries in indexes on repeated fields together: send fewer records per batch")
 	}
 	s := int32(s0) //nolint:gosec // the arena stays under 2 GiB
 	for _, e := range w.mends {

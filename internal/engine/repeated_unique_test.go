@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -117,6 +118,38 @@ func TestRepeatedIndexHostile(t *testing.T) {
 	te2.MustCheck()
 }
 
+// TestRepeatedIndexBatchBound: a batch whose records together have more
+// than MaxIndexEntriesPerBatch entries in indexes on repeated fields is
+// refused with RESOURCE_EXHAUSTED naming the record that passed it, and
+// nothing of it applies; its records fit in smaller batches.
+func TestRepeatedIndexBatchBound(t *testing.T) {
+	te := openEngine(t, t.TempDir(), engine.Options{})
+	te.Apply(map[string]string{"rp.proto": repeatedProto})
+	re := &repeatedEngine{t: t, e: te.E, st: te.St}
+	per := engine.MaxIndexEntriesPerRecord / 2 // two indexes name tags: 1,000 entries a record
+	n := engine.MaxIndexEntriesPerBatch/(2*per) + 1
+	recs := make([]*anypb.Any, n)
+	for i := range recs {
+		// rp.Doc's wire form: id (1), then the tags (2).
+		b := protowire.AppendTag(nil, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(i+1))
+		for k := range per {
+			b = protowire.AppendTag(b, 2, protowire.BytesType)
+			b = protowire.AppendString(b, "t"+strconv.Itoa(k))
+		}
+		recs[i] = &anypb.Any{TypeUrl: "type.googleapis.com/rp.Doc", Value: b}
+	}
+	err := re.write(engine.Batch{Op: engine.OpInsert, Records: recs})
+	wantRecordError(t, err, apierror.ResourceExhausted, "tags", "more than 1000000 entries", "send fewer records per batch")
+	if e := new(apierror.Error); errors.As(err, &e) && e.Write.Record != uint64(n-1) {
+		t.Fatalf("error names record %d, want %d", e.Write.Record, n-1)
+	}
+	if n := re.count(&pb.Query{Type: "rp.Doc"}); n != 0 {
+		t.Fatalf("%d records after the refused batch", n)
+	}
+	re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: recs[:2]}) // the same records, fewer per batch
+}
+
 // repeatedNoIndexProto is repeatedProto's Doc without its indexes.
 const repeatedNoIndexProto = `syntax = "proto3";
 package rp;
@@ -212,6 +245,12 @@ func TestRepeatedIndexOrder(t *testing.T) {
 	_, err := query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "rp.Doc", Order: &pb.Order{Index: "tags"}}})
 	if err == nil || !strings.Contains(err.Error(), "leaves out records without one") {
 		t.Fatalf("order by tags without a condition: %v", err)
+	}
+	// A query that does not require an element never reads the index.
+	for _, f := range []string{`tags != "a"`, `tags > "a"`, `team = "x" or tags = "a"`, `not (tags = "a")`} {
+		if _, plan := re.ids(&pb.Query{Type: "rp.Doc", Filter: f, Explain: true}, 0); plan.GetAccess() != "full_scan" {
+			t.Fatalf("%s: plan %s, want a full scan", f, plan.GetText())
+		}
 	}
 	got, _ := re.ids(&pb.Query{Type: "rp.Doc", Filter: `tags in ("a", "b", "c")`, Order: &pb.Order{Index: "tags"}}, 1)
 	if len(got) != 2 || got[0] != 1 || got[1] != 2 {

@@ -251,6 +251,7 @@ type choice struct {
 	point       bool
 	constrained bool
 	residual    *node
+	eq          int // leading key fields with equality in every range (0: unknown)
 }
 
 // plan chooses among cands (the primary key first, when allowed) for the
@@ -304,6 +305,7 @@ func (pl *planner) plan(root *node, cands []*candidate) choice {
 		point:       best.point,
 		constrained: best.constrained,
 		residual:    andOf(rest),
+		eq:          best.eq,
 	}
 }
 
