@@ -3,9 +3,11 @@ package engine_test
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -14,6 +16,8 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/etcd"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
 type handle struct {
@@ -295,5 +299,62 @@ func TestRepeatedIndexCheck(t *testing.T) {
 				t.Fatalf("problems %v, want one %v in index tags", r.Problems, c.want)
 			}
 		})
+	}
+}
+
+// TestRepeatedIndexBuildEtcd builds an index on tags over records of ten
+// tags on an etcd member with its default 128 operations per
+// transaction: a build step counts each record's entries against them, so
+// the build fits its steps to the limit and ends READY.
+func TestRepeatedIndexBuildEtcd(t *testing.T) {
+	st, err := etcd.Open(etcd.Options{Endpoints: []string{etcdtest.Start(t, etcdtest.Limits{})}, Prefix: "/rpb/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e, err := engine.Open(t.Context(), st, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	apply := func(src string) {
+		if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"rp.proto": src}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(repeatedNoIndexProto)
+	re := &repeatedEngine{t: t, e: e, st: st}
+	want := uint64(0)
+	for b := range 4 {
+		var recs []*anypb.Any
+		for i := range 25 {
+			var tags []string
+			for k := range 10 {
+				tags = append(tags, "t"+strconv.Itoa((i+k)%13))
+			}
+			if slices.Contains(tags, "t0") {
+				want++
+			}
+			recs = append(recs, re.rec("rp.Doc", doc{ID: int64(b*25 + i + 1), Tags: tags}))
+		}
+		re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: recs})
+	}
+	apply(strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ix, _ := e.Schema().Types["rp.Doc"].Index("tags")
+		if ix.State == pb.IndexState_INDEX_STATE_READY {
+			break
+		}
+		if ix.State == pb.IndexState_INDEX_STATE_FAILED || time.Now().After(deadline) {
+			t.Fatalf("index tags: %v %s", ix.State, ix.Error)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a state, not waiting out a race
+	}
+	if n := re.count(&pb.Query{Type: "rp.Doc", Filter: `tags = "t0"`}); n != want {
+		t.Fatalf("count of tags = t0: %d, want %d", n, want)
+	}
+	if r, err := engine.Check(t.Context(), st); err != nil || !r.OK() {
+		t.Fatalf("check: %v %v", err, r)
 	}
 }
