@@ -346,9 +346,38 @@ func (re *repeatedEngine) compare(rnd *rand.Rand, model map[int64]doc, seed uint
 	if !slices.Equal(sorted, want) {
 		t.Fatalf("seed %d round %d: %s (desc %v, plan %s):\n got %v\nwant %v", seed, round, filter, desc, plan.GetText(), sorted, want)
 	}
+	if scanned := re.scanIDs(&pb.Query{Type: "rp.Doc", Filter: filter}); !slices.Equal(scanned, want) {
+		t.Fatalf("seed %d round %d: scan of %s:\n got %v\nwant %v", seed, round, filter, scanned, want)
+	}
 	if n := re.count(&pb.Query{Type: "rp.Doc", Filter: filter}); n != uint64(len(want)) {
 		t.Fatalf("seed %d round %d: count of %s: %d, want %d", seed, round, filter, n, len(want))
 	}
+}
+
+// scanIDs runs q as a Scan and returns the ids of its records, sorted;
+// it fails on an id returned twice.
+func (re *repeatedEngine) scanIDs(q *pb.Query) []int64 {
+	re.t.Helper()
+	md := re.e.Schema().Types[protoreflect.FullName(q.Type)].Desc
+	var out []int64
+	err := re.e.Scan(re.t.Context(), &pb.ScanRequest{Query: q}, func(resp *pb.ScanResponse) error {
+		for _, a := range resp.Records {
+			m := dynamicpb.NewMessage(md)
+			if err := a.UnmarshalTo(m); err != nil {
+				return err
+			}
+			out = append(out, m.Get(md.Fields().ByName("id")).Int())
+		}
+		return nil
+	})
+	if err != nil {
+		re.t.Fatalf("scan %v: %v", q, err)
+	}
+	if dup := firstDup(out); dup != 0 {
+		re.t.Fatalf("scan %v: record %d returned twice", q, dup)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func quoteAll(ss []string) string {
