@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -329,4 +330,63 @@ func inRanges(rs []query.Range, k []byte) bool {
 		return 0
 	})
 	return i < len(rs) && bytes.Compare(rs[i].Start, k) <= 0 && (rs[i].End == nil || bytes.Compare(k, rs[i].End) < 0)
+}
+
+// sortedEntry is an entry key of the batch (and its value) placed by its
+// first 16 bytes, big-endian and zero padded, so that most comparisons of
+// putSorted need no bytes.Compare.
+type sortedEntry struct {
+	hi, lo uint64
+	k, v   span
+}
+
+// putSorted writes the batch's entries in the j-th index of their types,
+// in key order, when one of those indexes names a repeated field, and
+// reports whether it did. A record's elements land all over such an
+// index, ten entries a record scattered through the memtable; in key
+// order each insert starts next to the one before it (Pebble's skiplist
+// inserter keeps its last position).
+func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
+	multi := false
+	for i := range w.preps {
+		if p := &w.preps[i]; j < len(p.t.indexes) && p.t.keys.multi[j] >= 0 {
+			multi = true
+			break
+		}
+	}
+	if !multi {
+		return false
+	}
+	w.sorted = w.sorted[:0]
+	for i := range w.preps {
+		p := &w.preps[i]
+		if j >= len(p.t.indexes) {
+			continue
+		}
+		var v span
+		if p.t.indexes[j].ix.Unique {
+			v = p.pk
+		}
+		for _, k := range w.entries(p, j) {
+			hi, lo := keyHead(w.bytes(k))
+			w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k, v: v})
+		}
+	}
+	slices.SortFunc(w.sorted, func(x, y sortedEntry) int {
+		if c := cmp.Compare(x.hi, y.hi); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.lo, y.lo); c != 0 {
+			return c
+		}
+		return bytes.Compare(w.bytes(x.k), w.bytes(y.k))
+	})
+	for _, e := range w.sorted {
+		var v []byte
+		if e.v.e > e.v.s {
+			v = w.bytes(e.v)
+		}
+		w.set(b, w.bytes(e.k), v, false)
+	}
+	return true
 }

@@ -84,6 +84,7 @@ type Writer struct {
 	oldEnds   []int32
 	pkBuf     []byte
 	multi     multiKeys
+	sorted    []sortedEntry // putSorted's scratch
 	seen      map[uint64]struct{}
 	// Key ranges of the batch: when the store holds no key in
 	// [min, max], no record key (or unique key) of the batch exists and
@@ -824,6 +825,9 @@ func (w *Writer) putGrouped(b store.WriteBatch) {
 		most = max(most, len(p.t.indexes))
 	}
 	for j := 0; j < most; j++ {
+		if w.putSorted(b, j) {
+			continue
+		}
 		for i := range w.preps {
 			if p := &w.preps[i]; j < len(p.t.indexes) {
 				w.putEntry(b, p, j, false)
