@@ -45,6 +45,7 @@ message Doc {
   string team = 3;
   repeated int32 nums = 4;
   string note = 5;
+  int64 score = 6;
 }
 message Handle {
   option (protobase.v1.record) = { primary_key: "id" index: { fields: "names" unique: true } };
@@ -55,11 +56,12 @@ message Handle {
 
 // doc is the model of one rp.Doc.
 type doc struct {
-	ID   int64    `json:"id,string"`
-	Tags []string `json:"tags,omitempty"`
-	Team string   `json:"team,omitempty"`
-	Nums []int32  `json:"nums,omitempty"`
-	Note string   `json:"note,omitempty"`
+	ID    int64    `json:"id,string"`
+	Tags  []string `json:"tags,omitempty"`
+	Team  string   `json:"team,omitempty"`
+	Nums  []int32  `json:"nums,omitempty"`
+	Note  string   `json:"note,omitempty"`
+	Score int64    `json:"score,omitempty,string"`
 }
 
 // repeatedEngine is an engine of repeatedProto on one store.
@@ -255,8 +257,8 @@ func (re *repeatedEngine) mutate(rnd *rand.Rand, model map[int64]doc, next *int6
 		recs = append(recs, re.rec("rp.Doc", d))
 	}
 	re.mustWrite(engine.Batch{Op: engine.OpUpdate, Records: recs})
-	// A patch of another field keeps the entries; a patch of the tags
-	// replaces them.
+	// A patch of another field (set or added) keeps the entries; a patch
+	// of the tags replaces them.
 	recs = nil
 	for _, id := range pick(1 + rnd.IntN(4)) {
 		d := model[id]
@@ -265,6 +267,14 @@ func (re *repeatedEngine) mutate(rnd *rand.Rand, model map[int64]doc, next *int6
 		recs = append(recs, re.rec("rp.Doc", doc{ID: id, Note: d.Note, Tags: []string{"ignored"}}))
 	}
 	re.mustWrite(engine.Batch{Op: engine.OpPatch, Records: recs, Fields: []string{"note"}})
+	recs = nil
+	for _, id := range pick(1 + rnd.IntN(4)) {
+		d := model[id]
+		d.Score += 3
+		model[id] = d
+		recs = append(recs, re.rec("rp.Doc", doc{ID: id, Score: 3, Tags: []string{"ignored"}}))
+	}
+	re.mustWrite(engine.Batch{Op: engine.OpPatch, Records: recs, Add: []string{"score"}})
 	recs = nil
 	for _, id := range pick(1 + rnd.IntN(4)) {
 		d := model[id]
