@@ -176,7 +176,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	defer b.Close()
 	uniq := map[string][]byte{} // unique keys set by this step
 	var key, val []byte
-	count, chunk, shared := 0, buildChunk, e.st.Shared()
+	count, ops, chunk, shared := 0, 0, buildChunk, e.st.Shared()
 	if shared {
 		chunk = sharedBuildChunk
 	}
@@ -193,7 +193,15 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 				continue // removed since the iterator read it
 			}
 		}
-		if conflict, err = indexRecord(b, t, ix, key, val, uniq); err != nil || conflict != "" {
+		var n int
+		if n, conflict, err = indexRecord(b, t, ix, key, val, uniq); err != nil || conflict != "" {
+			break
+		}
+		// A shared store's step is one transaction: its entries count
+		// against the same operations as its reads (a repeated field
+		// gives a record several).
+		if ops += n; shared && ops >= chunk {
+			it.Next()
 			break
 		}
 	}
@@ -240,37 +248,37 @@ func (e *Engine) waitForDisk(typeID, indexID uint32, waiting *bool) {
 	}
 }
 
-// indexRecord adds record key's entry of index ix, val being the record,
-// to b; uniq holds the unique keys the step set so far. It reports a
-// unique-index conflict.
-func indexRecord(b store.WriteBatch, t *recType, ix *index, key, val []byte, uniq map[string][]byte) (conflict string, err error) {
+// indexRecord adds record key's entries of index ix, val being the
+// record, to b; uniq holds the unique keys the step set so far. It
+// reports a unique-index conflict, or a record the index cannot take.
+func indexRecord(b store.WriteBatch, t *recType, ix *index, key, val []byte, uniq map[string][]byte) (entries int, conflict string, err error) {
 	pk := key[len(t.prefix):]
-	skip, err := t.skips(ix, val)
-	if err != nil || skip {
-		return "", err
+	keys, err := t.entryKeys(ix, val, pk)
+	if err != nil {
+		// A record the index cannot take (more elements than an index
+		// entry limit allows) fails the build, as a shared value does.
+		return 0, fmt.Sprintf("index %s: record of primary key %x: %v", ix.ix.Name, pk, err), nil
 	}
-	ik := append([]byte(nil), ix.prefix...)
-	if ik, _, err = appendKey(ik, val, ix.paths); err != nil {
-		return "", err
-	}
-	if !ix.ix.Unique {
-		b.Set(append(ik, pk...), nil)
-		return "", nil
-	}
-	cur, ok := uniq[string(ik)]
-	if !ok {
-		var found bool
-		if cur, found, err = b.Read(ik, nil, false); err != nil {
-			return "", err
+	for _, ik := range keys {
+		if !ix.ix.Unique {
+			b.Set(ik, nil)
+			continue
 		}
-		ok = found
+		cur, ok := uniq[string(ik)]
+		if !ok {
+			var found bool
+			if cur, found, err = b.Read(ik, nil, false); err != nil {
+				return 0, "", err
+			}
+			ok = found
+		}
+		if ok && !bytes.Equal(cur, pk) {
+			return 0, fmt.Sprintf("unique index %s: two records share one value (primary keys %x and %x)", ix.ix.Name, cur, pk), nil
+		}
+		uniq[string(ik)] = append([]byte(nil), pk...)
+		b.Set(ik, pk)
 	}
-	if ok && !bytes.Equal(cur, pk) {
-		return fmt.Sprintf("unique index %s: two records share one value (primary keys %x and %x)", ix.ix.Name, cur, pk), nil
-	}
-	uniq[string(ik)] = append([]byte(nil), pk...)
-	b.Set(ik, pk)
-	return "", nil
+	return len(keys), "", nil
 }
 
 var errStale = fmt.Errorf("index no longer building")

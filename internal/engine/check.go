@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/keyspace"
@@ -62,7 +63,8 @@ func Check(ctx context.Context, st store.KV) (*CheckReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("check: load schema state: %w", err)
 	}
-	c := &checker{ctx: ctx, snap: snap, cat: cat, r: &CheckReport{}, shared: st.Shared()}
+	c := &checker{ctx: ctx, snap: snap, cat: cat, r: &CheckReport{}, shared: st.Shared(),
+		present: map[uint32]int{}, listed: map[uint32]int{}}
 	if raw, found, err := snap.Get(keySeq, nil); err != nil {
 		return nil, fmt.Errorf("check: read the last commit: %w", err)
 	} else if found && len(raw) == 8 {
@@ -199,7 +201,12 @@ type checker struct {
 	seq    uint64
 	shared bool
 
-	ik, cur []byte // scratch for entry: the index key built, the entry read
+	cur []byte // scratch for oneEntry: the entry read
+	// present counts, per index on a repeated field, the entries the
+	// records pass found in place; listed those the entries pass met.
+	// When the two agree the entries are exactly the records' (see
+	// checkElements).
+	present, listed map[uint32]int
 }
 
 func (c *checker) add(p Problem) { c.r.Problems = append(c.r.Problems, p) }
@@ -272,28 +279,29 @@ func (c *checker) version(it store.Iterator, typ string, key []byte) {
 	}
 }
 
-// entry checks that the record (key, pk, val) of t has its entry in ix,
-// and that a unique entry names it.
+// entry checks that the record (key, pk, val) of t has its entries in ix
+// (one, none, or one per distinct element of a repeated field), and that
+// a unique entry names it.
 func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 	name := string(t.rt.Name)
-	skip, err := t.skips(ix, val)
+	keys, err := t.entryKeys(ix, val, pk)
 	if err != nil {
-		return c.badRecord(name, ix, key, "stored record does not say whether it has an entry: ", err)
+		return c.badRecord(name, ix, key, "stored record does not yield its index keys: ", err)
 	}
-	if skip {
-		return nil // no entry, checked from the entries' side
+	for _, want := range keys {
+		if err := c.oneEntry(t, ix, key, pk, want); err != nil {
+			return err
+		}
 	}
-	c.ik = append(c.ik[:0], ix.prefix...)
-	c.ik, _, err = appendKey(c.ik, val, ix.paths)
-	if err != nil {
-		return c.badRecord(name, ix, key, "stored record does not yield its index key: ", err)
-	}
-	ik := c.ik
-	want, wantVal := ik, []byte(nil)
+	return nil
+}
+
+// oneEntry checks the entry want of the record (key, pk) of t in ix.
+func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte) error {
+	name := string(t.rt.Name)
+	var wantVal []byte
 	if ix.ix.Unique {
 		wantVal = pk
-	} else {
-		want = checkLayout.indexEntry(ik, pk)
 	}
 	cur, found, err := c.snap.Get(want, c.cur)
 	c.cur = cur
@@ -302,11 +310,14 @@ func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 	}
 	switch {
 	case found && bytes.Equal(cur, wantVal):
+		if ix.ix.RepeatedField() >= 0 {
+			c.present[ix.ix.ID]++
+		}
 	case found && ix.ix.Unique && ix.building:
 		// The builder has not reached this record, or will fail
 		// the build on the shared value: neither is damage.
 	case found && ix.ix.Unique:
-		if c.holds(t, ix, cur, ik) {
+		if c.holds(t, ix, cur, want) {
 			c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 				Detail: fmt.Sprintf("record shares its value with the record of primary key %x, which holds the entry", cur)})
 		} else {
@@ -331,17 +342,24 @@ func (c *checker) badRecord(typ string, ix *index, key []byte, detail string, er
 }
 
 // holds reports whether the record of primary key pk exists and yields the
-// index key ik.
-func (c *checker) holds(t *recType, ix *index, pk, ik []byte) bool {
+// index entry key ek.
+func (c *checker) holds(t *recType, ix *index, pk, ek []byte) bool {
 	val, found, err := c.snap.Get(checkLayout.recordKey(t.prefix, pk), nil)
 	if err != nil || !found {
 		return false
 	}
-	if skip, err := t.skips(ix, val); err != nil || skip {
-		return false
+	ok, err := yields(t, ix, val, pk, ek)
+	return err == nil && ok
+}
+
+// yields reports whether the record val of primary key pk has the entry
+// ek in ix.
+func yields(t *recType, ix *index, val, pk, ek []byte) (bool, error) {
+	keys, err := t.entryKeys(ix, val, pk)
+	if err != nil {
+		return false, err
 	}
-	got, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
-	return err == nil && bytes.Equal(got, ik)
+	return slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, ek) }), nil
 }
 
 // entries is the second pass: every index entry belongs to a maintained
@@ -391,18 +409,72 @@ func (c *checker) entries() error {
 			c.add(p)
 			continue
 		}
+		if ix.ix.RepeatedField() >= 0 {
+			c.listed[id]++ // the record's entries are compared as a whole: checkElements
+			continue
+		}
 		if skip, err := t.skips(ix, val); err == nil && skip {
 			p.Kind, p.Detail = ProblemStaleEntry, fmt.Sprintf("points at primary key %x, whose record lacks a field of the index and so has no entry", pk)
 			c.add(p)
 			continue
 		}
-		want, _, err := appendKey(append([]byte(nil), ix.prefix...), val, ix.paths)
-		if err == nil && !ix.ix.Unique {
-			want = checkLayout.indexEntry(want, pk)
-		}
-		if err != nil || !bytes.Equal(want, key) {
+		if ok, err := yields(t, ix, val, pk, key); err != nil || !ok {
 			p.Kind, p.Detail = ProblemStaleEntry, fmt.Sprintf("points at primary key %x, whose record holds another value", pk)
 			c.add(p)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("check: iterate index entries: %w", err)
+	}
+	for id, ix := range indexes {
+		if err := c.checkElements(owner[id], ix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkElements finds the stale entries of ix, an index on a repeated
+// field. Reading a record's entries costs a walk of all its elements, so
+// the entries pass does not do it per entry (a record of 1,000 elements
+// would be read 1,000 times): the records pass counted the entries it
+// found in place, each the entry of a record, and when the index holds
+// as many (and its records pass met every entry, which a build in
+// progress need not), they are the same set and none is stale. Otherwise
+// each entry is checked against its record.
+func (c *checker) checkElements(t *recType, ix *index) error {
+	id := ix.ix.ID
+	if ix.ix.RepeatedField() < 0 || (c.listed[id] == c.present[id] && !ix.building) {
+		return nil
+	}
+	prefix := ix.prefix
+	it, err := c.snap.NewIterator(prefix, keyspace.PrefixEnd(prefix))
+	if err != nil {
+		return fmt.Errorf("check: iterate index entries: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		key := it.Key()
+		pk := it.Value()
+		if !ix.ix.Unique {
+			pk = skipKey(key[len(prefix):], ix.ix.Fields)
+		}
+		if pk == nil || !validKey(pk, t.rt.PrimaryKey) {
+			continue // reported by the entries pass
+		}
+		val, found, err := c.snap.Get(checkLayout.recordKey(t.prefix, pk), nil)
+		if err != nil {
+			return fmt.Errorf("check: read record: %w", err)
+		}
+		if !found {
+			continue // reported by the entries pass
+		}
+		if ok, err := yields(t, ix, val, pk, key); err != nil || !ok {
+			c.add(Problem{Kind: ProblemStaleEntry, Type: string(t.rt.Name), Index: ix.ix.Name, Key: bytes.Clone(key),
+				Detail: fmt.Sprintf("points at primary key %x, whose record holds no such element", pk)})
 		}
 	}
 	if err := it.Error(); err != nil {

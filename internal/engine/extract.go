@@ -37,6 +37,10 @@ type keyExtractor struct {
 	// sparse[j] is set for a unique index j with a key field that can be
 	// absent: such an index enters no record lacking one (see absent).
 	sparse []bool
+	// multi[j] is the position of index j's repeated field, -1 when it
+	// has none (see appendMulti); names[j] is its name.
+	multi []int
+	names []string
 }
 
 // keyField is one key component and where to find it.
@@ -58,9 +62,14 @@ func newKeyExtractor(pk []keyPath, indexes []*index) *keyExtractor {
 	x.pk = x.fields(pk)
 	x.ixs = make([][]keyField, len(indexes))
 	x.sparse = make([]bool, len(indexes))
+	x.multi = make([]int, len(indexes))
+	x.names = make([]string, len(indexes))
 	for i, ix := range indexes {
 		x.ixs[i] = x.fields(ix.paths)
-		if !ix.ix.Unique {
+		x.multi[i], x.names[i] = ix.ix.RepeatedField(), ix.ix.Name
+		// A repeated field without elements leaves the record out of the
+		// index, unique or not: presence plays no part.
+		if !ix.ix.Unique || x.multi[i] >= 0 {
 			continue
 		}
 		for k, kf := range ix.ix.Fields {

@@ -168,6 +168,15 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 			if !found {
 				continue // entry of a record removed after the entry was read: not possible on a snapshot, harmless
 			}
+			if p.Repeats {
+				seen, err := cu.seenEarlier(key, b.rk(int32(i)), rec) //nolint:gosec // at most indexBatch
+				if err != nil {
+					return false, err
+				}
+				if seen {
+					continue // a result at its earlier entry
+				}
+			}
 			cu.read++
 			cu.ver = b.ents[i].ver
 			if more, err := cu.match(key, rec, emit); err != nil || !more {

@@ -234,12 +234,21 @@ func patchApplyError(i int, p *prep, err error) error {
 
 // appendIndexKeys appends the keys of p's record in each index of its
 // type to the arena, read from val (w.occ locating its key fields), and
-// notes them in p's ixOff entries. With mark, it reports whether a unique
+// notes them in p's ixOff entries (an index on a repeated field: see
+// appendMultiKeys). With mark, it reports whether a unique
 // key was seen earlier in the batch.
 func (w *Writer) appendIndexKeys(i int, p *prep, val []byte, mark bool) (dups bool, err error) {
 	t := p.t
 	var field string
 	for j, ix := range t.indexes {
+		if t.keys.multi[j] >= 0 {
+			d, err := w.appendMultiKeys(i, p, val, j, mark)
+			if err != nil {
+				return false, err
+			}
+			dups = dups || d
+			continue
+		}
 		s := len(w.arena)
 		if ix.ix.Unique {
 			skip, err := t.keys.absent(val, w.occ, j)

@@ -149,6 +149,9 @@ type cursor struct {
 	// record read then sets ver, the version of the record emit is given.
 	wantVer bool
 	ver     uint64
+	// ms, set on the first record read through an index on a repeated
+	// field, is seenEarlier's scratch.
+	ms *multiScratch
 }
 
 // flushStats adds the cursor's counts to the engine's Stats.

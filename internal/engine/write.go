@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -76,7 +75,17 @@ type Writer struct {
 	oldIx  []byte
 	occ    []occurrence // where the key fields of the record being prepared lie
 	oldOcc []occurrence // the same for the record being replaced
-	seen   map[uint64]struct{}
+	// Entry keys of indexes on repeated fields (multikey.go): mkeys are
+	// their arena spans, which such an index's ixOff entry indexes;
+	// prepMulti is the length phase 1 left.
+	mkeys     []span
+	prepMulti int
+	mends     []int32
+	oldEnds   []int32
+	pkBuf     []byte
+	multi     multiKeys
+	sorted    []sortedEntry // putSorted's scratch
+	seen      map[uint64]struct{}
 	// Key ranges of the batch: when the store holds no key in
 	// [min, max], no record key (or unique key) of the batch exists and
 	// the per-record point reads are skipped.
@@ -445,6 +454,7 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 	w.arena = w.arena[:0]
 	w.preps = w.preps[:0]
 	w.ixOff = w.ixOff[:0]
+	w.mkeys = w.mkeys[:0]
 	w.hasUniq = false
 	clear(w.seen)
 	patchedUnique := false
@@ -457,7 +467,7 @@ func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err
 		dups = dups || d
 		patchedUnique = patchedUnique || (rop == OpPatch && hasUnique(w.preps[i].t))
 	}
-	w.prepArena, w.prepIx = len(w.arena), len(w.ixOff)
+	w.prepArena, w.prepIx, w.prepMulti = len(w.arena), len(w.ixOff), len(w.mkeys)
 	// A patched record's unique values are known in phase 2 only: with
 	// other records in the batch, the overlay shows them each other's.
 	return dups || (patchedUnique && len(recs) > 1), w.compileConditions(cat)
@@ -520,13 +530,17 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 // runs to the arena's end: it widens the batch's unique-key range and
 // reports whether the key was seen earlier in the batch.
 func (w *Writer) markUnique(s int) bool {
-	k := span{int32(s), int32(len(w.arena))}
+	return w.markUniqueSpan(span{int32(s), int32(len(w.arena))})
+}
+
+// markUniqueSpan is markUnique for the key at k.
+func (w *Writer) markUniqueSpan(k span) bool {
 	if !w.hasUniq {
 		w.uniqMin, w.uniqMax, w.hasUniq = k, k, true
 	} else {
 		w.uniqMin, w.uniqMax = w.widen(w.uniqMin, w.uniqMax, k)
 	}
-	return w.mark(w.arena[s:])
+	return w.mark(w.bytes(k))
 }
 
 // widen extends [lo, hi] to cover k.
@@ -610,6 +624,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	defer func() { w.cur = nil }()
 	// A build after a conflict starts phase 2 over.
 	w.arena, w.ixOff, w.patched = w.arena[:w.prepArena], w.ixOff[:w.prepIx], w.patched[:0]
+	w.mkeys = w.mkeys[:w.prepMulti]
 	logOn := w.e.clog.On()
 	if logOn {
 		recBytes := 0
@@ -711,17 +726,17 @@ func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
 	}
 	pk := w.bytes(p.pk)
 	for j, ix := range p.t.indexes {
-		k := w.ixOff[int(p.ix)+j]
-		if !ix.ix.Unique || k.s == k.e {
+		if !ix.ix.Unique {
 			continue
 		}
-		cur, taken, err := w.get(w.bytes(k), &w.ixBuf, dups, true)
-		if err != nil {
-			return err
-		}
-		if taken && !bytes.Equal(cur, pk) {
-			return recordError(apierror.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
-				"unique index "+ix.ix.Name+" already holds this value for another record")
+		for _, k := range w.entries(p, j) {
+			cur, taken, err := w.get(w.bytes(k), &w.ixBuf, dups, true)
+			if err != nil {
+				return err
+			}
+			if taken && !bytes.Equal(cur, pk) {
+				return uniqueError(i, p, j, w.bytes(k))
+			}
 		}
 	}
 	return nil
@@ -736,6 +751,12 @@ func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bo
 	pk := w.bytes(p.pk)
 	w.oldOcc = t.keys.locate(old, w.oldOcc[:0])
 	for j, ix := range t.indexes {
+		if t.keys.multi[j] >= 0 {
+			if err := w.retractMulti(b, op, p, old, j, dups); err != nil {
+				return err
+			}
+			continue
+		}
 		var err error
 		if ix.ix.Unique {
 			skip, err := t.keys.absent(old, w.oldOcc, j)
@@ -781,14 +802,13 @@ func (w *Writer) put(b store.WriteBatch, p *prep, dups bool) {
 // putEntry writes p's entry in its type's index j: a unique entry's value
 // is the primary key, a non-unique entry's key ends with it.
 func (w *Writer) putEntry(b store.WriteBatch, p *prep, j int, dups bool) {
-	k := w.ixOff[int(p.ix)+j]
+	var v []byte
 	if p.t.indexes[j].ix.Unique {
-		if k.s != k.e {
-			w.set(b, w.bytes(k), w.bytes(p.pk), dups)
-		}
-		return
+		v = w.bytes(p.pk)
 	}
-	w.set(b, w.bytes(k), nil, dups)
+	for _, k := range w.entries(p, j) {
+		w.set(b, w.bytes(k), v, dups)
+	}
 }
 
 // putGrouped writes the batch's records, then the entries of each index
@@ -805,6 +825,9 @@ func (w *Writer) putGrouped(b store.WriteBatch) {
 		most = max(most, len(p.t.indexes))
 	}
 	for j := 0; j < most; j++ {
+		if w.putSorted(b, j) {
+			continue
+		}
 		for i := range w.preps {
 			if p := &w.preps[i]; j < len(p.t.indexes) {
 				w.putEntry(b, p, j, false)

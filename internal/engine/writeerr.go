@@ -26,6 +26,20 @@ func checkExistence(op Op, i int, p *prep, found bool) error {
 	return nil
 }
 
+// uniqueError is the error of record i, whose entry key k in the unique
+// index j of its type another record holds. In an index on a repeated
+// field no two records share an element: the error names it.
+func uniqueError(i int, p *prep, j int, k []byte) error {
+	ix := p.t.indexes[j]
+	if r := p.t.keys.multi[j]; r >= 0 {
+		return recordError(apierror.AlreadyExists, i, p.url, ix.ix.Fields[r].Path,
+			"unique index "+ix.ix.Name+" already holds the element "+p.t.keys.elementOf(ix, j, k)+
+				" for another record: no two records may share an element")
+	}
+	return recordError(apierror.AlreadyExists, i, p.url, strings.Join(indexFields(ix), ","),
+		"unique index "+ix.ix.Name+" already holds this value for another record")
+}
+
 func pkFields(t *recType) string {
 	s := make([]string, len(t.rt.PrimaryKey))
 	for i, kf := range t.rt.PrimaryKey {

@@ -53,6 +53,9 @@ func gather(conjs []conjunct) map[string]*fieldAcc {
 			a = &fieldAcc{}
 			accs[cj.c.path] = a
 		}
+		if cj.c.repeated && a.hasPts {
+			continue // another element: left to the filter (see cons.repeated)
+		}
 		if cj.c.isPoints {
 			if a.hasPts {
 				a.pts = intersectPoints(a.pts, cj.c.points)
@@ -248,6 +251,7 @@ type choice struct {
 	point       bool
 	constrained bool
 	residual    *node
+	eq          int // leading key fields with equality in every range (0: unknown)
 }
 
 // plan chooses among cands (the primary key first, when allowed) for the
@@ -301,6 +305,7 @@ func (pl *planner) plan(root *node, cands []*candidate) choice {
 		point:       best.point,
 		constrained: best.constrained,
 		residual:    andOf(rest),
+		eq:          best.eq,
 	}
 }
 
@@ -424,18 +429,28 @@ func CanBeAbsent(kf schema.KeyField) bool {
 }
 
 // complete reports whether a plan on candidate c finds every record that
-// satisfies the conjunction gathered in accs (nil: no condition). The
-// primary key and non-unique indexes hold every record; a unique index
+// satisfies the conjunction gathered in accs (nil: no condition). An index
+// on a repeated field holds only the records with an element: it may serve
+// a query that requires one, an equality (or IN) on the field. Otherwise
+// the primary key and non-unique indexes hold every record; a unique index
 // leaves out the records in which a key field that CanBeAbsent is absent.
 // Such a record reads the field as its default value, so the index may
 // serve the query only when the query's own constraint on every such field
 // excludes that default: then no record lacking the field can match.
 func complete(c *candidate, accs map[string]*fieldAcc) bool {
-	if !c.unique || c.isPK() {
+	if c.isPK() {
 		return true
 	}
 	for _, kf := range c.fields {
-		if !CanBeAbsent(kf) {
+		if a := accs[kf.Path]; kf.Repeated && (a == nil || !a.hasPts) {
+			return false
+		}
+	}
+	if !c.unique {
+		return true
+	}
+	for _, kf := range c.fields {
+		if kf.Repeated || !CanBeAbsent(kf) {
 			continue
 		}
 		a := accs[kf.Path]
@@ -489,6 +504,14 @@ func defaultKey(kf schema.KeyField) []byte {
 // sparseOrder is the error of a query ordered by a unique index that
 // cannot serve it: the index leaves out records the query may match.
 func sparseOrder(c *candidate) *Error {
+	for _, kf := range c.fields {
+		if kf.Repeated {
+			return &Error{Field: "order.index", Reason: fmt.Sprintf(
+				"index %q has entries only for the elements of the repeated field %s, and leaves out records without one, "+
+					"which this query may match; add a condition %s = value (or IN), or order by another index",
+				c.name, kf.Path, kf.Path)}
+		}
+	}
 	var fields []string
 	for _, kf := range c.fields {
 		if CanBeAbsent(kf) {

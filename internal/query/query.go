@@ -151,6 +151,12 @@ type Plan struct {
 	Limit  uint64
 	// KeysOnly and Count are copied from the query.
 	KeysOnly, Count bool
+	// Repeats says that a record may have entries in more than one of
+	// Ranges (or more than one in a range): Index names a repeated field,
+	// which has an entry per element. The reader then returns each record
+	// once. A single range that pins the element holds one entry per
+	// record at most.
+	Repeats bool
 
 	typeID  uint32
 	ixKinds []orderedcode.Kind // key kinds of Index's fields
@@ -275,6 +281,9 @@ func Compile(q *pb.Query, t *Target, lim Limits) (*Plan, error) {
 		p.Access = AccessIndexRange
 		p.Index = cand.index
 		p.ixKinds = keyKinds(cand.fields)
+		if r := cand.index.RepeatedField(); r >= 0 {
+			p.Repeats = len(ch.ranges) > 1 || ch.eq <= r
+		}
 	case ch.point:
 		p.Access = AccessPKPoint
 	case ch.constrained:

@@ -124,6 +124,12 @@ type cons struct {
 	// exact: the constraint holds exactly for the records whose key
 	// component satisfies it, so a plan using it needs no re-check.
 	exact bool
+	// repeated: the path is a repeated field and the constraint says that
+	// some element is one of points. Two such constraints do not
+	// intersect (tags = "a" AND tags = "b" holds for a record with both),
+	// and only equalities have one: an index on the field has an entry per
+	// element, found at each point.
+	repeated bool
 }
 
 // consOf extracts the key constraint of a conjunct: a comparison on a
@@ -139,7 +145,7 @@ func consOf(n *node) (cons, bool) {
 		var acc cons
 		for i, k := range n.kids {
 			kc, ok := consOf(k)
-			if !ok || (i > 0 && kc.path != acc.path) {
+			if !ok || (i > 0 && kc.path != acc.path) || (kc.repeated && n.op == nAnd) {
 				return cons{}, false
 			}
 			switch {
@@ -168,7 +174,7 @@ func (c cons) ranges() rset {
 }
 
 func unionCons(a, b cons) cons {
-	out := cons{path: a.path, exact: a.exact && b.exact}
+	out := cons{path: a.path, exact: a.exact && b.exact, repeated: a.repeated}
 	if a.isPoints && b.isPoints {
 		out.isPoints = true
 		out.points = sortedPoints(append(slices.Clip(a.points), b.points...))
@@ -230,10 +236,10 @@ func filterPoints(ps [][]byte, rs rset) [][]byte {
 
 // cmpCons is the key constraint of one comparison, if it has one.
 func cmpCons(c *cmpNode) (cons, bool) {
-	if c.repeated {
+	if c.repeated && c.op != pb.Op_OP_EQ && c.op != pb.Op_OP_IN {
 		return cons{}, false
 	}
-	out := cons{path: c.field, exact: true}
+	out := cons{path: c.field, exact: true, repeated: c.repeated}
 	switch c.op {
 	case pb.Op_OP_EQ:
 		out.isPoints = true

@@ -77,6 +77,9 @@ type KeyField struct {
 	Fields []protoreflect.FieldDescriptor
 	// Kind is the kind of the last field: a scalar, string, bytes or enum.
 	Kind protoreflect.Kind
+	// Repeated is set when the last field is a repeated scalar (index keys
+	// only): the index then has one entry per distinct element.
+	Repeated bool
 }
 
 // KeyKind is the internal/orderedcode encoding of the field in primary and index
@@ -115,6 +118,17 @@ type Index struct {
 	State protobasev1.IndexState
 	// Error says why the build failed, when State is FAILED.
 	Error string
+}
+
+// RepeatedField returns the position in Fields of the index's repeated
+// field, or -1 when every field is singular. An index names at most one.
+func (ix *Index) RepeatedField() int {
+	for i, kf := range ix.Fields {
+		if kf.Repeated {
+			return i
+		}
+	}
+	return -1
 }
 
 // Compile compiles every file in memory. Imports resolve among the given

@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -123,7 +124,7 @@ func newRecordType(md protoreflect.MessageDescriptor, ro *protobasev1.RecordOpti
 	if len(ro.GetPrimaryKey()) == 0 {
 		report("primary_key is required")
 	}
-	t.PrimaryKey = resolveKey(md, ro.GetPrimaryKey(), func(p string, err error) {
+	t.PrimaryKey = resolveKey(md, ro.GetPrimaryKey(), false, func(p string, err error) {
 		report("primary_key %q: %v", p, err)
 	}, func(p string) {
 		report("primary_key: field %q listed twice", p)
@@ -149,12 +150,17 @@ func newRecordType(md protoreflect.MessageDescriptor, ro *protobasev1.RecordOpti
 		}
 		names[label] = true
 		before := bad
-		fields := resolveKey(md, io.GetFields(), func(p string, err error) {
+		fields := resolveKey(md, io.GetFields(), true, func(p string, err error) {
 			report("index %q: field %q: %v", label, p, err)
 		}, func(p string) {
 			report("index %q: field %q listed twice", label, p)
 		})
 		if bad != before {
+			continue
+		}
+		if rep := repeatedPaths(fields); len(rep) > 1 {
+			report("index %q: fields %s are all repeated; an index may name at most one repeated field (its entries are one per element)",
+				label, strings.Join(rep, ", "))
 			continue
 		}
 		if len(t.PrimaryKey) > 0 && slices.Equal(keyPaths(fields), keyPaths(t.PrimaryKey)) {
@@ -174,13 +180,25 @@ func newRecordType(md protoreflect.MessageDescriptor, ro *protobasev1.RecordOpti
 	return t
 }
 
+// repeatedPaths lists the quoted paths of the repeated fields among fields.
+func repeatedPaths(fields []KeyField) []string {
+	var out []string
+	for _, kf := range fields {
+		if kf.Repeated {
+			out = append(out, strconv.Quote(kf.Path))
+		}
+	}
+	return out
+}
+
 // resolveKey resolves the paths of one key, reporting unresolvable paths
-// and duplicates.
-func resolveKey(md protoreflect.MessageDescriptor, paths []string, fail func(string, error), dup func(string)) []KeyField {
+// and duplicates. With lists, the last field of a path may be a repeated
+// scalar (index keys); a primary key names singular fields only.
+func resolveKey(md protoreflect.MessageDescriptor, paths []string, lists bool, fail func(string, error), dup func(string)) []KeyField {
 	var out []KeyField
 	seen := map[string]bool{}
 	for _, p := range paths {
-		kf, err := resolvePath(md, p)
+		kf, err := resolvePath(md, p, lists)
 		if err != nil {
 			fail(p, err)
 			continue
@@ -196,8 +214,8 @@ func resolveKey(md protoreflect.MessageDescriptor, paths []string, fail func(str
 }
 
 // resolvePath resolves a dotted field path: singular message fields, then a
-// singular field of a keyable kind.
-func resolvePath(md protoreflect.MessageDescriptor, path string) (KeyField, error) {
+// field of a keyable kind, singular, or repeated when lists is set.
+func resolvePath(md protoreflect.MessageDescriptor, path string, lists bool) (KeyField, error) {
 	if path == "" {
 		return KeyField{}, fmt.Errorf("empty field path")
 	}
@@ -221,8 +239,15 @@ func resolvePath(md protoreflect.MessageDescriptor, path string) (KeyField, erro
 		switch {
 		case f.IsMap():
 			return KeyField{}, fmt.Errorf("field %q is a map; key paths name singular fields only", part)
+		case f.IsList() && lists && last && keyable(f.Kind()):
+			kf.Repeated = true
+		case f.IsList() && lists && last:
+			return KeyField{}, fmt.Errorf("field %q is a repeated message (%s); an index may name a repeated scalar, string, bytes or enum field only",
+				part, f.Message().FullName())
+		case f.IsList() && lists:
+			return KeyField{}, fmt.Errorf("field %q is repeated; only the last field of an index path may be repeated", part)
 		case f.IsList():
-			return KeyField{}, fmt.Errorf("field %q is repeated; key paths name singular fields only", part)
+			return KeyField{}, fmt.Errorf("field %q is repeated; a primary key names singular fields only", part)
 		case !last && f.Message() == nil:
 			return KeyField{}, fmt.Errorf("field %q is a %s, not a message: it has no field %q", part, f.Kind(), parts[i+1])
 		case !last:

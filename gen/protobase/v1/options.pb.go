@@ -95,7 +95,10 @@ func (x *RecordOptions) GetIndex() []*IndexOptions {
 // IndexOptions declares one secondary index.
 type IndexOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Field paths forming the index key, in key order (same rules as primary_key).
+	// Field paths forming the index key, in key order (same rules as
+	// primary_key, except that the last field of one path may be a repeated
+	// scalar: the index then has one entry per distinct element of a record,
+	// and none for a record without elements).
 	Fields []string `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
 	// When true, no two records may share the index key. A record in which a
 	// field with presence (proto2 or proto3 optional, a oneof member, a field

@@ -85,7 +85,11 @@ class IndexOptions(_message.Message):
     """Optional name; defaults to the field paths joined by "_"."""
     @_builtins.property
     def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Field paths forming the index key, in key order (same rules as primary_key)."""
+        """Field paths forming the index key, in key order (same rules as
+        primary_key, except that the last field of one path may be a repeated
+        scalar: the index then has one entry per distinct element of a record,
+        and none for a record without elements).
+        """
 
     def __init__(
         self,

@@ -1,0 +1,67 @@
+package engine_test
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/internal/engine"
+)
+
+// BenchmarkInsertTags inserts batches of 1,000 records of 10 tags each
+// (drawn from 1,000 values) into rp.Doc with an index on the tags
+// ("index": ten entries per record; "index20": tags drawn from 20 values,
+// so that a batch's entries land in 20 runs) and without ("none"). The
+// ratio of their records/s is what the index costs ingest; run each
+// sub-benchmark in turn (-bench 'BenchmarkInsertTags/index$', then
+// '/none$', ...) to alternate them.
+func BenchmarkInsertTags(b *testing.B) {
+	withIndex := strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
+	for _, c := range []struct {
+		name, proto string
+		values      int
+	}{{"index", withIndex, 1000}, {"index20", withIndex, 20}, {"none", repeatedNoIndexProto, 1000}} {
+		b.Run(c.name, func(b *testing.B) {
+			te := openEngine(b, b.TempDir(), engine.Options{})
+			te.Apply(map[string]string{"rp.proto": c.proto})
+			rnd := rand.New(rand.NewPCG(1, 2))
+			id := 0
+			batch := func() []*anypb.Any {
+				recs := make([]*anypb.Any, 1000)
+				for i := range recs {
+					id++
+					var js strings.Builder
+					js.WriteString(`{"id": ` + strconv.Itoa(id) + `, "team": "t` + strconv.Itoa(id%10) + `", "tags": [`)
+					for k := range 10 {
+						if k > 0 {
+							js.WriteString(", ")
+						}
+						js.WriteString(`"tag` + strconv.Itoa(rnd.IntN(c.values)) + `"`)
+					}
+					js.WriteString(`]}`)
+					recs[i] = te.Rec("rp.Doc", js.String())
+				}
+				return recs
+			}
+			w := te.E.NewWriter()
+			defer w.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				recs := batch()
+				b.StartTimer()
+				if err := w.Apply(b.Context(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := w.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
