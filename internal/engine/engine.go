@@ -166,6 +166,12 @@ type Engine struct {
 		seq uint64 // last commit sequence applied (visible, maybe not yet durable)
 	}
 
+	// pipeGate lets the write batches of a shared store be in flight
+	// together (held shared, by each batch's phase 2 and transaction) and
+	// a batch that keeps losing its preconditions re-check alone (held
+	// exclusively): sharedwrite.go. Lock order: pipeGate before writeMu.
+	pipeGate sync.RWMutex
+
 	// clog is the change log: entries written in the write batch, the
 	// watermarks watchers read up to, trimming (internal/changelog).
 	// Off on a Shared store and with no retention.
