@@ -31,7 +31,7 @@ type Experiment struct {
 	// the batch runs.
 	Sustain time.Duration
 	// Streams is how many Write streams insert at once, each its own
-	// records.
+	// records (0: one).
 	Streams int
 
 	// nextID hands out ids so that no two inserts collide, across runs and
@@ -68,7 +68,7 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if err := bench.CheckBatches(g.Batches); err != nil {
 		return nil, err
 	}
-	if g.Streams < 1 {
+	if g.Streams < 0 {
 		return nil, fmt.Errorf("--streams %d: want at least 1", g.Streams)
 	}
 	if g.Sustain < 0 || (g.Sustain > 0 && g.Sustain < minSustain) {
