@@ -36,9 +36,9 @@ import (
 //
 // Progress. A batch that loses its preconditions twice re-checks with
 // pipeGate held exclusively, that is with no other batch of this server in
-// flight (see Engine.pipeGate): a hot record or a query condition's write
-// mark then loses only to other servers, as when writeMu serialized every
-// batch of the server.
+// flight (see Engine.pipeGate): a batch on a hot record or a query
+// condition's write mark then loses only to other servers' batches, and
+// its server's other streams wait for it meanwhile.
 
 // sharedSolo is the attempt from which a batch that keeps losing its
 // preconditions re-checks alone (pipeGate held exclusively).
