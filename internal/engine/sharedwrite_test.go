@@ -90,7 +90,7 @@ func sharedUser(t *testing.T, e *engine.Engine, id int) *anypb.Any {
 // together: while one stream's transaction has not come back, another
 // stream of the same engine checks and commits its batch. The first
 // transaction is held at the store until the second has committed; a
-// write lock spanning the transaction keeps the second from ever starting.
+// write lock spanning the transaction would keep the second from starting.
 func TestSharedBatchesInFlightTogether(t *testing.T) {
 	e, hs := openShared(t, etcdtest.Start(t, etcdtest.Roomy))
 	apply := func(id int) error {
