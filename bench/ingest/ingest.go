@@ -5,6 +5,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,9 @@ type Experiment struct {
 	// syncing server at the largest batch size (see sustain.go), before
 	// the batch runs.
 	Sustain time.Duration
+	// Streams is how many Write streams insert at once, each its own
+	// records (0: one).
+	Streams int
 
 	// nextID hands out ids so that no two inserts collide, across runs and
 	// configurations.
@@ -54,6 +58,7 @@ func (*Experiment) Describe() string {
 // Flags implements bench.Experiment.
 func (g *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&g.Batches, "batches", nil, "records per request (default 1,10,100,1000,10000; 1,100,10000 with --quick)")
+	fs.IntVar(&g.Streams, "streams", 1, "write streams inserting at once, each its own records (on etcd each stream keeps a transaction in flight)")
 	fs.DurationVar(&g.Sustain, "sustain", 0, "also run durable ingest this long on a fresh server (e.g. 15s) and report its rate in the first second, the last second and overall")
 }
 
@@ -67,6 +72,9 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	}
 	if err := bench.CheckBatches(g.Batches); err != nil {
 		return nil, err
+	}
+	if g.Streams < 0 {
+		return nil, fmt.Errorf("--streams %d: want at least 1", g.Streams)
 	}
 	if g.Sustain < 0 || (g.Sustain > 0 && g.Sustain < minSustain) {
 		return nil, fmt.Errorf("--sustain %s: want 0 (none) or at least %s", g.Sustain, minSustain)
@@ -106,6 +114,9 @@ func (g *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 			config := fmt.Sprintf("indexes=%d sync=%v", indexes, onOff(t.Sync))
 			if t.Store == server.StoreEtcd {
 				config = fmt.Sprintf("indexes=%d store=etcd", indexes)
+			}
+			if g.Streams > 1 {
+				config += fmt.Sprintf(" streams=%d", g.Streams)
 			}
 			for _, batch := range g.Batches {
 				label := fmt.Sprintf("%s batch=%d", config, batch)
@@ -181,16 +192,43 @@ func onOff(b bool) string {
 	return "off"
 }
 
-// workload inserts batches of fresh items for d through one Write stream
-// (see bench.InsertStream), counting them in g.written[t].
+// workload inserts batches of fresh items for d through g.Streams Write
+// streams at once (see bench.InsertStream), counting them in g.written[t].
 func (g *Experiment) workload(t *bench.Target, typ string, batch int) bench.Workload {
 	ctr := g.written[t]
 	if ctr == nil {
 		ctr = new(bench.WriteCounter)
 		g.written[t] = ctr
 	}
-	return bench.InsertStream(t, batch, bench.ItemWireBytes, func(buf []byte) ([]byte, int64) {
-		first := g.nextID.Add(int64(batch)) - int64(batch)
-		return bench.AppendWriteRecords(buf, 2, typ, first, batch)
-	}, nil, ctr)
+	stream := func(c *bench.WriteCounter) bench.Workload {
+		return bench.InsertStream(t, batch, bench.ItemWireBytes, func(buf []byte) ([]byte, int64) {
+			first := g.nextID.Add(int64(batch)) - int64(batch)
+			return bench.AppendWriteRecords(buf, 2, typ, first, batch)
+		}, nil, c)
+	}
+	if g.Streams <= 1 {
+		return stream(ctr)
+	}
+	return func(ctx context.Context, d time.Duration) (bench.Count, error) {
+		counts := make([]bench.Count, g.Streams)
+		ctrs := make([]bench.WriteCounter, g.Streams)
+		errs := make([]error, g.Streams)
+		var wg sync.WaitGroup
+		for i := range g.Streams {
+			wg.Go(func() { counts[i], errs[i] = stream(&ctrs[i])(ctx, d) })
+		}
+		wg.Wait()
+		var sum bench.Count
+		for i, c := range counts {
+			if errs[i] != nil {
+				return bench.Count{}, fmt.Errorf("stream %d: %w", i, errs[i])
+			}
+			sum.Ops += c.Ops
+			sum.Bytes += c.Bytes
+			sum.Elapsed = max(sum.Elapsed, c.Elapsed)
+			ctr.Records += ctrs[i].Records
+			ctr.Batches += ctrs[i].Batches
+		}
+		return sum, nil
+	}
 }

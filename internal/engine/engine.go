@@ -23,7 +23,11 @@
 // Holding writeMu across phase 2 makes existence checks and the apply one
 // atomic step, which is what ALREADY_EXISTS, NOT_FOUND and unique indexes
 // need. Phase 2 only reads point keys and copies bytes; the expensive work
-// (validation, key encoding) and the fsync are outside it.
+// (validation, key encoding) and the fsync are outside it. On a shared
+// store (etcd) phase 2's reads are preconditions of the batch's
+// transaction instead, checked by the store, and the batches of different
+// streams run phase 2 and commit without writeMu, in flight together
+// (sharedwrite.go).
 package engine
 
 import (
@@ -165,6 +169,12 @@ type Engine struct {
 		sync.Mutex
 		seq uint64 // last commit sequence applied (visible, maybe not yet durable)
 	}
+
+	// pipeGate lets the write batches of a shared store be in flight
+	// together (held shared, by each batch's phase 2 and transaction) and
+	// a batch that keeps losing its preconditions re-check alone (held
+	// exclusively): sharedwrite.go. Lock order: pipeGate before writeMu.
+	pipeGate sync.RWMutex
 
 	// clog is the change log: entries written in the write batch, the
 	// watermarks watchers read up to, trimming (internal/changelog).

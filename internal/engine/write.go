@@ -268,7 +268,12 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	} else {
 		b = e.st.NewWriteBatch()
 	}
-	if err := w.commitLocked(b, cat, op, recs, dups); err != nil || len(recs) == 0 {
+	if e.st.Shared() {
+		err = w.commitShared(b, cat, op, recs, dups) // pipelined: sharedwrite.go
+	} else {
+		err = w.commitLocked(b, cat, op, recs, dups)
+	}
+	if err != nil || len(recs) == 0 {
 		// Nothing to wait for: a failed batch, or one of conditions alone.
 		b.Reset()
 		w.free = append(w.free, b)
