@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/store"
+)
+
+// prepareFresh is phase 1 against the current catalog. On a shared store a
+// record may be of a type or version another server applied a moment ago,
+// so a refusal is checked again against a refreshed catalog first.
+func (w *Writer) prepareFresh(op Op, recs []*anypb.Any) (*catalog, bool, error) {
+	e := w.e
+	cat := e.cat.Load()
+	dups, err := w.prepare(cat, op, recs)
+	if err == nil || !e.st.Shared() {
+		return cat, dups, err
+	}
+	e.writeMu.Lock()
+	_, rerr := e.refreshSchema()
+	cur := e.cat.Load() // maybe refreshed by the schema watch meanwhile
+	e.writeMu.Unlock()
+	if rerr != nil {
+		return nil, false, storeError(rerr)
+	}
+	if cur != cat {
+		cat = cur
+		dups, err = w.prepare(cat, op, recs)
+	}
+	return cat, dups, err
+}
+
+// commitLocked takes writeMu and commits the batch prepared against cat
+// into b, preparing again if the schema changed since and checking again
+// (up to maxConflicts times) when a shared store reports a conflict.
+func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*anypb.Any, dups bool) error {
+	e := w.e
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	var err error
+	for attempt := 0; ; attempt++ {
+		if cur := e.cat.Load(); cur != cat {
+			// The schema changed since phase 1: prepare again under the lock.
+			cat = cur
+			if dups, err = w.prepare(cat, op, recs); err != nil {
+				return err
+			}
+		}
+		err = w.commit(b, cat, op, dups)
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+			err = w.recheckRefusal(b, err)
+			break
+		}
+		// Another server wrote a key the checks read, or changed the
+		// schema: check again on fresh reads (and the new schema).
+		b.Reset()
+		if _, err = e.refreshSchema(); err != nil {
+			break
+		}
+	}
+	return storeError(err)
+}
+
+// recheckRefusal judges again the conditions of a batch that a shared
+// store's records refused (an insert of a key that exists, an update of
+// one that does not): the conditions were read on a snapshot older than
+// the reads that refused it, so a writer in between may have changed
+// what they name, and a transaction that read the key before that writer
+// must fail its condition (ABORTED, which it retries), not the record
+// check. Conditions that still hold on a fresh snapshot, later than the
+// refusing reads, leave the refusal standing.
+func (w *Writer) recheckRefusal(b store.WriteBatch, err error) error {
+	var ae *apierror.Error
+	if err == nil || len(w.conds.list) == 0 || !w.e.st.Shared() || !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.Code {
+	case apierror.NotFound, apierror.AlreadyExists, apierror.OutOfRange:
+	default:
+		return err
+	}
+	b.Reset()
+	if cerr := w.checkConditions(b); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// maxConflicts bounds how often one batch is re-checked after losing its
+// preconditions to writers on other servers sharing the store.
+const maxConflicts = 16
+
+// commit is phase 2 and the apply, under writeMu, for a batch prepared
+// against cat. It returns store.ErrConflict when a key the checks read (or
+// the schema key) changed since on a shared store; the caller then checks
+// again on fresh reads, so the batch meets the same ALREADY_EXISTS,
+// NOT_FOUND or unique violation it would have met had it come second.
+func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) error {
+	e := w.e
+	b.Expect(keySchema, cat.ver)
+	if done, err := w.commitConditions(b); done || err != nil {
+		return err
+	}
+	// The batch's records carry its commit sequence as their version
+	// (a store that numbers its batches itself ignores it).
+	b.Stamp(e.writeMu.seq + 1)
+	if err := w.build(b, op, dups); err != nil {
+		return err
+	}
+	e.writeMu.seq++
+	seq := e.writeMu.seq
+	binary.BigEndian.PutUint64(w.seq[:], seq)
+	b.Set(keySeq, w.seq[:])
+	logOn := e.clog.On()
+	if logOn {
+		e.clog.Put(b, seq, &w.entry)
+	}
+	// The batch's records leave the cache before they change (the cache is
+	// nil on a shared store).
+	e.cache.BeginWrite()
+	for i := range w.preps {
+		e.cache.Invalidate(w.bytes(w.preps[i].key))
+	}
+	err := e.st.ApplyBatch(b)
+	e.cache.EndWrite()
+	if err != nil {
+		e.writeMu.seq--
+		return err
+	}
+	w.position = seq
+	// What the storage batch holds: the records with their keys and
+	// index entries (the arena), and the change log's entry.
+	w.batchBytes = int64(len(w.arena))
+	for i := range w.preps {
+		w.batchBytes += int64(len(w.preps[i].value()))
+	}
+	if logOn {
+		w.batchBytes += w.entry.Stored()
+		e.clog.Applied(seq, &w.entry)
+	}
+	if p := b.Position(); p != 0 {
+		w.position = p
+	}
+	return nil
+}
