@@ -74,14 +74,15 @@ func (e *Engine) SearchStream(ctx context.Context, src SearchSource, sink Search
 				return false
 			}
 		},
-		// Responses as wire bytes (searchenc.go) for requests run here;
-		// not on a store across a network, whose lookups runChunk
-		// prefetches.
-		wire: (snd.wire != nil || snd.lookupWire != nil) && !e.st.Shared(),
+		// Responses as wire bytes (searchenc.go) for requests run here.
+		wire: snd.wire != nil || snd.lookupWire != nil,
 	}
 	st.wireSrc, _ = src.(WireSource)
 	st.recycler, _ = src.(Recycler)
-	st.wireAny = st.wire && snd.wire != nil
+	// A lone query of another kind as wire bytes reads through the
+	// local store's paths only; on a store across a network it takes
+	// the message path, whose readers fetch in pages.
+	st.wireAny = st.wire && snd.wire != nil && !e.st.Shared()
 	_, st.order.reuse = sink.(EncodingSink)
 	err := st.serve(ctx)
 	st.wg.Wait()
@@ -558,16 +559,23 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 // Prefetch): their Lookups then cost no round trip each. A failure is
 // left for the lookups to meet one by one.
 func (r *responder) prefetch(points []pointJob) {
-	pit, err := r.e.st.NewIterator(nil, nil)
+	r.pit = r.e.prefetch(points)
+}
+
+// prefetch returns an iterator that has read the points' records together
+// (store.Iterator's Prefetch), or nil when none could be made. A failure
+// to prefetch is left for the lookups to meet one by one.
+func (e *Engine) prefetch(points []pointJob) store.Iterator {
+	pit, err := e.st.NewIterator(nil, nil)
 	if err != nil {
-		return
+		return nil
 	}
-	r.pit = pit
 	keys := make([][]byte, len(points))
 	for i := range points {
 		keys[i] = points[i].key
 	}
 	_ = pit.Prefetch(keys)
+	return pit
 }
 
 // open sets cu up to read query c; done releases what it holds once the

@@ -131,6 +131,10 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 	defer lookupEncs.Put(r.w)
 	r.w.reset()
 	defer r.close()
+	if len(points) > 1 && e.st.Shared() {
+		// Each lookup would be a round trip: read them together.
+		r.pitGen, r.pit = e.cache.Gen(), e.prefetch(points)
+	}
 	for k := range points {
 		p := &points[k]
 		id := first + uint64(p.i)

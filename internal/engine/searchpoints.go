@@ -104,6 +104,9 @@ func (e *Engine) keyPoints(points []pointJob, arena []byte, ends []int) {
 		points[k].key = arena[start:end:end]
 		start = end
 	}
+	if e.st.Shared() {
+		return // a store across a network reads each key alike, in any order
+	}
 	if e.cache == nil || e.sortPoints.Load() {
 		for k := range points {
 			p := &points[k]

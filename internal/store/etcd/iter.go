@@ -22,8 +22,8 @@ type iter struct {
 	rev          int64 // the revision read at; 0 until the first read
 	lower, upper []byte
 
-	// got holds the values Prefetch read, by key (absent keys too).
-	got map[string]fetched
+	// pre holds the values Prefetch read (absent keys too).
+	pre prefetched
 
 	kvs   []*mvccpb.KeyValue
 	idx   int
@@ -187,7 +187,7 @@ func (it *iter) SetBounds(lower, upper []byte) {
 // what Prefetch read when it holds the key.
 func (it *iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 	it.valid, it.looked = false, 0
-	if f, ok := it.got[string(key)]; ok {
+	if f, ok := it.pre.get(key); ok {
 		it.looked = f.version
 		return append(dst[:0], f.val...), f.found, nil
 	}
@@ -205,7 +205,8 @@ func (it *iter) Lookup(key, dst []byte) ([]byte, bool, error) {
 func (it *iter) Error() error { return it.err }
 
 func (it *iter) Close() error {
-	it.kvs, it.valid, it.got = nil, false, nil
+	it.kvs, it.valid = nil, false
+	it.pre.reset(nil)
 	return it.err
 }
 

@@ -124,6 +124,9 @@ type Store struct {
 	// batches they name (commit.go).
 	slots    slots
 	batchIDs atomic.Uint64
+	// maxGets is the most gets Prefetch puts in one transaction, 0 until
+	// the cluster refuses one as too large (prefetch.go).
+	maxGets atomic.Int64
 }
 
 var _ store.KV = (*Store)(nil)
