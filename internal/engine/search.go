@@ -79,9 +79,9 @@ func (e *Engine) SearchStream(ctx context.Context, src SearchSource, sink Search
 	}
 	st.wireSrc, _ = src.(WireSource)
 	st.recycler, _ = src.(Recycler)
-	// A lone query of another kind as wire bytes reads through the
-	// local store's paths only; on a store across a network it takes
-	// the message path, whose readers fetch in pages.
+	// On a shared store only the lookups' wire path is held to the
+	// message path's answers (TestSharedSearchWireMatchesMessages): a
+	// lone query of another kind keeps the message path there.
 	st.wireAny = st.wire && snd.wire != nil && !e.st.Shared()
 	_, st.order.reuse = sink.(EncodingSink)
 	err := st.serve(ctx)

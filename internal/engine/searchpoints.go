@@ -117,8 +117,9 @@ func (e *Engine) keyPoints(points []pointJob, arena []byte, ends []int) {
 }
 
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
-// with their keys encoded once (query.Point) and sorted, and the rest, in
-// arrival order, which need the planner. Sorted, the lookups move one
+// with their keys encoded once (query.Point) and, on a local store,
+// sorted, and the rest, in arrival order, which need the planner.
+// Sorted, the lookups move one
 // iterator forward through the store, so Pebble continues from where the
 // previous seek ended instead of descending from the top
 // (TrySeekUsingNext) and often finds the next key in a block it already
