@@ -14,6 +14,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
+from protobase._aggregate import Aggregation, parse_functions, rows_of
 from protobase._batch import BatchOp, Record, apply_batch
 from protobase._errors import from_rpc_error
 from protobase._keys import Key, get_request, key_record
@@ -563,6 +564,38 @@ class Client:
             plan=resp.plan if resp.HasField("plan") else None,
             count=resp.count,
             versions=list(resp.versions),
+        )
+
+    def aggregate(
+        self,
+        query: QueryLike,
+        where: Where = None,
+        *,
+        group_by: Sequence[str] = (),
+        functions: str | Sequence[str] = "count()",
+        explain: bool = False,
+        timeout: float | None = None,
+    ) -> Aggregation:
+        """Aggregate the matches of a query, by group, in one call on one snapshot.
+
+        ``functions`` is ``"count(),sum(score),avg(age)"`` or a list of such
+        items: count, sum, min, max and avg of a field (``count()`` counts
+        every match). ``Aggregation.rows`` holds one dict per group.
+        """
+        fns = parse_functions(functions)
+        q = pb.Query()
+        q.CopyFrom(_as_query(query, where, {}))
+        q.explain = q.explain or explain
+        q.aggregate.CopyFrom(pb.Aggregate(group_by=list(group_by), functions=fns))
+        try:
+            resp: pb.QueryResponse = self._query(
+                pb.QueryRequest(query=q), timeout=timeout, metadata=self._md
+            )
+        except grpc.RpcError as e:
+            raise read_error(e) from None
+        return Aggregation(
+            rows=rows_of(resp, group_by, fns),
+            plan=resp.plan if resp.HasField("plan") else None,
         )
 
     def pages(
