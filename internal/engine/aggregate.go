@@ -56,28 +56,38 @@ type aggPart struct {
 	key     []byte
 	vals    []aggVal
 	scratch []byte
+	occ     []occurrence
 	err     error
 }
 
 func newAggPart(s *aggSpec, limit int, room int64) *aggPart {
-	return &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.groups))}
+	return &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields))}
 }
 
 // add aggregates one matching record; false stops the part, with err set.
 func (p *aggPart) add(rec []byte) bool {
-	p.key = p.key[:0]
-	for i, g := range p.s.groups {
-		v, err := g.read(rec, &p.scratch)
+	var occ []occurrence
+	if p.s.x != nil {
+		occ = p.s.x.locate(rec, p.occ)
+		if occ != nil {
+			p.occ = occ
+		}
+	}
+	for k, f := range p.s.fields {
+		v, err := f.readAt(rec, occ, &p.scratch)
 		if err != nil {
 			p.err = unreadable(err)
 			return false
 		}
-		p.vals[i] = v
-		p.key = g.appendKey(p.key, v)
+		p.vals[k] = v
+	}
+	p.key = p.key[:0]
+	for i, g := range p.s.groups {
+		p.key = g.appendKey(p.key, p.vals[p.s.groupAt[i]])
 	}
 	grp := p.groups[string(p.key)]
 	if grp == nil {
-		if grp = p.newGroup(string(p.key), p.vals); grp == nil {
+		if grp = p.newGroup(string(p.key)); grp == nil {
 			return false
 		}
 	}
@@ -86,14 +96,7 @@ func (p *aggPart) add(rec []byte) bool {
 		acc := &grp.accs[j]
 		if fn.field == nil {
 			acc.n++
-			continue
-		}
-		v, err := fn.field.read(rec, &p.scratch)
-		if err != nil {
-			p.err = unreadable(err)
-			return false
-		}
-		if v.ok {
+		} else if v := p.vals[fn.at]; v.ok {
 			acc.add(fn, v)
 		}
 	}
@@ -104,14 +107,16 @@ func unreadable(err error) error {
 	return &apierror.Error{Code: apierror.Internal, Msg: "stored record unreadable: " + err.Error(), Err: err}
 }
 
-// newGroup makes the group of key with values vals, within the bounds.
-func (p *aggPart) newGroup(key string, vals []aggVal) *aggGroup {
+// newGroup makes the group of key, of the values just read, within the
+// bounds.
+func (p *aggPart) newGroup(key string) *aggGroup {
 	if len(p.groups) >= p.limit {
 		p.err = tooManyGroups(p.limit)
 		return nil
 	}
-	grp := &aggGroup{vals: make([]aggVal, len(vals)), accs: make([]aggAcc, len(p.s.funcs))}
-	for i, v := range vals {
+	grp := &aggGroup{vals: make([]aggVal, len(p.s.groups)), accs: make([]aggAcc, len(p.s.funcs))}
+	for i, at := range p.s.groupAt {
+		v := p.vals[at]
 		v.b = append([]byte(nil), v.b...)
 		grp.vals[i] = v
 	}
