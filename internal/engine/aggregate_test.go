@@ -548,3 +548,31 @@ func TestAggregateBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestAggregateManyGroups: a grouping of 120,000 distinct values against
+// the default limit of 100,000 groups is RESOURCE_EXHAUSTED naming it,
+// and a filter that leaves fewer groups answers them all.
+func TestAggregateManyGroups(t *testing.T) {
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ae := openAgg(t, st, engine.Options{})
+	for from := int64(0); from < 120_000; from += 10_000 {
+		rows := make([]aggRow, 0, 10_000)
+		for id := from; id < from+10_000; id++ {
+			rows = append(rows, aggRow{ID: id, Score: id})
+		}
+		ae.write(engine.OpInsert, rows)
+	}
+	fns := []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}}
+	_, err = ae.aggregate("", &pb.Aggregate{GroupBy: []string{"score"}, Functions: fns})
+	if code, msg := apiCode(err); code != apierror.ResourceExhausted || !strings.Contains(msg, "more than 100000 groups") {
+		t.Fatalf("120,000 groups: %v", err)
+	}
+	resp, err := ae.aggregate("score < 100000", &pb.Aggregate{GroupBy: []string{"score"}, Functions: fns})
+	if err != nil || len(resp.Rows) != 100_000 || resp.Rows[99_999].Group[0].GetNumberValue() != 99_999 {
+		t.Fatalf("100,000 groups: %d rows, %v", len(resp.GetRows()), err)
+	}
+}
