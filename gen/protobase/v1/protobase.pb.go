@@ -2988,10 +2988,7 @@ type ScanResponse struct {
 	Done  bool   `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
 	Plan  *Plan  `protobuf:"bytes,4,opt,name=plan,proto3" json:"plan,omitempty"`
 	// With Query.versions: versions[i] is the version of records[i].
-	Versions []uint64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
-	// Set on aggregate queries (Query.aggregate): one row per group, ordered
-	// by group values (null first, then ascending).
-	Rows          []*AggregateRow `protobuf:"bytes,6,rep,name=rows,proto3" json:"rows,omitempty"`
+	Versions      []uint64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3057,13 +3054,6 @@ func (x *ScanResponse) GetPlan() *Plan {
 func (x *ScanResponse) GetVersions() []uint64 {
 	if x != nil {
 		return x.Versions
-	}
-	return nil
-}
-
-func (x *ScanResponse) GetRows() []*AggregateRow {
-	if x != nil {
-		return x.Rows
 	}
 	return nil
 }
@@ -5034,14 +5024,13 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x13.protobase.v1.QueryR\x05query\x12 \n" +
 	"\vparallelism\x18\x02 \x01(\rR\vparallelism\x12\x1d\n" +
 	"\n" +
-	"batch_size\x18\x03 \x01(\rR\tbatchSize\"\xdc\x01\n" +
+	"batch_size\x18\x03 \x01(\rR\tbatchSize\"\xac\x01\n" +
 	"\fScanResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x12\n" +
 	"\x04done\x18\x03 \x01(\bR\x04done\x12&\n" +
 	"\x04plan\x18\x04 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x04R\bversions\x12.\n" +
-	"\x04rows\x18\x06 \x03(\v2\x1a.protobase.v1.AggregateRowR\x04rows\"u\n" +
+	"\bversions\x18\x05 \x03(\x04R\bversions\"u\n" +
 	"\fQueryRequest\x12)\n" +
 	"\x05query\x18\x01 \x01(\v2\x13.protobase.v1.QueryR\x05query\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
@@ -5348,44 +5337,43 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	24, // 43: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
 	71, // 44: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
 	33, // 45: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	27, // 46: protobase.v1.ScanResponse.rows:type_name -> protobase.v1.AggregateRow
-	24, // 47: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	71, // 48: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	33, // 49: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	27, // 50: protobase.v1.QueryResponse.rows:type_name -> protobase.v1.AggregateRow
-	72, // 51: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	71, // 52: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	71, // 53: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	72, // 54: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
-	71, // 55: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
-	5,  // 56: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	5,  // 57: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	45, // 58: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	45, // 59: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	54, // 60: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	55, // 61: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	56, // 62: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	59, // 63: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	60, // 64: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	61, // 65: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	69, // 66: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	70, // 67: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	71, // 68: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	29, // 69: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	63, // 70: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	64, // 71: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	6,  // 72: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	71, // 73: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	71, // 74: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	71, // 75: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	64, // 76: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	65, // 77: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	64, // 78: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	24, // 46: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	71, // 47: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	33, // 48: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	27, // 49: protobase.v1.QueryResponse.rows:type_name -> protobase.v1.AggregateRow
+	72, // 50: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	71, // 51: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	71, // 52: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	72, // 53: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
+	71, // 54: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
+	5,  // 55: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	5,  // 56: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	45, // 57: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	45, // 58: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	54, // 59: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	55, // 60: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	56, // 61: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	59, // 62: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	60, // 63: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	61, // 64: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	69, // 65: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	70, // 66: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	71, // 67: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	29, // 68: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	63, // 69: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	64, // 70: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	6,  // 71: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	71, // 72: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	71, // 73: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	71, // 74: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	64, // 75: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	65, // 76: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	64, // 77: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	78, // [78:78] is the sub-list for method output_type
+	78, // [78:78] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }

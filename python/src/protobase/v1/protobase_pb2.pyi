@@ -1508,7 +1508,6 @@ class ScanResponse(_message.Message):
     DONE_FIELD_NUMBER: _builtins.int
     PLAN_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
-    ROWS_FIELD_NUMBER: _builtins.int
     count: _builtins.int
     """Set on the last message: total matches."""
     done: _builtins.bool
@@ -1520,12 +1519,6 @@ class ScanResponse(_message.Message):
     def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """With Query.versions: versions[i] is the version of records[i]."""
 
-    @_builtins.property
-    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___AggregateRow]:
-        """Set on aggregate queries (Query.aggregate): one row per group, ordered
-        by group values (null first, then ascending).
-        """
-
     def __init__(
         self,
         *,
@@ -1534,11 +1527,10 @@ class ScanResponse(_message.Message):
         done: _builtins.bool = ...,
         plan: Global___Plan | None = ...,
         versions: _abc.Iterable[_builtins.int] | None = ...,
-        rows: _abc.Iterable[Global___AggregateRow] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "done", b"done", "plan", b"plan", "records", b"records", "rows", b"rows", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "done", b"done", "plan", b"plan", "records", b"records", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
