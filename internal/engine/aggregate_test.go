@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -499,6 +500,23 @@ func TestAggregateRefusals(t *testing.T) {
 		func(*pb.ScanResponse) error { return nil })
 	if code, msg := apiCode(err); code != apierror.InvalidArgument || !strings.Contains(msg, "only Query answers aggregates") {
 		t.Errorf("scan with aggregate: %v", err)
+	}
+	sent := false
+	var qerr *pb.QueryError
+	err = ae.e.Search(t.Context(), func() (*pb.SearchRequest, error) {
+		if sent {
+			return nil, io.EOF
+		}
+		sent = true
+		return &pb.SearchRequest{Queries: []*pb.Query{{Type: "ag.Row", Aggregate: &pb.Aggregate{Functions: count}}}}, nil
+	}, func(r *pb.SearchResponse) error {
+		if len(r.Errors) > 0 {
+			qerr = r.Errors[0]
+		}
+		return nil
+	})
+	if err != nil || qerr == nil || !strings.Contains(qerr.GetMessage(), "only Query answers aggregates") {
+		t.Errorf("search with aggregate: %v, query error %v", err, qerr)
 	}
 }
 
