@@ -86,3 +86,25 @@ def rows_of(
             row[name] = _value(v, f.op == pb.AGGREGATE_OP_AVG)
         rows.append(row)
     return rows
+
+
+def aggregate_request(
+    query: pb.Query, group_by: Sequence[str], functions: str | Sequence[str], explain: bool
+) -> tuple[pb.QueryRequest, list[pb.AggregateFunction]]:
+    """The QueryRequest asking for the aggregates of query, and its functions."""
+    fns = parse_functions(functions)
+    q = pb.Query()
+    q.CopyFrom(query)
+    q.explain = q.explain or explain
+    q.aggregate.CopyFrom(pb.Aggregate(group_by=list(group_by), functions=fns))
+    return pb.QueryRequest(query=q), fns
+
+
+def aggregation(
+    resp: pb.QueryResponse, group_by: Sequence[str], fns: Sequence[pb.AggregateFunction]
+) -> Aggregation:
+    """The Aggregation a QueryResponse answers."""
+    return Aggregation(
+        rows=rows_of(resp, group_by, fns),
+        plan=resp.plan if resp.HasField("plan") else None,
+    )

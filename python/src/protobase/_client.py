@@ -14,7 +14,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
-from protobase._aggregate import Aggregation, parse_functions, rows_of
+from protobase._aggregate import Aggregation, aggregate_request, aggregation
 from protobase._batch import BatchOp, Record, apply_batch
 from protobase._errors import from_rpc_error
 from protobase._keys import Key, get_request, key_record
@@ -576,27 +576,16 @@ class Client:
         explain: bool = False,
         timeout: float | None = None,
     ) -> Aggregation:
-        """Aggregate the matches of a query, by group, in one call on one snapshot.
+        """Aggregate a query's matches by group (``functions="count(),sum(score)"``).
 
-        ``functions`` is ``"count(),sum(score),avg(age)"`` or a list of such
-        items: count, sum, min, max and avg of a field (``count()`` counts
-        every match). ``Aggregation.rows`` holds one dict per group.
+        One call on one snapshot; ``Aggregation.rows`` holds a dict per group.
         """
-        fns = parse_functions(functions)
-        q = pb.Query()
-        q.CopyFrom(_as_query(query, where, {}))
-        q.explain = q.explain or explain
-        q.aggregate.CopyFrom(pb.Aggregate(group_by=list(group_by), functions=fns))
+        req, fns = aggregate_request(_as_query(query, where, {}), group_by, functions, explain)
         try:
-            resp: pb.QueryResponse = self._query(
-                pb.QueryRequest(query=q), timeout=timeout, metadata=self._md
-            )
+            resp: pb.QueryResponse = self._query(req, timeout=timeout, metadata=self._md)
         except grpc.RpcError as e:
             raise read_error(e) from None
-        return Aggregation(
-            rows=rows_of(resp, group_by, fns),
-            plan=resp.plan if resp.HasField("plan") else None,
-        )
+        return aggregation(resp, group_by, fns)
 
     def pages(
         self,
