@@ -96,3 +96,34 @@ func TestQueryGetErrors(t *testing.T) {
 		})
 	}
 }
+
+// query --agg prints one JSON object per group, keys in flag order.
+func TestQueryAggregateCommand(t *testing.T) {
+	addr := seedUsers(t)
+	base := []string{"--addr", addr, "query", "--type", "shop.User"}
+	r := mustCLI(t, "", append(base, "-w", "id <= 4", "--agg", "count(),sum(id),min(name),max(email),avg(id)")...)
+	want := `{"count()":4,"sum(id)":10,"min(name)":"user-01","max(email)":"u4@example.com","avg(id)":2.5}` + "\n"
+	if r.stdout != want {
+		t.Fatalf("aggregate printed %q, want %q", r.stdout, want)
+	}
+	r = mustCLI(t, "", append(base, "-w", "id <= 2", "--group-by", "email", "--agg", "count(), max(id)", "--explain")...)
+	want = `{"email":"u1@example.org","count()":1,"max(id)":1}` + "\n" + `{"email":"u2@example.com","count()":1,"max(id)":2}` + "\n"
+	if r.stdout != want {
+		t.Fatalf("grouped printed %q, want %q", r.stdout, want)
+	}
+	wantContains(t, r.stderr, "plan: ", "aggregate group by email: count(), max(id) parallel")
+	r = mustCLI(t, "", append(base, "-w", "id > 100", "--agg", "count(),sum(id)")...)
+	if want := `{"count()":0,"sum(id)":null}` + "\n"; r.stdout != want {
+		t.Fatalf("empty input printed %q, want %q", r.stdout, want)
+	}
+
+	r = cli(t, "", append(base, "--agg", "median(id)")...)
+	wantCode(t, r, exitstatus.Usage)
+	wantContains(t, r.stderr, "--agg", "median")
+	r = cli(t, "", append(base, "--group-by", "nope")...)
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "InvalidArgument", `"nope"`)
+	r = cli(t, "", append(base, "--agg", "sum(name)")...)
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "sum(name)", "not a number")
+}

@@ -105,6 +105,9 @@ type Options struct {
 	MaxResponseBytes int
 	// MaxPageSize caps Query's page_size (0: 10,000; the default page is 1,000).
 	MaxPageSize int
+	// MaxAggregateGroups bounds the groups of one aggregate query
+	// (0: DefaultMaxAggregateGroups).
+	MaxAggregateGroups int
 	// QueryLimits bound the size of one query's expression.
 	QueryLimits query.Limits
 	// RecordCacheBytes bounds the hot-record cache that serves
@@ -369,6 +372,9 @@ func (opts *Options) withDefaults() {
 	}
 	if opts.MaxPageSize <= 0 {
 		opts.MaxPageSize = 10000
+	}
+	if opts.MaxAggregateGroups <= 0 {
+		opts.MaxAggregateGroups = DefaultMaxAggregateGroups
 	}
 	if opts.MaxResultBufferBytes <= 0 {
 		opts.MaxResultBufferBytes = 256 << 20

@@ -139,11 +139,17 @@ func (e *Engine) Query(ctx context.Context, req *pb.QueryRequest, maxBytes int) 
 	for _, r := range resp.Records {
 		size += len(r.Value)
 	}
+	if len(resp.Rows) > 0 {
+		size = proto.Size(resp)
+	}
 	return resp, e.take(&h, size), nil
 }
 
 func (e *Engine) query(ctx context.Context, req *pb.QueryRequest, maxBytes int64, h *hold) (*pb.QueryResponse, error) {
 	e.stats.Queries.Add(1)
+	if req.GetQuery().GetAggregate() != nil {
+		return e.aggregatePage(ctx, req, maxBytes, h)
+	}
 	c, size, err := e.pageQuery(req)
 	if err != nil {
 		return nil, err

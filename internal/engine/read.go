@@ -36,6 +36,10 @@ func (e *Engine) compileIn(cat *catalog, q *pb.Query) (*compiled, error) {
 	if q == nil {
 		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "query is missing"}
 	}
+	if q.GetAggregate() != nil {
+		return nil, &apierror.Error{Code: apierror.InvalidArgument, Field: "query.aggregate",
+			Msg: "aggregate: only Query answers aggregates (not Search, Scan or a write condition)"}
+	}
 	text := q.GetFilter()
 	q, err := withFilter(q)
 	if err != nil {

@@ -43,10 +43,10 @@ type Coverage struct {
 var Coders = []Coverage{
 	// Decoders of requests.
 	{"protobase.v1.SearchRequest", "DecodeSearchRequest", Decodes, nums(SearchRequestQueries), nil},
-	{"protobase.v1.Query", "ReadQuery", Decodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8)}, // order, filter
-	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                 // and, or, not
-	{"protobase.v1.Comparison", "ReadQuery", Decodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                          // values
-	{"protobase.v1.Value", "ReadOperand", Decodes, nums(ValueInt, ValueUint, ValueBool, ValueString, ValueBytes), nums(3, 7)},                                 // double, enum
+	{"protobase.v1.Query", "ReadQuery", Decodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
+	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not
+	{"protobase.v1.Comparison", "ReadQuery", Decodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                              // values
+	{"protobase.v1.Value", "ReadOperand", Decodes, nums(ValueInt, ValueUint, ValueBool, ValueString, ValueBytes), nums(3, 7)},                                     // double, enum
 	{"protobase.v1.WriteRequest", "DecodeWriteRequest", Decodes, nums(WriteRequestRecords, WriteRequestConditions), nil},
 	{"protobase.v1.WriteStreamRequest", "DecodeWriteStreamRequest", Decodes, nums(WriteStreamRequestOp, WriteStreamRequestRecords, WriteStreamRequestAck,
 		WriteStreamRequestConditions, WriteStreamRequestFields, WriteStreamRequestAdd, WriteStreamRequestOps), nil},
@@ -55,8 +55,8 @@ var Coders = []Coverage{
 	{"google.protobuf.Any", "DecodeRecords, FillAny, DecodeAny", Decodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Decoders of responses (the Go client).
-	{"protobase.v1.ScanResponse", "DecodeScanResponse", Decodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)},                // plan
-	{"protobase.v1.QueryResponse", "DecodeQueryResponse", Decodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3)}, // plan
+	{"protobase.v1.ScanResponse", "DecodeScanResponse", Decodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)},                   // plan
+	{"protobase.v1.QueryResponse", "DecodeQueryResponse", Decodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
 	{"protobase.v1.SearchResponse", "DecodeSearchResponse", Decodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
 	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan, ResultBatchVersions), nil},
 	{"protobase.v1.WatchResponse", "DecodeWatchResponse", Decodes, nums(WatchResponseChanges, WatchResponseProgress), nil},

@@ -212,3 +212,47 @@ def test_scan_stops_early_and_the_client_goes_on(db: protobase.Client) -> None:
         first = [next(sc) for _ in range(15)]
     assert len(first) == 15
     assert db.query(USER, count=True).count == 100
+
+
+def test_aggregate_by_group(db: protobase.Client) -> None:
+    a = db.aggregate(
+        USER,
+        "age < 10",
+        group_by=["status"],
+        functions="count(),sum(age),avg(age),min(name),max(age)",
+        explain=True,
+    )
+    assert a.rows == [
+        {
+            "status": "ACTIVE",
+            "count()": 5,
+            "sum(age)": 25,
+            "avg(age)": 5.0,
+            "min(name)": "user1",
+            "max(age)": 9,
+        },
+        {
+            "status": "BANNED",
+            "count()": 5,
+            "sum(age)": 20,
+            "avg(age)": 4.0,
+            "min(name)": "user0",
+            "max(age)": 8,
+        },
+    ]
+    assert a.plan is not None and "aggregate group by status" in a.plan.text
+    empty = db.aggregate(select(USER, ge("age", 1000)), functions=["count()", "sum(age)"])
+    assert empty.rows == [{"count()": 0, "sum(age)": None}]
+    assert protobase.parse_functions("count(),avg(x)")[1].field == "x"
+
+
+def test_aggregate_errors(db: protobase.Client) -> None:
+    with pytest.raises(QueryError) as ei:
+        db.aggregate(USER, group_by=["tags"])
+    assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "tags" in ei.value.message and "repeated" in ei.value.message
+    with pytest.raises(QueryError) as ei:
+        db.aggregate(USER, functions="sum(name)")
+    assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ValueError, match="median"):
+        db.aggregate(USER, functions="median(age)")

@@ -203,6 +203,69 @@ func (WriteOp) EnumDescriptor() ([]byte, []int) {
 	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{2}
 }
 
+type AggregateOp int32
+
+const (
+	AggregateOp_AGGREGATE_OP_UNSPECIFIED AggregateOp = 0
+	// Matches in the group; with a field, those where the field is set.
+	AggregateOp_AGGREGATE_OP_COUNT AggregateOp = 1
+	// Sum: int64 for signed integer fields, uint64 for unsigned, double for
+	// float and double. An integer sum past its type is OUT_OF_RANGE naming
+	// the field (it is never silently promoted to double).
+	AggregateOp_AGGREGATE_OP_SUM AggregateOp = 2
+	AggregateOp_AGGREGATE_OP_MIN AggregateOp = 3
+	AggregateOp_AGGREGATE_OP_MAX AggregateOp = 4
+	// Mean as a double.
+	AggregateOp_AGGREGATE_OP_AVG AggregateOp = 5
+)
+
+// Enum value maps for AggregateOp.
+var (
+	AggregateOp_name = map[int32]string{
+		0: "AGGREGATE_OP_UNSPECIFIED",
+		1: "AGGREGATE_OP_COUNT",
+		2: "AGGREGATE_OP_SUM",
+		3: "AGGREGATE_OP_MIN",
+		4: "AGGREGATE_OP_MAX",
+		5: "AGGREGATE_OP_AVG",
+	}
+	AggregateOp_value = map[string]int32{
+		"AGGREGATE_OP_UNSPECIFIED": 0,
+		"AGGREGATE_OP_COUNT":       1,
+		"AGGREGATE_OP_SUM":         2,
+		"AGGREGATE_OP_MIN":         3,
+		"AGGREGATE_OP_MAX":         4,
+		"AGGREGATE_OP_AVG":         5,
+	}
+)
+
+func (x AggregateOp) Enum() *AggregateOp {
+	p := new(AggregateOp)
+	*p = x
+	return p
+}
+
+func (x AggregateOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AggregateOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_protobase_v1_protobase_proto_enumTypes[3].Descriptor()
+}
+
+func (AggregateOp) Type() protoreflect.EnumType {
+	return &file_protobase_v1_protobase_proto_enumTypes[3]
+}
+
+func (x AggregateOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AggregateOp.Descriptor instead.
+func (AggregateOp) EnumDescriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{3}
+}
+
 type Op int32
 
 const (
@@ -260,11 +323,11 @@ func (x Op) String() string {
 }
 
 func (Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[3].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[4].Descriptor()
 }
 
 func (Op) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[3]
+	return &file_protobase_v1_protobase_proto_enumTypes[4]
 }
 
 func (x Op) Number() protoreflect.EnumNumber {
@@ -273,7 +336,7 @@ func (x Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Op.Descriptor instead.
 func (Op) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{3}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{4}
 }
 
 // KeyRole is what an API key may do; each role includes the ones before it.
@@ -320,11 +383,11 @@ func (x KeyRole) String() string {
 }
 
 func (KeyRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[4].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[5].Descriptor()
 }
 
 func (KeyRole) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[4]
+	return &file_protobase_v1_protobase_proto_enumTypes[5]
 }
 
 func (x KeyRole) Number() protoreflect.EnumNumber {
@@ -333,7 +396,7 @@ func (x KeyRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeyRole.Descriptor instead.
 func (KeyRole) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{4}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{5}
 }
 
 type ChangeOp int32
@@ -375,11 +438,11 @@ func (x ChangeOp) String() string {
 }
 
 func (ChangeOp) Descriptor() protoreflect.EnumDescriptor {
-	return file_protobase_v1_protobase_proto_enumTypes[5].Descriptor()
+	return file_protobase_v1_protobase_proto_enumTypes[6].Descriptor()
 }
 
 func (ChangeOp) Type() protoreflect.EnumType {
-	return &file_protobase_v1_protobase_proto_enumTypes[5]
+	return &file_protobase_v1_protobase_proto_enumTypes[6]
 }
 
 func (x ChangeOp) Number() protoreflect.EnumNumber {
@@ -388,7 +451,7 @@ func (x ChangeOp) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeOp.Descriptor instead.
 func (ChangeOp) EnumDescriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{5}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{6}
 }
 
 type ApplySchemaRequest struct {
@@ -1720,7 +1783,11 @@ type Query struct {
 	// the record is written and grows over time: the commit of that write's
 	// Watch position (docs/storage.md). keys_only results carry versions
 	// too; a count query returns neither records nor versions.
-	Versions      bool `protobuf:"varint,9,opt,name=versions,proto3" json:"versions,omitempty"`
+	Versions bool `protobuf:"varint,9,opt,name=versions,proto3" json:"versions,omitempty"`
+	// Return aggregates of the matches instead of the matches: one row per
+	// group (docs/read.md, Aggregation). A query with aggregate may not also
+	// ask for count, keys_only, versions, an order or a limit.
+	Aggregate     *Aggregate `protobuf:"bytes,10,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1818,6 +1885,191 @@ func (x *Query) GetVersions() bool {
 	return false
 }
 
+func (x *Query) GetAggregate() *Aggregate {
+	if x != nil {
+		return x.Aggregate
+	}
+	return nil
+}
+
+// Aggregate asks for aggregate values over a query's matches, optionally
+// grouped. It is answered in one QueryResponse (rows), on one snapshot,
+// without records or a next page token.
+type Aggregate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Field paths (singular scalars: not repeated, not messages) whose values
+	// form a group. Empty: one group of every match, answered even when
+	// nothing matches (count 0, every other function null).
+	GroupBy []string `protobuf:"bytes,1,rep,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
+	// The aggregates of each group, in the order of the row's values; at
+	// least one.
+	Functions     []*AggregateFunction `protobuf:"bytes,2,rep,name=functions,proto3" json:"functions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Aggregate) Reset() {
+	*x = Aggregate{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Aggregate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Aggregate) ProtoMessage() {}
+
+func (x *Aggregate) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Aggregate.ProtoReflect.Descriptor instead.
+func (*Aggregate) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Aggregate) GetGroupBy() []string {
+	if x != nil {
+		return x.GroupBy
+	}
+	return nil
+}
+
+func (x *Aggregate) GetFunctions() []*AggregateFunction {
+	if x != nil {
+		return x.Functions
+	}
+	return nil
+}
+
+// AggregateFunction is one aggregate over the matches of a group.
+type AggregateFunction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    AggregateOp            `protobuf:"varint,1,opt,name=op,proto3,enum=protobase.v1.AggregateOp" json:"op,omitempty"`
+	// Field path of a singular field. COUNT may leave it empty (every
+	// match); the others need one: SUM and AVG numeric, MIN and MAX numeric,
+	// string, bytes, bool, enum or google.protobuf.Timestamp.
+	Field         string `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AggregateFunction) Reset() {
+	*x = AggregateFunction{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AggregateFunction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AggregateFunction) ProtoMessage() {}
+
+func (x *AggregateFunction) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AggregateFunction.ProtoReflect.Descriptor instead.
+func (*AggregateFunction) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AggregateFunction) GetOp() AggregateOp {
+	if x != nil {
+		return x.Op
+	}
+	return AggregateOp_AGGREGATE_OP_UNSPECIFIED
+}
+
+func (x *AggregateFunction) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+// AggregateRow is one group's values and aggregates. Values are JSON
+// values: integers are numbers up to 2^53 in magnitude and decimal strings
+// beyond (as the protobuf JSON mapping lets integers be); doubles that are
+// NaN or infinite are the strings "NaN", "Infinity", "-Infinity"; strings
+// are strings; bytes are base64 strings; enums are their value names (the
+// number when unnamed); timestamps are RFC 3339 strings; an absent value
+// (a field with presence that is unset, or an aggregate of no value) is
+// null.
+type AggregateRow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Parallel to Aggregate.group_by.
+	Group []*structpb.Value `protobuf:"bytes,1,rep,name=group,proto3" json:"group,omitempty"`
+	// Parallel to Aggregate.functions.
+	Values        []*structpb.Value `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AggregateRow) Reset() {
+	*x = AggregateRow{}
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AggregateRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AggregateRow) ProtoMessage() {}
+
+func (x *AggregateRow) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AggregateRow.ProtoReflect.Descriptor instead.
+func (*AggregateRow) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AggregateRow) GetGroup() []*structpb.Value {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *AggregateRow) GetValues() []*structpb.Value {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // Order names the key order of the results.
 type Order struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1830,7 +2082,7 @@ type Order struct {
 
 func (x *Order) Reset() {
 	*x = Order{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +2094,7 @@ func (x *Order) String() string {
 func (*Order) ProtoMessage() {}
 
 func (x *Order) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[18]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +2107,7 @@ func (x *Order) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Order.ProtoReflect.Descriptor instead.
 func (*Order) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{18}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Order) GetIndex() string {
@@ -1888,7 +2140,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2152,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[19]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2165,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{19}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Expr) GetExpr() isExpr_Expr {
@@ -1996,7 +2248,7 @@ type ExprList struct {
 
 func (x *ExprList) Reset() {
 	*x = ExprList{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2260,7 @@ func (x *ExprList) String() string {
 func (*ExprList) ProtoMessage() {}
 
 func (x *ExprList) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[20]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2273,7 @@ func (x *ExprList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExprList.ProtoReflect.Descriptor instead.
 func (*ExprList) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{20}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExprList) GetExprs() []*Expr {
@@ -2047,7 +2299,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2311,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[21]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2324,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{21}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Comparison) GetField() string {
@@ -2122,7 +2374,7 @@ type Value struct {
 
 func (x *Value) Reset() {
 	*x = Value{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2386,7 @@ func (x *Value) String() string {
 func (*Value) ProtoMessage() {}
 
 func (x *Value) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[22]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2399,7 @@ func (x *Value) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Value.ProtoReflect.Descriptor instead.
 func (*Value) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{22}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Value) GetKind() isValue_Kind {
@@ -2279,14 +2531,16 @@ type Plan struct {
 	// Predicate evaluated on each record read, if any.
 	Filter string `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Human-readable rendering of the whole plan.
-	Text          string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	Text string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	// Parts of the key ranges read concurrently, on aggregate queries.
+	Parallelism   uint32 `protobuf:"varint,6,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2552,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[23]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2565,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{23}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Plan) GetAccess() string {
@@ -2349,6 +2603,13 @@ func (x *Plan) GetText() string {
 	return ""
 }
 
+func (x *Plan) GetParallelism() uint32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
 type SearchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queries       []*Query               `protobuf:"bytes,1,rep,name=queries,proto3" json:"queries,omitempty"`
@@ -2358,7 +2619,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2631,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[24]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2644,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{24}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -2406,7 +2667,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2679,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[25]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2692,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{25}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SearchResponse) GetResults() []*ResultBatch {
@@ -2469,7 +2730,7 @@ type ResultBatch struct {
 
 func (x *ResultBatch) Reset() {
 	*x = ResultBatch{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2742,7 @@ func (x *ResultBatch) String() string {
 func (*ResultBatch) ProtoMessage() {}
 
 func (x *ResultBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[26]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2755,7 @@ func (x *ResultBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultBatch.ProtoReflect.Descriptor instead.
 func (*ResultBatch) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{26}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResultBatch) GetQuery() uint64 {
@@ -2538,7 +2799,7 @@ type QueryDone struct {
 
 func (x *QueryDone) Reset() {
 	*x = QueryDone{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2811,7 @@ func (x *QueryDone) String() string {
 func (*QueryDone) ProtoMessage() {}
 
 func (x *QueryDone) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[27]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2824,7 @@ func (x *QueryDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryDone.ProtoReflect.Descriptor instead.
 func (*QueryDone) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{27}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueryDone) GetQuery() uint64 {
@@ -2601,7 +2862,7 @@ type QueryError struct {
 
 func (x *QueryError) Reset() {
 	*x = QueryError{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2874,7 @@ func (x *QueryError) String() string {
 func (*QueryError) ProtoMessage() {}
 
 func (x *QueryError) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[28]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2887,7 @@ func (x *QueryError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryError.ProtoReflect.Descriptor instead.
 func (*QueryError) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{28}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *QueryError) GetQuery() uint64 {
@@ -2670,7 +2931,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2943,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[29]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2956,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{29}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ScanRequest) GetQuery() *Query {
@@ -2734,7 +2995,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3007,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[30]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3020,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{30}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScanResponse) GetRecords() []*anypb.Any {
@@ -2813,7 +3074,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3086,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[31]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3099,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{31}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *QueryRequest) GetQuery() *Query {
@@ -2873,14 +3134,17 @@ type QueryResponse struct {
 	// without records or a next page token; page_size does not apply.
 	Count uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	// With Query.versions: versions[i] is the version of records[i].
-	Versions      []uint64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	Versions []uint64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// Set on aggregate queries (Query.aggregate): one row per group, ordered
+	// by group values (null first, then ascending).
+	Rows          []*AggregateRow `protobuf:"bytes,6,rep,name=rows,proto3" json:"rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3156,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[32]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3169,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{32}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueryResponse) GetRecords() []*anypb.Any {
@@ -2943,6 +3207,13 @@ func (x *QueryResponse) GetVersions() []uint64 {
 	return nil
 }
 
+func (x *QueryResponse) GetRows() []*AggregateRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
 // GetRequest names primary keys of one record type. Keys may be given as
 // JSON values, as key records, or both; their positions number keys first,
 // then key_records.
@@ -2969,7 +3240,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3252,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[33]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3265,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{33}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetRequest) GetType() string {
@@ -3052,7 +3323,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3335,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[34]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3348,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{34}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetResponse) GetRecords() []*anypb.Any {
@@ -3138,7 +3409,7 @@ type KeyInfo struct {
 
 func (x *KeyInfo) Reset() {
 	*x = KeyInfo{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3421,7 @@ func (x *KeyInfo) String() string {
 func (*KeyInfo) ProtoMessage() {}
 
 func (x *KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[35]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3434,7 @@ func (x *KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyInfo.ProtoReflect.Descriptor instead.
 func (*KeyInfo) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{35}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KeyInfo) GetName() string {
@@ -3206,7 +3477,7 @@ type CreateKeyRequest struct {
 
 func (x *CreateKeyRequest) Reset() {
 	*x = CreateKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3489,7 @@ func (x *CreateKeyRequest) String() string {
 func (*CreateKeyRequest) ProtoMessage() {}
 
 func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[36]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3502,7 @@ func (x *CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{36}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateKeyRequest) GetName() string {
@@ -3266,7 +3537,7 @@ type CreateKeyResponse struct {
 
 func (x *CreateKeyResponse) Reset() {
 	*x = CreateKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3278,7 +3549,7 @@ func (x *CreateKeyResponse) String() string {
 func (*CreateKeyResponse) ProtoMessage() {}
 
 func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[37]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3291,7 +3562,7 @@ func (x *CreateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{37}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateKeyResponse) GetKey() string {
@@ -3316,7 +3587,7 @@ type ListKeysRequest struct {
 
 func (x *ListKeysRequest) Reset() {
 	*x = ListKeysRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3599,7 @@ func (x *ListKeysRequest) String() string {
 func (*ListKeysRequest) ProtoMessage() {}
 
 func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[38]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3612,7 @@ func (x *ListKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListKeysRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{38}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{41}
 }
 
 type ListKeysResponse struct {
@@ -3353,7 +3624,7 @@ type ListKeysResponse struct {
 
 func (x *ListKeysResponse) Reset() {
 	*x = ListKeysResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3636,7 @@ func (x *ListKeysResponse) String() string {
 func (*ListKeysResponse) ProtoMessage() {}
 
 func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[39]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3649,7 @@ func (x *ListKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListKeysResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{39}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListKeysResponse) GetKeys() []*KeyInfo {
@@ -3397,7 +3668,7 @@ type RevokeKeyRequest struct {
 
 func (x *RevokeKeyRequest) Reset() {
 	*x = RevokeKeyRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3680,7 @@ func (x *RevokeKeyRequest) String() string {
 func (*RevokeKeyRequest) ProtoMessage() {}
 
 func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[40]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3693,7 @@ func (x *RevokeKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeKeyRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{40}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RevokeKeyRequest) GetName() string {
@@ -3440,7 +3711,7 @@ type RevokeKeyResponse struct {
 
 func (x *RevokeKeyResponse) Reset() {
 	*x = RevokeKeyResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3723,7 @@ func (x *RevokeKeyResponse) String() string {
 func (*RevokeKeyResponse) ProtoMessage() {}
 
 func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[41]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3736,7 @@ func (x *RevokeKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeKeyResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{41}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{44}
 }
 
 type BackupRequest struct {
@@ -3476,7 +3747,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3759,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[42]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3772,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{42}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{45}
 }
 
 // BackupChunk is one piece of a backup stream: file data in order (each
@@ -3519,7 +3790,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3531,7 +3802,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[43]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3544,7 +3815,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{43}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupChunk) GetChunk() isBackupChunk_Chunk {
@@ -3600,7 +3871,7 @@ type BackupData struct {
 
 func (x *BackupData) Reset() {
 	*x = BackupData{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3883,7 @@ func (x *BackupData) String() string {
 func (*BackupData) ProtoMessage() {}
 
 func (x *BackupData) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[44]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3896,7 @@ func (x *BackupData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupData.ProtoReflect.Descriptor instead.
 func (*BackupData) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{44}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BackupData) GetFile() string {
@@ -3670,7 +3941,7 @@ type BackupManifest struct {
 
 func (x *BackupManifest) Reset() {
 	*x = BackupManifest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3682,7 +3953,7 @@ func (x *BackupManifest) String() string {
 func (*BackupManifest) ProtoMessage() {}
 
 func (x *BackupManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[45]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3695,7 +3966,7 @@ func (x *BackupManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupManifest.ProtoReflect.Descriptor instead.
 func (*BackupManifest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{45}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BackupManifest) GetFormatVersion() uint32 {
@@ -3752,7 +4023,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +4035,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[46]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +4048,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{46}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BackupFile) GetName() string {
@@ -3814,7 +4085,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +4097,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[47]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +4110,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{47}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExportRequest) GetTypes() []string {
@@ -3873,7 +4144,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +4156,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[48]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +4169,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{48}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ExportChunk) GetChunk() isExportChunk_Chunk {
@@ -3974,7 +4245,7 @@ type ExportSchema struct {
 
 func (x *ExportSchema) Reset() {
 	*x = ExportSchema{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4257,7 @@ func (x *ExportSchema) String() string {
 func (*ExportSchema) ProtoMessage() {}
 
 func (x *ExportSchema) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[49]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4270,7 @@ func (x *ExportSchema) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportSchema.ProtoReflect.Descriptor instead.
 func (*ExportSchema) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{49}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ExportSchema) GetFiles() map[string]string {
@@ -4044,7 +4315,7 @@ type ExportRecords struct {
 
 func (x *ExportRecords) Reset() {
 	*x = ExportRecords{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4056,7 +4327,7 @@ func (x *ExportRecords) String() string {
 func (*ExportRecords) ProtoMessage() {}
 
 func (x *ExportRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[50]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4069,7 +4340,7 @@ func (x *ExportRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRecords.ProtoReflect.Descriptor instead.
 func (*ExportRecords) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{50}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExportRecords) GetRecords() []*anypb.Any {
@@ -4097,7 +4368,7 @@ type ExportEnd struct {
 
 func (x *ExportEnd) Reset() {
 	*x = ExportEnd{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4380,7 @@ func (x *ExportEnd) String() string {
 func (*ExportEnd) ProtoMessage() {}
 
 func (x *ExportEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[51]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4393,7 @@ func (x *ExportEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportEnd.ProtoReflect.Descriptor instead.
 func (*ExportEnd) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{51}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ExportEnd) GetRecords() uint64 {
@@ -4154,7 +4425,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4166,7 +4437,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[52]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4179,7 +4450,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{52}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WatchRequest) GetTypes() []string {
@@ -4238,7 +4509,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4521,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[53]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4534,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{53}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WatchStart) GetStart() isWatchStart_Start {
@@ -4339,7 +4610,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4622,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[54]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4635,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{54}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Position) GetCommit() uint64 {
@@ -4410,7 +4681,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4422,7 +4693,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[55]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4435,7 +4706,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{55}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Change) GetOp() ChangeOp {
@@ -4508,7 +4779,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_protobase_v1_protobase_proto_msgTypes[56]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +4791,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_protobase_proto_msgTypes[56]
+	mi := &file_protobase_v1_protobase_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4533,7 +4804,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{56}
+	return file_protobase_v1_protobase_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WatchResponse) GetChanges() []*Change {
@@ -4671,7 +4942,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\tcondition\x18\b \x01(\rH\x00R\tcondition\x88\x01\x01\x12\x18\n" +
 	"\aversion\x18\t \x01(\x04R\aversionB\f\n" +
 	"\n" +
-	"_condition\"\x87\x02\n" +
+	"_condition\"\xbe\x02\n" +
 	"\x05Query\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12(\n" +
 	"\x05where\x18\x02 \x01(\v2\x12.protobase.v1.ExprR\x05where\x12\x14\n" +
@@ -4681,7 +4952,18 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\aexplain\x18\x06 \x01(\bR\aexplain\x12\x14\n" +
 	"\x05count\x18\a \x01(\bR\x05count\x12\x16\n" +
 	"\x06filter\x18\b \x01(\tR\x06filter\x12\x1a\n" +
-	"\bversions\x18\t \x01(\bR\bversions\"=\n" +
+	"\bversions\x18\t \x01(\bR\bversions\x125\n" +
+	"\taggregate\x18\n" +
+	" \x01(\v2\x17.protobase.v1.AggregateR\taggregate\"e\n" +
+	"\tAggregate\x12\x19\n" +
+	"\bgroup_by\x18\x01 \x03(\tR\agroupBy\x12=\n" +
+	"\tfunctions\x18\x02 \x03(\v2\x1f.protobase.v1.AggregateFunctionR\tfunctions\"T\n" +
+	"\x11AggregateFunction\x12)\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x19.protobase.v1.AggregateOpR\x02op\x12\x14\n" +
+	"\x05field\x18\x02 \x01(\tR\x05field\"l\n" +
+	"\fAggregateRow\x12,\n" +
+	"\x05group\x18\x01 \x03(\v2\x16.google.protobuf.ValueR\x05group\x12.\n" +
+	"\x06values\x18\x02 \x03(\v2\x16.google.protobuf.ValueR\x06values\"=\n" +
 	"\x05Order\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\tR\x05index\x12\x1e\n" +
 	"\n" +
@@ -4709,13 +4991,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x06string\x18\x05 \x01(\tH\x00R\x06string\x12\x16\n" +
 	"\x05bytes\x18\x06 \x01(\fH\x00R\x05bytes\x12\x14\n" +
 	"\x04enum\x18\a \x01(\tH\x00R\x04enumB\x06\n" +
-	"\x04kind\"x\n" +
+	"\x04kind\"\x9a\x01\n" +
 	"\x04Plan\x12\x16\n" +
 	"\x06access\x18\x01 \x01(\tR\x06access\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\tR\x05index\x12\x16\n" +
 	"\x06ranges\x18\x03 \x01(\x04R\x06ranges\x12\x16\n" +
 	"\x06filter\x18\x04 \x01(\tR\x06filter\x12\x12\n" +
-	"\x04text\x18\x05 \x01(\tR\x04text\">\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\x12 \n" +
+	"\vparallelism\x18\x06 \x01(\rR\vparallelism\">\n" +
 	"\rSearchRequest\x12-\n" +
 	"\aqueries\x18\x01 \x03(\v2\x13.protobase.v1.QueryR\aqueries\"\xa4\x01\n" +
 	"\x0eSearchResponse\x123\n" +
@@ -4752,13 +5035,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x13.protobase.v1.QueryR\x05query\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xc1\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xf1\x01\n" +
 	"\rQueryResponse\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12&\n" +
 	"\x04plan\x18\x03 \x01(\v2\x12.protobase.v1.PlanR\x04plan\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x1a\n" +
-	"\bversions\x18\x05 \x03(\x04R\bversions\"\x9f\x01\n" +
+	"\bversions\x18\x05 \x03(\x04R\bversions\x12.\n" +
+	"\x04rows\x18\x06 \x03(\v2\x1a.protobase.v1.AggregateRowR\x04rows\"\x9f\x01\n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12*\n" +
@@ -4886,7 +5170,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x0fWRITE_OP_UPDATE\x10\x02\x12\x13\n" +
 	"\x0fWRITE_OP_UPSERT\x10\x03\x12\x13\n" +
 	"\x0fWRITE_OP_REMOVE\x10\x04\x12\x12\n" +
-	"\x0eWRITE_OP_PATCH\x10\x05*\x85\x01\n" +
+	"\x0eWRITE_OP_PATCH\x10\x05*\x9b\x01\n" +
+	"\vAggregateOp\x12\x1c\n" +
+	"\x18AGGREGATE_OP_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12AGGREGATE_OP_COUNT\x10\x01\x12\x14\n" +
+	"\x10AGGREGATE_OP_SUM\x10\x02\x12\x14\n" +
+	"\x10AGGREGATE_OP_MIN\x10\x03\x12\x14\n" +
+	"\x10AGGREGATE_OP_MAX\x10\x04\x12\x14\n" +
+	"\x10AGGREGATE_OP_AVG\x10\x05*\x85\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05OP_EQ\x10\x01\x12\t\n" +
@@ -4922,157 +5213,167 @@ func file_protobase_v1_protobase_proto_rawDescGZIP() []byte {
 	return file_protobase_v1_protobase_proto_rawDescData
 }
 
-var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_protobase_v1_protobase_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_protobase_v1_protobase_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_protobase_v1_protobase_proto_goTypes = []any{
 	(SchemaMode)(0),                        // 0: protobase.v1.SchemaMode
 	(IndexState)(0),                        // 1: protobase.v1.IndexState
 	(WriteOp)(0),                           // 2: protobase.v1.WriteOp
-	(Op)(0),                                // 3: protobase.v1.Op
-	(KeyRole)(0),                           // 4: protobase.v1.KeyRole
-	(ChangeOp)(0),                          // 5: protobase.v1.ChangeOp
-	(*ApplySchemaRequest)(nil),             // 6: protobase.v1.ApplySchemaRequest
-	(*ApplySchemaResponse)(nil),            // 7: protobase.v1.ApplySchemaResponse
-	(*SchemaPlan)(nil),                     // 8: protobase.v1.SchemaPlan
-	(*TypeChange)(nil),                     // 9: protobase.v1.TypeChange
-	(*TypeDrop)(nil),                       // 10: protobase.v1.TypeDrop
-	(*IndexChange)(nil),                    // 11: protobase.v1.IndexChange
-	(*GetSchemaRequest)(nil),               // 12: protobase.v1.GetSchemaRequest
-	(*GetSchemaResponse)(nil),              // 13: protobase.v1.GetSchemaResponse
-	(*WriteLimits)(nil),                    // 14: protobase.v1.WriteLimits
-	(*RecordType)(nil),                     // 15: protobase.v1.RecordType
-	(*Index)(nil),                          // 16: protobase.v1.Index
-	(*WriteRequest)(nil),                   // 17: protobase.v1.WriteRequest
-	(*WriteResponse)(nil),                  // 18: protobase.v1.WriteResponse
-	(*WriteStreamRequest)(nil),             // 19: protobase.v1.WriteStreamRequest
-	(*Condition)(nil),                      // 20: protobase.v1.Condition
-	(*WriteStreamResponse)(nil),            // 21: protobase.v1.WriteStreamResponse
-	(*WriteError)(nil),                     // 22: protobase.v1.WriteError
-	(*Query)(nil),                          // 23: protobase.v1.Query
-	(*Order)(nil),                          // 24: protobase.v1.Order
-	(*Expr)(nil),                           // 25: protobase.v1.Expr
-	(*ExprList)(nil),                       // 26: protobase.v1.ExprList
-	(*Comparison)(nil),                     // 27: protobase.v1.Comparison
-	(*Value)(nil),                          // 28: protobase.v1.Value
-	(*Plan)(nil),                           // 29: protobase.v1.Plan
-	(*SearchRequest)(nil),                  // 30: protobase.v1.SearchRequest
-	(*SearchResponse)(nil),                 // 31: protobase.v1.SearchResponse
-	(*ResultBatch)(nil),                    // 32: protobase.v1.ResultBatch
-	(*QueryDone)(nil),                      // 33: protobase.v1.QueryDone
-	(*QueryError)(nil),                     // 34: protobase.v1.QueryError
-	(*ScanRequest)(nil),                    // 35: protobase.v1.ScanRequest
-	(*ScanResponse)(nil),                   // 36: protobase.v1.ScanResponse
-	(*QueryRequest)(nil),                   // 37: protobase.v1.QueryRequest
-	(*QueryResponse)(nil),                  // 38: protobase.v1.QueryResponse
-	(*GetRequest)(nil),                     // 39: protobase.v1.GetRequest
-	(*GetResponse)(nil),                    // 40: protobase.v1.GetResponse
-	(*KeyInfo)(nil),                        // 41: protobase.v1.KeyInfo
-	(*CreateKeyRequest)(nil),               // 42: protobase.v1.CreateKeyRequest
-	(*CreateKeyResponse)(nil),              // 43: protobase.v1.CreateKeyResponse
-	(*ListKeysRequest)(nil),                // 44: protobase.v1.ListKeysRequest
-	(*ListKeysResponse)(nil),               // 45: protobase.v1.ListKeysResponse
-	(*RevokeKeyRequest)(nil),               // 46: protobase.v1.RevokeKeyRequest
-	(*RevokeKeyResponse)(nil),              // 47: protobase.v1.RevokeKeyResponse
-	(*BackupRequest)(nil),                  // 48: protobase.v1.BackupRequest
-	(*BackupChunk)(nil),                    // 49: protobase.v1.BackupChunk
-	(*BackupData)(nil),                     // 50: protobase.v1.BackupData
-	(*BackupManifest)(nil),                 // 51: protobase.v1.BackupManifest
-	(*BackupFile)(nil),                     // 52: protobase.v1.BackupFile
-	(*ExportRequest)(nil),                  // 53: protobase.v1.ExportRequest
-	(*ExportChunk)(nil),                    // 54: protobase.v1.ExportChunk
-	(*ExportSchema)(nil),                   // 55: protobase.v1.ExportSchema
-	(*ExportRecords)(nil),                  // 56: protobase.v1.ExportRecords
-	(*ExportEnd)(nil),                      // 57: protobase.v1.ExportEnd
-	(*WatchRequest)(nil),                   // 58: protobase.v1.WatchRequest
-	(*WatchStart)(nil),                     // 59: protobase.v1.WatchStart
-	(*Position)(nil),                       // 60: protobase.v1.Position
-	(*Change)(nil),                         // 61: protobase.v1.Change
-	(*WatchResponse)(nil),                  // 62: protobase.v1.WatchResponse
-	nil,                                    // 63: protobase.v1.ApplySchemaRequest.FilesEntry
-	nil,                                    // 64: protobase.v1.GetSchemaResponse.FilesEntry
-	nil,                                    // 65: protobase.v1.ExportSchema.FilesEntry
-	(*descriptorpb.FileDescriptorSet)(nil), // 66: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 67: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 68: google.protobuf.Value
+	(AggregateOp)(0),                       // 3: protobase.v1.AggregateOp
+	(Op)(0),                                // 4: protobase.v1.Op
+	(KeyRole)(0),                           // 5: protobase.v1.KeyRole
+	(ChangeOp)(0),                          // 6: protobase.v1.ChangeOp
+	(*ApplySchemaRequest)(nil),             // 7: protobase.v1.ApplySchemaRequest
+	(*ApplySchemaResponse)(nil),            // 8: protobase.v1.ApplySchemaResponse
+	(*SchemaPlan)(nil),                     // 9: protobase.v1.SchemaPlan
+	(*TypeChange)(nil),                     // 10: protobase.v1.TypeChange
+	(*TypeDrop)(nil),                       // 11: protobase.v1.TypeDrop
+	(*IndexChange)(nil),                    // 12: protobase.v1.IndexChange
+	(*GetSchemaRequest)(nil),               // 13: protobase.v1.GetSchemaRequest
+	(*GetSchemaResponse)(nil),              // 14: protobase.v1.GetSchemaResponse
+	(*WriteLimits)(nil),                    // 15: protobase.v1.WriteLimits
+	(*RecordType)(nil),                     // 16: protobase.v1.RecordType
+	(*Index)(nil),                          // 17: protobase.v1.Index
+	(*WriteRequest)(nil),                   // 18: protobase.v1.WriteRequest
+	(*WriteResponse)(nil),                  // 19: protobase.v1.WriteResponse
+	(*WriteStreamRequest)(nil),             // 20: protobase.v1.WriteStreamRequest
+	(*Condition)(nil),                      // 21: protobase.v1.Condition
+	(*WriteStreamResponse)(nil),            // 22: protobase.v1.WriteStreamResponse
+	(*WriteError)(nil),                     // 23: protobase.v1.WriteError
+	(*Query)(nil),                          // 24: protobase.v1.Query
+	(*Aggregate)(nil),                      // 25: protobase.v1.Aggregate
+	(*AggregateFunction)(nil),              // 26: protobase.v1.AggregateFunction
+	(*AggregateRow)(nil),                   // 27: protobase.v1.AggregateRow
+	(*Order)(nil),                          // 28: protobase.v1.Order
+	(*Expr)(nil),                           // 29: protobase.v1.Expr
+	(*ExprList)(nil),                       // 30: protobase.v1.ExprList
+	(*Comparison)(nil),                     // 31: protobase.v1.Comparison
+	(*Value)(nil),                          // 32: protobase.v1.Value
+	(*Plan)(nil),                           // 33: protobase.v1.Plan
+	(*SearchRequest)(nil),                  // 34: protobase.v1.SearchRequest
+	(*SearchResponse)(nil),                 // 35: protobase.v1.SearchResponse
+	(*ResultBatch)(nil),                    // 36: protobase.v1.ResultBatch
+	(*QueryDone)(nil),                      // 37: protobase.v1.QueryDone
+	(*QueryError)(nil),                     // 38: protobase.v1.QueryError
+	(*ScanRequest)(nil),                    // 39: protobase.v1.ScanRequest
+	(*ScanResponse)(nil),                   // 40: protobase.v1.ScanResponse
+	(*QueryRequest)(nil),                   // 41: protobase.v1.QueryRequest
+	(*QueryResponse)(nil),                  // 42: protobase.v1.QueryResponse
+	(*GetRequest)(nil),                     // 43: protobase.v1.GetRequest
+	(*GetResponse)(nil),                    // 44: protobase.v1.GetResponse
+	(*KeyInfo)(nil),                        // 45: protobase.v1.KeyInfo
+	(*CreateKeyRequest)(nil),               // 46: protobase.v1.CreateKeyRequest
+	(*CreateKeyResponse)(nil),              // 47: protobase.v1.CreateKeyResponse
+	(*ListKeysRequest)(nil),                // 48: protobase.v1.ListKeysRequest
+	(*ListKeysResponse)(nil),               // 49: protobase.v1.ListKeysResponse
+	(*RevokeKeyRequest)(nil),               // 50: protobase.v1.RevokeKeyRequest
+	(*RevokeKeyResponse)(nil),              // 51: protobase.v1.RevokeKeyResponse
+	(*BackupRequest)(nil),                  // 52: protobase.v1.BackupRequest
+	(*BackupChunk)(nil),                    // 53: protobase.v1.BackupChunk
+	(*BackupData)(nil),                     // 54: protobase.v1.BackupData
+	(*BackupManifest)(nil),                 // 55: protobase.v1.BackupManifest
+	(*BackupFile)(nil),                     // 56: protobase.v1.BackupFile
+	(*ExportRequest)(nil),                  // 57: protobase.v1.ExportRequest
+	(*ExportChunk)(nil),                    // 58: protobase.v1.ExportChunk
+	(*ExportSchema)(nil),                   // 59: protobase.v1.ExportSchema
+	(*ExportRecords)(nil),                  // 60: protobase.v1.ExportRecords
+	(*ExportEnd)(nil),                      // 61: protobase.v1.ExportEnd
+	(*WatchRequest)(nil),                   // 62: protobase.v1.WatchRequest
+	(*WatchStart)(nil),                     // 63: protobase.v1.WatchStart
+	(*Position)(nil),                       // 64: protobase.v1.Position
+	(*Change)(nil),                         // 65: protobase.v1.Change
+	(*WatchResponse)(nil),                  // 66: protobase.v1.WatchResponse
+	nil,                                    // 67: protobase.v1.ApplySchemaRequest.FilesEntry
+	nil,                                    // 68: protobase.v1.GetSchemaResponse.FilesEntry
+	nil,                                    // 69: protobase.v1.ExportSchema.FilesEntry
+	(*descriptorpb.FileDescriptorSet)(nil), // 70: google.protobuf.FileDescriptorSet
+	(*anypb.Any)(nil),                      // 71: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 72: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
-	63, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
+	67, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
 	0,  // 1: protobase.v1.ApplySchemaRequest.mode:type_name -> protobase.v1.SchemaMode
-	8,  // 2: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
-	9,  // 3: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
-	10, // 4: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
-	11, // 5: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
-	11, // 6: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
-	64, // 7: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
-	15, // 8: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
-	66, // 9: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	14, // 10: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
-	16, // 11: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
+	9,  // 2: protobase.v1.ApplySchemaResponse.plan:type_name -> protobase.v1.SchemaPlan
+	10, // 3: protobase.v1.SchemaPlan.types_changed:type_name -> protobase.v1.TypeChange
+	11, // 4: protobase.v1.SchemaPlan.types_dropped:type_name -> protobase.v1.TypeDrop
+	12, // 5: protobase.v1.SchemaPlan.indexes_added:type_name -> protobase.v1.IndexChange
+	12, // 6: protobase.v1.SchemaPlan.indexes_dropped:type_name -> protobase.v1.IndexChange
+	68, // 7: protobase.v1.GetSchemaResponse.files:type_name -> protobase.v1.GetSchemaResponse.FilesEntry
+	16, // 8: protobase.v1.GetSchemaResponse.types:type_name -> protobase.v1.RecordType
+	70, // 9: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	15, // 10: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
+	17, // 11: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
 	1,  // 12: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	67, // 13: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
-	20, // 14: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
+	71, // 13: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	21, // 14: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
 	2,  // 15: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	67, // 16: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	20, // 17: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
+	71, // 16: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	21, // 17: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
 	2,  // 18: protobase.v1.WriteStreamRequest.ops:type_name -> protobase.v1.WriteOp
-	67, // 19: protobase.v1.Condition.key:type_name -> google.protobuf.Any
-	23, // 20: protobase.v1.Condition.query:type_name -> protobase.v1.Query
-	25, // 21: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	24, // 22: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	27, // 23: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	26, // 24: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	26, // 25: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	25, // 26: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	25, // 27: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	3,  // 28: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	28, // 29: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	28, // 30: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	23, // 31: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	32, // 32: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	33, // 33: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	34, // 34: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	67, // 35: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	29, // 36: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	29, // 37: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	23, // 38: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	67, // 39: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	29, // 40: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	23, // 41: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	67, // 42: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	29, // 43: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	68, // 44: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	67, // 45: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	67, // 46: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	68, // 47: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
-	67, // 48: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
-	4,  // 49: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	4,  // 50: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	41, // 51: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	41, // 52: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	50, // 53: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	51, // 54: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	52, // 55: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	55, // 56: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	56, // 57: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	57, // 58: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	65, // 59: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	66, // 60: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	67, // 61: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	25, // 62: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	59, // 63: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	60, // 64: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	5,  // 65: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	67, // 66: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	67, // 67: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	67, // 68: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	60, // 69: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	61, // 70: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	60, // 71: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	71, // 19: protobase.v1.Condition.key:type_name -> google.protobuf.Any
+	24, // 20: protobase.v1.Condition.query:type_name -> protobase.v1.Query
+	29, // 21: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	28, // 22: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	25, // 23: protobase.v1.Query.aggregate:type_name -> protobase.v1.Aggregate
+	26, // 24: protobase.v1.Aggregate.functions:type_name -> protobase.v1.AggregateFunction
+	3,  // 25: protobase.v1.AggregateFunction.op:type_name -> protobase.v1.AggregateOp
+	72, // 26: protobase.v1.AggregateRow.group:type_name -> google.protobuf.Value
+	72, // 27: protobase.v1.AggregateRow.values:type_name -> google.protobuf.Value
+	31, // 28: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	30, // 29: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	30, // 30: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	29, // 31: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	29, // 32: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	4,  // 33: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	32, // 34: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	32, // 35: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	24, // 36: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	36, // 37: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	37, // 38: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	38, // 39: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	71, // 40: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	33, // 41: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	33, // 42: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	24, // 43: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	71, // 44: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	33, // 45: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	24, // 46: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	71, // 47: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	33, // 48: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	27, // 49: protobase.v1.QueryResponse.rows:type_name -> protobase.v1.AggregateRow
+	72, // 50: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	71, // 51: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	71, // 52: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	72, // 53: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
+	71, // 54: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
+	5,  // 55: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	5,  // 56: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	45, // 57: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	45, // 58: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	54, // 59: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	55, // 60: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	56, // 61: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	59, // 62: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	60, // 63: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	61, // 64: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	69, // 65: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	70, // 66: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	71, // 67: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	29, // 68: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	63, // 69: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	64, // 70: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	6,  // 71: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	71, // 72: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	71, // 73: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	71, // 74: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	64, // 75: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	65, // 76: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	64, // 77: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	78, // [78:78] is the sub-list for method output_type
+	78, // [78:78] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -5086,13 +5387,13 @@ func file_protobase_v1_protobase_proto_init() {
 		(*Condition_Query)(nil),
 	}
 	file_protobase_v1_protobase_proto_msgTypes[16].OneofWrappers = []any{}
-	file_protobase_v1_protobase_proto_msgTypes[19].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[22].OneofWrappers = []any{
 		(*Expr_Cmp)(nil),
 		(*Expr_And)(nil),
 		(*Expr_Or)(nil),
 		(*Expr_Not)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[22].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[25].OneofWrappers = []any{
 		(*Value_Int)(nil),
 		(*Value_Uint)(nil),
 		(*Value_Double)(nil),
@@ -5101,28 +5402,28 @@ func file_protobase_v1_protobase_proto_init() {
 		(*Value_Bytes)(nil),
 		(*Value_Enum)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[43].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[46].OneofWrappers = []any{
 		(*BackupChunk_Data)(nil),
 		(*BackupChunk_Manifest)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[48].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[51].OneofWrappers = []any{
 		(*ExportChunk_Schema)(nil),
 		(*ExportChunk_Records)(nil),
 		(*ExportChunk_End)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[53].OneofWrappers = []any{
+	file_protobase_v1_protobase_proto_msgTypes[56].OneofWrappers = []any{
 		(*WatchStart_Now)(nil),
 		(*WatchStart_Oldest)(nil),
 		(*WatchStart_After)(nil),
 	}
-	file_protobase_v1_protobase_proto_msgTypes[54].OneofWrappers = []any{}
+	file_protobase_v1_protobase_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_protobase_proto_rawDesc), len(file_protobase_v1_protobase_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   60,
+			NumEnums:      7,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -26,6 +26,7 @@ The generated API modules are ``protobase.v1.protobase_pb2`` and
 ``protobase.v1.options_pb2`` (the import path protoc-generated schemas use).
 """
 
+from protobase._aggregate import Aggregation, AggValue, parse_functions
 from protobase._batch import BatchOp, Record, if_key, if_query, if_record
 from protobase._client import TLS, Client, QueryLike, is_loopback
 from protobase._errors import ConflictError, ProtobaseError, QueryError, WriteError
@@ -57,6 +58,8 @@ from protobase._writer import Op, WriteLimits, Writer, WriteResult
 
 __all__ = [
     "TLS",
+    "AggValue",
+    "Aggregation",
     "BatchOp",
     "Change",
     "ChangeOp",
@@ -104,6 +107,7 @@ __all__ = [
     "ne",
     "not_",
     "or_",
+    "parse_functions",
     "prefix",
     "read_proto_files",
     "select",

@@ -14,6 +14,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
+from protobase._aggregate import Aggregation, aggregate_request, aggregation
 from protobase._batch import BatchOp, Record, apply_batch
 from protobase._errors import from_rpc_error
 from protobase._keys import Key, get_request, key_record
@@ -564,6 +565,27 @@ class Client:
             count=resp.count,
             versions=list(resp.versions),
         )
+
+    def aggregate(
+        self,
+        query: QueryLike,
+        where: Where = None,
+        *,
+        group_by: Sequence[str] = (),
+        functions: str | Sequence[str] = "count()",
+        explain: bool = False,
+        timeout: float | None = None,
+    ) -> Aggregation:
+        """Aggregate a query's matches by group (``functions="count(),sum(score)"``).
+
+        One call on one snapshot; ``Aggregation.rows`` holds a dict per group.
+        """
+        req, fns = aggregate_request(_as_query(query, where, {}), group_by, functions, explain)
+        try:
+            resp: pb.QueryResponse = self._query(req, timeout=timeout, metadata=self._md)
+        except grpc.RpcError as e:
+            raise read_error(e) from None
+        return aggregation(resp, group_by, fns)
 
     def pages(
         self,

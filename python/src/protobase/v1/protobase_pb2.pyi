@@ -120,6 +120,41 @@ A missing record is NOT_FOUND.
 """
 Global___WriteOp: _TypeAlias = WriteOp  # noqa: Y015
 
+class _AggregateOp:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AggregateOpEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AggregateOp.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    AGGREGATE_OP_UNSPECIFIED: _AggregateOp.ValueType  # 0
+    AGGREGATE_OP_COUNT: _AggregateOp.ValueType  # 1
+    """Matches in the group; with a field, those where the field is set."""
+    AGGREGATE_OP_SUM: _AggregateOp.ValueType  # 2
+    """Sum: int64 for signed integer fields, uint64 for unsigned, double for
+    float and double. An integer sum past its type is OUT_OF_RANGE naming
+    the field (it is never silently promoted to double).
+    """
+    AGGREGATE_OP_MIN: _AggregateOp.ValueType  # 3
+    AGGREGATE_OP_MAX: _AggregateOp.ValueType  # 4
+    AGGREGATE_OP_AVG: _AggregateOp.ValueType  # 5
+    """Mean as a double."""
+
+class AggregateOp(_AggregateOp, metaclass=_AggregateOpEnumTypeWrapper): ...
+
+AGGREGATE_OP_UNSPECIFIED: AggregateOp.ValueType  # 0
+AGGREGATE_OP_COUNT: AggregateOp.ValueType  # 1
+"""Matches in the group; with a field, those where the field is set."""
+AGGREGATE_OP_SUM: AggregateOp.ValueType  # 2
+"""Sum: int64 for signed integer fields, uint64 for unsigned, double for
+float and double. An integer sum past its type is OUT_OF_RANGE naming
+the field (it is never silently promoted to double).
+"""
+AGGREGATE_OP_MIN: AggregateOp.ValueType  # 3
+AGGREGATE_OP_MAX: AggregateOp.ValueType  # 4
+AGGREGATE_OP_AVG: AggregateOp.ValueType  # 5
+"""Mean as a double."""
+Global___AggregateOp: _TypeAlias = AggregateOp  # noqa: Y015
+
 class _Op:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -932,6 +967,7 @@ class Query(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
+    AGGREGATE_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     """Full name of the record type."""
     limit: _builtins.int
@@ -962,6 +998,13 @@ class Query(_message.Message):
 
     @_builtins.property
     def order(self) -> Global___Order: ...
+    @_builtins.property
+    def aggregate(self) -> Global___Aggregate:
+        """Return aggregates of the matches instead of the matches: one row per
+        group (docs/read.md, Aggregation). A query with aggregate may not also
+        ask for count, keys_only, versions, an order or a limit.
+        """
+
     def __init__(
         self,
         *,
@@ -974,14 +1017,119 @@ class Query(_message.Message):
         count: _builtins.bool = ...,
         filter: _builtins.str = ...,
         versions: _builtins.bool = ...,
+        aggregate: Global___Aggregate | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["order", b"order", "where", b"where"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "order", b"order", "where", b"where"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "explain", b"explain", "filter", b"filter", "keys_only", b"keys_only", "limit", b"limit", "order", b"order", "type", b"type", "versions", b"versions", "where", b"where"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "count", b"count", "explain", b"explain", "filter", b"filter", "keys_only", b"keys_only", "limit", b"limit", "order", b"order", "type", b"type", "versions", b"versions", "where", b"where"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Query: _TypeAlias = Query  # noqa: Y015
+
+@_typing.final
+class Aggregate(_message.Message):
+    """Aggregate asks for aggregate values over a query's matches, optionally
+    grouped. It is answered in one QueryResponse (rows), on one snapshot,
+    without records or a next page token.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_BY_FIELD_NUMBER: _builtins.int
+    FUNCTIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def group_by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Field paths (singular scalars: not repeated, not messages) whose values
+        form a group. Empty: one group of every match, answered even when
+        nothing matches (count 0, every other function null).
+        """
+
+    @_builtins.property
+    def functions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AggregateFunction]:
+        """The aggregates of each group, in the order of the row's values; at
+        least one.
+        """
+
+    def __init__(
+        self,
+        *,
+        group_by: _abc.Iterable[_builtins.str] | None = ...,
+        functions: _abc.Iterable[Global___AggregateFunction] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["functions", b"functions", "group_by", b"group_by"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Aggregate: _TypeAlias = Aggregate  # noqa: Y015
+
+@_typing.final
+class AggregateFunction(_message.Message):
+    """AggregateFunction is one aggregate over the matches of a group."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OP_FIELD_NUMBER: _builtins.int
+    FIELD_FIELD_NUMBER: _builtins.int
+    op: Global___AggregateOp.ValueType
+    field: _builtins.str
+    """Field path of a singular field. COUNT may leave it empty (every
+    match); the others need one: SUM and AVG numeric, MIN and MAX numeric,
+    string, bytes, bool, enum or google.protobuf.Timestamp.
+    """
+    def __init__(
+        self,
+        *,
+        op: Global___AggregateOp.ValueType = ...,
+        field: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "op", b"op"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AggregateFunction: _TypeAlias = AggregateFunction  # noqa: Y015
+
+@_typing.final
+class AggregateRow(_message.Message):
+    """AggregateRow is one group's values and aggregates. Values are JSON
+    values: integers are numbers up to 2^53 in magnitude and decimal strings
+    beyond (as the protobuf JSON mapping lets integers be); doubles that are
+    NaN or infinite are the strings "NaN", "Infinity", "-Infinity"; strings
+    are strings; bytes are base64 strings; enums are their value names (the
+    number when unnamed); timestamps are RFC 3339 strings; an absent value
+    (a field with presence that is unset, or an aggregate of no value) is
+    null.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def group(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]:
+        """Parallel to Aggregate.group_by."""
+
+    @_builtins.property
+    def values(self) -> _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]:
+        """Parallel to Aggregate.functions."""
+
+    def __init__(
+        self,
+        *,
+        group: _abc.Iterable[_struct_pb2.Value] | None = ...,
+        values: _abc.Iterable[_struct_pb2.Value] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AggregateRow: _TypeAlias = AggregateRow  # noqa: Y015
 
 @_typing.final
 class Order(_message.Message):
@@ -1145,6 +1293,7 @@ class Plan(_message.Message):
     RANGES_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
+    PARALLELISM_FIELD_NUMBER: _builtins.int
     access: _builtins.str
     """"pk_point", "pk_range", "index_range" or "full_scan"."""
     index: _builtins.str
@@ -1155,6 +1304,8 @@ class Plan(_message.Message):
     """Predicate evaluated on each record read, if any."""
     text: _builtins.str
     """Human-readable rendering of the whole plan."""
+    parallelism: _builtins.int
+    """Parts of the key ranges read concurrently, on aggregate queries."""
     def __init__(
         self,
         *,
@@ -1163,10 +1314,11 @@ class Plan(_message.Message):
         ranges: _builtins.int = ...,
         filter: _builtins.str = ...,
         text: _builtins.str = ...,
+        parallelism: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access", b"access", "filter", b"filter", "index", b"index", "ranges", b"ranges", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access", b"access", "filter", b"filter", "index", b"index", "parallelism", b"parallelism", "ranges", b"ranges", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1425,6 +1577,7 @@ class QueryResponse(_message.Message):
     PLAN_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
+    ROWS_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """Empty when there are no more results."""
     count: _builtins.int
@@ -1440,6 +1593,12 @@ class QueryResponse(_message.Message):
     def versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """With Query.versions: versions[i] is the version of records[i]."""
 
+    @_builtins.property
+    def rows(self) -> _containers.RepeatedCompositeFieldContainer[Global___AggregateRow]:
+        """Set on aggregate queries (Query.aggregate): one row per group, ordered
+        by group values (null first, then ascending).
+        """
+
     def __init__(
         self,
         *,
@@ -1448,10 +1607,11 @@ class QueryResponse(_message.Message):
         plan: Global___Plan | None = ...,
         count: _builtins.int = ...,
         versions: _abc.Iterable[_builtins.int] | None = ...,
+        rows: _abc.Iterable[Global___AggregateRow] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "next_page_token", b"next_page_token", "plan", b"plan", "records", b"records", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "next_page_token", b"next_page_token", "plan", b"plan", "records", b"records", "rows", b"rows", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
