@@ -36,8 +36,10 @@ func TestDocsRunInOrder(t *testing.T) {
 	if quick == "" {
 		t.Fatal(`README.md has no "## Quick start" section`)
 	}
+	offset := strings.Count(readme[:strings.Index(readme, quick)], "\n") // the section's first line, for line numbers
 	for _, b := range blocks(quick) {
 		if b.lang == "sh" {
+			b.line += offset
 			d.shellBlock(t, "README.md", b)
 		}
 	}
