@@ -36,7 +36,8 @@ func TestDocsRunInOrder(t *testing.T) {
 	if quick == "" {
 		t.Fatal(`README.md has no "## Quick start" section`)
 	}
-	offset := strings.Count(readme[:strings.Index(readme, quick)], "\n") // the section's first line, for line numbers
+	at := strings.Index(readme, quick)                 // quick is a part of readme: at >= 0
+	offset := strings.Count(readme[:max(at, 0)], "\n") // lines before the section, for line numbers
 	for _, b := range blocks(quick) {
 		if b.lang == "sh" {
 			b.line += offset
