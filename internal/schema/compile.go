@@ -67,6 +67,8 @@ type RecordType struct {
 	Desc       protoreflect.MessageDescriptor
 	PrimaryKey []KeyField
 	Indexes    []*Index
+	// TTL is the record expiry, nil when records never expire.
+	TTL *TTL
 }
 
 // KeyField is one field path of a primary or index key.

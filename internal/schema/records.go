@@ -174,6 +174,9 @@ func newRecordType(md protoreflect.MessageDescriptor, ro *protobasev1.RecordOpti
 			Unique: io.GetUnique(),
 		})
 	}
+	if to := ro.GetTtl(); to != nil {
+		t.TTL = resolveTTL(md, to, report)
+	}
 	if bad {
 		return nil
 	}

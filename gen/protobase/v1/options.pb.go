@@ -35,6 +35,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TTLUnit is the unit of an integer expiry field.
+type TTLUnit int32
+
+const (
+	TTLUnit_TTL_UNIT_UNSPECIFIED  TTLUnit = 0
+	TTLUnit_TTL_UNIT_SECONDS      TTLUnit = 1
+	TTLUnit_TTL_UNIT_MILLISECONDS TTLUnit = 2
+)
+
+// Enum value maps for TTLUnit.
+var (
+	TTLUnit_name = map[int32]string{
+		0: "TTL_UNIT_UNSPECIFIED",
+		1: "TTL_UNIT_SECONDS",
+		2: "TTL_UNIT_MILLISECONDS",
+	}
+	TTLUnit_value = map[string]int32{
+		"TTL_UNIT_UNSPECIFIED":  0,
+		"TTL_UNIT_SECONDS":      1,
+		"TTL_UNIT_MILLISECONDS": 2,
+	}
+)
+
+func (x TTLUnit) Enum() *TTLUnit {
+	p := new(TTLUnit)
+	*p = x
+	return p
+}
+
+func (x TTLUnit) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TTLUnit) Descriptor() protoreflect.EnumDescriptor {
+	return file_protobase_v1_options_proto_enumTypes[0].Descriptor()
+}
+
+func (TTLUnit) Type() protoreflect.EnumType {
+	return &file_protobase_v1_options_proto_enumTypes[0]
+}
+
+func (x TTLUnit) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TTLUnit.Descriptor instead.
+func (TTLUnit) EnumDescriptor() ([]byte, []int) {
+	return file_protobase_v1_options_proto_rawDescGZIP(), []int{0}
+}
+
 // RecordOptions declares a message a stored record type.
 type RecordOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -43,7 +93,9 @@ type RecordOptions struct {
 	// ("address.zip"). Required: a record type without a primary key is refused.
 	PrimaryKey []string `protobuf:"bytes,1,rep,name=primary_key,json=primaryKey,proto3" json:"primary_key,omitempty"`
 	// Secondary indexes.
-	Index         []*IndexOptions `protobuf:"bytes,2,rep,name=index,proto3" json:"index,omitempty"`
+	Index []*IndexOptions `protobuf:"bytes,2,rep,name=index,proto3" json:"index,omitempty"`
+	// Expiry: when set, a record whose expiry time has passed reads as absent.
+	Ttl           *TTLOptions `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,6 +144,78 @@ func (x *RecordOptions) GetIndex() []*IndexOptions {
 	return nil
 }
 
+func (x *RecordOptions) GetTtl() *TTLOptions {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// TTLOptions names the field holding a record's expiry time.
+//
+//	option (protobase.v1.record) = {
+//	  primary_key: "id"
+//	  ttl: { field: "expires_at" }
+//	};
+//
+// A record whose expiry is at or before the current time is returned by no
+// read and conflicts with no write. A zero or absent expiry never expires.
+type TTLOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A singular top-level field: a google.protobuf.Timestamp, or an integer
+	// (int32, int64, uint32, uint64, their sint/fixed forms) counting unit
+	// since the Unix epoch.
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// Required for an integer field, refused for a Timestamp.
+	Unit          TTLUnit `protobuf:"varint,2,opt,name=unit,proto3,enum=protobase.v1.TTLUnit" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TTLOptions) Reset() {
+	*x = TTLOptions{}
+	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TTLOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TTLOptions) ProtoMessage() {}
+
+func (x *TTLOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TTLOptions.ProtoReflect.Descriptor instead.
+func (*TTLOptions) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_options_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TTLOptions) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *TTLOptions) GetUnit() TTLUnit {
+	if x != nil {
+		return x.Unit
+	}
+	return TTLUnit_TTL_UNIT_UNSPECIFIED
+}
+
 // IndexOptions declares one secondary index.
 type IndexOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -114,7 +238,7 @@ type IndexOptions struct {
 
 func (x *IndexOptions) Reset() {
 	*x = IndexOptions{}
-	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	mi := &file_protobase_v1_options_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +250,7 @@ func (x *IndexOptions) String() string {
 func (*IndexOptions) ProtoMessage() {}
 
 func (x *IndexOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	mi := &file_protobase_v1_options_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +263,7 @@ func (x *IndexOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexOptions.ProtoReflect.Descriptor instead.
 func (*IndexOptions) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_options_proto_rawDescGZIP(), []int{1}
+	return file_protobase_v1_options_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *IndexOptions) GetFields() []string {
@@ -186,15 +310,24 @@ var File_protobase_v1_options_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprotobase/v1/options.proto\x12\fprotobase.v1\x1a google/protobuf/descriptor.proto\"b\n" +
+	"\x1aprotobase/v1/options.proto\x12\fprotobase.v1\x1a google/protobuf/descriptor.proto\"\x8e\x01\n" +
 	"\rRecordOptions\x12\x1f\n" +
 	"\vprimary_key\x18\x01 \x03(\tR\n" +
 	"primaryKey\x120\n" +
-	"\x05index\x18\x02 \x03(\v2\x1a.protobase.v1.IndexOptionsR\x05index\"R\n" +
+	"\x05index\x18\x02 \x03(\v2\x1a.protobase.v1.IndexOptionsR\x05index\x12*\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x18.protobase.v1.TTLOptionsR\x03ttl\"M\n" +
+	"\n" +
+	"TTLOptions\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12)\n" +
+	"\x04unit\x18\x02 \x01(\x0e2\x15.protobase.v1.TTLUnitR\x04unit\"R\n" +
 	"\fIndexOptions\x12\x16\n" +
 	"\x06fields\x18\x01 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x02 \x01(\bR\x06unique\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name:V\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name*T\n" +
+	"\aTTLUnit\x12\x18\n" +
+	"\x14TTL_UNIT_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10TTL_UNIT_SECONDS\x10\x01\x12\x19\n" +
+	"\x15TTL_UNIT_MILLISECONDS\x10\x02:V\n" +
 	"\x06record\x12\x1f.google.protobuf.MessageOptions\x18\xa2\x90\x03 \x01(\v2\x1b.protobase.v1.RecordOptionsR\x06recordB=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3"
 
 var (
@@ -209,21 +342,26 @@ func file_protobase_v1_options_proto_rawDescGZIP() []byte {
 	return file_protobase_v1_options_proto_rawDescData
 }
 
-var file_protobase_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_protobase_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_protobase_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_protobase_v1_options_proto_goTypes = []any{
-	(*RecordOptions)(nil),               // 0: protobase.v1.RecordOptions
-	(*IndexOptions)(nil),                // 1: protobase.v1.IndexOptions
-	(*descriptorpb.MessageOptions)(nil), // 2: google.protobuf.MessageOptions
+	(TTLUnit)(0),                        // 0: protobase.v1.TTLUnit
+	(*RecordOptions)(nil),               // 1: protobase.v1.RecordOptions
+	(*TTLOptions)(nil),                  // 2: protobase.v1.TTLOptions
+	(*IndexOptions)(nil),                // 3: protobase.v1.IndexOptions
+	(*descriptorpb.MessageOptions)(nil), // 4: google.protobuf.MessageOptions
 }
 var file_protobase_v1_options_proto_depIdxs = []int32{
-	1, // 0: protobase.v1.RecordOptions.index:type_name -> protobase.v1.IndexOptions
-	2, // 1: protobase.v1.record:extendee -> google.protobuf.MessageOptions
-	0, // 2: protobase.v1.record:type_name -> protobase.v1.RecordOptions
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	2, // [2:3] is the sub-list for extension type_name
-	1, // [1:2] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: protobase.v1.RecordOptions.index:type_name -> protobase.v1.IndexOptions
+	2, // 1: protobase.v1.RecordOptions.ttl:type_name -> protobase.v1.TTLOptions
+	0, // 2: protobase.v1.TTLOptions.unit:type_name -> protobase.v1.TTLUnit
+	4, // 3: protobase.v1.record:extendee -> google.protobuf.MessageOptions
+	1, // 4: protobase.v1.record:type_name -> protobase.v1.RecordOptions
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	4, // [4:5] is the sub-list for extension type_name
+	3, // [3:4] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_options_proto_init() }
@@ -236,13 +374,14 @@ func file_protobase_v1_options_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_options_proto_rawDesc), len(file_protobase_v1_options_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   2,
+			NumEnums:      1,
+			NumMessages:   3,
 			NumExtensions: 1,
 			NumServices:   0,
 		},
 		GoTypes:           file_protobase_v1_options_proto_goTypes,
 		DependencyIndexes: file_protobase_v1_options_proto_depIdxs,
+		EnumInfos:         file_protobase_v1_options_proto_enumTypes,
 		MessageInfos:      file_protobase_v1_options_proto_msgTypes,
 		ExtensionInfos:    file_protobase_v1_options_proto_extTypes,
 	}.Build()
