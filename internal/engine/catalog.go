@@ -47,6 +47,8 @@ type recType struct {
 	// immutable: an index becoming READY publishes a new catalog.
 	target *query.Target
 	point  *query.Point
+	// exp reads the record expiry; nil when the type has no ttl option.
+	exp *expiry
 }
 
 // index is one secondary index maintained by writes.
@@ -99,6 +101,11 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 		}
 	}
 	t.point = query.NewPoint(t.target)
+	if rt.TTL != nil {
+		if t.exp, err = newExpiry(rec, rt.TTL); err != nil {
+			return nil, fmt.Errorf("ttl: %w", err)
+		}
+	}
 	if t.pk, err = compilePaths(rec, rt.PrimaryKey); err != nil {
 		return nil, fmt.Errorf("primary key: %w", err)
 	}

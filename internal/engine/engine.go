@@ -131,6 +131,10 @@ type Options struct {
 	// by age follow (nil: time.Now); the log's time keeps to the
 	// monotonic clock's pace when it jumps (changelog's clock.go).
 	Clock func() time.Time
+	// Now is the clock reads compare record expiries with (nil:
+	// time.Now): a record whose expiry is at or before Now() reads as
+	// absent (expiry.go).
+	Now func() time.Time
 	// WatchTailBytes bounds the newest log entries kept in memory while
 	// watches run, so that watchers at the tail of the log read them
 	// without storage (changelog's tail.go; 0: DefaultWatchTailBytes,

@@ -11,6 +11,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
@@ -151,6 +152,11 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 	}
 	var n uint64
 	defer it.Close()
+	exp, err := exportExpiry(t)
+	if err != nil {
+		return 0, err
+	}
+	now := e.now()
 	maxRecs, maxBytes := e.opts.MaxResultRecords, e.opts.MaxResultBytes
 	var batch *pb.ExportRecords
 	var vals []byte
@@ -168,6 +174,9 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 	}
 	for it.First(); it.Valid(); it.Next() {
 		v := it.Value()
+		if exp != nil && exp.expired(v, now) {
+			continue
+		}
 		if batch != nil && (len(batch.Records) >= maxRecs || size+len(v) > maxBytes) {
 			if err := flush(); err != nil {
 				return n, err
@@ -198,4 +207,17 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		return n, err
 	}
 	return n, flush()
+}
+
+// exportExpiry reads the expiry of t's records, nil when they never
+// expire: an export holds the records a read would return.
+func exportExpiry(t *schema.RecordType) (*expiry, error) {
+	if t.TTL == nil {
+		return nil, nil
+	}
+	rec, err := record.Compile(t.Desc)
+	if err != nil {
+		return nil, err
+	}
+	return newExpiry(rec, t.TTL)
 }

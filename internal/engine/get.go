@@ -56,7 +56,7 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 		e.stats.QueryErrors.Add(1)
 		return nil, readError("point read", err)
 	}
-	if !found {
+	if !found || t.expired(val, e.now()) {
 		return nil, nil
 	}
 	e.stats.RecordsRead.Add(1)

@@ -56,7 +56,7 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 	if err != nil {
 		return nil, Hold{}, err
 	}
-	g := &getRun{e: e, url: t.url, limit: limit, versions: req.GetVersions()}
+	g := &getRun{e: e, t: t, now: e.now(), url: t.url, limit: limit, versions: req.GetVersions()}
 	if err := g.read(ctx, keys); err != nil {
 		e.release(&g.h)
 		return nil, Hold{}, err
@@ -143,6 +143,8 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 // per naming, as the response repeats it.
 type getRun struct {
 	e       *Engine
+	t       *recType
+	now     instant // a record expired at now reads as missing
 	url     string
 	limit   int64 // bytes of records (resultBytes) the response may hold
 	size    int64 // what it holds so far
@@ -277,6 +279,9 @@ func (g *getRun) cost(n int) int64 {
 // as many of them as fit, holding their bytes of the result budget; it
 // marks the others skipped.
 func (g *getRun) keep(ctx context.Context, positions []int, val []byte, ver uint64) error {
+	if g.t.expired(val, g.now) {
+		return nil
+	}
 	each := g.cost(len(val))
 	fit := min(int64(len(positions)), (g.limit-g.size)/each)
 	for _, i := range positions[fit:] {

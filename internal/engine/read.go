@@ -153,6 +153,9 @@ type cursor struct {
 	// record read then sets ver, the version of the record emit is given.
 	wantVer bool
 	ver     uint64
+	// now is the time a run compares record expiries with (set by run
+	// when the type has a ttl option).
+	now instant
 	// ms, set on the first record read through an index on a repeated
 	// field, is seenEarlier's scratch.
 	ms *multiScratch
@@ -180,6 +183,9 @@ func (cu *cursor) flushStats() {
 func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, emit func(key, rec []byte) bool) error {
 	p := cu.c.plan
 	cu.wantVer = cu.c.q.GetVersions()
+	if cu.c.t.exp != nil {
+		cu.now = cu.e.now()
+	}
 	if p.Access == query.AccessPKPoint && after == nil {
 		return cu.points(ctx, ranges, emit)
 	}
@@ -368,9 +374,13 @@ func (cu *cursor) pointVersioned(it store.Iterator, key, dst []byte) (val []byte
 	return val, found, err
 }
 
-// match applies the residual filter and the limit.
+// match drops expired records and applies the residual filter and the
+// limit.
 func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool, error) {
 	p := cu.c.plan
+	if cu.c.t.expired(rec, cu.now) {
+		return true, nil
+	}
 	if p.Filter != nil {
 		ok, err := p.Filter.Match(rec)
 		if err != nil {

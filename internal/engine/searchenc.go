@@ -135,6 +135,7 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 		// Each lookup would be a round trip: read them together.
 		r.pitGen, r.pit = e.cache.Gen(), e.prefetch(points)
 	}
+	now := e.now()
 	for k := range points {
 		p := &points[k]
 		id := first + uint64(p.i)
@@ -149,7 +150,7 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 		case err != nil:
 			r.fail(id, err)
 			continue
-		case !ok:
+		case !ok || p.t.expired(val, now):
 			r.w.done(id, 0)
 			continue
 		}

@@ -1,0 +1,421 @@
+package engine_test
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/etcd"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/internal/store/pebble"
+	"github.com/protobase/protobase/internal/testschema"
+)
+
+var expirySeed = flag.Uint64("expiry.seed", 0, "seed of TestExpiryModel (0: from the clock)")
+
+// expiryProto has a type expiring at a Timestamp, with an index, and one
+// expiring at an integer of milliseconds.
+const expiryProto = `syntax = "proto3";
+package tt;
+import "protobase/v1/options.proto";
+import "google/protobuf/timestamp.proto";
+message Session {
+  option (protobase.v1.record) = {
+    primary_key: "id"
+    index: { fields: "team" }
+    ttl: { field: "expires_at" }
+  };
+  int64 id = 1;
+  string team = 2;
+  google.protobuf.Timestamp expires_at = 3;
+  int64 score = 4;
+}
+message Token {
+  option (protobase.v1.record) = { primary_key: "id" ttl: { field: "exp_ms" unit: TTL_UNIT_MILLISECONDS } };
+  int64 id = 1;
+  int64 exp_ms = 2;
+  int64 score = 3;
+}
+`
+
+// expiryBase is the model clock's start.
+var expiryBase = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// expiryEngine is an engine of expiryProto whose clock the test sets.
+type expiryEngine struct {
+	t   *testing.T
+	e   *engine.Engine
+	now atomic.Int64 // Unix nanoseconds
+}
+
+func (xe *expiryEngine) clock() time.Time { return time.Unix(0, xe.now.Load()).UTC() }
+
+// expiryStores runs f on a Pebble store and on an etcd store.
+func expiryStores(t *testing.T, f func(t *testing.T, xe *expiryEngine)) {
+	open := func(t *testing.T, st store.KV) *expiryEngine {
+		xe := &expiryEngine{t: t}
+		xe.now.Store(expiryBase.UnixNano())
+		e, err := engine.Open(t.Context(), st, engine.Options{Now: xe.clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
+			t.Fatal(err)
+		}
+		xe.e = e
+		return xe
+	}
+	t.Run("pebble", func(t *testing.T) {
+		st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		f(t, open(t, st))
+	})
+	t.Run("etcd", func(t *testing.T) {
+		st, err := etcd.Open(etcd.Options{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/tt/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		f(t, open(t, st))
+	})
+}
+
+// expiring is the model of one record: its expiry in Unix nanoseconds
+// (0: never; the test's expiries all fit).
+type expiring struct {
+	id, score int64
+	team      string
+	exp       int64
+}
+
+func (xe *expiryEngine) rec(typeName string, js string) *anypb.Any {
+	xe.t.Helper()
+	a, err := testschema.Record(xe.e.Schema().Types[protoreflect.FullName(typeName)].Desc, js)
+	if err != nil {
+		xe.t.Fatalf("%s %s: %v", typeName, js, err)
+	}
+	return a
+}
+
+func (xe *expiryEngine) session(r expiring) *anypb.Any {
+	js := fmt.Sprintf(`{"id":%d,"team":%q,"score":%d`, r.id, r.team, r.score)
+	if r.exp != 0 {
+		js += fmt.Sprintf(`,"expires_at":%q`, time.Unix(0, r.exp).UTC().Format(time.RFC3339Nano))
+	}
+	return xe.rec("tt.Session", js+"}")
+}
+
+func (xe *expiryEngine) token(r expiring) *anypb.Any {
+	return xe.rec("tt.Token", fmt.Sprintf(`{"id":%d,"score":%d,"exp_ms":"%d"}`, r.id, r.score, r.exp/1e6))
+}
+
+func (xe *expiryEngine) insert(recs []*anypb.Any) {
+	xe.t.Helper()
+	w := xe.e.NewWriter()
+	defer w.Close()
+	if err := w.Apply(xe.t.Context(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
+		xe.t.Fatal(err)
+	}
+	if _, err := w.Sync(); err != nil {
+		xe.t.Fatal(err)
+	}
+}
+
+// TestExpiryModel writes records with random expiries, advances the
+// engine's clock in random steps (some landing exactly on an expiry), and
+// at each instant compares every read with the model: a record whose
+// expiry is at or before the clock is returned by no Get, GetRecords,
+// Query page, index query, count, aggregate, Scan or Export. Run with
+// -expiry.seed=N to replay a failure.
+func TestExpiryModel(t *testing.T) {
+	seed := *expirySeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		t.Logf("seed %d (replay with -expiry.seed=%d)", seed, seed)
+		rnd := rand.New(rand.NewPCG(seed, 35))
+		models := map[string]map[int64]expiring{"tt.Session": {}, "tt.Token": {}}
+		next := int64(1)
+		for round := range 8 {
+			for typ, model := range models {
+				var recs []*anypb.Any
+				for range 5 + rnd.IntN(15) {
+					r := expiring{id: next, score: int64(rnd.IntN(100)), team: modelTeams[rnd.IntN(len(modelTeams))]}
+					next++
+					if rnd.IntN(5) > 0 { // the rest never expire
+						// Whole milliseconds, so that both types hold them exactly.
+						r.exp = xe.now.Load() + int64(rnd.IntN(4000)-500)*1e6
+					}
+					model[r.id] = r
+					if typ == "tt.Session" {
+						recs = append(recs, xe.session(r))
+					} else {
+						recs = append(recs, xe.token(r))
+					}
+				}
+				xe.insert(recs)
+			}
+			for step := range 6 {
+				xe.advance(rnd, models)
+				for typ, model := range models {
+					xe.compareExpiry(typ, model, fmt.Sprintf("seed %d round %d step %d %s at %v", seed, round, step, typ, xe.clock()))
+				}
+			}
+		}
+	})
+}
+
+// advance moves the clock forward: to a record's expiry exactly, or by a
+// random step.
+func (xe *expiryEngine) advance(rnd *rand.Rand, models map[string]map[int64]expiring) {
+	now := xe.now.Load()
+	if rnd.IntN(2) == 0 {
+		for _, model := range models {
+			for _, r := range model {
+				if r.exp > now {
+					xe.now.Store(r.exp)
+					return
+				}
+			}
+		}
+	}
+	xe.now.Store(now + int64(rnd.IntN(800))*1e6)
+}
+
+// compareExpiry checks every read of typ with the model at the clock.
+func (xe *expiryEngine) compareExpiry(typ string, model map[int64]expiring, at string) {
+	t := xe.t
+	now := xe.now.Load()
+	var want []int64
+	var wantScore int64
+	wantTeam := map[string][]int64{}
+	for id, r := range model {
+		if r.exp == 0 || r.exp > now {
+			want = append(want, id)
+			wantScore += r.score
+			if typ == "tt.Session" {
+				wantTeam[r.team] = append(wantTeam[r.team], id)
+			}
+		}
+	}
+	slices.Sort(want)
+	md := xe.e.Schema().Types[protoreflect.FullName(typ)].Desc
+	idOf := func(a *anypb.Any) int64 {
+		m := dynamicpb.NewMessage(md)
+		if err := a.UnmarshalTo(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Get(md.Fields().ByName("id")).Int()
+	}
+	check := func(what string, got []int64) {
+		t.Helper()
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: %s = %v, want %v", at, what, got, want)
+		}
+	}
+
+	var got []int64
+	var keys []*structpb.Value
+	for id := range model {
+		a, err := xe.e.Get(t.Context(), xe.rec(typ, fmt.Sprintf(`{"id":%d}`, id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a != nil {
+			got = append(got, idOf(a))
+		}
+		keys = append(keys, structpb.NewStringValue(strconv.FormatInt(id, 10)))
+	}
+	check("Get", got)
+
+	resp, err := getRecords(xe.e, t.Context(), &pb.GetRequest{Type: typ, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, a := range resp.Records {
+		got = append(got, idOf(a))
+	}
+	check("GetRecords", got)
+	if len(resp.Missing) != len(model)-len(want) {
+		t.Fatalf("%s: GetRecords missing %d, want %d", at, len(resp.Missing), len(model)-len(want))
+	}
+
+	got = nil
+	token := ""
+	for {
+		qr, err := query(xe.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: typ}, PageSize: 7, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range qr.Records {
+			got = append(got, idOf(a))
+		}
+		if token = qr.NextPageToken; token == "" {
+			break
+		}
+	}
+	check("Query pages", got)
+
+	qr, err := query(xe.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: typ, Count: true}})
+	if err != nil || qr.Count != uint64(len(want)) {
+		t.Fatalf("%s: count = %d, %v; want %d", at, qr.GetCount(), err, len(want))
+	}
+
+	agg := &pb.Aggregate{Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT},
+		{Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "score"}}}
+	qr, err = query(xe.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: typ, Aggregate: agg}})
+	if err != nil || len(qr.Rows) != 1 {
+		t.Fatalf("%s: aggregate = %v, %v", at, qr.GetRows(), err)
+	}
+	sum := fmt.Sprint(wantScore)
+	if len(want) == 0 {
+		sum = "<nil>" // the sum of no records is null
+	}
+	if c, s := qr.Rows[0].Values[0].AsInterface(), qr.Rows[0].Values[1].AsInterface(); fmt.Sprint(c) != fmt.Sprint(len(want)) || fmt.Sprint(s) != sum {
+		t.Fatalf("%s: count, sum = %v, %v; want %d, %d", at, c, s, len(want), wantScore)
+	}
+
+	got = nil
+	err = xe.e.Scan(t.Context(), &pb.ScanRequest{Query: &pb.Query{Type: typ}}, func(r *pb.ScanResponse) error {
+		for _, a := range r.Records {
+			got = append(got, idOf(a))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Scan", got)
+
+	got = nil
+	err = xe.e.Export(t.Context(), engine.ExportOptions{Types: []string{typ}}, func(c *pb.ExportChunk) error {
+		for _, a := range c.GetRecords().GetRecords() {
+			got = append(got, idOf(a))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Export", got)
+
+	xe.compareSearch(typ, model, check, idOf)
+	if typ != "tt.Session" {
+		return
+	}
+	for _, team := range modelTeams {
+		qr, err := query(xe.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: typ, Filter: fmt.Sprintf("team = %q", team)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = nil
+		for _, a := range qr.Records {
+			got = append(got, idOf(a))
+		}
+		slices.Sort(got)
+		w := wantTeam[team]
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			t.Fatalf("%s: team %q (plan %s) = %v, want %v", at, team, qr.GetPlan().GetText(), got, w)
+		}
+	}
+}
+
+// compareSearch checks one Search of a point lookup per record of the
+// model (the engine serves those without planning) and one of the whole
+// type: each returns the live records.
+func (xe *expiryEngine) compareSearch(typ string, model map[int64]expiring, check func(string, []int64), idOf func(*anypb.Any) int64) {
+	t := xe.t
+	var qs []*pb.Query
+	for id := range model {
+		qs = append(qs, &pb.Query{Type: typ, Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+			Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: id}}}}}})
+	}
+	qs = append(qs, &pb.Query{Type: typ})
+	whole := uint64(len(qs) - 1)
+	sent := false
+	var points, all []int64
+	err := xe.e.Search(t.Context(), func() (*pb.SearchRequest, error) {
+		if sent {
+			return nil, io.EOF
+		}
+		sent = true
+		return &pb.SearchRequest{Queries: qs}, nil
+	}, func(r *pb.SearchResponse) error {
+		if len(r.Errors) > 0 {
+			return fmt.Errorf("search: %v", r.Errors[0])
+		}
+		for _, b := range r.Results {
+			for _, a := range b.Records {
+				if b.Query == whole {
+					all = append(all, idOf(a))
+				} else {
+					points = append(points, idOf(a))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Search lookups", points)
+	check("Search of the type", all)
+}
+
+// TestExpiryHostileValues stores integer expiries at the ends of their
+// range: a negative one is long past, zero never expires, and the largest
+// millisecond count is far future, none overflowing.
+func TestExpiryHostileValues(t *testing.T) {
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		cases := []struct {
+			ms   int64
+			live bool
+		}{{0, true}, {-1, false}, {math.MinInt64, false}, {math.MaxInt64, true}, {-999, false}, {1, false},
+			{expiryBase.UnixMilli(), false}, {expiryBase.UnixMilli() + 1, true}}
+		var recs []*anypb.Any
+		for i, c := range cases {
+			recs = append(recs, xe.rec("tt.Token", fmt.Sprintf(`{"id":%d,"exp_ms":"%d"}`, i+1, c.ms)))
+		}
+		recs = append(recs, xe.rec("tt.Session", `{"id":1,"expires_at":"9999-12-31T23:59:59.999999999Z"}`),
+			xe.rec("tt.Session", `{"id":2,"expires_at":"0001-01-01T00:00:00Z"}`),
+			xe.rec("tt.Session", `{"id":3,"expires_at":"1970-01-01T00:00:00.000000001Z"}`),
+			xe.rec("tt.Session", `{"id":4,"expires_at":"1970-01-01T00:00:00Z"}`))
+		xe.insert(recs)
+		for i, c := range cases {
+			a, err := xe.e.Get(t.Context(), xe.rec("tt.Token", fmt.Sprintf(`{"id":%d}`, i+1)))
+			if err != nil || (a != nil) != c.live {
+				t.Errorf("exp_ms %d: Get = %v, %v; want live %v", c.ms, a, err, c.live)
+			}
+		}
+		for id, live := range map[int]bool{1: true, 2: false, 3: false, 4: true} {
+			a, err := xe.e.Get(t.Context(), xe.rec("tt.Session", fmt.Sprintf(`{"id":%d}`, id)))
+			if err != nil || (a != nil) != live {
+				t.Errorf("session %d: Get = %v, %v; want live %v", id, a, err, live)
+			}
+		}
+	})
+}
