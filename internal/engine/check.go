@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/keyspace"
@@ -288,16 +289,21 @@ func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 	if err != nil {
 		return c.badRecord(name, ix, key, "stored record does not yield its index keys: ", err)
 	}
+	// A record that has expired conflicts with nothing: a later record
+	// may have taken its unique value (expiry.go), and time only moves
+	// on, so it is expired still.
+	expired := t.expired(val, instantOf(time.Now()))
 	for _, want := range keys {
-		if err := c.oneEntry(t, ix, key, pk, want); err != nil {
+		if err := c.oneEntry(t, ix, key, pk, want, expired); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// oneEntry checks the entry want of the record (key, pk) of t in ix.
-func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte) error {
+// oneEntry checks the entry want of the record (key, pk) of t in ix;
+// expired says the record has expired.
+func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte, expired bool) error {
 	name := string(t.rt.Name)
 	var wantVal []byte
 	if ix.ix.Unique {
@@ -313,9 +319,10 @@ func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte) error {
 		if ix.ix.RepeatedField() >= 0 {
 			c.present[ix.ix.ID]++
 		}
-	case found && ix.ix.Unique && ix.building:
+	case found && ix.ix.Unique && (ix.building || expired):
 		// The builder has not reached this record, or will fail
-		// the build on the shared value: neither is damage.
+		// the build on the shared value, or the record expired and
+		// another took its value: none is damage.
 	case found && ix.ix.Unique:
 		if c.holds(t, ix, cur, want) {
 			c.add(Problem{Kind: ProblemDuplicateUnique, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
@@ -47,10 +49,15 @@ message Session {
   int64 score = 4;
 }
 message Token {
-  option (protobase.v1.record) = { primary_key: "id" ttl: { field: "exp_ms" unit: TTL_UNIT_MILLISECONDS } };
+  option (protobase.v1.record) = {
+    primary_key: "id"
+    index: { fields: "handle" unique: true }
+    ttl: { field: "exp_ms" unit: TTL_UNIT_MILLISECONDS }
+  };
   int64 id = 1;
   int64 exp_ms = 2;
   int64 score = 3;
+  optional string handle = 4;
 }
 `
 
@@ -61,6 +68,7 @@ var expiryBase = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type expiryEngine struct {
 	t   *testing.T
 	e   *engine.Engine
+	st  store.KV
 	now atomic.Int64 // Unix nanoseconds
 }
 
@@ -69,7 +77,7 @@ func (xe *expiryEngine) clock() time.Time { return time.Unix(0, xe.now.Load()).U
 // expiryStores runs f on a Pebble store and on an etcd store.
 func expiryStores(t *testing.T, f func(t *testing.T, xe *expiryEngine)) {
 	open := func(t *testing.T, st store.KV) *expiryEngine {
-		xe := &expiryEngine{t: t}
+		xe := &expiryEngine{t: t, st: st}
 		xe.now.Store(expiryBase.UnixNano())
 		e, err := engine.Open(t.Context(), st, engine.Options{Now: xe.clock})
 		if err != nil {
@@ -131,14 +139,19 @@ func (xe *expiryEngine) token(r expiring) *anypb.Any {
 
 func (xe *expiryEngine) insert(recs []*anypb.Any) {
 	xe.t.Helper()
+	if err := xe.write(engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
+		xe.t.Fatal(err)
+	}
+}
+
+func (xe *expiryEngine) write(b engine.Batch) error {
 	w := xe.e.NewWriter()
 	defer w.Close()
-	if err := w.Apply(xe.t.Context(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
-		xe.t.Fatal(err)
+	if err := w.Apply(xe.t.Context(), b); err != nil {
+		return err
 	}
-	if _, err := w.Sync(); err != nil {
-		xe.t.Fatal(err)
-	}
+	_, err := w.Sync()
+	return err
 }
 
 // TestExpiryModel writes records with random expiries, advances the
@@ -416,6 +429,85 @@ func TestExpiryHostileValues(t *testing.T) {
 			if err != nil || (a != nil) != live {
 				t.Errorf("session %d: Get = %v, %v; want live %v", id, a, err, live)
 			}
+		}
+	})
+}
+
+// TestExpiryWrites: from the instant of its expiry a record conflicts
+// with nothing. An insert of its key replaces it (its index entries go),
+// a unique value it holds is free, and an update, patch or remove of it is
+// NOT_FOUND, as of a record that is not there.
+func TestExpiryWrites(t *testing.T) {
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		at := func(d time.Duration) string { return expiryBase.Add(d).Format(time.RFC3339Nano) }
+		ms := func(d time.Duration) int64 { return expiryBase.Add(d).UnixMilli() }
+		xe.insert([]*anypb.Any{
+			xe.rec("tt.Session", fmt.Sprintf(`{"id":1,"team":"red","expires_at":%q}`, at(time.Second))),
+			xe.rec("tt.Session", fmt.Sprintf(`{"id":2,"team":"red","expires_at":%q}`, at(2*time.Second))),
+			xe.rec("tt.Token", fmt.Sprintf(`{"id":1,"handle":"h","exp_ms":"%d"}`, ms(time.Second))),
+		})
+		wantCode := func(what string, err error, want apierror.Code) {
+			t.Helper()
+			if codeOf(err) != want {
+				t.Fatalf("%s: %v, want %v", what, err, want)
+			}
+		}
+		// Before the expiry both still conflict.
+		wantCode("insert of a live key", xe.write(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
+			xe.rec("tt.Session", `{"id":1,"team":"blue"}`)}}), apierror.AlreadyExists)
+		wantCode("insert of a live unique value", xe.write(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
+			xe.rec("tt.Token", `{"id":2,"handle":"h"}`)}}), apierror.AlreadyExists)
+
+		xe.now.Store(expiryBase.Add(time.Second).UnixNano()) // the instant session 1 and token 1 expire
+		if err := xe.write(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
+			xe.rec("tt.Session", `{"id":1,"team":"blue"}`), xe.rec("tt.Token", `{"id":2,"handle":"h"}`)}}); err != nil {
+			t.Fatalf("insert over expired records: %v", err)
+		}
+		teams := func(team string) []int64 {
+			qr, err := query(xe.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "tt.Session", Filter: fmt.Sprintf("team = %q", team)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int64
+			for _, a := range qr.Records {
+				m := dynamicpb.NewMessage(xe.e.Schema().Types["tt.Session"].Desc)
+				if err := a.UnmarshalTo(m); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, m.Get(m.Descriptor().Fields().ByName("id")).Int())
+			}
+			return ids
+		}
+		if red, blue := teams("red"), teams("blue"); !slices.Equal(red, []int64{2}) || !slices.Equal(blue, []int64{1}) {
+			t.Fatalf("after the replacing insert: red %v, blue %v; want [2], [1]", red, blue)
+		}
+		qr, err := query(xe.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "tt.Token", Filter: `handle = "h"`}})
+		if err != nil || len(qr.Records) != 1 || !strings.Contains(qr.Records[0].String(), "h") {
+			t.Fatalf("handle h: %v, %v", qr.GetRecords(), err)
+		}
+
+		xe.now.Store(expiryBase.Add(2 * time.Second).UnixNano()) // session 2 expires
+		for _, b := range []engine.Batch{
+			{Op: engine.OpUpdate, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2,"team":"blue"}`)}},
+			{Op: engine.OpPatch, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2,"score":1}`)}, Fields: []string{"score"}},
+			{Op: engine.OpRemove, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2}`)}},
+		} {
+			wantCode(fmt.Sprintf("%v of an expired record", b.Op), xe.write(b), apierror.NotFound)
+		}
+		if err := xe.write(engine.Batch{Op: engine.OpUpsert, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2,"team":"blue"}`)}}); err != nil {
+			t.Fatalf("upsert over an expired record: %v", err)
+		}
+		if red, blue := teams("red"), teams("blue"); len(red) != 0 || !slices.Equal(blue, []int64{1, 2}) {
+			t.Fatalf("after the upsert: red %v, blue %v; want [], [1 2]", red, blue)
+		}
+		// Token 1, expired, still holds "h" in its bytes; token 2 holds
+		// the entry.
+		r, err := engine.Check(t.Context(), xe.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() {
+			t.Fatalf("store inconsistent: %v", r.Problems)
 		}
 	})
 }

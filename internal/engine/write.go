@@ -71,6 +71,11 @@ type Writer struct {
 	ixOff  []span
 	oldBuf []byte // value of the record being replaced
 	ixBuf  []byte // value of a unique index entry being checked
+	// holdBuf is the record holding a unique value being checked.
+	holdBuf []byte
+	// now is the time a build compares expiries with: an expired record
+	// is absent to the batch.
+	now    instant
 	oldIx  []byte
 	occ    []occurrence // where the key fields of the record being prepared lie
 	oldOcc []occurrence // the same for the record being replaced
@@ -491,6 +496,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	// A build after a conflict starts phase 2 over.
 	w.arena, w.ixOff, w.patched = w.arena[:w.prepArena], w.ixOff[:w.prepIx], w.patched[:0]
 	w.mkeys = w.mkeys[:w.prepMulti]
+	w.now = w.e.now()
 	logOn := w.e.clog.On()
 	if logOn {
 		recBytes := 0
@@ -512,7 +518,11 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 		if err != nil {
 			return err
 		}
-		if err := checkExistence(p.op, i, p, found); err != nil {
+		// An expired record is absent: an insert replaces it (found
+		// still retracts its index entries below); an update, patch or
+		// remove of it is NOT_FOUND.
+		live := found && !p.t.expired(old, w.now)
+		if err := checkExistence(p.op, i, p, live); err != nil {
 			return err
 		}
 		if p.op == OpPatch {
@@ -526,7 +536,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 			}
 		}
 		if logOn {
-			w.logChange(p.op, p, old, found)
+			w.logChange(p.op, p, old, live)
 		}
 		if found && len(p.t.indexes) > 0 {
 			if err := w.retract(b, p.op, p, old, dups); err != nil {
@@ -601,11 +611,33 @@ func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
 				return err
 			}
 			if taken && !bytes.Equal(cur, pk) {
-				return uniqueError(i, p, j, w.bytes(k))
+				held, err := w.heldByLive(p, cur, dups)
+				if err != nil {
+					return err
+				}
+				if held {
+					return uniqueError(i, p, j, w.bytes(k))
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// heldByLive reports whether the record of t with primary key pk, which
+// holds a unique value p wants, is live: an expired holder conflicts with
+// nothing, and p's entry then takes the value over (retract leaves an
+// entry alone once it points at another record).
+func (w *Writer) heldByLive(p *prep, pk []byte, dups bool) (bool, error) {
+	if p.t.exp == nil {
+		return true, nil
+	}
+	k := append(append(make([]byte, 0, len(p.t.prefix)+len(pk)), p.t.prefix...), pk...)
+	rec, found, err := w.get(k, &w.holdBuf, dups, false)
+	if err != nil {
+		return false, err
+	}
+	return !found || !p.t.expired(rec, w.now), nil
 }
 
 // retract deletes the index entries of old, the record p replaces (or
