@@ -385,6 +385,9 @@ func (w *Writer) checkRecord(rd condReader, b store.WriteBatch, i int, c *cond) 
 	}
 	cs.buf = val
 	b.Expect(key, ver)
+	if found && c.t.expired(val, w.e.now()) {
+		found, ver = false, 0 // an expired record is absent (expiry.go)
+	}
 	switch {
 	case c.hasVersion && ver != c.version:
 		return w.condFailed(i, c, ver, versionReason(ver, c.version))

@@ -494,6 +494,17 @@ func TestExpiryWrites(t *testing.T) {
 		} {
 			wantCode(fmt.Sprintf("%v of an expired record", b.Op), xe.write(b), apierror.NotFound)
 		}
+		// A write condition sees it absent: version 0, and no record for
+		// a filter to match.
+		zero := uint64(0)
+		key2 := xe.rec("tt.Session", `{"id":2}`)
+		if err := xe.write(engine.Batch{Op: engine.OpUpsert, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":3}`)},
+			Conditions: []*pb.Condition{{Target: &pb.Condition_Key{Key: key2}, Version: &zero}}}); err != nil {
+			t.Fatalf("condition of version 0 on an expired record: %v", err)
+		}
+		wantCode("condition with a filter on an expired record", xe.write(engine.Batch{Op: engine.OpUpsert,
+			Records:    []*anypb.Any{xe.rec("tt.Session", `{"id":3}`)},
+			Conditions: []*pb.Condition{{Target: &pb.Condition_Key{Key: key2}, Filter: `team = "red"`}}}), apierror.Aborted)
 		if err := xe.write(engine.Batch{Op: engine.OpUpsert, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2,"team":"blue"}`)}}); err != nil {
 			t.Fatalf("upsert over an expired record: %v", err)
 		}
