@@ -69,3 +69,33 @@ func TestTTLOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTTLOptionAdded: adding a ttl option to a type with data is planned
+// as a change of the files alone, and the new state's type has the TTL,
+// as has the state decoded from its encoding.
+func TestTTLOptionAdded(t *testing.T) {
+	ctx := context.Background()
+	old, err := Plan(ctx, Empty(), PlanRequest{Files: baseUser()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Plan(ctx, old.State, PlanRequest{Files: userFile(`primary_key: "id" ttl: { field: "id" unit: TTL_UNIT_SECONDS }`, baseFields, baseAddress)},
+		func(*RecordType) (uint64, error) { return 10, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := r.State.Types["shop.User"].TTL; ttl == nil || ttl.Field.Name() != "id" {
+		t.Fatalf("TTL after the plan = %+v; plan %v", ttl, r.Plan)
+	}
+	b, err := r.State.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Decode(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := st.Types["shop.User"].TTL; ttl == nil || ttl.Unit != protobasev1.TTLUnit_TTL_UNIT_SECONDS {
+		t.Fatalf("TTL of the decoded state = %+v", ttl)
+	}
+}
