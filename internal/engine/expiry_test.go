@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -357,9 +358,10 @@ func (xe *expiryEngine) compareExpiry(typ string, model map[int64]expiring, at s
 	}
 }
 
-// compareSearch checks one Search of a point lookup per record of the
-// model (the engine serves those without planning) and one of the whole
-// type: each returns the live records.
+// compareSearch checks Search, with responses as messages and as wire
+// bytes: a request of a point lookup per record of the model (which the
+// engine serves without planning), then one of the whole type, each
+// returning the live records.
 func (xe *expiryEngine) compareSearch(typ string, model map[int64]expiring, check func(string, []int64), idOf func(*anypb.Any) int64) {
 	t := xe.t
 	var qs []*pb.Query
@@ -367,36 +369,49 @@ func (xe *expiryEngine) compareSearch(typ string, model map[int64]expiring, chec
 		qs = append(qs, &pb.Query{Type: typ, Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
 			Field: "id", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_Int{Int: id}}}}}})
 	}
-	qs = append(qs, &pb.Query{Type: typ})
-	whole := uint64(len(qs) - 1)
-	sent := false
-	var points, all []int64
-	err := xe.e.Search(t.Context(), func() (*pb.SearchRequest, error) {
-		if sent {
-			return nil, io.EOF
-		}
-		sent = true
-		return &pb.SearchRequest{Queries: qs}, nil
-	}, func(r *pb.SearchResponse) error {
-		if len(r.Errors) > 0 {
-			return fmt.Errorf("search: %v", r.Errors[0])
-		}
-		for _, b := range r.Results {
-			for _, a := range b.Records {
-				if b.Query == whole {
-					all = append(all, idOf(a))
-				} else {
-					points = append(points, idOf(a))
+	whole := uint64(len(qs))
+	for _, wire := range []bool{false, true} {
+		reqs := []*pb.SearchRequest{{Queries: qs}, {Queries: []*pb.Query{{Type: typ}}}}
+		var points, all []int64
+		send := func(r *pb.SearchResponse) error {
+			if len(r.Errors) > 0 {
+				return fmt.Errorf("search: %v", r.Errors[0])
+			}
+			for _, b := range r.Results {
+				for _, a := range b.Records {
+					if b.Query == whole {
+						all = append(all, idOf(a))
+					} else {
+						points = append(points, idOf(a))
+					}
 				}
 			}
+			return nil
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		var sink engine.SearchSink = sendFunc(send)
+		if wire {
+			sink = wireSink{sendFunc(send), func(b []byte) error {
+				var resp pb.SearchResponse
+				if err := proto.Unmarshal(b, &resp); err != nil {
+					return err
+				}
+				return send(&resp)
+			}}
+		}
+		recv := func() (*pb.SearchRequest, error) {
+			if len(reqs) == 0 {
+				return nil, io.EOF
+			}
+			r := reqs[0]
+			reqs = reqs[1:]
+			return r, nil
+		}
+		if err := xe.e.SearchStream(t.Context(), recvFunc(recv), sink); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("Search lookups (wire %v)", wire), points)
+		check(fmt.Sprintf("Search of the type (wire %v)", wire), all)
 	}
-	check("Search lookups", points)
-	check("Search of the type", all)
 }
 
 // TestExpiryHostileValues stores integer expiries at the ends of their
