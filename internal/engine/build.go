@@ -177,6 +177,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	uniq := map[string][]byte{} // unique keys set by this step
 	var key, val []byte
 	count, ops, chunk, shared := 0, 0, buildChunk, e.st.Shared()
+	now := e.now()
 	if shared {
 		chunk = sharedBuildChunk
 	}
@@ -192,6 +193,11 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 			if !found {
 				continue // removed since the iterator read it
 			}
+		}
+		if t.expired(val, now) {
+			// No read returns it, so it needs no entries, and it holds
+			// no unique value a live record may want.
+			continue
 		}
 		var n int
 		if n, conflict, err = indexRecord(b, t, ix, key, val, uniq); err != nil || conflict != "" {

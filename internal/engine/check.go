@@ -289,9 +289,10 @@ func (c *checker) entry(t *recType, ix *index, key, pk, val []byte) error {
 	if err != nil {
 		return c.badRecord(name, ix, key, "stored record does not yield its index keys: ", err)
 	}
-	// A record that has expired conflicts with nothing: a later record
-	// may have taken its unique value (expiry.go), and time only moves
-	// on, so it is expired still.
+	// A record that has expired conflicts with nothing and no read
+	// returns it: a later record may have taken its unique value
+	// (expiry.go), and an index built after it expired has no entry for
+	// it (build.go). Time only moves on, so it is expired still.
 	expired := t.expired(val, instantOf(time.Now()))
 	for _, want := range keys {
 		if err := c.oneEntry(t, ix, key, pk, want, expired); err != nil {
@@ -334,7 +335,7 @@ func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte, expired 
 	case found:
 		c.add(Problem{Kind: ProblemBadKey, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 			Detail: "non-unique entry has a value"})
-	case !ix.building:
+	case !ix.building && !expired:
 		c.add(Problem{Kind: ProblemMissingEntry, Type: name, Index: ix.ix.Name, Key: bytes.Clone(key),
 			Detail: fmt.Sprintf("no entry %x", want)})
 	}

@@ -537,3 +537,55 @@ func TestExpiryWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestExpiryIndexBuild: an index built on a type with data skips the
+// records expired when it reaches them, so an expired record holding the
+// value a live one holds does not fail a unique index's build.
+func TestExpiryIndexBuild(t *testing.T) {
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		xe.insert([]*anypb.Any{
+			xe.rec("tt.Session", fmt.Sprintf(`{"id":1,"team":"x","expires_at":%q}`, expiryBase.Add(time.Second).Format(time.RFC3339Nano))),
+			xe.rec("tt.Session", `{"id":2,"team":"x"}`),
+		})
+		xe.now.Store(expiryBase.Add(time.Second).UnixNano())
+		files := map[string]string{"tt.proto": strings.Replace(expiryProto, `index: { fields: "team" }`,
+			`index: { fields: "team" } index: { name: "team_u" fields: "team" unique: true } index: { fields: "score" }`, 1)}
+		if _, err := xe.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: files}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"team_u", "score"} {
+			xe.waitBuilt(name)
+		}
+		r, err := engine.Check(t.Context(), xe.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() {
+			t.Fatalf("store inconsistent: %v", r.Problems)
+		}
+	})
+}
+
+// waitBuilt waits for the build of index name to end, and fails unless
+// the index is READY.
+func (xe *expiryEngine) waitBuilt(name string) {
+	t := xe.t
+	var ix *pb.Index
+	for deadline := time.Now().Add(30 * time.Second); ix == nil && time.Now().Before(deadline); {
+		gs, err := xe.e.GetSchema(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rt := range gs.Types {
+			for _, x := range rt.Indexes {
+				if x.Name == name && x.State != pb.IndexState_INDEX_STATE_BUILDING {
+					ix = x
+				}
+			}
+		}
+		time.Sleep(time.Millisecond) // polling a state, not waiting out a race
+	}
+	if ix.GetState() != pb.IndexState_INDEX_STATE_READY {
+		t.Fatalf("%s: %v", name, ix)
+	}
+}
