@@ -20,6 +20,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf.internal import extension_dict as _extension_dict
 import builtins as _builtins
 import sys
@@ -32,6 +33,24 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _TTLUnit:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TTLUnitEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TTLUnit.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TTL_UNIT_UNSPECIFIED: _TTLUnit.ValueType  # 0
+    TTL_UNIT_SECONDS: _TTLUnit.ValueType  # 1
+    TTL_UNIT_MILLISECONDS: _TTLUnit.ValueType  # 2
+
+class TTLUnit(_TTLUnit, metaclass=_TTLUnitEnumTypeWrapper):
+    """TTLUnit is the unit of an integer expiry field."""
+
+TTL_UNIT_UNSPECIFIED: TTLUnit.ValueType  # 0
+TTL_UNIT_SECONDS: TTLUnit.ValueType  # 1
+TTL_UNIT_MILLISECONDS: TTLUnit.ValueType  # 2
+Global___TTLUnit: _TypeAlias = TTLUnit  # noqa: Y015
+
 @_typing.final
 class RecordOptions(_message.Message):
     """RecordOptions declares a message a stored record type."""
@@ -40,6 +59,7 @@ class RecordOptions(_message.Message):
 
     PRIMARY_KEY_FIELD_NUMBER: _builtins.int
     INDEX_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def primary_key(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Field paths forming the primary key, in key order. A path names a
@@ -51,19 +71,62 @@ class RecordOptions(_message.Message):
     def index(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexOptions]:
         """Secondary indexes."""
 
+    @_builtins.property
+    def ttl(self) -> Global___TTLOptions:
+        """Expiry: when set, a record whose expiry time has passed reads as absent."""
+
     def __init__(
         self,
         *,
         primary_key: _abc.Iterable[_builtins.str] | None = ...,
         index: _abc.Iterable[Global___IndexOptions] | None = ...,
+        ttl: Global___TTLOptions | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ttl", b"ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "primary_key", b"primary_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "primary_key", b"primary_key", "ttl", b"ttl"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecordOptions: _TypeAlias = RecordOptions  # noqa: Y015
+
+@_typing.final
+class TTLOptions(_message.Message):
+    """TTLOptions names the field holding a record's expiry time.
+
+      option (protobase.v1.record) = {
+        primary_key: "id"
+        ttl: { field: "expires_at" }
+      };
+
+    A record whose expiry is at or before the current time is returned by no
+    read and conflicts with no write. A zero or absent expiry never expires.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    UNIT_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """A singular top-level field: a google.protobuf.Timestamp, or an integer
+    (int32, int64, uint32, uint64, their sint/fixed forms) counting unit
+    since the Unix epoch.
+    """
+    unit: Global___TTLUnit.ValueType
+    """Required for an integer field, refused for a Timestamp."""
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        unit: Global___TTLUnit.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field", b"field", "unit", b"unit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TTLOptions: _TypeAlias = TTLOptions  # noqa: Y015
 
 @_typing.final
 class IndexOptions(_message.Message):
