@@ -69,6 +69,7 @@ func (c Config) Validate() error {
 		{"MaxResultBytes", c.MaxResultBytes < 0},
 		{"MaxResultBufferBytes", c.MaxResultBufferBytes < 0},
 		{"MaxSearchQueries", c.MaxSearchQueries < 0},
+		{"MaxAggregateGroups", c.MaxAggregateGroups < 0},
 		{"CacheBytes", c.CacheBytes < 0},
 		{"MemTableBytes", c.MemTableBytes < 0},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0},

@@ -129,6 +129,9 @@ type Config struct {
 	MaxStreamsPerConn    uint32
 	MaxResultBufferBytes int64
 	MaxSearchQueries     int
+	// MaxAggregateGroups caps the groups of one aggregate query
+	// (default 100,000; engine.DefaultMaxAggregateGroups).
+	MaxAggregateGroups int
 	// MaxReceiveBufferBytes bounds the bytes of gRPC messages begun and
 	// not complete over all connections (default: 1/8 of the memory, at
 	// least 2 × MaxMessageBytes): past it, the connection holding the
@@ -377,6 +380,7 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 
 		MaxConditionsPerBatch: cfg.MaxConditionsPerBatch,
 		MaxConditionReads:     cfg.MaxConditionReads,
+		MaxAggregateGroups:    cfg.MaxAggregateGroups,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)

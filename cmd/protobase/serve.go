@@ -61,6 +61,7 @@ type serveOptions struct {
 	maxStreamsPerConn    uint32
 	maxResultBufferBytes int64
 	maxSearchQueries     int
+	maxAggregateGroups   int
 	maxReceiveBytes      int64 // server-wide receive budget
 	maxReceivePerConn    int64
 	handshakeTimeout     time.Duration
@@ -318,6 +319,7 @@ func (o *serveOptions) addLimitFlags(f *pflag.FlagSet) {
 	f.Uint32Var(&o.maxStreamsPerConn, "max-streams-per-conn", 0, "most concurrent gRPC streams on one connection (0: 100)")
 	f.Int64Var(&o.maxResultBufferBytes, "max-result-buffer-bytes", 0, "most bytes of Search, Scan, Watch, Get and Query responses built and not yet written, server-wide (0: 256 MiB)")
 	f.IntVar(&o.maxSearchQueries, "max-search-queries", 0, "most queries in one SearchRequest (0: 100000)")
+	f.IntVar(&o.maxAggregateGroups, "max-aggregate-groups", 0, "most groups one aggregate query may produce; past it the query fails ResourceExhausted (0: 100000)")
 	f.Int64Var(&o.maxReceiveBytes, "max-receive-buffer-bytes", 0, fmt.Sprintf("most bytes of gRPC messages begun and not complete, over all connections; past it the connection holding the most is closed (0: 1/8 of the memory available, at least 2 × --max-message-bytes; %s here)",
 		sizeString(server.DefaultReceiveBudget(memsize.Usable(), 64<<20))))
 	f.Int64Var(&o.maxReceivePerConn, "max-receive-bytes-per-conn", 0, "most bytes of gRPC messages begun and not complete on one connection; past it the connection is closed (0: min(--max-streams-per-conn, 4) × --max-message-bytes)")

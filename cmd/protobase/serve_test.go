@@ -75,13 +75,22 @@ func startServe(t *testing.T, ctx context.Context, args ...string) (string, <-ch
 func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	addr, done := startServe(t, ctx, "--data", t.TempDir(), "--sync=false", "--log-level", "debug", "--max-batch-records", "5")
+	addr, done := startServe(t, ctx, "--data", t.TempDir(), "--sync=false", "--log-level", "debug", "--max-batch-records", "5",
+		"--max-aggregate-groups", "2")
 	applyShop(t, addr)
 	mustCLI(t, `{"id": 1}`, "--addr", addr, "insert", "--type", "shop.User")
+	mustCLI(t, "{\"id\": 2, \"email\": \"b@x\"}\n{\"id\": 3, \"email\": \"c@x\"}\n", "--addr", addr, "insert", "--type", "shop.User")
+
+	// --max-aggregate-groups reaches the engine: two groups fit, three
+	// do not.
+	mustCLI(t, "", "--addr", addr, "query", "--type", "shop.User", "-w", "id <= 2", "--group-by", "id", "--agg", "count()")
+	r := cli(t, "", "--addr", addr, "query", "--type", "shop.User", "--group-by", "id", "--agg", "count()")
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "ResourceExhausted", "more than 2 groups")
 
 	// --max-batch-records reaches the server, which reports it: the
 	// client refuses a larger batch before sending it.
-	r := cli(t, strings.Repeat("{\"id\": 9}\n", 6), "--addr", addr, "upsert", "--type", "shop.User", "--batch", "6")
+	r = cli(t, strings.Repeat("{\"id\": 9}\n", 6), "--addr", addr, "upsert", "--type", "shop.User", "--batch", "6")
 	wantCode(t, r, exitstatus.Usage)
 	wantContains(t, r.stderr, "--batch 6 is over the server's limit of 5 records per batch")
 

@@ -72,6 +72,7 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		MaxStreamsPerConn:    o.maxStreamsPerConn,
 		MaxResultBufferBytes: o.maxResultBufferBytes,
 		MaxSearchQueries:     o.maxSearchQueries,
+		MaxAggregateGroups:   o.maxAggregateGroups,
 
 		MaxReceiveBufferBytes:  o.maxReceiveBytes,
 		MaxReceiveBytesPerConn: o.maxReceivePerConn,
@@ -153,6 +154,7 @@ var configFlags = map[string]string{
 	"MaxStreamsPerConn":    "--max-streams-per-conn",
 	"MaxResultBufferBytes": "--max-result-buffer-bytes",
 	"MaxSearchQueries":     "--max-search-queries",
+	"MaxAggregateGroups":   "--max-aggregate-groups",
 
 	"MaxReceiveBufferBytes":  "--max-receive-buffer-bytes",
 	"MaxReceiveBytesPerConn": "--max-receive-bytes-per-conn",
