@@ -112,6 +112,10 @@ func (w *aggWalk) read(fields []*aggField, rec []byte, occ []occurrence, vals []
 		switch rest := rec[i+n:]; {
 		case wt == protowire.VarintType && len(rest) > 0 && rest[0] < 0x80:
 			m = 1
+		case wt == protowire.VarintType && len(rest) >= 2 && rest[1] < 0x80:
+			m = 2
+		case wt == protowire.VarintType && len(rest) >= 3 && rest[2] < 0x80 && rest[1] >= 0x80:
+			m = 3
 		case wt == protowire.BytesType && len(rest) > 0 && rest[0] < 0x80 && int(rest[0]) < len(rest):
 			m = 1 + int(rest[0])
 		default:

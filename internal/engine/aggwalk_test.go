@@ -30,6 +30,9 @@ func TestAggregateWireShapes(t *testing.T) {
 		v = protowire.AppendVarint(protowire.AppendTag(v, 5, protowire.VarintType), 1<<50)
 		inner := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), long)
 		v = protowire.AppendBytes(protowire.AppendTag(v, 12, protowire.BytesType), inner)
+		// Varints of two and three bytes, the last one ending the record.
+		v = protowire.AppendVarint(protowire.AppendTag(v, 3, protowire.VarintType), 300)
+		v = protowire.AppendVarint(protowire.AppendTag(v, 3, protowire.VarintType), 70_000+id)
 		return &anypb.Any{TypeUrl: "type.googleapis.com/ag.Row", Value: v}
 	}
 	recs := []*anypb.Any{
@@ -55,6 +58,7 @@ func TestAggregateWireShapes(t *testing.T) {
 		}{
 			{"ratio", [][3]any{{"NaN", 2.0, float64(5 - 1<<40)}, {0.0, 2.0, 10.0}, {1.5, 1.0, 13.0}}},
 			{"team", [][3]any{{"", 1.0, 13.0}, {long, 1.0 * 2, float64(5 - 1<<40)}, {"x", 2.0, 10.0}}},
+			{"level", [][3]any{{70_001.0, 1.0, 3.0}, {70_002.0, 1.0, 7.0}, {70_003.0, 1.0, float64(-1 << 40)}, {70_004.0, 1.0, 5.0}, {70_005.0, 1.0, 13.0}}},
 		} {
 			resp, err := ae.aggregate("", &pb.Aggregate{GroupBy: []string{c.by}, Functions: fns})
 			if err != nil {
