@@ -20,10 +20,10 @@ import (
 // it cannot decode, is read field by field with aggField.read instead, so
 // that a malformed record gets the error record.Path.Get gives.
 //
-// Rejected: keyExtractor.locate followed by decodeValue per field (the
-// design before this one): building each value through record.Scalar and a
-// FieldDescriptor.Kind call cost about 35 ns a field, more than reading the
-// record from the store.
+// Rejected: keyExtractor.locate followed by decodeValue per field:
+// building each value through record.Scalar and a FieldDescriptor.Kind
+// call costs about 35 ns a field, more than reading the record from the
+// store.
 type aggWalk struct {
 	// slotOf[num] is 1 + the slot of top-level field num, 0 when no walked
 	// field has that number; numbers past it are looked up in nums.

@@ -17,7 +17,7 @@ const radixFrom = 256
 // a time, skipping the bytes in which no two heads differ: a batch's
 // entries in an index on a repeated field are thousands of short keys
 // (ten a record), whose heads differ in a few bytes, and a comparison
-// sort cost about as much per entry as the rest of the writer's work on
+// sort costs about as much per entry as the rest of the writer's work on
 // it. The sort is stable, so entries of equal heads stay in batch order
 // until the comparison sort of their run.
 func (w *Writer) sortEntries(skip int) {
