@@ -108,20 +108,25 @@ func (w *aggWalk) read(fields []*aggField, rec []byte, occ []occurrence, vals []
 		} else if num, wt, n = protowire.ConsumeTag(rec[i:]); n < 0 {
 			return false
 		}
+		// The shapes of short fields inline: strings, and the integers a
+		// walk steps over (ids, counters), mostly of up to three bytes.
 		var m int
 		switch rest := rec[i+n:]; {
-		case wt == protowire.VarintType && len(rest) > 0 && rest[0] < 0x80:
-			m = 1
-		case wt == protowire.VarintType && len(rest) >= 2 && rest[1] < 0x80:
-			m = 2
-		case wt == protowire.VarintType && len(rest) >= 3 && rest[2] < 0x80 && rest[1] >= 0x80:
-			m = 3
 		case wt == protowire.BytesType && len(rest) > 0 && rest[0] < 0x80 && int(rest[0]) < len(rest):
 			m = 1 + int(rest[0])
+		case wt != protowire.VarintType:
+			m = valueLen(num, wt, rest)
+		case len(rest) > 0 && rest[0] < 0x80:
+			m = 1
+		case len(rest) > 1 && rest[1] < 0x80:
+			m = 2
+		case len(rest) > 2 && rest[2] < 0x80 && rest[1] >= 0x80:
+			m = 3
 		default:
-			if m = valueLen(num, wt, rest); m < 0 {
-				return false
-			}
+			m = valueLen(num, wt, rest)
+		}
+		if m < 0 {
+			return false
 		}
 		if s := w.slot(num); s >= 0 {
 			if wt != w.wts[s] {
@@ -131,6 +136,12 @@ func (w *aggWalk) read(fields []*aggField, rec []byte, occ []occurrence, vals []
 		}
 		i += n + m
 	}
+	return w.decode(fields, rec, occ, vals)
+}
+
+// decode decodes into vals each walked field from its occurrence in rec,
+// as read found them, or gives it its unset value.
+func (w *aggWalk) decode(fields []*aggField, rec []byte, occ []occurrence, vals []aggVal) bool {
 	for j, k := range w.fields {
 		f := fields[k]
 		o := occ[w.at[j]]
