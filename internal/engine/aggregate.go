@@ -57,49 +57,29 @@ type aggPart struct {
 	vals    []aggVal
 	scratch []byte
 	occ     []occurrence
+	cache   [groupCacheSize]*aggGroup // see group
 	err     error
 }
 
 func newAggPart(s *aggSpec, limit int, room int64) *aggPart {
-	return &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields))}
+	p := &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields))}
+	if s.w != nil {
+		p.occ = make([]occurrence, len(s.w.nums))
+	}
+	return p
 }
 
 // add aggregates one matching record; false stops the part, with err set.
 func (p *aggPart) add(rec []byte) bool {
-	var occ []occurrence
-	if p.s.x != nil {
-		occ = p.s.x.locate(rec, p.occ)
-		if occ != nil {
-			p.occ = occ
-		}
+	if err := p.read(rec); err != nil {
+		p.err = unreadable(err)
+		return false
 	}
-	for k, f := range p.s.fields {
-		v, err := f.readAt(rec, occ, &p.scratch)
-		if err != nil {
-			p.err = unreadable(err)
-			return false
-		}
-		p.vals[k] = v
-	}
-	p.key = p.key[:0]
-	for i, g := range p.s.groups {
-		p.key = g.appendKey(p.key, p.vals[p.s.groupAt[i]])
-	}
-	grp := p.groups[string(p.key)]
+	grp := p.group()
 	if grp == nil {
-		if grp = p.newGroup(string(p.key)); grp == nil {
-			return false
-		}
+		return false
 	}
-	for j := range p.s.funcs {
-		fn := &p.s.funcs[j]
-		acc := &grp.accs[j]
-		if fn.field == nil {
-			acc.n++
-		} else if v := p.vals[fn.at]; v.ok {
-			acc.add(fn, v)
-		}
-	}
+	p.accumulate(grp)
 	return true
 }
 

@@ -593,4 +593,9 @@ func TestAggregateManyGroups(t *testing.T) {
 	if err != nil || len(resp.Rows) != 100_000 || resp.Rows[99_999].Group[0].GetNumberValue() != 99_999 {
 		t.Fatalf("100,000 groups: %d rows, %v", len(resp.GetRows()), err)
 	}
+	for i, r := range resp.Rows {
+		if r.Group[0].GetNumberValue() != float64(i) || r.Values[0].GetNumberValue() != 1 {
+			t.Fatalf("100,000 groups: row %d is %v", i, r)
+		}
+	}
 }

@@ -49,10 +49,12 @@ type aggField struct {
 	// top-level number that tells whether it is set.
 	sec, nanos *record.Path
 	num        []protowire.Number
-	// slot is the field's place in aggSpec.x, -1 when the walk does not
-	// serve it (see keyExtractor.slot); def is its value when unset.
-	slot int
-	def  record.Scalar
+	// slot is the field's place in aggSpec.w, -1 when the walk does not
+	// serve it (see keyExtractor.slot); kind is fd.Kind() and unset the
+	// value of an absent field, for the walk.
+	slot  int
+	kind  protoreflect.Kind
+	unset aggVal
 }
 
 // aggVal is one value read: i for signed integers, enums, bools (0/1) and
@@ -72,6 +74,7 @@ type aggFunc struct {
 	op    pb.AggregateOp
 	field *aggField // nil for count()
 	at    int       // field's position in aggSpec.fields
+	how   uint8     // how aggPart.accumulate takes its value (see prepare)
 }
 
 // aggSpec is a compiled Aggregate.
@@ -82,49 +85,10 @@ type aggSpec struct {
 	// per record; groupAt[i] is where groups[i] is among them.
 	fields  []*aggField
 	groupAt []int
-	// x walks a record's top-level fields once to find every field it
+	// w walks a record's top-level fields once to read every field it
 	// serves, so that a record with several aggregated fields is not
 	// read once per field; nil when it serves none.
-	x *keyExtractor
-}
-
-// locate prepares the walk of the fields: called once compiled.
-func (s *aggSpec) locate() {
-	x := &keyExtractor{}
-	for _, f := range s.fields {
-		f.slot = -1
-		if f.cls != vTime {
-			f.slot = x.slot(f.path)
-			f.def, _, _ = f.path.Get(nil)
-		}
-	}
-	if len(x.nums) > 0 {
-		s.x = x
-	}
-}
-
-// readAt reads f from rec, through occ (x.locate's result for rec) when
-// that serves it.
-func (f *aggField) readAt(rec []byte, occ []occurrence, scratch *[]byte) (aggVal, error) {
-	if f.slot < 0 || occ == nil {
-		return f.read(rec, scratch)
-	}
-	sc := f.def
-	if o := occ[f.slot]; o.start < 0 {
-		if f.presence {
-			return aggVal{}, nil
-		}
-	} else {
-		var ok bool
-		if sc, ok = decodeValue(f.fd.Kind(), rec[o.start:o.end]); !ok {
-			return f.read(rec, scratch) // the error Path.Get gives
-		}
-	}
-	v := aggVal{ok: true, i: sc.Int, u: sc.Uint, f: sc.Float, b: sc.Bytes}
-	if f.cls == vBool && sc.Bool {
-		v.i = 1
-	}
-	return v, nil
+	w *aggWalk
 }
 
 // use notes f among the fields read and returns its position.
@@ -191,7 +155,7 @@ func compileAggregate(t *recType, a *pb.Aggregate) (*aggSpec, error) {
 		af.field, af.at = f, s.use(f)
 		s.funcs = append(s.funcs, af)
 	}
-	s.locate()
+	s.prepare()
 	return s, nil
 }
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -42,6 +41,42 @@ type multiKeys struct {
 	order             []int32
 }
 
+// smallSort is the most elements distinct sorts by insertion: the usual
+// record has a handful, and a general sort's calls through a comparison
+// function cost more than its moves.
+const smallSort = 32
+
+// distinct sets order to the positions of the distinct elements of elems,
+// ascending by their encoding.
+func (m *multiKeys) distinct() {
+	n := int32(len(m.offs) - 1) //nolint:gosec // bounded by the record's size
+	elem := func(i int32) []byte { return m.elems[m.offs[i]:m.offs[i+1]] }
+	if n > smallSort {
+		for i := range n {
+			m.order = append(m.order, i)
+		}
+		slices.SortFunc(m.order, func(a, c int32) int { return bytes.Compare(elem(a), elem(c)) })
+		m.order = slices.CompactFunc(m.order, func(a, c int32) bool { return bytes.Equal(elem(a), elem(c)) })
+		return
+	}
+next:
+	for i := range n {
+		e := m.elems[m.offs[i]:m.offs[i+1]]
+		k := len(m.order)
+		for k > 0 {
+			c := bytes.Compare(m.elems[m.offs[m.order[k-1]]:m.offs[m.order[k-1]+1]], e)
+			if c == 0 {
+				continue next // a repeat: the first one stands
+			}
+			if c < 0 {
+				break
+			}
+			k--
+		}
+		m.order = slices.Insert(m.order, k, i)
+	}
+}
+
 // appendMulti appends to dst the entry keys of record b in the j-th
 // maintained index, which has a repeated field: for each distinct element
 // in ascending order, prefix, the key with the element in place of the
@@ -70,12 +105,8 @@ func (x *keyExtractor) appendMulti(dst, b []byte, occ []occurrence, j int, prefi
 	if err != nil {
 		return dst, ends, f.path.String(), err
 	}
+	m.distinct()
 	elem := func(i int32) []byte { return m.elems[m.offs[i]:m.offs[i+1]] }
-	for i := range int32(len(m.offs) - 1) { //nolint:gosec // as above
-		m.order = append(m.order, i)
-	}
-	slices.SortFunc(m.order, func(a, c int32) int { return bytes.Compare(elem(a), elem(c)) })
-	m.order = slices.CompactFunc(m.order, func(a, c int32) bool { return bytes.Equal(elem(a), elem(c)) })
 	if n := len(m.order); n > MaxIndexEntriesPerRecord {
 		return dst, ends, f.path.String(), fmt.Errorf(
 			"%d distinct elements, more than the limit of %d entries per record in index %s",
@@ -333,8 +364,9 @@ func inRanges(rs []query.Range, k []byte) bool {
 }
 
 // sortedEntry is an entry key of the batch (and its value) placed by its
-// first 16 bytes, big-endian and zero padded, so that most comparisons of
-// putSorted need no bytes.Compare.
+// first 16 bytes past the prefix every key of the sort shares, big-endian
+// and zero padded, so that most comparisons of putSorted need no
+// bytes.Compare.
 type sortedEntry struct {
 	hi, lo uint64
 	k, v   span
@@ -357,6 +389,23 @@ func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
 	if !multi {
 		return false
 	}
+	// The keys share their index prefix (all of it when the batch holds
+	// one type): the heads are taken past it, where the keys differ.
+	var shared []byte
+	for i := range w.preps {
+		if p := &w.preps[i]; j < len(p.t.indexes) {
+			pre := p.t.indexes[j].prefix
+			if shared == nil {
+				shared = pre
+			}
+			n := 0
+			for n < len(shared) && n < len(pre) && shared[n] == pre[n] {
+				n++
+			}
+			shared = shared[:n]
+		}
+	}
+	skip := len(shared)
 	w.sorted = w.sorted[:0]
 	for i := range w.preps {
 		p := &w.preps[i]
@@ -368,19 +417,11 @@ func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
 			v = p.pk
 		}
 		for _, k := range w.entries(p, j) {
-			hi, lo := keyHead(w.bytes(k))
+			hi, lo := keyHead(w.bytes(k)[skip:])
 			w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k, v: v})
 		}
 	}
-	slices.SortFunc(w.sorted, func(x, y sortedEntry) int {
-		if c := cmp.Compare(x.hi, y.hi); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.lo, y.lo); c != 0 {
-			return c
-		}
-		return bytes.Compare(w.bytes(x.k), w.bytes(y.k))
-	})
+	w.sortEntries(skip)
 	for _, e := range w.sorted {
 		var v []byte
 		if e.v.e > e.v.s {
