@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -33,6 +34,18 @@ const MaxIndexEntriesPerRecord = 1000
 // its own size in memory. A batch over it is refused (RESOURCE_EXHAUSTED
 // naming the record that passed it); sending fewer records per batch fits.
 const MaxIndexEntriesPerBatch = 1_000_000
+
+// tooManyElements is appendMulti's error for a record over
+// MaxIndexEntriesPerRecord in an index.
+type tooManyElements struct {
+	n     int
+	index string
+}
+
+func (e *tooManyElements) Error() string {
+	return fmt.Sprintf("%d distinct elements, more than the limit of %d entries per record in index %s",
+		e.n, MaxIndexEntriesPerRecord, e.index)
+}
 
 // multiKeys is the scratch of appendMulti, reused from record to record.
 type multiKeys struct {
@@ -108,9 +121,7 @@ func (x *keyExtractor) appendMulti(dst, b []byte, occ []occurrence, j int, prefi
 	m.distinct()
 	elem := func(i int32) []byte { return m.elems[m.offs[i]:m.offs[i+1]] }
 	if n := len(m.order); n > MaxIndexEntriesPerRecord {
-		return dst, ends, f.path.String(), fmt.Errorf(
-			"%d distinct elements, more than the limit of %d entries per record in index %s",
-			n, MaxIndexEntriesPerRecord, x.names[j])
+		return dst, ends, f.path.String(), &tooManyElements{n: n, index: x.names[j]}
 	}
 	for _, i := range m.order {
 		dst = append(dst, prefix...)
@@ -228,6 +239,14 @@ func (w *Writer) retractMulti(b store.WriteBatch, op Op, p *prep, old []byte, j 
 	}
 	var err error
 	w.oldIx, w.oldEnds, _, err = t.keys.appendMulti(w.oldIx[:0], old, w.oldOcc, j, ix.prefix, suffix, w.oldEnds[:0], &w.multi)
+	var over *tooManyElements
+	if errors.As(err, &over) {
+		// A record over the limit has no entries: writes refuse it, and
+		// an index build meeting it fails. It was stored before the
+		// index, which is building, and the update or remove replacing
+		// it is what lets that build succeed.
+		return nil
+	}
 	if err != nil {
 		return &apierror.Error{Code: apierror.Internal, Msg: "stored record of " + p.url + " unreadable: " + err.Error(), Err: err}
 	}

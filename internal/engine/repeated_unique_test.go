@@ -358,3 +358,48 @@ func TestRepeatedIndexBuildEtcd(t *testing.T) {
 		t.Fatalf("check: %v %v", err, r)
 	}
 }
+
+// TestRepeatedIndexBuildOverLimit: a record stored with more elements
+// than an index on them allows, before the index, is one an index build
+// cannot write; updating it while the build runs succeeds (it has no
+// entries to retract), and the build, reaching its new version, ends
+// READY.
+func TestRepeatedIndexBuildOverLimit(t *testing.T) {
+	te := openEngine(t, t.TempDir(), engine.Options{})
+	te.Apply(map[string]string{"rp.proto": repeatedNoIndexProto})
+	re := &repeatedEngine{t: t, e: te.E, st: te.St}
+	// Enough records before it that the builder takes many steps to
+	// reach the last one.
+	for from := 0; from < 50_000; from += 5000 {
+		recs := make([]*anypb.Any, 0, 5000)
+		for i := from; i < from+5000; i++ {
+			recs = append(recs, re.rec("rp.Doc", doc{ID: int64(i + 1), Tags: []string{"t" + strconv.Itoa(i%5)}}))
+		}
+		re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: recs})
+	}
+	many := make([]string, engine.MaxIndexEntriesPerRecord+500)
+	for i := range many {
+		many[i] = "e" + strconv.Itoa(i)
+	}
+	big := int64(1_000_000)
+	re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{re.rec("rp.Doc", doc{ID: big, Tags: many})}})
+
+	te.Apply(map[string]string{"rp.proto": repeatedProto})
+	gs, err := te.E.GetSchema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ix := range gs.Types[0].Indexes {
+		if ix.Name == "tags" && ix.State != pb.IndexState_INDEX_STATE_BUILDING {
+			t.Fatalf("index tags %v right after the schema change, want BUILDING", ix.State)
+		}
+	}
+	re.mustWrite(engine.Batch{Op: engine.OpUpdate, Records: []*anypb.Any{re.rec("rp.Doc", doc{ID: big, Tags: []string{"z1", "z2"}})}})
+	if ix := waitIndexNamed(t, te, "tags"); ix.State != pb.IndexState_INDEX_STATE_READY {
+		t.Fatalf("index tags: %v %s, want READY once the record over the limit was updated", ix.State, ix.Error)
+	}
+	if got, _ := re.ids(&pb.Query{Type: "rp.Doc", Filter: `tags = "z2"`}, 0); len(got) != 1 || got[0] != big {
+		t.Fatalf("tags = z2: %v, want [%d]", got, big)
+	}
+	te.MustCheck()
+}
