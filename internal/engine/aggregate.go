@@ -336,6 +336,10 @@ func (e *Engine) aggregatePage(ctx context.Context, req *pb.QueryRequest, maxByt
 		e.stats.QueryErrors.Add(1)
 		return nil, err
 	}
+	ix, why := c.t.aggIndexFor(q, spec)
+	if ix != nil {
+		return e.aggregateFromIndex(ctx, c, ix, spec, maxBytes, h)
+	}
 	start := time.Now()
 	rd, done, err := e.reader(c)
 	if err != nil {
@@ -359,6 +363,9 @@ func (e *Engine) aggregatePage(ctx context.Context, req *pb.QueryRequest, maxByt
 	}
 	if c.q.GetExplain() {
 		resp.Plan = explainAggregate(c.plan, spec, len(parts))
+		if why != "" {
+			resp.Plan.Text += " (" + why + ")"
+		}
 	}
 	size := int64(proto.Size(resp))
 	if size > maxBytes {
