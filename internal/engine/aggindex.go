@@ -351,3 +351,28 @@ func (w *Writer) noteAggregates(p *prep, old []byte, found bool) error {
 	}
 	return nil
 }
+
+// aggByID returns the maintained aggregate index with the given id, if any.
+func (t *recType) aggByID(id uint32) *aggIndex {
+	for _, a := range t.aggs {
+		if a.ix.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// buildingIndex returns the index or aggregate index of t (nil: none)
+// with the given id, and whether it is being built.
+func (t *recType) buildingIndex(id uint32) (*schema.Index, bool) {
+	if t == nil {
+		return nil, false
+	}
+	if ix := t.indexByID(id); ix != nil {
+		return ix.ix, ix.building
+	}
+	if a := t.aggByID(id); a != nil {
+		return a.ix, a.building
+	}
+	return nil, false
+}
