@@ -1,9 +1,12 @@
 package engine_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
@@ -377,4 +381,179 @@ func aggixReady(e *engine.Engine) bool {
 		}
 	}
 	return true
+}
+
+// TestAggregateIndexTwoServers: two engines sharing one etcd store, each
+// with several streams, add records to one group at once; no addition is
+// lost.
+func TestAggregateIndexTwoServers(t *testing.T) {
+	ep := etcdtest.Start(t, etcdtest.Roomy)
+	var engines []*aggEngine
+	for i := range 2 {
+		st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: "/ag2/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		files := map[string]string{"ag.proto": aggixProto}
+		if i > 0 {
+			files = nil // the first applied it
+		}
+		engines = append(engines, openAggix(t, st, engine.Options{}, files))
+	}
+	const streams, batches, per = 3, 10, 10
+	errs := make(chan error, 2*streams)
+	for s := range 2 * streams {
+		ae := engines[s%2]
+		go func() {
+			w := ae.e.NewWriter()
+			defer w.Close()
+			for b := range batches {
+				rows := make([]aggRow, per)
+				for i := range rows {
+					rows[i] = aggRow{ID: int64((s*batches+b)*per + i), Team: "hot", Score: 1, Ratio: 0.5}
+				}
+				if err := w.Apply(t.Context(), engine.Batch{Op: engine.OpInsert, Records: ae.records(rows)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			_, err := w.Sync()
+			errs <- err
+		}()
+	}
+	for range 2 * streams {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 2 * streams * batches * per
+	for _, ae := range engines {
+		resp, err := ae.aggregate("", &pb.Aggregate{GroupBy: []string{"team"}, Functions: []*pb.AggregateFunction{
+			{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}, {Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "score"}, {Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "ratio"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(resp.GetPlan().GetText(), "aggregate index by_team") || len(resp.Rows) != 1 ||
+			resp.Rows[0].Values[0].GetNumberValue() != n || resp.Rows[0].Values[1].GetNumberValue() != n || resp.Rows[0].Values[2].GetNumberValue() != n/2 {
+			t.Fatalf("got %v (plan %s), want count and sum %d", resp.Rows, resp.GetPlan().GetText(), n)
+		}
+	}
+}
+
+// TestAggregateIndexHostile: integer sums past int64 are kept (128 bits)
+// and answered OUT_OF_RANGE, as a scan answers them, until removals bring
+// them back in range; infinities and NaN leave a float sum when removed;
+// more groups than the limit is RESOURCE_EXHAUSTED from the index too.
+func TestAggregateIndexHostile(t *testing.T) {
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ae := openAggix(t, st, engine.Options{MaxAggregateGroups: 50}, map[string]string{"ag.proto": aggixProto})
+	big := []aggRow{{ID: 1, Team: "x", Score: math.MaxInt64}, {ID: 2, Team: "x", Score: math.MaxInt64}, {ID: 3, Team: "x", Score: math.MinInt64}, {ID: 4, Team: "x", Score: math.MinInt64}}
+	ae.write(engine.OpInsert, big)
+	sum := &pb.Aggregate{GroupBy: []string{"team"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "score"}}}
+	resp, err := ae.aggregate("", sum)
+	if err != nil || resp.Rows[0].Values[0].GetNumberValue() != -2 {
+		t.Fatalf("max+max+min+min: %v %v", resp, err)
+	}
+	ae.write(engine.OpRemove, big[2:])
+	for _, filter := range []string{"", "id > 0"} {
+		_, err = ae.aggregate(filter, sum)
+		if code, msg := apiCode(err); code != apierror.OutOfRange || !strings.Contains(msg, "sum(score) overflows int64") {
+			t.Fatalf("%q: 2 × max: %v", filter, err)
+		}
+	}
+	ae.write(engine.OpRemove, big[1:2])
+	if resp, err = ae.aggregate("", sum); err != nil || resp.Rows[0].Values[0].GetStringValue() != strconv.FormatInt(math.MaxInt64, 10) {
+		t.Fatalf("max: %v %v", resp, err)
+	}
+	rt := ae.e.Schema().Types["ag.Row"]
+	var special []*anypb.Any
+	for _, js := range []string{`{"id": "10", "team": "f", "ratio": "Infinity"}`, `{"id": "11", "team": "f", "ratio": "NaN"}`, `{"id": "12", "team": "f", "ratio": 2.5}`} {
+		rec, err := testschema.Record(rt.Desc, js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		special = append(special, rec)
+	}
+	ae.apply(engine.Batch{Op: engine.OpInsert, Records: special})
+	fsum := &pb.Aggregate{GroupBy: []string{"team"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "ratio"}}}
+	if resp, err = ae.aggregate(`team = "f"`, fsum); err != nil || resp.Rows[0].Values[0].GetStringValue() != "NaN" {
+		t.Fatalf("scan NaN: %v %v", resp, err)
+	}
+	if resp, err = ae.aggregate("", fsum); err != nil || resp.Rows[0].Values[0].GetStringValue() != "NaN" {
+		t.Fatalf("index NaN: %v %v", resp, err)
+	}
+	ae.write(engine.OpRemove, []aggRow{{ID: 11}})
+	if resp, err = ae.aggregate("", fsum); err != nil || resp.Rows[0].Values[0].GetStringValue() != "Infinity" {
+		t.Fatalf("index +Inf: %v %v", resp, err)
+	}
+	ae.write(engine.OpRemove, []aggRow{{ID: 10}})
+	if resp, err = ae.aggregate("", fsum); err != nil || resp.Rows[0].Values[0].GetNumberValue() != 2.5 {
+		t.Fatalf("index 2.5: %v %v", resp, err)
+	}
+	var many []aggRow
+	for id := range int64(120) {
+		many = append(many, aggRow{ID: 100 + id, Level: int32(id)})
+	}
+	ae.write(engine.OpInsert, many)
+	_, err = ae.aggregate("", &pb.Aggregate{GroupBy: []string{"level", "active"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}}})
+	if code, msg := apiCode(err); code != apierror.ResourceExhausted || !strings.Contains(msg, "more than 50 groups") {
+		t.Fatalf("groups: %v", err)
+	}
+	mustCheck(t, st, "hostile")
+}
+
+// TestAggregateIndexCheckDamage: the checker reports an entry whose count
+// differs, a group without its entry, and an entry of a group without
+// records.
+func TestAggregateIndexCheckDamage(t *testing.T) {
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ae := openAggix(t, st, engine.Options{}, map[string]string{"ag.proto": aggixProto})
+	ae.write(engine.OpInsert, []aggRow{{ID: 1, Team: "a", Score: 5}, {ID: 2, Team: "b", Score: 7}})
+	mustCheck(t, st, "before")
+	ix, _ := ae.e.Schema().Types["ag.Row"].Index("by_team")
+	prefix := keyspace.IndexPrefix(ix.ID)
+	group := func(team string) []byte {
+		return binary.AppendUvarint(append(append(bytes.Clone(prefix), 1), nil...), uint64(len(team)))
+	}
+	keyA := append(group("a"), 'a')
+	keyB := append(group("b"), 'b')
+	keyZ := append(group("z"), 'z')
+	val, found, err := st.Get(keyA, nil)
+	if err != nil || !found {
+		t.Fatalf("entry of group a: %v %v", found, err)
+	}
+	b := st.NewWriteBatch()
+	damaged := bytes.Clone(val)
+	damaged[7]++ // count 2
+	b.Set(keyA, damaged)
+	b.Delete(keyB)
+	b.Set(keyZ, val)
+	if err := st.ApplyBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	r, err := engine.Check(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[engine.ProblemKind]bool{}
+	for _, p := range r.Problems {
+		if p.Index == "by_team" {
+			kinds[p.Kind] = true
+		}
+	}
+	if len(r.Problems) != 3 || !kinds[engine.ProblemAggregateMismatch] || !kinds[engine.ProblemMissingEntry] || !kinds[engine.ProblemStaleEntry] {
+		var s strings.Builder
+		r.WriteTo(&s)
+		t.Fatalf("problems: %s", s.String())
+	}
 }
