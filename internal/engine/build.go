@@ -232,7 +232,13 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		e.writeMu.Unlock()
 		return false, conflict, err
 	}
-	if count > 0 {
+	if ag != nil && !more {
+		// The build has passed every record: from this batch on, writes
+		// count every record of the type, as those written between this
+		// step and the end of the build have nobody else to count them.
+		key = keyspace.PrefixEnd(t.prefix)
+	}
+	if count > 0 || (ag != nil && !more) {
 		b.Set(keyspace.BuildKey(indexID), key)
 	}
 	b.Expect(keySchema, e.cat.Load().ver)
