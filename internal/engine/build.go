@@ -206,11 +206,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 				break
 			}
 			n = 2 // at most a read and a write of its group's entry
-		} else if t.expired(val, now) {
-			// No read returns it, so it needs no entries, and it holds
-			// no unique value a live record may want.
-			continue
-		} else if n, conflict, err = indexRecord(b, t, ix, key, val, uniq); err != nil || conflict != "" {
+		} else if n, conflict, err = indexLive(b, t, ix, key, val, uniq, now); err != nil || conflict != "" {
 			break
 		}
 		// A shared store's step is one transaction: its entries count
@@ -232,13 +228,14 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		e.writeMu.Unlock()
 		return false, conflict, err
 	}
-	if ag != nil && !more {
+	final := ag != nil && !more
+	if final {
 		// The build has passed every record: from this batch on, writes
 		// count every record of the type, as those written between this
 		// step and the end of the build have nobody else to count them.
 		key = keyspace.PrefixEnd(t.prefix)
 	}
-	if count > 0 || (ag != nil && !more) {
+	if count > 0 || final {
 		b.Set(keyspace.BuildKey(indexID), key)
 	}
 	b.Expect(keySchema, e.cat.Load().ver)
@@ -271,6 +268,16 @@ func (e *Engine) waitForDisk(typeID, indexID uint32, waiting *bool) {
 	case <-t.C:
 	case <-e.bgCtx.Done():
 	}
+}
+
+// indexLive is indexRecord for a record that has not expired at now: an
+// expired one is returned by no read, so it needs no entries, and it holds
+// no unique value a live record may want.
+func indexLive(b store.WriteBatch, t *recType, ix *index, key, val []byte, uniq map[string][]byte, now instant) (int, string, error) {
+	if t.expired(val, now) {
+		return 0, "", nil
+	}
+	return indexRecord(b, t, ix, key, val, uniq)
 }
 
 // indexRecord adds record key's entries of index ix, val being the
