@@ -41,6 +41,8 @@ type aggIndex struct {
 	groups   []*aggField
 	sums     []*aggField
 	building bool // existing records are still being counted
+	// x walks a record once for its group and sum fields (aggSpec.locate).
+	x *keyExtractor
 }
 
 // newAggIndex compiles ix's fields against t.
@@ -60,6 +62,9 @@ func newAggIndex(t *recType, ix *schema.Index) (*aggIndex, error) {
 		}
 		a.sums = append(a.sums, f)
 	}
+	s := &aggSpec{fields: append(append([]*aggField(nil), a.groups...), a.sums...)}
+	s.locate()
+	a.x = s.x
 	return a, nil
 }
 
@@ -218,6 +223,7 @@ type aggChanges struct {
 	scratch []byte
 	val     []byte
 	cur     aggEntry
+	occ     []occurrence
 }
 
 func (c *aggChanges) reset() {
@@ -255,9 +261,15 @@ func (c *aggChanges) counts(b store.WriteBatch, a *aggIndex, key []byte) (bool, 
 // add notes sign × record rec (a stored or a new record of a's type) in
 // its group of a.
 func (c *aggChanges) add(a *aggIndex, rec []byte, sign int) error {
+	var occ []occurrence
+	if a.x != nil {
+		if occ = a.x.locate(rec, c.occ); occ != nil {
+			c.occ = occ
+		}
+	}
 	c.key = append(c.key[:0], a.prefix...)
 	for _, g := range a.groups {
-		v, err := g.read(rec, &c.scratch)
+		v, err := g.readAt(rec, occ, &c.scratch)
 		if err != nil {
 			return unreadable(err)
 		}
@@ -271,7 +283,7 @@ func (c *aggChanges) add(a *aggIndex, rec []byte, sign int) error {
 	}
 	e.count += uint64(int64(sign))
 	for i, f := range a.sums {
-		v, err := f.read(rec, &c.scratch)
+		v, err := f.readAt(rec, occ, &c.scratch)
 		if err != nil {
 			return unreadable(err)
 		}
