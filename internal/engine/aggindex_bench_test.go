@@ -63,7 +63,7 @@ func BenchmarkAggregateIndex(b *testing.B) {
 		{Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "score"},
 		{Op: pb.AggregateOp_AGGREGATE_OP_AVG, Field: "score"},
 	}
-	for _, c := range []struct{ name, filter, plan string }{{"index", "", "aggregate index by_team"}, {"scan", "id >= 0", "full_scan"}} {
+	for _, c := range []struct{ name, filter, plan string }{{"index", "", "aggregate index by_team"}, {"scan", "id >= 0", "pk_range"}} {
 		b.Run(c.name, func(b *testing.B) {
 			req := &pb.QueryRequest{Query: &pb.Query{Type: "ag.Row", Filter: c.filter, Explain: true,
 				Aggregate: &pb.Aggregate{GroupBy: []string{"team"}, Functions: fns}}}
