@@ -504,6 +504,10 @@ func TestAggregateIndexHostile(t *testing.T) {
 	if code, msg := apiCode(err); code != apierror.ResourceExhausted || !strings.Contains(msg, "more than 50 groups") {
 		t.Fatalf("groups: %v", err)
 	}
+	_, err = query(ae.e, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "ag.Row", Order: &pb.Order{Index: "by_team"}}})
+	if code, msg := apiCode(err); code != apierror.InvalidArgument || !strings.Contains(msg, `index "by_team" of ag.Row is an aggregate index`) {
+		t.Fatalf("order by an aggregate index: %v", err)
+	}
 	mustCheck(t, st, "hostile")
 }
 
