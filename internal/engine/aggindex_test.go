@@ -589,3 +589,45 @@ func TestAggregateIndexTTL(t *testing.T) {
 	}
 	mustCheck(t, st, "ttl")
 }
+
+// TestAggregateIndexManyGroups: batches of 10,000 records in as many
+// groups write them all and reads them back from the index; on etcd a
+// batch whose groups pass the transaction's operations is refused whole,
+// naming the limit to raise.
+func TestAggregateIndexManyGroups(t *testing.T) {
+	proto := strings.Replace(aggProto, ` index: { fields: "team" }`, ` aggregate: { name: "by_score" group_by: "score" sum: "hits" }`, 1)
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ae := openAggix(t, st, engine.Options{}, map[string]string{"ag.proto": proto})
+	const n = 20_000
+	rows := make([]aggRow, n)
+	for i := range rows {
+		rows[i] = aggRow{ID: int64(i), Score: int64(n - i), Hits: 2}
+	}
+	ae.write(engine.OpInsert, rows[:n/2])
+	ae.write(engine.OpInsert, rows[n/2:])
+	resp, err := ae.aggregate("", &pb.Aggregate{GroupBy: []string{"score"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}, {Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "hits"}}})
+	if err != nil || len(resp.Rows) != n || !strings.HasPrefix(resp.Plan.GetText(), "aggregate index by_score") ||
+		resp.Rows[n-1].Group[0].GetNumberValue() != n || resp.Rows[n-1].Values[1].GetNumberValue() != 2 {
+		t.Fatalf("%d rows, plan %s: %v", len(resp.GetRows()), resp.GetPlan().GetText(), err)
+	}
+	mustCheck(t, st, "20,000 groups")
+
+	est, err := etcd.Open(etcd.Options{Endpoints: []string{etcdtest.Start(t, etcdtest.Limits{MaxTxnOps: 128, MaxRequestBytes: 1536 << 10})}, Prefix: "/agm/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { est.Close() })
+	ee := openAggix(t, est, engine.Options{}, map[string]string{"ag.proto": proto})
+	w := ee.e.NewWriter()
+	defer w.Close()
+	err = w.Apply(t.Context(), engine.Batch{Op: engine.OpInsert, Records: ee.records(rows[:100])})
+	if code, msg := apiCode(err); code != apierror.ResourceExhausted || !strings.Contains(msg, "max-txn-ops") {
+		t.Fatalf("100 groups on etcd at 128 operations: %v", err)
+	}
+	ee.write(engine.OpInsert, rows[:30])
+	mustCheck(t, est, "etcd")
+}
