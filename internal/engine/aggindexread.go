@@ -9,24 +9,26 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/store"
 )
 
 // aggIndexFor returns the READY aggregate index of t that answers the
-// aggregation s of query q: no filter, the same group fields in any order,
-// and only count(), sum and avg of fields it sums. why is set when such an
-// index exists but may not be used.
-func (t *recType) aggIndexFor(q *pb.Query, s *aggSpec) (a *aggIndex, why string) {
-	if q.GetWhere() != nil || q.GetFilter() != "" {
-		return nil, ""
-	}
+// aggregation s under the filter match (nil: none): the same group fields
+// in any order, only count(), sum and avg of fields it sums, and a filter
+// that reads top-level group fields only, which is then tested on each
+// group's values. why is set when such an index exists but may not be
+// used.
+func (t *recType) aggIndexFor(match *query.Filter, s *aggSpec) (a *aggIndex, why string) {
 	for _, c := range t.aggs {
-		if c.building || !c.covers(s) {
+		if c.building || !c.covers(s) || !c.filters(match) {
 			continue
 		}
 		if t.exp != nil {
@@ -63,6 +65,53 @@ func (a *aggIndex) covers(s *aggSpec) bool {
 	return true
 }
 
+// filters reports whether match reads only top-level group fields of a,
+// so that a group's values decide it.
+func (a *aggIndex) filters(match *query.Filter) bool {
+	for _, name := range match.Fields() {
+		if i := a.groupAt(name); i < 0 || len(a.groups[i].path.Numbers()) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// groupRecord appends a record holding only the group values vals of a
+// (an absent one left out), which a filter on group fields reads as it
+// reads any record of the group.
+func (a *aggIndex) groupRecord(dst []byte, vals []aggVal) []byte {
+	for i, f := range a.groups {
+		v := vals[i]
+		if !v.ok {
+			continue
+		}
+		num := f.fd.Number()
+		switch f.fd.Kind() {
+		case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+			dst = protowire.AppendVarint(protowire.AppendTag(dst, num, protowire.VarintType), protowire.EncodeZigZag(v.i))
+		case protoreflect.Uint32Kind, protoreflect.Uint64Kind:
+			dst = protowire.AppendVarint(protowire.AppendTag(dst, num, protowire.VarintType), v.u)
+		case protoreflect.Sfixed32Kind:
+			dst = protowire.AppendFixed32(protowire.AppendTag(dst, num, protowire.Fixed32Type), uint32(v.i))
+		case protoreflect.Fixed32Kind:
+			dst = protowire.AppendFixed32(protowire.AppendTag(dst, num, protowire.Fixed32Type), uint32(v.u))
+		case protoreflect.FloatKind:
+			dst = protowire.AppendFixed32(protowire.AppendTag(dst, num, protowire.Fixed32Type), math.Float32bits(float32(v.f)))
+		case protoreflect.Sfixed64Kind:
+			dst = protowire.AppendFixed64(protowire.AppendTag(dst, num, protowire.Fixed64Type), uint64(v.i))
+		case protoreflect.Fixed64Kind:
+			dst = protowire.AppendFixed64(protowire.AppendTag(dst, num, protowire.Fixed64Type), v.u)
+		case protoreflect.DoubleKind:
+			dst = protowire.AppendFixed64(protowire.AppendTag(dst, num, protowire.Fixed64Type), math.Float64bits(v.f))
+		case protoreflect.StringKind, protoreflect.BytesKind:
+			dst = protowire.AppendBytes(protowire.AppendTag(dst, num, protowire.BytesType), v.b)
+		default: // int32, int64, enum, bool
+			dst = protowire.AppendVarint(protowire.AppendTag(dst, num, protowire.VarintType), uint64(v.i))
+		}
+	}
+	return dst
+}
+
 func (a *aggIndex) groupAt(name string) int {
 	return slices.IndexFunc(a.groups, func(f *aggField) bool { return f.name == name })
 }
@@ -80,7 +129,7 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 		return nil, storeError(err)
 	}
 	defer snap.Close()
-	part, n, err := readAggIndex(ctx, snap, a, s, e.opts.MaxAggregateGroups, maxBytes)
+	part, n, err := readAggIndex(ctx, snap, a, s, c.plan.Match(), e.opts.MaxAggregateGroups, maxBytes)
 	e.queryDone("Query", c, start, uint64(len(part.groups)), n)
 	if err != nil {
 		return nil, err
@@ -103,9 +152,9 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 	return resp, nil
 }
 
-// readAggIndex reads every entry of a into groups of s; n is the entries
-// read.
-func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, limit int, room int64) (part *aggPart, n uint64, err error) {
+// readAggIndex reads every entry of a into groups of s, but groups whose
+// values match leaves out; n is the entries read.
+func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, match *query.Filter, limit int, room int64) (part *aggPart, n uint64, err error) {
 	part = newAggPart(s, limit, room)
 	it, err := v.NewIterator(a.prefix, keyspace.PrefixEnd(a.prefix))
 	if err != nil {
@@ -118,6 +167,7 @@ func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, li
 		order[i] = a.groupAt(g.name)
 	}
 	var ent aggEntry
+	var rec []byte
 	vals := make([]aggVal, len(a.groups))
 	for ok := it.First(); ok; ok = it.Next() {
 		if n++; n%1024 == 0 {
@@ -128,6 +178,15 @@ func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, li
 		key := it.Key()[len(a.prefix):]
 		if err := decodeGroupKey(a.groups, key, vals); err != nil {
 			return part, n, aggIndexDamaged(a, err)
+		}
+		if match != nil {
+			rec = a.groupRecord(rec[:0], vals)
+			if ok, err := match.Match(rec); err != nil || !ok {
+				if err != nil {
+					return part, n, aggIndexDamaged(a, err)
+				}
+				continue
+			}
 		}
 		if err := a.decode(it.Value(), &ent); err != nil {
 			return part, n, aggIndexDamaged(a, err)
@@ -221,6 +280,10 @@ func explainAggIndex(c *compiled, a *aggIndex, s *aggSpec) *pb.Plan {
 	scan := c.plan.Explain().Text
 	out := explainAggregate(c.plan, s, 1)
 	out.Text = "aggregate index " + a.ix.Name + " [" + itoa(1) + " range]" + strings.TrimPrefix(out.Text, scan)
-	out.Access, out.Index, out.Ranges, out.Filter = "aggregate_index", a.ix.Name, 1, ""
+	out.Access, out.Index, out.Ranges, out.Filter = "aggregate_index", a.ix.Name, 1, c.plan.Match().String()
+	head := "aggregate index " + a.ix.Name + " [1 range]"
+	if out.Filter != "" {
+		out.Text = head + " filter: " + out.Filter + strings.TrimPrefix(out.Text, head)
+	}
 	return out
 }

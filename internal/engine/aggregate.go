@@ -336,7 +336,7 @@ func (e *Engine) aggregatePage(ctx context.Context, req *pb.QueryRequest, maxByt
 		e.stats.QueryErrors.Add(1)
 		return nil, err
 	}
-	ix, why := c.t.aggIndexFor(q, spec)
+	ix, why := c.t.aggIndexFor(c.plan.Match(), spec)
 	if ix != nil {
 		return e.aggregateFromIndex(ctx, c, ix, spec, maxBytes, h)
 	}
