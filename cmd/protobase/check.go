@@ -20,7 +20,10 @@ func (a *app) checkCommand() *cobra.Command {
 secondary-index entry must point at a live record that holds the entry's
 value, every record must have the entries of every READY index (an index
 still building may lack some), and a unique index must hold one record per
-value. Entries of unknown indexes and records of unknown types are reported
+value. Each READY aggregate index is recomputed from the records: a group
+whose count or sums differ, a group without its entry and an entry of a
+group without records are reported. Entries of unknown indexes and records
+of unknown types are reported
 too, and so is a record whose version is malformed, 0, or (on Pebble)
 above the last commit. The change log (Watch's history) is read whole: every entry must read
 to its last change, and its commits must follow one another.

@@ -303,6 +303,10 @@ func writePlan(w io.Writer, plan *pb.SchemaPlan, dryRun bool) {
 // describeIndex is "shop.User index email_unique (email) unique".
 func describeIndex(ix *pb.IndexChange, dryRun bool) string {
 	s := fmt.Sprintf("%s index %s (%s)", ix.GetType(), ix.GetIndex(), strings.Join(ix.GetFields(), ", "))
+	if ix.GetAggregate() {
+		s = fmt.Sprintf("%s aggregate index %s group by (%s) sum (%s)", ix.GetType(), ix.GetIndex(),
+			strings.Join(ix.GetFields(), ", "), strings.Join(ix.GetSum(), ", "))
+	}
 	if ix.GetUnique() {
 		s += " unique"
 	}

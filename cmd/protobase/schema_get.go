@@ -69,6 +69,10 @@ func writeSchemaText(w io.Writer, resp *pb.GetSchemaResponse) error {
 			fmt.Fprintf(w, "  %s  primary key (%s)\n", t.GetName(), strings.Join(t.GetPrimaryKey(), ", "))
 			for _, ix := range t.GetIndexes() {
 				s := fmt.Sprintf("    index %s (%s)", ix.GetName(), strings.Join(ix.GetFields(), ", "))
+				if ix.GetAggregate() {
+					s = fmt.Sprintf("    aggregate index %s group by (%s) count, sum (%s)", ix.GetName(),
+						strings.Join(ix.GetFields(), ", "), strings.Join(ix.GetSum(), ", "))
+				}
 				if ix.GetUnique() {
 					s += " unique"
 				}

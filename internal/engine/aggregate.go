@@ -316,6 +316,10 @@ func (e *Engine) aggregatePage(ctx context.Context, req *pb.QueryRequest, maxByt
 		e.stats.QueryErrors.Add(1)
 		return nil, err
 	}
+	ix, why := c.t.aggIndexFor(c.plan.Match(), spec)
+	if ix != nil {
+		return e.aggregateFromIndex(ctx, c, ix, spec, maxBytes, h)
+	}
 	start := time.Now()
 	rd, done, err := e.reader(c)
 	if err != nil {
@@ -339,6 +343,9 @@ func (e *Engine) aggregatePage(ctx context.Context, req *pb.QueryRequest, maxByt
 	}
 	if c.q.GetExplain() {
 		resp.Plan = explainAggregate(c.plan, spec, len(parts))
+		if why != "" {
+			resp.Plan.Text += " (" + why + ")"
+		}
 	}
 	size := int64(proto.Size(resp))
 	if size > maxBytes {

@@ -79,6 +79,11 @@ func (e *Engine) startBuilds(cat *catalog) {
 				e.startBuild(t.rt.ID, ix.ix.ID)
 			}
 		}
+		for _, a := range t.aggs {
+			if a.building {
+				e.startBuild(t.rt.ID, a.ix.ID)
+			}
+		}
 	}
 }
 
@@ -100,7 +105,7 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 		if err != nil {
 			return err
 		}
-		if t == nil || t.indexByID(indexID) == nil || !t.indexByID(indexID).building {
+		if _, building := t.buildingIndex(indexID); !building {
 			return nil // built, failed or dropped while this server waited
 		}
 	}
@@ -155,14 +160,13 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (done bool, conflict string, err error) {
 	e.writeMu.Lock()
 	t := e.cat.Load().byID[typeID]
-	var ix *index
-	if t != nil {
-		ix = t.indexByID(indexID)
-	}
-	if ix == nil || !ix.building {
+	if _, building := t.buildingIndex(indexID); !building {
 		e.writeMu.Unlock()
 		return true, "", errStale
 	}
+	ix, ag := t.indexByID(indexID), t.aggByID(indexID)
+	var groups aggChanges
+	groups.reset()
 	lower := t.prefix
 	if *after != nil {
 		lower = append(append([]byte(nil), *after...), 0)
@@ -194,13 +198,15 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 				continue // removed since the iterator read it
 			}
 		}
-		if t.expired(val, now) {
-			// No read returns it, so it needs no entries, and it holds
-			// no unique value a live record may want.
-			continue
-		}
 		var n int
-		if n, conflict, err = indexRecord(b, t, ix, key, val, uniq); err != nil || conflict != "" {
+		if ag != nil {
+			// Every stored record counts, expired or not, as writes
+			// count them: the reaper's removal subtracts it.
+			if err = groups.add(ag, val, 1); err != nil {
+				break
+			}
+			n = 2 // at most a read and a write of its group's entry
+		} else if n, conflict, err = indexLive(b, t, ix, key, val, uniq, now); err != nil || conflict != "" {
 			break
 		}
 		// A shared store's step is one transaction: its entries count
@@ -215,11 +221,21 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = groups.apply(b)
+	}
 	if err != nil || conflict != "" {
 		e.writeMu.Unlock()
 		return false, conflict, err
 	}
-	if count > 0 {
+	final := ag != nil && !more
+	if final {
+		// The build has passed every record: from this batch on, writes
+		// count every record of the type, as those written between this
+		// step and the end of the build have nobody else to count them.
+		key = keyspace.PrefixEnd(t.prefix)
+	}
+	if count > 0 || final {
 		b.Set(keyspace.BuildKey(indexID), key)
 	}
 	b.Expect(keySchema, e.cat.Load().ver)
@@ -252,6 +268,16 @@ func (e *Engine) waitForDisk(typeID, indexID uint32, waiting *bool) {
 	case <-t.C:
 	case <-e.bgCtx.Done():
 	}
+}
+
+// indexLive is indexRecord for a record that has not expired at now: an
+// expired one is returned by no read, so it needs no entries, and it holds
+// no unique value a live record may want.
+func indexLive(b store.WriteBatch, t *recType, ix *index, key, val []byte, uniq map[string][]byte, now instant) (int, string, error) {
+	if t.expired(val, now) {
+		return 0, "", nil
+	}
+	return indexRecord(b, t, ix, key, val, uniq)
 }
 
 // indexRecord adds record key's entries of index ix, val being the
@@ -309,12 +335,12 @@ func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string
 	e.writeMu.Lock()
 	cat := e.cat.Load()
 	t := cat.byID[typeID]
-	if t == nil || t.indexByID(indexID) == nil || !t.indexByID(indexID).building {
+	ix, building := t.buildingIndex(indexID)
+	if !building {
 		e.writeMu.Unlock()
 		return nil // dropped or replaced meanwhile
 	}
-	ix := t.indexByID(indexID)
-	state := cat.state.WithIndexState(t.rt.Name, ix.ix.Name, st, msg)
+	state := cat.state.WithIndexState(t.rt.Name, ix.Name, st, msg)
 	ncat, err := newCatalog(state)
 	if err != nil {
 		e.writeMu.Unlock()
@@ -331,7 +357,8 @@ func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string
 	b.Set(keySchema, enc)
 	b.Delete(keyspace.BuildKey(indexID))
 	if st == pb.IndexState_INDEX_STATE_FAILED {
-		b.DeleteRange(ix.prefix, keyspace.PrefixEnd(ix.prefix))
+		prefix := keyspace.IndexPrefix(ix.ID)
+		b.DeleteRange(prefix, keyspace.PrefixEnd(prefix))
 	}
 	if err := e.st.ApplyBatch(b); err != nil {
 		if errors.Is(err, store.ErrConflict) {

@@ -49,6 +49,8 @@ type recType struct {
 	point  *query.Point
 	// exp reads the record expiry; nil when the type has no ttl option.
 	exp *expiry
+	// aggs are the aggregate indexes writes maintain (BUILDING and READY).
+	aggs []*aggIndex
 }
 
 // index is one secondary index maintained by writes.
@@ -96,7 +98,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 	t.urlField = wire.AppendString(nil, wire.AnyTypeURL, t.url)
 	t.target = &query.Target{Rec: rec, Type: rt}
 	for _, ix := range rt.Indexes {
-		if ix.State == pb.IndexState_INDEX_STATE_READY {
+		if ix.State == pb.IndexState_INDEX_STATE_READY && !ix.Aggregate {
 			t.target.Indexes = append(t.target.Indexes, ix)
 		}
 	}
@@ -119,6 +121,14 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 	}
 	for _, ix := range rt.Indexes {
 		if ix.State == pb.IndexState_INDEX_STATE_FAILED {
+			continue
+		}
+		if ix.Aggregate {
+			a, err := newAggIndex(t, ix)
+			if err != nil {
+				return nil, fmt.Errorf("aggregate index %s: %w", ix.Name, err)
+			}
+			t.aggs = append(t.aggs, a)
 			continue
 		}
 		paths, err := compilePaths(rec, ix.Fields)

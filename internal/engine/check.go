@@ -26,6 +26,9 @@ import (
 //     share a value, and no entry for a record lacking one of its fields
 //     that can be absent (those records are left out, see
 //     keyExtractor.absent);
+//   - every READY aggregate index holds, per group, the count and sums
+//     its records add up to, and no entry for a group without records
+//     (checkagg.go);
 //   - every record belongs to a known type and its key decodes;
 //   - every record's version is well formed (store.HeaderChecker, on a
 //     store that keeps it in a header of the record's value) and not 0,
@@ -208,6 +211,9 @@ type checker struct {
 	// When the two agree the entries are exactly the records' (see
 	// checkElements).
 	present, listed map[uint32]int
+	// aggs are the groups of the aggregate indexes, recomputed from the
+	// records (checkagg.go).
+	aggs aggChanges
 }
 
 func (c *checker) add(p Problem) { c.r.Problems = append(c.r.Problems, p) }
@@ -222,7 +228,7 @@ func maintained(t *recType) []*index { return t.indexes }
 func (c *checker) records() error {
 	c.r.Types = len(c.cat.types)
 	for _, t := range c.cat.types {
-		c.r.Indexes += len(maintained(t))
+		c.r.Indexes += len(maintained(t)) + len(t.aggs)
 	}
 	lo := []byte{checkLayout.recordSpace}
 	it, err := c.snap.NewIterator(lo, []byte{checkLayout.recordSpace + 1})
@@ -253,6 +259,7 @@ func (c *checker) records() error {
 				return err
 			}
 		}
+		c.noteAggregates(t, key, val)
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("check: iterate records: %w", err)
@@ -375,9 +382,13 @@ func yields(t *recType, ix *index, val, pk, ek []byte) (bool, error) {
 func (c *checker) entries() error {
 	indexes := map[uint32]*index{}
 	owner := map[uint32]*recType{}
+	aggIDs := map[uint32]bool{}
 	for _, t := range c.cat.types {
 		for _, ix := range maintained(t) {
 			indexes[ix.ix.ID], owner[ix.ix.ID] = ix, t
+		}
+		for _, a := range t.aggs {
+			aggIDs[a.ix.ID] = true
 		}
 	}
 	it, err := c.snap.NewIterator([]byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1})
@@ -393,6 +404,9 @@ func (c *checker) entries() error {
 		key := it.Key()
 		id, rest, ok := spaceID(key)
 		ix := indexes[id]
+		if ok && ix == nil && aggIDs[id] {
+			continue // checkAggregates
+		}
 		if !ok || ix == nil {
 			c.add(Problem{Kind: ProblemOrphanEntry, Key: bytes.Clone(key), Detail: fmt.Sprintf("entry of index id %d, which no type maintains", id)})
 			continue
@@ -439,7 +453,7 @@ func (c *checker) entries() error {
 			return err
 		}
 	}
-	return nil
+	return c.checkAggregates()
 }
 
 // checkElements finds the stale entries of ix, an index on a repeated

@@ -98,6 +98,8 @@ type Writer struct {
 	hasUniq          bool
 	seed             maphash.Seed
 	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
+	// aggs are the batch's changes of aggregate index entries (aggindex.go).
+	aggs aggChanges
 }
 
 // pendingBatch is an applied batch whose fsync the writer has not waited
@@ -497,6 +499,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	w.arena, w.ixOff, w.patched = w.arena[:w.prepArena], w.ixOff[:w.prepIx], w.patched[:0]
 	w.mkeys = w.mkeys[:w.prepMulti]
 	w.now = w.e.now()
+	w.aggs.reset()
 	logOn := w.e.clog.On()
 	if logOn {
 		recBytes := 0
@@ -535,6 +538,11 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 				return err
 			}
 		}
+		if len(p.t.aggs) > 0 {
+			if err := w.noteAggregates(p, old, found); err != nil {
+				return err
+			}
+		}
 		if logOn {
 			w.logChange(p.op, p, old, live)
 		}
@@ -554,7 +562,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	if grouped {
 		w.putGrouped(b)
 	}
-	return nil
+	return w.aggs.apply(b)
 }
 
 // batchProbe says which point reads of a batch can be skipped: when the
@@ -588,7 +596,7 @@ func (w *Writer) probe(op Op) (batchProbe, error) {
 // existence (unless the change log records it), and a key the probe proved
 // new needs no read.
 func (w *Writer) existing(op Op, p *prep, dups bool, pr batchProbe) (old []byte, found bool, err error) {
-	if (op == OpUpsert && len(p.t.indexes) == 0 && !w.e.clog.On()) || (pr.recsAbsent && !dups) {
+	if (op == OpUpsert && len(p.t.indexes) == 0 && len(p.t.aggs) == 0 && !w.e.clog.On()) || (pr.recsAbsent && !dups) {
 		return nil, false, nil
 	}
 	return w.get(w.bytes(p.key), &w.oldBuf, dups, op == OpInsert)

@@ -20,6 +20,8 @@
 //	                              in front of them and strips it on reads)
 //	02 indexID(4 BE) ixkey pk  -> empty (non-unique index)
 //	02 indexID(4 BE) ixkey     -> pk (unique index)
+//	02 indexID(4 BE) groupkey  -> count and sums of one group (aggregate
+//	                              index; encoded by the engine, aggindex.go)
 //
 // pk and ixkey are internal/orderedcode encodings of the key fields; they are
 // self-delimiting, so a non-unique entry's pk is the suffix after ixkey.

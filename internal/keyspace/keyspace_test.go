@@ -122,6 +122,7 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
+		fmt.Sprintf("%02x indexID(4) groupkey", TagIndex):                       true,
 		// The Pebble store's own keys under StorePrefix, which it names.
 		fmt.Sprintf("%02x %q n(8)", TagMeta, StorePrefix[1:]+"ixlog/"): true,
 		fmt.Sprintf("%02x %q", TagMeta, StorePrefix[1:]+"index"):       true,

@@ -30,6 +30,26 @@ func (f *Filter) Match(rec []byte) (bool, error) {
 	return f.root.eval(rec)
 }
 
+// Fields returns the field paths the predicate reads, as the query spelt
+// them, each once.
+func (f *Filter) Fields() []string {
+	if f == nil || f.root == nil {
+		return nil
+	}
+	var out []string
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.c != nil && !slices.Contains(out, n.c.field) {
+			out = append(out, n.c.field)
+		}
+		for _, k := range n.kids {
+			walk(k)
+		}
+	}
+	walk(f.root)
+	return out
+}
+
 func (n *node) eval(rec []byte) (bool, error) {
 	switch n.op {
 	case nCmp:

@@ -338,7 +338,9 @@ func candidates(t *Target, o *pb.Order) ([]*candidate, error) {
 	if o != nil && o.GetIndex() != "" {
 		if len(all) == 1 {
 			name := o.GetIndex()
-			if ix, ok := t.Type.Index(name); ok {
+			if ix, ok := t.Type.Index(name); ok && ix.Aggregate {
+				return nil, &Error{Reason: fmt.Sprintf("order: index %q of %s is an aggregate index, which holds groups, not records", name, t.Type.Name)}
+			} else if ok {
 				return nil, &Error{Reason: fmt.Sprintf("order: index %q of %s is not ready (%s)", name, t.Type.Name, stateName(ix.State))}
 			}
 			return nil, &Error{Reason: fmt.Sprintf("order: no index %q on %s", name, t.Type.Name)}

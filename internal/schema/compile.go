@@ -120,6 +120,11 @@ type Index struct {
 	State protobasev1.IndexState
 	// Error says why the build failed, when State is FAILED.
 	Error string
+	// Aggregate marks an aggregate index (RecordOptions.aggregate): Fields
+	// are its group_by fields, Sums the numeric fields it sums, and it
+	// holds one entry per group instead of one per record.
+	Aggregate bool
+	Sums      []KeyField
 }
 
 // RepeatedField returns the position in Fields of the index's repeated

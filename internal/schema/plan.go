@@ -313,6 +313,8 @@ func indexChange(ix *Index, build bool) *protobasev1.IndexChange {
 		Fields:        keyPaths(ix.Fields),
 		Unique:        ix.Unique,
 		BuildRequired: build,
+		Aggregate:     ix.Aggregate,
+		Sum:           describeSums(ix),
 	}
 }
 
@@ -446,7 +448,7 @@ func IndexFullName(ix *Index) string {
 // sameIndex reports whether two indexes have the same entries: the same
 // fields, compared by number so that renaming a field keeps the index.
 func sameIndex(a, b *Index) bool {
-	return a.Unique == b.Unique && slices.Equal(keyNumbers(a.Fields), keyNumbers(b.Fields))
+	return a.Unique == b.Unique && slices.Equal(keyNumbers(a.Fields), keyNumbers(b.Fields)) && sameSums(a, b)
 }
 
 // keyNumbers identifies the fields of a key by their numbers along each path
@@ -504,6 +506,7 @@ func keyFieldsOf(ot, nt *RecordType) map[fieldID]string {
 	for _, oix := range ot.Indexes {
 		if nix, ok := nt.Index(oix.Name); ok && sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED {
 			use(oix.Fields, "index "+oix.Name)
+			use(oix.Sums, "index "+oix.Name)
 		}
 	}
 	return out

@@ -174,6 +174,11 @@ func newRecordType(md protoreflect.MessageDescriptor, ro *protobasev1.RecordOpti
 			Unique: io.GetUnique(),
 		})
 	}
+	for _, ao := range ro.GetAggregate() {
+		if ix := resolveAggregate(md, name, ao, names, report); ix != nil {
+			t.Indexes = append(t.Indexes, ix)
+		}
+	}
 	if to := ro.GetTtl(); to != nil {
 		t.TTL = resolveTTL(md, to, report)
 	}

@@ -105,11 +105,13 @@ func (s *State) Describe() []*protobasev1.RecordType {
 		rt := &protobasev1.RecordType{Name: string(t.Name), PrimaryKey: keyPaths(t.PrimaryKey)}
 		for _, ix := range t.Indexes {
 			rt.Indexes = append(rt.Indexes, &protobasev1.Index{
-				Name:   ix.Name,
-				Fields: keyPaths(ix.Fields),
-				Unique: ix.Unique,
-				State:  ix.State,
-				Error:  ix.Error,
+				Name:      ix.Name,
+				Fields:    keyPaths(ix.Fields),
+				Unique:    ix.Unique,
+				State:     ix.State,
+				Error:     ix.Error,
+				Aggregate: ix.Aggregate,
+				Sum:       describeSums(ix),
 			})
 		}
 		out = append(out, rt)
@@ -198,6 +200,10 @@ type indexJSON struct {
 	Unique bool     `json:"unique,omitempty"`
 	State  string   `json:"state"`
 	Error  string   `json:"error,omitempty"`
+	// Aggregate and Sums describe an aggregate index (Fields are its
+	// group_by).
+	Aggregate bool     `json:"aggregate,omitempty"`
+	Sums      []string `json:"sum,omitempty"`
 }
 
 // Encode returns the persistent form of s: deterministic JSON holding the
@@ -220,12 +226,14 @@ func (s *State) Encode() ([]byte, error) {
 		tj := typeJSON{Name: string(t.Name), ID: t.ID, PrimaryKey: keyPaths(t.PrimaryKey)}
 		for _, ix := range t.Indexes {
 			tj.Indexes = append(tj.Indexes, indexJSON{
-				Name:   ix.Name,
-				ID:     ix.ID,
-				Fields: keyPaths(ix.Fields),
-				Unique: ix.Unique,
-				State:  ix.State.String(),
-				Error:  ix.Error,
+				Name:      ix.Name,
+				ID:        ix.ID,
+				Fields:    keyPaths(ix.Fields),
+				Unique:    ix.Unique,
+				State:     ix.State.String(),
+				Error:     ix.Error,
+				Aggregate: ix.Aggregate,
+				Sums:      describeSums(ix),
 			})
 		}
 		head.Types = append(head.Types, tj)
@@ -393,7 +401,8 @@ func (s *State) decodeType(tj typeJSON, indexIDs map[uint32]bool) (*RecordType, 
 func (s *State) decodeIndex(ij indexJSON, cix *Index, indexIDs map[uint32]bool) (*Index, error) {
 	st, ok := protobasev1.IndexState_value[ij.State]
 	switch {
-	case ij.Name != cix.Name || !slices.Equal(ij.Fields, keyPaths(cix.Fields)) || ij.Unique != cix.Unique:
+	case ij.Name != cix.Name || !slices.Equal(ij.Fields, keyPaths(cix.Fields)) || ij.Unique != cix.Unique ||
+		ij.Aggregate != cix.Aggregate || !slices.Equal(ij.Sums, describeSums(cix)):
 		return nil, fmt.Errorf("stored index %q does not match the files", ij.Name)
 	case ij.ID == 0 || ij.ID >= s.NextIndexID || indexIDs[ij.ID]:
 		return nil, fmt.Errorf("index %q: bad id %d", ij.Name, ij.ID)

@@ -11,6 +11,7 @@ from conftest import SCHEMA_DIR, Server
 
 import protobase
 from protobase import ProtobaseError
+from protobase.v1 import protobase_pb2 as pb
 
 NOTES = """syntax = "proto3";
 package pytest.notes;
@@ -166,3 +167,50 @@ def test_index_drop_needs_naming(client: protobase.Client) -> None:
     assert [(ix.type, ix.index, ix.unique) for ix in resp.plan.indexes_dropped] == [
         ("pytest.shop.User", "email", True)
     ]
+
+
+PLAYERS = """syntax = "proto3";
+package pytest.players;
+import "protobase/v1/options.proto";
+message Player {
+  option (protobase.v1.record) = {
+    primary_key: "id"
+    aggregate: { name: "by_team" group_by: "team" sum: ["score", "minutes"] }
+  };
+  int64 id = 1;
+  string team = 2;
+  int64 score = 3;
+  double minutes = 4;
+}
+"""
+
+
+def test_aggregate_index_answers_aggregation(server: Server) -> None:
+    with protobase.Client(server.addr) as c:
+        c.apply_schema({"players.proto": PLAYERS})
+        ix = c.get_schema().types[0].indexes[0]
+        assert ix.name == "by_team" and ix.aggregate and list(ix.sum) == ["score", "minutes"]
+        assert ix.state == pb.INDEX_STATE_READY
+        c.insert(
+            [
+                {"id": i, "team": "red" if i % 4 else "blue", "score": i, "minutes": i / 2}
+                for i in range(16)
+            ],
+            type="pytest.players.Player",
+        )
+        c.remove([{"id": 15}], type="pytest.players.Player")
+        a = c.aggregate(
+            "pytest.players.Player",
+            group_by=["team"],
+            functions="count(),sum(score),avg(minutes)",
+            explain=True,
+        )
+        assert a.rows == [
+            {"team": "blue", "count()": 4, "sum(score)": 24, "avg(minutes)": 3.0},
+            {"team": "red", "count()": 11, "sum(score)": 81, "avg(minutes)": 81 / 22},
+        ]
+        assert a.plan is not None and a.plan.text.startswith("aggregate index by_team")
+        with pytest.raises(ProtobaseError, match='sum field "team" is a string'):
+            c.apply_schema(
+                {"players.proto": PLAYERS.replace('sum: ["score", "minutes"]', 'sum: "team"')}
+            )

@@ -95,7 +95,10 @@ type RecordOptions struct {
 	// Secondary indexes.
 	Index []*IndexOptions `protobuf:"bytes,2,rep,name=index,proto3" json:"index,omitempty"`
 	// Expiry: when set, a record whose expiry time has passed reads as absent.
-	Ttl           *TTLOptions `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *TTLOptions `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Aggregate indexes: per group, the count of records and the sums of
+	// chosen fields, kept up to date by every write.
+	Aggregate     []*AggregateIndexOptions `protobuf:"bytes,4,rep,name=aggregate,proto3" json:"aggregate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -151,6 +154,88 @@ func (x *RecordOptions) GetTtl() *TTLOptions {
 	return nil
 }
 
+func (x *RecordOptions) GetAggregate() []*AggregateIndexOptions {
+	if x != nil {
+		return x.Aggregate
+	}
+	return nil
+}
+
+// AggregateIndexOptions declares an aggregate index: for every distinct
+// combination of the group_by fields' values, the number of records and
+// the sum of each sum field, updated in the same atomic batch as the
+// records. An aggregation whose group_by names the same fields and whose
+// functions are count, sum or avg of sum fields reads it instead of the
+// records.
+//
+//	option (protobase.v1.record) = {
+//	  primary_key: "id"
+//	  aggregate: { name: "by_team" group_by: "team" sum: "score" }
+//	};
+type AggregateIndexOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required; unique among the type's indexes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Field paths of the group, singular scalars, strings, bytes or enums
+	// (through singular message fields). None: one group of every record.
+	GroupBy []string `protobuf:"bytes,2,rep,name=group_by,json=groupBy,proto3" json:"group_by,omitempty"`
+	// Numeric fields (integers, floats) whose sums the index keeps.
+	Sum           []string `protobuf:"bytes,3,rep,name=sum,proto3" json:"sum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AggregateIndexOptions) Reset() {
+	*x = AggregateIndexOptions{}
+	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AggregateIndexOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AggregateIndexOptions) ProtoMessage() {}
+
+func (x *AggregateIndexOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AggregateIndexOptions.ProtoReflect.Descriptor instead.
+func (*AggregateIndexOptions) Descriptor() ([]byte, []int) {
+	return file_protobase_v1_options_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AggregateIndexOptions) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AggregateIndexOptions) GetGroupBy() []string {
+	if x != nil {
+		return x.GroupBy
+	}
+	return nil
+}
+
+func (x *AggregateIndexOptions) GetSum() []string {
+	if x != nil {
+		return x.Sum
+	}
+	return nil
+}
+
 // TTLOptions names the field holding a record's expiry time.
 //
 //	option (protobase.v1.record) = {
@@ -174,7 +259,7 @@ type TTLOptions struct {
 
 func (x *TTLOptions) Reset() {
 	*x = TTLOptions{}
-	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	mi := &file_protobase_v1_options_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +271,7 @@ func (x *TTLOptions) String() string {
 func (*TTLOptions) ProtoMessage() {}
 
 func (x *TTLOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_options_proto_msgTypes[1]
+	mi := &file_protobase_v1_options_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +284,7 @@ func (x *TTLOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TTLOptions.ProtoReflect.Descriptor instead.
 func (*TTLOptions) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_options_proto_rawDescGZIP(), []int{1}
+	return file_protobase_v1_options_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TTLOptions) GetField() string {
@@ -238,7 +323,7 @@ type IndexOptions struct {
 
 func (x *IndexOptions) Reset() {
 	*x = IndexOptions{}
-	mi := &file_protobase_v1_options_proto_msgTypes[2]
+	mi := &file_protobase_v1_options_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +335,7 @@ func (x *IndexOptions) String() string {
 func (*IndexOptions) ProtoMessage() {}
 
 func (x *IndexOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_protobase_v1_options_proto_msgTypes[2]
+	mi := &file_protobase_v1_options_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +348,7 @@ func (x *IndexOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexOptions.ProtoReflect.Descriptor instead.
 func (*IndexOptions) Descriptor() ([]byte, []int) {
-	return file_protobase_v1_options_proto_rawDescGZIP(), []int{2}
+	return file_protobase_v1_options_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IndexOptions) GetFields() []string {
@@ -310,12 +395,17 @@ var File_protobase_v1_options_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x1aprotobase/v1/options.proto\x12\fprotobase.v1\x1a google/protobuf/descriptor.proto\"\x8e\x01\n" +
+	"\x1aprotobase/v1/options.proto\x12\fprotobase.v1\x1a google/protobuf/descriptor.proto\"\xd1\x01\n" +
 	"\rRecordOptions\x12\x1f\n" +
 	"\vprimary_key\x18\x01 \x03(\tR\n" +
 	"primaryKey\x120\n" +
 	"\x05index\x18\x02 \x03(\v2\x1a.protobase.v1.IndexOptionsR\x05index\x12*\n" +
-	"\x03ttl\x18\x03 \x01(\v2\x18.protobase.v1.TTLOptionsR\x03ttl\"M\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x18.protobase.v1.TTLOptionsR\x03ttl\x12A\n" +
+	"\taggregate\x18\x04 \x03(\v2#.protobase.v1.AggregateIndexOptionsR\taggregate\"X\n" +
+	"\x15AggregateIndexOptions\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bgroup_by\x18\x02 \x03(\tR\agroupBy\x12\x10\n" +
+	"\x03sum\x18\x03 \x03(\tR\x03sum\"M\n" +
 	"\n" +
 	"TTLOptions\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12)\n" +
@@ -343,25 +433,27 @@ func file_protobase_v1_options_proto_rawDescGZIP() []byte {
 }
 
 var file_protobase_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_protobase_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_protobase_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_protobase_v1_options_proto_goTypes = []any{
 	(TTLUnit)(0),                        // 0: protobase.v1.TTLUnit
 	(*RecordOptions)(nil),               // 1: protobase.v1.RecordOptions
-	(*TTLOptions)(nil),                  // 2: protobase.v1.TTLOptions
-	(*IndexOptions)(nil),                // 3: protobase.v1.IndexOptions
-	(*descriptorpb.MessageOptions)(nil), // 4: google.protobuf.MessageOptions
+	(*AggregateIndexOptions)(nil),       // 2: protobase.v1.AggregateIndexOptions
+	(*TTLOptions)(nil),                  // 3: protobase.v1.TTLOptions
+	(*IndexOptions)(nil),                // 4: protobase.v1.IndexOptions
+	(*descriptorpb.MessageOptions)(nil), // 5: google.protobuf.MessageOptions
 }
 var file_protobase_v1_options_proto_depIdxs = []int32{
-	3, // 0: protobase.v1.RecordOptions.index:type_name -> protobase.v1.IndexOptions
-	2, // 1: protobase.v1.RecordOptions.ttl:type_name -> protobase.v1.TTLOptions
-	0, // 2: protobase.v1.TTLOptions.unit:type_name -> protobase.v1.TTLUnit
-	4, // 3: protobase.v1.record:extendee -> google.protobuf.MessageOptions
-	1, // 4: protobase.v1.record:type_name -> protobase.v1.RecordOptions
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	4, // [4:5] is the sub-list for extension type_name
-	3, // [3:4] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 0: protobase.v1.RecordOptions.index:type_name -> protobase.v1.IndexOptions
+	3, // 1: protobase.v1.RecordOptions.ttl:type_name -> protobase.v1.TTLOptions
+	2, // 2: protobase.v1.RecordOptions.aggregate:type_name -> protobase.v1.AggregateIndexOptions
+	0, // 3: protobase.v1.TTLOptions.unit:type_name -> protobase.v1.TTLUnit
+	5, // 4: protobase.v1.record:extendee -> google.protobuf.MessageOptions
+	1, // 5: protobase.v1.record:type_name -> protobase.v1.RecordOptions
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	5, // [5:6] is the sub-list for extension type_name
+	4, // [4:5] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_options_proto_init() }
@@ -375,7 +467,7 @@ func file_protobase_v1_options_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_protobase_v1_options_proto_rawDesc), len(file_protobase_v1_options_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 1,
 			NumServices:   0,
 		},

@@ -823,6 +823,9 @@ type IndexChange struct {
 	Fields        []string               `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
 	Unique        bool                   `protobuf:"varint,4,opt,name=unique,proto3" json:"unique,omitempty"`
 	BuildRequired bool                   `protobuf:"varint,5,opt,name=build_required,json=buildRequired,proto3" json:"build_required,omitempty"`
+	// An aggregate index: fields are its group_by, sum its summed fields.
+	Aggregate     bool     `protobuf:"varint,6,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
+	Sum           []string `protobuf:"bytes,7,rep,name=sum,proto3" json:"sum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -890,6 +893,20 @@ func (x *IndexChange) GetBuildRequired() bool {
 		return x.BuildRequired
 	}
 	return false
+}
+
+func (x *IndexChange) GetAggregate() bool {
+	if x != nil {
+		return x.Aggregate
+	}
+	return false
+}
+
+func (x *IndexChange) GetSum() []string {
+	if x != nil {
+		return x.Sum
+	}
+	return nil
 }
 
 type GetSchemaRequest struct {
@@ -1142,7 +1159,11 @@ type Index struct {
 	Unique bool                   `protobuf:"varint,3,opt,name=unique,proto3" json:"unique,omitempty"`
 	State  IndexState             `protobuf:"varint,4,opt,name=state,proto3,enum=protobase.v1.IndexState" json:"state,omitempty"`
 	// Why the build failed, when state is INDEX_STATE_FAILED.
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// An aggregate index (RecordOptions.aggregate): fields are its group_by,
+	// sum its summed fields; it keeps a count and sums per group.
+	Aggregate     bool     `protobuf:"varint,6,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
+	Sum           []string `protobuf:"bytes,7,rep,name=sum,proto3" json:"sum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1210,6 +1231,20 @@ func (x *Index) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Index) GetAggregate() bool {
+	if x != nil {
+		return x.Aggregate
+	}
+	return false
+}
+
+func (x *Index) GetSum() []string {
+	if x != nil {
+		return x.Sum
+	}
+	return nil
 }
 
 // WriteRequest is one batch. Records of different types may share a batch;
@@ -4859,13 +4894,15 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\achanges\x18\x02 \x03(\tR\achanges\"8\n" +
 	"\bTypeDrop\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\arecords\x18\x02 \x01(\x04R\arecords\"\x8e\x01\n" +
+	"\arecords\x18\x02 \x01(\x04R\arecords\"\xbe\x01\n" +
 	"\vIndexChange\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\tR\x05index\x12\x16\n" +
 	"\x06fields\x18\x03 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x04 \x01(\bR\x06unique\x12%\n" +
-	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\"\x12\n" +
+	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\x12\x1c\n" +
+	"\taggregate\x18\x06 \x01(\bR\taggregate\x12\x10\n" +
+	"\x03sum\x18\a \x03(\tR\x03sum\"\x12\n" +
 	"\x10GetSchemaRequest\"\xfa\x02\n" +
 	"\x11GetSchemaResponse\x12@\n" +
 	"\x05files\x18\x01 \x03(\v2*.protobase.v1.GetSchemaResponse.FilesEntryR\x05files\x12\x18\n" +
@@ -4886,13 +4923,15 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vprimary_key\x18\x02 \x03(\tR\n" +
 	"primaryKey\x12-\n" +
-	"\aindexes\x18\x03 \x03(\v2\x13.protobase.v1.IndexR\aindexes\"\x91\x01\n" +
+	"\aindexes\x18\x03 \x03(\v2\x13.protobase.v1.IndexR\aindexes\"\xc1\x01\n" +
 	"\x05Index\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x16\n" +
 	"\x06unique\x18\x03 \x01(\bR\x06unique\x12.\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x18.protobase.v1.IndexStateR\x05state\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"w\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1c\n" +
+	"\taggregate\x18\x06 \x01(\bR\taggregate\x12\x10\n" +
+	"\x03sum\x18\a \x03(\tR\x03sum\"w\n" +
 	"\fWriteRequest\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x127\n" +
 	"\n" +

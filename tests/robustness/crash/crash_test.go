@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,17 @@ func TestMain(m *testing.M) { servertest.Main(m, server.Config{}) }
 // crashBatch is how many users, and as many orders, a batch holds; batch n
 // is testschema.ShopBatch(n), whose ids encode n.
 const crashBatch = testschema.ShopBatchSize
+
+// crashShop is testschema.Shop with an aggregate index on orders: every
+// order of a batch is in one group (its id is the batch), so each batch
+// adds to one entry, which the checker compares with the orders after
+// every kill.
+var crashShop = strings.Replace(testschema.Shop,
+	`option (protobase.v1.record) = { primary_key: ["user_id", "id"] };`,
+	`option (protobase.v1.record) = {
+    primary_key: ["user_id", "id"]
+    aggregate: { name: "by_batch" group_by: "id" sum: ["total", "user_id"] }
+  };`, 1)
 
 // TestCrashRecovery kills an ingesting server process with SIGKILL at
 // random points, restarts it on the same directory, and checks that every
@@ -57,7 +69,7 @@ func runCrashRecovery(t *testing.T, b harness.Backend, seed uint64) {
 			t.Fatal(err)
 		}
 		if round == 0 {
-			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": testschema.Shop}, client.SchemaOptions{}); err != nil {
+			if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": crashShop}, client.SchemaOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -130,6 +142,20 @@ func runCrashRecovery(t *testing.T, b harness.Backend, seed uint64) {
 		}
 	}
 	t.Logf("%d batches acknowledged, %d present after %d kills", len(acked), len(users), 4)
+	// The orders' aggregate index answers one group per present batch.
+	agg, err := ts.C.Aggregate(t.Context(), &pb.Query{Type: "shop.Order", Explain: true},
+		&pb.Aggregate{GroupBy: []string{"id"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(agg.Plan.GetText(), "aggregate index by_batch") || len(agg.Rows) != len(users) {
+		t.Errorf("aggregate by batch: %d groups (plan %s), want %d", len(agg.Rows), agg.Plan.GetText(), len(users))
+	}
+	for _, r := range agg.Rows {
+		if r.Values[0].GetNumberValue() != crashBatch {
+			t.Errorf("batch %v: %v orders in the aggregate index, want %d", r.Group[0], r.Values[0], crashBatch)
+		}
+	}
 	// The unique index survived the kills: every present batch's emails
 	// are taken, and an email of a batch that is not present is free.
 	for n := range users {

@@ -28,14 +28,16 @@ import (
 var powercutRounds = flag.Int("powercut.rounds", 30, "power cuts of TestPowerCut and TestPowerCutConditional (at most 6 with -short or -race)")
 
 // powercutSchema is the schema of the power-cut test, with or without its
-// extra indexes: each apply toggles them, so most applies add a unique and
-// a non-unique index over the data already there, and the cut often finds
-// them building.
+// extra indexes: each apply toggles them, so most applies add a unique, a
+// non-unique and an aggregate index over the data already there, and the
+// cut often finds them building. A permanent aggregate index sums every
+// payment into one group.
 func powercutSchema(extra bool) map[string]string {
 	acct, pay := "", ""
 	if extra {
 		acct = "\n    index: { fields: \"name\" }"
-		pay = "\n    index: { fields: \"ref\" unique: true }"
+		pay = "\n    index: { fields: \"ref\" unique: true }" +
+			"\n    aggregate: { name: \"by_account\" group_by: \"account_id\" sum: \"amount\" }"
 	}
 	return map[string]string{"pc.proto": fmt.Sprintf(`syntax = "proto3";
 package pc;
@@ -54,7 +56,8 @@ message Account {
 message Payment {
   option (protobase.v1.record) = {
     primary_key: ["account_id", "id"]
-    index: { fields: "amount" }%s
+    index: { fields: "amount" }
+    aggregate: { name: "total" sum: "amount" }%s
   };
   int64 account_id = 1;
   uint64 id = 2;
@@ -337,7 +340,7 @@ func (m *powercutModel) apply(ctx context.Context, c *client.Client, start <-cha
 	m.pending = true
 	m.mu.Unlock()
 	// Without the extra indexes the apply drops them, which it must name.
-	resp, err := c.ApplySchema(ctx, powercutSchema(extra), client.SchemaOptions{AllowDrop: []string{"pc.Account.name", "pc.Payment.ref"}})
+	resp, err := c.ApplySchema(ctx, powercutSchema(extra), client.SchemaOptions{AllowDrop: []string{"pc.Account.name", "pc.Payment.ref", "pc.Payment.by_account"}})
 	if err != nil {
 		return fmt.Errorf("apply schema (extra indexes %v): %w", extra, err)
 	}

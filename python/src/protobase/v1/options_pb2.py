@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aprotobase/v1/options.proto\x12\x0cprotobase.v1\x1a google/protobuf/descriptor.proto\"v\n\rRecordOptions\x12\x13\n\x0bprimary_key\x18\x01 \x03(\t\x12)\n\x05index\x18\x02 \x03(\x0b\x32\x1a.protobase.v1.IndexOptions\x12%\n\x03ttl\x18\x03 \x01(\x0b\x32\x18.protobase.v1.TTLOptions\"@\n\nTTLOptions\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12#\n\x04unit\x18\x02 \x01(\x0e\x32\x15.protobase.v1.TTLUnit\"<\n\x0cIndexOptions\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\x12\x0e\n\x06unique\x18\x02 \x01(\x08\x12\x0c\n\x04name\x18\x03 \x01(\t*T\n\x07TTLUnit\x12\x18\n\x14TTL_UNIT_UNSPECIFIED\x10\x00\x12\x14\n\x10TTL_UNIT_SECONDS\x10\x01\x12\x19\n\x15TTL_UNIT_MILLISECONDS\x10\x02:N\n\x06record\x12\x1f.google.protobuf.MessageOptions\x18\xa2\x90\x03 \x01(\x0b\x32\x1b.protobase.v1.RecordOptionsB=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aprotobase/v1/options.proto\x12\x0cprotobase.v1\x1a google/protobuf/descriptor.proto\"\xae\x01\n\rRecordOptions\x12\x13\n\x0bprimary_key\x18\x01 \x03(\t\x12)\n\x05index\x18\x02 \x03(\x0b\x32\x1a.protobase.v1.IndexOptions\x12%\n\x03ttl\x18\x03 \x01(\x0b\x32\x18.protobase.v1.TTLOptions\x12\x36\n\taggregate\x18\x04 \x03(\x0b\x32#.protobase.v1.AggregateIndexOptions\"D\n\x15\x41ggregateIndexOptions\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08group_by\x18\x02 \x03(\t\x12\x0b\n\x03sum\x18\x03 \x03(\t\"@\n\nTTLOptions\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12#\n\x04unit\x18\x02 \x01(\x0e\x32\x15.protobase.v1.TTLUnit\"<\n\x0cIndexOptions\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\x12\x0e\n\x06unique\x18\x02 \x01(\x08\x12\x0c\n\x04name\x18\x03 \x01(\t*T\n\x07TTLUnit\x12\x18\n\x14TTL_UNIT_UNSPECIFIED\x10\x00\x12\x14\n\x10TTL_UNIT_SECONDS\x10\x01\x12\x19\n\x15TTL_UNIT_MILLISECONDS\x10\x02:N\n\x06record\x12\x1f.google.protobuf.MessageOptions\x18\xa2\x90\x03 \x01(\x0b\x32\x1b.protobase.v1.RecordOptionsB=Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,12 +33,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protobase.v1.options_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z;github.com/protobase/protobase/gen/protobase/v1;protobasev1'
-  _globals['_TTLUNIT']._serialized_start=326
-  _globals['_TTLUNIT']._serialized_end=410
-  _globals['_RECORDOPTIONS']._serialized_start=78
-  _globals['_RECORDOPTIONS']._serialized_end=196
-  _globals['_TTLOPTIONS']._serialized_start=198
-  _globals['_TTLOPTIONS']._serialized_end=262
-  _globals['_INDEXOPTIONS']._serialized_start=264
-  _globals['_INDEXOPTIONS']._serialized_end=324
+  _globals['_TTLUNIT']._serialized_start=453
+  _globals['_TTLUNIT']._serialized_end=537
+  _globals['_RECORDOPTIONS']._serialized_start=79
+  _globals['_RECORDOPTIONS']._serialized_end=253
+  _globals['_AGGREGATEINDEXOPTIONS']._serialized_start=255
+  _globals['_AGGREGATEINDEXOPTIONS']._serialized_end=323
+  _globals['_TTLOPTIONS']._serialized_start=325
+  _globals['_TTLOPTIONS']._serialized_end=389
+  _globals['_INDEXOPTIONS']._serialized_start=391
+  _globals['_INDEXOPTIONS']._serialized_end=451
 # @@protoc_insertion_point(module_scope)

@@ -60,6 +60,7 @@ class RecordOptions(_message.Message):
     PRIMARY_KEY_FIELD_NUMBER: _builtins.int
     INDEX_FIELD_NUMBER: _builtins.int
     TTL_FIELD_NUMBER: _builtins.int
+    AGGREGATE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def primary_key(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Field paths forming the primary key, in key order. A path names a
@@ -75,20 +76,74 @@ class RecordOptions(_message.Message):
     def ttl(self) -> Global___TTLOptions:
         """Expiry: when set, a record whose expiry time has passed reads as absent."""
 
+    @_builtins.property
+    def aggregate(self) -> _containers.RepeatedCompositeFieldContainer[Global___AggregateIndexOptions]:
+        """Aggregate indexes: per group, the count of records and the sums of
+        chosen fields, kept up to date by every write.
+        """
+
     def __init__(
         self,
         *,
         primary_key: _abc.Iterable[_builtins.str] | None = ...,
         index: _abc.Iterable[Global___IndexOptions] | None = ...,
         ttl: Global___TTLOptions | None = ...,
+        aggregate: _abc.Iterable[Global___AggregateIndexOptions] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ttl", b"ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "primary_key", b"primary_key", "ttl", b"ttl"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "index", b"index", "primary_key", b"primary_key", "ttl", b"ttl"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecordOptions: _TypeAlias = RecordOptions  # noqa: Y015
+
+@_typing.final
+class AggregateIndexOptions(_message.Message):
+    """AggregateIndexOptions declares an aggregate index: for every distinct
+    combination of the group_by fields' values, the number of records and
+    the sum of each sum field, updated in the same atomic batch as the
+    records. An aggregation whose group_by names the same fields and whose
+    functions are count, sum or avg of sum fields reads it instead of the
+    records.
+
+      option (protobase.v1.record) = {
+        primary_key: "id"
+        aggregate: { name: "by_team" group_by: "team" sum: "score" }
+      };
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    GROUP_BY_FIELD_NUMBER: _builtins.int
+    SUM_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Required; unique among the type's indexes."""
+    @_builtins.property
+    def group_by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Field paths of the group, singular scalars, strings, bytes or enums
+        (through singular message fields). None: one group of every record.
+        """
+
+    @_builtins.property
+    def sum(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Numeric fields (integers, floats) whose sums the index keeps."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        group_by: _abc.Iterable[_builtins.str] | None = ...,
+        sum: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_by", b"group_by", "name", b"name", "sum", b"sum"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AggregateIndexOptions: _TypeAlias = AggregateIndexOptions  # noqa: Y015
 
 @_typing.final
 class TTLOptions(_message.Message):

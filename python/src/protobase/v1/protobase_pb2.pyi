@@ -468,12 +468,18 @@ class IndexChange(_message.Message):
     FIELDS_FIELD_NUMBER: _builtins.int
     UNIQUE_FIELD_NUMBER: _builtins.int
     BUILD_REQUIRED_FIELD_NUMBER: _builtins.int
+    AGGREGATE_FIELD_NUMBER: _builtins.int
+    SUM_FIELD_NUMBER: _builtins.int
     type: _builtins.str
     index: _builtins.str
     unique: _builtins.bool
     build_required: _builtins.bool
+    aggregate: _builtins.bool
+    """An aggregate index: fields are its group_by, sum its summed fields."""
     @_builtins.property
     def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def sum(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -482,10 +488,12 @@ class IndexChange(_message.Message):
         fields: _abc.Iterable[_builtins.str] | None = ...,
         unique: _builtins.bool = ...,
         build_required: _builtins.bool = ...,
+        aggregate: _builtins.bool = ...,
+        sum: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_required", b"build_required", "fields", b"fields", "index", b"index", "type", b"type", "unique", b"unique"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "build_required", b"build_required", "fields", b"fields", "index", b"index", "sum", b"sum", "type", b"type", "unique", b"unique"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -642,13 +650,21 @@ class Index(_message.Message):
     UNIQUE_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    AGGREGATE_FIELD_NUMBER: _builtins.int
+    SUM_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     unique: _builtins.bool
     state: Global___IndexState.ValueType
     error: _builtins.str
     """Why the build failed, when state is INDEX_STATE_FAILED."""
+    aggregate: _builtins.bool
+    """An aggregate index (RecordOptions.aggregate): fields are its group_by,
+    sum its summed fields; it keeps a count and sums per group.
+    """
     @_builtins.property
     def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def sum(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -657,10 +673,12 @@ class Index(_message.Message):
         unique: _builtins.bool = ...,
         state: Global___IndexState.ValueType = ...,
         error: _builtins.str = ...,
+        aggregate: _builtins.bool = ...,
+        sum: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "fields", b"fields", "name", b"name", "state", b"state", "unique", b"unique"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "error", b"error", "fields", b"fields", "name", b"name", "state", b"state", "sum", b"sum", "unique", b"unique"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
