@@ -41,8 +41,9 @@ type aggIndex struct {
 	groups   []*aggField
 	sums     []*aggField
 	building bool // existing records are still being counted
-	// x walks a record once for its group and sum fields (aggSpec.locate).
-	x *keyExtractor
+	// spec reads a record's group fields, then its sum fields, in one
+	// walk over its bytes.
+	spec *aggSpec
 }
 
 // newAggIndex compiles ix's fields against t.
@@ -62,9 +63,8 @@ func newAggIndex(t *recType, ix *schema.Index) (*aggIndex, error) {
 		}
 		a.sums = append(a.sums, f)
 	}
-	s := &aggSpec{fields: append(append([]*aggField(nil), a.groups...), a.sums...)}
-	s.locate()
-	a.x = s.x
+	a.spec = &aggSpec{fields: append(append([]*aggField(nil), a.groups...), a.sums...)}
+	a.spec.w = newAggWalk(a.spec)
 	return a, nil
 }
 
@@ -224,6 +224,7 @@ type aggChanges struct {
 	val     []byte
 	cur     aggEntry
 	occ     []occurrence
+	vals    []aggVal
 }
 
 func (c *aggChanges) reset() {
@@ -261,19 +262,17 @@ func (c *aggChanges) counts(b store.WriteBatch, a *aggIndex, key []byte) (bool, 
 // add notes sign × record rec (a stored or a new record of a's type) in
 // its group of a.
 func (c *aggChanges) add(a *aggIndex, rec []byte, sign int) error {
-	var occ []occurrence
-	if a.x != nil {
-		if occ = a.x.locate(rec, c.occ); occ != nil {
-			c.occ = occ
-		}
+	n := len(a.spec.fields)
+	c.vals = slices.Grow(c.vals[:0], n)[:n]
+	if w := a.spec.w; w != nil {
+		c.occ = slices.Grow(c.occ[:0], len(w.nums))[:len(w.nums)]
+	}
+	if err := a.spec.readFields(rec, c.occ, c.vals, &c.scratch); err != nil {
+		return unreadable(err)
 	}
 	c.key = append(c.key[:0], a.prefix...)
-	for _, g := range a.groups {
-		v, err := g.readAt(rec, occ, &c.scratch)
-		if err != nil {
-			return unreadable(err)
-		}
-		c.key = g.appendKey(c.key, v)
+	for i, g := range a.groups {
+		c.key = g.appendKey(c.key, c.vals[i])
 	}
 	e := c.byKey[string(c.key)]
 	if e == nil {
@@ -283,11 +282,7 @@ func (c *aggChanges) add(a *aggIndex, rec []byte, sign int) error {
 	}
 	e.count += uint64(int64(sign))
 	for i, f := range a.sums {
-		v, err := f.readAt(rec, occ, &c.scratch)
-		if err != nil {
-			return unreadable(err)
-		}
-		if v.ok {
+		if v := c.vals[len(a.groups)+i]; v.ok {
 			e.cells[i].take(f, v, sign)
 		}
 	}

@@ -232,17 +232,23 @@ func scalarVal(cls valClass, i int64, u uint64, f float64, b []byte, t bool) agg
 // in one pass, the others (and all of a record the walk refuses) each
 // through its path.
 func (p *aggPart) read(rec []byte) error {
-	s := p.s
-	walked := s.w != nil && s.w.read(s.fields, rec, p.occ, p.vals)
+	return p.s.readFields(rec, p.occ, p.vals, &p.scratch)
+}
+
+// readFields fills vals (parallel to s.fields) with rec's values: the
+// walked ones in one pass (occ is the walk's scratch, one entry per slot),
+// the others (and all of a record the walk refuses) each through its path.
+func (s *aggSpec) readFields(rec []byte, occ []occurrence, vals []aggVal, scratch *[]byte) error {
+	walked := s.w != nil && s.w.read(s.fields, rec, occ, vals)
 	for k, f := range s.fields {
 		if walked && f.slot >= 0 {
 			continue
 		}
-		v, err := f.read(rec, &p.scratch)
+		v, err := f.read(rec, scratch)
 		if err != nil {
 			return err
 		}
-		p.vals[k] = v
+		vals[k] = v
 	}
 	return nil
 }
