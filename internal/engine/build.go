@@ -194,9 +194,10 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 				continue // removed since the iterator read it
 			}
 		}
-		if t.expired(val, now) {
+		if !ix.ix.Expiry && t.expired(val, now) {
 			// No read returns it, so it needs no entries, and it holds
-			// no unique value a live record may want.
+			// no unique value a live record may want. The expiry index
+			// takes it: that is how the reaper finds it.
 			continue
 		}
 		var n int

@@ -75,10 +75,13 @@ type Writer struct {
 	holdBuf []byte
 	// now is the time a build compares expiries with: an expired record
 	// is absent to the batch.
-	now    instant
-	oldIx  []byte
-	occ    []occurrence // where the key fields of the record being prepared lie
-	oldOcc []occurrence // the same for the record being replaced
+	now instant
+	// expired counts the records the last build of an opExpire batch
+	// deleted.
+	expired int
+	oldIx   []byte
+	occ     []occurrence // where the key fields of the record being prepared lie
+	oldOcc  []occurrence // the same for the record being replaced
 	// Entry keys of indexes on repeated fields (multikey.go): mkeys are
 	// their arena spans, which such an index's ixOff entry indexes;
 	// prepMulti is the length phase 1 left.
@@ -386,7 +389,7 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 		w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
 	}
 	dups = w.mark(w.arena[start:])
-	if op != OpRemove && op != OpPatch {
+	if op != OpRemove && op != OpPatch && op != opExpire {
 		d, err := w.appendIndexKeys(i, &p, a.Value, true)
 		if err != nil {
 			return false, err
@@ -497,6 +500,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	w.arena, w.ixOff, w.patched = w.arena[:w.prepArena], w.ixOff[:w.prepIx], w.patched[:0]
 	w.mkeys = w.mkeys[:w.prepMulti]
 	w.now = w.e.now()
+	w.expired = 0
 	logOn := w.e.clog.On()
 	if logOn {
 		recBytes := 0
@@ -517,6 +521,12 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 		old, found, err := w.existing(p.op, p, dups, pr)
 		if err != nil {
 			return err
+		}
+		if p.op == opExpire {
+			if err := w.expire(b, p, old, found, dups, logOn); err != nil {
+				return err
+			}
+			continue
 		}
 		// An expired record is absent: an insert replaces it (found
 		// still retracts its index entries below); an update, patch or
@@ -747,4 +757,26 @@ func (w *Writer) logChange(op Op, p *prep, old []byte, found bool) {
 	default:
 		w.entry.Add(changelog.Insert, p.t.rt.ID, p.val, nil)
 	}
+}
+
+// expire is the reaper's delete of p: the record goes, with its index
+// entries, only if it exists and has expired at the batch's time, read
+// under the write lock (on a shared store the read is one of the
+// transaction's comparisons). An update that moved its expiry later, or a
+// remove, came first: p is skipped and nothing of it is written.
+func (w *Writer) expire(b store.WriteBatch, p *prep, old []byte, found, dups, logOn bool) error {
+	if !found || !p.t.expired(old, w.now) {
+		return nil
+	}
+	if logOn {
+		w.entry.Add(changelog.Expire, p.t.rt.ID, nil, old)
+	}
+	if len(p.t.indexes) > 0 {
+		if err := w.retract(b, OpRemove, p, old, dups); err != nil {
+			return err
+		}
+	}
+	w.del(b, w.bytes(p.key), dups)
+	w.expired++
+	return nil
 }

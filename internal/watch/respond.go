@@ -24,6 +24,9 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op changel
 	if wt == nil {
 		return false, nil
 	}
+	if op == changelog.Expire {
+		op = changelog.Remove // the reaper's: a remove
+	}
 	match := rec
 	if op == changelog.Remove {
 		match = old
