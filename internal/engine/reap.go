@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/store"
@@ -296,4 +297,29 @@ func (x *expiry) ofEntry(b []byte) (instant, error) {
 	}
 	v, _, err := orderedcode.DecodeInt(b)
 	return x.ofInt(v), err
+}
+
+// expire is the reaper's delete of p: the record goes, with its index
+// entries, only if it exists and has expired at the batch's time, read
+// under the write lock (on a shared store the read is one of the
+// transaction's comparisons). An update that moved its expiry later, or a
+// remove, came first: p is skipped and nothing of it is written.
+func (w *Writer) expire(b store.WriteBatch, p *prep, old []byte, found, dups, logOn bool) error {
+	if !found || !p.t.expired(old, w.now) {
+		return nil
+	}
+	if logOn {
+		w.entry.Add(changelog.Expire, p.t.rt.ID, nil, old)
+	}
+	if len(p.t.indexes) > 0 {
+		if err := w.retract(b, OpRemove, p, old, dups); err != nil {
+			return err
+		}
+	}
+	w.del(b, w.bytes(p.key), dups)
+	if w.expired == 0 && w.e.st.Shared() {
+		b.Set(keyExpiryMark, nil)
+	}
+	w.expired++
+	return nil
 }

@@ -758,25 +758,3 @@ func (w *Writer) logChange(op Op, p *prep, old []byte, found bool) {
 		w.entry.Add(changelog.Insert, p.t.rt.ID, p.val, nil)
 	}
 }
-
-// expire is the reaper's delete of p: the record goes, with its index
-// entries, only if it exists and has expired at the batch's time, read
-// under the write lock (on a shared store the read is one of the
-// transaction's comparisons). An update that moved its expiry later, or a
-// remove, came first: p is skipped and nothing of it is written.
-func (w *Writer) expire(b store.WriteBatch, p *prep, old []byte, found, dups, logOn bool) error {
-	if !found || !p.t.expired(old, w.now) {
-		return nil
-	}
-	if logOn {
-		w.entry.Add(changelog.Expire, p.t.rt.ID, nil, old)
-	}
-	if len(p.t.indexes) > 0 {
-		if err := w.retract(b, OpRemove, p, old, dups); err != nil {
-			return err
-		}
-	}
-	w.del(b, w.bytes(p.key), dups)
-	w.expired++
-	return nil
-}

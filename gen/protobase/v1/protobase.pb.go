@@ -4675,6 +4675,11 @@ type Change struct {
 	// megabytes beside a record near the message limit). Get the record by
 	// key to read it.
 	RecordOmitted bool `protobuf:"varint,8,opt,name=record_omitted,json=recordOmitted,proto3" json:"record_omitted,omitempty"`
+	// Set on a remove made by the reaper: the record had expired (its type's
+	// ttl option) and was deleted to free its space. A client's remove
+	// leaves it unset. Reads stopped returning the record at its expiry,
+	// before this change.
+	Expired       bool `protobuf:"varint,9,opt,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4761,6 +4766,13 @@ func (x *Change) GetOldRecordOmitted() bool {
 func (x *Change) GetRecordOmitted() bool {
 	if x != nil {
 		return x.RecordOmitted
+	}
+	return false
+}
+
+func (x *Change) GetExpired() bool {
+	if x != nil {
+		return x.Expired
 	}
 	return false
 }
@@ -5139,7 +5151,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\bPosition\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x19\n" +
 	"\x05index\x18\x02 \x01(\rH\x00R\x05index\x88\x01\x01B\b\n" +
-	"\x06_index\"\xd8\x02\n" +
+	"\x06_index\"\xf2\x02\n" +
 	"\x06Change\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.protobase.v1.ChangeOpR\x02op\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12&\n" +
@@ -5149,7 +5161,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"old_record\x18\x05 \x01(\v2\x14.google.protobuf.AnyR\toldRecord\x122\n" +
 	"\bposition\x18\x06 \x01(\v2\x16.protobase.v1.PositionR\bposition\x12,\n" +
 	"\x12old_record_omitted\x18\a \x01(\bR\x10oldRecordOmitted\x12%\n" +
-	"\x0erecord_omitted\x18\b \x01(\bR\rrecordOmitted\"s\n" +
+	"\x0erecord_omitted\x18\b \x01(\bR\rrecordOmitted\x12\x18\n" +
+	"\aexpired\x18\t \x01(\bR\aexpired\"s\n" +
 	"\rWatchResponse\x12.\n" +
 	"\achanges\x18\x01 \x03(\v2\x14.protobase.v1.ChangeR\achanges\x122\n" +
 	"\bprogress\x18\x02 \x01(\v2\x16.protobase.v1.PositionR\bprogress*U\n" +

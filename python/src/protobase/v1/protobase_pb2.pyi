@@ -2338,6 +2338,7 @@ class Change(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     OLD_RECORD_OMITTED_FIELD_NUMBER: _builtins.int
     RECORD_OMITTED_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
     op: Global___ChangeOp.ValueType
     type: _builtins.str
     """Full name of the record type."""
@@ -2352,6 +2353,12 @@ class Change(_message.Message):
     and record would still have been over the limit (a primary key of
     megabytes beside a record near the message limit). Get the record by
     key to read it.
+    """
+    expired: _builtins.bool
+    """Set on a remove made by the reaper: the record had expired (its type's
+    ttl option) and was deleted to free its space. A client's remove
+    leaves it unset. Reads stopped returning the record at its expiry,
+    before this change.
     """
     @_builtins.property
     def key(self) -> _any_pb2.Any:
@@ -2380,10 +2387,11 @@ class Change(_message.Message):
         position: Global___Position | None = ...,
         old_record_omitted: _builtins.bool = ...,
         record_omitted: _builtins.bool = ...,
+        expired: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "position", b"position", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "old_record_omitted", b"old_record_omitted", "op", b"op", "position", b"position", "record", b"record", "record_omitted", b"record_omitted", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired", b"expired", "key", b"key", "old_record", b"old_record", "old_record_omitted", b"old_record_omitted", "op", b"op", "position", b"position", "record", b"record", "record_omitted", b"record_omitted", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
+	"github.com/protobase/protobase/server"
+)
+
+const expiryServerProto = `syntax = "proto3";
+package tt;
+import "protobase/v1/options.proto";
+import "google/protobuf/timestamp.proto";
+message Session {
+  option (protobase.v1.record) = {
+    primary_key: "id"
+    index: { fields: "team" }
+    ttl: { field: "expires_at" }
+  };
+  int64 id = 1;
+  string team = 2;
+  google.protobuf.Timestamp expires_at = 3;
+}
+`
+
+// TestExpiryWatch: over gRPC, the reaper's deletions reach watchers as
+// removes marked expired, with the old record when asked for, while a
+// client's remove is not marked; on Pebble and on etcd, where two
+// servers reap the same store at once and each record is deleted once.
+func TestExpiryWatch(t *testing.T) {
+	cfg := server.Config{TTLReapInterval: 20 * time.Millisecond}
+	t.Run("pebble", func(t *testing.T) {
+		ts := startServer(t, cfg)
+		expiryWatch(t, ts)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		cfg := cfg
+		cfg.Store, cfg.Etcd = server.StoreEtcd, server.EtcdConfig{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/tt/"}
+		a := startServer(t, withDir(t, cfg))
+		startServer(t, withDir(t, cfg)) // reaps too
+		expiryWatch(t, a)
+	})
+}
+
+func expiryWatch(t *testing.T, ts *testServer) {
+	ts.MustApply(map[string]string{"tt.proto": expiryServerProto})
+	ws := ts.watch(&pb.WatchRequest{Types: []string{"tt.Session"}, OldRecords: true})
+	ws.first()
+	exp := time.Now().Add(300 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	recs := []*anypb.Any{
+		ts.Rec("tt.Session", fmt.Sprintf(`{"id": 1, "team": "a", "expires_at": %q}`, exp)),
+		ts.Rec("tt.Session", fmt.Sprintf(`{"id": 2, "team": "a", "expires_at": %q}`, exp)),
+		ts.Rec("tt.Session", `{"id": 3, "team": "a"}`),
+	}
+	ts.MustWrite(insert, recs)
+	ts.MustWrite(pb.WriteOp_WRITE_OP_REMOVE, []*anypb.Any{ts.Rec("tt.Session", `{"id": 3}`)})
+	var got []*pb.Change
+	for len(got) < 6 {
+		resp, err := ws.st.Recv()
+		if err != nil {
+			t.Fatalf("watch after %d changes: %v", len(got), err)
+		}
+		got = append(got, resp.Changes...)
+	}
+	if len(got) != 6 {
+		t.Fatalf("%d changes, want 6: %v", len(got), got)
+	}
+	for i, c := range got[:3] {
+		checkChange(t, c, pb.ChangeOp_CHANGE_OP_INSERT, "tt.Session", recs[i], nil)
+	}
+	checkChange(t, got[3], pb.ChangeOp_CHANGE_OP_REMOVE, "tt.Session", nil, recs[2])
+	if got[3].Expired {
+		t.Errorf("a client's remove is marked expired: %v", got[3])
+	}
+	for i, c := range got[4:] {
+		checkChange(t, c, pb.ChangeOp_CHANGE_OP_REMOVE, "tt.Session", nil, recs[i])
+		if !c.Expired {
+			t.Errorf("the reaper's remove of record %d is not marked expired: %v", i+1, c)
+		}
+	}
+	if n := ts.Count("tt.Session"); n != 0 {
+		t.Errorf("%d sessions left", n)
+	}
+}
