@@ -20,6 +20,10 @@ const buildChunk = 1000
 // cluster's operations per transaction (etcd: 128 by default).
 const sharedBuildChunk = 32
 
+// testHookBuildStep, when set by a test, runs before each build step: a
+// hook that blocks holds every build at that point.
+var testHookBuildStep func()
+
 // startBuild indexes the existing records of a type for an index in state
 // BUILDING, in the background.
 //
@@ -114,6 +118,9 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 	var n uint64
 	waiting := false // for disk space
 	for {
+		if testHookBuildStep != nil {
+			testHookBuildStep()
+		}
 		if e.bgCtx.Err() != nil {
 			return nil //nolint:nilerr // shutting down is not a failure: the build resumes on the next Open
 		}

@@ -12,3 +12,10 @@ func SetReapHook(t testing.TB, f func(recs []*anypb.Any)) {
 	testHookReapBatch = f
 	t.Cleanup(func() { testHookReapBatch = nil })
 }
+
+// SetBuildHook installs testHookBuildStep for one test: f runs before
+// each index build step.
+func SetBuildHook(t testing.TB, f func()) {
+	testHookBuildStep = f
+	t.Cleanup(func() { testHookBuildStep = nil })
+}

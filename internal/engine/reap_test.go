@@ -3,6 +3,8 @@ package engine_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,8 +12,10 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/schema"
 )
 
 // TestReapModel writes records with random expiries, updates live ones
@@ -254,4 +258,129 @@ func TestReapBounded(t *testing.T) {
 		}
 		t.Logf("%d records reaped in %d batches of at most %d; %d writes by another client during the pass", got, batches, most, w)
 	})
+}
+
+// TestReapTTLPlanned: a ttl option added to a type holding records is
+// planned like an index build (the dry run and the change say so), reads
+// are exact at once, and the reaper leaves the type alone until its
+// expiry index is built; another ttl field rebuilds the index, another
+// unit keeps it, and removing the option drops it, without allow_drop.
+func TestReapTTLPlanned(t *testing.T) {
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		withTTL := expiryProto
+		noTTL := strings.Replace(withTTL, "    ttl: { field: \"expires_at\" }\n", "", 1)
+		apply := func(src string, dry bool) *pb.ApplySchemaResponse {
+			t.Helper()
+			resp, err := xe.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": src}, DryRun: dry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		changes := func(resp *pb.ApplySchemaResponse) string {
+			var out []string
+			for _, tc := range resp.GetPlan().GetTypesChanged() {
+				out = append(out, tc.Type+": "+strings.Join(tc.Changes, "; "))
+			}
+			return strings.Join(out, "\n")
+		}
+		apply(noTTL, false)
+		past := expiryBase.Add(-time.Second).UnixNano()
+		xe.insert([]*anypb.Any{
+			xe.session(expiring{id: 1, exp: past}), xe.session(expiring{id: 2, exp: past}),
+			xe.session(expiring{id: 3, exp: expiryBase.Add(time.Hour).UnixNano()}),
+			xe.session(expiring{id: 4}), xe.session(expiring{id: 5}),
+		})
+		rt := func() *schema.RecordType { return xe.e.Schema().Types["tt.Session"] }
+		records := func() int { return xe.countKeys(keyspace.RecordPrefix(rt().ID)) }
+		// waitBuilt waits for the session expiry index's build to end
+		// (tt.Token has an index of that name too).
+		waitBuilt := func() {
+			t.Helper()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+				ix, _ := rt().Index(schema.ExpiryIndexName)
+				if ix.State == pb.IndexState_INDEX_STATE_READY {
+					return
+				}
+				if ix.State == pb.IndexState_INDEX_STATE_FAILED || time.Now().After(deadline) {
+					t.Fatalf("expiry index of tt.Session: %v %s", ix.State, ix.Error)
+				}
+			}
+		}
+
+		dry := apply(withTTL, true)
+		added := dry.GetPlan().GetIndexesAdded()
+		if dry.Applied || len(added) != 1 || added[0].Type != "tt.Session" || added[0].Index != schema.ExpiryIndexName || !added[0].BuildRequired {
+			t.Fatalf("dry run of a ttl on a type with records: applied %v, indexes added %v", dry.Applied, added)
+		}
+		if c := changes(dry); !strings.Contains(c, "ttl added on field expires_at: expiry index (ttl) added") {
+			t.Fatalf("dry run changes: %s", c)
+		}
+
+		// Builds wait for the gate while the test holds it.
+		var gate sync.Mutex
+		engine.SetBuildHook(t, func() {
+			gate.Lock()
+			defer gate.Unlock() // held only to wait for the test's turn
+		})
+		gate.Lock()
+		held := true
+		defer func() {
+			if held {
+				gate.Unlock()
+			}
+		}()
+		apply(withTTL, false)
+		if n := xe.count("tt.Session"); n != 3 {
+			t.Fatalf("%d sessions read while the expiry index is built, want 3", n)
+		}
+		if n, err := xe.e.Reap(t.Context()); err != nil || n != 0 {
+			t.Fatalf("reap while the expiry index is built: %d, %v; want 0", n, err)
+		}
+		if n := records(); n != 5 {
+			t.Fatalf("%d session keys stored while the expiry index is built, want 5", n)
+		}
+		gate.Unlock()
+		held = false
+		waitBuilt()
+		if n, err := xe.e.Reap(t.Context()); err != nil || n != 2 {
+			t.Fatalf("reap once the expiry index is built: %d, %v; want 2", n, err)
+		}
+		if n := records(); n != 3 {
+			t.Fatalf("%d session keys stored after the reap, want 3", n)
+		}
+
+		moved := strings.Replace(strings.Replace(withTTL, `ttl: { field: "expires_at" }`, `ttl: { field: "ends_at" }`, 1),
+			"  int64 score = 4;\n}", "  int64 score = 4;\n  google.protobuf.Timestamp ends_at = 5;\n}", 1)
+		if c := changes(apply(moved, false)); !strings.Contains(c, "ttl field changed to ends_at: expiry index (ttl) rebuilt") {
+			t.Fatalf("ttl moved to another field: %s", c)
+		}
+		waitBuilt()
+		seconds := strings.Replace(moved, "unit: TTL_UNIT_MILLISECONDS", "unit: TTL_UNIT_SECONDS", 1)
+		if c := changes(apply(seconds, false)); !strings.Contains(c, "tt.Token: ttl unit changed from TTL_UNIT_MILLISECONDS to TTL_UNIT_SECONDS") {
+			t.Fatalf("ttl unit changed: %s", c)
+		}
+		old, _ := rt().Index(schema.ExpiryIndexName)
+		gone := strings.Replace(seconds, "    ttl: { field: \"ends_at\" }\n", "", 1)
+		resp := apply(gone, false)
+		if c := changes(resp); !strings.Contains(c, "ttl removed: expiry index (ttl) dropped") {
+			t.Fatalf("ttl removed: %s", c)
+		}
+		if n := xe.countKeys(keyspace.IndexPrefix(old.ID)); n != 0 {
+			t.Fatalf("%d entries of the dropped expiry index left", n)
+		}
+		rep, err := engine.Check(t.Context(), xe.st)
+		if err != nil || !rep.OK() {
+			t.Fatalf("check: %v, %v", rep, err)
+		}
+	})
+}
+
+// count counts the records of typ a query returns.
+func (xe *expiryEngine) count(typ string) int {
+	qr, err := query(xe.e, xe.t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: typ}})
+	if err != nil {
+		xe.t.Fatal(err)
+	}
+	return len(qr.Records)
 }
