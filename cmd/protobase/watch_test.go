@@ -238,8 +238,9 @@ func TestWatchInterrupted(t *testing.T) {
 	t.Logf("%d lines before the interrupt ended the watch", len(lines))
 }
 
-// TestWatchCommandExpired: the reaper's remove of an expired record
-// prints "expired": true; a client's remove prints no such field.
+// TestWatchCommandExpired: schema get shows a type's ttl; the reaper's
+// remove of an expired record prints "expired": true, and a client's
+// remove no such field.
 func TestWatchCommandExpired(t *testing.T) {
 	addr := startServer(t).Addr()
 	mustCLI(t, "", "--addr", addr, "schema", "apply", writeFile(t, t.TempDir(), "tt.proto", `syntax = "proto3";
@@ -252,6 +253,9 @@ message Session {
   google.protobuf.Timestamp expires_at = 2;
 }
 `))
+	// schema get names the ttl field and the expiry index.
+	r := mustCLI(t, "", "--addr", addr, "schema", "get")
+	wantContains(t, r.stdout, "  tt.Session  primary key (id)\n    ttl expires_at\n    index (ttl) (expires_at.seconds, expires_at.nanos) ready\n")
 	exp := time.Now().Add(200 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	mustCLI(t, fmt.Sprintf(`{"id": 1, "expires_at": %q}`+"\n"+`{"id": 2}`, exp), "--addr", addr, "insert", "--type", "tt.Session")
 	mustCLI(t, `{"id": 2}`, "--addr", addr, "remove", "--type", "tt.Session")
