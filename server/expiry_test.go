@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -28,15 +29,25 @@ message Session {
 }
 `
 
-// TestExpiryWatch: over gRPC, the reaper's deletions reach watchers as
+// TestExpiryWatch: over gRPC and REST, the reaper's deletions reach watchers as
 // removes marked expired, with the old record when asked for, while a
 // client's remove is not marked; on Pebble and on etcd, where two
 // servers reap the same store at once and each record is deleted once.
 func TestExpiryWatch(t *testing.T) {
 	cfg := server.Config{TTLReapInterval: 20 * time.Millisecond}
 	t.Run("pebble", func(t *testing.T) {
+		cfg := cfg
+		cfg.HTTPAddr = "127.0.0.1:0"
 		ts := startServer(t, cfg)
 		expiryWatch(t, ts)
+		// Over REST the JSON changes carry "expired": true likewise.
+		rc := &restClient{t: t, ts: ts, base: "http://" + ts.Srv.HTTPAddr(), hc: &http.Client{}}
+		got := rc.openWatch(`{"types": ["tt.Session"], "start": {"oldest": true}}`, nil).changes(6)
+		for i, c := range got {
+			if want := i >= 4; c.Expired != want {
+				t.Errorf("REST change %d: expired %v, want %v: %v", i, c.Expired, want, c)
+			}
+		}
 	})
 	t.Run("etcd", func(t *testing.T) {
 		cfg := cfg
