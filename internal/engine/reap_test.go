@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
@@ -55,6 +57,7 @@ func TestReapModel(t *testing.T) {
 				revived++
 			}
 		})
+		logged := uint64(0) // the change log is read up to here
 		next := int64(1)
 		for round := range 10 {
 			at := fmt.Sprintf("seed %d round %d", seed, round)
@@ -83,6 +86,10 @@ func TestReapModel(t *testing.T) {
 				}
 			}
 			revived = 0
+			if clog := xe.e.ChangeLog(); clog.On() {
+				xe.expiredInLog(logged, clog.Durable().Value()) // the writes before the pass
+				logged = clog.Durable().Value()
+			}
 			n, err := xe.e.Reap(t.Context())
 			if err != nil {
 				t.Fatalf("%s: reap: %v", at, err)
@@ -90,10 +97,26 @@ func TestReapModel(t *testing.T) {
 			if n != want-revived {
 				t.Fatalf("%s: reaped %d records, want %d (%d expired, %d written again while reaping)", at, n, want-revived, want, revived)
 			}
-			for _, model := range models {
+			gone := map[string]bool{}
+			for typ, model := range models {
 				for id, r := range model {
 					if r.exp != 0 && r.exp <= now {
 						delete(model, id)
+						gone[fmt.Sprint(typ, id)] = true
+					}
+				}
+			}
+			// Watch's source, the change log (Pebble), holds one removal
+			// marked as an expiry per record reaped, and none of another.
+			if clog := xe.e.ChangeLog(); clog.On() {
+				expired := xe.expiredInLog(logged, clog.Durable().Value())
+				logged = clog.Durable().Value()
+				if len(expired) != n {
+					t.Fatalf("%s: the change log holds %d expiries, want %d", at, len(expired), n)
+				}
+				for _, k := range expired {
+					if !gone[k] {
+						t.Fatalf("%s: the change log holds an expiry of %s, which the model keeps", at, k)
 					}
 				}
 			}
@@ -383,4 +406,50 @@ func (xe *expiryEngine) count(typ string) int {
 		xe.t.Fatal(err)
 	}
 	return len(qr.Records)
+}
+
+// expiredInLog returns the records ("type id") whose removal the change
+// log records as an expiry in commits from+1..to. Every other change must
+// be an insert, update or client's remove.
+func (xe *expiryEngine) expiredInLog(from, to uint64) []string {
+	t := xe.t
+	if to <= from {
+		return nil
+	}
+	r := xe.e.ChangeLog().NewReader(nil)
+	defer r.Close()
+	r.Round(from+1, to)
+	var out []string
+	for r.More() {
+		_, ent, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ent == nil {
+			break
+		}
+		var ch changelog.Change
+		for {
+			ok, err := ent.Next(&ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			if ch.Op != changelog.Expire {
+				continue
+			}
+			rt := xe.e.Schema().ByID[ch.TypeID]
+			a := &anypb.Any{TypeUrl: "type.googleapis.com/" + string(rt.Name), Value: bytes.Clone(ch.Old)}
+			out = append(out, fmt.Sprint(string(rt.Name), xe.idOf(a)))
+		}
+		if err := r.Done(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
