@@ -151,6 +151,10 @@ func TestExpiryMetrics(t *testing.T) {
 	if v := metric(ts, "protobase_ttl_reaper_lag_seconds", nil); v != 0 {
 		t.Errorf("lag with nothing left to reap = %v, want 0", v)
 	}
+	// The client's writes are counted as such; the reaper's are not.
+	if v := metric(ts, "protobase_write_records_total", nil); v != 3 {
+		t.Errorf("records written = %v, want the client's 3", v)
+	}
 
 	off := startServer(t, server.Config{MetricsAddr: "127.0.0.1:0", TTLReapInterval: -1})
 	off.MustApply(map[string]string{"tt.proto": expiryServerProto})

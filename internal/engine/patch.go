@@ -101,7 +101,7 @@ func (w *Writer) opOf(op Op, i int) Op {
 func (w *Writer) count(op Op, records int) {
 	st := &w.e.stats
 	if op == opExpire {
-		return // the reaper counts what it deleted (reap.go)
+		return // the reaper counts what it deleted (Stats.Expired)
 	}
 	if op != 0 {
 		st.OpBatches[op].Add(1)

@@ -190,8 +190,10 @@ func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	}
 	w.batches++
 	w.records += uint64(len(recs))
-	w.e.stats.Batches.Add(1)
-	w.e.stats.Records.Add(uint64(len(recs)))
+	if op != opExpire { // the reaper counts its own (Stats.Expired)
+		w.e.stats.Batches.Add(1)
+		w.e.stats.Records.Add(uint64(len(recs)))
+	}
 	w.count(op, len(recs))
 	return nil
 }
