@@ -29,6 +29,7 @@ func watchSeeds(t testing.TB) [][]byte {
 			{Op: pb.ChangeOp_CHANGE_OP_INSERT, Type: "shop.User", Key: key, Record: rec, Position: &pb.Position{Commit: 9, Index: idx(0)}},
 			{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "shop.User", Key: key, Record: rec, OldRecord: old, Position: &pb.Position{Commit: 9, Index: idx(1)}},
 			{Op: pb.ChangeOp_CHANGE_OP_REMOVE, Type: "shop.User", Key: key, OldRecord: old, Position: &pb.Position{Commit: 10, Index: idx(0)}},
+			{Op: pb.ChangeOp_CHANGE_OP_REMOVE, Type: "shop.User", Key: key, OldRecord: old, Position: &pb.Position{Commit: 10, Index: idx(1)}, Expired: true},
 			{Op: pb.ChangeOp_CHANGE_OP_INSERT, Type: "shop.Order", Key: &anypb.Any{TypeUrl: "t/shop.Order"}, Record: &anypb.Any{}, Position: &pb.Position{Commit: 11, Index: idx(300)}},
 			{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "shop.User", Key: key, Record: rec, OldRecordOmitted: true, Position: &pb.Position{Commit: 12, Index: idx(0)}},
 			{Op: pb.ChangeOp_CHANGE_OP_UPDATE, Type: "shop.User", Key: key, OldRecordOmitted: true, RecordOmitted: true, Position: &pb.Position{Commit: 12, Index: idx(1)}},

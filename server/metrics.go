@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -109,6 +110,16 @@ func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_watches", Help: "Watch calls running."},
 			func() float64 { return float64(st.Watches.Load()) }),
 		counter("protobase_watch_changes_total", "Changes sent to watchers.", st.WatchChanges.Load),
+		expiryCollector{eng},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_ttl_reaper_lag_seconds",
+			Help: "Seconds since the oldest expiry whose record the reaper has not deleted yet passed (0: none waits)."},
+			func() float64 {
+				lag, err := eng.ReaperLag()
+				if err != nil {
+					return math.NaN()
+				}
+				return lag.Seconds()
+			}),
 	)
 	for op := engine.OpInsert; op <= engine.OpPatch; op++ {
 		labels := prometheus.Labels{"op": op.String()}
@@ -220,4 +231,22 @@ func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(d.diskFull, full)
 	count(d.diskFullRefused, float64(m.DiskFullRefused))
+}
+
+// expiryCollector exports the records the reaper deleted, per type with a
+// ttl option: each such type has its series from start-up, at 0.
+type expiryCollector struct{ eng *engine.Engine }
+
+var expiredDesc = prometheus.NewDesc("protobase_records_expired_total",
+	"Records deleted by the reaper because their ttl expiry passed, by type.", []string{"type"}, nil)
+
+func (c expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- expiredDesc }
+
+func (c expiryCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.eng.Stats()
+	for name, t := range c.eng.Schema().Types {
+		if t.TTL != nil {
+			ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.CounterValue, float64(st.Expired(string(name))), string(name))
+		}
+	}
 }

@@ -198,6 +198,11 @@ type Config struct {
 	// SlowQuery, when positive, logs each Scan, Query page and Search chunk that runs
 	// longer, at info (0: none). The CLI's default is 1s.
 	SlowQuery time.Duration
+	// TTLReapInterval is how often the reaper deletes the records whose
+	// ttl expiry has passed, in batches of at most 1,000 (0: every
+	// second; negative: never, and expired records stay on disk, absent
+	// to every read). The CLI's --ttl-reap-interval 0 is never.
+	TTLReapInterval time.Duration
 	// Lab registers the benchmark lab's service (protobase.lab.v1.Lab:
 	// echo, sink and engine counters) beside the public API, for
 	// `protobase-bench --addr`. Off by default: it is not for applications.
@@ -371,6 +376,7 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		Logger:           s.log,
 		SlowQuery:        cfg.SlowQuery,
 		ObserveQuery:     m.observeQuery,
+		ReapInterval:     cfg.TTLReapInterval,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
 		RecordCacheBytes:     cfg.RecordCacheBytes,

@@ -19,8 +19,9 @@ func (a *app) schemaGetCommand() *cobra.Command {
 		Use:   "get",
 		Short: "Print the current schema",
 		Long: `Print the server's current schema. The text format shows the schema
-version, the record types with their primary keys and indexes (and the
-state of each index), then every file by import path with its source.
+version, the record types with their primary keys, ttl fields and indexes
+(and the state of each index; a type with a ttl option has its expiry
+index, "(ttl)"), then every file by import path with its source.
 
 The json format prints the whole GetSchema response as protobuf JSON,
 including "descriptors", the compiled FileDescriptorSet of the schema and
@@ -67,6 +68,9 @@ func writeSchemaText(w io.Writer, resp *pb.GetSchemaResponse) error {
 		fmt.Fprintf(w, "\nrecord types (%d):\n", len(types))
 		for _, t := range types {
 			fmt.Fprintf(w, "  %s  primary key (%s)\n", t.GetName(), strings.Join(t.GetPrimaryKey(), ", "))
+			if ttl := t.GetTtl(); ttl != nil {
+				fmt.Fprintf(w, "    ttl %s%s\n", ttl.GetField(), ttlUnit(ttl.GetUnit()))
+			}
 			for _, ix := range t.GetIndexes() {
 				s := fmt.Sprintf("    index %s (%s)", ix.GetName(), strings.Join(ix.GetFields(), ", "))
 				if ix.GetAggregate() {
@@ -109,4 +113,15 @@ func indexState(s pb.IndexState) string {
 		return "failed"
 	}
 	return "unknown state"
+}
+
+// ttlUnit is how schema get names an integer expiry field's unit.
+func ttlUnit(u pb.TTLUnit) string {
+	switch u {
+	case pb.TTLUnit_TTL_UNIT_SECONDS:
+		return " (seconds since the epoch)"
+	case pb.TTLUnit_TTL_UNIT_MILLISECONDS:
+		return " (milliseconds since the epoch)"
+	}
+	return ""
 }

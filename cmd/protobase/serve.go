@@ -51,6 +51,7 @@ type serveOptions struct {
 	logLevel         string
 	logFormat        string
 	slowQuery        time.Duration
+	ttlReapInterval  time.Duration
 	lab              bool
 	auth             bool            // --auth
 	insecureNoAuth   bool            // --insecure-no-auth
@@ -289,6 +290,7 @@ func (o *serveOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")
+	f.DurationVar(&o.ttlReapInterval, "ttl-reap-interval", time.Second, "how often to delete the records whose ttl expiry has passed, in batches of at most 1,000 (0: never; expired records stay on disk, absent to every read)")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase-bench --addr; not for applications")
 	f.BoolVar(&o.auth, "auth", false, "require an API key on every call (on by default when a listener is not on loopback)")
 	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without API keys even on a listener that is not on loopback (anyone who can connect can do anything)")

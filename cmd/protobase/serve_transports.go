@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -61,6 +62,7 @@ func serveConfig(cmd *cobra.Command, o serveOptions) server.Config {
 		GoMemoryLimit:      o.goMemoryLimit,
 		ShutdownTimeout:    o.shutdownTimeout,
 		SlowQuery:          o.slowQuery,
+		TTLReapInterval:    reapInterval(o.ttlReapInterval),
 		Lab:                o.lab,
 		Auth:               o.auth,
 		InsecureNoAuth:     o.insecureNoAuth,
@@ -190,4 +192,13 @@ func printTransports(out announcer, srv *server.Server, o serveOptions) {
 		out.line(fmt.Sprintf("NATS on %s (subjects %s.*, queue group %s)", u, o.natsPrefix, o.natsQueue),
 			"NATS", "url", u, "subjects", o.natsPrefix+".*", "queue_group", o.natsQueue)
 	}
+}
+
+// reapInterval is server.Config's TTLReapInterval of the flag: 0, which
+// the flag documents as never, is negative there (0 is the default).
+func reapInterval(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -286,6 +286,9 @@ func (cp *changePrinter) line(ch *pb.Change) (line string, stale bool, err error
 		return "", false, fmt.Errorf("key: %w", err)
 	}
 	fmt.Fprintf(&b, `,"key":%s,"position":%q`, key, client.FormatPosition(ch.GetPosition()))
+	if ch.GetExpired() {
+		b.WriteString(`,"expired":true`)
+	}
 	for _, r := range []struct {
 		name string
 		rec  *anypb.Any

@@ -237,3 +237,35 @@ func TestWatchInterrupted(t *testing.T) {
 	}
 	t.Logf("%d lines before the interrupt ended the watch", len(lines))
 }
+
+// TestWatchCommandExpired: schema get shows a type's ttl; the reaper's
+// remove of an expired record prints "expired": true, and a client's
+// remove no such field.
+func TestWatchCommandExpired(t *testing.T) {
+	addr := startServer(t).Addr()
+	mustCLI(t, "", "--addr", addr, "schema", "apply", writeFile(t, t.TempDir(), "tt.proto", `syntax = "proto3";
+package tt;
+import "protobase/v1/options.proto";
+import "google/protobuf/timestamp.proto";
+message Session {
+  option (protobase.v1.record) = { primary_key: "id" ttl: { field: "expires_at" } };
+  int64 id = 1;
+  google.protobuf.Timestamp expires_at = 2;
+}
+`))
+	// schema get names the ttl field and the expiry index.
+	r := mustCLI(t, "", "--addr", addr, "schema", "get")
+	wantContains(t, r.stdout, "  tt.Session  primary key (id)\n    ttl expires_at\n    index (ttl) (expires_at.seconds, expires_at.nanos) ready\n")
+	exp := time.Now().Add(200 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	mustCLI(t, fmt.Sprintf(`{"id": 1, "expires_at": %q}`+"\n"+`{"id": 2}`, exp), "--addr", addr, "insert", "--type", "tt.Session")
+	mustCLI(t, `{"id": 2}`, "--addr", addr, "remove", "--type", "tt.Session")
+	out, stop := watching(t, "--addr", addr, "watch", "-t", "tt.Session", "--from", "oldest")
+	lines := waitLines(t, out, 4) // two inserts, the client's remove, the reaper's
+	stop()
+	if !strings.Contains(lines[3], `"op":"CHANGE_OP_REMOVE"`) || !strings.Contains(lines[3], `"key":{"id":"1"}`) || !strings.Contains(lines[3], `"expired":true`) {
+		t.Errorf("the reaper's remove: %s", lines[3])
+	}
+	if strings.Contains(lines[2], "expired") {
+		t.Errorf("a client's remove: %s", lines[2])
+	}
+}

@@ -24,6 +24,9 @@ const (
 	Insert Op = 1
 	Update Op = 2
 	Remove Op = 3
+	// Expire is a remove by the reaper: the record had expired. The API
+	// shows it as a remove marked expired.
+	Expire Op = 4
 )
 
 // errMalformed reports an entry this version cannot read.
@@ -151,7 +154,7 @@ type Change struct {
 // nextSlow, which reads every change the same (FuzzLogEntry).
 func (le *Entry) Next(c *Change) (ok bool, err error) {
 	b := le.rest
-	if len(b) >= 4 && b[1] < 0x80 && b[2] < 0x80 && b[0]-byte(Insert) <= byte(Remove-Insert) {
+	if len(b) >= 4 && b[1] < 0x80 && b[2] < 0x80 && b[0]-byte(Insert) <= byte(Expire-Insert) {
 		r := 3 + int(b[2])
 		if r < len(b) && b[r] < 0x80 {
 			if end := r + 1 + int(b[r]); end <= len(b) {
@@ -194,7 +197,7 @@ func (le *Entry) read(c *Change) (ok bool, err error) {
 	b := le.rest
 	c.Op, b = Op(b[0]), b[1:]
 	id, n := protowire.ConsumeVarint(b)
-	if n < 0 || id > 1<<32-1 || c.Op < Insert || c.Op > Remove {
+	if n < 0 || id > 1<<32-1 || c.Op < Insert || c.Op > Expire {
 		return false, errMalformed
 	}
 	c.TypeID, b = uint32(id), b[n:]

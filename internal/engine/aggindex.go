@@ -145,6 +145,14 @@ func (c *aggCell) float() float64 {
 }
 
 // zero reports a change that changes nothing.
+// merge adds the change d to e.
+func (e *aggEntry) merge(d *aggEntry) {
+	e.count += d.count
+	for i := range e.cells {
+		e.cells[i].merge(&d.cells[i])
+	}
+}
+
 func (e *aggEntry) zero() bool {
 	if e.count != 0 {
 		return false
@@ -319,10 +327,7 @@ func (c *aggChanges) apply(b store.WriteBatch) error {
 				return &apierror.Error{Code: apierror.Internal, Msg: "aggregate index " + a.ix.Name + ": " + err.Error(), Err: err}
 			}
 		}
-		c.cur.count += d.count
-		for i := range d.cells {
-			c.cur.cells[i].merge(&d.cells[i])
-		}
+		c.cur.merge(d)
 		if c.cur.count == 0 {
 			b.Delete([]byte(k))
 			continue
@@ -334,7 +339,8 @@ func (c *aggChanges) apply(b store.WriteBatch) error {
 
 // noteAggregates notes in w.aggs what record p changes in its type's
 // aggregate indexes: old, the stored record it replaces or removes
-// (found), leaves its group; its new value joins one.
+// (found), leaves its group; its new value, unless p removes or expires
+// it, joins one.
 func (w *Writer) noteAggregates(p *prep, old []byte, found bool) error {
 	key := w.bytes(p.key)
 	for _, a := range p.t.aggs {
@@ -350,7 +356,7 @@ func (w *Writer) noteAggregates(p *prep, old []byte, found bool) error {
 				return err
 			}
 		}
-		if p.op != OpRemove {
+		if p.op != OpRemove && p.op != opExpire {
 			if err := w.aggs.add(a, p.value(), 1); err != nil {
 				return err
 			}

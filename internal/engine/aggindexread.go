@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -31,10 +32,11 @@ func (t *recType) aggIndexFor(match *query.Filter, s *aggSpec) (a *aggIndex, why
 		if c.building || !c.covers(s) || !c.filters(match) {
 			continue
 		}
-		if t.exp != nil {
+		if x := t.expiryIndex(); t.exp != nil && (x == nil || x.building) {
 			// Expired records stay in the index until the reaper removes
-			// them; a read must not count them.
-			return nil, "aggregate index " + c.ix.Name + " not used: the type has a ttl, and the index counts expired records until they are removed"
+			// them; a read subtracts them, found through the expiry
+			// index, which is not ready.
+			return nil, "aggregate index " + c.ix.Name + " not used: the type's expiry index is not ready, and the aggregate index counts expired records until they are removed"
 		}
 		return c, ""
 	}
@@ -129,7 +131,15 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 		return nil, storeError(err)
 	}
 	defer snap.Close()
-	part, n, err := readAggIndex(ctx, snap, a, s, c.plan.Match(), e.opts.MaxAggregateGroups, maxBytes)
+	ents, part, n, err := readAggIndex(ctx, snap, a, s, c.plan.Match(), e.opts.MaxAggregateGroups, maxBytes)
+	var expired int
+	if err == nil && c.t.exp != nil {
+		expired, err = subtractExpired(ctx, snap, c.t, a, ents, e.now())
+		n += uint64(expired)
+	}
+	if err == nil {
+		err = a.groupAccs(part, ents, s)
+	}
 	e.queryDone("Query", c, start, uint64(len(part.groups)), n)
 	if err != nil {
 		return nil, err
@@ -140,6 +150,9 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 	}
 	if c.q.GetExplain() {
 		resp.Plan = explainAggIndex(c, a, s)
+		if c.t.exp != nil {
+			resp.Plan.Text += fmt.Sprintf(", less %d expired records not yet removed", expired)
+		}
 	}
 	size := int64(proto.Size(resp))
 	if size > maxBytes {
@@ -153,12 +166,15 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 }
 
 // readAggIndex reads every entry of a into groups of s, but groups whose
-// values match leaves out; n is the entries read.
-func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, match *query.Filter, limit int, room int64) (part *aggPart, n uint64, err error) {
+// values match leaves out; ents holds each group's entry by the same key
+// as part.groups (groupAccs then gives the groups their functions' values);
+// n is the entries read.
+func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, match *query.Filter, limit int, room int64) (ents map[string]*aggEntry, part *aggPart, n uint64, err error) {
 	part = newAggPart(s, limit, room)
+	ents = map[string]*aggEntry{}
 	it, err := v.NewIterator(a.prefix, keyspace.PrefixEnd(a.prefix))
 	if err != nil {
-		return part, 0, storeError(err)
+		return ents, part, 0, storeError(err)
 	}
 	defer it.Close()
 	// Where each of s's groups is in a's key, and each function's sum.
@@ -166,36 +182,36 @@ func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, ma
 	for i, g := range s.groups {
 		order[i] = a.groupAt(g.name)
 	}
-	var ent aggEntry
 	var rec []byte
 	vals := make([]aggVal, len(a.groups))
 	for ok := it.First(); ok; ok = it.Next() {
 		if n++; n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return part, n, err
+				return ents, part, n, err
 			}
 		}
 		key := it.Key()[len(a.prefix):]
 		if err := decodeGroupKey(a.groups, key, vals); err != nil {
-			return part, n, aggIndexDamaged(a, err)
+			return ents, part, n, aggIndexDamaged(a, err)
 		}
 		if match != nil {
 			rec = a.groupRecord(rec[:0], vals)
 			if ok, err := match.Match(rec); err != nil || !ok {
 				if err != nil {
-					return part, n, aggIndexDamaged(a, err)
+					return ents, part, n, aggIndexDamaged(a, err)
 				}
 				continue
 			}
 		}
-		if err := a.decode(it.Value(), &ent); err != nil {
-			return part, n, aggIndexDamaged(a, err)
+		ent := new(aggEntry)
+		if err := a.decode(it.Value(), ent); err != nil {
+			return ents, part, n, aggIndexDamaged(a, err)
 		}
 		if len(part.groups) >= limit {
-			return part, n, tooManyGroups(limit)
+			return ents, part, n, tooManyGroups(limit)
 		}
 		if part.used += int64(2*len(key)) + 64; part.used > room {
-			return part, n, apierror.Errorf(apierror.ResourceExhausted,
+			return ents, part, n, apierror.Errorf(apierror.ResourceExhausted,
 				"aggregate: the groups' values pass %d bytes, the most one response may hold (max response bytes; docs/limits.md)", room)
 		}
 		g := &aggGroup{vals: make([]aggVal, len(s.groups)), accs: make([]aggAcc, len(s.funcs))}
@@ -203,15 +219,86 @@ func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, ma
 			g.vals[i] = vals[at]
 			g.vals[i].b = append([]byte(nil), vals[at].b...)
 		}
-		for j, fn := range s.funcs {
-			g.accs[j] = a.acc(&ent, fn)
-		}
 		part.groups[string(key)] = g
+		ents[string(key)] = ent
 	}
 	if err := it.Error(); err != nil {
-		return part, n, storeError(err)
+		return ents, part, n, storeError(err)
 	}
-	return part, n, nil
+	return ents, part, n, nil
+}
+
+// groupAccs sets the functions' values of each group of part from its
+// entry in ents; a group without records left is dropped.
+func (a *aggIndex) groupAccs(part *aggPart, ents map[string]*aggEntry, s *aggSpec) error {
+	for k, g := range part.groups {
+		ent := ents[k]
+		if ent.count == 0 {
+			delete(part.groups, k)
+			continue
+		}
+		for j, fn := range s.funcs {
+			g.accs[j] = a.acc(ent, fn)
+		}
+	}
+	return nil
+}
+
+// subtractExpired takes out of ents, the entries of a read at v, the
+// records of t that have expired at now and are still stored, found
+// through t's expiry index: the aggregate index counts them until the
+// reaper removes them, and no read may. It returns how many it took out;
+// the reaper keeps them few.
+func subtractExpired(ctx context.Context, v store.View, t *recType, a *aggIndex, ents map[string]*aggEntry, now instant) (int, error) {
+	r := reapRange{ix: t.expiryIndex(), x: t.exp}
+	r.bounds(now)
+	it, err := v.NewIterator(r.lower, r.upper)
+	if err != nil {
+		return 0, storeError(err)
+	}
+	defer it.Close()
+	var c aggChanges
+	c.reset()
+	var key, rec []byte
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if string(k) >= string(r.zero) && string(k) < string(r.zeroEnd) {
+			if ok = it.SeekGE(r.zeroEnd); !ok {
+				break
+			}
+			k = it.Key()
+		}
+		pk, err := r.x.pkOfEntry(k[len(r.ix.prefix):])
+		if err != nil {
+			continue // the checker reports a malformed entry
+		}
+		key = append(append(key[:0], t.prefix...), pk...)
+		var found bool
+		if rec, found, err = v.Get(key, rec); err != nil {
+			return n, storeError(err)
+		}
+		if !found || !t.expired(rec, now) {
+			continue
+		}
+		if n++; n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return n, err
+			}
+		}
+		if err := c.add(a, rec, -1); err != nil {
+			return n, err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return n, storeError(err)
+	}
+	for k, d := range c.byKey {
+		if ent := ents[k[len(a.prefix):]]; ent != nil {
+			ent.merge(d)
+		}
+	}
+	return n, nil
 }
 
 // acc is function fn's state for the group of entry ent.

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/protobase/protobase/internal/changelog"
 	"github.com/protobase/protobase/internal/memsize"
@@ -135,6 +136,13 @@ type Options struct {
 	// time.Now): a record whose expiry is at or before Now() reads as
 	// absent (expiry.go).
 	Now func() time.Time
+	// ReapInterval is how often the reaper deletes the records that have
+	// expired (reap.go; 0: DefaultReapInterval, negative: never, and
+	// expired records stay on disk, absent to reads, until Reap runs).
+	ReapInterval time.Duration
+	// ReapBatch bounds the records of one reaper batch (0:
+	// DefaultReapBatch; at most MaxRecordsPerBatch).
+	ReapBatch int
 	// WatchTailBytes bounds the newest log entries kept in memory while
 	// watches run, so that watchers at the tail of the log read them
 	// without storage (changelog's tail.go; 0: DefaultWatchTailBytes,
@@ -242,6 +250,29 @@ type Stats struct {
 	// they have sent.
 	Watches      atomic.Int64
 	WatchChanges atomic.Uint64
+	// expired counts the records the reaper deleted, by type name
+	// (*atomic.Uint64 values).
+	expired sync.Map
+}
+
+// addExpired counts n records of type typ the reaper deleted.
+func (s *Stats) addExpired(typ protoreflect.FullName, n int) {
+	if n == 0 {
+		return
+	}
+	c, ok := s.expired.Load(string(typ))
+	if !ok {
+		c, _ = s.expired.LoadOrStore(string(typ), new(atomic.Uint64))
+	}
+	c.(*atomic.Uint64).Add(uint64(n))
+}
+
+// Expired returns the records the reaper deleted of type typ.
+func (s *Stats) Expired(typ string) uint64 {
+	if c, ok := s.expired.Load(typ); ok {
+		return c.(*atomic.Uint64).Load()
+	}
+	return 0
 }
 
 // Open loads the schema state and commit sequence from st and resumes any
@@ -313,6 +344,13 @@ func Open(ctx context.Context, st store.KV, opts Options) (*Engine, error) {
 
 	e.startBuilds(cat)
 	e.watchSchema()
+	if opts.ReapInterval > 0 {
+		e.bg.Add(1)
+		go func() {
+			defer e.bg.Done()
+			e.reapEvery(opts.ReapInterval)
+		}()
+	}
 	return e, nil
 }
 
@@ -382,6 +420,12 @@ func (opts *Options) withDefaults() {
 	}
 	if opts.MaxResultBufferBytes <= 0 {
 		opts.MaxResultBufferBytes = 256 << 20
+	}
+	if opts.ReapInterval == 0 {
+		opts.ReapInterval = DefaultReapInterval
+	}
+	if opts.ReapBatch <= 0 {
+		opts.ReapBatch = DefaultReapBatch
 	}
 }
 

@@ -79,29 +79,36 @@ func (x *expiry) at(rec []byte) (at instant, ok bool) {
 		return at, at != instant{}
 	}
 	if unsignedKind(v.Kind) {
-		if v.Uint == 0 {
-			return instant{}, false
-		}
-		if x.unit == pb.TTLUnit_TTL_UNIT_MILLISECONDS {
-			return instant{int64(v.Uint / 1000), int64(v.Uint%1000) * 1e6}, true //nolint:gosec // v.Uint/1000 < 2^63
-		}
-		if v.Uint > math.MaxInt64 {
-			return instant{math.MaxInt64, 0}, true
-		}
-		return instant{int64(v.Uint), 0}, true
+		return x.ofUint(v.Uint), v.Uint != 0
 	}
-	if v.Int == 0 {
-		return instant{}, false
+	return x.ofInt(v.Int), v.Int != 0
+}
+
+// ofUint is the instant of an unsigned integer expiry v.
+func (x *expiry) ofUint(v uint64) instant {
+	if x.unit == pbMillis {
+		return instant{int64(v / 1000), int64(v%1000) * 1e6} //nolint:gosec // v/1000 < 2^63
 	}
-	if x.unit == pb.TTLUnit_TTL_UNIT_MILLISECONDS {
-		sec, ms := v.Int/1000, v.Int%1000
+	if v > math.MaxInt64 {
+		return instant{math.MaxInt64, 0}
+	}
+	return instant{int64(v), 0}
+}
+
+// ofInt is the instant of a signed integer expiry v.
+func (x *expiry) ofInt(v int64) instant {
+	if x.unit == pbMillis {
+		sec, ms := v/1000, v%1000
 		if ms < 0 { // floor, so that the nanoseconds are never negative
 			sec, ms = sec-1, ms+1000
 		}
-		return instant{sec, ms * 1e6}, true
+		return instant{sec, ms * 1e6}
 	}
-	return instant{v.Int, 0}, true
+	return instant{v, 0}
 }
+
+// pbMillis is the unit of an integer expiry in milliseconds.
+const pbMillis = pb.TTLUnit_TTL_UNIT_MILLISECONDS
 
 // expired reports whether rec has expired at now.
 func (x *expiry) expired(rec []byte, now instant) bool {

@@ -80,7 +80,7 @@ func expiryStores(t *testing.T, f func(t *testing.T, xe *expiryEngine)) {
 	open := func(t *testing.T, st store.KV) *expiryEngine {
 		xe := &expiryEngine{t: t, st: st}
 		xe.now.Store(expiryBase.UnixNano())
-		e, err := engine.Open(t.Context(), st, engine.Options{Now: xe.clock})
+		e, err := engine.Open(t.Context(), st, engine.Options{Now: xe.clock, ReapInterval: -1, WatchRetention: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,4 +9,7 @@ var (
 	keySeq    = []byte(keyspace.SeqKey)
 	keySecret = []byte(keyspace.SecretKey)
 	keyAPIKey = []byte(keyspace.APIKeyPrefix)
+	// keyExpiryMark is rewritten by the reaper's batches on a shared
+	// store (keyspace.ExpiryMarkKey).
+	keyExpiryMark = []byte(keyspace.ExpiryMarkKey)
 )

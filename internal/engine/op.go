@@ -16,6 +16,9 @@ const (
 	OpUpsert
 	OpRemove
 	OpPatch
+	// opExpire deletes a record only while it has expired, and skips it
+	// otherwise: the reaper's operation (reap.go), never a client's.
+	opExpire
 )
 
 func (o Op) String() string {
@@ -30,6 +33,8 @@ func (o Op) String() string {
 		return "remove"
 	case OpPatch:
 		return "patch"
+	case opExpire:
+		return "expire"
 	}
 	return "unknown"
 }

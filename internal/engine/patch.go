@@ -63,7 +63,7 @@ func (w *Writer) checkOps(op Op, records int) error {
 		if op == 0 && records == 0 && !patch {
 			return nil // a check of the batch's conditions names no operation
 		}
-		if op < OpInsert || op > OpPatch {
+		if op < OpInsert || op > opExpire {
 			return &apierror.Error{Code: apierror.InvalidArgument, Msg: "unknown write operation"}
 		}
 		if op != OpPatch && patch {
@@ -100,6 +100,9 @@ func (w *Writer) opOf(op Op, i int) Op {
 // mixed batch (op 0) counts once under each operation it holds.
 func (w *Writer) count(op Op, records int) {
 	st := &w.e.stats
+	if op == opExpire {
+		return // the reaper counts what it deleted (Stats.Expired)
+	}
 	if op != 0 {
 		st.OpBatches[op].Add(1)
 		st.OpRecords[op].Add(uint64(records))

@@ -75,10 +75,13 @@ type Writer struct {
 	holdBuf []byte
 	// now is the time a build compares expiries with: an expired record
 	// is absent to the batch.
-	now    instant
-	oldIx  []byte
-	occ    []occurrence // where the key fields of the record being prepared lie
-	oldOcc []occurrence // the same for the record being replaced
+	now instant
+	// expired counts the records the last build of an opExpire batch
+	// deleted.
+	expired int
+	oldIx   []byte
+	occ     []occurrence // where the key fields of the record being prepared lie
+	oldOcc  []occurrence // the same for the record being replaced
 	// Entry keys of indexes on repeated fields (multikey.go): mkeys are
 	// their arena spans, which such an index's ixOff entry indexes;
 	// prepMulti is the length phase 1 left.
@@ -189,8 +192,10 @@ func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	}
 	w.batches++
 	w.records += uint64(len(recs))
-	w.e.stats.Batches.Add(1)
-	w.e.stats.Records.Add(uint64(len(recs)))
+	if op != opExpire { // the reaper counts its own (Stats.Expired)
+		w.e.stats.Batches.Add(1)
+		w.e.stats.Records.Add(uint64(len(recs)))
+	}
 	w.count(op, len(recs))
 	return nil
 }
@@ -388,7 +393,7 @@ func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups b
 		w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
 	}
 	dups = w.mark(w.arena[start:])
-	if op != OpRemove && op != OpPatch {
+	if op != OpRemove && op != OpPatch && op != opExpire {
 		d, err := w.appendIndexKeys(i, &p, a.Value, true)
 		if err != nil {
 			return false, err
@@ -500,6 +505,7 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	w.mkeys = w.mkeys[:w.prepMulti]
 	w.now = w.e.now()
 	w.aggs.reset()
+	w.expired = 0
 	logOn := w.e.clog.On()
 	if logOn {
 		recBytes := 0
@@ -521,41 +527,16 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 		if err != nil {
 			return err
 		}
-		// An expired record is absent: an insert replaces it (found
-		// still retracts its index entries below); an update, patch or
-		// remove of it is NOT_FOUND.
-		live := found && !p.t.expired(old, w.now)
-		if err := checkExistence(p.op, i, p, live); err != nil {
-			return err
-		}
-		if p.op == OpPatch {
-			if err := w.patchRecord(i, p, old); err != nil {
+		if p.op == opExpire {
+			if err := w.expire(b, p, old, found, dups, logOn); err != nil {
 				return err
 			}
-		}
-		if p.op != OpRemove {
-			if err := w.checkUnique(i, p, dups, pr); err != nil {
-				return err
-			}
-		}
-		if len(p.t.aggs) > 0 {
-			if err := w.noteAggregates(p, old, found); err != nil {
-				return err
-			}
-		}
-		if logOn {
-			w.logChange(p.op, p, old, live)
-		}
-		if found && len(p.t.indexes) > 0 {
-			if err := w.retract(b, p.op, p, old, dups); err != nil {
-				return err
-			}
-		}
-		if p.op == OpRemove {
-			w.del(b, w.bytes(p.key), dups)
 			continue
 		}
-		if !grouped {
+		if err := w.change(b, i, p, old, found, dups, pr, logOn); err != nil {
+			return err
+		}
+		if p.op != OpRemove && !grouped {
 			w.put(b, p, dups)
 		}
 	}
@@ -563,6 +544,47 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 		w.putGrouped(b)
 	}
 	return w.aggs.apply(b)
+}
+
+// change checks the i-th record of the batch, p, against old, the stored
+// record it replaces (found), and writes into b what it changes but for
+// its own new value: the record's removal, its index entries retracted
+// and aggregate groups updated, its change-log entry.
+func (w *Writer) change(b store.WriteBatch, i int, p *prep, old []byte, found, dups bool, pr batchProbe, logOn bool) error {
+	// An expired record is absent: an insert replaces it (found still
+	// retracts its index entries below); an update, patch or remove of it
+	// is NOT_FOUND.
+	live := found && !p.t.expired(old, w.now)
+	if err := checkExistence(p.op, i, p, live); err != nil {
+		return err
+	}
+	if p.op == OpPatch {
+		if err := w.patchRecord(i, p, old); err != nil {
+			return err
+		}
+	}
+	if p.op != OpRemove {
+		if err := w.checkUnique(i, p, dups, pr); err != nil {
+			return err
+		}
+	}
+	if len(p.t.aggs) > 0 {
+		if err := w.noteAggregates(p, old, found); err != nil {
+			return err
+		}
+	}
+	if logOn {
+		w.logChange(p.op, p, old, live)
+	}
+	if found && len(p.t.indexes) > 0 {
+		if err := w.retract(b, p.op, p, old, dups); err != nil {
+			return err
+		}
+	}
+	if p.op == OpRemove {
+		w.del(b, w.bytes(p.key), dups)
+	}
+	return nil
 }
 
 // batchProbe says which point reads of a batch can be skipped: when the

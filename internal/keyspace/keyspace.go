@@ -100,6 +100,12 @@ const (
 	// rarely change, so that compacting the journal never takes the
 	// records' or the change log's newest tables with it.
 	StorePrefix = "\x00\x00"
+	// ExpiryMarkKey is rewritten by every reaper batch on a shared store
+	// (etcd), so that a reader of the store's revisions (Watch) tells the
+	// batch's deletions, expired records, from a client's removes. It is
+	// the record prefix of type id 0, which no type has: it lies in the
+	// record space the watch reads, and no type's scan meets it.
+	ExpiryMarkKey = "\x01\x00\x00\x00\x00"
 )
 
 // LogKeyLen is the length of a change-log key.

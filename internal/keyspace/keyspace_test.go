@@ -120,6 +120,7 @@ func TestDesignDocTable(t *testing.T) {
 		fmt.Sprintf("%02x %q commit(8) part(4)", TagMeta, LogPrefix[1:]):        true,
 		fmt.Sprintf("%02x %q typeID(4)", TagMeta, WrittenPrefix[1:]):            true,
 		fmt.Sprintf("%02x typeID(4) pk", TagRecord):                             true,
+		fmt.Sprintf("%02x %x", TagRecord, ExpiryMarkKey[1:]):                    true,
 		fmt.Sprintf("%02x indexID(4) ixkey pk", TagIndex):                       true,
 		fmt.Sprintf("%02x indexID(4) ixkey", TagIndex):                          true,
 		fmt.Sprintf("%02x indexID(4) groupkey", TagIndex):                       true,

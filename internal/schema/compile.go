@@ -125,7 +125,16 @@ type Index struct {
 	// holds one entry per group instead of one per record.
 	Aggregate bool
 	Sums      []KeyField
+	// Expiry marks the index a ttl option keeps: (expiry, primary key) of
+	// every record, read by the reaper to find expired records without a
+	// scan. Its name is ExpiryIndexName; it comes and goes with the ttl
+	// option.
+	Expiry bool
 }
+
+// ExpiryIndexName names the index a ttl option keeps. No user index can
+// take it: an index name is letters, digits and underscores.
+const ExpiryIndexName = "(ttl)"
 
 // RepeatedField returns the position in Fields of the index's repeated
 // field, or -1 when every field is singular. An index names at most one.

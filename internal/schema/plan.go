@@ -90,6 +90,11 @@ type Result struct {
 //     name is a drop and an add, and so is an index that FAILED (applying
 //     again retries it). An added index is READY on a new or empty type and
 //     BUILDING (build_required) on a type holding records.
+//   - A ttl option keeps the expiry index (ExpiryIndexName), planned as
+//     an index: added (built when the type holds records) with the option,
+//     rebuilt when the option names another field, kept when only the unit
+//     changes (its entries hold the field's raw value), and dropped
+//     without allow_drop when the option goes.
 //   - New types and indexes get fresh ids; kept ones keep theirs.
 func Plan(ctx context.Context, old *State, req PlanRequest, counts Counts) (*Result, error) {
 	c, err := Compile(ctx, req.Files)
@@ -350,6 +355,9 @@ func (p *planner) keep(ot, nt *RecordType) error {
 	t := *nt
 	t.ID = ot.ID
 	t.Indexes = p.planIndexes(&d, ot, nt, oldByName, n > 0)
+	if ot.TTL != nil && nt.TTL != nil && ot.TTL.Unit != nt.TTL.Unit {
+		d.add(false, fmt.Sprintf("ttl unit changed from %s to %s", ot.TTL.Unit, nt.TTL.Unit))
+	}
 	if len(d.changes) > 0 {
 		tc := &protobasev1.TypeChange{Type: string(ot.Name)}
 		for _, c := range d.changes {
@@ -413,9 +421,14 @@ func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[strin
 		case ok && sameIndex(oix, nix):
 			d.add(false, fmt.Sprintf("index %s rebuilt (it had failed: %s)", nix.Name, oix.Error))
 			p.dropIndex(oix)
+		case ok && nix.Expiry:
+			d.add(false, fmt.Sprintf("ttl field changed to %s: expiry index %s rebuilt", nt.TTL.Field.Name(), nix.Name))
+			p.dropIndex(oix)
 		case ok:
 			d.add(false, fmt.Sprintf("index %s redefined", nix.Name))
 			p.dropIndex(oix)
+		case nix.Expiry:
+			d.add(false, fmt.Sprintf("ttl added on field %s: expiry index %s added", nt.TTL.Field.Name(), nix.Name))
 		default:
 			d.add(false, fmt.Sprintf("index %s added", nix.Name))
 		}
@@ -423,6 +436,12 @@ func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[strin
 	}
 	for _, oix := range ot.Indexes {
 		if _, ok := newByName[oix.Name]; ok {
+			continue
+		}
+		if oix.Expiry {
+			// The ttl option went, and with it the only use of its index.
+			d.add(false, fmt.Sprintf("ttl removed: expiry index %s dropped", oix.Name))
+			p.dropIndex(oix)
 			continue
 		}
 		// An index left out of the new schema is dropped only when

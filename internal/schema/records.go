@@ -180,7 +180,9 @@ func newRecordType(md protoreflect.MessageDescriptor, ro *protobasev1.RecordOpti
 		}
 	}
 	if to := ro.GetTtl(); to != nil {
-		t.TTL = resolveTTL(md, to, report)
+		if t.TTL = resolveTTL(md, to, report); t.TTL != nil {
+			t.Indexes = append(t.Indexes, expiryIndex(md, t.TTL))
+		}
 	}
 	if bad {
 		return nil

@@ -103,6 +103,9 @@ func (s *State) Describe() []*protobasev1.RecordType {
 	out := make([]*protobasev1.RecordType, 0, len(s.Types))
 	for _, t := range s.sortedTypes() {
 		rt := &protobasev1.RecordType{Name: string(t.Name), PrimaryKey: keyPaths(t.PrimaryKey)}
+		if t.TTL != nil {
+			rt.Ttl = &protobasev1.TTLOptions{Field: string(t.TTL.Field.Name()), Unit: t.TTL.Unit}
+		}
 		for _, ix := range t.Indexes {
 			rt.Indexes = append(rt.Indexes, &protobasev1.Index{
 				Name:      ix.Name,

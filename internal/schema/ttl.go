@@ -82,3 +82,17 @@ func integerKind(k protoreflect.Kind) bool {
 	}
 	return false
 }
+
+// expiryIndex is the index a ttl option keeps: its entries are ordered by
+// expiry (a Timestamp's seconds, then nanos; an integer field's raw value,
+// the unit applied when it is read), so the reaper finds the expired
+// records as one range.
+func expiryIndex(md protoreflect.MessageDescriptor, ttl *TTL) *Index {
+	name := string(ttl.Field.Name())
+	paths := []string{name}
+	if ttl.Timestamp() {
+		paths = []string{name + ".seconds", name + ".nanos"}
+	}
+	fields := resolveKey(md, paths, false, func(string, error) {}, func(string) {})
+	return &Index{Type: md.FullName(), Name: ExpiryIndexName, Fields: fields, Expiry: true}
+}

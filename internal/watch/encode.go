@@ -57,14 +57,16 @@ func (r *respEnc) reserve(n int) {
 	r.bp = nb
 }
 
-// omitted says which records a change leaves out (Change.old_record_omitted,
-// record_omitted): the change with them would not fit in one message.
-type omitted struct{ old, rec bool }
+// changeFlags are a change's flags: which records it leaves out
+// (Change.old_record_omitted, record_omitted: the change with them would
+// not fit in one message), and whether it is the reaper's remove of an
+// expired record (Change.expired).
+type changeFlags struct{ old, rec, expired bool }
 
 // changeSize returns the size of a change's WatchResponse field whose key
 // holds keyLen bytes, as addChange writes it (TestWatchEncodeMatchesProto
 // holds the two to the same sizes).
-func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om omitted) (field, size int) {
+func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen int, withRec, withOld bool, om changeFlags) (field, size int) {
 	uf := len(wt.URLField)
 	keyAny := wire.SizeAny(uf, keyLen)
 	size = 2 + wire.SizeString(wire.ChangeType, wt.Name) + 1 + protowire.SizeVarint(uint64(keyAny)) + keyAny // op is never 0: 1-byte tag, 1-byte value
@@ -83,6 +85,9 @@ func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen in
 	if om.rec {
 		size += 2
 	}
+	if om.expired {
+		size += 2
+	}
 	return 1 + protowire.SizeVarint(uint64(size)) + size, size
 }
 
@@ -92,7 +97,7 @@ func changeSize(c uint64, index uint32, wt *watchType, keyLen, recLen, oldLen in
 // copies, lengths and the position with wire.AppendVarint: encoding a change
 // field by field through protowire cost about as much as the rest of a
 // tail watcher's work together.
-func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchType, match, rec, old []byte, withRec, withOld bool, om omitted) {
+func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchType, match, rec, old []byte, withRec, withOld bool, om changeFlags) {
 	r.key = appendKeyFields(r.key[:0], match, wt.KeyFields)
 	if wt.typeField == nil {
 		wt.encodeNames()
@@ -116,6 +121,9 @@ func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchTy
 		size += 2
 	}
 	if om.rec {
+		size += 2
+	}
+	if om.expired {
 		size += 2
 	}
 	field := 1 + protowire.SizeVarint(uint64(size)) + size
@@ -146,6 +154,9 @@ func (r *respEnc) addChange(c uint64, index uint32, op changelog.Op, wt *watchTy
 	if om.rec {
 		b = append(b, tagChangeRecOmit, 1)
 	}
+	if om.expired {
+		b = append(b, tagChangeExpired, 1)
+	}
 	*r.bp = b
 	r.n++
 }
@@ -170,6 +181,7 @@ const (
 	tagPosIndex      = byte(wire.PositionIndex)<<3 | byte(protowire.VarintType)
 	tagChangeOldOmit = byte(wire.ChangeOldOmit)<<3 | byte(protowire.VarintType)
 	tagChangeRecOmit = byte(wire.ChangeRecOmit)<<3 | byte(protowire.VarintType)
+	tagChangeExpired = byte(wire.ChangeExpired)<<3 | byte(protowire.VarintType)
 )
 
 // encodeNames sets wt's encoded Change.type field (the type's Any.type_url

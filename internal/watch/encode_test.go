@@ -25,7 +25,7 @@ type encChange struct {
 	op       changelog.Op
 	wt       *watchType
 	rec, old []byte
-	om       omitted // records left out (rare: changes over a message)
+	om       changeFlags // records left out (rare: changes over a message)
 }
 
 // refChange builds the change as messages, the way the watcher did before
@@ -49,7 +49,7 @@ func refChange(ch encChange, withOld bool) *pb.Change {
 	if withOld && ch.op != changelog.Insert && !ch.om.old {
 		out.OldRecord = &anypb.Any{TypeUrl: url, Value: ch.old}
 	}
-	out.OldRecordOmitted, out.RecordOmitted = ch.om.old, ch.om.rec
+	out.OldRecordOmitted, out.RecordOmitted, out.Expired = ch.om.old, ch.om.rec, ch.om.expired
 	return out
 }
 
@@ -110,8 +110,9 @@ func randChanges(r *rand.Rand, types []*watchType, n int) []encChange {
 			ch.old = randRecord(r)
 		}
 		if r.IntN(10) == 0 {
-			ch.om = omitted{old: ch.op != changelog.Insert, rec: ch.op != changelog.Remove && r.IntN(2) == 0}
+			ch.om = changeFlags{old: ch.op != changelog.Insert, rec: ch.op != changelog.Remove && r.IntN(2) == 0}
 		}
+		ch.om.expired = ch.op == changelog.Remove && r.IntN(3) == 0
 		out[i] = ch
 	}
 	return out

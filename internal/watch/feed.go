@@ -109,8 +109,15 @@ func (w *watch) serveFeed(ctx context.Context, feed store.Feed) error {
 	return engine.StoreError(err)
 }
 
-// revision considers the record events of one revision of the feed.
+// revision considers the record events of one revision of the feed. The
+// deletions of a revision that rewrote the reaper's mark are expiries.
 func (w *watch) revision(ctx context.Context, c uint64, evs []store.Event) error {
+	reaped := false
+	for _, ev := range evs {
+		if string(ev.Key) == keyspace.ExpiryMarkKey {
+			reaped = true
+		}
+	}
 	for i, ev := range evs {
 		idx := uint32(i)
 		if w.pos.part && c == w.pos.commit && idx <= w.pos.index {
@@ -122,6 +129,8 @@ func (w *watch) revision(ctx context.Context, c uint64, evs []store.Event) error
 		}
 		op := changelog.Update
 		switch {
+		case ev.Delete && reaped:
+			op = changelog.Expire
 		case ev.Delete:
 			op = changelog.Remove
 		case ev.Prev == nil:

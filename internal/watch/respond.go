@@ -24,6 +24,10 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op changel
 	if wt == nil {
 		return false, nil
 	}
+	om := changeFlags{expired: op == changelog.Expire}
+	if om.expired {
+		op = changelog.Remove // the reaper's: a remove marked expired
+	}
 	match := rec
 	if op == changelog.Remove {
 		match = old
@@ -41,10 +45,9 @@ func (w *watch) consider(ctx context.Context, c uint64, index uint32, op changel
 	if withOld {
 		cost += len(old)
 	}
-	var om omitted
 	if w.resp.len()+cost+len(wt.Name)+3*len(wt.URLField)+changeSlack > w.room {
 		// Rare: a change near the largest message sent.
-		if withRec, withOld, om, err = w.fit(c, index, wt, match, rec, old, withRec, withOld); err != nil {
+		if withRec, withOld, om, err = w.fit(c, index, wt, match, rec, old, withRec, withOld, om); err != nil {
 			return false, err
 		}
 		cost = len(match)
@@ -90,8 +93,7 @@ func (s *Service) room(opts engine.Options) int {
 // left, the key, is within the transport's limit: it is cut from a record
 // that arrived in one message). The response being built is sent first when the change fits
 // a message but not beside it.
-func (w *watch) fit(c uint64, index uint32, wt *watchType, match, rec, old []byte, withRec, withOld bool) (bool, bool, omitted, error) {
-	var om omitted
+func (w *watch) fit(c uint64, index uint32, wt *watchType, match, rec, old []byte, withRec, withOld bool, om changeFlags) (bool, bool, changeFlags, error) {
 	room := w.room
 	w.resp.key = appendKeyFields(w.resp.key[:0], match, wt.KeyFields)
 	keyLen := len(w.resp.key)

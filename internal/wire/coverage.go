@@ -60,7 +60,7 @@ var Coders = []Coverage{
 	{"protobase.v1.SearchResponse", "DecodeSearchResponse", Decodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
 	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan, ResultBatchVersions), nil},
 	{"protobase.v1.WatchResponse", "DecodeWatchResponse", Decodes, nums(WatchResponseChanges, WatchResponseProgress), nil},
-	{"protobase.v1.Change", "DecodeWatchResponse", Decodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit), nil},
+	{"protobase.v1.Change", "DecodeWatchResponse", Decodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit, ChangeExpired), nil},
 	{"protobase.v1.Position", "DecodeWatchResponse", Decodes, nums(PositionCommit, PositionIndex), nil},
 
 	// Encoders of responses (the gRPC codec).
@@ -82,7 +82,7 @@ var Coders = []Coverage{
 
 	// Encoders elsewhere, with these writers and field numbers.
 	{"protobase.v1.WatchResponse", "internal/watch respEnc", Encodes, nums(WatchResponseChanges, WatchResponseProgress), nil},
-	{"protobase.v1.Change", "internal/watch respEnc", Encodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit), nil},
+	{"protobase.v1.Change", "internal/watch respEnc", Encodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit, ChangeExpired), nil},
 }
 
 // searchWriters names the engine's search writers in Coders.

@@ -93,6 +93,7 @@ const (
 	ChangePosition protowire.Number = 6
 	ChangeOldOmit  protowire.Number = 7
 	ChangeRecOmit  protowire.Number = 8
+	ChangeExpired  protowire.Number = 9
 
 	PositionCommit protowire.Number = 1
 	PositionIndex  protowire.Number = 2

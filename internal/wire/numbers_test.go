@@ -76,6 +76,7 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		{ChangePosition, &pb.Change{}, "position"},
 		{ChangeOldOmit, &pb.Change{}, "old_record_omitted"},
 		{ChangeRecOmit, &pb.Change{}, "record_omitted"},
+		{ChangeExpired, &pb.Change{}, "expired"},
 		{PositionCommit, &pb.Position{}, "commit"},
 		{PositionIndex, &pb.Position{}, "index"},
 	} {

@@ -222,6 +222,8 @@ func (d *watchDecoder) change(b []byte, s *changeSlot) bool {
 				c.OldRecordOmitted = x != 0
 			case ChangeRecOmit:
 				c.RecordOmitted = x != 0
+			case ChangeExpired:
+				c.Expired = x != 0
 			default:
 				return false
 			}

@@ -205,3 +205,27 @@ def test_a_start_the_log_no_longer_holds_names_the_oldest(binary: Path, tmp_path
                     assert next(w).position.commit == oldest.commit + 1
     finally:
         srv.stop()
+
+
+SESSIONS = """syntax = "proto3";
+package pytest.tt;
+import "protobase/v1/options.proto";
+import "google/protobuf/timestamp.proto";
+message Session {
+  option (protobase.v1.record) = { primary_key: "id" ttl: { field: "expires_at" } };
+  int64 id = 1;
+  google.protobuf.Timestamp expires_at = 2;
+}
+"""
+
+
+def test_reaped_records_are_removes_marked_expired(client: protobase.Client) -> None:
+    client.apply_schema({"tt.proto": SESSIONS}, add=True)
+    soon = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 1)) + "Z"
+    session = "pytest.tt.Session"
+    start = client.insert([{"id": 1, "expires_at": soon}, {"id": 2}], type=session).position
+    with client.watch(session, start=start, decode="dict", timeout=DEADLINE) as w:
+        client.remove([{"id": 2}], type=session)
+        removed, reaped = take(w, 2)  # the reaper runs every second by default
+    assert (removed.op, removed.key, removed.expired) == ("remove", {"id": 2}, False)
+    assert (reaped.op, reaped.key, reaped.expired) == ("remove", {"id": 1}, True)

@@ -1093,10 +1093,15 @@ func (x *WriteLimits) GetMaxMessageBytes() uint64 {
 }
 
 type RecordType struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	PrimaryKey    []string               `protobuf:"bytes,2,rep,name=primary_key,json=primaryKey,proto3" json:"primary_key,omitempty"`
-	Indexes       []*Index               `protobuf:"bytes,3,rep,name=indexes,proto3" json:"indexes,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	PrimaryKey []string               `protobuf:"bytes,2,rep,name=primary_key,json=primaryKey,proto3" json:"primary_key,omitempty"`
+	// The type's indexes; a type with a ttl option lists its expiry index,
+	// named "(ttl)", among them.
+	Indexes []*Index `protobuf:"bytes,3,rep,name=indexes,proto3" json:"indexes,omitempty"`
+	// The type's ttl option: the field holding each record's expiry, and
+	// its unit. Absent when records never expire.
+	Ttl           *TTLOptions `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1148,6 +1153,13 @@ func (x *RecordType) GetPrimaryKey() []string {
 func (x *RecordType) GetIndexes() []*Index {
 	if x != nil {
 		return x.Indexes
+	}
+	return nil
+}
+
+func (x *RecordType) GetTtl() *TTLOptions {
+	if x != nil {
+		return x.Ttl
 	}
 	return nil
 }
@@ -4710,6 +4722,11 @@ type Change struct {
 	// megabytes beside a record near the message limit). Get the record by
 	// key to read it.
 	RecordOmitted bool `protobuf:"varint,8,opt,name=record_omitted,json=recordOmitted,proto3" json:"record_omitted,omitempty"`
+	// Set on a remove made by the reaper: the record had expired (its type's
+	// ttl option) and was deleted to free its space. A client's remove
+	// leaves it unset. Reads stopped returning the record at its expiry,
+	// which comes earlier.
+	Expired       bool `protobuf:"varint,9,opt,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4800,6 +4817,13 @@ func (x *Change) GetRecordOmitted() bool {
 	return false
 }
 
+func (x *Change) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
 type WatchResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Changes []*Change              `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
@@ -4860,7 +4884,7 @@ var File_protobase_v1_protobase_proto protoreflect.FileDescriptor
 
 const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\n" +
-	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x9a\x02\n" +
+	"\x1cprotobase/v1/protobase.proto\x12\fprotobase.v1\x1a\x19google/protobuf/any.proto\x1a google/protobuf/descriptor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1aprotobase/v1/options.proto\"\x9a\x02\n" +
 	"\x12ApplySchemaRequest\x12A\n" +
 	"\x05files\x18\x01 \x03(\v2+.protobase.v1.ApplySchemaRequest.FilesEntryR\x05files\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x1d\n" +
@@ -4917,13 +4941,14 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"e\n" +
 	"\vWriteLimits\x12*\n" +
 	"\x11max_batch_records\x18\x01 \x01(\x04R\x0fmaxBatchRecords\x12*\n" +
-	"\x11max_message_bytes\x18\x02 \x01(\x04R\x0fmaxMessageBytes\"p\n" +
+	"\x11max_message_bytes\x18\x02 \x01(\x04R\x0fmaxMessageBytes\"\x9c\x01\n" +
 	"\n" +
 	"RecordType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vprimary_key\x18\x02 \x03(\tR\n" +
 	"primaryKey\x12-\n" +
-	"\aindexes\x18\x03 \x03(\v2\x13.protobase.v1.IndexR\aindexes\"\xc1\x01\n" +
+	"\aindexes\x18\x03 \x03(\v2\x13.protobase.v1.IndexR\aindexes\x12*\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x18.protobase.v1.TTLOptionsR\x03ttl\"\xc1\x01\n" +
 	"\x05Index\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x16\n" +
@@ -5178,7 +5203,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\bPosition\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\x04R\x06commit\x12\x19\n" +
 	"\x05index\x18\x02 \x01(\rH\x00R\x05index\x88\x01\x01B\b\n" +
-	"\x06_index\"\xd8\x02\n" +
+	"\x06_index\"\xf2\x02\n" +
 	"\x06Change\x12&\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x16.protobase.v1.ChangeOpR\x02op\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12&\n" +
@@ -5188,7 +5213,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"old_record\x18\x05 \x01(\v2\x14.google.protobuf.AnyR\toldRecord\x122\n" +
 	"\bposition\x18\x06 \x01(\v2\x16.protobase.v1.PositionR\bposition\x12,\n" +
 	"\x12old_record_omitted\x18\a \x01(\bR\x10oldRecordOmitted\x12%\n" +
-	"\x0erecord_omitted\x18\b \x01(\bR\rrecordOmitted\"s\n" +
+	"\x0erecord_omitted\x18\b \x01(\bR\rrecordOmitted\x12\x18\n" +
+	"\aexpired\x18\t \x01(\bR\aexpired\"s\n" +
 	"\rWatchResponse\x12.\n" +
 	"\achanges\x18\x01 \x03(\v2\x14.protobase.v1.ChangeR\achanges\x122\n" +
 	"\bprogress\x18\x02 \x01(\v2\x16.protobase.v1.PositionR\bprogress*U\n" +
@@ -5326,8 +5352,9 @@ var file_protobase_v1_protobase_proto_goTypes = []any{
 	nil,                                    // 68: protobase.v1.GetSchemaResponse.FilesEntry
 	nil,                                    // 69: protobase.v1.ExportSchema.FilesEntry
 	(*descriptorpb.FileDescriptorSet)(nil), // 70: google.protobuf.FileDescriptorSet
-	(*anypb.Any)(nil),                      // 71: google.protobuf.Any
-	(*structpb.Value)(nil),                 // 72: google.protobuf.Value
+	(*TTLOptions)(nil),                     // 71: protobase.v1.TTLOptions
+	(*anypb.Any)(nil),                      // 72: google.protobuf.Any
+	(*structpb.Value)(nil),                 // 73: google.protobuf.Value
 }
 var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	67, // 0: protobase.v1.ApplySchemaRequest.files:type_name -> protobase.v1.ApplySchemaRequest.FilesEntry
@@ -5342,77 +5369,78 @@ var file_protobase_v1_protobase_proto_depIdxs = []int32{
 	70, // 9: protobase.v1.GetSchemaResponse.descriptors:type_name -> google.protobuf.FileDescriptorSet
 	15, // 10: protobase.v1.GetSchemaResponse.write_limits:type_name -> protobase.v1.WriteLimits
 	17, // 11: protobase.v1.RecordType.indexes:type_name -> protobase.v1.Index
-	1,  // 12: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
-	71, // 13: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
-	21, // 14: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
-	2,  // 15: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
-	71, // 16: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
-	21, // 17: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
-	2,  // 18: protobase.v1.WriteStreamRequest.ops:type_name -> protobase.v1.WriteOp
-	71, // 19: protobase.v1.Condition.key:type_name -> google.protobuf.Any
-	24, // 20: protobase.v1.Condition.query:type_name -> protobase.v1.Query
-	29, // 21: protobase.v1.Query.where:type_name -> protobase.v1.Expr
-	28, // 22: protobase.v1.Query.order:type_name -> protobase.v1.Order
-	25, // 23: protobase.v1.Query.aggregate:type_name -> protobase.v1.Aggregate
-	26, // 24: protobase.v1.Aggregate.functions:type_name -> protobase.v1.AggregateFunction
-	3,  // 25: protobase.v1.AggregateFunction.op:type_name -> protobase.v1.AggregateOp
-	72, // 26: protobase.v1.AggregateRow.group:type_name -> google.protobuf.Value
-	72, // 27: protobase.v1.AggregateRow.values:type_name -> google.protobuf.Value
-	31, // 28: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
-	30, // 29: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
-	30, // 30: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
-	29, // 31: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
-	29, // 32: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
-	4,  // 33: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
-	32, // 34: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
-	32, // 35: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
-	24, // 36: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
-	36, // 37: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
-	37, // 38: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
-	38, // 39: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
-	71, // 40: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
-	33, // 41: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
-	33, // 42: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
-	24, // 43: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
-	71, // 44: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
-	33, // 45: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
-	24, // 46: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
-	71, // 47: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
-	33, // 48: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
-	27, // 49: protobase.v1.QueryResponse.rows:type_name -> protobase.v1.AggregateRow
-	72, // 50: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
-	71, // 51: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
-	71, // 52: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
-	72, // 53: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
-	71, // 54: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
-	5,  // 55: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
-	5,  // 56: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
-	45, // 57: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
-	45, // 58: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
-	54, // 59: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
-	55, // 60: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
-	56, // 61: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
-	59, // 62: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
-	60, // 63: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
-	61, // 64: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
-	69, // 65: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
-	70, // 66: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
-	71, // 67: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
-	29, // 68: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
-	63, // 69: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
-	64, // 70: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
-	6,  // 71: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
-	71, // 72: protobase.v1.Change.key:type_name -> google.protobuf.Any
-	71, // 73: protobase.v1.Change.record:type_name -> google.protobuf.Any
-	71, // 74: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
-	64, // 75: protobase.v1.Change.position:type_name -> protobase.v1.Position
-	65, // 76: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
-	64, // 77: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
-	78, // [78:78] is the sub-list for method output_type
-	78, // [78:78] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	71, // 12: protobase.v1.RecordType.ttl:type_name -> protobase.v1.TTLOptions
+	1,  // 13: protobase.v1.Index.state:type_name -> protobase.v1.IndexState
+	72, // 14: protobase.v1.WriteRequest.records:type_name -> google.protobuf.Any
+	21, // 15: protobase.v1.WriteRequest.conditions:type_name -> protobase.v1.Condition
+	2,  // 16: protobase.v1.WriteStreamRequest.op:type_name -> protobase.v1.WriteOp
+	72, // 17: protobase.v1.WriteStreamRequest.records:type_name -> google.protobuf.Any
+	21, // 18: protobase.v1.WriteStreamRequest.conditions:type_name -> protobase.v1.Condition
+	2,  // 19: protobase.v1.WriteStreamRequest.ops:type_name -> protobase.v1.WriteOp
+	72, // 20: protobase.v1.Condition.key:type_name -> google.protobuf.Any
+	24, // 21: protobase.v1.Condition.query:type_name -> protobase.v1.Query
+	29, // 22: protobase.v1.Query.where:type_name -> protobase.v1.Expr
+	28, // 23: protobase.v1.Query.order:type_name -> protobase.v1.Order
+	25, // 24: protobase.v1.Query.aggregate:type_name -> protobase.v1.Aggregate
+	26, // 25: protobase.v1.Aggregate.functions:type_name -> protobase.v1.AggregateFunction
+	3,  // 26: protobase.v1.AggregateFunction.op:type_name -> protobase.v1.AggregateOp
+	73, // 27: protobase.v1.AggregateRow.group:type_name -> google.protobuf.Value
+	73, // 28: protobase.v1.AggregateRow.values:type_name -> google.protobuf.Value
+	31, // 29: protobase.v1.Expr.cmp:type_name -> protobase.v1.Comparison
+	30, // 30: protobase.v1.Expr.and:type_name -> protobase.v1.ExprList
+	30, // 31: protobase.v1.Expr.or:type_name -> protobase.v1.ExprList
+	29, // 32: protobase.v1.Expr.not:type_name -> protobase.v1.Expr
+	29, // 33: protobase.v1.ExprList.exprs:type_name -> protobase.v1.Expr
+	4,  // 34: protobase.v1.Comparison.op:type_name -> protobase.v1.Op
+	32, // 35: protobase.v1.Comparison.value:type_name -> protobase.v1.Value
+	32, // 36: protobase.v1.Comparison.values:type_name -> protobase.v1.Value
+	24, // 37: protobase.v1.SearchRequest.queries:type_name -> protobase.v1.Query
+	36, // 38: protobase.v1.SearchResponse.results:type_name -> protobase.v1.ResultBatch
+	37, // 39: protobase.v1.SearchResponse.done:type_name -> protobase.v1.QueryDone
+	38, // 40: protobase.v1.SearchResponse.errors:type_name -> protobase.v1.QueryError
+	72, // 41: protobase.v1.ResultBatch.records:type_name -> google.protobuf.Any
+	33, // 42: protobase.v1.ResultBatch.plan:type_name -> protobase.v1.Plan
+	33, // 43: protobase.v1.QueryDone.plan:type_name -> protobase.v1.Plan
+	24, // 44: protobase.v1.ScanRequest.query:type_name -> protobase.v1.Query
+	72, // 45: protobase.v1.ScanResponse.records:type_name -> google.protobuf.Any
+	33, // 46: protobase.v1.ScanResponse.plan:type_name -> protobase.v1.Plan
+	24, // 47: protobase.v1.QueryRequest.query:type_name -> protobase.v1.Query
+	72, // 48: protobase.v1.QueryResponse.records:type_name -> google.protobuf.Any
+	33, // 49: protobase.v1.QueryResponse.plan:type_name -> protobase.v1.Plan
+	27, // 50: protobase.v1.QueryResponse.rows:type_name -> protobase.v1.AggregateRow
+	73, // 51: protobase.v1.GetRequest.keys:type_name -> google.protobuf.Value
+	72, // 52: protobase.v1.GetRequest.key_records:type_name -> google.protobuf.Any
+	72, // 53: protobase.v1.GetResponse.records:type_name -> google.protobuf.Any
+	73, // 54: protobase.v1.GetResponse.missing_keys:type_name -> google.protobuf.Value
+	72, // 55: protobase.v1.GetResponse.missing_key_records:type_name -> google.protobuf.Any
+	5,  // 56: protobase.v1.KeyInfo.role:type_name -> protobase.v1.KeyRole
+	5,  // 57: protobase.v1.CreateKeyRequest.role:type_name -> protobase.v1.KeyRole
+	45, // 58: protobase.v1.CreateKeyResponse.info:type_name -> protobase.v1.KeyInfo
+	45, // 59: protobase.v1.ListKeysResponse.keys:type_name -> protobase.v1.KeyInfo
+	54, // 60: protobase.v1.BackupChunk.data:type_name -> protobase.v1.BackupData
+	55, // 61: protobase.v1.BackupChunk.manifest:type_name -> protobase.v1.BackupManifest
+	56, // 62: protobase.v1.BackupManifest.files:type_name -> protobase.v1.BackupFile
+	59, // 63: protobase.v1.ExportChunk.schema:type_name -> protobase.v1.ExportSchema
+	60, // 64: protobase.v1.ExportChunk.records:type_name -> protobase.v1.ExportRecords
+	61, // 65: protobase.v1.ExportChunk.end:type_name -> protobase.v1.ExportEnd
+	69, // 66: protobase.v1.ExportSchema.files:type_name -> protobase.v1.ExportSchema.FilesEntry
+	70, // 67: protobase.v1.ExportSchema.descriptors:type_name -> google.protobuf.FileDescriptorSet
+	72, // 68: protobase.v1.ExportRecords.records:type_name -> google.protobuf.Any
+	29, // 69: protobase.v1.WatchRequest.where:type_name -> protobase.v1.Expr
+	63, // 70: protobase.v1.WatchRequest.start:type_name -> protobase.v1.WatchStart
+	64, // 71: protobase.v1.WatchStart.after:type_name -> protobase.v1.Position
+	6,  // 72: protobase.v1.Change.op:type_name -> protobase.v1.ChangeOp
+	72, // 73: protobase.v1.Change.key:type_name -> google.protobuf.Any
+	72, // 74: protobase.v1.Change.record:type_name -> google.protobuf.Any
+	72, // 75: protobase.v1.Change.old_record:type_name -> google.protobuf.Any
+	64, // 76: protobase.v1.Change.position:type_name -> protobase.v1.Position
+	65, // 77: protobase.v1.WatchResponse.changes:type_name -> protobase.v1.Change
+	64, // 78: protobase.v1.WatchResponse.progress:type_name -> protobase.v1.Position
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_protobase_v1_protobase_proto_init() }
@@ -5420,6 +5448,7 @@ func file_protobase_v1_protobase_proto_init() {
 	if File_protobase_v1_protobase_proto != nil {
 		return
 	}
+	file_protobase_v1_options_proto_init()
 	file_protobase_v1_protobase_proto_msgTypes[14].OneofWrappers = []any{
 		(*Condition_Record)(nil),
 		(*Condition_Key)(nil),

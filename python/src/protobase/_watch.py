@@ -169,6 +169,9 @@ class Change:
     ``record_omitted`` that the record was left out too: the change with
     them was larger than one message the server sends (docs/watch.md,
     "Changes too large for one message").
+
+    ``expired`` marks a remove made by the reaper: the record's ttl expiry
+    had passed (docs/read.md, "Expiry"). A client's remove leaves it False.
     """
 
     op: ChangeOp
@@ -179,6 +182,7 @@ class Change:
     position: Position
     old_record_omitted: bool = False
     record_omitted: bool = False
+    expired: bool = False
 
 
 class Watch:
@@ -267,9 +271,8 @@ class Watch:
             if op is None:
                 raise QueryError(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
             pos = Position.from_pb(c.position)
-            self._pending.append(
-                Change(op, c.type, key, rec, old, pos, c.old_record_omitted, c.record_omitted)
-            )
+            omitted = (c.old_record_omitted, c.record_omitted)
+            self._pending.append(Change(op, c.type, key, rec, old, pos, *omitted, c.expired))
             after = pos
         if resp.HasField("progress"):
             p = Position.from_pb(resp.progress)

@@ -15,6 +15,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from protobase.v1 import options_pb2 as _options_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -621,21 +622,33 @@ class RecordType(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     PRIMARY_KEY_FIELD_NUMBER: _builtins.int
     INDEXES_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     @_builtins.property
     def primary_key(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
-    def indexes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Index]: ...
+    def indexes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Index]:
+        """The type's indexes; a type with a ttl option lists its expiry index,
+        named "(ttl)", among them.
+        """
+
+    @_builtins.property
+    def ttl(self) -> _options_pb2.TTLOptions:
+        """The type's ttl option: the field holding each record's expiry, and
+        its unit. Absent when records never expire.
+        """
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         primary_key: _abc.Iterable[_builtins.str] | None = ...,
         indexes: _abc.Iterable[Global___Index] | None = ...,
+        ttl: _options_pb2.TTLOptions | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ttl", b"ttl"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["indexes", b"indexes", "name", b"name", "primary_key", b"primary_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["indexes", b"indexes", "name", b"name", "primary_key", b"primary_key", "ttl", b"ttl"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2356,6 +2369,7 @@ class Change(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     OLD_RECORD_OMITTED_FIELD_NUMBER: _builtins.int
     RECORD_OMITTED_FIELD_NUMBER: _builtins.int
+    EXPIRED_FIELD_NUMBER: _builtins.int
     op: Global___ChangeOp.ValueType
     type: _builtins.str
     """Full name of the record type."""
@@ -2370,6 +2384,12 @@ class Change(_message.Message):
     and record would still have been over the limit (a primary key of
     megabytes beside a record near the message limit). Get the record by
     key to read it.
+    """
+    expired: _builtins.bool
+    """Set on a remove made by the reaper: the record had expired (its type's
+    ttl option) and was deleted to free its space. A client's remove
+    leaves it unset. Reads stopped returning the record at its expiry,
+    which comes earlier.
     """
     @_builtins.property
     def key(self) -> _any_pb2.Any:
@@ -2398,10 +2418,11 @@ class Change(_message.Message):
         position: Global___Position | None = ...,
         old_record_omitted: _builtins.bool = ...,
         record_omitted: _builtins.bool = ...,
+        expired: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "position", b"position", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "old_record", b"old_record", "old_record_omitted", b"old_record_omitted", "op", b"op", "position", b"position", "record", b"record", "record_omitted", b"record_omitted", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expired", b"expired", "key", b"key", "old_record", b"old_record", "old_record_omitted", b"old_record_omitted", "op", b"op", "position", b"position", "record", b"record", "record_omitted", b"record_omitted", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,21 @@
+package engine
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// SetReapHook installs testHookReapBatch for one test: f sees each reaper
+// batch before it is applied.
+func SetReapHook(t testing.TB, f func(recs []*anypb.Any)) {
+	testHookReapBatch = f
+	t.Cleanup(func() { testHookReapBatch = nil })
+}
+
+// SetBuildHook installs testHookBuildStep for one test: f runs before
+// each index build step.
+func SetBuildHook(t testing.TB, f func()) {
+	testHookBuildStep = f
+	t.Cleanup(func() { testHookBuildStep = nil })
+}
