@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +106,40 @@ func TestInsertServerKilled(t *testing.T) {
 	}
 	if stored < acked {
 		t.Errorf("%d records stored after the restart, %d were acknowledged", stored, acked)
+	}
+}
+
+// TestWatchCommandServerKilled kills the server under a running watch and
+// starts it again at the same address: the watch goes on, printing every
+// change once.
+func TestWatchCommandServerKilled(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	child := servertest.StartAt(t, dir, addr)
+	applyShop(t, addr)
+	mustCLI(t, usersJSONL(0, 2, 3), "--addr", addr, "insert", "--type", "shop.User")
+	out, stop := watching(t, "--addr", addr, "watch", "-t", "shop.User", "--from", "oldest")
+	waitLines(t, out, 2)
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	servertest.StartAt(t, dir, addr)
+	mustCLI(t, usersJSONL(2, 2, 3), "--addr", addr, "insert", "--type", "shop.User")
+	waitLines(t, out, 4)
+	r := stop()
+	got := parseChanges(t, strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"))
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s\nstderr: %s", len(got), r.stdout, r.stderr)
+	}
+	for i, c := range got {
+		if want := fmt.Sprintf(`{"id":"%d"}`, i); string(c.Key) != want || c.Op != "CHANGE_OP_INSERT" {
+			t.Errorf("line %d: %+v, want the insert of %s", i, c, want)
+		}
 	}
 }
