@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,7 +20,22 @@ import (
 	"github.com/protobase/protobase/server/servertest"
 )
 
-func TestMain(m *testing.M) { servertest.Main(m, server.Config{Lab: true}) }
+// envCLIArgs makes the test binary run the CLI with these arguments (a
+// JSON list) on its own stdin, stdout and stderr, for a test that drives
+// it through a terminal (shell_test.go).
+const envCLIArgs = "PROTOBASE_TEST_CLI_ARGS"
+
+func TestMain(m *testing.M) {
+	if js := os.Getenv(envCLIArgs); js != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(js), &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+	}
+	servertest.Main(m, server.Config{Lab: true})
+}
 
 // TestInsertServerKilled kills the server in the middle of an insert from a
 // pipe: the CLI says how many records the server had acknowledged as
