@@ -192,3 +192,81 @@ func TestWatchResumeSurfaces(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchResumeOutOfRange stops the server under a watch and, while the
+// watch is away, lets retention trim the changes after its position: the
+// watch, resuming, ends with OUT_OF_RANGE instead of skipping them.
+func TestWatchResumeOutOfRange(t *testing.T) {
+	dir := t.TempDir()
+	cfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"}
+	srv, err := server.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr()
+	c, err := client.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, c, client.Insert, user(1, "a@x"))
+	w, err := c.Watch(t.Context(), client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	next(t, w, 1)
+	pos := w.Position()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Elsewhere, with a retention of a second, until the watch's position
+	// is trimmed.
+	cfg.WatchRetention = time.Second
+	other, err := server.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := client.Dial(other.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for id := int64(2); ; id++ {
+		write(t, oc, client.Insert, user(id, fmt.Sprintf("u%d@x", id)))
+		probe, err := oc.Watch(t.Context(), client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartAfter(pos)})
+		if status.Code(err) == codes.OutOfRange {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the position %s was not trimmed in 30 s", client.FormatPosition(pos))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := other.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Back at the watch's address.
+	cfg.GRPCAddr = addr
+	back, err := server.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = back.Stop() }()
+	if w.Next() {
+		t.Fatalf("a change after a trimmed position: %v", w.Change())
+	}
+	if code := status.Code(w.Err()); code != codes.OutOfRange {
+		t.Fatalf("Err %v, want OUT_OF_RANGE", w.Err())
+	}
+}
