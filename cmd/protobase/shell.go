@@ -38,15 +38,18 @@ const shellHelp = `Statements (TYPE is a record type's full name, FILTER the fil
   watch TYPE [FILTER]          print changes as they are committed, until
                                Ctrl-C (which ends the watch, not the shell)
   schema                       the schema: types, keys, indexes, files
-  \format table|json           how search, query and get print records
-                               (json: one JSON object per line)
+  \format table|json           how search, query and get print records: a
+                               table on a terminal and JSON lines (one
+                               object a line) from a script, until changed
   help                         this text
   exit, quit, \q, Ctrl-D       leave
 
 Any other command line of the CLI's client commands works as well, flags
 and all: search -t shop.User -w 'age > 30' --limit 5, schema get --format
-json, keys list. Words in quotes ('...' or "...") stay one word. Tab
-completes statements, type names and, in a filter, field names.`
+json, keys list, insert -t shop.User users.jsonl (the write commands
+written so read a file: their stdin is empty). Words in quotes ('...' or
+"...") stay one word. Tab completes statements, type names and, in a
+filter, field names.`
 
 // shellCommands are the CLI commands a shell line may run with flags.
 var shellCommands = []string{
@@ -57,7 +60,7 @@ var shellCommands = []string{
 // shellStatements are what the first word of a line may be, for completion.
 var shellStatements = []string{
 	"search", "query", "count", "explain", "get", "insert", "upsert", "update",
-	"remove", "watch", "schema", "scan", "patch", "keys", "help", "exit", "quit",
+	"remove", "watch", "schema", "scan", "keys", "help", "exit", "quit",
 	`\format`, `\q`,
 }
 
@@ -136,7 +139,7 @@ func (s *shell) interactive(ctx context.Context, sigs chan os.Signal) error {
 	ln.SetCtrlCAborts(true)
 	ln.SetTabCompletionStyle(liner.TabPrints)
 	ln.SetWordCompleter(s.comp.complete)
-	fmt.Fprintf(s.a.stdout, "Connected to %s. Type help for the statements, Ctrl-D to leave.\n", s.a.conn.Addr)
+	fmt.Fprintf(s.a.stdout, "Server %s. Type help for the statements, Ctrl-D to leave.\n", s.a.conn.Addr)
 	for {
 		text, err := ln.Prompt(shellPrompt)
 		switch {
@@ -283,7 +286,7 @@ func (s *shell) shorthand(verb, rest string) (args []string, stdin string, err e
 			return nil, "", errors.New("get: want get TYPE and one key or more")
 		}
 		return s.withFormat(append([]string{"get", "--type", typ}, keys...)), "", nil
-	case "insert", "upsert", "update", "remove", "patch":
+	case "insert", "upsert", "update", "remove":
 		if more == "" {
 			return nil, "", fmt.Errorf("%s: want %s TYPE JSON (the record on the same line)", verb, verb)
 		}
