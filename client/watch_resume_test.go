@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,8 +55,8 @@ func keyID(t *testing.T, ch *pb.Change) int64 {
 // at a time and in order, through server deaths: a batch that fails is
 // sent again until it is in, ALREADY_EXISTS meaning that it was made
 // durable before the acknowledgement was lost.
-func insertBatches(ctx context.Context, c *client.Client, total, batch int64) error {
-	for first := int64(0); first < total; {
+func insertBatches(ctx context.Context, c *client.Client, total, batch int64, written *atomic.Int64) error {
+	for first := int64(0); first < total; written.Store(first) {
 		err := func() error {
 			w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{BatchRecords: int(batch)})
 			if err != nil {
@@ -108,10 +109,11 @@ func TestWatchResumesAcrossKills(t *testing.T) {
 
 	var wg sync.WaitGroup
 	var werr error
+	var written atomic.Int64 // users written so far
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		werr = insertBatches(ctx, c, total, batch)
+		werr = insertBatches(ctx, c, total, batch, &written)
 	}()
 
 	killAt := map[int64]bool{20_000: true, 55_000: true}
@@ -128,6 +130,7 @@ func TestWatchResumesAcrossKills(t *testing.T) {
 		last = ch.GetPosition()
 		n++
 		if killAt[n] {
+			t.Logf("kill after %d changes received, %d users written", n, written.Load())
 			if err := child.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
