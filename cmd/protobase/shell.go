@@ -78,7 +78,9 @@ prompt comes back.
 
 When stdin is not a terminal, the shell reads statements from it, one per
 line, without prompts, and runs every one; lines starting with # are
-comments. It exits 0 when every statement succeeded, else 1.
+comments. It exits 0 when every statement succeeded, else 1. Ctrl-C
+while a statement runs ends that statement and the script goes on (a
+watch in a script runs until then); between statements it ends the shell.
 
 ` + shellHelp,
 		Example: `  protobase shell
@@ -97,6 +99,10 @@ type shell struct {
 	format string // "table" or "jsonl"
 	comp   *completer
 	failed bool // a statement failed
+	// sigs receives SIGINT while a statement runs (the whole session on
+	// a terminal); interactive says the statements come from a terminal.
+	sigs        chan os.Signal
+	interactive bool
 }
 
 func (a *app) shell(ctx context.Context) error {
@@ -105,20 +111,21 @@ func (a *app) shell(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	s := &shell{a: a, format: "table", comp: newCompleter(ctx, c, a.conn.Addr)}
-	// SIGINT belongs to the shell for the whole session: during a
-	// statement it ends the statement (run), and never the process.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
+	s := &shell{a: a, format: "table", comp: newCompleter(ctx, c, a.conn.Addr), sigs: make(chan os.Signal, 1)}
+	defer signal.Stop(s.sigs)
 	if f, ok := a.stdin.(*os.File); ok && f == os.Stdin && isTerminalReader(f) {
-		return s.interactive(ctx, sigs)
+		// SIGINT belongs to the shell for the whole session: during a
+		// statement it ends the statement (run), and never the process.
+		// At the prompt the line editor reads Ctrl-C as a key.
+		signal.Notify(s.sigs, os.Interrupt)
+		s.interactive = true
+		return s.prompt(ctx)
 	}
 	s.format = "jsonl"
 	in := bufio.NewScanner(a.stdin)
 	in.Buffer(make([]byte, 64<<10), 64<<20)
 	for in.Scan() {
-		if s.line(ctx, in.Text(), sigs) {
+		if s.line(ctx, in.Text()) {
 			break
 		}
 	}
@@ -132,8 +139,8 @@ func (a *app) shell(ctx context.Context) error {
 	return nil
 }
 
-// interactive runs statements typed on the terminal, with line editing.
-func (s *shell) interactive(ctx context.Context, sigs chan os.Signal) error {
+// prompt runs statements typed on the terminal, with line editing.
+func (s *shell) prompt(ctx context.Context) error {
 	ln := liner.NewLiner()
 	defer ln.Close()
 	ln.SetCtrlCAborts(true)
@@ -154,14 +161,14 @@ func (s *shell) interactive(ctx context.Context, sigs chan os.Signal) error {
 		if strings.TrimSpace(text) != "" {
 			ln.AppendHistory(text)
 		}
-		if s.line(ctx, text, sigs) {
+		if s.line(ctx, text) {
 			return nil
 		}
 	}
 }
 
 // line runs one statement; it reports whether the shell should end.
-func (s *shell) line(ctx context.Context, text string, sigs chan os.Signal) (quit bool) {
+func (s *shell) line(ctx context.Context, text string) (quit bool) {
 	text = strings.TrimSpace(text)
 	if text == "" || strings.HasPrefix(text, "#") {
 		return false
@@ -177,7 +184,7 @@ func (s *shell) line(ctx context.Context, text string, sigs chan os.Signal) (qui
 	case args == nil:
 		return false
 	}
-	if code := s.run(ctx, args, stdin, sigs); code != exitstatus.OK {
+	if code := s.run(ctx, args, stdin); code != exitstatus.OK {
 		s.failed = true
 	}
 	if args[0] == "schema" {
@@ -189,17 +196,24 @@ func (s *shell) line(ctx context.Context, text string, sigs chan os.Signal) (qui
 // run runs the CLI command line args, with stdin as its input, through
 // the CLI's own commands (the same code as on the command line), until it
 // ends or Ctrl-C stops it.
-func (s *shell) run(ctx context.Context, args []string, stdin string, sigs chan os.Signal) int {
+func (s *shell) run(ctx context.Context, args []string, stdin string) int {
+	if !s.interactive {
+		// A script is interrupted as a whole except while a statement
+		// runs: Ctrl-C then ends the statement (a watch) and the script
+		// goes on.
+		signal.Notify(s.sigs, os.Interrupt)
+		defer signal.Stop(s.sigs)
+	}
 	// Drop an interrupt that came between statements.
 	select {
-	case <-sigs:
+	case <-s.sigs:
 	default:
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-sigs:
+		case <-s.sigs:
 			cancel()
 		case <-ctx.Done():
 		}

@@ -174,3 +174,50 @@ func TestShellTerminal(t *testing.T) {
 		t.Fatalf("the shell did not leave at Ctrl-D:\n%q", term.out.String())
 	}
 }
+
+// TestShellScriptInterrupt: in a script, SIGINT (Ctrl-C) ends the watch
+// that runs, and the script goes on.
+func TestShellScriptInterrupt(t *testing.T) {
+	addr := watchServer(t)
+	mustCLI(t, `{"id": 1, "name": "Ann", "email": "ann@x"}`, "--addr", addr, "insert", "--type", "shop.User")
+	js, err := json.Marshal([]string{"--addr", addr, "shell"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envCLIArgs+"="+string(js))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if _, err := io.WriteString(in, "watch -t shop.User --from oldest\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitLines(t, &out, 1)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(in, "count shop.User\n"); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shell: %v\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the shell did not end:\n%s", out.String())
+	}
+	if lines := strings.Split(out.String(), "\n"); len(lines) != 3 || lines[1] != "1" {
+		t.Errorf("printed:\n%s\nwant the change, then 1", out.String())
+	}
+}
