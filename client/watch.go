@@ -175,6 +175,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 	// The first message names the start; an error before it is the
 	// caller's (a refusal, or no server to watch): there is no position
 	// to resume from yet.
+	w.recv.reuse = true
 	if err := w.stream.RecvMsg(&w.recv); err != nil {
 		w.end(err)
 		return nil, fmt.Errorf("watch: %w", w.err)
@@ -240,7 +241,9 @@ func (w *Watcher) Next() bool {
 // there is one: Batch then returns its changes (those Next has not
 // returned yet), and Position the point after them. A batch and its
 // changes are valid until the next call to NextBatch or Next, which may
-// decode the next message over them: proto.Clone what you keep.
+// decode the next message over them: proto.Clone what you keep. With
+// WatchOptions.ProgressBatches a message that only moves Position on
+// is a batch too, an empty one.
 func (w *Watcher) NextBatch() bool {
 	for len(w.cur) == 0 {
 		before := w.pos
