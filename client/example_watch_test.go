@@ -3,8 +3,13 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/protobase/protobase/client"
+	"github.com/protobase/protobase/server"
 )
 
 // A watch streams committed changes in commit order. It resumes where a
@@ -108,4 +113,69 @@ func ExampleWatcher_NextBatch() {
 	// 2 changes, the last CHANGE_OP_INSERT of 18 bytes; resume after 1.1
 	// 2 changes, the last CHANGE_OP_INSERT of 18 bytes; resume after 1.3
 	// 1 changes, the last CHANGE_OP_INSERT of 18 bytes; resume after 1
+}
+
+// A watch outlives its connection: here the server stops (it could as well
+// be killed) and starts again on the same data and address, and the watch
+// goes on after the last change it delivered, without a gap or a
+// duplicate. ResumeFor bounds how long it tries; NoResume turns it off.
+func ExampleWatchOptions() {
+	dir, _ := os.MkdirTemp("", "protobase-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	cfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0"}
+	srv, err := server.Start(ctx, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg.GRPCAddr = srv.Addr() // the same address after the restart
+	// Calls wait for the server to be back rather than fail at once.
+	c, _ := client.Dial(srv.Addr(), client.WithDialOptions(grpc.WithDefaultCallOptions(grpc.WaitForReady(true))))
+	defer c.Close()
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	insert := func(id int64) {
+		w, _ := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
+		_ = w.WriteAny(user(id, fmt.Sprintf("u%d@example.com", id)))
+		if _, err := w.Close(); err != nil {
+			fmt.Println(err)
+		}
+	}
+	insert(1)
+	insert(2)
+
+	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}, Start: client.StartOldest(), ResumeFor: time.Minute})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer wt.Close()
+	show := func() {
+		rec, _ := c.JSON(ctx, wt.Change().Record)
+		fmt.Printf("%v %s\n", wt.Change().Op, rec)
+	}
+	wt.Next()
+	show()
+
+	_ = srv.Stop() // the watch's stream ends with UNAVAILABLE
+	if srv, err = server.Start(ctx, cfg); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = srv.Stop() }()
+	insert(3)
+
+	for range 2 {
+		wt.Next()
+		show()
+	}
+	fmt.Println("new streams:", wt.Resumes())
+	// Output:
+	// CHANGE_OP_INSERT {"id":"1","email":"u1@example.com"}
+	// CHANGE_OP_INSERT {"id":"2","email":"u2@example.com"}
+	// CHANGE_OP_INSERT {"id":"3","email":"u3@example.com"}
+	// new streams: 1
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -33,6 +34,21 @@ type WatchOptions struct {
 	// BatchSize caps the changes per response message (0: the server's
 	// default).
 	BatchSize uint32
+	// NoResume ends the watch at the first error. Without it a stream
+	// that fails with UNAVAILABLE (the connection dropped, the server
+	// restarted or is stopping) is started again after the last position
+	// delivered, so that every change still comes once, in order; see
+	// Watcher.
+	NoResume bool
+	// ResumeFor bounds how long a watch keeps trying to resume after its
+	// stream failed, counted from the failure: past it, Next returns false
+	// and Err is the last failure. 0 means no bound: it tries until the
+	// context ends or Close is called.
+	ResumeFor time.Duration
+	// ProgressBatches makes NextBatch also return, as an empty batch, a
+	// message that only moves the position on (a progress mark while
+	// nothing matches): a consumer that checkpoints Position sees it.
+	ProgressBatches bool
 }
 
 // StartNow starts a watch with the changes committed after it begins.
@@ -64,10 +80,22 @@ func StartAfterCommit(commit uint64) *pb.WatchStart {
 //	w, err := c.Watch(ctx, client.WatchOptions{Types: []string{"shop.User"}})
 //	if err != nil { ... }
 //	for w.Next() { use(w.Change()) }
-//	if err := w.Err(); err != nil { ... } // then resume: client.StartAfter(w.Position())
+//	if err := w.Err(); err != nil { ... } // e.g. OUT_OF_RANGE: the position was trimmed
 //
 // A watch has no end of its own: Next returns false when the server ends
-// it with an error, the context is done, or Close is called. Next, Change
+// it with an error that resuming cannot mend, the context is done, or
+// Close is called.
+//
+// A watch resumes by itself: when its stream fails with UNAVAILABLE (the
+// connection was lost, the server was killed, restarted or is stopping),
+// it waits and starts a new stream after the last position delivered
+// (Position), so Next goes on with the next change, with no gap and no
+// duplicate. The waits start at 100 ms and double up to 5 s between
+// tries; WatchOptions.ResumeFor bounds how long it tries, and NoResume
+// turns resuming off. Any other status ends the watch at once: an
+// OUT_OF_RANGE (the position is no longer kept: changes would be lost),
+// PERMISSION_DENIED, UNAUTHENTICATED, INVALID_ARGUMENT, NOT_FOUND (a type
+// dropped) are for the caller to act on, never skipped. Next, Change
 // and Err (and NextBatch, Batch) belong to one goroutine; Position and
 // Close may be called from any goroutine.
 //
@@ -76,8 +104,24 @@ func StartAfterCommit(commit uint64) *pb.WatchStart {
 // storage of the one before, so that receiving allocates almost nothing.
 type Watcher struct {
 	stream grpc.ServerStreamingClient[pb.WatchResponse]
-	cancel context.CancelFunc
-	closed atomic.Bool // Close was called: the end is not an error
+	cancel context.CancelFunc // ends the watch: every stream of it
+	closed atomic.Bool        // Close was called: the end is not an error
+
+	// What a new stream needs to resume: the watch's context (ended by
+	// cancel), the request (its start replaced by the resume point), and
+	// the current stream's own cancel.
+	c            *Client
+	ctx          context.Context
+	req          *pb.WatchRequest
+	streamCancel context.CancelFunc
+	noResume     bool
+	resumeFor    time.Duration
+	progress     bool // NextBatch returns progress-only messages
+	resumes      atomic.Int64
+	// failedAt is when the stream failed, zero while messages come;
+	// wait is the next wait before trying to resume.
+	failedAt time.Time
+	wait     time.Duration
 
 	// recv is what each message is decoded into. lent says a change of
 	// its slabs went out by Next (the caller may keep it): the next
@@ -120,26 +164,57 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		BatchSize:  opts.BatchSize,
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Watch(ctx, req, watchCall)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watch: %w", asError(err))
+	w := &Watcher{
+		cancel: cancel, c: c, ctx: ctx, req: req,
+		noResume: opts.NoResume, resumeFor: opts.ResumeFor, progress: opts.ProgressBatches,
 	}
-	w := &Watcher{stream: st, cancel: cancel}
-	if !w.receive() {
+	if err := w.open(); err != nil {
+		w.end(err)
 		return nil, fmt.Errorf("watch: %w", w.err)
 	}
+	// The first message names the start; an error before it is the
+	// caller's (a refusal, or no server to watch): there is no position
+	// to resume from yet.
+	w.recv.reuse = true
+	if err := w.stream.RecvMsg(&w.recv); err != nil {
+		w.end(err)
+		return nil, fmt.Errorf("watch: %w", w.err)
+	}
+	w.take(&w.recv.resp)
 	return w, nil
 }
 
+// open starts a stream of the request as it stands.
+func (w *Watcher) open() error {
+	ctx, cancel := context.WithCancel(w.ctx)
+	st, err := w.c.api.Watch(ctx, w.req, watchCall)
+	if err != nil {
+		cancel()
+		return err
+	}
+	if w.streamCancel != nil {
+		w.streamCancel()
+	}
+	w.stream, w.streamCancel = st, cancel
+	return nil
+}
+
 // receive waits for the next message and makes its changes the ones Next
-// returns next; false when the watch ended (w.err says why).
+// returns next, resuming the stream when it fails and may be resumed;
+// false when the watch ended (w.err says why).
 func (w *Watcher) receive() bool {
 	w.recv.reuse = !w.lent
-	if err := w.stream.RecvMsg(&w.recv); err != nil {
-		w.end(err)
-		return false
+	for {
+		err := w.stream.RecvMsg(&w.recv)
+		if err == nil {
+			break
+		}
+		if err = w.restart(err); err != nil {
+			w.end(err)
+			return false
+		}
 	}
+	w.failedAt = time.Time{}
 	w.lent = false
 	w.take(&w.recv.resp)
 	return true
@@ -166,11 +241,18 @@ func (w *Watcher) Next() bool {
 // there is one: Batch then returns its changes (those Next has not
 // returned yet), and Position the point after them. A batch and its
 // changes are valid until the next call to NextBatch or Next, which may
-// decode the next message over them: proto.Clone what you keep.
+// decode the next message over them: proto.Clone what you keep. With
+// WatchOptions.ProgressBatches a message that only moves Position on
+// is a batch too, an empty one.
 func (w *Watcher) NextBatch() bool {
 	for len(w.cur) == 0 {
+		before := w.pos
 		if w.err != nil || !w.receive() {
 			return false
+		}
+		if w.progress && len(w.cur) == 0 && w.pos != before {
+			w.batch, w.ch = nil, nil
+			return true
 		}
 	}
 	w.batch, w.cur, w.ch = w.cur, nil, nil
@@ -202,10 +284,13 @@ func (w *Watcher) take(resp *pb.WatchResponse) {
 	}
 }
 
-// end records why the stream ended; a watch closed by Close or by its
+// end records why the watch ended; a watch closed by Close or by its
 // context ends without error.
 func (w *Watcher) end(err error) {
 	w.cancel()
+	if w.streamCancel != nil {
+		w.streamCancel()
+	}
 	w.recv.reuse = !w.lent
 	w.recv.release()
 	w.batch, w.cur = nil, nil
@@ -241,7 +326,7 @@ func (w *Watcher) Position() *pb.Position { return w.resume.Load() }
 
 // Err is the error that ended the watch: nil after Close or while it runs.
 // A server status is a *Error (OUT_OF_RANGE names the oldest position the
-// server keeps; UNAVAILABLE when it stops).
+// server keeps; UNAVAILABLE when it stops and resuming was off or gave up).
 func (w *Watcher) Err() error {
 	if errors.Is(w.err, errWatchClosed) {
 		return nil

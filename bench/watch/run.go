@@ -113,7 +113,8 @@ func startWatcher(ctx context.Context, t *bench.Target, wg *sync.WaitGroup) (*wa
 			c.Close()
 		}
 	})
-	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{bench.ItemType}, Start: client.StartNow()})
+	// A failed stream is a failed run, not a pause to resume from.
+	wt, err := c.Watch(ctx, client.WatchOptions{Types: []string{bench.ItemType}, Start: client.StartNow(), NoResume: true})
 	stop()
 	if err != nil {
 		c.Close()

@@ -63,7 +63,8 @@ func (a *app) rootCommand() *cobra.Command {
 .proto files applied to the server; records are written and read over gRPC (and REST/JSON or NATS: serve --help).
 
 This command runs a server (serve), talks to one (schema, insert, update,
-upsert, remove, patch, write, search, scan, query, get, watch), manages its API keys (keys) and
+upsert, remove, patch, write, search, scan, query, get, watch, and
+interactively: shell), manages its API keys (keys) and
 checks a data directory's indexes against its records (check); the
 benchmark lab is a command of its own, protobase-bench. The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
@@ -106,6 +107,7 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 		a.exportCommand(),
 		a.importCommand(),
 		a.watchCommand(),
+		a.shellCommand(),
 	)
 	return root
 }

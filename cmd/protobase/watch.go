@@ -65,7 +65,14 @@ write acknowledgement (after every change of commit C). To resume without a
 gap or a duplicate, pass the position of the last line printed (with
 --progress, of the last progress line, which also covers the changes the
 filter dropped). A position older than the changes the server keeps fails
-with OutOfRange, naming the oldest one available.`,
+with OutOfRange, naming the oldest one available.
+
+A watch outlives a lost connection or a server restart: it starts again
+after the last change printed (or the last progress mark), waiting 100 ms,
+then twice as long after each failed try up to 5 s, and goes on without a
+gap or a duplicate. Other errors end it (exit 1): OutOfRange when the
+position it resumes from is no longer kept, a permission refused, a type
+dropped.`,
 		Example: `  protobase watch --type shop.User
   protobase watch -t shop.User -t shop.Order --where 'total > 100' --old
   protobase watch -t shop.User --from 1041.7 --progress >> changes.jsonl`,
@@ -149,30 +156,26 @@ func (a *app) watch(ctx context.Context, o *watchFlags) error {
 	// received is printed and flushed, and the exit status is 0.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := c.API().Watch(ctx, req)
+	w, err := c.Watch(ctx, client.WatchOptions{
+		Types: req.Types, Filter: req.Filter, Start: req.Start, OldRecords: req.OldRecords,
+		ProgressBatches: o.progress,
+	})
 	if err != nil {
-		return callError("watch", a.conn.Addr, err)
+		return watchError(a.conn.Addr, err)
 	}
+	defer w.Close()
 	out := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer out.Flush()
-	for {
-		resp, err := st.Recv()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, io.EOF) {
-				return errors.New("watch: the server ended the stream without a status")
-			}
-			return watchError(a.conn.Addr, err)
-		}
-		for _, ch := range resp.GetChanges() {
+	// The first message, which Watch received, names the start; then
+	// each message's changes, and the point after them.
+	for first := true; first || w.NextBatch(); first = false {
+		for _, ch := range w.Batch() {
 			if err := cp.print(out, ch); err != nil {
 				return err
 			}
 		}
-		if p := resp.GetProgress(); o.progress && p != nil {
-			fmt.Fprintf(out, "{\"progress\":%q}\n", client.FormatPosition(p))
+		if o.progress {
+			fmt.Fprintf(out, "{\"progress\":%q}\n", client.FormatPosition(w.Position()))
 		}
 		// One flush per message: a reader of the output (a pipe, tail -f)
 		// sees each change soon after the server sent it.
@@ -180,17 +183,18 @@ func (a *app) watch(ctx context.Context, o *watchFlags) error {
 			return fmt.Errorf("write output: %w", err)
 		}
 	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return watchError(a.conn.Addr, w.Err())
 }
 
 // watchError is callError for the stream's status, with the way out of an
 // OUT_OF_RANGE start.
 func watchError(addr string, err error) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return callError("watch", addr, err)
-	}
-	err = callError("watch", addr, &client.Error{Status: st})
-	if st.Code() == codes.OutOfRange {
+	code := status.Code(err)
+	err = callError("watch", addr, err)
+	if code == codes.OutOfRange {
 		return fmt.Errorf("%w\n(start --from now, --from oldest, or after a position the message names)", err)
 	}
 	return err

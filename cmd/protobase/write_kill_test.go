@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +20,22 @@ import (
 	"github.com/protobase/protobase/server/servertest"
 )
 
-func TestMain(m *testing.M) { servertest.Main(m, server.Config{Lab: true}) }
+// envCLIArgs makes the test binary run the CLI with these arguments (a
+// JSON list) on its own stdin, stdout and stderr, for a test that drives
+// it through a terminal (shell_test.go).
+const envCLIArgs = "PROTOBASE_TEST_CLI_ARGS"
+
+func TestMain(m *testing.M) {
+	if js := os.Getenv(envCLIArgs); js != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(js), &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+	}
+	servertest.Main(m, server.Config{Lab: true})
+}
 
 // TestInsertServerKilled kills the server in the middle of an insert from a
 // pipe: the CLI says how many records the server had acknowledged as
@@ -104,5 +123,40 @@ func TestInsertServerKilled(t *testing.T) {
 	}
 	if stored < acked {
 		t.Errorf("%d records stored after the restart, %d were acknowledged", stored, acked)
+	}
+}
+
+// TestWatchCommandServerKilled kills the server under a running watch and
+// starts it again at the same address: the watch goes on, printing every
+// change once.
+func TestWatchCommandServerKilled(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	child := servertest.StartAt(t, dir, addr)
+	applyShop(t, addr)
+	mustCLI(t, usersJSONL(0, 2, 3), "--addr", addr, "insert", "--type", "shop.User")
+	out, stop := watching(t, "--addr", addr, "watch", "-t", "shop.User", "--from", "oldest")
+	waitLines(t, out, 2)
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	servertest.StartAt(t, dir, addr)
+	mustCLI(t, usersJSONL(2, 2, 3), "--addr", addr, "insert", "--type", "shop.User")
+	waitLines(t, out, 4)
+	r := stop()
+	got := parseChanges(t, strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"))
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s\nstderr: %s", len(got), r.stdout, r.stderr)
+	}
+	for i, c := range got {
+		if want := fmt.Sprintf(`{"id":"%d"}`, i); string(c.Key) != want || c.Op != "CHANGE_OP_INSERT" {
+			t.Errorf("line %d: %+v, want the insert of %s", i, c, want)
+		}
 	}
 }

@@ -29,6 +29,10 @@ const envDir = "PROTOBASE_TEST_CHILD_DATA"
 // store on etcd.
 const envEtcd = "PROTOBASE_TEST_CHILD_ETCD"
 
+// envAddr carries the address the child listens on, when the test chose
+// one (StartAt): a server restarted on it is where its clients were.
+const envAddr = "PROTOBASE_TEST_CHILD_ADDR"
+
 // envLimits carries the child's Limits (JSON).
 const envLimits = "PROTOBASE_TEST_CHILD_LIMITS"
 
@@ -79,6 +83,9 @@ func Main(m *testing.M, cfg server.Config) {
 		os.Exit(m.Run())
 	}
 	cfg.DataDir, cfg.GRPCAddr = dir, "127.0.0.1:0"
+	if a := os.Getenv(envAddr); a != "" {
+		cfg.GRPCAddr = a
+	}
 	if e := os.Getenv(envLimits); e != "" {
 		var l Limits
 		if err := json.Unmarshal([]byte(e), &l); err != nil {
@@ -121,8 +128,17 @@ func Start(t testing.TB, dir string) (*exec.Cmd, string) {
 	return StartWith(t, server.Config{DataDir: dir})
 }
 
-// StartWith is Start on the store cfg names: its DataDir, and with Store
-// "etcd" its Etcd settings. Other fields are the ones Main was given.
+// StartAt is Start listening on addr ("127.0.0.1:PORT"): a server
+// killed and started again at the address its clients know.
+func StartAt(t testing.TB, dir, addr string) *exec.Cmd {
+	t.Helper()
+	cmd, _ := start(t, server.Config{DataDir: dir, GRPCAddr: addr}, nil)
+	return cmd
+}
+
+// StartWith is Start on the store cfg names: its DataDir, with Store
+// "etcd" its Etcd settings, and its GRPCAddr when set. Other fields are
+// the ones Main was given.
 func StartWith(t testing.TB, cfg server.Config) (*exec.Cmd, string) {
 	t.Helper()
 	return start(t, cfg, nil)
@@ -156,6 +172,9 @@ func PeakRSS(cmd *exec.Cmd) (uint64, error) {
 func start(t testing.TB, cfg server.Config, l *Limits) (*exec.Cmd, string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envDir+"="+cfg.DataDir)
+	if cfg.GRPCAddr != "" {
+		cmd.Env = append(cmd.Env, envAddr+"="+cfg.GRPCAddr)
+	}
 	if l != nil {
 		b, err := json.Marshal(l)
 		if err != nil {
