@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -154,15 +153,7 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 			resp.Plan.Text += fmt.Sprintf(", less %d expired records not yet removed", expired)
 		}
 	}
-	size := int64(proto.Size(resp))
-	if size > maxBytes {
-		return nil, apierror.Errorf(apierror.ResourceExhausted,
-			"aggregate: an answer of %d bytes is larger than one response may be (%d bytes; docs/limits.md)", size, maxBytes)
-	}
-	if err := e.cover(ctx, h, size, true); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return e.aggregateAnswer(ctx, h, resp, maxBytes)
 }
 
 // readAggIndex reads every entry of a into groups of s, but groups whose

@@ -347,6 +347,12 @@ func (e *Engine) aggregatePage(ctx context.Context, req *pb.QueryRequest, maxByt
 			resp.Plan.Text += " (" + why + ")"
 		}
 	}
+	return e.aggregateAnswer(ctx, h, resp, maxBytes)
+}
+
+// aggregateAnswer returns resp, an aggregation's answer, once it fits
+// one response and the result buffer has room for it.
+func (e *Engine) aggregateAnswer(ctx context.Context, h *hold, resp *pb.QueryResponse, maxBytes int64) (*pb.QueryResponse, error) {
 	size := int64(proto.Size(resp))
 	if size > maxBytes {
 		return nil, apierror.Errorf(apierror.ResourceExhausted,
