@@ -11,7 +11,7 @@ import sys
 import threading
 
 import protobase
-from protobase import ConflictError, Transaction, if_key, if_query, if_record
+from protobase import Aborted, Transaction, if_key, if_query, if_record
 
 BANK = """
 syntax = "proto3";
@@ -62,7 +62,7 @@ def main(addr: str) -> None:
                 type=ACCOUNT,
                 conditions=[if_record(0, version=ann.version)],
             )
-        except ConflictError as e:
+        except Aborted as e:
             newer = e.version is not None and e.version > ann.version
             print(f"conflict: condition {e.condition} found a newer version: {newer}")
 

@@ -29,7 +29,6 @@ The generated API modules are ``protobase.v1.protobase_pb2`` and
 from protobase._aggregate import Aggregation, AggValue, parse_functions
 from protobase._batch import BatchOp, Record, if_key, if_query, if_record
 from protobase._client import TLS, Client, QueryLike, is_loopback
-from protobase._errors import ConflictError, ProtobaseError, QueryError, WriteError
 from protobase._keys import Key, key_value
 from protobase._query import (
     Enum,
@@ -53,29 +52,58 @@ from protobase._query import (
 from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult, Versioned
 from protobase._schema import Schema, read_proto_files, type_name
 from protobase._transaction import Transaction
-from protobase._watch import Change, ChangeOp, Position, Start, Watch, WatchOutOfRange
+from protobase._watch import Change, ChangeOp, Position, Start, Watch
 from protobase._writer import Op, WriteLimits, Writer, WriteResult
+from protobase.errors import (
+    Aborted,
+    AlreadyExists,
+    ConflictError,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ProtobaseError,
+    QueryError,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    WatchOutOfRange,
+    WriteError,
+)
 
 __all__ = [
     "TLS",
+    "Aborted",
     "AggValue",
     "Aggregation",
+    "AlreadyExists",
     "BatchOp",
     "Change",
     "ChangeOp",
     "Client",
     "ConflictError",
+    "DeadlineExceeded",
     "Decode",
     "Enum",
+    "FailedPrecondition",
     "GetResult",
+    "Internal",
+    "InvalidArgument",
     "Key",
+    "NotFound",
     "Op",
+    "OutOfRange",
     "Page",
+    "PermissionDenied",
     "Position",
     "ProtobaseError",
     "QueryError",
     "QueryLike",
     "Record",
+    "ResourceExhausted",
     "Scalar",
     "Scan",
     "Schema",
@@ -83,6 +111,8 @@ __all__ = [
     "SearchResult",
     "Start",
     "Transaction",
+    "Unauthenticated",
+    "Unavailable",
     "Versioned",
     "Watch",
     "WatchOutOfRange",

@@ -3,7 +3,7 @@
 ``Client.apply`` sends one batch on a Write stream of its own and returns
 once it is durable. The conditions it carries are checked against the
 state the batch starts from, atomically with its writes: if one fails,
-nothing of the batch is applied and ``ConflictError`` names it.
+nothing of the batch is applied and ``Aborted`` names it.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import grpc
 from google.protobuf import any_pb2, json_format
 from google.protobuf import message as _message
 
-from protobase._errors import WriteError, write_error_from_rpc
 from protobase._keys import pack
 from protobase._query import Where, select
 from protobase._schema import TYPE_URL_PREFIX
+from protobase.errors import write_error, write_error_from_rpc
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def to_any(client: Client, record: Record, type: str | None, index: int) -> any_
             return pack(client.schema().from_dict(type, record))
         except (KeyError, json_format.ParseError) as e:
             reason = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            raise WriteError(
+            raise write_error(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"record {index} of {type} not converted, nothing was sent: {reason}",
                 record=index,
@@ -167,7 +167,7 @@ def apply_batch(
             err.record = None  # the server's 0 names no record of the batch
         raise err from None
     if not resps:
-        raise WriteError(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
+        raise write_error(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
     return resps[-1].position
 
 

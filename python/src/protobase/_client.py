@@ -16,7 +16,6 @@ from google.protobuf import message as _message
 
 from protobase._aggregate import Aggregation, aggregate_request, aggregation
 from protobase._batch import BatchOp, Record, apply_batch
-from protobase._errors import from_rpc_error
 from protobase._keys import Key, get_request, key_record
 from protobase._query import Where, select
 from protobase._reads import (
@@ -34,6 +33,7 @@ from protobase._schema import Schema, read_proto_files
 from protobase._transaction import BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY, Transaction, transact
 from protobase._watch import Start, Watch, changes_request
 from protobase._writer import CHANNEL_MAX_SEND, Op, WriteLimits, Writer, WriteResult
+from protobase.errors import from_rpc_error
 from protobase.v1 import protobase_pb2 as pb
 
 _SERVICE = "/protobase.v1.Protobase/"
@@ -337,7 +337,7 @@ class Client:
         ``conditions`` (``if_record``, ``if_key``, ``if_query``) must all
         hold in the state the batch starts from, checked atomically with
         its writes; if one does not, nothing is applied and
-        ``ConflictError`` names the condition and the version it found. A
+        ``Aborted`` names the condition and the version it found. A
         batch of conditions alone writes nothing and only checks them.
         ``fields`` and ``add`` are a patch's (see ``patch``). Other
         failures raise ``WriteError`` naming the record and field.
@@ -392,7 +392,7 @@ class Client:
 
         ``with db.transaction() as tx:`` commits at the end of the block
         (not when it raises) and does not retry: a conflict raises
-        ``ConflictError``. Use ``transact`` or ``transactional`` to retry.
+        ``Aborted``. Use ``transact`` or ``transactional`` to retry.
         ``timeout`` bounds each of its calls.
         """
         return Transaction(self, timeout)
@@ -415,7 +415,7 @@ class Client:
         runs again on a new transaction after a random pause below
         ``base_delay`` doubled at each attempt (at most ``max_delay``).
         Returns what ``fn`` returned once its commit succeeded. After
-        ``max_attempts`` the last ``ConflictError`` is raised, its
+        ``max_attempts`` the last ``Aborted`` is raised, its
         ``attempts`` set. An exception ``fn`` raises ends it with nothing
         written, unless what it read has changed since: then it runs again.
         ``fn`` may run several times, so it should have no other effects.
@@ -717,7 +717,7 @@ class Client:
         server's default). Keys and records are decoded as ``decode`` asks.
         Iterate over the result; leaving the loop or ``close`` ends the
         stream. A start older than the changes the server keeps raises
-        ``WatchOutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
+        ``OutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
         position the server can start after) on the first iteration.
         """
         names = [types] if isinstance(types, str) else list(types)

@@ -17,7 +17,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
-from protobase._errors import QueryError, query_error_from_rpc, status_code
+from protobase.errors import QueryError, query_error, query_error_from_rpc, status_code
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -160,7 +160,13 @@ class Search:
                     yield r
                 for e in resp.errors:
                     pending.pop(e.query, None)
-                    err = QueryError(status_code(e.code), e.message, query=e.query, field=e.field)
+                    err = query_error(
+                        status_code(e.code),
+                        e.message,
+                        query=e.query,
+                        field=e.field or None,
+                        reason=e.message,
+                    )
                     yield SearchResult(e.query, error=err)
         except grpc.RpcError as e:
             raise read_error(e) from None
@@ -208,7 +214,7 @@ class Scan:
             try:
                 resp = next(self._call)
             except StopIteration:
-                raise QueryError(
+                raise query_error(
                     grpc.StatusCode.UNKNOWN, "scan ended without its last message"
                 ) from None
             except grpc.RpcError as e:

@@ -6,7 +6,7 @@ not found, the count and highest version of each query's matches. Its
 writes are kept in the client until it commits, as one batch whose
 conditions are exactly those reads: the batch applies only if nothing read
 has changed since, atomically with the check. If something did change the
-server refuses the batch with ABORTED (``ConflictError``) and nothing of it
+server refuses the batch with ABORTED (``Aborted``) and nothing of it
 is applied; ``Client.transact`` then runs the function again, reading the
 new state, after a random pause that grows with each attempt.
 
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.protobuf import any_pb2
 
 from protobase._batch import BatchOp, Record, apply_batch, to_any
-from protobase._errors import ConflictError, ProtobaseError
 from protobase._keys import Key
 from protobase._query import Where, select
 from protobase._reads import Decode, decoder
 from protobase._txrecord import Identity, TxRecord, key_identity, lookup_key, record_key
+from protobase.errors import ConflictError, ProtobaseError
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ class Transaction:
     def commit(self) -> int:
         """Send the writes as one batch, conditional on every read; return its position.
 
-        Raises ``ConflictError`` (nothing applied) if anything read has
+        Raises ``Aborted`` (nothing applied) if anything read has
         changed since, or another ``WriteError``. A transaction that read
         and wrote nothing sends nothing; one that only read sends its
         conditions alone, so that its reads are checked to have held

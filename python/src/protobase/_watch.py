@@ -17,8 +17,8 @@ from typing import Any, Literal
 import grpc
 from google.protobuf import any_pb2
 
-from protobase._errors import QueryError, _details
 from protobase._reads import Decoder, read_error
+from protobase.errors import OutOfRange, QueryError, _details, query_error
 from protobase.v1 import protobase_pb2 as pb
 
 _UINT64_MAX = (1 << 64) - 1
@@ -130,29 +130,15 @@ def watch_start(start: Start) -> pb.WatchStart:
     return pb.WatchStart(after=pos.to_pb())
 
 
-class WatchOutOfRange(QueryError):
-    """A watch start (or resume) older than the changes the server keeps: OUT_OF_RANGE.
-
-    ``oldest`` is the oldest position the server can start after (from the
-    status's details; None if it sent none): ``start=oldest`` (or
-    ``"oldest"``) gets what it still has, and what lies between is lost to
-    this watcher, so reconcile by reading the records again.
-    """
-
-    def __init__(self, err: QueryError, oldest: Position | None) -> None:
-        super().__init__(err.code, err.message, query=err.query, field=err.field)
-        self.oldest = oldest
-
-
 def _watch_error(e: grpc.RpcError) -> QueryError:
     err = read_error(e)
     if err.code != grpc.StatusCode.OUT_OF_RANGE:
         return err
     suffix = "/" + pb.Position.DESCRIPTOR.full_name
     for d in _details(e):
-        if d.type_url.endswith(suffix):
-            return WatchOutOfRange(err, Position.from_pb(pb.Position.FromString(d.value)))
-    return WatchOutOfRange(err, None)
+        if d.type_url.endswith(suffix) and isinstance(err, OutOfRange):
+            err.oldest = Position.from_pb(pb.Position.FromString(d.value))
+    return err
 
 
 @dataclass(slots=True)
@@ -186,7 +172,7 @@ class Watch:
 
     A watch has no end of its own: iteration stops only when ``close`` is
     called (or the client closes), and a failure of the stream raises
-    ``QueryError`` (``WatchOutOfRange`` for a start older than the changes
+    ``QueryError`` (``OutOfRange`` for a start older than the changes
     the server keeps, naming the oldest position it can start after;
     UNAVAILABLE when the server stops).
     ``position`` is where a new watch resumes to get every change not yet
@@ -236,7 +222,7 @@ class Watch:
             except StopIteration:
                 if self._closed:
                     raise
-                raise QueryError(
+                raise query_error(
                     grpc.StatusCode.UNKNOWN, "the server ended the watch without a status"
                 ) from None
             except grpc.RpcError as e:
@@ -265,7 +251,7 @@ class Watch:
             old = next(it) if c.HasField("old_record") else None
             op = _OPS.get(c.op)
             if op is None:
-                raise QueryError(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
+                raise query_error(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
             pos = Position.from_pb(c.position)
             self._pending.append(
                 Change(op, c.type, key, rec, old, pos, c.old_record_omitted, c.record_omitted)
