@@ -9,7 +9,7 @@ Quick start::
         db.apply_schema(["shop.proto"])
         with db.writer("insert") as w:
             w.write({"id": 1, "name": "Ann"}, type="shop.User")
-        for r in db.search([select("shop.User", eq("id", 1))], decode="dict"):
+        for r in db.search([select("shop.User", eq("id", 1))]):
             print(r.index, r.records)
 
         # Optimistic transactions: reads record what they saw, the writes
@@ -17,7 +17,7 @@ Quick start::
         # conflict runs the function again.
         @db.transactional
         def rename(tx: protobase.Transaction, id: int, name: str) -> None:
-            user = tx.get("shop.User", id, decode="dict")
+            user = tx.get("shop.User", id)
             tx.update({**user, "name": name}, type="shop.User")
 
         rename(1, "Anna")

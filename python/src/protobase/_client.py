@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import os
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -135,6 +136,7 @@ class Client:
         )
         self._schema: Schema | None = None
         self._limits: WriteLimits | None = None
+        self._registered: dict[str, type[_message.Message]] = {}
         self._bind(self._channel)
 
     def _bind(self, ch: grpc.Channel) -> None:
@@ -265,6 +267,28 @@ class Client:
         if self._schema is None or refresh:
             self._schema = Schema(self.get_schema())
         return self._schema
+
+    def register(self, *classes: type[_message.Message] | types.ModuleType) -> None:
+        """Make reads return records of these types as these classes (``decode="auto"``).
+
+        Each argument is a protoc-generated message class
+        (``shop_pb2.User``) or a whole generated module (``shop_pb2``: each
+        of its top-level messages). Records of types not registered are
+        returned as dicts. A class registered again for a type replaces the
+        one before.
+        """
+        for c in classes:
+            if isinstance(c, types.ModuleType):
+                desc = getattr(c, "DESCRIPTOR", None)
+                if desc is None:
+                    raise TypeError(f"module {c.__name__} is not a protoc-generated one")
+                for name in desc.message_types_by_name:
+                    cls = getattr(c, name)
+                    self._registered[cls.DESCRIPTOR.full_name] = cls
+            elif isinstance(c, type) and issubclass(c, _message.Message):
+                self._registered[c.DESCRIPTOR.full_name] = c
+            else:
+                raise TypeError(f"register takes message classes or modules, not {c!r}")
 
     def write_limits(self) -> WriteLimits:
         """Return the server's write limits (from GetSchema, fetched once)."""
@@ -480,7 +504,7 @@ class Client:
         queries: Iterable[pb.Query],
         *,
         batch_size: int = 1000,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
     ) -> Iterator[SearchResult]:
@@ -505,7 +529,7 @@ class Client:
         s.close()
         return s.results()
 
-    def open_search(self, *, decode: Decode = None, timeout: float | None = None) -> Search:
+    def open_search(self, *, decode: Decode = "auto", timeout: float | None = None) -> Search:
         """Open a Search stream to send batches of queries to as they come."""
         return Search(self, decode, timeout)
 
@@ -516,7 +540,7 @@ class Client:
         *,
         parallelism: int = 1,
         batch_size: int = 0,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
@@ -541,7 +565,7 @@ class Client:
         *,
         page_size: int = 0,
         page_token: str = "",
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
@@ -593,7 +617,7 @@ class Client:
         where: Where = None,
         *,
         page_size: int = 0,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
@@ -615,7 +639,7 @@ class Client:
         type: str,
         keys: Iterable[Key],
         *,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
     ) -> GetResult:
@@ -648,7 +672,7 @@ class Client:
         type: str,
         keys: Iterable[Key],
         *,
-        decode: Decode = None,
+        decode: Decode = "auto",
         timeout: float | None = None,
     ) -> list[Versioned]:
         """Read records by primary key with their versions, parallel to ``keys``.
@@ -701,7 +725,7 @@ class Client:
         start: Start = "now",
         old_records: bool = False,
         batch_size: int | None = None,
-        decode: Decode = None,
+        decode: Decode = "auto",
         timeout: float | None = None,
     ) -> Watch:
         """Stream the committed changes to records of ``types``, in commit order.

@@ -99,12 +99,12 @@ class Transaction:
 
     # ---------------------------------------------------------------- reads
 
-    def get(self, type: str, key: Key, *, decode: Decode = None) -> Any | None:
+    def get(self, type: str, key: Key, *, decode: Decode = "auto") -> Any | None:
         """Read one record by primary key (None when there is none)."""
         return self.get_many(type, [key], decode=decode)[0]
 
     def get_many(
-        self, type: str, keys: Iterable[Key], *, decode: Decode = None
+        self, type: str, keys: Iterable[Key], *, decode: Decode = "auto"
     ) -> list[Any | None]:
         """Read records by primary key: a list parallel to ``keys``, None where missing.
 
@@ -125,7 +125,7 @@ class Transaction:
                 fetch[id] = r
         if fetch:
             got = self._client.get_versioned(
-                type, [r.key for r in fetch.values()], timeout=self._timeout
+                type, [r.key for r in fetch.values()], decode="any", timeout=self._timeout
             )
             for r, g in zip(fetch.values(), got, strict=True):
                 r.read, r.stored, r.version = True, g.record, g.version
@@ -141,7 +141,7 @@ class Transaction:
         return out
 
     def query(
-        self, query: pb.Query | str, where: Where = None, *, decode: Decode = None, **options: Any
+        self, query: pb.Query | str, where: Where = None, *, decode: Decode = "auto", **options: Any
     ) -> list[Any]:
         """Read every match of a query (up to its ``limit``), on one snapshot.
 
@@ -167,7 +167,7 @@ class Transaction:
         sent.versions, sent.explain = True, False
         recs: list[any_pb2.Any] = []
         versions: list[int] = []
-        for r, v in self._client.scan(sent, timeout=self._timeout).versioned():
+        for r, v in self._client.scan(sent, decode="any", timeout=self._timeout).versioned():
             recs.append(r)
             versions.append(v)
         self._read_query(q, recs, versions, len(recs))
@@ -178,7 +178,7 @@ class Transaction:
         self._usable()
         q = _query(query, where, options)
         q.count = True
-        n = self._client.query(q, timeout=self._timeout).count
+        n = self._client.query(q, decode="any", timeout=self._timeout).count
         self._read_query(q, [], [], n)
         return n
 
@@ -235,7 +235,7 @@ class Transaction:
             self._conditions.append(c)
 
     def _decoded(self, recs: list[Any], decode: Decode) -> list[Any]:
-        if decode is None:
+        if decode is None or decode == "any":
             return recs
         dec = decoder(self._client, decode)
         found = iter(dec([r for r in recs if r is not None]))
