@@ -52,7 +52,16 @@ from protobase._query import (
 from protobase._reads import Decode, GetResult, Page, Scan, Search, SearchResult, Versioned
 from protobase._schema import Schema, read_proto_files, type_name
 from protobase._transaction import Transaction
-from protobase._watch import Change, ChangeOp, Position, Start, Watch
+from protobase._watch import (
+    RESUME_BASE_DELAY,
+    RESUME_MAX_DELAY,
+    RESUME_TIMEOUT,
+    Change,
+    ChangeOp,
+    Position,
+    Start,
+    Watch,
+)
 from protobase._writer import Op, WriteLimits, Writer, WriteResult
 from protobase.errors import (
     Aborted,
@@ -75,6 +84,9 @@ from protobase.errors import (
 )
 
 __all__ = [
+    "RESUME_BASE_DELAY",
+    "RESUME_MAX_DELAY",
+    "RESUME_TIMEOUT",
     "TLS",
     "Aborted",
     "AggValue",

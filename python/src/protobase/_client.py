@@ -32,7 +32,7 @@ from protobase._reads import (
 )
 from protobase._schema import Schema, read_proto_files
 from protobase._transaction import BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY, Transaction, transact
-from protobase._watch import Start, Watch, changes_request
+from protobase._watch import Resumer, Start, Watch, changes_request
 from protobase._writer import CHANNEL_MAX_SEND, Op, WriteLimits, Writer, WriteResult
 from protobase.errors import from_rpc_error
 from protobase.v1 import protobase_pb2 as pb
@@ -111,6 +111,12 @@ class Client:
         opts: list[tuple[str, Any]] = [
             ("grpc.max_send_message_length", CHANNEL_MAX_SEND),
             ("grpc.max_receive_message_length", 64 << 20),
+            # After a server restart, a channel reconnects within a few
+            # seconds rather than gRPC's default of up to two minutes, so
+            # that a resuming watch and the next calls do not wait for it.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000),
         ]
         if isinstance(tls, TLS) and tls.server_name:
             opts.append(("grpc.ssl_target_name_override", tls.server_name))
@@ -727,6 +733,8 @@ class Client:
         batch_size: int | None = None,
         decode: Decode = "auto",
         timeout: float | None = None,
+        resume: bool = True,
+        resume_timeout: float | None = None,
     ) -> Watch:
         """Stream the committed changes to records of ``types``, in commit order.
 
@@ -743,11 +751,24 @@ class Client:
         stream. A start older than the changes the server keeps raises
         ``OutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
         position the server can start after) on the first iteration.
+
+        With ``resume`` (the default) the watch reconnects on its own after
+        a transport failure or a server restart, resuming after the last
+        change it received, with a backoff (see ``Watch``); after
+        ``resume_timeout`` seconds of failed attempts (None:
+        ``RESUME_TIMEOUT``, 60) it raises ``Unavailable``. A watch started
+        at ``"now"`` that fails before its first message resumes at
+        ``"now"`` again. ``timeout`` bounds the whole watch, reconnections
+        included.
         """
         names = [types] if isinstance(types, str) else list(types)
         req = changes_request(names, where, start, old_records, batch_size)
-        call = self._watch(req, timeout=timeout, metadata=self._md)
-        return Watch(call, decoder(self, decode))
+        dec = decoder(self, decode)
+
+        def open_call(r: pb.WatchRequest, t: float | None) -> Any:
+            return self._watch(r, timeout=t, metadata=self._md)
+
+        return Watch(open_call, dec, Resumer(req, resume, resume_timeout), timeout)
 
     # ----------------------------------------------------------------- keys
 
