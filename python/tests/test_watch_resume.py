@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from conftest import SCHEMA_DIR, Server, start_server
+from conftest import SCHEMA_DIR, Restartable
 
 import protobase
 from protobase import OutOfRange, Position, QueryError
@@ -15,41 +14,6 @@ from protobase import OutOfRange, Position, QueryError
 USER = "pytest.shop.User"
 N = 100_000
 DEADLINE = 300.0  # a watch that hangs fails the test instead
-
-
-class Restartable:
-    """A server that is killed (SIGKILL) and started again on its data directory and port."""
-
-    def __init__(self, binary: Path, data: Path, *args: str) -> None:
-        self.binary, self.data, self.args = binary, data, args
-        self.srv: Server = start_server(binary, data, *args)
-        self.addr = self.srv.addr
-
-    def kill_and_restart(self) -> None:
-        self.srv.proc.kill()
-        self.srv.proc.wait()
-        self.srv = start_server(self.binary, self.data, *self.args, "--grpc-addr", self.addr)
-
-    def write(self, ids: range) -> int:
-        """Insert users ids on a client of its own; return the last commit."""
-        with protobase.Client(self.addr) as c, c.writer("insert") as w:
-            for i in ids:
-                w.write({"id": i}, type=USER)
-        return w.close().position
-
-
-@pytest.fixture
-def restartable(binary: Path, tmp_path: Path) -> Iterator[Callable[..., Restartable]]:
-    made: list[Restartable] = []
-
-    def make(*args: str) -> Restartable:
-        r = Restartable(binary, tmp_path / "data", *args)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.srv.stop()
 
 
 def test_a_watch_resumes_across_two_server_kills(restartable: Callable[..., Restartable]) -> None:

@@ -18,7 +18,7 @@ from google.protobuf import message as _message
 from protobase._keys import pack
 from protobase._query import Where, select
 from protobase._schema import TYPE_URL_PREFIX
-from protobase.errors import write_error, write_error_from_rpc
+from protobase.errors import WriteError, write_error, write_error_from_rpc
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _record_checks(c: pb.Condition, version: int | None, filter: str | None) -> 
         c.filter = filter
 
 
-def to_any(client: Client, record: Record, type: str | None, index: int) -> any_pb2.Any:
+def to_any(client: Any, record: Record, type: str | None, index: int) -> any_pb2.Any:
     """Return a record as the Any a batch carries; a dict converts through the schema."""
     if isinstance(record, _message.Message):
         return pack(record)
@@ -138,6 +138,41 @@ def to_any(client: Client, record: Record, type: str | None, index: int) -> any_
     raise TypeError(f"cannot write a {record.__class__.__name__} as a record")
 
 
+def batch_request(
+    client: Any,
+    records: Iterable[Record],
+    *,
+    op: BatchOp | None,
+    ops: Sequence[BatchOp] | None,
+    type: str | None,
+    conditions: Iterable[pb.Condition],
+    fields: Iterable[str],
+    add: Iterable[str],
+) -> pb.WriteStreamRequest:
+    """Return the one request of a batch (``client`` converts dicts through its schema)."""
+    req = pb.WriteStreamRequest(ack=True, fields=fields, add=add, conditions=conditions)
+    for i, r in enumerate(records):
+        req.records.append(to_any(client, r, type, i))
+    req.op = _batch_op(op, ops, len(req.records))
+    if ops is not None:
+        req.ops.extend(_op(o) for o in ops)
+    return req
+
+
+def batch_failure(e: grpc.RpcError, req: pb.WriteStreamRequest) -> WriteError:
+    """Return the exception of a refused batch."""
+    err = write_error_from_rpc(e)
+    c = err.condition
+    if c is not None and c < len(req.conditions) and not req.conditions[c].HasField("record"):
+        err.record = None  # the server's 0 names no record of the batch
+    return err
+
+
+def no_answer() -> WriteError:
+    """Return the exception of a batch's stream that ended without an answer."""
+    return write_error(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
+
+
 def apply_batch(
     client: Client,
     records: Iterable[Record],
@@ -151,23 +186,16 @@ def apply_batch(
     timeout: float | None,
 ) -> int:
     """Send one batch on a Write stream of its own; return its durable position."""
-    req = pb.WriteStreamRequest(ack=True, fields=fields, add=add, conditions=conditions)
-    for i, r in enumerate(records):
-        req.records.append(to_any(client, r, type, i))
-    req.op = _batch_op(op, ops, len(req.records))
-    if ops is not None:
-        req.ops.extend(_op(o) for o in ops)
+    req = batch_request(
+        client, records, op=op, ops=ops, type=type, conditions=conditions, fields=fields, add=add
+    )
     call = client._write(iter([req.SerializeToString()]), timeout=timeout, metadata=client._md)
     try:
         resps = list(call)
     except grpc.RpcError as e:
-        err = write_error_from_rpc(e)
-        c = err.condition
-        if c is not None and c < len(req.conditions) and not req.conditions[c].HasField("record"):
-            err.record = None  # the server's 0 names no record of the batch
-        raise err from None
+        raise batch_failure(e, req) from None
     if not resps:
-        raise write_error(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
+        raise no_answer()
     return resps[-1].position
 
 

@@ -17,7 +17,7 @@ from google.protobuf import message as _message
 
 from protobase._aggregate import Aggregation, aggregate_request, aggregation
 from protobase._batch import BatchOp, Record, apply_batch
-from protobase._keys import Key, get_request, key_record
+from protobase._keys import Key, get_request, key_record, take_get_response
 from protobase._query import Where, select
 from protobase._reads import (
     Decode,
@@ -88,6 +88,43 @@ def is_loopback(addr: str) -> bool:
         return False
 
 
+def channel_options(
+    addr: str,
+    api_key: str | None,
+    tls: bool | TLS | grpc.ChannelCredentials | None,
+    options: Iterable[tuple[str, Any]],
+) -> tuple[list[tuple[str, Any]], grpc.ChannelCredentials | None]:
+    """Return a client's channel options and credentials (None: plaintext).
+
+    Refuses an API key over plaintext to an address that is not loopback.
+    """
+    opts: list[tuple[str, Any]] = [
+        ("grpc.max_send_message_length", CHANNEL_MAX_SEND),
+        ("grpc.max_receive_message_length", 64 << 20),
+        # After a server restart, a channel reconnects within a few
+        # seconds rather than gRPC's default of up to two minutes, so
+        # that a resuming watch and the next calls do not wait for it.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+    ]
+    if isinstance(tls, TLS) and tls.server_name:
+        opts.append(("grpc.ssl_target_name_override", tls.server_name))
+    opts.extend(options)
+    if tls is None or tls is False:
+        if api_key and not is_loopback(addr):
+            raise ValueError(
+                "refusing to send the API key over plaintext to a non-loopback "
+                "address; pass tls=True or tls=TLS(ca=...)"
+            )
+        return opts, None
+    if tls is True:
+        return opts, grpc.ssl_channel_credentials()
+    if isinstance(tls, TLS):
+        return opts, tls.credentials()
+    return opts, tls
+
+
 class Client:
     """A connection to a Protobase server; safe for concurrent use.
 
@@ -108,33 +145,10 @@ class Client:
     ) -> None:
         if api_key is None:
             api_key = os.environ.get("PROTOBASE_API_KEY") or None
-        opts: list[tuple[str, Any]] = [
-            ("grpc.max_send_message_length", CHANNEL_MAX_SEND),
-            ("grpc.max_receive_message_length", 64 << 20),
-            # After a server restart, a channel reconnects within a few
-            # seconds rather than gRPC's default of up to two minutes, so
-            # that a resuming watch and the next calls do not wait for it.
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 2000),
-        ]
-        if isinstance(tls, TLS) and tls.server_name:
-            opts.append(("grpc.ssl_target_name_override", tls.server_name))
-        opts.extend(options)
-        if tls is None or tls is False:
-            if api_key and not is_loopback(addr):
-                raise ValueError(
-                    "refusing to send the API key over plaintext to a non-loopback "
-                    "address; pass tls=True or tls=TLS(ca=...)"
-                )
+        opts, creds = channel_options(addr, api_key, tls, options)
+        if creds is None:
             self._channel = grpc.insecure_channel(addr, options=opts)
         else:
-            if tls is True:
-                creds = grpc.ssl_channel_credentials()
-            elif isinstance(tls, TLS):
-                creds = tls.credentials()
-            else:
-                creds = tls
             self._channel = grpc.secure_channel(addr, creds, options=opts)
         self.addr = addr
         self._md: tuple[tuple[str, str], ...] = (
@@ -710,17 +724,7 @@ class Client:
                 resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
             except grpc.RpcError as e:
                 raise read_error(e) from None
-            skip = set(resp.missing) | set(resp.unanswered)
-            again = [order[u] for u in resp.unanswered if u < len(order)]
-            n = 0
-            for p, i in enumerate(order):
-                if p not in skip and n < len(resp.records):
-                    v = resp.versions[n] if n < len(resp.versions) else 0
-                    found[i] = (resp.records[n], v)
-                    n += 1
-            if len(again) == len(todo):
-                raise ValueError(f"get {type}: the server answered none of {len(todo)} keys")
-            todo = again
+            todo = take_get_response(type, resp, order, todo, found)
         return found
 
     def watch(

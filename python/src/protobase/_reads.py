@@ -13,7 +13,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import grpc
 from google.protobuf import any_pb2
@@ -38,11 +38,22 @@ Decode = str | type[_message.Message] | None
 Decoder = Callable[[list[any_pb2.Any]], list[Any]]
 
 
+class SchemaSource(Protocol):
+    """What decoding reads of a client: its schema and its registered classes."""
+
+    @property
+    def _registered(self) -> dict[str, type[_message.Message]]: ...
+
+    def schema(self, *, refresh: bool = False) -> Schema:
+        """Return the schema, fetched again with ``refresh``."""
+        ...
+
+
 def _as_stored(recs: list[any_pb2.Any]) -> list[Any]:
     return recs
 
 
-def decoder(client: Client, decode: Decode) -> Decoder:
+def decoder(client: SchemaSource, decode: Decode) -> Decoder:
     """Return the function that turns a list of records into what ``decode`` asks."""
     if decode is None or decode == "any":
         return _as_stored
@@ -61,7 +72,7 @@ def decoder(client: Client, decode: Decode) -> Decoder:
     )
 
 
-def _auto(client: Client, recs: list[any_pb2.Any]) -> list[Any]:
+def _auto(client: SchemaSource, recs: list[any_pb2.Any]) -> list[Any]:
     """Decode each record into its registered class, or else into a dict."""
     classes = client._registered
     out: list[Any] = []
@@ -74,7 +85,7 @@ def _auto(client: Client, recs: list[any_pb2.Any]) -> list[Any]:
     return out
 
 
-def _schema_for(client: Client, record: any_pb2.Any) -> Schema:
+def _schema_for(client: SchemaSource, record: any_pb2.Any) -> Schema:
     """Return a schema holding the record's type, fetching a new one if the cached one does not.
 
     A type applied after the client fetched its schema (by another
@@ -183,39 +194,46 @@ class Search:
         decode = self._decode
         try:
             for resp in self._call:
-                for b in resp.results:
-                    r = pending.get(b.query)
-                    if r is None:
-                        r = pending[b.query] = SearchResult(b.query)
-                    if decode is None:
-                        r.records.extend(b.records)
-                    else:
-                        r.records.extend(decode(list(b.records)))
-                    r.versions.extend(b.versions)
-                    if b.HasField("plan"):
-                        r.plan = b.plan
-                for d in resp.done:
-                    r = pending.pop(d.query, None) or SearchResult(d.query)
-                    r.count = d.count
-                    if d.HasField("plan"):
-                        r.plan = d.plan
-                    yield r
-                for e in resp.errors:
-                    pending.pop(e.query, None)
-                    err = query_error(
-                        status_code(e.code),
-                        e.message,
-                        query=e.query,
-                        field=e.field or None,
-                        reason=e.message,
-                    )
-                    yield SearchResult(e.query, error=err)
+                yield from search_results(resp, pending, decode)
         except grpc.RpcError as e:
             raise read_error(e) from None
         finally:
             with self._cond:
                 self._ended = True
                 self._cond.notify_all()
+
+
+def search_results(
+    resp: pb.SearchResponse, pending: dict[int, SearchResult], decode: Decoder | None
+) -> Iterator[SearchResult]:
+    """Add a Search response's records to ``pending``; yield the queries it finishes."""
+    for b in resp.results:
+        r = pending.get(b.query)
+        if r is None:
+            r = pending[b.query] = SearchResult(b.query)
+        if decode is None:
+            r.records.extend(b.records)
+        else:
+            r.records.extend(decode(list(b.records)))
+        r.versions.extend(b.versions)
+        if b.HasField("plan"):
+            r.plan = b.plan
+    for d in resp.done:
+        r = pending.pop(d.query, None) or SearchResult(d.query)
+        r.count = d.count
+        if d.HasField("plan"):
+            r.plan = d.plan
+        yield r
+    for e in resp.errors:
+        pending.pop(e.query, None)
+        err = query_error(
+            status_code(e.code),
+            e.message,
+            query=e.query,
+            field=e.field or None,
+            reason=e.message,
+        )
+        yield SearchResult(e.query, error=err)
 
 
 class Scan:

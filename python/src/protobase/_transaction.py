@@ -118,17 +118,26 @@ class Transaction:
 
     def _get_keys(self, type: str, ids: list[Identity]) -> list[any_pb2.Any | None]:
         """Read the records ids: from the server those not read yet whose state is needed."""
-        fetch: dict[bytes, TxRecord] = {}
-        for id, key in ids:
-            r = self._record(id, key)
-            if not (r.read or (r.wrote and r.known)):
-                fetch[id] = r
+        fetch = self._to_fetch(ids)
         if fetch:
             got = self._client.get_versioned(
                 type, [r.key for r in fetch.values()], decode="any", timeout=self._timeout
             )
             for r, g in zip(fetch.values(), got, strict=True):
                 r.read, r.stored, r.version = True, g.record, g.version
+        return self._as_read(ids)
+
+    def _to_fetch(self, ids: list[Identity]) -> dict[bytes, TxRecord]:
+        """Return the records of ids not read yet whose stored state is needed."""
+        fetch: dict[bytes, TxRecord] = {}
+        for id, key in ids:
+            r = self._record(id, key)
+            if not (r.read or (r.wrote and r.known)):
+                fetch[id] = r
+        return fetch
+
+    def _as_read(self, ids: list[Identity]) -> list[any_pb2.Any | None]:
+        """Return the records ids as the transaction sees them, noting their conditions."""
         schema = self._client.schema()
         out: list[any_pb2.Any | None] = []
         for id, _ in ids:

@@ -207,7 +207,7 @@ class Resumer:
             return False
         if e is None:
             return True
-        if not isinstance(e, grpc.Call):
+        if not isinstance(e, (grpc.Call, grpc.aio.AioRpcError)):
             return False
         code = e.code()
         if code == grpc.StatusCode.UNAVAILABLE:
@@ -241,6 +241,18 @@ class Resumer:
         return req
 
 
+def records_of(resp: pb.WatchResponse) -> list[any_pb2.Any]:
+    """Return the records of a Watch message in order: each change's key, record, old record."""
+    recs: list[any_pb2.Any] = []
+    for c in resp.changes:
+        recs.append(c.key)
+        if c.HasField("record"):
+            recs.append(c.record)
+        if c.HasField("old_record"):
+            recs.append(c.old_record)
+    return recs
+
+
 def ended_without_status() -> QueryError:
     """Return the error of a watch stream the server ended without a status."""
     return query_error(grpc.StatusCode.UNKNOWN, "the server ended the watch without a status")
@@ -272,16 +284,13 @@ class WatchState:
         self._last = ch.position
         return ch
 
-    def _take(self, resp: pb.WatchResponse) -> None:
-        """Queue a message's changes, decoded in one call, and move the resume point."""
-        recs: list[any_pb2.Any] = []
-        for c in resp.changes:
-            recs.append(c.key)
-            if c.HasField("record"):
-                recs.append(c.record)
-            if c.HasField("old_record"):
-                recs.append(c.old_record)
-        it = iter(self._decode(recs))
+    def _take(self, resp: pb.WatchResponse, decoded: list[Any] | None = None) -> None:
+        """Queue a message's changes, decoded in one call, and move the resume point.
+
+        ``decoded`` is what the decoder made of ``records_of(resp)``, when
+        the caller decoded them itself.
+        """
+        it = iter(self._decode(records_of(resp)) if decoded is None else decoded)
         after = self._after
         for c in resp.changes:
             key = next(it)

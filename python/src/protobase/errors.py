@@ -248,7 +248,7 @@ def status_code(value: int) -> grpc.StatusCode:
 
 def _details(err: grpc.RpcError) -> list[Any]:
     """Return the status details (google.protobuf.Any) of a failed call."""
-    trailers: Any = err.trailing_metadata() if isinstance(err, grpc.Call) else None
+    trailers: Any = err.trailing_metadata() if _is_call(err) else None
     for key, value in trailers or ():
         if key == _DETAILS_KEY:
             return list(status_pb2.Status.FromString(value).details)
@@ -279,8 +279,13 @@ def query_error_from_rpc(err: grpc.RpcError) -> QueryError:
     return query_error(code, message, field=field or None, reason=message)
 
 
+def _is_call(err: grpc.RpcError) -> bool:
+    """Report whether err carries a status: a failed call, sync (grpc.Call) or asyncio."""
+    return isinstance(err, (grpc.Call, grpc.aio.AioRpcError))
+
+
 def _code_and_message(err: grpc.RpcError) -> tuple[grpc.StatusCode | None, str]:
-    if isinstance(err, grpc.Call):
+    if isinstance(err, (grpc.Call, grpc.aio.AioRpcError)):
         code, message = err.code(), err.details() or ""
         if code == grpc.StatusCode.UNAVAILABLE:
             message = _plaintext_to_tls(message) or message
