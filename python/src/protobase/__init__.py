@@ -28,7 +28,8 @@ The generated API modules are ``protobase.v1.protobase_pb2`` and
 
 from protobase._aggregate import Aggregation, AggValue, parse_functions
 from protobase._batch import BatchOp, Record, if_key, if_query, if_record
-from protobase._client import TLS, Client, QueryLike, is_loopback
+from protobase._channel import TLS, is_loopback
+from protobase._client import Client, QueryLike
 from protobase._keys import Key, key_value
 from protobase._query import (
     Enum,

@@ -15,7 +15,8 @@ from google.protobuf import message as _message
 
 from protobase._aggregate import Aggregation, aggregate_request, aggregation
 from protobase._batch import BatchOp, Record, batch_failure, batch_request, no_answer
-from protobase._client import TLS, QueryLike, _as_query, _versioned, channel_options
+from protobase._channel import TLS, channel_options
+from protobase._client import QueryLike, _as_query, _versioned
 from protobase._keys import Key, get_request, key_record, take_get_response
 from protobase._reads import (
     Decode,
