@@ -170,3 +170,23 @@ async def test_an_async_watch_resumes_across_two_server_kills(
                     break
         assert w.reconnects >= 2
     assert seen == list(range(1, N + 1))
+
+
+@pytest.mark.asyncio
+async def test_linger_wait_durable_and_the_decorator(server: Server) -> None:
+    async with await connect(server) as db:
+        async with db.writer("upsert", linger=0.01) as w:
+            await w.write({"id": 1, "balance": 5}, type=ACCOUNT)
+            # Nothing but the linger timer sends this batch.
+            assert await w.wait_durable(1, timeout=60)
+            assert w.durable == 1
+
+        @db.transactional(max_attempts=20)
+        async def add(tx: protobase.aio.Transaction, id: int, amount: int) -> int:
+            a = await tx.get(ACCOUNT, id)
+            assert a is not None
+            tx.update({**a, "balance": a["balance"] + amount}, type=ACCOUNT)
+            return int(a["balance"]) + amount
+
+        results = await asyncio.gather(*(add(1, 1) for _ in range(4)))
+        assert sorted(results) == [6, 7, 8, 9]

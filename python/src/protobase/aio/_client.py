@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import types
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 import grpc
 import grpc.aio
@@ -30,6 +31,7 @@ from protobase._reads import (
     search_results,
 )
 from protobase._schema import Schema, read_proto_files, type_name
+from protobase._transaction import BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY
 from protobase._watch import Resumer, Start, changes_request
 from protobase._writer import Op, WriteLimits, WriteResult
 from protobase.aio._reads import Scan, Watch
@@ -39,6 +41,9 @@ from protobase.errors import from_rpc_error
 from protobase.v1 import protobase_pb2 as pb
 
 _SERVICE = "/protobase.v1.Protobase/"
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _SchemaView:
@@ -335,13 +340,74 @@ class Client:
         """Begin a transaction committed at the end of an ``async with`` block, never retried."""
         return Transaction(self, timeout)
 
-    async def transact(self, fn: TransactionFn[Any], **options: Any) -> Any:
-        """Run ``await fn(tx)`` and commit, again while the commit conflicts (``Client.transact``).
+    async def transact(
+        self,
+        fn: TransactionFn[T],
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        base_delay: float = BASE_DELAY,
+        max_delay: float = MAX_DELAY,
+        timeout: float | None = None,
+    ) -> T:
+        """Run ``await fn(tx)`` and commit it, again while the commit conflicts (see ``Client``)."""
+        return await transact(
+            self,
+            fn,
+            max_attempts=max_attempts,
+            base_delay=base_delay,
+            max_delay=max_delay,
+            timeout=timeout,
+        )
 
-        Takes ``max_attempts``, ``base_delay``, ``max_delay`` and
-        ``timeout`` as the sync client's does.
+    @overload
+    def transactional(
+        self, fn: Callable[Concatenate[Transaction, P], Awaitable[T]], /
+    ) -> Callable[P, Awaitable[T]]: ...
+
+    @overload
+    def transactional(
+        self,
+        /,
+        *,
+        max_attempts: int = ...,
+        base_delay: float = ...,
+        max_delay: float = ...,
+        timeout: float | None = ...,
+    ) -> Callable[
+        [Callable[Concatenate[Transaction, P], Awaitable[T]]], Callable[P, Awaitable[T]]
+    ]: ...
+
+    def transactional(
+        self,
+        fn: Callable[Concatenate[Transaction, P], Awaitable[T]] | None = None,
+        /,
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        base_delay: float = BASE_DELAY,
+        max_delay: float = MAX_DELAY,
+        timeout: float | None = None,
+    ) -> Any:
+        """Decorate ``async def fn(tx, *args)`` to run as ``transact`` runs it: ``await fn(*args)``.
+
+        ``@db.transactional`` or ``@db.transactional(max_attempts=20)``.
         """
-        return await transact(self, fn, **options)
+
+        def wrap(
+            f: Callable[Concatenate[Transaction, P], Awaitable[T]],
+        ) -> Callable[P, Awaitable[T]]:
+            @functools.wraps(f)
+            async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+                return await self.transact(
+                    lambda tx: f(tx, *args, **kwargs),
+                    max_attempts=max_attempts,
+                    base_delay=base_delay,
+                    max_delay=max_delay,
+                    timeout=timeout,
+                )
+
+            return run
+
+        return wrap if fn is None else wrap(fn)
 
     # ---------------------------------------------------------------- reads
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -52,7 +52,7 @@ class Scan:
     def __aiter__(self) -> Scan:
         return self
 
-    async def versioned(self) -> Any:
+    async def versioned(self) -> AsyncIterator[Versioned]:
         """Yield each remaining match with its version (the query must ask for versions)."""
         async for r in self:
             yield Versioned(r, self.version)

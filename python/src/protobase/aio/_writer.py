@@ -73,6 +73,9 @@ class Writer:
         self._acked_records = 0
         self._position = 0
         self._acked = asyncio.Condition()
+        # Held while a batch is handed to the stream: a linger timer's batch
+        # and the caller's never interleave their writes.
+        self._sending = asyncio.Lock()
         self._ended = False
         self._end_error: WriteError | None = None
         self._call: Any = None
@@ -219,12 +222,18 @@ class Writer:
     def _linger_flush(self) -> None:
         self._timer = None
         if self._error is None and not self._closed and self._count:
-            task = asyncio.ensure_future(self._send(False))
+            task = asyncio.ensure_future(self._send(False, only_pending=True))
             # A failure is kept in _error: the next call raises it.
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
-    async def _send(self, ack: bool) -> None:
-        """Send the pending records as one batch."""
+    async def _send(self, ack: bool, only_pending: bool = False) -> None:
+        """Send the pending records as one batch (with ``only_pending``, only if there are any)."""
+        async with self._sending:
+            if only_pending and not self._count:
+                return
+            await self._send_locked(ack)
+
+    async def _send_locked(self, ack: bool) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -269,6 +278,24 @@ class Writer:
     def durable(self) -> int:
         """Return the records the server has said are durable so far."""
         return self._acked_records
+
+    async def wait_durable(self, records: int, timeout: float | None = None) -> bool:
+        """Wait until the server has said ``records`` records are durable (``Writer.wait_durable``).
+
+        Returns False on timeout; raises the writer's ``WriteError`` if the
+        stream fails first. It sends nothing.
+        """
+        async with self._acked:
+            try:
+                await asyncio.wait_for(
+                    self._acked.wait_for(lambda: self._acked_records >= records or self._ended),
+                    timeout,
+                )
+            except asyncio.TimeoutError:
+                return False
+            if self._acked_records >= records:
+                return True
+        raise self._fail(self._stream_error())
 
     async def close(self) -> WriteResult:
         """Flush, end the stream and return its counts (raises ``WriteError``)."""
