@@ -215,12 +215,10 @@ for _cls, _status, _kind in (
     _cls.__name__ = _cls.__qualname__ = _status.__name__
     _COMBINED[(_status, _kind)] = _cls
 
-#: The ``Aborted`` a write raises, also a ``WriteError``: the name code
-#: written before the classes per status code catches.
+#: The ``Aborted`` a write raises, also a ``WriteError``, by another name.
 ConflictError = _AbortedWrite
 
-#: The ``OutOfRange`` a watch raises, also a ``QueryError``: the name code
-#: written before the classes per status code catches.
+#: The ``OutOfRange`` a watch raises, also a ``QueryError``, by another name.
 WatchOutOfRange = _OutOfRangeRead
 
 
