@@ -190,3 +190,27 @@ async def test_linger_wait_durable_and_the_decorator(server: Server) -> None:
 
         results = await asyncio.gather(*(add(1, 1) for _ in range(4)))
         assert sorted(results) == [6, 7, 8, 9]
+
+
+@pytest.mark.asyncio
+async def test_an_open_search_sends_as_queries_come(server: Server) -> None:
+    async with await connect(server) as db:
+        await db.insert([{"id": i, "name": f"u{i}"} for i in range(1, 21)], type=USER)
+        s = db.open_search()
+
+        async def send() -> list[range]:
+            sent = [await s.send([select(USER, eq("id", i)) for i in range(1, 11)])]
+            sent.append(await s.send([select(USER, eq("id", i)) for i in range(11, 21)]))
+            sent.append(await s.send([select(USER, "nope = 1")]))
+            await s.close()
+            return sent
+
+        async def receive() -> dict[int, Any]:
+            return {r.index: r.records or r.error async for r in s.results()}
+
+        sent, got = await asyncio.gather(send(), receive())
+        assert [list(r) for r in sent] == [list(range(10)), list(range(10, 20)), [20]]
+        assert all(got[i] == [{"id": i + 1, "name": f"u{i + 1}"}] for i in range(20))
+        assert isinstance(got[20], InvalidArgument)
+        with pytest.raises(ValueError):
+            await s.send([select(USER)])

@@ -183,7 +183,7 @@ RESUME_TIMEOUT = 60.0
 
 # What gRPC reports when a connection breaks under a stream (rather than a
 # status the server sent): worth reconnecting after, like UNAVAILABLE.
-_BROKEN = re.compile(r"RST_STREAM|Stream removed|Socket closed|Connection reset|GOAWAY|EOF")
+_BROKEN = re.compile(r"RST_STREAM|Stream removed|Socket closed|Connection reset|GOAWAY")
 
 
 class Resumer:

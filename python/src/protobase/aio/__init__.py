@@ -17,8 +17,8 @@ Queries, conditions, records, results and exceptions are those of
 """
 
 from protobase.aio._client import Client
-from protobase.aio._reads import Scan, Watch
+from protobase.aio._reads import Scan, Search, Watch
 from protobase.aio._transaction import Transaction
 from protobase.aio._writer import Writer
 
-__all__ = ["Client", "Scan", "Transaction", "Watch", "Writer"]
+__all__ = ["Client", "Scan", "Search", "Transaction", "Watch", "Writer"]

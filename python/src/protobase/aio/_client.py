@@ -34,7 +34,7 @@ from protobase._schema import Schema, read_proto_files, type_name
 from protobase._transaction import BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY
 from protobase._watch import Resumer, Start, changes_request
 from protobase._writer import Op, WriteLimits, WriteResult
-from protobase.aio._reads import Scan, Watch
+from protobase.aio._reads import Scan, Search, Watch
 from protobase.aio._transaction import Transaction, TransactionFn, transact
 from protobase.aio._writer import Writer
 from protobase.errors import from_rpc_error
@@ -434,6 +434,11 @@ class Client:
                     yield r
         except grpc.RpcError as e:
             raise read_error(e) from None
+
+    def open_search(self, *, decode: Decode = "auto", timeout: float | None = None) -> Search:
+        """Open a Search stream to send batches of queries to as they come."""
+        call = self._search(timeout=timeout, metadata=self._md)
+        return Search(call, lambda recs: self._decoder(decode, recs))
 
     def scan(
         self,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf import any_pb2
 
-from protobase._reads import Versioned, read_error
+from protobase._reads import Decoder, SearchResult, Versioned, read_error, search_results
 from protobase._watch import (
     Change,
     Resumer,
@@ -26,6 +26,60 @@ from protobase.v1 import protobase_pb2 as pb
 
 #: Decodes a list of records, fetching the schema first when it needs to.
 AsyncDecoder = Callable[[list[any_pb2.Any]], Awaitable[list[Any]]]
+
+
+class Search:
+    """An open Search stream: many queries in flight, results by query (``open_search``).
+
+    ``await send(queries)`` sends a batch in one request and returns the
+    queries' indexes; ``results()`` yields each query's ``SearchResult``
+    as it finishes, until every query sent before ``await close()`` has
+    finished. Sending and receiving may run in different tasks.
+    """
+
+    def __init__(
+        self, call: Any, decoder_for: Callable[[list[any_pb2.Any]], Awaitable[Decoder]]
+    ) -> None:
+        self._call = call
+        self._decoder_for = decoder_for
+        self._next = 0
+        self._closed = False
+
+    async def send(self, queries: Iterable[pb.Query]) -> range:
+        """Send queries in one request; return their indexes on the stream."""
+        if self._closed:
+            raise ValueError("the search stream is closed for sending")
+        req = pb.SearchRequest(queries=queries)
+        first = self._next
+        self._next += len(req.queries)
+        try:
+            await self._call.write(req)
+        except grpc.RpcError as e:
+            raise read_error(e) from None
+        return range(first, first + len(req.queries))
+
+    async def close(self) -> None:
+        """Send no more queries; ``results`` ends once the sent ones finish."""
+        if not self._closed:
+            self._closed = True
+            await self._call.done_writing()
+
+    def cancel(self) -> None:
+        """Abandon the stream and every query in flight."""
+        self._closed = True
+        self._call.cancel()
+
+    async def results(self) -> AsyncIterator[SearchResult]:
+        """Yield each query's results as it finishes (raises ``QueryError`` if the stream fails)."""
+        pending: dict[int, SearchResult] = {}
+        try:
+            async for resp in self._call:
+                recs = [r for b in resp.results for r in b.records]
+                dec = await self._decoder_for(recs) if recs else None
+                for r in search_results(resp, pending, dec):
+                    yield r
+        except grpc.RpcError as e:
+            raise read_error(e) from None
 
 
 class Scan:
