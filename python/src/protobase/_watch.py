@@ -406,6 +406,8 @@ class Watch(WatchState):
                 )
         self._call = self._open(self._resumer.request(self._after), timeout)
         self.reconnects += 1
+        if self._closed:  # closed from another thread while the call opened
+            self._call.cancel()
 
     def close(self) -> None:
         """End the watch; an iteration waiting in another thread stops."""
