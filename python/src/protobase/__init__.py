@@ -22,6 +22,12 @@ Quick start::
 
         rename(1, "Anna")
 
+Reads return dicts, or instances of the classes given to
+``Client.register`` (``decode=`` chooses otherwise). Failures raise a
+``ProtobaseError`` of the class of their status (``NotFound``,
+``Aborted``, ...; see ``protobase.errors``). ``protobase.aio`` is the same
+API for asyncio.
+
 The generated API modules are ``protobase.v1.protobase_pb2`` and
 ``protobase.v1.options_pb2`` (the import path protoc-generated schemas use).
 """
