@@ -11,7 +11,7 @@ import sys
 import threading
 
 import protobase
-from protobase import ConflictError, Transaction, if_key, if_query, if_record
+from protobase import Aborted, Transaction, if_key, if_query, if_record
 
 BANK = """
 syntax = "proto3";
@@ -44,7 +44,7 @@ def main(addr: str) -> None:
             )
 
         # Versions: every read can return them; 0 means "no such record".
-        ann, nobody = db.get_versioned(ACCOUNT, [1, 99], decode="dict")
+        ann, nobody = db.get_versioned(ACCOUNT, [1, 99])
         print("ann:", ann.record, "version > 0:", ann.version > 0, "| 99:", nobody)
 
         # A conditional write: replace ann's record only if it is still the
@@ -62,7 +62,7 @@ def main(addr: str) -> None:
                 type=ACCOUNT,
                 conditions=[if_record(0, version=ann.version)],
             )
-        except ConflictError as e:
+        except Aborted as e:
             newer = e.version is not None and e.version > ann.version
             print(f"conflict: condition {e.condition} found a newer version: {newer}")
 
@@ -90,14 +90,14 @@ def main(addr: str) -> None:
             t.start()
         for t in threads:
             t.join()
-        print("bob:", db.get(ACCOUNT, [2], decode="dict").records[0])
+        print("bob:", db.get(ACCOUNT, [2]).records[0])
 
         # A transaction: reads record what they saw, writes commit as one
         # batch on condition that none of it changed; a conflict runs the
         # function again (so it must have no other effects).
         @db.transactional(max_attempts=50)
         def transfer(tx: Transaction, src: int, dst: int, amount: int) -> int:
-            a, b = tx.get_many(ACCOUNT, [src, dst], decode="dict")
+            a, b = tx.get_many(ACCOUNT, [src, dst])
             if a is None or b is None:
                 raise LookupError("no such account")
             if a.get("balance", 0) < amount:
@@ -120,14 +120,12 @@ def main(addr: str) -> None:
             transfer(2, 1, 1000)
         except ValueError as e:
             print("refused:", e)
-        balances = db.get(ACCOUNT, [1, 2, 3], decode="dict").records
+        balances = db.get(ACCOUNT, [1, 2, 3]).records
         print("balances:", [a.get("balance", 0) for a in balances])
 
         # A read-only transaction commits its reads alone: it fails if the
         # sum it computed no longer holds.
-        total = db.transact(
-            lambda tx: sum(a.get("balance", 0) for a in tx.query(ACCOUNT, decode="dict"))
-        )
+        total = db.transact(lambda tx: sum(a.get("balance", 0) for a in tx.query(ACCOUNT)))
         print("total:", total)
 
 

@@ -73,11 +73,11 @@ def main(addr: str) -> None:
             select("shop.User", eq("id", 1001)),
             select("shop.User", "id >= 1000 and age > 30", count=True),
         ]
-        for r in db.search(queries, decode="dict"):
+        for r in db.search(queries):
             print(f"query {r.index}: {r.count} matches", r.records[:2])
 
         # Get by primary key, Scan in parallel, Query in pages.
-        got = db.get("shop.User", [1000, 1001, 12345], decode="dict")
+        got = db.get("shop.User", [1000, 1001, 12345])
         print("get:", [u["name"] for u in got.records], "missing positions:", got.missing)
         scan = db.scan("shop.User", "id >= 1000 and age < 10", parallelism=4)
         print("scan:", sum(1 for _ in scan), "records, count", scan.count)

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,3 +156,38 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["go", "run", str(Path(__file__).parent / "certgen.go"), str(out)], cwd=REPO, check=True
     )
     return out
+
+
+class Restartable:
+    """A server that is killed (SIGKILL) and started again on its data directory and port."""
+
+    def __init__(self, binary: Path, data: Path, *args: str) -> None:
+        self.binary, self.data, self.args = binary, data, args
+        self.srv: Server = start_server(binary, data, *args)
+        self.addr = self.srv.addr
+
+    def kill_and_restart(self) -> None:
+        self.srv.proc.kill()
+        self.srv.proc.wait()
+        self.srv = start_server(self.binary, self.data, *self.args, "--grpc-addr", self.addr)
+
+    def write(self, ids: range) -> int:
+        """Insert users ids on a client of its own; return the last commit."""
+        with protobase.Client(self.addr) as c, c.writer("insert") as w:
+            for i in ids:
+                w.write({"id": i}, type="pytest.shop.User")
+        return w.close().position
+
+
+@pytest.fixture
+def restartable(binary: Path, tmp_path: Path) -> Iterator[Callable[..., Restartable]]:
+    made: list[Restartable] = []
+
+    def make(*args: str) -> Restartable:
+        r = Restartable(binary, tmp_path / "data", *args)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.srv.stop()

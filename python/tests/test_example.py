@@ -54,3 +54,28 @@ def test_concurrency_example(server: Server) -> None:
     assert "balances: [50, 50, 40]" in out
     assert "total: 140" in out
     assert run() == out  # it starts over each run
+
+
+AIO = EXAMPLE.with_name("aio.py")
+
+
+def test_aio_example(server: Server) -> None:
+    def run() -> str:
+        return subprocess.run(
+            [sys.executable, str(AIO), server.addr],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+
+    out = run()
+    assert "tasks before: 0" in out
+    assert "page: ['task 1', 'task 2', 'task 3']" in out
+    assert "get: [{'id': 7, 'title': 'task 7'}] missing: [1000]" in out
+    assert "not done: 100" in out
+    assert "runs added: 5" in out
+    assert "change: update {'id': 2, 'title': 'task 2', 'done': True}" in out
+    assert "search: [{'id': 2, 'title': 'task 2'}]" in out
+    again = run()
+    assert "tasks before: 100" in again and "runs added: 5" in again

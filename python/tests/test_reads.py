@@ -172,7 +172,7 @@ def test_get_asks_again_for_keys_left_unanswered(db: protobase.Client) -> None:
     name = "x" * (25 << 20)
     for i in (9001, 9002, 9003):
         db.upsert([{"id": i, "name": name}], type=USER)
-    r = db.get(USER, [9003, 4242, 9001, 9002, 9001])
+    r = db.get(USER, [9003, 4242, 9001, 9002, 9001], decode="any")
     assert [len(a.value) > (25 << 20) for a in r.records] == [True] * 4
     assert r.missing == [1]
     assert ids(db.get(USER, [9002, 1], decode="dict").records) == [9002, 1]
@@ -190,7 +190,7 @@ def test_get_errors(db: protobase.Client) -> None:
 
 
 def test_decode_forms(db: protobase.Client) -> None:
-    (raw,) = db.get(USER, [1]).records
+    (raw,) = db.get(USER, [1], decode="any").records
     assert raw.type_url == "type.googleapis.com/" + USER
     (msg,) = db.get(USER, [1], decode="message").records
     assert (msg.id, msg.name) == (1, "user1")
@@ -205,6 +205,7 @@ def test_decode_forms(db: protobase.Client) -> None:
     }
     with pytest.raises(ValueError):
         db.get(USER, [1], decode="json")
+    assert db.get(USER, [1], decode=None).records == [raw]
 
 
 def test_scan_stops_early_and_the_client_goes_on(db: protobase.Client) -> None:

@@ -57,7 +57,7 @@ def test_changes_come_in_commit_order_decoded(client: protobase.Client) -> None:
 
 def test_records_undecoded_and_without_old_records(client: protobase.Client) -> None:
     start = client.insert([user(1)], type=USER).position
-    with client.watch(USER, start=start, timeout=DEADLINE) as w:
+    with client.watch(USER, start=start, decode="any", timeout=DEADLINE) as w:
         client.update([user(1, age=5)], type=USER)
         (c,) = take(w, 1)
     assert c.op == "update"

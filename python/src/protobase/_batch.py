@@ -3,7 +3,7 @@
 ``Client.apply`` sends one batch on a Write stream of its own and returns
 once it is durable. The conditions it carries are checked against the
 state the batch starts from, atomically with its writes: if one fails,
-nothing of the batch is applied and ``ConflictError`` names it.
+nothing of the batch is applied and ``Aborted`` names it.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import grpc
 from google.protobuf import any_pb2, json_format
 from google.protobuf import message as _message
 
-from protobase._errors import WriteError, write_error_from_rpc
 from protobase._keys import pack
 from protobase._query import Where, select
 from protobase._schema import TYPE_URL_PREFIX
+from protobase.errors import WriteError, write_error, write_error_from_rpc
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _record_checks(c: pb.Condition, version: int | None, filter: str | None) -> 
         c.filter = filter
 
 
-def to_any(client: Client, record: Record, type: str | None, index: int) -> any_pb2.Any:
+def to_any(client: Any, record: Record, type: str | None, index: int) -> any_pb2.Any:
     """Return a record as the Any a batch carries; a dict converts through the schema."""
     if isinstance(record, _message.Message):
         return pack(record)
@@ -128,7 +128,7 @@ def to_any(client: Client, record: Record, type: str | None, index: int) -> any_
             return pack(client.schema().from_dict(type, record))
         except (KeyError, json_format.ParseError) as e:
             reason = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            raise WriteError(
+            raise write_error(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"record {index} of {type} not converted, nothing was sent: {reason}",
                 record=index,
@@ -136,6 +136,41 @@ def to_any(client: Client, record: Record, type: str | None, index: int) -> any_
                 reason=reason,
             ) from e
     raise TypeError(f"cannot write a {record.__class__.__name__} as a record")
+
+
+def batch_request(
+    client: Any,
+    records: Iterable[Record],
+    *,
+    op: BatchOp | None,
+    ops: Sequence[BatchOp] | None,
+    type: str | None,
+    conditions: Iterable[pb.Condition],
+    fields: Iterable[str],
+    add: Iterable[str],
+) -> pb.WriteStreamRequest:
+    """Return the one request of a batch (``client`` converts dicts through its schema)."""
+    req = pb.WriteStreamRequest(ack=True, fields=fields, add=add, conditions=conditions)
+    for i, r in enumerate(records):
+        req.records.append(to_any(client, r, type, i))
+    req.op = _batch_op(op, ops, len(req.records))
+    if ops is not None:
+        req.ops.extend(_op(o) for o in ops)
+    return req
+
+
+def batch_failure(e: grpc.RpcError, req: pb.WriteStreamRequest) -> WriteError:
+    """Return the exception of a refused batch."""
+    err = write_error_from_rpc(e)
+    c = err.condition
+    if c is not None and c < len(req.conditions) and not req.conditions[c].HasField("record"):
+        err.record = None  # the server's 0 names no record of the batch
+    return err
+
+
+def no_answer() -> WriteError:
+    """Return the exception of a batch's stream that ended without an answer."""
+    return write_error(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
 
 
 def apply_batch(
@@ -151,23 +186,16 @@ def apply_batch(
     timeout: float | None,
 ) -> int:
     """Send one batch on a Write stream of its own; return its durable position."""
-    req = pb.WriteStreamRequest(ack=True, fields=fields, add=add, conditions=conditions)
-    for i, r in enumerate(records):
-        req.records.append(to_any(client, r, type, i))
-    req.op = _batch_op(op, ops, len(req.records))
-    if ops is not None:
-        req.ops.extend(_op(o) for o in ops)
+    req = batch_request(
+        client, records, op=op, ops=ops, type=type, conditions=conditions, fields=fields, add=add
+    )
     call = client._write(iter([req.SerializeToString()]), timeout=timeout, metadata=client._md)
     try:
         resps = list(call)
     except grpc.RpcError as e:
-        err = write_error_from_rpc(e)
-        c = err.condition
-        if c is not None and c < len(req.conditions) and not req.conditions[c].HasField("record"):
-            err.record = None  # the server's 0 names no record of the batch
-        raise err from None
+        raise batch_failure(e, req) from None
     if not resps:
-        raise WriteError(grpc.StatusCode.UNKNOWN, "the write stream ended without an answer")
+        raise no_answer()
     return resps[-1].position
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import functools
-import ipaddress
 import os
+import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
@@ -16,8 +15,8 @@ from google.protobuf import message as _message
 
 from protobase._aggregate import Aggregation, aggregate_request, aggregation
 from protobase._batch import BatchOp, Record, apply_batch
-from protobase._errors import from_rpc_error
-from protobase._keys import Key, get_request, key_record
+from protobase._channel import TLS, channel_options
+from protobase._keys import Key, get_request, key_record, take_get_response
 from protobase._query import Where, select
 from protobase._reads import (
     Decode,
@@ -32,8 +31,9 @@ from protobase._reads import (
 )
 from protobase._schema import Schema, read_proto_files
 from protobase._transaction import BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY, Transaction, transact
-from protobase._watch import Start, Watch, changes_request
-from protobase._writer import CHANNEL_MAX_SEND, Op, WriteLimits, Writer, WriteResult
+from protobase._watch import Resumer, Start, Watch, changes_request
+from protobase._writer import Op, WriteLimits, Writer, WriteResult
+from protobase.errors import from_rpc_error
 from protobase.v1 import protobase_pb2 as pb
 
 _SERVICE = "/protobase.v1.Protobase/"
@@ -44,47 +44,6 @@ P = ParamSpec("P")
 #: A query: a built one (``select``) or a record type's full name, whose
 #: other parts are then given as keyword arguments.
 QueryLike = pb.Query | str
-
-
-@dataclass(frozen=True)
-class TLS:
-    """TLS settings: the CA to trust and, for mutual TLS, a client certificate.
-
-    Each of ``ca``, ``cert`` and ``key`` is a PEM file path or PEM bytes;
-    without ``ca`` the system's roots are trusted. ``server_name`` checks
-    the server's certificate for another name than the address's host.
-    """
-
-    ca: str | bytes | None = None
-    cert: str | bytes | None = None
-    key: str | bytes | None = None
-    server_name: str | None = None
-
-    def credentials(self) -> grpc.ChannelCredentials:
-        """Return the gRPC channel credentials."""
-        return grpc.ssl_channel_credentials(
-            root_certificates=_pem(self.ca),
-            private_key=_pem(self.key),
-            certificate_chain=_pem(self.cert),
-        )
-
-
-def _pem(v: str | bytes | None) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    with open(v, "rb") as f:
-        return f.read()
-
-
-def is_loopback(addr: str) -> bool:
-    """Report whether addr ("host:port") names this machine's loopback interface."""
-    host = addr.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Client:
@@ -107,27 +66,10 @@ class Client:
     ) -> None:
         if api_key is None:
             api_key = os.environ.get("PROTOBASE_API_KEY") or None
-        opts: list[tuple[str, Any]] = [
-            ("grpc.max_send_message_length", CHANNEL_MAX_SEND),
-            ("grpc.max_receive_message_length", 64 << 20),
-        ]
-        if isinstance(tls, TLS) and tls.server_name:
-            opts.append(("grpc.ssl_target_name_override", tls.server_name))
-        opts.extend(options)
-        if tls is None or tls is False:
-            if api_key and not is_loopback(addr):
-                raise ValueError(
-                    "refusing to send the API key over plaintext to a non-loopback "
-                    "address; pass tls=True or tls=TLS(ca=...)"
-                )
+        opts, creds = channel_options(addr, api_key, tls, options)
+        if creds is None:
             self._channel = grpc.insecure_channel(addr, options=opts)
         else:
-            if tls is True:
-                creds = grpc.ssl_channel_credentials()
-            elif isinstance(tls, TLS):
-                creds = tls.credentials()
-            else:
-                creds = tls
             self._channel = grpc.secure_channel(addr, creds, options=opts)
         self.addr = addr
         self._md: tuple[tuple[str, str], ...] = (
@@ -135,6 +77,7 @@ class Client:
         )
         self._schema: Schema | None = None
         self._limits: WriteLimits | None = None
+        self._registered: dict[str, type[_message.Message]] = {}
         self._bind(self._channel)
 
     def _bind(self, ch: grpc.Channel) -> None:
@@ -266,6 +209,28 @@ class Client:
             self._schema = Schema(self.get_schema())
         return self._schema
 
+    def register(self, *classes: type[_message.Message] | types.ModuleType) -> None:
+        """Make reads return records of these types as these classes (``decode="auto"``).
+
+        Each argument is a protoc-generated message class
+        (``shop_pb2.User``) or a whole generated module (``shop_pb2``: each
+        of its top-level messages). Records of types not registered are
+        returned as dicts. A class registered again for a type replaces the
+        one before.
+        """
+        for c in classes:
+            if isinstance(c, types.ModuleType):
+                desc = getattr(c, "DESCRIPTOR", None)
+                if desc is None:
+                    raise TypeError(f"module {c.__name__} is not a protoc-generated one")
+                for name in desc.message_types_by_name:
+                    cls = getattr(c, name)
+                    self._registered[cls.DESCRIPTOR.full_name] = cls
+            elif isinstance(c, type) and issubclass(c, _message.Message):
+                self._registered[c.DESCRIPTOR.full_name] = c
+            else:
+                raise TypeError(f"register takes message classes or modules, not {c!r}")
+
     def write_limits(self) -> WriteLimits:
         """Return the server's write limits (from GetSchema, fetched once)."""
         if self._limits is None:
@@ -337,7 +302,7 @@ class Client:
         ``conditions`` (``if_record``, ``if_key``, ``if_query``) must all
         hold in the state the batch starts from, checked atomically with
         its writes; if one does not, nothing is applied and
-        ``ConflictError`` names the condition and the version it found. A
+        ``Aborted`` names the condition and the version it found. A
         batch of conditions alone writes nothing and only checks them.
         ``fields`` and ``add`` are a patch's (see ``patch``). Other
         failures raise ``WriteError`` naming the record and field.
@@ -392,7 +357,7 @@ class Client:
 
         ``with db.transaction() as tx:`` commits at the end of the block
         (not when it raises) and does not retry: a conflict raises
-        ``ConflictError``. Use ``transact`` or ``transactional`` to retry.
+        ``Aborted``. Use ``transact`` or ``transactional`` to retry.
         ``timeout`` bounds each of its calls.
         """
         return Transaction(self, timeout)
@@ -415,7 +380,7 @@ class Client:
         runs again on a new transaction after a random pause below
         ``base_delay`` doubled at each attempt (at most ``max_delay``).
         Returns what ``fn`` returned once its commit succeeded. After
-        ``max_attempts`` the last ``ConflictError`` is raised, its
+        ``max_attempts`` the last ``Aborted`` is raised, its
         ``attempts`` set. An exception ``fn`` raises ends it with nothing
         written, unless what it read has changed since: then it runs again.
         ``fn`` may run several times, so it should have no other effects.
@@ -480,7 +445,7 @@ class Client:
         queries: Iterable[pb.Query],
         *,
         batch_size: int = 1000,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
     ) -> Iterator[SearchResult]:
@@ -505,7 +470,7 @@ class Client:
         s.close()
         return s.results()
 
-    def open_search(self, *, decode: Decode = None, timeout: float | None = None) -> Search:
+    def open_search(self, *, decode: Decode = "auto", timeout: float | None = None) -> Search:
         """Open a Search stream to send batches of queries to as they come."""
         return Search(self, decode, timeout)
 
@@ -516,7 +481,7 @@ class Client:
         *,
         parallelism: int = 1,
         batch_size: int = 0,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
@@ -541,7 +506,7 @@ class Client:
         *,
         page_size: int = 0,
         page_token: str = "",
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
@@ -593,7 +558,7 @@ class Client:
         where: Where = None,
         *,
         page_size: int = 0,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
         **query_options: Any,
@@ -615,7 +580,7 @@ class Client:
         type: str,
         keys: Iterable[Key],
         *,
-        decode: Decode = None,
+        decode: Decode = "auto",
         versions: bool = False,
         timeout: float | None = None,
     ) -> GetResult:
@@ -648,7 +613,7 @@ class Client:
         type: str,
         keys: Iterable[Key],
         *,
-        decode: Decode = None,
+        decode: Decode = "auto",
         timeout: float | None = None,
     ) -> list[Versioned]:
         """Read records by primary key with their versions, parallel to ``keys``.
@@ -680,17 +645,7 @@ class Client:
                 resp: pb.GetResponse = self._get(req, timeout=timeout, metadata=self._md)
             except grpc.RpcError as e:
                 raise read_error(e) from None
-            skip = set(resp.missing) | set(resp.unanswered)
-            again = [order[u] for u in resp.unanswered if u < len(order)]
-            n = 0
-            for p, i in enumerate(order):
-                if p not in skip and n < len(resp.records):
-                    v = resp.versions[n] if n < len(resp.versions) else 0
-                    found[i] = (resp.records[n], v)
-                    n += 1
-            if len(again) == len(todo):
-                raise ValueError(f"get {type}: the server answered none of {len(todo)} keys")
-            todo = again
+            todo = take_get_response(type, resp, order, todo, found)
         return found
 
     def watch(
@@ -701,8 +656,10 @@ class Client:
         start: Start = "now",
         old_records: bool = False,
         batch_size: int | None = None,
-        decode: Decode = None,
+        decode: Decode = "auto",
         timeout: float | None = None,
+        resume: bool = True,
+        resume_timeout: float | None = None,
     ) -> Watch:
         """Stream the committed changes to records of ``types``, in commit order.
 
@@ -717,13 +674,26 @@ class Client:
         server's default). Keys and records are decoded as ``decode`` asks.
         Iterate over the result; leaving the loop or ``close`` ends the
         stream. A start older than the changes the server keeps raises
-        ``WatchOutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
+        ``OutOfRange`` (a ``QueryError`` whose ``oldest`` is the oldest
         position the server can start after) on the first iteration.
+
+        With ``resume`` (the default) the watch reconnects on its own after
+        a transport failure or a server restart, resuming after the last
+        change it received, with a backoff (see ``Watch``); after
+        ``resume_timeout`` seconds of failed attempts (None:
+        ``RESUME_TIMEOUT``, 60) it raises ``Unavailable``. A watch started
+        at ``"now"`` that fails before its first message resumes at
+        ``"now"`` again. ``timeout`` bounds the whole watch, reconnections
+        included.
         """
         names = [types] if isinstance(types, str) else list(types)
         req = changes_request(names, where, start, old_records, batch_size)
-        call = self._watch(req, timeout=timeout, metadata=self._md)
-        return Watch(call, decoder(self, decode))
+        dec = decoder(self, decode)
+
+        def open_call(r: pb.WatchRequest, t: float | None) -> Any:
+            return self._watch(r, timeout=t, metadata=self._md)
+
+        return Watch(open_call, dec, Resumer(req, resume, resume_timeout), timeout)
 
     # ----------------------------------------------------------------- keys
 

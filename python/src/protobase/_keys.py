@@ -76,6 +76,27 @@ def get_request(
     return req, values + records
 
 
+def take_get_response(
+    type: str,
+    resp: pb.GetResponse,
+    order: list[int],
+    todo: list[int],
+    found: dict[int, tuple[any_pb2.Any, int]],
+) -> list[int]:
+    """Note the records a Get answered in ``found``, by key index; return the keys to ask again."""
+    skip = set(resp.missing) | set(resp.unanswered)
+    again = [order[u] for u in resp.unanswered if u < len(order)]
+    n = 0
+    for p, i in enumerate(order):
+        if p not in skip and n < len(resp.records):
+            v = resp.versions[n] if n < len(resp.versions) else 0
+            found[i] = (resp.records[n], v)
+            n += 1
+    if len(again) == len(todo):
+        raise ValueError(f"get {type}: the server answered none of {len(todo)} keys")
+    return again
+
+
 def _set_key(v: struct_pb2.Value, k: Any) -> None:
     # Filled in place: passing messages to constructors copies them.
     if isinstance(k, bool):

@@ -22,8 +22,8 @@ from google.protobuf import any_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 
-from protobase._errors import WriteError
 from protobase._schema import Schema
+from protobase.errors import write_error
 
 FD = _descriptor.FieldDescriptor
 
@@ -88,7 +88,7 @@ def apply_patch(
             code = grpc.StatusCode.OUT_OF_RANGE
             if fds[-1].type not in INT_RANGES and fds[-1].type not in _FLOATS:
                 code = grpc.StatusCode.INVALID_ARGUMENT
-            raise WriteError(
+            raise write_error(
                 code, f"patch add {p!r}: {e}", type_url=patch.type_url, field=p, reason=str(e)
             ) from None
     return any_pb2.Any(type_url=base.type_url, value=bm.SerializeToString())
@@ -98,7 +98,7 @@ def _path(m: _message.Message, p: str, patch: any_pb2.Any) -> list[Any]:
     try:
         return field_path(m.DESCRIPTOR, p)
     except ValueError as e:
-        raise WriteError(
+        raise write_error(
             grpc.StatusCode.INVALID_ARGUMENT,
             f"patch field {p!r}: {e}",
             type_url=patch.type_url,

@@ -1,50 +1,100 @@
 """Reads: a multiplexed Search stream, a parallel Scan, Query pages.
 
-Records come back as the server stored them (``google.protobuf.Any``);
-``decode`` turns them into generated classes, schema classes or dicts.
+Records come back as the server stored them (``google.protobuf.Any``) and
+are decoded as ``decode`` asks: by default into the class registered for
+their type (``Client.register``), else into dicts.
 A query or get asking for ``versions`` gets each record's version beside
 it: a list parallel to the records (``versions``), or ``Versioned`` pairs.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import grpc
 from google.protobuf import any_pb2
 from google.protobuf import message as _message
 
-from protobase._errors import QueryError, query_error_from_rpc, status_code
+from protobase._schema import Schema, type_name
+from protobase.errors import QueryError, query_error, query_error_from_rpc, status_code
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
     from protobase._client import Client
 
-#: How records are returned: None as ``Any`` (no decoding), ``"message"``
-#: as instances of the server schema's classes, ``"dict"`` as dicts, or a
-#: message class (a protoc-generated one) to parse each record into.
+#: How records are returned: ``"auto"`` (the default) as instances of the
+#: class registered for their type with ``Client.register`` (a
+#: protoc-generated one), and records of other types as dicts; ``"dict"``
+#: as dicts (proto field names, enums by name, defaults left out);
+#: ``"message"`` as instances of the server schema's classes (built from
+#: GetSchema, no protoc needed); ``"any"`` (or None) as stored,
+#: ``google.protobuf.Any``; or a message class to parse every record into.
 Decode = str | type[_message.Message] | None
 
 Decoder = Callable[[list[any_pb2.Any]], list[Any]]
 
 
-def decoder(client: Client, decode: Decode) -> Decoder:
+class SchemaSource(Protocol):
+    """What decoding reads of a client: its schema and its registered classes."""
+
+    @property
+    def _registered(self) -> dict[str, type[_message.Message]]: ...
+
+    def schema(self, *, refresh: bool = False) -> Schema:
+        """Return the schema, fetched again with ``refresh``."""
+        ...
+
+
+def _as_stored(recs: list[any_pb2.Any]) -> list[Any]:
+    return recs
+
+
+def decoder(client: SchemaSource, decode: Decode) -> Decoder:
     """Return the function that turns a list of records into what ``decode`` asks."""
-    if decode is None:
-        return lambda recs: recs
+    if decode is None or decode == "any":
+        return _as_stored
+    if decode == "auto":
+        return functools.partial(_auto, client)
     if decode == "message":
-        schema = client.schema()
-        return lambda recs: [schema.decode(r) for r in recs]
+        return lambda recs: [_schema_for(client, r).decode(r) for r in recs]
     if decode == "dict":
-        schema = client.schema()
-        return lambda recs: [schema.to_dict(r) for r in recs]
+        return lambda recs: [_schema_for(client, r).to_dict(r) for r in recs]
     if isinstance(decode, type) and issubclass(decode, _message.Message):
         cls = decode
         return lambda recs: [cls.FromString(r.value) for r in recs]
-    raise ValueError(f"decode must be None, 'message', 'dict' or a message class, not {decode!r}")
+    raise ValueError(
+        "decode must be 'auto', 'dict', 'message', 'any' (or None) or a message class, "
+        f"not {decode!r}"
+    )
+
+
+def _auto(client: SchemaSource, recs: list[any_pb2.Any]) -> list[Any]:
+    """Decode each record into its registered class, or else into a dict."""
+    classes = client._registered
+    out: list[Any] = []
+    for r in recs:
+        cls = classes.get(type_name(r.type_url)) if classes else None
+        if cls is not None:
+            out.append(cls.FromString(r.value))
+        else:
+            out.append(_schema_for(client, r).to_dict(r))
+    return out
+
+
+def _schema_for(client: SchemaSource, record: any_pb2.Any) -> Schema:
+    """Return a schema holding the record's type, fetching a new one if the cached one does not.
+
+    A type applied after the client fetched its schema (by another
+    program) is then found instead of failing the read.
+    """
+    schema = client.schema()
+    if type_name(record.type_url) not in schema.types:
+        schema = client.schema(refresh=True)
+    return schema
 
 
 class Versioned(NamedTuple):
@@ -93,8 +143,11 @@ class Search:
     and receiving may happen on different threads.
     """
 
-    def __init__(self, client: Client, decode: Decode = None, timeout: float | None = None) -> None:
-        self._decode = None if decode is None else decoder(client, decode)
+    def __init__(
+        self, client: Client, decode: Decode = "auto", timeout: float | None = None
+    ) -> None:
+        dec = decoder(client, decode)
+        self._decode = None if dec is _as_stored else dec
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[pb.SearchRequest] = []
         self._closed = False
@@ -141,33 +194,46 @@ class Search:
         decode = self._decode
         try:
             for resp in self._call:
-                for b in resp.results:
-                    r = pending.get(b.query)
-                    if r is None:
-                        r = pending[b.query] = SearchResult(b.query)
-                    if decode is None:
-                        r.records.extend(b.records)
-                    else:
-                        r.records.extend(decode(list(b.records)))
-                    r.versions.extend(b.versions)
-                    if b.HasField("plan"):
-                        r.plan = b.plan
-                for d in resp.done:
-                    r = pending.pop(d.query, None) or SearchResult(d.query)
-                    r.count = d.count
-                    if d.HasField("plan"):
-                        r.plan = d.plan
-                    yield r
-                for e in resp.errors:
-                    pending.pop(e.query, None)
-                    err = QueryError(status_code(e.code), e.message, query=e.query, field=e.field)
-                    yield SearchResult(e.query, error=err)
+                yield from search_results(resp, pending, decode)
         except grpc.RpcError as e:
             raise read_error(e) from None
         finally:
             with self._cond:
                 self._ended = True
                 self._cond.notify_all()
+
+
+def search_results(
+    resp: pb.SearchResponse, pending: dict[int, SearchResult], decode: Decoder | None
+) -> Iterator[SearchResult]:
+    """Add a Search response's records to ``pending``; yield the queries it finishes."""
+    for b in resp.results:
+        r = pending.get(b.query)
+        if r is None:
+            r = pending[b.query] = SearchResult(b.query)
+        if decode is None:
+            r.records.extend(b.records)
+        else:
+            r.records.extend(decode(list(b.records)))
+        r.versions.extend(b.versions)
+        if b.HasField("plan"):
+            r.plan = b.plan
+    for d in resp.done:
+        r = pending.pop(d.query, None) or SearchResult(d.query)
+        r.count = d.count
+        if d.HasField("plan"):
+            r.plan = d.plan
+        yield r
+    for e in resp.errors:
+        pending.pop(e.query, None)
+        err = query_error(
+            status_code(e.code),
+            e.message,
+            query=e.query,
+            field=e.field or None,
+            reason=e.message,
+        )
+        yield SearchResult(e.query, error=err)
 
 
 class Scan:
@@ -208,7 +274,7 @@ class Scan:
             try:
                 resp = next(self._call)
             except StopIteration:
-                raise QueryError(
+                raise query_error(
                     grpc.StatusCode.UNKNOWN, "scan ended without its last message"
                 ) from None
             except grpc.RpcError as e:

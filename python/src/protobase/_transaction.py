@@ -6,7 +6,7 @@ not found, the count and highest version of each query's matches. Its
 writes are kept in the client until it commits, as one batch whose
 conditions are exactly those reads: the batch applies only if nothing read
 has changed since, atomically with the check. If something did change the
-server refuses the batch with ABORTED (``ConflictError``) and nothing of it
+server refuses the batch with ABORTED (``Aborted``) and nothing of it
 is applied; ``Client.transact`` then runs the function again, reading the
 new state, after a random pause that grows with each attempt.
 
@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.protobuf import any_pb2
 
 from protobase._batch import BatchOp, Record, apply_batch, to_any
-from protobase._errors import ConflictError, ProtobaseError
 from protobase._keys import Key
 from protobase._query import Where, select
 from protobase._reads import Decode, decoder
 from protobase._txrecord import Identity, TxRecord, key_identity, lookup_key, record_key
+from protobase.errors import ConflictError, ProtobaseError
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -99,12 +99,12 @@ class Transaction:
 
     # ---------------------------------------------------------------- reads
 
-    def get(self, type: str, key: Key, *, decode: Decode = None) -> Any | None:
+    def get(self, type: str, key: Key, *, decode: Decode = "auto") -> Any | None:
         """Read one record by primary key (None when there is none)."""
         return self.get_many(type, [key], decode=decode)[0]
 
     def get_many(
-        self, type: str, keys: Iterable[Key], *, decode: Decode = None
+        self, type: str, keys: Iterable[Key], *, decode: Decode = "auto"
     ) -> list[Any | None]:
         """Read records by primary key: a list parallel to ``keys``, None where missing.
 
@@ -118,17 +118,26 @@ class Transaction:
 
     def _get_keys(self, type: str, ids: list[Identity]) -> list[any_pb2.Any | None]:
         """Read the records ids: from the server those not read yet whose state is needed."""
+        fetch = self._to_fetch(ids)
+        if fetch:
+            got = self._client.get_versioned(
+                type, [r.key for r in fetch.values()], decode="any", timeout=self._timeout
+            )
+            for r, g in zip(fetch.values(), got, strict=True):
+                r.read, r.stored, r.version = True, g.record, g.version
+        return self._as_read(ids)
+
+    def _to_fetch(self, ids: list[Identity]) -> dict[bytes, TxRecord]:
+        """Return the records of ids not read yet whose stored state is needed."""
         fetch: dict[bytes, TxRecord] = {}
         for id, key in ids:
             r = self._record(id, key)
             if not (r.read or (r.wrote and r.known)):
                 fetch[id] = r
-        if fetch:
-            got = self._client.get_versioned(
-                type, [r.key for r in fetch.values()], timeout=self._timeout
-            )
-            for r, g in zip(fetch.values(), got, strict=True):
-                r.read, r.stored, r.version = True, g.record, g.version
+        return fetch
+
+    def _as_read(self, ids: list[Identity]) -> list[any_pb2.Any | None]:
+        """Return the records ids as the transaction sees them, noting their conditions."""
         schema = self._client.schema()
         out: list[any_pb2.Any | None] = []
         for id, _ in ids:
@@ -141,7 +150,7 @@ class Transaction:
         return out
 
     def query(
-        self, query: pb.Query | str, where: Where = None, *, decode: Decode = None, **options: Any
+        self, query: pb.Query | str, where: Where = None, *, decode: Decode = "auto", **options: Any
     ) -> list[Any]:
         """Read every match of a query (up to its ``limit``), on one snapshot.
 
@@ -167,7 +176,7 @@ class Transaction:
         sent.versions, sent.explain = True, False
         recs: list[any_pb2.Any] = []
         versions: list[int] = []
-        for r, v in self._client.scan(sent, timeout=self._timeout).versioned():
+        for r, v in self._client.scan(sent, decode="any", timeout=self._timeout).versioned():
             recs.append(r)
             versions.append(v)
         self._read_query(q, recs, versions, len(recs))
@@ -178,7 +187,7 @@ class Transaction:
         self._usable()
         q = _query(query, where, options)
         q.count = True
-        n = self._client.query(q, timeout=self._timeout).count
+        n = self._client.query(q, decode="any", timeout=self._timeout).count
         self._read_query(q, [], [], n)
         return n
 
@@ -235,7 +244,7 @@ class Transaction:
             self._conditions.append(c)
 
     def _decoded(self, recs: list[Any], decode: Decode) -> list[Any]:
-        if decode is None:
+        if decode is None or decode == "any":
             return recs
         dec = decoder(self._client, decode)
         found = iter(dec([r for r in recs if r is not None]))
@@ -316,7 +325,7 @@ class Transaction:
     def commit(self) -> int:
         """Send the writes as one batch, conditional on every read; return its position.
 
-        Raises ``ConflictError`` (nothing applied) if anything read has
+        Raises ``Aborted`` (nothing applied) if anything read has
         changed since, or another ``WriteError``. A transaction that read
         and wrote nothing sends nothing; one that only read sends its
         conditions alone, so that its reads are checked to have held

@@ -8,17 +8,21 @@ within it. A watch started after the position of the last change it saw
 
 from __future__ import annotations
 
+import functools
+import random
 import re
+import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import grpc
 from google.protobuf import any_pb2
 
-from protobase._errors import QueryError, _details
 from protobase._reads import Decoder, read_error
+from protobase.errors import OutOfRange, QueryError, _details, query_error
 from protobase.v1 import protobase_pb2 as pb
 
 _UINT64_MAX = (1 << 64) - 1
@@ -130,29 +134,15 @@ def watch_start(start: Start) -> pb.WatchStart:
     return pb.WatchStart(after=pos.to_pb())
 
 
-class WatchOutOfRange(QueryError):
-    """A watch start (or resume) older than the changes the server keeps: OUT_OF_RANGE.
-
-    ``oldest`` is the oldest position the server can start after (from the
-    status's details; None if it sent none): ``start=oldest`` (or
-    ``"oldest"``) gets what it still has, and what lies between is lost to
-    this watcher, so reconcile by reading the records again.
-    """
-
-    def __init__(self, err: QueryError, oldest: Position | None) -> None:
-        super().__init__(err.code, err.message, query=err.query, field=err.field)
-        self.oldest = oldest
-
-
 def _watch_error(e: grpc.RpcError) -> QueryError:
     err = read_error(e)
     if err.code != grpc.StatusCode.OUT_OF_RANGE:
         return err
     suffix = "/" + pb.Position.DESCRIPTOR.full_name
     for d in _details(e):
-        if d.type_url.endswith(suffix):
-            return WatchOutOfRange(err, Position.from_pb(pb.Position.FromString(d.value)))
-    return WatchOutOfRange(err, None)
+        if d.type_url.endswith(suffix) and isinstance(err, OutOfRange):
+            err.oldest = Position.from_pb(pb.Position.FromString(d.value))
+    return err
 
 
 @dataclass(slots=True)
@@ -185,24 +175,97 @@ class Change:
     expired: bool = False
 
 
-class Watch:
-    """Iterates over the changes of one Watch stream, in commit order.
+#: The first pause before a watch reconnects, in seconds; each failed
+#: attempt doubles the bound, up to ``RESUME_MAX_DELAY``, and the pause is
+#: drawn at random below it ("full jitter").
+RESUME_BASE_DELAY = 0.05
+#: The longest pause between two reconnection attempts, in seconds.
+RESUME_MAX_DELAY = 2.0
+#: How long a watch tries to reconnect, in seconds, before raising the
+#: failure (``Unavailable``); each message received starts the count anew.
+RESUME_TIMEOUT = 60.0
 
-    A watch has no end of its own: iteration stops only when ``close`` is
-    called (or the client closes), and a failure of the stream raises
-    ``QueryError`` (``WatchOutOfRange`` for a start older than the changes
-    the server keeps, naming the oldest position it can start after;
-    UNAVAILABLE when the server stops).
-    ``position`` is where a new watch resumes to get every change not yet
-    returned, once.
+# What gRPC reports when a connection breaks under a stream (rather than a
+# status the server sent): worth reconnecting after, like UNAVAILABLE.
+_BROKEN = re.compile(r"RST_STREAM|Stream removed|Socket closed|Connection reset|GOAWAY")
 
-    Leaving a ``for`` loop over the watch (``break``, an exception) closes
-    it, and so do ``close`` and the end of a ``with`` block; ``next(watch)``
-    reads one change without that.
-    """
 
-    def __init__(self, call: Any, decode: Decoder) -> None:
-        self._call = call
+class Resumer:
+    """When and after what a watch reconnects: the policy shared by sync and async watches."""
+
+    def __init__(self, req: pb.WatchRequest, resume: bool, resume_timeout: float | None) -> None:
+        self.req = req
+        self.resume = resume
+        self.resume_timeout = RESUME_TIMEOUT if resume_timeout is None else resume_timeout
+        self._attempt = 0
+        self._failing_since: float | None = None
+
+    def retriable(self, e: grpc.RpcError | None) -> bool:
+        """Report whether a failure is one of the transport (None: a stream ended without status).
+
+        UNAVAILABLE (the server stopped or cannot be reached) and a broken
+        connection are; every status the server sent about the watch itself
+        (OUT_OF_RANGE for a trimmed position, INVALID_ARGUMENT, ...) is not.
+        """
+        if not self.resume:
+            return False
+        if e is None:
+            return True
+        if not isinstance(e, (grpc.Call, grpc.aio.AioRpcError)):
+            return False
+        code = e.code()
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return True
+        broken = code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+        return broken and _BROKEN.search(e.details() or "") is not None
+
+    def delay(self) -> float | None:
+        """Return the pause before the next attempt, or None once ``resume_timeout`` has passed."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        elif now - self._failing_since > self.resume_timeout:
+            return None
+        bound = min(RESUME_MAX_DELAY, RESUME_BASE_DELAY * 2**self._attempt)
+        self._attempt += 1
+        return random.uniform(0, bound)
+
+    def received(self) -> None:
+        """Note a message received: the connection works again."""
+        self._attempt = 0
+        self._failing_since = None
+
+    def request(self, after: Position | None) -> pb.WatchRequest:
+        """Return the request that resumes after ``after`` (None: the watch's own start)."""
+        if after is None:
+            return self.req
+        req = pb.WatchRequest()
+        req.CopyFrom(self.req)
+        req.start.CopyFrom(pb.WatchStart(after=after.to_pb()))
+        return req
+
+
+def records_of(resp: pb.WatchResponse) -> list[any_pb2.Any]:
+    """Return the records of a Watch message in order: each change's key, record, old record."""
+    recs: list[any_pb2.Any] = []
+    for c in resp.changes:
+        recs.append(c.key)
+        if c.HasField("record"):
+            recs.append(c.record)
+        if c.HasField("old_record"):
+            recs.append(c.old_record)
+    return recs
+
+
+def ended_without_status() -> QueryError:
+    """Return the error of a watch stream the server ended without a status."""
+    return query_error(grpc.StatusCode.UNKNOWN, "the server ended the watch without a status")
+
+
+class WatchState:
+    """The changes received and not yet returned, and where a watch resumes."""
+
+    def __init__(self, decode: Decoder) -> None:
         self._decode = decode
         self._pending: deque[Change] = deque()
         self._last: Position | None = None  # of the change returned last
@@ -220,6 +283,86 @@ class Watch:
         """
         return self._last if self._pending else self._after
 
+    def _pop(self) -> Change:
+        ch = self._pending.popleft()
+        self._last = ch.position
+        return ch
+
+    def _take(self, resp: pb.WatchResponse, decoded: list[Any] | None = None) -> None:
+        """Queue a message's changes, decoded in one call, and move the resume point.
+
+        ``decoded`` is what the decoder made of ``records_of(resp)``, when
+        the caller decoded them itself.
+        """
+        it = iter(self._decode(records_of(resp)) if decoded is None else decoded)
+        after = self._after
+        for c in resp.changes:
+            key = next(it)
+            rec = next(it) if c.HasField("record") else None
+            old = next(it) if c.HasField("old_record") else None
+            op = _OPS.get(c.op)
+            if op is None:
+                raise query_error(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
+            pos = Position.from_pb(c.position)
+            self._pending.append(
+                Change(
+                    op,
+                    c.type,
+                    key,
+                    rec,
+                    old,
+                    pos,
+                    c.old_record_omitted,
+                    c.record_omitted,
+                    c.expired,
+                )
+            )
+            after = pos
+        if resp.HasField("progress"):
+            p = Position.from_pb(resp.progress)
+            if after is None or p >= after:
+                after = p
+        self._after = after
+
+
+class Watch(WatchState):
+    """Iterates over the changes of one Watch stream, in commit order, exactly once.
+
+    A watch has no end of its own: iteration stops only when ``close`` is
+    called (or the client closes). When the connection fails or the server
+    restarts, the watch reconnects on its own and resumes after the last
+    change it received, so every change comes once and in order: it waits
+    ``RESUME_BASE_DELAY`` seconds at most before the first attempt, a
+    bound doubling with each failed one up to ``RESUME_MAX_DELAY``, and
+    after ``resume_timeout`` seconds without success raises the failure
+    (``Unavailable``). Any status the server sends about the watch itself is
+    raised, never skipped: ``OutOfRange`` for a start (or resume point)
+    older than the changes the server keeps, naming the oldest position it
+    can start after, ``InvalidArgument``, ``NotFound`` and so on (each a
+    ``QueryError``). ``position`` is where a new watch resumes to get every
+    change not yet returned, once.
+
+    Leaving a ``for`` loop over the watch (``break``, an exception) closes
+    it, and so do ``close`` and the end of a ``with`` block; ``next(watch)``
+    reads one change without that.
+    """
+
+    def __init__(
+        self,
+        open_call: Callable[[pb.WatchRequest, float | None], Any],
+        decode: Decoder,
+        resumer: Resumer,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(decode)
+        self._open = open_call
+        self._resumer = resumer
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._wake = threading.Event()
+        self._call = open_call(resumer.req, timeout)
+        #: How many times the watch reconnected.
+        self.reconnects = 0
+
     def __iter__(self) -> Iterator[Change]:
         try:
             while True:
@@ -235,54 +378,55 @@ class Watch:
         if self._closed:
             raise StopIteration
         while not self._pending:
+            self._take(self._receive())
+        return self._pop()
+
+    def _receive(self) -> pb.WatchResponse:
+        """Return the next message, reconnecting after failures of the transport."""
+        while True:
             try:
-                resp = next(self._call)
+                resp: pb.WatchResponse = next(self._call)
             except StopIteration:
                 if self._closed:
                     raise
-                raise QueryError(
-                    grpc.StatusCode.UNKNOWN, "the server ended the watch without a status"
-                ) from None
+                if not self._resumer.retriable(None):
+                    raise ended_without_status() from None
+                self._reconnect(ended_without_status)
+                continue
             except grpc.RpcError as e:
                 if self._closed:
                     raise StopIteration from None
-                raise _watch_error(e) from None
-            self._take(resp)
-        ch = self._pending.popleft()
-        self._last = ch.position
-        return ch
+                if not self._resumer.retriable(e):
+                    raise _watch_error(e) from None
+                self._reconnect(functools.partial(_watch_error, e))
+                continue
+            self._resumer.received()
+            return resp
 
-    def _take(self, resp: pb.WatchResponse) -> None:
-        """Queue a message's changes, decoded in one call, and move the resume point."""
-        recs: list[any_pb2.Any] = []
-        for c in resp.changes:
-            recs.append(c.key)
-            if c.HasField("record"):
-                recs.append(c.record)
-            if c.HasField("old_record"):
-                recs.append(c.old_record)
-        it = iter(self._decode(recs))
-        after = self._after
-        for c in resp.changes:
-            key = next(it)
-            rec = next(it) if c.HasField("record") else None
-            old = next(it) if c.HasField("old_record") else None
-            op = _OPS.get(c.op)
-            if op is None:
-                raise QueryError(grpc.StatusCode.UNKNOWN, f"a change with an unknown op {c.op}")
-            pos = Position.from_pb(c.position)
-            omitted = (c.old_record_omitted, c.record_omitted)
-            self._pending.append(Change(op, c.type, key, rec, old, pos, *omitted, c.expired))
-            after = pos
-        if resp.HasField("progress"):
-            p = Position.from_pb(resp.progress)
-            if after is None or p >= after:
-                after = p
-        self._after = after
+    def _reconnect(self, failure: Callable[[], QueryError]) -> None:
+        """Wait, then open the stream again after the last change received; or raise failure()."""
+        pause = self._resumer.delay()
+        if pause is None:
+            raise failure()
+        if self._wake.wait(pause) or self._closed:
+            raise StopIteration
+        timeout = None
+        if self._deadline is not None:
+            timeout = self._deadline - time.monotonic()
+            if timeout <= 0:
+                raise query_error(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"the watch's deadline passed: {failure().message}",
+                )
+        self._call = self._open(self._resumer.request(self._after), timeout)
+        self.reconnects += 1
+        if self._closed:  # closed from another thread while the call opened
+            self._call.cancel()
 
     def close(self) -> None:
         """End the watch; an iteration waiting in another thread stops."""
         self._closed = True
+        self._wake.set()
         self._call.cancel()
 
     def __enter__(self) -> Watch:

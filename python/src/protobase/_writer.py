@@ -22,8 +22,8 @@ import grpc
 from google.protobuf import any_pb2, json_format
 from google.protobuf import message as _message
 
-from protobase._errors import WriteError, write_error_from_rpc
 from protobase._schema import TYPE_URL_PREFIX
+from protobase.errors import WriteError, write_error, write_error_from_rpc
 from protobase.v1 import protobase_pb2 as pb
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ class Writer:
         """Return why the stream ended; call with _cond held and _ended set."""
         if self._end_error is not None:
             return self._end_error
-        return WriteError(
+        return write_error(
             grpc.StatusCode.UNKNOWN,
             "write stream ended before every batch was acknowledged",
             batches_applied=self._acked_batches,
@@ -308,7 +308,7 @@ class Writer:
             raise TypeError(f"cannot write a {record.__class__.__name__} as a record")
         parts, size = record_parts(prefix, value)
         if _REQUEST_OVERHEAD + size > self._max_message:
-            raise WriteError(
+            raise write_error(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"a record of {size} bytes is over the server's limit of "
                 f"{self._max_message} bytes per request; nothing of it was sent",
@@ -334,7 +334,7 @@ class Writer:
             return self._client.schema().from_dict(type_name, record)
         except (KeyError, json_format.ParseError) as e:
             reason = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            raise WriteError(
+            raise write_error(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"record of {type_name} not converted, nothing of it was sent: {reason}",
                 type_url=TYPE_URL_PREFIX + type_name,
