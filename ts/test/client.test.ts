@@ -1,0 +1,148 @@
+// The client against a real server: schema, writer, reads, search, errors.
+
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import {
+  AlreadyExists,
+  connect,
+  InvalidArgument,
+  NotFound,
+  ProtobaseError,
+  type Client,
+} from "../src/index.js";
+import { UserSchema, OrderSchema } from "../examples/gen/tstest/shop_pb.js";
+import { shopFiles, startServer, type Server } from "./server.js";
+
+describe("client", () => {
+  let server: Server;
+  let db: Client;
+
+  before(async () => {
+    server = await startServer();
+    db = connect(server.addr);
+    await db.applySchema(shopFiles());
+    const w = await db.writer("insert");
+    for (let i = 1; i <= 50; i++) {
+      await w.write("tstest.shop.User", { id: i, name: `user${i}`, email: `u${i}@example.com`, age: 20 + (i % 30) });
+    }
+    const r = await w.close();
+    assert.equal(r.records, 50);
+  });
+
+  after(async () => {
+    db.close();
+    await server.stop();
+  });
+
+  it("applies a schema in add mode and reads it back", async () => {
+    const plan = await db.applySchema(shopFiles(), { add: true });
+    assert.equal(plan.plan?.typesAdded.length, 0);
+    const s = await db.getSchema();
+    assert.ok(s.types.some((t) => t.name === "tstest.shop.User"));
+    assert.ok(s.files["tstest/shop.proto"]);
+  });
+
+  it("writes generated messages and reads them back typed", async () => {
+    const w = await db.writer("upsert", { batchSize: 2 });
+    for (let i = 100; i < 105; i++) {
+      await w.write(UserSchema, create(UserSchema, { id: BigInt(i), name: `gen${i}`, email: `g${i}@example.com`, age: 40 }));
+    }
+    await w.write(OrderSchema, create(OrderSchema, { userId: 100n, number: 1, total: 9.5 }));
+    const r = await w.close();
+    assert.equal(r.records, 6);
+    assert.equal(r.batches, 3);
+    assert.ok(r.position > 0n);
+    const got = await db.get(UserSchema, [100n, 104, 999]);
+    assert.deepEqual(
+      got.records.map((u) => [u.id, u.name]),
+      [
+        [100n, "gen100"],
+        [104n, "gen104"],
+      ],
+    );
+    assert.deepEqual(got.missing, [2]);
+    const order = await db.get(OrderSchema, [[100, 1]]);
+    assert.equal(order.records[0]?.total, 9.5);
+  });
+
+  it("reads JSON records by key, in pages and by scan", async () => {
+    const got = await db.get("tstest.shop.User", [3]);
+    assert.deepEqual(got.records, [{ id: "3", name: "user3", email: "u3@example.com", age: 23 }]);
+    const ids: string[] = [];
+    let pages = 0;
+    for await (const page of db.pages("tstest.shop.User", { filter: "id <= 25", pageSize: 10 })) {
+      pages++;
+      for (const r of page.records) ids.push(String(r["id"]));
+    }
+    assert.equal(pages, 3);
+    assert.equal(ids.length, 25);
+    let n = 0;
+    for await (const u of db.scan(UserSchema, { filter: "age >= 40", parallelism: 4 })) {
+      assert.ok(u.age >= 40);
+      n++;
+    }
+    assert.ok(n > 0);
+  });
+
+  it("runs many searches in flight on one stream", async () => {
+    const s = db.searcher();
+    const found = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => s.find(UserSchema, { filter: `id = ${(i % 50) + 1}` })),
+    );
+    s.close();
+    found.forEach((r, i) => assert.equal(r.records[0]?.id, BigInt((i % 50) + 1)));
+    const results = await db.search([
+      { type: "tstest.shop.User", filter: 'name prefix "user1"', count: true },
+      { type: "tstest.shop.User", filter: "nosuchfield = 1" },
+    ]);
+    assert.equal(results[0]?.count, 11n);
+    const err = results[1]?.error;
+    assert.ok(err instanceof InvalidArgument, String(err));
+    assert.equal(err.query, 1);
+  });
+
+  it("names the batch, record and field of a refused write", async () => {
+    const w = await db.writer("insert", { batchSize: 3 });
+    await w.write("tstest.shop.User", { id: 200, name: "a", email: "a200@example.com" });
+    await w.write("tstest.shop.User", { id: 201, name: "b", email: "b201@example.com" });
+    await w.write("tstest.shop.User", { id: 202, name: "c", email: "c202@example.com" });
+    await w.write("tstest.shop.User", { id: 203, name: "d", email: "d203@example.com" });
+    await w.write("tstest.shop.User", { id: 204, name: "e", email: "u7@example.com" }); // taken by user 7
+    const err = await w.close().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof AlreadyExists, String(err));
+    assert.ok(err instanceof ProtobaseError);
+    assert.equal(err.batch, 1);
+    assert.equal(err.record, 1);
+    assert.equal(err.type, "tstest.shop.User");
+    assert.equal(err.field, "email");
+    assert.equal(err.batchesApplied, 1);
+    assert.equal(err.recordsApplied, 3);
+    await assert.rejects(w.write("tstest.shop.User", { id: 205 }), AlreadyExists);
+  });
+
+  it("refuses JSON that does not convert, naming the type", async () => {
+    const w = await db.writer("insert");
+    await assert.rejects(w.write("tstest.shop.User", { id: 1, nosuch: 2 }), (e: unknown) => {
+      assert.ok(e instanceof ProtobaseError);
+      assert.equal(e.type, "tstest.shop.User");
+      assert.equal(e.record, 0);
+      return true;
+    });
+    await assert.rejects(w.write("tstest.shop.Nope", {}), /no message type "tstest.shop.Nope"/);
+    await w.close();
+  });
+
+  it("raises NotFound for an update of a missing record", async () => {
+    const w = await db.writer("update");
+    await w.write(UserSchema, create(UserSchema, { id: 12345n, name: "ghost" }));
+    await assert.rejects(w.close(), (e: unknown) => {
+      assert.ok(e instanceof NotFound, String(e));
+      assert.equal(e.record, 0);
+      return true;
+    });
+  });
+});
