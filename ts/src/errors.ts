@@ -148,7 +148,21 @@ export function fromCall(err: unknown, applied?: { batches: number; records: num
   if (field && !details.field) {
     details.field = field;
   }
+  // A call that failed without a status from the server lost its
+  // connection: connect names a reset stream or socket by Node's error
+  // (ABORTED for ECONNRESET, CANCELED for a cancelled HTTP/2 stream,
+  // INTERNAL), which here is UNAVAILABLE, as gRPC's other clients say.
+  if (!ce.metadata.has("grpc-status") && lostConnection.has(ce.code) && !isAbort(err)) {
+    return errorOf(Code.Unavailable, `connection lost: ${ce.rawMessage}`, details, err);
+  }
   return errorOf(ce.code, ce.rawMessage, details, err);
+}
+
+const lostConnection = new Set<Code>([Code.Aborted, Code.Canceled, Code.Internal, Code.Unknown]);
+
+function isAbort(err: unknown): boolean {
+  const cause = err instanceof ConnectError ? err.cause : err;
+  return cause instanceof Error && cause.name === "AbortError";
 }
 
 // badRequestField reads the first field violation of a google.rpc.BadRequest

@@ -176,24 +176,10 @@ export class Watch<R> implements AsyncIterable<Change<R>> {
   }
 }
 
-// A failure a reconnect can cure: the server is away (UNAVAILABLE), or the
-// connection broke under the stream (connect reports a reset HTTP/2
-// stream or session as INTERNAL or UNKNOWN with no status of the server's).
+// A failure a reconnect can cure: the server is away or the connection
+// broke under the stream (errors.ts maps both to UNAVAILABLE).
 function resumable(err: ProtobaseError): boolean {
-  switch (err.code) {
-    case Code.Unavailable:
-      return true;
-    case Code.Internal:
-    case Code.Unknown:
-      return isTransportFailure(err.cause);
-    default:
-      return false;
-  }
-}
-
-function isTransportFailure(cause: unknown): boolean {
-  const text = String((cause as Error | undefined)?.message ?? cause ?? "");
-  return /RST_STREAM|GOAWAY|ECONNRESET|ECONNREFUSED|EPIPE|socket|session|closed|premature/i.test(text);
+  return err.code === Code.Unavailable;
 }
 
 function watchStart(s: WatchStartAt): WatchStart {
