@@ -68,6 +68,29 @@ export class Searcher {
     return result as Promise<SearchResult<RecordOf<T>>>;
   }
 
+  /**
+   * Run many queries sent in one request on the stream; resolves with
+   * their results in order, or rejects with the first query's error.
+   */
+  async findAll(queries: readonly QuerySpec[]): Promise<SearchResult<unknown>[]> {
+    const decoders = await Promise.all(queries.map((q) => this.client.decoder(q.type)));
+    const built = queries.map((q) => buildQuery(typeName(q.type), q));
+    if (this.failure) {
+      throw this.failure;
+    }
+    if (this.closed) {
+      throw new ProtobaseError(undefined, "the searcher is closed");
+    }
+    const results = decoders.map(
+      (decode) =>
+        new Promise<SearchResult<unknown>>((resolve, reject) => {
+          this.pending.set(this.next++, { decode, records: [], versions: [], resolve, reject });
+        }),
+    );
+    this.requests.push(create(SearchRequestSchema, { queries: built }));
+    return Promise.all(results);
+  }
+
   /** End the stream once the queries in flight are answered. */
   close(): void {
     this.closed = true;
