@@ -132,7 +132,7 @@ ts-check-generate: $(TS_MODULES) $(BIN)/buf ## fail if ts/src/gen or ts/examples
 ts-test: ts-check-generate ## tsc --strict and node --test for the Node package, against the real server
 	$(GO) build -o ts/dist/protobase ./cmd/protobase
 	cd ts && node_modules/.bin/tsc -p .
-	cd ts && PROTOBASE_BIN=$(CURDIR)/ts/dist/protobase node --test --test-concurrency=1 dist/test/*.test.js
+	cd ts && PROTOBASE_BIN=$(CURDIR)/ts/dist/protobase node --test --test-concurrency=1 --test-timeout=600000 dist/test/*.test.js
 
 # robustness runs the robustness tests (tests/robustness) with seeds drawn
 # from the clock, so that each run tries new interleavings; `make test` runs

@@ -1,14 +1,21 @@
 // Writer: records packed into batches on one Write stream. Each batch asks
 // for an acknowledgement, which the server sends once the batch (and every
 // one before it) is durable; a few batches are in flight at once.
+//
+// The writer encodes a batch's records itself, each as the bytes of a
+// WriteStreamRequest.records entry (an Any: the type URL's bytes, cached
+// per type, then the record's), into one buffer that goes out as the
+// request's raw bytes: protobuf-es would otherwise build an Any message per
+// record and copy each through its writer again, which costs more than
+// encoding the record.
 
-import { create, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { AnySchema, type Any } from "@bufbuild/protobuf/wkt";
+import { create, toBinary, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { WriteOp as WriteOpEnum, WriteStreamRequestSchema, type WriteStreamRequest } from "./gen/protobase/v1/protobase_pb.js";
 import type { Client } from "./client.js";
 import { fromCall, ProtobaseError, ResourceExhausted } from "./errors.js";
 import { Queue } from "./queue.js";
-import { packMessage, TYPE_URL_PREFIX, type Schema } from "./records.js";
+import { TYPE_URL_PREFIX, type Schema } from "./records.js";
 import { Code } from "@connectrpc/connect";
 
 export type WriteOp = "insert" | "update" | "upsert" | "remove";
@@ -38,6 +45,28 @@ export interface WriteResult {
 // Bytes a request adds around its records: the op, ack and field headers.
 const REQUEST_OVERHEAD = 16;
 
+// WriteStreamRequest.records.
+const RECORDS_FIELD = 2;
+
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+// putVarint writes n at o and returns the offset after it.
+function putVarint(b: Uint8Array, o: number, n: number): number {
+  while (n >= 0x80) {
+    b[o++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  b[o++] = n;
+  return o;
+}
+
 export class Writer {
   private readonly client: Client;
   private readonly schema: Schema;
@@ -47,8 +76,10 @@ export class Writer {
   private readonly maxBytes: number;
   private readonly requests = new Queue<WriteStreamRequest>();
   private readonly ended: Promise<void>;
-  private batch: Any[] = [];
-  private batchBytes = 0;
+  private batch = new Uint8Array(64 << 10);
+  private batchLen = 0;
+  private batchRecords = 0;
+  private readonly prefixes = new Map<string, Uint8Array>();
   private sent = 0;
   private acked = 0;
   private ackedRecords = 0;
@@ -94,16 +125,18 @@ export class Writer {
     } catch (e) {
       return Promise.reject(e);
     }
-    let any: Any;
+    let name: string;
+    let value: Uint8Array;
     if (typeof type === "string") {
+      name = type;
       try {
-        any = create(AnySchema, { typeUrl: TYPE_URL_PREFIX + type, value: this.schema.encodeJson(type, record as JsonValue) });
+        value = this.schema.encodeJson(type, record as JsonValue);
       } catch (e) {
         const err = e as ProtobaseError;
         return Promise.reject(
           new ProtobaseError(undefined, err.rawMessage ?? String(e), {
             batch: this.sent,
-            record: this.batch.length,
+            record: this.batchRecords,
             type,
             reason: err.reason,
             batchesApplied: this.acked,
@@ -112,24 +145,26 @@ export class Writer {
         );
       }
     } else {
-      any = packMessage(type, record as MessageShape<DescMessage>);
+      name = type.typeName;
+      value = toBinary(type, record as MessageShape<DescMessage>);
     }
-    const size = any.typeUrl.length + any.value.length + 8;
+    const prefix = this.prefixes.get(name) ?? this.prefix(name);
+    const inner = prefix.length + varintSize(value.length) + value.length;
+    const size = 1 + varintSize(inner) + inner;
     if (REQUEST_OVERHEAD + size > this.maxBytes) {
       return Promise.reject(
         new ResourceExhausted(
           Code.ResourceExhausted,
           `a record of ${size} bytes is over the server's limit of ${this.maxBytes} bytes per request; nothing of it was sent`,
-          { type: any.typeUrl.slice(TYPE_URL_PREFIX.length), batchesApplied: this.acked, recordsApplied: this.ackedRecords },
+          { type: name, batchesApplied: this.acked, recordsApplied: this.ackedRecords },
         ),
       );
     }
-    if (this.batchBytes + size + REQUEST_OVERHEAD > this.maxBytes) {
+    if (this.batchLen + size + REQUEST_OVERHEAD > this.maxBytes) {
       this.send();
     }
-    this.batch.push(any);
-    this.batchBytes += size;
-    if (this.batch.length >= this.batchSize) {
+    this.append(size, inner, prefix, value);
+    if (this.batchRecords >= this.batchSize) {
       this.send();
       if (this.sent - this.acked >= this.maxInFlight) {
         return this.until(() => this.sent - this.acked < this.maxInFlight);
@@ -141,7 +176,7 @@ export class Writer {
   /** Send what is batched and wait until everything sent is durable. */
   async flush(): Promise<WriteResult> {
     this.check();
-    if (this.batch.length > 0) {
+    if (this.batchRecords > 0) {
       this.send();
     }
     await this.until(() => this.acked >= this.sent);
@@ -186,11 +221,47 @@ export class Writer {
     }
   }
 
+  // send queues the batch as one request: its records' bytes ride in one
+  // unknown field 2 (records), whose tag protobuf-es writes before them;
+  // each later record carries its own tag, so the request's bytes are what
+  // a repeated records field of these Anys encodes to.
   private send(): void {
-    this.requests.push(create(WriteStreamRequestSchema, { op: this.op, records: this.batch, ack: true }));
+    const data = this.batch.slice(1, this.batchLen);
+    const req = create(WriteStreamRequestSchema, { op: this.op, ack: true });
+    req.$unknown = [{ no: RECORDS_FIELD, wireType: WireType.LengthDelimited, data }];
+    this.requests.push(req);
     this.sent++;
-    this.batch = [];
-    this.batchBytes = 0;
+    this.batchLen = 0;
+    this.batchRecords = 0;
+  }
+
+  // prefix is the bytes of Any.type_url for a type, and Any.value's tag.
+  private prefix(name: string): Uint8Array {
+    const url = new TextEncoder().encode(TYPE_URL_PREFIX + name);
+    const p = new Uint8Array(1 + varintSize(url.length) + url.length + 1);
+    p[0] = 0x0a;
+    let o = putVarint(p, 1, url.length);
+    p.set(url, o);
+    o += url.length;
+    p[o] = 0x12;
+    this.prefixes.set(name, p);
+    return p;
+  }
+
+  private append(size: number, inner: number, prefix: Uint8Array, value: Uint8Array): void {
+    if (this.batchLen + size > this.batch.length) {
+      const grown = new Uint8Array(Math.max(this.batch.length * 2, this.batchLen + size));
+      grown.set(this.batch.subarray(0, this.batchLen));
+      this.batch = grown;
+    }
+    const b = this.batch;
+    b[this.batchLen] = (RECORDS_FIELD << 3) | WireType.LengthDelimited;
+    let o = putVarint(b, this.batchLen + 1, inner);
+    b.set(prefix, o);
+    o = putVarint(b, o + prefix.length, value.length);
+    b.set(value, o);
+    this.batchLen = o + value.length;
+    this.batchRecords++;
   }
 
   private until(cond: () => boolean): Promise<void> {

@@ -13,7 +13,7 @@ it("runs the quick start example, twice", async () => {
       execFileSync(
         process.execPath,
         [join(TS_DIR, "dist", "examples", "quickstart.js"), join(TS_DIR, "examples", "proto", "shop.proto"), server.addr],
-        { encoding: "utf8" },
+        { encoding: "utf8", timeout: 120_000 },
       );
     for (let i = 0; i < 2; i++) {
       const out = run();
