@@ -9,6 +9,7 @@ import {
   InvalidArgument,
   NotFound,
   ProtobaseError,
+  ResourceExhausted,
   type Client,
 } from "../src/index.js";
 import { UserSchema, OrderSchema } from "../examples/gen/tstest/shop_pb.js";
@@ -144,5 +145,34 @@ describe("client", () => {
       assert.equal(e.record, 0);
       return true;
     });
+  });
+});
+
+describe("write limits", () => {
+  it("refuses a record over the server's message limit before sending it, and goes on", async () => {
+    const server = await startServer(["--max-message-bytes", "4096"]);
+    const db = connect(server.addr);
+    try {
+      await db.applySchema(shopFiles());
+      const w = await db.writer("insert");
+      await assert.rejects(w.write("tstest.shop.User", { id: 1, name: "x".repeat(5000) }), (e: unknown) => {
+        assert.ok(e instanceof ResourceExhausted, String(e));
+        assert.equal(e.type, "tstest.shop.User");
+        return true;
+      });
+      await w.write("tstest.shop.User", { id: 2, name: "fits" });
+      // Records that fit one by one but not together go in several requests.
+      for (let i = 3; i < 13; i++) await w.write("tstest.shop.User", { id: i, name: "y".repeat(1000) });
+      const r = await w.close();
+      assert.equal(r.records, 11);
+      assert.ok(r.batches > 1, `batches: ${r.batches}`);
+      const ids: string[] = [];
+      for await (const u of db.scan("tstest.shop.User")) ids.push(String(u["id"]));
+      assert.equal(ids.length, 11);
+      assert.ok(!ids.includes("1"));
+    } finally {
+      db.close();
+      await server.stop();
+    }
   });
 });
