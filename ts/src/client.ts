@@ -24,7 +24,7 @@ import {
   type Query,
 } from "./gen/protobase/v1/protobase_pb.js";
 import { fromCall, ProtobaseError } from "./errors.js";
-import { packMessage, Schema, typeName, unpackMessage, type RecordOf, type RecordType } from "./records.js";
+import { packMessage, Schema, typeName, unpackMessage, type AnyLike, type RecordOf, type RecordType } from "./records.js";
 import { Searcher, type SearchResult, type QuerySpec } from "./search.js";
 import { Writer, type WriteOp, type WriterOptions } from "./writer.js";
 import { Watch, type WatchOptions } from "./watch.js";
@@ -97,6 +97,8 @@ export function connect(address: string, options: ConnectOptions = {}): Client {
 export class Client {
   /** The generated service client, for calls this class does not wrap. */
   readonly api: RpcClient<typeof Protobase>;
+  /** The transport under `api`, with the API key's interceptor. */
+  readonly transport: Transport;
   readonly address: string;
   private readonly sessions: Http2SessionManager;
   private schemaCache: Promise<Schema> | undefined;
@@ -124,12 +126,12 @@ export class Client {
         return next(req);
       });
     }
-    const transport: Transport = createGrpcTransport({
+    this.transport = createGrpcTransport({
       baseUrl,
       sessionManager: this.sessions,
       interceptors,
     });
-    this.api = createClient(Protobase, transport);
+    this.api = createClient(Protobase, this.transport);
   }
 
   /** Close the connection; calls in flight fail. */
@@ -201,7 +203,7 @@ export class Client {
   }
 
   /** A decoder of records of a type: its messages for a schema, JSON for a name. */
-  async decoder<T extends RecordType>(type: T): Promise<(any: Any) => RecordOf<T>> {
+  async decoder<T extends RecordType>(type: T): Promise<(any: AnyLike) => RecordOf<T>> {
     if (typeof type !== "string") {
       const desc = type as DescMessage;
       return (any) => unpackMessage(desc, any) as RecordOf<T>;

@@ -31,6 +31,9 @@ export type RecordType<Desc extends DescMessage = DescMessage> = string | Desc;
 /** The record a read returns for a RecordType: a message of a schema, or JSON. */
 export type RecordOf<T> = T extends DescMessage ? MessageShape<T> : JsonObject;
 
+/** What a reader needs of a google.protobuf.Any: its type URL and value. */
+export type AnyLike = Pick<Any, "typeUrl" | "value">;
+
 /** The type name in a type URL. */
 export function typeNameOf(typeUrl: string): string {
   return typeUrl.slice(typeUrl.lastIndexOf("/") + 1);
@@ -95,7 +98,7 @@ export class Schema {
   }
 
   /** Decode the record in an Any as JSON (protobuf's JSON mapping). */
-  decodeJson(any: Any): JsonObject {
+  decodeJson(any: AnyLike): JsonObject {
     const name = typeNameOf(any.typeUrl);
     const desc = this.need(name);
     return toJson(desc, fromBinary(desc, any.value), { registry: this.registry }) as JsonObject;
@@ -108,7 +111,7 @@ export function packMessage<Desc extends DescMessage>(desc: Desc, msg: MessageSh
 }
 
 /** Unpack an Any as a message of a generated schema; an error if the type differs. */
-export function unpackMessage<Desc extends DescMessage>(desc: Desc, any: Any): MessageShape<Desc> {
+export function unpackMessage<Desc extends DescMessage>(desc: Desc, any: AnyLike): MessageShape<Desc> {
   const name = typeNameOf(any.typeUrl);
   if (name !== desc.typeName) {
     throw new ProtobaseError(undefined, `a record of type ${name} read as ${desc.typeName}`, { type: name });

@@ -2,14 +2,22 @@
 // its ordinal on the stream; results, completions and errors come keyed by
 // it, in whatever order the server finishes them.
 
-import { create } from "@bufbuild/protobuf";
-import type { Any } from "@bufbuild/protobuf/wkt";
-import { SearchRequestSchema, type Plan, type SearchRequest, type SearchResponse } from "./gen/protobase/v1/protobase_pb.js";
+import { create, fromBinary } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import {
+  GetSchemaRequestSchema,
+  PlanSchema,
+  QueryErrorSchema,
+  SearchRequestSchema,
+  type Plan,
+  type SearchRequest,
+} from "./gen/protobase/v1/protobase_pb.js";
+import { Protobase } from "./gen/protobase/v1/service_pb.js";
 import type { Client, QueryOptions } from "./client.js";
-import { buildQuery } from "./client.js";
 import { errorOf, fromCall, ProtobaseError } from "./errors.js";
 import { Queue } from "./queue.js";
-import { typeName, type RecordOf, type RecordType } from "./records.js";
+import { encodeQuery, repeatedField } from "./query_encode.js";
+import { typeName, type AnyLike, type RecordOf, type RecordType } from "./records.js";
 
 /** One query of a search: its record type and what it asks. */
 export interface QuerySpec extends QueryOptions {
@@ -28,12 +36,27 @@ export interface SearchResult<R> {
 }
 
 interface Pending {
-  decode: (a: Any) => unknown;
+  decode: (a: AnyLike) => unknown;
   records: unknown[];
   versions: bigint[];
   plan?: Plan;
   resolve: (r: SearchResult<unknown>) => void;
   reject: (e: ProtobaseError) => void;
+}
+
+// The Search method with its responses read as a message of no fields:
+// every field of a SearchResponse lands in its unknown fields, which take
+// reads in place, and take() walks them (SearchResponse: results = 1,
+// done = 2, errors = 3). protobuf-es's reflective decoder of whole
+// responses costs the client more per lookup than the server's answer.
+const rawSearch = { ...Protobase.method.search, output: GetSchemaRequestSchema };
+
+// request is a SearchRequest of encoded queries (SearchRequest.queries is
+// field 1), so that a query is encoded once, by encodeQuery.
+function request(queries: readonly Uint8Array[]): SearchRequest {
+  const req = create(SearchRequestSchema);
+  req.$unknown = [repeatedField(1, queries)];
+  return req;
 }
 
 export class Searcher {
@@ -53,7 +76,7 @@ export class Searcher {
   /** Run one query; resolves with its records, or rejects with the error the server gave that query alone. */
   async find<T extends RecordType>(type: T, options: QueryOptions = {}): Promise<SearchResult<RecordOf<T>>> {
     const decode = await this.client.decoder(type);
-    const query = buildQuery(typeName(type), options);
+    const query = encodeQuery(typeName(type), options);
     if (this.failure) {
       throw this.failure;
     }
@@ -64,7 +87,7 @@ export class Searcher {
     const result = new Promise<SearchResult<unknown>>((resolve, reject) => {
       this.pending.set(id, { decode, records: [], versions: [], resolve, reject });
     });
-    this.requests.push(create(SearchRequestSchema, { queries: [query] }));
+    this.requests.push(request([query]));
     return result as Promise<SearchResult<RecordOf<T>>>;
   }
 
@@ -74,7 +97,7 @@ export class Searcher {
    */
   async findAll(queries: readonly QuerySpec[]): Promise<SearchResult<unknown>[]> {
     const decoders = await Promise.all(queries.map((q) => this.client.decoder(q.type)));
-    const built = queries.map((q) => buildQuery(typeName(q.type), q));
+    const built = queries.map((q) => encodeQuery(typeName(q.type), q));
     if (this.failure) {
       throw this.failure;
     }
@@ -87,7 +110,7 @@ export class Searcher {
           this.pending.set(this.next++, { decode, records: [], versions: [], resolve, reject });
         }),
     );
-    this.requests.push(create(SearchRequestSchema, { queries: built }));
+    this.requests.push(request(built));
     return Promise.all(results);
   }
 
@@ -101,8 +124,18 @@ export class Searcher {
 
   private async receive(): Promise<void> {
     try {
-      for await (const resp of this.client.api.search(this.requests)) {
-        this.take(resp);
+      const resp = await this.client.transport.stream(rawSearch, undefined, undefined, undefined, this.requests);
+      for await (const msg of resp.message) {
+        for (const f of msg.$unknown ?? []) {
+          if (f.wireType !== WireType.LengthDelimited) continue;
+          const body = new BinaryReader(f.data).bytes();
+          if (f.no === 1) this.takeResults(body);
+          else if (f.no === 2) this.takeDone(body);
+          else if (f.no === 3) this.takeError(body);
+        }
+        if (this.closed && this.pending.size === 0) {
+          this.requests.end();
+        }
       }
       if (this.pending.size > 0) {
         this.fail(new ProtobaseError(undefined, "the search stream ended with queries unanswered"));
@@ -112,31 +145,64 @@ export class Searcher {
     }
   }
 
-  private take(resp: SearchResponse): void {
-    for (const b of resp.results) {
-      const p = this.pending.get(Number(b.query));
-      if (!p) continue;
-      for (const r of b.records) p.records.push(p.decode(r));
-      p.versions.push(...b.versions);
-      if (b.plan) p.plan = b.plan;
+  // takeResults reads a ResultBatch: query = 1, records = 2 (Any: type_url
+  // = 1, value = 2), plan = 3, versions = 4.
+  private takeResults(body: Uint8Array): void {
+    const r = new BinaryReader(body);
+    let id = 0; // proto3 leaves out a query id of 0
+    const records: AnyLike[] = [];
+    const versions: bigint[] = [];
+    let plan: Plan | undefined;
+    while (r.pos < r.len) {
+      const [no, wt] = r.tag();
+      if (no === 1 && wt === WireType.Varint) {
+        id = Number(r.uint64());
+      } else if (no === 2 && wt === WireType.LengthDelimited) {
+        records.push(readAny(r.bytes()));
+      } else if (no === 3 && wt === WireType.LengthDelimited) {
+        plan = fromBinary(PlanSchema, r.bytes());
+      } else if (no === 4 && wt === WireType.LengthDelimited) {
+        const packed = new BinaryReader(r.bytes());
+        while (packed.pos < packed.len) versions.push(BigInt(packed.uint64()));
+      } else if (no === 4 && wt === WireType.Varint) {
+        versions.push(BigInt(r.uint64()));
+      } else {
+        r.skip(wt);
+      }
     }
-    for (const d of resp.done) {
-      const id = Number(d.query);
-      const p = this.pending.get(id);
-      if (!p) continue;
-      this.pending.delete(id);
-      p.resolve({ records: p.records, count: d.count, plan: d.plan ?? p.plan, versions: p.versions });
+    const p = this.pending.get(id);
+    if (!p) return;
+    for (const a of records) p.records.push(p.decode(a));
+    for (const v of versions) p.versions.push(v);
+    if (plan) p.plan = plan;
+  }
+
+  // takeDone reads a QueryDone: query = 1, count = 2, plan = 3.
+  private takeDone(body: Uint8Array): void {
+    const r = new BinaryReader(body);
+    let id = 0;
+    let count = 0n;
+    let plan: Plan | undefined;
+    while (r.pos < r.len) {
+      const [no, wt] = r.tag();
+      if (no === 1 && wt === WireType.Varint) id = Number(r.uint64());
+      else if (no === 2 && wt === WireType.Varint) count = BigInt(r.uint64());
+      else if (no === 3 && wt === WireType.LengthDelimited) plan = fromBinary(PlanSchema, r.bytes());
+      else r.skip(wt);
     }
-    for (const e of resp.errors) {
-      const id = Number(e.query);
-      const p = this.pending.get(id);
-      if (!p) continue;
-      this.pending.delete(id);
-      p.reject(errorOf(e.code, e.message, { query: id, field: e.field || undefined }));
-    }
-    if (this.closed && this.pending.size === 0) {
-      this.requests.end();
-    }
+    const p = this.pending.get(id);
+    if (!p) return;
+    this.pending.delete(id);
+    p.resolve({ records: p.records, count, plan: plan ?? p.plan, versions: p.versions });
+  }
+
+  private takeError(body: Uint8Array): void {
+    const e = fromBinary(QueryErrorSchema, body);
+    const id = Number(e.query);
+    const p = this.pending.get(id);
+    if (!p) return;
+    this.pending.delete(id);
+    p.reject(errorOf(e.code, e.message, { query: id, field: e.field || undefined }));
   }
 
   private fail(err: ProtobaseError): void {
@@ -150,4 +216,18 @@ export class Searcher {
   async wait(): Promise<void> {
     await this.done;
   }
+}
+
+// readAny reads a google.protobuf.Any: type_url = 1, value = 2.
+function readAny(body: Uint8Array): AnyLike {
+  const r = new BinaryReader(body);
+  let typeUrl = "";
+  let value: Uint8Array = new Uint8Array(0);
+  while (r.pos < r.len) {
+    const [no, wt] = r.tag();
+    if (no === 1 && wt === WireType.LengthDelimited) typeUrl = r.string();
+    else if (no === 2 && wt === WireType.LengthDelimited) value = r.bytes();
+    else r.skip(wt);
+  }
+  return { typeUrl, value };
 }

@@ -103,6 +103,15 @@ describe("client", () => {
     assert.equal(err.query, 1);
   });
 
+  it("answers a search's plan and versions", async () => {
+    const [r] = await db.search([{ type: UserSchema, filter: "id = 3", explain: true, versions: true }]);
+    assert.equal(r?.error, undefined);
+    assert.equal(r?.records.length, 1);
+    assert.ok(r?.plan?.access, `plan: ${r?.plan?.text}`);
+    assert.equal(r?.versions.length, 1);
+    assert.ok(r.versions[0]! > 0n);
+  });
+
   it("names the batch, record and field of a refused write", async () => {
     const w = await db.writer("insert", { batchSize: 3 });
     await w.write("tstest.shop.User", { id: 200, name: "a", email: "a200@example.com" });
