@@ -64,6 +64,9 @@ export class Searcher {
   private readonly requests = new Queue<SearchRequest>();
   private readonly pending = new Map<number, Pending>();
   private next = 0;
+  // Queries of find not yet sent: the ones a program starts together (in
+  // one turn of the event loop) go in one request.
+  private queued: Uint8Array[] = [];
   private failure: ProtobaseError | undefined;
   private closed = false;
   private readonly done: Promise<void>;
@@ -87,7 +90,10 @@ export class Searcher {
     const result = new Promise<SearchResult<unknown>>((resolve, reject) => {
       this.pending.set(id, { decode, records: [], versions: [], resolve, reject });
     });
-    this.requests.push(request([query]));
+    this.queued.push(query);
+    if (this.queued.length === 1) {
+      setImmediate(() => this.sendQueued());
+    }
     return result as Promise<SearchResult<RecordOf<T>>>;
   }
 
@@ -110,8 +116,16 @@ export class Searcher {
           this.pending.set(this.next++, { decode, records: [], versions: [], resolve, reject });
         }),
     );
+    this.sendQueued(); // the ids are in order on the stream
     this.requests.push(request(built));
     return Promise.all(results);
+  }
+
+  private sendQueued(): void {
+    if (this.queued.length > 0) {
+      this.requests.push(request(this.queued));
+      this.queued = [];
+    }
   }
 
   /** End the stream once the queries in flight are answered. */
