@@ -108,6 +108,9 @@ export class Client {
     const hostPort = address.replace(/^https?:\/\//, "").replace(/\/+$/, "");
     const baseUrl = `${tls ? "https" : "http"}://${hostPort}`;
     const apiKey = options.apiKey ?? process.env["PROTOBASE_API_KEY"] ?? "";
+    if (!/^(\[[0-9a-fA-F:.]+\]|[^:/\s[\]]+):[0-9]{1,5}$/.test(hostPort)) {
+      throw new ProtobaseError(undefined, `an address is host:port (or http:// or https:// and host:port), not ${JSON.stringify(address)}`);
+    }
     const url = new URL(baseUrl);
     if (apiKey && !tls && !isLoopback(url.hostname)) {
       throw new ProtobaseError(

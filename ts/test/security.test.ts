@@ -42,6 +42,13 @@ describe("API keys", () => {
     }
   });
 
+  it("refuses an address without a port, naming it", () => {
+    for (const bad of ["localhost", "127.0.0.1:7070/x", "::::", ""]) {
+      assert.throws(() => connect(bad), (e: unknown) => e instanceof ProtobaseError && e.message.includes("host:port"), bad);
+    }
+    connect("https://db.example:443").close();
+  });
+
   it("never sends a key in the clear off loopback", () => {
     assert.throws(() => connect("db.example:7070", { apiKey: "pb_" + "A".repeat(32) }), /plaintext/);
     assert.doesNotThrow(() => connect("[::1]:7070", { apiKey: "k" }).close());
