@@ -112,6 +112,15 @@ describe("client", () => {
     assert.ok(r.versions[0]! > 0n);
   });
 
+  it("names the field of a bad filter (google.rpc.BadRequest)", async () => {
+    await assert.rejects(db.query("tstest.shop.User", { filter: "age >> 3" }), (e: unknown) => {
+      assert.ok(e instanceof InvalidArgument, String(e));
+      assert.equal(e.field, "query.filter");
+      assert.match(e.message, /column/);
+      return true;
+    });
+  });
+
   it("names the batch, record and field of a refused write", async () => {
     const w = await db.writer("insert", { batchSize: 3 });
     await w.write("tstest.shop.User", { id: 200, name: "a", email: "a200@example.com" });
