@@ -113,7 +113,7 @@ describe("watch", () => {
     }
   });
 
-  it("resumes across two server kills during a feed of 100,000 changes, each change once, in order", { timeout: 300_000 }, async () => {
+  it("resumes across two server kills during a feed of 100,000 changes and one at its tail, each change once, in order", { timeout: 300_000 }, async () => {
     const N = 100_000;
     const server = await startServer();
     const db = connect(server.addr);
@@ -128,6 +128,7 @@ describe("watch", () => {
       const watch = db.watch([UserSchema], { start: "oldest", batchSize: 100, initialBackoffMs: 20 });
       let next = 1n;
       let prev: Position | undefined;
+      let tailed: Promise<void> | undefined;
       for await (const c of watch) {
         assert.equal(c.record?.id, next, `change ${next}: got id ${c.record?.id}`);
         assert.ok(!prev || c.position.compare(prev) > 0, `position ${c.position} after ${prev}`);
@@ -136,11 +137,27 @@ describe("watch", () => {
           await server.kill();
           await server.start();
         }
-        if (next === BigInt(N)) break;
+        if (next === BigInt(N)) {
+          // At the tail: the server is killed while the watch waits for
+          // more, and what is written after the restart comes once too.
+          tailed = new Promise((r) => setTimeout(r, 50)).then(tail);
+        }
+        if (next === BigInt(N + 10)) break;
         next++;
       }
-      assert.equal(next, BigInt(N));
-      assert.ok(watch.reconnects >= 2, `reconnects: ${watch.reconnects}`);
+      await tailed;
+      assert.equal(next, BigInt(N + 10));
+      assert.ok(watch.reconnects >= 3, `reconnects: ${watch.reconnects}`);
+
+      async function tail(): Promise<void> {
+        await server.kill();
+        await server.start();
+        const more = await db.writer("insert");
+        for (let i = N + 1; i <= N + 10; i++) {
+          await more.write(UserSchema, create(UserSchema, { id: BigInt(i), name: `u${i}` }));
+        }
+        await more.close();
+      }
     } finally {
       db.close();
       await server.stop();
