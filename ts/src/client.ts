@@ -217,10 +217,12 @@ export class Client {
 
   /**
    * An auto-batching writer on one Write stream: records go in batches of
-   * `batchSize` (default 1,000), several batches in flight.
+   * `batchSize` (default 1,000), several batches in flight. It converts
+   * JSON records with the schema the server holds when it starts (fetched
+   * anew, so that types another client just applied are known).
    */
   async writer(op: WriteOp, options: WriterOptions = {}): Promise<Writer> {
-    const s = await this.schema();
+    const s = await this.schema(true);
     return new Writer(this, op, s, options);
   }
 

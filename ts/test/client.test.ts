@@ -155,6 +155,20 @@ describe("client", () => {
     await w.close();
   });
 
+  it("writes JSON of a type another client applied after this one read the schema", async () => {
+    await db.schema(); // cached before the other client's apply
+    const other = connect(server.addr);
+    await other.applySchema(
+      { "tstest/extra.proto": 'syntax = "proto3";\npackage tstest.extra;\nimport "protobase/v1/options.proto";\nmessage Note {\n  option (protobase.v1.record) = { primary_key: "id" };\n  int64 id = 1;\n  string text = 2;\n}\n' },
+      { add: true },
+    );
+    other.close();
+    const w = await db.writer("insert");
+    await w.write("tstest.extra.Note", { id: 1, text: "hello" });
+    await w.close();
+    assert.deepEqual((await db.get("tstest.extra.Note", [1])).records, [{ id: "1", text: "hello" }]);
+  });
+
   it("raises NotFound for an update of a missing record", async () => {
     const w = await db.writer("update");
     await w.write(UserSchema, create(UserSchema, { id: 12345n, name: "ghost" }));
