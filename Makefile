@@ -51,10 +51,11 @@ cluster: build ## run three etcd members and two servers over them in the foregr
 .PHONY: test
 # The docs test (docs/) runs the docs' Python snippets with the package's
 # virtual environment, so it is made first.
-test: python-venv ## vet and run every test, the Python package's included (what CI runs)
+test: python-venv ## vet and run every test, the Python and Node packages' included (what CI runs)
 	$(GO) vet ./...
 	PROTOBASE_PYTHON=$(PY) $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) python-test
+	$(MAKE) ts-test
 
 # The Python package (python/) is checked in a virtual environment of its
 # own, made with python3 -m venv and reused while python/pyproject.toml is
@@ -97,6 +98,41 @@ python-test: python-check-generate ## ruff, mypy and pytest for the Python packa
 	cd python && .venv/bin/ruff check . && .venv/bin/ruff format --check .
 	cd python && .venv/bin/mypy
 	cd python && .venv/bin/pytest -q
+
+# The Node package (ts/) installs what its committed lock file names (npm
+# ci), again whenever package-lock.json changes. Its generated code
+# (ts/src/gen) comes from protoc-gen-es in ts/node_modules, run by buf.
+TS_MODULES := $(CURDIR)/ts/node_modules/.installed
+
+$(TS_MODULES): ts/package-lock.json
+	cd ts && npm ci --no-audit --no-fund
+	touch $@
+
+.PHONY: ts-modules
+ts-modules: $(TS_MODULES) ## install the Node package's dependencies (npm ci) into ts/node_modules
+
+.PHONY: ts-generate
+ts-generate: $(TS_MODULES) $(BIN)/buf ## regenerate ts/src/gen from proto/ (and ts/examples/gen, the example's and tests' schemas)
+	rm -rf ts/src/gen ts/examples/gen
+	buf generate --template ts/buf.gen.yaml
+	buf generate --template ts/buf.gen.examples.yaml
+
+.PHONY: ts-check-generate
+ts-check-generate: $(TS_MODULES) $(BIN)/buf ## fail if ts/src/gen or ts/examples/gen is not what proto/ generates
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	buf generate --template ts/buf.gen.yaml -o "$$tmp" && \
+	buf generate --template ts/buf.gen.examples.yaml -o "$$tmp" && \
+	diff -r "$$tmp/ts/src/gen" ts/src/gen >&2 && \
+	diff -r "$$tmp/ts/examples/gen" ts/examples/gen >&2 || \
+	(echo "ts/src/gen or ts/examples/gen is stale: run make ts-generate and commit" >&2; exit 1)
+
+# ts-test compiles the package with tsc --strict and runs its tests (node
+# --test) against the server built here, one test file at a time.
+.PHONY: ts-test
+ts-test: ts-check-generate ## tsc --strict and node --test for the Node package, against the real server
+	$(GO) build -o ts/dist/protobase ./cmd/protobase
+	cd ts && node_modules/.bin/tsc -p .
+	cd ts && PROTOBASE_BIN=$(CURDIR)/ts/dist/protobase node --test --test-concurrency=1 --test-timeout=600000 dist/test/*.test.js
 
 # robustness runs the robustness tests (tests/robustness) with seeds drawn
 # from the clock, so that each run tries new interleavings; `make test` runs
