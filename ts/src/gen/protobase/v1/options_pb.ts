@@ -25,7 +25,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file protobase/v1/options.proto.
  */
 export const file_protobase_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Chpwcm90b2Jhc2UvdjEvb3B0aW9ucy5wcm90bxIMcHJvdG9iYXNlLnYxInYKDVJlY29yZE9wdGlvbnMSEwoLcHJpbWFyeV9rZXkYASADKAkSKQoFaW5kZXgYAiADKAsyGi5wcm90b2Jhc2UudjEuSW5kZXhPcHRpb25zEiUKA3R0bBgDIAEoCzIYLnByb3RvYmFzZS52MS5UVExPcHRpb25zIkAKClRUTE9wdGlvbnMSDQoFZmllbGQYASABKAkSIwoEdW5pdBgCIAEoDjIVLnByb3RvYmFzZS52MS5UVExVbml0IjwKDEluZGV4T3B0aW9ucxIOCgZmaWVsZHMYASADKAkSDgoGdW5pcXVlGAIgASgIEgwKBG5hbWUYAyABKAkqVAoHVFRMVW5pdBIYChRUVExfVU5JVF9VTlNQRUNJRklFRBAAEhQKEFRUTF9VTklUX1NFQ09ORFMQARIZChVUVExfVU5JVF9NSUxMSVNFQ09ORFMQAjpWCgZyZWNvcmQSHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnMYopADIAEoCzIbLnByb3RvYmFzZS52MS5SZWNvcmRPcHRpb25zUgZyZWNvcmRCPVo7Z2l0aHViLmNvbS9wcm90b2Jhc2UvcHJvdG9iYXNlL2dlbi9wcm90b2Jhc2UvdjE7cHJvdG9iYXNldjFiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("Chpwcm90b2Jhc2UvdjEvb3B0aW9ucy5wcm90bxIMcHJvdG9iYXNlLnYxIq4BCg1SZWNvcmRPcHRpb25zEhMKC3ByaW1hcnlfa2V5GAEgAygJEikKBWluZGV4GAIgAygLMhoucHJvdG9iYXNlLnYxLkluZGV4T3B0aW9ucxIlCgN0dGwYAyABKAsyGC5wcm90b2Jhc2UudjEuVFRMT3B0aW9ucxI2CglhZ2dyZWdhdGUYBCADKAsyIy5wcm90b2Jhc2UudjEuQWdncmVnYXRlSW5kZXhPcHRpb25zIkQKFUFnZ3JlZ2F0ZUluZGV4T3B0aW9ucxIMCgRuYW1lGAEgASgJEhAKCGdyb3VwX2J5GAIgAygJEgsKA3N1bRgDIAMoCSJACgpUVExPcHRpb25zEg0KBWZpZWxkGAEgASgJEiMKBHVuaXQYAiABKA4yFS5wcm90b2Jhc2UudjEuVFRMVW5pdCI8CgxJbmRleE9wdGlvbnMSDgoGZmllbGRzGAEgAygJEg4KBnVuaXF1ZRgCIAEoCBIMCgRuYW1lGAMgASgJKlQKB1RUTFVuaXQSGAoUVFRMX1VOSVRfVU5TUEVDSUZJRUQQABIUChBUVExfVU5JVF9TRUNPTkRTEAESGQoVVFRMX1VOSVRfTUlMTElTRUNPTkRTEAI6VgoGcmVjb3JkEh8uZ29vZ2xlLnByb3RvYnVmLk1lc3NhZ2VPcHRpb25zGKKQAyABKAsyGy5wcm90b2Jhc2UudjEuUmVjb3JkT3B0aW9uc1IGcmVjb3JkQj1aO2dpdGh1Yi5jb20vcHJvdG9iYXNlL3Byb3RvYmFzZS9nZW4vcHJvdG9iYXNlL3YxO3Byb3RvYmFzZXYxYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * RecordOptions declares a message a stored record type.
@@ -55,6 +55,14 @@ export type RecordOptions = Message<"protobase.v1.RecordOptions"> & {
    * @generated from field: protobase.v1.TTLOptions ttl = 3;
    */
   ttl?: TTLOptions | undefined;
+
+  /**
+   * Aggregate indexes: per group, the count of records and the sums of
+   * chosen fields, kept up to date by every write.
+   *
+   * @generated from field: repeated protobase.v1.AggregateIndexOptions aggregate = 4;
+   */
+  aggregate: AggregateIndexOptions[];
 };
 
 /**
@@ -63,6 +71,52 @@ export type RecordOptions = Message<"protobase.v1.RecordOptions"> & {
  */
 export const RecordOptionsSchema: GenMessage<RecordOptions> = /*@__PURE__*/
   messageDesc(file_protobase_v1_options, 0);
+
+/**
+ * AggregateIndexOptions declares an aggregate index: for every distinct
+ * combination of the group_by fields' values, the number of records and
+ * the sum of each sum field, updated in the same atomic batch as the
+ * records. An aggregation whose group_by names the same fields and whose
+ * functions are count, sum or avg of sum fields reads it instead of the
+ * records.
+ *
+ *   option (protobase.v1.record) = {
+ *     primary_key: "id"
+ *     aggregate: { name: "by_team" group_by: "team" sum: "score" }
+ *   };
+ *
+ * @generated from message protobase.v1.AggregateIndexOptions
+ */
+export type AggregateIndexOptions = Message<"protobase.v1.AggregateIndexOptions"> & {
+  /**
+   * Required; unique among the type's indexes.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Field paths of the group, singular scalars, strings, bytes or enums
+   * (through singular message fields). None: one group of every record.
+   *
+   * @generated from field: repeated string group_by = 2;
+   */
+  groupBy: string[];
+
+  /**
+   * Numeric fields (integers, floats) whose sums the index keeps.
+   *
+   * @generated from field: repeated string sum = 3;
+   */
+  sum: string[];
+};
+
+/**
+ * Describes the message protobase.v1.AggregateIndexOptions.
+ * Use `create(AggregateIndexOptionsSchema)` to create a new message.
+ */
+export const AggregateIndexOptionsSchema: GenMessage<AggregateIndexOptions> = /*@__PURE__*/
+  messageDesc(file_protobase_v1_options, 1);
 
 /**
  * TTLOptions names the field holding a record's expiry time.
@@ -100,7 +154,7 @@ export type TTLOptions = Message<"protobase.v1.TTLOptions"> & {
  * Use `create(TTLOptionsSchema)` to create a new message.
  */
 export const TTLOptionsSchema: GenMessage<TTLOptions> = /*@__PURE__*/
-  messageDesc(file_protobase_v1_options, 1);
+  messageDesc(file_protobase_v1_options, 2);
 
 /**
  * IndexOptions declares one secondary index.
@@ -142,7 +196,7 @@ export type IndexOptions = Message<"protobase.v1.IndexOptions"> & {
  * Use `create(IndexOptionsSchema)` to create a new message.
  */
 export const IndexOptionsSchema: GenMessage<IndexOptions> = /*@__PURE__*/
-  messageDesc(file_protobase_v1_options, 2);
+  messageDesc(file_protobase_v1_options, 3);
 
 /**
  * TTLUnit is the unit of an integer expiry field.
