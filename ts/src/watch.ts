@@ -56,6 +56,8 @@ export interface Change<R> {
   position: Position;
   oldRecordOmitted: boolean;
   recordOmitted: boolean;
+  /** Set on a remove made by the reaper: the record's ttl expiry had passed. */
+  expired: boolean;
 }
 
 export class Watch<R> implements AsyncIterable<Change<R>> {
@@ -172,6 +174,7 @@ export class Watch<R> implements AsyncIterable<Change<R>> {
       position: Position.fromProto(ch.position),
       oldRecordOmitted: ch.oldRecordOmitted,
       recordOmitted: ch.recordOmitted,
+      expired: ch.expired,
     };
   }
 }

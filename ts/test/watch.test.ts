@@ -55,6 +55,40 @@ describe("watch", () => {
     }
   });
 
+  it("marks the removal of a record the reaper deleted as expired", async () => {
+    const server = await startServer(["--ttl-reap-interval", "100ms"]);
+    const db = connect(server.addr);
+    try {
+      await db.applySchema({
+        "tstest/session.proto": `syntax = "proto3";
+package tstest.auth;
+import "protobase/v1/options.proto";
+import "google/protobuf/timestamp.proto";
+message Session {
+  option (protobase.v1.record) = { primary_key: "id" ttl: { field: "expires_at" } };
+  string id = 1;
+  google.protobuf.Timestamp expires_at = 2;
+}
+`,
+      });
+      const w = await db.writer("insert");
+      await w.write("tstest.auth.Session", { id: "s1", expiresAt: "2000-01-01T00:00:00Z" });
+      await w.close();
+      const seen = [];
+      for await (const c of db.watch(["tstest.auth.Session"], { start: "oldest" })) {
+        seen.push([c.op, c.key?.["id"], c.expired]);
+        if (seen.length === 2) break;
+      }
+      assert.deepEqual(seen, [
+        ["insert", "s1", false],
+        ["remove", "s1", true],
+      ]);
+    } finally {
+      db.close();
+      await server.stop();
+    }
+  });
+
   it("surfaces a start older than the changes kept as OutOfRange, naming the oldest", async () => {
     const server = await startServer(["--watch-retention-bytes", "1"]);
     const db = connect(server.addr);
