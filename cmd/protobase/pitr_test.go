@@ -16,8 +16,8 @@ import (
 	"github.com/protobase/protobase/server"
 )
 
-// pitrProto has a unique index, a plain one and one on a repeated field,
-// all of which a replay must maintain.
+// pitrProto has a unique index, a plain one, one on a repeated field, an
+// aggregate index and an expiry, all of which a replay must maintain.
 const pitrProto = `syntax = "proto3";
 package shop;
 import "protobase/v1/options.proto";
@@ -28,11 +28,15 @@ message User {
     index: { fields: "email" unique: true }
     index: { fields: "name" }
     index: { fields: "tags" }
+    aggregate: { name: "by_name" group_by: "name" sum: ["score"] }
+    ttl: { field: "exp_ms" unit: TTL_UNIT_MILLISECONDS }
   };
   int64 id = 1;
   string name = 2;
   string email = 3;
   repeated string tags = 4;
+  int64 score = 5;
+  int64 exp_ms = 6;
 }
 `
 
@@ -43,7 +47,7 @@ func (m pitrModel) upsert(t *testing.T, addr string, ids []int, name string) {
 	t.Helper()
 	var in strings.Builder
 	for _, id := range ids {
-		fmt.Fprintf(&in, `{"id": %d, "name": %q, "email": "u%d@x", "tags": ["t%d", "all"]}`+"\n", id, name, id, id%3)
+		fmt.Fprintf(&in, `{"id": %d, "name": %q, "email": "u%d@x", "tags": ["t%d", "all"], "score": %d}`+"\n", id, name, id, id%3, id)
 		m[id] = fmt.Sprintf("%d:%s:u%d@x", id, name, id)
 	}
 	mustCLI(t, in.String(), "--addr", addr, "upsert", "--type", "shop.User")
@@ -115,7 +119,13 @@ func TestPointInTimeRestore(t *testing.T) {
 	m := pitrModel{}
 	m.upsert(t, addr, span(1, 10), "ann")
 	m.upsert(t, addr, span(11, 20), "ann")
+	// A record that expires soon, not in the model: an update of it is
+	// replayed after it has expired, and must be judged at the update's
+	// commit time, when it had not.
+	expires := time.Now().Add(4 * time.Second)
+	mustCLI(t, fmt.Sprintf(`{"id": 50, "name": "eve", "email": "u50@x", "exp_ms": %d}`, expires.UnixMilli()), "--addr", addr, "insert", "--type", "shop.User")
 	base, basePos := takeBackup(t, addr)
+	mustCLI(t, fmt.Sprintf(`{"id": 50, "name": "eva", "email": "u50@x", "exp_ms": %d}`, expires.UnixMilli()), "--addr", addr, "update", "--type", "shop.User")
 
 	m.upsert(t, addr, span(21, 30), "bob")
 	m.remove(t, addr, []int{3, 4})
@@ -131,6 +141,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	if goodPos <= basePos || laterPos <= goodPos+1 {
 		t.Fatalf("positions: base %d, good %d, later %d", basePos, goodPos, laterPos)
 	}
+	time.Sleep(time.Until(expires.Add(100 * time.Millisecond)))
 
 	data := filepath.Join(t.TempDir(), "byposition")
 	r := mustCLI(t, "", "restore", "--from", base, "--log-from", later, "--to-position", strconv.FormatUint(goodPos, 10), "--data", data)
