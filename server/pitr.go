@@ -165,20 +165,54 @@ func logCovers(ctx context.Context, log *changelog.Log, base, later *pb.BackupMa
 
 // entryTime reads the commit time of commit c's entry.
 func entryTime(_ context.Context, log *changelog.Log, c uint64) (int64, error) {
+	at, _, err := entryStamp(log, c)
+	return at, err
+}
+
+// entryStamp reads the commit time and size of commit c's entry:
+// together they tell one store's entry from another's.
+func entryStamp(log *changelog.Log, c uint64) (at int64, size int, err error) {
 	r := log.NewReader(nil)
 	defer r.Close()
 	r.Round(c, c)
 	if !r.More() {
-		return 0, changelog.ErrGap
+		return 0, 0, changelog.ErrGap
 	}
 	_, ent, err := r.Next()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if ent == nil {
-		return 0, errors.Join(changelog.ErrGap, r.Err())
+		return 0, 0, errors.Join(changelog.ErrGap, r.Err())
 	}
-	return ent.Time(), nil
+	return ent.Time(), ent.Size(), nil
+}
+
+// sameStore refuses a later backup of another store: when both logs
+// hold the entry of the base's position, they must hold the same one.
+func sameStore(base, later *changelog.Log, pos uint64, laterName string) error {
+	if pos == 0 {
+		return nil
+	}
+	bt, bs, err := entryStamp(base, pos)
+	if errors.Is(err, changelog.ErrGap) {
+		return nil // the base kept no log
+	}
+	if err != nil {
+		return err
+	}
+	lt, ls, err := entryStamp(later, pos)
+	if errors.Is(err, changelog.ErrGap) {
+		return nil // trimmed to the commit after it
+	}
+	if err != nil {
+		return err
+	}
+	if bt != lt || bs != ls {
+		return fmt.Errorf("the backup %s is not of the base's store: its commit %d was committed %s, the base's %s",
+			laterName, pos, time.Unix(0, lt).UTC().Format(time.RFC3339Nano), time.Unix(0, bt).UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // replayInto opens the restored store and replays the log up to the
@@ -197,6 +231,9 @@ func replayInto(ctx context.Context, p PointInTime, log *changelog.Log, later *p
 	})
 	if err != nil {
 		return errors.Join(err, st.Close())
+	}
+	if err := sameStore(eng.ChangeLog(), log, res.Position, p.Later); err != nil {
+		return errors.Join(err, eng.Close(), st.Close())
 	}
 	span := engine.ReplaySpan{From: res.Position + 1, To: later.GetPosition(), At: at.Store}
 	if p.ToPosition != 0 {

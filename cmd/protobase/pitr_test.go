@@ -169,6 +169,17 @@ func TestPointInTimeRestore(t *testing.T) {
 	r = cli(t, "", "restore", "--from", base, "--log-from", later, "--to-time", "2001-01-01T00:00:00Z", "--data", filepath.Join(t.TempDir(), "x"))
 	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "--to-time 2001-01-01T00:00:00Z is before the base")
+	// A later backup of another store, with the same schema version and
+	// more commits.
+	other := startServer(t)
+	mustCLI(t, "", "--addr", other.Addr(), "schema", "apply", writeFile(t, t.TempDir(), "shop.proto", pitrProto))
+	for i := range int(basePos) + 1 {
+		pitrModel{}.upsert(t, other.Addr(), span(1, 3), fmt.Sprint("o", i))
+	}
+	otherBackup, _ := takeBackup(t, other.Addr())
+	r = cli(t, "", "restore", "--from", base, "--log-from", otherBackup, "--to-position", strconv.FormatUint(basePos+1, 10), "--data", filepath.Join(t.TempDir(), "x"))
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "is not of the base's store", fmt.Sprintf("its commit %d was committed ", basePos))
 	wantCode(t, cli(t, "", "restore", "--from", base, "--log-from", later, "--data", filepath.Join(t.TempDir(), "x")), exitstatus.Usage)
 	wantCode(t, cli(t, "", "restore", "--from", base, "--to-position", "3", "--data", filepath.Join(t.TempDir(), "x")), exitstatus.Usage)
 	wantCode(t, cli(t, "", "restore", "--from", base, "--log-from", later, "--to-time", "yesterday", "--data", filepath.Join(t.TempDir(), "x")), exitstatus.Usage)
