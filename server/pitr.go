@@ -86,7 +86,7 @@ func restoreToPoint(ctx context.Context, p PointInTime) (PointInTimeResult, erro
 	if err != nil {
 		return res, fmt.Errorf("open the change log of %s: %w", p.Later, err)
 	}
-	if err := logCovers(ctx, log, base, later, p.Later); err != nil {
+	if err := logCovers(log, base, later, p.Later); err != nil {
 		return res, err
 	}
 	if _, err := backup.Restore(p.Base, p.DataDir); err != nil {
@@ -139,7 +139,7 @@ func pointManifests(p PointInTime) (base, later *pb.BackupManifest, err error) {
 // logCovers refuses a change log that does not hold every commit after
 // the base's position: trimmed by the server's --watch-retention or
 // --watch-retention-bytes, or the log was off.
-func logCovers(ctx context.Context, log *changelog.Log, base, later *pb.BackupManifest, name string) error {
+func logCovers(log *changelog.Log, base, later *pb.BackupManifest, name string) error {
 	need := base.GetPosition() + 1
 	if need > later.GetPosition() {
 		return nil // nothing to replay
@@ -156,17 +156,11 @@ func logCovers(ctx context.Context, log *changelog.Log, base, later *pb.BackupMa
 		return nil
 	}
 	at := "at an unknown time"
-	if t, err := entryTime(ctx, log, first); err == nil {
+	if t, _, err := entryStamp(log, first); err == nil {
 		at = "committed " + time.Unix(0, t).UTC().Format(time.RFC3339Nano)
 	}
 	return fmt.Errorf("the change log of %s begins at commit %d (%s), after the base's position %d (taken %s): commits %d to %d were trimmed by the server's --watch-retention or --watch-retention-bytes; restore a later base, or the base alone",
 		name, first, at, base.GetPosition(), base.GetCreated(), need, first-1)
-}
-
-// entryTime reads the commit time of commit c's entry.
-func entryTime(_ context.Context, log *changelog.Log, c uint64) (int64, error) {
-	at, _, err := entryStamp(log, c)
-	return at, err
 }
 
 // entryStamp reads the commit time and size of commit c's entry:
