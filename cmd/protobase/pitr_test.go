@@ -120,8 +120,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	m.upsert(t, addr, span(1, 10), "ann")
 	m.upsert(t, addr, span(11, 20), "ann")
 	// A record that expires soon, not in the model: an update of it is
-	// replayed after it has expired, and must be judged at the update's
-	// commit time, when it had not.
+	// replayed after it has expired.
 	expires := time.Now().Add(4 * time.Second)
 	mustCLI(t, fmt.Sprintf(`{"id": 50, "name": "eve", "email": "u50@x", "exp_ms": %d}`, expires.UnixMilli()), "--addr", addr, "insert", "--type", "shop.User")
 	base, basePos := takeBackup(t, addr)

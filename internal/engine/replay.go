@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -19,9 +20,11 @@ type ReplaySpan struct {
 	// committed after it (unix ns, the log's time).
 	Until int64
 	// At, when set, is called with each entry's time before the entry is
-	// applied. The caller's Options.Now follows it, so that expiries are
-	// judged as they were when the entry was written: a record the
-	// reaper deleted had expired then, and one updated had not.
+	// applied (the latest time there is for an entry of the reaper's). The
+	// caller's Options.Now follows it, so that expiries are judged as
+	// they were when the entry was written: a record removed had not
+	// expired then, a unique value held by an expired record was free,
+	// and every record the reaper deleted had expired.
 	At func(unixNano int64)
 }
 
@@ -97,7 +100,13 @@ func (e *Engine) replayEntry(ctx context.Context, w *Writer, c uint64, ent *chan
 		return fmt.Errorf("replay commit %d: %w", c, err)
 	}
 	if at != nil {
-		at(ent.Time())
+		if b.Op == opExpire {
+			// The reaper deleted these records because they had expired;
+			// the log's time may lag the clock it judged them by.
+			at(math.MaxInt64)
+		} else {
+			at(ent.Time())
+		}
 	}
 	if err := w.Apply(ctx, b); err != nil {
 		return fmt.Errorf("replay commit %d: %w", c, err)
@@ -108,10 +117,14 @@ func (e *Engine) replayEntry(ctx context.Context, w *Writer, c uint64, ent *chan
 	return nil
 }
 
-// replayBatch makes the write batch of one log entry: an insert, update
-// or remove per change (the new record, or the old one for a remove:
-// both hold the key), or the reaper's expiry of every record of an entry
-// of expiries.
+// replayBatch makes the write batch of one log entry: an upsert per
+// insert or update, a remove per remove (the new record, or the old one
+// for a remove: both hold the key), or the reaper's expiry of every
+// record of an entry of expiries. An insert or update is an upsert
+// because the entry's time is the log's clock, which keeps its pace when
+// the wall clock jumps: a record the original batch found expired (and
+// replaced, an insert) or live (an update) may read otherwise at that
+// time; the record written is the same.
 func (e *Engine) replayBatch(ent *changelog.Entry) (Batch, error) {
 	cat := e.cat.Load()
 	var b Batch
@@ -129,11 +142,8 @@ func (e *Engine) replayBatch(ent *changelog.Entry) (Batch, error) {
 		if t == nil {
 			return Batch{}, fmt.Errorf("change %d is of type id %d, which the schema does not hold", c.Index, c.TypeID)
 		}
-		rec, op := c.Rec, pb.WriteOp_WRITE_OP_INSERT
-		switch c.Op {
-		case changelog.Update:
-			op = pb.WriteOp_WRITE_OP_UPDATE
-		case changelog.Remove, changelog.Expire:
+		rec, op := c.Rec, pb.WriteOp_WRITE_OP_UPSERT
+		if c.Op == changelog.Remove || c.Op == changelog.Expire {
 			rec, op = c.Old, pb.WriteOp_WRITE_OP_REMOVE
 		}
 		if (c.Op == changelog.Expire) != expire && len(b.Records) > 0 {
