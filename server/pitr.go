@@ -75,7 +75,7 @@ func restoreToPoint(ctx context.Context, p PointInTime) (PointInTimeResult, erro
 	}
 	defer os.RemoveAll(tmp)
 	if _, err := backup.Restore(p.Later, tmp); err != nil {
-		return res, fmt.Errorf("--log-from: %w", err)
+		return res, fmt.Errorf("--log-from: %w", unprefixed(err))
 	}
 	src, err := pebble.Open(pebble.Options{Dir: tmp, Layout: keyspace.Layout{}, ReadOnly: true})
 	if err != nil {
@@ -90,7 +90,7 @@ func restoreToPoint(ctx context.Context, p PointInTime) (PointInTimeResult, erro
 		return res, err
 	}
 	if _, err := backup.Restore(p.Base, p.DataDir); err != nil {
-		return res, err
+		return res, unprefixed(err)
 	}
 	if err := replayInto(ctx, p, log, later, &res); err != nil {
 		return res, fmt.Errorf("%w\n(%s holds the base with commits up to %d replayed; remove it before restoring again)",
@@ -99,16 +99,25 @@ func restoreToPoint(ctx context.Context, p PointInTime) (PointInTimeResult, erro
 	return res, nil
 }
 
+// unprefixed drops the "backup: " or "restore: " the backup package puts
+// before its errors: RestoreToPoint's errors read as a restore's, once.
+func unprefixed(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
+}
+
 // pointManifests reads both manifests and refuses a span they cannot
 // make: a later backup older than the base, a schema change between
 // them (the change log does not record schema changes), a target before
 // the base or past the later backup.
 func pointManifests(p PointInTime) (base, later *pb.BackupManifest, err error) {
 	if base, err = backup.ReadManifest(p.Base); err != nil {
-		return nil, nil, fmt.Errorf("--from: %w", err)
+		return nil, nil, fmt.Errorf("--from: %w", unprefixed(err))
 	}
 	if later, err = backup.ReadManifest(p.Later); err != nil {
-		return nil, nil, fmt.Errorf("--log-from: %w", err)
+		return nil, nil, fmt.Errorf("--log-from: %w", unprefixed(err))
 	}
 	desc := func(name string, m *pb.BackupManifest) string {
 		return fmt.Sprintf("%s (position %d, taken %s, schema version %d)", name, m.GetPosition(), m.GetCreated(), m.GetSchemaVersion())

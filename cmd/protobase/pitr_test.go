@@ -179,6 +179,12 @@ func TestPointInTimeRestore(t *testing.T) {
 	r = cli(t, "", "restore", "--from", base, "--log-from", otherBackup, "--to-position", strconv.FormatUint(basePos+1, 10), "--data", filepath.Join(t.TempDir(), "x"))
 	wantCode(t, r, exitstatus.Failed)
 	wantContains(t, r.stderr, "is not of the base's store", fmt.Sprintf("its commit %d was committed ", basePos))
+	r = cli(t, "", "restore", "--from", base, "--log-from", t.TempDir(), "--to-position", "3", "--data", filepath.Join(t.TempDir(), "x"))
+	wantCode(t, r, exitstatus.Failed)
+	wantContains(t, r.stderr, "restore: --log-from: ", "not a backup directory")
+	if strings.Contains(r.stderr, "backup:") || strings.Count(r.stderr, "restore:") != 1 {
+		t.Fatalf("a restore error reads as another command's:\n%s", r.stderr)
+	}
 	wantCode(t, cli(t, "", "restore", "--from", base, "--log-from", later, "--data", filepath.Join(t.TempDir(), "x")), exitstatus.Usage)
 	wantCode(t, cli(t, "", "restore", "--from", base, "--to-position", "3", "--data", filepath.Join(t.TempDir(), "x")), exitstatus.Usage)
 	wantCode(t, cli(t, "", "restore", "--from", base, "--log-from", later, "--to-time", "yesterday", "--data", filepath.Join(t.TempDir(), "x")), exitstatus.Usage)
