@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/protobase/protobase/internal/backup"
 	"github.com/protobase/protobase/internal/exitstatus"
+	"github.com/protobase/protobase/server"
 )
 
 func (a *app) backupCommand() *cobra.Command {
@@ -72,31 +74,88 @@ and that DIR holds no other file. Exit status 0 when the backup is whole,
 }
 
 func (a *app) restoreCommand() *cobra.Command {
-	var from, data string
+	var from, data, logFrom, toTime string
+	var toPosition uint64
 	c := &cobra.Command{
-		Use:   "restore --from DIR --data NEWDIR",
-		Short: "Restore a backup into a new data directory",
+		Use:   "restore --from DIR --data NEWDIR [--log-from LATER (--to-time T | --to-position P)]",
+		Short: "Restore a backup into a new data directory, optionally to a point in time",
 		Long: `Check every file of the backup in --from against its manifest (size and
 SHA-256) and, only if all check out, copy them into the data directory
 --data (created if missing; it must be empty). Then run
 'protobase serve --data NEWDIR'. Nothing is written when a file is
-damaged or missing.`,
-		Example: `  protobase restore --from /backups/protobase-2026-11-24 --data ./restored`,
-		Args:    cobra.NoArgs,
-		RunE: exitstatus.RunE(func(_ *cobra.Command, _ []string) error {
+damaged or missing.
+
+With --log-from LATER, a later backup of the same server, the restore then
+replays LATER's change log (Watch's history, which every backup holds)
+from the position of --from on, through the write path, up to the commit
+time --to-time (RFC 3339, inclusive) or the position --to-position
+(inclusive): a mistake such as a wrong bulk update is undone by restoring
+to the moment before it. The log must still hold every commit after the
+base's position (--watch-retention and --watch-retention-bytes trim it),
+and the schema must not have changed between the two backups; otherwise
+the restore is refused, naming positions and times, before --data is
+written. See "Point-in-time restore" in docs/operations.md.`,
+		Example: `  protobase restore --from /backups/protobase-2026-11-24 --data ./restored
+  protobase restore --from /backups/base --log-from /backups/later \
+    --to-position 41230 --data ./restored`,
+		Args: cobra.NoArgs,
+		RunE: exitstatus.RunE(func(cmd *cobra.Command, _ []string) error {
 			if from == "" || data == "" {
 				return exitstatus.Usagef("--from and --data are both required")
 			}
-			m, err := backup.Restore(from, data)
+			if logFrom == "" {
+				if toTime != "" || toPosition != 0 {
+					return exitstatus.Usagef("--to-time and --to-position need --log-from")
+				}
+				m, err := backup.Restore(from, data)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(a.stdout, "restored position %d (schema version %d) into %s\n",
+					m.GetPosition(), m.GetSchemaVersion(), data)
+				return err
+			}
+			p, err := pointInTime(from, logFrom, data, toTime, toPosition)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "restored position %d (schema version %d) into %s\n",
-				m.GetPosition(), m.GetSchemaVersion(), data)
-			return err
+			return a.restoreToPoint(cmd, p)
 		}),
 	}
 	c.Flags().StringVar(&from, "from", "", "backup directory")
 	c.Flags().StringVar(&data, "data", "", "new data directory (created; must be empty)")
+	c.Flags().StringVar(&logFrom, "log-from", "", "a later backup whose change log is replayed after --from")
+	c.Flags().StringVar(&toTime, "to-time", "", "with --log-from: replay the commits up to this time (RFC 3339, inclusive)")
+	c.Flags().Uint64Var(&toPosition, "to-position", 0, "with --log-from: replay the commits up to this position (inclusive)")
 	return c
+}
+
+// pointInTime reads restore's point-in-time flags.
+func pointInTime(from, logFrom, data, toTime string, toPosition uint64) (server.PointInTime, error) {
+	p := server.PointInTime{Base: from, Later: logFrom, DataDir: data, ToPosition: toPosition}
+	if (toTime == "") == (toPosition == 0) {
+		return p, exitstatus.Usagef("--log-from needs one of --to-time and --to-position")
+	}
+	if toTime != "" {
+		t, err := time.Parse(time.RFC3339Nano, toTime)
+		if err != nil {
+			return p, exitstatus.Usagef("--to-time %q is not an RFC 3339 time (2026-11-24T10:15:30Z)", toTime)
+		}
+		p.ToTime = t
+	}
+	return p, nil
+}
+
+func (a *app) restoreToPoint(cmd *cobra.Command, p server.PointInTime) error {
+	r, err := server.RestoreToPoint(cmd.Context(), p)
+	if err != nil {
+		return err
+	}
+	at := "no commit replayed"
+	if !r.At.IsZero() {
+		at = "committed " + r.At.Format(time.RFC3339Nano)
+	}
+	_, err = fmt.Fprintf(a.stdout, "restored position %d (schema version %d) into %s: base position %d and %d commits (%d changes) replayed; the last %s\n",
+		r.Position, r.Base.GetSchemaVersion(), p.DataDir, r.Base.GetPosition(), r.Entries, r.Changes, at)
+	return err
 }
