@@ -251,8 +251,8 @@ var servingOn = regexp.MustCompile(`protobase serving on (\S+) `)
 // ENV and nothing else in the environment, the data directory and the
 // ports aside (a temporary directory, free ports) — serves with
 // authentication on, answers the image's HEALTHCHECK command, and stops
-// cleanly on SIGTERM, as a container runtime stops it. No container runtime
-// runs where the tests do, so this stands in for starting the image.
+// cleanly on SIGTERM, as a container runtime stops it. It stands in for
+// starting the image, so that the tests need no container runtime.
 func TestImageEntrypoint(t *testing.T) {
 	bin := filepath.Join(releaseBuild(t), binaryName("protobase", runtime.GOOS, runtime.GOARCH))
 	stages := parseContainerfile(t)
