@@ -19,8 +19,9 @@ health check (grpc.health.v1.Health/Check), and exit 0 when it answers
 SERVING, 1 otherwise: when it answers NOT_SERVING (it is shutting down),
 cannot be reached, or does not answer within --timeout.
 
-The health check needs no API key, so that a probe holds no secret; over
-TLS it takes --tls-ca as every client command does. It runs without a
+The health check needs no API key, so that a probe holds no secret:
+--api-key and $PROTOBASE_API_KEY are not sent. Over TLS it takes --tls-ca
+as every client command does. It runs without a
 shell, so that a container image FROM scratch can use it as its
 HEALTHCHECK, and a supervisor or load balancer as its probe. --service
 asks about one gRPC service (for example protobase.v1.Protobase) instead

@@ -64,10 +64,10 @@ func (a *app) rootCommand() *cobra.Command {
 
 This command runs a server (serve), talks to one (schema, insert, update,
 upsert, remove, patch, write, search, scan, query, get, watch, and
-interactively: shell), manages its API keys (keys),
-checks a data directory's indexes against its records (check) and asks
-whether a server is serving (health, for probes); the
-benchmark lab is a command of its own, protobase-bench. The client
+interactively: shell), manages its API keys (keys), checks a data
+directory's indexes against its records (check) and asks whether a server
+is serving (health, for probes); the benchmark lab is a command of its
+own, protobase-bench. The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
 else ` + clientflags.DefaultAddr + `; a server that requires API keys (docs/security.md)
 takes one from --api-key or $PROTOBASE_API_KEY.`,
