@@ -174,6 +174,22 @@ func TestContainerfile(t *testing.T) {
 		t.Errorf("USER %s has no /etc/passwd entry made in the build stage (%q)", user, m)
 	}
 
+	checkDataAndListeners(t, img, copied, owner, uid)
+
+	if argv := healthcheck(t, img); argv[0] != bin || len(argv) < 2 || argv[1] != "health" {
+		t.Errorf("HEALTHCHECK CMD %v, want %s health", argv, bin)
+	}
+	if argv := execForm(t, "ENTRYPOINT", img.one(t, "ENTRYPOINT")); len(argv) != 2 || argv[0] != bin || argv[1] != "serve" {
+		t.Errorf("ENTRYPOINT %v, want [%s serve]", argv, bin)
+	}
+}
+
+// checkDataAndListeners checks the data directory is a volume the image's
+// user owns, the listeners are on every interface on ports the image
+// exposes, and authentication, which such listeners turn on, is not
+// turned off.
+func checkDataAndListeners(t *testing.T, img stage, copied, owner map[string]string, uid string) {
+	t.Helper()
 	env := img.env(t)
 	data := env["PROTOBASE_DATA"]
 	if vol := execForm(t, "VOLUME", img.one(t, "VOLUME")); len(vol) != 1 || vol[0] != data || data == "" {
@@ -204,18 +220,18 @@ func TestContainerfile(t *testing.T) {
 	if strings.Contains(string(raw), "insecure-no-auth") {
 		t.Error("the Containerfile names --insecure-no-auth")
 	}
+}
 
+// healthcheck returns the command of the image's HEALTHCHECK, which must
+// be in exec form.
+func healthcheck(t *testing.T, img stage) []string {
+	t.Helper()
 	hc, ok := strings.CutPrefix(img.one(t, "HEALTHCHECK"), "--")
 	_, cmd, found := strings.Cut(hc, " CMD ")
 	if !ok || !found {
 		t.Fatalf("HEALTHCHECK %s: want options then CMD", hc)
 	}
-	if argv := execForm(t, "HEALTHCHECK CMD", cmd); argv[0] != bin || len(argv) < 2 || argv[1] != "health" {
-		t.Errorf("HEALTHCHECK CMD %v, want %s health", argv, bin)
-	}
-	if argv := execForm(t, "ENTRYPOINT", img.one(t, "ENTRYPOINT")); len(argv) != 2 || argv[0] != bin || argv[1] != "serve" {
-		t.Errorf("ENTRYPOINT %v, want [%s serve]", argv, bin)
-	}
+	return execForm(t, "HEALTHCHECK CMD", cmd)
 }
 
 func contains(list []string, s string) bool {
@@ -245,20 +261,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var servingOn = regexp.MustCompile(`protobase serving on (\S+) `)
-
-// The release binary run as the image runs it — its ENTRYPOINT, with its
-// ENV and nothing else in the environment, the data directory and the
-// ports aside (a temporary directory, free ports) — serves with
-// authentication on, answers the image's HEALTHCHECK command, and stops
-// cleanly on SIGTERM, as a container runtime stops it. It stands in for
-// starting the image, so that the tests need no container runtime.
-func TestImageEntrypoint(t *testing.T) {
-	bin := filepath.Join(releaseBuild(t), binaryName("protobase", runtime.GOOS, runtime.GOARCH))
-	stages := parseContainerfile(t)
-	img := stages[len(stages)-1]
-	env := img.env(t)
-	data := t.TempDir()
+// imageEnviron is the image's ENV as a process environment, with the data
+// directory data and each listener's port 0 (a free one), its host kept.
+func imageEnviron(t *testing.T, env map[string]string, data string) []string {
+	t.Helper()
 	var environ []string
 	for k, v := range env {
 		switch k {
@@ -273,8 +279,25 @@ func TestImageEntrypoint(t *testing.T) {
 		}
 		environ = append(environ, k+"="+v)
 	}
+	return environ
+}
 
+var servingOn = regexp.MustCompile(`protobase serving on (\S+) `)
+
+// The release binary run as the image runs it — its ENTRYPOINT, with its
+// ENV and nothing else in the environment, the data directory and the
+// ports aside (a temporary directory, free ports) — serves with
+// authentication on, answers the image's HEALTHCHECK command, and stops
+// cleanly on SIGTERM, as a container runtime stops it. It stands in for
+// starting the image, so that the tests need no container runtime.
+func TestImageEntrypoint(t *testing.T) {
+	bin := filepath.Join(releaseBuild(t), binaryName("protobase", runtime.GOOS, runtime.GOARCH))
+	stages := parseContainerfile(t)
+	img := stages[len(stages)-1]
+	env := img.env(t)
 	wantServeVariables(t, bin, env)
+	data := t.TempDir()
+	environ := imageEnviron(t, env, data)
 
 	entry := execForm(t, "ENTRYPOINT", img.one(t, "ENTRYPOINT"))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -295,7 +318,7 @@ func TestImageEntrypoint(t *testing.T) {
 	for addr == "" {
 		if m := servingOn.FindStringSubmatch(stdout.String()); m != nil {
 			addr = m[1]
-			break
+			continue
 		}
 		select {
 		case err := <-done:
@@ -320,8 +343,7 @@ func TestImageEntrypoint(t *testing.T) {
 
 	// The HEALTHCHECK command, with the port this server took (the image's
 	// is --addr's default, 127.0.0.1:7070).
-	hc := img.one(t, "HEALTHCHECK")
-	argv := execForm(t, "HEALTHCHECK CMD", hc[strings.Index(hc, " CMD ")+len(" CMD "):])
+	argv := healthcheck(t, img)
 	check := exec.Command(bin, append(argv[1:], "--addr", local)...)
 	check.Env = environ
 	if out, err := check.CombinedOutput(); err != nil || string(out) != "SERVING\n" {
