@@ -36,6 +36,27 @@ serve: ## run the server with the embedded store, gRPC and REST on loopback (DAT
 build: ## build bin/protobase
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/protobase ./cmd/protobase
 
+# release builds static, version-stamped, reproducible binaries of protobase
+# and protobase-bench for each of PLATFORMS into DIST, with DIST/SHA256SUMS
+# (scripts/release says how). `sha256sum -c SHA256SUMS` in DIST verifies them.
+DIST      ?= $(CURDIR)/dist
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+.PHONY: release
+release: ## build static binaries for PLATFORMS into DIST (protobase-VERSION-OS-ARCH) with SHA256SUMS
+	GO=$(GO) scripts/release $(VERSION) $(DIST) $(PLATFORMS)
+
+# image builds the container image of Containerfile (the static server on
+# FROM scratch; docs/operations.md, "The container image") with the first of
+# podman, buildah and docker found, or CONTAINER. podman and buildah build
+# in the docker format, whose images keep HEALTHCHECK.
+CONTAINER ?= $(firstword $(foreach c,podman buildah docker,$(if $(shell command -v $(c) 2>/dev/null),$(c))))
+IMAGE     ?= protobase:$(VERSION)
+.PHONY: image
+image: ## build the container image IMAGE from Containerfile with podman, buildah or docker (CONTAINER)
+	@test -n "$(CONTAINER)" || { echo "image: none of podman, buildah or docker is installed; set CONTAINER" >&2; exit 1; }
+	$(CONTAINER) build $(if $(filter podman buildah,$(notdir $(CONTAINER))),--format docker) \
+	  --build-arg VERSION=$(VERSION) -t $(IMAGE) -f Containerfile .
+
 .PHONY: build-bench
 build-bench: ## build bin/protobase-bench, the benchmark lab
 	$(GO) build -o $(BIN)/protobase-bench ./cmd/protobase-bench

@@ -89,6 +89,7 @@ docs/benchmarks.md and docs/scaling.md.`,
   protobase serve --lab & protobase-bench ingest --addr 127.0.0.1:7070
   protobase-bench batching --addr db.example:7070 --tls-ca ca.pem --api-key "$(cat admin.key)"
   protobase-bench ingest --batches 1000 --store etcd --etcd-endpoints 127.0.0.1:2379,127.0.0.1:22379,127.0.0.1:32379`,
+		Version: versionString(),
 		// Without arguments the command prints its help; an argument that
 		// names no experiment is a usage error.
 		Args: cobra.ArbitraryArgs,
@@ -101,6 +102,7 @@ docs/benchmarks.md and docs/scaling.md.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 	// Flag errors are usage errors (exit 2).
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitstatus.UsageError(err) })
 	root.CompletionOptions.HiddenDefaultCmd = true

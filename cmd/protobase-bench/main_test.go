@@ -56,3 +56,11 @@ func TestHelpListsExperiments(t *testing.T) {
 	wantContains(t, r.stdout, "protobase-bench", "all", "batching", "fetch", "ingest", "layout", "patterns", "transports", "watch",
 		"--addr", "--api-key", "--tls-ca", "--tls-client-cert", "--quick", "--store")
 }
+
+// --version says which build this is, as protobase --version does.
+func TestVersionFlag(t *testing.T) {
+	r := mustCLI(t, "--version")
+	if !strings.HasPrefix(r.stdout, "protobase-bench dev (") {
+		t.Errorf("--version printed %q", r.stdout)
+	}
+}

@@ -1,7 +1,7 @@
 // Command protobase is the command line of Protobase: it runs the server
 // (serve), talks to one (schema, insert, update, upsert, remove, patch,
-// write, search, scan, query, get, watch), manages its API keys (keys) and checks a data directory
-// (check). The benchmark lab is a command of its own, protobase-bench.
+// write, search, scan, query, get, watch), manages its API keys (keys), checks a data directory
+// (check) and probes a server's health (health). The benchmark lab is a command of its own, protobase-bench.
 //
 // main only wires the process to run, which builds the command tree and maps
 // its outcome to an exit code: 0 success, 1 the operation failed, 2 the
@@ -64,9 +64,10 @@ func (a *app) rootCommand() *cobra.Command {
 
 This command runs a server (serve), talks to one (schema, insert, update,
 upsert, remove, patch, write, search, scan, query, get, watch, and
-interactively: shell), manages its API keys (keys) and
-checks a data directory's indexes against its records (check); the
-benchmark lab is a command of its own, protobase-bench. The client
+interactively: shell), manages its API keys (keys), checks a data
+directory's indexes against its records (check) and asks whether a server
+is serving (health, for probes); the benchmark lab is a command of its
+own, protobase-bench. The client
 commands reach the server at --addr, which defaults to $PROTOBASE_ADDR or
 else ` + clientflags.DefaultAddr + `; a server that requires API keys (docs/security.md)
 takes one from --api-key or $PROTOBASE_API_KEY.`,
@@ -100,6 +101,7 @@ takes one from --api-key or $PROTOBASE_API_KEY.`,
 		a.getCommand(),
 		a.keysCommand(),
 		a.versionCommand(),
+		a.healthCommand(),
 		a.benchCommand(),
 		a.checkCommand(),
 		a.backupCommand(),

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
+	"github.com/protobase/protobase/internal/buildversion"
 	"github.com/protobase/protobase/internal/exitstatus"
 )
 
@@ -31,35 +30,4 @@ func (a *app) versionCommand() *cobra.Command {
 }
 
 // versionString is "VERSION (commit REV, GO OS/ARCH)".
-func versionString() string {
-	v := version
-	commit := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-		var modified bool
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				commit = s.Value
-				if len(commit) > 12 {
-					commit = commit[:12]
-				}
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if commit != "" && modified {
-			commit += "-dirty"
-		}
-	}
-	if v == "" {
-		v = "dev"
-	}
-	s := v + " ("
-	if commit != "" {
-		s += "commit " + commit + ", "
-	}
-	return s + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + ")"
-}
+func versionString() string { return buildversion.String(version) }
