@@ -228,10 +228,16 @@ func TestHTTPNonReadingClientIsCut(t *testing.T) {
 	body := `{"query": {"type": "shop.User"}}`
 	fmt.Fprintf(conn, "POST /v1/scan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	// Not reading for three times WriteTimeout is the behaviour under test.
-	time.Sleep(3 * testHTTPLimits.WriteTimeout)
-	got := closedWithin(t, conn, 10*time.Second)
+	// Under the race detector the server takes several times as long to
+	// fill the socket buffers before its write can wait at all.
+	idle, within := 3*testHTTPLimits.WriteTimeout, 10*time.Second
+	if raceEnabled {
+		idle, within = 5*idle, 3*within
+	}
+	time.Sleep(idle)
+	got := closedWithin(t, conn, within)
 	if k := strings.Count(got, `"email"`); k >= n {
-		t.Errorf("the client received all %d records after not reading for %s", k, 3*testHTTPLimits.WriteTimeout)
+		t.Errorf("the client received all %d records after not reading for %s", k, idle)
 	} else {
 		t.Logf("the client received %d records of %d (%d bytes)", k, n, len(got))
 	}
