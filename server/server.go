@@ -376,6 +376,7 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		Logger:           s.log,
 		SlowQuery:        cfg.SlowQuery,
 		ObserveQuery:     m.observeQuery,
+		Observer:         m.latency,
 		ReapInterval:     cfg.TTLReapInterval,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,

@@ -89,6 +89,9 @@ type Options struct {
 	// that ran, with the call's name, the plan's access path and how long
 	// it took (for latency histograms).
 	ObserveQuery func(call, access string, took time.Duration)
+	// Observer, when set, receives the timings of writes, Search, Get
+	// and Watch (for latency histograms; see Observer).
+	Observer Observer
 
 	// SearchWorkers bounds the queries of one Search stream running at
 	// once (0: 2 × GOMAXPROCS).
@@ -226,6 +229,9 @@ type Engine struct {
 	// sortPoints says whether Search sorts a chunk's point lookups by
 	// key: set when more than 1/8 of the last chunk's missed the cache.
 	sortPoints atomic.Bool
+
+	// commits counts committed batches for Observer.GroupCommit.
+	commits commitCounts
 
 	// secret signs page tokens; immutable after Open.
 	secret []byte

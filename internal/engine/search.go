@@ -176,10 +176,11 @@ func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, ord
 		return
 	}
 	var start time.Time
-	if e.opts.SlowQuery > 0 {
+	if e.timed() {
 		start = time.Now()
 	}
 	e.wireLookups(ctx, len(qs), next, order, snd.deliverWire)
+	e.observeSearch(query.AccessPKPoint, len(qs), start)
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch(qs, start)
 	}
@@ -199,11 +200,12 @@ func (e *Engine) recvWire(ctx context.Context, src WireSource, inline bool, next
 		return req, 0, err
 	}
 	var start time.Time
-	if e.opts.SlowQuery > 0 {
+	if e.timed() {
 		start = time.Now()
 	}
 	n := len(order.points)
 	e.wireLookups(ctx, n, next, order, snd.deliverWire)
+	e.observeSearch(query.AccessPKPoint, n, start)
 	if e.opts.SlowQuery > 0 {
 		e.logSlowWire(order.points, start)
 	}
@@ -486,7 +488,7 @@ func (r *responder) fail(id uint64, err error) {
 // buffers (nothing keeps them once runChunk returns).
 func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool, buf *lookupBuf) {
 	var start time.Time
-	if e.opts.SlowQuery > 0 { // one clock read per request, not per lookup
+	if e.timed() { // one clock read per request, not per lookup
 		start = time.Now()
 	}
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
@@ -520,6 +522,9 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 	staged := e.stageLookups(points, buf)
 	for k := range qs {
+		if k == len(points) && k > 0 {
+			e.observeSearch(query.AccessPKPoint, k, start)
+		}
 		var i int
 		var c *compiled
 		var err error
@@ -539,9 +544,17 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			r.fail(id, err)
 			continue
 		}
+		var qstart time.Time
+		if k >= len(points) && e.opts.Observer != nil {
+			qstart = time.Now()
+		}
 		if !r.run(ctx, cu, c, id, len(qs)-k) {
 			return
 		}
+		e.observeSearch(c.plan.Access, 1, qstart)
+	}
+	if len(points) == len(qs) && len(qs) > 0 {
+		e.observeSearch(query.AccessPKPoint, len(qs), start)
 	}
 	cu.flushStats()
 	r.flush()

@@ -38,7 +38,7 @@ func loneQuery(qs []*pb.Query) bool {
 // send (TestWireQueryMatchesMessages).
 func (e *Engine) wireQuery(ctx context.Context, q *pb.Query, id uint64, deliver func(b []byte, h Hold) bool) bool {
 	var start time.Time
-	if e.opts.SlowQuery > 0 {
+	if e.timed() {
 		start = time.Now()
 	}
 	e.stats.Queries.Add(1)
@@ -51,6 +51,7 @@ func (e *Engine) wireQuery(ctx context.Context, q *pb.Query, id uint64, deliver 
 	if !r.flush() {
 		return false
 	}
+	e.observeSearch(r.access, 1, start)
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch([]*pb.Query{q}, start)
 	}
@@ -65,6 +66,7 @@ func (r *wireRun) query(q *pb.Query, id uint64) {
 		r.fail(id, err)
 		return
 	}
+	r.access = c.plan.Access
 	if !r.reserve(id) {
 		return // failed (reserve says why), or the stream is over
 	}
