@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -92,6 +93,10 @@ type Options struct {
 	// Observer, when set, receives the timings of writes, Search, Get
 	// and Watch (for latency histograms; see Observer).
 	Observer Observer
+	// Tracer, when set, adds spans to the calls whose context carries a
+	// recording span: a write batch's apply, commit wait and fsync, each
+	// Search query or run of lookups. Nil: no spans, no cost.
+	Tracer trace.Tracer
 
 	// SearchWorkers bounds the queries of one Search stream running at
 	// once (0: 2 × GOMAXPROCS).

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"context"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/protobase/protobase/internal/query"
 )
@@ -35,16 +39,51 @@ type Observer interface {
 }
 
 // timed reports whether a Search run takes the time: for the slow-query
-// log or for the Observer.
-func (e *Engine) timed() bool { return e.opts.SlowQuery > 0 || e.opts.Observer != nil }
+// log, the Observer or spans.
+func (e *Engine) timed() bool {
+	return e.opts.SlowQuery > 0 || e.opts.Observer != nil || e.opts.Tracer != nil
+}
 
 // observeSearch reports n queries of access path a that ran from start
-// (zero when the run was not timed).
-func (e *Engine) observeSearch(a query.Access, n int, start time.Time) {
-	if obs := e.opts.Observer; obs != nil && !start.IsZero() {
-		obs.Search(a.String(), n, time.Since(start))
+// (zero when the run was not timed), and adds their span under ctx's.
+func (e *Engine) observeSearch(ctx context.Context, a query.Access, n int, start time.Time) {
+	if start.IsZero() {
+		return
+	}
+	took := time.Since(start)
+	if obs := e.opts.Observer; obs != nil {
+		obs.Search(a.String(), n, took)
+	}
+	if e.traced(ctx) {
+		e.span(ctx, "protobase.query", start, start.Add(took),
+			attribute.String("protobase.access", a.String()), attribute.Int("protobase.queries", n))
 	}
 }
 
 // observeGet reports a Get that started at start.
 func observeGet(obs Observer, start time.Time) { obs.Get(time.Since(start)) }
+
+// traced reports whether ctx carries a span that records, for which
+// the engine adds its own.
+func (e *Engine) traced(ctx context.Context) bool {
+	return e.opts.Tracer != nil && trace.SpanFromContext(ctx).IsRecording()
+}
+
+// span adds a finished span named name from start to end under ctx's.
+func (e *Engine) span(ctx context.Context, name string, start, end time.Time, attrs ...attribute.KeyValue) context.Context {
+	ctx, s := e.opts.Tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	s.End(trace.WithTimestamp(end))
+	return ctx
+}
+
+// writeSpans adds a durable batch's spans: the batch from receipt to
+// durable, with its apply, the commit wait within it, and its fsync.
+func (e *Engine) writeSpans(t *batchTimes, durable time.Time) {
+	ctx, s := e.opts.Tracer.Start(t.ctx, "protobase.write_batch", trace.WithTimestamp(t.start))
+	actx := e.span(ctx, "protobase.apply", t.start, t.applied)
+	if !t.waitStart.IsZero() {
+		e.span(actx, "protobase.commit_wait", t.waitStart, t.waitStart.Add(t.wait))
+	}
+	e.span(ctx, "protobase.fsync", t.applied, durable)
+	s.End(trace.WithTimestamp(durable))
+}

@@ -180,7 +180,7 @@ func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, ord
 		start = time.Now()
 	}
 	e.wireLookups(ctx, len(qs), next, order, snd.deliverWire)
-	e.observeSearch(query.AccessPKPoint, len(qs), start)
+	e.observeSearch(ctx, query.AccessPKPoint, len(qs), start)
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch(qs, start)
 	}
@@ -205,7 +205,7 @@ func (e *Engine) recvWire(ctx context.Context, src WireSource, inline bool, next
 	}
 	n := len(order.points)
 	e.wireLookups(ctx, n, next, order, snd.deliverWire)
-	e.observeSearch(query.AccessPKPoint, n, start)
+	e.observeSearch(ctx, query.AccessPKPoint, n, start)
 	if e.opts.SlowQuery > 0 {
 		e.logSlowWire(order.points, start)
 	}
@@ -523,7 +523,7 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	staged := e.stageLookups(points, buf)
 	for k := range qs {
 		if k == len(points) && k > 0 {
-			e.observeSearch(query.AccessPKPoint, k, start)
+			e.observeSearch(ctx, query.AccessPKPoint, k, start)
 		}
 		var i int
 		var c *compiled
@@ -545,16 +545,16 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			continue
 		}
 		var qstart time.Time
-		if k >= len(points) && e.opts.Observer != nil {
+		if k >= len(points) && (e.opts.Observer != nil || e.opts.Tracer != nil) {
 			qstart = time.Now()
 		}
 		if !r.run(ctx, cu, c, id, len(qs)-k) {
 			return
 		}
-		e.observeSearch(c.plan.Access, 1, qstart)
+		e.observeSearch(ctx, c.plan.Access, 1, qstart)
 	}
 	if len(points) == len(qs) && len(qs) > 0 {
-		e.observeSearch(query.AccessPKPoint, len(qs), start)
+		e.observeSearch(ctx, query.AccessPKPoint, len(qs), start)
 	}
 	cu.flushStats()
 	r.flush()

@@ -51,7 +51,7 @@ func (e *Engine) wireQuery(ctx context.Context, q *pb.Query, id uint64, deliver 
 	if !r.flush() {
 		return false
 	}
-	e.observeSearch(r.access, 1, start)
+	e.observeSearch(ctx, r.access, 1, start)
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch([]*pb.Query{q}, start)
 	}

@@ -127,7 +127,11 @@ type pendingBatch struct {
 type batchTimes struct {
 	start, applied   time.Time
 	wait             time.Duration
+	waitStart        time.Time
 	commits, records uint64
+	// ctx carries the call's recording span that the batch's spans are
+	// children of; nil when the call is not traced.
+	ctx context.Context
 }
 
 // span is a [start, end) range of Writer.arena. An index key span is empty
@@ -198,8 +202,12 @@ func (w *Writer) Records() uint64 { return w.records }
 func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	defer w.forget()
 	w.batch, w.conds.ctx = b, ctx
-	if w.e.opts.Observer != nil {
-		w.times = batchTimes{start: time.Now()}
+	w.times = batchTimes{}
+	if traced := w.e.traced(ctx); traced || w.e.opts.Observer != nil {
+		w.times.start = time.Now()
+		if traced {
+			w.times.ctx = ctx
+		}
 	}
 	op, recs := w.resolveOps(b), b.Records
 	if err := w.apply(ctx, op, recs); err != nil {
@@ -266,8 +274,8 @@ func (w *Writer) waitOldest() error {
 	// Batches are durable in commit order (store's prefix durability).
 	w.durable = max(w.durable, p.pos)
 	w.e.clog.Synced(p.pos)
-	if obs := w.e.opts.Observer; obs != nil {
-		w.e.observeDurable(obs, &p.times)
+	if !p.times.start.IsZero() {
+		w.e.observeDurable(&p.times)
 	}
 	return nil
 }
@@ -314,7 +322,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	}
 	// The storage batch holds its bytes until it is durable (waitOldest).
 	e.inflight.force(w.batchBytes)
-	if e.opts.Observer != nil {
+	if !w.times.start.IsZero() {
 		w.times.applied = time.Now()
 		e.commits.committed(&w.times, len(recs))
 	}

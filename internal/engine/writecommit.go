@@ -41,10 +41,10 @@ func (w *Writer) prepareFresh(op Op, recs []*anypb.Any) (*catalog, bool, error) 
 // (up to maxConflicts times) when a shared store reports a conflict.
 func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*anypb.Any, dups bool) error {
 	e := w.e
-	if e.opts.Observer != nil {
-		t := time.Now()
+	if !w.times.start.IsZero() {
+		w.times.waitStart = time.Now()
 		e.writeMu.Lock()
-		w.times.wait = time.Since(t)
+		w.times.wait = time.Since(w.times.waitStart)
 	} else {
 		e.writeMu.Lock()
 	}
@@ -177,8 +177,15 @@ func (c *commitCounts) committed(t *batchTimes, n int) {
 // observeDurable reports a batch known durable to obs, with the batches
 // committed since the last one known durable: the write-ahead log syncs
 // in commit order, so one fsync made them durable together with it.
-func (e *Engine) observeDurable(obs Observer, t *batchTimes) {
+func (e *Engine) observeDurable(t *batchTimes) {
 	now := time.Now()
+	if t.ctx != nil {
+		e.writeSpans(t, now)
+	}
+	obs := e.opts.Observer
+	if obs == nil {
+		return
+	}
 	obs.WriteDurable(now.Sub(t.start), t.applied.Sub(t.start)-t.wait, t.wait, now.Sub(t.applied))
 	c := &e.commits
 	c.mu.Lock()
