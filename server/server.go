@@ -200,7 +200,8 @@ type Config struct {
 	SlowQuery time.Duration
 	// OTLPEndpoint, when set (host:port), exports OpenTelemetry spans
 	// over OTLP/gRPC (plaintext) to it: one per RPC, with the engine's
-	// spans under it (write apply, commit wait, fsync; Search queries).
+	// spans under it (write apply, commit wait, fsync; Search queries,
+	// their planning and store reads).
 	// Empty: no tracing, at no cost.
 	OTLPEndpoint string
 	// TraceSampleRatio is the share of calls traced that arrive without

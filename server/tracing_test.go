@@ -52,10 +52,11 @@ func startCollector(t testing.TB) (*collector, string) {
 	return c, lis.Addr().String()
 }
 
-// With --otlp-endpoint, a write and a search each make a span tree under
-// the trace context the client sent: the RPC's span, its parent the
-// client's, and under it the write batch with its apply (holding the
-// commit wait) and its fsync, or the search's queries by access path.
+// With --otlp-endpoint, a write (gRPC and REST) and a search each make a
+// span tree under the trace context the client sent: the call's span, its
+// parent the client's, and under it the write batch with its apply
+// (holding the commit wait) and its fsync, or the search's queries by
+// access path, each planned on its own with its planning and store reads.
 func TestTracingSpanTrees(t *testing.T) {
 	col, addr := startCollector(t)
 	ts := startServer(t, server.Config{OTLPEndpoint: addr, TraceSampleRatio: 1, HTTPAddr: "127.0.0.1:0"})
@@ -91,7 +92,11 @@ func TestTracingSpanTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range rs {
+	lone, err := s.Query(&pb.Query{Type: "shop.User", Where: mustParse(t, `email contains "1"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append(rs, lone) {
 		if _, err := r.All(); err != nil {
 			t.Fatal(err)
 		}
@@ -146,9 +151,13 @@ func TestTracingSpanTrees(t *testing.T) {
 			}
 		}
 		access[a] += n
+		if a != "pk_point" { // planned on its own: planning and store reads apart
+			tree.child(t, q, "protobase.plan")
+			tree.child(t, q, "protobase.read")
+		}
 	}
-	if access["pk_point"] != 2 || access["index_range"] != 1 {
-		t.Errorf("search query spans by access path %v; want pk_point 2, index_range 1", access)
+	if access["pk_point"] != 2 || access["index_range"] != 1 || access["full_scan"] != 1 {
+		t.Errorf("search query spans by access path %v; want pk_point 2, index_range 1, full_scan 1", access)
 	}
 }
 

@@ -95,7 +95,8 @@ type Options struct {
 	Observer Observer
 	// Tracer, when set, adds spans to the calls whose context carries a
 	// recording span: a write batch's apply, commit wait and fsync, each
-	// Search query or run of lookups. Nil: no spans, no cost.
+	// Search query (with its planning and store reads) or run of
+	// lookups. Nil: no spans, no cost.
 	Tracer trace.Tracer
 
 	// SearchWorkers bounds the queries of one Search stream running at

@@ -44,20 +44,47 @@ func (e *Engine) timed() bool {
 	return e.opts.SlowQuery > 0 || e.opts.Observer != nil || e.opts.Tracer != nil
 }
 
-// observeSearch reports n queries of access path a that ran from start
-// (zero when the run was not timed), and adds their span under ctx's.
-func (e *Engine) observeSearch(ctx context.Context, a query.Access, n int, start time.Time) {
-	if start.IsZero() {
+// searchTimes are when a Search query, or a run of lookups, started
+// and, for a query planned on its own, when its plan was ready; zero
+// when the run is not timed.
+type searchTimes struct{ start, planned time.Time }
+
+// searchStart starts timing a query when something takes the time.
+func (e *Engine) searchStart() searchTimes {
+	if !e.timed() {
+		return searchTimes{}
+	}
+	return searchTimes{start: time.Now()}
+}
+
+// plannedNow notes that the query's plan is ready.
+func (t *searchTimes) plannedNow() {
+	if !t.start.IsZero() {
+		t.planned = time.Now()
+	}
+}
+
+// observeSearch reports n queries of access path a timed by t, and adds
+// their span under ctx's, with its planning and its store reads apart
+// when the query was planned on its own.
+func (e *Engine) observeSearch(ctx context.Context, a query.Access, n int, t searchTimes) {
+	if t.start.IsZero() {
 		return
 	}
-	took := time.Since(start)
+	end := time.Now()
 	if obs := e.opts.Observer; obs != nil {
-		obs.Search(a.String(), n, took)
+		obs.Search(a.String(), n, end.Sub(t.start))
 	}
-	if e.traced(ctx) {
-		e.span(ctx, "protobase.query", start, start.Add(took),
-			attribute.String("protobase.access", a.String()), attribute.Int("protobase.queries", n))
+	if !e.traced(ctx) {
+		return
 	}
+	qctx, s := e.opts.Tracer.Start(ctx, "protobase.query", trace.WithTimestamp(t.start),
+		trace.WithAttributes(attribute.String("protobase.access", a.String()), attribute.Int("protobase.queries", n)))
+	if !t.planned.IsZero() {
+		e.span(qctx, "protobase.plan", t.start, t.planned)
+		e.span(qctx, "protobase.read", t.planned, end)
+	}
+	s.End(trace.WithTimestamp(end))
 }
 
 // observeGet reports a Get that started at start.

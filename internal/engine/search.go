@@ -180,7 +180,7 @@ func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, ord
 		start = time.Now()
 	}
 	e.wireLookups(ctx, len(qs), next, order, snd.deliverWire)
-	e.observeSearch(ctx, query.AccessPKPoint, len(qs), start)
+	e.observeSearch(ctx, query.AccessPKPoint, len(qs), searchTimes{start: start})
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch(qs, start)
 	}
@@ -205,7 +205,7 @@ func (e *Engine) recvWire(ctx context.Context, src WireSource, inline bool, next
 	}
 	n := len(order.points)
 	e.wireLookups(ctx, n, next, order, snd.deliverWire)
-	e.observeSearch(ctx, query.AccessPKPoint, n, start)
+	e.observeSearch(ctx, query.AccessPKPoint, n, searchTimes{start: start})
 	if e.opts.SlowQuery > 0 {
 		e.logSlowWire(order.points, start)
 	}
@@ -523,11 +523,12 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	staged := e.stageLookups(points, buf)
 	for k := range qs {
 		if k == len(points) && k > 0 {
-			e.observeSearch(ctx, query.AccessPKPoint, k, start)
+			e.observeSearch(ctx, query.AccessPKPoint, k, searchTimes{start: start})
 		}
 		var i int
 		var c *compiled
 		var err error
+		var qt searchTimes
 		cu.staged = nil
 		if k < len(points) {
 			p := &points[k]
@@ -537,24 +538,22 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			cu.stagedAt = k
 		} else {
 			i = rest[k-len(points)]
+			qt = e.searchStart()
 			c, err = e.compile(qs[i])
+			qt.plannedNow()
 		}
 		id := first + uint64(i)
 		if err != nil {
 			r.fail(id, err)
 			continue
 		}
-		var qstart time.Time
-		if k >= len(points) && (e.opts.Observer != nil || e.opts.Tracer != nil) {
-			qstart = time.Now()
-		}
 		if !r.run(ctx, cu, c, id, len(qs)-k) {
 			return
 		}
-		e.observeSearch(ctx, c.plan.Access, 1, qstart)
+		e.observeSearch(ctx, c.plan.Access, 1, qt)
 	}
 	if len(points) == len(qs) && len(qs) > 0 {
-		e.observeSearch(ctx, query.AccessPKPoint, len(qs), start)
+		e.observeSearch(ctx, query.AccessPKPoint, len(qs), searchTimes{start: start})
 	}
 	cu.flushStats()
 	r.flush()

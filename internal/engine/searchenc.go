@@ -209,8 +209,10 @@ type wireRun struct {
 	pitGen        uint64
 	dst, keys     []byte
 	found, misses uint64
-	// access is the access path of the lone query run (wireQuery).
+	// access is the access path of the lone query run (wireQuery), and
+	// times when it started and was planned.
 	access query.Access
+	times  searchTimes
 }
 
 // reserve makes the response hold a full response's bytes of the result
