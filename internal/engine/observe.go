@@ -114,3 +114,17 @@ func (e *Engine) writeSpans(t *batchTimes, durable time.Time) {
 	e.span(ctx, "protobase.fsync", t.applied, durable)
 	s.End(trace.WithTimestamp(durable))
 }
+
+// batchTimes are what Observer.WriteDurable and GroupCommit report of a
+// batch: when Apply started and the batch was applied, how long it waited
+// for the commit lock, and the engine's count of committed batches and
+// records with it.
+type batchTimes struct {
+	start, applied   time.Time
+	wait             time.Duration
+	waitStart        time.Time
+	commits, records uint64
+	// ctx carries the call's recording span that the batch's spans are
+	// children of; nil when the call is not traced.
+	ctx context.Context
+}

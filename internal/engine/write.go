@@ -116,22 +116,8 @@ type pendingBatch struct {
 	b    store.WriteBatch
 	pos  uint64
 	held int64
-	// times are the batch's timings, when an Observer takes them.
+	// times are the batch's timings, when an Observer or a span takes them.
 	times batchTimes
-}
-
-// batchTimes are what Observer.WriteDurable and GroupCommit report of a
-// batch: when Apply started and the batch was applied, how long it waited
-// for the commit lock, and the engine's count of committed batches and
-// records with it.
-type batchTimes struct {
-	start, applied   time.Time
-	wait             time.Duration
-	waitStart        time.Time
-	commits, records uint64
-	// ctx carries the call's recording span that the batch's spans are
-	// children of; nil when the call is not traced.
-	ctx context.Context
 }
 
 // span is a [start, end) range of Writer.arena. An index key span is empty
