@@ -134,8 +134,12 @@ const (
 )
 
 // validateMinimums refuses positive sizes and times below their minimum,
+// a trace sample ratio outside [0, 1],
 // and "none" spelled other than -1.
 func (c Config) validateMinimums() error {
+	if c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1 {
+		return configError("TraceSampleRatio", " must be between 0 and 1")
+	}
 	for _, f := range []struct {
 		name   string
 		v, min int64

@@ -87,7 +87,15 @@ func reportRecords(b *testing.B) {
 // it with a connected client; both are closed when the benchmark ends.
 func benchServer(b *testing.B, sync bool) (*server.Server, *client.Client) {
 	b.Helper()
-	srv, err := server.Start(context.Background(), server.Config{DataDir: b.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: !sync})
+	return benchServerConfig(b, server.Config{NoSync: !sync})
+}
+
+// benchServerConfig is benchServer with cfg (its DataDir and GRPCAddr
+// set here).
+func benchServerConfig(b *testing.B, cfg server.Config) (*server.Server, *client.Client) {
+	b.Helper()
+	cfg.DataDir, cfg.GRPCAddr = b.TempDir(), "127.0.0.1:0"
+	srv, err := server.Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,13 +15,14 @@ import (
 )
 
 // metrics is what the server exports at /metrics; docs/operations.md lists
-// every series and what a high value means. The query histogram exists
-// before the engine opens (the engine reports into it); the rest reads the
-// engine's and the store's counters at scrape time.
+// every series and what a high value means. The latency histograms exist
+// before the engine opens (the engine reports into them); the rest reads
+// the engine's and the store's counters at scrape time.
 type metrics struct {
 	reg     *prometheus.Registry
 	grpc    *grpcprom.ServerMetrics
 	queries *prometheus.HistogramVec
+	latency *latency
 }
 
 // latencyBuckets span a point read (tens of µs) to a long scan (a minute).
@@ -37,6 +38,7 @@ func newMetrics() *metrics {
 			Help:    "Time to run a Scan or one Query page, by call and plan access path (pk_point, pk_range, index_range, full_scan).",
 			Buckets: latencyBuckets,
 		}, []string{"call", "access"}),
+		latency: newLatency(),
 	}
 }
 
@@ -48,7 +50,16 @@ func (m *metrics) observeQuery(call, access string, took time.Duration) {
 // register adds every series; the storage figures only for a backend
 // that has them (Pebble).
 func (m *metrics) register(eng *engine.Engine, st any) {
+	// Each query histogram a Scan or Query may feed is served from
+	// start-up, at zero, so that an alert's series exists before the
+	// first query.
+	for _, call := range []string{"Scan", "Query"} {
+		for _, a := range searchAccess {
+			m.queries.WithLabelValues(call, a.String())
+		}
+	}
 	m.reg.MustRegister(m.grpc, m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.latency.collectors()...)
 	registerEngineMetrics(m.reg, eng)
 	if sm, ok := st.(interface{ Metrics() pebble.Metrics }); ok {
 		m.reg.MustRegister(storageCollector{sm})

@@ -198,6 +198,16 @@ type Config struct {
 	// SlowQuery, when positive, logs each Scan, Query page and Search chunk that runs
 	// longer, at info (0: none). The CLI's default is 1s.
 	SlowQuery time.Duration
+	// OTLPEndpoint, when set (host:port), exports OpenTelemetry spans
+	// over OTLP/gRPC (plaintext) to it: one per RPC, with the engine's
+	// spans under it (write apply, commit wait, fsync; Search queries,
+	// their planning and store reads).
+	// Empty: no tracing, at no cost.
+	OTLPEndpoint string
+	// TraceSampleRatio is the share of calls traced that arrive without
+	// a sampled trace context (0 to 1); a call whose traceparent is
+	// sampled is always traced. With OTLPEndpoint only.
+	TraceSampleRatio float64
 	// TTLReapInterval is how often the reaper deletes the records whose
 	// ttl expiry has passed, in batches of at most 1,000 (0: every
 	// second; negative: never, and expired records stay on disk, absent
@@ -264,6 +274,7 @@ type Server struct {
 	svc     *grpctransport.Service
 	certs   *certs.Reloader // nil without TLS, see tls.go
 	recv    *recvbudget.Budget
+	tracing *tracing // nil without Config.OTLPEndpoint
 
 	stopOnce sync.Once
 	stopErr  error
@@ -305,6 +316,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 
 	m := newMetrics()
+	if s.tracing, err = startTracing(cfg); err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
 	st, err := s.openStore()
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -376,6 +390,8 @@ func (s *Server) openEngine(ctx context.Context, m *metrics) (*engine.Engine, er
 		Logger:           s.log,
 		SlowQuery:        cfg.SlowQuery,
 		ObserveQuery:     m.observeQuery,
+		Observer:         m.latency,
+		Tracer:           s.tracing.engineTracer(),
 		ReapInterval:     cfg.TTLReapInterval,
 
 		MaxResultBufferBytes: cfg.MaxResultBufferBytes,
@@ -416,7 +432,7 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 		grpc.WriteBufferSize(256<<10),
 		experimental.BufferPool(grpcbuf.Pool),
 		grpc.ForceServerCodecV2(grpctransport.Codec{MaxQueries: cfg.MaxSearchQueries}),
-	), boundOptions(cfg)...)...)
+	), append(boundOptions(cfg), s.tracing.serverOptions()...)...)...)
 	s.svc.Register(s.gs)
 	if cfg.Lab {
 		labtransport.New(eng, !cfg.NoSync, cfg.MaxSearchQueries).Register(s.gs)
@@ -676,6 +692,7 @@ func (s *Server) closeStorage() error {
 	if s.st != nil {
 		errs = append(errs, s.st.Close())
 	}
+	errs = append(errs, s.tracing.shutdown())
 	return errors.Join(errs...)
 }
 

@@ -86,7 +86,7 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 	// package is deprecated for this, and it reads a whole Upgrade request
 	// into memory.
 	t.http = &http.Server{
-		Handler:     t.hreqs.wrap(gw),
+		Handler:     t.hreqs.wrap(s.tracing.httpHandler(gw)),
 		Protocols:   s.httpProtocols(),
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}

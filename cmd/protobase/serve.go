@@ -51,6 +51,8 @@ type serveOptions struct {
 	logLevel         string
 	logFormat        string
 	slowQuery        time.Duration
+	otlpEndpoint     string
+	traceSampleRatio float64
 	ttlReapInterval  time.Duration
 	lab              bool
 	auth             bool            // --auth
@@ -289,6 +291,8 @@ func (o *serveOptions) addFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 0, "how long to let in-flight calls finish on shutdown before cutting them (0: 30s); calls still running 2s after the cut are abandoned and the process exits")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
+	f.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP/gRPC (plaintext) to this host:port: one per RPC, with write apply, commit wait, fsync and Search query, planning and store-read spans under it (empty: no tracing, at no cost)")
+	f.Float64Var(&o.traceSampleRatio, "trace-sample-ratio", 1, "with --otlp-endpoint, the share of calls traced that arrive without a sampled traceparent (0 to 1); a call whose traceparent is sampled is always traced")
 	f.DurationVar(&o.slowQuery, "slow-query", time.Second, "log each Scan, Query page and Search request (its queries run together) that runs longer than this, at info (0: never)")
 	f.DurationVar(&o.ttlReapInterval, "ttl-reap-interval", time.Second, "how often to delete the records whose ttl expiry has passed, in batches of at most 1,000 (0: never; expired records stay on disk, absent to every read)")
 	f.BoolVar(&o.lab, "lab", false, "also serve the benchmark lab's service (protobase.lab.v1.Lab), for protobase-bench --addr; not for applications")

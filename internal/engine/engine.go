@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -89,6 +90,14 @@ type Options struct {
 	// that ran, with the call's name, the plan's access path and how long
 	// it took (for latency histograms).
 	ObserveQuery func(call, access string, took time.Duration)
+	// Observer, when set, receives the timings of writes, Search, Get
+	// and Watch (for latency histograms; see Observer).
+	Observer Observer
+	// Tracer, when set, adds spans to the calls whose context carries a
+	// recording span: a write batch's apply, commit wait and fsync, each
+	// Search query (with its planning and store reads) or run of
+	// lookups. Nil: no spans, no cost.
+	Tracer trace.Tracer
 
 	// SearchWorkers bounds the queries of one Search stream running at
 	// once (0: 2 × GOMAXPROCS).
@@ -226,6 +235,9 @@ type Engine struct {
 	// sortPoints says whether Search sorts a chunk's point lookups by
 	// key: set when more than 1/8 of the last chunk's missed the cache.
 	sortPoints atomic.Bool
+
+	// commits counts committed batches for Observer.GroupCommit.
+	commits commitCounts
 
 	// secret signs page tokens; immutable after Open.
 	secret []byte

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -27,6 +28,9 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 		return nil, err
 	}
 	e.stats.Queries.Add(1)
+	if obs := e.opts.Observer; obs != nil {
+		defer observeGet(obs, time.Now())
+	}
 	if key == nil {
 		e.stats.QueryErrors.Add(1)
 		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "key record is missing"}

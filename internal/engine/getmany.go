@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -33,6 +34,9 @@ func (e *Engine) GetRecords(ctx context.Context, req *pb.GetRequest, maxBytes in
 		return nil, Hold{}, ErrClosed
 	}
 	e.stats.Queries.Add(1)
+	if obs := e.opts.Observer; obs != nil {
+		defer observeGet(obs, time.Now())
+	}
 	resp, h, err := e.getRecords(ctx, req, e.responseBytes(maxBytes))
 	if err != nil {
 		e.stats.QueryErrors.Add(1)

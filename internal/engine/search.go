@@ -176,10 +176,11 @@ func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, ord
 		return
 	}
 	var start time.Time
-	if e.opts.SlowQuery > 0 {
+	if e.timed() {
 		start = time.Now()
 	}
 	e.wireLookups(ctx, len(qs), next, order, snd.deliverWire)
+	e.observeSearch(ctx, query.AccessPKPoint, len(qs), searchTimes{start: start})
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch(qs, start)
 	}
@@ -199,11 +200,12 @@ func (e *Engine) recvWire(ctx context.Context, src WireSource, inline bool, next
 		return req, 0, err
 	}
 	var start time.Time
-	if e.opts.SlowQuery > 0 {
+	if e.timed() {
 		start = time.Now()
 	}
 	n := len(order.points)
 	e.wireLookups(ctx, n, next, order, snd.deliverWire)
+	e.observeSearch(ctx, query.AccessPKPoint, n, searchTimes{start: start})
 	if e.opts.SlowQuery > 0 {
 		e.logSlowWire(order.points, start)
 	}
@@ -486,7 +488,7 @@ func (r *responder) fail(id uint64, err error) {
 // buffers (nothing keeps them once runChunk returns).
 func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out func(outgoing) bool, buf *lookupBuf) {
 	var start time.Time
-	if e.opts.SlowQuery > 0 { // one clock read per request, not per lookup
+	if e.timed() { // one clock read per request, not per lookup
 		start = time.Now()
 	}
 	r := &responder{e: e, out: out, ctx: ctx, queries: len(qs)}
@@ -520,9 +522,13 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	}
 	staged := e.stageLookups(points, buf)
 	for k := range qs {
+		if k == len(points) && k > 0 {
+			e.observeSearch(ctx, query.AccessPKPoint, k, searchTimes{start: start})
+		}
 		var i int
 		var c *compiled
 		var err error
+		var qt searchTimes
 		cu.staged = nil
 		if k < len(points) {
 			p := &points[k]
@@ -532,7 +538,9 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 			cu.stagedAt = k
 		} else {
 			i = rest[k-len(points)]
+			qt = e.searchStart()
 			c, err = e.compile(qs[i])
+			qt.plannedNow()
 		}
 		id := first + uint64(i)
 		if err != nil {
@@ -542,6 +550,10 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 		if !r.run(ctx, cu, c, id, len(qs)-k) {
 			return
 		}
+		e.observeSearch(ctx, c.plan.Access, 1, qt)
+	}
+	if len(points) == len(qs) && len(qs) > 0 {
+		e.observeSearch(ctx, query.AccessPKPoint, len(qs), searchTimes{start: start})
 	}
 	cu.flushStats()
 	r.flush()

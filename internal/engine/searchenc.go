@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/query"
 	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/recordcache"
 	"github.com/protobase/protobase/internal/store"
@@ -208,6 +209,10 @@ type wireRun struct {
 	pitGen        uint64
 	dst, keys     []byte
 	found, misses uint64
+	// access is the access path of the lone query run (wireQuery), and
+	// times when it started and was planned.
+	access query.Access
+	times  searchTimes
 }
 
 // reserve makes the response hold a full response's bytes of the result

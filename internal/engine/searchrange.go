@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -37,22 +36,22 @@ func loneQuery(qs []*pb.Query) bool {
 // the bytes are proto.Marshal's encoding of the responses runChunk would
 // send (TestWireQueryMatchesMessages).
 func (e *Engine) wireQuery(ctx context.Context, q *pb.Query, id uint64, deliver func(b []byte, h Hold) bool) bool {
-	var start time.Time
-	if e.opts.SlowQuery > 0 {
-		start = time.Now()
-	}
 	e.stats.Queries.Add(1)
 	r := &wireRun{e: e, ctx: ctx, deliver: deliver}
 	r.w = lookupEncs.Get().(*lookupEnc)
 	defer lookupEncs.Put(r.w)
 	r.w.reset()
 	defer r.close()
+	r.times = e.searchStart()
 	r.query(q, id)
 	if !r.flush() {
 		return false
 	}
+	if !r.times.planned.IsZero() { // a query that did not compile has no access path
+		e.observeSearch(ctx, r.access, 1, r.times)
+	}
 	if e.opts.SlowQuery > 0 {
-		e.logSlowSearch([]*pb.Query{q}, start)
+		e.logSlowSearch([]*pb.Query{q}, r.times.start)
 	}
 	return ctx.Err() == nil
 }
@@ -65,6 +64,8 @@ func (r *wireRun) query(q *pb.Query, id uint64) {
 		r.fail(id, err)
 		return
 	}
+	r.access = c.plan.Access
+	r.times.plannedNow()
 	if !r.reserve(id) {
 		return // failed (reserve says why), or the stream is over
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -103,6 +104,9 @@ type Writer struct {
 	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
 	// aggs are the batch's changes of aggregate index entries (aggindex.go).
 	aggs aggChanges
+	// times are the timings of the batch being applied, taken only when
+	// the engine has an Observer.
+	times batchTimes
 }
 
 // pendingBatch is an applied batch whose fsync the writer has not waited
@@ -112,6 +116,8 @@ type pendingBatch struct {
 	b    store.WriteBatch
 	pos  uint64
 	held int64
+	// times are the batch's timings, when an Observer or a span takes them.
+	times batchTimes
 }
 
 // span is a [start, end) range of Writer.arena. An index key span is empty
@@ -182,6 +188,13 @@ func (w *Writer) Records() uint64 { return w.records }
 func (w *Writer) Apply(ctx context.Context, b Batch) error {
 	defer w.forget()
 	w.batch, w.conds.ctx = b, ctx
+	w.times = batchTimes{}
+	if traced := w.e.traced(ctx); traced || w.e.opts.Observer != nil {
+		w.times.start = time.Now()
+		if traced {
+			w.times.ctx = ctx
+		}
+	}
 	op, recs := w.resolveOps(b), b.Records
 	if err := w.apply(ctx, op, recs); err != nil {
 		var e *apierror.Error
@@ -247,6 +260,9 @@ func (w *Writer) waitOldest() error {
 	// Batches are durable in commit order (store's prefix durability).
 	w.durable = max(w.durable, p.pos)
 	w.e.clog.Synced(p.pos)
+	if !p.times.start.IsZero() {
+		w.e.observeDurable(&p.times)
+	}
 	return nil
 }
 
@@ -292,7 +308,11 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	}
 	// The storage batch holds its bytes until it is durable (waitOldest).
 	e.inflight.force(w.batchBytes)
-	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position, held: w.batchBytes})
+	if !w.times.start.IsZero() {
+		w.times.applied = time.Now()
+		e.commits.committed(&w.times, len(recs))
+	}
+	w.pending = append(w.pending, pendingBatch{b: b, pos: w.position, held: w.batchBytes, times: w.times})
 	return nil
 }
 

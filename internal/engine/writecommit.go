@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -39,7 +41,13 @@ func (w *Writer) prepareFresh(op Op, recs []*anypb.Any) (*catalog, bool, error) 
 // (up to maxConflicts times) when a shared store reports a conflict.
 func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*anypb.Any, dups bool) error {
 	e := w.e
-	e.writeMu.Lock()
+	if !w.times.start.IsZero() {
+		w.times.waitStart = time.Now()
+		e.writeMu.Lock()
+		w.times.wait = time.Since(w.times.waitStart)
+	} else {
+		e.writeMu.Lock()
+	}
 	defer e.writeMu.Unlock()
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -146,4 +154,47 @@ func (w *Writer) commit(b store.WriteBatch, cat *catalog, op Op, dups bool) erro
 		w.position = p
 	}
 	return nil
+}
+
+// commitCounts count the batches committed and their records, and which
+// of them are known durable: what Observer.GroupCommit reports. Kept only
+// when the engine has an Observer.
+type commitCounts struct {
+	mu                             sync.Mutex
+	batches, records               uint64
+	durableBatches, durableRecords uint64
+}
+
+// committed counts a batch of n records committed, in t.
+func (c *commitCounts) committed(t *batchTimes, n int) {
+	c.mu.Lock()
+	c.batches++
+	c.records += uint64(n)
+	t.commits, t.records = c.batches, c.records
+	c.mu.Unlock()
+}
+
+// observeDurable reports a batch known durable to obs, with the batches
+// committed since the last one known durable: the write-ahead log syncs
+// in commit order, so one fsync made them durable together with it.
+func (e *Engine) observeDurable(t *batchTimes) {
+	now := time.Now()
+	if t.ctx != nil {
+		e.writeSpans(t, now)
+	}
+	obs := e.opts.Observer
+	if obs == nil {
+		return
+	}
+	obs.WriteDurable(now.Sub(t.start), t.applied.Sub(t.start)-t.wait, t.wait, now.Sub(t.applied))
+	c := &e.commits
+	c.mu.Lock()
+	if t.commits <= c.durableBatches {
+		c.mu.Unlock()
+		return
+	}
+	batches, records := t.commits-c.durableBatches, t.records-c.durableRecords
+	c.durableBatches, c.durableRecords = t.commits, t.records
+	c.mu.Unlock()
+	obs.GroupCommit(batches, records)
 }

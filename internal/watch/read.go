@@ -79,6 +79,7 @@ func (w *watch) coverCarry(n int) error {
 // entry considers the changes of commit c after the position and returns
 // how many responses it sent.
 func (w *watch) entry(ctx context.Context, c uint64, le *changelog.Entry) (int, error) {
+	w.at = le.Time()
 	whole := !w.pos.part || w.pos.commit != c
 	if whole && w.shareKey != "" {
 		se, fill := w.s.share.get(w.shareKey, c)

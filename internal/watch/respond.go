@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"time"
 
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/changelog"
@@ -180,6 +181,9 @@ func (w *watch) flush() error {
 	}
 	w.stats.WatchChanges.Add(uint64(w.resp.n))
 	err := w.send(w.resp.take(w.pos), w.h.Take(w.size))
+	if w.obs != nil && w.at != 0 {
+		w.obs.WatchSent(time.Duration(time.Now().UnixNano() - w.at))
+	}
 	w.size = 0
 	w.release()
 	w.lastSent, w.sentAny = w.pos, true

@@ -143,9 +143,14 @@ type watchType struct {
 
 // watch is one Watch call. It belongs to the call's goroutine.
 type watch struct {
-	s         *Service
-	log       *changelog.Log
-	stats     *engine.Stats
+	s     *Service
+	log   *changelog.Log
+	stats *engine.Stats
+	// obs takes the delivery lag of each response (nil: none); at is the
+	// commit time (unix ns, the change log's clock) of the entry whose
+	// changes are being added, 0 on a feed, which has none.
+	obs       engine.Observer
+	at        int64
 	types     map[uint32]*watchType
 	lastType  *watchType // the last found in types, or nil
 	start     *pb.WatchStart
@@ -190,7 +195,7 @@ func (s *Service) newWatch(req *pb.WatchRequest, send func(*[]byte, engine.Hold)
 		return nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "watch names no record type: set types", Field: "types"}
 	}
 	opts := s.src.Options()
-	w := &watch{s: s, log: s.src.ChangeLog(), stats: s.src.Stats(), types: map[uint32]*watchType{},
+	w := &watch{s: s, log: s.src.ChangeLog(), stats: s.src.Stats(), obs: opts.Observer, types: map[uint32]*watchType{},
 		start: req.GetStart(), old: req.GetOldRecords(), send: send, h: s.src.Reservation(),
 		maxBytes: opts.MaxResultBytes, budget: opts.MaxResultBufferBytes, room: s.room(opts)}
 	w.reserveCarry = w.coverCarry
