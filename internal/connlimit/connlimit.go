@@ -67,8 +67,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if l.acquire() {
 			return &conn{Conn: c, l: l}, nil
 		}
-		_ = c.Close()
+		// Counted before the close, so that a client seeing its
+		// connection closed finds it counted.
 		n := l.refused.Add(1)
+		_ = c.Close()
 		l.warn(c.RemoteAddr(), n)
 	}
 }

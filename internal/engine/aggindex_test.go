@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -118,15 +119,25 @@ func (ae *aggEngine) records(rows []aggRow) []*anypb.Any {
 	return recs
 }
 
+// apply writes b, sending it again when the engine refused it for
+// contention it did not resolve (store.ErrConflict, "retry the batch":
+// nothing of it was applied), as a client does; on etcd a batch racing an
+// aggregate index build can meet that.
 func (ae *aggEngine) apply(b engine.Batch) {
 	ae.t.Helper()
-	w := ae.e.NewWriter()
-	defer w.Close()
-	if err := w.Apply(ae.t.Context(), b); err != nil {
-		ae.t.Fatal(err)
-	}
-	if _, err := w.Sync(); err != nil {
-		ae.t.Fatal(err)
+	for attempt := 0; ; attempt++ {
+		w := ae.e.NewWriter()
+		err := w.Apply(ae.t.Context(), b)
+		if err == nil {
+			_, err = w.Sync()
+		}
+		w.Close()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == 10 {
+			ae.t.Fatal(err)
+		}
 	}
 }
 

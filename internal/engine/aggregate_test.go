@@ -127,14 +127,7 @@ func (ae *aggEngine) write(op engine.Op, rows []aggRow) {
 			ae.t.Fatal(err)
 		}
 	}
-	w := ae.e.NewWriter()
-	defer w.Close()
-	if err := w.Apply(ae.t.Context(), engine.Batch{Op: op, Records: recs}); err != nil {
-		ae.t.Fatal(err)
-	}
-	if _, err := w.Sync(); err != nil {
-		ae.t.Fatal(err)
-	}
+	ae.apply(engine.Batch{Op: op, Records: recs})
 }
 
 func (ae *aggEngine) aggregate(filter string, a *pb.Aggregate) (*pb.QueryResponse, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -174,10 +175,7 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	ix, ag := t.indexByID(indexID), t.aggByID(indexID)
 	var groups aggChanges
 	groups.reset()
-	lower := t.prefix
-	if *after != nil {
-		lower = append(append([]byte(nil), *after...), 0)
-	}
+	lower := buildLower(t, *after)
 	it, err := e.st.NewIterator(lower, keyspace.PrefixEnd(t.prefix))
 	if err != nil {
 		e.writeMu.Unlock()
@@ -187,33 +185,29 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	defer b.Close()
 	uniq := map[string][]byte{} // unique keys set by this step
 	var key, val []byte
-	count, ops, chunk, shared := 0, 0, buildChunk, e.st.Shared()
+	shared := e.st.Shared()
+	count, ops, chunk := 0, 0, stepChunk(shared)
 	now := e.now()
-	if shared {
-		chunk = sharedBuildChunk
-	}
+	// gaps: on a shared store an aggregate index's step also makes "no
+	// record appeared between those it read" a precondition, as a record
+	// inserted there past the checkpoint by another writer is counted by
+	// neither (writes count only records the build has passed).
+	gaps := shared && ag != nil
+	gap := lower
 	for it.First(); it.Valid() && count < chunk; it.Next() {
 		count++
 		key = append(key[:0], it.Key()...)
 		val = append(val[:0], it.Value()...)
-		if shared {
-			var found bool
-			if val, found, err = b.Read(key, val, false); err != nil {
-				break
-			}
-			if !found {
-				continue // removed since the iterator read it
-			}
+		var found bool
+		if val, found, err = stepRead(b, gaps, shared, gap, key, val); err != nil {
+			break
+		}
+		gap = append(slices.Clip(key), 0)
+		if !found {
+			continue // removed since the iterator read it
 		}
 		var n int
-		if ag != nil {
-			// Every stored record counts, expired or not, as writes
-			// count them: the reaper's removal subtracts it.
-			if err = groups.add(ag, val, 1); err != nil {
-				break
-			}
-			n = 2 // at most a read and a write of its group's entry
-		} else if n, conflict, err = indexLive(b, t, ix, key, val, uniq, now); err != nil || conflict != "" {
+		if n, conflict, err = stepIndex(b, t, ix, ag, &groups, key, val, uniq, now); err != nil || conflict != "" {
 			break
 		}
 		// A shared store's step is one transaction: its entries count
@@ -227,6 +221,9 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	more := it.Valid()
 	if cerr := it.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && gaps && !more {
+		err = readGap(b, gap, keyspace.PrefixEnd(t.prefix))
 	}
 	if err == nil {
 		err = groups.apply(b)
@@ -254,6 +251,70 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 	*n += uint64(count)
 	e.writeMu.Unlock()
 	return !more, "", b.Wait()
+}
+
+// buildLower is where a build step of t starts: past after, the last
+// record a step indexed (nil: none yet).
+func buildLower(t *recType, after []byte) []byte {
+	if after == nil {
+		return t.prefix
+	}
+	return append(append([]byte(nil), after...), 0)
+}
+
+// stepChunk is how many records, or on a shared store operations, one
+// build step takes.
+func stepChunk(shared bool) int {
+	if shared {
+		return sharedBuildChunk
+	}
+	return buildChunk
+}
+
+// stepIndex indexes the record val at key in ix, or counts it in the
+// aggregate index ag, and returns the operations it added to b.
+func stepIndex(b store.WriteBatch, t *recType, ix *index, ag *aggIndex, groups *aggChanges, key, val []byte,
+	uniq map[string][]byte, now instant) (int, string, error) {
+	if ag == nil {
+		return indexLive(b, t, ix, key, val, uniq, now)
+	}
+	// Every stored record counts, expired or not, as writes count them:
+	// the reaper's removal subtracts it.
+	if err := groups.add(ag, val, 1); err != nil {
+		return 0, "", err
+	}
+	return 2, "", nil // at most a read and a write of its group's entry
+}
+
+// stepRead returns the record at key a build step indexes: val, as its
+// iterator read it, or on a shared store the latest value, read through b
+// (a precondition), after making the gap since the previous record one
+// too when gaps is set (readGap). found is false for a record removed
+// since the iterator read it.
+func stepRead(b store.WriteBatch, gaps, shared bool, gap, key, val []byte) ([]byte, bool, error) {
+	if gaps {
+		if err := readGap(b, gap, key); err != nil {
+			return val, false, err
+		}
+	}
+	if !shared {
+		return val, true, nil
+	}
+	return b.Read(key, val, false)
+}
+
+// readGap makes "no record lies in [lower, upper)" a precondition of b;
+// when one does already, the step is run again (store.ErrConflict) on a
+// fresh read.
+func readGap(b store.WriteBatch, lower, upper []byte) error {
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	absent, err := b.ReadAbsent(lower, upper)
+	if err == nil && !absent {
+		err = store.ErrConflict
+	}
+	return err
 }
 
 // buildDiskRetry is how often a build step refused for a full disk is
