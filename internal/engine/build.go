@@ -202,7 +202,9 @@ func (e *Engine) buildStep(typeID, indexID uint32, after *[]byte, n *uint64) (do
 		if val, found, err = stepRead(b, gaps, shared, gap, key, val); err != nil {
 			break
 		}
-		gap = append(slices.Clip(key), 0)
+		if gaps {
+			gap = append(slices.Clip(key), 0)
+		}
 		if !found {
 			continue // removed since the iterator read it
 		}

@@ -473,7 +473,7 @@ func TestExpiryWrites(t *testing.T) {
 		wantCode("insert of a live unique value", xe.write(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
 			xe.rec("tt.Token", `{"id":2,"handle":"h"}`)}}), apierror.AlreadyExists)
 
-		xe.now.Store(expiryBase.Add(time.Second).UnixNano()) // the instant session 1 and token 1 expire
+		xe.now.Store(expiryBase.Add(time.Second).UnixNano()) // the instant the records of id 1 (a Session and a Token) expire
 		if err := xe.write(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
 			xe.rec("tt.Session", `{"id":1,"team":"blue"}`), xe.rec("tt.Token", `{"id":2,"handle":"h"}`)}}); err != nil {
 			t.Fatalf("insert over expired records: %v", err)
@@ -501,7 +501,7 @@ func TestExpiryWrites(t *testing.T) {
 			t.Fatalf("handle h: %v, %v", qr.GetRecords(), err)
 		}
 
-		xe.now.Store(expiryBase.Add(2 * time.Second).UnixNano()) // session 2 expires
+		xe.now.Store(expiryBase.Add(2 * time.Second).UnixNano()) // the Session of id 2 expires
 		for _, b := range []engine.Batch{
 			{Op: engine.OpUpdate, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2,"team":"blue"}`)}},
 			{Op: engine.OpPatch, Records: []*anypb.Any{xe.rec("tt.Session", `{"id":2,"score":1}`)}, Fields: []string{"score"}},
