@@ -1,0 +1,195 @@
+// Package oneop is the lab's one-operation-at-a-time experiment: N client
+// goroutines, each issuing one operation per round trip through the Go
+// client as most applications do, rather than the batches the other
+// experiments send. It reports throughput and latency percentiles for
+// reads, durable writes and a mix, beside the ceilings of the same round
+// trip on the same server (a unary health check, Lab.Echo at batch 1).
+package oneop
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+
+	"github.com/spf13/pflag"
+
+	"github.com/protobase/protobase/bench"
+)
+
+func init() { bench.Register(func() bench.Experiment { return new(Experiment) }) }
+
+// Experiment measures, with Clients goroutines on one embedded server
+// (or the --addr one) holding Records items: Get of one record by key,
+// one-query Search on a stream per goroutine, durable inserts of one
+// record per acknowledged write on a Write stream per goroutine, a 50/50
+// mix of Gets and inserts, a unary health check and Lab.Echo at batch 1.
+// The rows alternate within each round, so that ratios of two rows taken
+// per round see the same moment of the machine.
+type Experiment struct {
+	Clients int
+	Records int
+}
+
+// Name implements bench.Experiment.
+func (*Experiment) Name() string { return "oneop" }
+
+// Describe implements bench.Experiment.
+func (*Experiment) Describe() string {
+	return "one operation per round trip from N goroutines: reads, durable writes, a 50/50 mix, and their ceilings (throughput, p50/p99/p999)"
+}
+
+// Flags implements bench.Experiment.
+func (x *Experiment) Flags(fs *pflag.FlagSet) {
+	fs.IntVar(&x.Clients, "clients", 16, "client goroutines, each issuing one operation at a time")
+	fs.IntVar(&x.Records, "records", 0, "records preloaded for the reads (0: 100000, 10000 with --quick)")
+}
+
+func (x *Experiment) defaults(quick bool) error {
+	if x.Records == 0 {
+		x.Records = 100000
+		if quick {
+			x.Records = 10000
+		}
+	}
+	switch {
+	case x.Records < 1:
+		return fmt.Errorf("--records must be at least 1, got %d", x.Records)
+	case x.Clients < 1 || x.Clients > 10000:
+		return fmt.Errorf("--clients must be in 1..10000, got %d", x.Clients)
+	}
+	return nil
+}
+
+// row is one measured operation: its name and its loop.
+type row struct {
+	name string
+	loop *loop
+}
+
+// Run implements bench.Experiment.
+func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, error) {
+	if err := x.defaults(env.Quick); err != nil {
+		return nil, err
+	}
+	t, err := env.Target(ctx, bench.TargetConfig{})
+	if err != nil {
+		return nil, err
+	}
+	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
+		return nil, err
+	}
+	if err := t.LoadItems(ctx, env.Progress, x.Records); err != nil {
+		return nil, err
+	}
+	compacted, err := t.CompactLoaded(ctx, env.Progress)
+	if err != nil {
+		return nil, err
+	}
+	before, err := t.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// New records take ids above the loaded ones; an --addr server may
+	// hold those of an earlier run, so there they start at a random
+	// offset far above (a collision fails the insert, and the run).
+	next := new(ids)
+	next.next.Store(int64(x.Records))
+	if !t.Embedded {
+		next.next.Store(int64(x.Records) + 1<<40 + rand.Int64N(1<<60))
+	}
+	var written atomic.Uint64
+	c, n := t.Client, x.Clients
+	rows := []row{
+		{"get", newLoop(n, openGet(c, x.Records))},
+		{"health", newLoop(n, openHealth(c))},
+		{"search", newLoop(n, openSearch(c, x.Records))},
+		{"echo", newLoop(n, openEcho(t, x.Records))},
+		{"write", newLoop(n, openWrite(c, next, &written))},
+		{"mix", newLoop(n, openMix(c, x.Records, next, &written))},
+	}
+	samples, err := measure(ctx, env, rows)
+	if err != nil {
+		return nil, err
+	}
+	after, err := t.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Every acknowledged insert must have been written; on an --addr
+	// server other clients may add to the counter, never take away.
+	if got := after.Records - before.Records; got < written.Load() || (t.Embedded && got != written.Load()) {
+		return nil, fmt.Errorf("server wrote %d records for %d acknowledged inserts", got, written.Load())
+	}
+	res := x.result(env, rows, samples)
+	res.Notes = append(res.Notes, x.notes(t, compacted, written.Load())...)
+	res.Notes = append(res.Notes,
+		ratioNote("get", "health", samples, rows),
+		ratioNote("search", "echo", samples, rows))
+	return res, nil
+}
+
+// measure runs every row's loop, alternating within each round.
+func measure(ctx context.Context, env *bench.Env, rows []row) ([]bench.Sample, error) {
+	labels := make([]string, len(rows))
+	ws := make([]bench.Workload, len(rows))
+	for i, r := range rows {
+		labels[i], ws[i] = r.name, r.loop.workload
+	}
+	return env.MeasureAlternately(ctx, labels, ws)
+}
+
+// result builds the rows: throughput, then the latency percentiles.
+func (x *Experiment) result(env *bench.Env, rows []row, samples []bench.Sample) *bench.Result {
+	res := &bench.Result{Chart: &bench.Chart{
+		Title: fmt.Sprintf("One operation per round trip, %d client goroutines", x.Clients), Kind: bench.Bars,
+		XLabel: "operation", YLabel: "operations/s", X: "op", Unit: "operations/s", Better: bench.HigherBetter,
+	}}
+	for i, r := range rows {
+		params := map[string]any{"op": r.name, "clients": x.Clients}
+		res.Rows = append(res.Rows, bench.NewRow(r.name, params, "operations/s", samples[i].Ops, nil))
+	}
+	for _, r := range rows {
+		lat := r.loop.last(env.Runs)
+		for _, q := range []struct {
+			name string
+			v    []float64
+		}{{"p50", lat.p50}, {"p99", lat.p99}, {"p999", lat.p999}} {
+			params := map[string]any{"op": r.name, "clients": x.Clients, "percentile": q.name}
+			res.Rows = append(res.Rows, bench.NewRow(r.name+" "+q.name, params, "µs, "+q.name, q.v, nil))
+		}
+	}
+	return res
+}
+
+func (x *Experiment) notes(t *bench.Target, compacted bool, written uint64) []string {
+	notes := []string{
+		fmt.Sprintf("%d client goroutines on one connection, each issuing one operation and waiting for its answer before the next; %d records of about 100 bytes preloaded, read keys drawn uniformly", x.Clients, x.Records),
+		"get: Client.Get of one key (unary); search: one Search stream per goroutine, one query per request, its result read before the next; health: a unary gRPC health check; echo: one Lab.Echo stream per goroutine at batch 1 (answered without storage)",
+		fmt.Sprintf("write: one Write stream per goroutine, each inserting one new record and waiting for its acknowledgement (Writer.Flush) before the next; mix: Get or insert with even odds; %d records inserted and acknowledged in all", written),
+		"latency rows: each operation's time from call to answer, all goroutines pooled (a log-linear histogram, within 0.8%), the median over runs",
+	}
+	if !t.Sync {
+		notes = append(notes, "⚠ the server does not fsync before acknowledging (--no-sync): the write rows are not durable writes")
+	}
+	if !compacted {
+		notes = append(notes, "the --addr server's store was not compacted after loading: compaction may run through the measured runs")
+	}
+	return notes
+}
+
+// ratioNote states a row's share of its ceiling, per round.
+func ratioNote(a, b string, samples []bench.Sample, rows []row) string {
+	ia, ib := index(rows, a), index(rows, b)
+	s := bench.Summarize(bench.Ratios(samples[ia].Ops, samples[ib].Ops))
+	return fmt.Sprintf("%s ÷ %s: %.2f (%.2f–%.2f over %d rounds, each ratio of one round's runs)", a, b, s.Median, s.Min, s.Max, s.N)
+}
+
+func index(rows []row, name string) int {
+	for i, r := range rows {
+		if r.name == name {
+			return i
+		}
+	}
+	panic("oneop: no row " + name)
+}
