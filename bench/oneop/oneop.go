@@ -24,11 +24,14 @@ func init() { bench.Register(func() bench.Experiment { return new(Experiment) })
 // one-query Search on a stream per goroutine, durable inserts of one
 // record per acknowledged write on a Write stream per goroutine, a 50/50
 // mix of Gets and inserts, a unary health check and Lab.Echo at batch 1.
-// The rows alternate within each round, so that ratios of two rows taken
-// per round see the same moment of the machine.
+// With Postgres (a DSN), PostgreSQL's primary-key SELECT and single-row
+// INSERT run beside them from as many connections. The rows alternate
+// within each round, so that ratios of two rows taken per round see the
+// same moment of the machine.
 type Experiment struct {
-	Clients int
-	Records int
+	Clients  int
+	Records  int
+	Postgres string
 }
 
 // Name implements bench.Experiment.
@@ -43,6 +46,7 @@ func (*Experiment) Describe() string {
 func (x *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&x.Clients, "clients", 16, "client goroutines, each issuing one operation at a time")
 	fs.IntVar(&x.Records, "records", 0, "records preloaded for the reads (0: 100000, 10000 with --quick)")
+	fs.StringVar(&x.Postgres, "postgres", "", "also run PostgreSQL's primary-key SELECT and single-row INSERT on this server (a connection URL or DSN; scripts/postgres-bench starts one), in a table protobase_oneop_items it creates and drops")
 }
 
 func (x *Experiment) defaults(quick bool) error {
@@ -99,14 +103,14 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		next.next.Store(int64(x.Records) + 1<<40 + rand.Int64N(1<<60))
 	}
 	var written atomic.Uint64
-	c, n := t.Client, x.Clients
-	rows := []row{
-		{"get", newLoop(n, openGet(c, x.Records))},
-		{"health", newLoop(n, openHealth(c))},
-		{"search", newLoop(n, openSearch(c, x.Records))},
-		{"echo", newLoop(n, openEcho(t, x.Records))},
-		{"write", newLoop(n, openWrite(c, next, &written))},
-		{"mix", newLoop(n, openMix(c, x.Records, next, &written))},
+	rows := x.protobaseRows(t, next, &written)
+	var pg *postgres
+	if x.Postgres != "" {
+		if pg, err = openPostgres(ctx, x.Postgres, x.Clients, x.Records); err != nil {
+			return nil, err
+		}
+		defer func() { _ = pg.close(context.WithoutCancel(ctx)) }() // the table goes either way
+		rows = withPostgres(rows, pg, x.Records)
 	}
 	samples, err := measure(ctx, env, rows)
 	if err != nil {
@@ -126,7 +130,67 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	res.Notes = append(res.Notes,
 		ratioNote("get", "health", samples, rows),
 		ratioNote("search", "echo", samples, rows))
+	if pg != nil {
+		if err := pg.check(ctx, x.Records); err != nil {
+			return nil, err
+		}
+		res.Notes = append(res.Notes, pgNotes(pg, x.Clients)...)
+		res.Notes = append(res.Notes,
+			ratioNote("get", pgSelect, samples, rows),
+			ratioNote("search", pgSelect, samples, rows),
+			ratioNote("write", pgInsert, samples, rows))
+	}
 	return res, nil
+}
+
+// protobaseRows are the Protobase rows and their ceilings, each read
+// beside its ceiling.
+func (x *Experiment) protobaseRows(t *bench.Target, next *ids, written *atomic.Uint64) []row {
+	c, n := t.Client, x.Clients
+	return []row{
+		{"get", newLoop(n, openGet(c, x.Records))},
+		{"health", newLoop(n, openHealth(c))},
+		{"search", newLoop(n, openSearch(c, x.Records))},
+		{"echo", newLoop(n, openEcho(t, x.Records))},
+		{"write", newLoop(n, openWrite(c, next, written))},
+		{"mix", newLoop(n, openMix(c, x.Records, next, written))},
+	}
+}
+
+// Names of the PostgreSQL rows.
+const (
+	pgSelect = "postgres select"
+	pgInsert = "postgres insert"
+)
+
+// withPostgres puts PostgreSQL's select after get and its insert after
+// write, so that each follows the row it is compared with. Its inserts
+// take ids from a counter of their own, above the loaded rows.
+func withPostgres(rows []row, pg *postgres, records int) []row {
+	next := new(ids)
+	next.next.Store(int64(records))
+	n := len(pg.conns)
+	var out []row
+	for _, r := range rows {
+		out = append(out, r)
+		switch r.name {
+		case "get":
+			out = append(out, row{pgSelect, newLoop(n, pg.openSelect(records))})
+		case "write":
+			out = append(out, row{pgInsert, newLoop(n, pg.openInsert(next))})
+		}
+	}
+	return out
+}
+
+func pgNotes(pg *postgres, clients int) []string {
+	notes := []string{fmt.Sprintf("postgres rows: %s, %d connections, one per goroutine, on a table of the items' five fields (id bigint primary key; about 100 bytes a row), as many rows preloaded; "+
+		"select: SELECT of one row by primary key (a prepared statement); insert: a single-row INSERT in its own transaction, synchronous_commit on; %d rows inserted",
+		pg.where, clients, pg.written.Load())}
+	if pg.fsync != "on" {
+		notes = append(notes, fmt.Sprintf("⚠ PostgreSQL runs with fsync %s: its inserts are not durable", pg.fsync))
+	}
+	return notes
 }
 
 // measure runs every row's loop, alternating within each round.

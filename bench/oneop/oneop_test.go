@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/bench/labtest"
 )
 
@@ -72,6 +73,25 @@ func TestDefaultsRefuse(t *testing.T) {
 	for _, x := range []*Experiment{{Clients: 0, Records: 10}, {Clients: 1, Records: -1}} {
 		if err := x.defaults(false); err == nil {
 			t.Errorf("%+v accepted", x)
+		}
+	}
+}
+
+// A --postgres that is no connection string, or names a server that does
+// not answer, fails the run with an error naming what failed and never
+// the password.
+func TestPostgresErrorsHideThePassword(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	for _, dsn := range []string{"postgres://bench:s3cret@127.0.0.1:1/bench?sslmode=disable", "postgres://bench:s3cret@[::1/%zz"} {
+		x := &Experiment{Clients: 1, Records: 10, Postgres: dsn}
+		_, err := bench.Run(t.Context(), x, labtest.Options(), nil)
+		if err == nil {
+			t.Fatalf("%q: run succeeded", dsn)
+		}
+		if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "postgres") && !strings.Contains(err.Error(), "PostgreSQL") {
+			t.Errorf("%q: error %q", dsn, err)
 		}
 	}
 }
