@@ -33,12 +33,16 @@ type latencies struct {
 type loop struct {
 	clients int
 	open    opener
-	hists   []bench.LatencyHist // one per client, reused by every run
-	lat     latencies
+	// hists has one histogram per client, reset by every run. The loops
+	// of one experiment share them (they run one at a time): a histogram
+	// is 58 KiB.
+	hists []bench.LatencyHist
+	lat   latencies
 }
 
-func newLoop(clients int, open opener) *loop {
-	return &loop{clients: clients, open: open, hists: make([]bench.LatencyHist, clients)}
+// newLoop returns a loop of len(hists) clients.
+func newLoop(hists []bench.LatencyHist, open opener) *loop {
+	return &loop{clients: len(hists), open: open, hists: hists}
 }
 
 // workload runs the loop for d: every session is opened first, then all

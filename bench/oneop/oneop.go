@@ -44,10 +44,14 @@ func (*Experiment) Describe() string {
 
 // Flags implements bench.Experiment.
 func (x *Experiment) Flags(fs *pflag.FlagSet) {
-	fs.IntVar(&x.Clients, "clients", 16, "client goroutines, each issuing one operation at a time")
+	fs.IntVar(&x.Clients, "clients", 16, "client goroutines, each issuing one operation at a time (at most 1000)")
 	fs.IntVar(&x.Records, "records", 0, "records preloaded for the reads (0: 100000, 10000 with --quick)")
 	fs.StringVar(&x.Postgres, "postgres", "", "also run PostgreSQL's primary-key SELECT and single-row INSERT on this server (a connection URL or DSN; scripts/postgres-bench starts one), in a table protobase_oneop_items it creates and drops")
 }
+
+// maxClients bounds --clients: each client holds a latency histogram
+// (58 KiB) and, with --postgres, a PostgreSQL connection.
+const maxClients = 1000
 
 func (x *Experiment) defaults(quick bool) error {
 	if x.Records == 0 {
@@ -59,8 +63,8 @@ func (x *Experiment) defaults(quick bool) error {
 	switch {
 	case x.Records < 1:
 		return fmt.Errorf("--records must be at least 1, got %d", x.Records)
-	case x.Clients < 1 || x.Clients > 10000:
-		return fmt.Errorf("--clients must be in 1..10000, got %d", x.Clients)
+	case x.Clients < 1 || x.Clients > maxClients:
+		return fmt.Errorf("--clients must be in 1..%d, got %d", maxClients, x.Clients)
 	}
 	return nil
 }
@@ -103,14 +107,15 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 		next.next.Store(int64(x.Records) + 1<<40 + rand.Int64N(1<<60))
 	}
 	var written atomic.Uint64
-	rows := x.protobaseRows(t, next, &written)
+	hists := make([]bench.LatencyHist, x.Clients)
+	rows := x.protobaseRows(t, hists, next, &written)
 	var pg *postgres
 	if x.Postgres != "" {
 		if pg, err = openPostgres(ctx, x.Postgres, x.Clients, x.Records); err != nil {
 			return nil, err
 		}
 		defer func() { _ = pg.close(context.WithoutCancel(ctx)) }() // the table goes either way
-		rows = withPostgres(rows, pg, x.Records)
+		rows = withPostgres(rows, pg, hists, x.Records)
 	}
 	samples, err := measure(ctx, env, rows)
 	if err != nil {
@@ -145,15 +150,15 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 
 // protobaseRows are the Protobase rows and their ceilings, each read
 // beside its ceiling.
-func (x *Experiment) protobaseRows(t *bench.Target, next *ids, written *atomic.Uint64) []row {
-	c, n := t.Client, x.Clients
+func (x *Experiment) protobaseRows(t *bench.Target, hists []bench.LatencyHist, next *ids, written *atomic.Uint64) []row {
+	c := t.Client
 	return []row{
-		{"get", newLoop(n, openGet(c, x.Records))},
-		{"health", newLoop(n, openHealth(c))},
-		{"search", newLoop(n, openSearch(c, x.Records))},
-		{"echo", newLoop(n, openEcho(t, x.Records))},
-		{"write", newLoop(n, openWrite(c, next, written))},
-		{"mix", newLoop(n, openMix(c, x.Records, next, written))},
+		{"get", newLoop(hists, openGet(c, x.Records))},
+		{"health", newLoop(hists, openHealth(c))},
+		{"search", newLoop(hists, openSearch(c, x.Records))},
+		{"echo", newLoop(hists, openEcho(t, x.Records))},
+		{"write", newLoop(hists, openWrite(c, next, written))},
+		{"mix", newLoop(hists, openMix(c, x.Records, next, written))},
 	}
 }
 
@@ -166,18 +171,17 @@ const (
 // withPostgres puts PostgreSQL's select after get and its insert after
 // write, so that each follows the row it is compared with. Its inserts
 // take ids from a counter of their own, above the loaded rows.
-func withPostgres(rows []row, pg *postgres, records int) []row {
+func withPostgres(rows []row, pg *postgres, hists []bench.LatencyHist, records int) []row {
 	next := new(ids)
 	next.next.Store(int64(records))
-	n := len(pg.conns)
 	var out []row
 	for _, r := range rows {
 		out = append(out, r)
 		switch r.name {
 		case "get":
-			out = append(out, row{pgSelect, newLoop(n, pg.openSelect(records))})
+			out = append(out, row{pgSelect, newLoop(hists, pg.openSelect(records))})
 		case "write":
-			out = append(out, row{pgInsert, newLoop(n, pg.openInsert(next))})
+			out = append(out, row{pgInsert, newLoop(hists, pg.openInsert(next))})
 		}
 	}
 	return out

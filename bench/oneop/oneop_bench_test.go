@@ -42,6 +42,7 @@ func BenchmarkOps(b *testing.B) {
 }
 
 func runOps(b *testing.B, clients int, open opener) {
+	b.Helper()
 	ctx := b.Context()
 	sessions := make([]session, clients)
 	for cl := range sessions {

@@ -70,7 +70,7 @@ func hasNote(notes []string, prefix string) bool {
 
 // Flags out of range are refused before anything starts.
 func TestDefaultsRefuse(t *testing.T) {
-	for _, x := range []*Experiment{{Clients: 0, Records: 10}, {Clients: 1, Records: -1}} {
+	for _, x := range []*Experiment{{Clients: 0, Records: 10}, {Clients: 1001, Records: 10}, {Clients: 1, Records: -1}} {
 		if err := x.defaults(false); err == nil {
 			t.Errorf("%+v accepted", x)
 		}
