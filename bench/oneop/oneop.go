@@ -158,6 +158,7 @@ func (x *Experiment) protobaseRows(t *bench.Target, hists []bench.LatencyHist, n
 		{"search", newLoop(hists, openSearch(c, x.Records))},
 		{"echo", newLoop(hists, openEcho(t, x.Records))},
 		{"write", newLoop(hists, openWrite(c, next, written))},
+		{"write shared", newLoop(hists, (&sharedWriter{c: c, next: next, written: written}).open)},
 		{"mix", newLoop(hists, openMix(c, x.Records, next, written))},
 	}
 }
@@ -234,7 +235,7 @@ func (x *Experiment) notes(t *bench.Target, compacted bool, written uint64) []st
 	notes := []string{
 		fmt.Sprintf("%d client goroutines on one connection, each issuing one operation and waiting for its answer before the next; %d records of about 100 bytes preloaded, read keys drawn uniformly", x.Clients, x.Records),
 		"get: Client.Get of one key (unary); search: one Search stream per goroutine, one query per request, its result read before the next; health: a unary gRPC health check; echo: one Lab.Echo stream per goroutine at batch 1 (answered without storage)",
-		fmt.Sprintf("write: one Write stream per goroutine, each inserting one new record and waiting for its acknowledgement (Writer.Flush) before the next; mix: Get or insert with even odds; %d records inserted and acknowledged in all", written),
+		fmt.Sprintf("write: one Write stream per goroutine, each inserting one new record and waiting for its acknowledgement (Writer.Flush) before the next; write shared: the same through one Writer (one stream) shared by every goroutine; mix: Get or insert with even odds; %d records inserted and acknowledged in all", written),
 		"latency rows: each operation's time from call to answer, all goroutines pooled (a log-linear histogram, within 0.8%), the median over runs",
 	}
 	if !t.Sync {

@@ -30,6 +30,7 @@ func BenchmarkOps(b *testing.B) {
 		{"get", openGet(t.Client, records)},
 		{"search", openSearch(t.Client, records)},
 		{"write", openWrite(t.Client, next, &written)},
+		{"write-shared", (&sharedWriter{c: t.Client, next: next, written: &written}).open},
 		{"health", openHealth(t.Client)},
 		{"echo", openEcho(t, records)},
 	} {

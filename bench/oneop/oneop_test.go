@@ -21,7 +21,7 @@ func TestQuickRun(t *testing.T) {
 	res, env := labtest.Run(t, x)
 	labtest.CheckResult(t, x, res)
 	ops := labtest.Rows(res, "operations/s")
-	for _, op := range []string{"get", "health", "search", "echo", "write", "mix"} {
+	for _, op := range []string{"get", "health", "search", "echo", "write", "write shared", "mix"} {
 		if r, ok := ops[op]; !ok || r.Median <= 0 {
 			t.Errorf("row %q: %+v", op, r)
 		}

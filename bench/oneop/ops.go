@@ -120,6 +120,31 @@ func openWrite(c *client.Client, next *ids, written *atomic.Uint64) opener {
 	}
 }
 
+// sharedWriter is the write shared row: one Write stream for every
+// goroutine of a run, each inserting one record and flushing, as an
+// application that shares one client.Writer does.
+type sharedWriter struct {
+	c       *client.Client
+	next    *ids
+	written *atomic.Uint64
+	w       *client.Writer // opened by client 0's session, closed by it
+}
+
+// open opens the run's writer for client 0 and shares it with the rest
+// (loop opens the sessions in order and closes them after every client
+// has stopped).
+func (s *sharedWriter) open(ctx context.Context, cl int) (session, error) {
+	end := func() error { return nil }
+	if cl == 0 {
+		w, err := s.c.NewWriter(ctx, client.Insert, client.WriterOptions{})
+		if err != nil {
+			return session{}, err
+		}
+		s.w, end = w, closeWriter(w)
+	}
+	return session{do: writeOp(s.w, s.next, s.written), close: end}, nil
+}
+
 // openMix is the mix row: each client draws a Get or a durable insert
 // with even odds for every operation.
 func openMix(c *client.Client, records int, next *ids, written *atomic.Uint64) opener {
