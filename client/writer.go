@@ -242,28 +242,60 @@ func (w *Writer) status() error {
 
 // Flush sends the pending records and waits until the server has made
 // every batch sent so far durable. It returns the first error, with its
-// details (see *Error).
+// details (see *Error). The writer is not locked while Flush waits: other
+// goroutines sharing it go on writing and flushing, and the server makes
+// the batches that arrive meanwhile durable together (one fsync can
+// acknowledge the records of every goroutine that flushed).
 func (w *Writer) Flush() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.flushLocked()
-}
-
-func (w *Writer) flushLocked() error {
-	if w.err != nil {
-		return w.err
-	}
-	if err := w.sendLocked(true); err != nil {
+	want, err := w.sendFlushLocked()
+	w.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	want := w.sent - 1
+	if w.awaitAck(want) {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.endedLocked()
+}
+
+// flushLocked is Flush for a caller that holds mu throughout (Close).
+func (w *Writer) flushLocked() error {
+	want, err := w.sendFlushLocked()
+	if err != nil {
+		return err
+	}
+	if w.awaitAck(want) {
+		return nil
+	}
+	return w.endedLocked()
+}
+
+// sendFlushLocked sends the pending records asking for an
+// acknowledgement and returns the number of the batch to wait for.
+func (w *Writer) sendFlushLocked() (uint64, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.sendLocked(true); err != nil {
+		return 0, err
+	}
+	return w.sent - 1, nil
+}
+
+// awaitAck waits until the server has acknowledged batch want (every
+// batch up to it is durable) and reports true, or the stream has ended
+// without that acknowledgement and reports false.
+func (w *Writer) awaitAck(want uint64) bool {
 	for {
 		w.ackMu.Lock()
 		ok := w.last != nil && w.last.Batch >= want
 		acked := w.acked
 		w.ackMu.Unlock()
 		if ok {
-			return nil
+			return true
 		}
 		select {
 		case <-acked:
@@ -271,16 +303,22 @@ func (w *Writer) flushLocked() error {
 			w.ackMu.Lock()
 			ok = w.last != nil && w.last.Batch >= want
 			w.ackMu.Unlock()
-			if ok {
-				return nil
-			}
-			w.err = w.status()
-			if w.err == nil {
-				w.err = errors.New("stream ended before the acknowledgement")
-			}
-			return w.err
+			return ok
 		}
 	}
+}
+
+// endedLocked records and returns why the stream ended before an
+// acknowledgement: the first error the writer saw, else the stream's
+// status.
+func (w *Writer) endedLocked() error {
+	if w.err == nil {
+		w.err = w.status()
+	}
+	if w.err == nil {
+		w.err = errors.New("stream ended before the acknowledgement")
+	}
+	return w.err
 }
 
 // Close flushes, ends the stream and returns the first error. The last

@@ -11,6 +11,7 @@ import (
 	_ "github.com/protobase/protobase/bench/fetch"
 	_ "github.com/protobase/protobase/bench/ingest"
 	_ "github.com/protobase/protobase/bench/layout"
+	_ "github.com/protobase/protobase/bench/oneop"
 	_ "github.com/protobase/protobase/bench/patterns"
 	_ "github.com/protobase/protobase/bench/transports"
 	_ "github.com/protobase/protobase/bench/watch"

@@ -8,10 +8,10 @@ import (
 	_ "github.com/protobase/protobase/bench/experiments"
 )
 
-// Importing the package registers all six experiments, listed by name,
+// Importing the package registers every experiment, listed by name,
 // each found by Lookup as a fresh instance.
 func TestAllRegistered(t *testing.T) {
-	want := []string{"batching", "concurrency", "fetch", "ingest", "layout", "patterns", "transports", "watch"}
+	want := []string{"batching", "concurrency", "fetch", "ingest", "layout", "oneop", "patterns", "transports", "watch"}
 	var got []string
 	for _, x := range bench.Experiments() {
 		got = append(got, x.Name())

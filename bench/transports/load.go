@@ -7,139 +7,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"math/bits"
 	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/protobase/protobase/bench"
 )
 
 // The lab's built-in wrk: keep-alive HTTP/1.1 connections, each issuing
 // GET /records/{random id} back to back, with every latency recorded in a
-// log-linear histogram. It speaks just enough HTTP/1.1 for the front
+// bench.LatencyHist. It speaks just enough HTTP/1.1 for the front
 // (status line, headers, Content-Length body) over a bufio pair per
 // connection, because net/http's client costs several allocations and
 // kilobytes per request: on a 2-core machine a heavy client would steal
 // the CPU the servers under test need (wrk is C for the same reason).
-
-// histSubBits sets the histogram's precision: every power of two is split
-// into 1<<histSubBits buckets, so a recorded value is off by less than
-// 1/(1<<histSubBits) (0.8%) of itself. Values below 1<<(histSubBits+1)
-// ns are exact.
-const histSubBits = 7
-
-const (
-	histSub = 1 << histSubBits
-	// histBuckets covers every uint64: the largest shift is 63-histSubBits.
-	histBuckets = (64-histSubBits)*histSub + histSub
-)
-
-// latencyHist is an HDR-style histogram of durations in nanoseconds:
-// exact below 256 ns, then 128 buckets per power of two. Recording is an
-// index computation and an increment, with no allocation.
-//
-// Invariant: n is the sum of counts; when n > 0, min ≤ every recorded
-// value ≤ max and sum is their exact total.
-type latencyHist struct {
-	counts   [histBuckets]uint64
-	n        uint64
-	sum      float64 // ns; float64 so that hours of samples cannot overflow
-	min, max uint64
-}
-
-// histIndex returns the bucket of v: v itself below 2*histSub, else the
-// top histSubBits+1 bits of v (its mantissa, in [histSub, 2*histSub))
-// offset by histSub buckets per shift.
-func histIndex(v uint64) int {
-	if v < 2*histSub {
-		return int(v)
-	}
-	shift := bits.Len64(v) - histSubBits - 1
-	return shift*histSub + int(v>>shift)
-}
-
-// histRange returns the smallest and largest value of bucket i.
-func histRange(i int) (lo, hi uint64) {
-	if i < 2*histSub {
-		return uint64(i), uint64(i)
-	}
-	shift := i/histSub - 1
-	mant := uint64(i - shift*histSub)
-	return mant << shift, (mant+1)<<shift - 1
-}
-
-// record adds one latency (negative durations count as 0).
-func (h *latencyHist) record(d time.Duration) {
-	v := uint64(max(d, 0))
-	h.counts[histIndex(v)]++
-	if h.n == 0 || v < h.min {
-		h.min = v
-	}
-	h.max = max(h.max, v)
-	h.n++
-	h.sum += float64(v)
-}
-
-// merge adds o's samples to h.
-func (h *latencyHist) merge(o *latencyHist) {
-	if o.n == 0 {
-		return
-	}
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
-	if h.n == 0 || o.min < h.min {
-		h.min = o.min
-	}
-	h.max = max(h.max, o.max)
-	h.n += o.n
-	h.sum += o.sum
-}
-
-// mean returns the exact average, or 0 without samples.
-func (h *latencyHist) mean() time.Duration {
-	if h.n == 0 {
-		return 0
-	}
-	return time.Duration(math.Round(h.sum / float64(h.n)))
-}
-
-// percentile returns the value below or at which p percent of the samples
-// fall (the sample of rank ⌈p/100·n⌉, as HdrHistogram and wrk define it),
-// as the middle of its bucket clamped to [min, max] (exactly min and max
-// at the extremes); 0 without samples.
-func (h *latencyHist) percentile(p float64) time.Duration {
-	if h.n == 0 {
-		return 0
-	}
-	rank := uint64(math.Ceil(p / 100 * float64(h.n)))
-	rank = min(max(rank, 1), h.n)
-	switch rank { // the extremes are known exactly
-	case 1:
-		return time.Duration(h.min)
-	case h.n:
-		return time.Duration(h.max)
-	}
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			lo, hi := histRange(i)
-			v := lo + (hi-lo)/2
-			return time.Duration(min(max(v, h.min), h.max))
-		}
-	}
-	return time.Duration(h.max) // unreachable while the invariant holds
-}
 
 // loadResult is what one load run did.
 type loadResult struct {
 	requests int64         // responses received, all 200
 	bytes    int64         // response bytes read, headers included (as wrk counts)
 	elapsed  time.Duration // from the first request sent to the last response read
-	hist     *latencyHist
+	hist     *bench.LatencyHist
 }
 
 // latencySummary is one run's latency figures.
@@ -148,7 +38,7 @@ type latencySummary struct {
 }
 
 func (r *loadResult) latency() latencySummary {
-	return latencySummary{avg: r.hist.mean(), p50: r.hist.percentile(50), p99: r.hist.percentile(99), max: time.Duration(r.hist.max)}
+	return latencySummary{avg: r.hist.Mean(), p50: r.hist.Percentile(50), p99: r.hist.Percentile(99), max: r.hist.Max()}
 }
 
 // loadConfig is a wrk-style load on one front.
@@ -181,7 +71,7 @@ func runLoad(ctx context.Context, cfg loadConfig, d time.Duration) (*loadResult,
 		conns[i] = &loadConn{
 			nc: nc, r: bufio.NewReaderSize(nc, 16<<10), w: bufio.NewWriterSize(nc, 4<<10),
 			rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), records: cfg.records,
-			host: cfg.addr, hist: new(latencyHist),
+			host: cfg.addr, hist: new(bench.LatencyHist),
 		}
 	}
 	// Closing the connections is what interrupts blocked reads on
@@ -205,7 +95,7 @@ func runLoad(ctx context.Context, cfg loadConfig, d time.Duration) (*loadResult,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := &loadResult{hist: new(latencyHist)}
+	res := &loadResult{hist: new(bench.LatencyHist)}
 	end := start
 	for i, c := range conns {
 		if errs[i] != nil {
@@ -213,7 +103,7 @@ func runLoad(ctx context.Context, cfg loadConfig, d time.Duration) (*loadResult,
 		}
 		res.requests += c.requests
 		res.bytes += c.bytes
-		res.hist.merge(c.hist)
+		res.hist.Merge(c.hist)
 		if ends[i].After(end) {
 			end = ends[i]
 		}
@@ -231,7 +121,7 @@ type loadConn struct {
 	records  int
 	host     string
 	req      []byte // the request being sent, rebuilt in place
-	hist     *latencyHist
+	hist     *bench.LatencyHist
 	requests int64
 	bytes    int64
 }
@@ -255,7 +145,7 @@ func (c *loadConn) run(deadline time.Time) (time.Time, error) {
 		if err != nil {
 			return now, err
 		}
-		c.hist.record(time.Since(now))
+		c.hist.Record(time.Since(now))
 		c.requests++
 		c.bytes += n
 	}

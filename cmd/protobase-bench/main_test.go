@@ -53,7 +53,7 @@ func wantContains(t *testing.T, s string, subs ...string) {
 // flags that reach a running server are protobase's own.
 func TestHelpListsExperiments(t *testing.T) {
 	r := mustCLI(t)
-	wantContains(t, r.stdout, "protobase-bench", "all", "batching", "fetch", "ingest", "layout", "patterns", "transports", "watch",
+	wantContains(t, r.stdout, "protobase-bench", "all", "batching", "fetch", "ingest", "layout", "oneop", "patterns", "transports", "watch",
 		"--addr", "--api-key", "--tls-ca", "--tls-client-cert", "--quick", "--store")
 }
 

@@ -1,0 +1,83 @@
+package oneop
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/protobase/protobase/bench"
+	"github.com/protobase/protobase/bench/labtest"
+)
+
+// BenchmarkOps runs each Protobase row's operation b.N times in all from
+// 16 goroutines on an embedded server, as the experiment does, for
+// profiles of the whole path (client, transport, engine, store) in one
+// process: go test -run '^$' -bench Ops/write -cpuprofile cpu.out.
+func BenchmarkOps(b *testing.B) {
+	const clients, records = 16, 10000
+	t := labtest.ItemTarget(b, bench.TargetConfig{})
+	if err := t.LoadItems(b.Context(), nil, records); err != nil {
+		b.Fatal(err)
+	}
+	next := new(ids)
+	next.next.Store(records)
+	var written atomic.Uint64
+	for _, tc := range []struct {
+		name string
+		open opener
+	}{
+		{"get", openGet(t.Client, records)},
+		{"search", openSearch(t.Client, records)},
+		{"write", openWrite(t.Client, next, &written)},
+		{"write-shared", (&sharedWriter{c: t.Client, next: next, written: &written}).open},
+		{"health", openHealth(t.Client)},
+		{"echo", openEcho(t, records)},
+	} {
+		b.Run(tc.name, func(b *testing.B) { runOps(b, clients, tc.open) })
+	}
+	// The same writes on a server that does not fsync: what the path
+	// costs apart from waiting for the disk.
+	ns := labtest.ItemTarget(b, bench.TargetConfig{NoSync: true})
+	b.Run("write-nosync", func(b *testing.B) { runOps(b, clients, openWrite(ns.Client, next, &written)) })
+}
+
+func runOps(b *testing.B, clients int, open opener) {
+	b.Helper()
+	ctx := b.Context()
+	sessions := make([]session, clients)
+	for cl := range sessions {
+		s, err := open(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sessions[cl] = s
+	}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	errs := make([]error, clients)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for cl := range sessions {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := sessions[cl].do(context.Background()); err != nil {
+					errs[cl] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	for cl, s := range sessions {
+		if errs[cl] != nil {
+			b.Fatal(errs[cl])
+		}
+		if err := s.close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
