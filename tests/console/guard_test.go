@@ -1,0 +1,54 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestGuard checks the guard of the console tests on a page that breaks
+// each of its rules: it must name a request to another host, a key in a
+// URL, a key in the console's log and an uncaught exception, and show
+// the key nowhere in what it reports.
+func TestGuard(t *testing.T) {
+	const secret = "pb_secret-key-text"
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><p id="done">page</p>
+<img src="http://192.0.2.1/pixel.png"><img src="/pixel.png?k=%s">
+<script>console.log("key", %q); throw new Error("boom");</script></body></html>`, secret, secret)
+	}))
+	defer ts.Close()
+	b := startBrowser(t, ts.Listener.Addr().String(), []string{secret})
+	tb := b.newTab("guarded")
+	tb.do("load", chromedp.Navigate(ts.URL), chromedp.WaitVisible("#done"))
+	want := []string{"192.0.2.1", "request URL holds an API key", "logged an API key", "boom"}
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		b.guard.mu.Lock()
+		report := strings.Join(b.guard.problems, "\n")
+		b.guard.mu.Unlock()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(report, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			if strings.Contains(report, secret) {
+				t.Errorf("the guard's report shows the key:\n%s", report)
+			}
+			t.Logf("the guard reported:\n%s", report)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guard reported:\n%s\nnothing with %q", report, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
