@@ -73,11 +73,12 @@ cluster: build ## run three etcd members and two servers over them in the foregr
 # The docs test (docs/) runs the docs' Python snippets with the package's
 # virtual environment, so it is made first; the console's browser tests
 # (tests/console) need chromium.
-test: python-venv chromium ## vet and run every test, the Python and Node packages' included (what CI runs)
+test: python-venv chromium ## vet and run every test, the Python and Node packages' and the console's build check included (what CI runs)
 	$(GO) vet ./...
 	PROTOBASE_PYTHON=$(PY) CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) python-test
 	$(MAKE) ts-test
+	$(MAKE) console-check
 
 # The Python package (python/) is checked in a virtual environment of its
 # own, made with python3 -m venv and reused while python/pyproject.toml is
@@ -155,6 +156,25 @@ ts-test: ts-check-generate ## tsc --strict and node --test for the Node package,
 	$(GO) build -o ts/dist/protobase ./cmd/protobase
 	cd ts && node_modules/.bin/tsc -p .
 	cd ts && PROTOBASE_BIN=$(CURDIR)/ts/dist/protobase node --test --test-concurrency=1 --test-timeout=600000 dist/test/*.test.js
+
+# The web console (internal/console) is TypeScript compiled by the Node
+# package's tsc (--strict, no bundler) into ES modules committed in
+# internal/console/assets beside index.html and console.css, which the
+# server embeds: `go build` needs no Node.
+CONSOLE := internal/console
+
+.PHONY: console
+console: $(TS_MODULES) ## rebuild the web console's modules (internal/console/assets/*.js) from internal/console/src
+	rm -f $(CONSOLE)/assets/*.js
+	ts/node_modules/.bin/tsc -p $(CONSOLE)
+
+.PHONY: console-check
+console-check: $(TS_MODULES) ## fail if internal/console/assets is not what internal/console/src compiles to
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	ts/node_modules/.bin/tsc -p $(CONSOLE) --outDir "$$tmp" && \
+	cp $(CONSOLE)/assets/index.html $(CONSOLE)/assets/console.css "$$tmp" && \
+	diff -r "$$tmp" $(CONSOLE)/assets >&2 || \
+	(echo "$(CONSOLE)/assets is stale: run make console and commit" >&2; exit 1)
 
 # robustness runs the robustness tests (tests/robustness) with seeds drawn
 # from the clock, so that each run tries new interleavings; `make test` runs

@@ -162,6 +162,35 @@ func TestAuthScopeSchemaAndReflection(t *testing.T) {
 	}
 }
 
+// TestAuthSchemaKeyRole: GetSchema names the caller's role, scoped or not,
+// over gRPC and REST (where the web console reads it), and nothing
+// without keys.
+func TestAuthSchemaKeyRole(t *testing.T) {
+	e := startAuthServer(t, server.Config{})
+	for name, want := range map[string]string{"admin": "admin", "reader": "read", "writer": "write",
+		"schemer": "schema", "user-reader": "read", "user-writer": "write"} {
+		resp, err := e.api(name).GetSchema(t.Context(), &pb.GetSchemaRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetKeyRole() != want {
+			t.Errorf("GetSchema with key %s: key_role %q, want %q", name, resp.GetKeyRole(), want)
+		}
+		code, body := e.rest(name, "GET", "/v1/schema", "")
+		if code != http.StatusOK || !strings.Contains(body, `"keyRole":"`+want+`"`) {
+			t.Errorf("GET /v1/schema with key %s: %d, keyRole missing or not %q", name, code, want)
+		}
+	}
+	open := startServer(t, server.Config{})
+	resp, err := open.C.GetSchema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetKeyRole() != "" {
+		t.Errorf("GetSchema without keys: key_role %q, want empty", resp.GetKeyRole())
+	}
+}
+
 func messages(set *descriptorpb.FileDescriptorSet) map[string]bool {
 	out := map[string]bool{}
 	for _, f := range set.GetFile() {

@@ -267,14 +267,16 @@ type Server struct {
 	health  *health.Server
 	metrics *http.Server
 	mlis    net.Listener
-	conns   connListeners // the capped listeners, for metrics (conns.go)
-	tr      transports    // REST and NATS, see transports.go
-	keys    *auth.Keyring
-	auth    bool // callers must authenticate (see auth.go)
-	svc     *grpctransport.Service
-	certs   *certs.Reloader // nil without TLS, see tls.go
-	recv    *recvbudget.Budget
-	tracing *tracing // nil without Config.OTLPEndpoint
+	// metricsHTTP serves /metrics on the metrics listener and the HTTP one.
+	metricsHTTP http.Handler
+	conns       connListeners // the capped listeners, for metrics (conns.go)
+	tr          transports    // REST and NATS, see transports.go
+	keys        *auth.Keyring
+	auth        bool // callers must authenticate (see auth.go)
+	svc         *grpctransport.Service
+	certs       *certs.Reloader // nil without TLS, see tls.go
+	recv        *recvbudget.Budget
+	tracing     *tracing // nil without Config.OTLPEndpoint
 
 	stopOnce sync.Once
 	stopErr  error
@@ -347,9 +349,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.registerConnMetrics(m.reg)
 	s.newGRPCServer(m, eng)
 
+	s.metricsHTTP = s.requireKeyHTTP(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	if s.mlis != nil {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", s.requireKeyHTTP(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})))
+		mux.Handle("/metrics", s.metricsHTTP)
 		s.metrics = &http.Server{Handler: mux}
 		// The REST gateway's limits: a metrics listener off loopback is as
 		// exposed to slow and idle clients as the gateway is.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/protobase/protobase/gen/openapi"
+	"github.com/protobase/protobase/internal/console"
 	"github.com/protobase/protobase/internal/transport/gateway"
 	grpctransport "github.com/protobase/protobase/internal/transport/grpc"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
@@ -86,7 +88,7 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 	// package is deprecated for this, and it reads a whole Upgrade request
 	// into memory.
 	t.http = &http.Server{
-		Handler:     t.hreqs.wrap(s.tracing.httpHandler(gw)),
+		Handler:     t.hreqs.wrap(s.tracing.httpHandler(s.httpRoutes(gw))),
 		Protocols:   s.httpProtocols(),
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
@@ -94,6 +96,27 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 	go func() { _ = s.serveHTTP(t.http, t.hlis) }()
 	s.log.Info("serving REST/JSON", "http", lis.Addr().String(), "tls", s.TLS())
 	return nil
+}
+
+// httpRoutes is what the HTTP listener serves: the web console's assets at
+// /console/ and the metrics at /metrics beside the REST API, all behind
+// the gateway's guard (Host and Origin checks). The console's health page
+// reads the metrics from its own origin; they need a key as on the
+// metrics listener. Paths are matched as sent: the API's routes never
+// see a path rewritten by a mux.
+func (s *Server) httpRoutes(gw *gateway.Gateway) http.Handler {
+	con := gw.Guard(console.New())
+	met := gw.Guard(s.metricsHTTP)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/console" || strings.HasPrefix(p, console.Prefix):
+			con.ServeHTTP(w, r)
+		case p == "/metrics":
+			met.ServeHTTP(w, r)
+		default:
+			gw.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (s *Server) startNATS(res *schemajson.Resolver) error {

@@ -13,15 +13,21 @@ import (
 // the record types in its scope, their descriptors, and the source of the
 // files that declare no record type outside the scope. Messages that are
 // record types outside the scope are removed from the descriptors; helper
-// messages (not record types) stay, since in-scope types may use them. A
-// nil or unscoped identity sees everything (resp itself).
+// messages (not record types) stay, since in-scope types may use them. An
+// unscoped identity sees everything; a nil one (no keys) gets resp itself.
+// Every identity learns its key's role (key_role), so that a client can
+// offer only what the role allows.
 func FilterSchema(id *Identity, resp *pb.GetSchemaResponse) *pb.GetSchemaResponse {
-	if !id.Scoped() {
+	if id == nil {
 		return resp
+	}
+	if !id.Scoped() {
+		return &pb.GetSchemaResponse{Version: resp.Version, Files: resp.Files, Types: resp.Types,
+			Descriptors: resp.Descriptors, WriteLimits: resp.WriteLimits, KeyRole: id.Role.String()}
 	}
 	hidden := map[string]bool{}
 	out := &pb.GetSchemaResponse{Version: resp.Version, Files: map[string]string{},
-		WriteLimits: resp.WriteLimits, KeyScope: id.Scope.Types()}
+		WriteLimits: resp.WriteLimits, KeyScope: id.Scope.Types(), KeyRole: id.Role.String()}
 	for _, t := range resp.Types {
 		if id.AllowsType(t.Name) {
 			out.Types = append(out.Types, t)

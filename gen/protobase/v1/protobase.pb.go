@@ -959,7 +959,11 @@ type GetSchemaResponse struct {
 	// The record types (and package wildcards) the caller's API key is
 	// limited to (KeyInfo.types), when it is: the schema above then holds
 	// only those types. Empty for a key of every type, or without keys.
-	KeyScope      []string `protobuf:"bytes,6,rep,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
+	KeyScope []string `protobuf:"bytes,6,rep,name=key_scope,json=keyScope,proto3" json:"key_scope,omitempty"`
+	// The role of the caller's API key: "read", "write", "schema" or
+	// "admin". Empty without keys. A client such as the web console shows
+	// only the actions the role allows; the server checks them regardless.
+	KeyRole       string `protobuf:"bytes,7,opt,name=key_role,json=keyRole,proto3" json:"key_role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1034,6 +1038,13 @@ func (x *GetSchemaResponse) GetKeyScope() []string {
 		return x.KeyScope
 	}
 	return nil
+}
+
+func (x *GetSchemaResponse) GetKeyRole() string {
+	if x != nil {
+		return x.KeyRole
+	}
+	return ""
 }
 
 // WriteLimits are what one write request may hold; a larger one fails
@@ -4927,14 +4938,15 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x0ebuild_required\x18\x05 \x01(\bR\rbuildRequired\x12\x1c\n" +
 	"\taggregate\x18\x06 \x01(\bR\taggregate\x12\x10\n" +
 	"\x03sum\x18\a \x03(\tR\x03sum\"\x12\n" +
-	"\x10GetSchemaRequest\"\xfa\x02\n" +
+	"\x10GetSchemaRequest\"\x95\x03\n" +
 	"\x11GetSchemaResponse\x12@\n" +
 	"\x05files\x18\x01 \x03(\v2*.protobase.v1.GetSchemaResponse.FilesEntryR\x05files\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12.\n" +
 	"\x05types\x18\x03 \x03(\v2\x18.protobase.v1.RecordTypeR\x05types\x12D\n" +
 	"\vdescriptors\x18\x04 \x01(\v2\".google.protobuf.FileDescriptorSetR\vdescriptors\x12<\n" +
 	"\fwrite_limits\x18\x05 \x01(\v2\x19.protobase.v1.WriteLimitsR\vwriteLimits\x12\x1b\n" +
-	"\tkey_scope\x18\x06 \x03(\tR\bkeyScope\x1a8\n" +
+	"\tkey_scope\x18\x06 \x03(\tR\bkeyScope\x12\x19\n" +
+	"\bkey_role\x18\a \x01(\tR\akeyRole\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

@@ -24,9 +24,14 @@ import (
 //     be rebound (no DNS answer decides where they lead), so they are
 //     safe whatever address the listener has; names must be listed.
 //   - Origin: a browser names the page's origin on every cross-origin
-//     request and on every POST. A request with an Origin not in
-//     AllowedOrigins is refused with 403, as is one that Sec-Fetch-Site
-//     marks cross-site or same-site without an Origin.
+//     request and on every POST. A request is admitted when its Origin is
+//     in AllowedOrigins or is the request's own origin (the scheme of the
+//     connection, https with TLS and http without, and the Host), which is
+//     how the web console served on this listener calls the API. Any other
+//     Origin is refused with 403, as is a request that Sec-Fetch-Site marks
+//     cross-site or same-site without an Origin. The own-origin rule relies
+//     on the Host check before it: a rebound name never gets that far, so
+//     a page of another site cannot pass for this one.
 //   - Content-Type: a state-changing request (POST, PUT, PATCH, DELETE)
 //     must be application/json or application/x-ndjson, else 415. A page
 //     can send text/plain, form or multipart bodies without a CORS
@@ -116,7 +121,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	origin := r.Header.Get("Origin")
 	switch {
-	case origin != "" && !gd.origins[normOrigin(origin)]:
+	case origin != "" && !gd.origins[normOrigin(origin)] && !sameOrigin(r, origin):
 		g.refuse(w, http.StatusForbidden, codes.PermissionDenied,
 			fmt.Sprintf("cross-origin request from %q refused (allow the origin with --http-allowed-origins)", origin))
 		return false
@@ -146,6 +151,28 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// sameOrigin reports whether origin is r's own origin: the scheme of the
+// connection it came on and its Host. Only a Host that passed the Host
+// check may be compared; admit checks that first.
+func sameOrigin(r *http.Request, origin string) bool {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return r.Host != "" && normOrigin(origin) == scheme+"://"+strings.ToLower(strings.TrimSpace(r.Host))
+}
+
+// Guard returns h behind the same checks as the API (Host, Origin,
+// Content-Type, OPTIONS), for the other handlers of the listener: the web
+// console's assets and the metrics.
+func (g *Gateway) Guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.admit(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // options answers OPTIONS on a known path: the methods it allows and, for

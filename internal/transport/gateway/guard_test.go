@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"mime"
 	"net"
 	"net/http"
@@ -72,7 +73,7 @@ func FuzzGuard(f *testing.F) {
 		if host != "" && h != "localhost" && net.ParseIP(h) == nil && h != "db.internal" {
 			t.Fatalf("admitted Host %q", host)
 		}
-		if origin != "" && normOrigin(origin) != "https://app.example" {
+		if origin != "" && normOrigin(origin) != "https://app.example" && normOrigin(origin) != "http://"+strings.ToLower(host) {
 			t.Fatalf("admitted Origin %q", origin)
 		}
 		if origin == "" && (fetchSite == "cross-site" || fetchSite == "same-site") {
@@ -92,6 +93,50 @@ func FuzzGuard(f *testing.F) {
 			t.Fatalf("admitted %s on %s (serves %v)", method, path, ms)
 		}
 	})
+}
+
+// TestGuardSameOrigin: a request whose Origin is its own (the
+// connection's scheme and the Host) is admitted without being listed;
+// another port, scheme or host is not, nor is a Host that fails the Host
+// check whatever the Origin says.
+func TestGuardSameOrigin(t *testing.T) {
+	g := guardGateway(t)
+	for _, c := range []struct {
+		name, host, origin string
+		tls                bool
+		want               int // 0: admitted
+	}{
+		{"same origin", "127.0.0.1:8080", "http://127.0.0.1:8080", false, 0},
+		{"same origin, localhost", "localhost:8080", "http://LOCALHOST:8080/", false, 0},
+		{"same origin over TLS", "db.internal:8443", "https://db.internal:8443", true, 0},
+		{"same origin, IPv6", "[::1]:8080", "http://[::1]:8080", false, 0},
+		{"configured origin", "127.0.0.1:8080", "https://app.example", false, 0},
+		{"other port", "127.0.0.1:8080", "http://127.0.0.1:8081", false, http.StatusForbidden},
+		{"other scheme", "127.0.0.1:8080", "https://127.0.0.1:8080", false, http.StatusForbidden},
+		{"other scheme over TLS", "127.0.0.1:8443", "http://127.0.0.1:8443", true, http.StatusForbidden},
+		{"other host", "127.0.0.1:8080", "http://localhost:8080", false, http.StatusForbidden},
+		{"rebound name", "evil.example:8080", "http://evil.example:8080", false, http.StatusMisdirectedRequest},
+		{"null origin", "127.0.0.1:8080", "null", false, http.StatusForbidden},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/schema:apply", strings.NewReader("{}"))
+		r.Host = c.host
+		r.Header.Set("Origin", c.origin)
+		r.Header.Set("Content-Type", contentTypeJSON)
+		r.TLS = nil
+		if c.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		w := httptest.NewRecorder()
+		admitted := g.admit(w, r)
+		switch {
+		case c.want == 0 && !admitted:
+			t.Errorf("%s: Host %q, Origin %q refused with %d: %s", c.name, c.host, c.origin, w.Code, w.Body)
+		case c.want != 0 && admitted:
+			t.Errorf("%s: Host %q, Origin %q admitted", c.name, c.host, c.origin)
+		case c.want != 0 && w.Code != c.want:
+			t.Errorf("%s: refused with %d, want %d", c.name, w.Code, c.want)
+		}
+	}
 }
 
 // validMethod reports whether m is an HTTP token, as net/http requires.

@@ -545,7 +545,13 @@ class GetSchemaResponse(_message.Message):
     DESCRIPTORS_FIELD_NUMBER: _builtins.int
     WRITE_LIMITS_FIELD_NUMBER: _builtins.int
     KEY_SCOPE_FIELD_NUMBER: _builtins.int
+    KEY_ROLE_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    key_role: _builtins.str
+    """The role of the caller's API key: "read", "write", "schema" or
+    "admin". Empty without keys. A client such as the web console shows
+    only the actions the role allows; the server checks them regardless.
+    """
     @_builtins.property
     def files(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -578,10 +584,11 @@ class GetSchemaResponse(_message.Message):
         descriptors: _descriptor_pb2.FileDescriptorSet | None = ...,
         write_limits: Global___WriteLimits | None = ...,
         key_scope: _abc.Iterable[_builtins.str] | None = ...,
+        key_role: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "write_limits", b"write_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "key_scope", b"key_scope", "types", b"types", "version", b"version", "write_limits", b"write_limits"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptors", b"descriptors", "files", b"files", "key_role", b"key_role", "key_scope", b"key_scope", "types", b"types", "version", b"version", "write_limits", b"write_limits"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
