@@ -26,8 +26,8 @@ const stepTimeout = 20 * time.Second
 // browser is one headless chromium process. Every tab it opens reports
 // its requests and console messages to the same guard.
 type browser struct {
-	t     *testing.T // the running (sub)test, which a failing step fails
-	root  *testing.T // the test whose cleanup closes the browser and tabs
+	t     *testing.T      // the running (sub)test, which a failing step fails
+	root  *testing.T      // the test whose cleanup closes the browser and tabs
 	ctx   context.Context // the browser's; tabs derive from it
 	guard *guard
 	dir   string // where screenshots go
