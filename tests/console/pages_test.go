@@ -182,3 +182,34 @@ func (tb *tab) changeKeys(typ string) []string {
 		`[...document.querySelectorAll("ol#changes li[data-op]")].filter(li => li.dataset.type === %s).map(li => li.dataset.key)`, js(typ)))
 	return keysText(tb, raw)
 }
+
+// changeOps are the entries of ol#changes of type typ as "OP key".
+func (tb *tab) changeOps(typ string) []string {
+	tb.b.t.Helper()
+	raw := eval[[][2]string](tb, "read the changes", fmt.Sprintf(
+		`[...document.querySelectorAll("ol#changes li[data-op]")].filter(li => li.dataset.type === %s).map(li => [li.dataset.op, li.dataset.key])`, js(typ)))
+	out := make([]string, len(raw))
+	for i, r := range raw {
+		out[i] = r[0] + " " + keysText(tb, []string{r[1]})[0]
+	}
+	return out
+}
+
+// page clicks #next-page or #prev-page once the rows it pages through
+// have loaded (the buttons are disabled while a page loads).
+func (tb *tab) page(button string) {
+	tb.b.t.Helper()
+	tb.do("click "+button, chromedp.WaitEnabled(button), chromedp.Click(button))
+}
+
+// unnamedControls lists the visible form controls and buttons that a
+// screen reader could not name: no label, no aria-label(ledby), and for a
+// button no text.
+func (tb *tab) unnamedControls() []string {
+	tb.b.t.Helper()
+	return eval[[]string](tb, "look for unnamed controls", `[...document.querySelectorAll("input, select, textarea, button")]
+		.filter(el => el.getClientRects().length > 0 && el.type !== "hidden")
+		.filter(el => !(el.labels && el.labels.length) && !el.getAttribute("aria-label") && !el.getAttribute("aria-labelledby") &&
+			!(el.tagName === "BUTTON" && el.textContent.trim()))
+		.map(el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : ""))`)
+}
