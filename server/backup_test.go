@@ -2,13 +2,18 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -220,5 +225,70 @@ func TestBackupKeepsVersions(t *testing.T) {
 	_, later := getVersions(t, rs, 3)
 	if later[0] <= slices.Max(before) || later[0] <= m.GetPosition() {
 		t.Fatalf("a write after the restore: version %d, want above %v and the backup's position %d", later[0], before, m.GetPosition())
+	}
+}
+
+// protobase_backups_in_progress counts a Backup call while it streams the
+// copy, and drops back once the call ends.
+func TestBackupsInProgressMetric(t *testing.T) {
+	ts := startServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	// A copy larger than gRPC's flow-control windows (16 MiB at most per
+	// stream) cannot be sent while the client reads nothing: the call is
+	// still running when the metric is read.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for b := range 4 {
+		var recs []*anypb.Any
+		for i := range 6 {
+			blob := make([]byte, 768<<10)
+			for j := range blob {
+				blob[j] = byte(rnd.Uint32())
+			}
+			recs = append(recs, ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "e%d", "name": %q}`,
+				b*10+i+1, b*10+i+1, base64.StdEncoding.EncodeToString(blob))))
+		}
+		ts.MustWrite(pb.WriteOp_WRITE_OP_INSERT, recs)
+	}
+	url := "http://" + ts.Srv.MetricsAddr() + "/metrics"
+	running := func() float64 {
+		t.Helper()
+		v, ok := metricValue(scrape(t, url), "protobase_backups_in_progress", nil)
+		if !ok {
+			t.Fatal("no protobase_backups_in_progress")
+		}
+		return v
+	}
+	if v := running(); v != 0 {
+		t.Fatalf("before a backup: %v in progress", v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := ts.C.API().Backup(ctx, &pb.BackupRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if v := running(); v != 1 {
+		t.Fatalf("during a backup: %v in progress, want 1", v)
+	}
+	total := 0
+	for {
+		c, err := st.Recv()
+		if err != nil {
+			break
+		}
+		total += proto.Size(c)
+	}
+	if total < 20<<20 {
+		t.Fatalf("the backup is %d bytes: too small to keep its call blocked on flow control", total)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for running() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the backup still counts as in progress after its stream ended")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -143,6 +143,13 @@ func registerEngineMetrics(reg *prometheus.Registry, eng *engine.Engine) {
 	}
 }
 
+// registerBackupMetrics exports the backups being taken (Backup calls
+// copying the store), which the web console's health page shows.
+func registerBackupMetrics(reg *prometheus.Registry, running func() int64) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "protobase_backups_in_progress",
+		Help: "Backups being taken: Backup calls copying the store."}, func() float64 { return float64(running()) }))
+}
+
 // registerNATSMetrics exports the NATS service's counters (a server with
 // NATS on registers them at start-up, before the service runs).
 func registerNATSMetrics(reg *prometheus.Registry, st *natstransport.Stats) {

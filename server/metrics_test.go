@@ -77,6 +77,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		{"protobase_storage_disk_full", nil, eq(0), "0"},
 		{"protobase_storage_disk_full_refused_total", nil, eq(0), "0"},
 		{"protobase_index_builds", nil, eq(0), "0"},
+		{"protobase_backups_in_progress", nil, eq(0), "0"},
 		{"protobase_watches", nil, eq(1), "1"},
 		{"protobase_watch_changes_total", nil, eq(110), "110"},
 	} {

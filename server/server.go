@@ -341,6 +341,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		BackupScratch: backupScratch(cfg), Watches: s.watches})
 
 	m.register(eng, st)
+	registerBackupMetrics(m.reg, s.svc.BackupsRunning)
 	registerReceiveMetrics(m.reg, s.recv)
 	s.registerTLSMetrics(m.reg)
 	if cfg.NATS || cfg.NATSURL != "" {

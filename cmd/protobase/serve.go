@@ -217,7 +217,9 @@ serving the gRPC API on --grpc-addr and, when --metrics-addr is set,
 Prometheus metrics at http://METRICS-ADDR/metrics.
 
 --http-addr also serves the API as REST/JSON (HTTP/1.1 and HTTP/2 on one
-port), with its OpenAPI description at /openapi.json.
+port), with its OpenAPI description at /openapi.json, the web console at
+/console/ (types, records, changes and health in a browser, on the REST
+API with the user's key; docs/console.md) and the metrics at /metrics.
 --nats runs an embedded NATS server on --nats-addr, or --nats-url joins an
 external one, and serves the API as NATS request-reply on the subjects
 PREFIX.schema.get, .schema.apply, .insert, .update, .upsert, .remove,
@@ -305,7 +307,7 @@ func (o *serveOptions) addListenerFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.data, "data", "./protobase-data", "data directory")
 	f.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address, host:port (port 0 picks a free port)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "Prometheus metrics listen address, host:port (empty: no metrics)")
-	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and HTTP/2 (h2c, or over TLS with --tls-cert) (empty: no REST)")
+	f.StringVar(&o.httpAddr, "http-addr", "", "REST/JSON listen address, host:port, HTTP/1.1 and HTTP/2 (h2c, or over TLS with --tls-cert), also serving the web console at /console/ (empty: no REST)")
 	f.BoolVar(&o.nats, "nats", false, "run an embedded NATS server on --nats-addr and serve the NATS API on it")
 	f.StringVar(&o.natsAddr, "nats-addr", "127.0.0.1:4222", "embedded NATS server listen address, host:port (port 0 picks a free port); with --nats")
 	f.StringVar(&o.natsURL, "nats-url", "", "serve the NATS API on this external NATS server, e.g. nats://host:4222 (exclusive with --nats)")

@@ -38,6 +38,8 @@ func (s *Service) Backup(_ *pb.BackupRequest, st grpc.ServerStreamingServer[pb.B
 	if s.opts.BackupScratch == "" {
 		return toStatus(apierror.New(apierror.Unimplemented, "this server cannot take backups"))
 	}
+	s.backups.Add(1)
+	defer s.backups.Add(-1)
 	tmp, err := os.MkdirTemp(s.opts.BackupScratch, BackupScratchPrefix)
 	if err != nil {
 		return toStatus(apierror.Wrap(apierror.Internal, err))

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -56,7 +57,12 @@ type Service struct {
 	// conns are the gRPC server's connections, for what their queued
 	// responses hold (held.go).
 	conns heldConns
+	// backups counts the Backup calls copying the store now.
+	backups atomic.Int64
 }
+
+// BackupsRunning returns how many Backup calls are copying the store.
+func (s *Service) BackupsRunning() int64 { return s.backups.Load() }
 
 var _ pbgrpc.ProtobaseServer = (*Service)(nil)
 
