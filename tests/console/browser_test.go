@@ -23,6 +23,12 @@ import (
 // the test with a screenshot instead of hanging it.
 const stepTimeout = 20 * time.Second
 
+// desktop and phone are the viewports the console is checked at.
+var (
+	desktop = [2]int64{1280, 800}
+	phone   = [2]int64{390, 844}
+)
+
 // browser is one headless chromium process. Every tab it opens reports
 // its requests and console messages to the same guard.
 type browser struct {
@@ -210,10 +216,11 @@ func (b *browser) newTab(name string) *tab {
 	// context: tb.ctx, not a step's.
 	// chromedp enables the network domain when it attaches a tab; enabling
 	// it here again says what the listener depends on.
+	// Every tab starts at the desktop size the screenshots are named for.
 	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		_, err := cdp.Call(ctx, t, network.Enable, network.EnableParams{})
 		return err
-	})); err != nil {
+	}), chromedp.EmulateViewport(desktop[0], desktop[1])); err != nil {
 		b.t.Fatalf("open tab %s: %v", name, err)
 	}
 	return tb

@@ -540,7 +540,7 @@ func testViewports(t *testing.T, s *session) {
 		{"health", "#/health", "[data-metric=write-rate]"},
 	}
 	signin := s.b.newTab("signin")
-	for _, size := range [][2]int64{{1280, 800}, {390, 844}} {
+	for _, size := range [][2]int64{desktop, phone} {
 		suffix := fmt.Sprintf("-%dx%d", size[0], size[1])
 		signin.do("viewport", chromedp.EmulateViewport(size[0], size[1]))
 		signin.open(s.e)
@@ -558,7 +558,7 @@ func testViewports(t *testing.T, s *session) {
 			if w > int(size[0]) {
 				t.Errorf("%s at %dx%d is %d px wide", p.name, size[0], size[1], w)
 			}
-			if size[0] == 1280 {
+			if size == desktop {
 				if bare := s.admin.unnamedControls(); len(bare) > 0 {
 					t.Errorf("%s: controls without a label or name: %q", p.name, bare)
 				}
