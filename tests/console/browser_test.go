@@ -261,7 +261,7 @@ func (tb *tab) failed(step string, err error) {
 		return
 	}
 	tb.b.t.Helper()
-	shot := tb.saveScreenshot("failed-" + tb.name + "-" + slug(step))
+	shot := tb.saveScreenshot("failed-" + slug(tb.name+"-"+step))
 	tb.b.t.Fatalf("%s: %s: %v (screenshot %s)", tb.name, step, redact(err.Error(), tb.b.guard.secrets), shot)
 }
 
