@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -114,6 +115,8 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 			return nil // built, failed or dropped while this server waited
 		}
 	}
+	progress := e.trackBuild(typeID, indexID)
+	defer e.untrackBuild(progress)
 	after, found, err := e.st.Get(ck, nil) // last record key indexed
 	if err != nil {
 		return fmt.Errorf("read index build checkpoint: %w", err)
@@ -131,6 +134,7 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 			return nil //nolint:nilerr // shutting down is not a failure: the build resumes on the next Open
 		}
 		done, conflict, err := e.buildStep(typeID, indexID, &after, &n)
+		progress.n.Store(n)
 		if errors.Is(err, store.ErrDiskFull) {
 			e.waitForDisk(typeID, indexID, &waiting)
 			continue
@@ -444,4 +448,38 @@ func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string
 	e.cat.Store(ncat)
 	e.writeMu.Unlock()
 	return b.Wait()
+}
+
+// buildProgress is what GetSchema reports of a build running here: the
+// records it has indexed (Index.records_indexed).
+type buildProgress struct {
+	key string // type and index names, as GetSchema finds them
+	n   atomic.Uint64
+}
+
+func buildKey(typ, idx string) string { return typ + "\x00" + idx }
+
+func (e *Engine) trackBuild(typeID, indexID uint32) *buildProgress {
+	p := &buildProgress{key: buildKey(e.indexNames(typeID, indexID))}
+	e.builds.Store(p.key, p)
+	return p
+}
+
+// untrackBuild forgets p, unless a later build of an index of the same
+// name (dropped and added again) replaced it already.
+func (e *Engine) untrackBuild(p *buildProgress) { e.builds.CompareAndDelete(p.key, p) }
+
+// describeBuilds sets records_indexed on the indexes of types that a build
+// running here is indexing.
+func (e *Engine) describeBuilds(types []*pb.RecordType) {
+	for _, t := range types {
+		for _, ix := range t.Indexes {
+			if ix.State != pb.IndexState_INDEX_STATE_BUILDING {
+				continue
+			}
+			if p, ok := e.builds.Load(buildKey(t.Name, ix.Name)); ok {
+				ix.RecordsIndexed = p.(*buildProgress).n.Load()
+			}
+		}
+	}
 }

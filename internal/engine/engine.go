@@ -185,6 +185,10 @@ type Engine struct {
 	// schemaMu serializes schema changes and index-state transitions.
 	schemaMu sync.Mutex
 
+	// builds holds the progress of the index builds running here, by
+	// type and index name (*buildProgress; build.go).
+	builds sync.Map
+
 	// writeMu guards the check-then-apply step of writes, index build
 	// chunks, schema commits and API key changes, and the commit
 	// sequence. The change log's writer calls (changelog.Log's Put and

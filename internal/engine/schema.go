@@ -219,10 +219,12 @@ func (e *Engine) GetSchema(context.Context) (*pb.GetSchemaResponse, error) {
 	for k, v := range s.Compiled.Files {
 		files[k] = v
 	}
+	types := s.Describe()
+	e.describeBuilds(types)
 	return &pb.GetSchemaResponse{
 		Files:       files,
 		Version:     s.Version,
-		Types:       s.Describe(),
+		Types:       types,
 		Descriptors: s.FileDescriptorSet(),
 		WriteLimits: &pb.WriteLimits{
 			MaxBatchRecords: uint64(e.opts.MaxRecordsPerBatch),

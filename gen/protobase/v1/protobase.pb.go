@@ -1185,10 +1185,15 @@ type Index struct {
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// An aggregate index (RecordOptions.aggregate): fields are its group_by,
 	// sum its summed fields; it keeps a count and sums per group.
-	Aggregate     bool     `protobuf:"varint,6,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
-	Sum           []string `protobuf:"bytes,7,rep,name=sum,proto3" json:"sum,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Aggregate bool     `protobuf:"varint,6,opt,name=aggregate,proto3" json:"aggregate,omitempty"`
+	Sum       []string `protobuf:"bytes,7,rep,name=sum,proto3" json:"sum,omitempty"`
+	// While state is INDEX_STATE_BUILDING: the records the build running on
+	// the answering server has indexed so far, since it started or resumed.
+	// 0 when it has not begun, or when another server sharing the store
+	// builds the index.
+	RecordsIndexed uint64 `protobuf:"varint,8,opt,name=records_indexed,json=recordsIndexed,proto3" json:"records_indexed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Index) Reset() {
@@ -1268,6 +1273,13 @@ func (x *Index) GetSum() []string {
 		return x.Sum
 	}
 	return nil
+}
+
+func (x *Index) GetRecordsIndexed() uint64 {
+	if x != nil {
+		return x.RecordsIndexed
+	}
+	return 0
 }
 
 // WriteRequest is one batch. Records of different types may share a batch;
@@ -4960,7 +4972,7 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\vprimary_key\x18\x02 \x03(\tR\n" +
 	"primaryKey\x12-\n" +
 	"\aindexes\x18\x03 \x03(\v2\x13.protobase.v1.IndexR\aindexes\x12*\n" +
-	"\x03ttl\x18\x04 \x01(\v2\x18.protobase.v1.TTLOptionsR\x03ttl\"\xc1\x01\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x18.protobase.v1.TTLOptionsR\x03ttl\"\xea\x01\n" +
 	"\x05Index\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06fields\x18\x02 \x03(\tR\x06fields\x12\x16\n" +
@@ -4968,7 +4980,8 @@ const file_protobase_v1_protobase_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x18.protobase.v1.IndexStateR\x05state\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1c\n" +
 	"\taggregate\x18\x06 \x01(\bR\taggregate\x12\x10\n" +
-	"\x03sum\x18\a \x03(\tR\x03sum\"w\n" +
+	"\x03sum\x18\a \x03(\tR\x03sum\x12'\n" +
+	"\x0frecords_indexed\x18\b \x01(\x04R\x0erecordsIndexed\"w\n" +
 	"\fWriteRequest\x12.\n" +
 	"\arecords\x18\x01 \x03(\v2\x14.google.protobuf.AnyR\arecords\x127\n" +
 	"\n" +

@@ -4,7 +4,7 @@
 import { ApiError, request } from "./api.js";
 import { clear, h } from "./dom.js";
 import { buckets, delta, parse, quantile, total } from "./metrics.js";
-import { loadSchema, stateName } from "./schema.js";
+import { buildProgress, loadSchema, stateName } from "./schema.js";
 const everyMs = 2000;
 export function renderHealth(page) {
     const { main } = page;
@@ -99,7 +99,7 @@ async function showBuilds(list, signal) {
     for (const t of schema.types ?? []) {
         for (const ix of t.indexes ?? []) {
             if (stateName(ix.state) === "BUILDING") {
-                list.append(h("li", { "data-type": t.name, "data-index": ix.name }, t.name + "." + ix.name + " (" + (ix.fields ?? []).join(", ") + "): building"));
+                list.append(h("li", { "data-type": t.name, "data-index": ix.name }, t.name + "." + ix.name + " (" + (ix.fields ?? []).join(", ") + "): " + buildProgress(ix)));
             }
         }
     }

@@ -133,3 +133,8 @@ export function template(s, typeName) {
 export function stateName(state) {
     return (state ?? "INDEX_STATE_UNSPECIFIED").replace(/^INDEX_STATE_/, "");
 }
+// buildProgress is the progress of an index build as text: the records
+// indexed so far, of the type's count when it is known.
+export function buildProgress(ix, count) {
+    return "building: " + (ix.recordsIndexed ?? "0") + (count !== undefined ? " of " + count : "") + " records indexed";
+}

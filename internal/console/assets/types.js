@@ -3,7 +3,7 @@
 // a schema change planned (dry run) before it is applied.
 import { ApiError, call } from "./api.js";
 import { append, clear, field, h, setStatus } from "./dom.js";
-import { fieldType, loadSchema, mayChangeSchema, message, stateName } from "./schema.js";
+import { buildProgress, fieldType, loadSchema, mayChangeSchema, message, stateName } from "./schema.js";
 export async function renderTypes(page) {
     const s = await loadSchema({ signal: page.signal });
     const { main } = page;
@@ -27,7 +27,15 @@ function typeRow(s, t, signal) {
         indexes.append(h("span", { class: "muted" }, "none"));
     }
     const count = h("td", { class: "count num" }, "…");
-    void countRecords(t.name, signal).then((n) => { count.textContent = n; }, (e) => { count.textContent = e instanceof ApiError ? e.code : "?"; });
+    void countRecords(t.name, signal).then((n) => {
+        count.textContent = n;
+        for (const ix of t.indexes ?? []) {
+            const badge = indexes.querySelector(`span.index[data-index="${CSS.escape(ix.name)}"] .badge`);
+            if (badge && stateName(ix.state) === "BUILDING") {
+                badge.textContent = buildProgress(ix, n);
+            }
+        }
+    }, (e) => { count.textContent = e instanceof ApiError ? e.code : "?"; });
     return h("tr", { "data-type": t.name }, h("th", { scope: "row" }, h("a", { href: "#/records/" + t.name }, t.name)), h("td", { class: "fields" }, fields), h("td", { class: "pk" }, (t.primaryKey ?? []).join(", ")), indexes, count);
 }
 function indexBadge(ix) {
@@ -39,7 +47,7 @@ function indexBadge(ix) {
     if (ix.aggregate) {
         text += " aggregate" + (ix.sum?.length ? " sum " + ix.sum.join(", ") : "");
     }
-    const progress = state === "BUILDING" ? "building: existing records are being indexed" :
+    const progress = state === "BUILDING" ? buildProgress(ix) :
         state === "FAILED" ? "failed: " + (ix.error ?? "") : state.toLowerCase();
     return h("span", { class: "index state-" + state.toLowerCase(), "data-index": ix.name, "data-state": state }, text, " ", h("span", { class: "badge" }, progress));
 }

@@ -7,7 +7,7 @@ import { clear, h } from "./dom.js";
 import type { Page } from "./main.js";
 import { buckets, delta, parse, quantile, total } from "./metrics.js";
 import type { Buckets, Samples } from "./metrics.js";
-import { loadSchema, stateName } from "./schema.js";
+import { buildProgress, loadSchema, stateName } from "./schema.js";
 
 const everyMs = 2000;
 
@@ -133,7 +133,8 @@ async function showBuilds(list: HTMLElement, signal: AbortSignal): Promise<void>
   for (const t of schema.types ?? []) {
     for (const ix of t.indexes ?? []) {
       if (stateName(ix.state) === "BUILDING") {
-        list.append(h("li", { "data-type": t.name, "data-index": ix.name }, t.name + "." + ix.name + " (" + (ix.fields ?? []).join(", ") + "): building"));
+        list.append(h("li", { "data-type": t.name, "data-index": ix.name },
+          t.name + "." + ix.name + " (" + (ix.fields ?? []).join(", ") + "): " + buildProgress(ix)));
       }
     }
   }

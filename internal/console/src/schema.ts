@@ -12,6 +12,7 @@ export interface IndexInfo {
   error?: string;
   aggregate?: boolean;
   sum?: string[];
+  recordsIndexed?: string;
 }
 
 export interface RecordType {
@@ -197,4 +198,10 @@ export function template(s: Schema, typeName: string): Record<string, unknown> {
 
 export function stateName(state: string | undefined): string {
   return (state ?? "INDEX_STATE_UNSPECIFIED").replace(/^INDEX_STATE_/, "");
+}
+
+// buildProgress is the progress of an index build as text: the records
+// indexed so far, of the type's count when it is known.
+export function buildProgress(ix: IndexInfo, count?: string): string {
+  return "building: " + (ix.recordsIndexed ?? "0") + (count !== undefined ? " of " + count : "") + " records indexed";
 }

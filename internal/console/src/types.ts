@@ -5,7 +5,7 @@
 import { ApiError, call } from "./api.js";
 import { append, clear, field, h, setStatus } from "./dom.js";
 import type { Page } from "./main.js";
-import { fieldType, loadSchema, mayChangeSchema, message, stateName } from "./schema.js";
+import { buildProgress, fieldType, loadSchema, mayChangeSchema, message, stateName } from "./schema.js";
 import type { IndexInfo, RecordType, Schema } from "./schema.js";
 
 export async function renderTypes(page: Page): Promise<void> {
@@ -43,8 +43,15 @@ function typeRow(s: Schema, t: RecordType, signal: AbortSignal): HTMLTableRowEle
     indexes.append(h("span", { class: "muted" }, "none"));
   }
   const count = h("td", { class: "count num" }, "…");
-  void countRecords(t.name, signal).then((n) => { count.textContent = n; },
-    (e: unknown) => { count.textContent = e instanceof ApiError ? e.code : "?"; });
+  void countRecords(t.name, signal).then((n) => {
+    count.textContent = n;
+    for (const ix of t.indexes ?? []) {
+      const badge = indexes.querySelector<HTMLElement>(`span.index[data-index="${CSS.escape(ix.name)}"] .badge`);
+      if (badge && stateName(ix.state) === "BUILDING") {
+        badge.textContent = buildProgress(ix, n);
+      }
+    }
+  }, (e: unknown) => { count.textContent = e instanceof ApiError ? e.code : "?"; });
   return h("tr", { "data-type": t.name },
     h("th", { scope: "row" }, h("a", { href: "#/records/" + t.name }, t.name)),
     h("td", { class: "fields" }, fields),
@@ -62,7 +69,7 @@ function indexBadge(ix: IndexInfo): HTMLElement {
   if (ix.aggregate) {
     text += " aggregate" + (ix.sum?.length ? " sum " + ix.sum.join(", ") : "");
   }
-  const progress = state === "BUILDING" ? "building: existing records are being indexed" :
+  const progress = state === "BUILDING" ? buildProgress(ix) :
     state === "FAILED" ? "failed: " + (ix.error ?? "") : state.toLowerCase();
   return h("span", { class: "index state-" + state.toLowerCase(), "data-index": ix.name, "data-state": state },
     text, " ", h("span", { class: "badge" }, progress));

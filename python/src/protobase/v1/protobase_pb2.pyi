@@ -672,6 +672,7 @@ class Index(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     AGGREGATE_FIELD_NUMBER: _builtins.int
     SUM_FIELD_NUMBER: _builtins.int
+    RECORDS_INDEXED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     unique: _builtins.bool
     state: Global___IndexState.ValueType
@@ -680,6 +681,12 @@ class Index(_message.Message):
     aggregate: _builtins.bool
     """An aggregate index (RecordOptions.aggregate): fields are its group_by,
     sum its summed fields; it keeps a count and sums per group.
+    """
+    records_indexed: _builtins.int
+    """While state is INDEX_STATE_BUILDING: the records the build running on
+    the answering server has indexed so far, since it started or resumed.
+    0 when it has not begun, or when another server sharing the store
+    builds the index.
     """
     @_builtins.property
     def fields(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -695,10 +702,11 @@ class Index(_message.Message):
         error: _builtins.str = ...,
         aggregate: _builtins.bool = ...,
         sum: _abc.Iterable[_builtins.str] | None = ...,
+        records_indexed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "error", b"error", "fields", b"fields", "name", b"name", "state", b"state", "sum", b"sum", "unique", b"unique"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregate", b"aggregate", "error", b"error", "fields", b"fields", "name", b"name", "records_indexed", b"records_indexed", "state", b"state", "sum", b"sum", "unique", b"unique"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
