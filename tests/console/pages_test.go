@@ -59,7 +59,7 @@ func (tb *tab) text(sel string) string {
 	return eval[string](tb, "read "+sel, fmt.Sprintf(`(document.querySelector(%s)?.textContent ?? "").trim()`, js(sel)))
 }
 
-// visible reports whether an element sel matches is shown and enabled.
+// usable reports whether an element sel matches is shown and enabled.
 func (tb *tab) usable(sel string) bool {
 	tb.b.t.Helper()
 	return eval[bool](tb, "look for "+sel, fmt.Sprintf(`(() => {
@@ -157,15 +157,15 @@ func (tb *tab) recordJSON() map[string]any {
 	return m
 }
 
-// selectOption picks the option of value in a select (for a multiple
-// select, adds it) and tells the page, as a user choosing it would.
-func (tb *tab) selectOption(sel, value string) {
+// choose selects the option of value in a select, and in a multiple
+// select that option alone, and tells the page, as a user choosing it
+// would.
+func (tb *tab) choose(sel, value string) {
 	tb.b.t.Helper()
 	ok := eval[bool](tb, "choose "+value+" in "+sel, fmt.Sprintf(`(() => {
 		const s = document.querySelector(%s);
-		const o = s && [...s.options].find(o => o.value === %s);
-		if (!o) return false;
-		o.selected = true;
+		if (!s || ![...s.options].some(o => o.value === %s)) return false;
+		for (const o of s.options) o.selected = o.value === %[2]s;
 		s.dispatchEvent(new Event("input", {bubbles: true}));
 		s.dispatchEvent(new Event("change", {bubbles: true}));
 		return true;
