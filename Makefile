@@ -186,8 +186,8 @@ robustness: ## run tests/robustness on seeds from the clock (new interleavings e
 	$(GO) test -count=1 -timeout 30m ./tests/robustness/... -seed=clock $(if $(SEEDS),-seeds=$(SEEDS))
 
 .PHONY: test-race
-test-race: ## run every test under the race detector
-	$(GO) test -count=1 -race -timeout 30m ./...
+test-race: chromium ## run every test under the race detector
+	CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -race -timeout 30m ./...
 
 # RACE_PKGS are the packages whose tests run goroutines against each other
 # (the engine's writers, watchers and caches, the stores' feeds, the server
