@@ -69,7 +69,10 @@ function markNav(path) {
         }
     }
 }
-export async function route() {
+// route renders the page of the address; moved says the user went there
+// (a link, back or forward), so focus goes to the new page's heading and
+// a screen reader announces it.
+export async function route(moved = false) {
     leave?.abort();
     const ctl = new AbortController();
     leave = ctl;
@@ -124,6 +127,11 @@ export async function route() {
             main.append(h("p", { class: "error", role: "alert" }, "Could not load the page: " + (e instanceof Error ? e.message : String(e))));
         }
     }
+    const heading = main.querySelector("h1");
+    if (moved && heading && !ctl.signal.aborted && !main.contains(document.activeElement)) {
+        heading.tabIndex = -1;
+        heading.focus();
+    }
 }
 // decodeHash returns the route of a hash: "#/record/T/%5B1%5D" is
 // "/record/T/%5B1%5D" (the key stays encoded: it may hold a slash).
@@ -131,5 +139,5 @@ function decodeHash(hash) {
     return hash.replace(/^#/, "");
 }
 setUnauthenticatedHandler((err) => signOut("The server no longer accepts this key: " + err.message));
-window.addEventListener("hashchange", () => void route());
+window.addEventListener("hashchange", () => void route(true));
 void route();

@@ -89,7 +89,10 @@ function markNav(path: string): void {
   }
 }
 
-export async function route(): Promise<void> {
+// route renders the page of the address; moved says the user went there
+// (a link, back or forward), so focus goes to the new page's heading and
+// a screen reader announces it.
+export async function route(moved = false): Promise<void> {
   leave?.abort();
   const ctl = new AbortController();
   leave = ctl;
@@ -136,6 +139,11 @@ export async function route(): Promise<void> {
       main.append(h("p", { class: "error", role: "alert" }, "Could not load the page: " + (e instanceof Error ? e.message : String(e))));
     }
   }
+  const heading = main.querySelector("h1");
+  if (moved && heading && !ctl.signal.aborted && !main.contains(document.activeElement)) {
+    heading.tabIndex = -1;
+    heading.focus();
+  }
 }
 
 // decodeHash returns the route of a hash: "#/record/T/%5B1%5D" is
@@ -145,5 +153,5 @@ function decodeHash(hash: string): string {
 }
 
 setUnauthenticatedHandler((err) => signOut("The server no longer accepts this key: " + err.message));
-window.addEventListener("hashchange", () => void route());
+window.addEventListener("hashchange", () => void route(true));
 void route();

@@ -44,7 +44,7 @@ func TestGuardMethods(t *testing.T) {
 
 // FuzzGuard checks what admit lets through, whatever the headers: never a
 // Host that is a name other than localhost or an allowed one, never an
-// Origin not allowed, never a state-changing request without a JSON
+// Origin neither allowed nor the request's own, never a state-changing request without a JSON
 // content type, never an OPTIONS or a method the path does not serve.
 func FuzzGuard(f *testing.F) {
 	f.Add("POST", "/v1/schema:apply", "evil.example:8080", "http://evil.example", "text/plain", "")
@@ -52,6 +52,8 @@ func FuzzGuard(f *testing.F) {
 	f.Add("GET", "/v1/schema", "[::1]:8080", "https://APP.example/", "", "cross-site")
 	f.Add("DELETE", "/v1/keys/x", "DB.internal", "null", "application/x-ndjson", "same-origin")
 	f.Add("OPTIONS", "/v1/schema", "localhost", "https://app.example", "", "")
+	f.Add("POST", "/v1/query", "127.0.0.1:8080", "http://127.0.0.1:8080", "application/json", "same-origin")
+	f.Add("POST", "/v1/query", "evil.example:8080", "http://evil.example:8080", "application/json", "same-origin")
 	g := guardGateway(f)
 	f.Fuzz(func(t *testing.T, method, path, host, origin, ctype, fetchSite string) {
 		if !validMethod(method) || !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#\x00") {
