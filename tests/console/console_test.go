@@ -52,6 +52,7 @@ func TestConsole(t *testing.T) {
 		{"pause and resume the tail", testPauseResume},
 		{"read-only key", testReadOnly},
 		{"scoped key", testScoped},
+		{"revoked key", testRevoked},
 		{"health", testHealth},
 		{"viewports", testViewports},
 	}
@@ -499,6 +500,9 @@ func testScoped(t *testing.T, s *session) {
 	if src := tb.text("#schema-source"); strings.Contains(src, "Secret") {
 		t.Errorf("#schema-source shows the out-of-scope file: %q", src)
 	}
+	if tb.usable("#schema-plan") || tb.usable("#schema-apply") {
+		t.Error("schema changes are offered to a write key")
+	}
 	tb.screenshot("types-scoped")
 	tb.route("#/records/" + secretType)
 	// The server refuses the type (PERMISSION_DENIED); a console that
@@ -513,6 +517,28 @@ func testScoped(t *testing.T, s *session) {
 		t.Errorf("the page shows a record of %s to a key scoped to %s", secretType, itemType)
 	}
 	tb.screenshot("records-denied")
+}
+
+// testRevoked revokes the key a tab signed in with: the next page the
+// tab asks for takes it back to the sign-in form, and the tab forgets the
+// key.
+func testRevoked(t *testing.T, s *session) {
+	tb := s.b.newTab("revoked")
+	tb.signIn(s.e, revokedKey)
+	tb.route("#/types")
+	tb.do("types", chromedp.WaitVisible(fmt.Sprintf(`table#types tr[data-type=%s]`, js(itemType))))
+	if err := s.e.ts.C.RevokeKey(t.Context(), revokedKey); err != nil {
+		t.Fatal(err)
+	}
+	tb.route("#/records/" + itemType)
+	tb.do("back to sign-in", chromedp.WaitVisible("#key-input"))
+	if tb.usable("#signout") {
+		t.Error("the tab still offers to sign out after its key was revoked")
+	}
+	if k := eval[string](tb, "read the stored key", `sessionStorage.getItem("protobase.key") ?? ""`); k != "" {
+		t.Error("the tab keeps a revoked key in sessionStorage")
+	}
+	tb.screenshot("signin-revoked")
 }
 
 func testHealth(t *testing.T, s *session) {

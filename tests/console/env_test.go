@@ -80,11 +80,12 @@ type env struct {
 }
 
 // Key names: admin may do anything; reader reads every type; scoped
-// writes shop.Item alone.
+// writes shop.Item alone; revoked reads until a scenario revokes it.
 const (
-	adminKey  = "admin"
-	readerKey = "reader"
-	scopedKey = "scoped"
+	adminKey   = "admin"
+	readerKey  = "reader"
+	scopedKey  = "scoped"
+	revokedKey = "revoked"
 )
 
 func startEnv(t *testing.T) *env {
@@ -112,6 +113,7 @@ func startEnv(t *testing.T) *env {
 	}{
 		{readerKey, pb.KeyRole_KEY_ROLE_READ, nil},
 		{scopedKey, pb.KeyRole_KEY_ROLE_WRITE, []string{itemType}},
+		{revokedKey, pb.KeyRole_KEY_ROLE_READ, nil},
 	} {
 		resp, err := c.CreateKey(t.Context(), &pb.CreateKeyRequest{Name: k.name, Role: k.role, Types: k.types})
 		if err != nil {
