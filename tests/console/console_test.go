@@ -70,6 +70,15 @@ func TestConsole(t *testing.T) {
 	if len(s.b.guard.sent("/v1/schema")) == 0 {
 		t.Error("the guard saw no request for /v1/schema: it does not see the console's requests")
 	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "level=") {
+		t.Error("the server logged nothing: the log check sees nothing")
+	}
+	for name, k := range e.keys {
+		if strings.Contains(logs, k) {
+			t.Errorf("the server's log holds the %s key", name)
+		}
+	}
 }
 
 func testSignIn(t *testing.T, s *session) {

@@ -1,9 +1,12 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,6 +80,26 @@ type env struct {
 	ts   *servertest.Server
 	base string // the console's origin, http://127.0.0.1:port
 	keys map[string]string
+	logs *logBuffer // the server's log
+}
+
+// logBuffer keeps what the server logs; the server logs from many
+// goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // Key names: admin may do anything; reader reads every type; scoped
@@ -94,8 +117,12 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Everything the server logs, down to debug and every query as slow,
+	// is kept: no key may appear in it.
+	logs := &logBuffer{}
 	cfg := server.Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Auth: true, AdminKey: admin, NoSync: true}
+		Auth: true, AdminKey: admin, NoSync: true, SlowQuery: time.Nanosecond,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	srv, err := server.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start server: %v", err)
@@ -104,7 +131,7 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{ts: servertest.With(t, srv, cfg, c), base: "http://" + srv.HTTPAddr(), keys: map[string]string{adminKey: admin}}
+	e := &env{ts: servertest.With(t, srv, cfg, c), base: "http://" + srv.HTTPAddr(), keys: map[string]string{adminKey: admin}, logs: logs}
 	e.ts.MustApply(map[string]string{"shop/items.proto": itemsProto, "vault/secrets.proto": secretsProto})
 	for _, k := range []struct {
 		name  string
