@@ -137,20 +137,7 @@ func (g *guard) sent(path string) []request {
 
 func (g *guard) onRequest(ev *network.EventRequestWillBeSent) {
 	raw := ev.Request.URL
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		g.add("request to an unparseable URL %q", raw)
-	case u.Scheme == "data" || u.Scheme == "blob":
-		// In the page's memory: not a network request.
-	case u.Host != g.host || (u.Scheme != "http" && u.Scheme != "https"):
-		g.add("the console requested %s, which is not the server (%s)", raw, g.host)
-	}
-	for _, s := range g.secrets {
-		if strings.Contains(raw, s) || strings.Contains(raw, url.QueryEscape(s)) {
-			g.add("a request URL holds an API key: %s %s", ev.Request.Method, redact(raw, g.secrets))
-		}
-	}
+	g.checkURL(ev.Request.Method, raw)
 	var body strings.Builder
 	for _, e := range ev.Request.PostDataEntries {
 		body.Write(e.Bytes)
@@ -159,6 +146,25 @@ func (g *guard) onRequest(ev *network.EventRequestWillBeSent) {
 	_, auth := ev.Request.Headers["Authorization"]
 	g.requests = append(g.requests, request{Method: ev.Request.Method, URL: raw, Body: body.String(), Authorization: auth})
 	g.mu.Unlock()
+}
+
+// checkURL names a URL of another host than the server's, or one that
+// holds a key.
+func (g *guard) checkURL(method, raw string) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		g.add("request to an unparseable URL %q", redact(raw, g.secrets))
+	case u.Scheme == "data" || u.Scheme == "blob":
+		// In the page's memory: not a network request.
+	case u.Host != g.host || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ws" && u.Scheme != "wss"):
+		g.add("the console requested %s, which is not the server (%s)", redact(raw, g.secrets), g.host)
+	}
+	for _, s := range g.secrets {
+		if strings.Contains(raw, s) || strings.Contains(raw, url.QueryEscape(s)) {
+			g.add("a request URL holds an API key: %s %s", method, redact(raw, g.secrets))
+		}
+	}
 }
 
 func (g *guard) onConsole(ev *runtime.EventConsoleAPICalled) {
@@ -204,6 +210,8 @@ func (b *browser) newTab(name string) *tab {
 		switch ev := ev.(type) {
 		case *network.EventRequestWillBeSent:
 			b.guard.onRequest(ev)
+		case *network.EventWebSocketCreated:
+			b.guard.checkURL("WebSocket", ev.URL)
 		case *runtime.EventConsoleAPICalled:
 			b.guard.onConsole(ev)
 		case *runtime.EventExceptionThrown:

@@ -12,22 +12,22 @@ import (
 )
 
 // TestGuard checks the guard of the console tests on a page that breaks
-// each of its rules: it must name a request to another host, a key in a
-// URL, a key in the console's log and an uncaught exception, and show
-// the key nowhere in what it reports.
+// each of its rules: it must name a request and a WebSocket to another
+// host, a key in a URL, a key in the console's log and an uncaught
+// exception, and show the key nowhere in what it reports.
 func TestGuard(t *testing.T) {
 	const secret = "pb_secret-key-text"
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, `<html><body><p id="done">page</p>
 <img src="http://192.0.2.1/pixel.png"><img src="/pixel.png?k=%s">
-<script>console.log("key", %q); throw new Error("boom");</script></body></html>`, secret, secret)
+<script>console.log("key", %q); new WebSocket("ws://192.0.2.2/feed"); throw new Error("boom");</script></body></html>`, secret, secret)
 	}))
 	defer ts.Close()
 	b := startBrowser(t, ts.Listener.Addr().String(), []string{secret})
 	tb := b.newTab("guarded")
 	tb.do("load", chromedp.Navigate(ts.URL), chromedp.WaitVisible("#done"))
-	want := []string{"192.0.2.1", "request URL holds an API key", "logged an API key", "boom"}
+	want := []string{"192.0.2.1/pixel.png", "ws://192.0.2.2/feed", "request URL holds an API key", "logged an API key", "boom"}
 	deadline := time.Now().Add(stepTimeout)
 	for {
 		b.guard.mu.Lock()
