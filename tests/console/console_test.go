@@ -24,8 +24,9 @@ type session struct {
 	e *env
 	b *browser
 	// admin browses and edits; watch follows the change tail of shop.Item
-	// from the "start the tail" scenario on.
-	admin, watch *tab
+	// from the "start the tail" scenario on, and filtered the changes
+	// that match a filter.
+	admin, watch, filtered *tab
 }
 
 // TestConsole drives the console through a headless chromium, scenario
@@ -329,14 +330,22 @@ func version(t *testing.T, s *session, id int64) uint64 {
 }
 
 func testStartTail(t *testing.T, s *session) {
-	tb := s.b.newTab("watch")
-	s.watch = tb
+	s.watch = startTail(s, "watch", "")
+	s.filtered = startTail(s, "filtered", `name prefix "tail-"`)
+}
+
+// startTail opens the changes page in a new tab and starts a tail of
+// shop.Item with filter.
+func startTail(s *session, name, filter string) *tab {
+	tb := s.b.newTab(name)
 	tb.signIn(s.e, adminKey)
 	tb.route("#/changes")
 	tb.do("changes page", chromedp.WaitVisible("#watch-start"))
 	tb.choose("#watch-types", itemType)
+	tb.fill("#watch-filter", filter)
 	tb.do("start", chromedp.Click("#watch-start"))
 	tb.waitFor("live", `/live/i.test(document.querySelector("#watch-status")?.textContent ?? "")`)
+	return tb
 }
 
 func testEdit(t *testing.T, s *session) {
@@ -458,6 +467,16 @@ func testPauseResume(t *testing.T, s *session) {
 	}
 	if other := w.changeOps(secretType); len(other) > 0 {
 		t.Errorf("the tail of %s shows changes of %s: %q", itemType, secretType, other)
+	}
+	// The filtered tail, never paused, shows the changes whose record
+	// matches its filter: the updates naming items "tail-N" alone.
+	s.filtered.waitFor("the marker", `[...document.querySelectorAll("ol#changes li[data-op]")].some(li => /tail-110/.test(li.textContent))`)
+	got = s.filtered.changeOps(itemType)
+	if len(got) > 1 && got[0] != want[4] {
+		slices.Reverse(got)
+	}
+	if !slices.Equal(got, want[4:]) {
+		t.Errorf("the tail filtered by name shows\n%q\nwant\n%q", got, want[4:])
 	}
 	w.screenshot("changes-resumed")
 }
