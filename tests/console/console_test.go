@@ -546,6 +546,9 @@ func testViewports(t *testing.T, s *session) {
 				if bare := s.admin.unnamedControls(); len(bare) > 0 {
 					t.Errorf("%s: controls without a label or name: %q", p.name, bare)
 				}
+				if low := s.admin.lowContrast(); len(low) > 0 {
+					t.Errorf("%s: text below WCAG AA contrast: %q", p.name, low)
+				}
 			}
 		}
 	}

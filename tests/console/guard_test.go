@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +52,31 @@ func TestGuard(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestPageChecks checks the accessibility checks of the console tests on
+// a page with one fault of each kind beside correct elements.
+func TestPageChecks(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><body style="background:#fff">
+<p id="pale" style="color:#aaa">pale text</p><p id="dark" style="color:#222">dark text</p>
+<h1 id="big" style="color:#888;font-size:32px">large grey</h1>
+<div style="background:#000"><p id="light-on-dark" style="color:#eee">light on dark</p></div>
+<button disabled style="color:#ddd">disabled</button>
+<label>Named <input id="named"></label><input id="bare"><input aria-label="x" id="labelled">
+<button id="empty"></button><button>Text</button></body></html>`)
+	}))
+	defer ts.Close()
+	b := startBrowser(t, ts.Listener.Addr().String(), nil)
+	tb := b.newTab("checks")
+	tb.do("load", chromedp.Navigate(ts.URL), chromedp.WaitVisible("#dark"))
+	low := tb.lowContrast()
+	if len(low) != 1 || !strings.HasPrefix(low[0], "p#pale ") {
+		t.Errorf("low contrast: %q, want p#pale alone (#aaa on white is 2.32:1)", low)
+	}
+	if bare := tb.unnamedControls(); !slices.Equal(bare, []string{"input#bare", "button#empty"}) {
+		t.Errorf("unnamed controls: %q, want input#bare and button#empty", bare)
+	}
+	b.guard.check(t)
 }

@@ -213,3 +213,52 @@ func (tb *tab) unnamedControls() []string {
 			!(el.tagName === "BUTTON" && el.textContent.trim()))
 		.map(el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : ""))`)
 }
+
+// lowContrast lists the visible text of the page whose colour against
+// its background is below WCAG AA: 4.5:1, or 3:1 for large text (24 px,
+// or 18.66 px bold). Text of disabled controls is exempt, as in WCAG.
+func (tb *tab) lowContrast() []string {
+	tb.b.t.Helper()
+	return eval[[]string](tb, "measure contrast", `(() => {
+		const rgba = s => (s.match(/[\d.]+/g) || []).map(Number);
+		const lum = ([r, g, b]) => {
+			const c = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+			return 0.2126 * c(r) + 0.7152 * c(g) + 0.0722 * c(b);
+		};
+		// The colour behind el: the nearest opaque background, blended
+		// with the translucent ones above it.
+		const behind = el => {
+			const layers = [];
+			for (let e = el; e; e = e.parentElement) {
+				const c = rgba(getComputedStyle(e).backgroundColor);
+				if (c.length === 4 && c[3] === 0) continue;
+				layers.push(c);
+				if (c.length === 3 || c[3] === 1) break;
+			}
+			let base = [255, 255, 255];
+			for (const c of layers.reverse()) {
+				const a = c.length === 4 ? c[3] : 1;
+				base = base.map((v, i) => v * (1 - a) + c[i] * a);
+			}
+			return base;
+		};
+		const out = [];
+		for (const el of document.querySelectorAll("body *")) {
+			const text = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join("").trim();
+			if (!text || el.getClientRects().length === 0 || el.closest(":disabled")) continue;
+			const st = getComputedStyle(el);
+			if (st.visibility === "hidden" || Number(st.opacity) === 0) continue;
+			const fg = rgba(st.color), bg = behind(el);
+			const a = fg.length === 4 ? fg[3] : 1;
+			const fgOn = fg.slice(0, 3).map((v, i) => v * a + bg[i] * (1 - a));
+			const [hi, lo] = [lum(fgOn), lum(bg)].sort((x, y) => y - x);
+			const ratio = (hi + 0.05) / (lo + 0.05);
+			const size = parseFloat(st.fontSize), bold = Number(st.fontWeight) >= 700;
+			const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+			if (ratio < need) {
+				out.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + " " + JSON.stringify(text.slice(0, 30)) + " " + ratio.toFixed(2) + ":1");
+			}
+		}
+		return out;
+	})()`)
+}
