@@ -549,6 +549,9 @@ func testViewports(t *testing.T, s *session) {
 				if low := s.admin.lowContrast(); len(low) > 0 {
 					t.Errorf("%s: text below WCAG AA contrast: %q", p.name, low)
 				}
+				if keys := s.admin.unreachable(); len(keys) > 0 {
+					t.Errorf("%s: controls out of the keyboard's reach: %q", p.name, keys)
+				}
 			}
 		}
 	}

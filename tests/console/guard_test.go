@@ -65,7 +65,7 @@ func TestPageChecks(t *testing.T) {
 <div style="background:#000"><p id="light-on-dark" style="color:#eee">light on dark</p></div>
 <button disabled style="color:#ddd">disabled</button>
 <label>Named <input id="named"></label><input id="bare"><input aria-label="x" id="labelled">
-<button id="empty"></button><button>Text</button></body></html>`)
+<button id="empty"></button><button>Text</button><button id="mouse-only" tabindex="-1">Mouse</button></body></html>`)
 	}))
 	defer ts.Close()
 	b := startBrowser(t, ts.Listener.Addr().String(), nil)
@@ -77,6 +77,9 @@ func TestPageChecks(t *testing.T) {
 	}
 	if bare := tb.unnamedControls(); !slices.Equal(bare, []string{"input#bare", "button#empty"}) {
 		t.Errorf("unnamed controls: %q, want input#bare and button#empty", bare)
+	}
+	if keys := tb.unreachable(); !slices.Equal(keys, []string{"button#mouse-only"}) {
+		t.Errorf("out of the tab order: %q, want button#mouse-only", keys)
 	}
 	b.guard.check(t)
 }

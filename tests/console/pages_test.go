@@ -262,3 +262,12 @@ func (tb *tab) lowContrast() []string {
 		return out;
 	})()`)
 }
+
+// unreachable lists the visible, enabled controls and links the keyboard
+// cannot reach: taken out of the tab order with a negative tabindex.
+func (tb *tab) unreachable() []string {
+	tb.b.t.Helper()
+	return eval[[]string](tb, "look for controls out of the tab order", `[...document.querySelectorAll("input, select, textarea, button, a[href]")]
+		.filter(el => el.getClientRects().length > 0 && el.type !== "hidden" && !el.disabled && el.tabIndex < 0)
+		.map(el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : ""))`)
+}
