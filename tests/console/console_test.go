@@ -464,6 +464,10 @@ func testScoped(t *testing.T, s *session) {
 		t.Errorf("the page shows a record of %s to a key scoped to %s", secretType, itemType)
 	}
 	tb.screenshot("records-denied")
+	tb.do("sign out", chromedp.Click("#signout"), chromedp.WaitVisible("#key-input"))
+	if k := eval[string](tb, "read the stored key", `sessionStorage.getItem("protobase.key") ?? ""`); k != "" {
+		t.Error("the tab keeps the key after signing out")
+	}
 }
 
 // testRevoked revokes the key a tab signed in with: the next page the
