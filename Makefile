@@ -71,10 +71,11 @@ cluster: build ## run three etcd members and two servers over them in the foregr
 
 .PHONY: test
 # The docs test (docs/) runs the docs' Python snippets with the package's
-# virtual environment, so it is made first.
-test: python-venv ## vet and run every test, the Python and Node packages' and the console's build check included (what CI runs)
+# virtual environment, so it is made first; the console's browser tests
+# (tests/console) need chromium.
+test: python-venv chromium ## vet and run every test, the Python and Node packages' and the console's build check included (what CI runs)
 	$(GO) vet ./...
-	PROTOBASE_PYTHON=$(PY) $(GO) test -count=1 -timeout 15m ./...
+	PROTOBASE_PYTHON=$(PY) CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) python-test
 	$(MAKE) ts-test
 	$(MAKE) console-check
@@ -185,8 +186,8 @@ robustness: ## run tests/robustness on seeds from the clock (new interleavings e
 	$(GO) test -count=1 -timeout 30m ./tests/robustness/... -seed=clock $(if $(SEEDS),-seeds=$(SEEDS))
 
 .PHONY: test-race
-test-race: ## run every test under the race detector
-	$(GO) test -count=1 -race -timeout 30m ./...
+test-race: chromium ## run every test under the race detector
+	CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -race -timeout 30m ./...
 
 # RACE_PKGS are the packages whose tests run goroutines against each other
 # (the engine's writers, watchers and caches, the stores' feeds, the server
@@ -208,17 +209,25 @@ bench-lab: ## run every lab experiment (protobase-bench all) into LAB_OUT
 bench-lab-quick: ## smoke-run every lab experiment in quick mode (under a minute) into LAB_OUT
 	$(GO) run ./cmd/protobase-bench all --quick --out $(LAB_OUT)
 
+# chromium installs Debian's chromium package with apt-get when CHROMIUM
+# is not on the PATH: the console's browser tests (tests/console) and
+# check-report drive it headless. `make test` makes it first, so CI has it.
+CHROMIUM ?= chromium
+.PHONY: chromium
+chromium: ## install Debian's chromium (apt-get) when CHROMIUM is missing; the browser tests need it
+	@command -v $(CHROMIUM) >/dev/null || { \
+	  echo "chromium: $(CHROMIUM) not found; installing Debian's chromium package with apt-get"; \
+	  apt=apt-get; test "$$(id -u)" = 0 || ! command -v sudo >/dev/null || apt="sudo apt-get"; \
+	  DEBIAN_FRONTEND=noninteractive $$apt install -y chromium || \
+	    { $$apt update && DEBIAN_FRONTEND=noninteractive $$apt install -y chromium; } || { \
+	    echo "chromium: could not install chromium; install it (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 1; }; }
+
 # check-report renders LAB_OUT/report.html (written by bench-lab or
 # bench-lab-quick; a quick run makes one when it is missing) in headless
 # Chromium and checks the DOM it built: every experiment has its section
-# and a non-empty chart. Not part of `make test`: CI has no Chromium.
-CHROMIUM ?= chromium
+# and a non-empty chart.
 .PHONY: check-report
-check-report: ## render LAB_OUT/report.html in headless Chromium; fail if a chart is missing or empty
-	@command -v $(CHROMIUM) >/dev/null || { \
-	  echo "check-report: $(CHROMIUM) not found; installing Debian's chromium package with apt-get"; \
-	  apt-get install -y chromium || { apt-get update && apt-get install -y chromium; } || { \
-	    echo "check-report: could not install chromium; install it (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2; exit 1; }; }
+check-report: chromium ## render LAB_OUT/report.html in headless Chromium; fail if a chart is missing or empty
 	@test -f $(LAB_OUT)/report.html || $(GO) run ./cmd/protobase-bench all --quick --out $(LAB_OUT)
 	@profile=$$(mktemp -d) && trap 'rm -rf "$$profile"' EXIT && \
 	  $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run \

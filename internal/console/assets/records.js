@@ -34,7 +34,9 @@ export async function renderRecords(page, typeName) {
     let at = 0;
     const load = async () => {
         const req = {
-            query: { type: typeName, filter: filter.value.trim(), versions: true, order: order.value ? { index: order.value } : undefined },
+            // An empty index asks for primary-key order: without an order the
+            // server may answer in the order of an index the filter uses.
+            query: { type: typeName, filter: filter.value.trim(), versions: true, order: { index: order.value } },
             pageSize,
             pageToken: tokens[at] ?? "",
         };
