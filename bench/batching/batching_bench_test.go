@@ -104,6 +104,8 @@ func processCPU(b *testing.B) time.Duration {
 // With $PROTOBASE_BENCH_DIR set, the store is kept in a directory of its
 // own there and reused by later runs over as many records, which skip the
 // load (delete it when done); otherwise it is a temporary one.
+// $PROTOBASE_BENCH_RECORD_CACHE_BYTES sets the server's record cache
+// (server.Config.RecordCacheBytes; default: the server's).
 func BenchmarkLookupLarge(b *testing.B) {
 	records := 100000
 	if v := os.Getenv("PROTOBASE_BENCH_RECORDS"); v != "" {
@@ -173,7 +175,15 @@ func largeTarget(b *testing.B, records int) (*bench.Target, string) {
 			b.Fatal(err)
 		}
 	}
-	srv, err := server.Start(b.Context(), server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", Lab: true})
+	cfg := server.Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", Lab: true}
+	if v := os.Getenv("PROTOBASE_BENCH_RECORD_CACHE_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("PROTOBASE_BENCH_RECORD_CACHE_BYTES=%q: want a byte count", v)
+		}
+		cfg.RecordCacheBytes = n
+	}
+	srv, err := server.Start(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
