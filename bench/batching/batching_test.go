@@ -15,7 +15,8 @@ import (
 // The quick run measures every configuration, and its lookup rows are
 // real lookups: the server made exactly one point lookup, and ran one
 // query, per lookup query the client had answered, read one record for
-// each, and counted none of the transport rows' echoes.
+// each, and counted none of the transport rows' echoes. Every record was
+// read once before the runs.
 func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and measures")
@@ -41,6 +42,13 @@ func TestQuickRunLooksUpEveryQuery(t *testing.T) {
 	}
 	if st.Records != uint64(b.Records) {
 		t.Fatalf("server wrote %d records, %d loaded", st.Records, b.Records)
+	}
+	// Every record was read once before the runs, and the notes say so.
+	if b.warmed < b.Records {
+		t.Errorf("%d records read before the runs, %d loaded", b.warmed, b.Records)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "every record was read once") }) {
+		t.Errorf("no note on the records read before the runs in %q", res.Notes)
 	}
 	// The embedded server's store was compacted after the load, and the
 	// notes say so.
