@@ -146,6 +146,11 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 // named more than once is read once, its value shared, and counted once
 // per naming, as the response repeats it.
 type getRun struct {
+	// lone holds vals and skipped of a request of one key.
+	lone struct {
+		val     [1][]byte
+		skipped [1]bool
+	}
 	e       *Engine
 	t       *recType
 	now     instant // a record expired at now reads as missing
@@ -167,7 +172,11 @@ type getRun struct {
 // sstable iterators open between seeks, where a Get builds them each time).
 func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	e := g.e
-	g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))
+	if len(keys) == 1 {
+		g.vals, g.skipped = g.lone.val[:], g.lone.skipped[:]
+	} else {
+		g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))
+	}
 	if g.versions {
 		g.vers = make([]uint64, len(keys))
 	}
