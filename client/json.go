@@ -89,7 +89,12 @@ func (c *Client) get(ctx context.Context, typeName string, keys []any, versions 
 	if versions {
 		vers = make([]uint64, len(keys))
 	}
-	todo := make([]int, len(keys)) // the keys not answered yet, by index
+	// todo: the keys not answered yet, by index; a lone key's on the stack.
+	var lone [1]int
+	todo := lone[:]
+	if len(keys) != 1 {
+		todo = make([]int, len(keys))
+	}
 	for i := range todo {
 		todo[i] = i
 	}
@@ -117,7 +122,7 @@ func (c *Client) get(ctx context.Context, typeName string, keys []any, versions 
 // records, as the server numbers them).
 func getRequest(typeName string, keys []any, todo []int) (*pb.GetRequest, []int, error) {
 	req := &pb.GetRequest{Type: typeName}
-	var values, records []int
+	var records []int
 	for _, i := range todo {
 		if m, ok := keys[i].(proto.Message); ok {
 			a, err := anyOf(m)
@@ -133,15 +138,35 @@ func getRequest(typeName string, keys []any, todo []int) (*pb.GetRequest, []int,
 			return nil, nil, fmt.Errorf("key %d: %w", i, err)
 		}
 		req.Keys = append(req.Keys, v)
-		values = append(values, i)
 	}
-	return req, append(values, records...), nil
+	if len(records) == 0 {
+		return req, todo, nil // keys only: the request's order is todo's
+	}
+	order := make([]int, 0, len(todo))
+	for _, i := range todo {
+		if _, ok := keys[i].(proto.Message); !ok {
+			order = append(order, i)
+		}
+	}
+	return req, append(order, records...), nil
 }
 
 // placeRecords puts each record of resp at its key's index in out (and
 // its version in vers, when not nil) and returns the indexes of the keys
 // the server left unanswered.
 func placeRecords(resp *pb.GetResponse, order []int, out []*anypb.Any, vers []uint64) (again []int) {
+	if len(resp.Missing) == 0 && len(resp.Unanswered) == 0 {
+		// Every key answered: the records come in request order.
+		for p, i := range order {
+			if p < len(resp.Records) {
+				out[i] = resp.Records[p]
+				if vers != nil && p < len(resp.Versions) {
+					vers[i] = resp.Versions[p]
+				}
+			}
+		}
+		return nil
+	}
 	skip := make(map[uint32]bool, len(resp.Missing)+len(resp.Unanswered))
 	for _, m := range resp.Missing {
 		skip[m] = true

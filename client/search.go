@@ -96,6 +96,8 @@ func newResults(s *Search, id uint64, n int) []Results {
 	return rs
 }
 
+// push queues b's records. The receiver wakes the reader (wake) once it
+// has delivered the whole response.
 func (r *Results) push(b *pb.ResultBatch) {
 	r.mu.Lock()
 	if b.Plan != nil {
@@ -108,9 +110,9 @@ func (r *Results) push(b *pb.ResultBatch) {
 		}
 	}
 	r.mu.Unlock()
-	r.ready.Broadcast()
 }
 
+// end ends the query; the caller wakes the reader (wake).
 func (r *Results) end(count uint64, plan *pb.Plan, err error) {
 	r.mu.Lock()
 	r.ended, r.count, r.err = true, count, err
@@ -118,8 +120,10 @@ func (r *Results) end(count uint64, plan *pb.Plan, err error) {
 		r.plan = plan
 	}
 	r.mu.Unlock()
-	r.ready.Broadcast()
 }
+
+// wake wakes the reader waiting for r, if any.
+func (r *Results) wake() { r.ready.Broadcast() }
 
 // NewSearch opens a Search stream; ctx bounds its life.
 func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
@@ -194,8 +198,13 @@ func (s *Search) failure(err error) error {
 	return asError(err)
 }
 
+// receive delivers every response to its queries. A query's readers are
+// woken once the whole response is delivered: a lookup's record and its
+// end come in one response, and a reader woken by the record alone would
+// wait, and be woken, a second time for the end.
 func (s *Search) receive() {
 	defer close(s.done)
+	var woken []*Results
 	for {
 		resp, err := s.stream.Recv()
 		if err != nil {
@@ -208,18 +217,26 @@ func (s *Search) receive() {
 		for _, b := range resp.Results {
 			if r := s.lookup(b.Query); r != nil {
 				r.push(b)
+				woken = append(woken, r)
 			}
 		}
 		for _, d := range resp.Done {
 			if r := s.take(d.Query); r != nil {
 				r.end(d.Count, d.Plan, nil)
+				woken = append(woken, r)
 			}
 		}
 		for _, qe := range resp.Errors {
 			if r := s.take(qe.Query); r != nil {
 				r.end(0, nil, &QueryError{Query: qe.Query, Code: codes.Code(qe.Code), Msg: qe.Message, Field: qe.Field})
+				woken = append(woken, r)
 			}
 		}
+		for i, r := range woken {
+			r.wake()
+			woken[i] = nil
+		}
+		woken = woken[:0]
 	}
 }
 
@@ -249,6 +266,7 @@ func (s *Search) finishAll(err error) {
 	}
 	for id, r := range s.pending {
 		r.end(0, nil, err)
+		r.wake()
 		delete(s.pending, id)
 	}
 }

@@ -22,14 +22,21 @@ type metrics struct {
 	reg     *prometheus.Registry
 	grpc    *grpcprom.ServerMetrics
 	queries *prometheus.HistogramVec
-	latency *latency
+	// queryObs are queries' series by call and access path, looked up
+	// once: a label lookup hashes both labels under the vector's lock,
+	// on every Query page.
+	queryObs map[queryLabels]prometheus.Observer
+	latency  *latency
 }
+
+// queryLabels are the labels of a protobase_query_duration_seconds series.
+type queryLabels struct{ call, access string }
 
 // latencyBuckets span a point read (tens of µs) to a long scan (a minute).
 var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 			grpcprom.WithHistogramBuckets(latencyBuckets))),
@@ -38,26 +45,32 @@ func newMetrics() *metrics {
 			Help:    "Time to run a Scan or one Query page, by call and plan access path (pk_point, pk_range, index_range, full_scan).",
 			Buckets: latencyBuckets,
 		}, []string{"call", "access"}),
-		latency: newLatency(),
+		latency:  newLatency(),
+		queryObs: map[queryLabels]prometheus.Observer{},
 	}
-}
-
-// observeQuery is engine.Options.ObserveQuery.
-func (m *metrics) observeQuery(call, access string, took time.Duration) {
-	m.queries.WithLabelValues(call, access).Observe(took.Seconds())
-}
-
-// register adds every series; the storage figures only for a backend
-// that has them (Pebble).
-func (m *metrics) register(eng *engine.Engine, st any) {
 	// Each query histogram a Scan or Query may feed is served from
 	// start-up, at zero, so that an alert's series exists before the
 	// first query.
 	for _, call := range []string{"Scan", "Query"} {
 		for _, a := range searchAccess {
-			m.queries.WithLabelValues(call, a.String())
+			m.queryObs[queryLabels{call, a.String()}] = m.queries.WithLabelValues(call, a.String())
 		}
 	}
+	return m
+}
+
+// observeQuery is engine.Options.ObserveQuery.
+func (m *metrics) observeQuery(call, access string, took time.Duration) {
+	o, ok := m.queryObs[queryLabels{call, access}]
+	if !ok {
+		o = m.queries.WithLabelValues(call, access)
+	}
+	o.Observe(took.Seconds())
+}
+
+// register adds every series; the storage figures only for a backend
+// that has them (Pebble).
+func (m *metrics) register(eng *engine.Engine, st any) {
 	m.reg.MustRegister(m.grpc, m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.latency.collectors()...)
 	registerEngineMetrics(m.reg, eng)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
@@ -152,7 +153,8 @@ func nameOf(b []byte) string {
 }
 
 // Writers and readers race on a few keys; every read, through Search (a
-// chunk's shared iterator and the record cache), Get and Query, must
+// chunk's shared iterator and the record cache), Get, GetRecords and
+// Query, must
 // return the state of a version committed no earlier than the last one
 // visible when the read began: the cache never serves a stale or
 // uncommitted record. The small cache also makes fills evict.
@@ -212,6 +214,23 @@ func raceCache(t *testing.T, te *testEngine) {
 				}
 				got[id] = -1
 				if a != nil {
+					got[id] = recordName(t, a.Value)
+				}
+			}
+			return got, nil
+		},
+		func() ([]int64, error) {
+			// GetRecords of one key at a time: the unary Get's lone key,
+			// which the cache serves.
+			got := make([]int64, keys)
+			for id := range keys {
+				resp, h, err := te.E.GetRecords(ctx, &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(float64(id))}}, 0)
+				if err != nil {
+					return nil, err
+				}
+				h.Release()
+				got[id] = -1
+				for _, a := range resp.Records {
 					got[id] = recordName(t, a.Value)
 				}
 			}

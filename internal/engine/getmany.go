@@ -146,6 +146,11 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 // named more than once is read once, its value shared, and counted once
 // per naming, as the response repeats it.
 type getRun struct {
+	// lone holds vals and skipped of a request of one key.
+	lone struct {
+		val     [1][]byte
+		skipped [1]bool
+	}
 	e       *Engine
 	t       *recType
 	now     instant // a record expired at now reads as missing
@@ -167,12 +172,16 @@ type getRun struct {
 // sstable iterators open between seeks, where a Get builds them each time).
 func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	e := g.e
-	g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))
+	if len(keys) == 1 {
+		g.vals, g.skipped = g.lone.val[:], g.lone.skipped[:]
+	} else {
+		g.vals, g.skipped = make([][]byte, len(keys)), make([]bool, len(keys))
+	}
 	if g.versions {
 		g.vers = make([]uint64, len(keys))
 	}
 	if len(keys) == 1 {
-		val, ver, found, err := e.st.GetVersioned(keys[0], nil)
+		val, ver, found, err := g.point(keys[0])
 		if err != nil {
 			return readError("point read", err)
 		}
@@ -213,6 +222,26 @@ func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 		return storeError(err)
 	}
 	return g.lookups(ctx, it, keys, order)
+}
+
+// point reads a lone key as a Search lookup of one key does: from the
+// record cache when it holds the key, else from the store, offering what
+// it read to the cache. The cache holds no versions: a request for them
+// reads the store.
+func (g *getRun) point(key []byte) (val []byte, ver uint64, found bool, err error) {
+	st, c := g.e.st, g.e.cache
+	if g.versions || c == nil {
+		return st.GetVersioned(key, nil)
+	}
+	if val, hit := c.Get(key, nil); hit {
+		return val, 0, true, nil
+	}
+	gen := c.Gen()
+	val, found, err = st.Get(key, nil)
+	if found && err == nil {
+		c.Fill(key, val, gen)
+	}
+	return val, 0, found, err
 }
 
 // lookups reads the keys in key order (order), each distinct key once.
