@@ -11,8 +11,9 @@
 // does not cover:
 //
 //	decoded (server: the gRPC codec; engine: lookups from request bytes)
-//	  SearchRequest, Query, Expr, Comparison, Value
-//	      DecodeSearchRequest, ReadQuery, ReadOperand: a query other than
+//	  SearchRequest, QueryRequest, Query, Expr, Comparison, Value
+//	      DecodeSearchRequest, DecodeQueryRequest, ReadQuery, ReadOperand:
+//	      a query other than
 //	      one comparison of one scalar operand (order, filter, and/or/not,
 //	      a list, a double or enum operand) is decoded by proto.Unmarshal
 //	  WriteRequest, WriteStreamRequest, google.protobuf.Any

@@ -32,6 +32,11 @@ var decodedPlaces = []placed{
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where")},
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where", "cmp")},
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where", "cmp", "value")},
+	{func() proto.Message { return new(pb.QueryRequest) }, nil},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where", "cmp")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where", "cmp", "value")},
 	{func() proto.Message { return new(pb.WriteRequest) }, nil},
 	{func() proto.Message { return new(pb.WriteRequest) }, names("records")},
 	{func() proto.Message { return new(pb.WriteStreamRequest) }, nil},
@@ -155,6 +160,8 @@ func decodeHand(b []byte, m proto.Message) error {
 	switch m := m.(type) {
 	case *pb.SearchRequest:
 		return DecodeSearchRequest(b, m, nil)
+	case *pb.QueryRequest:
+		return DecodeQueryRequest(b, m)
 	case *pb.WriteRequest:
 		return DecodeWriteRequest(b, m)
 	case *pb.WriteStreamRequest:

@@ -79,6 +79,10 @@ func fuzzDecode(f *testing.F, newMsg func() proto.Message) {
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeHand(t, b, newMsg) })
 }
 
+func FuzzDecodeQueryRequest(f *testing.F) {
+	fuzzDecode(f, func() proto.Message { return new(pb.QueryRequest) })
+}
+
 func FuzzDecodeWriteRequest(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.WriteRequest) })
 }

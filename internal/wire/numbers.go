@@ -38,6 +38,13 @@ const (
 	ValueBytes  protowire.Number = 6
 )
 
+// QueryRequest.
+const (
+	QueryRequestQuery     protowire.Number = 1
+	QueryRequestPageSize  protowire.Number = 2
+	QueryRequestPageToken protowire.Number = 3
+)
+
 // SearchResponse and its parts.
 const (
 	SearchResponseResults protowire.Number = 1

@@ -20,8 +20,8 @@ import (
 )
 
 // Codec is the server's gRPC codec: protobuf, with internal/wire's hand
-// decoders for the messages that arrive by the million (SearchRequest and
-// the write requests) and its hand encoders for the responses sent by the
+// decoders for the messages that arrive by the million (SearchRequest,
+// QueryRequest and the write requests) and its hand encoders for the responses sent by the
 // million (SearchResponse, ScanResponse); each gives what the generated
 // code gives, and hands the shapes it does not cover to it. A
 // grpcbuf.Frame passes through as bytes (Lab.Echo's messages).
@@ -76,6 +76,8 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		err = c.unmarshalSearch(data, req.SearchRequest, &req.s)
 	case *pb.SearchRequest:
 		err = c.unmarshalSearch(data, req, nil)
+	case *pb.QueryRequest:
+		err = unmarshalQuery(data, req)
 	default:
 		err = protoCodec.Unmarshal(data, v)
 	}
@@ -111,6 +113,14 @@ func (c Codec) unmarshalSearch(data mem.BufferSlice, req *pb.SearchRequest, s *w
 	}
 	// The decoder keeps no reference to the bytes: strings are copied.
 	return wire.DecodeSearchQueries(b, req, s, n)
+}
+
+// unmarshalQuery decodes a QueryRequest; the decoder keeps no reference
+// to the bytes, so they are read from a pooled buffer.
+func unmarshalQuery(data mem.BufferSlice, req *pb.QueryRequest) error {
+	buf := data.MaterializeToBuffer(grpcbuf.Pool)
+	defer buf.Free()
+	return wire.DecodeQueryRequest(buf.ReadOnlyData(), req)
 }
 
 // overLimitError is a request the codec refuses for its size, not for its
