@@ -29,18 +29,20 @@ import (
 // round trip costs. While one goroutine receives, the others wait to be
 // woken, and the first of them takes over when it stops.
 //
-// Results are queued per query until read, so queries can be read in any
-// order, or not at all, without stalling the others: one stream carries
-// every query's results interleaved, and a bounded per-query buffer would
-// let one unread query block the delivery of the query being read (a
-// deadlock). Responses that nobody waits for stay in the transport, under
-// HTTP/2 flow control, until a reader or Close receives them; while a
-// Batch is being sent and earlier queries' responses are owed with nobody
-// receiving them, a goroutine receives in the background, so that the
-// server, blocked on sending those, reads the request. The cost is memory:
-// results that arrived and were not read stay queued. For result sets
-// larger than memory, use Scan, whose single consumer gets HTTP/2 flow
-// control.
+// Results are received in the background and queued per query until read
+// whenever responses are owed and no goroutine waits for them: when a
+// reader stops receiving with other queries unfinished, and when a Batch
+// is sent while earlier queries are unfinished. So queries can be read in
+// any order, or not at all, without stalling the others: one stream
+// carries every query's results interleaved, and a bounded per-query
+// buffer would let one unread query block the delivery of the query being
+// read (a deadlock). Nor does the server, which stops reading requests
+// while it cannot send responses, hold responses that nobody reads, and
+// with them its result buffers. Only the queries of the latest Batch wait
+// in the transport until their sender reads them, sends again or closes.
+// The cost is memory: results that arrived and were not read stay
+// queued. For result sets larger than memory, use Scan, whose single
+// consumer gets HTTP/2 flow control.
 type Search struct {
 	stream grpc.BidiStreamingClient[pb.SearchRequest, pb.SearchResponse]
 	cancel context.CancelFunc
@@ -56,7 +58,6 @@ type Search struct {
 	// receiving is the receiver's role: the one goroutine that may call
 	// stream.Recv holds it.
 	receiving bool
-	sending   bool // a Batch is in stream.Send
 	// waiters are the goroutines waiting, without the role, for their
 	// query or for the stream's end, oldest first; the first is woken to
 	// take the role when it falls free.
@@ -182,19 +183,18 @@ func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
 		s.pending[r.id] = r
 		rs[i] = r
 	}
-	s.sending = true
 	if owed {
+		// Earlier queries' responses could fill the flow-control
+		// windows and stop the server reading this request.
 		s.passRole()
 	}
 	s.mu.Unlock()
 	s.next += uint64(len(qs))
-	err := s.stream.Send(&pb.SearchRequest{Queries: qs})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sending = false
-	if err != nil {
+	if err := s.stream.Send(&pb.SearchRequest{Queries: qs}); err != nil {
 		// Send fails with io.EOF when the stream has ended; its status
 		// comes from Recv.
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.await(nil)
 		if s.err != nil {
 			return nil, s.err
@@ -257,27 +257,25 @@ func (s *Search) await(r *Results) {
 }
 
 // passRole gives the free receiver's role to the first waiter, or, when
-// none waits while a Batch is being sent and responses are owed, to a
-// background goroutine: the server stops reading requests while it
-// cannot send responses, so the request would otherwise never be read;
-// s.mu held.
+// none waits and queries are unfinished, to a background goroutine; s.mu
+// held.
 func (s *Search) passRole() {
 	switch {
 	case s.receiving || s.ended:
 	case len(s.waiters) > 0:
 		s.waiters[0].Signal()
-	case s.sending && len(s.pending) > 0:
+	case len(s.pending) > 0:
 		s.receiving = true
-		go s.receiveWhileSending()
+		go s.receiveInBackground()
 	}
 }
 
-// receiveWhileSending receives responses while a Batch is being sent and
-// responses are owed, then gives the role on.
-func (s *Search) receiveWhileSending() {
+// receiveInBackground receives responses while queries are unfinished and
+// nobody waits, then gives the role on.
+func (s *Search) receiveInBackground() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.sending && len(s.pending) > 0 && s.receiveOne() {
+	for len(s.pending) > 0 && len(s.waiters) == 0 && s.receiveOne() {
 	}
 	s.receiving = false
 	s.passRole()
