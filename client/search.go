@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -19,13 +20,29 @@ import (
 // Query or Batch; each returns a Results per query, read concurrently or in
 // any order. Safe for concurrent use.
 //
-// Results are received in the background and queued per query until read,
-// so queries can be read in any order, or not at all, without stalling the
-// others: one stream carries every query's results interleaved, and a
-// bounded per-query buffer would let one unread query block the delivery
-// of the query being read (a deadlock). The cost is memory: results that
-// arrived and were not read stay queued. For result sets larger than
-// memory, use Scan, whose single consumer gets HTTP/2 flow control.
+// A goroutine waiting for a query's results receives the stream's
+// responses itself, when no other goroutine is receiving: it routes each
+// response to its queries and returns once its own query has results. A
+// background goroutine receiving every response would add a hand-off per
+// response (it wakes the waiting caller, which on this kind of machine
+// starts tens to hundreds of microseconds later), as much as a one-key
+// round trip costs. While one goroutine receives, the others wait to be
+// woken, and the first of them takes over when it stops.
+//
+// Results are received in the background and queued per query until read
+// whenever responses are owed and no goroutine waits for them: when a
+// reader stops receiving with other queries unfinished, and when a Batch
+// is sent while earlier queries are unfinished. So queries can be read in
+// any order, or not at all, without stalling the others: one stream
+// carries every query's results interleaved, and a bounded per-query
+// buffer would let one unread query block the delivery of the query being
+// read (a deadlock). Nor does the server, which stops reading requests
+// while it cannot send responses, hold responses that nobody reads, and
+// with them its result buffers. Only the queries of the latest Batch wait
+// in the transport until their sender reads them, sends again or closes.
+// The cost is memory: results that arrived and were not read stay
+// queued. For result sets larger than memory, use Scan, whose single
+// consumer gets HTTP/2 flow control.
 type Search struct {
 	stream grpc.BidiStreamingClient[pb.SearchRequest, pb.SearchResponse]
 	cancel context.CancelFunc
@@ -33,10 +50,18 @@ type Search struct {
 	sendMu sync.Mutex // guards next and stream.Send
 	next   uint64
 
-	mu      sync.Mutex // guards pending and err
+	// mu guards the fields below and the shared fields of every Results.
+	mu      sync.Mutex
 	pending map[uint64]*Results
 	err     error
-	done    chan struct{}
+	ended   bool // Recv returned: every query has ended
+	// receiving is the receiver's role: the one goroutine that may call
+	// stream.Recv holds it.
+	receiving bool
+	// waiters are the goroutines waiting, without the role, for their
+	// query or for the stream's end, oldest first; the first is woken to
+	// take the role when it falls free.
+	waiters []*sync.Cond
 }
 
 // QueryError is the error of one query on a Search stream.
@@ -56,7 +81,8 @@ func (e *QueryError) Error() string {
 func (e *QueryError) GRPCStatus() *status.Status { return status.New(e.Code, e.Msg) }
 
 // Results are the results of one query. Not safe for concurrent use by
-// several readers; the stream's receiver fills it concurrently.
+// several readers; whichever goroutine receives the stream's responses
+// fills it concurrently.
 //
 // The Results of one Batch are allocated together, and a query of one
 // batch of records (a primary-key lookup) queues it in first: a batch of
@@ -71,8 +97,8 @@ type Results struct {
 	curVer []uint64
 	ver    uint64
 
-	mu    sync.Mutex // guards the fields below
-	ready sync.Cond  // on mu: broadcast after every push and at the end
+	// The fields below are guarded by s.mu.
+	ready sync.Cond // on s.mu: its reader waits here
 	first [1][]*anypb.Any
 	queue [][]*anypb.Any // non-empty batches not yet read
 	// vers holds the versions of queue's batches, when the query asked
@@ -90,16 +116,14 @@ func newResults(s *Search, id uint64, n int) []Results {
 	for i := range rs {
 		r := &rs[i]
 		r.id, r.s = id+uint64(i), s
-		r.ready.L = &r.mu
+		r.ready.L = &s.mu
 		r.queue = r.first[:0]
 	}
 	return rs
 }
 
-// push queues b's records. The receiver wakes the reader (wake) once it
-// has delivered the whole response.
+// push queues b's records and wakes the reader, if it waits; s.mu held.
 func (r *Results) push(b *pb.ResultBatch) {
-	r.mu.Lock()
 	if b.Plan != nil {
 		r.plan = b.Plan
 	}
@@ -108,22 +132,18 @@ func (r *Results) push(b *pb.ResultBatch) {
 		if len(b.Versions) > 0 {
 			r.vers = append(r.vers, b.Versions)
 		}
+		r.ready.Broadcast()
 	}
-	r.mu.Unlock()
 }
 
-// end ends the query; the caller wakes the reader (wake).
+// end ends the query and wakes the reader, if it waits; s.mu held.
 func (r *Results) end(count uint64, plan *pb.Plan, err error) {
-	r.mu.Lock()
 	r.ended, r.count, r.err = true, count, err
 	if plan != nil {
 		r.plan = plan
 	}
-	r.mu.Unlock()
+	r.ready.Broadcast()
 }
-
-// wake wakes the reader waiting for r, if any.
-func (r *Results) wake() { r.ready.Broadcast() }
 
 // NewSearch opens a Search stream; ctx bounds its life.
 func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
@@ -133,9 +153,7 @@ func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
 		cancel()
 		return nil, asError(err)
 	}
-	s := &Search{stream: st, cancel: cancel, pending: map[uint64]*Results{}, done: make(chan struct{})}
-	go s.receive()
-	return s, nil
+	return &Search{stream: st, cancel: cancel, pending: map[uint64]*Results{}}, nil
 }
 
 // Query sends one query in its own request.
@@ -159,16 +177,29 @@ func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
 		s.mu.Unlock()
 		return nil, s.err
 	}
+	owed := len(s.pending) > 0
 	for i := range slab {
 		r := &slab[i]
 		s.pending[r.id] = r
 		rs[i] = r
 	}
+	if owed {
+		// Earlier queries' responses could fill the flow-control
+		// windows and stop the server reading this request.
+		s.passRole()
+	}
 	s.mu.Unlock()
 	s.next += uint64(len(qs))
 	if err := s.stream.Send(&pb.SearchRequest{Queries: qs}); err != nil {
-		<-s.done
-		return nil, s.failure(err)
+		// Send fails with io.EOF when the stream has ended; its status
+		// comes from Recv.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.await(nil)
+		if s.err != nil {
+			return nil, s.err
+		}
+		return nil, asError(err)
 	}
 	return rs, nil
 }
@@ -182,92 +213,130 @@ func (s *Search) Close() error {
 	if err != nil {
 		return asError(err)
 	}
-	<-s.done
+	s.mu.Lock()
+	s.await(nil)
+	err = s.err
+	s.mu.Unlock()
 	s.cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	return err
 }
 
-func (s *Search) failure(err error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
+// satisfied reports whether r has a batch to read or has ended, or for a
+// nil r whether the stream has ended; s.mu held.
+func (s *Search) satisfied(r *Results) bool {
+	if r == nil {
+		return s.ended
 	}
-	return asError(err)
+	return len(r.queue) > 0 || r.ended
 }
 
-// receive delivers every response to its queries. A query's readers are
-// woken once the whole response is delivered: a lookup's record and its
-// end come in one response, and a reader woken by the record alone would
-// wait, and be woken, a second time for the end.
-func (s *Search) receive() {
-	defer close(s.done)
-	var woken []*Results
-	for {
-		resp, err := s.stream.Recv()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
+// await returns once r has a batch to read or has ended (for a nil r, once
+// the stream has ended), receiving responses itself while no other
+// goroutine does; s.mu held, released while it receives or waits.
+func (s *Search) await(r *Results) {
+	var ready *sync.Cond
+	if r != nil {
+		ready = &r.ready
+	}
+	for !s.satisfied(r) && !s.ended {
+		if !s.receiving {
+			s.receiving = true
+			for !s.satisfied(r) && s.receiveOne() {
 			}
-			s.finishAll(asError(err))
-			return
+			s.receiving = false
+			continue
 		}
-		for _, b := range resp.Results {
-			if r := s.lookup(b.Query); r != nil {
-				r.push(b)
-				woken = append(woken, r)
-			}
+		if ready == nil {
+			ready = sync.NewCond(&s.mu)
 		}
-		for _, d := range resp.Done {
-			if r := s.take(d.Query); r != nil {
-				r.end(d.Count, d.Plan, nil)
-				woken = append(woken, r)
-			}
-		}
-		for _, qe := range resp.Errors {
-			if r := s.take(qe.Query); r != nil {
-				r.end(0, nil, &QueryError{Query: qe.Query, Code: codes.Code(qe.Code), Msg: qe.Message, Field: qe.Field})
-				woken = append(woken, r)
-			}
-		}
-		for i, r := range woken {
-			r.wake()
-			woken[i] = nil
-		}
-		woken = woken[:0]
+		s.waiters = append(s.waiters, ready)
+		ready.Wait()
+		s.waiters = slices.DeleteFunc(s.waiters, func(w *sync.Cond) bool { return w == ready })
+	}
+	s.passRole()
+}
+
+// passRole gives the free receiver's role to the first waiter, or, when
+// none waits and queries are unfinished, to a background goroutine; s.mu
+// held.
+func (s *Search) passRole() {
+	switch {
+	case s.receiving || s.ended:
+	case len(s.waiters) > 0:
+		s.waiters[0].Signal()
+	case len(s.pending) > 0:
+		s.receiving = true
+		go s.receiveInBackground()
 	}
 }
 
-func (s *Search) lookup(id uint64) *Results {
+// receiveInBackground receives responses while queries are unfinished and
+// nobody waits, then gives the role on.
+func (s *Search) receiveInBackground() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending[id]
+	for len(s.pending) > 0 && len(s.waiters) == 0 && s.receiveOne() {
+	}
+	s.receiving = false
+	s.passRole()
 }
 
+// receiveOne receives one response and delivers it to its queries, or
+// ends every query when the stream has ended; it reports whether the
+// stream goes on. The caller holds the receiver's role and s.mu, which is
+// released while it waits for the response.
+func (s *Search) receiveOne() bool {
+	s.mu.Unlock()
+	resp, err := s.stream.Recv()
+	s.mu.Lock()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		s.finishAll(asError(err))
+		return false
+	}
+	for _, b := range resp.Results {
+		if r := s.pending[b.Query]; r != nil {
+			r.push(b)
+		}
+	}
+	for _, d := range resp.Done {
+		if r := s.take(d.Query); r != nil {
+			r.end(d.Count, d.Plan, nil)
+		}
+	}
+	for _, qe := range resp.Errors {
+		if r := s.take(qe.Query); r != nil {
+			r.end(0, nil, &QueryError{Query: qe.Query, Code: codes.Code(qe.Code), Msg: qe.Message, Field: qe.Field})
+		}
+	}
+	return true
+}
+
+// take removes query id from the pending ones; s.mu held.
 func (s *Search) take(id uint64) *Results {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	r := s.pending[id]
 	delete(s.pending, id)
 	return r
 }
 
-// finishAll ends every pending query with err (or a stream-ended error).
+// finishAll ends the stream and every pending query with err (or a
+// stream-ended error), and wakes every waiter; s.mu held.
 func (s *Search) finishAll(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err == nil && len(s.pending) > 0 {
 		err = errors.New("search stream ended before every query finished")
 	}
 	if s.err == nil {
 		s.err = err
 	}
+	s.ended = true
 	for id, r := range s.pending {
 		r.end(0, nil, err)
-		r.wake()
 		delete(s.pending, id)
+	}
+	for _, w := range s.waiters {
+		w.Signal()
 	}
 }
 
@@ -300,11 +369,10 @@ func (r *Results) wait() error {
 	if len(r.cur) > 0 {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for len(r.queue) == 0 && !r.ended {
-		r.ready.Wait()
-	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.await(r)
 	if len(r.queue) > 0 {
 		r.cur = r.queue[0]
 		r.queue[0] = nil
@@ -345,16 +413,16 @@ func (r *Results) All() ([]*anypb.Any, error) {
 
 // Count is the server's count of matches; valid after Next returned io.EOF.
 func (r *Results) Count() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
 	return r.count
 }
 
 // Plan is the query's plan when it asked for explain; valid after the
 // first record or the end.
 func (r *Results) Plan() *pb.Plan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
 	return r.plan
 }
 

@@ -17,6 +17,14 @@ import (
 // records 0..n-1, with emails in the order of their ids.
 func startSearchServer(tb testing.TB, n int) *client.Client {
 	tb.Helper()
+	_, c := startSearchServerAddr(tb, n)
+	return c
+}
+
+// startSearchServerAddr is startSearchServer, returning the server's
+// address too.
+func startSearchServerAddr(tb testing.TB, n int) (string, *client.Client) {
+	tb.Helper()
 	srv, err := server.Start(context.Background(), server.Config{DataDir: tb.TempDir(), GRPCAddr: "127.0.0.1:0", NoSync: true})
 	if err != nil {
 		tb.Fatal(err)
@@ -43,7 +51,7 @@ func startSearchServer(tb testing.TB, n int) *client.Client {
 	if _, err := w.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	return c
+	return srv.Addr(), c
 }
 
 func email(id int) string { return fmt.Sprintf("u%08d@x", id) }
