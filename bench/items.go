@@ -122,10 +122,13 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// LoadItems upserts items 0..n-1 of type ItemType (upsert, so that an
-// --addr server that already holds them loads again harmlessly), showing
-// progress on p (nil for none).
+// LoadItems applies ItemSchema (in add mode) and upserts items 0..n-1 of
+// type ItemType (upsert, so that an --addr server that already holds them
+// loads again harmlessly), showing progress on p (nil for none).
 func (t *Target) LoadItems(ctx context.Context, p Progress, n int) error {
+	if err := t.EnsureSchema(ctx, ItemSchema()); err != nil {
+		return err
+	}
 	if p == nil {
 		p = NoProgress{}
 	}

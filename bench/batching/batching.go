@@ -97,9 +97,6 @@ func (b *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if b.TransportOnly {
 		modes = modes[:2]
 	} else {
-		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-			return nil, err
-		}
 		if err := t.LoadItems(ctx, env.Progress, b.Records); err != nil {
 			return nil, err
 		}
@@ -249,9 +246,6 @@ func (b *Experiment) runBatch(ctx context.Context, env *bench.Env, t *bench.Targ
 func (b *Experiment) runEtcd(ctx context.Context, env *bench.Env, res *bench.Result) error {
 	t, err := env.Target(ctx, bench.TargetConfig{Etcd: env.Etcd})
 	if err != nil {
-		return err
-	}
-	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
 		return err
 	}
 	if err := t.LoadItems(ctx, env.Progress, b.Records); err != nil {

@@ -28,9 +28,6 @@ import (
 func BenchmarkLookup(b *testing.B) {
 	const records = 100000
 	t := labtest.Target(b, bench.TargetConfig{})
-	if err := t.EnsureSchema(b.Context(), bench.ItemSchema()); err != nil {
-		b.Fatal(err)
-	}
 	if err := t.LoadItems(b.Context(), nil, records); err != nil {
 		b.Fatal(err)
 	}

@@ -38,9 +38,6 @@ func BenchmarkLookupEtcd(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := t.EnsureSchema(b.Context(), bench.ItemSchema()); err != nil {
-		b.Fatal(err)
-	}
 	if err := t.LoadItems(b.Context(), nil, records); err != nil {
 		b.Fatal(err)
 	}

@@ -84,9 +84,6 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if err != nil {
 		return nil, err
 	}
-	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-		return nil, err
-	}
 	if err := t.LoadItems(ctx, env.Progress, x.Records); err != nil {
 		return nil, err
 	}

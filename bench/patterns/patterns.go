@@ -102,9 +102,6 @@ func (p *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	if err != nil {
 		return nil, err
 	}
-	if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-		return nil, err
-	}
 	if err := t.LoadItems(ctx, env.Progress, p.Records); err != nil {
 		return nil, err
 	}

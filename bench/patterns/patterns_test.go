@@ -67,9 +67,6 @@ func TestNoResponseSendsNothing(t *testing.T) {
 	}
 	ctx := t.Context()
 	tg := labtest.Target(t, bench.TargetConfig{NoSync: true})
-	if err := tg.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-		t.Fatal(err)
-	}
 	if err := tg.LoadItems(ctx, nil, 500); err != nil {
 		t.Fatal(err)
 	}

@@ -209,9 +209,6 @@ func (x *Experiment) setup(ctx context.Context, env *bench.Env) (*transportsLab,
 		targets = append(targets, lab.direct)
 	}
 	for _, t := range targets {
-		if err := t.EnsureSchema(ctx, bench.ItemSchema()); err != nil {
-			return nil, err
-		}
 		if err := t.LoadItems(ctx, env.Progress, x.Records); err != nil {
 			return nil, err
 		}

@@ -49,13 +49,7 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 		return nil, &apierror.Error{Code: apierror.InvalidArgument, Field: field, Msg: "key record: " + err.Error(), Err: err}
 	}
 	e.stats.PointLookups.Add(1)
-	val, found := e.cache.Get(k, nil)
-	if !found {
-		gen := e.cache.Gen()
-		if val, found, err = e.st.Get(k, nil); found && err == nil {
-			e.cache.Fill(k, val, gen)
-		}
-	}
+	val, found, err := e.readThrough(k)
 	if err != nil {
 		e.stats.QueryErrors.Add(1)
 		return nil, readError("point read", err)
@@ -65,4 +59,18 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 	}
 	e.stats.RecordsRead.Add(1)
 	return &anypb.Any{TypeUrl: t.url, Value: val}, nil
+}
+
+// readThrough reads one key from the record cache, else from the store,
+// offering what the store had to the cache under the write generation seen
+// before the read (so a write committed meanwhile keeps it out).
+func (e *Engine) readThrough(key []byte) (val []byte, found bool, err error) {
+	if val, hit := e.cache.Get(key, nil); hit {
+		return val, true, nil
+	}
+	gen := e.cache.Gen()
+	if val, found, err = e.st.Get(key, nil); found && err == nil {
+		e.cache.Fill(key, val, gen)
+	}
+	return val, found, err
 }

@@ -224,23 +224,14 @@ func (g *getRun) read(ctx context.Context, keys [][]byte) error {
 	return g.lookups(ctx, it, keys, order)
 }
 
-// point reads a lone key as a Search lookup of one key does: from the
-// record cache when it holds the key, else from the store, offering what
-// it read to the cache. The cache holds no versions: a request for them
-// reads the store.
+// point reads a lone key as a Search lookup of one key does: through the
+// record cache (readThrough). The cache holds no versions: a request for
+// them reads the store.
 func (g *getRun) point(key []byte) (val []byte, ver uint64, found bool, err error) {
-	st, c := g.e.st, g.e.cache
-	if g.versions || c == nil {
-		return st.GetVersioned(key, nil)
+	if g.versions {
+		return g.e.st.GetVersioned(key, nil)
 	}
-	if val, hit := c.Get(key, nil); hit {
-		return val, 0, true, nil
-	}
-	gen := c.Gen()
-	val, found, err = st.Get(key, nil)
-	if found && err == nil {
-		c.Fill(key, val, gen)
-	}
+	val, found, err = g.e.readThrough(key)
 	return val, 0, found, err
 }
 
