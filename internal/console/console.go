@@ -103,8 +103,8 @@ func newHandler(fsys fs.FS, root string) (*Handler, error) {
 	return h, nil
 }
 
-// Size is the total size of the assets in bytes.
-func (h *Handler) Size() int {
+// size is the total size of the assets in bytes.
+func (h *Handler) size() int {
 	n := 0
 	for p, a := range h.files {
 		if p != "" {

@@ -87,7 +87,7 @@ func TestHandlerHeadersAndRefusals(t *testing.T) {
 // or style (the policy would refuse them).
 func TestAssetsAreSmallAndSelfContained(t *testing.T) {
 	h := New()
-	if n := h.Size(); n > 150<<10 {
+	if n := h.size(); n > 150<<10 {
 		t.Errorf("assets are %d bytes, want under 150 KiB", n)
 	}
 	external := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|@import|from\s+["'](https?:)?//|import\(\s*["'](https?:)?//`)
