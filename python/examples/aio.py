@@ -63,8 +63,11 @@ async def main(addr: str) -> None:
         after = (await db.get("tasks.Task", [1])).records[0]["runs"]
         print("runs added:", after - before)
 
-        # A change feed from now: this program's own patch arrives.
-        watch = db.watch("tasks.Task", "done = true")
+        # A change feed after a write's position: every later change that
+        # matches arrives, this program's own patch among them. ("now" is
+        # when the server opens the feed, which may come after the patch.)
+        start = await db.patch([{"id": 2}], fields=["done"], type="tasks.Task")
+        watch = db.watch("tasks.Task", "done = true", start=start)
         async with watch:
             await db.patch([{"id": 2, "done": True}], fields=["done"], type="tasks.Task")
             async for change in watch:
