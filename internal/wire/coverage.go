@@ -69,7 +69,10 @@ var Coders = []Coverage{
 	{"protobase.v1.ResultBatch", "AppendSearchResponse", Encodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchVersions), nums(ResultBatchPlan)},
 	{"protobase.v1.QueryDone", "AppendSearchResponse", Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)},                                                  // plan
 	{"protobase.v1.ScanResponse", "AppendScanResponse", Encodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)}, // plan
-	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
+	{"protobase.v1.GetResponse", "AppendGetResponse", Encodes, nums(GetResponseRecords, GetResponseMissing, GetResponseUnanswered, GetResponseVersions),
+		nums(GetResponseMissingKeys, GetResponseMissingKeyRecords)},
+	{"protobase.v1.QueryResponse", "AppendQueryResponse", Encodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
+	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse, AppendGetResponse, AppendQueryResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
 
 	// Writers of responses from records' bytes: the engine's search
 	// responses (searchwriters.go), the Any and Position fields of those

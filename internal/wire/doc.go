@@ -24,10 +24,13 @@
 //	      QueryError and a batch's Plan through proto.Unmarshal)
 //	  WatchResponse, Change, Position   DecodeWatchResponse, WatchSlabs
 //	encoded (server: the gRPC codec)
-//	  SearchResponse, ResultBatch, QueryDone, ScanResponse, google.protobuf.Any
+//	  SearchResponse, ResultBatch, QueryDone, ScanResponse, GetResponse,
+//	  QueryResponse, google.protobuf.Any
 //	      SizeSearchResponse and AppendSearchResponse, SizeScanResponse and
-//	      AppendScanResponse: errors, plans and unknown fields at the top
-//	      are left to proto.Marshal
+//	      AppendScanResponse, SizeGetResponse and AppendGetResponse,
+//	      SizeQueryResponse and AppendQueryResponse: errors, plans,
+//	      aggregate rows, the keys of missing records and unknown fields at
+//	      the top are left to proto.Marshal
 //	encoded (engine: search responses written from records' bytes)
 //	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
 //	      AppendResult, AppendResultHeader, AppendRecord, AppendVersions,

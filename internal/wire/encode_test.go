@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -50,6 +51,14 @@ func TestEncodeMatchesProto(t *testing.T) {
 		}
 		msgs = append(msgs, m)
 		msgs = append(msgs, &pb.ScanResponse{Records: randomRecords(r), Count: randomValue(r), Done: r.IntN(2) == 0})
+		get := &pb.GetResponse{Records: randomRecords(r)}
+		for range r.IntN(3) {
+			get.Missing = append(get.Missing, uint32(randomValue(r)))
+			get.Unanswered = append(get.Unanswered, uint32(randomValue(r)))
+			get.Versions = append(get.Versions, randomValue(r))
+		}
+		msgs = append(msgs, get, &pb.QueryResponse{Records: randomRecords(r), Count: randomValue(r), Versions: get.Versions,
+			NextPageToken: strings.Repeat("t", r.IntN(3)*100)})
 	}
 	// Shapes left to the generated code.
 	msgs = append(msgs,
@@ -58,6 +67,11 @@ func TestEncodeMatchesProto(t *testing.T) {
 		&pb.SearchResponse{Results: []*pb.ResultBatch{{Query: 1, Plan: &pb.Plan{}}}},
 		&pb.ScanResponse{Plan: &pb.Plan{}, Done: true},
 		&pb.ScanResponse{Records: []*anypb.Any{{TypeUrl: "bad\xff"}}},
+		&pb.GetResponse{Missing: []uint32{0}, MissingKeys: []*structpb.Value{structpb.NewNumberValue(1)}},
+		&pb.GetResponse{Missing: []uint32{0}, MissingKeyRecords: []*anypb.Any{{TypeUrl: "u"}}},
+		&pb.QueryResponse{Plan: &pb.Plan{}},
+		&pb.QueryResponse{Rows: []*pb.AggregateRow{{}}},
+		&pb.QueryResponse{NextPageToken: "\xff"},
 	)
 	for i, m := range msgs {
 		want, wantErr := proto.Marshal(m)
@@ -101,6 +115,12 @@ func TestEncodeEdges(t *testing.T) {
 		{&pb.SearchResponse{Results: []*pb.ResultBatch{{Query: math.MaxUint64, Records: recs}}, Done: []*pb.QueryDone{{Query: math.MaxUint64, Count: math.MaxUint64}}}, true},
 		{&pb.ScanResponse{Records: recs, Count: math.MaxUint64, Done: true}, true},
 		{&pb.ScanResponse{Records: []*anypb.Any{{}}}, true},
+		{&pb.GetResponse{}, true},
+		{&pb.GetResponse{Records: recs, Missing: []uint32{0, math.MaxUint32}, Unanswered: []uint32{127, 128}, Versions: []uint64{0, math.MaxUint64}}, true},
+		{&pb.GetResponse{Records: []*anypb.Any{{TypeUrl: "a\xffb"}}}, false},
+		{&pb.QueryResponse{}, true},
+		{&pb.QueryResponse{Records: recs, NextPageToken: strings.Repeat("t", 200), Count: math.MaxUint64, Versions: []uint64{1 << 63}}, true},
+		{&pb.QueryResponse{Records: []*anypb.Any{{TypeUrl: "a\xffb"}}}, false},
 		{unknown, false},
 		{unknownScan, false},
 		{&pb.ScanResponse{Records: []*anypb.Any{{TypeUrl: "a\xffb"}}}, false},

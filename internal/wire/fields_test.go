@@ -62,6 +62,10 @@ var encodedPlaces = []placed{
 	{func() proto.Message { return new(pb.SearchResponse) }, names("done")},
 	{func() proto.Message { return new(pb.ScanResponse) }, nil},
 	{func() proto.Message { return new(pb.ScanResponse) }, names("records")},
+	{func() proto.Message { return new(pb.GetResponse) }, nil},
+	{func() proto.Message { return new(pb.GetResponse) }, names("records")},
+	{func() proto.Message { return new(pb.QueryResponse) }, nil},
+	{func() proto.Message { return new(pb.QueryResponse) }, names("records")},
 }
 
 func names(n ...protoreflect.Name) []protoreflect.Name { return n }
@@ -234,6 +238,8 @@ var handEncoders = []struct {
 }{
 	{"AppendSearchResponse", new(pb.SearchResponse), marshalHand},
 	{"AppendScanResponse", new(pb.ScanResponse), marshalHand},
+	{"AppendGetResponse", new(pb.GetResponse), marshalHand},
+	{"AppendQueryResponse", new(pb.QueryResponse), marshalHand},
 	{searchWriters, new(pb.SearchResponse), writeSearch},
 }
 

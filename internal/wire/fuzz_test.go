@@ -181,6 +181,14 @@ func FuzzEncodeScanResponse(f *testing.F) {
 	fuzzEncode(f, func() proto.Message { return new(pb.ScanResponse) }, marshalHand)
 }
 
+func FuzzEncodeGetResponse(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.GetResponse) }, marshalHand)
+}
+
+func FuzzEncodeQueryResponse(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.QueryResponse) }, marshalHand)
+}
+
 // FuzzSearchWriters holds the engine's search writers (writeSearch) to
 // proto.Marshal.
 func FuzzSearchWriters(f *testing.F) {
