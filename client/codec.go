@@ -13,9 +13,9 @@ import (
 )
 
 // The responses that carry records by the million (ScanResponse,
-// QueryResponse, SearchResponse) and the changes a watcher receives by the
-// hundred thousand a second (WatchResponse) are decoded by internal/wire's
-// hand decoders, which point every record's value into the response's
+// QueryResponse, SearchResponse), Get's answers, and the changes a
+// watcher receives by the hundred thousand a second (WatchResponse) are
+// decoded by internal/wire's hand decoders, which point every record's value into the response's
 // bytes instead of allocating three times per record as the generated
 // decoder does; each gives what proto.Unmarshal gives, and hands the
 // shapes it does not cover to it. A record kept by the caller keeps its
@@ -23,7 +23,7 @@ import (
 
 var protoCodec = encoding.GetCodecV2("proto")
 
-// readCodec is the codec of the Scan, Query and Search calls: protobuf,
+// readCodec is the codec of the Scan, Query, Search and Get calls: protobuf,
 // with the hand decoders for their responses. Its name is "proto", so the
 // server sees ordinary protobuf.
 type readCodec struct{}
@@ -47,6 +47,8 @@ func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return wire.DecodeQueryResponse(data.Materialize(), m)
 	case *pb.SearchResponse:
 		return wire.DecodeSearchResponse(data.Materialize(), m)
+	case *pb.GetResponse:
+		return wire.DecodeGetResponse(data.Materialize(), m)
 	}
 	return protoCodec.Unmarshal(data, v)
 }

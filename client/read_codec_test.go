@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/wire"
@@ -31,6 +32,10 @@ func readSeeds(t testing.TB) [][]byte {
 		&pb.QueryResponse{Records: recs, NextPageToken: "tok"},
 		&pb.QueryResponse{Count: 7},
 		&pb.QueryResponse{Records: recs[1:], Plan: &pb.Plan{Access: "scan"}},
+		&pb.GetResponse{Records: recs[:1]},
+		&pb.GetResponse{Records: recs, Missing: []uint32{4, 1 << 31}, Unanswered: []uint32{5}, Versions: []uint64{1, 1 << 60}},
+		&pb.GetResponse{Missing: []uint32{0}, MissingKeys: []*structpb.Value{structpb.NewStringValue("k")}},
+		&pb.GetResponse{Missing: []uint32{0}, MissingKeyRecords: recs[:1]},
 	}
 	var out [][]byte
 	for _, m := range msgs {
@@ -61,16 +66,22 @@ func readSeeds(t testing.TB) [][]byte {
 	out = append(out, protowire.AppendVarint(truncated, 40))
 	badToken := protowire.AppendTag(nil, wire.QueryResponseNextPageToken, protowire.BytesType)
 	out = append(out, protowire.AppendBytes(badToken, []byte{0xc0}))
+	// Missing positions unpacked, and one beyond 32 bits (its low bits kept).
+	unpacked := protowire.AppendTag(nil, wire.GetResponseMissing, protowire.VarintType)
+	out = append(out, protowire.AppendVarint(unpacked, 3))
+	wide := protowire.AppendTag(nil, wire.GetResponseMissing, protowire.BytesType)
+	out = append(out, protowire.AppendBytes(wide, protowire.AppendVarint(nil, 1<<40|9)))
 	return out
 }
 
 // checkDecodeRead decodes b with readCodec and with proto.Unmarshal, as
-// both response types, and wants the same messages and the same errors.
+// each response type, and wants the same messages and the same errors.
 func checkDecodeRead(t *testing.T, b []byte) {
 	t.Helper()
 	for _, newMsg := range []func() proto.Message{
 		func() proto.Message { return new(pb.ScanResponse) },
 		func() proto.Message { return new(pb.QueryResponse) },
+		func() proto.Message { return new(pb.GetResponse) },
 	} {
 		want, got := newMsg(), newMsg()
 		wantErr := proto.Unmarshal(b, want)

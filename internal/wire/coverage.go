@@ -58,6 +58,8 @@ var Coders = []Coverage{
 	// Decoders of responses (the Go client).
 	{"protobase.v1.ScanResponse", "DecodeScanResponse", Decodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)},                   // plan
 	{"protobase.v1.QueryResponse", "DecodeQueryResponse", Decodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
+	{"protobase.v1.GetResponse", "DecodeGetResponse", Decodes, nums(GetResponseRecords, GetResponseMissing, GetResponseUnanswered, GetResponseVersions),
+		nums(GetResponseMissingKeys, GetResponseMissingKeyRecords)},
 	{"protobase.v1.SearchResponse", "DecodeSearchResponse", Decodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
 	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan, ResultBatchVersions), nil},
 	{"protobase.v1.WatchResponse", "DecodeWatchResponse", Decodes, nums(WatchResponseChanges, WatchResponseProgress), nil},

@@ -45,6 +45,8 @@ var decodedPlaces = []placed{
 	{func() proto.Message { return new(pb.ScanResponse) }, names("records")},
 	{func() proto.Message { return new(pb.QueryResponse) }, nil},
 	{func() proto.Message { return new(pb.QueryResponse) }, names("records")},
+	{func() proto.Message { return new(pb.GetResponse) }, nil},
+	{func() proto.Message { return new(pb.GetResponse) }, names("records")},
 	{func() proto.Message { return new(pb.SearchResponse) }, nil},
 	{func() proto.Message { return new(pb.SearchResponse) }, names("results")},
 	{func() proto.Message { return new(pb.SearchResponse) }, names("results", "records")},
@@ -174,6 +176,8 @@ func decodeHand(b []byte, m proto.Message) error {
 		return DecodeScanResponse(b, m)
 	case *pb.QueryResponse:
 		return DecodeQueryResponse(b, m)
+	case *pb.GetResponse:
+		return DecodeGetResponse(b, m)
 	case *pb.SearchResponse:
 		return DecodeSearchResponse(b, m)
 	case *pb.WatchResponse:

@@ -99,6 +99,10 @@ func FuzzDecodeQueryResponse(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.QueryResponse) })
 }
 
+func FuzzDecodeGetResponse(f *testing.F) {
+	fuzzDecode(f, func() proto.Message { return new(pb.GetResponse) })
+}
+
 func FuzzDecodeSearchResponse(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.SearchResponse) })
 }

@@ -49,15 +49,16 @@ func AppendVersions(b []byte, vs []uint64) []byte {
 // SizeVersions is what AppendVersions appends for vs.
 func SizeVersions(vs []uint64) int { return sizePacked(vs) }
 
-// readPacked appends the varints of the packed field content b to dst;
-// ok is false when b is not a whole number of well-formed varints.
-func readPacked(dst []uint64, b []byte) ([]uint64, bool) {
+// readPacked appends the varints of the packed field content b to dst,
+// a uint32 keeping the low 32 bits as proto.Unmarshal does; ok is false
+// when b is not a whole number of well-formed varints.
+func readPacked[T uint32 | uint64](dst []T, b []byte) ([]T, bool) {
 	for len(b) > 0 {
 		v, n := protowire.ConsumeVarint(b)
 		if n < 0 {
 			return dst, false
 		}
-		dst = append(dst, v)
+		dst = append(dst, T(v))
 		b = b[n:]
 	}
 	return dst, true
