@@ -43,6 +43,8 @@ type Coverage struct {
 var Coders = []Coverage{
 	// Decoders of requests.
 	{"protobase.v1.SearchRequest", "DecodeSearchRequest", Decodes, nums(SearchRequestQueries), nil},
+	{"protobase.v1.GetRequest", "DecodeGetRequest", Decodes, nums(GetRequestType, GetRequestKeys, GetRequestVersions), nums(GetRequestKeyRecords)},
+	{"google.protobuf.Value", "DecodeGetRequest", Decodes, nums(JSONNumber, JSONString, JSONBool), nums(JSONNull, JSONStruct, JSONList)},
 	{"protobase.v1.QueryRequest", "DecodeQueryRequest", Decodes, nums(QueryRequestQuery, QueryRequestPageSize, QueryRequestPageToken), nil},
 	{"protobase.v1.Query", "ReadQuery", Decodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
 	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not

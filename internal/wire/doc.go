@@ -16,10 +16,15 @@
 //	      a query other than
 //	      one comparison of one scalar operand (order, filter, and/or/not,
 //	      a list, a double or enum operand) is decoded by proto.Unmarshal
+//	  GetRequest, google.protobuf.Value   DecodeGetRequest: key records and
+//	      keys other than one number, string or bool are decoded by
+//	      proto.Unmarshal
 //	  WriteRequest, WriteStreamRequest, google.protobuf.Any
 //	      DecodeWriteRequest, DecodeWriteStreamRequest, DecodeRecords
 //	decoded (Go client)
-//	  ScanResponse, QueryResponse   DecodeScanResponse, DecodeQueryResponse
+//	  ScanResponse, QueryResponse, GetResponse   DecodeScanResponse,
+//	      DecodeQueryResponse, DecodeGetResponse (the keys of missing
+//	      records through proto.Unmarshal)
 //	  SearchResponse, ResultBatch   DecodeSearchResponse (QueryDone,
 //	      QueryError and a batch's Plan through proto.Unmarshal)
 //	  WatchResponse, Change, Position   DecodeWatchResponse, WatchSlabs

@@ -32,6 +32,8 @@ var decodedPlaces = []placed{
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where")},
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where", "cmp")},
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where", "cmp", "value")},
+	{func() proto.Message { return new(pb.GetRequest) }, nil},
+	{func() proto.Message { return new(pb.GetRequest) }, names("keys")},
 	{func() proto.Message { return new(pb.QueryRequest) }, nil},
 	{func() proto.Message { return new(pb.QueryRequest) }, names("query")},
 	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where")},
@@ -168,6 +170,8 @@ func decodeHand(b []byte, m proto.Message) error {
 		return DecodeSearchRequest(b, m, nil)
 	case *pb.QueryRequest:
 		return DecodeQueryRequest(b, m)
+	case *pb.GetRequest:
+		return DecodeGetRequest(b, m)
 	case *pb.WriteRequest:
 		return DecodeWriteRequest(b, m)
 	case *pb.WriteStreamRequest:

@@ -83,6 +83,10 @@ func FuzzDecodeQueryRequest(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.QueryRequest) })
 }
 
+func FuzzDecodeGetRequest(f *testing.F) {
+	fuzzDecode(f, func() proto.Message { return new(pb.GetRequest) })
+}
+
 func FuzzDecodeWriteRequest(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.WriteRequest) })
 }

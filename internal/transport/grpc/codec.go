@@ -21,7 +21,7 @@ import (
 
 // Codec is the server's gRPC codec: protobuf, with internal/wire's hand
 // decoders for the messages that arrive by the million (SearchRequest,
-// QueryRequest and the write requests) and its hand encoders for the responses sent by the
+// QueryRequest, GetRequest and the write requests) and its hand encoders for the responses sent by the
 // million (SearchResponse, ScanResponse) and of the unary reads (GetResponse,
 // QueryResponse); each gives what the generated
 // code gives, and hands the shapes it does not cover to it. A
@@ -79,6 +79,8 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		err = c.unmarshalSearch(data, req, nil)
 	case *pb.QueryRequest:
 		err = unmarshalQuery(data, req)
+	case *pb.GetRequest:
+		err = unmarshalGet(data, req)
 	default:
 		err = protoCodec.Unmarshal(data, v)
 	}
@@ -122,6 +124,14 @@ func unmarshalQuery(data mem.BufferSlice, req *pb.QueryRequest) error {
 	buf := data.MaterializeToBuffer(grpcbuf.Pool)
 	defer buf.Free()
 	return wire.DecodeQueryRequest(buf.ReadOnlyData(), req)
+}
+
+// unmarshalGet decodes a GetRequest; the decoder keeps no reference to
+// the bytes, so they are read from a pooled buffer.
+func unmarshalGet(data mem.BufferSlice, req *pb.GetRequest) error {
+	buf := data.MaterializeToBuffer(grpcbuf.Pool)
+	defer buf.Free()
+	return wire.DecodeGetRequest(buf.ReadOnlyData(), req)
 }
 
 // overLimitError is a request the codec refuses for its size, not for its
