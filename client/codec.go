@@ -34,8 +34,16 @@ var readCall = grpc.ForceCodecV2(readCodec{})
 // Name implements encoding.CodecV2.
 func (readCodec) Name() string { return "proto" }
 
-// Marshal implements encoding.CodecV2.
-func (readCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+// Marshal implements encoding.CodecV2. A GetRequest of the usual shape
+// is encoded by hand (wire.AppendGetRequest).
+func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*pb.GetRequest); ok {
+		if n, ok := wire.SizeGetRequest(m); ok {
+			return mem.BufferSlice{mem.SliceBuffer(wire.AppendGetRequest(make([]byte, 0, n), m))}, nil
+		}
+	}
+	return protoCodec.Marshal(v)
+}
 
 // Unmarshal implements encoding.CodecV2. The decoded messages keep
 // references into their bytes, a copy of the transport's buffers.

@@ -78,6 +78,10 @@ var Coders = []Coverage{
 	{"protobase.v1.QueryResponse", "AppendQueryResponse", Encodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
 	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse, AppendGetResponse, AppendQueryResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
 
+	// Encoders of requests (the Go client).
+	{"protobase.v1.GetRequest", "AppendGetRequest", Encodes, nums(GetRequestType, GetRequestKeys, GetRequestVersions), nums(GetRequestKeyRecords)},
+	{"google.protobuf.Value", "AppendGetRequest", Encodes, nums(JSONNumber, JSONString, JSONBool), nums(JSONNull, JSONStruct, JSONList)},
+
 	// Writers of responses from records' bytes: the engine's search
 	// responses (searchwriters.go), the Any and Position fields of those
 	// and of internal/watch's WatchResponses (fieldwriters.go,

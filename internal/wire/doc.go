@@ -36,6 +36,10 @@
 //	      SizeQueryResponse and AppendQueryResponse: errors, plans,
 //	      aggregate rows, the keys of missing records and unknown fields at
 //	      the top are left to proto.Marshal
+//	encoded (Go client: its read codec)
+//	  GetRequest, google.protobuf.Value   SizeGetRequest and
+//	      AppendGetRequest: key records and keys other than one number,
+//	      string or bool are left to proto.Marshal
 //	encoded (engine: search responses written from records' bytes)
 //	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
 //	      AppendResult, AppendResultHeader, AppendRecord, AppendVersions,

@@ -1,10 +1,12 @@
 package wire
 
 import (
+	"math"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -224,4 +226,69 @@ func AppendQueryResponse(b []byte, m *pb.QueryResponse) []byte {
 	b = appendStringField(b, QueryResponseNextPageToken, m.NextPageToken)
 	b = appendVarintField(b, QueryResponseCount, m.Count)
 	return appendPacked(b, QueryResponseVersions, m.Versions)
+}
+
+// SizeGetRequest is the encoded size of m; ok is false when m has a shape
+// AppendGetRequest does not cover: key records, a key that is not one
+// number, string or bool, a string that is not UTF-8. The Go client
+// encodes its Get requests with it; their keys are its own messages and
+// carry no unknown fields.
+func SizeGetRequest(m *pb.GetRequest) (size int, ok bool) {
+	if len(m.KeyRecords) > 0 || !utf8.ValidString(m.Type) || len(m.ProtoReflect().GetUnknown()) > 0 {
+		return 0, false
+	}
+	n := sizeBytesField(len(m.Type))
+	for _, k := range m.Keys {
+		s, ok := sizeKey(k)
+		if !ok {
+			return 0, false
+		}
+		n += 1 + protowire.SizeBytes(s)
+	}
+	if m.Versions {
+		n += 2
+	}
+	return n, true
+}
+
+// sizeKey is the encoded size of a key of one number, string or bool (or
+// none: an empty message).
+func sizeKey(k *structpb.Value) (int, bool) {
+	switch v := k.GetKind().(type) {
+	case nil:
+		return 0, k != nil
+	case *structpb.Value_NumberValue:
+		return 1 + 8, true
+	case *structpb.Value_StringValue:
+		return 1 + protowire.SizeBytes(len(v.StringValue)), utf8.ValidString(v.StringValue)
+	case *structpb.Value_BoolValue:
+		return 2, true
+	}
+	return 0, false
+}
+
+// AppendGetRequest appends m, which SizeGetRequest accepted.
+func AppendGetRequest(b []byte, m *pb.GetRequest) []byte {
+	b = appendStringField(b, GetRequestType, m.Type)
+	for _, k := range m.Keys {
+		s, _ := sizeKey(k)
+		b = protowire.AppendTag(b, GetRequestKeys, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(s))
+		switch v := k.GetKind().(type) {
+		case *structpb.Value_NumberValue:
+			b = protowire.AppendTag(b, JSONNumber, protowire.Fixed64Type)
+			b = protowire.AppendFixed64(b, math.Float64bits(v.NumberValue))
+		case *structpb.Value_StringValue:
+			b = protowire.AppendTag(b, JSONString, protowire.BytesType)
+			b = protowire.AppendString(b, v.StringValue)
+		case *structpb.Value_BoolValue:
+			b = protowire.AppendTag(b, JSONBool, protowire.VarintType)
+			b = protowire.AppendVarint(b, protowire.EncodeBool(v.BoolValue))
+		}
+	}
+	if m.Versions {
+		b = protowire.AppendTag(b, GetRequestVersions, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	return b
 }

@@ -70,6 +70,8 @@ var encodedPlaces = []placed{
 	{func() proto.Message { return new(pb.GetResponse) }, names("records")},
 	{func() proto.Message { return new(pb.QueryResponse) }, nil},
 	{func() proto.Message { return new(pb.QueryResponse) }, names("records")},
+	{func() proto.Message { return new(pb.GetRequest) }, nil},
+	{func() proto.Message { return new(pb.GetRequest) }, names("keys")},
 }
 
 func names(n ...protoreflect.Name) []protoreflect.Name { return n }
@@ -247,6 +249,7 @@ var handEncoders = []struct {
 	{"AppendSearchResponse", new(pb.SearchResponse), marshalHand},
 	{"AppendScanResponse", new(pb.ScanResponse), marshalHand},
 	{"AppendGetResponse", new(pb.GetResponse), marshalHand},
+	{"AppendGetRequest", new(pb.GetRequest), marshalHand},
 	{"AppendQueryResponse", new(pb.QueryResponse), marshalHand},
 	{searchWriters, new(pb.SearchResponse), writeSearch},
 }

@@ -189,6 +189,10 @@ func FuzzEncodeScanResponse(f *testing.F) {
 	fuzzEncode(f, func() proto.Message { return new(pb.ScanResponse) }, marshalHand)
 }
 
+func FuzzEncodeGetRequest(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.GetRequest) }, marshalHand)
+}
+
 func FuzzEncodeGetResponse(f *testing.F) {
 	fuzzEncode(f, func() proto.Message { return new(pb.GetResponse) }, marshalHand)
 }

@@ -31,6 +31,10 @@ func marshalHand(m proto.Message) (b []byte, ok bool) {
 		if n, ok = SizeScanResponse(m); ok {
 			b = AppendScanResponse(make([]byte, 0, n), m)
 		}
+	case *pb.GetRequest:
+		if n, ok = SizeGetRequest(m); ok {
+			b = AppendGetRequest(make([]byte, 0, n), m)
+		}
 	case *pb.GetResponse:
 		if n, ok = SizeGetResponse(m); ok {
 			b = AppendGetResponse(make([]byte, 0, n), m)
