@@ -34,12 +34,18 @@ var readCall = grpc.ForceCodecV2(readCodec{})
 // Name implements encoding.CodecV2.
 func (readCodec) Name() string { return "proto" }
 
-// Marshal implements encoding.CodecV2. A GetRequest of the usual shape
-// is encoded by hand (wire.AppendGetRequest).
+// Marshal implements encoding.CodecV2. A GetRequest or QueryRequest of
+// the usual shape is encoded by hand (wire.AppendGetRequest,
+// wire.AppendQueryRequest).
 func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(*pb.GetRequest); ok {
+	switch m := v.(type) {
+	case *pb.GetRequest:
 		if n, ok := wire.SizeGetRequest(m); ok {
 			return mem.BufferSlice{mem.SliceBuffer(wire.AppendGetRequest(make([]byte, 0, n), m))}, nil
+		}
+	case *pb.QueryRequest:
+		if s, ok := wire.SizeQueryRequest(m); ok {
+			return mem.BufferSlice{mem.SliceBuffer(wire.AppendQueryRequest(make([]byte, 0, s.Size()), m, s))}, nil
 		}
 	}
 	return protoCodec.Marshal(v)

@@ -175,3 +175,29 @@ func TestEncodeGetRequestMatchesProto(t *testing.T) {
 		}
 	}
 }
+
+// The read codec encodes Query requests as proto.Marshal does.
+func TestEncodeQueryRequestMatchesProto(t *testing.T) {
+	eq := func(v *pb.Value) *pb.Query {
+		return &pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "id", Op: pb.Op_OP_EQ, Value: v}}}}
+	}
+	for _, req := range []*pb.QueryRequest{
+		{},
+		{Query: eq(&pb.Value{Kind: &pb.Value_Int{Int: -7}}), PageSize: 10, PageToken: "tok"},
+		{Query: eq(&pb.Value{Kind: &pb.Value_String_{String_: "ann"}})},
+		{Query: &pb.Query{Type: "shop.User", Limit: 3, Versions: true, Order: &pb.Order{Descending: true}}},
+		{Query: &pb.Query{Type: "shop.User", Filter: "id > 2"}},
+	} {
+		want, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readCodec{}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got.Materialize(); string(b) != string(want) {
+			t.Fatalf("%v:\n got %x\nwant %x", req, b, want)
+		}
+	}
+}

@@ -81,6 +81,11 @@ var Coders = []Coverage{
 	// Encoders of requests (the Go client).
 	{"protobase.v1.GetRequest", "AppendGetRequest", Encodes, nums(GetRequestType, GetRequestKeys, GetRequestVersions), nums(GetRequestKeyRecords)},
 	{"google.protobuf.Value", "AppendGetRequest", Encodes, nums(JSONNumber, JSONString, JSONBool), nums(JSONNull, JSONStruct, JSONList)},
+	{"protobase.v1.QueryRequest", "AppendQueryRequest", Encodes, nums(QueryRequestQuery, QueryRequestPageSize, QueryRequestPageToken), nil},
+	{"protobase.v1.Query", "AppendQueryRequest", Encodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
+	{"protobase.v1.Expr", "AppendQueryRequest", Encodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not
+	{"protobase.v1.Comparison", "AppendQueryRequest", Encodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                              // values
+	{"protobase.v1.Value", "AppendQueryRequest", Encodes, nums(ValueInt, ValueUint, ValueDouble, ValueBool, ValueString, ValueBytes, ValueEnum), nil},
 
 	// Writers of responses from records' bytes: the engine's search
 	// responses (searchwriters.go), the Any and Position fields of those

@@ -40,6 +40,10 @@
 //	  GetRequest, google.protobuf.Value   SizeGetRequest and
 //	      AppendGetRequest: key records and keys other than one number,
 //	      string or bool are left to proto.Marshal
+//	  QueryRequest, Query, Expr, Comparison, Value   SizeQueryRequest and
+//	      AppendQueryRequest: a query other than one comparison of one
+//	      operand (order, filter, aggregate, and/or/not, a list) and
+//	      unknown fields are left to proto.Marshal
 //	encoded (engine: search responses written from records' bytes)
 //	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
 //	      AppendResult, AppendResultHeader, AppendRecord, AppendVersions,

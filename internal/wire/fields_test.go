@@ -72,6 +72,11 @@ var encodedPlaces = []placed{
 	{func() proto.Message { return new(pb.QueryResponse) }, names("records")},
 	{func() proto.Message { return new(pb.GetRequest) }, nil},
 	{func() proto.Message { return new(pb.GetRequest) }, names("keys")},
+	{func() proto.Message { return new(pb.QueryRequest) }, nil},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where", "cmp")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where", "cmp", "value")},
 }
 
 func names(n ...protoreflect.Name) []protoreflect.Name { return n }
@@ -250,6 +255,7 @@ var handEncoders = []struct {
 	{"AppendScanResponse", new(pb.ScanResponse), marshalHand},
 	{"AppendGetResponse", new(pb.GetResponse), marshalHand},
 	{"AppendGetRequest", new(pb.GetRequest), marshalHand},
+	{"AppendQueryRequest", new(pb.QueryRequest), marshalHand},
 	{"AppendQueryResponse", new(pb.QueryResponse), marshalHand},
 	{searchWriters, new(pb.SearchResponse), writeSearch},
 }

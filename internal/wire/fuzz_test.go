@@ -189,6 +189,10 @@ func FuzzEncodeScanResponse(f *testing.F) {
 	fuzzEncode(f, func() proto.Message { return new(pb.ScanResponse) }, marshalHand)
 }
 
+func FuzzEncodeQueryRequest(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.QueryRequest) }, marshalHand)
+}
+
 func FuzzEncodeGetRequest(f *testing.F) {
 	fuzzEncode(f, func() proto.Message { return new(pb.GetRequest) }, marshalHand)
 }

@@ -31,6 +31,12 @@ func marshalHand(m proto.Message) (b []byte, ok bool) {
 		if n, ok = SizeScanResponse(m); ok {
 			b = AppendScanResponse(make([]byte, 0, n), m)
 		}
+	case *pb.QueryRequest:
+		var s QuerySizes
+		if s, ok = SizeQueryRequest(m); ok {
+			n = s.request
+			b = AppendQueryRequest(make([]byte, 0, n), m, s)
+		}
 	case *pb.GetRequest:
 		if n, ok = SizeGetRequest(m); ok {
 			b = AppendGetRequest(make([]byte, 0, n), m)

@@ -33,9 +33,11 @@ const (
 
 	ValueInt    protowire.Number = 1
 	ValueUint   protowire.Number = 2
+	ValueDouble protowire.Number = 3
 	ValueBool   protowire.Number = 4
 	ValueString protowire.Number = 5
 	ValueBytes  protowire.Number = 6
+	ValueEnum   protowire.Number = 7
 )
 
 // QueryRequest.

@@ -40,6 +40,8 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		{ValueBool, &pb.Value{}, "bool"},
 		{ValueString, &pb.Value{}, "string"},
 		{ValueBytes, &pb.Value{}, "bytes"},
+		{ValueDouble, &pb.Value{}, "double"},
+		{ValueEnum, &pb.Value{}, "enum"},
 		{SearchResponseResults, &pb.SearchResponse{}, "results"},
 		{SearchResponseDone, &pb.SearchResponse{}, "done"},
 		{SearchResponseErrors, &pb.SearchResponse{}, "errors"},
