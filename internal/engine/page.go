@@ -251,8 +251,9 @@ func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
 		// A plain primary-key lookup skips the planner, as on Search. Only
 		// without a token: a point plan never issues one, and resuming
 		// needs the planner's full ranges.
-		var scratch pointScratch
-		c, err = e.compileFast(req.GetQuery(), &scratch)
+		scratch := new(pointScratch)
+		scratch.key = scratch.buf[:0]
+		c, err = e.compileFast(req.GetQuery(), scratch)
 	} else {
 		c, err = e.compile(req.GetQuery())
 	}
