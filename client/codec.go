@@ -13,9 +13,9 @@ import (
 )
 
 // The responses that carry records by the million (ScanResponse,
-// QueryResponse, SearchResponse) and the changes a watcher receives by the
-// hundred thousand a second (WatchResponse) are decoded by internal/wire's
-// hand decoders, which point every record's value into the response's
+// QueryResponse, SearchResponse), Get's answers, and the changes a
+// watcher receives by the hundred thousand a second (WatchResponse) are
+// decoded by internal/wire's hand decoders, which point every record's value into the response's
 // bytes instead of allocating three times per record as the generated
 // decoder does; each gives what proto.Unmarshal gives, and hands the
 // shapes it does not cover to it. A record kept by the caller keeps its
@@ -23,7 +23,7 @@ import (
 
 var protoCodec = encoding.GetCodecV2("proto")
 
-// readCodec is the codec of the Scan, Query and Search calls: protobuf,
+// readCodec is the codec of the Scan, Query, Search and Get calls: protobuf,
 // with the hand decoders for their responses. Its name is "proto", so the
 // server sees ordinary protobuf.
 type readCodec struct{}
@@ -34,8 +34,22 @@ var readCall = grpc.ForceCodecV2(readCodec{})
 // Name implements encoding.CodecV2.
 func (readCodec) Name() string { return "proto" }
 
-// Marshal implements encoding.CodecV2.
-func (readCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
+// Marshal implements encoding.CodecV2. A GetRequest or QueryRequest of
+// the usual shape is encoded by hand (wire.AppendGetRequest,
+// wire.AppendQueryRequest).
+func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *pb.GetRequest:
+		if n, ok := wire.SizeGetRequest(m); ok {
+			return mem.BufferSlice{mem.SliceBuffer(wire.AppendGetRequest(make([]byte, 0, n), m))}, nil
+		}
+	case *pb.QueryRequest:
+		if s, ok := wire.SizeQueryRequest(m); ok {
+			return mem.BufferSlice{mem.SliceBuffer(wire.AppendQueryRequest(make([]byte, 0, s.Size()), m, s))}, nil
+		}
+	}
+	return protoCodec.Marshal(v)
+}
 
 // Unmarshal implements encoding.CodecV2. The decoded messages keep
 // references into their bytes, a copy of the transport's buffers.
@@ -47,6 +61,8 @@ func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return wire.DecodeQueryResponse(data.Materialize(), m)
 	case *pb.SearchResponse:
 		return wire.DecodeSearchResponse(data.Materialize(), m)
+	case *pb.GetResponse:
+		return wire.DecodeGetResponse(data.Materialize(), m)
 	}
 	return protoCodec.Unmarshal(data, v)
 }

@@ -56,7 +56,8 @@ func typeName(url string) string { return url[strings.LastIndexByte(url, '/')+1:
 // Integers beyond ±2^53 travel as strings, so 64-bit keys keep every bit.
 // A server answers a request with as many records as fit in one response
 // (docs/limits.md) and names the keys left over; Get asks again for those
-// until every key is answered.
+// until every key is answered. The records of one response share its
+// bytes: keeping one keeps them all in memory.
 func (c *Client) Get(ctx context.Context, typeName string, keys ...any) ([]*anypb.Any, error) {
 	out, _, err := c.get(ctx, typeName, keys, false)
 	return out, err
@@ -104,7 +105,7 @@ func (c *Client) get(ctx context.Context, typeName string, keys []any, versions 
 			return nil, nil, err
 		}
 		req.Versions = versions
-		resp, err := c.api.Get(ctx, req)
+		resp, err := c.api.Get(ctx, req, readCall)
 		if err != nil {
 			return nil, nil, asError(err)
 		}

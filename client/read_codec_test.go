@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/wire"
@@ -31,6 +32,10 @@ func readSeeds(t testing.TB) [][]byte {
 		&pb.QueryResponse{Records: recs, NextPageToken: "tok"},
 		&pb.QueryResponse{Count: 7},
 		&pb.QueryResponse{Records: recs[1:], Plan: &pb.Plan{Access: "scan"}},
+		&pb.GetResponse{Records: recs[:1]},
+		&pb.GetResponse{Records: recs, Missing: []uint32{4, 1 << 31}, Unanswered: []uint32{5}, Versions: []uint64{1, 1 << 60}},
+		&pb.GetResponse{Missing: []uint32{0}, MissingKeys: []*structpb.Value{structpb.NewStringValue("k")}},
+		&pb.GetResponse{Missing: []uint32{0}, MissingKeyRecords: recs[:1]},
 	}
 	var out [][]byte
 	for _, m := range msgs {
@@ -61,16 +66,22 @@ func readSeeds(t testing.TB) [][]byte {
 	out = append(out, protowire.AppendVarint(truncated, 40))
 	badToken := protowire.AppendTag(nil, wire.QueryResponseNextPageToken, protowire.BytesType)
 	out = append(out, protowire.AppendBytes(badToken, []byte{0xc0}))
+	// Missing positions unpacked, and one beyond 32 bits (its low bits kept).
+	unpacked := protowire.AppendTag(nil, wire.GetResponseMissing, protowire.VarintType)
+	out = append(out, protowire.AppendVarint(unpacked, 3))
+	wide := protowire.AppendTag(nil, wire.GetResponseMissing, protowire.BytesType)
+	out = append(out, protowire.AppendBytes(wide, protowire.AppendVarint(nil, 1<<40|9)))
 	return out
 }
 
 // checkDecodeRead decodes b with readCodec and with proto.Unmarshal, as
-// both response types, and wants the same messages and the same errors.
+// each response type, and wants the same messages and the same errors.
 func checkDecodeRead(t *testing.T, b []byte) {
 	t.Helper()
 	for _, newMsg := range []func() proto.Message{
 		func() proto.Message { return new(pb.ScanResponse) },
 		func() proto.Message { return new(pb.QueryResponse) },
+		func() proto.Message { return new(pb.GetResponse) },
 	} {
 		want, got := newMsg(), newMsg()
 		wantErr := proto.Unmarshal(b, want)
@@ -125,4 +136,68 @@ func FuzzDecodeRead(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecodeRead(t, b) })
+}
+
+// The read codec encodes the requests Get builds as proto.Marshal does,
+// whatever the keys: scalars, 64-bit integers sent as strings, compound
+// keys, key records.
+func TestEncodeGetRequestMatchesProto(t *testing.T) {
+	rec, err := anypb.New(&pb.Position{Commit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keys := range [][]any{
+		nil,
+		{int64(7)},
+		{1, int32(-2), uint64(1 << 60), int64(-1 << 62), "ann", "", true, 2.5, []byte{1, 2}},
+		{[]any{1, "a"}, map[string]any{"id": 3}},
+		{rec, 4},
+	} {
+		todo := make([]int, len(keys))
+		for i := range todo {
+			todo[i] = i
+		}
+		req, _, err := getRequest("shop.User", keys, todo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Versions = len(keys)%2 == 1
+		want, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readCodec{}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got.Materialize(); string(b) != string(want) {
+			t.Fatalf("keys %v:\n got %x\nwant %x", keys, b, want)
+		}
+	}
+}
+
+// The read codec encodes Query requests as proto.Marshal does.
+func TestEncodeQueryRequestMatchesProto(t *testing.T) {
+	eq := func(v *pb.Value) *pb.Query {
+		return &pb.Query{Type: "shop.User", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{Field: "id", Op: pb.Op_OP_EQ, Value: v}}}}
+	}
+	for _, req := range []*pb.QueryRequest{
+		{},
+		{Query: eq(&pb.Value{Kind: &pb.Value_Int{Int: -7}}), PageSize: 10, PageToken: "tok"},
+		{Query: eq(&pb.Value{Kind: &pb.Value_String_{String_: "ann"}})},
+		{Query: &pb.Query{Type: "shop.User", Limit: 3, Versions: true, Order: &pb.Order{Descending: true}}},
+		{Query: &pb.Query{Type: "shop.User", Filter: "id > 2"}},
+	} {
+		want, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readCodec{}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got.Materialize(); string(b) != string(want) {
+			t.Fatalf("%v:\n got %x\nwant %x", req, b, want)
+		}
+	}
 }

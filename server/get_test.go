@@ -150,3 +150,48 @@ func TestGetRecordsErrors(t *testing.T) {
 	wantNATSCode(t, newNATSClient(t, ts, ts.Srv.NATSURL(), false).call(natstransport.SubjectGetRecords,
 		&pb.GetRequest{Type: "shop.User", Keys: jsonKeys(t, "x")}, new(pb.GetResponse)), codes.InvalidArgument)
 }
+
+// Client.Get of one key at a time, as an application reading one record
+// per call does: a number, a string longer than most keys, a compound key,
+// a key with no record, and with versions.
+func TestGetOneKey(t *testing.T) {
+	ts := startServer(t, server.Config{NoSync: true})
+	ts.MustApply(map[string]string{"shop.proto": shopProto, "kv.proto": `syntax = "proto3";
+package kv;
+import "protobase/v1/options.proto";
+message Entry {
+  option (protobase.v1.record) = { primary_key: "key" };
+  string key = 1;
+  string value = 2;
+}
+`})
+	long := strings.Repeat("k", 100)
+	ts.MustWrite(insert, []*anypb.Any{
+		ts.Rec("shop.User", `{"id": 7, "name": "ann", "email": "a"}`),
+		ts.Rec("kv.Entry", `{"key": "`+long+`", "value": "v"}`),
+		ts.Rec("shop.Order", `{"userId": 7, "id": "3", "total": 2.5}`),
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		typ   string
+		key   any
+		found bool
+	}{
+		{"shop.User", 7, true},
+		{"shop.User", int64(8), false},
+		{"kv.Entry", long, true},
+		{"kv.Entry", long[1:], false},
+		{"shop.Order", []any{7, "3"}, true},
+	} {
+		recs, vers, err := ts.C.GetVersioned(ctx, tc.typ, tc.key)
+		if err != nil || len(recs) != 1 || (recs[0] != nil) != tc.found || (vers[0] != 0) != tc.found {
+			t.Fatalf("%s %v: records %v versions %v, %v; want found %v", tc.typ, tc.key, recs, vers, err, tc.found)
+		}
+		if recs, err = ts.C.Get(ctx, tc.typ, tc.key); err != nil || (recs[0] != nil) != tc.found {
+			t.Fatalf("%s %v: records %v, %v; want found %v", tc.typ, tc.key, recs, err, tc.found)
+		}
+		if tc.found && recs[0].TypeUrl != "type.googleapis.com/"+tc.typ {
+			t.Fatalf("%s %v: record of type %s", tc.typ, tc.key, recs[0].TypeUrl)
+		}
+	}
+}

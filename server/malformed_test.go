@@ -160,6 +160,10 @@ func TestMalformedUnaryAndScanRequest(t *testing.T) {
 		{"Query", false, query},
 		{"Query", false, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badUTF8)},
 		{"GetSchema", false, []byte{0x0a, 0x05, 'a'}}, // a field 5 bytes long, 1 sent
+		{"Get", false, badUTF8}, // GetRequest.type
+		{"Get", false, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType),
+			protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), []byte{0xc3}))}, // a string key of invalid UTF-8
+		{"Get", false, []byte{0x12, 0x09, 0x11, 0, 0}}, // a number key cut short
 		{"Scan", true, query},
 		{"Scan", true, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badUTF8)},
 		{"Watch", true, badUTF8}, // WatchRequest.types

@@ -4,17 +4,21 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/client"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	natstransport "github.com/protobase/protobase/internal/transport/nats"
 	"github.com/protobase/protobase/server"
+	"github.com/protobase/protobase/server/servertest"
 )
 
 // Query with count returns the number of matches (capped by the limit) in
@@ -128,5 +132,50 @@ func TestQueryTokenAfterTypeRecreated(t *testing.T) {
 	natsPB := newNATSClient(t, ts, ts.Srv.NATSURL(), false)
 	if st := natsPB.call(natstransport.SubjectQuery, &pb.QueryRequest{Query: q, PageSize: 10, PageToken: first.Token}, new(pb.QueryResponse)); codes.Code(st.GetCode()) != codes.FailedPrecondition {
 		t.Fatalf("nats: old token after re-create: %v, want FAILED_PRECONDITION", st)
+	}
+}
+
+// Pages of one record each walk every record once, in key order, whether
+// a key is short or longer than most; a lookup by key is a page of one.
+func TestQueryPagesOfOne(t *testing.T) {
+	ts := startServer(t, server.Config{NoSync: true})
+	ts.MustApply(map[string]string{"kv.proto": `syntax = "proto3";
+package kv;
+import "protobase/v1/options.proto";
+message Entry {
+  option (protobase.v1.record) = { primary_key: "key" };
+  string key = 1;
+}
+`})
+	var want []string
+	var recs []*anypb.Any
+	for i := range 6 {
+		k := fmt.Sprintf("%d-%s", i, strings.Repeat("k", i*20))
+		want = append(want, k)
+		recs = append(recs, ts.Rec("kv.Entry", `{"key": "`+k+`"}`))
+	}
+	ts.MustWrite(insert, recs)
+	ctx := context.Background()
+	var got []string
+	err := ts.C.Pages(ctx, &pb.Query{Type: "kv.Entry"}, 1, func(p *client.Page) bool {
+		for _, r := range p.Records {
+			m := dynamicpb.NewMessage(ts.Desc("kv.Entry"))
+			if err := proto.Unmarshal(r.Value, m); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, servertest.FieldValue(m, "key").String())
+		}
+		return true
+	})
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("pages of one: %q, %v; want %q", got, err, want)
+	}
+	for _, k := range want {
+		q := &pb.Query{Type: "kv.Entry", Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+			Field: "key", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_String_{String_: k}}}}}}
+		p, err := ts.C.Query(ctx, q, 0, "")
+		if err != nil || len(p.Records) != 1 || p.Token != "" {
+			t.Fatalf("key %q: %d records, token %q, %v", k, len(p.Records), p.Token, err)
+		}
 	}
 }

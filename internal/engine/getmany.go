@@ -56,17 +56,17 @@ func (e *Engine) responseBytes(maxBytes int) int64 {
 }
 
 func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64) (*pb.GetResponse, Hold, error) {
-	t, keys, err := e.getKeys(req)
+	g := &getRun{e: e}
+	t, keys, err := e.getKeys(req, &g.lone.key)
 	if err != nil {
 		return nil, Hold{}, err
 	}
-	g := &getRun{e: e, t: t, now: e.now(), url: t.url, limit: limit, versions: req.GetVersions()}
+	g.t, g.now, g.url, g.limit, g.versions = t, e.now(), t.url, limit, req.GetVersions()
 	if err := g.read(ctx, keys); err != nil {
 		e.release(&g.h)
 		return nil, Hold{}, err
 	}
-	resp := &pb.GetResponse{Records: make([]*anypb.Any, 0, len(keys))}
-	anys := make([]anypb.Any, len(keys)) // one allocation for every record's Any
+	resp, anys := newGetResponse(len(keys))
 	size := 0
 	for i, val := range g.vals {
 		switch {
@@ -95,8 +95,35 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 	return resp, e.take(&g.h, size), nil
 }
 
-// getKeys checks a GetRequest and encodes its keys, in request order.
-func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
+// loneAnswer is the response to a request of one key, with its record's
+// Any, in one allocation.
+type loneAnswer struct {
+	resp pb.GetResponse
+	rec  [1]*anypb.Any
+	any  [1]anypb.Any
+}
+
+// newGetResponse returns a response with room for n records, and the Anys
+// to hold them (one allocation for them all).
+func newGetResponse(n int) (*pb.GetResponse, []anypb.Any) {
+	if n == 1 {
+		a := new(loneAnswer)
+		a.resp.Records = a.rec[:0]
+		return &a.resp, a.any[:]
+	}
+	return &pb.GetResponse{Records: make([]*anypb.Any, 0, n)}, make([]anypb.Any, n)
+}
+
+// loneKey holds the key of a request of one key: its bytes, when they fit,
+// and the slice of keys.
+type loneKey struct {
+	buf  [48]byte
+	keys [1][]byte
+}
+
+// getKeys checks a GetRequest and encodes its keys, in request order; a
+// lone key goes into lone.
+func (e *Engine) getKeys(req *pb.GetRequest, lone *loneKey) (*recType, [][]byte, error) {
 	if req.GetType() == "" {
 		return nil, nil, &apierror.Error{Code: apierror.InvalidArgument, Msg: "type is missing: name the record type of the keys"}
 	}
@@ -109,7 +136,12 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 		return nil, nil, apierror.Errorf(apierror.InvalidArgument, "%d keys in one request, more than the limit of %d (max batch records)", n, max)
 	}
 	// Every key goes into one buffer; ends[i] is where key i ends.
-	buf := make([]byte, 0, n*(len(t.prefix)+9))
+	var buf []byte
+	if size := n * (len(t.prefix) + 9); n == 1 && size <= len(lone.buf) {
+		buf = lone.buf[:0]
+	} else {
+		buf = make([]byte, 0, size)
+	}
 	ends := make([]int, 0, n)
 	for i, v := range req.GetKeys() {
 		var err error
@@ -129,7 +161,10 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 		}
 		ends = append(ends, len(buf))
 	}
-	keys := make([][]byte, n)
+	keys := lone.keys[:]
+	if n != 1 {
+		keys = make([][]byte, n)
+	}
 	for i, end := range ends {
 		start := 0
 		if i > 0 {
@@ -146,8 +181,9 @@ func (e *Engine) getKeys(req *pb.GetRequest) (*recType, [][]byte, error) {
 // named more than once is read once, its value shared, and counted once
 // per naming, as the response repeats it.
 type getRun struct {
-	// lone holds vals and skipped of a request of one key.
+	// lone holds the key, vals and skipped of a request of one key.
 	lone struct {
+		key     loneKey
 		val     [1][]byte
 		skipped [1]bool
 	}

@@ -163,8 +163,22 @@ type answerSlotKey struct{}
 
 // WithAnswerSlot returns ctx carrying a new, empty slot.
 func WithAnswerSlot(ctx context.Context) (context.Context, *AnswerSlot) {
-	s := &AnswerSlot{}
-	return context.WithValue(ctx, answerSlotKey{}, s), s
+	c := &slotCtx{Context: ctx}
+	return c, &c.slot
+}
+
+// slotCtx is a context carrying an AnswerSlot: what context.WithValue
+// makes of it, in one allocation with the slot instead of two.
+type slotCtx struct {
+	context.Context
+	slot AnswerSlot
+}
+
+func (c *slotCtx) Value(key any) any {
+	if key == (answerSlotKey{}) {
+		return &c.slot
+	}
+	return c.Context.Value(key)
 }
 
 // Take returns the Hold put in the slot, which the caller must release,

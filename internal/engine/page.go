@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
@@ -65,6 +66,17 @@ func (e *Engine) pageReader(c *compiled, resuming bool) (store.View, func(), err
 	return snap, func() { snap.Close() }, nil
 }
 
+// onePage is what readPage allocates for a page, in one allocation: its
+// packer and response, and room for a page of one record (a lookup by
+// key): the record's Any, the slice of records and its key.
+type onePage struct {
+	pk   packer
+	resp pb.QueryResponse
+	rec  [1]*anypb.Any
+	any  [1]anypb.Any
+	last [40]byte
+}
+
 // readPage reads at most size matches of c after key after from rd into
 // a response of at most limit bytes of records (see resultBytes), holding
 // them of the result budget in h; last is the key of its last record and
@@ -75,9 +87,14 @@ func (e *Engine) readPage(ctx context.Context, c *compiled, rd store.View, after
 	if c.plan.Access == query.AccessPKPoint {
 		expect = min(expect, len(c.plan.Ranges))
 	}
-	pk := &packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
+	pg := new(onePage)
+	pg.pk = packer{slabSize: min(64, max(expect, 1)), maxBuf: 64 << 10}
+	pk, resp := &pg.pk, &pg.resp
+	if expect == 1 {
+		pk.slab, pk.made = pg.any[:], 1
+		resp.Records, last = pg.rec[:0], pg.last[:0]
+	}
 	cu := &cursor{e: e, c: c, r: rd, pk: pk, want: int(size) + 1}
-	resp = &pb.QueryResponse{}
 	var total int64 // record bytes of the page, as resultBytes counts them
 	var budgetErr error
 	err = cu.run(ctx, c.plan.Ranges, after, func(key, rec []byte) bool {
@@ -234,8 +251,9 @@ func (e *Engine) pageQuery(req *pb.QueryRequest) (*compiled, uint64, error) {
 		// A plain primary-key lookup skips the planner, as on Search. Only
 		// without a token: a point plan never issues one, and resuming
 		// needs the planner's full ranges.
-		var scratch pointScratch
-		c, err = e.compileFast(req.GetQuery(), &scratch)
+		scratch := new(pointScratch)
+		scratch.key = scratch.buf[:0]
+		c, err = e.compileFast(req.GetQuery(), scratch)
 	} else {
 		c, err = e.compile(req.GetQuery())
 	}

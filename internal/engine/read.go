@@ -73,6 +73,9 @@ type pointScratch struct {
 	plan query.Plan
 	rg   [1]query.Range
 	key  []byte
+	// buf holds a short key for a scratch used once (a unary Query's),
+	// which then allocates once in all.
+	buf [40]byte
 }
 
 // compileFast is compile with the primary-key fast path: query.Point

@@ -43,6 +43,8 @@ type Coverage struct {
 var Coders = []Coverage{
 	// Decoders of requests.
 	{"protobase.v1.SearchRequest", "DecodeSearchRequest", Decodes, nums(SearchRequestQueries), nil},
+	{"protobase.v1.GetRequest", "DecodeGetRequest", Decodes, nums(GetRequestType, GetRequestKeys, GetRequestVersions), nums(GetRequestKeyRecords)},
+	{"google.protobuf.Value", "DecodeGetRequest", Decodes, nums(JSONNumber, JSONString, JSONBool), nums(JSONNull, JSONStruct, JSONList)},
 	{"protobase.v1.QueryRequest", "DecodeQueryRequest", Decodes, nums(QueryRequestQuery, QueryRequestPageSize, QueryRequestPageToken), nil},
 	{"protobase.v1.Query", "ReadQuery", Decodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
 	{"protobase.v1.Expr", "ReadQuery", Decodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not
@@ -58,6 +60,8 @@ var Coders = []Coverage{
 	// Decoders of responses (the Go client).
 	{"protobase.v1.ScanResponse", "DecodeScanResponse", Decodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)},                   // plan
 	{"protobase.v1.QueryResponse", "DecodeQueryResponse", Decodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
+	{"protobase.v1.GetResponse", "DecodeGetResponse", Decodes, nums(GetResponseRecords, GetResponseMissing, GetResponseUnanswered, GetResponseVersions),
+		nums(GetResponseMissingKeys, GetResponseMissingKeyRecords)},
 	{"protobase.v1.SearchResponse", "DecodeSearchResponse", Decodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
 	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan, ResultBatchVersions), nil},
 	{"protobase.v1.WatchResponse", "DecodeWatchResponse", Decodes, nums(WatchResponseChanges, WatchResponseProgress), nil},
@@ -69,7 +73,19 @@ var Coders = []Coverage{
 	{"protobase.v1.ResultBatch", "AppendSearchResponse", Encodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchVersions), nums(ResultBatchPlan)},
 	{"protobase.v1.QueryDone", "AppendSearchResponse", Encodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)},                                                  // plan
 	{"protobase.v1.ScanResponse", "AppendScanResponse", Encodes, nums(ScanResponseRecords, ScanResponseCount, ScanResponseDone, ScanResponseVersions), nums(4)}, // plan
-	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
+	{"protobase.v1.GetResponse", "AppendGetResponse", Encodes, nums(GetResponseRecords, GetResponseMissing, GetResponseUnanswered, GetResponseVersions),
+		nums(GetResponseMissingKeys, GetResponseMissingKeyRecords)},
+	{"protobase.v1.QueryResponse", "AppendQueryResponse", Encodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
+	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse, AppendGetResponse, AppendQueryResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
+
+	// Encoders of requests (the Go client).
+	{"protobase.v1.GetRequest", "AppendGetRequest", Encodes, nums(GetRequestType, GetRequestKeys, GetRequestVersions), nums(GetRequestKeyRecords)},
+	{"google.protobuf.Value", "AppendGetRequest", Encodes, nums(JSONNumber, JSONString, JSONBool), nums(JSONNull, JSONStruct, JSONList)},
+	{"protobase.v1.QueryRequest", "AppendQueryRequest", Encodes, nums(QueryRequestQuery, QueryRequestPageSize, QueryRequestPageToken), nil},
+	{"protobase.v1.Query", "AppendQueryRequest", Encodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
+	{"protobase.v1.Expr", "AppendQueryRequest", Encodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not
+	{"protobase.v1.Comparison", "AppendQueryRequest", Encodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                              // values
+	{"protobase.v1.Value", "AppendQueryRequest", Encodes, nums(ValueInt, ValueUint, ValueDouble, ValueBool, ValueString, ValueBytes, ValueEnum), nil},
 
 	// Writers of responses from records' bytes: the engine's search
 	// responses (searchwriters.go), the Any and Position fields of those

@@ -16,18 +16,34 @@
 //	      a query other than
 //	      one comparison of one scalar operand (order, filter, and/or/not,
 //	      a list, a double or enum operand) is decoded by proto.Unmarshal
+//	  GetRequest, google.protobuf.Value   DecodeGetRequest: key records and
+//	      keys other than one number, string or bool are decoded by
+//	      proto.Unmarshal
 //	  WriteRequest, WriteStreamRequest, google.protobuf.Any
 //	      DecodeWriteRequest, DecodeWriteStreamRequest, DecodeRecords
 //	decoded (Go client)
-//	  ScanResponse, QueryResponse   DecodeScanResponse, DecodeQueryResponse
+//	  ScanResponse, QueryResponse, GetResponse   DecodeScanResponse,
+//	      DecodeQueryResponse, DecodeGetResponse (the keys of missing
+//	      records through proto.Unmarshal)
 //	  SearchResponse, ResultBatch   DecodeSearchResponse (QueryDone,
 //	      QueryError and a batch's Plan through proto.Unmarshal)
 //	  WatchResponse, Change, Position   DecodeWatchResponse, WatchSlabs
 //	encoded (server: the gRPC codec)
-//	  SearchResponse, ResultBatch, QueryDone, ScanResponse, google.protobuf.Any
+//	  SearchResponse, ResultBatch, QueryDone, ScanResponse, GetResponse,
+//	  QueryResponse, google.protobuf.Any
 //	      SizeSearchResponse and AppendSearchResponse, SizeScanResponse and
-//	      AppendScanResponse: errors, plans and unknown fields at the top
-//	      are left to proto.Marshal
+//	      AppendScanResponse, SizeGetResponse and AppendGetResponse,
+//	      SizeQueryResponse and AppendQueryResponse: errors, plans,
+//	      aggregate rows, the keys of missing records and unknown fields at
+//	      the top are left to proto.Marshal
+//	encoded (Go client: its read codec)
+//	  GetRequest, google.protobuf.Value   SizeGetRequest and
+//	      AppendGetRequest: key records and keys other than one number,
+//	      string or bool are left to proto.Marshal
+//	  QueryRequest, Query, Expr, Comparison, Value   SizeQueryRequest and
+//	      AppendQueryRequest: a query other than one comparison of one
+//	      operand (order, filter, aggregate, and/or/not, a list) and
+//	      unknown fields are left to proto.Marshal
 //	encoded (engine: search responses written from records' bytes)
 //	  SearchResponse, ResultBatch, QueryDone, google.protobuf.Any
 //	      AppendResult, AppendResultHeader, AppendRecord, AppendVersions,

@@ -32,6 +32,8 @@ var decodedPlaces = []placed{
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where")},
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where", "cmp")},
 	{func() proto.Message { return new(pb.SearchRequest) }, names("queries", "where", "cmp", "value")},
+	{func() proto.Message { return new(pb.GetRequest) }, nil},
+	{func() proto.Message { return new(pb.GetRequest) }, names("keys")},
 	{func() proto.Message { return new(pb.QueryRequest) }, nil},
 	{func() proto.Message { return new(pb.QueryRequest) }, names("query")},
 	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where")},
@@ -45,6 +47,8 @@ var decodedPlaces = []placed{
 	{func() proto.Message { return new(pb.ScanResponse) }, names("records")},
 	{func() proto.Message { return new(pb.QueryResponse) }, nil},
 	{func() proto.Message { return new(pb.QueryResponse) }, names("records")},
+	{func() proto.Message { return new(pb.GetResponse) }, nil},
+	{func() proto.Message { return new(pb.GetResponse) }, names("records")},
 	{func() proto.Message { return new(pb.SearchResponse) }, nil},
 	{func() proto.Message { return new(pb.SearchResponse) }, names("results")},
 	{func() proto.Message { return new(pb.SearchResponse) }, names("results", "records")},
@@ -62,6 +66,17 @@ var encodedPlaces = []placed{
 	{func() proto.Message { return new(pb.SearchResponse) }, names("done")},
 	{func() proto.Message { return new(pb.ScanResponse) }, nil},
 	{func() proto.Message { return new(pb.ScanResponse) }, names("records")},
+	{func() proto.Message { return new(pb.GetResponse) }, nil},
+	{func() proto.Message { return new(pb.GetResponse) }, names("records")},
+	{func() proto.Message { return new(pb.QueryResponse) }, nil},
+	{func() proto.Message { return new(pb.QueryResponse) }, names("records")},
+	{func() proto.Message { return new(pb.GetRequest) }, nil},
+	{func() proto.Message { return new(pb.GetRequest) }, names("keys")},
+	{func() proto.Message { return new(pb.QueryRequest) }, nil},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where", "cmp")},
+	{func() proto.Message { return new(pb.QueryRequest) }, names("query", "where", "cmp", "value")},
 }
 
 func names(n ...protoreflect.Name) []protoreflect.Name { return n }
@@ -162,6 +177,8 @@ func decodeHand(b []byte, m proto.Message) error {
 		return DecodeSearchRequest(b, m, nil)
 	case *pb.QueryRequest:
 		return DecodeQueryRequest(b, m)
+	case *pb.GetRequest:
+		return DecodeGetRequest(b, m)
 	case *pb.WriteRequest:
 		return DecodeWriteRequest(b, m)
 	case *pb.WriteStreamRequest:
@@ -170,6 +187,8 @@ func decodeHand(b []byte, m proto.Message) error {
 		return DecodeScanResponse(b, m)
 	case *pb.QueryResponse:
 		return DecodeQueryResponse(b, m)
+	case *pb.GetResponse:
+		return DecodeGetResponse(b, m)
 	case *pb.SearchResponse:
 		return DecodeSearchResponse(b, m)
 	case *pb.WatchResponse:
@@ -234,6 +253,10 @@ var handEncoders = []struct {
 }{
 	{"AppendSearchResponse", new(pb.SearchResponse), marshalHand},
 	{"AppendScanResponse", new(pb.ScanResponse), marshalHand},
+	{"AppendGetResponse", new(pb.GetResponse), marshalHand},
+	{"AppendGetRequest", new(pb.GetRequest), marshalHand},
+	{"AppendQueryRequest", new(pb.QueryRequest), marshalHand},
+	{"AppendQueryResponse", new(pb.QueryResponse), marshalHand},
 	{searchWriters, new(pb.SearchResponse), writeSearch},
 }
 

@@ -83,6 +83,10 @@ func FuzzDecodeQueryRequest(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.QueryRequest) })
 }
 
+func FuzzDecodeGetRequest(f *testing.F) {
+	fuzzDecode(f, func() proto.Message { return new(pb.GetRequest) })
+}
+
 func FuzzDecodeWriteRequest(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.WriteRequest) })
 }
@@ -97,6 +101,10 @@ func FuzzDecodeScanResponse(f *testing.F) {
 
 func FuzzDecodeQueryResponse(f *testing.F) {
 	fuzzDecode(f, func() proto.Message { return new(pb.QueryResponse) })
+}
+
+func FuzzDecodeGetResponse(f *testing.F) {
+	fuzzDecode(f, func() proto.Message { return new(pb.GetResponse) })
 }
 
 func FuzzDecodeSearchResponse(f *testing.F) {
@@ -179,6 +187,22 @@ func FuzzEncodeSearchResponse(f *testing.F) {
 
 func FuzzEncodeScanResponse(f *testing.F) {
 	fuzzEncode(f, func() proto.Message { return new(pb.ScanResponse) }, marshalHand)
+}
+
+func FuzzEncodeQueryRequest(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.QueryRequest) }, marshalHand)
+}
+
+func FuzzEncodeGetRequest(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.GetRequest) }, marshalHand)
+}
+
+func FuzzEncodeGetResponse(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.GetResponse) }, marshalHand)
+}
+
+func FuzzEncodeQueryResponse(f *testing.F) {
+	fuzzEncode(f, func() proto.Message { return new(pb.QueryResponse) }, marshalHand)
 }
 
 // FuzzSearchWriters holds the engine's search writers (writeSearch) to

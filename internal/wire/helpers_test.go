@@ -31,6 +31,24 @@ func marshalHand(m proto.Message) (b []byte, ok bool) {
 		if n, ok = SizeScanResponse(m); ok {
 			b = AppendScanResponse(make([]byte, 0, n), m)
 		}
+	case *pb.QueryRequest:
+		var s QuerySizes
+		if s, ok = SizeQueryRequest(m); ok {
+			n = s.request
+			b = AppendQueryRequest(make([]byte, 0, n), m, s)
+		}
+	case *pb.GetRequest:
+		if n, ok = SizeGetRequest(m); ok {
+			b = AppendGetRequest(make([]byte, 0, n), m)
+		}
+	case *pb.GetResponse:
+		if n, ok = SizeGetResponse(m); ok {
+			b = AppendGetResponse(make([]byte, 0, n), m)
+		}
+	case *pb.QueryResponse:
+		if n, ok = SizeQueryResponse(m); ok {
+			b = AppendQueryResponse(make([]byte, 0, n), m)
+		}
 	}
 	if ok && (len(b) != n || cap(b) != n) {
 		panic("hand encoder's size differs from what it wrote")

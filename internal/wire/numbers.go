@@ -33,9 +33,11 @@ const (
 
 	ValueInt    protowire.Number = 1
 	ValueUint   protowire.Number = 2
+	ValueDouble protowire.Number = 3
 	ValueBool   protowire.Number = 4
 	ValueString protowire.Number = 5
 	ValueBytes  protowire.Number = 6
+	ValueEnum   protowire.Number = 7
 )
 
 // QueryRequest.
@@ -71,6 +73,31 @@ const (
 	QueryResponseNextPageToken protowire.Number = 2
 	QueryResponseCount         protowire.Number = 4
 	QueryResponseVersions      protowire.Number = 5
+)
+
+// GetRequest and GetResponse.
+const (
+	GetRequestType       protowire.Number = 1
+	GetRequestKeys       protowire.Number = 2
+	GetRequestKeyRecords protowire.Number = 3
+	GetRequestVersions   protowire.Number = 4
+
+	GetResponseRecords           protowire.Number = 1
+	GetResponseMissing           protowire.Number = 2
+	GetResponseUnanswered        protowire.Number = 3
+	GetResponseVersions          protowire.Number = 4
+	GetResponseMissingKeys       protowire.Number = 5
+	GetResponseMissingKeyRecords protowire.Number = 6
+)
+
+// google.protobuf.Value, a JSON value: the keys of a GetRequest.
+const (
+	JSONNull   protowire.Number = 1
+	JSONNumber protowire.Number = 2
+	JSONString protowire.Number = 3
+	JSONBool   protowire.Number = 4
+	JSONStruct protowire.Number = 5
+	JSONList   protowire.Number = 6
 )
 
 // WriteRequest and WriteStreamRequest.

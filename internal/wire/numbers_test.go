@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
@@ -39,6 +40,8 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		{ValueBool, &pb.Value{}, "bool"},
 		{ValueString, &pb.Value{}, "string"},
 		{ValueBytes, &pb.Value{}, "bytes"},
+		{ValueDouble, &pb.Value{}, "double"},
+		{ValueEnum, &pb.Value{}, "enum"},
 		{SearchResponseResults, &pb.SearchResponse{}, "results"},
 		{SearchResponseDone, &pb.SearchResponse{}, "done"},
 		{SearchResponseErrors, &pb.SearchResponse{}, "errors"},
@@ -53,6 +56,23 @@ func TestNumbersMatchDescriptors(t *testing.T) {
 		{QueryResponseRecords, &pb.QueryResponse{}, "records"},
 		{QueryResponseNextPageToken, &pb.QueryResponse{}, "next_page_token"},
 		{QueryResponseCount, &pb.QueryResponse{}, "count"},
+		{QueryResponseVersions, &pb.QueryResponse{}, "versions"},
+		{GetRequestType, &pb.GetRequest{}, "type"},
+		{GetRequestKeys, &pb.GetRequest{}, "keys"},
+		{GetRequestKeyRecords, &pb.GetRequest{}, "key_records"},
+		{GetRequestVersions, &pb.GetRequest{}, "versions"},
+		{GetResponseRecords, &pb.GetResponse{}, "records"},
+		{GetResponseMissing, &pb.GetResponse{}, "missing"},
+		{GetResponseUnanswered, &pb.GetResponse{}, "unanswered"},
+		{GetResponseVersions, &pb.GetResponse{}, "versions"},
+		{GetResponseMissingKeys, &pb.GetResponse{}, "missing_keys"},
+		{GetResponseMissingKeyRecords, &pb.GetResponse{}, "missing_key_records"},
+		{JSONNull, &structpb.Value{}, "null_value"},
+		{JSONNumber, &structpb.Value{}, "number_value"},
+		{JSONString, &structpb.Value{}, "string_value"},
+		{JSONBool, &structpb.Value{}, "bool_value"},
+		{JSONStruct, &structpb.Value{}, "struct_value"},
+		{JSONList, &structpb.Value{}, "list_value"},
 		{WriteRequestRecords, &pb.WriteRequest{}, "records"},
 		{WriteStreamRequestOp, &pb.WriteStreamRequest{}, "op"},
 		{WriteStreamRequestRecords, &pb.WriteStreamRequest{}, "records"},

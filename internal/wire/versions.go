@@ -10,7 +10,7 @@ import "google.golang.org/protobuf/encoding/protowire"
 
 // sizePacked is the encoded size of a packed field holding vs, with its
 // tag of one byte; 0 for none.
-func sizePacked(vs []uint64) int {
+func sizePacked[T uint32 | uint64](vs []T) int {
 	if len(vs) == 0 {
 		return 0
 	}
@@ -19,23 +19,23 @@ func sizePacked(vs []uint64) int {
 }
 
 // packedLen is the length of the varints of vs.
-func packedLen(vs []uint64) int {
+func packedLen[T uint32 | uint64](vs []T) int {
 	n := 0
 	for _, v := range vs {
-		n += protowire.SizeVarint(v)
+		n += protowire.SizeVarint(uint64(v))
 	}
 	return n
 }
 
 // appendPacked appends vs as packed field num; nothing for none.
-func appendPacked(b []byte, num protowire.Number, vs []uint64) []byte {
+func appendPacked[T uint32 | uint64](b []byte, num protowire.Number, vs []T) []byte {
 	if len(vs) == 0 {
 		return b
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(packedLen(vs)))
 	for _, v := range vs {
-		b = protowire.AppendVarint(b, v)
+		b = protowire.AppendVarint(b, uint64(v))
 	}
 	return b
 }
@@ -49,15 +49,16 @@ func AppendVersions(b []byte, vs []uint64) []byte {
 // SizeVersions is what AppendVersions appends for vs.
 func SizeVersions(vs []uint64) int { return sizePacked(vs) }
 
-// readPacked appends the varints of the packed field content b to dst;
-// ok is false when b is not a whole number of well-formed varints.
-func readPacked(dst []uint64, b []byte) ([]uint64, bool) {
+// readPacked appends the varints of the packed field content b to dst,
+// a uint32 keeping the low 32 bits as proto.Unmarshal does; ok is false
+// when b is not a whole number of well-formed varints.
+func readPacked[T uint32 | uint64](dst []T, b []byte) ([]T, bool) {
 	for len(b) > 0 {
 		v, n := protowire.ConsumeVarint(b)
 		if n < 0 {
 			return dst, false
 		}
-		dst = append(dst, v)
+		dst = append(dst, T(v))
 		b = b[n:]
 	}
 	return dst, true

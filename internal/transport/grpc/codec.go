@@ -21,8 +21,9 @@ import (
 
 // Codec is the server's gRPC codec: protobuf, with internal/wire's hand
 // decoders for the messages that arrive by the million (SearchRequest,
-// QueryRequest and the write requests) and its hand encoders for the responses sent by the
-// million (SearchResponse, ScanResponse); each gives what the generated
+// QueryRequest, GetRequest and the write requests) and its hand encoders for the responses sent by the
+// million (SearchResponse, ScanResponse) and of the unary reads (GetResponse,
+// QueryResponse); each gives what the generated
 // code gives, and hands the shapes it does not cover to it. A
 // grpcbuf.Frame passes through as bytes (Lab.Echo's messages).
 //
@@ -40,8 +41,8 @@ var protoCodec = encoding.GetCodecV2("proto")
 // Name implements encoding.CodecV2.
 func (Codec) Name() string { return "proto" }
 
-// Marshal implements encoding.CodecV2. SearchResponse and ScanResponse
-// are encoded by hand (see marshalHand). A grpcbuf.Held is its message's
+// Marshal implements encoding.CodecV2. SearchResponse, ScanResponse,
+// GetResponse and QueryResponse are encoded by hand (see marshalHand). A grpcbuf.Held is its message's
 // bytes followed by its release buffer (see sendHeld).
 func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if h, ok := v.(*grpcbuf.Held); ok {
@@ -78,6 +79,8 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		err = c.unmarshalSearch(data, req, nil)
 	case *pb.QueryRequest:
 		err = unmarshalQuery(data, req)
+	case *pb.GetRequest:
+		err = unmarshalGet(data, req)
 	default:
 		err = protoCodec.Unmarshal(data, v)
 	}
@@ -121,6 +124,14 @@ func unmarshalQuery(data mem.BufferSlice, req *pb.QueryRequest) error {
 	buf := data.MaterializeToBuffer(grpcbuf.Pool)
 	defer buf.Free()
 	return wire.DecodeQueryRequest(buf.ReadOnlyData(), req)
+}
+
+// unmarshalGet decodes a GetRequest; the decoder keeps no reference to
+// the bytes, so they are read from a pooled buffer.
+func unmarshalGet(data mem.BufferSlice, req *pb.GetRequest) error {
+	buf := data.MaterializeToBuffer(grpcbuf.Pool)
+	defer buf.Free()
+	return wire.DecodeGetRequest(buf.ReadOnlyData(), req)
 }
 
 // overLimitError is a request the codec refuses for its size, not for its
@@ -255,21 +266,36 @@ func marshalHand(v any) (out mem.BufferSlice, ok bool) {
 	var size int
 	switch m := v.(type) {
 	case *pb.SearchResponse:
-		if size, ok = wire.SizeSearchResponse(m); !ok {
-			return nil, false
+		if size, ok = wire.SizeSearchResponse(m); ok {
+			out = pooled(m, size, wire.AppendSearchResponse)
 		}
-		bp := grpcbuf.Pool.Get(size)
-		*bp = wire.AppendSearchResponse((*bp)[:0], m)
-		return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, true
 	case *pb.ScanResponse:
-		if size, ok = wire.SizeScanResponse(m); !ok {
-			return nil, false
+		if size, ok = wire.SizeScanResponse(m); ok {
+			out = pooled(m, size, wire.AppendScanResponse)
 		}
-		bp := grpcbuf.Pool.Get(size)
-		*bp = wire.AppendScanResponse((*bp)[:0], m)
-		return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, true
+	case *pb.GetResponse:
+		if size, ok = wire.SizeGetResponse(m); ok {
+			out = pooled(m, size, wire.AppendGetResponse)
+		}
+	case *pb.QueryResponse:
+		if size, ok = wire.SizeQueryResponse(m); ok {
+			out = pooled(m, size, wire.AppendQueryResponse)
+		}
 	}
-	return nil, false
+	return out, ok
+}
+
+// pooled encodes m with appendTo into a buffer of size bytes, what m's
+// Size function gave: one of grpcbuf.Pool, or for a message below gRPC's
+// pooling threshold (a one-record answer) one of its own, as grpc-go's
+// codec does, since gRPC never gives a buffer that small back to a pool.
+func pooled[M any](m M, size int, appendTo func([]byte, M) []byte) mem.BufferSlice {
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return mem.BufferSlice{mem.SliceBuffer(appendTo(make([]byte, 0, size), m))}
+	}
+	bp := grpcbuf.Pool.Get(size)
+	*bp = appendTo((*bp)[:0], m)
+	return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}
 }
 
 // ownCopy returns a copy of the bytes of a write request, which its

@@ -107,10 +107,11 @@ func keyOf(local, remote net.Addr) (connKey, bool) {
 }
 
 // heldConns are the connections of the service's gRPC server, by their
-// ends. mu guards m.
+// ends: a sync.Map, which every unary read looks up (heldConnOf) without
+// a lock shared with the other calls, and which changes only as
+// connections come and go.
 type heldConns struct {
-	mu sync.RWMutex
-	m  map[connKey]*heldConn
+	m sync.Map // connKey to *heldConn
 }
 
 // TrackConns wraps the gRPC server's listener so that each connection has
@@ -134,12 +135,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 		return c, nil
 	}
 	hc := &heldConn{held: map[*released]struct{}{}}
-	l.conns.mu.Lock()
-	if l.conns.m == nil {
-		l.conns.m = map[connKey]*heldConn{}
-	}
-	l.conns.m[k] = hc
-	l.conns.mu.Unlock()
+	l.conns.m.Store(k, hc)
 	return &trackedConn{Conn: c, conns: l.conns, key: k, held: hc}, nil
 }
 
@@ -153,11 +149,7 @@ type trackedConn struct {
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
-		c.conns.mu.Lock()
-		if c.conns.m[c.key] == c.held {
-			delete(c.conns.m, c.key)
-		}
-		c.conns.mu.Unlock()
+		c.conns.m.CompareAndDelete(c.key, c.held)
 		c.held.end()
 	})
 	return c.Conn.Close()
@@ -175,10 +167,9 @@ func (s *Service) heldConnOf(ctx context.Context) *heldConn {
 	if !ok {
 		return nil
 	}
-	s.conns.mu.RLock()
-	hc := s.conns.m[k]
-	s.conns.mu.RUnlock()
-	return hc
+	hc, _ := s.conns.m.Load(k)
+	c, _ := hc.(*heldConn)
+	return c
 }
 
 // sendHeld sends m on st and gives h back once the bytes are gone: on a
