@@ -64,6 +64,11 @@ const ackInterval = 100 * time.Millisecond
 // acknowledged, and Flush and Close wait for an acknowledgement of every
 // batch so far. The first error from the stream ends the writer: every
 // later call returns it. Safe for concurrent use.
+//
+// A goroutine waiting for an acknowledgement receives the stream's
+// responses itself while no other goroutine does: a goroutine receiving
+// every response in the background would add a hand-off to every Flush.
+// Acknowledgements that nobody waits for are received in the background.
 type Writer struct {
 	c    *Client         // for WriteJSON's types
 	ctx  context.Context // the stream's, for WriteJSON's schema fetch
@@ -73,7 +78,6 @@ type Writer struct {
 	patchBytes int
 	stream     grpc.BidiStreamingClient[pb.WriteStreamRequest, pb.WriteStreamResponse]
 	cancel     context.CancelFunc
-	done       chan struct{} // closed when receive has returned
 
 	mu     sync.Mutex // guards the sending side, everything down to askedAt
 	batch  []*anypb.Any
@@ -84,10 +88,26 @@ type Writer struct {
 	closed bool
 	asked  time.Time // when a batch last asked for an acknowledgement
 
-	ackMu   sync.Mutex // guards the receiving side: last, acked, recvErr
-	last    *pb.WriteStreamResponse
-	acked   chan struct{} // closed (and replaced) at each acknowledgement
-	recvErr error         // the stream's final status; set before done closes
+	// ackMu guards the receiving side, everything below. A goroutine
+	// holding the receiver's role (receiving) calls Recv with ackMu
+	// released; the others wait on ackCond, which is broadcast at every
+	// response and at the end of the stream.
+	ackMu     sync.Mutex
+	ackCond   sync.Cond
+	receiving bool
+	waiters   int    // goroutines waiting on ackCond
+	owed      uint64 // batches sent asking for an acknowledgement, up to batch owed-1
+	last      ackPoint
+	ended     bool                   // the stream has ended: Recv returned an error
+	recvErr   error                  // the stream's final status; set when ended
+	resp      pb.WriteStreamResponse // the receiver's scratch
+}
+
+// ackPoint is what the last acknowledgement said; ok is false before the
+// first.
+type ackPoint struct {
+	ok                       bool
+	batch, records, position uint64
 }
 
 // NewWriter opens a Write stream for op. ctx bounds the stream's life.
@@ -106,35 +126,78 @@ func (c *Client) NewWriter(ctx context.Context, op Op, opts WriterOptions) (*Wri
 		cancel()
 		return nil, asError(err)
 	}
-	w := &Writer{c: c, ctx: ctx, opts: opts, op: op, stream: st, cancel: cancel,
-		done: make(chan struct{}), acked: make(chan struct{})}
+	w := &Writer{c: c, ctx: ctx, opts: opts, op: op, stream: st, cancel: cancel}
+	w.ackCond.L = &w.ackMu
 	for _, f := range opts.Fields {
 		w.patchBytes += protowire.SizeTag(5) + protowire.SizeBytes(len(f))
 	}
 	for _, f := range opts.Add {
 		w.patchBytes += protowire.SizeTag(6) + protowire.SizeBytes(len(f))
 	}
-	go w.receive()
 	return w, nil
 }
 
-func (w *Writer) receive() {
-	defer close(w.done)
-	for {
-		resp, err := w.stream.Recv()
-		w.ackMu.Lock()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				w.recvErr = asError(err)
-			}
-			w.ackMu.Unlock()
-			return
+// receiveOne receives one response as the receiver: the caller holds
+// ackMu and the receiver's role, and holds both again on return.
+func (w *Writer) receiveOne() {
+	w.ackMu.Unlock()
+	err := w.stream.RecvMsg(&w.resp)
+	w.ackMu.Lock()
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			w.recvErr = asError(err)
 		}
-		w.last = resp
-		close(w.acked)
-		w.acked = make(chan struct{})
-		w.ackMu.Unlock()
+		w.ended = true
+	} else {
+		w.last = ackPoint{ok: true, batch: w.resp.Batch, records: w.resp.Records, position: w.resp.Position}
 	}
+	w.ackCond.Broadcast()
+}
+
+// owing reports whether an acknowledgement asked for has not arrived;
+// ackMu is held.
+func (w *Writer) owing() bool {
+	return !w.ended && w.owed > 0 && (!w.last.ok || w.last.batch+1 < w.owed)
+}
+
+// receiveUntil receives as the receiver, or waits for the one receiving,
+// until done holds or the stream has ended; ackMu is held throughout but
+// while receiving or waiting. A receiver that stops leaves the role to a
+// waiter, or, when none waits and acknowledgements are owed, to a
+// background goroutine, so that they are received (the server could
+// otherwise be held up sending them).
+func (w *Writer) receiveUntil(done func() bool) {
+	for !done() && !w.ended {
+		if w.receiving {
+			w.waiters++
+			w.ackCond.Wait()
+			w.waiters--
+			continue
+		}
+		w.receiving = true
+		w.receiveOne()
+		w.receiving = false
+	}
+	w.passRole()
+}
+
+// passRole starts a background receiver when nobody receives, nobody
+// waits and acknowledgements are owed; ackMu is held. A waiter takes the
+// role itself once woken.
+func (w *Writer) passRole() {
+	if w.receiving || w.waiters > 0 || !w.owing() {
+		return
+	}
+	w.receiving = true
+	go func() {
+		w.ackMu.Lock()
+		defer w.ackMu.Unlock()
+		for w.owing() && w.waiters == 0 {
+			w.receiveOne()
+		}
+		w.receiving = false
+		w.ackCond.Broadcast() // a waiter that came meanwhile receives on
+	}()
 }
 
 // Durable returns how many of the writer's records the server has said
@@ -144,7 +207,7 @@ func (w *Writer) receive() {
 func (w *Writer) Durable() uint64 {
 	w.ackMu.Lock()
 	defer w.ackMu.Unlock()
-	n := w.last.GetRecords()
+	n := w.last.records
 	var ce *Error
 	if errors.As(w.recvErr, &ce) && ce.Write != nil {
 		n = max(n, ce.Write.GetRecordsApplied())
@@ -180,14 +243,14 @@ func (w *Writer) WriteAny(a *anypb.Any) error {
 		return &LimitError{Limit: "max_message_bytes", Max: limit, Got: overhead + n}
 	}
 	if len(w.batch) > 0 && overhead+w.size+n > limit {
-		if err := w.sendLocked(false); err != nil {
+		if err := w.sendLocked(false, false); err != nil {
 			return err
 		}
 	}
 	w.batch = append(w.batch, a)
 	w.size += n
 	if len(w.batch) >= w.opts.BatchRecords || (w.opts.BatchBytes > 0 && w.size >= w.opts.BatchBytes) {
-		return w.sendLocked(false)
+		return w.sendLocked(false, false)
 	}
 	if len(w.batch) == 1 && w.opts.Linger > 0 {
 		if w.timer == nil {
@@ -203,13 +266,15 @@ func (w *Writer) lingerFlush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil && !w.closed && len(w.batch) > 0 {
-		_ = w.sendLocked(false)
+		_ = w.sendLocked(false, false)
 	}
 }
 
 // sendLocked sends the pending records as one batch, asking for an
-// acknowledgement when ack is set or none was asked for a while.
-func (w *Writer) sendLocked(ack bool) error {
+// acknowledgement when ack is set or none was asked for a while. flushing
+// says that the caller waits for the acknowledgement; otherwise one asked
+// for is received in the background.
+func (w *Writer) sendLocked(ack, flushing bool) error {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
@@ -220,9 +285,13 @@ func (w *Writer) sendLocked(ack bool) error {
 	req := &pb.WriteStreamRequest{Op: w.op, Records: w.batch, Ack: ack, Fields: w.opts.Fields, Add: w.opts.Add}
 	w.batch = nil
 	w.size = 0
+	if ack {
+		w.ackMu.Lock()
+		w.owed = w.sent + 1
+		w.ackMu.Unlock()
+	}
 	if err := w.stream.Send(req); err != nil {
 		// The server ended the stream; its status says why.
-		<-w.done
 		w.err = w.status()
 		if w.err == nil {
 			w.err = asError(err)
@@ -230,13 +299,21 @@ func (w *Writer) sendLocked(ack bool) error {
 		return w.err
 	}
 	w.sent++
+	if ack && !flushing {
+		// Nobody may wait for this acknowledgement.
+		w.ackMu.Lock()
+		w.passRole()
+		w.ackMu.Unlock()
+	}
 	return nil
 }
 
-// status is the stream's final status, once done is closed.
+// status is the stream's final status: it receives (or waits for the
+// receiver) until the stream ends.
 func (w *Writer) status() error {
 	w.ackMu.Lock()
 	defer w.ackMu.Unlock()
+	w.receiveUntil(func() bool { return false })
 	return w.recvErr
 }
 
@@ -279,7 +356,7 @@ func (w *Writer) sendFlushLocked() (uint64, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	if err := w.sendLocked(true); err != nil {
+	if err := w.sendLocked(true, true); err != nil {
 		return 0, err
 	}
 	return w.sent - 1, nil
@@ -289,23 +366,11 @@ func (w *Writer) sendFlushLocked() (uint64, error) {
 // batch up to it is durable) and reports true, or the stream has ended
 // without that acknowledgement and reports false.
 func (w *Writer) awaitAck(want uint64) bool {
-	for {
-		w.ackMu.Lock()
-		ok := w.last != nil && w.last.Batch >= want
-		acked := w.acked
-		w.ackMu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-acked:
-		case <-w.done:
-			w.ackMu.Lock()
-			ok = w.last != nil && w.last.Batch >= want
-			w.ackMu.Unlock()
-			return ok
-		}
-	}
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	acked := func() bool { return w.last.ok && w.last.batch >= want }
+	w.receiveUntil(acked)
+	return acked()
 }
 
 // endedLocked records and returns why the stream ended before an
@@ -338,7 +403,6 @@ func (w *Writer) Close() (*pb.WriteStreamResponse, error) {
 		w.err = asError(err)
 		return nil, w.err
 	}
-	<-w.done
 	if err := w.status(); err != nil {
 		w.err = err
 		return nil, err
@@ -349,5 +413,8 @@ func (w *Writer) Close() (*pb.WriteStreamResponse, error) {
 func (w *Writer) lastAck() *pb.WriteStreamResponse {
 	w.ackMu.Lock()
 	defer w.ackMu.Unlock()
-	return w.last
+	if !w.last.ok {
+		return nil
+	}
+	return &pb.WriteStreamResponse{Batch: w.last.batch, Records: w.last.records, Position: w.last.position}
 }

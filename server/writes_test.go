@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -324,4 +327,87 @@ func TestWriteStreamPipelinedAcknowledgements(t *testing.T) {
 	if n := ts.Count("shop.User"); n != batches*per {
 		t.Fatalf("users %d, want %d", n, batches*per)
 	}
+}
+
+// TestWriteStreamBurstsAndWaits runs streams that alternate between
+// waiting for each batch's acknowledgement and sending bursts of batches
+// without waiting, so that a batch arrives both while the stream's
+// handler waits with nothing to do and while it is busy: every
+// acknowledgement names the last batch sent with the records up to it,
+// a duplicate on an idle stream ends it naming that batch, and the
+// clean streams end without error.
+func TestWriteStreamBurstsAndWaits(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ts.MustApply(map[string]string{"shop.proto": shopProto})
+	const streams, rounds = 8, 30
+	errs := make(chan error, streams)
+	for s := range streams {
+		go func() { errs <- burstsAndWaits(ts, s, rounds) }()
+	}
+	for range streams {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	want := 0
+	for r := range rounds {
+		want += r%3 + 1
+	}
+	if n := ts.Count("shop.User"); n != streams*want {
+		t.Errorf("users %d, want %d", n, streams*want)
+	}
+	// A duplicate sent to a stream waiting for its next batch fails it.
+	st, err := ts.C.API().Write(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&pb.WriteStreamRequest{Op: insert, Ack: true, Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 1000000, "email": "n@x"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&pb.WriteStreamRequest{Op: insert, Ack: true, Records: []*anypb.Any{ts.Rec("shop.User", `{"id": 0}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Recv()
+	if we := servertest.WriteErr(t, err, codes.AlreadyExists); we.Batch != 1 || we.BatchesApplied != 1 || we.RecordsApplied != 1 {
+		t.Fatalf("detail %v", we)
+	}
+}
+
+// burstsAndWaits is one stream of TestWriteStreamBurstsAndWaits: round r
+// sends r%3+1 one-record batches, the last asking for an acknowledgement,
+// and waits for it.
+func burstsAndWaits(ts *testServer, s, rounds int) error {
+	st, err := ts.C.API().Write(context.Background())
+	if err != nil {
+		return err
+	}
+	var sent uint64
+	for r := range rounds {
+		n := r%3 + 1
+		for i := range n {
+			id := s*1000 + int(sent)
+			rec := ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "s%d@x"}`, id, id))
+			if err := st.Send(&pb.WriteStreamRequest{Op: insert, Ack: i == n-1, Records: []*anypb.Any{rec}}); err != nil {
+				return fmt.Errorf("stream %d: send: %w", s, err)
+			}
+			sent++
+		}
+		ack, err := st.Recv()
+		if err != nil {
+			return fmt.Errorf("stream %d round %d: %w", s, r, err)
+		}
+		if ack.Batch != sent-1 || ack.Records != sent {
+			return fmt.Errorf("stream %d round %d: acknowledgement %v after %d batches", s, r, ack, sent)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		return err
+	}
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("stream %d: end: %w", s, err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -32,9 +33,23 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 	}
 	w := s.e.NewWriter()
 	defer w.Close()
-	in := newWriteReader(st, s.e)
-	defer in.stop()
 	acks := &ackQueue{st: st}
+	in := newWriteReader(st, s.e)
+	// apply applies a request and queues its acknowledgement. The handler
+	// calls it, or the reader while the handler waits (writeReader.next).
+	in.apply = func(m received) error {
+		w.Use(m.res)
+		if err := s.applyStreamBatch(ctx, w, id, m.req); err != nil {
+			return err
+		}
+		if m.req.Ack {
+			acks.add(w)
+		}
+		in.done(m.req)
+		return nil
+	}
+	go in.run(st, s.e)
+	defer in.stop()
 	for {
 		m, ok := in.poll()
 		if !ok {
@@ -50,37 +65,45 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 			}
 			m = in.next()
 		}
-		req, err := m.req, m.err
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if err := acks.flush(w, true); err != nil {
-					return err
-				}
-				_, err := w.Sync()
-				return toStatus(err)
-			}
-			if ferr := acks.flush(w, true); ferr != nil {
-				return ferr
-			}
-			return abortReceive(w, err)
-		}
-		w.Use(m.res)
-		if err := s.applyStreamBatch(ctx, w, id, req); err != nil {
-			// Everything applied before is durable now (Abort and the
-			// failed Apply sync): its acknowledgements still go out.
-			if ferr := acks.flush(w, true); ferr != nil {
-				return ferr
-			}
-			return toStatus(err)
-		}
-		if req.Ack {
-			acks.add(w)
-		}
-		in.done(req)
-		if err := acks.flush(w, false); err != nil {
+		if end, err := s.step(w, in, acks, m); end {
 			return err
 		}
 	}
+}
+
+// step handles one message from the reader: a request to apply, one the
+// reader applied, or the error that ends the stream. end says that the
+// stream ends, with err (nil when the client closed it and all went well).
+func (s *Service) step(w *engine.Writer, in *writeReader, acks *ackQueue, m received) (end bool, err error) {
+	if m.err != nil && !m.applied {
+		if errors.Is(m.err, io.EOF) {
+			if err := acks.flush(w, true); err != nil {
+				return true, err
+			}
+			_, err := w.Sync()
+			return true, toStatus(err)
+		}
+		if ferr := acks.flush(w, true); ferr != nil {
+			return true, ferr
+		}
+		return true, abortReceive(w, m.err)
+	}
+	err = m.err
+	if !m.applied {
+		err = in.apply(m)
+	}
+	if err != nil {
+		// Everything applied before is durable now (Abort and the
+		// failed Apply sync): its acknowledgements still go out.
+		if ferr := acks.flush(w, true); ferr != nil {
+			return true, ferr
+		}
+		return true, toStatus(err)
+	}
+	if err := acks.flush(w, false); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
 // applyStreamBatch applies one request of a Write stream. A refused batch
@@ -116,18 +139,37 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 // read-ahead to one decoded message per stream. Each decoded request
 // takes its bytes of the engine's write budget before it is passed on
 // (engine.ReserveRequest), so that a request read ahead is counted too.
+//
+// A request that arrives while the handler waits in next, with nothing
+// else to do, is applied by the reader itself (apply) before the handler
+// wakes: a client that waits for each acknowledgement before it sends
+// its next batch then pays no hand-off between goroutines before its
+// batch reaches the store, and the handler's wake-up overlaps the fsync
+// it waits for next. Only one of them applies at a time: the reader
+// applies only while the handler waits, and the handler goes on once the
+// reader has passed it what it applied.
 type writeReader struct {
 	out  chan received               // unbuffered: a send waits for the handler
 	free chan *pb.WriteStreamRequest // requests the reader may decode into
 	quit chan struct{}               // closed when the handler returns
+	// apply applies a request and hands it back (done); set before run.
+	apply func(received) error
+
+	mu sync.Mutex
+	// idle is set while the handler waits in next having nothing
+	// applied left to make durable; the reader clears it when it takes
+	// the applier's part or passes a request on.
+	idle bool
 }
 
 // received is a request, its reservation of the write budget (for
-// Writer.Use), or the error that ends the stream.
+// Writer.Use), or the error that ends the stream. applied says that the
+// reader applied the request; err is then what apply returned.
 type received struct {
-	req *pb.WriteStreamRequest
-	res engine.Reserved
-	err error
+	req     *pb.WriteStreamRequest
+	res     engine.Reserved
+	err     error
+	applied bool
 }
 
 func newWriteReader(st grpc.ServerStream, e *engine.Engine) *writeReader {
@@ -138,7 +180,6 @@ func newWriteReader(st grpc.ServerStream, e *engine.Engine) *writeReader {
 	}
 	r.free <- new(pb.WriteStreamRequest)
 	r.free <- new(pb.WriteStreamRequest)
-	go r.run(st, e)
 	return r
 }
 
@@ -157,15 +198,29 @@ func (r *writeReader) run(st grpc.ServerStream, e *engine.Engine) {
 		if m.err == nil {
 			m.res, m.err = e.ReserveRequest(st.Context(), engine.RecordBytes(req.Records))
 		}
+		r.mu.Lock()
+		self := r.idle && m.err == nil
+		r.idle = false
+		r.mu.Unlock()
+		if self {
+			m.err, m.applied = r.apply(m), true
+		}
 		select {
 		case r.out <- m:
 		case <-r.quit:
-			m.res.Release()
+			if !m.applied {
+				m.res.Release()
+			}
 			return
 		}
 		if m.err != nil {
 			return
 		}
+		// The handler may have taken m in next, idle still set: it
+		// applies m now, so the next request must not be applied here.
+		r.mu.Lock()
+		r.idle = false
+		r.mu.Unlock()
 	}
 }
 
@@ -180,8 +235,19 @@ func (r *writeReader) poll() (m received, ok bool) {
 	}
 }
 
-// next waits for the next request or receive error.
-func (r *writeReader) next() received { return <-r.out }
+// next waits for the next request or receive error; the handler calls it
+// with nothing applied left to make durable, and does not touch the
+// stream's writer until it returns.
+func (r *writeReader) next() received {
+	r.mu.Lock()
+	r.idle = true
+	r.mu.Unlock()
+	m := <-r.out
+	r.mu.Lock()
+	r.idle = false
+	r.mu.Unlock()
+	return m
+}
 
 // done hands back a request the handler has applied, emptied: the engine
 // keeps no reference to it, and an idle stream must not keep its records
