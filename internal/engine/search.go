@@ -52,6 +52,7 @@ func (e *Engine) SearchStream(ctx context.Context, src SearchSource, sink Search
 	workers := e.opts.SearchWorkers
 	out := make(chan outgoing, workers)
 	snd := &sender{e: e, sink: sink, cancel: cancel}
+	snd.out, snd.outWire = snd.deliver, snd.deliverWire
 	snd.wire, _ = sink.(WireSink)
 	if snd.wire == nil {
 		snd.lookupWire, _ = sink.(LookupWireSink)
@@ -158,7 +159,7 @@ func (st *searchStream) serve(ctx context.Context) error {
 			// A request of one other query runs on a worker that sends
 			// its responses itself, as wire bytes (searchrange.go).
 			q, id := qs[0], st.next
-			e.spawn(ctx, st.sem, &st.wg, func() { e.wireQuery(ctx, q, id, st.snd.deliverWire) })
+			e.spawn(ctx, st.sem, &st.wg, func() { e.wireQuery(ctx, q, id, st.snd.outWire) })
 		default:
 			e.dispatch(ctx, qs, st.next, st.sem, &st.wg, st.queue)
 		}
@@ -172,14 +173,14 @@ func (st *searchStream) serve(ctx context.Context) error {
 // allows.
 func (e *Engine) runInline(ctx context.Context, qs []*pb.Query, next uint64, order *lookupBuf, snd *sender, wire bool) {
 	if !wire {
-		e.runChunk(ctx, qs, next, snd.deliver, order)
+		e.runChunk(ctx, qs, next, snd.out, order)
 		return
 	}
 	var start time.Time
 	if e.timed() {
 		start = time.Now()
 	}
-	e.wireLookups(ctx, len(qs), next, order, snd.deliverWire)
+	e.wireLookups(ctx, len(qs), next, order, snd.outWire)
 	e.observeSearch(ctx, query.AccessPKPoint, len(qs), searchTimes{start: start})
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch(qs, start)
@@ -204,7 +205,7 @@ func (e *Engine) recvWire(ctx context.Context, src WireSource, inline bool, next
 		start = time.Now()
 	}
 	n := len(order.points)
-	e.wireLookups(ctx, n, next, order, snd.deliverWire)
+	e.wireLookups(ctx, n, next, order, snd.outWire)
 	e.observeSearch(ctx, query.AccessPKPoint, n, searchTimes{start: start})
 	if e.opts.SlowQuery > 0 {
 		e.logSlowWire(order.points, start)
@@ -225,6 +226,10 @@ type sender struct {
 	wire       WireSink
 	lookupWire LookupWireSink
 	cancel     context.CancelFunc
+	// out and outWire are deliver and deliverWire as func values, made
+	// once per stream: a method value made per request is an allocation.
+	out     func(outgoing) bool
+	outWire func([]byte, Hold) bool
 
 	mu      sync.Mutex
 	sendErr error

@@ -251,11 +251,12 @@ func (r *wireRun) read(k int, key []byte) ([]byte, bool, error) {
 	e := r.e
 	var val []byte
 	var ok bool
+	// Either way the record is the cache's own entry, not a copy: the
+	// response copies it, and nothing writes it.
 	if r.staged != nil {
 		val, ok = r.staged.Val(k)
 	} else {
-		val, ok = e.cache.Get(key, r.dst[:0])
-		r.dst = val
+		val, ok = e.cache.View(key)
 	}
 	if ok {
 		return val, true, nil

@@ -1,11 +1,14 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
@@ -144,4 +147,67 @@ func FuzzWirePoints(f *testing.F) {
 			t.Fatalf("from bytes %v, decoded %v %v", got, want, wantOK)
 		}
 	})
+}
+
+// repeatSource is an engine.WireSource handing out left requests, cycling
+// over reqs (marshalled beforehand), then io.EOF; it declines to decode.
+type repeatSource struct {
+	reqs [][]byte
+	n    int
+	left int
+}
+
+func (s *repeatSource) Recv() (*pb.SearchRequest, error) { return nil, errors.New("decoded") }
+
+func (s *repeatSource) RecvWire() ([]byte, error) {
+	if s.left == 0 {
+		return nil, io.EOF
+	}
+	s.left--
+	s.n++
+	return s.reqs[s.n%len(s.reqs)], nil
+}
+
+func (s *repeatSource) DecodeWire() (*pb.SearchRequest, error) { return nil, errors.New("decoded") }
+
+func (s *repeatSource) MaxQueries() int { return 0 }
+
+// A stream of requests of one primary-key lookup each, the records in the
+// record cache, allocates nothing per request in the engine: the record
+// goes from the cache's entry into the response's bytes, and the stream's
+// sending function is made once.
+func TestLoneLookupsAllocateNothing(t *testing.T) {
+	te := openWireEngine(t)
+	const users = 50
+	var recs []*anypb.Any
+	var reqs [][]byte
+	for id := range users {
+		recs = append(recs, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n%d","email":"u%d@x"}`, id, id, id)))
+		b, err := proto.Marshal(&pb.SearchRequest{Queries: []*pb.Query{lookup(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, b)
+	}
+	te.MustWrite(engine.OpInsert, recs)
+	sent := 0
+	sink := encodingWireSink{wireSink{
+		func(*pb.SearchResponse) error { t.Fatal("a response went out as a message"); return nil },
+		func([]byte) error { sent++; return nil },
+	}}
+	stream := func(n int) {
+		if err := te.E.SearchStream(t.Context(), &repeatSource{reqs: reqs, left: n}, sink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream(users) // every record read once: the cache holds them all
+	const n = 500
+	one := testing.AllocsPerRun(5, func() { stream(1) })
+	many := testing.AllocsPerRun(5, func() { stream(1 + n) })
+	if per := (many - one) / n; per > 0.1 {
+		t.Fatalf("%.2f allocations per request (%v for one request, %v for %d)", per, one, many, 1+n)
+	}
+	if want := users + 6*(2+n); sent != want { // AllocsPerRun runs each once more first
+		t.Fatalf("%d responses, want %d", sent, want)
+	}
 }

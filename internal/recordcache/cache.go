@@ -258,8 +258,20 @@ func (s *shard) evictOne() {
 
 // Get appends the cached record of key to dst[:0] and reports a hit.
 func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
-	if c == nil {
+	val, ok := c.View(key)
+	if !ok {
 		return dst[:0], false
+	}
+	return append(dst[:0], val...), true
+}
+
+// View returns the cached record of key, not a copy: the cache's own
+// entry, as GetMany's Batch does. Entries are never written once stored,
+// so it stays valid (and must not be written) however the cache changes;
+// a caller that copies the record elsewhere anyway saves Get's copy.
+func (c *Cache) View(key []byte) ([]byte, bool) {
+	if c == nil {
+		return nil, false
 	}
 	s, h := c.shard(key)
 	s.mu.Lock()
@@ -269,13 +281,13 @@ func (c *Cache) Get(key, dst []byte) ([]byte, bool) {
 	}
 	s.mu.Unlock()
 	if kv == nil {
-		return dst[:0], false
+		return nil, false
 	}
 	k, val := entryKV(kv)
 	if !bytes.Equal(k, key) {
-		return dst[:0], false
+		return nil, false
 	}
-	return append(dst[:0], val...), true
+	return val, true
 }
 
 // Gen returns the write generation; a reader takes it before the storage

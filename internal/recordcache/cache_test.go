@@ -17,6 +17,37 @@ func TestFillGet(t *testing.T) {
 	}
 }
 
+// View answers as Get does, with the cache's own bytes: a record viewed
+// stays as it was when its key is written again or the cache cleared.
+func TestViewMatchesGet(t *testing.T) {
+	c := New(1 << 20)
+	c.Fill([]byte("k"), []byte("v1"), c.Gen())
+	v, ok := c.View([]byte("k"))
+	if !ok || string(v) != "v1" {
+		t.Fatalf("viewed %q %v", v, ok)
+	}
+	if _, ok := c.View([]byte("other")); ok {
+		t.Fatal("hit on a key never filled")
+	}
+	c.BeginWrite()
+	c.Invalidate([]byte("k"))
+	c.EndWrite()
+	c.Fill([]byte("k"), []byte("v2"), c.Gen())
+	c.BeginWrite()
+	c.Clear()
+	c.EndWrite()
+	if string(v) != "v1" {
+		t.Fatalf("a viewed record changed to %q", v)
+	}
+	if _, ok := c.View([]byte("k")); ok {
+		t.Fatal("cleared key still viewed")
+	}
+	var none *Cache
+	if _, ok := none.View([]byte("k")); ok {
+		t.Fatal("hit on a nil cache")
+	}
+}
+
 // A read taken before or during a write is not kept; one after it is.
 func TestWriteRefusesOverlappingFills(t *testing.T) {
 	c := New(1 << 20)
