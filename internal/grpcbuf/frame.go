@@ -18,18 +18,38 @@ type Frame struct {
 	Owned *[]byte
 }
 
-// MarshalFrame returns f's bytes in a buffer of Pool: its Owned buffer,
-// or else a copy of B.
+// MarshalFrame returns f's bytes in a buffer of Pool (FrameBuffer).
 func MarshalFrame(f *Frame) mem.BufferSlice {
-	if bp := f.Owned; bp != nil {
-		f.Owned = nil
-		*bp = (*bp)[:len(f.B)]
-		return mem.BufferSlice{mem.NewBuffer(bp, Pool)}
-	}
-	bp := Pool.Get(len(f.B))
-	copy(*bp, f.B)
-	return mem.BufferSlice{mem.NewBuffer(bp, Pool)}
+	return mem.BufferSlice{FrameBuffer(f)}
 }
+
+// FrameBuffer returns f's bytes as one buffer of Pool: its Owned buffer,
+// or else a copy of B. A copy takes at least minPooled bytes of Pool, so
+// that gRPC, once it has written them, gives them back to Pool: a smaller
+// buffer it would leave to the GC, and the copy of a small message cost
+// three allocations (the bytes, the pointer to them, the interface
+// holding them) where a pooled one costs none.
+func FrameBuffer(f *Frame) mem.Buffer {
+	bp := f.Owned
+	if bp != nil {
+		f.Owned = nil
+	} else {
+		bp = Pool.Get(max(len(f.B), minPooled))
+		copy(*bp, f.B)
+	}
+	*bp = (*bp)[:len(f.B)]
+	return mem.NewBuffer(bp, Pool)
+}
+
+// minPooled is the smallest of Pool's sizes that mem.NewBuffer makes a
+// pooled buffer of (over gRPC's pooling threshold, 1 KiB).
+var minPooled = func() int {
+	n := 1 << minTierShift
+	for mem.IsBelowBufferPoolingThreshold(n) {
+		n *= 2
+	}
+	return n
+}()
 
 // UnmarshalFrame copies data into f.
 func UnmarshalFrame(data mem.BufferSlice, f *Frame) {

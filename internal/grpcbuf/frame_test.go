@@ -44,3 +44,20 @@ func TestFrameOwned(t *testing.T) {
 	}
 	out.Free()
 }
+
+// A small frame's copy is a buffer of Pool that gRPC gives back once it
+// has written it, not a slice left to the GC: marshalling one allocates
+// only the slice that holds the buffer.
+func TestFrameSmallCopyPooled(t *testing.T) {
+	f := Frame{B: make([]byte, 150)}
+	allocs := testing.AllocsPerRun(100, func() {
+		out := MarshalFrame(&f)
+		if out.Len() != 150 {
+			t.Fatalf("marshalled %d bytes", out.Len())
+		}
+		out.Free()
+	})
+	if allocs > 1 {
+		t.Fatalf("%v allocations to marshal a frame of 150 bytes, want 1", allocs)
+	}
+}
