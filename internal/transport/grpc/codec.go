@@ -46,11 +46,14 @@ func (Codec) Name() string { return "proto" }
 // bytes followed by its release buffer (see sendHeld).
 func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if h, ok := v.(*grpcbuf.Held); ok {
+		if f, ok := h.Msg.(*grpcbuf.Frame); ok {
+			return h.With(grpcbuf.FrameBuffer(f)), nil
+		}
 		out, err := c.Marshal(h.Msg)
 		if err != nil {
 			return nil, err
 		}
-		return append(out, grpcbuf.Releaser(h.Pool)), nil
+		return h.Append(out), nil
 	}
 	if f, ok := v.(*grpcbuf.Frame); ok {
 		return grpcbuf.MarshalFrame(f), nil

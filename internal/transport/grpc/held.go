@@ -25,10 +25,13 @@ import (
 // hold is given back when the connection closes.
 
 // heldConn is what one connection's queued responses hold of the result
-// budget. mu guards held and ended.
+// budget: a list of them, linked through the responses themselves (a
+// response is added and removed each time one is sent, where a map's
+// insert and delete cost more). mu guards head, the responses' links and
+// ended.
 type heldConn struct {
 	mu    sync.Mutex
-	held  map[*released]struct{}
+	head  *released
 	ended bool
 }
 
@@ -38,9 +41,10 @@ type heldConn struct {
 // allocation carries both.
 type released struct {
 	grpcbuf.Held
-	c    *heldConn
-	h    engine.Hold
-	done atomic.Bool
+	c          *heldConn
+	h          engine.Hold
+	done       atomic.Bool
+	prev, next *released // in c's list, while held
 }
 
 var _ interface {
@@ -59,9 +63,22 @@ func (r *released) release() {
 		return
 	}
 	r.c.mu.Lock()
-	delete(r.c.held, r)
+	r.c.unlink(r)
 	r.c.mu.Unlock()
 	r.h.Release()
+}
+
+// unlink takes r out of c's list, if it is in it; c.mu is held.
+func (c *heldConn) unlink(r *released) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else if c.head == r {
+		c.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	}
+	r.prev, r.next = nil, nil
 }
 
 // add registers m, held with h, with the connection and returns what to
@@ -75,7 +92,10 @@ func (c *heldConn) add(m any, h engine.Hold) *released {
 		h.Release()
 		return nil
 	}
-	c.held[r] = struct{}{}
+	if r.next = c.head; r.next != nil {
+		r.next.prev = r
+	}
+	c.head = r
 	c.mu.Unlock()
 	return r
 }
@@ -84,8 +104,8 @@ func (c *heldConn) add(m any, h engine.Hold) *released {
 func (c *heldConn) end() {
 	c.mu.Lock()
 	c.ended = true
-	rs := make([]*released, 0, len(c.held))
-	for r := range c.held {
+	var rs []*released
+	for r := c.head; r != nil; r = r.next {
 		rs = append(rs, r)
 	}
 	c.mu.Unlock()
@@ -134,7 +154,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 	if !ok {
 		return c, nil
 	}
-	hc := &heldConn{held: map[*released]struct{}{}}
+	hc := &heldConn{}
 	l.conns.m.Store(k, hc)
 	return &trackedConn{Conn: c, conns: l.conns, key: k, held: hc}, nil
 }
