@@ -71,12 +71,17 @@ func (e *Engine) observeSearch(ctx context.Context, a query.Access, n int, t sea
 	if t.start.IsZero() {
 		return
 	}
+	traced := e.traced(ctx)
+	if !traced {
+		// The monotonic clock alone: half of time.Now's clock reads.
+		if obs := e.opts.Observer; obs != nil {
+			obs.Search(a.String(), n, time.Since(t.start))
+		}
+		return
+	}
 	end := time.Now()
 	if obs := e.opts.Observer; obs != nil {
 		obs.Search(a.String(), n, end.Sub(t.start))
-	}
-	if !e.traced(ctx) {
-		return
 	}
 	qctx, s := e.opts.Tracer.Start(ctx, "protobase.query", trace.WithTimestamp(t.start),
 		trace.WithAttributes(attribute.String("protobase.access", a.String()), attribute.Int("protobase.queries", n)))

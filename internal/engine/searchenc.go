@@ -136,7 +136,6 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 		// Each lookup would be a round trip: read them together.
 		r.pitGen, r.pit = e.cache.Gen(), e.prefetch(points)
 	}
-	now := e.now()
 	for k := range points {
 		p := &points[k]
 		id := first + uint64(p.i)
@@ -151,7 +150,7 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 		case err != nil:
 			r.fail(id, err)
 			continue
-		case !ok || p.t.expired(val, now):
+		case !ok || p.t.exp != nil && p.t.expired(val, r.now()):
 			r.w.done(id, 0)
 			continue
 		}
@@ -209,10 +208,23 @@ type wireRun struct {
 	pitGen        uint64
 	dst, keys     []byte
 	found, misses uint64
+	// clock is the time expiries are compared with, read once the first
+	// record of a type with an expiry is (clocked says it was).
+	clock   instant
+	clocked bool
 	// access is the access path of the lone query run (wireQuery), and
 	// times when it started and was planned.
 	access query.Access
 	times  searchTimes
+}
+
+// now returns the time the run's records' expiries are compared with:
+// a clock read is not free, and most types have no expiry.
+func (r *wireRun) now() instant {
+	if !r.clocked {
+		r.clock, r.clocked = r.e.now(), true
+	}
+	return r.clock
 }
 
 // reserve makes the response hold a full response's bytes of the result

@@ -94,6 +94,7 @@ type lookupBuf struct {
 	reuse  bool
 	ready  bool
 	staged recordcache.Batch // the record cache's answers (stageLookups)
+	shapes wireShapes        // wirePoints', kept from request to request
 }
 
 // keyPoints gives each lookup its key, ends[k] marking where point k's

@@ -35,14 +35,16 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 	ends := buf.ends[:0]
 	points := buf.points[:0]
 	defer func() { buf.arena, buf.ends, buf.points = arena, ends, points }()
-	// The queries of a batch are mostly one query with another operand:
-	// a shape is a query read in full, and a query equal to it but for
-	// the operand (the Value's content, vs to ve, of equal length) has
-	// only its operand read, which is what a full read would find
-	// different. Operands of different lengths (ids of one, two and
-	// three bytes) make different shapes: the last few are kept.
-	var shapes [4]wireShape
-	var nShapes, oldest int
+	// The queries of a batch, and of a stream's requests, are mostly one
+	// query with another operand: a shape is a query read in full, and a
+	// query equal to it but for the operand (the Value's content, vs to
+	// ve, of equal length) has only its operand read, which is what a
+	// full read would find different. Operands of different lengths (ids
+	// of one, two and three bytes) make different shapes: the last few
+	// are kept, from request to request while the catalog, which gave
+	// their record types, stays the same.
+	sc := &buf.shapes
+	sc.start(cat)
 	for i := 0; len(b) > 0; i++ {
 		if limit > 0 && i == limit {
 			return false // over the limit: decode and refuse it
@@ -61,28 +63,13 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 			}
 			b = b[l+m:]
 		}
-		var sh *wireShape
-		for k := range nShapes {
-			if shapes[k].matches(qb) {
-				sh = &shapes[k]
-				break
-			}
-		}
+		sh := sc.find(qb)
 		if sh != nil {
 			if !wire.ReadOperand(qb[sh.vs:sh.ve], &sh.q.Cmp.Value) {
 				return false
 			}
-		} else {
-			if nShapes < len(shapes) {
-				sh = &shapes[nShapes]
-				nShapes++
-			} else {
-				sh = &shapes[oldest]
-				oldest = (oldest + 1) % len(shapes)
-			}
-			if !sh.read(qb, cat) {
-				return false
-			}
+		} else if sh = sc.next(); !sh.read(qb, cat) {
+			return false
 		}
 		q, last := &sh.q, sh.t
 		if last == nil || last.point == nil {
@@ -103,14 +90,68 @@ func (e *Engine) wirePoints(b []byte, buf *lookupBuf, limit int) bool {
 	return true
 }
 
-// wireShape is a query wirePoints read in full: its bytes, where its
-// operand lies in them, what it read, and its record type.
-type wireShape struct {
-	b      []byte
-	vs, ve int
-	q      wire.Query
-	t      *recType
+// wireShapes are the shapes wirePoints keeps, a stream's (lookupBuf), and
+// the catalog their record types are from.
+type wireShapes struct {
+	cat    *catalog
+	s      [4]wireShape
+	n      int // shapes made so far, up to len(s)
+	oldest int // the shape next replaced once all are made
 }
+
+// start readies the shapes for a request read with catalog cat: those of
+// another catalog are forgotten, and so are those that point into the
+// previous request's bytes.
+func (sc *wireShapes) start(cat *catalog) {
+	if sc.cat != cat {
+		*sc = wireShapes{cat: cat}
+		return
+	}
+	for k := range sc.n {
+		if sh := &sc.s[k]; !sh.own {
+			sh.ok, sh.b = false, nil
+		}
+	}
+}
+
+// find returns the shape whose query qb is but for its operand, or nil.
+func (sc *wireShapes) find(qb []byte) *wireShape {
+	for k := range sc.n {
+		if sh := &sc.s[k]; sh.ok && sh.matches(qb) {
+			return sh
+		}
+	}
+	return nil
+}
+
+// next returns the shape to read a new query into.
+func (sc *wireShapes) next() *wireShape {
+	if sc.n < len(sc.s) {
+		sc.n++
+		return &sc.s[sc.n-1]
+	}
+	sh := &sc.s[sc.oldest]
+	sc.oldest = (sc.oldest + 1) % len(sc.s)
+	return sh
+}
+
+// wireShape is a query wirePoints read in full: its bytes, where its
+// operand lies in them, what it read, and its record type; ok when it is
+// a plain lookup. own says b is the shape's copy, kept for the stream's
+// next requests (the request's bytes are overwritten by the next one);
+// the bytes of a query over maxKeptShape are not copied, and the shape
+// lasts for its request only, so that a stream keeps little.
+type wireShape struct {
+	b       []byte
+	vs, ve  int
+	q       wire.Query
+	t       *recType
+	ok, own bool
+}
+
+// maxKeptShape is the largest query a shape keeps a copy of: a lookup by
+// a key of a few hundred bytes.
+const maxKeptShape = 512
 
 // matches reports whether qb is the shape's query but for its operand.
 func (sh *wireShape) matches(qb []byte) bool {
@@ -119,13 +160,20 @@ func (sh *wireShape) matches(qb []byte) bool {
 
 // read reads query qb in full into the shape, if it is a plain lookup:
 // one EQ comparison with an operand, no explain, no versions (a limit
-// changes nothing for a lookup's one record).
+// changes nothing for a lookup's one record). The shape's query is read
+// from its bytes (a copy of qb when kept), which its type and field then
+// point into.
 func (sh *wireShape) read(qb []byte, cat *catalog) bool {
+	if sh.own = len(qb) <= maxKeptShape; sh.own {
+		sh.b = append(sh.b[:0], qb...)
+	} else {
+		sh.b = qb
+	}
 	q := &sh.q
-	if !wire.ReadQuery(qb, q) || !q.Where || !q.Cmp.HasValue || q.Cmp.Op != int32(pb.Op_OP_EQ) || q.Explain || q.Versions {
+	sh.ok = wire.ReadQuery(sh.b, q) && q.Where && q.Cmp.HasValue && q.Cmp.Op == int32(pb.Op_OP_EQ) && !q.Explain && !q.Versions
+	if !sh.ok {
 		return false
 	}
-	sh.b = qb
 	sh.ve = len(qb) - q.AfterWhere - q.AfterValue
 	sh.vs = sh.ve - q.ValueLen
 	sh.t = cat.lookup(string(q.Type))

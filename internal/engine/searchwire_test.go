@@ -211,3 +211,122 @@ func TestLoneLookupsAllocateNothing(t *testing.T) {
 		t.Fatalf("%d responses, want %d", sent, want)
 	}
 }
+
+// stepSource is an engine.WireSource that marshals each request into the
+// same buffer, as gRPC's frames reuse theirs, running before(i) before it
+// hands out request i.
+type stepSource struct {
+	reqs   []*pb.SearchRequest
+	before func(i int)
+	next   int
+	b      []byte
+}
+
+func (s *stepSource) Recv() (*pb.SearchRequest, error) {
+	if _, err := s.RecvWire(); err != nil {
+		return nil, err
+	}
+	return s.DecodeWire()
+}
+
+func (s *stepSource) RecvWire() ([]byte, error) {
+	if s.next == len(s.reqs) {
+		return nil, io.EOF
+	}
+	s.before(s.next)
+	var err error
+	s.b, err = proto.MarshalOptions{}.MarshalAppend(s.b[:0], s.reqs[s.next])
+	s.next++
+	return s.b, err
+}
+
+func (s *stepSource) DecodeWire() (*pb.SearchRequest, error) {
+	var req pb.SearchRequest
+	return &req, proto.Unmarshal(s.b, &req)
+}
+
+func (s *stepSource) MaxQueries() int { return 0 }
+
+// answers runs reqs on one stream and returns, by query id, each query's
+// records (their bytes) and error code.
+func answers(t *testing.T, te *testEngine, reqs []*pb.SearchRequest, before func(int)) (map[uint64][]string, map[uint64]int32) {
+	recs, errs := map[uint64][]string{}, map[uint64]int32{}
+	sink := encodingWireSink{wireSink{
+		func(resp *pb.SearchResponse) error {
+			for _, e := range resp.Errors {
+				errs[e.Query] = e.Code
+			}
+			return nil
+		},
+		func(b []byte) error {
+			var resp pb.SearchResponse
+			if err := proto.Unmarshal(b, &resp); err != nil {
+				return err
+			}
+			for _, rb := range resp.Results {
+				for _, r := range rb.Records {
+					recs[rb.Query] = append(recs[rb.Query], string(r.Value))
+				}
+			}
+			for _, e := range resp.Errors {
+				errs[e.Query] = e.Code
+			}
+			return nil
+		},
+	}}
+	if err := te.E.SearchStream(t.Context(), &stepSource{reqs: reqs, before: before}, sink); err != nil {
+		t.Fatal(err)
+	}
+	return recs, errs
+}
+
+// A stream's lone lookups, read from their bytes, keep the queries they
+// read in full from request to request (the next query of the same shape
+// has only its operand read): each request must still get its own answer
+// when the buffer its bytes came in is overwritten by the next, when its
+// key is of another length or type, and when the schema changes between
+// two requests (a type unknown to the first exists for the second).
+func TestWireLookupsAcrossRequests(t *testing.T) {
+	te := openEngine(t, t.TempDir(), engine.Options{})
+	te.Apply(map[string]string{"shop.proto": shopProto})
+	var users []*anypb.Any
+	for id := range 300 {
+		users = append(users, te.Rec("shop.User", fmt.Sprintf(`{"id":%d,"name":"n%d","email":"u%d@x"}`, id, id, id)))
+	}
+	te.MustWrite(engine.OpInsert, users)
+	str := func(v string) *pb.Query {
+		return wireLookup("wire.S", "id", &pb.Value{Kind: &pb.Value_String_{String_: v}})
+	}
+	// Two queries of one length that differ outside their operands.
+	keys, count := lookup(10), lookup(11)
+	keys.KeysOnly, count.Count = true, true
+	qs := []*pb.Query{lookup(7), lookup(250), lookup(8), lookup(251), str("a"), str("a"), str("b"), lookup(9), keys, count, lookup(299), lookup(1000)}
+	const added = 5 // wire.S exists from this request on
+	reqs := make([]*pb.SearchRequest, len(qs))
+	for i, q := range qs {
+		reqs[i] = &pb.SearchRequest{Queries: []*pb.Query{q}}
+	}
+	recs, errs := answers(t, te, reqs, func(i int) {
+		if i == added {
+			te.Apply(map[string]string{"shop.proto": shopProto, "wire.proto": wireProto})
+			te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("wire.S", `{"id":"a"}`)})
+		}
+	})
+	for i, q := range qs {
+		id := uint64(i)
+		if i == added-1 {
+			if errs[id] == 0 || len(recs[id]) > 0 {
+				t.Fatalf("query %d, of a type not yet added: %d records, error code %d", i, len(recs[id]), errs[id])
+			}
+			continue
+		}
+		// Alone on a stream of its own, the query gets the same answer.
+		want, wantErrs := answers(t, te, []*pb.SearchRequest{{Queries: []*pb.Query{q}}}, func(int) {})
+		if fmt.Sprint(recs[id]) != fmt.Sprint(want[0]) || errs[id] != wantErrs[0] {
+			t.Fatalf("query %d: %q (error %d), alone %q (error %d)", i, recs[id], errs[id], want[0], wantErrs[0])
+		}
+	}
+	if len(recs[added]) != 1 || len(recs[3]) != 1 || len(recs[8]) != 1 || len(recs[9]) != 0 || len(recs[11]) != 0 {
+		t.Fatalf("records per query: %v", recs)
+	}
+}
