@@ -85,17 +85,27 @@ func DecodeSearchResponse(b []byte, m *pb.SearchResponse) error {
 	if !sh.count(b) {
 		return proto.Unmarshal(b, m)
 	}
-	s := searchSlabs{
-		anys:    make([]anypb.Any, sh.records),
-		recs:    make([]*anypb.Any, sh.records),
-		batches: make([]pb.ResultBatch, sh.batches),
-		done:    make([]pb.QueryDone, sh.done),
-		errs:    make([]pb.QueryError, sh.errors),
-	}
+	var s searchSlabs
 	m.Reset()
-	m.Results = slabPointers(s.batches)
-	m.Done = slabPointers(s.done)
-	m.Errors = slabPointers(s.errs)
+	if sh == (searchRespShape{batches: 1, records: 1, done: 1}) {
+		// The answer to one primary-key lookup: its parts in one
+		// allocation, not six.
+		o := new(oneRecordResponse)
+		o.results[0], o.done[0] = &o.batch[0], &o.doneMsg[0]
+		s = searchSlabs{anys: o.anys[:], recs: o.recs[:], batches: o.batch[:], done: o.doneMsg[:]}
+		m.Results, m.Done = o.results[:], o.done[:]
+	} else {
+		s = searchSlabs{
+			anys:    make([]anypb.Any, sh.records),
+			recs:    make([]*anypb.Any, sh.records),
+			batches: make([]pb.ResultBatch, sh.batches),
+			done:    make([]pb.QueryDone, sh.done),
+			errs:    make([]pb.QueryError, sh.errors),
+		}
+		m.Results = slabPointers(s.batches)
+		m.Done = slabPointers(s.done)
+		m.Errors = slabPointers(s.errs)
+	}
 	var nb, nd, ne int
 	for rest := b; len(rest) > 0; {
 		num, _, l := protowire.ConsumeTag(rest)
@@ -119,6 +129,18 @@ func DecodeSearchResponse(b []byte, m *pb.SearchResponse) error {
 		}
 	}
 	return nil
+}
+
+// oneRecordResponse holds the parts of a SearchResponse of one record in
+// one batch and one completion, the slabs and the lists of each of one
+// element (the lists are full, so appending to one moves it out).
+type oneRecordResponse struct {
+	anys    [1]anypb.Any
+	recs    [1]*anypb.Any
+	batch   [1]pb.ResultBatch
+	doneMsg [1]pb.QueryDone
+	results [1]*pb.ResultBatch
+	done    [1]*pb.QueryDone
 }
 
 // batch decodes the ResultBatch b, which count accepted, into rb.
