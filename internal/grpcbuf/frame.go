@@ -24,21 +24,29 @@ func MarshalFrame(f *Frame) mem.BufferSlice {
 }
 
 // FrameBuffer returns f's bytes as one buffer of Pool: its Owned buffer,
-// or else a copy of B. A copy takes at least minPooled bytes of Pool, so
-// that gRPC, once it has written them, gives them back to Pool: a smaller
-// buffer it would leave to the GC, and the copy of a small message cost
-// three allocations (the bytes, the pointer to them, the interface
-// holding them) where a pooled one costs none.
+// or else a copy of B in a Sized buffer.
 func FrameBuffer(f *Frame) mem.Buffer {
 	bp := f.Owned
 	if bp != nil {
 		f.Owned = nil
+		*bp = (*bp)[:len(f.B)]
 	} else {
-		bp = Pool.Get(max(len(f.B), minPooled))
+		bp = Sized(len(f.B))
 		copy(*bp, f.B)
 	}
-	*bp = (*bp)[:len(f.B)]
 	return mem.NewBuffer(bp, Pool)
+}
+
+// Sized returns a buffer of Pool of size bytes, for a message to be
+// handed to gRPC with mem.NewBuffer. It takes at least minPooled bytes of
+// Pool, so that gRPC, once it has written them, gives them back to Pool: a
+// smaller buffer it would leave to the GC, and a small message cost three
+// allocations (the bytes, the pointer to them, the interface holding
+// them) where a pooled one costs none.
+func Sized(size int) *[]byte {
+	bp := Pool.Get(max(size, minPooled))
+	*bp = (*bp)[:size]
+	return bp
 }
 
 // minPooled is the smallest of Pool's sizes that mem.NewBuffer makes a
