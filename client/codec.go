@@ -38,23 +38,23 @@ func (readCodec) Name() string { return "proto" }
 // Marshal implements encoding.CodecV2. A GetRequest, QueryRequest or
 // SearchRequest of the usual shape is encoded by hand
 // (wire.AppendGetRequest, wire.AppendQueryRequest,
-// wire.AppendSearchRequest); a Search request, sent by the ten thousand
-// a second on a stream, into a pooled buffer.
+// wire.AppendSearchRequest) into a pooled buffer (grpcbuf.Sized), which
+// gRPC gives back once it has written it.
 func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *pb.GetRequest:
 		if n, ok := wire.SizeGetRequest(m); ok {
-			return mem.BufferSlice{mem.SliceBuffer(wire.AppendGetRequest(make([]byte, 0, n), m))}, nil
+			return grpcbuf.Encoded(m, n, wire.AppendGetRequest), nil
 		}
 	case *pb.QueryRequest:
 		if s, ok := wire.SizeQueryRequest(m); ok {
-			return mem.BufferSlice{mem.SliceBuffer(wire.AppendQueryRequest(make([]byte, 0, s.Size()), m, s))}, nil
+			bp := grpcbuf.Sized(s.Size())
+			*bp = wire.AppendQueryRequest((*bp)[:0], m, s)
+			return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, nil
 		}
 	case *pb.SearchRequest:
 		if size, ok := wire.SizeSearchRequest(m); ok {
-			bp := grpcbuf.Sized(size)
-			*bp = wire.AppendSearchRequest((*bp)[:0], m)
-			return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, nil
+			return grpcbuf.Encoded(m, size, wire.AppendSearchRequest), nil
 		}
 	}
 	return protoCodec.Marshal(v)

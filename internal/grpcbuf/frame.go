@@ -49,6 +49,15 @@ func Sized(size int) *[]byte {
 	return bp
 }
 
+// Encoded returns m written by appendTo into a Sized buffer of size
+// bytes (what m's Size function gave), as gRPC takes a message's bytes:
+// one buffer, given back to Pool once gRPC has written it.
+func Encoded[M any](m M, size int, appendTo func([]byte, M) []byte) mem.BufferSlice {
+	bp := Sized(size)
+	*bp = appendTo((*bp)[:0], m)
+	return mem.BufferSlice{mem.NewBuffer(bp, Pool)}
+}
+
 // minPooled is the smallest of Pool's sizes that mem.NewBuffer makes a
 // pooled buffer of (over gRPC's pooling threshold, 1 KiB).
 var minPooled = func() int {

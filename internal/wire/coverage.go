@@ -78,14 +78,16 @@ var Coders = []Coverage{
 	{"protobase.v1.QueryResponse", "AppendQueryResponse", Encodes, nums(QueryResponseRecords, QueryResponseNextPageToken, QueryResponseCount, QueryResponseVersions), nums(3, 6)}, // plan, rows
 	{"google.protobuf.Any", "AppendSearchResponse, AppendScanResponse, AppendGetResponse, AppendQueryResponse", Encodes, nums(AnyTypeURL, AnyValue), nil},
 
-	// Encoders of requests (the Go client).
+	// Encoders of requests (the Go client); AppendSearchRequest writes its
+	// queries with AppendQueryRequest's query writer.
+	{"protobase.v1.SearchRequest", "AppendSearchRequest", Encodes, nums(SearchRequestQueries), nil},
 	{"protobase.v1.GetRequest", "AppendGetRequest", Encodes, nums(GetRequestType, GetRequestKeys, GetRequestVersions), nums(GetRequestKeyRecords)},
 	{"google.protobuf.Value", "AppendGetRequest", Encodes, nums(JSONNumber, JSONString, JSONBool), nums(JSONNull, JSONStruct, JSONList)},
 	{"protobase.v1.QueryRequest", "AppendQueryRequest", Encodes, nums(QueryRequestQuery, QueryRequestPageSize, QueryRequestPageToken), nil},
-	{"protobase.v1.Query", "AppendQueryRequest", Encodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
-	{"protobase.v1.Expr", "AppendQueryRequest", Encodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not
-	{"protobase.v1.Comparison", "AppendQueryRequest", Encodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                              // values
-	{"protobase.v1.Value", "AppendQueryRequest", Encodes, nums(ValueInt, ValueUint, ValueDouble, ValueBool, ValueString, ValueBytes, ValueEnum), nil},
+	{"protobase.v1.Query", "AppendQueryRequest, AppendSearchRequest", Encodes, nums(QueryType, QueryWhere, QueryLimit, QueryKeysOnly, QueryExplain, QueryCount, QueryVersions), nums(4, 8, 10)}, // order, filter, aggregate
+	{"protobase.v1.Expr", "AppendQueryRequest, AppendSearchRequest", Encodes, nums(ExprCmp), nums(2, 3, 4)},                                                                                     // and, or, not
+	{"protobase.v1.Comparison", "AppendQueryRequest, AppendSearchRequest", Encodes, nums(ComparisonField, ComparisonOp, ComparisonValue), nums(4)},                                              // values
+	{"protobase.v1.Value", "AppendQueryRequest, AppendSearchRequest", Encodes, nums(ValueInt, ValueUint, ValueDouble, ValueBool, ValueString, ValueBytes, ValueEnum), nil},
 
 	// Writers of responses from records' bytes: the engine's search
 	// responses (searchwriters.go), the Any and Position fields of those

@@ -15,14 +15,10 @@ import (
 // and decline a request with any query of another shape, which
 // proto.Marshal then writes or refuses.
 
-// handSearch says SearchRequest has only its queries: a field added to it
-// would otherwise be dropped silently.
-var handSearch = (&pb.SearchRequest{}).ProtoReflect().Descriptor().Fields().Len() == 1
-
 // SizeSearchRequest returns the encoded size of m, and false when m is not
 // of the shape AppendSearchRequest writes.
 func SizeSearchRequest(m *pb.SearchRequest) (int, bool) {
-	if !handSearch || len(m.ProtoReflect().GetUnknown()) > 0 {
+	if len(m.ProtoReflect().GetUnknown()) > 0 {
 		return 0, false
 	}
 	n := 0

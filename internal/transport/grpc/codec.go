@@ -270,35 +270,22 @@ func marshalHand(v any) (out mem.BufferSlice, ok bool) {
 	switch m := v.(type) {
 	case *pb.SearchResponse:
 		if size, ok = wire.SizeSearchResponse(m); ok {
-			out = pooled(m, size, wire.AppendSearchResponse)
+			out = grpcbuf.Encoded(m, size, wire.AppendSearchResponse)
 		}
 	case *pb.ScanResponse:
 		if size, ok = wire.SizeScanResponse(m); ok {
-			out = pooled(m, size, wire.AppendScanResponse)
+			out = grpcbuf.Encoded(m, size, wire.AppendScanResponse)
 		}
 	case *pb.GetResponse:
 		if size, ok = wire.SizeGetResponse(m); ok {
-			out = pooled(m, size, wire.AppendGetResponse)
+			out = grpcbuf.Encoded(m, size, wire.AppendGetResponse)
 		}
 	case *pb.QueryResponse:
 		if size, ok = wire.SizeQueryResponse(m); ok {
-			out = pooled(m, size, wire.AppendQueryResponse)
+			out = grpcbuf.Encoded(m, size, wire.AppendQueryResponse)
 		}
 	}
 	return out, ok
-}
-
-// pooled encodes m with appendTo into a buffer of size bytes, what m's
-// Size function gave: one of grpcbuf.Pool, or for a message below gRPC's
-// pooling threshold (a one-record answer) one of its own, as grpc-go's
-// codec does, since gRPC never gives a buffer that small back to a pool.
-func pooled[M any](m M, size int, appendTo func([]byte, M) []byte) mem.BufferSlice {
-	if mem.IsBelowBufferPoolingThreshold(size) {
-		return mem.BufferSlice{mem.SliceBuffer(appendTo(make([]byte, 0, size), m))}
-	}
-	bp := grpcbuf.Pool.Get(size)
-	*bp = appendTo((*bp)[:0], m)
-	return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}
 }
 
 // ownCopy returns a copy of the bytes of a write request, which its
