@@ -32,6 +32,9 @@ type Experiment struct {
 	Clients  int
 	Records  int
 	Postgres string
+	// RequestsDir, when set, receives the get, query and health rows'
+	// requests encoded for an independent load generator (writeRequests).
+	RequestsDir string
 }
 
 // Name implements bench.Experiment.
@@ -46,6 +49,7 @@ func (*Experiment) Describe() string {
 func (x *Experiment) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&x.Clients, "clients", 16, "client goroutines, each issuing one operation at a time (at most 1000)")
 	fs.IntVar(&x.Records, "records", 0, "records preloaded for the reads (0: 100000, 10000 with --quick)")
+	fs.StringVar(&x.RequestsDir, "requests-dir", "", "also write DIR/get.bin, DIR/query.bin and DIR/health.bin: 1,000 unary Get and Query requests of loaded records by key, and a health check, length-prefixed for ghz --binary-file (docs/benchmarks.md)")
 	fs.StringVar(&x.Postgres, "postgres", "", "also run PostgreSQL's primary-key SELECT and single-row INSERT on this server (a connection URL or DSN; scripts/postgres-bench starts one), in a table protobase_oneop_items it creates and drops")
 }
 
@@ -86,6 +90,11 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	}
 	if err := t.LoadItems(ctx, env.Progress, x.Records); err != nil {
 		return nil, err
+	}
+	if x.RequestsDir != "" {
+		if err := writeRequests(x.RequestsDir, x.Records); err != nil {
+			return nil, err
+		}
 	}
 	compacted, err := t.CompactLoaded(ctx, env.Progress)
 	if err != nil {
@@ -131,6 +140,7 @@ func (x *Experiment) Run(ctx context.Context, env *bench.Env) (*bench.Result, er
 	res.Notes = append(res.Notes, x.notes(t, compacted, written.Load())...)
 	res.Notes = append(res.Notes,
 		ratioNote("get", "health", samples, rows),
+		ratioNote("query", "health", samples, rows),
 		ratioNote("search", "echo", samples, rows))
 	if pg != nil {
 		if err := pg.check(ctx, x.Records); err != nil {
@@ -152,6 +162,7 @@ func (x *Experiment) protobaseRows(t *bench.Target, hists []bench.LatencyHist, n
 	return []row{
 		{"get", newLoop(hists, openGet(c, x.Records))},
 		{"health", newLoop(hists, openHealth(c))},
+		{"query", newLoop(hists, openQuery(c, x.Records))},
 		{"search", newLoop(hists, openSearch(c, x.Records))},
 		{"echo", newLoop(hists, openEcho(t, x.Records))},
 		{"write", newLoop(hists, openWrite(c, next, written))},
@@ -231,7 +242,7 @@ func (x *Experiment) result(env *bench.Env, rows []row, samples []bench.Sample) 
 func (x *Experiment) notes(t *bench.Target, compacted bool, written uint64) []string {
 	notes := []string{
 		fmt.Sprintf("%d client goroutines on one connection, each issuing one operation and waiting for its answer before the next; %d records of about 100 bytes preloaded, read keys drawn uniformly", x.Clients, x.Records),
-		"get: Client.Get of one key (unary); search: one Search stream per goroutine, one query per request, its result read before the next; health: a unary gRPC health check; echo: one Lab.Echo stream per goroutine at batch 1 (answered without storage)",
+		"get: Client.Get of one key (unary); query: Client.Query of one record by a condition on its key (unary); search: one Search stream per goroutine, one query per request, its result read before the next; health: a unary gRPC health check; echo: one Lab.Echo stream per goroutine at batch 1 (answered without storage)",
 		fmt.Sprintf("write: one Write stream per goroutine, each inserting one new record and waiting for its acknowledgement (Writer.Flush) before the next; write shared: the same through one Writer (one stream) shared by every goroutine; mix: Get or insert with even odds; %d records inserted and acknowledged in all", written),
 		"latency rows: each operation's time from call to answer, all goroutines pooled (a log-linear histogram, within 0.8%), the median over runs",
 	}

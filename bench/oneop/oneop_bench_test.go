@@ -30,6 +30,7 @@ func BenchmarkOps(b *testing.B) {
 		open opener
 	}{
 		{"get", openGet(t.Client, records)},
+		{"query", openQuery(t.Client, records)},
 		{"search", openSearch(t.Client, records)},
 		{"write", openWrite(t.Client, next, &written)},
 		{"write-shared", (&sharedWriter{c: t.Client, next: next, written: &written}).open},

@@ -1,8 +1,21 @@
 package oneop
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/bench/labtest"
@@ -17,11 +30,12 @@ func TestQuickRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and measures")
 	}
-	x := &Experiment{Clients: 4, Records: 1000}
+	x := &Experiment{Clients: 4, Records: 1000, RequestsDir: t.TempDir()}
 	res, env := labtest.Run(t, x)
 	labtest.CheckResult(t, x, res)
+	checkRequests(t, x.RequestsDir, env.Targets()[0].Client.API(), x.Records)
 	ops := labtest.Rows(res, "operations/s")
-	for _, op := range []string{"get", "health", "search", "echo", "write", "write shared", "mix"} {
+	for _, op := range []string{"get", "health", "query", "search", "echo", "write", "write shared", "mix"} {
 		if r, ok := ops[op]; !ok || r.Median <= 0 {
 			t.Errorf("row %q: %+v", op, r)
 		}
@@ -32,7 +46,7 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"get ÷ health", "search ÷ echo"} {
+	for _, want := range []string{"get ÷ health", "query ÷ health", "search ÷ echo"} {
 		if !hasNote(res.Notes, want) {
 			t.Errorf("no note %q in %q", want, res.Notes)
 		}
@@ -93,5 +107,55 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "postgres") && !strings.Contains(err.Error(), "PostgreSQL") {
 			t.Errorf("%q: error %q", dsn, err)
 		}
+	}
+}
+
+// checkRequests replays the files --requests-dir wrote against the server
+// that ran: every Get and Query finds its one loaded record, the health
+// check answers, and the keys are spread over the loaded records.
+func checkRequests(t *testing.T, dir string, api pbgrpc.ProtobaseClient, records int) {
+	t.Helper()
+	keys := map[string]bool{}
+	for _, f := range []struct {
+		name string
+		msg  func() proto.Message
+		n    int
+	}{
+		{getRequestsFile, func() proto.Message { return new(pb.GetRequest) }, requestsPerFile},
+		{queryRequestsFile, func() proto.Message { return new(pb.QueryRequest) }, requestsPerFile},
+		{healthRequestsFile, func() proto.Message { return new(healthpb.HealthCheckRequest) }, 1},
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(bytes.NewReader(data))
+		n := 0
+		for ; ; n++ {
+			m := f.msg()
+			if err := protodelim.UnmarshalFrom(r, m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: message %d: %v", f.name, n, err)
+			}
+			switch m := m.(type) {
+			case *pb.GetRequest:
+				resp, err := api.Get(t.Context(), m)
+				if err != nil || len(resp.GetRecords()) != 1 || resp.GetRecords()[0] == nil {
+					t.Fatalf("%s: %v: %v, %v", f.name, m, resp, err)
+				}
+				keys[m.GetKeys()[0].GetStringValue()] = true
+			case *pb.QueryRequest:
+				if resp, err := api.Query(t.Context(), m); err != nil || len(resp.GetRecords()) != 1 {
+					t.Fatalf("%s: %v: %v, %v", f.name, m, resp, err)
+				}
+			}
+		}
+		if n != f.n {
+			t.Errorf("%s: %d messages, want %d", f.name, n, f.n)
+		}
+	}
+	if len(keys) < records/2 {
+		t.Errorf("the Gets ask for %d distinct keys of %d", len(keys), records)
 	}
 }

@@ -55,6 +55,30 @@ func openGet(c *client.Client, records int) opener {
 	}
 }
 
+// queryOp reads one record by primary key with a unary Query (a
+// condition on the key), as an application that filters by key calls it.
+func queryOp(c *client.Client, records, cl int) func(ctx context.Context) error {
+	key := keys(records, cl)
+	return func(ctx context.Context) error {
+		id := key()
+		page, err := c.Query(ctx, bench.LookupQuery(id), 0, "")
+		if err != nil {
+			return fmt.Errorf("query %d: %w", id, err)
+		}
+		if len(page.Records) != 1 {
+			return fmt.Errorf("query %d: %d records, want 1", id, len(page.Records))
+		}
+		return nil
+	}
+}
+
+// openQuery is the query row: unary Queries, nothing to open.
+func openQuery(c *client.Client, records int) opener {
+	return func(_ context.Context, cl int) (session, error) {
+		return session{do: queryOp(c, records, cl), close: func() error { return nil }}, nil
+	}
+}
+
 // openSearch is the search row: one Search stream per client, each query
 // in a request of its own, its result read before the next is sent.
 func openSearch(c *client.Client, records int) opener {

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkOneKey measures the engine's part of a unary read of one
 // record by primary key, the record in the record cache: GetRecords and
-// Query, without a transport.
+// Query (its where, or the text filter "id == N"), without a transport.
 func BenchmarkOneKey(b *testing.B) {
 	te := newEngine(b)
 	const n = 1000
@@ -41,6 +41,20 @@ func BenchmarkOneKey(b *testing.B) {
 		reqs := make([]*pb.QueryRequest, n)
 		for i := range reqs {
 			reqs[i] = &pb.QueryRequest{Query: lookup(i)}
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			resp, h, err := te.E.Query(ctx, reqs[i%n], 0)
+			if err != nil || len(resp.Records) != 1 {
+				b.Fatal(err)
+			}
+			h.Release()
+		}
+	})
+	b.Run("query-filter", func(b *testing.B) {
+		reqs := make([]*pb.QueryRequest, n)
+		for i := range reqs {
+			reqs[i] = &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Filter: fmt.Sprintf("id == %d", i)}}
 		}
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {

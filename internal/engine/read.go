@@ -45,6 +45,12 @@ func (e *Engine) compileIn(cat *catalog, q *pb.Query) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.compileParsed(cat, q, text)
+}
+
+// compileParsed compiles q, whose text filter, if it had one, is parsed
+// into its where: text is that filter, for errors that point into it.
+func (e *Engine) compileParsed(cat *catalog, q *pb.Query, text string) (*compiled, error) {
 	t := cat.lookup(q.GetType())
 	if t == nil || q.GetType() == "" {
 		return nil, &apierror.Error{Code: apierror.NotFound, Msg: "no record type " + quote(q.GetType()) + " in the schema"}
@@ -83,16 +89,24 @@ type pointScratch struct {
 // every invalid query, is compiled. The result is valid until the next
 // call with the same scratch.
 func (e *Engine) compileFast(q *pb.Query, s *pointScratch) (*compiled, error) {
-	if q.GetFilter() != "" {
-		return e.compile(q) // parsing the text costs more than the fast path saves
+	if q == nil || q.GetAggregate() != nil || e.closed.Load() {
+		return e.compile(q) // for its errors
 	}
-	if t := e.cat.Load().lookup(q.GetType()); t != nil && t.point != nil && !e.closed.Load() {
+	// A text filter is parsed once: "id == 42" is then the same plain
+	// lookup as its where, and anything else is planned from the parse.
+	text := q.GetFilter()
+	q, err := withFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	cat := e.cat.Load()
+	if t := cat.lookup(q.GetType()); t != nil && t.point != nil {
 		if key, ok := t.point.Key(s.key[:0], q); ok {
 			s.key = key
 			return s.point(t, key, q), nil
 		}
 	}
-	return e.compile(q)
+	return e.compileParsed(cat, q, text)
 }
 
 // point fills the scratch with the plan of q, a lookup of t's record key
