@@ -95,8 +95,9 @@ type Writer struct {
 	ackMu     sync.Mutex
 	ackCond   sync.Cond
 	receiving bool
-	waiters   int    // goroutines waiting on ackCond
-	owed      uint64 // batches sent asking for an acknowledgement, up to batch owed-1
+	waiters   int      // goroutines waiting on ackCond
+	owed      uint64   // batches sent asking for an acknowledgement, up to batch owed-1
+	awaited   []uint64 // batches sent asking for an acknowledgement that has not come, in order
 	last      ackPoint
 	ended     bool                   // the stream has ended: Recv returned an error
 	recvErr   error                  // the stream's final status; set when ended
@@ -150,6 +151,11 @@ func (w *Writer) receiveOne() {
 		w.ended = true
 	} else {
 		w.last = ackPoint{ok: true, batch: w.resp.Batch, records: w.resp.Records, position: w.resp.Position}
+		n := 0
+		for n < len(w.awaited) && w.awaited[n] <= w.last.batch {
+			n++
+		}
+		w.awaited = append(w.awaited[:0], w.awaited[n:]...)
 	}
 	w.ackCond.Broadcast()
 }
@@ -288,6 +294,7 @@ func (w *Writer) sendLocked(ack, flushing bool) error {
 	if ack {
 		w.ackMu.Lock()
 		w.owed = w.sent + 1
+		w.awaited = append(w.awaited, w.sent)
 		w.ackMu.Unlock()
 	}
 	if err := w.stream.Send(req); err != nil {
@@ -323,9 +330,29 @@ func (w *Writer) status() error {
 // goroutines sharing it go on writing and flushing, and the server makes
 // the batches that arrive meanwhile durable together (one fsync can
 // acknowledge the records of every goroutine that flushed).
+//
+// While flushDepth batches wait for their acknowledgements, a Flush does
+// not send: its records stay pending, and so do those of every goroutine
+// that flushes meanwhile, until an acknowledgement frees a place and the
+// first of them to see it sends them all as one batch. Goroutines sharing
+// a writer so share requests and fsyncs, as writers of their own share
+// the server's group commit.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
-	want, err := w.sendFlushLocked()
+	if w.err != nil {
+		defer w.mu.Unlock()
+		return w.err
+	}
+	want := w.sent // the batch that will carry the records pending now
+	if !w.placeFree() {
+		w.mu.Unlock()
+		w.awaitPlace(want)
+		w.mu.Lock()
+	}
+	var err error
+	if !w.askedFor(want) {
+		_, err = w.sendFlushLocked()
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -336,6 +363,37 @@ func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.endedLocked()
+}
+
+// flushDepth is how many batches asking for an acknowledgement a Flush
+// leaves in flight before it waits rather than send: two keep the server
+// busy (it reads a stream's next request while the last waits for its
+// fsync) without splitting the records that gather meanwhile.
+const flushDepth = 2
+
+// placeFree reports whether fewer than flushDepth acknowledgements are
+// awaited.
+func (w *Writer) placeFree() bool {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	return len(w.awaited) < flushDepth
+}
+
+// askedFor reports whether a batch at or after want was sent asking for
+// an acknowledgement, which then acknowledges want too.
+func (w *Writer) askedFor(want uint64) bool {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	return w.owed > want
+}
+
+// awaitPlace receives, or waits for the receiver, until a place is free,
+// a batch at or after want asked for its acknowledgement, or the stream
+// has ended.
+func (w *Writer) awaitPlace(want uint64) {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	w.receiveUntil(func() bool { return len(w.awaited) < flushDepth || w.owed > want })
 }
 
 // flushLocked is Flush for a caller that holds mu throughout (Close).

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -95,6 +96,84 @@ func TestWriterFlushLeavesWriterFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	if missing := client.MissingKeys([]any{1, 2, 3}, recs); len(missing) > 0 {
+		t.Fatalf("acknowledged records %v are missing", missing)
+	}
+}
+
+// Goroutines flushing one writer while two batches await their
+// acknowledgements gather into one batch: with the server stopped, two
+// Flushes send (batches 1 and 2) and three more leave their records
+// pending; once the server runs again, the first to see a place free sends
+// the three records as batch 3, and Close's flush is batch 4. Every
+// record is durable. Sending a batch per Flush would make Close's batch 6.
+func TestWriterFlushesGather(t *testing.T) {
+	child, addr := servertest.Start(t, t.TempDir())
+	c, err := client.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteAny(user(1, "u1@example.com")); err != nil { // batch 0: the stream is open
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	resume := func() {
+		if stopped {
+			stopped = false
+			if err := child.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resume()
+	done := make(chan error, 5)
+	flush := func(id int64) {
+		if err := w.WriteAny(user(id, fmt.Sprintf("u%d@example.com", id))); err != nil {
+			done <- err
+			return
+		}
+		done <- w.Flush()
+	}
+	// One at a time, so that the first two have sent before the others
+	// flush. A goroutine slower than the pauses could only send more
+	// batches than it should: the test can fail wrongly, never pass so.
+	for id := int64(2); id <= 6; id++ {
+		go flush(id)
+		time.Sleep(300 * time.Millisecond)
+	}
+	resume()
+	for range 5 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.GetBatch() != 4 || ack.GetRecords() != 6 {
+		t.Errorf("Close acknowledged batch %d and %d records, want batch 4 and 6 records", ack.GetBatch(), ack.GetRecords())
+	}
+	keys := []any{1, 2, 3, 4, 5, 6}
+	recs, err := c.Get(ctx, "shop.User", keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := client.MissingKeys(keys, recs); len(missing) > 0 {
 		t.Fatalf("acknowledged records %v are missing", missing)
 	}
 }
