@@ -221,7 +221,9 @@ func TestBoundsLargeAnswers(t *testing.T) {
 // batch not yet durable counts against the write budget, requests
 // waiting for it against as much again, and the Go runtime's soft limit
 // keeps the heap from doubling. Meanwhile another client's queries are
-// answered. Before, 16 streams of 3 batches of 64 MB took 17.7 GB.
+// answered. Under the race detector (the child server is this test
+// binary, so it runs under the detector too) the run checks the path, not
+// the figure: the detector's own memory comes on top of the server's.
 func TestBoundsWriteStreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
@@ -300,7 +302,7 @@ func TestBoundsWriteStreams(t *testing.T) {
 	if queryErr != nil {
 		t.Errorf("another client's query failed meanwhile: %v", queryErr)
 	}
-	if bound := base + uint64(total) + 64*mib; peak > bound {
+	if bound := base + uint64(total) + 64*mib; !raceEnabled && peak > bound {
 		t.Fatalf("peak RSS %d MiB, over the documented %d MiB (and %d MiB at start)", peak/mib, total/mib, base/mib)
 	}
 }
