@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,41 +18,8 @@ import (
 // Once the server runs again, both Flushes return and both records are
 // durable.
 func TestWriterFlushLeavesWriterFree(t *testing.T) {
-	child, addr := servertest.Start(t, t.TempDir())
-	c, err := client.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, w, resume := stoppedWriter(t)
 	ctx := t.Context()
-	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The stream is open on the server before it stops.
-	if err := w.WriteAny(user(1, "one@example.com")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-
-	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	resume := func() {
-		if stopped {
-			stopped = false
-			if err := child.Process.Signal(syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer resume()
 
 	first := make(chan error, 1)
 	if err := w.WriteAny(user(2, "two@example.com")); err != nil {
@@ -107,39 +75,8 @@ func TestWriterFlushLeavesWriterFree(t *testing.T) {
 // the three records as batch 3, and Close's flush is batch 4. Every
 // record is durable. Sending a batch per Flush would make Close's batch 6.
 func TestWriterFlushesGather(t *testing.T) {
-	child, addr := servertest.Start(t, t.TempDir())
-	c, err := client.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, w, resume := stoppedWriter(t)
 	ctx := t.Context()
-	if _, err := c.ApplySchema(ctx, map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := c.NewWriter(ctx, client.Insert, client.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteAny(user(1, "u1@example.com")); err != nil { // batch 0: the stream is open
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	resume := func() {
-		if stopped {
-			stopped = false
-			if err := child.Process.Signal(syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer resume()
 	done := make(chan error, 5)
 	flush := func(id int64) {
 		if err := w.WriteAny(user(id, fmt.Sprintf("u%d@example.com", id))); err != nil {
@@ -176,4 +113,43 @@ func TestWriterFlushesGather(t *testing.T) {
 	if missing := client.MissingKeys(keys, recs); len(missing) > 0 {
 		t.Fatalf("acknowledged records %v are missing", missing)
 	}
+}
+
+// stoppedWriter starts a server, opens a Writer on it with user 1 written
+// and acknowledged (the stream is open on the server), and stops the
+// server (SIGSTOP). resume, also run at the test's end, lets it run again.
+func stoppedWriter(t *testing.T) (c *client.Client, w *client.Writer, resume func()) {
+	t.Helper()
+	child, addr := servertest.Start(t, t.TempDir())
+	c, err := client.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.ApplySchema(t.Context(), map[string]string{"shop.proto": shopProto}, client.SchemaOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err = c.NewWriter(t.Context(), client.Insert, client.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteAny(user(1, "u1@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := child.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return c, w, resume
 }

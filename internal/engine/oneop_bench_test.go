@@ -37,32 +37,26 @@ func BenchmarkOneKey(b *testing.B) {
 			h.Release()
 		}
 	})
-	b.Run("query", func(b *testing.B) {
-		reqs := make([]*pb.QueryRequest, n)
-		for i := range reqs {
-			reqs[i] = &pb.QueryRequest{Query: lookup(i)}
-		}
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			resp, h, err := te.E.Query(ctx, reqs[i%n], 0)
-			if err != nil || len(resp.Records) != 1 {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name  string
+		query func(id int) *pb.Query
+	}{
+		{"query", lookup},
+		{"query-filter", func(id int) *pb.Query { return &pb.Query{Type: "shop.User", Filter: fmt.Sprintf("id == %d", id)} }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			reqs := make([]*pb.QueryRequest, n)
+			for i := range reqs {
+				reqs[i] = &pb.QueryRequest{Query: c.query(i)}
 			}
-			h.Release()
-		}
-	})
-	b.Run("query-filter", func(b *testing.B) {
-		reqs := make([]*pb.QueryRequest, n)
-		for i := range reqs {
-			reqs[i] = &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Filter: fmt.Sprintf("id == %d", i)}}
-		}
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			resp, h, err := te.E.Query(ctx, reqs[i%n], 0)
-			if err != nil || len(resp.Records) != 1 {
-				b.Fatal(err)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				resp, h, err := te.E.Query(ctx, reqs[i%n], 0)
+				if err != nil || len(resp.Records) != 1 {
+					b.Fatal(err)
+				}
+				h.Release()
 			}
-			h.Release()
-		}
-	})
+		})
+	}
 }
