@@ -138,3 +138,64 @@ func TestWriterDurableAdvancesWithoutFlush(t *testing.T) {
 		t.Errorf("durable %d without a Flush, want 3", got)
 	}
 }
+
+// Goroutines sharing a writer whose batch fails all stop, none waits
+// forever: one goroutine inserts a key that exists while the others
+// flush their own records. Every Flush returns; the first error is the
+// writer's for every call after it; each record whose Flush returned nil
+// is stored.
+func TestWriterSharedFlushesStopAtError(t *testing.T) {
+	c := startWriterServer(t, server.Config{})
+	w, err := c.NewWriter(t.Context(), client.Insert, client.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 8, 40
+	var wg sync.WaitGroup
+	flushed := make([][]int64, goroutines) // ids whose Flush returned nil, by goroutine
+	failed := make([]error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				id := int64(g*each + i + 1)
+				email := fmt.Sprintf("u%d@example.com", id)
+				if g == 0 && i == each/2 {
+					id = 1 // inserted already, by this goroutine's first Flush
+				}
+				if err := w.WriteAny(user(id, email)); err != nil {
+					failed[g] = err
+					return
+				}
+				if err := w.Flush(); err != nil {
+					failed[g] = err
+					return
+				}
+				flushed[g] = append(flushed[g], id)
+			}
+		})
+	}
+	wg.Wait()
+	if failed[0] == nil {
+		t.Fatal("the duplicate key's Flush returned nil")
+	}
+	var ids []any
+	for g := range goroutines {
+		if failed[g] != nil && failed[g].Error() != failed[0].Error() {
+			t.Errorf("goroutine %d: %v; the writer's error is %v", g, failed[g], failed[0])
+		}
+		for _, id := range flushed[g] {
+			ids = append(ids, id)
+		}
+	}
+	recs, err := c.Get(t.Context(), "shop.User", ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := client.MissingKeys(ids, recs); len(missing) > 0 {
+		t.Fatalf("records %v were acknowledged and are missing", missing)
+	}
+	if _, err := w.Close(); err == nil {
+		t.Error("Close after the failure returned nil")
+	}
+	t.Logf("%d records flushed before the failure: %v", len(ids), failed[0])
+}
