@@ -92,6 +92,64 @@ def test_writer_is_safe_for_threads(client: protobase.Client) -> None:
     assert len(all_users(client)) == 2000
 
 
+def test_threads_flushing_one_writer_share_batches(binary: Any, tmp_path: Any) -> None:
+    """A flush waiting for its acknowledgement leaves the writer to other threads.
+
+    With the server stopped (SIGSTOP), two threads' flushes send batches
+    2 and 3 and wait; three more threads still write, and their flushes
+    leave the records pending; once the server runs again, the first to
+    see a place free sends the three records as batch 4, and close's
+    flush (nothing pending, everything acknowledged) sends nothing.
+    Sending a batch per flush would make 6 batches; holding the writer
+    through a flush's wait would leave the writes of the later threads
+    blocked until the server ran again.
+    """
+    import signal
+    import threading
+    import time
+
+    from conftest import SCHEMA_DIR, start_server
+
+    s = start_server(binary, tmp_path / "data")
+    stopped = False
+    try:
+        with protobase.Client(s.addr) as c:
+            c.apply_schema([SCHEMA_DIR])
+            w = c.writer("insert")
+            w.write({"id": 1}, type=USER)
+            w.flush()  # batch 1: the stream is open on the server
+            s.proc.send_signal(signal.SIGSTOP)
+            stopped = True
+            written: list[int] = []
+            errors: list[BaseException] = []
+
+            def work(i: int) -> None:
+                try:
+                    w.write({"id": i}, type=USER)
+                    written.append(i)
+                    w.flush()
+                except BaseException as e:
+                    errors.append(e)
+
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(2, 7)]
+            for th in threads:
+                th.start()
+                time.sleep(0.3)  # a slow thread can only make more batches
+            assert sorted(written) == [2, 3, 4, 5, 6], "a write waited for another thread's flush"
+            s.proc.send_signal(signal.SIGCONT)
+            stopped = False
+            for th in threads:
+                th.join(timeout=30)
+            assert not errors, errors
+            r = w.close()
+            assert (r.batches, r.records) == (4, 6), r
+            assert sorted(u["id"] for u in all_users(c)) == list(range(1, 7))
+    finally:
+        if stopped:
+            s.proc.send_signal(signal.SIGCONT)
+        s.stop()
+
+
 def test_write_forms_generated_dynamic_any_bytes(client: protobase.Client, shop_pb2: Any) -> None:
     from google.protobuf import any_pb2
 

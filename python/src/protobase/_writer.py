@@ -48,6 +48,12 @@ _ACK_INTERVAL = 0.1
 # the server is slower than the program.
 _MAX_QUEUED = 4
 
+# How many batches asking for an acknowledgement a flush leaves in flight
+# before it waits rather than send (as the Go client): the server reads a
+# stream's next request while the last waits for its fsync, and the
+# records of threads that flush meanwhile gather into one batch.
+_FLUSH_DEPTH = 2
+
 # Bytes of a WriteStreamRequest besides its records (op and ack fields).
 _REQUEST_OVERHEAD = 16
 
@@ -164,8 +170,8 @@ class Writer:
         self._urls: dict[bytes, str] = {}
 
         # _lock guards the sending side: the batch being built and the
-        # counters of batches sent. It is held while waiting for an
-        # acknowledgement, so a flush orders itself after every write.
+        # counters of batches sent. A flush releases it while it waits for
+        # its acknowledgement, so that other threads go on writing.
         self._lock = threading.Lock()
         self._parts: list[bytes] = []
         self._count = 0  # records in _parts
@@ -183,6 +189,10 @@ class Writer:
         self._half_closed = False
         self._acked_batches = 0
         self._acked_records = 0
+        # Batches (counted from 1) sent asking for an acknowledgement that
+        # has not come, in order, and the last of any such batch.
+        self._awaited: deque[int] = deque()
+        self._asked_through = 0
         self._position = 0
         self._ended = False
         self._end_error: WriteError | None = None
@@ -212,6 +222,8 @@ class Writer:
             for resp in self._call:
                 with self._cond:
                     self._acked_batches = resp.batch + 1
+                    while self._awaited and self._awaited[0] <= self._acked_batches:
+                        self._awaited.popleft()
                     self._acked_records = resp.records
                     self._position = resp.position
                     self._cond.notify_all()
@@ -373,6 +385,9 @@ class Writer:
         self._parts.insert(0, self._op_field)
         if ack:
             self._parts.append(_ACK_FIELD)
+            with self._cond:
+                self._awaited.append(self._sent + 1)
+                self._asked_through = self._sent + 1
         req = b"".join(self._parts)
         self._parts = []
         self._count = 0
@@ -383,19 +398,59 @@ class Writer:
     # ---------------------------------------------------------------- ends
 
     def flush(self) -> None:
-        """Send the pending records and wait until every batch so far is durable."""
+        """Send the pending records and wait until every batch so far is durable.
+
+        Other threads go on writing while a flush waits. While two flushed
+        batches await their acknowledgements, a flush leaves its records
+        pending, and those of every thread that flushes meanwhile go out
+        as one batch, one fsync for them all, once an acknowledgement
+        frees a place.
+        """
         with self._lock:
             self._check()
-            self._flush()
-
-    def _flush(self) -> None:
+            target = self._sent + 1  # the batch that will carry what is pending now
+            with self._cond:
+                wait = len(self._awaited) >= _FLUSH_DEPTH
+            if not wait:
+                target = self._flush_send(target)
+        if wait:
+            with self._cond:
+                while (
+                    len(self._awaited) >= _FLUSH_DEPTH
+                    and self._asked_through < target
+                    and not self._ended
+                ):
+                    self._cond.wait()
+            with self._lock:
+                self._check()
+                target = self._flush_send(target)
         with self._cond:
+            while self._acked_batches < target and not self._ended:
+                self._cond.wait()
+            if self._acked_batches >= target:
+                return
+            err = self._stream_error()
+        with self._lock:
+            raise self._fail(err)
+
+    def _flush_send(self, target: int) -> int:
+        """Have a batch from target on ask for an acknowledgement; call with _lock held.
+
+        Return the number of batches whose acknowledgement the flush waits for.
+        """
+        with self._cond:
+            if self._asked_through >= target:
+                return target
             acked = self._acked_batches
         # An empty batch only to ask for an acknowledgement the last one
         # did not ask for; none when everything sent is acknowledged.
         if self._count or acked < self._sent:
             self._send(True)
-        want = self._sent
+        return self._sent
+
+    def _flush(self) -> None:
+        """Flush with _lock held throughout (close)."""
+        want = self._flush_send(self._sent + 1)
         with self._cond:
             while self._acked_batches < want and not self._ended:
                 self._cond.wait()
