@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
@@ -35,6 +36,24 @@ func withFilter(q *pb.Query) (*pb.Query, error) {
 	nq.Filter = ""
 	nq.Where = expr
 	return nq, nil
+}
+
+// pointProbe returns, for a Search query with a text filter, what
+// query.Point.Key reads of it with the text parsed into where, or nil
+// when the text cannot be a key equality (it has no "="), sits beside a
+// where, or does not parse: the planner then parses it again and reports
+// what is wrong. Only Key reads the probe; the lookup runs q itself, whose
+// limit, keys_only and count the probe leaves out.
+func pointProbe(q *pb.Query) *pb.Query {
+	text := q.GetFilter()
+	if q.GetWhere() != nil || !strings.Contains(text, "=") {
+		return nil
+	}
+	expr, err := textfilter.Parse(text)
+	if err != nil {
+		return nil
+	}
+	return &pb.Query{Type: q.GetType(), Where: expr, Explain: q.GetExplain(), Order: q.GetOrder()}
 }
 
 // inFilter is the message of a query the planner refused: when the query

@@ -27,9 +27,8 @@ func benchUsers(b *testing.B, n int) *testEngine {
 }
 
 // BenchmarkQueryFilter runs the same Query with its filter as a tree and
-// as text, for a primary-key lookup (where the text also gives up the
-// fast path) and for an index range of 10 records: what parsing on the
-// server costs a query.
+// as text, for a primary-key lookup and for an index range of 10 records:
+// what parsing on the server costs a query.
 func BenchmarkQueryFilter(b *testing.B) {
 	te := benchUsers(b, 10000)
 	for _, c := range []struct{ name, text string }{

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -191,6 +193,14 @@ func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why 
 	}
 }
 
+// keyLikeFilters are text filters on shop.User that are, or look like,
+// primary-key lookups, or are wrong.
+var keyLikeFilters = []string{
+	`id == 7`, `id = 7`, `id == -1`, `id == 95`, `(id == 7)`, `id == 7 and name == "n2"`,
+	`id == 7 and name == "n1"`, `id in (7, 8)`, `id == 7.5`, `id == "7"`, `id == 99999999999999999999`,
+	`name == "n2"`, `id ==`, `nosuch == 1`, "id == 7\xff", `id == 7 or id == 8`, `id > 93`,
+}
+
 // A unary Query whose text filter is a primary-key equality takes the
 // lookup path that skips the planner; it must answer what the planner
 // would (a query with explain always goes through the planner): the same
@@ -198,11 +208,7 @@ func wantStale(t *testing.T, te *testEngine, name string, q *pb.Query, tok, why 
 // only look like lookups, and filters that are wrong.
 func TestTextFilterLookupAgreesWithPlanner(t *testing.T) {
 	te := pagedEngine(t)
-	for _, f := range []string{
-		`id == 7`, `id = 7`, `id == -1`, `id == 95`, `(id == 7)`, `id == 7 and name == "n2"`,
-		`id == 7 and name == "n1"`, `id in (7, 8)`, `id == 7.5`, `id == "7"`, `id == 99999999999999999999`,
-		`name == "n2"`, `id ==`, `nosuch == 1`, "id == 7\xff", `id == 7 or id == 8`,
-	} {
+	for _, f := range keyLikeFilters {
 		t.Run(f, func(t *testing.T) {
 			fast, ferr := query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Filter: f}})
 			planned, perr := query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User", Filter: f, Explain: true}})
@@ -232,6 +238,48 @@ func TestTextFilterLookupAgreesWithPlanner(t *testing.T) {
 	} {
 		if _, err := query(te.E, t.Context(), &pb.QueryRequest{Query: c.q}); apierror.CodeOf(err) != c.code {
 			t.Errorf("%v: %v, want %v", c.q, err, c.code)
+		}
+	}
+}
+
+// In a Search too, a text filter that is a primary-key equality is looked
+// up without the planner, and the answers (records, counts, errors) are
+// the planner's (explain forces the planner), by messages and as wire
+// bytes, for each query alone and for all of them in one request.
+func TestSearchTextFilterLookupAgreesWithPlanner(t *testing.T) {
+	te := pagedEngine(t)
+	var filters []string // those a message can carry: proto strings are UTF-8
+	for _, f := range keyLikeFilters {
+		if utf8.ValidString(f) {
+			filters = append(filters, f)
+		}
+	}
+	n := len(filters)
+	var reqs [][]*pb.Query
+	var all, allExplained []*pb.Query
+	for _, f := range filters {
+		all = append(all, &pb.Query{Type: "shop.User", Filter: f})
+		allExplained = append(allExplained, &pb.Query{Type: "shop.User", Filter: f, Explain: true})
+	}
+	for i := range all {
+		reqs = append(reqs, all[i:i+1])
+	}
+	for i := range allExplained {
+		reqs = append(reqs, allExplained[i:i+1])
+	}
+	reqs = append(reqs, all, allExplained)
+	for _, wire := range []bool{false, true} {
+		got, _, _ := searchAnswers(t, te.E, reqs, wire)
+		for i, f := range filters {
+			for _, pair := range [][2]uint64{{uint64(i), uint64(n + i)}, {uint64(2*n + i), uint64(3*n + i)}} {
+				a, b := got[pair[0]], got[pair[1]]
+				if a == nil || b == nil {
+					t.Fatalf("wire %v, %q: no answer (%v, %v)", wire, f, a, b)
+				}
+				if fmt.Sprint(a.recs, a.count, a.errs, a.done) != fmt.Sprint(b.recs, b.count, b.errs, b.done) {
+					t.Errorf("wire %v, %q: lookup %v %d %v, planner %v %d %v", wire, f, a.recs, a.count, a.errs, b.recs, b.count, b.errs)
+				}
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"io"
 	"testing"
 
@@ -41,21 +42,24 @@ func (s *bytesSource) DecodeWire() (*pb.SearchRequest, error) {
 func (s *bytesSource) MaxQueries() int { return 0 }
 
 // BenchmarkSearchWire runs, on a stream of its own each time, a request of
-// 1,000 primary-key lookups and a lone query reading 1,000 records, both
-// answered as wire bytes: what the engine's response writers cost a
-// record, with the record cache warm.
+// 1,000 primary-key lookups (with their condition as a tree, and as the
+// text "id == N") and a lone query reading 1,000 records, answered as wire
+// bytes: what the engine's response writers cost a record, with the
+// record cache warm.
 func BenchmarkSearchWire(b *testing.B) {
 	te := benchUsers(b, 10000)
 	const n = 1000
-	var lookups []*pb.Query
+	var lookups, textLookups []*pb.Query
 	for i := range n {
 		lookups = append(lookups, lookup(1+i*10))
+		textLookups = append(textLookups, &pb.Query{Type: "shop.User", Filter: fmt.Sprintf("id == %d", 1+i*10)})
 	}
 	for _, c := range []struct {
 		name string
 		qs   []*pb.Query
 	}{
 		{"lookups", lookups},
+		{"lookups-text", textLookups},
 		{"range", []*pb.Query{{Type: "shop.User", Limit: n}}},
 	} {
 		req, err := proto.Marshal(&pb.SearchRequest{Queries: c.qs})

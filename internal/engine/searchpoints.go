@@ -157,8 +157,15 @@ func (e *Engine) lookupOrder(qs []*pb.Query, buf *lookupBuf) (points []pointJob,
 		// A lookup that asks for versions takes the planner's path, whose
 		// cursor reads them (the record cache holds records only).
 		if t != nil && t.point != nil && !q.GetVersions() {
+			probe := q
+			if q.GetFilter() != "" {
+				probe = pointProbe(q) // "id == 42" as text is a lookup too
+			}
 			var ok bool
-			if arena, ok = t.point.Key(arena, q); ok {
+			if probe != nil {
+				arena, ok = t.point.Key(arena, probe)
+			}
+			if ok {
 				points = append(points, pointJob{i: i, t: t, count: q.GetCount(), keysOnly: q.GetKeysOnly()})
 				ends = append(ends, len(arena))
 				continue
