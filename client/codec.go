@@ -48,9 +48,7 @@ func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 	case *pb.QueryRequest:
 		if s, ok := wire.SizeQueryRequest(m); ok {
-			bp := grpcbuf.Sized(s.Size())
-			*bp = wire.AppendQueryRequest((*bp)[:0], m, s)
-			return mem.BufferSlice{mem.NewBuffer(bp, grpcbuf.Pool)}, nil
+			return grpcbuf.Encoded(sizedQuery{m, s}, s.Size(), appendSizedQuery), nil
 		}
 	case *pb.SearchRequest:
 		if size, ok := wire.SizeSearchRequest(m); ok {
@@ -59,6 +57,15 @@ func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	return protoCodec.Marshal(v)
 }
+
+// sizedQuery is a QueryRequest with the sizes wire.SizeQueryRequest gave,
+// which its encoder takes.
+type sizedQuery struct {
+	m *pb.QueryRequest
+	s wire.QuerySizes
+}
+
+func appendSizedQuery(b []byte, q sizedQuery) []byte { return wire.AppendQueryRequest(b, q.m, q.s) }
 
 // Unmarshal implements encoding.CodecV2. The decoded messages keep
 // references into their bytes, a copy of the transport's buffers.

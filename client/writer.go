@@ -96,7 +96,7 @@ type Writer struct {
 	ackCond   sync.Cond
 	receiving bool
 	waiters   int      // goroutines waiting on ackCond
-	owed      uint64   // batches sent asking for an acknowledgement, up to batch owed-1
+	owed      uint64   // one past the last batch sent asking for an acknowledgement
 	awaited   []uint64 // batches sent asking for an acknowledgement that has not come, in order
 	last      ackPoint
 	ended     bool                   // the stream has ended: Recv returned an error
@@ -163,7 +163,7 @@ func (w *Writer) receiveOne() {
 // owing reports whether an acknowledgement asked for has not arrived;
 // ackMu is held.
 func (w *Writer) owing() bool {
-	return !w.ended && w.owed > 0 && (!w.last.ok || w.last.batch+1 < w.owed)
+	return !w.ended && len(w.awaited) > 0
 }
 
 // receiveUntil receives as the receiver, or waits for the one receiving,

@@ -91,6 +91,28 @@ func TestDefaultsRefuse(t *testing.T) {
 	}
 }
 
+// A --requests-dir that cannot be a directory (a file is in the way)
+// fails the run with an error naming the flag, and writes nothing.
+func TestRequestsDirRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		x := &Experiment{Clients: 1, Records: 10, RequestsDir: dir}
+		_, err := labtest.Env(t, labtest.Options()).Run(t.Context(), x)
+		if err == nil || !strings.Contains(err.Error(), "--requests-dir") {
+			t.Errorf("--requests-dir %s: %v", dir, err)
+		}
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "x" {
+		t.Errorf("the file in the way now holds %q (%v)", b, err)
+	}
+}
+
 // A --postgres that is no connection string, or names a server that does
 // not answer, fails the run with an error naming what failed and never
 // the password.

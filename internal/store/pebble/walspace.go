@@ -14,29 +14,29 @@ package pebble
 // write that passes the reservation, it reserves twice what the file will
 // then hold, in whole steps of walReserveStep, never beyond what Pebble
 // would have reserved. A log file thus takes on disk at most twice its
-// bytes plus a step, and one that fills a full-size
-// memtable gets Pebble's reservation. A reservation is kept because it
-// still does what it is for: the next writes find their blocks allocated,
-// so a disk filled by others meanwhile fails the store's table writes
-// (which it refuses writes for and recovers from, diskfull.go) before its
-// log's (which Pebble cannot go on after). Pebble keeps up to
-// MemTableStopWrites+1 obsolete log files to reuse (recycling: a reused
-// file's blocks are written already, which spares the fsyncs allocating
-// them); they keep their blocks, as large as the logs they were.
+// bytes plus a step, and one that fills a full-size memtable gets Pebble's
+// reservation. A reservation is kept because it still does what it is for:
+// the next writes find their blocks allocated, so a disk filled by others
+// meanwhile fails the store's table writes (which it refuses writes for and
+// recovers from, diskfull.go) before its log's (which Pebble cannot go on
+// after). Pebble keeps up to MemTableStopWrites+1 obsolete log files to
+// reuse (recycling: a reused file's blocks are written already, which
+// spares the fsyncs allocating them); they keep their blocks, as large as
+// the logs they were.
 //
 // A log file also writes zeros ahead of its records, within its
-// reservation, up to walZeroStep beyond the end of each write. An fdatasync of a file whose size and
-// blocks do not change writes only the data; one that follows an append
-// must also commit the file's new size and block mapping to the
-// filesystem's journal, which is shared with every other writer of the
-// disk. Fallocate's reservation does not spare that (its blocks are marked
-// unwritten, and writing them changes the mapping), so the log writes its
-// next MiB of zeros once, and the fsyncs of the records that then fill it
-// are pure data: one fsync per MiB of log commits metadata instead of every
-// one. Recovery reads the zeros as the unwritten tail they are: Pebble ends
-// a log's replay at a zeroed chunk when it is the last log, and every
-// earlier log ends with the EOF trailer Pebble writes and syncs before it
-// starts the next one.
+// reservation, up to walZeroStep beyond the end of each write. An fdatasync
+// of a file whose size and blocks do not change writes only the data; one
+// that follows an append must also commit the file's new size and block
+// mapping to the filesystem's journal, which is shared with every other
+// writer of the disk. Fallocate's reservation does not spare that (its
+// blocks are marked unwritten, and writing them changes the mapping), so
+// the log writes its next MiB of zeros once, and the fsyncs of the records
+// that then fill it are pure data: one fsync per MiB of log commits
+// metadata instead of every one. Recovery reads the zeros as the unwritten
+// tail they are: Pebble ends a log's replay at a zeroed chunk when it is
+// the last log, and every earlier log ends with the EOF trailer Pebble
+// writes and syncs before it starts the next one.
 
 import (
 	"github.com/cockroachdb/pebble/v2/vfs"
