@@ -171,8 +171,8 @@ type Config struct {
 	// is at least 64 MiB. The environment's GOMEMLIMIT, when set, wins.
 	GoMemoryLimit int64
 	// RecordCacheBytes bounds the hot-record cache that serves
-	// primary-key point reads without a storage seek (0: 1/32 of the
-	// machine's memory, within [64 MiB, 1 GiB]; -1: no cache).
+	// primary-key point reads without a storage seek (0: 1/5 of the
+	// machine's memory, within [64 MiB, 8 GiB]; -1: no cache).
 	RecordCacheBytes int64
 	// WatchRetention is how long the change log keeps a commit's changes
 	// for Watch (0: DefaultWatchRetention; negative: no change log, and

@@ -119,11 +119,11 @@ func TestDefaultBytes(t *testing.T) {
 		memory uint64
 		want   int64
 	}{
-		{0, 256 << 20},       // unknown
-		{1 << 30, 64 << 20},  // small container: the floor
-		{8 << 30, 256 << 20}, // 1/32
-		{24 << 30, 768 << 20},
-		{1 << 40, 1 << 30}, // large machine: the ceiling
+		{0, 256 << 20},        // unknown
+		{256 << 20, 64 << 20}, // small container: the floor
+		{10 << 30, 2 << 30},   // 1/5
+		{24 << 30, 24 << 30 / 5},
+		{1 << 40, 8 << 30}, // large machine: the ceiling
 	} {
 		if got := DefaultBytes(tc.memory); got != tc.want {
 			t.Errorf("DefaultBytes(%d) = %d, want %d", tc.memory, got, tc.want)
