@@ -29,16 +29,22 @@ func (it *iter) Prefetch(keys [][]byte) error {
 	it.pre.reset(keys)
 	for done := 0; done < len(keys); {
 		n := min(len(keys)-done, it.s.getsPerTxn())
-		if it.rev != 0 && n < len(keys)-done {
-			return it.fetchParallel(done)
+		parallel := it.rev != 0 && n < len(keys)-done
+		var err error
+		if parallel {
+			err = it.fetchParallel(done, n)
+		} else {
+			err = it.fetchGroup(done, n)
 		}
-		err := it.fetchGroup(done, n)
 		if errors.Is(err, rpctypes.ErrTooManyOps) && it.s.fewerGets(n) {
-			continue // refused unread: again in smaller transactions
+			continue // refused: again in smaller transactions
 		}
 		if err != nil {
 			it.pre.reset(nil)
 			return err
+		}
+		if parallel {
+			return nil // fetchParallel read every key from done on
 		}
 		done += n
 	}
@@ -46,12 +52,11 @@ func (it *iter) Prefetch(keys [][]byte) error {
 }
 
 // fetchParallel reads the prefetched keys from the one at from on at the
-// iterator's revision in transactions of the most gets the cluster
-// allows, prefetchParallel at a time.
-func (it *iter) fetchParallel(from int) error {
+// iterator's revision in transactions of per gets, prefetchParallel at a
+// time.
+func (it *iter) fetchParallel(from, per int) error {
 	var g errgroup.Group
 	g.SetLimit(prefetchParallel)
-	per := it.s.getsPerTxn()
 	for lo := from; lo < len(it.pre.keys); lo += per {
 		hi := min(lo+per, len(it.pre.keys))
 		g.Go(func() error {
@@ -59,11 +64,7 @@ func (it *iter) fetchParallel(from int) error {
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		it.pre.reset(nil)
-		return err
-	}
-	return nil
+	return g.Wait()
 }
 
 // prefetchParallel is how many of Prefetch's transactions are in flight
