@@ -205,7 +205,8 @@ type checker struct {
 	seq    uint64
 	shared bool
 
-	cur []byte // scratch for oneEntry: the entry read
+	cur []byte     // scratch for oneEntry: the entry read
+	ra  *readAhead // the records pass's reads of entries
 	// present counts, per index on a repeated field, the entries the
 	// records pass found in place; listed those the entries pass met.
 	// When the two agree the entries are exactly the records' (see
@@ -230,14 +231,21 @@ func (c *checker) records() error {
 	for _, t := range c.cat.types {
 		c.r.Indexes += len(maintained(t)) + len(t.aggs)
 	}
-	lo := []byte{checkLayout.recordSpace}
-	it, err := c.snap.NewIterator(lo, []byte{checkLayout.recordSpace + 1})
+	lo, hi := []byte{checkLayout.recordSpace}, []byte{checkLayout.recordSpace + 1}
+	it, err := c.snap.NewIterator(lo, hi)
 	if err != nil {
 		return fmt.Errorf("check: iterate records: %w", err)
 	}
 	defer it.Close()
+	if c.ra, err = newReadAhead(c.snap, c.shared, lo, hi, c.entryReads); err != nil {
+		return fmt.Errorf("check: iterate records: %w", err)
+	}
+	defer c.ra.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		if err := c.ra.step(); err != nil {
 			return err
 		}
 		key, val := it.Key(), it.Value()
@@ -268,6 +276,22 @@ func (c *checker) records() error {
 		return fmt.Errorf("check: iterate records: %w", err)
 	}
 	return nil
+}
+
+// entryReads appends the index entries the records pass reads for the
+// record (key, val): those its maintained indexes should hold.
+func (c *checker) entryReads(key, val []byte, out [][]byte) [][]byte {
+	id, pk, ok := spaceID(key)
+	t := c.cat.byID[id]
+	if !ok || t == nil || !validKey(pk, t.rt.PrimaryKey) {
+		return out
+	}
+	for _, ix := range maintained(t) {
+		if keys, err := t.entryKeys(ix, val, pk); err == nil {
+			out = append(out, keys...)
+		}
+	}
+	return out
 }
 
 // version checks the version of the record the iterator is on, of type
@@ -321,7 +345,7 @@ func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte, expired 
 	if ix.ix.Unique {
 		wantVal = pk
 	}
-	cur, found, err := c.snap.Get(want, c.cur)
+	cur, found, err := c.ra.get(want, c.cur)
 	c.cur = cur
 	if err != nil {
 		return fmt.Errorf("check: read index entry: %w", err)
@@ -384,24 +408,25 @@ func yields(t *recType, ix *index, val, pk, ek []byte) (bool, error) {
 // entries is the second pass: every index entry belongs to a maintained
 // index and points at a live record holding its value.
 func (c *checker) entries() error {
-	indexes := map[uint32]*index{}
-	owner := map[uint32]*recType{}
-	aggIDs := map[uint32]bool{}
-	for _, t := range c.cat.types {
-		for _, ix := range maintained(t) {
-			indexes[ix.ix.ID], owner[ix.ix.ID] = ix, t
-		}
-		for _, a := range t.aggs {
-			aggIDs[a.ix.ID] = true
-		}
-	}
-	it, err := c.snap.NewIterator([]byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1})
+	indexes, owner, aggIDs := c.indexesByID()
+	lo, hi := []byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1}
+	it, err := c.snap.NewIterator(lo, hi)
 	if err != nil {
 		return fmt.Errorf("check: iterate index entries: %w", err)
 	}
 	defer it.Close()
+	ra, err := newReadAhead(c.snap, c.shared, lo, hi, func(key, val []byte, out [][]byte) [][]byte {
+		return recordReads(indexes, owner, key, val, out)
+	})
+	if err != nil {
+		return fmt.Errorf("check: iterate index entries: %w", err)
+	}
+	defer ra.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		if err := ra.step(); err != nil {
 			return err
 		}
 		c.r.Entries++
@@ -417,16 +442,13 @@ func (c *checker) entries() error {
 		}
 		t := owner[id]
 		p := Problem{Type: string(t.rt.Name), Index: ix.ix.Name, Key: bytes.Clone(key)}
-		pk := it.Value()
-		if !ix.ix.Unique {
-			pk = skipKey(rest, ix.ix.Fields)
-		}
+		pk := entryPK(ix, rest, it.Value())
 		if pk == nil || !validKey(pk, t.rt.PrimaryKey) {
 			p.Kind, p.Detail = ProblemBadKey, "entry does not decode to a primary key"
 			c.add(p)
 			continue
 		}
-		val, found, err := c.snap.Get(checkLayout.recordKey(t.prefix, pk), nil)
+		val, found, err := ra.get(checkLayout.recordKey(t.prefix, pk), nil)
 		if err != nil {
 			return fmt.Errorf("check: read record: %w", err)
 		}
@@ -458,6 +480,43 @@ func (c *checker) entries() error {
 		}
 	}
 	return c.checkAggregates()
+}
+
+// indexesByID returns the indexes the checker verifies and their types,
+// by index id, and the ids of the aggregate indexes.
+func (c *checker) indexesByID() (indexes map[uint32]*index, owner map[uint32]*recType, aggIDs map[uint32]bool) {
+	indexes, owner, aggIDs = map[uint32]*index{}, map[uint32]*recType{}, map[uint32]bool{}
+	for _, t := range c.cat.types {
+		for _, ix := range maintained(t) {
+			indexes[ix.ix.ID], owner[ix.ix.ID] = ix, t
+		}
+		for _, a := range t.aggs {
+			aggIDs[a.ix.ID] = true
+		}
+	}
+	return indexes, owner, aggIDs
+}
+
+// recordReads appends the record key the entries pass reads for the
+// entry (key, val): the record it names, if it decodes.
+func recordReads(indexes map[uint32]*index, owner map[uint32]*recType, key, val []byte, out [][]byte) [][]byte {
+	id, rest, ok := spaceID(key)
+	if ix := indexes[id]; ok && ix != nil {
+		if pk := entryPK(ix, rest, val); pk != nil {
+			out = append(out, checkLayout.recordKey(owner[id].prefix, pk))
+		}
+	}
+	return out
+}
+
+// entryPK returns the primary key an entry of ix names: its value in a
+// unique index, the end of its key (rest, after the index id) in another;
+// nil if the key does not decode.
+func entryPK(ix *index, rest, val []byte) []byte {
+	if ix.ix.Unique {
+		return val
+	}
+	return skipKey(rest, ix.ix.Fields)
 }
 
 // checkElements finds the stale entries of ix, an index on a repeated
