@@ -13,15 +13,20 @@ import (
 // thousands of records took minutes one read at a time.
 const checkAhead = 1024
 
+// checkAheadReads bounds the reads one prefetch holds: a record of an
+// index on a repeated field reads up to MaxIndexEntriesPerRecord entries,
+// and a thousand such records would otherwise be a million keys at once.
+const checkAheadReads = 8192
+
 // readAhead serves the point reads of one pass of the checker over
 // [lower, upper). On a local store it reads the snapshot. On a Shared
 // store a second iterator walks the range ahead of the pass: each time
-// the pass has used up the keys it walked, it walks the next checkAhead,
-// asks reads what each will read, and prefetches all of that in one
-// go, so that the pass's reads of them cost no round trip. The pass calls
-// step once for every key its own iterator visits, so that both walk
-// the same keys in step; a read of a key that was not prefetched is
-// still right, only slower.
+// the pass has used up the keys it walked, it walks the next checkAhead
+// (fewer once they read checkAheadReads keys), asks reads what each will
+// read, and prefetches all of that in one go, so that the pass's reads of
+// them cost no round trip. The pass calls step once for every key its own
+// iterator visits, so that both walk the same keys in step; a read of a
+// key that was not prefetched is still right, only slower.
 type readAhead struct {
 	snap  store.ReadSnapshot
 	reads func(key, val []byte, out [][]byte) [][]byte
@@ -64,7 +69,7 @@ func (r *readAhead) step() error {
 		return nil
 	}
 	r.keys = r.keys[:0]
-	for n := 0; n < checkAhead && r.more; n++ {
+	for n := 0; n < checkAhead && len(r.keys) < checkAheadReads && r.more; n++ {
 		r.keys = r.reads(r.ahead.Key(), r.ahead.Value(), r.keys)
 		r.left++
 		r.more = r.ahead.Next()
