@@ -14,6 +14,7 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/orderedcode"
+	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/pebble"
 )
 
@@ -25,9 +26,21 @@ import (
 // sub.
 func (te *testEngine) firstKey(prefix []byte, sub string) (key, val []byte) {
 	te.T.Helper()
-	it, err := te.St.NewIter(prefix, append(slices.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff))
+	return keyWith(te.T, te.St, prefix, sub)
+}
+
+// keyWith returns the first key under prefix of st, and its value, whose
+// key or value contains sub.
+func keyWith(t testing.TB, st store.KV, prefix []byte, sub string) (key, val []byte) {
+	t.Helper()
+	snap, err := st.OpenSnapshot()
 	if err != nil {
-		te.T.Fatal(err)
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	it, err := snap.NewIterator(prefix, keyspace.PrefixEnd(prefix))
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
@@ -35,7 +48,7 @@ func (te *testEngine) firstKey(prefix []byte, sub string) (key, val []byte) {
 			return slices.Clone(it.Key()), slices.Clone(it.Value())
 		}
 	}
-	te.T.Fatalf("no key under %x holds %q", prefix, sub)
+	t.Fatalf("no key under %x holds %q", prefix, sub)
 	return nil, nil
 }
 

@@ -1,14 +1,12 @@
 package engine_test
 
 import (
-	"bytes"
 	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
@@ -44,8 +42,8 @@ func TestCheckReadsAheadOnEtcd(t *testing.T) {
 
 	// Behind the engine's back: one entry of u2200 and the record of
 	// u1700 (whose two entries then dangle).
-	entry := rawKeyWith(t, hs, []byte{0x02}, "u2200@example.com")
-	rec := rawKeyWith(t, hs, []byte{0x01}, "u1700@example.com")
+	entry, _ := keyWith(t, hs, []byte{0x02}, "u2200@example.com")
+	rec, _ := keyWith(t, hs, []byte{0x01}, "u1700@example.com")
 	b := hs.NewWriteBatch()
 	defer b.Close()
 	b.Delete(entry)
@@ -67,27 +65,4 @@ func TestCheckReadsAheadOnEtcd(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("problems %v, want kinds %v", r.Problems, want)
 	}
-}
-
-// rawKeyWith returns the first key under prefix of st whose key or value
-// contains sub.
-func rawKeyWith(t *testing.T, st store.KV, prefix []byte, sub string) []byte {
-	t.Helper()
-	snap, err := st.OpenSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
-	it, err := snap.NewIterator(prefix, []byte{prefix[0] + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		if bytes.Contains(it.Key(), []byte(sub)) || bytes.Contains(it.Value(), []byte(sub)) {
-			return slices.Clone(it.Key())
-		}
-	}
-	t.Fatalf("no key under %x holds %q", prefix, sub)
-	return nil
 }
