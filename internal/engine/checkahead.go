@@ -13,20 +13,28 @@ import (
 // thousands of records took minutes one read at a time.
 const checkAhead = 1024
 
-// checkAheadReads bounds the reads one prefetch holds: a record of an
-// index on a repeated field reads up to MaxIndexEntriesPerRecord entries,
-// and a thousand such records would otherwise be a million keys at once.
-const checkAheadReads = 8192
+// The reads one prefetch holds are bounded in number and, roughly, in
+// bytes. checkAheadReads: a record of an index on a repeated field reads
+// up to MaxIndexEntriesPerRecord entries, and a thousand such records
+// would otherwise be a million keys at once. checkAheadBytes: the entries
+// pass reads records, which may be as large as the cluster lets a
+// transaction be; the bytes per read of one prefetch size the next, and
+// the first, before any size is known, holds checkAheadFirst reads.
+const (
+	checkAheadReads = 8192
+	checkAheadBytes = 16 << 20
+	checkAheadFirst = 64
+)
 
 // readAhead serves the point reads of one pass of the checker over
 // [lower, upper). On a local store it reads the snapshot. On a Shared
 // store a second iterator walks the range ahead of the pass: each time
 // the pass has used up the keys it walked, it walks the next checkAhead
-// (fewer once they read checkAheadReads keys), asks reads what each will
-// read, and prefetches all of that in one go, so that the pass's reads of
-// them cost no round trip. The pass calls step once for every key its own
-// iterator visits, so that both walk the same keys in step; a read of a
-// key that was not prefetched is still right, only slower.
+// (fewer once they read limit keys), asks reads what each will read, and
+// prefetches all of that in one go, so that the pass's reads of them cost
+// no round trip. The pass calls step once for every key its own iterator
+// visits, so that both walk the same keys in step; a read of a key that
+// was not prefetched is still right, only slower.
 type readAhead struct {
 	snap  store.ReadSnapshot
 	reads func(key, val []byte, out [][]byte) [][]byte
@@ -35,6 +43,10 @@ type readAhead struct {
 	more  bool           // ahead is on a key it has not walked yet
 	left  int            // keys of the pass up to the end of the prefetch
 	keys  [][]byte
+	limit int // reads the next prefetch may hold
+	// got and gotBytes count the reads served since the last prefetch and
+	// the bytes they returned.
+	got, gotBytes int
 }
 
 // newReadAhead returns the reader of a pass over [lower, upper); reads
@@ -42,7 +54,7 @@ type readAhead struct {
 // keys. Close releases it.
 func newReadAhead(snap store.ReadSnapshot, shared bool, lower, upper []byte,
 	reads func(key, val []byte, out [][]byte) [][]byte) (*readAhead, error) {
-	r := &readAhead{snap: snap, reads: reads}
+	r := &readAhead{snap: snap, reads: reads, limit: checkAheadFirst}
 	if !shared {
 		return r, nil
 	}
@@ -68,8 +80,13 @@ func (r *readAhead) step() error {
 		r.left--
 		return nil
 	}
+	if r.got > 0 {
+		per := max(r.gotBytes/r.got, 1)
+		r.limit = min(max(checkAheadBytes/per, 1), checkAheadReads)
+	}
+	r.got, r.gotBytes = 0, 0
 	r.keys = r.keys[:0]
-	for n := 0; n < checkAhead && len(r.keys) < checkAheadReads && r.more; n++ {
+	for n := 0; n < checkAhead && len(r.keys) < r.limit && r.more; n++ {
 		r.keys = r.reads(r.ahead.Key(), r.ahead.Value(), r.keys)
 		r.left++
 		r.more = r.ahead.Next()
@@ -91,7 +108,10 @@ func (r *readAhead) get(key, dst []byte) ([]byte, bool, error) {
 	if r.look == nil {
 		return r.snap.Get(key, dst)
 	}
-	return r.look.Lookup(key, dst)
+	val, found, err := r.look.Lookup(key, dst)
+	r.got++
+	r.gotBytes += len(val)
+	return val, found, err
 }
 
 // Close releases the iterators.
