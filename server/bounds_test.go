@@ -96,6 +96,7 @@ func nonReadingConn(t *testing.T, addr string) pbgrpc.ProtobaseClient {
 // counted the response bound (1 MiB) whatever it held and gave it back
 // once handed to gRPC: 10 streams of each held 0.5 to 1.6 GiB here.
 func TestBoundsLargeResults(t *testing.T) {
+	skipLargeInRaceRun(t)
 	const streams, budget, recSize = 10, 64 * mib, 30 << 20
 	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, MemTableBytes: 16 * mib})
 	insertBlobs(t, ts.C, 4, recSize)

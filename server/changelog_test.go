@@ -119,6 +119,7 @@ func TestStopWithStuckCall(t *testing.T) {
 // A watcher asking for old records gets the change without the old one,
 // flagged, and goes on; one that does not ask gets it whole.
 func TestWatchLargeUpdate(t *testing.T) {
+	skipLargeInRaceRun(t)
 	ts := startServer(t, server.Config{})
 	ts.MustApply(map[string]string{"big.proto": blobProto})
 	withOld := ts.watch(&pb.WatchRequest{Types: []string{"big.Blob"}, OldRecords: true})

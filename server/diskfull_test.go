@@ -184,6 +184,7 @@ message Item {
 // An index build that meets a full disk waits, says so, and ends by
 // itself once space is freed.
 func TestDiskFullIndexBuild(t *testing.T) {
+	skipLargeInRaceRun(t)
 	fs := pebble.NewMemFS()
 	logs := &logRecorder{}
 	ts := startServer(t, server.WithMemFS(server.Config{DataDir: "/data", MemTableBytes: 4 << 20, Logger: slog.New(logs)}, fs))

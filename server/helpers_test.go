@@ -21,3 +21,14 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 
 // restart stops the server and starts a new one on the same directory.
 func (ts *testServer) restart() *testServer { return &testServer{ts.Restart()} }
+
+// skipLargeInRaceRun skips t in the race run (go test -race -short): t
+// moves tens of MiB or a hundred thousand records through one server,
+// which the race detector slows several times over while the goroutines
+// that meet are those of smaller tests; the plain run tests it in full.
+func skipLargeInRaceRun(t *testing.T) {
+	t.Helper()
+	if raceEnabled && testing.Short() {
+		t.Skip("large data: left to the run without the race detector")
+	}
+}

@@ -213,6 +213,7 @@ func TestHTTPHeaderAndIdleTimeouts(t *testing.T) {
 // to a client that reads nothing: the server's write waits WriteTimeout,
 // then the stream ends short of the full result.
 func TestHTTPNonReadingClientIsCut(t *testing.T) {
+	skipLargeInRaceRun(t)
 	ts := startTransports(t, server.Config{NoSync: true, HTTPLimits: testHTTPLimits})
 	const n = 6000
 	tags := strings.Repeat(`"tag", `, 800) + `"tag"`
