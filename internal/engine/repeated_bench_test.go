@@ -14,8 +14,11 @@ import (
 // BenchmarkInsertTags inserts batches of 1,000 records of 10 tags each
 // (drawn from 1,000 values) into rp.Doc with an index on the tags
 // ("index": ten entries per record; "index20": tags drawn from 20 values,
-// so that a batch's entries land in 20 runs) and without ("none"). The
-// ratio of their records/s is what the index costs ingest; run each
+// so that a batch's entries land in 20 runs) and without ("none"); the
+// "-1k" pair does the same with records of about 1 KiB (a 900-byte note,
+// YCSB's record size), where the records' own bytes weigh more beside
+// their entries. The ratio of a pair's records/s is what the index costs
+// ingest; run each
 // sub-benchmark in turn (-bench 'BenchmarkInsertTags/index$', then
 // '/none$', ...) to alternate them. records/cpu-s divides by the CPU time
 // the process used meanwhile, the store's background flushes and
@@ -24,14 +27,17 @@ import (
 func BenchmarkInsertTags(b *testing.B) {
 	withIndex := strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
 	for _, c := range []struct {
-		name, proto string
-		values      int
-	}{{"index", withIndex, 1000}, {"index20", withIndex, 20}, {"none", repeatedNoIndexProto, 1000}} {
+		name, proto  string
+		values, note int
+	}{
+		{"index", withIndex, 1000, 0}, {"index20", withIndex, 20, 0}, {"none", repeatedNoIndexProto, 1000, 0},
+		{"index-1k", withIndex, 1000, 900}, {"none-1k", repeatedNoIndexProto, 1000, 900},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			te := openEngine(b, b.TempDir(), engine.Options{})
 			te.Apply(map[string]string{"rp.proto": c.proto})
 			rnd := rand.New(rand.NewPCG(1, 2))
-			id := 0
+			id, note := 0, strings.Repeat("n", c.note)
 			batch := func() []*anypb.Any {
 				recs := make([]*anypb.Any, 1000)
 				for i := range recs {
@@ -44,7 +50,7 @@ func BenchmarkInsertTags(b *testing.B) {
 						}
 						js.WriteString(`"tag` + strconv.Itoa(rnd.IntN(c.values)) + `"`)
 					}
-					js.WriteString(`]}`)
+					js.WriteString(`], "note": "` + note + `"}`)
 					recs[i] = te.Rec("rp.Doc", js.String())
 				}
 				return recs

@@ -52,6 +52,35 @@ type Batch struct {
 	applied  bool  // Apply was called since creation/Reset
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
 	waitErr  error // result of the first Wait
+
+	// pbWant and ibWant are the sizes of pb's and ib's contents before a
+	// Reset that gave their buffers to the store's pool (batchbuf.go):
+	// their next writes take one of at least that size.
+	pbWant, ibWant int
+}
+
+// regrow gives pb, or ib, a buffer of at least *want bytes from the
+// store's pool, before the first write after a Reset that gave its
+// buffer there.
+func (b *Batch) regrow(pb *pebble.Batch, want *int) {
+	// An empty batch's buffer: SetRepr cannot fail.
+	_ = pb.SetRepr(b.s.bufs.get(*want))
+	*want = 0
+}
+
+// pool hands pb's buffer to the store's pool when Reset is about to drop
+// it, and returns the size of its contents (0 if it keeps it). Pebble
+// holds no reference to an applied batch's buffer: the log and the
+// memtable copied it, and a batch too large for a memtable (a flushable
+// batch) has no buffer left. (With WAL failover, which the store does not
+// configure, the log may keep it.)
+func (b *Batch) pool(pb *pebble.Batch) int {
+	n := pb.Len()
+	if n <= retainedBytes {
+		return 0
+	}
+	b.s.bufs.put(pb.Repr())
+	return n
 }
 
 // NewBatch returns an empty batch for s. The batch must be Closed.
@@ -71,6 +100,9 @@ func (b *Batch) mutable() {
 	}
 	if b.pb == nil {
 		panic("store: batch used after Close")
+	}
+	if b.pbWant > 0 {
+		b.regrow(b.pb, &b.pbWant)
 	}
 }
 
@@ -139,6 +171,9 @@ func (b *Batch) index() *pebble.Batch {
 	if b.ib == nil {
 		b.ib = b.s.index.db.NewBatch()
 	}
+	if b.ibWant > 0 {
+		b.regrow(b.ib, &b.ibWant)
+	}
 	return b.ib
 }
 
@@ -173,8 +208,10 @@ func (b *Batch) Reset() {
 		panic("store: batch used after Close")
 	}
 	b.syncWait()
+	b.pbWant = b.pool(b.pb)
 	b.pb.Reset()
 	if b.ib != nil {
+		b.ibWant = b.pool(b.ib)
 		b.ib.Reset()
 	}
 	b.applied = false

@@ -196,6 +196,9 @@ type Store struct {
 
 	// disk is whether the disk takes the store's tables (diskfull.go).
 	disk *diskState
+
+	// bufs keeps large batches' buffers for reuse (batchbuf.go).
+	bufs batchBufs
 }
 
 // Open opens (creating if needed) the store in o.Dir.
