@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -20,7 +19,7 @@ import (
 // the engine's and the store's counters at scrape time.
 type metrics struct {
 	reg     *prometheus.Registry
-	grpc    *grpcprom.ServerMetrics
+	grpc    *grpcMetrics
 	queries *prometheus.HistogramVec
 	// queryObs are queries' series by call and access path, looked up
 	// once: a label lookup hashes both labels under the vector's lock,
@@ -37,9 +36,8 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
-			grpcprom.WithHistogramBuckets(latencyBuckets))),
+		reg:  prometheus.NewRegistry(),
+		grpc: newGRPCMetrics(latencyBuckets),
 		queries: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "protobase_query_duration_seconds",
 			Help:    "Time to run a Scan or one Query page, by call and plan access path (pk_point, pk_range, index_range, full_scan).",
@@ -71,7 +69,8 @@ func (m *metrics) observeQuery(call, access string, took time.Duration) {
 // register adds every series; the storage figures only for a backend
 // that has them (Pebble).
 func (m *metrics) register(eng *engine.Engine, st any) {
-	m.reg.MustRegister(m.grpc, m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.grpc.collectors()...)
+	m.reg.MustRegister(m.queries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.latency.collectors()...)
 	registerEngineMetrics(m.reg, eng)
 	if sm, ok := st.(interface{ Metrics() pebble.Metrics }); ok {

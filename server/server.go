@@ -423,8 +423,8 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 	s.gs = grpc.NewServer(append(append(s.grpcCreds(),
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(sendLimit(cfg)),
-		grpc.ChainUnaryInterceptor(srvMetrics.UnaryServerInterceptor(), s.svc.UnaryInterceptor()),
-		grpc.ChainStreamInterceptor(srvMetrics.StreamServerInterceptor(), s.svc.StreamInterceptor()),
+		grpc.ChainUnaryInterceptor(srvMetrics.unaryInterceptor(), s.svc.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(srvMetrics.streamInterceptor(), s.svc.StreamInterceptor()),
 		// Large windows keep batched streams from stalling on loopback and
 		// LAN links; flow control still bounds memory per stream.
 		grpc.InitialWindowSize(4<<20),
@@ -454,7 +454,7 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 	ropts := reflection.ServerOptions{Services: s.gs, DescriptorResolver: schemaResolver{eng}, ExtensionResolver: protoregistry.GlobalTypes}
 	reflectionv1.RegisterServerReflectionServer(s.gs, reflection.NewServerV1(ropts))
 	reflectionv1alpha.RegisterServerReflectionServer(s.gs, reflection.NewServer(ropts))
-	srvMetrics.InitializeMetrics(s.gs)
+	srvMetrics.initialize(s.gs)
 }
 
 // streamWorkers is how many goroutines the gRPC server keeps for calls:
