@@ -6,8 +6,8 @@ import "sync"
 // default); a larger one is dropped, and the batch's next contents grow
 // from nothing by doubling. A stream's batches are mostly of one size, so
 // a stream of 1,000 records of 1 KiB with an index on a repeated field
-// allocated and copied about 4 MB a batch, and the fresh memory cost more
-// than the copies (page faults, the collector). The store keeps the
+// would allocate and copy about 4 MB a batch, and the fresh memory costs
+// more than the copies (page faults, the collector). The store keeps the
 // buffers of such batches, up to pooledBatchBytes in all, and a Reset
 // batch takes one back at its first write, of at least the size it had.
 
