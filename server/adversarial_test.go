@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,10 +18,10 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
@@ -349,6 +350,58 @@ func TestAdversarialNonReadingSearch(t *testing.T) {
 	}
 }
 
+// What a non-reading connection's queued responses hold of the result
+// budget stays held while the connection lives, so that another client's
+// Get waits for room; it comes back when the connection closes, and the
+// Get is answered.
+func TestAdversarialNonReadingConnectionEnds(t *testing.T) {
+	const streams, budget = 8, 8 * mib
+	ts := nonReadingServer(t, budget)
+	conn := nonReadingClientConn(t, ts.Srv.Addr())
+	api := pbgrpc.NewProtobaseClient(conn)
+	ctx := context.Background()
+	for range streams {
+		st, err := api.Search(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(wait time.Duration) error {
+		gctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		resp, err := ts.C.API().Get(gctx, &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{structpb.NewNumberValue(100)}})
+		if err == nil && len(resp.GetRecords()) != 1 {
+			return fmt.Errorf("%d records answered, want 1", len(resp.GetRecords()))
+		}
+		return err
+	}
+	// The streams take the whole budget and wait for more; the Get waits
+	// behind them.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := get(time.Second)
+		if status.Code(err) == codes.DeadlineExceeded {
+			break
+		}
+		if err != nil {
+			t.Fatalf("get while the streams fill the budget: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a Get is still answered at once: the non-reading streams hold nothing of the result budget")
+		}
+		time.Sleep(50 * time.Millisecond) // polling until the streams have filled the budget
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(15 * time.Second); err != nil {
+		t.Fatalf("get after the non-reading connection closed: %v (the budget did not come back)", err)
+	}
+}
+
 // A SearchRequest with more queries than MaxSearchQueries is refused
 // before its queries are decoded.
 func TestAdversarialSearchQueryCount(t *testing.T) {
@@ -450,6 +503,14 @@ func nonReadingScans(t *testing.T, streams int, budget int64) uint64 {
 // own buffers.
 func nonReadingSetup(t *testing.T, budget int64) (*testServer, pbgrpc.ProtobaseClient) {
 	t.Helper()
+	ts := nonReadingServer(t, budget)
+	return ts, nonReadingConn(t, ts.Srv.Addr())
+}
+
+// nonReadingServer starts a server with the given result budget and 2,000
+// users of 10 KiB.
+func nonReadingServer(t *testing.T, budget int64) *testServer {
+	t.Helper()
 	ts := startServer(t, server.Config{MaxResultBufferBytes: budget, CacheBytes: 8 * mib, NoSync: true})
 	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	name := strings.Repeat("n", 10<<10)
@@ -461,13 +522,7 @@ func nonReadingSetup(t *testing.T, budget int64) (*testServer, pbgrpc.ProtobaseC
 			batch = nil
 		}
 	}
-	conn, err := grpc.NewClient(ts.Srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return ts, pbgrpc.NewProtobaseClient(conn)
+	return ts
 }
 
 // heapSettled polls until the server fills what it may (the heap stops

@@ -76,9 +76,16 @@ func insertBlobs(t *testing.T, c *client.Client, n, size int) {
 	}
 }
 
-// nonReadingConn is a client connection with small windows that will
-// never read: little of what the server sends can sit in this process.
+// nonReadingConn is a client with small windows that will never read:
+// little of what the server sends can sit in this process.
 func nonReadingConn(t *testing.T, addr string) pbgrpc.ProtobaseClient {
+	t.Helper()
+	return pbgrpc.NewProtobaseClient(nonReadingClientConn(t, addr))
+}
+
+// nonReadingClientConn is nonReadingConn's connection, closed when the
+// test ends (or before, by the test).
+func nonReadingClientConn(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
@@ -86,7 +93,7 @@ func nonReadingConn(t *testing.T, addr string) pbgrpc.ProtobaseClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return pbgrpc.NewProtobaseClient(conn)
+	return conn
 }
 
 // Search, Scan and Watch streams of 30 MiB records whose clients never

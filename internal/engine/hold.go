@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"math"
+	"sync/atomic"
 
 	"github.com/protobase/protobase/internal/apierror"
 )
@@ -35,6 +37,65 @@ func (h Hold) Bytes() int64 { return h.n }
 func (h Hold) Release() {
 	if h.n > 0 {
 		h.e.results.Release(h.n)
+	}
+}
+
+// HeldSum is what the responses in one holder's care hold of the result
+// budget together, for a holder that may end while some are still in its
+// care (a connection that closes with responses queued): Add takes a
+// response's Hold into it, Return gives one back when its bytes are gone,
+// and End gives back everything not yet returned and turns later Returns
+// into no-ops, so that each byte goes back exactly once. Atomic counts,
+// not a list: responses are added and returned at every send, on every
+// stream of the holder, and a lock and list links shared by them all cost
+// more than the answer's own bookkeeping. The zero HeldSum is empty. It is
+// safe for concurrent use.
+type HeldSum struct {
+	e atomic.Pointer[Engine]
+	n atomic.Int64 // held bytes; heldEnded once ended
+}
+
+// heldEnded marks an ended HeldSum; held bytes are never negative.
+const heldEnded = math.MinInt64
+
+// Add takes h into s and reports true; or, once s has ended, gives h back
+// at once and reports false. Every Hold added comes from one engine.
+func (s *HeldSum) Add(h Hold) bool {
+	if h.n > 0 && s.e.Load() == nil {
+		s.e.CompareAndSwap(nil, h.e)
+	}
+	for {
+		cur := s.n.Load()
+		if cur < 0 {
+			h.Release()
+			return false
+		}
+		if s.n.CompareAndSwap(cur, cur+h.n) {
+			return true
+		}
+	}
+}
+
+// Return gives back h, added to s before, unless s has ended (End gave
+// it back then).
+func (s *HeldSum) Return(h Hold) {
+	for {
+		cur := s.n.Load()
+		if cur < 0 {
+			return
+		}
+		if s.n.CompareAndSwap(cur, cur-h.n) {
+			h.Release()
+			return
+		}
+	}
+}
+
+// End gives back what the Holds added and not returned hold; later Adds
+// give their Holds back at once.
+func (s *HeldSum) End() {
+	if n := s.n.Swap(heldEnded); n > 0 {
+		s.e.Load().results.Release(n)
 	}
 }
 

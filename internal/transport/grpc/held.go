@@ -3,7 +3,6 @@ package grpc
 import (
 	"context"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -25,14 +24,11 @@ import (
 // hold is given back when the connection closes.
 
 // heldConn is what one connection's queued responses hold of the result
-// budget: a list of them, linked through the responses themselves (a
-// response is added and removed each time one is sent, where a map's
-// insert and delete cost more). mu guards head, the responses' links and
-// ended.
+// budget (engine.HeldSum): each response's Hold is added when it is handed
+// to gRPC and returned when gRPC frees it; the connection's end gives back
+// the rest.
 type heldConn struct {
-	mu    sync.Mutex
-	head  *released
-	ended bool
+	sum engine.HeldSum
 }
 
 // released gives back one response's Hold once: when gRPC frees its
@@ -41,10 +37,9 @@ type heldConn struct {
 // allocation carries both.
 type released struct {
 	grpcbuf.Held
-	c          *heldConn
-	h          engine.Hold
-	done       atomic.Bool
-	prev, next *released // in c's list, while held
+	c    *heldConn
+	h    engine.Hold
+	done atomic.Bool
 }
 
 var _ interface {
@@ -59,120 +54,64 @@ func (r *released) Get(size int) *[]byte { return grpcbuf.Pool.Get(size) }
 func (r *released) Put(*[]byte) { r.release() }
 
 func (r *released) release() {
-	if !r.done.CompareAndSwap(false, true) {
-		return
+	if r.done.CompareAndSwap(false, true) {
+		r.c.sum.Return(r.h)
 	}
-	r.c.mu.Lock()
-	r.c.unlink(r)
-	r.c.mu.Unlock()
-	r.h.Release()
-}
-
-// unlink takes r out of c's list, if it is in it; c.mu is held.
-func (c *heldConn) unlink(r *released) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else if c.head == r {
-		c.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	}
-	r.prev, r.next = nil, nil
 }
 
 // add registers m, held with h, with the connection and returns what to
 // send; nil when the connection has ended (h is then given back at once).
 func (c *heldConn) add(m any, h engine.Hold) *released {
-	r := &released{c: c, h: h}
-	r.Msg, r.Pool = m, r
-	c.mu.Lock()
-	if c.ended {
-		c.mu.Unlock()
-		h.Release()
+	if !c.sum.Add(h) {
 		return nil
 	}
-	if r.next = c.head; r.next != nil {
-		r.next.prev = r
-	}
-	c.head = r
-	c.mu.Unlock()
+	r := &released{c: c, h: h}
+	r.Msg, r.Pool = m, r
 	return r
 }
 
 // end gives back what the connection's responses still hold.
-func (c *heldConn) end() {
-	c.mu.Lock()
-	c.ended = true
-	var rs []*released
-	for r := c.head; r != nil; r = r.next {
-		rs = append(rs, r)
-	}
-	c.mu.Unlock()
-	for _, r := range rs {
-		r.release()
-	}
-}
-
-// connKey names a connection by its two ends, as gRPC's peer knows them.
-type connKey struct{ local, remote netip.AddrPort }
-
-func keyOf(local, remote net.Addr) (connKey, bool) {
-	l, lok := local.(*net.TCPAddr)
-	r, rok := remote.(*net.TCPAddr)
-	if !lok || !rok {
-		return connKey{}, false
-	}
-	return connKey{l.AddrPort(), r.AddrPort()}, true
-}
-
-// heldConns are the connections of the service's gRPC server, by their
-// ends: a sync.Map, which every unary read looks up (heldConnOf) without
-// a lock shared with the other calls, and which changes only as
-// connections come and go.
-type heldConns struct {
-	m sync.Map // connKey to *heldConn
-}
+func (c *heldConn) end() { c.sum.End() }
 
 // TrackConns wraps the gRPC server's listener so that each connection has
 // its heldConn, ended when the connection closes.
 func (s *Service) TrackConns(l net.Listener) net.Listener {
-	return &trackedListener{Listener: l, conns: &s.conns}
+	return &trackedListener{Listener: l}
 }
 
-type trackedListener struct {
-	net.Listener
-	conns *heldConns
-}
+type trackedListener struct{ net.Listener }
 
 func (l *trackedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	k, ok := keyOf(c.LocalAddr(), c.RemoteAddr())
-	if !ok {
-		return c, nil
-	}
 	hc := &heldConn{}
-	l.conns.m.Store(k, hc)
-	return &trackedConn{Conn: c, conns: l.conns, key: k, held: hc}, nil
+	return &trackedConn{Conn: c, held: hc, remote: &trackedAddr{Addr: c.RemoteAddr(), held: hc}}, nil
 }
 
 type trackedConn struct {
 	net.Conn
-	conns *heldConns
-	key   connKey
-	held  *heldConn
-	once  sync.Once
+	held   *heldConn
+	remote *trackedAddr
+	once   sync.Once
 }
 
+// RemoteAddr is the peer address of every call on the connection.
+func (c *trackedConn) RemoteAddr() net.Addr { return c.remote }
+
 func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.conns.m.CompareAndDelete(c.key, c.held)
-		c.held.end()
-	})
+	c.once.Do(c.held.end)
 	return c.Conn.Close()
+}
+
+// trackedAddr is a tracked connection's remote address, which gRPC gives
+// every call on the connection as its peer's: the address itself, and the
+// connection's heldConn, so that a call finds it there with no lookup
+// (every unary read does).
+type trackedAddr struct {
+	net.Addr
+	held *heldConn
 }
 
 // heldConnOf returns the connection a call's context belongs to, or nil
@@ -180,16 +119,13 @@ func (c *trackedConn) Close() error {
 // gateway's, which calls the service in process).
 func (s *Service) heldConnOf(ctx context.Context) *heldConn {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.LocalAddr == nil || p.Addr == nil {
-		return nil
-	}
-	k, ok := keyOf(p.LocalAddr, p.Addr)
 	if !ok {
 		return nil
 	}
-	hc, _ := s.conns.m.Load(k)
-	c, _ := hc.(*heldConn)
-	return c
+	if a, ok := p.Addr.(*trackedAddr); ok {
+		return a.held
+	}
+	return nil
 }
 
 // sendHeld sends m on st and gives h back once the bytes are gone: on a

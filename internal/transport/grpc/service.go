@@ -54,9 +54,6 @@ type Service struct {
 	e    *engine.Engine
 	opts Options
 	log  *slog.Logger
-	// conns are the gRPC server's connections, for what their queued
-	// responses hold (held.go).
-	conns heldConns
 	// backups counts the Backup calls copying the store now.
 	backups atomic.Int64
 }
