@@ -81,6 +81,17 @@ func BinCache(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
+// CachedEtcd builds cmd/protobase-etcd once per process into the tests'
+// program cache (BinCache) and returns its path.
+var CachedEtcd = sync.OnceValues(func() (string, error) {
+	ctx := context.Background()
+	dir, err := BinCache(ctx)
+	if err != nil {
+		return "", err
+	}
+	return BuildEtcd(ctx, dir)
+})
+
 // BuildEtcd compiles cmd/protobase-etcd alone into dir and returns its path.
 func BuildEtcd(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "protobase-etcd")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/protobase/protobase/internal/cluster"
@@ -65,14 +64,8 @@ var Backends = []Backend{
 }
 
 // EtcdBin builds the etcd member program once per test binary, into the
-// tests' program cache (cluster.BinCache).
-var EtcdBin = sync.OnceValues(func() (string, error) {
-	dir, err := cluster.BinCache(context.Background())
-	if err != nil {
-		return "", err
-	}
-	return cluster.BuildEtcd(context.Background(), dir)
-})
+// tests' program cache (cluster.CachedEtcd).
+var EtcdBin = cluster.CachedEtcd
 
 // StartEtcd3 starts three etcd member processes on loopback, with room for
 // the tests' batches in one transaction, and kills them when t ends.

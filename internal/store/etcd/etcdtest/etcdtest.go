@@ -1,6 +1,7 @@
-// Package etcdtest starts real etcd members inside a test process, from
-// etcd's own server module (embed), for the tests of the etcd store and of
-// servers running on it.
+// Package etcdtest starts real etcd members for the tests of the etcd
+// store and of servers running on it: inside the test process, from etcd's
+// own server module (embed), or under the race detector as processes of
+// their own (process.go).
 package etcdtest
 
 import (
@@ -29,6 +30,9 @@ var Roomy = Limits{MaxTxnOps: 1 << 16, MaxRequestBytes: 64 << 20}
 // returns its client endpoint. The member stops when the test ends.
 func Start(t testing.TB, lim Limits) string {
 	t.Helper()
+	if raceEnabled {
+		return startProcess(t, lim)
+	}
 	cfg := embed.NewConfig()
 	cfg.Name = "member"
 	cfg.Dir = t.TempDir()
