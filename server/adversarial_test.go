@@ -317,15 +317,7 @@ func TestAdversarialNonReadingSearch(t *testing.T) {
 	base := heapInuse()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for range streams {
-		st, err := api.Search(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	openNonReadingSearches(ctx, t, api, streams)
 	held := heapSettled(base, budget)
 	t.Logf("%d non-reading Search streams: heap +%d MiB", streams, held/mib)
 	if bound := uint64(budget + streams*2*mib + 16*mib); held > bound {
@@ -360,15 +352,7 @@ func TestAdversarialNonReadingConnectionEnds(t *testing.T) {
 	conn := nonReadingClientConn(t, ts.Srv.Addr())
 	api := pbgrpc.NewProtobaseClient(conn)
 	ctx := context.Background()
-	for range streams {
-		st, err := api.Search(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	openNonReadingSearches(ctx, t, api, streams)
 	get := func(wait time.Duration) error {
 		gctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
@@ -399,6 +383,21 @@ func TestAdversarialNonReadingConnectionEnds(t *testing.T) {
 	}
 	if err := get(15 * time.Second); err != nil {
 		t.Fatalf("get after the non-reading connection closed: %v (the budget did not come back)", err)
+	}
+}
+
+// openNonReadingSearches opens n Search streams on api, each asking for
+// every user, whose responses are never read.
+func openNonReadingSearches(ctx context.Context, t *testing.T, api pbgrpc.ProtobaseClient, n int) {
+	t.Helper()
+	for range n {
+		st, err := api.Search(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.User"}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
