@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"math/rand/v2"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -38,7 +40,13 @@ import (
 // pipeGate held exclusively, that is with no other batch of this server in
 // flight (see Engine.pipeGate): a batch on a hot record or a query
 // condition's write mark then loses only to other servers' batches, and
-// its server's other streams wait for it meanwhile.
+// its server's other streams wait for it meanwhile. Between servers,
+// re-checking at once lets the server that just won win again: the loser
+// re-reads the schema before it re-checks, which gives the winner's next
+// batch a head start every time, and two servers writing one aggregate
+// group made a batch lose all its attempts. So each re-check after the
+// first waits a random while (conflictPause), doubling up to a bound, as
+// optimistic writers on a shared store usually do.
 
 // sharedSolo is the attempt from which a batch that keeps losing its
 // preconditions re-checks alone (pipeGate held exclusively).
@@ -73,6 +81,7 @@ func (w *Writer) commitShared(b store.WriteBatch, cat *catalog, op Op, recs []*a
 			break
 		}
 		b.Reset()
+		conflictPause(attempt)
 		if attempt+1 >= sharedSolo && !solo {
 			e.pipeGate.RUnlock()
 			e.pipeGate.Lock()
@@ -87,6 +96,21 @@ func (w *Writer) commitShared(b store.WriteBatch, cat *catalog, op Op, recs []*a
 	}
 	return storeError(err)
 }
+
+// conflictPause waits before the re-check that follows the attempt-th lost
+// one (counting from 0): not at all after the first, then a random while
+// below 1 ms, 2 ms, 4 ms... up to maxConflictPause; at most about half a
+// second over a batch's maxConflicts attempts.
+func conflictPause(attempt int) {
+	if attempt == 0 {
+		return
+	}
+	most := min(time.Millisecond<<min(attempt-1, 16), maxConflictPause)
+	time.Sleep(rand.N(most))
+}
+
+// maxConflictPause bounds one conflictPause.
+const maxConflictPause = 50 * time.Millisecond
 
 // sendShared is commit for a shared store: phase 2 into b, whose reads
 // become the transaction's comparisons, then the transaction.
