@@ -9,6 +9,3 @@ import "github.com/protobase/protobase/tests/robustness/harness"
 type backend = harness.Backend
 
 var backends = harness.Backends
-
-// etcdBin builds the etcd member program once per test binary.
-var etcdBin = harness.EtcdBin

@@ -43,7 +43,7 @@ func startEtcdProcs(t *testing.T, n int) *cluster.Etcd {
 	if testing.Short() {
 		t.Skip("starts etcd member processes")
 	}
-	bin, err := etcdBin()
+	bin, err := cluster.CachedEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}

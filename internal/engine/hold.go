@@ -92,7 +92,7 @@ func (s *HeldSum) Return(h Hold) {
 }
 
 // End gives back what the Holds added and not returned hold; later Adds
-// give their Holds back at once.
+// give their Holds back at once, and a later End gives back nothing.
 func (s *HeldSum) End() {
 	if n := s.n.Swap(heldEnded); n > 0 {
 		s.e.Load().results.Release(n)

@@ -43,8 +43,8 @@ import (
 // its server's other streams wait for it meanwhile. Between servers,
 // re-checking at once lets the server that just won win again: the loser
 // re-reads the schema before it re-checks, which gives the winner's next
-// batch a head start every time, and two servers writing one aggregate
-// group made a batch lose all its attempts. So each re-check after the
+// batch a head start every time, so that a batch of two servers writing
+// one aggregate group can lose all its attempts. So each re-check after the
 // first waits a random while (conflictPause), doubling up to a bound, as
 // optimistic writers on a shared store usually do.
 

@@ -289,7 +289,7 @@ func TestMemberKillsArePauses(t *testing.T) {
 		etcd.SetMarkerOff(true)
 		defer etcd.SetMarkerOff(false)
 	}
-	bin, err := etcdBin()
+	bin, err := cluster.CachedEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}

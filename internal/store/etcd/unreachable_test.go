@@ -3,7 +3,6 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,15 +10,6 @@ import (
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
 )
-
-// etcdBin builds the etcd member program once per test binary.
-var etcdBin = sync.OnceValues(func() (string, error) {
-	dir, err := cluster.BinCache(context.Background())
-	if err != nil {
-		return "", err
-	}
-	return cluster.BuildEtcd(context.Background(), dir)
-})
 
 // The contract's errors for a cluster that does not answer: with its one
 // member paused (SIGSTOP), reads are store.ErrUnavailable and a commit,
@@ -31,7 +21,7 @@ func TestUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an etcd member process")
 	}
-	bin, err := etcdBin()
+	bin, err := cluster.CachedEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package grpc
 import (
 	"context"
 	"net"
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -86,22 +85,21 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := &heldConn{}
-	return &trackedConn{Conn: c, held: hc, remote: &trackedAddr{Addr: c.RemoteAddr(), held: hc}}, nil
+	return &trackedConn{Conn: c, remote: &trackedAddr{Addr: c.RemoteAddr(), held: &heldConn{}}}, nil
 }
 
 type trackedConn struct {
 	net.Conn
-	held   *heldConn
 	remote *trackedAddr
-	once   sync.Once
 }
 
 // RemoteAddr is the peer address of every call on the connection.
 func (c *trackedConn) RemoteAddr() net.Addr { return c.remote }
 
+// Close ends the connection's heldConn (a second end gives back nothing
+// more) and closes the connection.
 func (c *trackedConn) Close() error {
-	c.once.Do(c.held.end)
+	c.remote.held.end()
 	return c.Conn.Close()
 }
 

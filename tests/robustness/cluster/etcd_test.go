@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/protobase/protobase/internal/cluster"
-	"github.com/protobase/protobase/tests/robustness/harness"
 )
 
 // startEtcd starts a three-member cluster under t.TempDir() and stops it
@@ -29,7 +28,7 @@ func startEtcdWith(t *testing.T, opt cluster.EtcdOptions) *cluster.Etcd {
 	if testing.Short() {
 		t.Skip("starts an etcd cluster of processes")
 	}
-	bin, err := harness.EtcdBin()
+	bin, err := cluster.CachedEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}

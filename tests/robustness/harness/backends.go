@@ -63,10 +63,6 @@ var Backends = []Backend{
 	},
 }
 
-// EtcdBin builds the etcd member program once per test binary, into the
-// tests' program cache (cluster.CachedEtcd).
-var EtcdBin = cluster.CachedEtcd
-
 // StartEtcd3 starts three etcd member processes on loopback, with room for
 // the tests' batches in one transaction, and kills them when t ends.
 func StartEtcd3(t testing.TB) []string {
@@ -74,7 +70,7 @@ func StartEtcd3(t testing.TB) []string {
 	if testing.Short() {
 		t.Skip("starts an etcd cluster of processes")
 	}
-	bin, err := EtcdBin()
+	bin, err := cluster.CachedEtcd()
 	if err != nil {
 		t.Fatal(err)
 	}
