@@ -26,7 +26,7 @@ type Aggregation struct {
 //		&pb.Aggregate{GroupBy: []string{"team"}, Functions: fns})
 func (c *Client) Aggregate(ctx context.Context, q *pb.Query, a *pb.Aggregate) (*Aggregation, error) {
 	qa := &pb.Query{Type: q.GetType(), Where: q.GetWhere(), Filter: q.GetFilter(), Explain: q.GetExplain(), Aggregate: a}
-	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: qa}, readCall)
+	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: qa})
 	if err != nil {
 		return nil, asError(err)
 	}

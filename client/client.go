@@ -52,7 +52,7 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 	}
 	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20), grpc.ForceCodecV2(callCodec{})),
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
 		experimental.WithBufferPool(grpcbuf.Pool),

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -24,23 +23,23 @@ import (
 
 var protoCodec = encoding.GetCodecV2("proto")
 
-// readCodec is the codec of the Scan, Query, Search and Get calls: protobuf,
-// with the hand decoders for their responses. Its name is "proto", so the
-// server sees ordinary protobuf.
-type readCodec struct{}
-
-// readCall makes a call use readCodec.
-var readCall = grpc.ForceCodecV2(readCodec{})
+// callCodec is the codec of every call (Dial makes it the default):
+// protobuf, with the hand encoders of the read requests and the hand
+// decoders of the read and watch responses. Its name is "proto", so the
+// server sees ordinary protobuf. A default rather than an option per call:
+// gRPC copies a call's options into a new slice on every call that has
+// any.
+type callCodec struct{}
 
 // Name implements encoding.CodecV2.
-func (readCodec) Name() string { return "proto" }
+func (callCodec) Name() string { return "proto" }
 
 // Marshal implements encoding.CodecV2. A GetRequest, QueryRequest or
 // SearchRequest of the usual shape is encoded by hand
 // (wire.AppendGetRequest, wire.AppendQueryRequest,
 // wire.AppendSearchRequest) into a pooled buffer (grpcbuf.Sized), which
 // gRPC gives back once it has written it.
-func (readCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (callCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *pb.GetRequest:
 		if n, ok := wire.SizeGetRequest(m); ok {
@@ -68,8 +67,9 @@ type sizedQuery struct {
 func appendSizedQuery(b []byte, q sizedQuery) []byte { return wire.AppendQueryRequest(b, q.m, q.s) }
 
 // Unmarshal implements encoding.CodecV2. The decoded messages keep
-// references into their bytes, a copy of the transport's buffers.
-func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
+// references into their bytes, a copy of the transport's buffers (a
+// reused watch response: the buffers themselves, see watchRecv).
+func (callCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *pb.ScanResponse:
 		return wire.DecodeScanResponse(data.Materialize(), m)
@@ -79,27 +79,6 @@ func (readCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return wire.DecodeSearchResponse(data.Materialize(), m)
 	case *pb.GetResponse:
 		return wire.DecodeGetResponse(data.Materialize(), m)
-	}
-	return protoCodec.Unmarshal(data, v)
-}
-
-// watchCodec is the codec of the Watch call: protobuf, with the hand
-// decoder for its responses. Its name is "proto", so the server sees
-// ordinary protobuf.
-type watchCodec struct{}
-
-// watchCall makes a call use watchCodec.
-var watchCall = grpc.ForceCodecV2(watchCodec{})
-
-// Name implements encoding.CodecV2.
-func (watchCodec) Name() string { return "proto" }
-
-// Marshal implements encoding.CodecV2.
-func (watchCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.Marshal(v) }
-
-// Unmarshal implements encoding.CodecV2.
-func (watchCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	switch m := v.(type) {
 	case *watchRecv:
 		return m.decode(data)
 	case *pb.WatchResponse:

@@ -105,7 +105,7 @@ func (c *Client) get(ctx context.Context, typeName string, keys []any, versions 
 			return nil, nil, err
 		}
 		req.Versions = versions
-		resp, err := c.api.Get(ctx, req, readCall)
+		resp, err := c.api.Get(ctx, req)
 		if err != nil {
 			return nil, nil, asError(err)
 		}
@@ -122,6 +122,11 @@ func (c *Client) get(ctx context.Context, typeName string, keys []any, versions 
 // is the index of the key at request position p (keys first, then key
 // records, as the server numbers them).
 func getRequest(typeName string, keys []any, todo []int) (*pb.GetRequest, []int, error) {
+	if len(todo) == 1 {
+		if r := loneRequest(typeName, keys[todo[0]]); r != nil {
+			return r, todo, nil
+		}
+	}
 	req := &pb.GetRequest{Type: typeName}
 	var records []int
 	for _, i := range todo {
@@ -150,6 +155,48 @@ func getRequest(typeName string, keys []any, todo []int) (*pb.GetRequest, []int,
 		}
 	}
 	return req, append(order, records...), nil
+}
+
+// lone is a request of one number or string key, in one allocation where
+// the general path takes four (request, key list, value, its kind).
+type lone struct {
+	req  pb.GetRequest
+	keys [1]*structpb.Value
+	val  structpb.Value
+	num  structpb.Value_NumberValue
+	str  structpb.Value_StringValue
+}
+
+// loneRequest returns the request of key when it is an integer that a
+// JSON number holds exactly or a string, else nil.
+func loneRequest(typeName string, key any) *pb.GetRequest {
+	var n int64
+	switch k := key.(type) {
+	case int:
+		n = int64(k)
+	case int64:
+		n = k
+	case int32:
+		n = int64(k)
+	case string:
+		l := &lone{str: structpb.Value_StringValue{StringValue: k}}
+		l.val.Kind = &l.str
+		return l.finish(typeName)
+	default:
+		return nil
+	}
+	if n > 1<<53 || n < -(1<<53) {
+		return nil
+	}
+	l := &lone{num: structpb.Value_NumberValue{NumberValue: float64(n)}}
+	l.val.Kind = &l.num
+	return l.finish(typeName)
+}
+
+func (l *lone) finish(typeName string) *pb.GetRequest {
+	l.keys[0] = &l.val
+	l.req.Type, l.req.Keys = typeName, l.keys[:]
+	return &l.req
 }
 
 // placeRecords puts each record of resp at its key's index in out (and

@@ -74,7 +74,7 @@ func readSeeds(t testing.TB) [][]byte {
 	return out
 }
 
-// checkDecodeRead decodes b with readCodec and with proto.Unmarshal, as
+// checkDecodeRead decodes b with callCodec and with proto.Unmarshal, as
 // each response type, and wants the same messages and the same errors.
 func checkDecodeRead(t *testing.T, b []byte) {
 	t.Helper()
@@ -89,7 +89,7 @@ func checkDecodeRead(t *testing.T, b []byte) {
 		// over the input afterwards, so that a record still pointing into
 		// it shows.
 		in := append([]byte(nil), b...)
-		gotErr := readCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in)}, got)
+		gotErr := callCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in)}, got)
 		for i := range in {
 			in[i] = 0xaa
 		}
@@ -119,7 +119,7 @@ func TestDecodeReadRecordsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m pb.ScanResponse
-	if err := (readCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
+	if err := (callCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Records) != 2 || m.Records[0] == m.Records[1] {
@@ -166,12 +166,44 @@ func TestEncodeGetRequestMatchesProto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := readCodec{}.Marshal(req)
+		got, err := callCodec{}.Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b := got.Materialize(); string(b) != string(want) {
 			t.Fatalf("keys %v:\n got %x\nwant %x", keys, b, want)
+		}
+	}
+}
+
+// A request of one key built in one allocation (loneRequest) is the
+// request the general path builds, at the edges of what it takes (numbers
+// a JSON number holds exactly, strings); other keys it leaves to that path.
+func TestLoneRequestMatchesGeneral(t *testing.T) {
+	for _, tc := range []struct {
+		key  any
+		lone bool
+	}{
+		{0, true}, {-7, true}, {int64(1 << 53), true}, {int64(-1 << 53), true}, {int32(-5), true},
+		{"", true}, {"ann", true},
+		{int64(1<<53 + 1), false}, {int64(-1<<53 - 1), false}, {uint64(3), false}, {2.5, false}, {true, false},
+		{[]byte{1}, false}, {[]any{1, "a"}, false},
+	} {
+		got := loneRequest("shop.User", tc.key)
+		if (got != nil) != tc.lone {
+			t.Errorf("key %#v: lone request %v, want %v", tc.key, got != nil, tc.lone)
+			continue
+		}
+		v, err := keyValue(tc.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &pb.GetRequest{Type: "shop.User", Keys: []*structpb.Value{v}}
+		if got != nil && !proto.Equal(got, want) {
+			t.Errorf("key %#v: lone request %v, want %v", tc.key, got, want)
+		}
+		if req, _, err := getRequest("shop.User", []any{tc.key}, []int{0}); err != nil || !proto.Equal(req, want) {
+			t.Errorf("key %#v: getRequest %v, %v; want %v", tc.key, req, err, want)
 		}
 	}
 }
@@ -192,12 +224,66 @@ func TestEncodeQueryRequestMatchesProto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := readCodec{}.Marshal(req)
+		got, err := callCodec{}.Marshal(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b := got.Materialize(); string(b) != string(want) {
 			t.Fatalf("%v:\n got %x\nwant %x", req, b, want)
 		}
+	}
+}
+
+// BenchmarkOneKeyGet compares, for a Get of one key, the generated code
+// with this package's: building the request (getRequest) and encoding it,
+// and decoding the answer of one record (a new GetResponse each time, as a
+// call receives it).
+func BenchmarkOneKeyGet(b *testing.B) {
+	resp, err := proto.Marshal(&pb.GetResponse{Records: []*anypb.Any{
+		{TypeUrl: "type.googleapis.com/bench.Item", Value: make([]byte, 100)},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := mem.BufferSlice{mem.SliceBuffer(resp)}
+	keys := []any{int64(4242)}
+	b.Run("request/generated", func(b *testing.B) {
+		for b.Loop() {
+			v, err := keyValue(keys[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := protoCodec.Marshal(&pb.GetRequest{Type: "bench.Item", Keys: []*structpb.Value{v}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("request/hand", func(b *testing.B) {
+		for b.Loop() {
+			req, _, err := getRequest("bench.Item", keys, []int{0})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := callCodec{}.Marshal(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out.Free()
+		}
+	})
+	for _, c := range []struct {
+		name  string
+		codec interface {
+			Unmarshal(mem.BufferSlice, any) error
+		}
+	}{{"answer/generated", protoCodec}, {"answer/hand", callCodec{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				m := new(pb.GetResponse)
+				if err := c.codec.Unmarshal(data, m); err != nil || len(m.Records) != 1 {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

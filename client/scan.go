@@ -42,7 +42,7 @@ type Scanner struct {
 // Scan starts a server-streaming scan of q.
 func (c *Client) Scan(ctx context.Context, q *pb.Query, opts ScanOptions) *Scanner {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Scan(ctx, &pb.ScanRequest{Query: q, Parallelism: opts.Parallelism, BatchSize: opts.BatchSize}, readCall)
+	st, err := c.api.Scan(ctx, &pb.ScanRequest{Query: q, Parallelism: opts.Parallelism, BatchSize: opts.BatchSize})
 	return &Scanner{stream: st, cancel: cancel, err: asError(err)}
 }
 
@@ -121,7 +121,7 @@ type Page struct {
 // A token taken before q's type was dropped and re-created (or its index
 // changed) is FAILED_PRECONDITION: start again without a token.
 func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token string) (*Page, error) {
-	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token}, readCall)
+	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token})
 	if err != nil {
 		return nil, asError(err)
 	}

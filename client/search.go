@@ -148,7 +148,7 @@ func (r *Results) end(count uint64, plan *pb.Plan, err error) {
 // NewSearch opens a Search stream; ctx bounds its life.
 func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := c.api.Search(ctx, readCall)
+	st, err := c.api.Search(ctx)
 	if err != nil {
 		cancel()
 		return nil, asError(err)

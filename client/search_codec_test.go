@@ -64,7 +64,7 @@ func searchSeeds(t testing.TB) [][]byte {
 	return out
 }
 
-// checkDecodeSearch decodes b with readCodec and with proto.Unmarshal and
+// checkDecodeSearch decodes b with callCodec and with proto.Unmarshal and
 // wants the same message and the same error.
 func checkDecodeSearch(t *testing.T, b []byte) {
 	t.Helper()
@@ -74,7 +74,7 @@ func checkDecodeSearch(t *testing.T, b []byte) {
 	// over the input afterwards, so that a record still pointing into it
 	// shows.
 	in := append([]byte(nil), b...)
-	gotErr := readCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in)}, &got)
+	gotErr := callCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in)}, &got)
 	for i := range in {
 		in[i] = 0xaa
 	}
@@ -104,7 +104,7 @@ func TestDecodeSearchBatchesApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m pb.SearchResponse
-	if err := (readCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
+	if err := (callCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Results) != 2 || m.Results[0] == m.Results[1] {
@@ -137,7 +137,7 @@ func TestDecodeSearchAllocs(t *testing.T) {
 		data := mem.BufferSlice{mem.SliceBuffer(b)}
 		return testing.AllocsPerRun(20, func() {
 			var m pb.SearchResponse
-			if err := (readCodec{}).Unmarshal(data, &m); err != nil {
+			if err := (callCodec{}).Unmarshal(data, &m); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -168,7 +168,7 @@ func TestSearchRequestMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := readCodec{}.Marshal(m)
+		out, err := callCodec{}.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestSearchRequestMarshal(t *testing.T) {
 		out.Free()
 	}
 	allocs := testing.AllocsPerRun(100, func() {
-		out, err := readCodec{}.Marshal(lookup)
+		out, err := callCodec{}.Marshal(lookup)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -187,7 +187,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 // open starts a stream of the request as it stands.
 func (w *Watcher) open() error {
 	ctx, cancel := context.WithCancel(w.ctx)
-	st, err := w.c.api.Watch(ctx, w.req, watchCall)
+	st, err := w.c.api.Watch(ctx, w.req)
 	if err != nil {
 		cancel()
 		return err

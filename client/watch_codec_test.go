@@ -76,7 +76,7 @@ func watchSeeds(t testing.TB) [][]byte {
 	return out
 }
 
-// checkDecodeWatch decodes b with watchCodec and with proto.Unmarshal and
+// checkDecodeWatch decodes b with callCodec and with proto.Unmarshal and
 // wants the same message and the same error.
 func checkDecodeWatch(t *testing.T, b []byte) {
 	t.Helper()
@@ -87,7 +87,7 @@ func checkDecodeWatch(t *testing.T, b []byte) {
 	// so that a record still pointing into it shows.
 	in := append([]byte(nil), b...)
 	half := len(in) / 2
-	gotErr := watchCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in[:half]), mem.SliceBuffer(in[half:])}, got)
+	gotErr := callCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(in[:half]), mem.SliceBuffer(in[half:])}, got)
 	for i := range in {
 		in[i] = 0xaa
 	}
@@ -211,7 +211,7 @@ func bigWatchResponse(t testing.TB, n int) []byte {
 func TestDecodeWatchSlabs(t *testing.T) {
 	b := bigWatchResponse(t, 1000)
 	var m pb.WatchResponse
-	if err := (watchCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
+	if err := (callCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Changes) != 1000 {
@@ -225,7 +225,7 @@ func TestDecodeWatchSlabs(t *testing.T) {
 	}
 	allocs := testing.AllocsPerRun(20, func() {
 		var m pb.WatchResponse
-		if err := (watchCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
+		if err := (callCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &m); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -234,7 +234,7 @@ func TestDecodeWatchSlabs(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeWatch compares the generated decoder with watchCodec on
+// BenchmarkDecodeWatch compares the generated decoder with callCodec on
 // a response of 1,000 inserts, into new slabs (Next) and into the slabs
 // of the response before (NextBatch):
 //
@@ -265,7 +265,7 @@ func BenchmarkDecodeWatch(b *testing.B) {
 		b.SetBytes(int64(len(resp)))
 		for b.Loop() {
 			var m pb.WatchResponse
-			if err := (watchCodec{}).Unmarshal(data, &m); err != nil {
+			if err := (callCodec{}).Unmarshal(data, &m); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -12,8 +12,8 @@ import (
 // Get is the point lookup without the query machinery. key is a record of
 // the wanted type of which only the primary-key fields are read (as Remove
 // reads them); Get returns the stored record with that primary key, its
-// bytes exactly as stored under the canonical type URL, or nil when there
-// is none.
+// bytes exactly as stored under the canonical type URL (read-only: they
+// may be the record cache's own), or nil when there is none.
 //
 // It costs one record-cache probe and, on a miss, one storage Get: no planning, no snapshot (a single Get is
 // atomic), and no decode beyond reading the key fields with protowire. A
@@ -63,9 +63,11 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 
 // readThrough reads one key from the record cache, else from the store,
 // offering what the store had to the cache under the write generation seen
-// before the read (so a write committed meanwhile keeps it out).
+// before the read (so a write committed meanwhile keeps it out). A hit is
+// the cache's own entry (recordcache.View), not a copy: every caller only
+// encodes it into an answer, and an entry is never written once stored.
 func (e *Engine) readThrough(key []byte) (val []byte, found bool, err error) {
-	if val, hit := e.cache.Get(key, nil); hit {
+	if val, hit := e.cache.View(key); hit {
 		return val, true, nil
 	}
 	gen := e.cache.Gen()

@@ -25,7 +25,8 @@ import (
 // the engine's MaxResponseBytes; keys whose records do not fit are listed
 // in unanswered, for the client to ask again. The response holds h of the
 // result budget, which the caller releases once it no longer holds the
-// response's bytes (see Hold). Each distinct key costs one storage read;
+// response's bytes (see Hold). The records' bytes are read-only: a lone
+// key's may be the record cache's own. Each distinct key costs one storage read;
 // JSON keys are converted straight into key bytes by protobuf's JSON rules
 // for each key field (jsonScalar), key records are read with protowire as
 // Remove reads them.
@@ -66,7 +67,7 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 		e.release(&g.h)
 		return nil, Hold{}, err
 	}
-	resp, anys := newGetResponse(len(keys))
+	resp, anys := g.newResponse(len(keys))
 	size := 0
 	for i, val := range g.vals {
 		switch {
@@ -96,18 +97,19 @@ func (e *Engine) getRecords(ctx context.Context, req *pb.GetRequest, limit int64
 }
 
 // loneAnswer is the response to a request of one key, with its record's
-// Any, in one allocation.
+// Any.
 type loneAnswer struct {
 	resp pb.GetResponse
 	rec  [1]*anypb.Any
 	any  [1]anypb.Any
 }
 
-// newGetResponse returns a response with room for n records, and the Anys
-// to hold them (one allocation for them all).
-func newGetResponse(n int) (*pb.GetResponse, []anypb.Any) {
+// newResponse returns a response with room for n records, and the Anys
+// to hold them (one allocation for them all; none for a lone key, whose
+// answer is part of g's).
+func (g *getRun) newResponse(n int) (*pb.GetResponse, []anypb.Any) {
 	if n == 1 {
-		a := new(loneAnswer)
+		a := &g.lone.answer
 		a.resp.Records = a.rec[:0]
 		return &a.resp, a.any[:]
 	}
@@ -181,11 +183,13 @@ func (e *Engine) getKeys(req *pb.GetRequest, lone *loneKey) (*recType, [][]byte,
 // named more than once is read once, its value shared, and counted once
 // per naming, as the response repeats it.
 type getRun struct {
-	// lone holds the key, vals and skipped of a request of one key.
+	// lone holds the key, vals, skipped and answer of a request of one
+	// key: its run and answer are one allocation.
 	lone struct {
 		key     loneKey
 		val     [1][]byte
 		skipped [1]bool
+		answer  loneAnswer
 	}
 	e       *Engine
 	t       *recType

@@ -224,18 +224,24 @@ type answerSlotKey struct{}
 
 // WithAnswerSlot returns ctx carrying a new, empty slot.
 func WithAnswerSlot(ctx context.Context) (context.Context, *AnswerSlot) {
-	c := &slotCtx{Context: ctx}
+	c := &SlotContext{Context: ctx}
 	return c, &c.slot
 }
 
-// slotCtx is a context carrying an AnswerSlot: what context.WithValue
-// makes of it, in one allocation with the slot instead of two.
-type slotCtx struct {
+// SlotContext is a context carrying an AnswerSlot: what context.WithValue
+// makes of it, in one allocation with the slot instead of two. A caller
+// that allocates something else per call may embed it there, with Context
+// set to the parent, so that one allocation carries both.
+type SlotContext struct {
 	context.Context
 	slot AnswerSlot
 }
 
-func (c *slotCtx) Value(key any) any {
+// Slot returns c's slot.
+func (c *SlotContext) Slot() *AnswerSlot { return &c.slot }
+
+// Value implements context.Context.
+func (c *SlotContext) Value(key any) any {
 	if key == (answerSlotKey{}) {
 		return &c.slot
 	}

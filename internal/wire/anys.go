@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -14,8 +15,9 @@ import (
 // allocates three times per record (the Any, its type URL, a copy of its
 // value). DecodeRecords points every record's value into the message's bytes,
 // takes the Any structs from one slab and shares one type URL string
-// between the records that repeat it: two allocations per message,
-// whatever its size. It only takes the common shape (known fields with
+// between the records that repeat it (and with the message decoded before,
+// when it ends with the same type): at most two allocations per message,
+// whatever its size, and one for a lone record. It only takes the common shape (known fields with
 // their wire types, Anys holding only type_url and value); for anything
 // else it says no, and the caller falls back to proto.Unmarshal, so that
 // what callers produce is always what proto.Unmarshal produces.
@@ -35,9 +37,21 @@ func DecodeRecords(b []byte, field protowire.Number, other OtherField) ([]*anypb
 	if !ok || n == 0 {
 		return nil, ok
 	}
-	slab := make([]anypb.Any, n)
-	recs := make([]*anypb.Any, n)
-	var lastURL string
+	var slab []anypb.Any
+	var recs []*anypb.Any
+	if n == 1 {
+		// A lone record (a one-key Get's answer): its Any and the slice
+		// pointing to it in one allocation.
+		one := new(struct {
+			any [1]anypb.Any
+			rec [1]*anypb.Any
+		})
+		slab, recs = one.any[:], one.rec[:]
+	} else {
+		slab, recs = make([]anypb.Any, n), make([]*anypb.Any, n)
+	}
+	lastURL := recentURL()
+	seen := lastURL
 	i := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, l := protowire.ConsumeTag(rest)
@@ -57,8 +71,26 @@ func DecodeRecords(b []byte, field protowire.Number, other OtherField) ([]*anypb
 		recs[i] = a
 		i++
 	}
+	if lastURL != seen {
+		keepURL(lastURL)
+	}
 	return recs, true
 }
+
+// recent is the type URL the last message decoded ended with: a process
+// decodes records of a few types, mostly one after another, and a message
+// that starts with the URL found here shares its string instead of
+// allocating it (a one-record answer's one allocation of the two).
+var recent atomic.Pointer[string]
+
+func recentURL() string {
+	if p := recent.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func keepURL(url string) { recent.Store(&url) }
 
 // CountRecords is DecodeRecords' first pass, for callers that decode the records of
 // several messages into slabs of their own: it checks the shape of b as

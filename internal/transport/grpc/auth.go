@@ -11,7 +11,6 @@ import (
 
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 	"github.com/protobase/protobase/internal/auth"
-	"github.com/protobase/protobase/internal/engine"
 )
 
 // Authentication on gRPC: the interceptors verify the authorization
@@ -35,9 +34,10 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if !answersHeld[info.FullMethod] {
 			return handler(ctx, req)
 		}
-		ctx, slot := engine.WithAnswerSlot(ctx)
-		resp, err := handler(ctx, req)
-		return heldAnswer(s.heldConnOf(ctx), resp, err, slot.Take()), err
+		call := new(unaryCall)
+		call.Context = ctx
+		resp, err := handler(call, req)
+		return heldAnswer(s.heldConnOf(ctx), &call.r, resp, err, call.Slot().Take()), err
 	}
 }
 

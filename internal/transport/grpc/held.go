@@ -61,10 +61,15 @@ func (r *released) release() {
 // add registers m, held with h, with the connection and returns what to
 // send; nil when the connection has ended (h is then given back at once).
 func (c *heldConn) add(m any, h engine.Hold) *released {
+	return c.addTo(new(released), m, h)
+}
+
+// addTo is add into r, which must be unused.
+func (c *heldConn) addTo(r *released, m any, h engine.Hold) *released {
 	if !c.sum.Add(h) {
 		return nil
 	}
-	r := &released{c: c, h: h}
+	r.c, r.h = c, h
 	r.Msg, r.Pool = m, r
 	return r
 }
@@ -148,10 +153,18 @@ func sendHeld(c *heldConn, st grpc.ServerStream, m any, h engine.Hold) error {
 	return err
 }
 
+// unaryCall is the context of a unary call whose answer may hold bytes of
+// the result budget: its slot, and the release of its answer, in one
+// allocation.
+type unaryCall struct {
+	engine.SlotContext
+	r released
+}
+
 // heldAnswer is the response a unary call returns to gRPC: resp itself,
 // or resp held until gRPC has written it when its answer holds bytes of
-// the result budget (engine.AnswerSlot).
-func heldAnswer(c *heldConn, resp any, err error, h engine.Hold) any {
+// the result budget (engine.AnswerSlot), released by r.
+func heldAnswer(c *heldConn, r *released, resp any, err error, h engine.Hold) any {
 	if h.Bytes() == 0 {
 		return resp
 	}
@@ -159,8 +172,7 @@ func heldAnswer(c *heldConn, resp any, err error, h engine.Hold) any {
 		h.Release()
 		return resp
 	}
-	r := c.add(resp, h)
-	if r == nil {
+	if c.addTo(r, resp, h) == nil {
 		return resp
 	}
 	// gRPC marshals every reply it is given (sendResponse), so the release
