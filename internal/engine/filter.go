@@ -8,6 +8,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
@@ -32,10 +33,28 @@ func withFilter(q *pb.Query) (*pb.Query, error) {
 	if err != nil {
 		return nil, filterError("filter: "+err.Error(), err)
 	}
-	nq := proto.Clone(q).(*pb.Query)
-	nq.Filter = ""
-	nq.Where = expr
-	return nq, nil
+	return parsedCopy(q, expr), nil
+}
+
+// parsedCopy is q with where in place of its filter: its scalars copied,
+// its sub-messages cloned (q's may be reused), written out field by field
+// because proto.Clone's reflection took a third of a one-comparison
+// filter's parse (TestParsedCopy holds it to every field of Query).
+func parsedCopy(q *pb.Query, where *pb.Expr) *pb.Query {
+	nq := &pb.Query{
+		Type: q.GetType(), Where: where, Limit: q.GetLimit(), KeysOnly: q.GetKeysOnly(),
+		Explain: q.GetExplain(), Count: q.GetCount(), Versions: q.GetVersions(),
+	}
+	if o := q.GetOrder(); o != nil {
+		nq.Order = proto.CloneOf(o)
+	}
+	if a := q.GetAggregate(); a != nil {
+		nq.Aggregate = proto.CloneOf(a)
+	}
+	if u := q.ProtoReflect().GetUnknown(); len(u) > 0 {
+		nq.ProtoReflect().SetUnknown(append(protoreflect.RawFields(nil), u...))
+	}
+	return nq
 }
 
 // pointProbe returns, for a Search query with a text filter, what

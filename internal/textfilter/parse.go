@@ -254,14 +254,16 @@ func (p *parser) parseCmp() *pb.Expr {
 		if p.tok.kind != tLParen {
 			p.fail(p.tok.pos, `expected "(" after %q, found %s`, p.text(in), p.describe(p.tok))
 		}
+		lparen := p.tok
 		p.advance()
 		if p.tok.kind == tRParen {
 			p.fail(p.tok.pos, `empty list after %q`, p.text(in))
 		}
-		c.Values = append(c.Values, p.parseValueHere(`"("`))
+		c.Values = append(c.Values, p.parseValueHere(lparen))
 		for p.tok.kind == tComma {
+			comma := p.tok
 			p.advance()
-			c.Values = append(c.Values, p.parseValueHere(`","`))
+			c.Values = append(c.Values, p.parseValueHere(comma))
 		}
 		if p.tok.kind != tRParen {
 			p.fail(p.tok.pos, `expected "," or ")" in list, found %s`, p.describe(p.tok))
@@ -298,14 +300,15 @@ func (p *parser) parseName(msg string) string {
 // parseValue consumes the operator at the current token and parses the value
 // after it.
 func (p *parser) parseValue() *pb.Value {
-	after := strconv.Quote(p.text(p.tok))
+	after := p.tok
 	p.advance()
 	return p.parseValueHere(after)
 }
 
-// parseValueHere parses a value at the current token; after names the token
-// before it, for error messages.
-func (p *parser) parseValueHere(after string) *pb.Value {
+// parseValueHere parses a value at the current token; after is the token
+// before it, which an error message quotes (only then: a filter that
+// parses allocates nothing for its messages).
+func (p *parser) parseValueHere(after token) *pb.Value {
 	t := p.tok
 	var v *pb.Value
 	switch t.kind {
@@ -330,12 +333,12 @@ func (p *parser) parseValueHere(after string) *pb.Value {
 			v = &pb.Value{Kind: &pb.Value_Double{Double: math.NaN()}}
 		default:
 			if keywords[asciiLower(text)] {
-				p.fail(t.pos, "expected value after %s, found %s", after, p.describe(t))
+				p.fail(t.pos, "expected value after %q, found %s", p.text(after), p.describe(t))
 			}
 			v = &pb.Value{Kind: &pb.Value_Enum{Enum: text}}
 		}
 	default:
-		p.fail(t.pos, "expected value after %s, found %s", after, p.describe(t))
+		p.fail(t.pos, "expected value after %q, found %s", p.text(after), p.describe(t))
 	}
 	p.advance()
 	return v
