@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
@@ -52,7 +53,11 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 	}
 	dopts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20), grpc.ForceCodecV2(callCodec{})),
+		// The codec and StaticMethod (which the generated client adds
+		// to each call) as defaults: options given per call make gRPC
+		// build two slices on every call (see Client.unary).
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20),
+			grpc.ForceCodecV2(callCodec{}), grpc.StaticMethod()),
 		grpc.WithInitialWindowSize(4 << 20),
 		grpc.WithInitialConnWindowSize(16 << 20),
 		experimental.WithBufferPool(grpcbuf.Pool),
@@ -68,13 +73,23 @@ func Dial(addr string, opts ...Option) (*Client, error) {
 	return &Client{conn: conn, api: pbgrpc.NewProtobaseClient(conn)}, nil
 }
 
+// unary calls a unary method of the generated client's, with no option
+// of its own: the defaults Dial sets (StaticMethod among them) apply, and
+// gRPC copies no options. The one-operation reads (Get, Query's pages)
+// come this way.
+func (c *Client) unary(ctx context.Context, method string, req, resp proto.Message) error {
+	return c.conn.Invoke(ctx, method, req, resp)
+}
+
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
 // API returns the raw generated client, for calls this package does not wrap.
 func (c *Client) API() pbgrpc.ProtobaseClient { return c.api }
 
-// Conn returns the underlying connection.
+// Conn returns the underlying connection. Its calls are marked static
+// (grpc.StaticMethod) for stats handlers, as the generated client marks
+// its own.
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
 // SchemaOptions modify ApplySchema.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 )
 
 // WriteJSON adds a record of the record type typeName ("shop.User") given
@@ -105,8 +106,8 @@ func (c *Client) get(ctx context.Context, typeName string, keys []any, versions 
 			return nil, nil, err
 		}
 		req.Versions = versions
-		resp, err := c.api.Get(ctx, req)
-		if err != nil {
+		resp := new(pb.GetResponse)
+		if err := c.unary(ctx, pbgrpc.Protobase_Get_FullMethodName, req, resp); err != nil {
 			return nil, nil, asError(err)
 		}
 		again := placeRecords(resp, order, out, vers)

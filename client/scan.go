@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
 )
 
 // ScanOptions tune Scan. Zero values pick the server's defaults.
@@ -121,11 +122,19 @@ type Page struct {
 // A token taken before q's type was dropped and re-created (or its index
 // changed) is FAILED_PRECONDITION: start again without a token.
 func (c *Client) Query(ctx context.Context, q *pb.Query, pageSize uint32, token string) (*Page, error) {
-	resp, err := c.api.Query(ctx, &pb.QueryRequest{Query: q, PageSize: pageSize, PageToken: token})
-	if err != nil {
+	// The request, its answer and the page in one allocation.
+	call := new(struct {
+		page Page
+		req  pb.QueryRequest
+		resp pb.QueryResponse
+	})
+	call.req.Query, call.req.PageSize, call.req.PageToken = q, pageSize, token
+	if err := c.unary(ctx, pbgrpc.Protobase_Query_FullMethodName, &call.req, &call.resp); err != nil {
 		return nil, asError(err)
 	}
-	return &Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan, Count: resp.Count, Versions: resp.Versions}, nil
+	resp := &call.resp
+	call.page = Page{Records: resp.Records, Token: resp.NextPageToken, Plan: resp.Plan, Count: resp.Count, Versions: resp.Versions}
+	return &call.page, nil
 }
 
 // Pages calls fn with every page of q in order until the last page or an

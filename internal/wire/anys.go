@@ -15,9 +15,9 @@ import (
 // allocates three times per record (the Any, its type URL, a copy of its
 // value). DecodeRecords points every record's value into the message's bytes,
 // takes the Any structs from one slab and shares one type URL string
-// between the records that repeat it (and with the message decoded before,
-// when it ends with the same type): at most two allocations per message,
-// whatever its size, and one for a lone record. It only takes the common shape (known fields with
+// between the records that repeat it, and with the messages decoded before
+// (recent): at most two allocations per message, whatever its size, and one
+// for a lone record. It only takes the common shape (known fields with
 // their wire types, Anys holding only type_url and value); for anything
 // else it says no, and the caller falls back to proto.Unmarshal, so that
 // what callers produce is always what proto.Unmarshal produces.
@@ -50,8 +50,7 @@ func DecodeRecords(b []byte, field protowire.Number, other OtherField) ([]*anypb
 	} else {
 		slab, recs = make([]anypb.Any, n), make([]*anypb.Any, n)
 	}
-	lastURL := recentURL()
-	seen := lastURL
+	var lastURL string
 	i := 0
 	for rest := b; len(rest) > 0; {
 		num, typ, l := protowire.ConsumeTag(rest)
@@ -71,26 +70,26 @@ func DecodeRecords(b []byte, field protowire.Number, other OtherField) ([]*anypb
 		recs[i] = a
 		i++
 	}
-	if lastURL != seen {
-		keepURL(lastURL)
-	}
 	return recs, true
 }
 
-// recent is the type URL the last message decoded ended with: a process
-// decodes records of a few types, mostly one after another, and a message
-// that starts with the URL found here shares its string instead of
-// allocating it (a one-record answer's one allocation of the two).
-var recent atomic.Pointer[string]
+// recent makes strings of bytes that mostly repeat from one message to the
+// next (a type name, a type URL), returning the string it made last when
+// the bytes are the same: a process decodes records of a few types, mostly
+// one after another. Safe for concurrent use.
+type recent struct{ last atomic.Pointer[string] }
 
-func recentURL() string {
-	if p := recent.Load(); p != nil {
+func (r *recent) of(b []byte) string {
+	if p := r.last.Load(); p != nil && *p == string(b) {
 		return *p
 	}
-	return ""
+	s := string(b)
+	r.last.Store(&s)
+	return s
 }
 
-func keepURL(url string) { recent.Store(&url) }
+// recentURLs are the records' type URLs (FillAny).
+var recentURLs recent
 
 // CountRecords is DecodeRecords' first pass, for callers that decode the records of
 // several messages into slabs of their own: it checks the shape of b as
@@ -160,7 +159,8 @@ func plain(b []byte, url *[]byte) bool {
 
 // FillAny sets a from b, the bytes of one record that CountRecords accepted. The
 // value aliases b; the type URL is *last when equal (records of one type
-// share one string), so pass the same *last for every record of a slab.
+// share one string), so pass the same *last for every record of a slab, and
+// else recentURLs' (messages in a row share it too).
 func FillAny(b []byte, a *anypb.Any, last *string) {
 	for len(b) > 0 {
 		num, _, l := protowire.ConsumeTag(b)
@@ -168,7 +168,7 @@ func FillAny(b []byte, a *anypb.Any, last *string) {
 		b = b[l+m:]
 		if num == AnyTypeURL {
 			if string(v) != *last {
-				*last = string(v)
+				*last = recentURLs.of(v)
 			}
 			a.TypeUrl = *last
 			continue

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"math"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -29,7 +28,7 @@ func DecodeGetRequest(b []byte, req *pb.GetRequest) error {
 		return proto.Unmarshal(b, req)
 	}
 	req.Reset()
-	req.Type, req.Versions = typeName(typ), versions
+	req.Type, req.Versions = recentTypes.of(typ), versions
 	var s []getKey
 	switch keys {
 	case 0:
@@ -55,19 +54,9 @@ func DecodeGetRequest(b []byte, req *pb.GetRequest) error {
 	return nil
 }
 
-// lastType is the type name of the latest request: requests in a row
-// name the same type, and share its string.
-var lastType atomic.Pointer[string]
-
-// typeName returns b as a string, lastType's when equal.
-func typeName(b []byte) string {
-	if p := lastType.Load(); p != nil && *p == string(b) {
-		return *p
-	}
-	s := string(b)
-	lastType.Store(&s)
-	return s
-}
+// recentTypes are the requests' type names: requests in a row name the
+// same type, and share its string.
+var recentTypes recent
 
 // loneKey is a request's one key with the slice that points to it, in
 // one allocation.
