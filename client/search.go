@@ -110,16 +110,14 @@ type Results struct {
 	plan  *pb.Plan
 }
 
-// newResults returns the Results of n queries from id on.
-func newResults(s *Search, id uint64, n int) []Results {
-	rs := make([]Results, n)
+// initResults makes rs the Results of len(rs) queries from id on.
+func initResults(s *Search, id uint64, rs []Results) {
 	for i := range rs {
 		r := &rs[i]
 		r.id, r.s = id+uint64(i), s
 		r.ready.L = &s.mu
 		r.queue = r.first[:0]
 	}
-	return rs
 }
 
 // push queues b's records and wakes the reader, if it waits; s.mu held.
@@ -158,30 +156,49 @@ func (c *Client) NewSearch(ctx context.Context) (*Search, error) {
 
 // Query sends one query in its own request.
 func (s *Search) Query(q *pb.Query) (*Results, error) {
-	rs, err := s.Batch([]*pb.Query{q})
-	if err != nil {
+	// The Results, the request and its list of one query in one
+	// allocation: a lookup at a time is the case where they count.
+	one := new(struct {
+		r   [1]Results
+		qs  [1]*pb.Query
+		req pb.SearchRequest
+	})
+	one.qs[0] = q
+	one.req.Queries = one.qs[:]
+	if err := s.send(&one.req, one.r[:]); err != nil {
 		return nil, err
 	}
-	return rs[0], nil
+	return &one.r[0], nil
 }
 
 // Batch sends queries in one request, the batching that makes small
 // queries fast.
 func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
+	slab := make([]Results, len(qs))
+	if err := s.send(&pb.SearchRequest{Queries: qs}, slab); err != nil {
+		return nil, err
+	}
+	rs := make([]*Results, len(slab))
+	for i := range slab {
+		rs[i] = &slab[i]
+	}
+	return rs, nil
+}
+
+// send makes slab the Results of req's queries, numbered on from the last
+// query sent, and sends req.
+func (s *Search) send(req *pb.SearchRequest, slab []Results) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	rs := make([]*Results, len(qs))
-	slab := newResults(s, s.next, len(qs))
+	initResults(s, s.next, slab)
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
-		return nil, s.err
+		return s.err
 	}
 	owed := len(s.pending) > 0
 	for i := range slab {
-		r := &slab[i]
-		s.pending[r.id] = r
-		rs[i] = r
+		s.pending[slab[i].id] = &slab[i]
 	}
 	if owed {
 		// Earlier queries' responses could fill the flow-control
@@ -189,19 +206,19 @@ func (s *Search) Batch(qs []*pb.Query) ([]*Results, error) {
 		s.passRole()
 	}
 	s.mu.Unlock()
-	s.next += uint64(len(qs))
-	if err := s.stream.Send(&pb.SearchRequest{Queries: qs}); err != nil {
+	s.next += uint64(len(slab))
+	if err := s.stream.Send(req); err != nil {
 		// Send fails with io.EOF when the stream has ended; its status
 		// comes from Recv.
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.await(nil)
 		if s.err != nil {
-			return nil, s.err
+			return s.err
 		}
-		return nil, asError(err)
+		return asError(err)
 	}
-	return rs, nil
+	return nil
 }
 
 // Close ends the stream after the results of every query sent so far
