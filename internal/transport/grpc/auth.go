@@ -31,7 +31,7 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if derr != nil {
 			return nil, toStatus(derr)
 		}
-		if !answersHeld[info.FullMethod] {
+		if !answersHeld(info.FullMethod) {
 			return handler(ctx, req)
 		}
 		call := new(unaryCall)
@@ -41,11 +41,10 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-// answersHeld are the unary methods whose answers hold bytes of the result
-// budget until written (engine.AnswerSlot).
-var answersHeld = map[string]bool{
-	pbgrpc.Protobase_Get_FullMethodName:   true,
-	pbgrpc.Protobase_Query_FullMethodName: true,
+// answersHeld reports whether a unary method's answers hold bytes of the
+// result budget until written (engine.AnswerSlot).
+func answersHeld(method string) bool {
+	return method == pbgrpc.Protobase_Get_FullMethodName || method == pbgrpc.Protobase_Query_FullMethodName
 }
 
 // StreamInterceptor authenticates a stream once, when it opens; the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -91,9 +92,12 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	err = decodeError(v, err)
-	if _, ok := decodeErrs.Load(v); ok || isUnaryRequest(v) {
+	if _, armed := decodeErrs.Load(v); armed || isUnaryRequest(v) {
 		proto.Reset(v.(proto.Message))
 		decodeErrs.Store(v, err)
+		if !armed {
+			unaryDecodeErrs.Add(1)
+		}
 		return nil
 	}
 	return err
@@ -215,13 +219,21 @@ func isUnaryRequest(v any) bool {
 	return ok && unaryRequests[m.ProtoReflect().Descriptor().FullName()]
 }
 
+// unaryDecodeErrs counts the decode errors the codec stored for unary
+// requests and takeDecodeErr has not taken, so that the unary calls of a
+// server that stores none (every call, as a rule) skip the map. The codec
+// decodes a request in the goroutine that then runs the interceptor, so a
+// call whose request stored an error finds the count above zero.
+var unaryDecodeErrs atomic.Int64
+
 // takeDecodeErr returns (and forgets) the decode error the codec stored
 // for req, as INVALID_ARGUMENT, or nil.
 func takeDecodeErr(req any) error {
-	if !isUnaryRequest(req) {
+	if unaryDecodeErrs.Load() == 0 || !isUnaryRequest(req) {
 		return nil
 	}
 	if v, ok := decodeErrs.LoadAndDelete(req); ok {
+		unaryDecodeErrs.Add(-1)
 		if derr, ok := v.(error); ok {
 			return apierror.Wrap(apierror.InvalidArgument, derr)
 		}
