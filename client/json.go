@@ -186,7 +186,7 @@ func loneRequest(typeName string, key any) *pb.GetRequest {
 	default:
 		return nil
 	}
-	if n > 1<<53 || n < -(1<<53) {
+	if !exactNumber(n) {
 		return nil
 	}
 	l := &lone{num: structpb.Value_NumberValue{NumberValue: float64(n)}}
@@ -291,8 +291,11 @@ func keyValue(k any) (*structpb.Value, error) {
 
 // intValue is a JSON number when float64 holds it exactly, else a string.
 func intValue(v int64) *structpb.Value {
-	if v > 1<<53 || v < -(1<<53) {
+	if !exactNumber(v) {
 		return structpb.NewStringValue(fmt.Sprint(v))
 	}
 	return structpb.NewNumberValue(float64(v))
 }
+
+// exactNumber reports whether a JSON number (a float64) holds v exactly.
+func exactNumber(v int64) bool { return v <= 1<<53 && v >= -(1<<53) }

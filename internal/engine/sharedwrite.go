@@ -57,15 +57,23 @@ const sharedSolo = 2
 // maxConflicts times) when the cluster reports a conflict.
 func (w *Writer) commitShared(b store.WriteBatch, cat *catalog, op Op, recs []*anypb.Any, dups bool) error {
 	e := w.e
-	e.pipeGate.RLock()
 	solo := false
-	defer func() {
+	hold := func() {
+		if solo {
+			e.pipeGate.Lock()
+		} else {
+			e.pipeGate.RLock()
+		}
+	}
+	release := func() {
 		if solo {
 			e.pipeGate.Unlock()
 		} else {
 			e.pipeGate.RUnlock()
 		}
-	}()
+	}
+	hold()
+	defer release() // as held when the batch ends
 	var err error
 	for attempt := 0; ; attempt++ {
 		if cur := e.cat.Load(); cur != cat {
@@ -81,12 +89,13 @@ func (w *Writer) commitShared(b store.WriteBatch, cat *catalog, op Op, recs []*a
 			break
 		}
 		b.Reset()
+		// Between attempts the batch holds no gate, so that its pause
+		// never keeps this server's other batches waiting; from
+		// sharedSolo on it re-checks holding the gate alone.
+		release()
 		conflictPause(attempt)
-		if attempt+1 >= sharedSolo && !solo {
-			e.pipeGate.RUnlock()
-			e.pipeGate.Lock()
-			solo = true
-		}
+		solo = attempt+1 >= sharedSolo
+		hold()
 		e.writeMu.Lock()
 		_, err = e.refreshSchema()
 		e.writeMu.Unlock()

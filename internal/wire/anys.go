@@ -159,8 +159,9 @@ func plain(b []byte, url *[]byte) bool {
 
 // FillAny sets a from b, the bytes of one record that CountRecords accepted. The
 // value aliases b; the type URL is *last when equal (records of one type
-// share one string), so pass the same *last for every record of a slab, and
-// else recentURLs' (messages in a row share it too).
+// share one string), so pass the same *last for every record of a slab; a
+// URL other than *last comes from recentURLs, so that messages in a row
+// share it too.
 func FillAny(b []byte, a *anypb.Any, last *string) {
 	for len(b) > 0 {
 		num, _, l := protowire.ConsumeTag(b)
