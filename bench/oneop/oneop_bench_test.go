@@ -2,6 +2,9 @@ package oneop
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -10,12 +13,15 @@ import (
 
 	"github.com/protobase/protobase/bench"
 	"github.com/protobase/protobase/bench/labtest"
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 )
 
 // BenchmarkOps runs each Protobase row's operation b.N times in all from
 // 16 goroutines on an embedded server, as the experiment does, for
 // profiles of the whole path (client, transport, engine, store) in one
-// process: go test -run '^$' -bench Ops/write -cpuprofile cpu.out.
+// process: go test -run '^$' -bench Ops/write -cpuprofile cpu.out. The
+// search-raw row, which the experiment lacks, is the search row without
+// the client library.
 func BenchmarkOps(b *testing.B) {
 	const clients, records = 16, 10000
 	t := labtest.ItemTarget(b, bench.TargetConfig{})
@@ -32,6 +38,7 @@ func BenchmarkOps(b *testing.B) {
 		{"get", openGet(t.Client, records)},
 		{"query", openQuery(t.Client, records)},
 		{"search", openSearch(t.Client, records)},
+		{"search-raw", openSearchRaw(t, records)},
 		{"write", openWrite(t.Client, next, &written)},
 		{"write-shared", (&sharedWriter{c: t.Client, next: next, written: &written}).open},
 		{"health", openHealth(t.Client)},
@@ -43,6 +50,45 @@ func BenchmarkOps(b *testing.B) {
 	// costs apart from waiting for the disk.
 	ns := labtest.ItemTarget(b, bench.TargetConfig{NoSync: true})
 	b.Run("write-nosync", func(b *testing.B) { runOps(b, clients, openWrite(ns.Client, next, &written)) })
+}
+
+// openSearchRaw is the search row on the generated stream (t.API), with
+// no client library: what the Go client's Search adds is the difference.
+func openSearchRaw(t *bench.Target, records int) opener {
+	return func(ctx context.Context, cl int) (session, error) {
+		st, err := t.API.Search(ctx)
+		if err != nil {
+			return session{}, err
+		}
+		key := keys(records, cl)
+		do := func(context.Context) error {
+			id := key()
+			if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{bench.LookupQuery(id)}}); err != nil {
+				return bench.StreamError(st, "search", err)
+			}
+			resp, err := st.Recv()
+			if err != nil {
+				return fmt.Errorf("search %d: %w", id, err)
+			}
+			if len(resp.Results) != 1 || len(resp.Results[0].Records) != 1 || len(resp.Done) != 1 {
+				return fmt.Errorf("search %d: %d results and %d ends for one lookup", id, len(resp.Results), len(resp.Done))
+			}
+			return nil
+		}
+		end := func() error {
+			if err := st.CloseSend(); err != nil {
+				return fmt.Errorf("search: close: %w", err)
+			}
+			switch _, err := st.Recv(); {
+			case err == nil:
+				return errors.New("search: a response after the last query's")
+			case !errors.Is(err, io.EOF):
+				return fmt.Errorf("search: end of stream: %w", err)
+			}
+			return nil
+		}
+		return session{do: do, close: end}, nil
+	}
 }
 
 func runOps(b *testing.B, clients int, open opener) {
