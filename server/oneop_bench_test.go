@@ -42,7 +42,8 @@ func oneOpCallers() int {
 //     stream per caller, through the client's Search (Query, then All);
 //   - search1-raw: the same on the generated stream, one Send and one Recv;
 //   - echo1: Lab.Echo at batch 1 on the generated stream, the transport's
-//     ceiling for search1-raw (the lab's batching experiment's "transport").
+//     ceiling for search1-raw (the lab's batching experiment's "transport");
+//   - get-streams-open: get while 64 idle Search streams are open.
 //
 // Compare the ops/s of a path with its ceiling's in the same run (go test
 // -count alternates them); allocs/op and cpu-ns/op count client and server
@@ -79,6 +80,32 @@ func BenchmarkOneOp(b *testing.B) {
 	}
 	for _, o := range ops {
 		b.Run(o.name, func(b *testing.B) { runOneOp(b, conns, o.op) })
+	}
+	// get with 64 idle Search streams open meanwhile, as an application
+	// keeps its streams open: each holds a server goroutine for its life.
+	b.Run("get-streams-open", func(b *testing.B) {
+		holdSearches(b, conns[0], 64)
+		runOneOp(b, conns, oneOpGet(total))
+	})
+}
+
+// holdSearches opens n Search streams on c that send nothing, closed when
+// b ends.
+func holdSearches(b *testing.B, c *client.Client, n int) {
+	b.Helper()
+	// Not b.Context(): that ends before the cleanups close the streams.
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	for range n {
+		s, err := c.NewSearch(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 }
 

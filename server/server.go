@@ -457,12 +457,17 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 	srvMetrics.initialize(s.gs)
 }
 
-// streamWorkers is how many goroutines the gRPC server keeps for calls:
-// enough for the calls of a few dozen callers that wait for each answer
-// (their calls are short, so few run at once per CPU); a call beyond them
-// gets a goroutine of its own, as without workers.
+// streamWorkers is how many goroutines the gRPC server keeps for calls. A
+// stream holds its worker for as long as it is open, and a call that
+// finds every worker busy gets a goroutine of its own, which grows its
+// stack, copying it, on the way to the engine: so the pool is sized for
+// the streams clients keep open and the calls in flight beside them (64
+// per CPU, at least 128, at most 1,024). It is not larger because idle
+// workers take calls in turn, and the collector shrinks the stack of one
+// that waited long: the more workers, the more calls start on a stack
+// shrunk since its worker's last call.
 func streamWorkers() uint32 {
-	return uint32(min(max(8*runtime.GOMAXPROCS(0), 16), 256)) //nolint:gosec // within [16, 256]
+	return uint32(min(max(64*runtime.GOMAXPROCS(0), 128), 1024)) //nolint:gosec // within [128, 1024]
 }
 
 // DefaultMaxSendBytes is the least limit on one message the server sends,
