@@ -2,9 +2,7 @@ package oneop
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,19 +73,7 @@ func openSearchRaw(t *bench.Target, records int) opener {
 			}
 			return nil
 		}
-		end := func() error {
-			if err := st.CloseSend(); err != nil {
-				return fmt.Errorf("search: close: %w", err)
-			}
-			switch _, err := st.Recv(); {
-			case err == nil:
-				return errors.New("search: a response after the last query's")
-			case !errors.Is(err, io.EOF):
-				return fmt.Errorf("search: end of stream: %w", err)
-			}
-			return nil
-		}
-		return session{do: do, close: end}, nil
+		return session{do: do, close: func() error { return endStream(st, "search") }}, nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -235,17 +236,23 @@ func openEcho(t *bench.Target, records int) opener {
 		}
 		end := func() error {
 			defer cancel()
-			if err := st.CloseSend(); err != nil {
-				return fmt.Errorf("echo: close: %w", err)
-			}
-			switch _, err := st.Recv(); {
-			case err == nil:
-				return errors.New("echo: a response after the last query's")
-			case !errors.Is(err, io.EOF):
-				return fmt.Errorf("echo: end of stream: %w", err)
-			}
-			return nil
+			return endStream(st, "echo")
 		}
 		return session{do: do, close: end}, nil
 	}
+}
+
+// endStream closes the sending side of a stream whose queries have all
+// been answered and checks that the server ends it with nothing more.
+func endStream(st grpc.ClientStream, what string) error {
+	if err := st.CloseSend(); err != nil {
+		return fmt.Errorf("%s: close: %w", what, err)
+	}
+	switch err := st.RecvMsg(new(pb.SearchResponse)); {
+	case err == nil:
+		return fmt.Errorf("%s: a response after the last query's", what)
+	case !errors.Is(err, io.EOF):
+		return fmt.Errorf("%s: end of stream: %w", what, err)
+	}
+	return nil
 }
