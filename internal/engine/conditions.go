@@ -385,7 +385,7 @@ func (w *Writer) checkRecord(rd condReader, b store.WriteBatch, i int, c *cond) 
 	}
 	cs.buf = val
 	b.Expect(key, ver)
-	if found && c.t.expired(val, w.e.now()) {
+	if found && w.e.expiredNow(c.t, val) {
 		found, ver = false, 0 // an expired record is absent (expiry.go)
 	}
 	switch {

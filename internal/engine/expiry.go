@@ -122,6 +122,12 @@ func (t *recType) expired(rec []byte, now instant) bool {
 	return t.exp != nil && t.exp.expired(rec, now)
 }
 
+// expiredNow is expired at e's clock, which it reads only for a type with
+// an expiry: a clock read is not free, and most types have none.
+func (e *Engine) expiredNow(t *recType, rec []byte) bool {
+	return t.exp != nil && t.exp.expired(rec, e.now())
+}
+
 func unsignedKind(k protoreflect.Kind) bool {
 	switch k {
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:

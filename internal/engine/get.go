@@ -54,7 +54,7 @@ func (e *Engine) Get(ctx context.Context, key *anypb.Any) (*anypb.Any, error) {
 		e.stats.QueryErrors.Add(1)
 		return nil, readError("point read", err)
 	}
-	if !found || (t.exp != nil && t.expired(val, e.now())) {
+	if !found || e.expiredNow(t, val) {
 		return nil, nil
 	}
 	e.stats.RecordsRead.Add(1)
