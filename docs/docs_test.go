@@ -2,7 +2,8 @@
 // true to the module and to each other: the package map of
 // architecture.md names every Go package and no other, every relative link
 // of the pages and of the README reaches a file and a heading, no page
-// speaks of how the work on the project was organised, and the README's
+// and no comment in the code speaks of how the work on the project was
+// organised, and the README's
 // quick start and docs/clients.md run, in order, against a real server
 // and print what they show (run_test.go).
 package docs
@@ -351,4 +352,55 @@ func trimmedLines(text string) []string {
 		out = append(out, strings.TrimSpace(l))
 	}
 	return out
+}
+
+// sourceDirs are the module's directories of hand-written code whose
+// comments TestNoWorkHistoryInSource reads; generated code (gen/, the
+// Python and TypeScript stubs) is left to its generators.
+var sourceDirs = []string{
+	"bench", "client", "cmd", "internal", "proto", "scripts", "server", "tests",
+	"python/bench", "python/examples", "python/src", "python/tests", "ts/bench", "ts/examples", "ts/src", "ts/test",
+}
+
+// commentJoin folds a comment continued over several lines into one, so
+// that "issue" at the end of one line and its number on the next read as
+// the words they are.
+var commentJoin = regexp.MustCompile(`\n[ \t]*(//|#|\*)?[ \t]*`)
+
+// TestNoWorkHistoryInSource holds the code's comments to the rule the
+// pages keep: they describe the code as it is, not the work that made it.
+func TestNoWorkHistoryInSource(t *testing.T) {
+	for _, dir := range sourceDirs {
+		root := filepath.Join("..", dir)
+		if _, err := os.Stat(root); os.IsNotExist(err) {
+			continue
+		}
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if n := d.Name(); n == "gen" || n == "node_modules" || strings.HasPrefix(n, ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !slices.Contains([]string{".go", ".py", ".ts", ".proto", ".sh"}, filepath.Ext(p)) ||
+				strings.HasSuffix(p, "_pb2.py") || strings.HasSuffix(p, "_pb2_grpc.py") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			text := commentJoin.ReplaceAllString(string(b), " ")
+			for _, m := range workWords.FindAllString(text, -1) {
+				t.Errorf("%s: %q speaks of how the work was organised", p, m)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -432,8 +432,8 @@ func (s *Server) newGRPCServer(m *metrics, eng *engine.Engine) {
 		// Large responses (a watch at the tail sends ~200 KB a batch, Scan
 		// pages are larger) leave in writes of 256 KiB instead of 32 KiB:
 		// fewer, larger writes took a quarter less CPU in the writer of a
-		// watcher's connection, and less in its client's reads (issue
-		// 17). The buffer is shared, taken only while a connection writes.
+		// watcher's connection, and less in its client's reads. The buffer
+		// is shared, taken only while a connection writes.
 		grpc.WriteBufferSize(256<<10),
 		experimental.BufferPool(grpcbuf.Pool),
 		// Calls run on goroutines kept for them (a new one only when all
