@@ -199,17 +199,21 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 // few keys on (records whose index values are close were often written
 // together), and Next reaches it for a fraction of a seek; a key further
 // away is sought, and Pebble continues such a seek from its position
-// (TrySeekUsingNext) instead of descending the level again. On a Shared
-// store, whose reads cross a network, the batch's records are fetched
-// together first (Iterator.Prefetch: a few requests, not one per record).
+// (TrySeekUsingNext) instead of descending the level again. When the
+// records are scattered (an index on tags, or on values that arrive in
+// random order) the walk turns to point reads (see sortedWalk). On a
+// Shared store, whose reads cross a network, the batch's records are
+// fetched together first (Iterator.Prefetch: a few requests, not one per
+// record).
 func (cu *cursor) lookupBatch(b *indexBatchBuf) error {
 	b.sort()
 	if cu.e.st.Shared() {
 		return cu.lookupFetched(b)
 	}
-	w := sortedWalk{it: cu.rit}
+	w := sortedWalk{it: cu.rit, buf: cu.buf}
 	for _, o := range b.order {
 		val, found, err := w.lookup(b.rk(o.i))
+		cu.buf = w.buf
 		if err != nil {
 			return err
 		}
@@ -251,19 +255,40 @@ func (cu *cursor) lookupFetched(b *indexBatchBuf) error {
 // iterator. Between lookups the iterator rests on the first key at or
 // after the last key looked up (or is exhausted): every key between the
 // two is absent, which is what lets a later key be found by stepping on.
+//
+// Stepping pays only while the keys are close. A seek that stepping could
+// not spare descends every level of the store, where a point read
+// (Iterator.Lookup) passes over the levels whose bloom filters rule the key
+// out: twice as fast for records scattered over a store larger than a
+// memtable. After pointAfter lookups in a row that had to seek, the walk
+// makes point reads for the rest of its keys.
 type sortedWalk struct {
 	it         store.Iterator
 	positioned bool
+	seeks      int    // lookups in a row that sought
+	buf        []byte // the value of the last point read
 }
+
+// pointAfter is how many lookups in a row must seek before a sortedWalk
+// turns to point reads: one seek may be a gap between runs of close
+// records, two in a row rarely are.
+const pointAfter = 2
 
 // lookup returns the value of key, valid until the next call, and
 // whether key exists. key must not sort before the last key looked up.
 func (w *sortedWalk) lookup(key []byte) ([]byte, bool, error) {
+	if w.seeks >= pointAfter {
+		var found bool
+		var err error
+		w.buf, found, err = w.it.Lookup(key, w.buf[:0])
+		return w.buf, found, err
+	}
 	it := w.it
 	valid := false
 	switch {
 	case !w.positioned:
 		w.positioned = true
+		w.seeks++
 		valid = it.SeekGE(key)
 	case !it.Valid():
 		return nil, false, it.Error() // exhausted: no key at or after the last one
@@ -276,7 +301,10 @@ func (w *sortedWalk) lookup(key []byte) ([]byte, bool, error) {
 			}
 		}
 		if valid && c < 0 {
+			w.seeks++
 			valid = it.SeekGE(key)
+		} else {
+			w.seeks = 0
 		}
 	}
 	if !valid || !bytes.Equal(it.Key(), key) {

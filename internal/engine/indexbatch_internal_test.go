@@ -40,7 +40,8 @@ func TestSortedWalkMatchesGet(t *testing.T) {
 		}
 	}
 	// Runs of present keys separated by gaps of every width, so that a
-	// lookup finds its key by stepping, past the step bound, or by seeking.
+	// lookup finds its key by stepping, past the step bound, by seeking,
+	// or (after lookups in a row that sought) by a point read.
 	write(func(b store.WriteBatch) {
 		for i := 100; i < n; {
 			run := 1 + rng.IntN(40)

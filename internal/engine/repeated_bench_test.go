@@ -1,12 +1,16 @@
 package engine_test
 
 import (
+	"flag"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	pb "github.com/protobase/protobase/gen/protobase/v1"
 
 	"github.com/protobase/protobase/internal/engine"
 )
@@ -75,6 +79,57 @@ func BenchmarkInsertTags(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(float64(b.N*1000)/(cpuTime(b)-cpu0).Seconds(), "records/cpu-s")
+		})
+	}
+}
+
+var queryTagsBatches = flag.Int("querytags.batches", 300, "batches of 1,000 records BenchmarkQueryTags stores before it queries")
+
+// BenchmarkQueryTags reads the first page of a query by one tag ("tags =
+// tagK", limit 1 and 100) from rp.Doc with an index on the tags, after
+// -querytags.batches batches of 1,000 records of 10 tags drawn from 1,000
+// values: what an index on a repeated field costs a read, which with a
+// store much larger than a memtable is mostly the seek through the index
+// instance's levels.
+func BenchmarkQueryTags(b *testing.B) {
+	withIndex := strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
+	te := openEngine(b, b.TempDir(), engine.Options{})
+	te.Apply(map[string]string{"rp.proto": withIndex})
+	rnd := rand.New(rand.NewPCG(1, 2))
+	w := te.E.NewWriter()
+	defer w.Close()
+	for n := range *queryTagsBatches {
+		recs := make([]*anypb.Any, 1000)
+		for i := range recs {
+			v := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(n*1000+i))
+			for range 10 {
+				v = protowire.AppendString(protowire.AppendTag(v, 2, protowire.BytesType), "tag"+strconv.Itoa(rnd.IntN(1000)))
+			}
+			recs[i] = &anypb.Any{TypeUrl: "type.googleapis.com/rp.Doc", Value: v}
+		}
+		if err := w.Apply(b.Context(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := w.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	for _, limit := range []uint64{1, 100} {
+		b.Run("limit-"+strconv.FormatUint(limit, 10), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				req := &pb.QueryRequest{Query: &pb.Query{Type: "rp.Doc", Limit: limit, Where: &pb.Expr{Expr: &pb.Expr_Cmp{Cmp: &pb.Comparison{
+					Field: "tags", Op: pb.Op_OP_EQ, Value: &pb.Value{Kind: &pb.Value_String_{String_: "tag" + strconv.Itoa(i*7919%1000)}},
+				}}}}}
+				resp, h, err := te.E.Query(b.Context(), req, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if uint64(len(resp.Records)) != limit {
+					b.Fatalf("%d records, want %d", len(resp.Records), limit)
+				}
+				h.Release()
+			}
 		})
 	}
 }
