@@ -63,10 +63,10 @@ const indexDirName = "index"
 // indexL0CompactionThreshold is the index instance's level-0 threshold:
 // Pebble compacts level 0 when 2 × sublevels reaches it, so 8 lets four
 // flushes pile up before they are merged into the base level. More would
-// merge less often (16 or 24 ingest a tag index a fifth faster past a
-// million records) but every flush waiting in level 0 is one more table
-// each seek of an index range reads: the first page of a query by tag
-// took 1.6–2.3 times as long (docs/performance.md).
+// merge less often (16 or 24 ingest a tag index up to a quarter faster
+// past a million records), but every flush waiting in level 0 is one more
+// table each seek of an index range reads: the first page of a query by
+// tag took 1.6–2.3 times as long (docs/performance.md).
 const indexL0CompactionThreshold = 8
 
 // appliedKey is the index instance's own key (outside the index span,
