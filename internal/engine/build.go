@@ -26,6 +26,11 @@ const sharedBuildChunk = 32
 // hook that blocks holds every build at that point.
 var testHookBuildStep func()
 
+// testHookBuildEnd, when set by a test, runs after a build's last step,
+// before its outcome is recorded: where a schema change may still drop
+// the index.
+var testHookBuildEnd func()
+
 // startBuild indexes the existing records of a type for an index in state
 // BUILDING, in the background.
 //
@@ -64,9 +69,12 @@ func (e *Engine) startBuild(typeID, indexID uint32) {
 			delete(e.buildMu.builds, indexID)
 			e.buildMu.Unlock()
 		}()
+		// The names are taken once: a drop while the build runs takes
+		// them out of the catalog, and the lines that end the build must
+		// still name what it built.
 		typ, idx := e.indexNames(typeID, indexID)
 		e.log.Info("index build started", "type", typ, "index", idx)
-		switch err := e.buildIndex(typeID, indexID); {
+		switch err := e.buildIndex(typeID, indexID, typ, idx); {
 		case errors.Is(err, errStale):
 			// A schema change dropped or replaced the index while it was
 			// built: expected when changes follow each other closely.
@@ -93,7 +101,10 @@ func (e *Engine) startBuilds(cat *catalog) {
 	}
 }
 
-func (e *Engine) buildIndex(typeID, indexID uint32) error {
+// buildIndex runs the build of the index named idx of the type named typ
+// to its end; errStale when a schema change dropped or replaced the index
+// meanwhile, its last step included.
+func (e *Engine) buildIndex(typeID, indexID uint32, typ, idx string) error {
 	ck := keyspace.BuildKey(indexID)
 	if l, ok := e.st.(store.Locker); ok {
 		release, err := l.Lock(e.bgCtx, ck)
@@ -154,15 +165,25 @@ func (e *Engine) buildIndex(typeID, indexID uint32) error {
 			return err
 		}
 		waiting = false
+		// The outcome is logged once the schema state holds it: a drop
+		// that commits between the last step and this one ends the build
+		// as stopped, not built.
+		if (done || conflict != "") && testHookBuildEnd != nil {
+			testHookBuildEnd()
+		}
 		if conflict != "" {
-			typ, idx := e.indexNames(typeID, indexID)
+			if err := e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_FAILED, conflict); err != nil {
+				return err
+			}
 			e.log.Warn("index build failed", "type", typ, "index", idx, "reason", conflict)
-			return e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_FAILED, conflict)
+			return nil
 		}
 		if done {
-			typ, idx := e.indexNames(typeID, indexID)
+			if err := e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_READY, ""); err != nil {
+				return err
+			}
 			e.log.Info("index built", "type", typ, "index", idx, "records", n)
-			return e.finishBuild(typeID, indexID, pb.IndexState_INDEX_STATE_READY, "")
+			return nil
 		}
 	}
 }
@@ -413,7 +434,7 @@ func (e *Engine) finishOnce(typeID, indexID uint32, st pb.IndexState, msg string
 	ix, building := t.buildingIndex(indexID)
 	if !building {
 		e.writeMu.Unlock()
-		return nil // dropped or replaced meanwhile
+		return errStale
 	}
 	state := cat.state.WithIndexState(t.rt.Name, ix.Name, st, msg)
 	ncat, err := newCatalog(state)

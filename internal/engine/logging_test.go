@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,23 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 	return out
 }
 
+// waitFor returns the first line whose message is one of msgs, polling
+// the engine's background logging for up to 30 s.
+func (l *lockedBuffer) waitFor(t *testing.T, msgs ...string) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		for _, ln := range l.lines(t) {
+			if msg, _ := ln["msg"].(string); slices.Contains(msgs, msg) {
+				return ln
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line %q within 30s: %v", msgs, l.lines(t))
+		}
+		time.Sleep(time.Millisecond) // polling the background logging, not waiting out a race
+	}
+}
+
 // Log lines name types and indexes (never internal ids); a query slower
 // than SlowQuery gets one line saying what it asked and how it ran.
 func TestLogLines(t *testing.T) {
@@ -71,6 +89,7 @@ func TestLogLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIndexNamed(t, te, "name")
+	buf.waitFor(t, "index built") // logged once the index is ready
 	seen := map[string]map[string]any{}
 	for _, l := range buf.lines(t) {
 		msg := l["msg"].(string)
@@ -136,5 +155,46 @@ func TestSlowScanLogsRecordsRead(t *testing.T) {
 	}
 	if _, ok := line["took"]; ok {
 		t.Errorf("took without a unit: %v", line)
+	}
+}
+
+// A schema change that drops an index after its build's last step, before
+// the build records the index ready, ends the build as stopped: one info
+// line under the index's name, no line saying it was built, and the index
+// stays dropped.
+func TestBuildDroppedAfterLastStepLogsStopped(t *testing.T) {
+	var buf lockedBuffer
+	te := openEngine(t, t.TempDir(), engine.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	noIndex := strings.Replace(shopProto, `    index: { fields: "name" }
+`, "", 1)
+	te.Apply(map[string]string{"shop.proto": noIndex})
+	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
+	dropped := make(chan error, 1)
+	engine.SetBuildEndHook(t, func() {
+		_, err := te.E.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
+			Files: map[string]string{"shop.proto": noIndex}, AllowDrop: []string{"shop.User.name"},
+		})
+		dropped <- err
+	})
+	te.Apply(map[string]string{"shop.proto": shopProto}) // adds the name index: a build
+	if err := <-dropped; err != nil {
+		t.Fatalf("drop the index at the end of its build: %v", err)
+	}
+	stopped := "index build stopped: a schema change dropped or replaced the index"
+	last := buf.waitFor(t, "index built", "index build failed", stopped)
+	if last["msg"] != stopped || last["level"] != "INFO" ||
+		last["type"] != "shop.User" || last["index"] != "name" {
+		t.Fatalf("the build ended with %v, want an info line that it stopped, naming shop.User and name", last)
+	}
+	gs, err := te.E.GetSchema(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range gs.Types {
+		for _, ix := range rt.Indexes {
+			if ix.Name == "name" {
+				t.Fatalf("the dropped index is back: %v", ix)
+			}
+		}
 	}
 }

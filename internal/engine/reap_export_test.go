@@ -19,3 +19,10 @@ func SetBuildHook(t testing.TB, f func()) {
 	testHookBuildStep = f
 	t.Cleanup(func() { testHookBuildStep = nil })
 }
+
+// SetBuildEndHook installs testHookBuildEnd for one test: f runs after a
+// build's last step, before its outcome is recorded.
+func SetBuildEndHook(t testing.TB, f func()) {
+	testHookBuildEnd = f
+	t.Cleanup(func() { testHookBuildEnd = nil })
+}
