@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -21,18 +20,11 @@ import (
 // they were written, and finds each with the bytes and the version a Get
 // of its key returns: the point reads answer as the walk does.
 func TestIndexRangeScatteredVersions(t *testing.T) {
-	withIndex := strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
 	te := openEngine(t, t.TempDir(), engine.Options{})
-	te.Apply(map[string]string{"rp.proto": withIndex})
+	te.Apply(map[string]string{"rp.proto": repeatedTagIndexProto})
 	rnd := rand.New(rand.NewPCG(7, 8))
 	const n, values = 3000, 300
-	doc := func(id int) *anypb.Any {
-		v := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(id)) //nolint:gosec // small
-		for range 10 {
-			v = protowire.AppendString(protowire.AppendTag(v, 2, protowire.BytesType), "tag"+strconv.Itoa(rnd.IntN(values)))
-		}
-		return &anypb.Any{TypeUrl: "type.googleapis.com/rp.Doc", Value: v}
-	}
+	doc := func(id int) *anypb.Any { return tagDoc(rnd, id, values) }
 	var recs []*anypb.Any
 	for id := range n {
 		recs = append(recs, doc(id))

@@ -7,11 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
-
 	"github.com/protobase/protobase/internal/engine"
 )
 
@@ -29,7 +27,7 @@ import (
 // compactions included: on a shared machine the wall clock also counts
 // other processes' turns.
 func BenchmarkInsertTags(b *testing.B) {
-	withIndex := strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
+	withIndex := repeatedTagIndexProto
 	for _, c := range []struct {
 		name, proto  string
 		values, note int
@@ -90,22 +88,19 @@ var queryTagsBatches = flag.Int("querytags.batches", 300, "batches of 1,000 reco
 // -querytags.batches batches of 1,000 records of 10 tags drawn from 1,000
 // values: what an index on a repeated field costs a read, which with a
 // store much larger than a memtable is mostly the seek through the index
-// instance's levels.
+// instance's levels. The flag goes after the package:
+//
+//	go test ./internal/engine/ -run '^$' -bench QueryTags -querytags.batches=1500
 func BenchmarkQueryTags(b *testing.B) {
-	withIndex := strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
 	te := openEngine(b, b.TempDir(), engine.Options{})
-	te.Apply(map[string]string{"rp.proto": withIndex})
+	te.Apply(map[string]string{"rp.proto": repeatedTagIndexProto})
 	rnd := rand.New(rand.NewPCG(1, 2))
 	w := te.E.NewWriter()
 	defer w.Close()
 	for n := range *queryTagsBatches {
 		recs := make([]*anypb.Any, 1000)
 		for i := range recs {
-			v := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(n*1000+i))
-			for range 10 {
-				v = protowire.AppendString(protowire.AppendTag(v, 2, protowire.BytesType), "tag"+strconv.Itoa(rnd.IntN(1000)))
-			}
-			recs[i] = &anypb.Any{TypeUrl: "type.googleapis.com/rp.Doc", Value: v}
+			recs[i] = tagDoc(rnd, n*1000+i, 1000)
 		}
 		if err := w.Apply(b.Context(), engine.Batch{Op: engine.OpInsert, Records: recs}); err != nil {
 			b.Fatal(err)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +168,19 @@ message Doc {
   string note = 5;
 }
 `
+
+// repeatedTagIndexProto is repeatedNoIndexProto with one index, on tags.
+var repeatedTagIndexProto = strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1)
+
+// tagDoc is an rp.Doc of id with 10 tags drawn by rnd from "tag0" to
+// "tag<values-1>".
+func tagDoc(rnd *rand.Rand, id, values int) *anypb.Any {
+	v := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(id)) //nolint:gosec // ids are not negative
+	for range 10 {
+		v = protowire.AppendString(protowire.AppendTag(v, 2, protowire.BytesType), "tag"+strconv.Itoa(rnd.IntN(values)))
+	}
+	return &anypb.Any{TypeUrl: "type.googleapis.com/rp.Doc", Value: v}
+}
 
 // TestRepeatedIndexBuild adds indexes on repeated fields to a type with
 // records: the build writes every element's entry, queries then use the
@@ -339,7 +353,7 @@ func TestRepeatedIndexBuildEtcd(t *testing.T) {
 		}
 		re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: recs})
 	}
-	apply(strings.Replace(repeatedNoIndexProto, `primary_key: "id" }`, `primary_key: "id" index: { fields: "tags" } }`, 1))
+	apply(repeatedTagIndexProto)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ix, _ := e.Schema().Types["rp.Doc"].Index("tags")
