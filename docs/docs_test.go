@@ -3,9 +3,8 @@
 // architecture.md names every Go package and no other, every relative link
 // of the pages and of the README reaches a file and a heading, no page
 // and no comment in the code speaks of how the work on the project was
-// organised, and the README's
-// quick start and docs/clients.md run, in order, against a real server
-// and print what they show (run_test.go).
+// organised, and the README's quick start and docs/clients.md run, in
+// order, against a real server and print what they show (run_test.go).
 package docs
 
 import (

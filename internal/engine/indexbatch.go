@@ -211,9 +211,9 @@ func (cu *cursor) lookupBatch(b *indexBatchBuf) error {
 		return cu.lookupFetched(b)
 	}
 	w := sortedWalk{it: cu.rit, buf: cu.buf}
+	defer func() { cu.buf = w.buf }() // the point reads' buffer, for the next batch
 	for _, o := range b.order {
 		val, found, err := w.lookup(b.rk(o.i))
-		cu.buf = w.buf
 		if err != nil {
 			return err
 		}
