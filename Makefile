@@ -237,7 +237,7 @@ check-report: chromium ## render LAB_OUT/report.html in headless Chromium; fail 
 	  $(GO) test -count=1 -v -run '^TestRenderedReport$$' ./bench/
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target (as go test -list finds them) for FUZZTIME each
+fuzz: ## run every fuzz target (as go test -list finds them) for FUZZTIME each, FUZZJOBS at a time
 	GO=$(GO) scripts/fuzz $(FUZZTIME)
 
 .PHONY: tools

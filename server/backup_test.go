@@ -231,6 +231,7 @@ func TestBackupKeepsVersions(t *testing.T) {
 // protobase_backups_in_progress counts a Backup call while it streams the
 // copy, and drops back once the call ends.
 func TestBackupsInProgressMetric(t *testing.T) {
+	skipLargeInRaceRun(t)
 	ts := startServer(t, server.Config{MetricsAddr: "127.0.0.1:0"})
 	ts.MustApply(map[string]string{"shop.proto": shopProto})
 	// A copy larger than gRPC's flow-control windows (16 MiB at most per

@@ -75,6 +75,7 @@ func roundUpTo(n, step int64) int64 { return (n + step - 1) / step * step }
 // memtables the server picks (their size set the write-ahead log's
 // preallocation).
 func TestDiskFootprint(t *testing.T) {
+	skipLargeInRaceRun(t)
 	ts := startServer(t, server.Config{MemTableBytes: pebble.MaxMemTableBytes})
 	dir := ts.Cfg.DataDir
 	ts.MustApply(map[string]string{"shop.proto": shopProto})
