@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,7 +51,9 @@ var testHookBuildEnd func()
 // builder, but a builder first takes the build's lock (store.Locker): one
 // server builds at a time, and when it dies its lease lapses and a waiting
 // server resumes from the checkpoint. A builder that gets the lock after
-// the build ended finds the index no longer BUILDING and stops.
+// the build ended finds the index no longer BUILDING and stops, with a
+// line saying so: that the build ended on another server (READY or
+// FAILED), or, the index being gone, that a schema change dropped it.
 func (e *Engine) startBuild(typeID, indexID uint32) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
@@ -122,8 +125,14 @@ func (e *Engine) buildIndex(typeID, indexID uint32, typ, idx string) error {
 		if err != nil {
 			return err
 		}
-		if _, building := t.buildingIndex(indexID); !building {
-			return nil // built, failed or dropped while this server waited
+		if ix, building := t.buildingIndex(indexID); !building {
+			if ix == nil {
+				return errStale // dropped or replaced while this server waited
+			}
+			// Another server ended the build: its started line has an end.
+			e.log.Info("index build ended on another server", "type", typ, "index", idx,
+				"state", strings.ToLower(strings.TrimPrefix(ix.State.String(), "INDEX_STATE_")))
+			return nil
 		}
 	}
 	progress := e.trackBuild(typeID, indexID)
