@@ -710,6 +710,7 @@ func TestAggregateIndexTTL(t *testing.T) {
 // batch whose groups pass the transaction's operations is refused whole,
 // naming the limit to raise.
 func TestAggregateIndexManyGroups(t *testing.T) {
+	skipLargeInRaceRun(t)
 	proto := strings.Replace(aggProto, ` index: { fields: "team" }`, ` aggregate: { name: "by_score" group_by: "score" sum: "hits" }`, 1)
 	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
 	if err != nil {

@@ -564,6 +564,7 @@ func TestAggregateBounds(t *testing.T) {
 // the default limit of 100,000 groups is RESOURCE_EXHAUSTED naming it,
 // and a filter that leaves fewer groups answers them all.
 func TestAggregateManyGroups(t *testing.T) {
+	skipLargeInRaceRun(t)
 	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
 	if err != nil {
 		t.Fatal(err)

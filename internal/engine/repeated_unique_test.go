@@ -379,6 +379,7 @@ func TestRepeatedIndexBuildEtcd(t *testing.T) {
 // entries to retract), and the build, reaching its new version, ends
 // READY.
 func TestRepeatedIndexBuildOverLimit(t *testing.T) {
+	skipLargeInRaceRun(t)
 	te := openEngine(t, t.TempDir(), engine.Options{})
 	te.Apply(map[string]string{"rp.proto": repeatedNoIndexProto})
 	re := &repeatedEngine{t: t, e: te.E, st: te.St}
