@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/schema"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -129,9 +129,10 @@ func (e *Engine) buildIndex(typeID, indexID uint32, typ, idx string) error {
 			if ix == nil {
 				return errStale // dropped or replaced while this server waited
 			}
-			// Another server ended the build: its started line has an end.
+			// Another server ended the build: say how, so that this
+			// server's started line has an end.
 			e.log.Info("index build ended on another server", "type", typ, "index", idx,
-				"state", strings.ToLower(strings.TrimPrefix(ix.State.String(), "INDEX_STATE_")))
+				"state", schema.StateName(ix.State))
 			return nil
 		}
 	}

@@ -3,15 +3,12 @@ package engine_test
 import (
 	"log/slog"
 	"maps"
-	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
@@ -69,8 +66,6 @@ func TestSharedBuildEndIsLogged(t *testing.T) {
 	}
 }
 
-var noNameIndex = strings.Replace(shopProto, "    index: { fields: \"name\" }\n", "", 1)
-
 // sharedBuildPair opens two engines, each logging into its buffer, on one
 // prefix of the etcd member at ep, with shop.User stored without its name
 // index and holding one record.
@@ -79,22 +74,7 @@ func sharedBuildPair(t *testing.T, ep, prefix string) ([2]*engine.Engine, *[2]lo
 	var es [2]*engine.Engine
 	bufs := new([2]lockedBuffer)
 	for i := range es {
-		st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: prefix, RequestTimeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.Open(t.Context(), st, engine.Options{Logger: slog.New(slog.NewJSONHandler(&bufs[i], nil))})
-		if err != nil {
-			st.Close()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := e.Close(); err != nil {
-				t.Errorf("close engine %d: %v", i, err)
-			}
-			st.Close()
-		})
-		es[i] = e
+		es[i], _ = openSharedOn(t, ep, prefix, engine.Options{Logger: slog.New(slog.NewJSONHandler(&bufs[i], nil))})
 	}
 	applyTo(t, es[0], &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": noNameIndex}})
 	w := es[0].NewWriter()
@@ -106,11 +86,4 @@ func sharedBuildPair(t *testing.T, ep, prefix string) ([2]*engine.Engine, *[2]lo
 		t.Fatal(err)
 	}
 	return es, bufs
-}
-
-func applyTo(t *testing.T, e *engine.Engine, req *pb.ApplySchemaRequest) {
-	t.Helper()
-	if _, err := e.ApplySchema(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -13,6 +14,9 @@ import (
 )
 
 const shopProto = testschema.ShopMembers
+
+// noNameIndex is shopProto without shop.User's index on name.
+var noNameIndex = strings.Replace(shopProto, "    index: { fields: \"name\" }\n", "", 1)
 
 // testEngine is an engine on a real Pebble store in a temporary directory.
 type testEngine struct{ *enginetest.Engine }
@@ -25,6 +29,17 @@ func openEngine(t testing.TB, dir string, opts engine.Options) *testEngine {
 // reopen closes the engine and store and opens them again on the same
 // directory.
 func (te *testEngine) reopen() *testEngine { return &testEngine{te.Reopen()} }
+
+// skipLargeInRaceRun skips t in the race run (go test -race -short): t
+// writes tens of thousands of records or more to test a bound, which the
+// race detector slows several times over while its goroutines are those of
+// smaller tests; the plain run tests it in full.
+func skipLargeInRaceRun(t *testing.T) {
+	t.Helper()
+	if raceEnabled && testing.Short() {
+		t.Skip("large data: left to the run without the race detector")
+	}
+}
 
 // newEngine opens an engine on a fresh directory with shopProto applied.
 func newEngine(t testing.TB) *testEngine {

@@ -69,9 +69,7 @@ func TestLogLines(t *testing.T) {
 	var buf lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	te := openEngine(t, t.TempDir(), engine.Options{Logger: log, SlowQuery: time.Nanosecond})
-	noIndex := strings.Replace(shopProto, `    index: { fields: "name" }
-`, "", 1)
-	te.Apply(map[string]string{"shop.proto": noIndex})
+	te.Apply(map[string]string{"shop.proto": noNameIndex})
 	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
 	te.Apply(map[string]string{"shop.proto": shopProto}) // adds the name index: a build
 	if _, err := query(te.E, t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "shop.User"}}); err != nil {
@@ -165,14 +163,12 @@ func TestSlowScanLogsRecordsRead(t *testing.T) {
 func TestBuildDroppedAfterLastStepLogsStopped(t *testing.T) {
 	var buf lockedBuffer
 	te := openEngine(t, t.TempDir(), engine.Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
-	noIndex := strings.Replace(shopProto, `    index: { fields: "name" }
-`, "", 1)
-	te.Apply(map[string]string{"shop.proto": noIndex})
+	te.Apply(map[string]string{"shop.proto": noNameIndex})
 	te.MustWrite(engine.OpInsert, []*anypb.Any{te.Rec("shop.User", `{"id": 1, "email": "a", "name": "x"}`)})
 	dropped := make(chan error, 1)
 	engine.SetBuildEndHook(t, func() {
 		_, err := te.E.ApplySchema(t.Context(), &pb.ApplySchemaRequest{
-			Files: map[string]string{"shop.proto": noIndex}, AllowDrop: []string{"shop.User.name"},
+			Files: map[string]string{"shop.proto": noNameIndex}, AllowDrop: []string{"shop.User.name"},
 		})
 		dropped <- err
 	})

@@ -171,7 +171,7 @@ func TestPageTokensStaleAfterRecreate(t *testing.T) {
 	// The index dropped and re-added: the same type, another access path.
 	q := queries["by index"]
 	_, ts := pages(t, te, q, 5)
-	te.ApplyDropping(map[string]string{"shop.proto": strings.Replace(shopProto, `index: { fields: "name" }`, "", 1)}, "shop.User.name")
+	te.ApplyDropping(map[string]string{"shop.proto": noNameIndex}, "shop.User.name")
 	wantStale(t, te, "index dropped", q, ts[0], "access path changed")
 	te.Apply(map[string]string{"shop.proto": shopProto})
 	waitIndexNamed(t, te, "name")

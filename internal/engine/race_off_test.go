@@ -2,12 +2,7 @@
 
 package engine_test
 
-import "testing"
-
 // raceEnabled reports whether the race detector is on: sync.Pool then
 // drops a share of what is put back, and Pebble checks its invariants, so
 // pooled paths allocate and allocation counts say nothing.
 const raceEnabled = false
-
-// skipLargeInRaceRun skips t only in the race run (race_on_test.go).
-func skipLargeInRaceRun(*testing.T) {}

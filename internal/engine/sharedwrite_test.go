@@ -54,12 +54,21 @@ func (h *holdStore) arm() {
 // with shopProto applied.
 func openShared(t *testing.T, ep string) (*engine.Engine, *holdStore) {
 	t.Helper()
-	st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: "/pipe/", RequestTimeout: 20 * time.Second})
+	e, hs := openSharedOn(t, ep, "/pipe/", engine.Options{})
+	applyTo(t, e, &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": shopProto}})
+	return e, hs
+}
+
+// openSharedOn opens an engine with opts on prefix of the etcd member at
+// ep, through a holdStore, and closes both at the end of the test.
+func openSharedOn(t *testing.T, ep, prefix string, opts engine.Options) (*engine.Engine, *holdStore) {
+	t.Helper()
+	st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: prefix, RequestTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := &holdStore{Store: st}
-	e, err := engine.Open(t.Context(), hs, engine.Options{})
+	e, err := engine.Open(t.Context(), hs, opts)
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -70,10 +79,15 @@ func openShared(t *testing.T, ep string) (*engine.Engine, *holdStore) {
 		}
 		st.Close()
 	})
-	if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": shopProto}}); err != nil {
+	return e, hs
+}
+
+// applyTo applies req to e, failing the test if it is refused.
+func applyTo(t *testing.T, e *engine.Engine, req *pb.ApplySchemaRequest) {
+	t.Helper()
+	if _, err := e.ApplySchema(t.Context(), req); err != nil {
 		t.Fatalf("apply schema: %v", err)
 	}
-	return e, hs
 }
 
 func sharedUser(t *testing.T, e *engine.Engine, id int) *anypb.Any {

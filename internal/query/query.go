@@ -341,7 +341,7 @@ func candidates(t *Target, o *pb.Order) ([]*candidate, error) {
 			if ix, ok := t.Type.Index(name); ok && ix.Aggregate {
 				return nil, &Error{Reason: fmt.Sprintf("order: index %q of %s is an aggregate index, which holds groups, not records", name, t.Type.Name)}
 			} else if ok {
-				return nil, &Error{Reason: fmt.Sprintf("order: index %q of %s is not ready (%s)", name, t.Type.Name, stateName(ix.State))}
+				return nil, &Error{Reason: fmt.Sprintf("order: index %q of %s is not ready (%s)", name, t.Type.Name, schema.StateName(ix.State))}
 			}
 			return nil, &Error{Reason: fmt.Sprintf("order: no index %q on %s", name, t.Type.Name)}
 		}
@@ -352,10 +352,6 @@ func candidates(t *Target, o *pb.Order) ([]*candidate, error) {
 		out[i] = &all[i]
 	}
 	return out, nil
-}
-
-func stateName(s pb.IndexState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "INDEX_STATE_"))
 }
 
 func keyKinds(fields []schema.KeyField) []orderedcode.Kind {

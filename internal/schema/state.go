@@ -98,6 +98,12 @@ func (s *State) WithIndexState(typ protoreflect.FullName, index string, st proto
 	return &ns
 }
 
+// StateName is how errors and log lines name an index state: "building",
+// "ready" or "failed".
+func StateName(st protobasev1.IndexState) string {
+	return strings.ToLower(strings.TrimPrefix(st.String(), "INDEX_STATE_"))
+}
+
 // Describe lists the record types for GetSchema, sorted by name.
 func (s *State) Describe() []*protobasev1.RecordType {
 	out := make([]*protobasev1.RecordType, 0, len(s.Types))
