@@ -399,7 +399,11 @@ func indexRecord(b store.WriteBatch, t *recType, ix *index, key, val []byte, uni
 	}
 	for _, ik := range keys {
 		if !ix.ix.Unique {
-			b.Set(ik, nil)
+			if ix.grouped {
+				b.SetEntry(ik)
+			} else {
+				b.Set(ik, nil)
+			}
 			continue
 		}
 		cur, ok := uniq[string(ik)]

@@ -59,6 +59,28 @@ type index struct {
 	prefix   []byte
 	paths    []keyPath
 	building bool // existing records are still being indexed
+	// grouped says the index's entries are written with SetEntry and
+	// DeleteEntry (entriesGroup).
+	grouped bool
+}
+
+// entriesGroup reports whether a non-unique index's entries in a type
+// whose primary key is pk may be kept in groups (store.WriteBatch's
+// SetEntry): when the key ends in a component of fixed width, at least
+// store.EntryGroupSuffix + 1 bytes, the entries that differ in their last
+// bytes only are those of one index value and neighbouring primary keys,
+// and cutting those bytes off keeps every entry's order. (A string's
+// last bytes are its terminator, and strings of other lengths would cut
+// elsewhere.)
+func entriesGroup(pk []schema.KeyField) bool {
+	if len(pk) == 0 {
+		return false
+	}
+	switch pk[len(pk)-1].KeyKind() {
+	case orderedcode.KindInt, orderedcode.KindUint, orderedcode.KindFloat32, orderedcode.KindFloat64:
+		return true
+	}
+	return false
 }
 
 // keyPath is one key component: where to read it and how to encode it.
@@ -140,6 +162,7 @@ func newRecType(rt *schema.RecordType) (*recType, error) {
 			prefix:   keyspace.IndexPrefix(ix.ID),
 			paths:    paths,
 			building: ix.State == pb.IndexState_INDEX_STATE_BUILDING,
+			grouped:  !ix.Unique && entriesGroup(rt.PrimaryKey),
 		})
 	}
 	t.keys = newKeyExtractor(t.pk, t.indexes)

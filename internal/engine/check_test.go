@@ -57,6 +57,18 @@ func (te *testEngine) raw(set map[string][]byte, del ...[]byte) {
 	te.stamped(1, set, del...) // an old version for records set behind the engine's back
 }
 
+// loseEntry deletes the non-unique index entry k behind the engine's
+// back, from the group the store may keep it in.
+func (te *testEngine) loseEntry(k []byte) {
+	te.T.Helper()
+	b := te.St.NewBatch()
+	defer b.Close()
+	b.DeleteEntry(k)
+	if err := te.St.Commit(b); err != nil {
+		te.T.Fatal(err)
+	}
+}
+
 // stamped is raw with the records set at version.
 func (te *testEngine) stamped(version uint64, set map[string][]byte, del ...[]byte) {
 	te.T.Helper()

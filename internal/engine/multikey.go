@@ -274,7 +274,7 @@ func (w *Writer) retractMulti(b store.WriteBatch, op Op, p *prep, old []byte, j 
 				continue
 			}
 		}
-		w.del(b, k, dups || ix.ix.Unique)
+		w.delEntry(b, ix, k, dups || ix.ix.Unique)
 	}
 	return nil
 }
@@ -389,6 +389,7 @@ func inRanges(rs []query.Range, k []byte) bool {
 type sortedEntry struct {
 	hi, lo uint64
 	k, v   span
+	ix     *index
 }
 
 // putSorted writes the batch's entries in the j-th index of their types,
@@ -431,13 +432,14 @@ func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
 		if j >= len(p.t.indexes) {
 			continue
 		}
+		ix := p.t.indexes[j]
 		var v span
-		if p.t.indexes[j].ix.Unique {
+		if ix.ix.Unique {
 			v = p.pk
 		}
 		for _, k := range w.entries(p, j) {
 			hi, lo := keyHead(w.bytes(k)[skip:])
-			w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k, v: v})
+			w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k, v: v, ix: ix})
 		}
 	}
 	w.sortEntries(skip)
@@ -446,7 +448,7 @@ func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
 		if e.v.e > e.v.s {
 			v = w.bytes(e.v)
 		}
-		w.set(b, w.bytes(e.k), v, false)
+		w.setEntry(b, e.ix, w.bytes(e.k), v, false)
 	}
 	return true
 }

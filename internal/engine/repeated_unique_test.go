@@ -300,7 +300,7 @@ func TestRepeatedIndexCheck(t *testing.T) {
 			prefix := keyspace.IndexPrefix(tags.ID)
 			k, _ := te.firstKey(prefix, "beta")
 			if c.want == engine.ProblemMissingEntry {
-				te.raw(nil, k)
+				te.loseEntry(k)
 			} else {
 				stale := bytes.Replace(k, []byte("beta"), []byte("gamma"), 1)
 				te.raw(map[string][]byte{string(stale): nil})

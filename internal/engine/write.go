@@ -505,6 +505,31 @@ func (w *Writer) set(b store.WriteBatch, k, v []byte, dups bool) {
 	}
 }
 
+// setEntry writes entry k of ix, with value v (a unique entry's primary
+// key), as set does.
+func (w *Writer) setEntry(b store.WriteBatch, ix *index, k, v []byte, dups bool) {
+	if !ix.grouped {
+		w.set(b, k, v, dups)
+		return
+	}
+	b.SetEntry(k)
+	if dups {
+		w.ov[string(k)] = ovEntry{}
+	}
+}
+
+// delEntry deletes entry k of ix, as del does.
+func (w *Writer) delEntry(b store.WriteBatch, ix *index, k []byte, record bool) {
+	if !ix.grouped {
+		w.del(b, k, record)
+		return
+	}
+	b.DeleteEntry(k)
+	if record {
+		w.ov[string(k)] = ovEntry{deleted: true}
+	}
+}
+
 // del deletes a key. record says the deletion must be visible to later
 // records of the batch even on the fast path: a unique value freed by one
 // record may be taken by a later one, and phase 1 cannot see that coming.
@@ -741,7 +766,7 @@ func (w *Writer) retract(b store.WriteBatch, op Op, p *prep, old []byte, dups bo
 				continue
 			}
 		}
-		w.del(b, w.oldIx, dups || ix.ix.Unique)
+		w.delEntry(b, ix, w.oldIx, dups || ix.ix.Unique)
 	}
 	return nil
 }
@@ -757,12 +782,13 @@ func (w *Writer) put(b store.WriteBatch, p *prep, dups bool) {
 // putEntry writes p's entry in its type's index j: a unique entry's value
 // is the primary key, a non-unique entry's key ends with it.
 func (w *Writer) putEntry(b store.WriteBatch, p *prep, j int, dups bool) {
+	ix := p.t.indexes[j]
 	var v []byte
-	if p.t.indexes[j].ix.Unique {
+	if ix.ix.Unique {
 		v = w.bytes(p.pk)
 	}
 	for _, k := range w.entries(p, j) {
-		w.set(b, w.bytes(k), v, dups)
+		w.setEntry(b, ix, w.bytes(k), v, dups)
 	}
 }
 

@@ -155,6 +155,18 @@ var (
 	ErrBatchNotApplied = errors.New("store: Wait on a batch that was not applied")
 )
 
+// EntryGroupSuffix is how many last bytes of a key written with
+// WriteBatch.SetEntry may tell it apart from the others of its group: a
+// group holds up to 65,536 keys.
+const EntryGroupSuffix = 2
+
+// EntryGrouper is implemented by a store that may keep the keys written
+// with WriteBatch.SetEntry in groups (Pebble): GroupsEntries reports
+// whether it does, in which case a point read does not find them.
+type EntryGrouper interface {
+	GroupsEntries() bool
+}
+
 // KV is a store: the latest state, snapshots and atomic batches.
 type KV interface {
 	View
@@ -256,6 +268,18 @@ type WriteBatch interface {
 	Set(key, value []byte)
 	Delete(key []byte)
 	DeleteRange(start, end []byte)
+	// SetEntry sets key with an empty value, and DeleteEntry deletes such
+	// a key, as Set and Delete do, telling the store that it may keep the
+	// key with its neighbours that differ from it only in their last
+	// EntryGroupSuffix bytes (Pebble keeps them in one key, index.go).
+	// The caller writes with them only keys of which no two lose their
+	// order, nor one becomes a proper prefix of another's, when cut so,
+	// and reads such keys by iteration only: a point read (Get, Lookup,
+	// Read) of a key SetEntry wrote may miss it. A DeleteRange deletes
+	// them only where its bounds end no group, as bounds that are the
+	// prefix and prefix end of an index do.
+	SetEntry(key []byte)
+	DeleteEntry(key []byte)
 	// Read is Get of the latest state, made a precondition of the batch.
 	// likelyMissing picks the read tuned for absent keys.
 	Read(key, dst []byte, likelyMissing bool) (val []byte, found bool, err error)

@@ -49,6 +49,12 @@ func (b *batch) Delete(key []byte) {
 	b.put(k, clientv3.OpDelete(k))
 }
 
+// SetEntry is Set of an empty value: etcd keeps every key on its own.
+func (b *batch) SetEntry(key []byte) { b.Set(key, nil) }
+
+// DeleteEntry is Delete.
+func (b *batch) DeleteEntry(key []byte) { b.Delete(key) }
+
 func (b *batch) put(k string, op clientv3.Op) {
 	if b.at == nil {
 		b.at = make(map[string]int)

@@ -40,7 +40,10 @@ type Batch struct {
 	pb *pebble.Batch
 	// ib holds the writes to index entries on a store with an index
 	// instance; created at the first one.
-	ib   *pebble.Batch
+	ib *pebble.Batch
+	// run is the run of entry writes of one group not yet written to ib
+	// (groups.go).
+	run  entryRun
 	mark [8]byte // ib's applied mark, written by Apply
 	jkey []byte  // pb's journal key, written by Apply
 
@@ -122,8 +125,41 @@ func (b *Batch) Set(key, value []byte) {
 		b.records = true
 		return
 	}
+	pb := b.route(key)
+	if pb == b.ib && b.s.groups {
+		op := pb.SetDeferred(len(key), 1+len(value))
+		copy(op.Key, key)
+		op.Value[0] = valuePlain
+		copy(op.Value[1:], value)
+		_ = op.Finish()
+		return
+	}
 	// Errors are only possible for indexed batches; ours are not indexed.
-	_ = b.route(key).Set(key, value, nil)
+	_ = pb.Set(key, value, nil)
+}
+
+// SetEntry sets key with an empty value; in a grouped index instance it
+// joins the key's group (groups.go).
+func (b *Batch) SetEntry(key []byte) { b.entry(key, memberPresent) }
+
+// DeleteEntry deletes a key SetEntry wrote.
+func (b *Batch) DeleteEntry(key []byte) { b.entry(key, memberRemoved) }
+
+func (b *Batch) entry(key []byte, op byte) {
+	b.mutable()
+	if !b.s.groups || len(key) <= suffixLen || !b.s.layout.isIndexKey(key) {
+		if op == memberPresent {
+			b.Set(key, nil)
+		} else {
+			b.Delete(key)
+		}
+		return
+	}
+	if b.run.add(key, op) {
+		return
+	}
+	b.run.flush(b.index())
+	b.run.add(key, op)
 }
 
 // Stamp sets the version of the records the batch sets from here on: the
@@ -166,7 +202,8 @@ func (b *Batch) route(key []byte) *pebble.Batch {
 	return b.pb
 }
 
-// index returns the batch of index writes, creating it at first use.
+// index returns the batch of index writes, creating it at first use, with
+// the entry run written to it.
 func (b *Batch) index() *pebble.Batch {
 	if b.ib == nil {
 		b.ib = b.s.index.db.NewBatch()
@@ -174,16 +211,18 @@ func (b *Batch) index() *pebble.Batch {
 	if b.ibWant > 0 {
 		b.regrow(b.ib, &b.ibWant)
 	}
+	b.run.flush(b.ib)
 	return b.ib
 }
 
 // hasIndexWrites reports whether Apply must apply to the index instance.
-func (b *Batch) hasIndexWrites() bool { return b.ib != nil && !b.ib.Empty() }
+func (b *Batch) hasIndexWrites() bool { return b.run.active || (b.ib != nil && !b.ib.Empty()) }
 
 // Len returns the encoded size of the batch in bytes (at least the 12-byte
 // header, even when empty).
 func (b *Batch) Len() int {
 	if b.hasIndexWrites() {
+		b.index()
 		return b.pb.Len() + b.ib.Len()
 	}
 	return b.pb.Len()
@@ -191,6 +230,9 @@ func (b *Batch) Len() int {
 
 // Count returns the number of operations in the batch.
 func (b *Batch) Count() uint32 {
+	if b.hasIndexWrites() {
+		b.index()
+	}
 	if b.ib != nil {
 		return b.pb.Count() + b.ib.Count()
 	}
@@ -214,6 +256,7 @@ func (b *Batch) Reset() {
 		b.ibWant = b.pool(b.ib)
 		b.ib.Reset()
 	}
+	b.run.active = false
 	b.applied = false
 	b.waitErr = nil
 	b.stamp, b.records = 0, false
@@ -302,6 +345,7 @@ func (s *Store) Apply(b *Batch) error {
 	}
 	b.applied = true
 	if s.index != nil && b.hasIndexWrites() {
+		b.index()
 		return s.applyIndex(b)
 	}
 	return s.applyMain(b)

@@ -49,6 +49,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -143,7 +145,14 @@ func (s *Store) openIndex(o Options, fs vfs.FS, po *pebble.Options) error {
 			return fmt.Errorf("store: create %s: %w", dir, err)
 		}
 	}
+	groups, err := groupedInstance(fs, dir, o.ungrouped)
+	if err != nil {
+		return err
+	}
 	ipo := s.indexOptions(po)
+	if groups {
+		ipo.Merger = groupMerger
+	}
 	// The filesystem underneath the main instance's: the index instance
 	// writes no log, and nil lets Pebble add its own health checks on the
 	// disk, as it closes them with the instance.
@@ -169,11 +178,38 @@ func (s *Store) openIndex(o Options, fs vfs.FS, po *pebble.Options) error {
 			return errors.Join(fmt.Errorf("store: mark the index instance: %w", err), db.Close())
 		}
 	}
-	s.index = ix
+	s.index, s.groups = ix, groups
 	if !o.ReadOnly {
 		go s.flushIndex(ix)
 	}
 	return nil
+}
+
+// groupedInstance reports whether the index instance in dir keeps its
+// entries in groups: a new one does (unless ungrouped), an existing one
+// if its options name the group merger, which Pebble checks at open.
+func groupedInstance(fs vfs.FS, dir string, ungrouped bool) (bool, error) {
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil {
+		return false, fmt.Errorf("store: open index instance at %s: %w", dir, err)
+	}
+	if !desc.Exists || desc.OptionsFilename == "" {
+		return !ungrouped, nil
+	}
+	f, err := fs.Open(desc.OptionsFilename)
+	if err != nil {
+		return false, fmt.Errorf("store: open index instance at %s: %w", dir, err)
+	}
+	opts, err := io.ReadAll(f)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return false, fmt.Errorf("store: open index instance at %s: read %s: %w", dir, desc.OptionsFilename, err)
+	}
+	for line := range strings.Lines(string(opts)) {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "merger="); ok {
+			return name == groupMergerName, nil
+		}
+	}
+	return false, fmt.Errorf("store: open index instance at %s: %s names no merger", dir, desc.OptionsFilename)
 }
 
 // mainEmpty reports whether the main instance holds no key: a new store,

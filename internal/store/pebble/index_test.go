@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 )
 
 // indexModel is the brute-force model of a store: its keys and values
@@ -59,6 +60,18 @@ func indexBatch(rng *rand.Rand, m *indexModel, b *Batch, i int) {
 		// index instance's memtable and its flushes trim the journal.
 		set(append(keyspace.IndexPrefix(uint32(1+j%2)), id...), bytes.Repeat([]byte{byte(i)}, 1024))
 	}
+	// Entries of index 3, kept in groups (groups.go): rising primary keys
+	// under a few values, and now and then one deleted.
+	for j := range 3 {
+		e := groupedEntry(rng.IntN(5), i*3+j)
+		b.SetEntry(e)
+		next[string(e)] = ""
+	}
+	if i > 0 && rng.IntN(2) == 0 {
+		e := groupedEntry(rng.IntN(5), rng.IntN(i*3))
+		b.DeleteEntry(e)
+		delete(next, string(e))
+	}
 	if i > 0 {
 		old := fmt.Appendf(nil, "%04d/%d", rng.IntN(i), rng.IntN(4))
 		ix := append(keyspace.IndexPrefix(uint32(1+rng.IntN(2))), old...)
@@ -80,6 +93,13 @@ func indexBatch(rng *rand.Rand, m *indexModel, b *Batch, i int) {
 		}
 	}
 	m.states = append(m.states, next)
+}
+
+// groupedEntry is the key of the entry of value v and primary key pk in
+// index 3, as the engine makes it.
+func groupedEntry(v, pk int) []byte {
+	k := orderedcode.AppendString(keyspace.IndexPrefix(3), fmt.Sprintf("value%d", v))
+	return orderedcode.AppendInt(k, int64(pk))
 }
 
 // contents reads every key the store shows, through one iterator.
@@ -404,6 +424,45 @@ func TestSingleInstanceStore(t *testing.T) {
 	c := openMemT(t, fs, dir+"-copy", Options{Sync: true})
 	if c.index != nil || !mapsEqual(contents(t, c), m.last()) {
 		t.Fatal("the copy of a single-instance store differs")
+	}
+}
+
+// TestIndexInstanceGroupsKept opens index instances of both layouts: one
+// made before entry groups (Pebble's default merger) keeps every entry a
+// key of its own across reopens, one made with groups keeps them, and
+// both read and write alike; the store in testdata, from before groups,
+// opens ungrouped.
+func TestIndexInstanceGroupsKept(t *testing.T) {
+	for _, ungrouped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ungrouped=%v", ungrouped), func(t *testing.T) {
+			fs := NewMemFS()
+			const dir = "/d"
+			s := openMemT(t, fs, dir, Options{Sync: true, ungrouped: ungrouped})
+			m := newIndexModel()
+			rng := rand.New(rand.NewPCG(9, 10))
+			m.commit(t, s, rng, 0, 100)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			reopenEach(t, fs, dir, func(r *Store, ro bool) {
+				if r.GroupsEntries() == ungrouped {
+					t.Fatalf("read-only %v: reopened with groups %v, written with %v", ro, r.GroupsEntries(), !ungrouped)
+				}
+				if !mapsEqual(contents(t, r), m.last()) {
+					t.Fatalf("read-only %v: reopened store differs from the model", ro)
+				}
+				if !ro {
+					m.commit(t, r, rng, 100, 150)
+					if !mapsEqual(contents(t, r), m.last()) {
+						t.Fatal("store differs from the model after more batches")
+					}
+				}
+			})
+		})
+	}
+	s := openT(t, legacyStore(t), true)
+	if s.GroupsEntries() {
+		t.Error("a store from before entry groups opened grouped")
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 type iterPair struct {
 	layout *keyLayout          // which side holds which keys
 	src    [2]pebbleIterSource // main, index
-	its    [2]*pebble.Iterator
+	groups bool                // the index side is grouped (groups.go)
+	its    [2]sideIter
 	bounds [2][2][]byte // each side's bounds
 	empty  [2]bool      // the bounds leave nothing of a side
 	valid  [2]bool      // each side's position is a key
@@ -36,8 +37,8 @@ const (
 
 // newIterPair returns an Iter reading src's sides within [lower, upper);
 // open opens the sides the bounds reach now.
-func newIterPair(src [2]pebbleIterSource, layout *keyLayout, lower, upper []byte, open bool) (*Iter, error) {
-	p := &iterPair{layout: layout, src: src}
+func newIterPair(src [2]pebbleIterSource, groups bool, layout *keyLayout, lower, upper []byte, open bool) (*Iter, error) {
+	p := &iterPair{layout: layout, src: src, groups: groups}
 	p.setBounds(lower, upper)
 	if open {
 		for side := range 2 {
@@ -75,11 +76,17 @@ func (p *iterPair) setBounds(lower, upper []byte) {
 }
 
 // side returns side's iterator, opening it if needed.
-func (p *iterPair) side(side int) (*pebble.Iterator, error) {
+func (p *iterPair) side(side int) (sideIter, error) {
 	if it := p.its[side]; it != nil {
 		return it, nil
 	}
-	it, err := p.src[side].NewIter(&pebble.IterOptions{LowerBound: p.bounds[side][0], UpperBound: p.bounds[side][1]})
+	var it sideIter
+	var err error
+	if side == sideIndex && p.groups {
+		it, err = newGroupIter(p.src[side], p.layout.indexUpper, p.bounds[side][0], p.bounds[side][1])
+	} else {
+		it, err = p.src[side].NewIter(&pebble.IterOptions{LowerBound: p.bounds[side][0], UpperBound: p.bounds[side][1]})
+	}
 	if err != nil {
 		p.err = err
 		return nil, err
@@ -90,7 +97,7 @@ func (p *iterPair) side(side int) (*pebble.Iterator, error) {
 
 // position runs move on each side the bounds reach and makes the
 // smallest (largest, backward) valid one current.
-func (p *iterPair) position(i *Iter, back bool, move func(*pebble.Iterator) bool) bool {
+func (p *iterPair) position(i *Iter, back bool, move func(sideIter) bool) bool {
 	p.back = back
 	for side := range 2 {
 		p.valid[side] = false
@@ -130,19 +137,19 @@ func (p *iterPair) pick(i *Iter) bool {
 }
 
 func (p *iterPair) first(i *Iter) bool {
-	return p.position(i, false, (*pebble.Iterator).First)
+	return p.position(i, false, sideIter.First)
 }
 
 func (p *iterPair) last(i *Iter) bool {
-	return p.position(i, true, (*pebble.Iterator).Last)
+	return p.position(i, true, sideIter.Last)
 }
 
 func (p *iterPair) seekGE(i *Iter, key []byte) bool {
-	return p.position(i, false, func(it *pebble.Iterator) bool { return it.SeekGE(key) })
+	return p.position(i, false, func(it sideIter) bool { return it.SeekGE(key) })
 }
 
 func (p *iterPair) seekLT(i *Iter, key []byte) bool {
-	return p.position(i, true, func(it *pebble.Iterator) bool { return it.SeekLT(key) })
+	return p.position(i, true, func(it sideIter) bool { return it.SeekLT(key) })
 }
 
 // step moves forward, or backward when back is set. After a move the
@@ -173,7 +180,7 @@ func (p *iterPair) step(i *Iter, back bool) bool {
 // lookup makes the side key belongs to current and returns its iterator;
 // nil when the bounds leave nothing of that side or it cannot be opened.
 // The other side's position is lost.
-func (p *iterPair) lookup(i *Iter, key []byte) *pebble.Iterator {
+func (p *iterPair) lookup(i *Iter, key []byte) sideIter {
 	side := sideMain
 	if p.layout.isIndexKey(key) {
 		side = sideIndex

@@ -3,8 +3,6 @@ package pebble
 import (
 	"bytes"
 	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // Iter iterates over a bounded key range of a Store or Snapshot in key order.
@@ -23,7 +21,7 @@ type Iter struct {
 	// it is the positioned Pebble iterator: the only one, or on a store
 	// with an index instance the current side of pair (nil until a
 	// positioning call).
-	it   *pebble.Iterator
+	it   sideIter
 	pair *iterPair
 	// span is how the bounds lie against the record span (version.go).
 	span recSpan

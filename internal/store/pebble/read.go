@@ -55,12 +55,16 @@ func getVersioned(r pebbleGetter, recs *records, key, dst []byte) ([]byte, uint6
 		return dst[:0], 0, false, fmt.Errorf("store: get: %w", err)
 	}
 	var ver uint64
+	found := true
 	if recs != nil {
-		v, ver = recs.split(key, v)
+		v, ver, found = recs.read(key, v)
 	}
 	dst = append(dst[:0], v...)
 	if err := closer.Close(); err != nil {
 		return dst[:0], 0, false, fmt.Errorf("store: get: %w", err)
+	}
+	if !found {
+		return dst[:0], 0, false, nil
 	}
 	return dst, ver, true, nil
 }
@@ -86,7 +90,7 @@ func getLikelyMissing(r pebbleIterSource, recs *records, key, dst []byte) ([]byt
 	if found {
 		var v []byte
 		v, err = it.ValueAndErr()
-		v, _ = recs.split(key, v)
+		v, _, found = recs.read(key, v)
 		dst = append(dst[:0], v...)
 	}
 	if cerr := it.Close(); err == nil {
@@ -162,7 +166,7 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 		// Both views are opened together, so that they see the same
 		// batches (index.go).
 		ix.applyMu.RLock()
-		i, err := newIterPair([2]pebbleIterSource{s.db, ix.reader()}, s.layout, lower, upper, true)
+		i, err := newIterPair([2]pebbleIterSource{s.db, ix.reader()}, s.groups, s.layout, lower, upper, true)
 		ix.applyMu.RUnlock()
 		if err != nil {
 			return nil, fmt.Errorf("store: new iterator: %w", err)

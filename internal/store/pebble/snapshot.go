@@ -87,7 +87,7 @@ func (sn *Snapshot) NewIter(lower, upper []byte) (*Iter, error) {
 	if sn.ix != nil {
 		// The two snapshots are already of the same batches: the sides
 		// open when first read.
-		i, err := newIterPair([2]pebbleIterSource{sn.snap, sn.ix}, sn.s.layout, lower, upper, false)
+		i, err := newIterPair([2]pebbleIterSource{sn.snap, sn.ix}, sn.s.groups, sn.s.layout, lower, upper, false)
 		if err != nil {
 			return nil, fmt.Errorf("store: new snapshot iterator: %w", err)
 		}

@@ -135,6 +135,9 @@ type Options struct {
 	// stores were before it: tests open one to check that such stores
 	// keep working.
 	singleInstance bool
+	// ungrouped creates a new store whose index instance keeps every key
+	// on its own, as index instances were before entry groups (groups.go).
+	ungrouped bool
 	// ReadOnly opens an existing store without write access. Open fails if
 	// Dir does not exist; Apply, Commit and Flush return ErrReadOnly.
 	ReadOnly bool
@@ -169,6 +172,9 @@ type Store struct {
 	// index is the index instance (index.go); nil for a store that keeps
 	// its index entries in db. Immutable after Open.
 	index *indexInstance
+	// groups says the index instance keeps entries in groups (groups.go).
+	// Immutable after Open.
+	groups bool
 	// layout is Options.Layout as Open read it. Immutable.
 	layout *keyLayout
 	// recs tells records' bytes from their versions (version.go).

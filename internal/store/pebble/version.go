@@ -34,11 +34,27 @@ const (
 	floorSuffix = "floor"
 )
 
-// records tells a stored value of a record from its bytes and version.
-// Immutable after Open.
+// records tells a stored value of a record from its bytes and version,
+// and in a grouped index instance an entry's value from its marker
+// (groups.go). Immutable after Open.
 type records struct {
 	lower, upper []byte
 	floor        uint64
+	// groups says the index instance, which holds [ixLower, ixUpper),
+	// keeps entries in groups.
+	groups           bool
+	ixLower, ixUpper []byte
+}
+
+// read is split for a point read of key, which found v: false for a
+// group's value, which no key a point read may look for holds.
+func (r *records) read(key, v []byte) ([]byte, uint64, bool) {
+	if !r.has(key) && r.groups && bytes.Compare(key, r.ixLower) >= 0 && bytes.Compare(key, r.ixUpper) < 0 {
+		v, ok := plainValue(v)
+		return v, 0, ok
+	}
+	v, ver := r.split(key, v)
+	return v, ver, true
 }
 
 // has reports whether key is a record's, whose value carries a version.
@@ -124,7 +140,7 @@ func putHeader(dst []byte, version uint64) {
 // read-only store computes it without writing.
 func (s *Store) openRecords(readOnly bool) error {
 	kl := s.layout
-	s.recs = &records{lower: kl.recLower, upper: kl.recUpper}
+	s.recs = &records{lower: kl.recLower, upper: kl.recUpper, groups: s.groups, ixLower: kl.indexLower, ixUpper: kl.indexUpper}
 	v, found, err := get(s.db, kl.floor, nil)
 	if err != nil {
 		return err

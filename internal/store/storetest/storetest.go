@@ -39,6 +39,7 @@ func Run(t *testing.T, b Backend) {
 		{"SnapshotIsolation", testSnapshot, false},
 		{"ReadThroughBatch", testBatchRead, false},
 		{"RecordVersions", testVersions, false},
+		{"Entries", testEntries, false},
 		{"ConflictAbsent", testConflictAbsent, true},
 		{"ConflictUnchanged", testConflictUnchanged, true},
 		{"ConflictRange", testConflictRange, true},
