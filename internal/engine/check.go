@@ -70,12 +70,8 @@ func Check(ctx context.Context, st store.KV) (*CheckReport, error) {
 	c := &checker{ctx: ctx, snap: snap, cat: cat, r: &CheckReport{}, shared: st.Shared(),
 		present: map[uint32]int{}, listed: map[uint32]int{}}
 	if g, ok := st.(store.EntryGrouper); ok && g.GroupsEntries() {
-		c.seekGrouped = true
-		defer func() {
-			if c.seek != nil {
-				_ = c.seek.Close()
-			}
-		}()
+		c.groups = newEntryGroups(snap)
+		defer c.groups.close()
 	}
 	if raw, found, err := snap.Get(keySeq, nil); err != nil {
 		return nil, fmt.Errorf("check: read the last commit: %w", err)
@@ -215,11 +211,10 @@ type checker struct {
 
 	cur []byte     // scratch for oneEntry: the entry read
 	ra  *readAhead // the records pass's reads of entries
-	// seekGrouped says the store keeps grouped indexes' entries in groups,
-	// which point reads do not find: oneEntry seeks them with seek, an
-	// iterator over the index entries opened at the first.
-	seekGrouped bool
-	seek        store.Iterator
+	// groups reads the entries of grouped indexes on a store that keeps
+	// them in groups, which point reads do not find (checkgroups.go); nil
+	// on other stores.
+	groups *entryGroups
 	// present counts, per index on a repeated field, the entries the
 	// records pass found in place; listed those the entries pass met.
 	// When the two agree the entries are exactly the records' (see
@@ -392,20 +387,11 @@ func (c *checker) oneEntry(t *recType, ix *index, key, pk, want []byte, expired 
 
 // readEntry reads the index entry want of ix.
 func (c *checker) readEntry(ix *index, want []byte) ([]byte, bool, error) {
-	if !c.seekGrouped || !ix.grouped {
+	if c.groups == nil || !ix.grouped {
 		return c.ra.get(want, c.cur)
 	}
-	if c.seek == nil {
-		it, err := c.snap.NewIterator([]byte{checkLayout.ixSpace}, []byte{checkLayout.ixSpace + 1})
-		if err != nil {
-			return nil, false, err
-		}
-		c.seek = it
-	}
-	if !c.seek.SeekGE(want) || !bytes.Equal(c.seek.Key(), want) {
-		return c.cur[:0], false, c.seek.Error()
-	}
-	return append(c.cur[:0], c.seek.Value()...), true, c.seek.Error()
+	found, err := c.groups.has(want)
+	return c.cur[:0], found, err
 }
 
 // badRecord records that the stored record of key cannot be checked against

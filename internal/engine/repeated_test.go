@@ -223,12 +223,17 @@ func randomDoc(rnd *rand.Rand, id int64) doc {
 	return d
 }
 
+// spreadID maps the n-th id to one of runs of eight around multiples of
+// 65,536, negative ones included, so that a tag's entries straddle the
+// groups the Pebble store keeps entries in (store.EntryGroupSuffix).
+func spreadID(n int64) int64 { return (n/8-2)<<16 + n%8 - 4 }
+
 // mutate applies one random batch of each operation to the engine and the
 // model.
 func (re *repeatedEngine) mutate(rnd *rand.Rand, model map[int64]doc, next *int64) {
 	var recs []*anypb.Any
 	for range 5 + rnd.IntN(20) {
-		d := randomDoc(rnd, *next)
+		d := randomDoc(rnd, spreadID(*next))
 		*next++
 		model[d.ID] = d
 		recs = append(recs, re.rec("rp.Doc", d))

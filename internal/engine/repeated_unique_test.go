@@ -17,6 +17,7 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/orderedcode"
 	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
@@ -292,15 +293,20 @@ func TestRepeatedIndexCheck(t *testing.T) {
 			te := openEngine(t, t.TempDir(), engine.Options{})
 			te.Apply(map[string]string{"rp.proto": repeatedProto})
 			re := &repeatedEngine{t: t, e: te.E, st: te.St}
+			// Three records share "beta": the checker seeks the first's
+			// entry, and reads the entries of the value at once for the
+			// next (checkgroups.go), which must miss the third's.
 			re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
 				re.rec("rp.Doc", doc{ID: 1, Tags: []string{"alpha", "beta"}, Team: "red"}),
+				re.rec("rp.Doc", doc{ID: 2, Tags: []string{"beta"}}),
+				re.rec("rp.Doc", doc{ID: 3, Tags: []string{"beta"}}),
 			}})
 			te.MustCheck()
 			tags, _ := te.E.Schema().Types["rp.Doc"].Index("tags")
 			prefix := keyspace.IndexPrefix(tags.ID)
 			k, _ := te.firstKey(prefix, "beta")
 			if c.want == engine.ProblemMissingEntry {
-				te.loseEntry(k)
+				te.loseEntry(orderedcode.AppendInt(bytes.Clone(k[:len(k)-8]), 3))
 			} else {
 				stale := bytes.Replace(k, []byte("beta"), []byte("gamma"), 1)
 				te.raw(map[string][]byte{string(stale): nil})

@@ -84,14 +84,19 @@ func testEntries(t *testing.T, b Backend) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	keys := entryKeys{r: r}
 	model := entryModel{}
-	rounds := 60
+	// A store that keeps every key on its own (etcd, whose reads are
+	// round trips) needs few rounds to show it; grouping stores many.
+	rounds, bounds := 60, 20
+	if b.SharedWriters {
+		rounds, bounds = 6, 4
+	}
 	if testing.Short() {
-		rounds = 25
+		rounds = (rounds + 1) / 2
 	}
 	for round := range rounds {
 		var snap store.ReadSnapshot
 		var before entryModel
-		if round%5 == 0 {
+		if round%5 == 2 {
 			var err error
 			if snap, err = kv.OpenSnapshot(); err != nil {
 				t.Fatal(err)
@@ -109,9 +114,9 @@ func testEntries(t *testing.T, b Backend) {
 				t.Fatal(err)
 			}
 		}
-		checkEntries(t, fmt.Sprintf("seed %d round %d", seed, round), kv, keys, model)
+		checkEntries(t, fmt.Sprintf("seed %d round %d", seed, round), kv, keys, model, bounds)
 		if snap != nil {
-			checkEntries(t, fmt.Sprintf("seed %d round %d, snapshot", seed, round), snap, keys, before)
+			checkEntries(t, fmt.Sprintf("seed %d round %d, snapshot", seed, round), snap, keys, before, bounds)
 			if err := snap.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -175,8 +180,9 @@ func writeEntries(w store.WriteBatch, keys entryKeys, model entryModel, n int) {
 	}
 }
 
-// checkEntries compares v with the model.
-func checkEntries(t *testing.T, at string, v store.View, keys entryKeys, model entryModel) {
+// checkEntries compares v with the model, and its reads within random
+// bounds, as many as bounds says.
+func checkEntries(t *testing.T, at string, v store.View, keys entryKeys, model entryModel, bounds int) {
 	t.Helper()
 	all := model.sorted()
 	lo, hi := keyspace.AppendIndexPrefix(nil, 7), keyspace.AppendIndexPrefix(nil, 10)
@@ -187,7 +193,7 @@ func checkEntries(t *testing.T, at string, v store.View, keys entryKeys, model e
 	defer it.Close()
 	entriesEqual(t, at+": First..Next", walk(it, it.First(), false), kvs(model, all))
 	entriesEqual(t, at+": Last..Prev", walk(it, it.Last(), true), kvs(model, reversed(all)))
-	for range 20 {
+	for range bounds {
 		l, u := keys.bound(), keys.bound()
 		if bytes.Compare(l, u) > 0 {
 			l, u = u, l
