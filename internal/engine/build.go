@@ -399,11 +399,7 @@ func indexRecord(b store.WriteBatch, t *recType, ix *index, key, val []byte, uni
 	}
 	for _, ik := range keys {
 		if !ix.ix.Unique {
-			if ix.grouped {
-				b.SetEntry(ik)
-			} else {
-				b.Set(ik, nil)
-			}
+			writeEntry(b, ix, ik, nil)
 			continue
 		}
 		cur, ok := uniq[string(ik)]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"hash/maphash"
+	"sort"
 
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
@@ -63,17 +64,9 @@ func (g *entryGroups) has(key []byte) (bool, error) {
 			return false, err
 		}
 	}
-	lo, hi := 0, len(members)/store.EntryGroupSuffix
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if bytes.Compare(members[m*store.EntryGroupSuffix:(m+1)*store.EntryGroupSuffix], suffix) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	at := lo * store.EntryGroupSuffix
-	return at < len(members) && bytes.Equal(members[at:at+store.EntryGroupSuffix], suffix), nil
+	const n = store.EntryGroupSuffix
+	at := n * sort.Search(len(members)/n, func(m int) bool { return bytes.Compare(members[m*n:(m+1)*n], suffix) >= 0 })
+	return at < len(members) && bytes.Equal(members[at:at+n], suffix), nil
 }
 
 // seekEntry looks for key with a seek.

@@ -505,26 +505,31 @@ func (w *Writer) set(b store.WriteBatch, k, v []byte, dups bool) {
 	}
 }
 
-// setEntry writes entry k of ix, with value v (a unique entry's primary
-// key), as set does.
-func (w *Writer) setEntry(b store.WriteBatch, ix *index, k, v []byte, dups bool) {
-	if !ix.grouped {
-		w.set(b, k, v, dups)
-		return
+// writeEntry writes entry k of ix with value v (a unique entry's primary
+// key; none for a grouped index's, which is never unique).
+func writeEntry(b store.WriteBatch, ix *index, k, v []byte) {
+	if ix.grouped {
+		b.SetEntry(k)
+	} else {
+		b.Set(k, v)
 	}
-	b.SetEntry(k)
+}
+
+// setEntry writes entry k of ix, with value v, as set does.
+func (w *Writer) setEntry(b store.WriteBatch, ix *index, k, v []byte, dups bool) {
+	writeEntry(b, ix, k, v)
 	if dups {
-		w.ov[string(k)] = ovEntry{}
+		w.ov[string(k)] = ovEntry{val: v}
 	}
 }
 
 // delEntry deletes entry k of ix, as del does.
 func (w *Writer) delEntry(b store.WriteBatch, ix *index, k []byte, record bool) {
-	if !ix.grouped {
-		w.del(b, k, record)
-		return
+	if ix.grouped {
+		b.DeleteEntry(k)
+	} else {
+		b.Delete(k)
 	}
-	b.DeleteEntry(k)
 	if record {
 		w.ov[string(k)] = ovEntry{deleted: true}
 	}

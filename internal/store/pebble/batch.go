@@ -155,11 +155,17 @@ func (b *Batch) entry(key []byte, op byte) {
 		}
 		return
 	}
-	if b.run.add(key, op) {
-		return
+	if !b.run.add(key, op) {
+		b.run.flush(b.index())
+		b.run.add(key, op)
 	}
-	b.run.flush(b.index())
-	b.run.add(key, op)
+}
+
+// flushRun writes the entry run, if any, to the index batch.
+func (b *Batch) flushRun() {
+	if b.run.active {
+		b.index()
+	}
 }
 
 // Stamp sets the version of the records the batch sets from here on: the
@@ -221,8 +227,8 @@ func (b *Batch) hasIndexWrites() bool { return b.run.active || (b.ib != nil && !
 // Len returns the encoded size of the batch in bytes (at least the 12-byte
 // header, even when empty).
 func (b *Batch) Len() int {
+	b.flushRun()
 	if b.hasIndexWrites() {
-		b.index()
 		return b.pb.Len() + b.ib.Len()
 	}
 	return b.pb.Len()
@@ -230,9 +236,7 @@ func (b *Batch) Len() int {
 
 // Count returns the number of operations in the batch.
 func (b *Batch) Count() uint32 {
-	if b.hasIndexWrites() {
-		b.index()
-	}
+	b.flushRun()
 	if b.ib != nil {
 		return b.pb.Count() + b.ib.Count()
 	}
@@ -344,8 +348,8 @@ func (s *Store) Apply(b *Batch) error {
 		return s.disk.refuse()
 	}
 	b.applied = true
+	b.flushRun()
 	if s.index != nil && b.hasIndexWrites() {
-		b.index()
 		return s.applyIndex(b)
 	}
 	return s.applyMain(b)

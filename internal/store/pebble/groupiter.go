@@ -3,6 +3,7 @@ package pebble
 import (
 	"bytes"
 	"fmt"
+	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -133,16 +134,9 @@ func (g *groupIter) search(key []byte) int {
 		return 0 // key sorts before the common bytes, or is a prefix of them
 	}
 	rest := key[len(c):]
-	lo, hi := 0, g.count()
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if bytes.Compare(g.members[m*memberLen+1:(m+1)*memberLen], rest) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
+	return sort.Search(g.count(), func(m int) bool {
+		return bytes.Compare(g.members[m*memberLen+1:(m+1)*memberLen], rest) >= 0
+	})
 }
 
 // within checks the current key against the bounds and sets valid.

@@ -257,22 +257,14 @@ func membersAscend(ms []byte) bool {
 	return true
 }
 
-// lastOfEach orders members by suffix, keeping the last written of each.
+// lastOfEach orders members by suffix, keeping the last written of each:
+// each member an operand of its own, merged.
 func lastOfEach(ms []byte) []byte {
-	idx := make([]int, len(ms)/memberLen)
-	for i := range idx {
-		idx[i] = i * memberLen
+	ops := make([][]byte, 0, len(ms)/memberLen)
+	for i := 0; i < len(ms); i += memberLen {
+		ops = append(ops, ms[i:i+memberLen])
 	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		return bytes.Compare(ms[a+1:a+memberLen], ms[b+1:b+memberLen])
-	})
-	out := make([]byte, 0, len(ms))
-	for j, at := range idx {
-		if j+1 < len(idx) && bytes.Equal(ms[at+1:at+memberLen], ms[idx[j+1]+1:idx[j+1]+memberLen]) {
-			continue
-		}
-		out = append(out, ms[at:at+memberLen]...)
-	}
+	_, out := sortMembers(nil, nil, ops)
 	return out
 }
 

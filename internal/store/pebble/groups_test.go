@@ -15,7 +15,7 @@ import (
 func operands(data []byte) [][]byte {
 	var out [][]byte
 	var r entryRun
-	b := newMemBatch()
+	b := new(pebble.Batch)
 	flush := func() {
 		if !r.active {
 			return
@@ -40,8 +40,6 @@ func operands(data []byte) [][]byte {
 	flush()
 	return out
 }
-
-func newMemBatch() *pebble.Batch { return new(pebble.Batch) }
 
 // applyModel applies operands, oldest first, to the set of present
 // suffixes, and returns what a merge that includes the group's oldest

@@ -40,16 +40,15 @@ const (
 type records struct {
 	lower, upper []byte
 	floor        uint64
-	// groups says the index instance, which holds [ixLower, ixUpper),
-	// keeps entries in groups.
-	groups           bool
-	ixLower, ixUpper []byte
+	// grouped is the layout on a store whose index instance keeps entries
+	// in groups; nil otherwise.
+	grouped *keyLayout
 }
 
 // read is split for a point read of key, which found v: false for a
 // group's value, which no key a point read may look for holds.
 func (r *records) read(key, v []byte) ([]byte, uint64, bool) {
-	if !r.has(key) && r.groups && bytes.Compare(key, r.ixLower) >= 0 && bytes.Compare(key, r.ixUpper) < 0 {
+	if r.grouped != nil && !r.has(key) && r.grouped.isIndexKey(key) {
 		v, ok := plainValue(v)
 		return v, 0, ok
 	}
@@ -140,7 +139,10 @@ func putHeader(dst []byte, version uint64) {
 // read-only store computes it without writing.
 func (s *Store) openRecords(readOnly bool) error {
 	kl := s.layout
-	s.recs = &records{lower: kl.recLower, upper: kl.recUpper, groups: s.groups, ixLower: kl.indexLower, ixUpper: kl.indexUpper}
+	s.recs = &records{lower: kl.recLower, upper: kl.recUpper}
+	if s.groups {
+		s.recs.grouped = kl
+	}
 	v, found, err := get(s.db, kl.floor, nil)
 	if err != nil {
 		return err

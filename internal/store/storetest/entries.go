@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -21,14 +22,7 @@ var entriesSeed = flag.Uint64("store.entries.seed", 0, "seed of the Entries conf
 // by key.
 type entryModel map[string]string
 
-func (m entryModel) sorted() []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func (m entryModel) sorted() []string { return slices.Sorted(maps.Keys(m)) }
 
 // entryKeys draws the keys of the test: entries of two indexes written
 // with SetEntry (elements of several lengths, each a prefix of another,
@@ -101,7 +95,7 @@ func testEntries(t *testing.T, b Backend) {
 			if snap, err = kv.OpenSnapshot(); err != nil {
 				t.Fatal(err)
 			}
-			before = maps(model)
+			before = maps.Clone(model)
 		}
 		commit(t, kv, func(w store.WriteBatch) { writeEntries(w, keys, model, 1+r.IntN(200)) })
 		if r.IntN(8) == 0 {
@@ -125,14 +119,6 @@ func testEntries(t *testing.T, b Backend) {
 			return
 		}
 	}
-}
-
-func maps(m entryModel) entryModel {
-	out := make(entryModel, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // writeEntries adds n random writes to w and to the model, or now and
