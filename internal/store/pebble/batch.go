@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -55,6 +56,10 @@ type Batch struct {
 	applied  bool  // Apply was called since creation/Reset
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
 	waitErr  error // result of the first Wait
+	// indexWG is held while ib is applied on a goroutine of its own
+	// (applyIndex), and indexErr is what that apply returned.
+	indexWG  sync.WaitGroup
+	indexErr error
 
 	// pbWant and ibWant are the sizes of pb's and ib's contents before a
 	// Reset that gave their buffers to the store's pool (batchbuf.go):
@@ -262,7 +267,7 @@ func (b *Batch) Reset() {
 	}
 	b.run.active = false
 	b.applied = false
-	b.waitErr = nil
+	b.waitErr, b.indexErr = nil, nil
 	b.stamp, b.records = 0, false
 }
 
@@ -282,6 +287,7 @@ func (b *Batch) Close() {
 }
 
 func (b *Batch) syncWait() {
+	b.indexWG.Wait()
 	if b.needWait {
 		b.needWait = false
 		b.waitErr = b.pb.SyncWait()
@@ -289,7 +295,9 @@ func (b *Batch) syncWait() {
 }
 
 // Wait blocks until the applied batch is durable (Options.Sync=true) and
-// returns the WAL sync error, if any; with Sync=false it returns at once.
+// returns the WAL sync error, if any, or the error of applying its index
+// entries where Apply left that to a goroutine of its own (index.go);
+// with Sync=false it returns once those are applied.
 // Because the WAL is synced in order, a nil result also means every batch
 // applied before this one is durable. Calling Wait again returns the same
 // result. Wait may be called after Store.Close (which syncs the WAL).
@@ -305,7 +313,7 @@ func (b *Batch) Wait() error {
 		b.s.disk.noteSyncError(b.waitErr)
 		return fmt.Errorf("store: wal sync: %w", b.waitErr)
 	}
-	return nil
+	return b.indexErr
 }
 
 // Apply makes the batch visible atomically and returns without waiting for

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -154,14 +155,17 @@ func mapsEqual(a, b map[string]string) bool {
 // exactly the state after some batch at or after the last acknowledged
 // one, records and index entries alike, so the index instance is never
 // ahead of or behind the records, whatever it had flushed.
+// With async, every index batch is applied on a goroutine of its own
+// (applyIndex), and the cut may come while one is.
 func TestIndexInstancePowerCut(t *testing.T) {
 	for _, keep := range []int{0, 50} {
-		for seed := range uint64(3) {
-			t.Run(fmt.Sprintf("keep%d/seed%d", keep, seed), func(t *testing.T) {
+		for seed := range uint64(4) {
+			async := seed%2 == 1
+			t.Run(fmt.Sprintf("keep%d/seed%d/async=%v", keep, seed, async), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
 				fs := NewMemFS()
 				const dir = "/disk/protobase/data"
-				s := openMemT(t, fs, dir, Options{Sync: true})
+				s := openMemT(t, fs, dir, Options{Sync: true, asyncIndexAll: async})
 				if s.index == nil {
 					t.Fatal("a new store has no index instance")
 				}
@@ -513,4 +517,149 @@ func TestIndexInstanceMissingIndexDir(t *testing.T) {
 			t.Errorf("read-only %v: Open: %v, want it to say the index directory is missing", ro, err)
 		}
 	}
+}
+
+// TestIndexInstanceAsyncApply applies batches whose index writes go to the
+// index instance on a goroutine of their own (applyIndex), every batch
+// (asyncIndexAll) and those over asyncIndexBytes, while readers open
+// views: every view that holds a batch's record holds its entries and no
+// entry without its record; a point read of an entry right after Apply
+// finds it; a Flush right after Apply flushes it; and a Close right after
+// an Apply keeps the batch for the next Open.
+func TestIndexInstanceAsyncApply(t *testing.T) {
+	for _, all := range []bool{true, false} {
+		t.Run(fmt.Sprintf("all=%v", all), func(t *testing.T) {
+			fs := NewMemFS()
+			const dir = "/disk/protobase/data"
+			s := openMemT(t, fs, dir, Options{Sync: true, asyncIndexAll: all})
+			// 20 entries of 1 KiB: over asyncIndexBytes.
+			const entries = 20
+			value := bytes.Repeat([]byte{'v'}, 1<<10)
+			entry := func(i, j int) []byte {
+				return append(keyspace.IndexPrefix(1), fmt.Appendf(nil, "%05d/%02d", i, j)...)
+			}
+			fill := func(b *Batch, i int) {
+				b.Stamp(1)
+				b.Set(keyspace.AppendRecordKey(nil, 1, fmt.Appendf(nil, "%05d", i)), []byte("record"))
+				for j := range entries {
+					b.Set(entry(i, j), value)
+				}
+			}
+			stop := make(chan struct{})
+			errs := make(chan error, 2)
+			for r := range 2 {
+				go func() { errs <- readViews(s, r == 1, entries, stop) }()
+			}
+			const batches = 300
+			for i := range batches {
+				b := s.NewBatch()
+				fill(b, i)
+				if err := s.Apply(b); err != nil {
+					t.Fatal(err)
+				}
+				if i%100 == 50 {
+					if err := s.Flush(); err != nil {
+						t.Fatal(err)
+					}
+					if last := flushedLast(t, s); !bytes.Equal(last, entry(i, entries-1)) {
+						t.Fatalf("batch %d: right after Apply, Flush left the index instance's tables ending at %q", i, last)
+					}
+				}
+				if _, found, err := s.Get(entry(i, entries-1), nil); err != nil || !found {
+					t.Fatalf("batch %d: its last entry, read right after Apply: found %v, %v", i, found, err)
+				}
+				if err := b.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				b.Close()
+			}
+			close(stop)
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := s.NewBatch()
+			fill(b, batches)
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			reopenEach(t, fs, dir, func(r *Store, ro bool) {
+				got := contents(t, r)
+				if want := (batches + 1) * (entries + 1); len(got) != want {
+					t.Fatalf("read-only %v: reopened with %d keys, want %d", ro, len(got), want)
+				}
+			})
+		})
+	}
+}
+
+// readViews opens views of s (snapshots with snap) until stop is closed
+// and checks each holds, for every record of the test's batches, its
+// entries, and no other entries.
+func readViews(s *Store, snap bool, entries int, stop chan struct{}) error {
+	for views := 0; ; views++ {
+		select {
+		case <-stop:
+			if views == 0 {
+				return errors.New("no view was opened")
+			}
+			return nil
+		default:
+		}
+		var r Reader = s
+		var sn *Snapshot
+		if snap {
+			sn = s.NewSnapshot()
+			r = sn
+		}
+		recs, ents, err := countView(r)
+		if sn != nil {
+			err = errors.Join(err, sn.Close())
+		}
+		if err != nil {
+			return err
+		}
+		if ents != recs*entries {
+			return fmt.Errorf("a view holds %d records and %d entries, want %d", recs, ents, recs*entries)
+		}
+	}
+}
+
+// countView counts the records and the entries of index 1 r holds.
+func countView(r Reader) (recs, ents int, err error) {
+	it, err := r.NewIter(nil, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		if bytes.HasPrefix(it.Key(), keyspace.IndexPrefix(1)) {
+			ents++
+		} else {
+			recs++
+		}
+	}
+	return recs, ents, errors.Join(it.Error(), it.Close())
+}
+
+// flushedLast returns the largest key in the index instance's tables.
+func flushedLast(t *testing.T, s *Store) []byte {
+	t.Helper()
+	levels, err := s.index.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last []byte
+	for _, l := range levels {
+		for _, tb := range l {
+			if k := tb.Largest.UserKey; bytes.Compare(k, last) > 0 {
+				last = k
+			}
+		}
+	}
+	return last
 }

@@ -203,6 +203,7 @@ type pebbleReader interface {
 // reader returns what holds key.
 func (s *Store) reader(key []byte) pebbleReader {
 	if s.index != nil && s.layout.isIndexKey(key) {
+		s.index.settle()
 		return s.index.reader()
 	}
 	return s.db

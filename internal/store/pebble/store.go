@@ -138,6 +138,10 @@ type Options struct {
 	// ungrouped creates a new store whose index instance keeps every key
 	// on its own, as index instances were before entry groups (groups.go).
 	ungrouped bool
+	// asyncIndexAll applies every index batch on a goroutine of its own,
+	// not only those of asyncIndexBytes or more (applyIndex): tests run
+	// that path with small batches.
+	asyncIndexAll bool
 	// ReadOnly opens an existing store without write access. Open fails if
 	// Dir does not exist; Apply, Commit and Flush return ErrReadOnly.
 	ReadOnly bool
@@ -424,6 +428,7 @@ func (s *Store) Flush() error {
 		return fmt.Errorf("store: flush: %w", err)
 	}
 	if s.index != nil {
+		s.index.settle()
 		if err := s.flushDB(s.index.db); err != nil {
 			return fmt.Errorf("store: flush the index instance: %w", err)
 		}
@@ -453,6 +458,7 @@ func (s *Store) Compact(ctx context.Context) error {
 		return fmt.Errorf("store: compact: %w", err)
 	}
 	if ix := s.index; ix != nil {
+		ix.settle()
 		if err := s.flushDB(ix.db); err != nil {
 			return fmt.Errorf("store: compact: %w", err)
 		}
