@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +53,7 @@ type multiKeys struct {
 	head, tail, elems []byte
 	offs              []int32 // elems[offs[i]:offs[i+1]] is element i's encoding
 	order             []int32
+	heads             []uint64 // element i's first 8 bytes, big-endian, zero-padded
 }
 
 // smallSort is the most elements distinct sorts by insertion: the usual
@@ -72,12 +74,24 @@ func (m *multiKeys) distinct() {
 		m.order = slices.CompactFunc(m.order, func(a, c int32) bool { return bytes.Equal(elem(a), elem(c)) })
 		return
 	}
+	// Insertion by the elements' heads: padded with zeros, two heads that
+	// differ order their elements as their bytes do, and only equal heads
+	// need the bytes compared.
+	m.heads = m.heads[:0]
+	for i := range n {
+		h, _ := keyHead(elem(i))
+		m.heads = append(m.heads, h)
+	}
 next:
 	for i := range n {
-		e := m.elems[m.offs[i]:m.offs[i+1]]
+		e, h := elem(i), m.heads[i]
 		k := len(m.order)
 		for k > 0 {
-			c := bytes.Compare(m.elems[m.offs[m.order[k-1]]:m.offs[m.order[k-1]+1]], e)
+			o := m.order[k-1]
+			c := cmp.Compare(m.heads[o], h)
+			if c == 0 {
+				c = bytes.Compare(elem(o), e)
+			}
 			if c == 0 {
 				continue next // a repeat: the first one stands
 			}

@@ -13,49 +13,62 @@ const radixFrom = 256
 // sortEntries orders w.sorted by key: by head (hi, lo), then the keys of
 // equal heads by their bytes past skip (the prefix they all share).
 //
-// The heads are ordered by a least-significant-digit radix sort, a byte at
-// a time, skipping the bytes in which no two heads differ: a batch's
-// entries in an index on a repeated field are thousands of short keys
-// (ten a record), whose heads differ in a few bytes, and a comparison
-// sort costs about as much per entry as the rest of the writer's work on
-// it. The sort is stable, so entries of equal heads stay in batch order
-// until the comparison sort of their run.
+// The heads' first halves (hi) are ordered by a least-significant-digit
+// radix sort, a byte at a time, skipping the bytes in which no two differ:
+// a batch's entries in an index on a repeated field are thousands of short
+// keys (ten a record), and a comparison sort costs about as much per entry
+// as the rest of the writer's work on it. The sort is stable, so the
+// entries of one hi stay in batch order, which for records written with
+// rising keys is already their order: a run of equal hi is only checked,
+// and sorted by the rest of the key when it is out of order.
 func (w *Writer) sortEntries(skip int) {
 	n := len(w.sorted)
+	rest := func(x, y sortedEntry) int {
+		if c := cmp.Compare(x.lo, y.lo); c != 0 {
+			return c
+		}
+		return bytes.Compare(w.bytes(x.k)[skip:], w.bytes(y.k)[skip:])
+	}
 	if n < radixFrom {
 		slices.SortFunc(w.sorted, func(x, y sortedEntry) int {
 			if c := cmp.Compare(x.hi, y.hi); c != 0 {
 				return c
 			}
-			if c := cmp.Compare(x.lo, y.lo); c != 0 {
-				return c
-			}
-			return bytes.Compare(w.bytes(x.k)[skip:], w.bytes(y.k)[skip:])
+			return rest(x, y)
 		})
 		return
 	}
-	// The second half of the buffer is the scratch the passes alternate
-	// with.
+	w.radixHi()
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && w.sorted[j].hi == w.sorted[i].hi {
+			j++
+		}
+		if run := w.sorted[i:j]; !slices.IsSortedFunc(run, rest) {
+			slices.SortStableFunc(run, rest)
+		}
+		i = j
+	}
+}
+
+// radixHi orders w.sorted by hi, stably, a byte at a time from the least
+// significant, skipping the bytes in which no entry differs from the first.
+// The second half of the buffer is the scratch the passes alternate with.
+func (w *Writer) radixHi() {
+	n := len(w.sorted)
 	buf := slices.Grow(w.sorted, n)[:2*n]
 	src, dst := buf[:n], buf[n:]
-	var dhi, dlo uint64 // the bits in which some head differs from the first
+	var diff uint64
 	for _, e := range src[1:] {
-		dhi |= e.hi ^ src[0].hi
-		dlo |= e.lo ^ src[0].lo
+		diff |= e.hi ^ src[0].hi
 	}
-	for pass := range 16 {
-		shift := uint(8 * (pass % 8))
-		hi := pass >= 8
-		mask := dlo
-		if hi {
-			mask = dhi
-		}
-		if (mask>>shift)&0xff == 0 {
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (diff>>shift)&0xff == 0 {
 			continue
 		}
 		var at [256]int
 		for i := range src {
-			at[src[i].digit(hi, shift)]++
+			at[byte(src[i].hi>>shift)]++
 		}
 		sum := 0
 		for d, c := range at {
@@ -63,7 +76,7 @@ func (w *Writer) sortEntries(skip int) {
 			sum += c
 		}
 		for i := range src {
-			d := src[i].digit(hi, shift)
+			d := byte(src[i].hi >> shift)
 			dst[at[d]] = src[i]
 			at[d]++
 		}
@@ -73,24 +86,4 @@ func (w *Writer) sortEntries(skip int) {
 		copy(buf[:n], src)
 	}
 	w.sorted = buf[:n]
-	for i := 0; i < n; {
-		j := i + 1
-		for j < n && w.sorted[j].hi == w.sorted[i].hi && w.sorted[j].lo == w.sorted[i].lo {
-			j++
-		}
-		if j-i > 1 {
-			slices.SortStableFunc(w.sorted[i:j], func(x, y sortedEntry) int {
-				return bytes.Compare(w.bytes(x.k)[skip:], w.bytes(y.k)[skip:])
-			})
-		}
-		i = j
-	}
-}
-
-// digit is the byte of e's head at shift in hi (or lo).
-func (e *sortedEntry) digit(hi bool, shift uint) byte {
-	if hi {
-		return byte(e.hi >> shift)
-	}
-	return byte(e.lo >> shift)
 }
