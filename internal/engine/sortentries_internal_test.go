@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -18,29 +19,43 @@ func TestSortEntries(t *testing.T) {
 		w := &Writer{}
 		prefix := []byte{2, 0, 0, 0, 7}
 		for range n {
-			s0 := int32(len(w.arena)) //nolint:gosec // small
+			s0 := len(w.arena)
 			w.arena = append(w.arena, prefix...)
 			for range rnd.IntN(24) {
 				w.arena = append(w.arena, []byte{0, 1, 'a', 'b', 0xff}[rnd.IntN(5)])
 			}
 			w.arena = append(w.arena, byte(rnd.IntN(3)))
-			k := span{s0, int32(len(w.arena))} //nolint:gosec // small
-			hi, lo := keyHead(w.bytes(k)[len(prefix):])
-			w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k})
+			addSortedEntry(w, s0, len(prefix))
 		}
-		want := make([][]byte, n)
-		for i, e := range w.sorted {
-			want[i] = w.bytes(e.k)
-		}
-		slices.SortFunc(want, bytes.Compare)
-		w.sortEntries(len(prefix))
-		if len(w.sorted) != n {
-			t.Fatalf("%d entries: %d after the sort", n, len(w.sorted))
-		}
-		for i, e := range w.sorted {
-			if !bytes.Equal(w.bytes(e.k), want[i]) {
-				t.Fatalf("%d entries: entry %d is %x, want %x", n, i, w.bytes(e.k), want[i])
-			}
+		checkSortEntries(t, w, len(prefix), fmt.Sprintf("%d entries", n))
+	}
+}
+
+// addSortedEntry adds the key from arena offset s0 to the arena's end to
+// w.sorted, its head taken past skip, as putSorted does.
+func addSortedEntry(w *Writer, s0, skip int) {
+	k := span{int32(s0), int32(len(w.arena))} //nolint:gosec // small
+	hi, lo := keyHead(w.bytes(k)[skip:])
+	w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k})
+}
+
+// checkSortEntries sorts w.sorted and holds the result to the keys sorted
+// by bytes.Compare.
+func checkSortEntries(t *testing.T, w *Writer, skip int, what string) {
+	t.Helper()
+	n := len(w.sorted)
+	want := make([][]byte, n)
+	for i, e := range w.sorted {
+		want[i] = w.bytes(e.k)
+	}
+	slices.SortFunc(want, bytes.Compare)
+	w.sortEntries(skip)
+	if len(w.sorted) != n {
+		t.Fatalf("%s: %d after the sort", what, len(w.sorted))
+	}
+	for i, e := range w.sorted {
+		if !bytes.Equal(w.bytes(e.k), want[i]) {
+			t.Fatalf("%s: entry %d is %x, want %x", what, i, w.bytes(e.k), want[i])
 		}
 	}
 }
@@ -67,26 +82,14 @@ func TestSortEntriesRuns(t *testing.T) {
 				rnd.Shuffle(n, func(i, j int) { pks[i], pks[j] = pks[j], pks[i] })
 			}
 			for _, pk := range pks {
-				s0 := int32(len(w.arena)) //nolint:gosec // small
+				s0 := len(w.arena)
 				w.arena = append(w.arena, prefix...)
 				w.arena = append(w.arena, "tag"[:1+rnd.IntN(3)]...)
 				w.arena = append(w.arena, byte(rnd.IntN(values)), 0, 1)
 				w.arena = binary.BigEndian.AppendUint64(w.arena, pk)
-				k := span{s0, int32(len(w.arena))} //nolint:gosec // small
-				hi, lo := keyHead(w.bytes(k)[len(prefix):])
-				w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k})
+				addSortedEntry(w, s0, len(prefix))
 			}
-			want := make([][]byte, n)
-			for i, e := range w.sorted {
-				want[i] = w.bytes(e.k)
-			}
-			slices.SortFunc(want, bytes.Compare)
-			w.sortEntries(len(prefix))
-			for i, e := range w.sorted {
-				if !bytes.Equal(w.bytes(e.k), want[i]) {
-					t.Fatalf("%s keys, %d values: entry %d is %x, want %x", order, values, i, w.bytes(e.k), want[i])
-				}
-			}
+			checkSortEntries(t, w, len(prefix), fmt.Sprintf("%s keys, %d values", order, values))
 		}
 	}
 }

@@ -16,15 +16,22 @@ import (
 func backends(parent *testing.T) []storetest.Backend {
 	parent.Helper()
 	var endpoint string // one etcd member for the whole run, each test under its own prefix
-	return []storetest.Backend{
-		{Name: "pebble", Open: func(t *testing.T) store.KV {
-			s, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true, CacheBytes: 8 << 20, MemTableBytes: 4 << 20})
+	openPebble := func(asyncIndexBytes int) func(t *testing.T) store.KV {
+		return func(t *testing.T) store.KV {
+			s, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true,
+				CacheBytes: 8 << 20, MemTableBytes: 4 << 20, AsyncIndexBytes: asyncIndexBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
 			return s
-		}},
+		}
+	}
+	return []storetest.Backend{
+		{Name: "pebble", Open: openPebble(0)},
+		// Every batch's index writes applied on a goroutine of their own,
+		// as large batches' are.
+		{Name: "pebble-async-index", Open: openPebble(1)},
 		{Name: "etcd", SharedWriters: true, Open: func(t *testing.T) store.KV {
 			if endpoint == "" {
 				endpoint = etcdtest.Start(parent, etcdtest.Roomy)

@@ -113,8 +113,8 @@ type indexInstance struct {
 	// them). Immutable.
 	flushAt int64
 	// asyncFrom is the size of an index batch from which applyIndex
-	// applies it on a goroutine of its own: asyncIndexBytes, or 0 in tests
-	// (Options.asyncIndexAll). Immutable.
+	// applies it on a goroutine of its own (Options.AsyncIndexBytes).
+	// Immutable.
 	asyncFrom int
 	// trimMu serializes journal trimming with Checkpoint, which must copy
 	// the index instance and then a journal that still covers it.
@@ -177,8 +177,8 @@ func (s *Store) openIndex(o Options, fs vfs.FS, po *pebble.Options) error {
 		db: db, flushAt: int64(ipo.MemTableSize / 2), asyncFrom: asyncIndexBytes,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	if o.asyncIndexAll {
-		ix.asyncFrom = 0
+	if o.AsyncIndexBytes > 0 {
+		ix.asyncFrom = o.AsyncIndexBytes
 	}
 	if err := s.recoverIndex(ix); err != nil {
 		return errors.Join(err, db.Close())

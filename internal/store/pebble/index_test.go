@@ -165,7 +165,7 @@ func TestIndexInstancePowerCut(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
 				fs := NewMemFS()
 				const dir = "/disk/protobase/data"
-				s := openMemT(t, fs, dir, Options{Sync: true, asyncIndexAll: async})
+				s := openMemT(t, fs, dir, Options{Sync: true, AsyncIndexBytes: asyncBytes(async)})
 				if s.index == nil {
 					t.Fatal("a new store has no index instance")
 				}
@@ -521,7 +521,7 @@ func TestIndexInstanceMissingIndexDir(t *testing.T) {
 
 // TestIndexInstanceAsyncApply applies batches whose index writes go to the
 // index instance on a goroutine of their own (applyIndex), every batch
-// (asyncIndexAll) and those over asyncIndexBytes, while readers open
+// (AsyncIndexBytes 1) and those over asyncIndexBytes, while readers open
 // views: every view that holds a batch's record holds its entries and no
 // entry without its record; a point read of an entry right after Apply
 // finds it; a Flush right after Apply flushes it; and a Close right after
@@ -531,7 +531,7 @@ func TestIndexInstanceAsyncApply(t *testing.T) {
 		t.Run(fmt.Sprintf("all=%v", all), func(t *testing.T) {
 			fs := NewMemFS()
 			const dir = "/disk/protobase/data"
-			s := openMemT(t, fs, dir, Options{Sync: true, asyncIndexAll: all})
+			s := openMemT(t, fs, dir, Options{Sync: true, AsyncIndexBytes: asyncBytes(all)})
 			// 20 entries of 1 KiB: over asyncIndexBytes.
 			const entries = 20
 			value := bytes.Repeat([]byte{'v'}, 1<<10)
@@ -662,4 +662,13 @@ func flushedLast(t *testing.T, s *Store) []byte {
 		}
 	}
 	return last
+}
+
+// asyncBytes is Options.AsyncIndexBytes for every index batch applied on
+// a goroutine of its own (all), or the default.
+func asyncBytes(all bool) int {
+	if all {
+		return 1
+	}
+	return 0
 }

@@ -131,6 +131,12 @@ type Options struct {
 	// 500µs cut throughput ~10x in benchmarks (each commit waits out the
 	// timer). 0 (the default) adds no delay.
 	WALMinSyncInterval time.Duration
+	// AsyncIndexBytes is the size of a batch's index writes from which
+	// Apply leaves them to a goroutine of its own, which applies them to
+	// the index instance while the caller goes on (index.go). 0 means
+	// 16 KiB (asyncIndexBytes); 1 applies every batch's that way, which
+	// tests use to run that path with small batches.
+	AsyncIndexBytes int
 	// singleInstance creates a new store without an index instance, as
 	// stores were before it: tests open one to check that such stores
 	// keep working.
@@ -138,10 +144,6 @@ type Options struct {
 	// ungrouped creates a new store whose index instance keeps every key
 	// on its own, as index instances were before entry groups (groups.go).
 	ungrouped bool
-	// asyncIndexAll applies every index batch on a goroutine of its own,
-	// not only those of asyncIndexBytes or more (applyIndex): tests run
-	// that path with small batches.
-	asyncIndexAll bool
 	// ReadOnly opens an existing store without write access. Open fails if
 	// Dir does not exist; Apply, Commit and Flush return ErrReadOnly.
 	ReadOnly bool
