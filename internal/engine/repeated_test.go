@@ -413,3 +413,65 @@ func firstDup(ids []int64) int64 {
 	}
 	return 0
 }
+
+// TestRepeatedIndexLargeBatchesReadAtOnce writes batches of 2,000 records
+// of ten tags on one Writer, inserts and then upserts that change every
+// record's tags, whose index writes (about 100 KiB a batch) the Pebble
+// store applies on a goroutine of its own, and queries by tag right after
+// each Apply, before the Writer syncs: each query returns the records the
+// model holds, as the writer's own later batches see them. Run with
+// -repeated.seed=N to replay a failure.
+func TestRepeatedIndexLargeBatchesReadAtOnce(t *testing.T) {
+	seed := *repeatedSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	re := openRepeated(t, st)
+	rnd := rand.New(rand.NewPCG(seed, 35))
+	model := map[int64][]string{}
+	w := re.e.NewWriter()
+	defer w.Close()
+	const batch = 2000
+	for round := range 6 {
+		op, from := engine.OpInsert, int64(round/2*batch)
+		if round%2 == 1 {
+			op = engine.OpUpsert // the records the round before inserted, with new tags
+		}
+		recs := make([]*anypb.Any, batch)
+		for i := range recs {
+			id := from + int64(i)
+			tags := make([]string, 10)
+			for k := range tags {
+				tags[k] = "t" + strconv.Itoa(rnd.IntN(50))
+			}
+			model[id] = tags
+			recs[i] = re.rec("rp.Doc", doc{ID: id, Tags: tags})
+		}
+		if err := w.Apply(t.Context(), engine.Batch{Op: op, Records: recs}); err != nil {
+			t.Fatalf("seed %d, round %d: %v", seed, round, err)
+		}
+		for range 3 {
+			tag := "t" + strconv.Itoa(rnd.IntN(50))
+			var want []int64
+			for id, tags := range model {
+				if slices.Contains(tags, tag) {
+					want = append(want, id)
+				}
+			}
+			slices.Sort(want)
+			got, _ := re.ids(&pb.Query{Type: "rp.Doc", Filter: fmt.Sprintf("tags = %q", tag)}, 0)
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d, round %d: tags = %q right after Apply: %d records, want %d", seed, round, tag, len(got), len(want))
+			}
+		}
+	}
+	if _, err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
