@@ -19,17 +19,19 @@ const radixFrom = 256
 // keys (ten a record), and a comparison sort costs about as much per entry
 // as the rest of the writer's work on it. The sort is stable, so the
 // entries of one hi stay in batch order, which for records written with
-// rising keys is already their order: a run of equal hi is only checked,
-// and sorted by the rest of the key when it is out of order.
+// rising keys is already their order: a run of equal hi is only checked.
+// A run out of order is sorted by the rest of the key: by insertion when
+// short, by radix on lo first when long (values that share their first
+// eight bytes).
 func (w *Writer) sortEntries(skip int) {
-	n := len(w.sorted)
+	past := func(x, y sortedEntry) int { return bytes.Compare(w.bytes(x.k)[skip:], w.bytes(y.k)[skip:]) }
 	rest := func(x, y sortedEntry) int {
 		if c := cmp.Compare(x.lo, y.lo); c != 0 {
 			return c
 		}
-		return bytes.Compare(w.bytes(x.k)[skip:], w.bytes(y.k)[skip:])
+		return past(x, y)
 	}
-	if n < radixFrom {
+	if len(w.sorted) < radixFrom {
 		slices.SortFunc(w.sorted, func(x, y sortedEntry) int {
 			if c := cmp.Compare(x.hi, y.hi); c != 0 {
 				return c
@@ -38,37 +40,90 @@ func (w *Writer) sortEntries(skip int) {
 		})
 		return
 	}
-	w.radixHi()
-	for i := 0; i < n; {
-		j := i + 1
-		for j < n && w.sorted[j].hi == w.sorted[i].hi {
-			j++
-		}
-		if run := w.sorted[i:j]; !slices.IsSortedFunc(run, rest) {
+	w.radix(w.sorted, false)
+	for run := range runs(w.sorted, func(x, y *sortedEntry) bool { return x.hi == y.hi }) {
+		switch {
+		case len(run) <= shortRun:
+			w.insertionSort(run, skip)
+		case slices.IsSortedFunc(run, rest):
+		case len(run) >= radixFrom:
+			w.radix(run, true)
+			for same := range runs(run, func(x, y *sortedEntry) bool { return x.lo == y.lo }) {
+				slices.SortStableFunc(same, past)
+			}
+		default:
 			slices.SortStableFunc(run, rest)
 		}
-		i = j
 	}
 }
 
-// radixHi orders w.sorted by hi, stably, a byte at a time from the least
-// significant, skipping the bytes in which no entry differs from the first.
-// The second half of the buffer is the scratch the passes alternate with.
-func (w *Writer) radixHi() {
-	n := len(w.sorted)
-	buf := slices.Grow(w.sorted, n)[:2*n]
-	src, dst := buf[:n], buf[n:]
-	var diff uint64
-	for _, e := range src[1:] {
-		diff |= e.hi ^ src[0].hi
+// shortRun is the longest run of one hi that sortEntries orders by
+// insertion: a batch of records of a few elements each, drawn from many
+// values, leaves thousands of runs of a few entries, and a run already in
+// order costs one comparison an entry.
+const shortRun = 32
+
+// insertionSort orders run by lo, then by the bytes past skip, stably.
+func (w *Writer) insertionSort(run []sortedEntry, skip int) {
+	less := func(x, y *sortedEntry) bool {
+		if x.lo != y.lo {
+			return x.lo < y.lo
+		}
+		return bytes.Compare(w.bytes(x.k)[skip:], w.bytes(y.k)[skip:]) < 0
 	}
+	for i := 1; i < len(run); i++ {
+		if !less(&run[i], &run[i-1]) {
+			continue
+		}
+		e, j := run[i], i
+		for ; j > 0 && less(&e, &run[j-1]); j-- {
+			run[j] = run[j-1]
+		}
+		run[j] = e
+	}
+}
+
+// runs yields the runs of more than one entry of es that same holds
+// between neighbours.
+func runs(es []sortedEntry, same func(x, y *sortedEntry) bool) func(yield func([]sortedEntry) bool) {
+	return func(yield func([]sortedEntry) bool) {
+		for i := 0; i < len(es); {
+			j := i + 1
+			for j < len(es) && same(&es[i], &es[j]) {
+				j++
+			}
+			if j-i > 1 && !yield(es[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
+}
+
+// radix orders es by hi (or by lo), stably, a byte at a time from the
+// least significant, skipping the bytes in which no entry differs from the
+// first; the passes alternate between es and w.sortBuf.
+func (w *Writer) radix(es []sortedEntry, lo bool) {
+	n := len(es)
+	key := func(e *sortedEntry) uint64 {
+		if lo {
+			return e.lo
+		}
+		return e.hi
+	}
+	var diff uint64
+	for i := range es {
+		diff |= key(&es[i]) ^ key(&es[0])
+	}
+	w.sortBuf = slices.Grow(w.sortBuf[:0], n)[:n]
+	src, dst := es, w.sortBuf
 	for shift := uint(0); shift < 64; shift += 8 {
 		if (diff>>shift)&0xff == 0 {
 			continue
 		}
 		var at [256]int
 		for i := range src {
-			at[byte(src[i].hi>>shift)]++
+			at[byte(key(&src[i])>>shift)]++
 		}
 		sum := 0
 		for d, c := range at {
@@ -76,14 +131,13 @@ func (w *Writer) radixHi() {
 			sum += c
 		}
 		for i := range src {
-			d := byte(src[i].hi >> shift)
+			d := byte(key(&src[i]) >> shift)
 			dst[at[d]] = src[i]
 			at[d]++
 		}
 		src, dst = dst, src
 	}
-	if &src[0] != &buf[0] {
-		copy(buf[:n], src)
+	if &src[0] != &es[0] {
+		copy(es, src)
 	}
-	w.sorted = buf[:n]
 }

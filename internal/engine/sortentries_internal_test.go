@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -61,35 +62,78 @@ func checkSortEntries(t *testing.T, w *Writer, skip int, what string) {
 }
 
 // TestSortEntriesRuns orders entries as a batch of records makes them: a
-// few values (so that many entries share a head's first half) followed by
-// primary keys rising, falling or shuffled in batch order, the runs of one
-// value then already in order, reversed or mixed.
+// few values (so that many entries share a head's first half; all of them
+// when the values share their first eight bytes) followed by primary keys
+// rising, falling or shuffled in batch order, the runs of one value then
+// already in order, reversed or mixed.
 func TestSortEntriesRuns(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(34, 2))
-	for _, order := range []string{"rising", "falling", "shuffled"} {
-		for _, values := range []int{1, 3, 50} {
+	for _, shared := range []string{"", "category/"} {
+		for _, order := range []string{"rising", "falling", "shuffled"} {
+			for _, values := range []int{1, 3, 50} {
+				w := &Writer{}
+				prefix := []byte{2, 0, 0, 0, 7}
+				const n = 3000
+				pks := make([]uint64, n)
+				for i := range pks {
+					pks[i] = uint64(1<<40 + i*7) //nolint:gosec // small
+				}
+				switch order {
+				case "falling":
+					slices.Reverse(pks)
+				case "shuffled":
+					rnd.Shuffle(n, func(i, j int) { pks[i], pks[j] = pks[j], pks[i] })
+				}
+				for _, pk := range pks {
+					s0 := len(w.arena)
+					w.arena = append(w.arena, prefix...)
+					w.arena = append(w.arena, shared...)
+					w.arena = append(w.arena, "tag"[:1+rnd.IntN(3)]...)
+					w.arena = append(w.arena, byte(rnd.IntN(values)), 0, 1)
+					w.arena = binary.BigEndian.AppendUint64(w.arena, pk)
+					addSortedEntry(w, s0, len(prefix))
+				}
+				checkSortEntries(t, w, len(prefix), fmt.Sprintf("%q and %s keys, %d values", shared, order, values))
+			}
+		}
+	}
+}
+
+// BenchmarkSortEntries orders a batch's 10,000 entries (1,000 records of
+// ten tags from 1,000 values) with primary keys rising in batch order or
+// shuffled, and with values that share their first eight bytes.
+func BenchmarkSortEntries(b *testing.B) {
+	for _, c := range []struct {
+		name, shared string
+		shuffled     bool
+	}{{"rising", "", false}, {"shuffled", "", true}, {"shared-rising", "category/", false}, {"shared-shuffled", "category/", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			rnd := rand.New(rand.NewPCG(34, 3))
 			w := &Writer{}
 			prefix := []byte{2, 0, 0, 0, 7}
-			const n = 3000
-			pks := make([]uint64, n)
+			pks := make([]uint64, 1000)
 			for i := range pks {
-				pks[i] = uint64(1<<40 + i*7) //nolint:gosec // small
+				pks[i] = uint64(1<<40 + i) //nolint:gosec // small
 			}
-			switch order {
-			case "falling":
-				slices.Reverse(pks)
-			case "shuffled":
-				rnd.Shuffle(n, func(i, j int) { pks[i], pks[j] = pks[j], pks[i] })
+			if c.shuffled {
+				rnd.Shuffle(len(pks), func(i, j int) { pks[i], pks[j] = pks[j], pks[i] })
 			}
 			for _, pk := range pks {
-				s0 := len(w.arena)
-				w.arena = append(w.arena, prefix...)
-				w.arena = append(w.arena, "tag"[:1+rnd.IntN(3)]...)
-				w.arena = append(w.arena, byte(rnd.IntN(values)), 0, 1)
-				w.arena = binary.BigEndian.AppendUint64(w.arena, pk)
-				addSortedEntry(w, s0, len(prefix))
+				for range 10 {
+					s0 := len(w.arena)
+					w.arena = append(w.arena, prefix...)
+					w.arena = append(w.arena, c.shared+"tag"+strconv.Itoa(rnd.IntN(1000))...)
+					w.arena = append(w.arena, 0, 1)
+					w.arena = binary.BigEndian.AppendUint64(w.arena, pk)
+					addSortedEntry(w, s0, len(prefix))
+				}
 			}
-			checkSortEntries(t, w, len(prefix), fmt.Sprintf("%s keys, %d values", order, values))
-		}
+			in := slices.Clone(w.sorted)
+			b.ResetTimer()
+			for range b.N {
+				w.sorted = append(w.sorted[:0], in...)
+				w.sortEntries(len(prefix))
+			}
+		})
 	}
 }

@@ -93,6 +93,7 @@ type Writer struct {
 	pkBuf     []byte
 	multi     multiKeys
 	sorted    []sortedEntry // putSorted's scratch
+	sortBuf   []sortedEntry // sortEntries' scratch
 	seen      map[uint64]struct{}
 	// Key ranges of the batch: when the store holds no key in
 	// [min, max], no record key (or unique key) of the batch exists and
