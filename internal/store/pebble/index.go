@@ -333,12 +333,13 @@ func (ix *indexInstance) replay(n uint64, repr []byte, readOnly bool) error {
 
 // applyIndex applies b to both instances: the index batch's encoding goes
 // into the main batch as its journal entry. An index batch of at least
-// asyncIndexBytes is applied to the index instance on a goroutine of its
-// own, which releases applyMu when done: the writer goes on to receive and
-// prepare its next batch meanwhile, and every view of the index (NewIter,
-// NewSnapshot, a point read of an index key, Flush) waits for it first, so
-// no reader sees the batch's records without its entries in one view, and
-// the writer's own next checks see them (settle).
+// asyncIndexBytes (Options.AsyncIndexBytes) is applied to the index
+// instance on a goroutine of its own, which releases applyMu when done:
+// the writer goes on to receive and prepare its next batch meanwhile, and
+// every view of the index (NewIter, NewSnapshot, a point read of an index
+// key, Flush, Compact, Close) waits for it first, so no reader sees the
+// batch's records without its entries in one view, and the writer's own
+// next checks see them (settle).
 func (s *Store) applyIndex(b *Batch) error {
 	ix := s.index
 	ix.applyMu.Lock()
