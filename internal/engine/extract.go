@@ -41,6 +41,10 @@ type keyExtractor struct {
 	// has none (see appendMulti); names[j] is its name.
 	multi []int
 	names []string
+	// topBytes[j] is the number of index j's repeated field when it is a
+	// top-level string or bytes field, which appendMulti walks itself;
+	// 0 otherwise.
+	topBytes []protowire.Number
 }
 
 // keyField is one key component and where to find it.
@@ -64,9 +68,11 @@ func newKeyExtractor(pk []keyPath, indexes []*index) *keyExtractor {
 	x.sparse = make([]bool, len(indexes))
 	x.multi = make([]int, len(indexes))
 	x.names = make([]string, len(indexes))
+	x.topBytes = make([]protowire.Number, len(indexes))
 	for i, ix := range indexes {
 		x.ixs[i] = x.fields(ix.paths)
 		x.multi[i], x.names[i] = ix.ix.RepeatedField(), ix.ix.Name
+		x.topBytes[i] = topBytesField(x.ixs[i], x.multi[i])
 		// A repeated field without elements leaves the record out of the
 		// index, unique or not: presence plays no part.
 		if !ix.ix.Unique || x.multi[i] >= 0 {
@@ -80,6 +86,19 @@ func newKeyExtractor(pk []keyPath, indexes []*index) *keyExtractor {
 		}
 	}
 	return x
+}
+
+// topBytesField returns the number of fields[r] when r names a top-level
+// repeated string or bytes field, else 0.
+func topBytesField(fields []keyField, r int) protowire.Number {
+	if r < 0 {
+		return 0
+	}
+	f := &fields[r]
+	if nums := f.path.Numbers(); len(nums) == 1 && (f.kind == protoreflect.StringKind || f.kind == protoreflect.BytesKind) {
+		return nums[0]
+	}
+	return 0
 }
 
 // fields assigns slots to paths, sharing a slot between paths that read
@@ -128,13 +147,12 @@ func (x *keyExtractor) locate(b []byte, occ []occurrence) []occurrence {
 		occ = append(occ, occurrence{start: -1})
 	}
 	for i := 0; i < len(b); {
-		var num protowire.Number
-		var wt protowire.Type
+		num, wt, one := oneByteTag(b[i])
 		n := 1
-		if b[i] < 0x80 && b[i] >= 8 { // a one-byte tag, the usual case
-			num, wt = protowire.Number(b[i]>>3), protowire.Type(b[i]&7)
-		} else if num, wt, n = protowire.ConsumeTag(b[i:]); n < 0 {
-			return nil
+		if !one {
+			if num, wt, n = fieldTag(b[i:]); n < 0 {
+				return nil
+			}
 		}
 		m := valueLen(num, wt, b[i+n:])
 		if m < 0 {
@@ -152,6 +170,24 @@ func (x *keyExtractor) locate(b []byte, occ []occurrence) []occurrence {
 		i += n + m
 	}
 	return occ
+}
+
+// fieldTag reads the field tag at the start of b as record.Path does: its
+// number, wire type and length, or n < 0 when it is not a valid tag (a
+// number past protowire.MaxValidNumber included). The walks take a
+// one-byte tag, the usual case, inline (see oneByteTag) and call it for
+// the others.
+func fieldTag(b []byte) (num protowire.Number, wt protowire.Type, n int) {
+	if num, wt, n = protowire.ConsumeTag(b); num > protowire.MaxValidNumber {
+		n = -1
+	}
+	return num, wt, n
+}
+
+// oneByteTag reports whether c is a whole valid tag, and its number and
+// wire type.
+func oneByteTag(c byte) (protowire.Number, protowire.Type, bool) {
+	return protowire.Number(c >> 3), protowire.Type(c & 7), c < 0x80 && c >= 8
 }
 
 // valueLen is the length of the field value at the start of b, or < 0 when

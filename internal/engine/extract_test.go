@@ -166,6 +166,8 @@ func TestKeyExtractorMatchesPaths(t *testing.T) {
 	}
 	check([]byte{0x0a, 0x05, 'a'})                                     // wire type mismatch on id, truncated
 	check(protowire.AppendString(protowire.AppendTag(nil, 1, 2), "x")) // id sent as bytes
+	// A field number past the largest, which a tag's varint can hold.
+	check(append(protowire.AppendVarint(nil, uint64(protowire.MaxValidNumber+1)<<3), 1))
 }
 
 // TestKeyExtractorAllocs: the write path's key reads allocate nothing.

@@ -2,11 +2,12 @@ package engine
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/orderedcode"
@@ -53,7 +54,7 @@ type multiKeys struct {
 	head, tail, elems []byte
 	offs              []int32 // elems[offs[i]:offs[i+1]] is element i's encoding
 	order             []int32
-	heads             []uint64 // element i's first 8 bytes, big-endian, zero-padded
+	heads             []uint64 // heads[i]: element order[i]'s first 8 bytes, big-endian, zero-padded
 }
 
 // smallSort is the most elements distinct sorts by insertion: the usual
@@ -74,34 +75,72 @@ func (m *multiKeys) distinct() {
 		m.order = slices.CompactFunc(m.order, func(a, c int32) bool { return bytes.Equal(elem(a), elem(c)) })
 		return
 	}
-	// Insertion by the elements' heads: padded with zeros, two heads that
-	// differ order their elements as their bytes do, and only equal heads
-	// need the bytes compared.
+	// Insertion by the elements' heads, kept beside order: padded with
+	// zeros, two heads that differ order their elements as their bytes
+	// do, and only equal heads need the bytes compared.
 	m.heads = m.heads[:0]
-	for i := range n {
-		h, _ := keyHead(elem(i))
-		m.heads = append(m.heads, h)
-	}
 next:
 	for i := range n {
-		e, h := elem(i), m.heads[i]
+		e := elem(i)
+		h, _ := keyHead(e)
 		k := len(m.order)
-		for k > 0 {
-			o := m.order[k-1]
-			c := cmp.Compare(m.heads[o], h)
-			if c == 0 {
-				c = bytes.Compare(elem(o), e)
+		for ; k > 0 && m.heads[k-1] >= h; k-- {
+			if m.heads[k-1] > h {
+				continue
 			}
+			c := bytes.Compare(elem(m.order[k-1]), e)
 			if c == 0 {
 				continue next // a repeat: the first one stands
 			}
 			if c < 0 {
 				break
 			}
-			k--
 		}
-		m.order = slices.Insert(m.order, k, i)
+		m.order, m.heads = append(m.order, i), append(m.heads, h)
+		for j := len(m.order) - 1; j > k; j-- {
+			m.order[j], m.heads[j] = m.order[j-1], m.heads[j-1]
+		}
+		m.order[k], m.heads[k] = i, h
 	}
+}
+
+// appendTopBytes appends to m the elements of the top-level repeated
+// string or bytes field numbered num in record b, encoded as keys hold
+// them, in one walk of b's fields (the usual tags field, without the
+// calls per element of record.Path.Each). It reports false, having
+// appended some or none, when b does not walk cleanly (malformed, or the
+// field with another wire type): the path then reads b and gives the
+// error a malformed record gets.
+func (m *multiKeys) appendTopBytes(b []byte, num protowire.Number) bool {
+	for i := 0; i < len(b); {
+		fnum, wt, one := oneByteTag(b[i])
+		n := 1
+		if !one {
+			if fnum, wt, n = fieldTag(b[i:]); n < 0 {
+				return false
+			}
+		}
+		i += n
+		if fnum != num {
+			k := valueLen(fnum, wt, b[i:])
+			if k < 0 {
+				return false
+			}
+			i += k
+			continue
+		}
+		if wt != protowire.BytesType {
+			return false
+		}
+		v, k := protowire.ConsumeBytes(b[i:])
+		if k < 0 {
+			return false
+		}
+		i += k
+		m.elems = orderedcode.AppendBytes(m.elems, v)
+		m.offs = append(m.offs, int32(len(m.elems))) //nolint:gosec // bounded by the record's size
+	}
+	return true
 }
 
 // appendMulti appends to dst the entry keys of record b in the j-th
@@ -124,13 +163,16 @@ func (x *keyExtractor) appendMulti(dst, b []byte, occ []occurrence, j int, prefi
 	}
 	f := &fields[r]
 	m.elems, m.offs, m.order = m.elems[:0], append(m.offs[:0], 0), m.order[:0]
-	err = f.path.Each(b, func(v record.Scalar) bool {
-		m.elems = appendScalar(m.elems, f.kind, v)
-		m.offs = append(m.offs, int32(len(m.elems))) //nolint:gosec // bounded by the record's size
-		return true
-	})
-	if err != nil {
-		return dst, ends, f.path.String(), err
+	if num := x.topBytes[j]; num == 0 || !m.appendTopBytes(b, num) {
+		m.elems, m.offs = m.elems[:0], m.offs[:1]
+		err = f.path.Each(b, func(v record.Scalar) bool {
+			m.elems = appendScalar(m.elems, f.kind, v)
+			m.offs = append(m.offs, int32(len(m.elems))) //nolint:gosec // bounded by the record's size
+			return true
+		})
+		if err != nil {
+			return dst, ends, f.path.String(), err
+		}
 	}
 	m.distinct()
 	elem := func(i int32) []byte { return m.elems[m.offs[i]:m.offs[i+1]] }
