@@ -185,7 +185,9 @@ func fieldTag(b []byte) (num protowire.Number, wt protowire.Type, n int) {
 }
 
 // oneByteTag reports whether c is a whole valid tag, and its number and
-// wire type.
+// wire type. Each walk tests it inline and calls fieldTag only when it is
+// not: one helper reading the whole field is past the inliner's budget,
+// and its call per field made BenchmarkAppendMulti 5–10 % slower.
 func oneByteTag(c byte) (protowire.Number, protowire.Type, bool) {
 	return protowire.Number(c >> 3), protowire.Type(c & 7), c < 0x80 && c >= 8
 }
