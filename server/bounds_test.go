@@ -224,7 +224,8 @@ func TestBoundsLargeAnswers(t *testing.T) {
 }
 
 // Write streams sending batches at the message limit, with
-// acknowledgements, keep the server within the memory docs/limits.md
+// acknowledgements, and Insert streams beside them (each reading one
+// request ahead too), keep the server within the memory docs/limits.md
 // adds up for its configuration: every decoded request and every storage
 // batch not yet durable counts against the write budget, requests
 // waiting for it against as much again, and the Go runtime's soft limit
@@ -288,7 +289,7 @@ func TestBoundsWriteStreams(t *testing.T) {
 	}()
 	errs := make(chan error, streams)
 	for s := range streams {
-		go func() { errs <- writeBlobs(addr, int64(s*batches*recs), batches, recs, recSize) }()
+		go func() { errs <- writeBlobs(addr, int64(s*batches*recs), batches, recs, recSize, s%2 == 1) }()
 	}
 	var failed []error
 	for range streams {
@@ -316,8 +317,9 @@ func TestBoundsWriteStreams(t *testing.T) {
 }
 
 // writeBlobs sends batches of n blobs of size bytes (ids from first) on
-// a Write stream of its own connection, each acknowledged.
-func writeBlobs(addr string, first int64, batches, n, size int) error {
+// a Write stream of its own connection, each acknowledged, or with insert
+// on an Insert stream.
+func writeBlobs(addr string, first int64, batches, n, size int, insert bool) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
@@ -326,6 +328,9 @@ func writeBlobs(addr string, first int64, batches, n, size int) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if insert {
+		return insertStreamBlobs(ctx, pbgrpc.NewProtobaseClient(conn), first, batches, n, size)
+	}
 	st, err := pbgrpc.NewProtobaseClient(conn).Write(ctx)
 	if err != nil {
 		return err
@@ -348,6 +353,25 @@ func writeBlobs(addr string, first int64, batches, n, size int) error {
 			return err
 		}
 	}
+}
+
+// insertStreamBlobs is writeBlobs on an Insert stream.
+func insertStreamBlobs(ctx context.Context, api pbgrpc.ProtobaseClient, first int64, batches, n, size int) error {
+	st, err := api.Insert(ctx)
+	if err != nil {
+		return err
+	}
+	for b := range batches {
+		req := &pb.WriteRequest{}
+		for i := range n {
+			req.Records = append(req.Records, blob(first+int64(b*n+i), size))
+		}
+		if err := st.Send(req); err != nil {
+			break // the status says why
+		}
+	}
+	_, err = st.CloseAndRecv()
+	return err
 }
 
 // Lab.Echo answers a request in responses of at most lab.EchoBatch

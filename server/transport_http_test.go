@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -377,10 +379,17 @@ func TestHTTPErrors(t *testing.T) {
 			}
 			// gRPC refuses the same stream with the same code (grpc-go
 			// writes that status itself, so it has no WriteError; the
-			// batch before is kept all the same).
+			// batch before is kept all the same, though the status may
+			// come while it is still being applied: the stream reads one
+			// message ahead).
 			_, gerr := ts.Write(insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "g%d@x"}`, id+3, id))},
 				[]*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "name": "%s"}`, id+4, strings.Repeat("x", 100<<10)))})
 			wantCode(t, gerr, codes.ResourceExhausted)
+			eventually(t, "the batch before the oversized message applied", func() bool {
+				return slices.ContainsFunc(ts.Records("shop.User"), func(m *dynamicpb.Message) bool {
+					return servertest.FieldValue(m, "id").Int() == int64(id+3)
+				})
+			})
 			code, b = c.post("/v1/query", `{"query": {"type": "shop.User", "where": {"cmp": {"field": "name", "op": "OP_EQ", "value": {"string": "`+strings.Repeat("x", 100<<10)+`"}}}}}`)
 			c.restStatus(code, b, http.StatusRequestEntityTooLarge, codes.ResourceExhausted)
 

@@ -69,4 +69,7 @@ type Batch struct {
 	// Fields and Add are an OpPatch batch's patch: the field paths its
 	// records set, and the numeric fields whose values they add.
 	Fields, Add []string
+	// Ahead, when not nil, is phase 1 of Records done ahead (Ahead.Prepare),
+	// which Apply uses when it still holds.
+	Ahead *Ahead
 }

@@ -61,15 +61,12 @@ type Writer struct {
 	// holds the patched records phase 2 builds (see patch.go).
 	patches patchCache
 	patched []byte
-	// prepArena and prepIx are the lengths of arena and ixOff phase 1
-	// left: phase 2 appends the index keys of patched records after them,
-	// and cuts back to them when it builds again.
-	prepArena, prepIx int
+	// phase1 is the batch's records checked and keyed, and phase 1's
+	// scratch: embedded so that a batch prepared ahead (Ahead) is swapped
+	// in whole.
+	phase1
 
-	// Per-batch scratch.
-	arena  []byte
-	preps  []prep
-	ixOff  []span
+	// Per-batch scratch of phase 2.
 	oldBuf []byte // value of the record being replaced
 	ixBuf  []byte // value of a unique index entry being checked
 	// holdBuf is the record holding a unique value being checked.
@@ -81,28 +78,11 @@ type Writer struct {
 	// deleted.
 	expired int
 	oldIx   []byte
-	occ     []occurrence // where the key fields of the record being prepared lie
-	oldOcc  []occurrence // the same for the record being replaced
-	// Entry keys of indexes on repeated fields (multikey.go): mkeys are
-	// their arena spans, which such an index's ixOff entry indexes;
-	// prepMulti is the length phase 1 left.
-	mkeys     []span
-	prepMulti int
-	mends     []int32
-	oldEnds   []int32
-	pkBuf     []byte
-	multi     multiKeys
-	sorted    []sortedEntry // putSorted's scratch
-	sortBuf   []sortedEntry // sortEntries' scratch
-	seen      map[uint64]struct{}
-	// Key ranges of the batch: when the store holds no key in
-	// [min, max], no record key (or unique key) of the batch exists and
-	// the per-record point reads are skipped.
-	recMin, recMax   span
-	uniqMin, uniqMax span
-	hasUniq          bool
-	seed             maphash.Seed
-	ov               map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
+	oldOcc  []occurrence // where the key fields of the record being replaced lie
+	oldEnds []int32
+	sorted  []sortedEntry      // putSorted's scratch
+	sortBuf []sortedEntry      // sortEntries' scratch
+	ov      map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
 	// aggs are the batch's changes of aggregate index entries (aggindex.go).
 	aggs aggChanges
 	// times are the timings of the batch being applied, taken only when
@@ -157,7 +137,7 @@ type ovEntry struct {
 
 // NewWriter starts a write stream.
 func (e *Engine) NewWriter() *Writer {
-	return &Writer{e: e, seen: make(map[uint64]struct{}), seed: maphash.MakeSeed()}
+	return &Writer{e: e, phase1: phase1{seen: make(map[uint64]struct{}), seed: maphash.MakeSeed()}}
 }
 
 // forget drops the writer's references into the batch it applied: an idle
@@ -279,7 +259,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	}
 	// The request's bytes: the transport lets go of it once Apply is back.
 	defer e.inflight.release(held)
-	cat, dups, err := w.prepareFresh(op, recs)
+	cat, dups, err := w.prepareBatch(op, recs)
 	if err != nil {
 		return err
 	}
@@ -346,114 +326,6 @@ func (w *Writer) admit(ctx context.Context, op Op, recs []*anypb.Any) (int64, er
 	return size, nil
 }
 
-// prepare is phase 1: validate every record and encode its keys. It
-// reports whether the batch may write one key twice (then phase 2 keeps a
-// batch-local overlay).
-func (w *Writer) prepare(cat *catalog, op Op, recs []*anypb.Any) (dups bool, err error) {
-	w.arena = w.arena[:0]
-	w.preps = w.preps[:0]
-	w.ixOff = w.ixOff[:0]
-	w.mkeys = w.mkeys[:0]
-	w.hasUniq = false
-	clear(w.seen)
-	patchedUnique := false
-	for i, a := range recs {
-		rop := w.opOf(op, i)
-		d, err := w.prepareRecord(cat, rop, i, a)
-		if err != nil {
-			return false, err
-		}
-		dups = dups || d
-		patchedUnique = patchedUnique || (rop == OpPatch && hasUnique(w.preps[i].t))
-	}
-	w.prepArena, w.prepIx, w.prepMulti = len(w.arena), len(w.ixOff), len(w.mkeys)
-	// A patched record's unique values are known in phase 2 only: with
-	// other records in the batch, the overlay shows them each other's.
-	return dups || (patchedUnique && len(recs) > 1), w.compileConditions(cat)
-}
-
-// prepareRecord validates record i and appends its record key and (unless
-// op removes or patches) its index keys to the arena, all read in one walk
-// over the record. It reports whether one of its keys was seen earlier in
-// the batch.
-func (w *Writer) prepareRecord(cat *catalog, op Op, i int, a *anypb.Any) (dups bool, err error) {
-	if a == nil {
-		return false, recordError(apierror.InvalidArgument, i, "", "", "record is null")
-	}
-	t := cat.lookup(a.TypeUrl)
-	if t == nil {
-		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, "",
-			"unknown type URL "+quote(a.TypeUrl)+": no record type of that name in the schema")
-	}
-	if err := t.rec.Validate(a.Value); err != nil {
-		var re *record.Error
-		if errors.As(err, &re) {
-			return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, re.Field, re.Reason)
-		}
-		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, "", err.Error())
-	}
-	w.occ = t.keys.locate(a.Value, w.occ[:0])
-	p := prep{t: t, val: a.Value, url: a.TypeUrl, ix: int32(len(w.ixOff)), op: op}
-	if op == OpPatch {
-		if p.patch, err = w.patchFor(i, t); err != nil {
-			return false, err
-		}
-	}
-	start := len(w.arena)
-	w.arena = append(w.arena, t.prefix...)
-	pkStart := len(w.arena)
-	var field string
-	if w.arena, field, err = t.keys.appendPK(w.arena, a.Value, w.occ); err != nil {
-		return false, recordError(apierror.InvalidArgument, i, a.TypeUrl, field, err.Error())
-	}
-	p.key = span{int32(start), int32(len(w.arena))}
-	p.pk = span{int32(pkStart), int32(len(w.arena))}
-	if i == 0 {
-		w.recMin, w.recMax = p.key, p.key
-	} else {
-		w.recMin, w.recMax = w.widen(w.recMin, w.recMax, p.key)
-	}
-	dups = w.mark(w.arena[start:])
-	if op != OpRemove && op != OpPatch && op != opExpire {
-		d, err := w.appendIndexKeys(i, &p, a.Value, true)
-		if err != nil {
-			return false, err
-		}
-		dups = dups || d
-	}
-	w.preps = append(w.preps, p)
-	return dups, nil
-}
-
-// markUnique notes the unique index key that starts at arena offset s and
-// runs to the arena's end: it widens the batch's unique-key range and
-// reports whether the key was seen earlier in the batch.
-func (w *Writer) markUnique(s int) bool {
-	return w.markUniqueSpan(span{int32(s), int32(len(w.arena))})
-}
-
-// markUniqueSpan is markUnique for the key at k.
-func (w *Writer) markUniqueSpan(k span) bool {
-	if !w.hasUniq {
-		w.uniqMin, w.uniqMax, w.hasUniq = k, k, true
-	} else {
-		w.uniqMin, w.uniqMax = w.widen(w.uniqMin, w.uniqMax, k)
-	}
-	return w.mark(w.bytes(k))
-}
-
-// widen extends [lo, hi] to cover k.
-func (w *Writer) widen(lo, hi, k span) (span, span) {
-	kb := w.bytes(k)
-	if bytes.Compare(kb, w.bytes(lo)) < 0 {
-		lo = k
-	}
-	if bytes.Compare(kb, w.bytes(hi)) > 0 {
-		hi = k
-	}
-	return lo, hi
-}
-
 // absent reports whether the store holds no key in [lo, hi]. One iterator
 // probe answers for a whole batch of ascending or clustered keys, the
 // common shape of bulk inserts. A range of one key (a batch of one
@@ -467,17 +339,6 @@ func (w *Writer) absent(lo, hi span) (bool, error) {
 	}
 	w.oldIx = append(append(w.oldIx[:0], w.bytes(hi)...), 0)
 	return w.cur.ReadAbsent(w.bytes(lo), w.oldIx)
-}
-
-// mark records a key's hash and reports whether it was seen before in the
-// batch. A hash collision only costs the overlay's slower path.
-func (w *Writer) mark(k []byte) bool {
-	h := maphash.Bytes(w.seed, k)
-	if _, ok := w.seen[h]; ok {
-		return true
-	}
-	w.seen[h] = struct{}{}
-	return false
 }
 
 func (w *Writer) bytes(s span) []byte { return w.arena[s.s:s.e] }

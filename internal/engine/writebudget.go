@@ -83,6 +83,18 @@ func (e *Engine) ReserveRequest(ctx context.Context, n int64) (Reserved, error) 
 	return Reserved{e: e, n: n}, nil
 }
 
+// TryReserveRequest is ReserveRequest without the wait: ok is false,
+// and nothing taken, when the bytes do not fit now.
+func (e *Engine) TryReserveRequest(n int64) (r Reserved, ok bool) {
+	if n <= 0 || n > e.opts.MaxInflightBytes {
+		return Reserved{}, true
+	}
+	if !e.inflight.tryAcquire(n) {
+		return Reserved{}, false
+	}
+	return Reserved{e: e, n: n}, true
+}
+
 // reserveWrite takes n bytes of the write budget. When they do not fit,
 // relieve (when not nil) first gives back what the caller itself holds
 // (its unsynced batches: waiting on them would be waiting on itself); then

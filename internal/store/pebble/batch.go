@@ -413,7 +413,16 @@ func (b *Batch) Read(key, dst []byte, likelyMissing bool) ([]byte, bool, error) 
 
 // ReadAbsent reports whether the latest state holds no key in
 // [lower, upper), with one iterator probe. Like Read, it records nothing.
+// A range of the main instance alone (a batch's record keys) is probed
+// there, without waiting for an index batch still being applied on its
+// own goroutine, which holds none of its keys: the writer builds its
+// next batch meanwhile.
 func (b *Batch) ReadAbsent(lower, upper []byte) (bool, error) {
+	if s := b.s; s.index != nil {
+		if _, _, ok := s.layout.indexPart(lower, upper); !ok {
+			return s.mainAbsent(lower, upper)
+		}
+	}
 	it, err := b.s.NewIter(lower, upper)
 	if err != nil {
 		return false, err

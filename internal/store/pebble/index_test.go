@@ -568,6 +568,16 @@ func TestIndexInstanceAsyncApply(t *testing.T) {
 				if _, found, err := s.Get(entry(i, entries-1), nil); err != nil || !found {
 					t.Fatalf("batch %d: its last entry, read right after Apply: found %v, %v", i, found, err)
 				}
+				// The next batch's probes: of the record (the main
+				// instance alone, without waiting) and of the entries.
+				next := s.NewBatch()
+				rec := keyspace.AppendRecordKey(nil, 1, fmt.Appendf(nil, "%05d", i))
+				for _, r := range [][2][]byte{{rec, append(rec, 0)}, {entry(i, 0), append(entry(i, entries-1), 0)}} {
+					if absent, err := next.ReadAbsent(r[0], r[1]); err != nil || absent {
+						t.Fatalf("batch %d: ReadAbsent(%q, %q) right after Apply: %v, %v", i, r[0], r[1], absent, err)
+					}
+				}
+				next.Close()
 				if err := b.Wait(); err != nil {
 					t.Fatal(err)
 				}

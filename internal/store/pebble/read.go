@@ -184,6 +184,26 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 	return i, nil
 }
 
+// mainAbsent reports whether the main instance holds no key in
+// [lower, upper) (Batch.ReadAbsent).
+func (s *Store) mainAbsent(lower, upper []byte) (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.layout.pastOwn(lower, upper), UpperBound: upper})
+	if err != nil {
+		return false, fmt.Errorf("store: new iterator: %w", err)
+	}
+	found := it.First()
+	if err := it.Error(); err != nil {
+		_ = it.Close()
+		return false, err
+	}
+	return !found, it.Close()
+}
+
 // NewIterator is NewIter as the contract's Iterator.
 func (s *Store) NewIterator(lower, upper []byte) (store.Iterator, error) {
 	it, err := s.NewIter(lower, upper)

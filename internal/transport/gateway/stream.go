@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -30,6 +31,14 @@ type httpStream[Req, Res any] struct {
 	w   http.ResponseWriter
 	r   *http.Request
 	dec *decoder
+
+	// recvMu is held while RecvMsg reads the body, and ended is set once
+	// the method has returned: a write stream reads one request ahead on a
+	// goroutine of its own, which may still be reading when the method
+	// returns, and the body must not be read once the HTTP handler has
+	// (its deadlines are the finished exchange's).
+	recvMu sync.Mutex
+	ended  bool
 
 	wrote bool // a response line (and so the 200 header) has been written
 	final *Res // SendAndClose's response, written after the method returns
@@ -57,6 +66,11 @@ func (s *httpStream[Req, Res]) SetTrailer(metadata.MD)       {}
 // RecvMsg decodes the next request object. Write batches go through
 // decodeBatch, whose errors name the record to blame.
 func (s *httpStream[Req, Res]) RecvMsg(m any) error {
+	s.recvMu.Lock()
+	defer s.recvMu.Unlock()
+	if s.ended {
+		return context.Canceled
+	}
 	if err := s.ctx.Err(); err != nil {
 		return err
 	}
@@ -127,6 +141,7 @@ func (s *httpStream[Req, Res]) SendAndClose(m *Res) error {
 // {"error": status} line instead, with the HTTP code too when no line was
 // written yet, as grpc-gateway does.
 func (s *httpStream[Req, Res]) finish(err error, streamed bool) {
+	s.endReceiving()
 	switch {
 	case err != nil && streamed:
 		s.g.writeStreamError(s.w, s.r, err, !s.wrote)
@@ -135,4 +150,16 @@ func (s *httpStream[Req, Res]) finish(err error, streamed bool) {
 	case s.final != nil:
 		s.g.writeMessage(s.w, any(s.final).(proto.Message))
 	}
+}
+
+// endReceiving waits for a RecvMsg in progress on another goroutine, which
+// closing the body ends, and makes later ones fail without reading. A
+// body read to its end has nothing left that closing it could drop.
+func (s *httpStream[Req, Res]) endReceiving() {
+	if s.r.Body != nil {
+		_ = s.r.Body.Close()
+	}
+	s.recvMu.Lock()
+	s.ended = true
+	s.recvMu.Unlock()
 }

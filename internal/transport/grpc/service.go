@@ -8,8 +8,6 @@ package grpc
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"sync/atomic"
 
@@ -162,47 +160,4 @@ func (s *Service) Upsert(st grpc.ClientStreamingServer[pb.WriteRequest, pb.Write
 // Remove implements pbgrpc.ProtobaseServer.
 func (s *Service) Remove(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse]) error {
 	return s.writeStream(st, engine.OpRemove)
-}
-
-// writeStream applies each received batch in order. OK is sent only after
-// every batch is durable; on a failed batch, the batches before it are made
-// durable first, so the counts in the error are true.
-//
-// The REST gateway calls the write methods with an HTTP-backed stream whose
-// RecvMsg decodes newline-delimited JSON, so this loop is the one code path
-// for write streams on both transports.
-func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse], op engine.Op) error {
-	ctx := st.Context()
-	id, err := s.require(ctx, auth.RoleWrite)
-	if err != nil {
-		return err
-	}
-	w := s.e.NewWriter()
-	defer w.Close()
-	req := new(pb.WriteRequest)
-	for {
-		req.Reset()
-		if err := recvMsg(st, req); err != nil {
-			if errors.Is(err, io.EOF) {
-				pos, err := w.Sync()
-				if err != nil {
-					return toStatus(err)
-				}
-				return st.SendAndClose(&pb.WriteResponse{Batches: w.Batches(), Records: w.Records(), Position: pos})
-			}
-			// The next batch never arrived whole (too large, cancelled,
-			// undecodable): report it as that batch's error with the
-			// durable counts of the ones before it.
-			return abortReceive(w, err)
-		}
-		if err := id.CheckWrite(req.Records, req.Conditions); err != nil {
-			return toStatus(w.Abort(err))
-		}
-		if err := w.Apply(ctx, engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions}); err != nil {
-			if _, serr := w.Sync(); serr != nil {
-				return toStatus(serr)
-			}
-			return toStatus(err)
-		}
-	}
 }

@@ -34,21 +34,24 @@ func (s *Service) Write(st grpc.BidiStreamingServer[pb.WriteStreamRequest, pb.Wr
 	w := s.e.NewWriter()
 	defer w.Close()
 	acks := &ackQueue{st: st}
-	in := newWriteReader(st, s.e)
+	in := newWriteReader(s.e, id)
+	// A request received whole is applied even if the stream is
+	// cancelled meanwhile (see writeStream).
+	actx := context.WithoutCancel(ctx)
 	// apply applies a request and queues its acknowledgement. The handler
 	// calls it, or the reader while the handler waits (writeReader.next).
 	in.apply = func(m received) error {
 		w.Use(m.res)
-		if err := s.applyStreamBatch(ctx, w, id, m.req); err != nil {
+		if err := s.applyStreamBatch(actx, w, id, m.req, m.ahead); err != nil {
 			return err
 		}
 		if m.req.Ack {
 			acks.add(w)
 		}
-		in.done(m.req)
+		in.done(m)
 		return nil
 	}
-	go in.run(st, s.e)
+	go in.run(st)
 	defer in.stop()
 	for {
 		m, ok := in.poll()
@@ -106,11 +109,12 @@ func (s *Service) step(w *engine.Writer, in *writeReader, acks *ackQueue, m rece
 	return false, nil
 }
 
-// applyStreamBatch applies one request of a Write stream. A refused batch
-// comes back as the error to end the stream with, after the batches before
-// it were made durable.
-func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *auth.Identity, req *pb.WriteStreamRequest) error {
-	op, ok := engine.OpFromProto(req.Op)
+// applyStreamBatch applies one request of a Write stream, with its phase 1
+// done ahead when the reader did it. A refused batch comes back as the
+// error to end the stream with, after the batches before it were made
+// durable.
+func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *auth.Identity, req *pb.WriteStreamRequest, ahead *engine.Ahead) error {
+	b, ok := streamBatch(req)
 	// With ops each record names its own; a batch of conditions alone is
 	// a check and needs none.
 	if !ok && len(req.Ops) == 0 && len(req.Records) > 0 {
@@ -121,7 +125,7 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 	if err := id.CheckWrite(req.Records, req.Conditions); err != nil {
 		return w.Abort(err)
 	}
-	b := engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions, Fields: req.Fields, Add: req.Add, Ops: req.Ops}
+	b.Ahead = ahead
 	if err := w.Apply(ctx, b); err != nil {
 		if _, serr := w.Sync(); serr != nil {
 			return serr
@@ -129,6 +133,13 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 		return err
 	}
 	return nil
+}
+
+// streamBatch is the engine batch of a Write stream's request; ok is false
+// when its op is not a write operation.
+func streamBatch(req *pb.WriteStreamRequest) (b engine.Batch, ok bool) {
+	op, ok := engine.OpFromProto(req.Op)
+	return engine.Batch{Op: op, Records: req.Records, Conditions: req.Conditions, Fields: req.Fields, Add: req.Add, Ops: req.Ops}, ok
 }
 
 // writeReader receives a Write stream's requests on its own goroutine, one
@@ -139,6 +150,8 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 // read-ahead to one decoded message per stream. Each decoded request
 // takes its bytes of the engine's write budget before it is passed on
 // (engine.ReserveRequest), so that a request read ahead is counted too.
+// A request passed on to a busy handler has its phase 1 done here first
+// (engine.Ahead), overlapping the commit of the batch before.
 //
 // A request that arrives while the handler waits in next, with nothing
 // else to do, is applied by the reader itself (apply) before the handler
@@ -149,9 +162,11 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 // applies only while the handler waits, and the handler goes on once the
 // reader has passed it what it applied.
 type writeReader struct {
-	out  chan received               // unbuffered: a send waits for the handler
-	free chan *pb.WriteStreamRequest // requests the reader may decode into
-	quit chan struct{}               // closed when the handler returns
+	e    *engine.Engine
+	id   *auth.Identity
+	out  chan received  // unbuffered: a send waits for the handler
+	free chan writeSlot // requests the reader may decode into
+	quit chan struct{}  // closed when the handler returns
 	// apply applies a request and hands it back (done); set before run.
 	apply func(received) error
 
@@ -162,54 +177,68 @@ type writeReader struct {
 	idle bool
 }
 
+// writeSlot is a request buffer and the Ahead that prepares its batch.
+type writeSlot struct {
+	req   *pb.WriteStreamRequest
+	ahead *engine.Ahead
+}
+
 // received is a request, its reservation of the write budget (for
 // Writer.Use), or the error that ends the stream. applied says that the
 // reader applied the request; err is then what apply returned.
 type received struct {
-	req     *pb.WriteStreamRequest
+	writeSlot
 	res     engine.Reserved
 	err     error
 	applied bool
 }
 
-func newWriteReader(st grpc.ServerStream, e *engine.Engine) *writeReader {
+func newWriteReader(e *engine.Engine, id *auth.Identity) *writeReader {
 	r := &writeReader{
+		e: e, id: id,
 		out:  make(chan received),
-		free: make(chan *pb.WriteStreamRequest, 2),
+		free: make(chan writeSlot, 2),
 		quit: make(chan struct{}),
 	}
-	r.free <- new(pb.WriteStreamRequest)
-	r.free <- new(pb.WriteStreamRequest)
+	for range 2 {
+		r.free <- writeSlot{req: new(pb.WriteStreamRequest), ahead: e.NewAhead()}
+	}
 	return r
 }
 
 // run receives until the first error (io.EOF included), which it passes
 // on as the last message. After the handler returns, gRPC ends the stream
 // and a RecvMsg in progress returns.
-func (r *writeReader) run(st grpc.ServerStream, e *engine.Engine) {
+func (r *writeReader) run(st grpc.ServerStream) {
 	for {
-		var req *pb.WriteStreamRequest
+		var sl writeSlot
 		select {
-		case req = <-r.free:
+		case sl = <-r.free:
 		case <-r.quit:
 			return
 		}
-		m := received{req: req, err: recvMsg(st, req)}
+		m := received{writeSlot: sl, err: recvMsg(st, sl.req)}
 		if m.err == nil {
-			m.res, m.err = e.ReserveRequest(st.Context(), engine.RecordBytes(req.Records))
+			m.res, m.err = r.e.ReserveRequest(st.Context(), engine.RecordBytes(sl.req.Records))
 		}
 		r.mu.Lock()
 		self := r.idle && m.err == nil
 		r.idle = false
 		r.mu.Unlock()
-		if self {
+		switch {
+		case self:
 			m.err, m.applied = r.apply(m), true
+		case m.err == nil && r.id.CheckWrite(sl.req.Records, sl.req.Conditions) == nil:
+			if b, ok := streamBatch(sl.req); ok {
+				sl.ahead.Prepare(b)
+			}
 		}
 		select {
 		case r.out <- m:
 		case <-r.quit:
 			if !m.applied {
 				m.res.Release()
+				sl.ahead.Forget()
 			}
 			return
 		}
@@ -252,9 +281,10 @@ func (r *writeReader) next() received {
 // done hands back a request the handler has applied, emptied: the engine
 // keeps no reference to it, and an idle stream must not keep its records
 // alive outside the write budget.
-func (r *writeReader) done(req *pb.WriteStreamRequest) {
-	req.Reset()
-	r.free <- req
+func (r *writeReader) done(m received) {
+	m.req.Reset()
+	m.ahead.Forget()
+	r.free <- m.writeSlot
 }
 
 func (r *writeReader) stop() { close(r.quit) }
