@@ -60,13 +60,23 @@ func (a *Ahead) Prepare(b Batch) {
 }
 
 // Forget drops the references to the records Prepare last took, so that
-// an Ahead kept for the next request does not hold them alive.
+// an Ahead kept for the next request does not hold them alive, and the
+// scratch of a batch past maxKeptArena, which an idle stream should not
+// hold outside the write budget.
 func (a *Ahead) Forget() {
 	if a.ok {
 		clear(a.w.preps)
 	}
 	a.recs, a.cat, a.ok = nil, nil, false
+	if p := &a.w.phase1; cap(p.arena) > maxKeptArena {
+		p.arena, p.preps, p.ixOff, p.mkeys = nil, nil, nil, nil
+	}
 }
+
+// maxKeptArena bounds the arena of keys an Ahead keeps between batches
+// (a batch of 10,000 records of ten tags makes about 2 MiB; one of 1,000
+// about 200 KiB).
+const maxKeptArena = 1 << 20
 
 // take hands w phase 1 of recs when a prepared them, with op, against the
 // catalog still current, and reports whether it did; w then holds the

@@ -2,3 +2,6 @@ package engine
 
 // AheadsTaken is how many Applies took phase 1 from a.
 func AheadsTaken(a *Ahead) int { return a.taken }
+
+// AheadArenaCap is the capacity of the arena a keeps.
+func AheadArenaCap(a *Ahead) int { return cap(a.w.arena) }

@@ -221,3 +221,37 @@ func dumpStore(t *testing.T, te *testEngine) [][]byte {
 	}
 	return out
 }
+
+// TestAheadKeepsNoLargeScratch: an Ahead handed back after a batch whose
+// keys took more than a MiB lets go of them (an idle stream keeps two),
+// and keeps the scratch of a small batch for the next.
+func TestAheadKeepsNoLargeScratch(t *testing.T) {
+	te := openEngine(t, t.TempDir(), engine.Options{})
+	te.Apply(map[string]string{"rp.proto": repeatedProto})
+	re := &repeatedEngine{t: t, e: te.E, st: te.St}
+	batch := func(n, tagBytes int) engine.Batch {
+		b := engine.Batch{Op: engine.OpInsert}
+		for i := range n {
+			d := doc{ID: int64(i + 1)}
+			for j := range 10 {
+				d.Tags = append(d.Tags, fmt.Sprintf("%0*d", tagBytes, j))
+			}
+			b.Records = append(b.Records, re.rec("rp.Doc", d))
+		}
+		return b
+	}
+	a := te.E.NewAhead()
+	for _, c := range []struct {
+		n, tagBytes int
+		kept        bool
+	}{{10, 8, true}, {1000, 200, false}, {10, 8, true}} {
+		a.Prepare(batch(c.n, c.tagBytes))
+		if engine.AheadArenaCap(a) == 0 {
+			t.Fatalf("%d records of tags of %d bytes: no arena after Prepare", c.n, c.tagBytes)
+		}
+		a.Forget()
+		if kept := engine.AheadArenaCap(a) > 0; kept != c.kept {
+			t.Fatalf("%d records of tags of %d bytes: arena kept %v after Forget, want %v", c.n, c.tagBytes, kept, c.kept)
+		}
+	}
+}
