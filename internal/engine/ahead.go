@@ -7,8 +7,8 @@ import "google.golang.org/protobuf/types/known/anypb"
 // the goroutine that received the batch, while the stream's Writer
 // applies the batch before it. On an indexed type that phase is half the
 // writer's work on a record (an index on a repeated field reads ten
-// entry keys from it); done ahead, it no longer waits for the commit of
-// the batch before, nor holds up the next.
+// entry keys from it); done ahead, it overlaps the commit of the batch
+// before instead of following it.
 //
 // A transport keeps one Ahead per request buffer it reads into, calls
 // Prepare once the request is decoded, and passes it in Batch.Ahead.

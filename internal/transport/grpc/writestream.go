@@ -25,8 +25,8 @@ import (
 // A batch received whole is applied even if the stream is cancelled
 // meanwhile: gRPC cancels it when it refuses a later message (one over
 // the size limit, say), which the reader may meet while the batch before
-// is still being applied; received one at a time, that batch was applied
-// before the next message was read, and it still is.
+// is still being applied, and that batch must not depend on how far
+// ahead the reader was.
 func (s *Service) writeStream(st grpc.ClientStreamingServer[pb.WriteRequest, pb.WriteResponse], op engine.Op) error {
 	ctx := st.Context()
 	id, err := s.require(ctx, auth.RoleWrite)
