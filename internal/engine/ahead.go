@@ -21,8 +21,10 @@ import "google.golang.org/protobuf/types/known/anypb"
 // An Ahead is not safe for concurrent use: Prepare must not run while an
 // Apply holds it.
 type Ahead struct {
-	// w is a writer used for phase 1 alone: Apply swaps its phase1 with
-	// its own, so each batch's arena goes back and forth without a copy.
+	e *Engine
+	// w is a writer used for phase 1 alone, made at the first batch
+	// Prepare takes: Apply swaps its phase1 with its own, so each batch's
+	// arena goes back and forth without a copy.
 	w    *Writer
 	recs []*anypb.Any
 	op   Op
@@ -34,14 +36,14 @@ type Ahead struct {
 }
 
 // NewAhead returns an Ahead for writers of e.
-func (e *Engine) NewAhead() *Ahead { return &Ahead{w: e.NewWriter()} }
+func (e *Engine) NewAhead() *Ahead { return &Ahead{e: e} }
 
 // Prepare runs phase 1 of b's records against the current catalog. It
 // takes batches of inserts, upserts, updates and removes given as Op;
 // for any other (a patch, per-record Ops) it does nothing.
 func (a *Ahead) Prepare(b Batch) {
 	a.Forget()
-	e := a.w.e
+	e := a.e
 	switch {
 	case len(b.Records) == 0 || len(b.Ops) > 0 || len(b.Fields) > 0 || len(b.Add) > 0:
 		return
@@ -49,6 +51,9 @@ func (a *Ahead) Prepare(b Batch) {
 		return
 	case len(b.Records) > e.opts.MaxRecordsPerBatch || e.closed.Load():
 		return
+	}
+	if a.w == nil {
+		a.w = e.NewWriter()
 	}
 	cat := e.cat.Load()
 	dups, err := a.w.prepareRecords(cat, b.Op, b.Records)
@@ -64,6 +69,9 @@ func (a *Ahead) Prepare(b Batch) {
 // scratch of a batch past maxKeptArena, which an idle stream should not
 // hold outside the write budget.
 func (a *Ahead) Forget() {
+	if a.w == nil {
+		return
+	}
 	if a.ok {
 		clear(a.w.preps)
 	}

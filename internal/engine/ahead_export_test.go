@@ -4,4 +4,9 @@ package engine
 func AheadsTaken(a *Ahead) int { return a.taken }
 
 // AheadArenaCap is the capacity of the arena a keeps.
-func AheadArenaCap(a *Ahead) int { return cap(a.w.arena) }
+func AheadArenaCap(a *Ahead) int {
+	if a.w == nil {
+		return 0
+	}
+	return cap(a.w.arena)
+}

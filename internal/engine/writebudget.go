@@ -74,8 +74,8 @@ const writeBudgetWait = 30 * time.Second
 // (see reserveWrite). A request over the whole budget reserves nothing:
 // Apply refuses it, naming its batch.
 func (e *Engine) ReserveRequest(ctx context.Context, n int64) (Reserved, error) {
-	if n <= 0 || n > e.opts.MaxInflightBytes {
-		return Reserved{}, nil
+	if r, ok := e.TryReserveRequest(n); ok {
+		return r, nil
 	}
 	if err := e.reserveWrite(ctx, n, nil); err != nil {
 		return Reserved{}, err

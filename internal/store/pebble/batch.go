@@ -418,12 +418,11 @@ func (b *Batch) Read(key, dst []byte, likelyMissing bool) ([]byte, bool, error) 
 // own goroutine, which holds none of its keys: the writer builds its
 // next batch meanwhile.
 func (b *Batch) ReadAbsent(lower, upper []byte) (bool, error) {
-	if s := b.s; s.index != nil {
-		if _, _, ok := s.layout.indexPart(lower, upper); !ok {
-			return s.mainAbsent(lower, upper)
-		}
+	both := b.s.index != nil
+	if both {
+		_, _, both = b.s.layout.indexPart(lower, upper)
 	}
-	it, err := b.s.NewIter(lower, upper)
+	it, err := b.s.newIter(lower, upper, both)
 	if err != nil {
 		return false, err
 	}

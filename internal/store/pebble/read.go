@@ -157,12 +157,19 @@ func (s *Store) GetLikelyMissing(key, dst []byte) (val []byte, found bool, err e
 // [lower, upper) (nil bound: unbounded). The iterator sees a consistent
 // point-in-time view fixed at creation; later writes are invisible to it.
 func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
+	return s.newIter(lower, upper, s.index != nil)
+}
+
+// newIter is NewIter over both instances, or with both false over the
+// main one alone: for a range that holds no index key, which need not
+// wait for an index batch being applied on its own goroutine.
+func (s *Store) newIter(lower, upper []byte, both bool) (*Iter, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	if ix := s.index; ix != nil {
+	if ix := s.index; both {
 		// Both views are opened together, so that they see the same
 		// batches (index.go).
 		ix.applyMu.RLock()
@@ -182,26 +189,6 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 	i := &Iter{s: s, it: it}
 	i.bound(lower, upper)
 	return i, nil
-}
-
-// mainAbsent reports whether the main instance holds no key in
-// [lower, upper) (Batch.ReadAbsent).
-func (s *Store) mainAbsent(lower, upper []byte) (bool, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed.Load() {
-		return false, ErrClosed
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: s.layout.pastOwn(lower, upper), UpperBound: upper})
-	if err != nil {
-		return false, fmt.Errorf("store: new iterator: %w", err)
-	}
-	found := it.First()
-	if err := it.Error(); err != nil {
-		_ = it.Close()
-		return false, err
-	}
-	return !found, it.Close()
 }
 
 // NewIterator is NewIter as the contract's Iterator.
