@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -77,18 +78,22 @@ func (m *multiKeys) distinct() {
 	}
 	// Insertion by the elements' heads, kept beside order: padded with
 	// zeros, two heads that differ order their elements as their bytes
-	// do, and only equal heads need the bytes compared.
-	m.heads = m.heads[:0]
+	// do, and only equal heads need the bytes compared. The slices are
+	// worked on as locals: appends through m store and reload their
+	// headers at every element.
+	elems, offs := m.elems, m.offs
+	order, heads := m.order[:0], m.heads[:0]
 next:
 	for i := range n {
-		e := elem(i)
-		h, _ := keyHead(e)
-		k := len(m.order)
-		for ; k > 0 && m.heads[k-1] >= h; k-- {
-			if m.heads[k-1] > h {
+		e := elems[offs[i]:offs[i+1]]
+		h := head8(e)
+		k := len(order)
+		for ; k > 0 && heads[k-1] >= h; k-- {
+			if heads[k-1] > h {
 				continue
 			}
-			c := bytes.Compare(elem(m.order[k-1]), e)
+			o := order[k-1]
+			c := bytes.Compare(elems[offs[o]:offs[o+1]], e)
 			if c == 0 {
 				continue next // a repeat: the first one stands
 			}
@@ -96,12 +101,23 @@ next:
 				break
 			}
 		}
-		m.order, m.heads = append(m.order, i), append(m.heads, h)
-		for j := len(m.order) - 1; j > k; j-- {
-			m.order[j], m.heads[j] = m.order[j-1], m.heads[j-1]
+		order, heads = append(order, i), append(heads, h)
+		for j := len(order) - 1; j > k; j-- {
+			order[j], heads[j] = order[j-1], heads[j-1]
 		}
-		m.order[k], m.heads[k] = i, h
+		order[k], heads[k] = i, h
 	}
+	m.order, m.heads = order, heads
+}
+
+// head8 returns the first 8 bytes of e, big-endian, zero padded.
+func head8(e []byte) uint64 {
+	if len(e) >= 8 {
+		return binary.BigEndian.Uint64(e)
+	}
+	var b [8]byte
+	copy(b[:], e)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // appendTopBytes appends to m the elements of the top-level repeated
@@ -441,7 +457,8 @@ func inRanges(rs []query.Range, k []byte) bool {
 // sortedEntry is an entry key of the batch (and its value) placed by its
 // first 16 bytes past the prefix every key of the sort shares, big-endian
 // and zero padded, so that most comparisons of putSorted need no
-// bytes.Compare.
+// bytes.Compare. putGroups keeps its groups as sortedEntrys too (see
+// groupScratch).
 type sortedEntry struct {
 	hi, lo uint64
 	k, v   span
@@ -450,10 +467,11 @@ type sortedEntry struct {
 
 // putSorted writes the batch's entries in the j-th index of their types,
 // in key order, when one of those indexes names a repeated field, and
-// reports whether it did. A record's elements land all over such an
-// index, ten entries a record scattered through the memtable; in key
-// order each insert starts next to the one before it (Pebble's skiplist
-// inserter keeps its last position).
+// reports whether it did: a group at a time (putGroups) when all those
+// indexes are grouped, else each entry in turn. A record's elements land
+// all over such an index, ten entries a record scattered through the
+// memtable; in key order each insert starts next to the one before it
+// (Pebble's skiplist inserter keeps its last position).
 func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
 	multi := false
 	for i := range w.preps {
@@ -482,6 +500,9 @@ func (w *Writer) putSorted(b store.WriteBatch, j int) bool {
 		}
 	}
 	skip := len(shared)
+	if w.putGroups(b, j, skip) {
+		return true
+	}
 	w.sorted = w.sorted[:0]
 	for i := range w.preps {
 		p := &w.preps[i]

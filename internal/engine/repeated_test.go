@@ -238,6 +238,9 @@ func (re *repeatedEngine) mutate(rnd *rand.Rand, model map[int64]doc, next *int6
 		model[d.ID] = d
 		recs = append(recs, re.rec("rp.Doc", d))
 	}
+	if rnd.IntN(2) == 0 { // a group's entries out of key order
+		rnd.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	}
 	re.mustWrite(engine.Batch{Op: engine.OpInsert, Records: recs})
 	ids := slices.Sorted(func(yield func(int64) bool) {
 		for id := range model {
@@ -437,14 +440,25 @@ func TestRepeatedIndexLargeBatchesReadAtOnce(t *testing.T) {
 	w := re.e.NewWriter()
 	defer w.Close()
 	const batch = 2000
-	for round := range 6 {
-		op, from := engine.OpInsert, int64(round/2*batch)
+	// Rising keys put a batch's entries of one tag in one group of the
+	// Pebble store; scattered keys put each in a group of its own; mixed
+	// keys change from one to the other a quarter of the way through the
+	// batch.
+	key := func(round, i int) int64 {
+		id := int64(round/2*batch + i)
+		if kind := round / 2 % 3; kind == 1 || kind == 2 && i >= batch/4 {
+			return id * 65_537
+		}
+		return id
+	}
+	for round := range 12 {
+		op := engine.OpInsert
 		if round%2 == 1 {
 			op = engine.OpUpsert // the records the round before inserted, with new tags
 		}
 		recs := make([]*anypb.Any, batch)
 		for i := range recs {
-			id := from + int64(i)
+			id := key(round, i)
 			tags := make([]string, 10)
 			for k := range tags {
 				tags[k] = "t" + strconv.Itoa(rnd.IntN(50))
@@ -473,5 +487,12 @@ func TestRepeatedIndexLargeBatchesReadAtOnce(t *testing.T) {
 	}
 	if _, err := w.Sync(); err != nil {
 		t.Fatal(err)
+	}
+	r, err := engine.Check(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() {
+		t.Fatalf("seed %d: store inconsistent: %v", seed, r.Problems)
 	}
 }

@@ -82,6 +82,7 @@ type Writer struct {
 	oldEnds []int32
 	sorted  []sortedEntry      // putSorted's scratch
 	sortBuf []sortedEntry      // sortEntries' scratch
+	groups  groupScratch       // putGroups' scratch
 	ov      map[string]ovEntry // in-batch overlay; used only when the batch repeats a key
 	// aggs are the batch's changes of aggregate index entries (aggindex.go).
 	aggs aggChanges

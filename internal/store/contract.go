@@ -280,6 +280,10 @@ type WriteBatch interface {
 	// prefix and prefix end of an index do.
 	SetEntry(key []byte)
 	DeleteEntry(key []byte)
+	// SetEntries is SetEntry of every key group+s for s in suffixes, the
+	// concatenation of distinct suffixes of EntryGroupSuffix bytes in
+	// ascending order: a group's entries written at once.
+	SetEntries(group, suffixes []byte)
 	// Read is Get of the latest state, made a precondition of the batch.
 	// likelyMissing picks the read tuned for absent keys.
 	Read(key, dst []byte, likelyMissing bool) (val []byte, found bool, err error)

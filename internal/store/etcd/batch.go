@@ -52,6 +52,16 @@ func (b *batch) Delete(key []byte) {
 // SetEntry is Set of an empty value: etcd keeps every key on its own.
 func (b *batch) SetEntry(key []byte) { b.Set(key, nil) }
 
+// SetEntries is SetEntry of each key.
+func (b *batch) SetEntries(group, suffixes []byte) {
+	key := make([]byte, len(group)+store.EntryGroupSuffix)
+	copy(key, group)
+	for i := 0; i < len(suffixes); i += store.EntryGroupSuffix {
+		copy(key[len(group):], suffixes[i:i+store.EntryGroupSuffix])
+		b.Set(key, nil)
+	}
+}
+
 // DeleteEntry is Delete.
 func (b *batch) DeleteEntry(key []byte) { b.Delete(key) }
 

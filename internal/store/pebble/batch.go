@@ -147,6 +147,22 @@ func (b *Batch) Set(key, value []byte) {
 // joins the key's group (groups.go).
 func (b *Batch) SetEntry(key []byte) { b.entry(key, memberPresent) }
 
+// SetEntries writes the group's entries as one operand, or, where the
+// store keeps no groups, each on its own.
+func (b *Batch) SetEntries(group, suffixes []byte) {
+	b.mutable()
+	if !b.s.groups || !b.s.layout.holdsGroup(group) {
+		key := make([]byte, len(group)+suffixLen)
+		copy(key, group)
+		for i := 0; i < len(suffixes); i += suffixLen {
+			copy(key[len(group):], suffixes[i:i+suffixLen])
+			b.entry(key, memberPresent)
+		}
+		return
+	}
+	writeGroup(b.index(), group, suffixes)
+}
+
 // DeleteEntry deletes a key SetEntry wrote.
 func (b *Batch) DeleteEntry(key []byte) { b.entry(key, memberRemoved) }
 

@@ -248,6 +248,24 @@ func (r *entryRun) flush(b *pebble.Batch) {
 	_ = op.Finish()
 }
 
+// writeGroup writes the entries group+s, for s in suffixes (ascending),
+// to b as one operand.
+func writeGroup(b *pebble.Batch, group, suffixes []byte) {
+	n := len(suffixes) / suffixLen
+	op := b.MergeDeferred(len(group)+suffixLen, 1+n*memberLen)
+	copy(op.Key, group)
+	copy(op.Key[len(group):], groupEnd)
+	v := op.Value
+	v[0] = valueGroup
+	v = v[1:]
+	for i := 0; i < len(suffixes); i += suffixLen {
+		v[0] = memberPresent
+		copy(v[1:memberLen], suffixes[i:i+suffixLen])
+		v = v[memberLen:]
+	}
+	_ = op.Finish()
+}
+
 func membersAscend(ms []byte) bool {
 	for i := memberLen; i < len(ms); i += memberLen {
 		if bytes.Compare(ms[i-memberLen+1:i], ms[i+1:i+memberLen]) >= 0 {

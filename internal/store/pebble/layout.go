@@ -123,6 +123,12 @@ func (kl *keyLayout) isIndexKey(key []byte) bool {
 	return bytes.Compare(key, kl.indexLower) >= 0 && bytes.Compare(key, kl.indexUpper) < 0
 }
 
+// holdsGroup reports whether every key that starts with group belongs to
+// the index instance.
+func (kl *keyLayout) holdsGroup(group []byte) bool {
+	return len(group) > 0 && kl.isIndexKey(group) && !bytes.HasPrefix(kl.indexUpper, group)
+}
+
 // indexPart returns the part of the range [start, end) (end nil: no end)
 // that the index instance holds; ok is false when there is none. The same
 // cut serves a range with an inclusive end.

@@ -63,7 +63,7 @@ func (k entryKeys) bound() []byte {
 	return e
 }
 
-// testEntries holds keys written with SetEntry and DeleteEntry to what
+// testEntries holds keys written with SetEntry, SetEntries and DeleteEntry to what
 // Set and Delete of the same keys would leave, over random batches:
 // iterations both ways within random bounds, seeks, direction changes,
 // snapshots, point reads of the keys set with Set, and range deletions of
@@ -138,7 +138,9 @@ func writeEntries(w store.WriteBatch, keys entryKeys, model entryModel, n int) {
 	}
 	var run []byte // entries in a row, ascending, as an index's writes come
 	for range n {
-		switch op := r.IntN(10); {
+		switch op := r.IntN(11); {
+		case op == 10:
+			setEntries(w, keys, model)
 		case op < 6:
 			if run == nil || r.IntN(4) == 0 {
 				run = keys.entry()
@@ -164,6 +166,20 @@ func writeEntries(w store.WriteBatch, keys entryKeys, model entryModel, n int) {
 			delete(model, string(k))
 		}
 	}
+}
+
+// setEntries writes a group's entries at once: a random entry's group
+// and a few of its suffixes, ascending.
+func setEntries(w store.WriteBatch, keys entryKeys, model entryModel) {
+	const n = store.EntryGroupSuffix
+	e := keys.entry()
+	group := e[:len(e)-n]
+	var suffixes []byte
+	for _, s := range slices.Sorted(maps.Keys(map[uint16]bool{uint16(keys.r.IntN(1 << 16)): true, uint16(keys.r.IntN(40)): true, uint16(keys.r.IntN(40)): true})) {
+		suffixes = append(suffixes, byte(s>>8), byte(s))
+		model[string(group)+string(suffixes[len(suffixes)-n:])] = ""
+	}
+	w.SetEntries(group, suffixes)
 }
 
 // checkEntries compares v with the model, and its reads within random
