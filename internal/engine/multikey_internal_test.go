@@ -18,7 +18,8 @@ import (
 // elements' bytes: random elements of a few bytes (zeros among them, so
 // that zero-padded heads tie, and prefixes of each other), repeats
 // included, on both sides of smallSort; the first of repeated elements
-// stands.
+// stands. Up to smallSort elements, firsts keeps the same ones in the
+// order they came.
 func TestMultiKeysDistinct(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(35, 1))
 	var m multiKeys
@@ -50,6 +51,15 @@ func TestMultiKeysDistinct(t *testing.T) {
 				t.Fatalf("round %d, %d elements: distinct element %d is #%d %x, want #%d %x",
 					round, n, i, m.order[i], elem(m.order[i]), want[i], elem(want[i]))
 			}
+		}
+		if n > smallSort {
+			continue
+		}
+		// firsts keeps the same elements, in the order they came.
+		slices.Sort(want)
+		m.firsts()
+		if !slices.Equal(m.order, want) {
+			t.Fatalf("round %d, %d elements: firsts %v, want %v", round, n, m.order, want)
 		}
 	}
 }
@@ -85,7 +95,7 @@ var multiSeed = flag.Uint64("multikey.seed", 0, "seed of TestAppendMultiWalk (0:
 func multiWalkBoth(rt *recType, rec []byte, j int) (walk, path string) {
 	one := func(x *keyExtractor) string {
 		var m multiKeys
-		dst, ends, field, err := x.appendMulti(nil, rec, x.locate(rec, nil), j, []byte("P"), []byte("S"), nil, &m)
+		dst, ends, field, err := x.appendMulti(nil, rec, x.locate(rec, nil), j, []byte("P"), []byte("S"), nil, &m, true)
 		if err != nil {
 			return "error " + field + ": " + err.Error()
 		}
@@ -231,7 +241,7 @@ func BenchmarkAppendMulti(b *testing.B) {
 		rec := recs[i%len(recs)]
 		occ = rt.keys.locate(rec, occ)
 		var err error
-		dst, ends, _, err = rt.keys.appendMulti(dst[:0], rec, occ, 0, ix.prefix, pk, ends[:0], &m)
+		dst, ends, _, err = rt.keys.appendMulti(dst[:0], rec, occ, 0, ix.prefix, pk, ends[:0], &m, false)
 		if err != nil || len(ends) == 0 {
 			b.Fatal(len(ends), err)
 		}
