@@ -48,7 +48,8 @@ func (g *entryGroups) has(key []byte) (bool, error) {
 	if len(key) <= store.EntryGroupSuffix {
 		return false, nil
 	}
-	group, suffix := key[:len(key)-store.EntryGroupSuffix], key[len(key)-store.EntryGroupSuffix:]
+	group := groupOf(key)
+	suffix := key[len(group):]
 	members, ok := g.read[string(group)]
 	if !ok {
 		h := maphash.Bytes(g.seed, group)

@@ -240,10 +240,7 @@ func (r *entryRun) flush(b *pebble.Batch) {
 	if !membersAscend(ms) {
 		ms = lastOfEach(ms)
 	}
-	op := b.MergeDeferred(len(r.group)+suffixLen, 1+len(ms))
-	copy(op.Key, r.group)
-	copy(op.Key[len(r.group):], groupEnd)
-	op.Value[0] = valueGroup
+	op := groupOperand(b, r.group, len(ms))
 	copy(op.Value[1:], ms)
 	_ = op.Finish()
 }
@@ -251,19 +248,25 @@ func (r *entryRun) flush(b *pebble.Batch) {
 // writeGroup writes the entries group+s, for s in suffixes (ascending),
 // to b as one operand.
 func writeGroup(b *pebble.Batch, group, suffixes []byte) {
-	n := len(suffixes) / suffixLen
-	op := b.MergeDeferred(len(group)+suffixLen, 1+n*memberLen)
-	copy(op.Key, group)
-	copy(op.Key[len(group):], groupEnd)
-	v := op.Value
-	v[0] = valueGroup
-	v = v[1:]
+	op := groupOperand(b, group, len(suffixes)/suffixLen*memberLen)
+	v := op.Value[1:]
 	for i := 0; i < len(suffixes); i += suffixLen {
 		v[0] = memberPresent
 		copy(v[1:memberLen], suffixes[i:i+suffixLen])
 		v = v[memberLen:]
 	}
 	_ = op.Finish()
+}
+
+// groupOperand adds to b a merge operand of group's key, with room for
+// members bytes of members after the value's first byte, which it sets;
+// the caller writes the members and finishes it.
+func groupOperand(b *pebble.Batch, group []byte, members int) *pebble.DeferredBatchOp {
+	op := b.MergeDeferred(len(group)+suffixLen, 1+members)
+	copy(op.Key, group)
+	copy(op.Key[len(group):], groupEnd)
+	op.Value[0] = valueGroup
+	return op
 }
 
 func membersAscend(ms []byte) bool {

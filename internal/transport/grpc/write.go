@@ -122,17 +122,8 @@ func (s *Service) applyStreamBatch(ctx context.Context, w *engine.Writer, id *au
 		// with their counts, like any other failed batch.
 		return w.Abort(apierror.Errorf(apierror.InvalidArgument, "op %v is not a write operation", req.Op))
 	}
-	if err := id.CheckWrite(req.Records, req.Conditions); err != nil {
-		return w.Abort(err)
-	}
 	b.Ahead = ahead
-	if err := w.Apply(ctx, b); err != nil {
-		if _, serr := w.Sync(); serr != nil {
-			return serr
-		}
-		return err
-	}
-	return nil
+	return applyChecked(ctx, w, id, b)
 }
 
 // streamBatch is the engine batch of a Write stream's request; ok is false
@@ -228,9 +219,10 @@ func (r *writeReader) run(st grpc.ServerStream) {
 		switch {
 		case self:
 			m.err, m.applied = r.apply(m), true
-		case m.err == nil && r.id.CheckWrite(sl.req.Records, sl.req.Conditions) == nil:
+		case m.err == nil:
 			if b, ok := streamBatch(sl.req); ok {
-				sl.ahead.Prepare(b)
+				b.Ahead = sl.ahead
+				prepareAhead(r.id, b)
 			}
 		}
 		select {

@@ -131,8 +131,8 @@ func (r *batchReader) run(st grpc.ServerStream) {
 		if m.err == nil {
 			m.res, m.err = r.reserve(st.Context(), engine.RecordBytes(m.req.Records))
 		}
-		if m.err == nil && r.id.CheckWrite(m.req.Records, m.req.Conditions) == nil {
-			m.ahead.Prepare(r.batch(m))
+		if m.err == nil {
+			prepareAhead(r.id, r.batch(m))
 		}
 		select {
 		case r.out <- m:
@@ -160,21 +160,34 @@ func (r *batchReader) reserve(ctx context.Context, n int64) (engine.Reserved, er
 }
 
 // apply applies a request on w and hands its buffer back to the reader.
-// A refused batch comes back as the error to end the stream with, after
-// the batches before it were made durable.
 func (r *batchReader) apply(ctx context.Context, w *engine.Writer, m readBatch) error {
 	w.Use(m.res)
 	defer r.done(m)
-	if err := r.id.CheckWrite(m.req.Records, m.req.Conditions); err != nil {
+	return applyChecked(ctx, w, r.id, r.batch(m))
+}
+
+// applyChecked applies b on w once id may write it. A refused batch comes
+// back as the error to end the stream with, after the batches before it
+// were made durable.
+func applyChecked(ctx context.Context, w *engine.Writer, id *auth.Identity, b engine.Batch) error {
+	if err := id.CheckWrite(b.Records, b.Conditions); err != nil {
 		return w.Abort(err)
 	}
-	if err := w.Apply(ctx, r.batch(m)); err != nil {
+	if err := w.Apply(ctx, b); err != nil {
 		if _, serr := w.Sync(); serr != nil {
 			return serr
 		}
 		return err
 	}
 	return nil
+}
+
+// prepareAhead runs phase 1 of b in its Ahead when id may write it: a
+// batch the scope refuses is refused before Apply, whole.
+func prepareAhead(id *auth.Identity, b engine.Batch) {
+	if id.CheckWrite(b.Records, b.Conditions) == nil {
+		b.Ahead.Prepare(b)
+	}
 }
 
 // done hands back a request the handler has applied, emptied: the engine
