@@ -88,9 +88,11 @@ func TestWriterFlushesGather(t *testing.T) {
 	// One at a time, so that the first two have sent before the others
 	// flush. A goroutine slower than the pauses could only send more
 	// batches than it should: the test can fail wrongly, never pass so.
+	// The pauses are long for that reason: on a machine busy with other
+	// tests a goroutine waited more than 300 ms for its turn.
 	for id := int64(2); id <= 6; id++ {
 		go flush(id)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 	resume()
 	for range 5 {
