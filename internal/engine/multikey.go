@@ -195,12 +195,15 @@ func (x *keyExtractor) appendMulti(dst, b []byte, occ []occurrence, j int, prefi
 	r := x.multi[j]
 	var field string
 	var err error
-	if m.head, field, err = appendFields(m.head[:0], b, occ, fields[:r]); err != nil {
+	// The parts every key of the record shares are put together once:
+	// each key is then three copies, its element between them.
+	if m.head, field, err = appendFields(append(m.head[:0], prefix...), b, occ, fields[:r]); err != nil {
 		return dst, ends, field, err
 	}
 	if m.tail, field, err = appendFields(m.tail[:0], b, occ, fields[r+1:]); err != nil {
 		return dst, ends, field, err
 	}
+	m.tail = append(m.tail, suffix...)
 	f := &fields[r]
 	m.elems, m.offs, m.order = m.elems[:0], append(m.offs[:0], 0), m.order[:0]
 	if num := x.topBytes[j]; num == 0 || !m.appendTopBytes(b, num) {
@@ -224,11 +227,9 @@ func (x *keyExtractor) appendMulti(dst, b []byte, occ []occurrence, j int, prefi
 		return dst, ends, f.path.String(), &tooManyElements{n: n, index: x.names[j]}
 	}
 	for _, i := range m.order {
-		dst = append(dst, prefix...)
 		dst = append(dst, m.head...)
 		dst = append(dst, elem(i)...)
 		dst = append(dst, m.tail...)
-		dst = append(dst, suffix...)
 		ends = append(ends, int32(len(dst))) //nolint:gosec // the arena stays under 2 GiB: batches are bounded
 	}
 	return dst, ends, "", nil
