@@ -64,6 +64,7 @@ var Coders = []Coverage{
 		nums(GetResponseMissingKeys, GetResponseMissingKeyRecords)},
 	{"protobase.v1.SearchResponse", "DecodeSearchResponse", Decodes, nums(SearchResponseResults, SearchResponseDone, SearchResponseErrors), nil},
 	{"protobase.v1.ResultBatch", "DecodeSearchResponse", Decodes, nums(ResultBatchQuery, ResultBatchRecords, ResultBatchPlan, ResultBatchVersions), nil},
+	{"protobase.v1.QueryDone", "DecodeSearchResponse", Decodes, nums(QueryDoneQuery, QueryDoneCount), nums(3)}, // plan
 	{"protobase.v1.WatchResponse", "DecodeWatchResponse", Decodes, nums(WatchResponseChanges, WatchResponseProgress), nil},
 	{"protobase.v1.Change", "DecodeWatchResponse", Decodes, nums(ChangeOp, ChangeType, ChangeKey, ChangeRecord, ChangeOld, ChangePosition, ChangeOldOmit, ChangeRecOmit, ChangeExpired), nil},
 	{"protobase.v1.Position", "DecodeWatchResponse", Decodes, nums(PositionCommit, PositionIndex), nil},

@@ -25,8 +25,9 @@
 //	  ScanResponse, QueryResponse, GetResponse   DecodeScanResponse,
 //	      DecodeQueryResponse, DecodeGetResponse (the keys of missing
 //	      records through proto.Unmarshal)
-//	  SearchResponse, ResultBatch   DecodeSearchResponse (QueryDone,
-//	      QueryError and a batch's Plan through proto.Unmarshal)
+//	  SearchResponse, ResultBatch, QueryDone   DecodeSearchResponse (a
+//	      QueryDone with a plan, QueryError and a batch's Plan through
+//	      proto.Unmarshal)
 //	  WatchResponse, Change, Position   DecodeWatchResponse, WatchSlabs
 //	encoded (server: the gRPC codec)
 //	  SearchResponse, ResultBatch, QueryDone, ScanResponse, GetResponse,

@@ -52,6 +52,7 @@ var decodedPlaces = []placed{
 	{func() proto.Message { return new(pb.SearchResponse) }, nil},
 	{func() proto.Message { return new(pb.SearchResponse) }, names("results")},
 	{func() proto.Message { return new(pb.SearchResponse) }, names("results", "records")},
+	{func() proto.Message { return new(pb.SearchResponse) }, names("done")},
 	{func() proto.Message { return new(pb.WatchResponse) }, nil},
 	{func() proto.Message { return new(pb.WatchResponse) }, names("changes")},
 	{func() proto.Message { return new(pb.WatchResponse) }, names("changes", "key")},

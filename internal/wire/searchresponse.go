@@ -13,8 +13,9 @@ import (
 // DecodeScanResponse does Scan's, with the records of every batch of one response in one slab. A response
 // of 1,000 one-record batches (1,000 primary-key lookups) then costs a
 // handful of allocations, not 1,000 × 3 for the records plus the batches.
-// QueryDone, QueryError and a batch's Plan are few, and go through
-// proto.Unmarshal one by one into slabs of their own.
+// A QueryDone of a query and a count (each query's last part) is decoded
+// here; one with a plan, and QueryError and a batch's Plan, which are few,
+// go through proto.Unmarshal one by one into slabs of their own.
 //
 // A response of any other shape (an unknown field, a field of an
 // unexpected wire type, an Any holding more than type_url and value) goes
@@ -117,7 +118,7 @@ func DecodeSearchResponse(b []byte, m *pb.SearchResponse) error {
 			err = s.batch(v, &s.batches[nb])
 			nb++
 		case SearchResponseDone:
-			err = proto.Unmarshal(v, &s.done[nd])
+			err = decodeDone(v, &s.done[nd])
 			nd++
 		case SearchResponseErrors:
 			err = proto.Unmarshal(v, &s.errs[ne])
@@ -180,6 +181,29 @@ func (s *searchSlabs) batch(b []byte, rb *pb.ResultBatch) error {
 		// A full slice expression: appending to one batch's records must
 		// never write over the next batch's.
 		rb.Records = s.recs[start:s.next:s.next]
+	}
+	return nil
+}
+
+// decodeDone decodes the QueryDone b into d, a zero message, as
+// proto.Unmarshal would: by hand when b holds only the query and the count
+// as varints (the last of each wins), else through proto.Unmarshal.
+func decodeDone(b []byte, d *pb.QueryDone) error {
+	for rest := b; len(rest) > 0; {
+		num, typ, l := protowire.ConsumeTag(rest)
+		if l < 0 || typ != protowire.VarintType || (num != QueryDoneQuery && num != QueryDoneCount) {
+			return proto.Unmarshal(b, d)
+		}
+		v, n := protowire.ConsumeVarint(rest[l:])
+		if n < 0 {
+			return proto.Unmarshal(b, d)
+		}
+		rest = rest[l+n:]
+		if num == QueryDoneQuery {
+			d.Query = v
+		} else {
+			d.Count = v
+		}
 	}
 	return nil
 }

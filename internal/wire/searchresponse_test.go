@@ -14,10 +14,7 @@ import (
 // one, the record's type URL in the other (the record's bytes are the
 // input's).
 func TestDecodeOneRecordResponse(t *testing.T) {
-	want := &pb.SearchResponse{
-		Results: []*pb.ResultBatch{{Query: 7, Records: []*anypb.Any{{TypeUrl: "type.googleapis.com/shop.User", Value: []byte("\x08\x07\x12\x02n7")}}}},
-		Done:    []*pb.QueryDone{{Query: 7, Count: 1}},
-	}
+	want := oneRecordAnswer()
 	b, err := proto.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
@@ -40,5 +37,26 @@ func TestDecodeOneRecordResponse(t *testing.T) {
 	})
 	if allocs > 2 {
 		t.Fatalf("%v allocations to decode one record's answer, want 2", allocs)
+	}
+}
+
+// oneRecordAnswer is the answer to one primary-key lookup.
+func oneRecordAnswer() *pb.SearchResponse {
+	return &pb.SearchResponse{
+		Results: []*pb.ResultBatch{{Query: 7, Records: []*anypb.Any{{TypeUrl: "type.googleapis.com/shop.User", Value: []byte("\x08\x07\x12\x02n7")}}}},
+		Done:    []*pb.QueryDone{{Query: 7, Count: 1}},
+	}
+}
+
+// BenchmarkDecodeOneRecordResponse decodes the answer to one primary-key
+// lookup, as the Go client's Search does at every such round trip.
+func BenchmarkDecodeOneRecordResponse(b *testing.B) {
+	data := marshal(b, oneRecordAnswer())
+	b.ReportAllocs()
+	var m pb.SearchResponse
+	for b.Loop() {
+		if err := DecodeSearchResponse(data, &m); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
