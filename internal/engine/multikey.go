@@ -114,20 +114,27 @@ next:
 
 // firsts sets order to the positions of the distinct elements of elems
 // (at most smallSort), each the first of its repeats, in the order they
-// come: each is checked against those kept before it by head, the bytes
-// compared only when heads are equal.
+// come. An element is checked against those kept before it only when a
+// bit picked by its head is already set in seen (most elements have no
+// repeat, and their bit is free); then by head, the bytes compared only
+// when heads are equal.
 func (m *multiKeys) firsts() {
 	elems, offs := m.elems, m.offs
 	order, heads := m.order[:0], m.heads[:0]
+	var seen uint64
 next:
 	for i := range int32(len(offs) - 1) { //nolint:gosec // at most smallSort
 		e := elems[offs[i]:offs[i+1]]
 		h := head8(e)
-		for k, g := range heads {
-			if o := order[k]; g == h && bytes.Equal(elems[offs[o]:offs[o+1]], e) {
-				continue next
+		bit := uint64(1) << (h * 0x9E3779B97F4A7C15 >> 58)
+		if seen&bit != 0 {
+			for k, g := range heads {
+				if o := order[k]; g == h && bytes.Equal(elems[offs[o]:offs[o+1]], e) {
+					continue next
+				}
 			}
 		}
+		seen |= bit
 		order, heads = append(order, i), append(heads, h)
 	}
 	m.order, m.heads = order, heads
