@@ -56,7 +56,8 @@ type Batch struct {
 	applied  bool  // Apply was called since creation/Reset
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
 	waitErr  error // result of the first Wait
-	// indexWG is held while ib is applied on a goroutine of its own
+	// indexWG is held while index batches are applied on a goroutine of
+	// its own
 	// (applyIndex), and indexErr is what that apply returned.
 	indexWG  sync.WaitGroup
 	indexErr error
@@ -311,8 +312,9 @@ func (b *Batch) syncWait() {
 }
 
 // Wait blocks until the applied batch is durable (Options.Sync=true) and
-// returns the WAL sync error, if any, or the error of applying its index
-// entries where Apply left that to a goroutine of its own (index.go);
+// returns the WAL sync error, if any, or the error of applying index
+// entries where Apply left that to a goroutine of its own (index.go;
+// the entries of the batches held back with this one's, indexhold.go);
 // with Sync=false it returns once those are applied.
 // Because the WAL is synced in order, a nil result also means every batch
 // applied before this one is durable. Calling Wait again returns the same

@@ -30,9 +30,10 @@ package pebble
 // entry is deleted. Three rules keep the two instances one store:
 //
 //   - Apply applies the main batch, then the index batch, holding applyMu
-//     (a large index batch on a goroutine of its own, which holds it until
-//     done); a snapshot or an iterator over both opens its two views
-//     holding it shared, so no view holds half of a batch.
+//     (a large index batch is held back and applied with those after it,
+//     indexhold.go); a snapshot or an iterator over both opens its two
+//     views holding it shared, with nothing held back, so no view holds
+//     half of a batch.
 //   - Before the index instance writes a flush, the main instance's log is
 //     synced (indexFlushBegin): every batch in that flush is durable in the
 //     main instance first, so after a crash the index instance never holds
@@ -98,7 +99,7 @@ type indexInstance struct {
 	// applyMu is held exclusively while a batch is applied to both
 	// instances and shared while a view of both is opened.
 	applyMu sync.RWMutex
-	// applying is set while an index batch is applied on a goroutine of
+	// applying is set while index batches are applied on a goroutine of
 	// its own, which holds applyMu meanwhile (applyIndex).
 	applying atomic.Bool
 	// next is the journal number of the next batch with index writes, and
@@ -113,9 +114,17 @@ type indexInstance struct {
 	// them). Immutable.
 	flushAt int64
 	// asyncFrom is the size of an index batch from which applyIndex
-	// applies it on a goroutine of its own (Options.AsyncIndexBytes).
-	// Immutable.
-	asyncFrom int
+	// holds it back (Options.AsyncIndexBytes), and holdBytes the size of
+	// the batches held at which it applies them, on a goroutine of its
+	// own (Options.IndexHoldBytes); grouped says the instance keeps entry
+	// groups (groups.go). Immutable.
+	asyncFrom, holdBytes int
+	grouped              bool
+	// held is what applyIndex holds back (indexhold.go); behind is set
+	// while it holds anything and stuck while the last try to apply it
+	// failed.
+	held          heldIndex
+	behind, stuck atomic.Bool
 	// trimMu serializes journal trimming with Checkpoint, which must copy
 	// the index instance and then a journal that still covers it.
 	trimMu sync.Mutex
@@ -174,11 +183,14 @@ func (s *Store) openIndex(o Options, fs vfs.FS, po *pebble.Options) error {
 		return fmt.Errorf("store: open index instance at %s: %w", dir, err)
 	}
 	ix := &indexInstance{
-		db: db, flushAt: int64(ipo.MemTableSize / 2), asyncFrom: asyncIndexBytes,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		db: db, flushAt: int64(ipo.MemTableSize / 2), asyncFrom: asyncIndexBytes, holdBytes: defaultIndexHoldBytes,
+		grouped: groups, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.AsyncIndexBytes > 0 {
 		ix.asyncFrom = o.AsyncIndexBytes
+	}
+	if o.IndexHoldBytes > 0 {
+		ix.holdBytes = o.IndexHoldBytes
 	}
 	if err := s.recoverIndex(ix); err != nil {
 		return errors.Join(err, db.Close())
@@ -333,13 +345,15 @@ func (ix *indexInstance) replay(n uint64, repr []byte, readOnly bool) error {
 
 // applyIndex applies b to both instances: the index batch's encoding goes
 // into the main batch as its journal entry. An index batch of at least
-// asyncIndexBytes (Options.AsyncIndexBytes) is applied to the index
-// instance on a goroutine of its own, which releases applyMu when done:
-// the writer goes on to receive and prepare its next batch meanwhile, and
-// every view of the index (NewIter, NewSnapshot, a point read of an index
-// key, Flush, Compact, Close) waits for it first, so no reader sees the
-// batch's records without its entries in one view, and the writer's own
-// next checks see them (settle).
+// asyncIndexBytes (Options.AsyncIndexBytes) is held back (indexhold.go);
+// once Options.IndexHoldBytes are held, they are applied to the index
+// instance together on a goroutine of its own, which releases applyMu
+// when done: the writer goes on to receive and prepare its next batch
+// meanwhile. Every view of the index (NewIter, NewSnapshot, a point read
+// of an index key, Flush, Compact, Close) applies what is held and waits
+// for that goroutine first, so no reader sees a batch's records without
+// its entries in one view, and the writer's own next checks see them
+// (settle). A smaller batch is applied at once, after what is held.
 func (s *Store) applyIndex(b *Batch) error {
 	ix := s.index
 	ix.applyMu.Lock()
@@ -362,24 +376,35 @@ func (s *Store) applyIndex(b *Batch) error {
 	}
 	if len(repr) < ix.asyncFrom {
 		defer ix.applyMu.Unlock()
+		// The index instance takes the batches in order: those held first.
+		if err := ix.applyHeld(); err != nil {
+			return err
+		}
 		return ix.apply(b.ib)
+	}
+	err := ix.held.err // an apply of the held batches that failed since the last write
+	ix.held.err = nil
+	ix.hold(repr)
+	if ix.heldBytes() < ix.holdBytes {
+		ix.applyMu.Unlock()
+		return err
 	}
 	ix.applying.Store(true)
 	b.indexWG.Add(1)
 	go func() {
-		b.indexErr = ix.apply(b.ib)
+		b.indexErr = ix.applyHeld()
 		ix.applying.Store(false)
 		ix.applyMu.Unlock()
 		b.indexWG.Done()
 	}()
-	return nil
+	return err
 }
 
 // asyncIndexBytes is the size of an index batch from which applyIndex
-// applies it on a goroutine of its own. A batch of 1,000 records of ten
-// tags is about 50 KiB and takes a millisecond to insert into the
-// memtable; the hand-off costs a few microseconds, more than a small
-// batch's whole insert.
+// holds it back. A batch of 1,000 records of ten tags is about 50 KiB and
+// takes a millisecond or more to insert into the memtable; holding it
+// makes a read that comes meanwhile apply it first, a cost worth taking
+// for bulk writes only.
 const asyncIndexBytes = 16 << 10
 
 // apply applies an index batch to the instance. The instance has no log,
@@ -390,15 +415,6 @@ func (ix *indexInstance) apply(ib *pebble.Batch) error {
 		return fmt.Errorf("store: apply batch to the index instance (restart to apply it from the journal): %w", err)
 	}
 	return nil
-}
-
-// settle waits for an index batch being applied on its own goroutine
-// (applyIndex), so that a read of the index instance that follows sees it.
-func (ix *indexInstance) settle() {
-	if ix.applying.Load() {
-		ix.applyMu.RLock()
-		ix.applyMu.RUnlock() //nolint:staticcheck // an empty critical section: waiting is the point
-	}
 }
 
 // flushIndex flushes the index instance each time half a memtable of index
@@ -425,6 +441,10 @@ func (s *Store) flushAndTrim(ix *indexInstance) error {
 	ix.trimMu.Lock()
 	defer ix.trimMu.Unlock()
 	ix.applyMu.Lock()
+	if err := ix.applyHeld(); err != nil {
+		ix.applyMu.Unlock()
+		return err
+	}
 	upTo := ix.next // every batch numbered below it is in the memtables
 	ix.pending = 0
 	flushed, err := ix.db.AsyncFlush()
@@ -476,7 +496,9 @@ func (s *Store) closeIndex() error {
 		// batches, and the next Open applies them.
 		if err = s.flushDB(ix.db); errors.Is(err, store.ErrDiskFull) {
 			err = nil
-		} else if err == nil {
+		} else if err == nil && !ix.behind.Load() {
+			// (Batches still held, their apply having failed, keep their
+			// journal entries for the next Open.)
 			ix.trimMu.Lock()
 			err = s.trimJournal(ix, ix.next)
 			ix.trimMu.Unlock()

@@ -162,7 +162,7 @@ func (s *Store) NewIter(lower, upper []byte) (*Iter, error) {
 
 // newIter is NewIter over both instances, or with both false over the
 // main one alone: for a range that holds no index key, which need not
-// wait for an index batch being applied on its own goroutine.
+// settle the index instance (indexhold.go).
 func (s *Store) newIter(lower, upper []byte, both bool) (*Iter, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -172,7 +172,7 @@ func (s *Store) newIter(lower, upper []byte, both bool) (*Iter, error) {
 	if ix := s.index; both {
 		// Both views are opened together, so that they see the same
 		// batches (index.go).
-		ix.applyMu.RLock()
+		ix.rlockSettled()
 		i, err := newIterPair([2]pebbleIterSource{s.db, ix.reader()}, s.groups, s.layout, lower, upper, true)
 		ix.applyMu.RUnlock()
 		if err != nil {

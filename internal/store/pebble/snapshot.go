@@ -40,7 +40,7 @@ func (s *Store) NewSnapshot() *Snapshot {
 	if s.readOnly {
 		return &Snapshot{s: s, snap: s.db.NewSnapshot(), ix: ix.reader()}
 	}
-	ix.applyMu.RLock()
+	ix.rlockSettled()
 	defer ix.applyMu.RUnlock()
 	isnap := ix.db.NewSnapshot()
 	return &Snapshot{s: s, snap: s.db.NewSnapshot(), isnap: isnap, ix: isnap}

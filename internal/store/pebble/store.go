@@ -132,11 +132,18 @@ type Options struct {
 	// timer). 0 (the default) adds no delay.
 	WALMinSyncInterval time.Duration
 	// AsyncIndexBytes is the size of a batch's index writes from which
-	// Apply leaves them to a goroutine of its own, which applies them to
-	// the index instance while the caller goes on (index.go). 0 means
-	// 16 KiB (asyncIndexBytes); 1 applies every batch's that way, which
-	// tests use to run that path with small batches.
+	// Apply holds them back, to apply them to the index instance with
+	// those of the batches after it, on a goroutine of its own while the
+	// caller goes on (index.go, indexhold.go). 0 means 16 KiB
+	// (asyncIndexBytes); 1 holds every batch's, which tests use to run
+	// that path with small batches.
 	AsyncIndexBytes int
+	// IndexHoldBytes is how much of such index writes (batches from
+	// AsyncIndexBytes) Apply holds back before it applies them together,
+	// each key once, to the index instance (indexhold.go): a read of the
+	// index instance applies them first. 0 means 256 KiB; 1 applies each
+	// batch's at once.
+	IndexHoldBytes int
 	// singleInstance creates a new store without an index instance, as
 	// stores were before it: tests open one to check that such stores
 	// keep working.
