@@ -29,8 +29,8 @@ func backends(parent *testing.T) []storetest.Backend {
 	}
 	return []storetest.Backend{
 		{Name: "pebble", Open: openPebble(0)},
-		// Every batch's index writes applied on a goroutine of their own,
-		// as large batches' are.
+		// Every batch's index writes held back and applied with those of
+		// the batches after it, as large batches' are.
 		{Name: "pebble-async-index", Open: openPebble(1)},
 		{Name: "etcd", SharedWriters: true, Open: func(t *testing.T) store.KV {
 			if endpoint == "" {

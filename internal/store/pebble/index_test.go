@@ -519,9 +519,10 @@ func TestIndexInstanceMissingIndexDir(t *testing.T) {
 	}
 }
 
-// TestIndexInstanceAsyncApply applies batches whose index writes go to the
-// index instance on a goroutine of their own (applyIndex), every batch
-// (AsyncIndexBytes 1) and those over asyncIndexBytes, while readers open
+// TestIndexInstanceAsyncApply applies batches whose index writes are held
+// back and go to the index instance together on a goroutine of their own
+// (applyIndex, indexhold.go), every batch (AsyncIndexBytes 1) and those
+// over asyncIndexBytes, while readers open
 // views: every view that holds a batch's record holds its entries and no
 // entry without its record; a point read of an entry right after Apply
 // finds it; a Flush right after Apply flushes it; and a Close right after
@@ -674,8 +675,8 @@ func flushedLast(t *testing.T, s *Store) []byte {
 	return last
 }
 
-// asyncBytes is Options.AsyncIndexBytes for every index batch applied on
-// a goroutine of its own (all), or the default.
+// asyncBytes is Options.AsyncIndexBytes for every index batch held back
+// (all), or the default.
 func asyncBytes(all bool) int {
 	if all {
 		return 1
