@@ -190,15 +190,11 @@ func (s *searchSlabs) batch(b []byte, rb *pb.ResultBatch) error {
 // as varints (the last of each wins), else through proto.Unmarshal.
 func decodeDone(b []byte, d *pb.QueryDone) error {
 	for rest := b; len(rest) > 0; {
-		num, typ, l := protowire.ConsumeTag(rest)
-		if l < 0 || typ != protowire.VarintType || (num != QueryDoneQuery && num != QueryDoneCount) {
+		num, typ, v, _, n := nextField(rest)
+		if n < 0 || typ != protowire.VarintType || (num != QueryDoneQuery && num != QueryDoneCount) {
 			return proto.Unmarshal(b, d)
 		}
-		v, n := protowire.ConsumeVarint(rest[l:])
-		if n < 0 {
-			return proto.Unmarshal(b, d)
-		}
-		rest = rest[l+n:]
+		rest = rest[n:]
 		if num == QueryDoneQuery {
 			d.Query = v
 		} else {

@@ -57,8 +57,7 @@ type Batch struct {
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
 	waitErr  error // result of the first Wait
 	// indexWG is held while index batches are applied on a goroutine of
-	// its own
-	// (applyIndex), and indexErr is what that apply returned.
+	// their own (applyIndex), and indexErr is what that apply returned.
 	indexWG  sync.WaitGroup
 	indexErr error
 

@@ -385,7 +385,7 @@ func (s *Store) applyIndex(b *Batch) error {
 	err := ix.held.err // an apply of the held batches that failed since the last write
 	ix.held.err = nil
 	ix.hold(repr)
-	if ix.heldBytes() < ix.holdBytes {
+	if len(ix.held.reprs) < ix.holdBytes {
 		ix.applyMu.Unlock()
 		return err
 	}

@@ -12,7 +12,7 @@ package pebble
 // applied and durable as before, and its index writes wait beside those
 // of the batches after it until they reach Options.IndexHoldBytes. They
 // are then applied as one batch, each key written once: a group's
-// operands merged into one (mergeMembers, as Pebble would merge them),
+// operands merged into one (by the instance's merger, as Pebble would),
 // any other key's last write kept.
 //
 // No read sees the index instance behind the main one: every read of it
@@ -43,10 +43,9 @@ type heldIndex struct {
 	ends  []int
 	err   error // the last apply of the held batches that failed, kept for the next write
 	// combine's scratch, kept between applies.
-	at    map[string]int32
-	ops   []heldOp
-	vals  []heldVal
-	merge [2][]byte
+	at   map[string]int32
+	ops  []heldOp
+	vals []heldVal
 }
 
 // heldOp is one key's writes among the held batches: its kind and its
@@ -56,7 +55,6 @@ type heldOp struct {
 	kind      pebble.InternalKeyKind
 	key       []byte
 	val, last int32 // in vals
-	count     int32
 }
 
 // heldVal is a value written, and the next operand of the same key (-1:
@@ -74,9 +72,6 @@ func (ix *indexInstance) hold(repr []byte) {
 	h.ends = append(h.ends, len(h.reprs))
 	ix.behind.Store(true)
 }
-
-// heldBytes is the size of what is held; the caller holds applyMu.
-func (ix *indexInstance) heldBytes() int { return len(ix.held.reprs) }
 
 // applyHeld applies the held batches to the index instance, as one batch
 // when they hold only sets, deletions and group operands, else one by
@@ -98,6 +93,11 @@ func (ix *indexInstance) applyHeld() error {
 		return err
 	}
 	h.reprs, h.ends, h.err = h.reprs[:0], h.ends[:0], nil
+	if cap(h.reprs) > 4*ix.holdBytes {
+		// One batch's index writes can be far larger than what is
+		// usually held: its buffers are not kept.
+		*h = heldIndex{}
+	}
 	ix.behind.Store(false)
 	ix.stuck.Store(false)
 	return nil
@@ -143,7 +143,9 @@ func (ix *indexInstance) applyCombined() error {
 		case pebble.InternalKeyKindDelete:
 			_ = b.Delete(o.key, nil)
 		default:
-			_ = b.Merge(o.key, h.mergedValue(o), nil)
+			if err := h.merge(b, o); err != nil {
+				return err
+			}
 		}
 	}
 	return ix.apply(b)
@@ -193,7 +195,7 @@ func (h *heldIndex) add(kind pebble.InternalKeyKind, key, val []byte, grouped bo
 	i, seen := h.at[string(key)]
 	if !seen {
 		h.at[string(key)] = int32(len(h.ops)) //nolint:gosec // bounded by the held bytes
-		h.ops = append(h.ops, heldOp{kind: kind, key: key, val: v, last: v, count: 1})
+		h.ops = append(h.ops, heldOp{kind: kind, key: key, val: v, last: v})
 		return nil
 	}
 	o := &h.ops[i]
@@ -204,28 +206,30 @@ func (h *heldIndex) add(kind pebble.InternalKeyKind, key, val []byte, grouped bo
 		o.kind, o.val = kind, v // the last write of a key wins
 		return nil
 	}
-	h.vals[o.last].next = v
-	o.last, o.count = v, o.count+1
+	h.vals[o.last].next, o.last = v, v
 	return nil
 }
 
-// mergedValue returns the one operand that stands for o's operands: their
-// members merged, oldest first, as the merger merges operands without the
-// group's oldest (removals kept).
-func (h *heldIndex) mergedValue(o *heldOp) []byte {
-	if o.count == 1 {
-		return h.vals[o.val].b
+// merge writes o's operands to b as one: merged by the instance's own
+// merger, oldest first, without the group's oldest operand (so removals
+// are kept, as Pebble keeps them when it merges part of a key's operands).
+func (h *heldIndex) merge(b *pebble.Batch, o *heldOp) error {
+	if o.val == o.last {
+		return b.Merge(o.key, h.vals[o.val].b, nil)
 	}
-	h.merge[0] = append(h.merge[0][:0], h.vals[o.val].b[1:]...)
-	members := h.merge[0]
-	for v := h.vals[o.val].next; v >= 0; v = h.vals[v].next {
-		h.merge[1] = mergeMembers(h.merge[1][:0], members, h.vals[v].b[1:])
-		members, h.merge[1] = h.merge[1], members
+	m, err := groupMerger.Merge(o.key, h.vals[o.val].b)
+	for v := h.vals[o.val].next; err == nil && v >= 0; v = h.vals[v].next {
+		err = m.MergeNewer(h.vals[v].b)
 	}
-	h.merge[0] = members
-	// The batch copies the value: the scratch serves the next key.
-	h.merge[1] = append(append(h.merge[1][:0], valueGroup), members...)
-	return h.merge[1]
+	if err != nil {
+		return err
+	}
+	v, closer, err := m.Finish(false)
+	if err != nil {
+		return err
+	}
+	err = b.Merge(o.key, v, nil) // the batch copies v
+	return errors.Join(err, closer.Close())
 }
 
 // settle makes the index instance whole before a read of it: it applies

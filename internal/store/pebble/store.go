@@ -142,7 +142,7 @@ type Options struct {
 	// AsyncIndexBytes) Apply holds back before it applies them together,
 	// each key once, to the index instance (indexhold.go): a read of the
 	// index instance applies them first. 0 means 256 KiB; 1 applies each
-	// batch's at once.
+	// batch's on its own, as soon as it is held.
 	IndexHoldBytes int
 	// singleInstance creates a new store without an index instance, as
 	// stores were before it: tests open one to check that such stores
