@@ -565,10 +565,8 @@ func (e *Engine) runChunk(ctx context.Context, qs []*pb.Query, first uint64, out
 	if e.opts.SlowQuery > 0 {
 		e.logSlowSearch(qs, start)
 	}
-	if len(points) > 0 && e.cache != nil {
-		// Sorting pays off only for the lookups that reach the store.
-		e.sortPoints.Store(cu.cacheMisses*8 > uint64(len(points)))
-	}
+	// Sorting pays off only for the lookups that reach the store.
+	e.noteMisses(cu.cacheMisses, len(points))
 }
 
 // prefetch reads the chunk's point lookups together through the chunk's

@@ -187,9 +187,7 @@ func (e *Engine) wireLookups(ctx context.Context, n int, first uint64, buf *look
 	if !r.flush() {
 		return false
 	}
-	if len(points) > 0 && e.cache != nil {
-		e.sortPoints.Store(r.misses*8 > uint64(len(points)))
-	}
+	e.noteMisses(r.misses, len(points))
 	return ctx.Err() == nil
 }
 

@@ -117,6 +117,19 @@ func (e *Engine) keyPoints(points []pointJob, arena []byte, ends []int) {
 	}
 }
 
+// noteMisses sets Engine.sortPoints from a chunk of n point lookups of
+// which misses missed the record cache. It writes the flag only when it
+// changes: every one-lookup request of every stream ends here, and a
+// write of a word the other cores read takes its cache line from them.
+func (e *Engine) noteMisses(misses uint64, n int) {
+	if n == 0 || e.cache == nil {
+		return
+	}
+	if sort := misses*8 > uint64(n); e.sortPoints.Load() != sort {
+		e.sortPoints.Store(sort)
+	}
+}
+
 // lookupOrder splits a chunk's queries into plain primary-key lookups,
 // with their keys encoded once (query.Point) and, on a local store,
 // sorted, and the rest, in arrival order, which need the planner.
