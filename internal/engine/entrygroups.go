@@ -39,6 +39,12 @@ type groupScratch struct {
 	suffixes []byte   // one group's suffixes
 	sort     []uint16 // orderSuffixes' scratch
 	last     int      // the groups of the last batch
+	// names holds the groups found so far one after another, and ends
+	// where each ends: find compares an entry with a group here, in a few
+	// KiB of its own, rather than in the first entry's key, somewhere in
+	// the batch's arena.
+	names []byte
+	ends  []int32
 }
 
 // putGroups writes the batch's entries in the j-th index of their types
@@ -92,24 +98,30 @@ func (g *groupScratch) bucket(w *Writer, skip int) {
 		size *= 2
 	}
 	w.sorted, g.of = w.sorted[:0], g.of[:0]
-	g.resize(w, size)
+	g.names, g.ends = g.names[:0], g.ends[:0]
+	g.resize(w.seed, size)
 	for _, k := range g.keys {
 		grp := groupOf(w.bytes(k))
 		h := maphash.Bytes(w.seed, grp)
-		s := g.find(w, grp, h)
+		s := g.find(grp, h)
 		if s < 0 {
 			if 2*(len(w.sorted)+1) > len(g.slots) {
-				g.resize(w, 2*len(g.slots))
+				g.resize(w.seed, 2*len(g.slots))
 			}
 			hi, lo := keyHead(grp[skip:])
 			w.sorted = append(w.sorted, sortedEntry{hi: hi, lo: lo, k: k})
-			s = int32(len(w.sorted) - 1) //nolint:gosec // at most one group an entry, bounded by the batch
+			g.names = append(g.names, grp...)
+			g.ends = append(g.ends, int32(len(g.names))) //nolint:gosec // bounded by the batch
+			s = int32(len(w.sorted) - 1)                 //nolint:gosec // at most one group an entry, bounded by the batch
 			g.place(h, s)
 		}
 		w.sorted[s].v.e++
 		g.of = append(g.of, s)
 	}
 	g.last = len(w.sorted)
+	if cap(g.names) > maxKeptArena {
+		g.names = nil // a batch of long values; an idle stream keeps no such scratch
+	}
 	var at int32
 	for i := range w.sorted {
 		v := &w.sorted[i].v
@@ -123,8 +135,17 @@ func (g *groupScratch) bucket(w *Writer, skip int) {
 	}
 }
 
+// name returns group s's bytes.
+func (g *groupScratch) name(s int32) []byte {
+	start := int32(0)
+	if s > 0 {
+		start = g.ends[s-1]
+	}
+	return g.names[start:g.ends[s]]
+}
+
 // find returns the position of group grp, of hash h, in w.sorted, or -1.
-func (g *groupScratch) find(w *Writer, grp []byte, h uint64) int32 {
+func (g *groupScratch) find(grp []byte, h uint64) int32 {
 	mask := uint64(len(g.slots) - 1)
 	for at := h & mask; ; at = (at + 1) & mask {
 		sl := g.slots[at]
@@ -134,7 +155,7 @@ func (g *groupScratch) find(w *Writer, grp []byte, h uint64) int32 {
 		if sl>>32 != h>>32 {
 			continue
 		}
-		if s := int32(sl&(1<<32-1)) - 1; bytes.Equal(groupOf(w.bytes(w.sorted[s].k)), grp) { //nolint:gosec // a position + 1
+		if s := int32(sl&(1<<32-1)) - 1; bytes.Equal(g.name(s), grp) { //nolint:gosec // a position + 1
 			return s
 		}
 	}
@@ -152,15 +173,15 @@ func (g *groupScratch) place(h uint64, s int32) {
 
 // resize empties the table to size slots and places the groups found so
 // far, hashing them again.
-func (g *groupScratch) resize(w *Writer, size int) {
+func (g *groupScratch) resize(seed maphash.Seed, size int) {
 	if cap(g.slots) < size {
 		g.slots = make([]uint64, size)
 	} else {
 		g.slots = g.slots[:size]
 		clear(g.slots)
 	}
-	for i := range w.sorted {
-		g.place(maphash.Bytes(w.seed, groupOf(w.bytes(w.sorted[i].k))), int32(i)) //nolint:gosec // bounded by the batch
+	for i := range g.ends {
+		g.place(maphash.Bytes(seed, g.name(int32(i))), int32(i)) //nolint:gosec // bounded by the batch
 	}
 }
 

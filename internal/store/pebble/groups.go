@@ -168,17 +168,22 @@ func (m *groupMerge) Close() error {
 }
 
 // mergeMembers appends to dst the members of older and newer, two sorted
-// lists, newer's op winning for a suffix both hold.
+// lists, newer's op winning for a suffix both hold. A suffix is read as
+// one number and a member written byte by byte: the index instance's
+// merges and compactions run this for every member of every group.
 func mergeMembers(dst, older, newer []byte) []byte {
-	for len(older) > 0 && len(newer) > 0 {
-		switch c := bytes.Compare(older[1:memberLen], newer[1:memberLen]); {
-		case c < 0:
-			dst, older = append(dst, older[:memberLen]...), older[memberLen:]
-		case c > 0:
-			dst, newer = append(dst, newer[:memberLen]...), newer[memberLen:]
-		default:
-			dst, older, newer = append(dst, newer[:memberLen]...), older[memberLen:], newer[memberLen:]
+	_ = [1]struct{}{}[suffixLen-2] // a suffix is read as a uint16
+	dst = slices.Grow(dst, len(older)+len(newer))
+	for len(older) >= memberLen && len(newer) >= memberLen {
+		o, n := uint16(older[1])<<8|uint16(older[2]), uint16(newer[1])<<8|uint16(newer[2])
+		if o < n {
+			dst, older = append(dst, older[0], older[1], older[2]), older[memberLen:]
+			continue
 		}
+		if o == n {
+			older = older[memberLen:]
+		}
+		dst, newer = append(dst, newer[0], newer[1], newer[2]), newer[memberLen:]
 	}
 	return append(append(dst, older...), newer...)
 }

@@ -123,3 +123,17 @@ func FuzzGroupMerge(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMergeMembers merges two operands of 64 members each whose
+// suffixes interleave, half of them shared: one fold of a merge.
+func BenchmarkMergeMembers(b *testing.B) {
+	var older, newer []byte
+	for i := range 64 {
+		older = append(older, memberPresent, 0, byte(2*i))
+		newer = append(newer, memberRemoved, 0, byte(2*i+i%2))
+	}
+	var dst []byte
+	for b.Loop() {
+		dst = mergeMembers(dst[:0], older, newer)
+	}
+}
