@@ -99,9 +99,6 @@ type indexInstance struct {
 	// applyMu is held exclusively while a batch is applied to both
 	// instances and shared while a view of both is opened.
 	applyMu sync.RWMutex
-	// applying is set while index batches are applied on a goroutine of
-	// its own, which holds applyMu meanwhile (applyIndex).
-	applying atomic.Bool
 	// next is the journal number of the next batch with index writes, and
 	// pending the bytes of index batches applied since the last flush
 	// began; both guarded by applyMu (exclusive).
@@ -125,6 +122,9 @@ type indexInstance struct {
 	// failed.
 	held          heldIndex
 	behind, stuck atomic.Bool
+	// failApply is the error every apply to the instance fails with, for
+	// tests of that failure; nil but in them. Guarded by applyMu.
+	failApply error
 	// trimMu serializes journal trimming with Checkpoint, which must copy
 	// the index instance and then a journal that still covers it.
 	trimMu sync.Mutex
@@ -357,6 +357,15 @@ func (ix *indexInstance) replay(n uint64, repr []byte, readOnly bool) error {
 func (s *Store) applyIndex(b *Batch) error {
 	ix := s.index
 	ix.applyMu.Lock()
+	if ix.stuck.Load() {
+		// Index writes that failed to apply are held: they go first, and
+		// until they apply the store takes no batch, so that what is held
+		// does not grow and no later batch's entries pass them.
+		if err := ix.applyHeld(); err != nil {
+			ix.applyMu.Unlock()
+			return fmt.Errorf("store: index writes of earlier batches still fail to apply; this batch was not written: %w", err)
+		}
+	}
 	n := ix.next
 	ix.next++
 	binary.BigEndian.PutUint64(b.mark[:], n)
@@ -377,27 +386,31 @@ func (s *Store) applyIndex(b *Batch) error {
 	if len(repr) < ix.asyncFrom {
 		defer ix.applyMu.Unlock()
 		// The index instance takes the batches in order: those held first.
-		if err := ix.applyHeld(); err != nil {
-			return err
+		err := ix.applyHeld()
+		if err == nil {
+			err = ix.apply(b.ib)
 		}
-		return ix.apply(b.ib)
+		if err != nil {
+			// Its main batch is applied: its index writes are held behind
+			// those that failed, so that a flush does not trim its journal
+			// entry before they apply (stuck).
+			ix.hold(repr)
+			ix.stuck.Store(true)
+		}
+		return err
 	}
-	err := ix.held.err // an apply of the held batches that failed since the last write
-	ix.held.err = nil
 	ix.hold(repr)
 	if len(ix.held.reprs) < ix.holdBytes {
 		ix.applyMu.Unlock()
-		return err
+		return nil
 	}
-	ix.applying.Store(true)
 	b.indexWG.Add(1)
 	go func() {
 		b.indexErr = ix.applyHeld()
-		ix.applying.Store(false)
 		ix.applyMu.Unlock()
 		b.indexWG.Done()
 	}()
-	return err
+	return nil
 }
 
 // asyncIndexBytes is the size of an index batch from which applyIndex
@@ -411,7 +424,11 @@ const asyncIndexBytes = 16 << 10
 // so this cannot fail on I/O; should it fail, the journal entry is durable
 // and the next Open applies it.
 func (ix *indexInstance) apply(ib *pebble.Batch) error {
-	if err := ix.db.Apply(ib, pebble.NoSync); err != nil {
+	err := ix.failApply
+	if err == nil {
+		err = ix.db.Apply(ib, pebble.NoSync)
+	}
+	if err != nil {
 		return fmt.Errorf("store: apply batch to the index instance (restart to apply it from the journal): %w", err)
 	}
 	return nil

@@ -683,3 +683,80 @@ func asyncBytes(all bool) int {
 	}
 	return 0
 }
+
+// An apply to the index instance that fails: the batch's index writes,
+// whose main batch is applied, are kept and applied before any later
+// batch's; while they still fail, later batches are refused whole; once
+// they apply, writes go on, a flush trims nothing they need, and the store
+// reopens with every batch whose main batch was applied, entries included.
+// Both ways: batches applied at once, and held and applied on a goroutine.
+func TestIndexInstanceApplyFails(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
+			fs := NewMemFS()
+			const dir = "/disk/protobase/data"
+			s := openMemT(t, fs, dir, Options{Sync: true, AsyncIndexBytes: asyncBytes(held), IndexHoldBytes: 1})
+			const entries = 5
+			rec := func(i int) []byte { return keyspace.AppendRecordKey(nil, 1, fmt.Appendf(nil, "%05d", i)) }
+			entry := func(i, j int) []byte {
+				return append(keyspace.IndexPrefix(1), fmt.Appendf(nil, "%05d/%02d", i, j)...)
+			}
+			write := func(i int) (applyErr, waitErr error) {
+				b := s.NewBatch()
+				defer b.Close()
+				b.Stamp(1)
+				b.Set(rec(i), []byte("record"))
+				for j := range entries {
+					b.Set(entry(i, j), []byte("e"))
+				}
+				if err := s.Apply(b); err != nil {
+					return err, nil
+				}
+				return nil, b.Wait()
+			}
+			fault := func(err error) {
+				s.index.applyMu.Lock()
+				s.index.failApply = err
+				s.index.applyMu.Unlock()
+			}
+			if a, w := write(0); a != nil || w != nil {
+				t.Fatalf("batch 0: %v, %v", a, w)
+			}
+			fault(errors.New("injected"))
+			if a, w := write(1); a == nil && w == nil {
+				t.Fatal("batch 1, its index writes failing: no error")
+			}
+			a, _ := write(2)
+			if a == nil {
+				t.Fatal("batch 2, after batch 1's index writes failed and still fail: applied")
+			}
+			if _, found, err := s.Get(rec(2), nil); err != nil || found {
+				t.Fatalf("batch 2, refused (%v): its record found %v, %v", a, found, err)
+			}
+			fault(nil)
+			if a, w := write(3); a != nil || w != nil {
+				t.Fatalf("batch 3, the fault gone: %v, %v", a, w)
+			}
+			for _, i := range []int{0, 1, 3} {
+				if _, found, err := s.Get(entry(i, entries-1), nil); err != nil || !found {
+					t.Fatalf("batch %d's last entry: found %v, %v", i, found, err)
+				}
+			}
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			reopenEach(t, fs, dir, func(r *Store, ro bool) {
+				got := contents(t, r)
+				if want := 3 * (entries + 1); len(got) != want {
+					t.Fatalf("read-only %v: reopened with %d keys, want %d (batches 0, 1 and 3)", ro, len(got), want)
+				}
+				if _, ok := got[string(rec(2))]; ok {
+					t.Fatalf("read-only %v: the refused batch 2's record is there", ro)
+				}
+			})
+		})
+	}
+}

@@ -20,7 +20,9 @@ package pebble
 // a flush of the index instance (whose flush must cover every batch below
 // the journal number it trims to) and Close. A crash loses the held
 // writes from memory only: their journal entries are in the main
-// instance, and Open applies them.
+// instance, and Open applies them. Writes that fail to apply stay held
+// (stuck): reads then go on without them, and the store refuses batches
+// until they apply (applyIndex).
 
 import (
 	"errors"
@@ -41,7 +43,6 @@ const defaultIndexHoldBytes = 256 << 10
 type heldIndex struct {
 	reprs []byte
 	ends  []int
-	err   error // the last apply of the held batches that failed, kept for the next write
 	// combine's scratch, kept between applies.
 	at   map[string]int32
 	ops  []heldOp
@@ -75,9 +76,10 @@ func (ix *indexInstance) hold(repr []byte) {
 
 // applyHeld applies the held batches to the index instance, as one batch
 // when they hold only sets, deletions and group operands, else one by
-// one. On an error they stay held, for the next read or write to try
-// again, and the error is kept for the next write. The caller holds
-// applyMu exclusively.
+// one. On an error they stay held and the instance is stuck: the next
+// batch tries again first, and is refused if they still fail (applyIndex);
+// reads do not wait for them meanwhile. The caller holds applyMu
+// exclusively.
 func (ix *indexInstance) applyHeld() error {
 	h := &ix.held
 	if len(h.ends) == 0 {
@@ -88,11 +90,10 @@ func (ix *indexInstance) applyHeld() error {
 		err = ix.applyEach()
 	}
 	if err != nil {
-		h.err = err
 		ix.stuck.Store(true)
 		return err
 	}
-	h.reprs, h.ends, h.err = h.reprs[:0], h.ends[:0], nil
+	h.reprs, h.ends = h.reprs[:0], h.ends[:0]
 	if cap(h.reprs) > 4*ix.holdBytes {
 		// One batch's index writes can be far larger than what is
 		// usually held: its buffers are not kept.
@@ -238,14 +239,15 @@ func (h *heldIndex) merge(b *pebble.Batch, o *heldOp) error {
 func (ix *indexInstance) settle() {
 	if ix.behind.Load() && !ix.stuck.Load() {
 		ix.applyMu.Lock()
-		_ = ix.applyHeld() // kept for the next write, which reports it
+		_ = ix.applyHeld() // on failure stuck: the next batch tries again, and reports it
 		ix.applyMu.Unlock()
 		return
 	}
-	if ix.applying.Load() {
-		ix.applyMu.RLock()
-		ix.applyMu.RUnlock() //nolint:staticcheck // an empty critical section: waiting is the point
-	}
+	// Also waits out a small batch between its main instance and the
+	// index instance, so that a read that saw its records sees its
+	// entries.
+	ix.applyMu.RLock()
+	ix.applyMu.RUnlock() //nolint:staticcheck // an empty critical section: waiting is the point
 }
 
 // rlockSettled takes applyMu shared with nothing held back, so that views
