@@ -760,3 +760,52 @@ func TestIndexInstanceApplyFails(t *testing.T) {
 		})
 	}
 }
+
+// An iterator over the store whose first bounds reach the records alone
+// keeps its view of them; bounds set later that reach the index entries
+// fail the iteration (its view of them would be newer), while a
+// snapshot's iterator reads them at the snapshot.
+func TestIndexInstanceIterLateSide(t *testing.T) {
+	s := openMemT(t, NewMemFS(), "/disk/protobase/data", Options{Sync: true})
+	defer s.Close()
+	rec := keyspace.AppendRecordKey(nil, 1, []byte("a"))
+	entry := append(keyspace.IndexPrefix(1), "a/a"...)
+	write := func(k []byte) {
+		b := s.NewBatch()
+		defer b.Close()
+		b.Stamp(1)
+		b.Set(k, []byte("v"))
+		if err := s.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(rec)
+	recEnd, ixEnd := keyspace.PrefixEnd(keyspace.AppendRecordKey(nil, 1, nil)), keyspace.PrefixEnd(keyspace.IndexPrefix(1))
+	it, err := s.NewIter(rec, recEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn := s.NewSnapshot()
+	defer sn.Close()
+	write(entry)
+	if !it.First() || !bytes.Equal(it.Key(), rec) {
+		t.Fatalf("within the records: First gives %v %q", it.Valid(), it.Key())
+	}
+	it.SetBounds(keyspace.IndexPrefix(1), ixEnd)
+	if it.First() {
+		t.Fatalf("bounds moved to the index entries: First gives %q, written after the iterator was made", it.Key())
+	}
+	if err := it.Error(); err == nil || !errors.Is(err, errLateSide) {
+		t.Fatalf("bounds moved to the index entries: error %v, want %v", err, errLateSide)
+	}
+	it.Close()
+	sit, err := sn.NewIter(rec, recEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sit.Close()
+	sit.SetBounds(keyspace.IndexPrefix(1), ixEnd)
+	if sit.First() || sit.Error() != nil {
+		t.Fatalf("a snapshot from before the entry, bounds moved to it: First gives %v %q, %v", sit.Valid(), sit.Key(), sit.Error())
+	}
+}
