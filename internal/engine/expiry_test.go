@@ -538,6 +538,40 @@ func TestExpiryWrites(t *testing.T) {
 	})
 }
 
+// A unique value taken over from an expired record, which a later record
+// of the same batch rewrites (an upsert of the expired key, with another
+// value, or with none): the entry stays the new holder's, and the value
+// stays taken.
+func TestExpiryUniqueTakenInBatch(t *testing.T) {
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		for n, second := range []string{`{"id":%d,"handle":"k%d"}`, `{"id":%d,"score":%d}`} {
+			old, taker, third := int64(10*n+1), int64(10*n+2), int64(10*n+3)
+			h := fmt.Sprintf("h%d", n)
+			exp := xe.clock().Add(time.Second).UnixMilli()
+			xe.insert([]*anypb.Any{xe.rec("tt.Token", fmt.Sprintf(`{"id":%d,"handle":%q,"exp_ms":"%d"}`, old, h, exp))})
+			xe.now.Add(int64(2 * time.Second))
+			if err := xe.write(engine.Batch{Op: engine.OpUpsert, Records: []*anypb.Any{
+				xe.rec("tt.Token", fmt.Sprintf(`{"id":%d,"handle":%q}`, taker, h)),
+				xe.rec("tt.Token", fmt.Sprintf(second, old, n)),
+			}}); err != nil {
+				t.Fatalf("%s: upsert of a taker and the expired holder: %v", h, err)
+			}
+			r, err := engine.Check(t.Context(), xe.st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.OK() {
+				t.Fatalf("%s: store inconsistent: %v", h, r.Problems)
+			}
+			err = xe.write(engine.Batch{Op: engine.OpInsert, Records: []*anypb.Any{
+				xe.rec("tt.Token", fmt.Sprintf(`{"id":%d,"handle":%q}`, third, h))}})
+			if codeOf(err) != apierror.AlreadyExists {
+				t.Fatalf("%s: insert of a third record with the taker's value: %v, want %v", h, err, apierror.AlreadyExists)
+			}
+		}
+	})
+}
+
 // TestExpiryIndexBuild: an index built on a type with data skips the
 // records expired when it reaches them, so an expired record holding the
 // value a live one holds does not fail a unique index's build.

@@ -568,6 +568,10 @@ func (w *Writer) checkUnique(i int, p *prep, dups bool, pr batchProbe) error {
 				if held {
 					return uniqueError(i, p, j, w.bytes(k))
 				}
+				// p takes the value over from an expired record: a later
+				// record of the batch, the expired one rewritten, must
+				// read the entry as p's, not retract it as its own.
+				w.ov[string(w.bytes(k))] = ovEntry{val: pk}
 			}
 		}
 	}
