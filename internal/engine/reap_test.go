@@ -453,3 +453,36 @@ func (xe *expiryEngine) expiredInLog(from, to uint64) []string {
 	}
 	return out
 }
+
+// A reaper batch whose records were all written again while it was on its
+// way (their expiries moved later) deletes nothing and commits nothing:
+// the change log takes the racing writes alone, no entry of no records,
+// which a replay could not apply.
+func TestReapNothingLeft(t *testing.T) {
+	expiryStores(t, func(t *testing.T, xe *expiryEngine) {
+		r := expiring{id: 1, exp: xe.now.Load() + int64(time.Second)}
+		xe.insert([]*anypb.Any{xe.any("tt.Token", r)})
+		xe.now.Add(int64(2 * time.Second))
+		writes := 0
+		engine.SetReapHook(t, func(recs []*anypb.Any) {
+			for range recs {
+				r.exp = xe.now.Load() + int64(time.Hour)
+				if err := xe.write(engine.Batch{Op: engine.OpUpsert, Records: []*anypb.Any{xe.any("tt.Token", r)}}); err != nil {
+					t.Errorf("upsert racing the reaper: %v", err)
+				}
+				writes++
+			}
+		})
+		clog := xe.e.ChangeLog()
+		before := clog.Durable().Value()
+		n, err := xe.e.Reap(t.Context())
+		if err != nil || n != 0 || writes != 1 {
+			t.Fatalf("reap of a record written again meanwhile: %d reaped, %v (%d racing writes)", n, err, writes)
+		}
+		if clog.On() {
+			if got := clog.Durable().Value() - before; got != uint64(writes) {
+				t.Fatalf("the change log took %d entries for %d racing writes and a reaper batch that deleted nothing", got, writes)
+			}
+		}
+	})
+}

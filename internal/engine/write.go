@@ -282,8 +282,13 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	} else {
 		err = w.commitLocked(b, cat, op, recs, dups)
 	}
-	if err != nil || len(recs) == 0 {
-		// Nothing to wait for: a failed batch, or one of conditions alone.
+	none := errors.Is(err, errNoneExpired)
+	if none {
+		err = nil
+	}
+	if err != nil || len(recs) == 0 || none {
+		// Nothing to wait for: a failed batch, one of conditions alone, or
+		// a reaper's batch whose records were all written again since.
 		b.Reset()
 		w.free = append(w.free, b)
 		return err
@@ -463,8 +468,17 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	if grouped {
 		w.putGrouped(b)
 	}
+	if op == opExpire && w.expired == 0 {
+		return errNoneExpired
+	}
 	return w.aggs.apply(b)
 }
+
+// errNoneExpired: a reaper's batch found none of its records expired any
+// more (each written again since it was read). It is not committed: a
+// commit would log a change-log entry of no records, which a replay could
+// not apply.
+var errNoneExpired = errors.New("no record of the batch is expired any more")
 
 // change checks the i-th record of the batch, p, against old, the stored
 // record it replaces (found), and writes into b what it changes but for
