@@ -71,14 +71,19 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 	}
 	slices.Sort(names)
 	total := 0
+	var errs []error
 	for _, name := range names {
+		// A type that fails keeps no other type's records from reaping.
 		n, err := e.reapType(ctx, cat.types[name])
 		total += n
 		if err != nil {
-			return total, err
+			if ctx.Err() != nil {
+				return total, err
+			}
+			errs = append(errs, err)
 		}
 	}
-	return total, nil
+	return total, errors.Join(errs...)
 }
 
 // expiryIndex returns the maintained expiry index of t, nil when t has
@@ -114,7 +119,7 @@ func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		recs, last, err := e.collectExpired(t, &r, after, size)
+		recs, last, more, err := e.collectExpired(t, &r, after, size, e.opts.MaxInflightBytes/4)
 		if err != nil {
 			return total, fmt.Errorf("reap %s: %w", t.rt.Name, err)
 		}
@@ -134,7 +139,7 @@ func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
 			total += w.expired
 			e.stats.addExpired(t.rt.Name, w.expired)
 		}
-		if len(recs) < size {
+		if !more {
 			_, err := w.Sync()
 			return total, err
 		}
@@ -182,22 +187,27 @@ func (x *expiry) appendKey(dst []byte, at instant) []byte {
 }
 
 // collectExpired reads up to size expired records of t whose expiry index
-// entries come after the entry after (from the first when nil), and
-// returns them with the last entry read.
-func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int) ([]*anypb.Any, []byte, error) {
+// entries come after the entry after (from the first when nil), and of
+// at most most bytes but for the first (a batch's bytes count against the
+// in-flight limit, which a batch of large records would pass), and
+// returns them with the last entry read and whether entries are left.
+func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int, most int64) (recs []*anypb.Any, last []byte, more bool, err error) {
 	it, err := e.st.NewIterator(r.lower, r.upper)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	defer it.Close()
 	ok := it.First()
 	if after != nil {
 		ok = it.SeekGE(append(slices.Clip(after), 0))
 	}
-	var recs []*anypb.Any
-	var last []byte
+	var prev []byte
+	var bytes int64
 	now := e.now()
-	for ; ok && len(recs) < size; ok = it.Next() {
+	for ; ok; ok = it.Next() {
+		if len(recs) == size {
+			return recs, last, true, it.Error()
+		}
 		k := it.Key()
 		if string(k) >= string(r.zero) && string(k) < string(r.zeroEnd) {
 			if ok = it.SeekGE(r.zeroEnd); !ok {
@@ -205,6 +215,7 @@ func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int
 			}
 			k = it.Key()
 		}
+		prev, last = last, prev
 		last = append(last[:0], k...)
 		pk, err := r.x.pkOfEntry(k[len(r.ix.prefix):])
 		if err != nil {
@@ -213,14 +224,19 @@ func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int
 		key := append(slices.Clip(t.prefix), pk...)
 		val, found, err := e.st.Get(key, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if !found || !t.expired(val, now) {
 			continue
 		}
+		n := int64(len(val) + len(t.url))
+		if bytes+n > most && len(recs) > 0 {
+			return recs, prev, true, it.Error() // the next batch starts at this entry
+		}
+		bytes += n
 		recs = append(recs, &anypb.Any{TypeUrl: t.url, Value: val})
 	}
-	return recs, last, it.Error()
+	return recs, last, false, it.Error()
 }
 
 // pkOfEntry returns the primary key at the end of an expiry index entry,
