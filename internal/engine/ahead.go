@@ -76,8 +76,19 @@ func (a *Ahead) Forget() {
 		clear(a.w.preps)
 	}
 	a.recs, a.cat, a.ok = nil, nil, false
-	if p := &a.w.phase1; cap(p.arena) > maxKeptArena {
+	a.w.phase1.trim()
+}
+
+// trim drops phase 1's scratch when a batch grew it past what an idle
+// stream keeps (maxKeptArena): the key arena and what indexes it, and the
+// table of the batch's key hashes (which clear never shrinks, and each
+// later batch would clear whole).
+func (p *phase1) trim() {
+	if cap(p.arena) > maxKeptArena {
 		p.arena, p.preps, p.ixOff, p.mkeys = nil, nil, nil, nil
+	}
+	if len(p.seen) > maxKeptArena/64 {
+		p.seen = make(map[uint64]struct{})
 	}
 }
 

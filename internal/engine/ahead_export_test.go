@@ -10,3 +10,6 @@ func AheadArenaCap(a *Ahead) int {
 	}
 	return cap(a.w.arena)
 }
+
+// WriterArenaCap is the capacity of the key arena w keeps.
+func WriterArenaCap(w *Writer) int { return cap(w.arena) }

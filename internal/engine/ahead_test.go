@@ -229,10 +229,10 @@ func TestAheadKeepsNoLargeScratch(t *testing.T) {
 	te := openEngine(t, t.TempDir(), engine.Options{})
 	te.Apply(map[string]string{"rp.proto": repeatedProto})
 	re := &repeatedEngine{t: t, e: te.E, st: te.St}
-	batch := func(n, tagBytes int) engine.Batch {
+	batch := func(n, tagBytes, from int) engine.Batch {
 		b := engine.Batch{Op: engine.OpInsert}
 		for i := range n {
-			d := doc{ID: int64(i + 1)}
+			d := doc{ID: int64(from + i + 1)}
 			for j := range 10 {
 				d.Tags = append(d.Tags, fmt.Sprintf("%0*d", tagBytes, j))
 			}
@@ -245,13 +245,38 @@ func TestAheadKeepsNoLargeScratch(t *testing.T) {
 		n, tagBytes int
 		kept        bool
 	}{{10, 8, true}, {1000, 200, false}, {10, 8, true}} {
-		a.Prepare(batch(c.n, c.tagBytes))
+		a.Prepare(batch(c.n, c.tagBytes, 0))
 		if engine.AheadArenaCap(a) == 0 {
 			t.Fatalf("%d records of tags of %d bytes: no arena after Prepare", c.n, c.tagBytes)
 		}
 		a.Forget()
 		if kept := engine.AheadArenaCap(a) > 0; kept != c.kept {
 			t.Fatalf("%d records of tags of %d bytes: arena kept %v after Forget, want %v", c.n, c.tagBytes, kept, c.kept)
+		}
+	}
+	// The same through a stream's writer, which takes the Ahead's phase 1
+	// and builds the batch: after the large batch, an idle writer keeps
+	// no key arena.
+	w := te.E.NewWriter()
+	defer w.Close()
+	next := 0
+	for _, c := range []struct {
+		n, tagBytes int
+		kept        bool
+	}{{10, 8, true}, {1000, 200, false}, {10, 8, true}} {
+		b := batch(c.n, c.tagBytes, next)
+		next += c.n
+		b.Ahead = a
+		a.Prepare(b)
+		if err := w.Apply(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		if engine.AheadsTaken(a) == 0 {
+			t.Fatal("the writer took no phase 1 from the Ahead")
+		}
+		a.Forget()
+		if kept := engine.WriterArenaCap(w) > 0; kept != c.kept {
+			t.Fatalf("%d records of tags of %d bytes, applied: the writer keeps its key arena %v, want %v", c.n, c.tagBytes, kept, c.kept)
 		}
 	}
 }

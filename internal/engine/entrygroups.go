@@ -79,6 +79,14 @@ func (w *Writer) putGroups(b store.WriteBatch, j int, skip int) bool {
 	return true
 }
 
+// trim drops the scratch a batch of many entries grew past what an idle
+// stream keeps (maxKeptArena).
+func (g *groupScratch) trim() {
+	if 8*(cap(g.slots)+cap(g.keys))+4*(cap(g.of)+cap(g.members)) > maxKeptArena {
+		*g = groupScratch{}
+	}
+}
+
 // groupOf returns the group of entry key k: all of it but its suffix.
 func groupOf(k []byte) []byte { return k[:len(k)-store.EntryGroupSuffix] }
 

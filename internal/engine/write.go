@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -155,6 +156,24 @@ func (w *Writer) forget() {
 	if cap(w.patched) > maxKeptPatched {
 		w.patched = nil
 	}
+	w.trim()
+}
+
+// trim drops the scratch of phase 1 and 2 that a batch grew past what an
+// idle stream keeps (maxKeptArena): a stream that once wrote a batch of
+// large records or many index entries keeps none of it outside the write
+// budget.
+func (w *Writer) trim() {
+	w.phase1.trim()
+	for _, b := range []*[]byte{&w.oldBuf, &w.ixBuf, &w.holdBuf, &w.oldIx} {
+		if cap(*b) > maxKeptArena {
+			*b = nil
+		}
+	}
+	if (cap(w.sorted)+cap(w.sortBuf))*int(unsafe.Sizeof(sortedEntry{})) > maxKeptArena {
+		w.sorted, w.sortBuf = nil, nil
+	}
+	w.groups.trim()
 }
 
 // Batches returns the number of batches applied on the stream.
