@@ -299,6 +299,9 @@ func condError(code apierror.Code, i int, url, field, reason string) *apierror.E
 // committed: on a shared store its preconditions are checked by applying
 // it, which writes nothing.
 func (w *Writer) commitConditions(b store.WriteBatch) (done bool, err error) {
+	// The batch's one clock reading: its conditions and its records (build)
+	// see a record expired alike.
+	w.now = w.e.now()
 	if len(w.conds.list) > 0 {
 		if err := w.checkConditions(b); err != nil {
 			return false, err
@@ -385,7 +388,7 @@ func (w *Writer) checkRecord(rd condReader, b store.WriteBatch, i int, c *cond) 
 	}
 	cs.buf = val
 	b.Expect(key, ver)
-	if found && w.e.expiredNow(c.t, val) {
+	if found && c.t.expired(val, w.now) {
 		found, ver = false, 0 // an expired record is absent (expiry.go)
 	}
 	switch {

@@ -623,3 +623,42 @@ func (xe *expiryEngine) waitBuilt(name string) {
 		t.Fatalf("%s: %v", name, ix)
 	}
 }
+
+// A batch reads the clock once: a record that expires between the check
+// of a condition on it and the write of the same record is live to both
+// (here the clock moves on at every reading, past the record's expiry).
+func TestExpiryOneClockPerBatch(t *testing.T) {
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	xe := &expiryEngine{t: t, st: st}
+	xe.now.Store(expiryBase.UnixNano())
+	var stepping atomic.Bool
+	clock := func() time.Time {
+		now := xe.clock()
+		if stepping.Load() {
+			xe.now.Add(int64(2 * time.Second))
+		}
+		return now
+	}
+	e, err := engine.Open(t.Context(), st, engine.Options{Now: clock, ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
+		t.Fatal(err)
+	}
+	xe.e = e
+	exp := expiryBase.Add(time.Second).UnixMilli()
+	xe.insert([]*anypb.Any{xe.rec("tt.Token", fmt.Sprintf(`{"id":1,"score":5,"exp_ms":"%d"}`, exp))})
+	stepping.Store(true)
+	err = xe.write(engine.Batch{Op: engine.OpUpdate,
+		Records:    []*anypb.Any{xe.rec("tt.Token", `{"id":1,"score":6}`)},
+		Conditions: []*pb.Condition{{Target: &pb.Condition_Key{Key: xe.rec("tt.Token", `{"id":1}`)}, Filter: "score = 5"}}})
+	if err != nil {
+		t.Fatalf("update of a record its condition found live, the clock passing its expiry meanwhile: %v", err)
+	}
+}

@@ -72,8 +72,9 @@ type Writer struct {
 	ixBuf  []byte // value of a unique index entry being checked
 	// holdBuf is the record holding a unique value being checked.
 	holdBuf []byte
-	// now is the time a build compares expiries with: an expired record
-	// is absent to the batch.
+	// now is the time the batch's conditions and build compare expiries
+	// with, read once per commit (commitConditions): an expired record is
+	// absent to the batch.
 	now instant
 	// expired counts the records the last build of an opExpire batch
 	// deleted.
@@ -447,7 +448,6 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	// A build after a conflict starts phase 2 over.
 	w.arena, w.ixOff, w.patched = w.arena[:w.prepArena], w.ixOff[:w.prepIx], w.patched[:0]
 	w.mkeys = w.mkeys[:w.prepMulti]
-	w.now = w.e.now()
 	w.aggs.reset()
 	w.expired = 0
 	logOn := w.e.clog.On()
