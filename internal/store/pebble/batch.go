@@ -57,9 +57,8 @@ type Batch struct {
 	needWait bool  // applied with ApplyNoSyncWait; SyncWait not yet called
 	waitErr  error // result of the first Wait
 	// indexWG is held while index batches are applied on a goroutine of
-	// their own (applyIndex), and indexErr is what that apply returned.
-	indexWG  sync.WaitGroup
-	indexErr error
+	// their own (applyIndex).
+	indexWG sync.WaitGroup
 
 	// pbWant and ibWant are the sizes of pb's and ib's contents before a
 	// Reset that gave their buffers to the store's pool (batchbuf.go):
@@ -283,7 +282,7 @@ func (b *Batch) Reset() {
 	}
 	b.run.active = false
 	b.applied = false
-	b.waitErr, b.indexErr = nil, nil
+	b.waitErr = nil
 	b.stamp, b.records = 0, false
 }
 
@@ -311,10 +310,11 @@ func (b *Batch) syncWait() {
 }
 
 // Wait blocks until the applied batch is durable (Options.Sync=true) and
-// returns the WAL sync error, if any, or the error of applying index
-// entries where Apply left that to a goroutine of its own (index.go;
-// the entries of the batches held back with this one's, indexhold.go);
-// with Sync=false it returns once those are applied.
+// returns the WAL sync error, if any; with Sync=false it returns at once.
+// Either way it first waits for the index entries Apply left to a
+// goroutine of its own (index.go; those of the batches held back with
+// this one's, indexhold.go): their failure does not fail the batch, whose
+// journal entry keeps them (applyIndex).
 // Because the WAL is synced in order, a nil result also means every batch
 // applied before this one is durable. Calling Wait again returns the same
 // result. Wait may be called after Store.Close (which syncs the WAL).
@@ -330,7 +330,7 @@ func (b *Batch) Wait() error {
 		b.s.disk.noteSyncError(b.waitErr)
 		return fmt.Errorf("store: wal sync: %w", b.waitErr)
 	}
-	return b.indexErr
+	return nil
 }
 
 // Apply makes the batch visible atomically and returns without waiting for

@@ -353,7 +353,8 @@ func (ix *indexInstance) replay(n uint64, repr []byte, readOnly bool) error {
 // of an index key, Flush, Compact, Close) applies what is held and waits
 // for that goroutine first, so no reader sees a batch's records without
 // its entries in one view, and the writer's own next checks see them
-// (settle). A smaller batch is applied at once, after what is held.
+// (settle). A smaller batch is applied at once, after what is held. It
+// returns an error only when nothing of b was applied.
 func (s *Store) applyIndex(b *Batch) error {
 	ix := s.index
 	ix.applyMu.Lock()
@@ -391,13 +392,9 @@ func (s *Store) applyIndex(b *Batch) error {
 			err = ix.apply(b.ib)
 		}
 		if err != nil {
-			// Its main batch is applied: its index writes are held behind
-			// those that failed, so that a flush does not trim its journal
-			// entry before they apply (stuck).
-			ix.hold(repr)
-			ix.stuck.Store(true)
+			s.heldFailed(repr, err)
 		}
-		return err
+		return nil
 	}
 	ix.hold(repr)
 	if len(ix.held.reprs) < ix.holdBytes {
@@ -406,11 +403,31 @@ func (s *Store) applyIndex(b *Batch) error {
 	}
 	b.indexWG.Add(1)
 	go func() {
-		b.indexErr = ix.applyHeld()
+		if err := ix.applyHeld(); err != nil {
+			s.logHeldFailed(err)
+		}
 		ix.applyMu.Unlock()
 		b.indexWG.Done()
 	}()
 	return nil
+}
+
+// heldFailed takes the index writes repr of a batch whose main batch is
+// applied, and whose index writes (or those held before them) failed to
+// apply: the batch stands, its journal entry holding them, so Apply
+// reports no error (an error would say nothing was applied, and the
+// engine would number its next batch as this one). They are held behind
+// those that failed (stuck), so that a flush keeps their journal entries;
+// the next batch tries them first and is refused while they fail. The
+// caller holds applyMu.
+func (s *Store) heldFailed(repr []byte, err error) {
+	s.index.hold(repr)
+	s.index.stuck.Store(true)
+	s.logHeldFailed(err)
+}
+
+func (s *Store) logHeldFailed(err error) {
+	s.logger.Error("store: apply index writes to the index instance; they stay held, and the next batch tries them first", "err", err)
 }
 
 // asyncIndexBytes is the size of an index batch from which applyIndex

@@ -684,12 +684,14 @@ func asyncBytes(all bool) int {
 	return 0
 }
 
-// An apply to the index instance that fails: the batch's index writes,
-// whose main batch is applied, are kept and applied before any later
-// batch's; while they still fail, later batches are refused whole; once
-// they apply, writes go on, a flush trims nothing they need, and the store
-// reopens with every batch whose main batch was applied, entries included.
-// Both ways: batches applied at once, and held and applied on a goroutine.
+// An apply to the index instance that fails: the batch stands (its main
+// batch is applied, so Apply and Wait report no error, which would say
+// nothing was), and its index writes are kept and applied before any
+// later batch's; while they still fail, later batches are refused whole;
+// once they apply, writes go on, a flush trims nothing they need, and the
+// store reopens with every batch whose main batch was applied, entries
+// included. Both ways: batches applied at once, and held and applied on a
+// goroutine.
 func TestIndexInstanceApplyFails(t *testing.T) {
 	for _, held := range []bool{false, true} {
 		t.Run(fmt.Sprintf("held=%v", held), func(t *testing.T) {
@@ -723,8 +725,11 @@ func TestIndexInstanceApplyFails(t *testing.T) {
 				t.Fatalf("batch 0: %v, %v", a, w)
 			}
 			fault(errors.New("injected"))
-			if a, w := write(1); a == nil && w == nil {
-				t.Fatal("batch 1, its index writes failing: no error")
+			if a, w := write(1); a != nil || w != nil {
+				t.Fatalf("batch 1, its main batch applied and its index writes failing: %v, %v", a, w)
+			}
+			if _, found, err := s.Get(rec(1), nil); err != nil || !found {
+				t.Fatalf("batch 1's record: found %v, %v", found, err)
 			}
 			a, _ := write(2)
 			if a == nil {
