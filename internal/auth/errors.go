@@ -36,6 +36,12 @@ func errRoleDenied(id *Identity, need Role) error {
 	return permissionDenied(fmt.Sprintf("API key %q has role %s; this call needs %s", id.Name, id.Role, need))
 }
 
+// ErrScopedDenied refuses id, a key with a scope, a method that reads or
+// reports every type.
+func ErrScopedDenied(id *Identity, method string) error {
+	return permissionDenied(fmt.Sprintf("API key %q has a scope; %s reads every record type and needs a key without one", id.Name, method))
+}
+
 func errTypeDenied(name, typeName string) error {
 	return permissionDenied(fmt.Sprintf("API key %q may not access record type %s", name, typeName))
 }

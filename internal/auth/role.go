@@ -101,8 +101,9 @@ var methodRoles = map[string]Role{
 // MethodRole returns the role a gRPC method (full name, "/pkg.Svc/Method")
 // needs. Health is open (RoleNone, and no key needed: load balancers probe
 // it); reflection needs read and shows only the types in scope; the lab
-// service and any method not listed need admin, so that a service added
-// later is closed until someone decides otherwise.
+// service and any method not listed need admin, and a key without a scope
+// (WholeStore), so that a service added later is closed until someone
+// decides otherwise.
 func MethodRole(fullMethod string) (need Role, open bool) {
 	if r, ok := methodRoles[fullMethod]; ok {
 		return r, false
@@ -114,6 +115,15 @@ func MethodRole(fullMethod string) (need Role, open bool) {
 		return RoleRead, false
 	}
 	return RoleAdmin, false
+}
+
+// WholeStore reports whether fullMethod is one MethodRole does not list
+// (the lab service): such a method is not written against scopes (the
+// lab's Sink runs queries on any type, its Stats counts them all), so it
+// also needs a key without a scope.
+func WholeStore(fullMethod string) bool {
+	_, listed := methodRoles[fullMethod]
+	return !listed && !strings.HasPrefix(fullMethod, healthPrefix) && !strings.HasPrefix(fullMethod, reflectionPrefix)
 }
 
 // IsReflection reports whether fullMethod is a gRPC reflection method.

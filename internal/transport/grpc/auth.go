@@ -95,6 +95,9 @@ func (s *Service) authenticate(ctx context.Context, method string) (context.Cont
 	if _, err := auth.Require(ctx, true, need); err != nil {
 		return ctx, err
 	}
+	if id.Scoped() && auth.WholeStore(method) {
+		return ctx, auth.ErrScopedDenied(id, method)
+	}
 	return ctx, nil
 }
 

@@ -51,7 +51,14 @@ func (s *Service) Backup(_ *pb.BackupRequest, st grpc.ServerStreamingServer[pb.B
 		return toStatus(err)
 	}
 	s.log.Info("backup copy taken", "position", pt.Position, "schema_version", pt.SchemaVersion)
-	err = backup.Stream(dir, backup.Point{Store: "pebble", Position: pt.Position, SchemaVersion: pt.SchemaVersion}, st.Send)
+	// Each chunk re-checks the key: a key revoked meanwhile stops the copy.
+	send := func(c *pb.BackupChunk) error {
+		if err := id.Check(); err != nil {
+			return err
+		}
+		return st.Send(c)
+	}
+	err = backup.Stream(dir, backup.Point{Store: "pebble", Position: pt.Position, SchemaVersion: pt.SchemaVersion}, send)
 	if err != nil {
 		return toStatus(err)
 	}

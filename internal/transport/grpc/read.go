@@ -25,7 +25,7 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 		return err
 	}
 	src := &searchSource{st: st, limit: s.opts.MaxSearchQueries}
-	sink := &searchSink{hc: s.heldConnOf(st.Context()), st: st}
+	sink := &searchSink{id: id, hc: s.heldConnOf(st.Context()), st: st}
 	var in engine.SearchSource = src
 	var out engine.SearchSink = sink
 	// On a gRPC stream (not the REST gateway's, which renders messages as
@@ -53,7 +53,14 @@ func (s *Service) Search(st grpc.BidiStreamingServer[pb.SearchRequest, pb.Search
 			}
 		}
 	}
-	if err := s.e.SearchStream(st.Context(), in, out); err != nil {
+	// A key revoked while a query runs ends it, and no response goes out
+	// after the revocation (searchSink).
+	ctx, stop := id.WithRevocation(st.Context())
+	defer stop()
+	if err := s.e.SearchStream(ctx, in, out); err != nil {
+		if rerr := id.Check(); rerr != nil {
+			return toStatus(rerr)
+		}
 		return toStatus(err)
 	}
 	return nil
@@ -148,14 +155,20 @@ func (s *wireSource) MaxQueries() int { return s.limit }
 
 // searchSink sends a Search stream's responses. Both gRPC's SendMsg (the
 // server's codec) and the REST gateway's stream encode a response before
-// they return (engine.EncodingSink).
+// they return (engine.EncodingSink). With a key (id), each response
+// re-checks it: one atomic load.
 type searchSink struct {
+	id *auth.Identity
 	hc *heldConn
 	st grpc.ServerStream
 }
 
 // Send implements engine.SearchSink.
 func (s *searchSink) Send(resp *pb.SearchResponse, h engine.Hold) error {
+	if err := s.id.Check(); err != nil {
+		h.Release()
+		return err
+	}
 	return sendHeld(s.hc, s.st, resp, h)
 }
 
@@ -171,6 +184,10 @@ type wireSink struct {
 
 // SendWire implements engine.WireSink.
 func (s *wireSink) SendWire(b []byte, h engine.Hold) error {
+	if err := s.id.Check(); err != nil {
+		h.Release()
+		return err
+	}
 	s.f.B = b
 	err := sendHeld(s.hc, s.st, &s.f, h) // the codec copies f.B
 	s.f.B = nil
