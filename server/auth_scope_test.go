@@ -160,6 +160,21 @@ func TestAuthScopeSchemaAndReflection(t *testing.T) {
 	if _, err := schemer.ApplySchema(ctx, &pb.ApplySchemaRequest{Files: map[string]string{"shop.proto": withAge}}); err != nil {
 		t.Fatalf("scoped ApplySchema changing shop.User: %v", err)
 	}
+	// A change the planner refuses for another type's sake (shop.Order,
+	// with its records, would be dropped) names neither that type nor its
+	// records to a scoped key; one refused for its own type's sake says why.
+	other := "syntax = \"proto3\";\npackage x;\nmessage A { int64 id = 1; }\n"
+	_, err = schemer.ApplySchema(ctx, &pb.ApplySchemaRequest{DryRun: true, Files: map[string]string{"x.proto": other}})
+	wantCallCode(t, "scoped dry run dropping every type", err, codes.PermissionDenied)
+	if strings.Contains(err.Error(), "shop.Order") || strings.Contains(err.Error(), "records") {
+		t.Fatalf("scoped dry run dropping every type: %v names what the key may not see", err)
+	}
+	nameNumber := strings.Replace(withAge, "string name = 2;", "int64 name = 2;", 1)
+	if nameNumber == withAge {
+		t.Fatal("the test's shop.User no longer has the field it rewrites")
+	}
+	_, err = schemer.ApplySchema(ctx, &pb.ApplySchemaRequest{DryRun: true, Files: map[string]string{"shop.proto": nameNumber}})
+	wantCallCode(t, "scoped dry run changing the type of shop.User's name", err, codes.FailedPrecondition)
 }
 
 // TestAuthSchemaKeyRole: GetSchema names the caller's role, scoped or not,

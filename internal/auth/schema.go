@@ -1,12 +1,14 @@
 package auth
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
+	"github.com/protobase/protobase/internal/schema"
 )
 
 // FilterSchema returns the part of a GetSchema response that id may see:
@@ -124,6 +126,24 @@ func collectHidden(ms []*descriptorpb.DescriptorProto, prefix string, id *Identi
 		}
 		collectHidden(m.NestedType, name+".", id, isRecord, hidden)
 	}
+}
+
+// CheckPlanError is CheckPlan for a change the planner refused (err, from
+// a dry run): a problem with a record type outside id's scope would tell
+// the key that type's name and its records' count, so the change is then
+// refused as touching types outside the scope, naming none. Any other
+// error is returned as it is.
+func CheckPlanError(id *Identity, err error) error {
+	var pe *schema.PlanError
+	if !id.Scoped() || !errors.As(err, &pe) {
+		return err
+	}
+	for _, t := range pe.Types {
+		if !id.AllowsType(t) {
+			return permissionDenied(fmt.Sprintf("API key %q may not change record types outside its scope, which this change would drop or change", id.Name))
+		}
+	}
+	return err
 }
 
 // CheckPlan refuses a schema plan touching a record type outside id's

@@ -36,10 +36,13 @@ const (
 )
 
 // PlanError refuses a schema transition; it maps to FAILED_PRECONDITION.
-// Each problem names the type and the field or index.
+// Each problem names the type and the field or index; Types holds the
+// record type of each, so that a key limited to some types is told only
+// of theirs.
 type PlanError struct {
 	Reason   string
 	Problems []string
+	Types    []string
 }
 
 func (e *PlanError) Error() string { return strings.Join(e.Problems, "\n") }
@@ -137,7 +140,7 @@ func PlanCompiled(old *State, c *Compiled, allowDrop []string, counts Counts) (*
 		if p.incompatible {
 			reason = ReasonIncompatible
 		}
-		return nil, &PlanError{Reason: reason, Problems: p.problems}
+		return nil, &PlanError{Reason: reason, Problems: p.problems, Types: p.problemTypes}
 	}
 	res := p.res
 	pl := res.Plan
@@ -173,6 +176,7 @@ type planner struct {
 	allowDrop           map[protoreflect.FullName]bool
 
 	problems     []string
+	problemTypes []string // the record type of each problem
 	incompatible bool
 
 	// clean memoizes unchanged: whether a file and all it imports are the
@@ -255,7 +259,7 @@ func (p *planner) run() error {
 			return err
 		}
 		if !p.allowDrop[ot.Name] {
-			p.problems = append(p.problems, fmt.Sprintf(
+			p.problem(ot.Name, fmt.Sprintf(
 				"type %s: would be dropped with its %d records (its message or record option is gone); name it in allow_drop to delete it", ot.Name, n))
 			continue
 		}
@@ -387,6 +391,12 @@ func reusable(oix, nix *Index) bool {
 	return sameIndex(oix, nix) && oix.State != protobasev1.IndexState_INDEX_STATE_FAILED
 }
 
+// problem refuses the plan for a reason concerning record type t.
+func (p *planner) problem(t protoreflect.FullName, msg string) {
+	p.problems = append(p.problems, msg)
+	p.problemTypes = append(p.problemTypes, string(t))
+}
+
 // refuseBreaking makes the plan incompatible for each breaking change of
 // ot, a type holding n > 0 records: only an empty type may change in a way
 // its stored records cannot follow.
@@ -394,7 +404,7 @@ func (p *planner) refuseBreaking(ot *RecordType, d *differ, n uint64) {
 	for _, c := range d.changes {
 		if c.breaking {
 			p.incompatible = true
-			p.problems = append(p.problems, fmt.Sprintf("type %s (%d records): %s%s", ot.Name, n, c.text, c.hint))
+			p.problem(ot.Name, fmt.Sprintf("type %s (%d records): %s%s", ot.Name, n, c.text, c.hint))
 		}
 	}
 }
@@ -448,7 +458,7 @@ func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[strin
 		// named, like a type: leaving out a unique index would lose its
 		// constraint without anyone asking for it.
 		if name := IndexFullName(oix); !p.allowDrop[protoreflect.FullName(name)] {
-			p.problems = append(p.problems, fmt.Sprintf(
+			p.problem(ot.Name, fmt.Sprintf(
 				"index %s: would be dropped (the type no longer declares it); name it in allow_drop to delete it", name))
 			continue
 		}

@@ -110,7 +110,7 @@ func (s *Service) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (
 		dry.DryRun = true
 		plan, err := s.e.ApplySchema(ctx, dry)
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, toStatus(auth.CheckPlanError(id, err))
 		}
 		if err := auth.CheckPlan(id, plan.Plan); err != nil {
 			return nil, toStatus(err)

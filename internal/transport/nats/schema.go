@@ -25,6 +25,8 @@ func (s *Service) schemaApply(r *request) {
 		plan, err := s.e.ApplySchema(s.ctx, dry)
 		if err == nil {
 			err = auth.CheckPlan(r.id, plan.GetPlan())
+		} else {
+			err = auth.CheckPlanError(r.id, err)
 		}
 		if err != nil {
 			s.fail(r, err)
