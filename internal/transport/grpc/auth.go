@@ -23,6 +23,7 @@ import (
 // UnaryInterceptor authenticates unary calls; a no-op with auth off.
 func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		plainAnswers(ctx)
 		derr := takeDecodeErr(req) // always taken: the codec's map must not keep it
 		ctx, err := s.authenticate(ctx, info.FullMethod)
 		if err != nil {
@@ -41,6 +42,19 @@ func (s *Service) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
+// plainAnswers makes a call whose request came compressed answer
+// uncompressed: gRPC answers in the request's compression, and a
+// compressed answer is a copy of the marshalled one, which gRPC frees,
+// with the release buffer behind it (sendHeld), as soon as it has the
+// copy: the answer's bytes of the result budget would be given back while
+// the copy waits, unread, in gRPC's queues.
+func plainAnswers(ctx context.Context) {
+	st, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ RecvCompress() string })
+	if ok && st.RecvCompress() != "" && st.RecvCompress() != "identity" {
+		_ = grpc.SetSendCompressor(ctx, "identity") // identity is always allowed
+	}
+}
+
 // answersHeld reports whether a unary method's answers hold bytes of the
 // result budget until written (engine.AnswerSlot).
 func answersHeld(method string) bool {
@@ -51,6 +65,7 @@ func answersHeld(method string) bool {
 // service methods re-check revocation per message (one atomic load).
 func (s *Service) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		plainAnswers(ss.Context())
 		if !info.IsClientStream {
 			ss = decodeStream{ss}
 		}
