@@ -625,8 +625,9 @@ func (xe *expiryEngine) waitBuilt(name string) {
 }
 
 // A batch reads the clock once: a record that expires between the check
-// of a condition on it and the write of the same record is live to both
-// (here the clock moves on at every reading, past the record's expiry).
+// of a condition on it (on its key, or on a query's matches) and the
+// write of the same record is live to both (here the clock moves on at
+// every reading, past the record's expiry).
 func TestExpiryOneClockPerBatch(t *testing.T) {
 	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
 	if err != nil {
@@ -660,5 +661,17 @@ func TestExpiryOneClockPerBatch(t *testing.T) {
 		Conditions: []*pb.Condition{{Target: &pb.Condition_Key{Key: xe.rec("tt.Token", `{"id":1}`)}, Filter: "score = 5"}}})
 	if err != nil {
 		t.Fatalf("update of a record its condition found live, the clock passing its expiry meanwhile: %v", err)
+	}
+	// The same with a condition on a query's matches.
+	stepping.Store(false)
+	exp = xe.clock().Add(time.Second).UnixMilli()
+	xe.insert([]*anypb.Any{xe.rec("tt.Token", fmt.Sprintf(`{"id":2,"score":5,"exp_ms":"%d"}`, exp))})
+	stepping.Store(true)
+	one := uint64(1)
+	err = xe.write(engine.Batch{Op: engine.OpUpdate,
+		Records:    []*anypb.Any{xe.rec("tt.Token", `{"id":2,"score":6}`)},
+		Conditions: []*pb.Condition{{Target: &pb.Condition_Query{Query: &pb.Query{Type: "tt.Token", Filter: "id == 2"}}, Count: &one}}})
+	if err != nil {
+		t.Fatalf("update of a record its query condition counted, the clock passing its expiry meanwhile: %v", err)
 	}
 }

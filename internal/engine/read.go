@@ -171,8 +171,10 @@ type cursor struct {
 	wantVer bool
 	ver     uint64
 	// now is the time a run compares record expiries with (set by run
-	// when the type has a ttl option).
-	now instant
+	// when the type has a ttl option, unless fixed: a write batch's
+	// conditions read at the batch's time).
+	now   instant
+	fixed bool
 	// ms, set on the first record read through an index on a repeated
 	// field, is seenEarlier's scratch.
 	ms *multiScratch
@@ -200,7 +202,7 @@ func (cu *cursor) flushStats() {
 func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, emit func(key, rec []byte) bool) error {
 	p := cu.c.plan
 	cu.wantVer = cu.c.q.GetVersions()
-	if cu.c.t.exp != nil {
+	if cu.c.t.exp != nil && !cu.fixed {
 		cu.now = cu.e.now()
 	}
 	if p.Access == query.AccessPKPoint && after == nil {
