@@ -96,8 +96,8 @@ func nonReadingClientConn(t *testing.T, addr string) *grpc.ClientConn {
 	return conn
 }
 
-// Search, Scan and Watch streams of 30 MiB records whose clients never
-// read hold what the result budget allows, not a response (or several)
+// Search, Scan, Watch and Export streams of 30 MiB records whose clients
+// never read hold what the result budget allows, not a response (or several)
 // per stream: each response holds its real size of the budget, from before
 // its records are copied in until gRPC has written it. Before, a response
 // counted the response bound (1 MiB) whatever it held and gave it back
@@ -130,8 +130,12 @@ func TestBoundsLargeResults(t *testing.T) {
 				Start: &pb.WatchStart{Start: &pb.WatchStart_Oldest{Oldest: true}}})
 			return err
 		},
+		"export": func(ctx context.Context) error {
+			_, err := api.Export(ctx, &pb.ExportRequest{Types: []string{"big.Blob"}})
+			return err
+		},
 	}
-	for _, kind := range []string{"search", "scan", "watch"} {
+	for i, kind := range []string{"search", "scan", "watch", "export"} {
 		t.Run(kind, func(t *testing.T) {
 			heapInuse()
 			base := heapInuse()
@@ -150,7 +154,7 @@ func TestBoundsLargeResults(t *testing.T) {
 			if bound := uint64(budget + streams*2*mib + 32*mib); !raceEnabled && held > bound {
 				t.Fatalf("non-reading %s streams hold %d MiB, want at most %d MiB (the budget and 2 MiB a stream)", kind, held/mib, bound/mib)
 			}
-			ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%s@x"}`, len(kind), kind))})
+			ts.MustWrite(insert, []*anypb.Any{ts.Rec("shop.User", fmt.Sprintf(`{"id": %d, "email": "%s@x"}`, 1+i, kind))})
 			cancel()
 			waitHeapBelow(t, base+32*mib)
 		})

@@ -325,7 +325,8 @@ func (xe *expiryEngine) compareExpiry(typ string, model map[int64]expiring, at s
 	check("Scan", got)
 
 	got = nil
-	err = xe.e.Export(t.Context(), engine.ExportOptions{Types: []string{typ}}, func(c *pb.ExportChunk) error {
+	err = xe.e.Export(t.Context(), engine.ExportOptions{Types: []string{typ}}, func(c *pb.ExportChunk, h engine.Hold) error {
+		h.Release()
 		for _, a := range c.GetRecords().GetRecords() {
 			got = append(got, idOf(a))
 		}

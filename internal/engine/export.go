@@ -37,9 +37,12 @@ type ExportOptions struct {
 // Schema and records are read from one snapshot: the schema is decoded
 // from the snapshot itself rather than taken from the catalog, so the two
 // agree even when a schema change (or, on a shared store, another server)
-// commits meanwhile. Each batch holds its bytes of the result budget while
-// it is built and sent.
-func (e *Engine) Export(ctx context.Context, opts ExportOptions, send func(*pb.ExportChunk) error) (err error) {
+// commits meanwhile. Each batch holds its bytes of the result budget (at
+// least its records') while it is built, and hands them to send with it
+// (h, which send releases once it no longer holds the chunk: a transport
+// that queues it holds them until written); the schema and end chunks
+// hold nothing.
+func (e *Engine) Export(ctx context.Context, opts ExportOptions, send func(c *pb.ExportChunk, h Hold) error) (err error) {
 	defer func() { err = storeError(err) }()
 	snap, err := e.st.OpenSnapshot()
 	if err != nil {
@@ -58,7 +61,7 @@ func (e *Engine) Export(ctx context.Context, opts ExportOptions, send func(*pb.E
 	if err != nil {
 		return err
 	}
-	if err := send(&pb.ExportChunk{Chunk: &pb.ExportChunk_Schema{Schema: exportSchema(state, types, opts.Filter)}}); err != nil {
+	if err := send(&pb.ExportChunk{Chunk: &pb.ExportChunk_Schema{Schema: exportSchema(state, types, opts.Filter)}}, Hold{}); err != nil {
 		return err
 	}
 	var total uint64
@@ -69,7 +72,7 @@ func (e *Engine) Export(ctx context.Context, opts ExportOptions, send func(*pb.E
 		}
 		total += n
 	}
-	return send(&pb.ExportChunk{Chunk: &pb.ExportChunk_End{End: &pb.ExportEnd{Records: total}}})
+	return send(&pb.ExportChunk{Chunk: &pb.ExportChunk_End{End: &pb.ExportEnd{Records: total}}}, Hold{})
 }
 
 // exportTypes resolves the requested types against the snapshot's schema.
@@ -143,7 +146,7 @@ func exportSchema(state *schema.State, types []*schema.RecordType, filter func(*
 // exportType sends one type's records in primary-key order, with their
 // versions when versions is set, and returns how many it sent.
 func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.RecordType, versions bool,
-	send func(*pb.ExportChunk) error) (uint64, error) {
+	send func(*pb.ExportChunk, Hold) error) (uint64, error) {
 	url := "type.googleapis.com/" + string(t.Name)
 	p := keyspace.RecordPrefix(t.ID)
 	it, err := snap.NewIterator(p, keyspace.PrefixEnd(p))
@@ -167,10 +170,9 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		if batch == nil {
 			return nil
 		}
-		err := send(&pb.ExportChunk{Chunk: &pb.ExportChunk_Records{Records: batch}})
-		e.results.Release(held)
+		c, h := &pb.ExportChunk{Chunk: &pb.ExportChunk_Records{Records: batch}}, Hold{e: e, n: held}
 		batch, vals, size, held = nil, nil, 0, 0
-		return err
+		return send(c, h)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		v := it.Value()
@@ -190,6 +192,17 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 			held = want
 			batch = &pb.ExportRecords{}
 			vals = make([]byte, 0, min(maxBytes, 256<<10))
+		}
+		// A record larger than the reservation is covered before it is
+		// copied in (the one record a batch of a large record holds).
+		if need := int64(size + len(v) + len(url)); need > held {
+			if err := e.overBudget(need); err != nil {
+				return n, err
+			}
+			if err := e.results.Acquire(ctx, need-held); err != nil {
+				return n, err
+			}
+			held = need
 		}
 		if cap(vals)-len(vals) < len(v) {
 			vals = make([]byte, 0, max(len(v), min(maxBytes, 256<<10)))

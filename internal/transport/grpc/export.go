@@ -19,16 +19,19 @@ func (s *Service) Export(req *pb.ExportRequest, st grpc.ServerStreamingServer[pb
 		return err
 	}
 	opts := engine.ExportOptions{Types: req.GetTypes(), Versions: req.GetVersions()}
-	send := st.Send
+	hc := s.heldConnOf(st.Context())
+	// A chunk of records holds its bytes of the result budget until gRPC
+	// has written it (held.go).
+	send := func(m *pb.ExportChunk, h engine.Hold) error {
+		if err := id.Check(); err != nil {
+			h.Release()
+			return err
+		}
+		return sendHeld(hc, st, m, h)
+	}
 	if id != nil {
 		opts.Allows = id.AllowsType
 		opts.Filter = func(r *pb.GetSchemaResponse) *pb.GetSchemaResponse { return auth.FilterSchema(id, r) }
-		send = func(m *pb.ExportChunk) error {
-			if err := id.Check(); err != nil {
-				return err
-			}
-			return st.Send(m)
-		}
 	}
 	if err := s.e.Export(st.Context(), opts, send); err != nil {
 		return toStatus(err)
