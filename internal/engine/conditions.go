@@ -435,7 +435,7 @@ func (w *Writer) checkQuery(rd condReader, b store.WriteBatch, i int, c *cond) e
 		ctx = context.Background()
 	}
 	limit := w.e.opts.MaxConditionReads
-	cu := &cursor{e: w.e, c: c.q, r: rd.v, now: w.now, fixed: true}
+	cu := &cursor{e: w.e, c: c.q, r: rd.v, now: w.now, inBatch: true}
 	var n, top uint64
 	var over bool
 	var ferr error

@@ -213,7 +213,11 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		n++
 		batch.Records = append(batch.Records, &anypb.Any{TypeUrl: url, Value: vals[start:len(vals):len(vals)]})
 		if versions {
-			batch.Versions = append(batch.Versions, it.Version())
+			v := it.Version()
+			if err := e.awaitDurable(ctx, v); err != nil {
+				return n, err
+			}
+			batch.Versions = append(batch.Versions, v)
 		}
 	}
 	if err := it.Error(); err != nil {

@@ -349,6 +349,11 @@ func (g *getRun) keep(ctx context.Context, positions []int, val []byte, ver uint
 	if g.t.expired(val, g.now) {
 		return nil
 	}
+	if g.versions {
+		if err := g.e.awaitDurable(ctx, ver); err != nil {
+			return err
+		}
+	}
 	each := g.cost(len(val))
 	fit := min(int64(len(positions)), (g.limit-g.size)/each)
 	for _, i := range positions[fit:] {

@@ -179,7 +179,7 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 			}
 			cu.read++
 			cu.ver = b.ents[i].ver
-			if more, err := cu.match(key, rec, emit); err != nil || !more {
+			if more, err := cu.match(ctx, key, rec, emit); err != nil || !more {
 				return false, err
 			}
 		}

@@ -171,10 +171,13 @@ type cursor struct {
 	wantVer bool
 	ver     uint64
 	// now is the time a run compares record expiries with (set by run
-	// when the type has a ttl option, unless fixed: a write batch's
-	// conditions read at the batch's time).
-	now   instant
-	fixed bool
+	// when the type has a ttl option, unless inBatch).
+	now instant
+	// inBatch says the cursor reads for a write batch's conditions: at the
+	// batch's clock reading, and without waiting for the versions it reads
+	// to be durable (awaitDurable), which the batch, committed after them,
+	// cannot outlive.
+	inBatch bool
 	// ms, set on the first record read through an index on a repeated
 	// field, is seenEarlier's scratch.
 	ms *multiScratch
@@ -202,7 +205,7 @@ func (cu *cursor) flushStats() {
 func (cu *cursor) run(ctx context.Context, ranges []query.Range, after []byte, emit func(key, rec []byte) bool) error {
 	p := cu.c.plan
 	cu.wantVer = cu.c.q.GetVersions()
-	if cu.c.t.exp != nil && !cu.fixed {
+	if cu.c.t.exp != nil && !cu.inBatch {
 		cu.now = cu.e.now()
 	}
 	if p.Access == query.AccessPKPoint && after == nil {
@@ -276,7 +279,7 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 		if cu.wantVer {
 			cu.ver = it.Version()
 		}
-		if more, err := cu.match(it.Key(), it.Value(), emit); err != nil || !more {
+		if more, err := cu.match(ctx, it.Key(), it.Value(), emit); err != nil || !more {
 			return false, err
 		}
 	}
@@ -331,7 +334,7 @@ func (cu *cursor) points(ctx context.Context, ranges []query.Range, emit func(ke
 			continue
 		}
 		cu.read++
-		if more, err := cu.match(rg.Start, val, emit); err != nil || !more {
+		if more, err := cu.match(ctx, rg.Start, val, emit); err != nil || !more {
 			return err
 		}
 	}
@@ -394,8 +397,8 @@ func (cu *cursor) pointVersioned(it store.Iterator, key, dst []byte) (val []byte
 }
 
 // match drops expired records and applies the residual filter and the
-// limit.
-func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool, error) {
+// limit; a record emitted with its version waits for that to be durable.
+func (cu *cursor) match(ctx context.Context, key, rec []byte, emit func(key, rec []byte) bool) (bool, error) {
 	p := cu.c.plan
 	if cu.c.t.expired(rec, cu.now) {
 		return true, nil
@@ -412,6 +415,11 @@ func (cu *cursor) match(key, rec []byte, emit func(key, rec []byte) bool) (bool,
 	if p.KeysOnly {
 		cu.out = record.AppendFields(cu.out[:0], rec, cu.c.t.pkNums)
 		rec = cu.out
+	}
+	if cu.wantVer && !cu.inBatch {
+		if err := cu.e.awaitDurable(ctx, cu.ver); err != nil {
+			return false, err
+		}
 	}
 	cu.n++
 	if !emit(key, rec) {
