@@ -15,9 +15,7 @@ import (
 // bounds leave nothing of is never opened, so a range within the records
 // or within one index reads one instance as before. Store.NewIter opens
 // the sides its bounds reach at once, under applyMu, so that they see the
-// same batches; a side that later bounds reach could only open at a later
-// view, so the iterator fails instead (errLateSide). A snapshot's pair
-// opens its sides when first needed: they read the snapshot.
+// same batches.
 type iterPair struct {
 	layout *keyLayout          // which side holds which keys
 	src    [2]pebbleIterSource // main, index
@@ -30,15 +28,7 @@ type iterPair struct {
 	back   bool         // the last move went backward
 	err    error        // opening a side failed
 	buf    []byte       // holds the bounds for sides not yet open
-	// live says src are the instances themselves, and the sides the
-	// first bounds reached are open: no other side may open.
-	live bool
 }
-
-// errLateSide: SetBounds on an iterator over the store reached an
-// instance its first bounds did not, whose view of the moment the
-// iterator was made is gone.
-var errLateSide = errors.New("bounds reach records and index entries that the iterator's first bounds did not: its view of them is not kept; make a new iterator")
 
 const (
 	sideMain  = 0
@@ -58,7 +48,6 @@ func newIterPair(src [2]pebbleIterSource, groups bool, layout *keyLayout, lower,
 				}
 			}
 		}
-		p.live = true
 	}
 	return &Iter{pair: p}, nil
 }
@@ -90,10 +79,6 @@ func (p *iterPair) setBounds(lower, upper []byte) {
 func (p *iterPair) side(side int) (sideIter, error) {
 	if it := p.its[side]; it != nil {
 		return it, nil
-	}
-	if p.live {
-		p.err = errLateSide
-		return nil, p.err
 	}
 	var it sideIter
 	var err error
