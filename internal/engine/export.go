@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -149,12 +151,17 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 	send func(*pb.ExportChunk, Hold) error) (uint64, error) {
 	url := "type.googleapis.com/" + string(t.Name)
 	p := keyspace.RecordPrefix(t.ID)
-	it, err := snap.NewIterator(p, keyspace.PrefixEnd(p))
+	end := keyspace.PrefixEnd(p)
+	it, err := snap.NewIterator(p, end)
 	if err != nil {
 		return 0, err
 	}
 	var n uint64
-	defer it.Close()
+	defer func() {
+		if it != nil {
+			it.Close()
+		}
+	}()
 	exp, err := exportExpiry(t)
 	if err != nil {
 		return 0, err
@@ -184,25 +191,22 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 				return n, err
 			}
 		}
+		// A chunk reserves a full chunk's bytes, or twice its records'
+		// when larger (the records, and their encoding while the send
+		// waits for the client: both live until it returns), before the
+		// record is copied in.
+		need := 2 * int64(size+len(v)+len(url))
 		if batch == nil {
-			want := min(int64(maxBytes), e.opts.MaxResultBufferBytes)
-			if err := e.results.Acquire(ctx, want); err != nil {
+			need = max(need, min(int64(maxBytes), e.opts.MaxResultBufferBytes))
+		}
+		if need > held {
+			if it, v, err = e.coverExport(ctx, snap, it, end, &held, need, batch == nil); err != nil {
 				return n, err
 			}
-			held = want
+		}
+		if batch == nil {
 			batch = &pb.ExportRecords{}
 			vals = make([]byte, 0, min(maxBytes, 256<<10))
-		}
-		// A record larger than the reservation is covered before it is
-		// copied in (the one record a batch of a large record holds).
-		if need := int64(size + len(v) + len(url)); need > held {
-			if err := e.overBudget(need); err != nil {
-				return n, err
-			}
-			if err := e.results.Acquire(ctx, need-held); err != nil {
-				return n, err
-			}
-			held = need
 		}
 		if cap(vals)-len(vals) < len(v) {
 			vals = make([]byte, 0, max(len(v), min(maxBytes, 256<<10)))
@@ -224,6 +228,54 @@ func (e *Engine) exportType(ctx context.Context, snap store.View, t *schema.Reco
 		return n, err
 	}
 	return n, flush()
+}
+
+// coverExport makes the chunk being built hold need bytes of the result
+// budget (*held), for the record at it's position, and returns the
+// iterator and the record to go on with: the same, or, when it had to
+// wait for room (waitExportRoom), new ones at the same record.
+func (e *Engine) coverExport(ctx context.Context, snap store.View, it store.Iterator, end []byte, held *int64, need int64, empty bool) (store.Iterator, []byte, error) {
+	if err := e.overBudget(need); err != nil {
+		return it, nil, err
+	}
+	if e.results.TryAcquire(need - *held) {
+		*held = need
+		return it, it.Value(), nil
+	}
+	it, err := e.waitExportRoom(ctx, snap, it, end, held, need, empty)
+	if err != nil {
+		return nil, nil, err
+	}
+	return it, it.Value(), nil // the same record, read again at the snapshot
+}
+
+// waitExportRoom waits until need bytes of the result budget are held
+// (*held), for the record at it's position: it closes it meanwhile, so
+// that the record's bytes (a block of the store, tens of MiB for a large
+// record) are not held while it waits, and returns an iterator at the same
+// record of snap. A chunk still empty (empty) gives back what it held
+// while it waits.
+func (e *Engine) waitExportRoom(ctx context.Context, snap store.View, it store.Iterator, end []byte, held *int64, need int64, empty bool) (store.Iterator, error) {
+	key := bytes.Clone(it.Key())
+	it.Close()
+	if empty {
+		e.results.Release(*held)
+		*held = 0
+	}
+	if err := e.results.Acquire(ctx, need-*held); err != nil {
+		return nil, err
+	}
+	*held = need
+	it, err := snap.NewIterator(key, end)
+	if err != nil {
+		return nil, err
+	}
+	if !it.First() || !bytes.Equal(it.Key(), key) {
+		err = errors.Join(it.Error(), fmt.Errorf("export: record %x left the snapshot", key))
+		it.Close()
+		return nil, err
+	}
+	return it, nil
 }
 
 // exportExpiry reads the expiry of t's records, nil when they never
