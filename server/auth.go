@@ -23,10 +23,14 @@ const AdminKeyName = "admin"
 // asks for it, or when any listener is reachable from another machine,
 // unless Config.InsecureNoAuth says otherwise.
 func authRequired(cfg *Config, log *slog.Logger) (bool, error) {
+	exposed := exposedListeners(cfg)
+	if len(exposed) > 0 && cfg.TLSCertFile == "" {
+		log.Warn("a listener is reachable from other machines without TLS: API keys and records cross the network in clear (see docs/security.md)",
+			"listeners", exposed)
+	}
 	if cfg.Auth { // exclusive with InsecureNoAuth: Validate checked
 		return true, nil
 	}
-	exposed := exposedListeners(cfg)
 	if len(exposed) == 0 {
 		return false, nil
 	}
@@ -143,13 +147,19 @@ func (s *Server) Keys() *auth.Keyring { return s.keys }
 func (s *Server) AuthRequired() bool { return s.auth }
 
 // requireKeyHTTP guards a plain HTTP handler (the metrics listener) with
-// the Authorization header when authentication is on: any valid key.
+// the Authorization header when authentication is on: any valid key
+// without a scope.
 func (s *Server) requireKeyHTTP(h http.Handler) http.Handler {
 	if !s.auth {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.keys.VerifyHeader(r.Context(), r.Header.Get("Authorization")); err != nil {
+		id, err := s.keys.VerifyHeader(r.Context(), r.Header.Get("Authorization"))
+		if err == nil && id.Scoped() {
+			// The series name every record type (the reaper's, per type).
+			err = auth.ErrScopedDenied(id, "/metrics")
+		}
+		if err != nil {
 			st := apistatus.Status(err)
 			http.Error(w, st.Message(), apistatus.HTTPStatus(st.Code()))
 			return

@@ -10,47 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	labv1 "github.com/protobase/protobase/gen/protobase/lab/v1"
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/server"
 )
-
-// A key with a scope may not call the lab service, whose Sink runs queries
-// on any type and whose Stats counts them all, whatever its role; an
-// admin key without one may.
-func TestAuthLabNeedsUnscopedKey(t *testing.T) {
-	e := startAuthServer(t, server.Config{Lab: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := e.ts.C.CreateKey(ctx, &pb.CreateKeyRequest{Name: "user-admin", Role: pb.KeyRole_KEY_ROLE_ADMIN, Types: []string{"shop.User"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.keys["user-admin"] = resp.Key
-	sink := func(key string) error {
-		st, err := labv1.NewLabClient(e.conn(key)).Sink(ctx)
-		if err != nil {
-			return err
-		}
-		if err := st.Send(&pb.SearchRequest{Queries: []*pb.Query{{Type: "shop.Order", Filter: "total > 1"}}}); err != nil {
-			return err
-		}
-		_, err = st.CloseAndRecv()
-		return err
-	}
-	stats := func(key string) error {
-		_, err := labv1.NewLabClient(e.conn(key)).Stats(ctx, &labv1.StatsRequest{})
-		return err
-	}
-	wantCallCode(t, "Lab.Sink with an admin key scoped to shop.User", sink("user-admin"), codes.PermissionDenied)
-	wantCallCode(t, "Lab.Stats with an admin key scoped to shop.User", stats("user-admin"), codes.PermissionDenied)
-	if err := sink("admin"); err != nil {
-		t.Fatalf("Lab.Sink with the unscoped admin key: %v", err)
-	}
-	if err := stats("admin"); err != nil {
-		t.Fatalf("Lab.Stats with the unscoped admin key: %v", err)
-	}
-}
 
 // A key revoked while a Search query or a Backup streams its answer stops
 // it: the server sends nothing more of it (the client may still read what
