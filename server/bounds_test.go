@@ -99,9 +99,7 @@ func nonReadingClientConn(t *testing.T, addr string) *grpc.ClientConn {
 // Search, Scan, Watch and Export streams of 30 MiB records whose clients
 // never read hold what the result budget allows, not a response (or several)
 // per stream: each response holds its real size of the budget, from before
-// its records are copied in until gRPC has written it. Before, a response
-// counted the response bound (1 MiB) whatever it held and gave it back
-// once handed to gRPC: 10 streams of each held 0.5 to 1.6 GiB here.
+// its records are copied in until gRPC has written it.
 func TestBoundsLargeResults(t *testing.T) {
 	skipLargeInRaceRun(t)
 	const streams, budget, recSize = 10, 64 * mib, 30 << 20

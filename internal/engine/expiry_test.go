@@ -75,30 +75,50 @@ type expiryEngine struct {
 
 func (xe *expiryEngine) clock() time.Time { return time.Unix(0, xe.now.Load()).UTC() }
 
+// newExpiryEngine returns an expiryEngine on st with its clock at
+// expiryBase; open starts its engine.
+func newExpiryEngine(t *testing.T, st store.KV) *expiryEngine {
+	xe := &expiryEngine{t: t, st: st}
+	xe.now.Store(expiryBase.UnixNano())
+	return xe
+}
+
+// open starts xe's engine with opts (the reaper off; the test's clock
+// unless opts has one) and applies expiryProto.
+func (xe *expiryEngine) open(opts engine.Options) *expiryEngine {
+	t := xe.t
+	if opts.Now == nil {
+		opts.Now = xe.clock
+	}
+	opts.ReapInterval = -1
+	e, err := engine.Open(t.Context(), xe.st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
+		t.Fatal(err)
+	}
+	xe.e = e
+	return xe
+}
+
+// expiryPebble opens a synced Pebble store in a directory of the test's.
+func expiryPebble(t *testing.T) store.KV {
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // expiryStores runs f on a Pebble store and on an etcd store.
 func expiryStores(t *testing.T, f func(t *testing.T, xe *expiryEngine)) {
 	open := func(t *testing.T, st store.KV) *expiryEngine {
-		xe := &expiryEngine{t: t, st: st}
-		xe.now.Store(expiryBase.UnixNano())
-		e, err := engine.Open(t.Context(), st, engine.Options{Now: xe.clock, ReapInterval: -1, WatchRetention: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
-		if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
-			t.Fatal(err)
-		}
-		xe.e = e
-		return xe
+		return newExpiryEngine(t, st).open(engine.Options{WatchRetention: time.Hour})
 	}
-	t.Run("pebble", func(t *testing.T) {
-		st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		f(t, open(t, st))
-	})
+	t.Run("pebble", func(t *testing.T) { f(t, open(t, expiryPebble(t))) })
 	t.Run("etcd", func(t *testing.T) {
 		st, err := etcd.Open(etcd.Options{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/tt/"})
 		if err != nil {
@@ -630,34 +650,19 @@ func (xe *expiryEngine) waitBuilt(name string) {
 // write of the same record is live to both (here the clock moves on at
 // every reading, past the record's expiry).
 func TestExpiryOneClockPerBatch(t *testing.T) {
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	xe := &expiryEngine{t: t, st: st}
-	xe.now.Store(expiryBase.UnixNano())
+	xe := newExpiryEngine(t, expiryPebble(t))
 	var stepping atomic.Bool
-	clock := func() time.Time {
+	xe.open(engine.Options{Now: func() time.Time {
 		now := xe.clock()
 		if stepping.Load() {
 			xe.now.Add(int64(2 * time.Second))
 		}
 		return now
-	}
-	e, err := engine.Open(t.Context(), st, engine.Options{Now: clock, ReapInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
-		t.Fatal(err)
-	}
-	xe.e = e
+	}})
 	exp := expiryBase.Add(time.Second).UnixMilli()
 	xe.insert([]*anypb.Any{xe.rec("tt.Token", fmt.Sprintf(`{"id":1,"score":5,"exp_ms":"%d"}`, exp))})
 	stepping.Store(true)
-	err = xe.write(engine.Batch{Op: engine.OpUpdate,
+	err := xe.write(engine.Batch{Op: engine.OpUpdate,
 		Records:    []*anypb.Any{xe.rec("tt.Token", `{"id":1,"score":6}`)},
 		Conditions: []*pb.Condition{{Target: &pb.Condition_Key{Key: xe.rec("tt.Token", `{"id":1}`)}, Filter: "score = 5"}}})
 	if err != nil {

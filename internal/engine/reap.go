@@ -202,7 +202,7 @@ func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int
 		ok = it.SeekGE(append(slices.Clip(after), 0))
 	}
 	var prev []byte
-	var bytes int64
+	var recBytes int64
 	now := e.now()
 	for ; ok; ok = it.Next() {
 		if len(recs) == size {
@@ -230,10 +230,10 @@ func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int
 			continue
 		}
 		n := int64(len(val) + len(t.url))
-		if bytes+n > most && len(recs) > 0 {
+		if recBytes+n > most && len(recs) > 0 {
 			return recs, prev, true, it.Error() // the next batch starts at this entry
 		}
-		bytes += n
+		recBytes += n
 		recs = append(recs, &anypb.Any{TypeUrl: t.url, Value: val})
 	}
 	return recs, last, false, it.Error()

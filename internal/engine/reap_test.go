@@ -18,7 +18,6 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/schema"
-	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // TestReapModel writes records with random expiries, updates live ones
@@ -492,22 +491,7 @@ func TestReapNothingLeft(t *testing.T) {
 // are reaped in batches within it, and a type that fails to reap keeps no
 // other type's records: here every record of both types is reaped.
 func TestReapLargeRecords(t *testing.T) {
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	xe := &expiryEngine{t: t, st: st}
-	xe.now.Store(expiryBase.UnixNano())
-	e, err := engine.Open(t.Context(), st, engine.Options{Now: xe.clock, ReapInterval: -1, MaxInflightBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	if _, err := e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
-		t.Fatal(err)
-	}
-	xe.e = e
+	xe := newExpiryEngine(t, expiryPebble(t)).open(engine.Options{MaxInflightBytes: 64 << 10})
 	const n = 400
 	team := strings.Repeat("t", 1000)
 	for id := int64(1); id <= n; {
@@ -519,7 +503,7 @@ func TestReapLargeRecords(t *testing.T) {
 		xe.insert(recs)
 	}
 	xe.now.Add(int64(2 * time.Second))
-	got, err := e.Reap(t.Context())
+	got, err := xe.e.Reap(t.Context())
 	if err != nil || got != 2*n {
 		t.Fatalf("reap of %d records of 1 KiB and %d small ones, 64 KiB in flight: %d reaped, %v", n, n, got, err)
 	}

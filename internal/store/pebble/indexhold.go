@@ -9,7 +9,7 @@ package pebble
 // groups (the same tags, the same high bytes of rising keys), so a batch
 // whose index writes are large (Options.AsyncIndexBytes) is held instead:
 // its main batch, which carries its index writes in its journal entry, is
-// applied and durable as before, and its index writes wait beside those
+// applied and durable as any, and its index writes wait beside those
 // of the batches after it until they reach Options.IndexHoldBytes. They
 // are then applied as one batch, each key written once: a group's
 // operands merged into one (by the instance's merger, as Pebble would),
