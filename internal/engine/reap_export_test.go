@@ -26,3 +26,10 @@ func SetBuildEndHook(t testing.TB, f func()) {
 	testHookBuildEnd = f
 	t.Cleanup(func() { testHookBuildEnd = nil })
 }
+
+// SetPlannedHook installs testHookPlanned for one test: f runs after
+// ApplySchema has planned, before it commits.
+func SetPlannedHook(t testing.TB, f func()) {
+	testHookPlanned = f
+	t.Cleanup(func() { testHookPlanned = nil })
+}

@@ -22,7 +22,7 @@ import (
 var testHookPlanned func()
 
 // applyAttempts bounds how many times ApplySchema plans again when records
-// arrive in a type it counted as empty.
+// arrive in a type it counted as empty, or expire under a ttl it replaces.
 const applyAttempts = 3
 
 // ApplySchema plans the transition to the schema in req and, unless
@@ -34,7 +34,9 @@ const applyAttempts = 3
 // on. The plan depends on the records only through which types are empty;
 // under writeMu, before committing, ApplySchema checks that every type it
 // counted as empty still is, and plans again otherwise (a type that gained
-// records may refuse the change, or need its new indexes built).
+// records may refuse the change, or need its new indexes built). A change
+// of a type's ttl first reaps the records expired under the old one, and
+// checks there too that none is left (ttlchange.go).
 func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*pb.ApplySchemaResponse, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
@@ -74,19 +76,26 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 		if err != nil {
 			return nil, schemaError(err)
 		}
+		retiring, err := ttlRetirements(base, res)
+		if err != nil {
+			return nil, err
+		}
 		if req.GetDryRun() || !res.Changed {
 			return &pb.ApplySchemaResponse{Plan: res.Plan, Version: old.Version}, nil
+		}
+		if err := e.retireTTLs(ctx, retiring); err != nil {
+			return nil, err
 		}
 		if testHookPlanned != nil {
 			testHookPlanned()
 		}
-		resp, stale, err := e.commitSchema(base, res, counted)
+		resp, stale, err := e.commitSchema(base, res, counted, retiring)
 		if !stale {
 			return resp, err
 		}
 		if attempt == applyAttempts {
 			return nil, &apierror.Error{Code: apierror.Aborted, Msg: fmt.Sprintf(
-				"schema not applied: records kept arriving in empty types while the change was planned (%d attempts); apply it again", attempt)}
+				"schema not applied: records kept arriving in empty types, or expiring under a ttl the change replaces, while it was planned (%d attempts); apply it again", attempt)}
 		}
 	}
 }
@@ -139,10 +148,11 @@ func invalidSchemaRequest(field, msg string) error {
 
 // commitSchema commits a schema change planned from base under writeMu.
 // It reports stale, and commits nothing, when a type counted as empty now
-// holds records, or when on a shared store another server changed the
+// holds records, when a record of retiring has expired under the ttl the
+// change replaces (ttlchange.go), or when on a shared store another server changed the
 // schema or wrote such a type since (the batch expects the schema key at
 // base's version and those types empty).
-func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*schema.RecordType]uint64) (resp *pb.ApplySchemaResponse, stale bool, err error) {
+func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*schema.RecordType]uint64, retiring []*recType) (resp *pb.ApplySchemaResponse, stale bool, err error) {
 	cat, err := newCatalog(res.State)
 	if err != nil {
 		return nil, false, fmt.Errorf("compile new schema: %w", err)
@@ -182,6 +192,10 @@ func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*sc
 			e.writeMu.Unlock()
 			return nil, !empty, err
 		}
+	}
+	if left, err := e.expiredLeft(retiring); err != nil || left {
+		e.writeMu.Unlock()
+		return nil, left, err
 	}
 	// A dropped type's records go with a range deletion: empty the cache.
 	e.cache.BeginWrite()

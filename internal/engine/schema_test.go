@@ -48,12 +48,6 @@ func openEngine(t *testing.T) *Engine {
 	return e
 }
 
-// setHook installs testHookPlanned for one test.
-func setHook(t *testing.T, hook func()) {
-	testHookPlanned = hook
-	t.Cleanup(func() { testHookPlanned = nil })
-}
-
 // insertItem writes and syncs one inv.Item.
 func insertItem(e *Engine, id int64) error {
 	md, err := e.Schema().Compiled.Registry.FindDescriptorByName("inv.Item")
@@ -90,7 +84,7 @@ func TestApplySchemaWritesGoOnWhilePlanning(t *testing.T) {
 	}
 	planned, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	setHook(t, func() {
+	SetPlannedHook(t, func() {
 		once.Do(func() {
 			close(planned)
 			<-release
@@ -137,7 +131,7 @@ func TestApplySchemaReplansWhenEmptyTypeGainsRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	setHook(t, func() {
+	SetPlannedHook(t, func() {
 		once.Do(func() {
 			// On ApplySchema's own goroutine: this would deadlock if it
 			// held the write lock.

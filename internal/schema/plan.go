@@ -360,7 +360,7 @@ func (p *planner) keep(ot, nt *RecordType) error {
 	t.ID = ot.ID
 	t.Indexes = p.planIndexes(&d, ot, nt, oldByName, n > 0)
 	if ot.TTL != nil && nt.TTL != nil && ot.TTL.Unit != nt.TTL.Unit {
-		d.add(false, fmt.Sprintf("ttl unit changed from %s to %s", ot.TTL.Unit, nt.TTL.Unit))
+		d.add(false, fmt.Sprintf("ttl unit changed from %s to %s; records expired under %[1]s are deleted first", ot.TTL.Unit, nt.TTL.Unit))
 	}
 	if len(d.changes) > 0 {
 		tc := &protobasev1.TypeChange{Type: string(ot.Name)}
@@ -432,7 +432,7 @@ func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[strin
 			d.add(false, fmt.Sprintf("index %s rebuilt (it had failed: %s)", nix.Name, oix.Error))
 			p.dropIndex(oix)
 		case ok && nix.Expiry:
-			d.add(false, fmt.Sprintf("ttl field changed to %s: expiry index %s rebuilt", nt.TTL.Field.Name(), nix.Name))
+			d.add(false, fmt.Sprintf("ttl field changed to %s: expiry index %s rebuilt; records expired under the old field are deleted first", nt.TTL.Field.Name(), nix.Name))
 			p.dropIndex(oix)
 		case ok:
 			d.add(false, fmt.Sprintf("index %s redefined", nix.Name))
@@ -450,7 +450,7 @@ func (p *planner) planIndexes(d *differ, ot, nt *RecordType, oldByName map[strin
 		}
 		if oix.Expiry {
 			// The ttl option went, and with it the only use of its index.
-			d.add(false, fmt.Sprintf("ttl removed: expiry index %s dropped", oix.Name))
+			d.add(false, fmt.Sprintf("ttl removed: expiry index %s dropped; records already expired are deleted first", oix.Name))
 			p.dropIndex(oix)
 			continue
 		}

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/schema"
+)
+
+// A schema change that changes how a type's records expire (its ttl
+// option removed, or naming another field or unit) would make the records
+// expired under the old rule but not yet reaped readable again. So the
+// change first reaps them under the old rule (retireTTLs), and commits
+// only if, under writeMu at the commit, none is left (expiredLeft); else
+// it reaps and tries again, like a plan gone stale.
+
+// ttlRetirements returns the types of base whose expiry rule res changes,
+// in name order. A type whose old expiry index is not ready cannot be
+// reaped under its old rule: the change is refused until it is.
+func ttlRetirements(base *catalog, res *schema.Result) ([]*recType, error) {
+	var out []*recType
+	for _, t := range base.types {
+		old := t.rt.TTL
+		if old == nil {
+			continue
+		}
+		nt, kept := res.State.ByID[t.rt.ID]
+		if !kept || sameTTL(old, nt.TTL) {
+			continue // a dropped type goes with its records
+		}
+		if ix := t.expiryIndex(); ix == nil || ix.building {
+			return nil, &apierror.Error{Code: apierror.FailedPrecondition, Msg: fmt.Sprintf(
+				"type %s: its ttl cannot change until its expiry index %s is ready: the records expired under the current ttl are reaped through it first, and would otherwise become readable again; apply the change once the index is built (schema get shows its state)",
+				t.rt.Name, schema.ExpiryIndexName)}
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *recType) int { return cmp.Compare(a.rt.Name, b.rt.Name) })
+	return out, nil
+}
+
+// sameTTL reports whether two ttl options expire every record alike: the
+// same field (by number: a renamed field holds the same values) and unit.
+func sameTTL(a, b *schema.TTL) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Field.Number() == b.Field.Number() && a.Field.Kind() == b.Field.Kind() && a.Unit == b.Unit
+}
+
+// retireTTLs reaps the records of ts expired by now under their current
+// ttl, through the write path (index entries, aggregates, the change log's
+// expiries).
+func (e *Engine) retireTTLs(ctx context.Context, ts []*recType) error {
+	for _, t := range ts {
+		if _, err := e.reapType(ctx, t); err != nil {
+			return fmt.Errorf("reap the records of %s expired under its current ttl before changing it: %w", t.rt.Name, err)
+		}
+	}
+	return nil
+}
+
+// expiredLeft reports whether a record of ts has expired by now under its
+// current ttl and is still stored. The caller holds writeMu, so no write
+// adds one before the new rule applies.
+func (e *Engine) expiredLeft(ts []*recType) (bool, error) {
+	for _, t := range ts {
+		r := reapRange{ix: t.expiryIndex(), x: t.exp}
+		r.bounds(e.now())
+		recs, _, _, err := e.collectExpired(t, &r, nil, 1, math.MaxInt64)
+		if err != nil || len(recs) > 0 {
+			return len(recs) > 0, err
+		}
+	}
+	return false, nil
+}
