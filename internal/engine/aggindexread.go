@@ -130,14 +130,22 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 		return nil, storeError(err)
 	}
 	defer snap.Close()
-	ents, part, n, err := readAggIndex(ctx, snap, a, s, c.plan.Match(), e.opts.MaxAggregateGroups, maxBytes)
+	// The expired records come out of their groups before the groups
+	// count against the limit: a group of expired records only is none.
 	var expired int
-	if err == nil && c.t.exp != nil {
-		expired, err = subtractExpired(ctx, snap, c.t, a, ents, e.now())
-		n += uint64(expired)
+	var less map[string]*aggEntry
+	if c.t.exp != nil {
+		less, expired, err = expiredDeltas(ctx, snap, c.t, a, e.now())
 	}
+	var part *aggPart
+	var n uint64
 	if err == nil {
-		err = a.groupAccs(part, ents, s)
+		var ents map[string]*aggEntry
+		ents, part, n, err = readAggIndex(ctx, snap, a, s, c.plan.Match(), less, e.opts.MaxAggregateGroups, maxBytes)
+		n += uint64(expired)
+		if err == nil {
+			err = a.groupAccs(part, ents, s)
+		}
 	}
 	e.queryDone("Query", c, start, uint64(len(part.groups)), n)
 	if err != nil {
@@ -157,10 +165,11 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 }
 
 // readAggIndex reads every entry of a into groups of s, but groups whose
-// values match leaves out; ents holds each group's entry by the same key
-// as part.groups (groupAccs then gives the groups their functions' values);
-// n is the entries read.
-func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, match *query.Filter, limit int, room int64) (ents map[string]*aggEntry, part *aggPart, n uint64, err error) {
+// values match leaves out, each less the entry of its key (with a's
+// prefix) in less; a group left without records is none. ents holds each
+// group's entry by the same key as part.groups (groupAccs then gives the
+// groups their functions' values); n is the entries read.
+func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, match *query.Filter, less map[string]*aggEntry, limit int, room int64) (ents map[string]*aggEntry, part *aggPart, n uint64, err error) {
 	part = newAggPart(s, limit, room)
 	ents = map[string]*aggEntry{}
 	it, err := v.NewIterator(a.prefix, keyspace.PrefixEnd(a.prefix))
@@ -197,6 +206,11 @@ func readAggIndex(ctx context.Context, v store.View, a *aggIndex, s *aggSpec, ma
 		ent := new(aggEntry)
 		if err := a.decode(it.Value(), ent); err != nil {
 			return ents, part, n, aggIndexDamaged(a, err)
+		}
+		if d := less[string(it.Key())]; d != nil {
+			if ent.merge(d); ent.count == 0 {
+				continue
+			}
 		}
 		if len(part.groups) >= limit {
 			return ents, part, n, tooManyGroups(limit)
@@ -235,17 +249,17 @@ func (a *aggIndex) groupAccs(part *aggPart, ents map[string]*aggEntry, s *aggSpe
 	return nil
 }
 
-// subtractExpired takes out of ents, the entries of a read at v, the
-// records of t that have expired at now and are still stored, found
-// through t's expiry index: the aggregate index counts them until the
-// reaper removes them, and no read may. It returns how many it took out;
-// the reaper keeps them few.
-func subtractExpired(ctx context.Context, v store.View, t *recType, a *aggIndex, ents map[string]*aggEntry, now instant) (int, error) {
+// expiredDeltas returns, by entry key of a, what the records of t that
+// have expired at now and are still stored, found through t's expiry
+// index, add to a's entries read at v (negated: merged, it takes them
+// out), and how many there are. The aggregate index counts them until the
+// reaper removes them, and no read may; the reaper keeps them few.
+func expiredDeltas(ctx context.Context, v store.View, t *recType, a *aggIndex, now instant) (map[string]*aggEntry, int, error) {
 	r := reapRange{ix: t.expiryIndex(), x: t.exp}
 	r.bounds(now)
 	it, err := v.NewIterator(r.lower, r.upper)
 	if err != nil {
-		return 0, storeError(err)
+		return nil, 0, storeError(err)
 	}
 	defer it.Close()
 	var c aggChanges
@@ -267,29 +281,24 @@ func subtractExpired(ctx context.Context, v store.View, t *recType, a *aggIndex,
 		key = append(append(key[:0], t.prefix...), pk...)
 		var found bool
 		if rec, found, err = v.Get(key, rec); err != nil {
-			return n, storeError(err)
+			return nil, n, storeError(err)
 		}
 		if !found || !t.expired(rec, now) {
 			continue
 		}
 		if n++; n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return n, err
+				return nil, n, err
 			}
 		}
 		if err := c.add(a, rec, -1); err != nil {
-			return n, err
+			return nil, n, err
 		}
 	}
 	if err := it.Error(); err != nil {
-		return n, storeError(err)
+		return nil, n, storeError(err)
 	}
-	for k, d := range c.byKey {
-		if ent := ents[k[len(a.prefix):]]; ent != nil {
-			ent.merge(d)
-		}
-	}
-	return n, nil
+	return c.byKey, n, nil
 }
 
 // acc is function fn's state for the group of entry ent.
