@@ -146,6 +146,10 @@ func CheckPlanError(id *Identity, err error) error {
 	return err
 }
 
+// ApprovePlan is CheckPlan as the engine's approval of the plans of id's
+// schema change (engine.ApplySchemaApproved).
+func (id *Identity) ApprovePlan(p *pb.SchemaPlan) error { return CheckPlan(id, p) }
+
 // CheckPlan refuses a schema plan touching a record type outside id's
 // scope: a scoped key may add, change and drop only its own types and
 // their indexes.

@@ -38,6 +38,16 @@ const applyAttempts = 3
 // of a type's ttl first reaps the records expired under the old one, and
 // checks there too that none is left (ttlchange.go).
 func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*pb.ApplySchemaResponse, error) {
+	return e.ApplySchemaApproved(ctx, req, nil)
+}
+
+// ApplySchemaApproved is ApplySchema with approve, when not nil, asked
+// about each plan before it is answered (a dry run) or committed; its
+// error refuses the change, and is returned as it is. It is asked again
+// for each plan made again, so the plan it approves is the one that
+// commits: a scoped key's check (auth.CheckPlan) cannot be passed by a
+// change another key makes between a dry run and the apply.
+func (e *Engine) ApplySchemaApproved(ctx context.Context, req *pb.ApplySchemaRequest, approve func(*pb.SchemaPlan) error) (*pb.ApplySchemaResponse, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -75,6 +85,11 @@ func (e *Engine) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*
 		})
 		if err != nil {
 			return nil, schemaError(err)
+		}
+		if approve != nil {
+			if err := approve(res.Plan); err != nil {
+				return nil, err
+			}
 		}
 		retiring, err := ttlRetirements(base, res)
 		if err != nil {

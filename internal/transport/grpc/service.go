@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	pbgrpc "github.com/protobase/protobase/gen/protobase/v1/protobasev1grpc"
@@ -98,27 +97,16 @@ func abortReceive(w *engine.Writer, err error) error {
 
 // ApplySchema implements pbgrpc.ProtobaseServer.
 //
-// A scoped key's change is planned first (as a dry run) and refused whole
-// when it would touch a record type outside the scope.
+// A scoped key's change is refused whole when its plan, the one that
+// commits, would touch a record type outside the scope.
 func (s *Service) ApplySchema(ctx context.Context, req *pb.ApplySchemaRequest) (*pb.ApplySchemaResponse, error) {
 	id, err := s.require(ctx, auth.RoleSchema)
 	if err != nil {
 		return nil, err
 	}
-	if id.Scoped() {
-		dry := proto.CloneOf(req)
-		dry.DryRun = true
-		plan, err := s.e.ApplySchema(ctx, dry)
-		if err != nil {
-			return nil, toStatus(auth.CheckPlanError(id, err))
-		}
-		if err := auth.CheckPlan(id, plan.Plan); err != nil {
-			return nil, toStatus(err)
-		}
-	}
-	resp, err := s.e.ApplySchema(ctx, req)
+	resp, err := s.e.ApplySchemaApproved(ctx, req, id.ApprovePlan)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(auth.CheckPlanError(id, err))
 	}
 	if resp.Applied {
 		p := resp.Plan

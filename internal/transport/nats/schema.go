@@ -1,8 +1,6 @@
 package nats
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/auth"
 )
@@ -11,7 +9,7 @@ import (
 const SubjectSchemaApply = "schema.apply"
 
 // schemaApply applies a schema change. As over gRPC, a scoped key's change
-// is planned first (as a dry run) and refused whole when it would touch a
+// is refused whole when its plan, the one that commits, would touch a
 // record type outside the scope.
 func (s *Service) schemaApply(r *request) {
 	req := new(pb.ApplySchemaRequest)
@@ -19,23 +17,9 @@ func (s *Service) schemaApply(r *request) {
 		s.fail(r, err)
 		return
 	}
-	if r.id.Scoped() {
-		dry := proto.CloneOf(req)
-		dry.DryRun = true
-		plan, err := s.e.ApplySchema(s.ctx, dry)
-		if err == nil {
-			err = auth.CheckPlan(r.id, plan.GetPlan())
-		} else {
-			err = auth.CheckPlanError(r.id, err)
-		}
-		if err != nil {
-			s.fail(r, err)
-			return
-		}
-	}
-	resp, err := s.e.ApplySchema(s.ctx, req)
+	resp, err := s.e.ApplySchemaApproved(s.ctx, req, r.id.ApprovePlan)
 	if err != nil {
-		s.fail(r, err)
+		s.fail(r, auth.CheckPlanError(r.id, err))
 		return
 	}
 	if resp.GetApplied() {
