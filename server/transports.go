@@ -63,6 +63,7 @@ func (s *Server) startHTTP(svc *grpctransport.Service, res *schemajson.Resolver)
 		Service:         svc,
 		Resolver:        res,
 		MaxMessageBytes: s.cfg.MaxMessageBytes,
+		Transcode:       s.eng.TranscodeHold,
 		OpenAPI:         openapi.Spec,
 		AllowedOrigins:  s.cfg.HTTPAllowedOrigins,
 		AllowedHosts:    s.cfg.HTTPAllowedHosts,

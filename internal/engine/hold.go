@@ -269,3 +269,28 @@ func KeepAnswer(ctx context.Context, h Hold) {
 	}
 	s.h.n += h.n
 }
+
+// transcodeFree is the estimate below which TranscodeHold holds nothing:
+// a small message's JSON costs no more than the rest of its request.
+const transcodeFree = 64 << 10
+
+// TranscodeHold holds n bytes of the result budget, an estimate of the
+// memory a JSON transport takes to turn one message into JSON or back
+// (schemajson.DecodeCost, EncodeCost), waiting for room as a response
+// does. An n larger than the whole budget is RESOURCE_EXHAUSTED naming
+// what (a request, a response). Release the Hold once transcoded.
+func (e *Engine) TranscodeHold(ctx context.Context, n int64, what string) (Hold, error) {
+	if n < transcodeFree {
+		return Hold{}, nil
+	}
+	if n > e.opts.MaxResultBufferBytes {
+		return Hold{}, apierror.Errorf(apierror.ResourceExhausted,
+			"%s would take about %d MiB of memory to convert between JSON and protobuf, more than the server's result buffers of %d MiB (max result buffer bytes): use gRPC or protobuf payloads, or send or ask for fewer records at once",
+			what, n>>20, e.opts.MaxResultBufferBytes>>20)
+	}
+	var exhausted bool
+	if err := e.acquireResult(ctx, n, &exhausted); err != nil {
+		return Hold{}, err
+	}
+	return Hold{e: e, n: n}, nil
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/protobase/protobase/internal/apierror"
+	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -21,19 +23,55 @@ import (
 // protobuf fields are.
 type codec struct {
 	runtime.JSONPb
-	max int
+	max  int
+	res  *schemajson.Resolver
+	hold TranscodeHold // nil: none
 }
 
 var _ runtime.Marshaler = (*codec)(nil)
 
-func newCodec(res *schemajson.Resolver, maxBytes int) *codec {
+// TranscodeHold holds n bytes of the server's budget, the memory JSON
+// takes to convert what (a request object, a response), until the Hold is
+// released (engine.Engine.TranscodeHold).
+type TranscodeHold func(ctx context.Context, n int64, what string) (engine.Hold, error)
+
+func newCodec(res *schemajson.Resolver, maxBytes int, hold TranscodeHold) *codec {
 	return &codec{
 		JSONPb: runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{Resolver: res},
 			UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},
 		},
-		max: maxBytes,
+		max:  maxBytes,
+		res:  res,
+		hold: hold,
 	}
+}
+
+// Marshal renders v as JSON, holding what that takes of the budget while
+// it does (schemajson.Resolver.EncodeCost): a record of many small
+// elements takes a hundred times its bytes.
+func (c *codec) Marshal(v any) ([]byte, error) {
+	if m, ok := v.(proto.Message); ok && c.hold != nil {
+		h, err := c.hold(context.Background(), c.res.EncodeCost(m), "the response")
+		if err != nil {
+			return nil, err
+		}
+		defer h.Release()
+	}
+	return c.JSONPb.Marshal(v)
+}
+
+// unmarshal parses the JSON object b into m with u, holding what that
+// takes of the budget while it does (schemajson.DecodeCost).
+func (c *codec) unmarshal(b []byte, m proto.Message, u func([]byte, proto.Message) error) error {
+	if c.hold != nil {
+		h, err := c.hold(context.Background(), schemajson.DecodeCost(b), "the request object")
+		if err != nil {
+			return err
+		}
+		defer h.Release()
+	}
+	return u(b, m)
 }
 
 // NewDecoder returns a decoder of the JSON objects of r. When r is the
@@ -41,7 +79,7 @@ func newCodec(res *schemajson.Resolver, maxBytes int) *codec {
 // recorded on it for the error handler.
 func (c *codec) NewDecoder(r io.Reader) runtime.Decoder {
 	b, _ := r.(*body)
-	return &decoder{vr: newValueReader(r, c.max), body: b, opts: c.UnmarshalOptions}
+	return &decoder{vr: newValueReader(r, c.max), body: b, opts: c.UnmarshalOptions, c: c}
 }
 
 // body wraps a request body so the error handler can tell an oversized
@@ -57,6 +95,7 @@ type decoder struct {
 	vr   *valueReader
 	body *body
 	opts protojson.UnmarshalOptions
+	c    *codec
 	n    uint64 // objects decoded
 }
 
@@ -74,7 +113,7 @@ func (d *decoder) Decode(v any) error {
 	if !ok {
 		return json.Unmarshal(b, v)
 	}
-	if err := d.opts.Unmarshal(b, m); err != nil {
+	if err := d.c.unmarshal(b, m, d.opts.Unmarshal); err != nil {
 		return fmt.Errorf("message %d: %w", d.n-1, err)
 	}
 	return nil
@@ -100,5 +139,5 @@ func (d *decoder) decodeBatch(m proto.Message) error {
 		return e
 	}
 	d.n++
-	return schemajson.Unmarshal(d.opts, b, m)
+	return d.c.unmarshal(b, m, func(b []byte, m proto.Message) error { return schemajson.Unmarshal(d.opts, b, m) })
 }

@@ -80,6 +80,9 @@ type Options struct {
 	Resolver *schemajson.Resolver
 	// MaxMessageBytes bounds one JSON object of a request body (required).
 	MaxMessageBytes int
+	// Transcode, when set, holds the memory each JSON conversion takes
+	// against the server's budget (engine.Engine.TranscodeHold).
+	Transcode TranscodeHold
 	// OpenAPI is served at /openapi.json when set; its paths also answer
 	// OPTIONS and the Allow header of a 405.
 	OpenAPI []byte
@@ -115,7 +118,7 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes), mux: http.NewServeMux(), guard: gd, auth: opts.Verifier}
+	g := &Gateway{svc: opts.Service, codec: newCodec(opts.Resolver, opts.MaxMessageBytes, opts.Transcode), mux: http.NewServeMux(), guard: gd, auth: opts.Verifier}
 	gw := runtime.NewServeMux(
 		// A form POST to a GET route is not a GET (nor is it JSON).
 		runtime.WithDisablePathLengthFallback(),

@@ -22,7 +22,7 @@ func guardGateway(t testing.TB) *Gateway {
 		t.Fatal(err)
 	}
 	res := schemajson.New(func() *protoregistry.Files { return nil })
-	return &Gateway{codec: newCodec(res, 1<<20), guard: gd}
+	return &Gateway{codec: newCodec(res, 1<<20, nil), guard: gd}
 }
 
 func TestGuardMethods(t *testing.T) {

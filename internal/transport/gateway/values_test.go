@@ -100,7 +100,7 @@ func FuzzWriteBody(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	c := newCodec(schemajson.New(nil), 1024)
+	c := newCodec(schemajson.New(nil), 1024, nil)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		d := c.NewDecoder(bytes.NewReader(body)).(*decoder)
 		for range 64 {

@@ -532,6 +532,11 @@ func (s *Service) decode(r *request, m proto.Message) error {
 		return nil
 	}
 	if r.json {
+		h, err := s.opts.Engine.TranscodeHold(s.ctx, schemajson.DecodeCost(data), "the request")
+		if err != nil {
+			return err
+		}
+		defer h.Release()
 		return schemajson.Unmarshal(s.json, data, m)
 	}
 	if err := proto.Unmarshal(data, m); err != nil {
@@ -543,6 +548,17 @@ func (s *Service) decode(r *request, m proto.Message) error {
 	return nil
 }
 
+// marshalJSON renders m as JSON, holding what that takes of the result
+// budget while it does (schemajson.Resolver.EncodeCost).
+func (s *Service) marshalJSON(m proto.Message) ([]byte, error) {
+	h, err := s.opts.Engine.TranscodeHold(s.ctx, s.opts.Resolver.EncodeCost(m), "the reply")
+	if err != nil {
+		return nil, err
+	}
+	defer h.Release()
+	return s.out.Marshal(m)
+}
+
 // reply sends m in the request's encoding. A reply the connection cannot
 // carry (over max_payload) becomes a RESOURCE_EXHAUSTED error instead of
 // silence.
@@ -550,12 +566,15 @@ func (s *Service) reply(r *request, m proto.Message) {
 	var b []byte
 	var err error
 	if r.json {
-		b, err = s.out.Marshal(m)
+		b, err = s.marshalJSON(m)
 	} else {
 		b, err = proto.Marshal(m)
 	}
 	if err != nil {
-		s.fail(r, apierror.Errorf(apierror.Internal, "encode reply: %w", err))
+		if _, ok := errors.AsType[*apierror.Error](err); !ok {
+			err = apierror.Errorf(apierror.Internal, "encode reply: %w", err)
+		}
+		s.fail(r, err)
 		return
 	}
 	if max := s.opts.Conn.MaxPayload(); int64(len(b)) > max {

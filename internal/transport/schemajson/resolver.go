@@ -9,7 +9,9 @@
 // registry on every call, so it follows ApplySchema immediately, and falls
 // back to the types compiled into the binary (protobase.v1, google.rpc and
 // the well-known types) for status details and the API's own messages.
-// Unmarshal decodes requests so that their errors name the record to blame.
+// Unmarshal decodes requests so that their errors name the record to blame;
+// DecodeCost and Resolver.EncodeCost estimate the memory a conversion
+// takes, for the transports to hold against the server's budget.
 package schemajson
 
 import (
