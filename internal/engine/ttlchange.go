@@ -33,9 +33,13 @@ func ttlRetirements(base *catalog, res *schema.Result) ([]*recType, error) {
 			continue // a dropped type goes with its records
 		}
 		if ix := t.expiryIndex(); ix == nil || ix.building {
+			state := "being built: apply the change once it is READY (schema get shows its state)"
+			if ix == nil {
+				state = "failed: apply the current schema again to rebuild it, then the change"
+			}
 			return nil, &apierror.Error{Code: apierror.FailedPrecondition, Msg: fmt.Sprintf(
-				"type %s: its ttl cannot change until its expiry index %s is ready: the records expired under the current ttl are reaped through it first, and would otherwise become readable again; apply the change once the index is built (schema get shows its state)",
-				t.rt.Name, schema.ExpiryIndexName)}
+				"type %s: its ttl cannot change while its expiry index %s is not ready (the records expired under the current ttl are reaped through it first, or would become readable again); the index is %s",
+				t.rt.Name, schema.ExpiryIndexName, state)}
 		}
 		out = append(out, t)
 	}
