@@ -31,7 +31,7 @@ func TestTTLChangeReapsUnderOldRule(t *testing.T) {
 			xe.session(expiring{id: 1, exp: now + int64(time.Second)}),
 			xe.session(expiring{id: 2}),
 		})
-		xe.now.Add(int64(1500 * time.Millisecond)) // token 1 and session 1 have expired
+		xe.now.Add(int64(1500 * time.Millisecond)) // the token and the session of id 1 have expired
 		clog := xe.e.ChangeLog()
 		from := clog.Durable().Value()
 		planned := 0
@@ -53,7 +53,7 @@ func TestTTLChangeReapsUnderOldRule(t *testing.T) {
 			t.Fatalf("%d tokens read under the new unit, want 1 (token 3)", n)
 		}
 		if n := xe.count("tt.Session"); n != 1 {
-			t.Fatalf("%d sessions read without a ttl, want 1 (session 2)", n)
+			t.Fatalf("%d sessions read without a ttl, want 1 (id 2)", n)
 		}
 		if clog.On() {
 			got := xe.expiredInLog(from, clog.Durable().Value())
@@ -112,6 +112,6 @@ func TestTTLChangeRefused(t *testing.T) {
 		}
 	}
 	if n := xe.count("tt.Session"); n != 0 {
-		t.Fatalf("%d sessions read, want 0: session 1 has expired", n)
+		t.Fatalf("%d sessions read, want 0: the one stored has expired", n)
 	}
 }

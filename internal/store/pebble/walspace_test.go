@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A log file reserves twice what it holds in whole MiB, at least 1 MiB,
@@ -126,6 +127,10 @@ func TestWALZerosReplayManyLogs(t *testing.T) {
 	for i := range n { // 24 MiB through 4 MiB memtables: several logs
 		commitT(t, s, func(b *Batch) { b.Set(fmt.Appendf(nil, "k%03d", i), value) })
 	}
+	// The copy is taken file by file: a flush or compaction finishing
+	// meanwhile could leave it a manifest naming a table listed too late
+	// to be copied, which no crash leaves.
+	waitIdle(t, s)
 	killed := filepath.Join(t.TempDir(), "killed")
 	copyTree(t, dir, killed)
 	t.Logf("%d log files in the copy", len(logFiles(t, killed)))
@@ -133,6 +138,24 @@ func TestWALZerosReplayManyLogs(t *testing.T) {
 	for i := range n {
 		if v, ok := mustGet(t, c, fmt.Sprintf("k%03d", i)); !ok || v != string(value) {
 			t.Fatalf("k%03d: %d bytes, found %v, after reopening a copy", i, len(v), ok)
+		}
+	}
+}
+
+// waitIdle waits until s's main instance runs no flush or compaction, seen
+// twice 10 ms apart.
+func waitIdle(t *testing.T, s *Store) {
+	t.Helper()
+	idle := 0
+	for deadline := time.Now().Add(30 * time.Second); idle < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the store's flushes and compactions did not stop within 30 s")
+		}
+		m := s.db.Metrics()
+		if m.Flush.NumInProgress == 0 && m.Compact.NumInProgress == 0 {
+			idle++
+		} else {
+			idle = 0
 		}
 	}
 }
