@@ -12,6 +12,7 @@ import (
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/schema"
 )
 
 // A schema change that changes how records expire deletes the records
@@ -99,9 +100,16 @@ func TestTTLChangeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	xe.insert([]*anypb.Any{xe.session(expiring{id: 1, exp: xe.now.Load() - int64(time.Second)})})
+	// The build waits for the gate; the test ends once the build is over,
+	// so that no builder reads the hook the cleanup resets.
 	gate := make(chan struct{})
 	engine.SetBuildHook(t, func() { <-gate })
-	defer close(gate)
+	open := true
+	defer func() {
+		if open {
+			close(gate)
+		}
+	}()
 	if _, err := xe.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": expiryProto}}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,5 +121,16 @@ func TestTTLChangeRefused(t *testing.T) {
 	}
 	if n := xe.count("tt.Session"); n != 0 {
 		t.Fatalf("%d sessions read, want 0: the one stored has expired", n)
+	}
+	close(gate)
+	open = false
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		ix, _ := xe.e.Schema().Types["tt.Session"].Index(schema.ExpiryIndexName)
+		if ix.State == pb.IndexState_INDEX_STATE_READY {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expiry index of tt.Session: %v", ix.State)
+		}
 	}
 }
