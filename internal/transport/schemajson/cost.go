@@ -76,15 +76,35 @@ var anyKey = []byte(`"@type"`)
 // EncodeCost estimates the memory protojson takes to render m, walking
 // the records its google.protobuf.Any fields hold as r resolves them.
 func (r *Resolver) EncodeCost(m proto.Message) int64 {
-	return r.msgCost(m.ProtoReflect(), 0)
+	w := costWalk{r: r}
+	return w.msgCost(m.ProtoReflect(), 0)
+}
+
+// costWalk is one EncodeCost: the records of a response are mostly of one
+// type, resolved once.
+type costWalk struct {
+	r   *Resolver
+	url string
+	md  protoreflect.MessageDescriptor // of url; nil: unknown
+}
+
+// resolve returns the descriptor of the type url names, nil if unknown.
+func (w *costWalk) resolve(url string) protoreflect.MessageDescriptor {
+	if url != w.url || w.md == nil {
+		w.url, w.md = url, nil
+		if mt, err := w.r.FindMessageByURL(url); err == nil {
+			w.md = mt.Descriptor()
+		}
+	}
+	return w.md
 }
 
 const anyName protoreflect.FullName = "google.protobuf.Any"
 
-func (r *Resolver) msgCost(m protoreflect.Message, depth int) int64 {
+func (w *costWalk) msgCost(m protoreflect.Message, depth int) int64 {
 	if m.Descriptor().FullName() == anyName {
 		fs := m.Descriptor().Fields()
-		return r.anyCost(m.Get(fs.ByNumber(1)).String(), m.Get(fs.ByNumber(2)).Bytes(), depth)
+		return w.anyCost(m.Get(fs.ByNumber(1)).String(), m.Get(fs.ByNumber(2)).Bytes(), depth)
 	}
 	n := int64(costMessage)
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -92,28 +112,28 @@ func (r *Resolver) msgCost(m protoreflect.Message, depth int) int64 {
 		case fd.IsList():
 			l := v.List()
 			for i := range l.Len() {
-				n += r.valueCost(fd, l.Get(i), depth)
+				n += w.valueCost(fd, l.Get(i), depth)
 			}
 		case fd.IsMap():
 			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				n += costString + int64(len(k.String())) + r.valueCost(fd.MapValue(), mv, depth)
+				n += costString + int64(len(k.String())) + w.valueCost(fd.MapValue(), mv, depth)
 				return true
 			})
 		default:
-			n += r.valueCost(fd, v, depth)
+			n += w.valueCost(fd, v, depth)
 		}
 		return true
 	})
 	return n
 }
 
-func (r *Resolver) valueCost(fd protoreflect.FieldDescriptor, v protoreflect.Value, depth int) int64 {
+func (w *costWalk) valueCost(fd protoreflect.FieldDescriptor, v protoreflect.Value, depth int) int64 {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		if depth >= costDepth {
 			return costMessage
 		}
-		return r.msgCost(v.Message(), depth+1)
+		return w.msgCost(v.Message(), depth+1)
 	case protoreflect.StringKind:
 		return costString + stringCost([]byte(v.String()))
 	case protoreflect.BytesKind:
@@ -125,19 +145,19 @@ func (r *Resolver) valueCost(fd protoreflect.FieldDescriptor, v protoreflect.Val
 // anyCost is the cost of rendering an Any of type url holding value: its
 // record's fields, or (a type r does not know, which protojson refuses)
 // the bytes as they are.
-func (r *Resolver) anyCost(url string, value []byte, depth int) int64 {
+func (w *costWalk) anyCost(url string, value []byte, depth int) int64 {
 	n := int64(costMessage+costAny) + costString + int64(len(url))
-	mt, err := r.FindMessageByURL(url)
-	if err != nil || depth >= costDepth {
+	md := w.resolve(url)
+	if md == nil || depth >= costDepth {
 		return n + costBase64*int64(len(value))
 	}
-	return n + r.wireCost(value, mt.Descriptor(), depth+1)
+	return n + w.wireCost(value, md, depth+1)
 }
 
 // wireCost is the cost of rendering the message of descriptor md encoded
 // in b, from its wire bytes: every field a protojson value, every element
 // of a packed field one.
-func (r *Resolver) wireCost(b []byte, md protoreflect.MessageDescriptor, depth int) int64 {
+func (w *costWalk) wireCost(b []byte, md protoreflect.MessageDescriptor, depth int) int64 {
 	n := int64(costMessage)
 	var url string
 	var value []byte
@@ -173,17 +193,17 @@ func (r *Resolver) wireCost(b []byte, md protoreflect.MessageDescriptor, depth i
 			}
 			continue
 		}
-		n += r.bytesFieldCost(md.Fields().ByNumber(num), v, depth)
+		n += w.bytesFieldCost(md.Fields().ByNumber(num), v, depth)
 	}
 	if isAny {
-		return r.anyCost(url, value, depth)
+		return w.anyCost(url, value, depth)
 	}
 	return n
 }
 
 // bytesFieldCost is the cost of one length-delimited field, fd (nil when
 // md has no such field, which protojson leaves out) holding v.
-func (r *Resolver) bytesFieldCost(fd protoreflect.FieldDescriptor, v []byte, depth int) int64 {
+func (w *costWalk) bytesFieldCost(fd protoreflect.FieldDescriptor, v []byte, depth int) int64 {
 	if fd == nil {
 		return 0
 	}
@@ -193,7 +213,7 @@ func (r *Resolver) bytesFieldCost(fd protoreflect.FieldDescriptor, v []byte, dep
 		if depth >= costDepth {
 			return costMessage + costScalar*int64(len(v))
 		}
-		return r.wireCost(v, fd.Message(), depth+1)
+		return w.wireCost(v, fd.Message(), depth+1)
 	case protoreflect.StringKind:
 		return costString + stringCost(v)
 	case protoreflect.BytesKind:
@@ -205,14 +225,21 @@ func (r *Resolver) bytesFieldCost(fd protoreflect.FieldDescriptor, v []byte, dep
 // stringCost is the cost of a string's bytes rendered: costChar each, and
 // costEscaped more for each one JSON escapes (UTF-8 passes as it is).
 func stringCost(s []byte) int64 {
-	n := costChar * int64(len(s))
+	var esc int64
 	for _, c := range s {
-		if c < 0x20 || c == '"' || c == '\\' || c == 0x7f {
-			n += costEscaped
-		}
+		esc += int64(escaped[c])
 	}
-	return n
+	return costChar*int64(len(s)) + costEscaped*esc
 }
+
+// escaped is 1 for the bytes JSON escapes in a string.
+var escaped = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = 1
+	}
+	t['"'], t['\\'], t[0x7f] = 1, 1, 1
+	return t
+}()
 
 // packedCount is how many elements of kind k a packed field's bytes v hold.
 func packedCount(v []byte, k protoreflect.Kind) int64 {
