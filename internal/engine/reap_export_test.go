@@ -33,3 +33,10 @@ func SetPlannedHook(t testing.TB, f func()) {
 	testHookPlanned = f
 	t.Cleanup(func() { testHookPlanned = nil })
 }
+
+// SetCommittingHook installs testHookCommitting for one test: f runs when
+// a schema change has read its preconditions, just before it commits.
+func SetCommittingHook(t testing.TB, f func()) {
+	testHookCommitting = f
+	t.Cleanup(func() { testHookCommitting = nil })
+}

@@ -21,6 +21,10 @@ import (
 // and planned, before it takes writeMu to commit.
 var testHookPlanned func()
 
+// testHookCommitting, when set by a test, runs when commitSchema has read
+// its preconditions under writeMu, just before it applies the batch.
+var testHookCommitting func()
+
 // applyAttempts bounds how many times ApplySchema plans again when records
 // arrive in a type it counted as empty, or expire under a ttl it replaces.
 const applyAttempts = 3
@@ -208,9 +212,12 @@ func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*sc
 			return nil, !empty, err
 		}
 	}
-	if left, err := e.expiredLeft(retiring); err != nil || left {
+	if left, err := e.expiredLeft(b, retiring); err != nil || left {
 		e.writeMu.Unlock()
 		return nil, left, err
+	}
+	if testHookCommitting != nil {
+		testHookCommitting()
 	}
 	// A dropped type's records go with a range deletion: empty the cache.
 	e.cache.BeginWrite()

@@ -1,22 +1,24 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
 )
 
 // A schema change that changes how a type's records expire (its ttl
 // option removed, or naming another field or unit) would make the records
 // expired under the old rule but not yet reaped readable again. So the
 // change first reaps them under the old rule (retireTTLs), and commits
-// only if, under writeMu at the commit, none is left (expiredLeft); else
-// it reaps and tries again, like a plan gone stale.
+// only if none is left at the commit (expiredLeft, read under writeMu as
+// a precondition of the commit's batch); else it reaps and tries again,
+// like a plan gone stale.
 
 // ttlRetirements returns the types of base whose expiry rule res changes,
 // in name order. A type whose old expiry index is not ready cannot be
@@ -69,15 +71,23 @@ func (e *Engine) retireTTLs(ctx context.Context, ts []*recType) error {
 }
 
 // expiredLeft reports whether a record of ts has expired by now under its
-// current ttl and is still stored. The caller holds writeMu, so no write
-// adds one before the new rule applies.
-func (e *Engine) expiredLeft(ts []*recType) (bool, error) {
+// current ttl and is still stored: whether its expiry index holds an
+// entry below now's (but for those of records that never expire). The
+// reads are preconditions of b, the schema change's batch: under writeMu
+// no write of this server adds such a record before the new rule
+// applies, and on a shared store one by another server fails the commit.
+func (e *Engine) expiredLeft(b store.WriteBatch, ts []*recType) (bool, error) {
+	now := e.now()
 	for _, t := range ts {
 		r := reapRange{ix: t.expiryIndex(), x: t.exp}
-		r.bounds(e.now())
-		recs, _, _, err := e.collectExpired(t, &r, nil, 1, math.MaxInt64)
-		if err != nil || len(recs) > 0 {
-			return len(recs) > 0, err
+		r.bounds(now)
+		for _, span := range [][2][]byte{{r.lower, r.zero}, {r.zeroEnd, r.upper}} {
+			if bytes.Compare(span[0], span[1]) >= 0 {
+				continue
+			}
+			if empty, err := b.ReadAbsent(span[0], span[1]); err != nil || !empty {
+				return !empty, err
+			}
 		}
 	}
 	return false, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/schema"
+	"github.com/protobase/protobase/internal/store"
+	"github.com/protobase/protobase/internal/store/etcd"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
 // A schema change that changes how records expire deletes the records
@@ -132,5 +136,38 @@ func TestTTLChangeRefused(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("expiry index of tt.Session: %v", ix.State)
 		}
+	}
+}
+
+// On a store servers share, a record expired under the old ttl that
+// another server writes after the change's checks, just before its commit,
+// fails the commit (the checks are its preconditions): the change reaps it
+// and commits, and it never reads again. Here B writes a token already
+// past its expiry; under the new unit it would read as live.
+func TestTTLChangeSharedStore(t *testing.T) {
+	ep := etcdtest.Start(t, etcdtest.Roomy)
+	openStore := func() store.KV {
+		st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: "/ttlshared/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a := newExpiryEngine(t, openStore()).open(engine.Options{})
+	b := newExpiryEngine(t, openStore()).open(engine.Options{Now: a.clock})
+	var fired atomic.Bool
+	engine.SetCommittingHook(t, func() {
+		if fired.CompareAndSwap(false, true) {
+			b.insert([]*anypb.Any{b.token(expiring{id: 9, exp: a.now.Load() - int64(time.Second)})})
+		}
+	})
+	seconds := strings.Replace(expiryProto, "unit: TTL_UNIT_MILLISECONDS", "unit: TTL_UNIT_SECONDS", 1)
+	resp, err := a.e.ApplySchema(t.Context(), &pb.ApplySchemaRequest{Files: map[string]string{"tt.proto": seconds}})
+	if err != nil || !resp.Applied || !fired.Load() {
+		t.Fatalf("apply: %v, %v (B wrote: %v)", resp, err, fired.Load())
+	}
+	if n := a.count("tt.Token"); n != 0 {
+		t.Fatalf("%d tokens read under the new unit, want 0: B's was past its expiry when the change committed", n)
 	}
 }
