@@ -123,12 +123,7 @@ func TestAggregateIndexTTLGroupLimit(t *testing.T) {
     ttl: { field: "at" }`, 1)}
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clock atomic.Int64 // seconds after base
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ae := openAggix(t, st, engine.Options{ReapInterval: -1, MaxAggregateGroups: 2,
+	ae := openAggix(t, expiryPebble(t), engine.Options{ReapInterval: -1, MaxAggregateGroups: 2,
 		Now: func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Second) }}, files)
 	at := base.Add(10 * time.Second).Format(time.RFC3339)
 	ae.write(engine.OpInsert, []aggRow{{ID: 1, Team: "a"}, {ID: 2, Team: "b"}, {ID: 3, Team: "b"},

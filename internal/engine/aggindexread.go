@@ -255,8 +255,7 @@ func (a *aggIndex) groupAccs(part *aggPart, ents map[string]*aggEntry, s *aggSpe
 // out), and how many there are. The aggregate index counts them until the
 // reaper removes them, and no read may; the reaper keeps them few.
 func expiredDeltas(ctx context.Context, v store.View, t *recType, a *aggIndex, now instant) (map[string]*aggEntry, int, error) {
-	r := reapRange{ix: t.expiryIndex(), x: t.exp}
-	r.bounds(now)
+	r := t.expiredRange(now)
 	it, err := v.NewIterator(r.lower, r.upper)
 	if err != nil {
 		return nil, 0, storeError(err)

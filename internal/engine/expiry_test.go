@@ -120,13 +120,20 @@ func expiryStores(t *testing.T, f func(t *testing.T, xe *expiryEngine)) {
 	}
 	t.Run("pebble", func(t *testing.T) { f(t, open(t, expiryPebble(t))) })
 	t.Run("etcd", func(t *testing.T) {
-		st, err := etcd.Open(etcd.Options{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/tt/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		f(t, open(t, st))
+		f(t, open(t, etcdStore(t, etcdtest.Start(t, etcdtest.Roomy), "/tt/")))
 	})
+}
+
+// etcdStore opens a store on the etcd member at endpoint, under prefix,
+// closed when the test ends.
+func etcdStore(t *testing.T, endpoint, prefix string) store.KV {
+	t.Helper()
+	st, err := etcd.Open(etcd.Options{Endpoints: []string{endpoint}, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // expiring is the model of one record: its expiry in Unix nanoseconds

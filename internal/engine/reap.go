@@ -101,9 +101,7 @@ func (t *recType) expiryIndex() *index {
 // oldest expiry on. The time is taken once: records expiring during the
 // pass wait for the next one, so a pass ends.
 func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
-	ix := t.expiryIndex()
-	r := reapRange{ix: ix, x: t.exp}
-	r.bounds(e.now())
+	r := t.expiredRange(e.now())
 	w := e.NewWriter()
 	defer w.Close()
 	size := min(e.opts.ReapBatch, e.opts.MaxRecordsPerBatch)
@@ -158,6 +156,14 @@ type reapRange struct {
 	// lower is the index's first key; zero and zeroEnd bound the entries
 	// of the zero expiry; upper is past the last entry at or before now.
 	lower, zero, zeroEnd, upper []byte
+}
+
+// expiredRange is where the records of t expired at now lie in its expiry
+// index (which t has).
+func (t *recType) expiredRange(now instant) reapRange {
+	r := reapRange{ix: t.expiryIndex(), x: t.exp}
+	r.bounds(now)
+	return r
 }
 
 // bounds sets the range for the time now.
@@ -261,12 +267,10 @@ func (e *Engine) ReaperLag() (time.Duration, error) {
 	now := e.now()
 	var lag time.Duration
 	for _, t := range e.cat.Load().types {
-		ix := t.expiryIndex()
-		if ix == nil {
+		if t.expiryIndex() == nil {
 			continue
 		}
-		r := reapRange{ix: ix, x: t.exp}
-		r.bounds(now)
+		r := t.expiredRange(now)
 		at, ok, err := e.oldestExpiry(&r)
 		if err != nil {
 			return 0, err

@@ -7,7 +7,6 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
@@ -30,12 +29,7 @@ message Item {
 func TestApplySchemaApprovesThePlanCommitted(t *testing.T) {
 	ep := etcdtest.Start(t, etcdtest.Roomy)
 	open := func() *engine.Engine {
-		st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: "/approve/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		e, err := engine.Open(t.Context(), st, engine.Options{})
+		e, err := engine.Open(t.Context(), etcdStore(t, ep, "/approve/"), engine.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,8 +79,7 @@ func (e *Engine) retireTTLs(ctx context.Context, ts []*recType) error {
 func (e *Engine) expiredLeft(b store.WriteBatch, ts []*recType) (bool, error) {
 	now := e.now()
 	for _, t := range ts {
-		r := reapRange{ix: t.expiryIndex(), x: t.exp}
-		r.bounds(now)
+		r := t.expiredRange(now)
 		for _, span := range [][2][]byte{{r.lower, r.zero}, {r.zeroEnd, r.upper}} {
 			if bytes.Compare(span[0], span[1]) >= 0 {
 				continue

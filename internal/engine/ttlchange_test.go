@@ -14,8 +14,6 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/schema"
-	"github.com/protobase/protobase/internal/store"
-	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
@@ -146,16 +144,8 @@ func TestTTLChangeRefused(t *testing.T) {
 // past its expiry; under the new unit it would read as live.
 func TestTTLChangeSharedStore(t *testing.T) {
 	ep := etcdtest.Start(t, etcdtest.Roomy)
-	openStore := func() store.KV {
-		st, err := etcd.Open(etcd.Options{Endpoints: []string{ep}, Prefix: "/ttlshared/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a := newExpiryEngine(t, openStore()).open(engine.Options{})
-	b := newExpiryEngine(t, openStore()).open(engine.Options{Now: a.clock})
+	a := newExpiryEngine(t, etcdStore(t, ep, "/ttlshared/")).open(engine.Options{})
+	b := newExpiryEngine(t, etcdStore(t, ep, "/ttlshared/")).open(engine.Options{Now: a.clock})
 	var fired atomic.Bool
 	engine.SetCommittingHook(t, func() {
 		if fired.CompareAndSwap(false, true) {

@@ -51,8 +51,8 @@ func newCodec(res *schemajson.Resolver, maxBytes int, hold TranscodeHold) *codec
 // it does (schemajson.Resolver.EncodeCost): a record of many small
 // elements takes a hundred times its bytes.
 func (c *codec) Marshal(v any) ([]byte, error) {
-	if m, ok := v.(proto.Message); ok && c.hold != nil {
-		h, err := c.hold(context.Background(), c.res.EncodeCost(m), "the response")
+	if m, ok := v.(proto.Message); ok {
+		h, err := c.holdFor(c.res.EncodeCost(m), "the response")
 		if err != nil {
 			return nil, err
 		}
@@ -61,17 +61,13 @@ func (c *codec) Marshal(v any) ([]byte, error) {
 	return c.JSONPb.Marshal(v)
 }
 
-// unmarshal parses the JSON object b into m with u, holding what that
-// takes of the budget while it does (schemajson.DecodeCost).
-func (c *codec) unmarshal(b []byte, m proto.Message, u func([]byte, proto.Message) error) error {
-	if c.hold != nil {
-		h, err := c.hold(context.Background(), schemajson.DecodeCost(b), "the request object")
-		if err != nil {
-			return err
-		}
-		defer h.Release()
+// holdFor holds n bytes of the budget, what converting what takes, until
+// the Hold is released.
+func (c *codec) holdFor(n int64, what string) (engine.Hold, error) {
+	if c.hold == nil {
+		return engine.Hold{}, nil
 	}
-	return u(b, m)
+	return c.hold(context.Background(), n, what)
 }
 
 // NewDecoder returns a decoder of the JSON objects of r. When r is the
@@ -113,7 +109,12 @@ func (d *decoder) Decode(v any) error {
 	if !ok {
 		return json.Unmarshal(b, v)
 	}
-	if err := d.c.unmarshal(b, m, d.opts.Unmarshal); err != nil {
+	h, err := d.hold(b)
+	if err != nil {
+		return fmt.Errorf("message %d: %w", d.n-1, err)
+	}
+	defer h.Release()
+	if err := d.opts.Unmarshal(b, m); err != nil {
 		return fmt.Errorf("message %d: %w", d.n-1, err)
 	}
 	return nil
@@ -139,5 +140,16 @@ func (d *decoder) decodeBatch(m proto.Message) error {
 		return e
 	}
 	d.n++
-	return d.c.unmarshal(b, m, func(b []byte, m proto.Message) error { return schemajson.Unmarshal(d.opts, b, m) })
+	h, err := d.hold(b)
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	return schemajson.Unmarshal(d.opts, b, m)
+}
+
+// hold holds what parsing the JSON object b takes of the budget
+// (schemajson.DecodeCost), until the Hold is released.
+func (d *decoder) hold(b []byte) (engine.Hold, error) {
+	return d.c.holdFor(schemajson.DecodeCost(b), "the request object")
 }

@@ -135,7 +135,7 @@ func (w *costWalk) valueCost(fd protoreflect.FieldDescriptor, v protoreflect.Val
 		}
 		return w.msgCost(v.Message(), depth+1)
 	case protoreflect.StringKind:
-		return costString + stringCost([]byte(v.String()))
+		return costString + stringCost(v.String())
 	case protoreflect.BytesKind:
 		return costString + costBase64*int64(len(v.Bytes()))
 	}
@@ -224,10 +224,10 @@ func (w *costWalk) bytesFieldCost(fd protoreflect.FieldDescriptor, v []byte, dep
 
 // stringCost is the cost of a string's bytes rendered: costChar each, and
 // costEscaped more for each one JSON escapes (UTF-8 passes as it is).
-func stringCost(s []byte) int64 {
+func stringCost[S string | []byte](s S) int64 {
 	var esc int64
-	for _, c := range s {
-		esc += int64(escaped[c])
+	for i := range len(s) {
+		esc += int64(escaped[s[i]])
 	}
 	return costChar*int64(len(s)) + costEscaped*esc
 }
