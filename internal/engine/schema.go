@@ -209,12 +209,12 @@ func (e *Engine) commitSchema(base *catalog, res *schema.Result, counted map[*sc
 		empty, err := b.ReadAbsent(p, keyspace.PrefixEnd(p))
 		if err != nil || !empty {
 			e.writeMu.Unlock()
-			return nil, !empty, err
+			return nil, err == nil, storeError(err) // a failed read is its error, not a stale plan
 		}
 	}
 	if left, err := e.expiredLeft(b, retiring); err != nil || left {
 		e.writeMu.Unlock()
-		return nil, left, err
+		return nil, err == nil, storeError(err)
 	}
 	if testHookCommitting != nil {
 		testHookCommitting()
