@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
@@ -96,6 +97,67 @@ func expiryWatch(t *testing.T, ts *testServer) {
 	}
 	if n := ts.Count("tt.Session"); n != 0 {
 		t.Errorf("%d sessions left", n)
+	}
+}
+
+// TestExpiryReplacedWatch: an insert or upsert whose key holds an expired
+// record the reaper has not deleted reaches watchers as that record's
+// expiry (a remove marked expired, with the old record) and then an
+// insert, on Pebble and on etcd alike; the deletion counts as expired.
+func TestExpiryReplacedWatch(t *testing.T) {
+	cfg := server.Config{TTLReapInterval: -1, MetricsAddr: "127.0.0.1:0"}
+	t.Run("pebble", func(t *testing.T) { expiryReplacedWatch(t, startServer(t, cfg)) })
+	t.Run("etcd", func(t *testing.T) {
+		cfg := cfg
+		cfg.Store, cfg.Etcd = server.StoreEtcd, server.EtcdConfig{Endpoints: []string{etcdtest.Start(t, etcdtest.Roomy)}, Prefix: "/tr/"}
+		expiryReplacedWatch(t, startServer(t, withDir(t, cfg)))
+	})
+}
+
+func expiryReplacedWatch(t *testing.T, ts *testServer) {
+	ts.MustApply(map[string]string{"tt.proto": expiryServerProto})
+	ws := ts.watch(&pb.WatchRequest{Types: []string{"tt.Session"}, OldRecords: true})
+	ws.first()
+	past := `"2000-01-01T00:00:00Z"`
+	old := []*anypb.Any{
+		ts.Rec("tt.Session", `{"id": 1, "team": "a", "expires_at": `+past+`}`),
+		ts.Rec("tt.Session", `{"id": 2, "team": "a", "expires_at": `+past+`}`),
+	}
+	ts.MustWrite(insert, old)
+	inserted := ts.Rec("tt.Session", `{"id": 1, "team": "b"}`)
+	upserted := ts.Rec("tt.Session", `{"id": 2, "team": "c"}`)
+	ts.MustWrite(insert, []*anypb.Any{inserted})
+	ts.MustWrite(pb.WriteOp_WRITE_OP_UPSERT, []*anypb.Any{upserted})
+	// The last change: what comes before it is all there is.
+	last := ts.Rec("tt.Session", `{"id": 3}`)
+	ts.MustWrite(insert, []*anypb.Any{last})
+	var got []*pb.Change
+	for len(got) == 0 || !proto.Equal(got[len(got)-1].Record, last) {
+		resp, err := ws.st.Recv()
+		if err != nil {
+			t.Fatalf("watch after %d changes: %v", len(got), err)
+		}
+		got = append(got, resp.Changes...)
+	}
+	if len(got) != 7 {
+		t.Fatalf("%d changes, want 7: %v", len(got), got)
+	}
+	checkChange(t, got[0], pb.ChangeOp_CHANGE_OP_INSERT, "tt.Session", old[0], nil)
+	checkChange(t, got[1], pb.ChangeOp_CHANGE_OP_INSERT, "tt.Session", old[1], nil)
+	for i, want := range []*anypb.Any{inserted, upserted} {
+		exp, ins := got[2+2*i], got[3+2*i]
+		checkChange(t, exp, pb.ChangeOp_CHANGE_OP_REMOVE, "tt.Session", nil, old[i])
+		if !exp.Expired {
+			t.Errorf("the expired record %d replaced is not marked expired: %v", i+1, exp)
+		}
+		checkChange(t, ins, pb.ChangeOp_CHANGE_OP_INSERT, "tt.Session", want, nil)
+	}
+	if n := ts.Count("tt.Session"); n != 3 {
+		t.Errorf("%d sessions, want 3", n)
+	}
+	fams := scrape(t, "http://"+ts.Srv.MetricsAddr()+"/metrics")
+	if v, _ := metricValue(fams, "protobase_records_expired_total", map[string]string{"type": "tt.Session"}); v != 2 {
+		t.Errorf("records expired = %v, want 2", v)
 	}
 }
 

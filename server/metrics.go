@@ -263,12 +263,12 @@ func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
 	count(d.diskFullRefused, float64(m.DiskFullRefused))
 }
 
-// expiryCollector exports the records the reaper deleted, per type with a
+// expiryCollector exports the expired records deleted, per type with a
 // ttl option: each such type has its series from start-up, at 0.
 type expiryCollector struct{ eng *engine.Engine }
 
 var expiredDesc = prometheus.NewDesc("protobase_records_expired_total",
-	"Records deleted by the reaper because their ttl expiry passed, by type.", []string{"type"}, nil)
+	"Records deleted because their ttl expiry passed (by the reaper, or before a write replaced them), by type.", []string{"type"}, nil)
 
 func (c expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- expiredDesc }
 

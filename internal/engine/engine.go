@@ -266,12 +266,12 @@ type Stats struct {
 	// they have sent.
 	Watches      atomic.Int64
 	WatchChanges atomic.Uint64
-	// expired counts the records the reaper deleted, by type name
-	// (*atomic.Uint64 values).
+	// expired counts the expired records deleted (by the reaper, or
+	// before a write replaced them), by type name (*atomic.Uint64 values).
 	expired sync.Map
 }
 
-// addExpired counts n records of type typ the reaper deleted.
+// addExpired counts n expired records of type typ deleted.
 func (s *Stats) addExpired(typ protoreflect.FullName, n int) {
 	if n == 0 {
 		return
@@ -283,7 +283,7 @@ func (s *Stats) addExpired(typ protoreflect.FullName, n int) {
 	c.(*atomic.Uint64).Add(uint64(n))
 }
 
-// Expired returns the records the reaper deleted of type typ.
+// Expired returns the expired records of type typ deleted.
 func (s *Stats) Expired(typ string) uint64 {
 	if c, ok := s.expired.Load(typ); ok {
 		return c.(*atomic.Uint64).Load()

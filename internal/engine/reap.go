@@ -104,13 +104,7 @@ func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
 	r := t.expiredRange(e.now())
 	w := e.NewWriter()
 	defer w.Close()
-	size := min(e.opts.ReapBatch, e.opts.MaxRecordsPerBatch)
-	if e.st.Shared() {
-		// A batch is one etcd transaction: a comparison and a deletion
-		// per record and one deletion per index entry, within the
-		// cluster's --max-txn-ops (128 by default).
-		size = min(size, max(1, sharedReapOps/(2+len(t.indexes))))
-	}
+	size := e.reapBatchSize(t)
 	total := 0
 	after := []byte(nil)
 	for {
@@ -125,7 +119,7 @@ func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
 			if testHookReapBatch != nil {
 				testHookReapBatch(recs)
 			}
-			if err := w.Apply(ctx, Batch{Op: opExpire, Records: recs}); err != nil {
+			if err := e.expireBatch(ctx, w, t, recs); err != nil {
 				if errors.Is(err, store.ErrLimit) && size > 1 {
 					// More index entries than the estimate (repeated
 					// fields): smaller batches, from the same place.
@@ -135,7 +129,6 @@ func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
 				return total, fmt.Errorf("reap %s: %w", t.rt.Name, err)
 			}
 			total += w.expired
-			e.stats.addExpired(t.rt.Name, w.expired)
 		}
 		if !more {
 			_, err := w.Sync()
@@ -145,6 +138,18 @@ func (e *Engine) reapType(ctx context.Context, t *recType) (int, error) {
 		// Let the writers waiting for the lock and the disk go first.
 		runtime.Gosched()
 	}
+}
+
+// reapBatchSize is the records of t in one reaper's batch.
+func (e *Engine) reapBatchSize(t *recType) int {
+	size := min(e.opts.ReapBatch, e.opts.MaxRecordsPerBatch)
+	if e.st.Shared() {
+		// A batch is one etcd transaction: a comparison and a deletion
+		// per record and one deletion per index entry, within the
+		// cluster's --max-txn-ops (128 by default).
+		size = min(size, max(1, sharedReapOps/(2+len(t.indexes))))
+	}
+	return size
 }
 
 // reapRange is where the expired records of a type lie in its expiry

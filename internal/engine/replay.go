@@ -58,6 +58,9 @@ func (e *Engine) Replay(ctx context.Context, src *changelog.Log, span ReplaySpan
 	}
 	w := e.NewWriter()
 	defer w.Close()
+	// Each entry is one commit, so a write replaces an expired record in
+	// place; the log holds the record's expiry as an entry of its own.
+	w.replaceInPlace = true
 	r := src.NewReader(nil)
 	defer r.Close()
 	r.Round(span.From, span.To)

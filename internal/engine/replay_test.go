@@ -13,8 +13,8 @@ import (
 	"github.com/protobase/protobase/internal/engine"
 )
 
-// A replay of a log holding the reaper's expiries, updates and inserts
-// brings a checkpoint to the source's records, with its indexes whole and
+// A replay of a log holding the reaper's expiries, updates, inserts and an
+// insert over an expired record brings a checkpoint to the source's records, with its indexes whole and
 // every batch at its original position, though the wall clock jumped
 // forward; a replay not starting after the store's last commit is
 // refused.
@@ -43,9 +43,15 @@ func TestReplayExpiries(t *testing.T) {
 	if n, err := src.E.Reap(t.Context()); err != nil || n != 10 {
 		t.Fatalf("reaped %d, %v; want 10", n, err)
 	}
-	src.MustWrite(engine.OpUpdate, []*anypb.Any{src.Rec("tt.Token", fmt.Sprintf(`{"id": 1, "exp_ms": %d, "score": 100}`, exp(500)))})
+	src.MustWrite(engine.OpUpdate, []*anypb.Any{
+		src.Rec("tt.Token", fmt.Sprintf(`{"id": 1, "exp_ms": %d, "score": 100}`, exp(500))),
+		src.Rec("tt.Token", fmt.Sprintf(`{"id": 3, "exp_ms": %d, "score": 300}`, exp(500))),
+	})
 	src.MustWrite(engine.OpInsert, []*anypb.Any{src.Rec("tt.Token", fmt.Sprintf(`{"id": 2, "exp_ms": %d, "score": 7}`, exp(60000)))})
-	now.Add(int64(time.Second)) // id 1 expires: reads hide it, the reaper has not run
+	now.Add(int64(time.Second)) // ids 1 and 3 expire: reads hide them, the reaper has not run
+	// An insert of id 3 deletes the expired record first, as the reaper
+	// does: the log holds that expiry, then the insert.
+	src.MustWrite(engine.OpInsert, []*anypb.Any{src.Rec("tt.Token", fmt.Sprintf(`{"id": 3, "exp_ms": %d, "score": 8}`, exp(60000)))})
 	last := src.E.ChangeLog().Durable().Value()
 	want := src.stored("tt.Token")
 
@@ -59,8 +65,8 @@ func TestReplayExpiries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done.Position != last || done.Entries != int(last-pt.Position) || done.Changes != 12 {
-		t.Fatalf("replayed %+v, want position %d, %d entries, 12 changes", done, last, last-pt.Position)
+	if done.Position != last || done.Entries != int(last-pt.Position) || done.Changes != 15 {
+		t.Fatalf("replayed %+v, want position %d, %d entries, 15 changes", done, last, last-pt.Position)
 	}
 	replayNow.Store(now.Load())
 	if got := dst.stored("tt.Token"); !slices.EqualFunc(got, want, slices.Equal) {

@@ -91,6 +91,15 @@ type Writer struct {
 	// times are the timings of the batch being applied, taken only when
 	// the engine has an Observer.
 	times batchTimes
+
+	// Expired records a write replaces (replaced.go): reapFirst says the
+	// batch being built reaps them first, replaced lists them, reaper is
+	// the writer that reaps them, and replaceInPlace (a replay's writer)
+	// never reaps first.
+	reapFirst      bool
+	replaceInPlace bool
+	replaced       []replacedRec
+	reaper         *Writer
 }
 
 // pendingBatch is an applied batch whose fsync the writer has not waited
@@ -153,6 +162,8 @@ func (w *Writer) forget() {
 	w.conds.forget()
 	clear(w.preps)
 	clear(w.ov)
+	clear(w.replaced) // they point into the request
+	w.replaced = w.replaced[:0]
 	w.entry.Forget()
 	if cap(w.patched) > maxKeptPatched {
 		w.patched = nil
@@ -228,6 +239,11 @@ func (w *Writer) Durable() uint64 { return w.durable }
 // Sync waits until every batch applied on the stream is durable and
 // returns the durable position.
 func (w *Writer) Sync() (uint64, error) {
+	if w.reaper != nil {
+		if _, err := w.reaper.Sync(); err != nil {
+			return w.durable, err
+		}
+	}
 	for len(w.pending) > 0 {
 		if err := w.waitOldest(); err != nil {
 			return w.durable, err
@@ -242,6 +258,9 @@ func (w *Writer) Sync() (uint64, error) {
 func (w *Writer) Close() error {
 	w.Use(Reserved{})
 	_, err := w.Sync()
+	if w.reaper != nil {
+		err = errors.Join(err, w.reaper.Close())
+	}
 	for _, b := range w.free {
 		b.Close()
 	}
@@ -297,11 +316,7 @@ func (w *Writer) apply(ctx context.Context, op Op, recs []*anypb.Any) error {
 	} else {
 		b = e.st.NewWriteBatch()
 	}
-	if e.st.Shared() {
-		err = w.commitShared(b, cat, op, recs, dups) // pipelined: sharedwrite.go
-	} else {
-		err = w.commitLocked(b, cat, op, recs, dups)
-	}
+	err = w.commitReapingFirst(ctx, b, cat, op, recs, dups)
 	none := errors.Is(err, errNoneExpired)
 	if none {
 		err = nil
@@ -490,6 +505,9 @@ func (w *Writer) build(b store.WriteBatch, op Op, dups bool) error {
 	if op == opExpire && w.expired == 0 {
 		return errNoneExpired
 	}
+	if len(w.replaced) > 0 {
+		return errReplacesExpired
+	}
 	return w.aggs.apply(b)
 }
 
@@ -510,6 +528,9 @@ func (w *Writer) change(b store.WriteBatch, i int, p *prep, old []byte, found, d
 	live := found && !p.t.expired(old, w.now)
 	if err := checkExistence(p.op, i, p, live); err != nil {
 		return err
+	}
+	if found && !live && p.op != OpRemove && w.reapsFirst() {
+		w.noteReplaced(p)
 	}
 	if p.op == OpPatch {
 		if err := w.patchRecord(i, p, old); err != nil {
