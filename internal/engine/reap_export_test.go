@@ -26,7 +26,17 @@ func SetPlannedHook(t testing.TB, f func()) { setHook(t, &testHookPlanned, f) }
 // a schema change has read its preconditions, just before it commits.
 func SetCommittingHook(t testing.TB, f func()) { setHook(t, &testHookCommitting, f) }
 
+// SetConditionsReadHook installs testHookConditionsRead for one test: f
+// runs in a conditional batch on a shared store between its condition
+// reads and its record reads.
+func SetConditionsReadHook(t testing.TB, f func()) { setHook(t, &testHookConditionsRead, f) }
+
+// SetRefusedHook installs testHookRefused for one test: f runs when the
+// records of a conditional batch on a shared store refused it.
+func SetRefusedHook(t testing.TB, f func()) { setHook(t, &testHookRefused, f) }
+
 // setHook sets *hook to f for one test.
+
 func setHook[F any](t testing.TB, hook *F, f F) {
 	*hook = f
 	t.Cleanup(func() {

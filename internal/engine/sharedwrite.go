@@ -48,6 +48,12 @@ import (
 // first waits a random while (conflictPause), doubling up to a bound, as
 // optimistic writers on a shared store usually do.
 
+// testHookConditionsRead, when set, runs in a conditional batch on a
+// shared store between its condition reads and its record reads, and
+// testHookRefused when its records refused it, before recheckRefusal
+// judges that (tests of writers that come in between).
+var testHookConditionsRead, testHookRefused func()
+
 // sharedSolo is the attempt from which a batch that keeps losing its
 // preconditions re-checks alone (pipeGate held exclusively).
 const sharedSolo = 2
@@ -84,8 +90,10 @@ func (w *Writer) commitShared(b store.WriteBatch, cat *catalog, op Op, recs []*a
 			}
 		}
 		err = w.sendShared(b, cat, op, dups)
-		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+		if !errors.Is(err, store.ErrConflict) {
 			err = w.recheckRefusal(b, err)
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
 			break
 		}
 		b.Reset()
@@ -127,6 +135,9 @@ func (w *Writer) sendShared(b store.WriteBatch, cat *catalog, op Op, dups bool) 
 	b.Expect(keySchema, cat.ver)
 	if done, err := w.commitConditions(b); done || err != nil {
 		return err
+	}
+	if testHookConditionsRead != nil && len(w.conds.list) > 0 {
+		testHookConditionsRead()
 	}
 	if err := w.build(b, op, dups); err != nil {
 		return err

@@ -59,8 +59,10 @@ func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*a
 			}
 		}
 		err = w.commit(b, cat, op, dups)
-		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
+		if !errors.Is(err, store.ErrConflict) {
 			err = w.recheckRefusal(b, err)
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == maxConflicts {
 			break
 		}
 		// Another server wrote a key the checks read, or changed the
@@ -73,17 +75,21 @@ func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*a
 	return storeError(err)
 }
 
-// recheckRefusal judges again the conditions of a batch that a shared
-// store's records refused (an insert of a key that exists, an update of
-// one that does not): the conditions were read on a snapshot older than
-// the reads that refused it, so a writer in between may have changed
-// what they name, and a transaction that read the key before that writer
-// must fail its condition (ABORTED, which it retries), not the record
-// check. Conditions that still hold on a fresh snapshot, later than the
-// refusing reads, leave the refusal standing.
+// recheckRefusal judges a shared store's refusal of a conditional batch
+// (an insert of a key that exists, an update of one that does not): the
+// conditions were read on a snapshot older than the reads that refused
+// it, so a writer in between may have changed what they name. The
+// refusal stands only when every read of the batch, all preconditions of
+// b, still holds at one moment (store.Checker): then the conditions held
+// and the records refused the batch together. Otherwise the result is
+// store.ErrConflict and the batch is checked again on fresh reads, so a
+// transaction that read the key before that writer fails its condition
+// (ABORTED, which it retries) or goes through; it never meets the record
+// check of a state its conditions did not see.
 func (w *Writer) recheckRefusal(b store.WriteBatch, err error) error {
 	var ae *apierror.Error
-	if err == nil || len(w.conds.list) == 0 || !w.e.st.Shared() || !errors.As(err, &ae) {
+	c, shared := w.e.st.(store.Checker)
+	if err == nil || len(w.conds.list) == 0 || !shared || !w.e.st.Shared() || !errors.As(err, &ae) {
 		return err
 	}
 	switch ae.Code {
@@ -91,8 +97,10 @@ func (w *Writer) recheckRefusal(b store.WriteBatch, err error) error {
 	default:
 		return err
 	}
-	b.Reset()
-	if cerr := w.checkConditions(b); cerr != nil {
+	if testHookRefused != nil {
+		testHookRefused()
+	}
+	if cerr := c.CheckBatch(b); cerr != nil {
 		return cerr
 	}
 	return err

@@ -224,6 +224,15 @@ type Locker interface {
 	Lock(ctx context.Context, key []byte) (release func(), err error)
 }
 
+// Checker is implemented by Shared stores: CheckBatch applies none of b's
+// writes and reports whether every precondition read through b still
+// holds, all at one moment (ErrConflict when one does not). A batch
+// refused for what it read proves so that its reads, taken at different
+// moments, were true together. b must be Reset before reuse.
+type Checker interface {
+	CheckBatch(b WriteBatch) error
+}
+
 // ReadSnapshot is a View of one version; Close releases it.
 type ReadSnapshot interface {
 	View

@@ -187,6 +187,24 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 	return nil
 }
 
+// CheckBatch sends b's comparisons alone, as ApplyBatch sends those of a
+// batch without writes.
+func (s *Store) CheckBatch(wb store.WriteBatch) error {
+	b, ok := wb.(*batch)
+	if !ok || b.s != s {
+		return errors.New("etcd store: CheckBatch of a batch of another store")
+	}
+	if b.applied {
+		return errApplied
+	}
+	if len(b.cmps) == 0 {
+		return nil
+	}
+	return s.check(b)
+}
+
+var _ store.Checker = (*Store)(nil)
+
 // Expect compares the key's modification revision to version (0: absent).
 func (b *batch) Expect(key []byte, version uint64) {
 	k := b.s.Key(key)

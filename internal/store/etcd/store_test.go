@@ -111,3 +111,53 @@ func TestOpenErrors(t *testing.T) {
 		t.Error("Open of an unreachable endpoint succeeded")
 	}
 }
+
+// CheckBatch applies none of a batch's writes and reports whether the
+// reads made through it (present, absent, an empty range) all still hold:
+// ErrConflict once any of them changed.
+func TestCheckBatch(t *testing.T) {
+	s := open(t, etcdtest.Start(t, etcdtest.Limits{}))
+	set := func(k string) {
+		t.Helper()
+		b := s.NewWriteBatch()
+		defer b.Close()
+		b.Set([]byte(k), []byte("v"))
+		if err := s.ApplyBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change string // the key written between the reads and the check
+		want   error
+	}{
+		{"unchanged", "elsewhere", nil},
+		{"present rewritten", "present", store.ErrConflict},
+		{"absent written", "absent", store.ErrConflict},
+		{"range written", "range/b", store.ErrConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := func(k string) []byte { return []byte(tc.name + "/" + k) }
+			set(string(key("present")))
+			b := s.NewWriteBatch()
+			defer b.Close()
+			if _, found, err := b.Read(key("present"), nil, false); err != nil || !found {
+				t.Fatalf("read present: %v, %v", found, err)
+			}
+			if _, found, err := b.Read(key("absent"), nil, true); err != nil || found {
+				t.Fatalf("read absent: %v, %v", found, err)
+			}
+			if empty, err := b.ReadAbsent(key("range/"), key("range0")); err != nil || !empty {
+				t.Fatalf("read range: %v, %v", empty, err)
+			}
+			b.Set(key("written"), []byte("w"))
+			set(string(key(tc.change)))
+			if err := s.CheckBatch(b); (err == nil) != (tc.want == nil) || !errors.Is(err, tc.want) {
+				t.Fatalf("CheckBatch = %v, want %v", err, tc.want)
+			}
+			if _, found, _ := s.Get(key("written"), nil); found {
+				t.Fatal("CheckBatch applied the batch's write")
+			}
+		})
+	}
+}
