@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/protobase/protobase/internal/record"
 	"github.com/protobase/protobase/internal/store"
 )
 
@@ -31,7 +32,8 @@ var errReplacesExpired = errors.New("the batch replaces expired records not yet 
 const maxReapFirst = 3
 
 // replacedRec is a record of the batch whose key holds an expired record:
-// the batch's record, which names the key the reaper's batch deletes.
+// its key fields, all the reaper's batch needs, so that batch holds little
+// of the write budget the batch itself already holds.
 type replacedRec struct {
 	t   *recType
 	rec *anypb.Any
@@ -47,7 +49,8 @@ func (w *Writer) reapsFirst() bool {
 // noteReplaced notes that p, an insert or upsert, replaces an expired
 // record; the build then ends with errReplacesExpired.
 func (w *Writer) noteReplaced(p *prep) {
-	w.replaced = append(w.replaced, replacedRec{t: p.t, rec: &anypb.Any{TypeUrl: p.t.url, Value: p.val}})
+	key := record.AppendFields(nil, p.val, p.t.pkNums)
+	w.replaced = append(w.replaced, replacedRec{t: p.t, rec: &anypb.Any{TypeUrl: p.t.url, Value: key}})
 }
 
 // commitReapingFirst commits the batch into b, first reaping the expired

@@ -162,7 +162,7 @@ func (w *Writer) forget() {
 	w.conds.forget()
 	clear(w.preps)
 	clear(w.ov)
-	clear(w.replaced) // they point into the request
+	clear(w.replaced)
 	w.replaced = w.replaced[:0]
 	w.entry.Forget()
 	if cap(w.patched) > maxKeptPatched {
