@@ -25,11 +25,16 @@ import (
 // the sum in 128 bits, two's complement (n, hi, lo; 24 bytes), so that no
 // sequence of writes overflows it: only an aggregation's answer must fit
 // int64 (uint64 for unsigned fields), or it is OUT_OF_RANGE as a scan's is.
-// A float sum's cell is n, the sum of the finite values (float64), and the
-// numbers of NaN, +Inf and -Inf values (40 bytes), so that removing an
-// infinite value gives the finite sum back. A float sum is added to and
-// subtracted from as records change, so it may differ from a scan's sum
-// in the last bits. A group whose count falls to 0 has no entry.
+// A float sum's cell is n, the sum of the finite values (float64), the
+// numbers of NaN, +Inf and -Inf values, so that removing an infinite value
+// gives the finite sum back, and the sum's compensation (float64; 48
+// bytes). A float sum is added to and subtracted from as records change:
+// the compensation keeps the low-order bits each addition rounds away
+// (Neumaier's summation), so that adding a large value and removing it
+// again gives back the small values added meanwhile, and the sum stays
+// within a few units in the last place of a scan's. An entry whose float
+// cells are 40 bytes holds no compensation (it reads as 0). A group whose
+// count falls to 0 has no entry.
 //
 // The index counts every stored record, expired or not: the reaper
 // removes expired records through the write path, which subtracts them.
@@ -75,6 +80,7 @@ type aggCell struct {
 	lo             uint64
 	f              float64 // finite float values
 	nan, pinf, nin uint64
+	comp           float64 // what adding to f rounded away (addFloat)
 }
 
 // aggEntry is one group's count and sums, or a change of them.
@@ -116,16 +122,36 @@ func (c *aggCell) take(f *aggField, v aggVal, sign int) {
 		case math.IsInf(v.f, -1):
 			c.nin += d
 		default:
-			c.f += float64(sign) * v.f
+			c.addFloat(float64(sign) * v.f)
 		}
 	}
 }
+
+// addFloat adds x to the finite sum, keeping in comp the part of the
+// exact sum that f, rounded, lacks (Neumaier's compensated summation).
+func (c *aggCell) addFloat(x float64) {
+	s := c.f + x
+	if math.IsInf(s, 0) {
+		c.f = s // past float64's range: nothing left to compensate
+		return
+	}
+	if math.Abs(c.f) >= math.Abs(x) {
+		c.comp += (c.f - s) + x
+	} else {
+		c.comp += (x - s) + c.f
+	}
+	c.f = s
+}
+
+// finite is the compensated sum of the finite values.
+func (c *aggCell) finite() float64 { return c.f + c.comp }
 
 // merge adds change d to c.
 func (c *aggCell) merge(d *aggCell) {
 	c.n += d.n
 	c.addInt(d.hi, d.lo, 1)
-	c.f += d.f
+	c.addFloat(d.f)
+	c.comp += d.comp
 	c.nan += d.nan
 	c.pinf += d.pinf
 	c.nin += d.nin
@@ -141,7 +167,7 @@ func (c *aggCell) float() float64 {
 	case c.nin > 0:
 		return math.Inf(-1)
 	}
-	return c.f
+	return c.finite()
 }
 
 // zero reports a change that changes nothing.
@@ -172,7 +198,7 @@ func (a *aggIndex) encode(dst []byte, e *aggEntry) []byte {
 		c := &e.cells[i]
 		dst = binary.BigEndian.AppendUint64(dst, c.n)
 		if f.cls == vFloat {
-			for _, w := range []uint64{math.Float64bits(c.f), c.nan, c.pinf, c.nin} {
+			for _, w := range []uint64{math.Float64bits(c.f), c.nan, c.pinf, c.nin, math.Float64bits(c.comp)} {
 				dst = binary.BigEndian.AppendUint64(dst, w)
 			}
 			continue
@@ -195,14 +221,16 @@ func (a *aggIndex) decode(b []byte, e *aggEntry) error {
 		b = b[8:]
 		return w
 	}
-	want := 8
+	want, floats := 8, 0
 	for _, f := range a.sums {
 		want += 24
 		if f.cls == vFloat {
-			want += 16
+			want += 24
+			floats++
 		}
 	}
-	if len(b) != want {
+	compensated := len(b) == want
+	if !compensated && (floats == 0 || len(b) != want-8*floats) {
 		return fmt.Errorf("%w: %d bytes, want %d", errAggEntry, len(b), want)
 	}
 	e.count = word()
@@ -211,6 +239,9 @@ func (a *aggIndex) decode(b []byte, e *aggEntry) error {
 		c := aggCell{n: word()}
 		if f.cls == vFloat {
 			c.f, c.nan, c.pinf, c.nin = math.Float64frombits(word()), word(), word(), word()
+			if compensated {
+				c.comp = math.Float64frombits(word())
+			}
 		} else {
 			c.hi, c.lo = int64(word()), word()
 		}

@@ -125,7 +125,8 @@ func sameAggregate(a *aggIndex, x, y *aggEntry) bool {
 		if p.n != q.n || p.nan != q.nan || p.pinf != q.pinf || p.nin != q.nin {
 			return false
 		}
-		if d := math.Abs(p.f - q.f); d > 1e-9*math.Max(math.Abs(p.f), math.Abs(q.f)) && d > 1e-9 {
+		pf, qf := p.finite(), q.finite()
+		if d := math.Abs(pf - qf); d > 1e-9*math.Max(math.Abs(pf), math.Abs(qf)) && d > 1e-9 {
 			return false
 		}
 	}
