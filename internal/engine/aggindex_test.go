@@ -85,11 +85,7 @@ func openAggix(t *testing.T, st store.KV, opts engine.Options, files map[string]
 func aggixStores(t *testing.T, f func(t *testing.T, ae *aggEngine, st store.KV)) {
 	files := map[string]string{"ag.proto": aggixProto}
 	t.Run("pebble", func(t *testing.T) {
-		st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := pebbleStore(t)
 		f(t, openAggix(t, st, engine.Options{}, files), st)
 	})
 	t.Run("etcd", func(t *testing.T) {
@@ -490,11 +486,7 @@ func TestAggregateIndexTwoServers(t *testing.T) {
 // them back in range; infinities and NaN leave a float sum when removed;
 // more groups than the limit is RESOURCE_EXHAUSTED from the index too.
 func TestAggregateIndexHostile(t *testing.T) {
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pebbleStore(t)
 	ae := openAggix(t, st, engine.Options{MaxAggregateGroups: 50}, map[string]string{"ag.proto": aggixProto})
 	big := []aggRow{{ID: 1, Team: "x", Score: math.MaxInt64}, {ID: 2, Team: "x", Score: math.MaxInt64}, {ID: 3, Team: "x", Score: math.MinInt64}, {ID: 4, Team: "x", Score: math.MinInt64}}
 	ae.write(engine.OpInsert, big)
@@ -560,11 +552,7 @@ func TestAggregateIndexHostile(t *testing.T) {
 // a scan finds them, and the checker finds the index whole (a plain
 // float64 sum rounded them away under the large one: 0 for 4).
 func TestAggregateIndexFloatCancellation(t *testing.T) {
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pebbleStore(t)
 	ae := openAggix(t, st, engine.Options{}, map[string]string{"ag.proto": aggixProto})
 	ae.write(engine.OpInsert, []aggRow{{ID: 1, Team: "c", Ratio: 1e20}, {ID: 2, Team: "c", Ratio: 1}, {ID: 3, Team: "c", Ratio: 3}})
 	ae.write(engine.OpRemove, []aggRow{{ID: 1}})
@@ -581,11 +569,7 @@ func TestAggregateIndexFloatCancellation(t *testing.T) {
 // differs, a group without its entry, and an entry of a group without
 // records.
 func TestAggregateIndexCheckDamage(t *testing.T) {
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pebbleStore(t)
 	ae := openAggix(t, st, engine.Options{}, map[string]string{"ag.proto": aggixProto})
 	ae.write(engine.OpInsert, []aggRow{{ID: 1, Team: "a", Score: 5}, {ID: 2, Team: "b", Score: 7}})
 	mustCheck(t, st, "before")
@@ -635,11 +619,7 @@ func TestAggregateIndexCheckDamage(t *testing.T) {
 func TestAggregateIndexManyGroups(t *testing.T) {
 	skipLargeInRaceRun(t)
 	proto := strings.Replace(aggProto, ` index: { fields: "team" }`, ` aggregate: { name: "by_score" group_by: "score" sum: "hits" }`, 1)
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pebbleStore(t)
 	ae := openAggix(t, st, engine.Options{}, map[string]string{"ag.proto": proto})
 	const n = 20_000
 	rows := make([]aggRow, n)
@@ -697,11 +677,7 @@ message K {
   int64 n = 11;
 }
 `
-	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pebbleStore(t)
 	ae := openAggix(t, st, engine.Options{}, map[string]string{"gk.proto": proto})
 	rt := ae.e.Schema().Types["gk.K"]
 	rnd := rand.New(rand.NewPCG(4, 5))

@@ -10,11 +10,9 @@ import (
 
 	pb "github.com/protobase/protobase/gen/protobase/v1"
 	"github.com/protobase/protobase/internal/engine"
-	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
 	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
-	"github.com/protobase/protobase/internal/store/pebble"
 )
 
 // TestAggregateIndexTTL: on a type with a ttl, aggregations an index
@@ -98,11 +96,7 @@ func TestAggregateIndexTTL(t *testing.T) {
 		}
 	}
 	t.Run("pebble", func(t *testing.T) {
-		st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := pebbleStore(t)
 		run(t, st)
 	})
 	t.Run("etcd", func(t *testing.T) {

@@ -95,11 +95,7 @@ func openAgg(t *testing.T, st store.KV, opts engine.Options) *aggEngine {
 // aggStores runs f on a Pebble store and on an etcd store.
 func aggStores(t *testing.T, opts engine.Options, f func(t *testing.T, ae *aggEngine)) {
 	t.Run("pebble", func(t *testing.T) {
-		st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := pebbleStore(t)
 		ae := openAgg(t, st, opts)
 		ae.flush = st.Flush
 		f(t, ae)

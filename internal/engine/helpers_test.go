@@ -10,6 +10,8 @@ import (
 	"github.com/protobase/protobase/internal/apierror"
 	"github.com/protobase/protobase/internal/engine"
 	"github.com/protobase/protobase/internal/engine/enginetest"
+	"github.com/protobase/protobase/internal/keyspace"
+	"github.com/protobase/protobase/internal/store/pebble"
 	"github.com/protobase/protobase/internal/testschema"
 )
 
@@ -104,3 +106,15 @@ func getRecords(e *engine.Engine, ctx context.Context, req *pb.GetRequest) (*pb.
 }
 
 func codeOf(err error) apierror.Code { return apierror.CodeOf(err) }
+
+// pebbleStore opens a Pebble store in a directory of the test's, closed
+// when the test ends.
+func pebbleStore(t testing.TB) *pebble.Store {
+	t.Helper()
+	st, err := pebble.Open(pebble.Options{Dir: t.TempDir(), Layout: keyspace.Layout{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}

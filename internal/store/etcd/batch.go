@@ -170,12 +170,9 @@ func (b *batch) Close() { b.ops, b.cmps, b.at, b.ranges = nil, nil, nil, nil }
 // changes nothing and takes no revision), and one without comparisons
 // either sends nothing.
 func (s *Store) ApplyBatch(wb store.WriteBatch) error {
-	b, ok := wb.(*batch)
-	if !ok || b.s != s {
-		return errors.New("etcd store: ApplyBatch of a batch of another store")
-	}
-	if b.applied {
-		return errApplied
+	b, err := s.unapplied(wb, "ApplyBatch")
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(b.ops) > 0:
@@ -190,17 +187,23 @@ func (s *Store) ApplyBatch(wb store.WriteBatch) error {
 // CheckBatch sends b's comparisons alone, as ApplyBatch sends those of a
 // batch without writes.
 func (s *Store) CheckBatch(wb store.WriteBatch) error {
-	b, ok := wb.(*batch)
-	if !ok || b.s != s {
-		return errors.New("etcd store: CheckBatch of a batch of another store")
-	}
-	if b.applied {
-		return errApplied
-	}
-	if len(b.cmps) == 0 {
-		return nil
+	b, err := s.unapplied(wb, "CheckBatch")
+	if err != nil || len(b.cmps) == 0 {
+		return err
 	}
 	return s.check(b)
+}
+
+// unapplied is wb as a batch of s not applied yet, for the call named.
+func (s *Store) unapplied(wb store.WriteBatch, call string) (*batch, error) {
+	b, ok := wb.(*batch)
+	if !ok || b.s != s {
+		return nil, errors.New("etcd store: " + call + " of a batch of another store")
+	}
+	if b.applied {
+		return nil, errApplied
+	}
+	return b, nil
 }
 
 var _ store.Checker = (*Store)(nil)
