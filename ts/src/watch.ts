@@ -56,7 +56,7 @@ export interface Change<R> {
   position: Position;
   oldRecordOmitted: boolean;
   recordOmitted: boolean;
-  /** Set on a remove made by the reaper: the record's ttl expiry had passed. */
+  /** Set on a remove of a record whose ttl expiry had passed: the reaper's, or the one just before an insert or upsert of its key. */
   expired: boolean;
 }
 

@@ -4745,10 +4745,11 @@ type Change struct {
 	// megabytes beside a record near the message limit). Get the record by
 	// key to read it.
 	RecordOmitted bool `protobuf:"varint,8,opt,name=record_omitted,json=recordOmitted,proto3" json:"record_omitted,omitempty"`
-	// Set on a remove made by the reaper: the record had expired (its type's
-	// ttl option) and was deleted to free its space. A client's remove
-	// leaves it unset. Reads stopped returning the record at its expiry,
-	// which comes earlier.
+	// Set on a remove of a record that had expired (its type's ttl option):
+	// the reaper's, which frees its space, or the one that comes just before
+	// an insert or upsert of its key. A client's remove leaves it unset.
+	// Reads stopped returning the record at its expiry, which comes
+	// earlier.
 	Expired       bool `protobuf:"varint,9,opt,name=expired,proto3" json:"expired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

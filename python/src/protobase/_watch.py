@@ -160,8 +160,9 @@ class Change:
     them was larger than one message the server sends (docs/watch.md,
     "Changes too large for one message").
 
-    ``expired`` marks a remove made by the reaper: the record's ttl expiry
-    had passed (docs/read.md, "Expiry"). A client's remove leaves it False.
+    ``expired`` marks a remove of a record whose ttl expiry had passed: the
+    reaper's, or the one just before an insert or upsert of its key
+    (docs/read.md, "Expiry"). A client's remove leaves it False.
     """
 
     op: ChangeOp

@@ -2401,10 +2401,11 @@ class Change(_message.Message):
     key to read it.
     """
     expired: _builtins.bool
-    """Set on a remove made by the reaper: the record had expired (its type's
-    ttl option) and was deleted to free its space. A client's remove
-    leaves it unset. Reads stopped returning the record at its expiry,
-    which comes earlier.
+    """Set on a remove of a record that had expired (its type's ttl option):
+    the reaper's, which frees its space, or the one that comes just before
+    an insert or upsert of its key. A client's remove leaves it unset.
+    Reads stopped returning the record at its expiry, which comes
+    earlier.
     """
     @_builtins.property
     def key(self) -> _any_pb2.Any:

@@ -2278,10 +2278,11 @@ export type Change = Message<"protobase.v1.Change"> & {
   recordOmitted: boolean;
 
   /**
-   * Set on a remove made by the reaper: the record had expired (its type's
-   * ttl option) and was deleted to free its space. A client's remove
-   * leaves it unset. Reads stopped returning the record at its expiry,
-   * which comes earlier.
+   * Set on a remove of a record that had expired (its type's ttl option):
+   * the reaper's, which frees its space, or the one that comes just before
+   * an insert or upsert of its key. A client's remove leaves it unset.
+   * Reads stopped returning the record at its expiry, which comes
+   * earlier.
    *
    * @generated from field: bool expired = 9;
    */
