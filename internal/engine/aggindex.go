@@ -127,21 +127,8 @@ func (c *aggCell) take(f *aggField, v aggVal, sign int) {
 	}
 }
 
-// addFloat adds x to the finite sum, keeping in comp the part of the
-// exact sum that f, rounded, lacks (Neumaier's compensated summation).
-func (c *aggCell) addFloat(x float64) {
-	s := c.f + x
-	if math.IsInf(s, 0) {
-		c.f = s // past float64's range: nothing left to compensate
-		return
-	}
-	if math.Abs(c.f) >= math.Abs(x) {
-		c.comp += (c.f - s) + x
-	} else {
-		c.comp += (x - s) + c.f
-	}
-	c.f = s
-}
+// addFloat adds x to the finite sum (addCompensated).
+func (c *aggCell) addFloat(x float64) { addCompensated(&c.f, &c.comp, x) }
 
 // finite is the compensated sum of the finite values.
 func (c *aggCell) finite() float64 { return c.f + c.comp }

@@ -550,16 +550,26 @@ func TestAggregateIndexHostile(t *testing.T) {
 // TestAggregateIndexFloatCancellation: a large float value added to a
 // group and removed again leaves the group's small values in its sum, as
 // a scan finds them, and the checker finds the index whole (a plain
-// float64 sum rounded them away under the large one: 0 for 4).
+// float64 sum rounded them away under the large one: 0 for 4). A group
+// holding a large value and its opposite sums the small values between
+// them, from the index and by a scan alike (a plain sum: 0 for 1).
 func TestAggregateIndexFloatCancellation(t *testing.T) {
 	st := pebbleStore(t)
 	ae := openAggix(t, st, engine.Options{}, map[string]string{"ag.proto": aggixProto})
-	ae.write(engine.OpInsert, []aggRow{{ID: 1, Team: "c", Ratio: 1e20}, {ID: 2, Team: "c", Ratio: 1}, {ID: 3, Team: "c", Ratio: 3}})
+	ae.write(engine.OpInsert, []aggRow{{ID: 1, Team: "c", Ratio: 1e20}, {ID: 2, Team: "c", Ratio: 1}, {ID: 3, Team: "c", Ratio: 3},
+		{ID: 4, Team: "d", Ratio: 1e20}, {ID: 5, Team: "d", Ratio: 1}, {ID: 6, Team: "d", Ratio: -1e20}})
 	ae.write(engine.OpRemove, []aggRow{{ID: 1}})
-	fsum := &pb.Aggregate{GroupBy: []string{"team"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "ratio"}}}
-	for _, filter := range []string{"", `id > 0 and team = "c"`} { // the index, a scan
-		if resp, err := ae.aggregate(filter, fsum); err != nil || resp.Rows[0].Values[0].GetNumberValue() != 4 {
-			t.Fatalf("filter %q: sum(ratio) %v, %v; want 4", filter, resp.GetRows(), err)
+	fsum := &pb.Aggregate{GroupBy: []string{"team"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "ratio"},
+		{Op: pb.AggregateOp_AGGREGATE_OP_AVG, Field: "ratio"}}}
+	for _, c := range []struct {
+		team     string
+		sum, avg float64
+	}{{"c", 4, 2}, {"d", 1, 1.0 / 3}} {
+		for _, filter := range []string{fmt.Sprintf("team = %q", c.team), fmt.Sprintf("id > 0 and team = %q", c.team)} { // the index, a scan
+			resp, err := ae.aggregate(filter, fsum)
+			if err != nil || len(resp.Rows) != 1 || resp.Rows[0].Values[0].GetNumberValue() != c.sum || resp.Rows[0].Values[1].GetNumberValue() != c.avg {
+				t.Fatalf("filter %q: sum(ratio), avg(ratio) %v, %v; want %v, %v", filter, resp.GetRows(), err, c.sum, c.avg)
+			}
 		}
 	}
 	mustCheck(t, st, "cancellation")

@@ -37,7 +37,8 @@ type aggAcc struct {
 	hi int64
 	lo uint64
 	f  float64
-	v  aggVal // min or max; its bytes are the group's own
+	fc float64 // f's compensation (addCompensated)
+	v  aggVal  // min or max; its bytes are the group's own
 }
 
 // aggGroup is one group: its values (bytes copied) and its functions' state.
@@ -129,7 +130,7 @@ func (a *aggAcc) add(fn *aggFunc, v aggVal) {
 		case vUint:
 			a.addInt(0, v.u)
 		default:
-			a.f += v.f
+			addCompensated(&a.f, &a.fc, v.f)
 		}
 	case pb.AggregateOp_AGGREGATE_OP_MIN, pb.AggregateOp_AGGREGATE_OP_MAX:
 		c := f.compare(v, a.v)
@@ -163,8 +164,26 @@ func (a *aggAcc) merge(fn *aggFunc, b *aggAcc) {
 	default:
 		a.n += b.n
 		a.addInt(b.hi, b.lo)
-		a.f += b.f
+		addCompensated(&a.f, &a.fc, b.f)
+		a.fc += b.fc
 	}
+}
+
+// addCompensated adds x to the sum *f, keeping in *comp the part of the
+// exact sum that *f, rounded, lacks (Neumaier's compensated summation):
+// the sum is *f + *comp. A sum that is not finite is kept as it is.
+func addCompensated(f, comp *float64, x float64) {
+	s := *f + x
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		*f = s
+		return
+	}
+	if math.Abs(*f) >= math.Abs(x) {
+		*comp += (*f - s) + x
+	} else {
+		*comp += (x - s) + *f
+	}
+	*f = s
 }
 
 // value is the function's result, or OUT_OF_RANGE for an integer sum past
@@ -191,9 +210,9 @@ func (a *aggAcc) value(i int, fn *aggFunc) (*structpb.Value, error) {
 			}
 			return uintValue(a.lo), nil
 		}
-		return floatValue(a.f), nil
+		return floatValue(a.f + a.fc), nil
 	case pb.AggregateOp_AGGREGATE_OP_AVG:
-		sum := a.f
+		sum := a.f + a.fc
 		switch {
 		case f.cls == vFloat:
 		case f.cls == vInt && a.hi == int64(a.lo)>>63:

@@ -309,7 +309,7 @@ func (p *aggPart) accumulate(grp *aggGroup) {
 			acc.hi += int64(carry)
 		case accFloat:
 			acc.n++
-			acc.f += v.f
+			addCompensated(&acc.f, &acc.fc, v.f)
 		default:
 			acc.add(fn, *v)
 		}
