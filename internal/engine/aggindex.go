@@ -137,8 +137,7 @@ func (c *aggCell) finite() float64 { return c.f + c.comp }
 func (c *aggCell) merge(d *aggCell) {
 	c.n += d.n
 	c.addInt(d.hi, d.lo, 1)
-	c.addFloat(d.f)
-	c.comp += d.comp
+	mergeCompensated(&c.f, &c.comp, d.f, d.comp)
 	c.nan += d.nan
 	c.pinf += d.pinf
 	c.nin += d.nin

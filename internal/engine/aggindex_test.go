@@ -550,7 +550,7 @@ func TestAggregateIndexHostile(t *testing.T) {
 // TestAggregateIndexFloatCancellation: a large float value added to a
 // group and removed again leaves the group's small values in its sum, as
 // a scan finds them, and the checker finds the index whole (a plain
-// float64 sum rounded them away under the large one: 0 for 4). A group
+// float64 sum would round them away under the large one: 0 for 4). A group
 // holding a large value and its opposite sums the small values between
 // them, from the index and by a scan alike (a plain sum: 0 for 1).
 func TestAggregateIndexFloatCancellation(t *testing.T) {

@@ -267,7 +267,7 @@ func expiredDeltas(ctx context.Context, v store.View, t *recType, a *aggIndex, n
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		if string(k) >= string(r.zero) && string(k) < string(r.zeroEnd) {
+		if r.neverExpires(k) {
 			if ok = it.SeekGE(r.zeroEnd); !ok {
 				break
 			}

@@ -164,8 +164,7 @@ func (a *aggAcc) merge(fn *aggFunc, b *aggAcc) {
 	default:
 		a.n += b.n
 		a.addInt(b.hi, b.lo)
-		addCompensated(&a.f, &a.fc, b.f)
-		a.fc += b.fc
+		mergeCompensated(&a.f, &a.fc, b.f, b.fc)
 	}
 }
 
@@ -184,6 +183,12 @@ func addCompensated(f, comp *float64, x float64) {
 		*comp += (x - s) + *f
 	}
 	*f = s
+}
+
+// mergeCompensated adds the compensated sum (g, gcomp) to (*f, *comp).
+func mergeCompensated(f, comp *float64, g, gcomp float64) {
+	addCompensated(f, comp, g)
+	*comp += gcomp
 }
 
 // value is the function's result, or OUT_OF_RANGE for an integer sum past

@@ -171,6 +171,12 @@ func (t *recType) expiredRange(now instant) reapRange {
 	return r
 }
 
+// neverExpires reports whether expiry index entry k is one of a record
+// that never expires (the zero expiry).
+func (r *reapRange) neverExpires(k []byte) bool {
+	return string(k) >= string(r.zero) && string(k) < string(r.zeroEnd)
+}
+
 // bounds sets the range for the time now.
 func (r *reapRange) bounds(now instant) {
 	p := r.ix.prefix
@@ -220,7 +226,7 @@ func (e *Engine) collectExpired(t *recType, r *reapRange, after []byte, size int
 			return recs, last, true, it.Error()
 		}
 		k := it.Key()
-		if string(k) >= string(r.zero) && string(k) < string(r.zeroEnd) {
+		if r.neverExpires(k) {
 			if ok = it.SeekGE(r.zeroEnd); !ok {
 				break
 			}
@@ -295,7 +301,7 @@ func (e *Engine) oldestExpiry(r *reapRange) (instant, bool, error) {
 	}
 	defer it.Close()
 	ok := it.First()
-	if ok && string(it.Key()) >= string(r.zero) && string(it.Key()) < string(r.zeroEnd) {
+	if ok && r.neverExpires(it.Key()) {
 		ok = it.SeekGE(r.zeroEnd)
 	}
 	if !ok {

@@ -36,7 +36,6 @@ func SetConditionsReadHook(t testing.TB, f func()) { setHook(t, &testHookConditi
 func SetRefusedHook(t testing.TB, f func()) { setHook(t, &testHookRefused, f) }
 
 // setHook sets *hook to f for one test.
-
 func setHook[F any](t testing.TB, hook *F, f F) {
 	*hook = f
 	t.Cleanup(func() {

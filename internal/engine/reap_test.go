@@ -514,9 +514,9 @@ func TestReapLargeRecords(t *testing.T) {
 
 // A batch that replaces expired records takes their keys alone into the
 // batch that deletes them first: with the write budget barely above the
-// batch, the write still goes through (the deleting batch holding the
-// records' bytes again waited for budget the batch itself held, and was
-// refused).
+// batch, the write still goes through (a deleting batch that held the
+// records' bytes again would wait for budget the batch itself holds, and
+// be refused).
 func TestReapReplacedWithinBudget(t *testing.T) {
 	xe := newExpiryEngine(t, expiryPebble(t)).open(engine.Options{MaxInflightBytes: 64 << 10, WatchRetention: time.Hour})
 	team := strings.Repeat("t", 5000)

@@ -24,8 +24,8 @@ import (
 //   - "absent again": the other server removes user id before the refusal
 //     is judged, so no moment saw the user absent (the condition) and
 //     present (the refusal); checked again, the batch goes through.
-//     Judged on its conditions read again alone, it ended ALREADY_EXISTS,
-//     which a client takes for final;
+//     Judged on its conditions read again alone, it would end
+//     ALREADY_EXISTS, which a client takes for final;
 //   - "present": the condition no longer holds: ABORTED, which a client
 //     retries;
 //   - "other key": the condition names another user, still absent: the

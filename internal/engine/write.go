@@ -529,7 +529,7 @@ func (w *Writer) change(b store.WriteBatch, i int, p *prep, old []byte, found, d
 	if err := checkExistence(p.op, i, p, live); err != nil {
 		return err
 	}
-	if found && !live && p.op != OpRemove && w.reapsFirst() {
+	if found && !live && w.reapsFirst() { // an insert or upsert: the others failed above
 		w.noteReplaced(p)
 	}
 	if p.op == OpPatch {

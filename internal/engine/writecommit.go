@@ -88,8 +88,8 @@ func (w *Writer) commitLocked(b store.WriteBatch, cat *catalog, op Op, recs []*a
 // check of a state its conditions did not see.
 func (w *Writer) recheckRefusal(b store.WriteBatch, err error) error {
 	var ae *apierror.Error
-	c, shared := w.e.st.(store.Checker)
-	if err == nil || len(w.conds.list) == 0 || !shared || !w.e.st.Shared() || !errors.As(err, &ae) {
+	checker, ok := w.e.st.(store.Checker) // shared stores only
+	if err == nil || len(w.conds.list) == 0 || !ok || !errors.As(err, &ae) {
 		return err
 	}
 	switch ae.Code {
@@ -100,7 +100,7 @@ func (w *Writer) recheckRefusal(b store.WriteBatch, err error) error {
 	if testHookRefused != nil {
 		testHookRefused()
 	}
-	if cerr := c.CheckBatch(b); cerr != nil {
+	if cerr := checker.CheckBatch(b); cerr != nil {
 		return cerr
 	}
 	return err
