@@ -531,7 +531,10 @@ func heapSettled(base uint64, budget int64) uint64 {
 	var held uint64
 	stable := 0
 	for prev, deadline := uint64(0), time.Now().Add(10*time.Second); time.Now().Before(deadline); {
-		held = heapInuse() - base
+		held = 0
+		if h := heapInuse(); h > base { // the heap may shrink below base: nothing held
+			held = h - base
+		}
 		if held > 0 && held <= prev+mib && held > uint64(budget)/2 {
 			stable++
 		} else {
