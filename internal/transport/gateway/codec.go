@@ -47,27 +47,53 @@ func newCodec(res *schemajson.Resolver, maxBytes int, hold TranscodeHold) *codec
 	}
 }
 
-// Marshal renders v as JSON, holding what that takes of the budget while
-// it does (schemajson.Resolver.EncodeCost): a record of many small
-// elements takes a hundred times its bytes.
+// Marshal renders v as JSON, as marshal does. A unary call's response
+// arrives as a *requestMessage (withRequest), so that a wait for the
+// budget ends when its client goes away; anything else (an error status)
+// waits with no request to end it.
 func (c *codec) Marshal(v any) ([]byte, error) {
+	if rm, ok := v.(*requestMessage); ok {
+		return c.marshal(rm.ctx, rm.m)
+	}
 	if m, ok := v.(proto.Message); ok {
-		h, err := c.holdFor(c.res.EncodeCost(m), "the response")
-		if err != nil {
-			return nil, err
-		}
-		defer h.Release()
+		return c.marshal(context.Background(), m)
 	}
 	return c.JSONPb.Marshal(v)
 }
 
+// marshal renders m as JSON, holding what that takes of the budget while
+// it does (schemajson.Resolver.EncodeCost): a record of many small
+// elements takes a hundred times its bytes. The wait for the budget ends
+// with ctx, the request's.
+func (c *codec) marshal(ctx context.Context, m proto.Message) ([]byte, error) {
+	h, err := c.holdFor(ctx, c.res.EncodeCost(m), "the response")
+	if err != nil {
+		return nil, err
+	}
+	defer h.Release()
+	return c.JSONPb.Marshal(m)
+}
+
+// requestMessage is a unary call's response with its request's context.
+// grpc-gateway hands Marshal the response alone; its response rewriter,
+// which sees the context, wraps the response in this (withRequest).
+type requestMessage struct {
+	ctx context.Context
+	m   proto.Message
+}
+
+// withRequest is the gateway's response rewriter (runtime.ForwardResponseRewriter).
+func withRequest(ctx context.Context, m proto.Message) (any, error) {
+	return &requestMessage{ctx: ctx, m: m}, nil
+}
+
 // holdFor holds n bytes of the budget, what converting what takes, until
-// the Hold is released.
-func (c *codec) holdFor(n int64, what string) (engine.Hold, error) {
+// the Hold is released; a wait for them ends with ctx.
+func (c *codec) holdFor(ctx context.Context, n int64, what string) (engine.Hold, error) {
 	if c.hold == nil {
 		return engine.Hold{}, nil
 	}
-	return c.hold(context.Background(), n, what)
+	return c.hold(ctx, n, what)
 }
 
 // NewDecoder returns a decoder of the JSON objects of r. When r is the
@@ -80,9 +106,12 @@ func (c *codec) NewDecoder(r io.Reader) runtime.Decoder {
 
 // body wraps a request body so the error handler can tell an oversized
 // message (HTTP 413) from malformed JSON (HTTP 400): the generated gateway
-// code turns every decode error into INVALID_ARGUMENT text.
+// code turns every decode error into INVALID_ARGUMENT text. It carries
+// the request's context, which ends a decoder's wait for the budget when
+// the client goes away.
 type body struct {
 	io.ReadCloser
+	ctx      context.Context
 	tooLarge atomic.Bool
 }
 
@@ -151,5 +180,9 @@ func (d *decoder) decodeBatch(m proto.Message) error {
 // hold holds what parsing the JSON object b takes of the budget
 // (schemajson.DecodeCost), until the Hold is released.
 func (d *decoder) hold(b []byte) (engine.Hold, error) {
-	return d.c.holdFor(schemajson.DecodeCost(b), "the request object")
+	ctx := context.Background()
+	if d.body != nil {
+		ctx = d.body.ctx
+	}
+	return d.c.holdFor(ctx, schemajson.DecodeCost(b), "the request object")
 }

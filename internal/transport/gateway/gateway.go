@@ -130,6 +130,7 @@ func New(opts Options) (*Gateway, error) {
 			runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
 		}),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
+		runtime.WithForwardResponseRewriter(withRequest),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			g.writeError(w, r, err)
 		}),
@@ -183,7 +184,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(auth.NewContext(r.Context(), id))
 	}
 	if r.Body != nil {
-		r.Body = &body{ReadCloser: r.Body}
+		r.Body = &body{ReadCloser: r.Body, ctx: r.Context()}
 	}
 	// A unary answer holds its bytes of the result budget until written.
 	ctx, slot := engine.WithAnswerSlot(r.Context())
@@ -326,11 +327,11 @@ func (g *Gateway) marshalStatus(st *status.Status) []byte {
 	return b
 }
 
-// writeMessage writes a successful unary-style response.
-func (g *Gateway) writeMessage(w http.ResponseWriter, m proto.Message) {
-	b, err := g.codec.Marshal(m)
+// writeMessage writes a successful unary-style response to r.
+func (g *Gateway) writeMessage(w http.ResponseWriter, r *http.Request, m proto.Message) {
+	b, err := g.codec.marshal(r.Context(), m)
 	if err != nil {
-		g.writeError(w, &http.Request{}, fmt.Errorf("render response as JSON: %w", err))
+		g.writeError(w, r, fmt.Errorf("render response as JSON: %w", err))
 		return
 	}
 	w.Header().Set("Content-Type", contentTypeJSON)

@@ -106,7 +106,7 @@ func (s *httpStream[Req, Res]) SendMsg(m any) error {
 	if !ok {
 		return fmt.Errorf("gateway: cannot encode %T", m)
 	}
-	b, err := s.g.codec.Marshal(pm)
+	b, err := s.g.codec.marshal(s.ctx, pm)
 	if err != nil {
 		return fmt.Errorf("render response as JSON: %w", err)
 	}
@@ -148,7 +148,7 @@ func (s *httpStream[Req, Res]) finish(err error, streamed bool) {
 	case err != nil:
 		s.g.writeError(s.w, s.r, err)
 	case s.final != nil:
-		s.g.writeMessage(s.w, any(s.final).(proto.Message))
+		s.g.writeMessage(s.w, s.r, any(s.final).(proto.Message))
 	}
 }
 
