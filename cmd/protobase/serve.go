@@ -124,6 +124,7 @@ func (a *app) serve(cmd *cobra.Command, o serveOptions) error {
 	if err != nil {
 		return exitstatus.UsageError(err)
 	}
+	defer grpcLog.use(log)()
 	out := newAnnouncer(a.stdout, o.logFormat)
 	if err := a.runServer(cmd, o, cfg, log, out); err != nil {
 		if !out.json {
@@ -248,10 +249,11 @@ lose acknowledged writes (the store itself is never corrupted).
 The server logs to stderr at --log-level in --log-format (text or json):
 one line per schema change, per index build start and end (type and index
 names), and per Scan, Query page or Search request slower than
---slow-query; debug adds the storage engine's own messages (flushes,
-compactions, WAL recovery). With --log-format json the lines on stdout
-saying where it serves are JSON objects too, and so is a failure to start;
-durations are milliseconds in fields named *_ms.
+--slow-query, and gRPC's errors; debug adds the storage engine's own
+messages (flushes, compactions, WAL recovery) and gRPC's (a connection
+that does not speak HTTP/2, say). With --log-format json the lines on
+stdout saying where it serves are JSON objects too, and so is a failure to
+start; durations are milliseconds in fields named *_ms.
 It runs until SIGINT or SIGTERM; it then stops
 accepting calls, lets in-flight calls (and write batches) finish, and exits
 0. It exits 1 when it cannot start (for example, when the address is in use

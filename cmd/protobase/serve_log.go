@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/grpclog"
 )
 
 // announcer writes the lines serve prints on stdout once it serves (where
@@ -44,3 +49,74 @@ func durationsInMillis(_ []string, a slog.Attr) slog.Attr {
 	d := a.Value.Duration()
 	return slog.Float64(a.Key+"_ms", float64(d.Round(time.Microsecond).Microseconds())/1000)
 }
+
+// grpcLog carries what grpc-go logs, and the REST gateway, which logs
+// through grpc-go's logger, into serve's log: with --log-format json each
+// of their lines is a JSON object too, not grpc-go's own text on the
+// process's stderr. grpc-go takes its logger only before it runs (init);
+// serve points it at its log while it runs. grpc-go shows only its errors
+// by default; its informational lines and warnings (a connection that does
+// not speak HTTP/2, say) are debug lines here.
+var grpcLog = new(grpcLogger)
+
+func init() { grpclog.SetLoggerV2(grpcLog) }
+
+// grpcLogger is a grpclog.LoggerV2 writing to the current serve's log, or,
+// outside serve, errors alone to stderr as grpc-go's default logger does.
+type grpcLogger struct{ log atomic.Pointer[slog.Logger] }
+
+var grpcLogOutsideServe = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// use sends grpc-go's lines to log until done is called.
+func (g *grpcLogger) use(log *slog.Logger) (done func()) {
+	g.log.Store(log)
+	return func() { g.log.CompareAndSwap(log, nil) }
+}
+
+func (g *grpcLogger) emit(level slog.Level, msg string) {
+	log := g.log.Load()
+	if log == nil {
+		log = grpcLogOutsideServe
+	}
+	log.Log(context.Background(), level, strings.TrimSuffix(msg, "\n"), "component", "grpc")
+}
+
+// The LoggerV2 methods: informational lines and warnings are debug
+// lines, errors error lines.
+
+func (g *grpcLogger) Info(args ...any)   { g.emit(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Infoln(args ...any) { g.emit(slog.LevelDebug, fmt.Sprintln(args...)) }
+func (g *grpcLogger) Infof(format string, args ...any) {
+	g.emit(slog.LevelDebug, fmt.Sprintf(format, args...))
+}
+func (g *grpcLogger) Warning(args ...any)   { g.emit(slog.LevelDebug, fmt.Sprint(args...)) }
+func (g *grpcLogger) Warningln(args ...any) { g.emit(slog.LevelDebug, fmt.Sprintln(args...)) }
+func (g *grpcLogger) Warningf(format string, args ...any) {
+	g.emit(slog.LevelDebug, fmt.Sprintf(format, args...))
+}
+func (g *grpcLogger) Error(args ...any)   { g.emit(slog.LevelError, fmt.Sprint(args...)) }
+func (g *grpcLogger) Errorln(args ...any) { g.emit(slog.LevelError, fmt.Sprintln(args...)) }
+func (g *grpcLogger) Errorf(format string, args ...any) {
+	g.emit(slog.LevelError, fmt.Sprintf(format, args...))
+}
+
+// Fatal, Fatalln and Fatalf log an error and exit 1, as grpc-go's
+// contract for them says.
+func (g *grpcLogger) Fatal(args ...any) {
+	g.emit(slog.LevelError, fmt.Sprint(args...))
+	os.Exit(1)
+}
+
+func (g *grpcLogger) Fatalln(args ...any) {
+	g.emit(slog.LevelError, fmt.Sprintln(args...))
+	os.Exit(1)
+}
+
+func (g *grpcLogger) Fatalf(format string, args ...any) {
+	g.emit(slog.LevelError, fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
+
+// V reports whether grpc-go's verbose lines of level l are wanted: those
+// of level 0 only, as grpc-go's default.
+func (g *grpcLogger) V(l int) bool { return l <= 0 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -30,41 +32,63 @@ func jsonLines(t *testing.T, name, out string) []map[string]any {
 	return lines
 }
 
+// jsonServe is a serve run with --log-format json and its output.
+type jsonServe struct {
+	addr           string
+	stdout, stderr syncBuffer
+	cancel         context.CancelFunc
+	done           chan int
+}
+
+// startJSONServe runs serve on loopback ports with --log-format json and
+// the extra args, and returns once its serving line gives its address.
+func startJSONServe(t *testing.T, extra ...string) *jsonServe {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	s := &jsonServe{cancel: cancel, done: make(chan int, 1)}
+	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-format", "json",
+		"--sync=false"}, extra...)
+	go func() { s.done <- run(ctx, args, strings.NewReader(""), &s.stdout, &s.stderr) }()
+	for deadline := time.Now().Add(10 * time.Second); s.addr == "" && time.Now().Before(deadline); {
+		for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
+			if l["msg"] == "protobase serving" {
+				s.addr, _ = l["addr"].(string)
+			}
+		}
+		select {
+		case code := <-s.done:
+			t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", code, s.stdout.String(), s.stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if s.addr == "" {
+		t.Fatalf("no serving line\nstdout:\n%s\nstderr:\n%s", s.stdout.String(), s.stderr.String())
+	}
+	return s
+}
+
+// stop stops serve and wants it to exit 0.
+func (s *jsonServe) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	if code := <-s.done; code != exitstatus.OK {
+		t.Fatalf("serve exited %d\n%s", code, s.stderr.String())
+	}
+}
+
 // With --log-format json every line serve writes is a JSON object: the
 // lines saying where it serves (stdout) as well as the log (stderr), whose
 // durations are in fields named for their unit.
 func TestServeLogFormatJSON(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	args := []string{"serve", "--grpc-addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-format", "json",
-		"--sync=false", "--slow-query", "1ns", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-		"--nats", "--nats-addr", "127.0.0.1:0"}
-	go func() { done <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
-	var addr string
-	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); {
-		for _, l := range jsonLines(t, "stdout", stdout.String()) {
-			if l["msg"] == "protobase serving" {
-				addr, _ = l["addr"].(string)
-			}
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if addr == "" {
-		t.Fatalf("no serving line\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	}
+	s := startJSONServe(t, "--slow-query", "1ns", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+		"--nats", "--nats-addr", "127.0.0.1:0")
+	addr := s.addr
+	stdout, stderr := &s.stdout, &s.stderr
 	applyShop(t, addr)
 	mustCLI(t, "{\"id\": 1, \"email\": \"a@x\"}\n{\"id\": 2, \"email\": \"b@x\"}\n", "--addr", addr, "insert", "--type", "shop.User")
 	mustCLI(t, "", "--addr", addr, "search", "--type", "shop.User", "--where", "email = \"b@x\"")
-	cancel()
-	if code := <-done; code != exitstatus.OK {
-		t.Fatalf("serve exited %d\n%s", code, stderr.String())
-	}
+	s.stop(t)
 
 	msgs := map[string]map[string]any{}
 	for _, l := range jsonLines(t, "stdout", stdout.String()) {
@@ -87,6 +111,40 @@ func TestServeLogFormatJSON(t *testing.T) {
 	}
 	if slow == 0 {
 		t.Errorf("no slow query line:\n%s", stderr.String())
+	}
+}
+
+// gRPC's own lines reach serve's log, as JSON objects with
+// --log-format json: a connection to the gRPC port that does not speak
+// HTTP/2 is a debug line of gRPC's.
+func TestServeLogsGRPC(t *testing.T) {
+	s := startJSONServe(t, "--log-level", "debug")
+	conn, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	_, _ = io.Copy(io.Discard, conn) // until gRPC closes it
+	_ = conn.Close()
+	grpcLine := func() map[string]any {
+		for _, l := range jsonLines(t, "stderr", s.stderr.String()) {
+			if l["component"] == "grpc" && strings.Contains(fmt.Sprint(l["msg"]), "ServerTransport") {
+				return l
+			}
+		}
+		return nil
+	}
+	var l map[string]any
+	for deadline := time.Now().Add(5 * time.Second); l == nil && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // polling the log, bounded by the deadline
+		l = grpcLine()
+	}
+	s.stop(t)
+	if l == nil {
+		t.Fatalf("no line of gRPC's on the log:\n%s", s.stderr.String())
+	}
+	if l["level"] != "DEBUG" {
+		t.Errorf("gRPC's line %v: want level DEBUG", l)
 	}
 }
 
