@@ -178,7 +178,8 @@ func (d *decoder) decodeBatch(m proto.Message) error {
 }
 
 // hold holds what parsing the JSON object b takes of the budget
-// (schemajson.DecodeCost), until the Hold is released.
+// (schemajson.DecodeCost), until the Hold is released; a wait for it ends
+// with the request's context.
 func (d *decoder) hold(b []byte) (engine.Hold, error) {
 	ctx := context.Background()
 	if d.body != nil {
