@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,46 @@ func TestServeLogsGRPC(t *testing.T) {
 	}
 	if l["level"] != "DEBUG" {
 		t.Errorf("gRPC's line %v: want level DEBUG", l)
+	}
+}
+
+// HTTP headers a REST client sends are not forwarded as gRPC metadata, so
+// none the gateway could not forward (one that would spoof a forwarded
+// address, a value not ASCII) puts a line on the log: a client repeating
+// them would otherwise write an error line per request.
+func TestServeRESTHeadersNotLogged(t *testing.T) {
+	s := startJSONServe(t, "--http-addr", "127.0.0.1:0")
+	var url string
+	for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
+		if l["msg"] == "REST/JSON" {
+			url, _ = l["url"].(string)
+		}
+	}
+	if url == "" {
+		t.Fatalf("no REST/JSON line:\n%s", s.stdout.String())
+	}
+	for range 3 {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/schema", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Grpc-Metadata-X-Forwarded-For", "192.0.2.1")
+		req.Header.Set("Grpc-Metadata-Note", "caf\u00e9")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/schema: %s", resp.Status)
+		}
+	}
+	s.stop(t)
+	for _, l := range jsonLines(t, "stderr", s.stderr.String()) {
+		if strings.Contains(fmt.Sprint(l["msg"]), "HTTP header") {
+			t.Errorf("a client's header put a line on the log: %v", l)
+		}
 	}
 }
 

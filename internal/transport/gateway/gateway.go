@@ -131,6 +131,12 @@ func New(opts Options) (*Gateway, error) {
 		}),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, g.codec),
 		runtime.WithForwardResponseRewriter(withRequest),
+		// The handlers call the service in process, after ServeHTTP has
+		// authenticated the request: no HTTP header is wanted as gRPC
+		// metadata. grpc-gateway's default forwards some, and logs an
+		// error line for each it cannot (Grpc-Metadata-X-Forwarded-For, a
+		// value not ASCII), which any client could then repeat at will.
+		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			g.writeError(w, r, err)
 		}),
