@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -105,11 +104,9 @@ func waitInHold(t *testing.T, url, contentType, body, frame string) {
 // the budget (before a response is handed to the gateway) do not count:
 // they end with the request's context already.
 func pollGoroutines(frame string, want bool, d time.Duration) bool {
-	buf := make([]byte, 8<<20)
 	for deadline := time.Now().Add(d); ; {
-		n := runtime.Stack(buf, true)
 		found := false
-		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		for _, g := range strings.Split(goroutineStacks(), "\n\n") {
 			if strings.Contains(g, frame) && strings.Contains(g, "engine.(*Engine).acquireResult") {
 				found = true
 				break

@@ -110,14 +110,8 @@ func parseStatusLine(b []byte) *statusLine {
 func waitHandlersGone(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	buf := make([]byte, 1<<20)
 	for {
-		n := runtime.Stack(buf, true)
-		for n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			n = runtime.Stack(buf, true)
-		}
-		if !strings.Contains(string(buf[:n]), "gateway.(*Gateway).watch(") {
+		if !strings.Contains(goroutineStacks(), "gateway.(*Gateway).watch(") {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -125,6 +119,17 @@ func waitHandlersGone(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling a state
 	}
+}
+
+// goroutineStacks is the stack of every goroutine of the process.
+func goroutineStacks() string {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	for n == len(buf) {
+		buf = make([]byte, 2*len(buf))
+		n = runtime.Stack(buf, true)
+	}
+	return string(buf[:n])
 }
 
 func TestHTTPWatch(t *testing.T) {

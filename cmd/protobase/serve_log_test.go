@@ -33,12 +33,10 @@ func jsonLines(t *testing.T, name, out string) []map[string]any {
 	return lines
 }
 
-// jsonServe is a serve run with --log-format json and its output.
+// jsonServe is a serve run with --log-format json.
 type jsonServe struct {
-	addr           string
-	stdout, stderr syncBuffer
-	cancel         context.CancelFunc
-	done           chan int
+	*serveRun
+	cancel context.CancelFunc
 }
 
 // startJSONServe runs serve on loopback ports with --log-format json and
@@ -47,26 +45,17 @@ func startJSONServe(t *testing.T, extra ...string) *jsonServe {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
-	s := &jsonServe{cancel: cancel, done: make(chan int, 1)}
-	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--data", t.TempDir(), "--log-format", "json",
-		"--sync=false"}, extra...)
-	go func() { s.done <- run(ctx, args, strings.NewReader(""), &s.stdout, &s.stderr) }()
-	for deadline := time.Now().Add(10 * time.Second); s.addr == "" && time.Now().Before(deadline); {
-		for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
+	addrOf := func(stdout string) string {
+		for _, l := range jsonLines(t, "stdout", stdout) {
 			if l["msg"] == "protobase serving" {
-				s.addr, _ = l["addr"].(string)
+				addr, _ := l["addr"].(string)
+				return addr
 			}
 		}
-		select {
-		case code := <-s.done:
-			t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", code, s.stdout.String(), s.stderr.String())
-		case <-time.After(10 * time.Millisecond):
-		}
+		return ""
 	}
-	if s.addr == "" {
-		t.Fatalf("no serving line\nstdout:\n%s\nstderr:\n%s", s.stdout.String(), s.stderr.String())
-	}
-	return s
+	args := append([]string{"--data", t.TempDir(), "--log-format", "json", "--sync=false"}, extra...)
+	return &jsonServe{serveRun: runServe(t, ctx, addrOf, args...), cancel: cancel}
 }
 
 // stop stops serve and wants it to exit 0.

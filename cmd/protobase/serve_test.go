@@ -52,24 +52,42 @@ func TestServeDataDirLocked(t *testing.T) {
 // address it printed and a channel receiving its exit code.
 func startServe(t *testing.T, ctx context.Context, args ...string) (string, <-chan int) {
 	t.Helper()
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	args = append([]string{"serve", "--grpc-addr", "127.0.0.1:0"}, args...)
-	go func() { done <- run(ctx, args, strings.NewReader(""), &stdout, &stderr) }()
 	re := regexp.MustCompile(`protobase serving on (\S+) \((?:data|etcd) .*\)\n`)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(stdout.String()); m != nil {
-			return m[1], done
+	r := runServe(t, ctx, func(stdout string) string {
+		if m := re.FindStringSubmatch(stdout); m != nil {
+			return m[1]
+		}
+		return ""
+	}, args...)
+	return r.addr, r.done
+}
+
+// serveRun is a "serve" running on a free port, with its output.
+type serveRun struct {
+	addr           string
+	stdout, stderr syncBuffer
+	done           chan int // its exit code
+}
+
+// runServe runs "serve" on a free port until ctx ends, and returns once
+// addrOf finds the address it serves on in its stdout so far.
+func runServe(t *testing.T, ctx context.Context, addrOf func(stdout string) string, args ...string) *serveRun {
+	t.Helper()
+	r := &serveRun{done: make(chan int, 1)}
+	args = append([]string{"serve", "--grpc-addr", "127.0.0.1:0"}, args...)
+	go func() { r.done <- run(ctx, args, strings.NewReader(""), &r.stdout, &r.stderr) }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if r.addr = addrOf(r.stdout.String()); r.addr != "" {
+			return r
 		}
 		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d\n%s", code, stderr.String())
+		case code := <-r.done:
+			t.Fatalf("serve exited %d\nstdout:\n%s\nstderr:\n%s", code, r.stdout.String(), r.stderr.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Fatalf("serve printed no address\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
-	return "", nil
+	t.Fatalf("serve printed no address\nstdout:\n%s\nstderr:\n%s", r.stdout.String(), r.stderr.String())
+	return nil
 }
 
 func TestServe(t *testing.T) {

@@ -122,13 +122,10 @@ func (c *aggCell) take(f *aggField, v aggVal, sign int) {
 		case math.IsInf(v.f, -1):
 			c.nin += d
 		default:
-			c.addFloat(float64(sign) * v.f)
+			addCompensated(&c.f, &c.comp, float64(sign)*v.f)
 		}
 	}
 }
-
-// addFloat adds x to the finite sum (addCompensated).
-func (c *aggCell) addFloat(x float64) { addCompensated(&c.f, &c.comp, x) }
 
 // finite is the compensated sum of the finite values.
 func (c *aggCell) finite() float64 { return c.f + c.comp }
