@@ -249,7 +249,8 @@ lose acknowledged writes (the store itself is never corrupted).
 The server logs to stderr at --log-level in --log-format (text or json):
 one line per schema change, per index build start and end (type and index
 names), and per Scan, Query page or Search request slower than
---slow-query, and gRPC's errors; debug adds the storage engine's own
+--slow-query, and gRPC's errors (each kind at most once per 10 s, with
+the count held back); debug adds the storage engine's own
 messages (flushes, compactions, WAL recovery) and gRPC's (a connection
 that does not speak HTTP/2, say). With --log-format json the lines on
 stdout saying where it serves are JSON objects too, and so is a failure to

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/grpclog"
 
 	"github.com/protobase/protobase/internal/exitstatus"
 )
@@ -144,37 +149,77 @@ func TestServeLogsGRPC(t *testing.T) {
 // them would otherwise write an error line per request.
 func TestServeRESTHeadersNotLogged(t *testing.T) {
 	s := startJSONServe(t, "--http-addr", "127.0.0.1:0")
-	var url string
-	for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
-		if l["msg"] == "REST/JSON" {
-			url, _ = l["url"].(string)
-		}
-	}
-	if url == "" {
-		t.Fatalf("no REST/JSON line:\n%s", s.stdout.String())
-	}
+	url := s.restURL(t)
 	for range 3 {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/schema", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Grpc-Metadata-X-Forwarded-For", "192.0.2.1")
-		req.Header.Set("Grpc-Metadata-Note", "caf\u00e9")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /v1/schema: %s", resp.Status)
-		}
+		getSchema(t, url, map[string]string{"Grpc-Metadata-X-Forwarded-For": "192.0.2.1", "Grpc-Metadata-Note": "caf\u00e9"})
 	}
 	s.stop(t)
 	for _, l := range jsonLines(t, "stderr", s.stderr.String()) {
 		if strings.Contains(fmt.Sprint(l["msg"]), "HTTP header") {
 			t.Errorf("a client's header put a line on the log: %v", l)
 		}
+	}
+}
+
+// restURL is the REST gateway's URL from serve's REST/JSON line.
+func (s *jsonServe) restURL(t *testing.T) string {
+	t.Helper()
+	for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
+		if l["msg"] == "REST/JSON" {
+			if url, _ := l["url"].(string); url != "" {
+				return url
+			}
+		}
+	}
+	t.Fatalf("no REST/JSON line:\n%s", s.stdout.String())
+	return ""
+}
+
+// getSchema GETs /v1/schema over REST with the headers and wants 200.
+func getSchema(t *testing.T, url string, headers map[string]string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/schema", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/schema with %v: %s", headers, resp.Status)
+	}
+}
+
+// An error line a client can cause with every request (the gateway's,
+// for a Content-Type it cannot parse) reaches the log once per period,
+// not once per request; the requests are answered.
+func TestServeSpacesClientCausedErrorLines(t *testing.T) {
+	s := startJSONServe(t, "--http-addr", "127.0.0.1:0")
+	url := s.restURL(t)
+	const requests = 20
+	for i := range requests {
+		getSchema(t, url, map[string]string{"Content-Type": fmt.Sprintf("text/plain; =%d", i)})
+	}
+	s.stop(t)
+	var lines []map[string]any
+	for _, l := range jsonLines(t, "stderr", s.stderr.String()) {
+		if strings.Contains(fmt.Sprint(l["msg"]), "Content-Type") {
+			lines = append(lines, l)
+		}
+	}
+	// The period is 10 s: the requests, made in well under that, get one
+	// line (two should a slow machine take longer).
+	if len(lines) == 0 || len(lines) > 2 {
+		t.Fatalf("%d lines about the Content-Type for %d requests, want 1:\n%s", len(lines), requests, s.stderr.String())
+	}
+	if l := lines[0]; l["level"] != "ERROR" || l["component"] != "grpc" {
+		t.Errorf("line %v: want an ERROR line of component grpc", l)
 	}
 }
 
@@ -209,5 +254,63 @@ func TestLogDurationsInMillis(t *testing.T) {
 	l := jsonLines(t, "log", out.String())
 	if len(l) != 1 || l[0]["shutdown_timeout_ms"] != 1.5 {
 		t.Errorf("logged %s, want shutdown_timeout_ms 1.5", out.String())
+	}
+}
+
+// grpc-go's error lines are spaced by the line of code that logs them:
+// repeats of one are held back and counted on its next line, while
+// another line of code gets its own line at once, also through grpc-go's
+// component loggers, which reach the logger through frames of their own.
+// Lines below error are not spaced.
+func TestGRPCLoggerSpacesErrorsBySite(t *testing.T) {
+	const period = 50 * time.Millisecond
+	var buf bytes.Buffer
+	g := &grpcLogger{every: period}
+	defer g.use(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))()
+	siteA := func(msg string) { g.Errorf("site A %s", msg) }
+	start := time.Now()
+	for i := range 5 {
+		siteA(fmt.Sprint(i))
+	}
+	g.Errorln("site B")
+	for range 3 {
+		g.Warningf("a warning")
+	}
+	if time.Since(start) >= period {
+		t.Skip("the machine took longer than the period to log nine lines")
+	}
+	time.Sleep(period)
+	siteA("again")
+
+	var got []string
+	for _, l := range jsonLines(t, "log", buf.String()) {
+		got = append(got, fmt.Sprintf("%v %v held_back=%v", l["level"], l["msg"], l["held_back"]))
+	}
+	want := []string{
+		"ERROR site A 0 held_back=<nil>",
+		"ERROR site B held_back=<nil>",
+		"DEBUG a warning held_back=<nil>",
+		"DEBUG a warning held_back=<nil>",
+		"DEBUG a warning held_back=<nil>",
+		"ERROR site A again held_back=4",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Through grpc-go's component logger, to the logger grpc-go has.
+	buf.Reset()
+	defer grpcLog.use(slog.New(slog.NewJSONHandler(&buf, nil)))()
+	c := grpclog.Component("lograte")
+	for range 5 {
+		c.Errorf("component site C")
+	}
+	c.Errorf("component site D")
+	var msgs []string
+	for _, l := range jsonLines(t, "log", buf.String()) {
+		msgs = append(msgs, fmt.Sprint(l["msg"]))
+	}
+	if want := []string{"[lograte] component site C", "[lograte] component site D"}; !slices.Equal(msgs, want) {
+		t.Errorf("component lines %q, want %q", msgs, want)
 	}
 }

@@ -47,15 +47,15 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/protobase/protobase/internal/lograte"
 	"github.com/protobase/protobase/internal/store"
 )
 
-// The retry pauses of a failing background job, and how often its errors
-// are logged.
+// The retry pauses of a failing background job. Its errors are logged at
+// most once per lograte.Every.
 const (
-	retryFirst   = 100 * time.Millisecond
-	retryMax     = 5 * time.Second
-	diskLogEvery = 10 * time.Second
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
 )
 
 // instance names what diskState tracks: each of a store's Pebble
@@ -98,7 +98,7 @@ type diskState struct {
 	// background errors; fullLogged is whether a line saying writes are
 	// refused went out after the last one saying space is back (which
 	// then has to follow).
-	fullLog, compactLog, errLog rateLog
+	fullLog, compactLog, errLog lograte.Limiter
 	fullLogged                  bool
 	// refusedAtFull is refused when the first line of the current run of
 	// full disk lines went out: the lines count the writes refused since.
@@ -111,25 +111,6 @@ func newDiskState(dir string, logger *slog.Logger) *diskState {
 		d.writing[i] = map[int]bool{}
 	}
 	return d
-}
-
-// rateLog lets one line out per diskLogEvery and counts the events it
-// held back.
-type rateLog struct {
-	last time.Time
-	held int
-}
-
-// allow reports whether an event at now gets its line, and how many
-// events were held back since the last line.
-func (r *rateLog) allow(now time.Time) (bool, int) {
-	if !r.last.IsZero() && now.Sub(r.last) < diskLogEvery {
-		r.held++
-		return false, 0
-	}
-	held := r.held
-	r.last, r.held = now, 0
-	return true, held
 }
 
 // isFull reports whether either instance cannot write its tables.
@@ -203,22 +184,22 @@ func (d *diskState) backgroundError(inst instance, err error) {
 		d.logFullLocked(inst, err)
 		return
 	}
-	if ok, held := d.errLog.allow(time.Now()); ok {
-		d.logger.Error("store: background error", "instance", inst.String(), "err", err, "held_back", held)
+	if n, ok := d.errLog.Allow(); ok {
+		d.logger.Error("store: background error", "instance", inst.String(), "err", err, "held_back", n-1)
 	}
 }
 
-// logFullLocked logs the full disk, at most once per diskLogEvery. The
+// logFullLocked logs the full disk, at most once per lograte.Every. The
 // caller holds d.mu.
 func (d *diskState) logFullLocked(inst instance, err error) {
 	if !d.isFull() {
-		if ok, held := d.compactLog.allow(time.Now()); ok {
+		if n, ok := d.compactLog.Allow(); ok {
 			d.logger.Error("store: the disk is full: compactions wait for space",
-				"dir", d.dir, "instance", inst.String(), "err", err, "failures_held_back", held)
+				"dir", d.dir, "instance", inst.String(), "err", err, "failures_held_back", n-1)
 		}
 		return
 	}
-	ok, held := d.fullLog.allow(time.Now())
+	n, ok := d.fullLog.Allow()
 	if !ok {
 		return
 	}
@@ -231,7 +212,7 @@ func (d *diskState) logFullLocked(inst instance, err error) {
 		msg = "store: the disk is full: the write-ahead log could not be written: writes are refused until a restart"
 	}
 	d.logger.Error(msg, "dir", d.dir, "instance", inst.String(), "err", err,
-		"failures_held_back", held, "writes_refused", d.refused.Load()-d.refusedAtFull)
+		"failures_held_back", n-1, "writes_refused", d.refused.Load()-d.refusedAtFull)
 }
 
 // tableCreated is Pebble's TableCreated event for inst: a flush or a

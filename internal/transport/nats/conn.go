@@ -6,6 +6,8 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/protobase/protobase/internal/lograte"
 )
 
 // ConnOptions are the nats.go options of the service's own connection, on
@@ -20,7 +22,7 @@ func ConnOptions(log *slog.Logger, stats *Stats) []nats.Option {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lost, back, other := &sampled{every: dropLogEvery}, &sampled{every: dropLogEvery}, &sampled{every: dropLogEvery}
+	lost, back, other := new(lograte.Limiter), new(lograte.Limiter), new(lograte.Limiter)
 	return []nats.Option{
 		nats.Name(ServiceName),
 		nats.MaxReconnects(-1),
@@ -29,13 +31,13 @@ func ConnOptions(log *slog.Logger, stats *Stats) []nats.Option {
 				return
 			}
 			stats.disconnects.Add(1)
-			if n, ok := lost.allow(); ok {
+			if n, ok := lost.Allow(); ok {
 				log.Warn("nats: the service's connection to NATS was lost; reconnecting", "err", err, "times", n)
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			stats.reconnects.Add(1)
-			if n, ok := back.allow(); ok {
+			if n, ok := back.Allow(); ok {
 				log.Warn("nats: the service's connection to NATS is back", "times", n)
 			}
 		}),
@@ -43,7 +45,7 @@ func ConnOptions(log *slog.Logger, stats *Stats) []nats.Option {
 			if sub != nil {
 				return
 			}
-			if n, ok := other.allow(); ok {
+			if n, ok := other.Allow(); ok {
 				log.Warn("nats: the service's connection reported an error", "err", err, "times", n)
 			}
 		}),

@@ -94,6 +94,7 @@ import (
 	"github.com/protobase/protobase/internal/apistatus"
 	"github.com/protobase/protobase/internal/auth"
 	"github.com/protobase/protobase/internal/engine"
+	"github.com/protobase/protobase/internal/lograte"
 	"github.com/protobase/protobase/internal/transport/schemajson"
 )
 
@@ -207,11 +208,11 @@ type Service struct {
 	beforeRead func(micro.Request)
 
 	stats       *Stats
-	rates       *keyRates // nil: no bound on keys' bytes
-	dropLog     sampled   // requests dropped for their reply subject
-	overflowLog sampled   // endpoints' pending limits reached
-	replyLog    sampled   // replies the connection did not take
-	floodLog    sampled   // keys over their byte rate
+	rates       *keyRates       // nil: no bound on keys' bytes
+	dropLog     lograte.Limiter // requests dropped for their reply subject
+	overflowLog lograte.Limiter // endpoints' pending limits reached
+	replyLog    lograte.Limiter // replies the connection did not take
+	floodLog    lograte.Limiter // keys over their byte rate
 
 	// Unsubscribing drains asynchronously, so handlers may still be called
 	// after micro's Stop returns. mu guards stopping; active counts the
@@ -237,16 +238,12 @@ func Start(opts Options) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		opts:        opts,
-		e:           opts.Engine,
-		log:         log,
-		json:        protojson.UnmarshalOptions{Resolver: opts.Resolver},
-		out:         protojson.MarshalOptions{Resolver: opts.Resolver},
-		stats:       opts.Stats,
-		dropLog:     sampled{every: dropLogEvery},
-		overflowLog: sampled{every: dropLogEvery},
-		replyLog:    sampled{every: dropLogEvery},
-		floodLog:    sampled{every: dropLogEvery},
+		opts:  opts,
+		e:     opts.Engine,
+		log:   log,
+		json:  protojson.UnmarshalOptions{Resolver: opts.Resolver},
+		out:   protojson.MarshalOptions{Resolver: opts.Resolver},
+		stats: opts.Stats,
 	}
 	if opts.Auth {
 		s.rates = newKeyRates(opts.KeyBytesPerSecond, int(opts.Conn.MaxPayload()), s.flooding)
@@ -321,7 +318,7 @@ func (s *Service) asyncError(_ micro.Service, err *micro.NATSError) {
 		s.stats.overflows.Add(1)
 		msg = "nats: endpoint subscription error: its pending limits were reached, and NATS drops the requests past them"
 	}
-	if n, ok := s.overflowLog.allow(); ok {
+	if n, ok := s.overflowLog.Allow(); ok {
 		s.log.Warn(msg, "subject", err.Subject, "err", err.Description, "events", n)
 	}
 }
@@ -492,7 +489,7 @@ func (s *Service) serve(need auth.Role, req micro.Request, h func(*Service, *req
 // bound: logged (sampled), counted, and handed to OnFlood.
 func (s *Service) flooding(name string) {
 	s.stats.floods.Add(1)
-	if n, ok := s.floodLog.allow(); ok {
+	if n, ok := s.floodLog.Allow(); ok {
 		s.log.Warn("nats: an API key sends requests faster than its bound; closing its connections", "key", name, "times", n)
 	}
 	if s.opts.OnFlood != nil {
@@ -641,9 +638,9 @@ func (s *Service) fail(r *request, err error) {
 }
 
 // replyFailed logs a reply the connection did not take (while it
-// reconnects, past its reconnect buffer), at most once per dropLogEvery.
+// reconnects, past its reconnect buffer), at most once per lograte.Every.
 func (s *Service) replyFailed(r *request, err error) {
-	if n, ok := s.replyLog.allow(); ok {
+	if n, ok := s.replyLog.Allow(); ok {
 		s.log.Warn("nats: reply failed", "subject", r.Subject(), "err", err, "failures", n)
 	}
 }

@@ -2,9 +2,7 @@ package nats
 
 import (
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -18,7 +16,7 @@ import (
 // reply published onto the API's own subjects. A request whose reply
 // subject breaks the rule is dropped unanswered, since there is nowhere
 // safe to answer it: it is counted in Stats, and logged at most once per
-// dropLogEvery.
+// lograte.Every.
 //
 // Under every rule a request without a reply subject is dropped (a
 // request is something answered; a write published without one is not
@@ -117,16 +115,12 @@ func under(subject, prefix string) bool {
 	return len(subject) > len(prefix)+1 && subject[len(prefix)] == '.' && strings.HasPrefix(subject, prefix)
 }
 
-// dropLogEvery spaces the log lines of dropped requests and of the
-// service connection's troubles: a caller can cause them at will, and one
-// line per request would flood the log.
-const dropLogEvery = 10 * time.Second
-
 // drop counts a request dropped for why, and logs it when the last line
-// is older than dropLogEvery, with the number dropped since.
+// is older than lograte.Every, with the number dropped since: a caller
+// can drop requests at will, and a line each would flood the log.
 func (s *Service) drop(req micro.Request, why DropReason) {
 	s.stats.dropped[why].Add(1)
-	if n, ok := s.dropLog.allow(); ok {
+	if n, ok := s.dropLog.Allow(); ok {
 		s.log.Warn("nats: requests dropped unanswered: their reply subject is not the caller's inbox",
 			"reason", why.String(), "subject", req.Subject(), "dropped", n)
 	}
@@ -171,27 +165,3 @@ func (st *Stats) Reconnects() uint64 { return st.reconnects.Load() }
 // its pending limits (PendingMsgs, PendingBytes) and NATS began dropping
 // its requests.
 func (st *Stats) PendingOverflows() uint64 { return st.overflows.Load() }
-
-// sampled lets one event in per period through to the log; the events in
-// between are counted and reported with the next one.
-type sampled struct {
-	every time.Duration
-	mu    sync.Mutex
-	next  time.Time // zero: the first event passes
-	seen  uint64    // events since the last one logged, this one included
-}
-
-// allow counts an event and reports whether to log it, with the number of
-// events it stands for.
-func (l *sampled) allow() (uint64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seen++
-	now := time.Now()
-	if now.Before(l.next) {
-		return 0, false
-	}
-	n := l.seen
-	l.seen, l.next = 0, now.Add(l.every)
-	return n, true
-}
