@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -63,10 +64,15 @@ func (a *app) aggregate(ctx context.Context, o *readOptions, ag *aggOptions) err
 }
 
 // writeAggRow writes one row as a JSON object whose keys keep the order of
-// names: group fields first, then functions.
+// names: group fields first, then functions. A name given twice (a field
+// grouped by twice, a function asked twice) has the same value both times
+// and is written once: a JSON object's keys are distinct.
 func writeAggRow(w *bufio.Writer, names []string, vals []*structpb.Value) error {
 	line := []byte{'{'}
 	for i, name := range names {
+		if slices.Contains(names[:i], name) {
+			continue
+		}
 		if i > 0 {
 			line = append(line, ',')
 		}

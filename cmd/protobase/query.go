@@ -31,7 +31,7 @@ JSON object per group, ordered by group, holding the group's field values and
 each function's value under its text, e.g.
 {"team":"red","count()":12,"sum(score)":340,"avg(age)":31.5}. Functions are
 count(), count(FIELD), sum, min, max and avg of a field; --group-by alone
-counts. Integers past 2^53 print as strings, an absent value as null
+counts. A field or function named twice is one key. Integers past 2^53 print as strings, an absent value as null
 (docs/read.md, Aggregation).`,
 		Example: `  protobase query --type shop.User --where 'age >= 30' --page-size 100
   protobase query -t shop.User -w 'age >= 30' --page-size 100 --token CAES...

@@ -112,6 +112,11 @@ func TestQueryAggregateCommand(t *testing.T) {
 		t.Fatalf("grouped printed %q, want %q", r.stdout, want)
 	}
 	wantContains(t, r.stderr, "plan: ", "aggregate group by email: count(), max(id) parallel")
+	// A field or function named twice is one key of the object.
+	r = mustCLI(t, "", append(base, "-w", "id <= 2", "--group-by", "email,email", "--agg", "count(),max(id),count()")...)
+	if r.stdout != want {
+		t.Fatalf("with names repeated printed %q, want %q", r.stdout, want)
+	}
 	r = mustCLI(t, "", append(base, "-w", "id > 100", "--agg", "count(),sum(id)")...)
 	if want := `{"count()":0,"sum(id)":null}` + "\n"; r.stdout != want {
 		t.Fatalf("empty input printed %q, want %q", r.stdout, want)
