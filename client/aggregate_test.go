@@ -45,3 +45,36 @@ func TestAggregate(t *testing.T) {
 		t.Errorf("AggregateName: %s", got)
 	}
 }
+
+// ParseAggregates takes any text without panicking, and what it takes
+// prints back (AggregateName) to text it parses into the same functions.
+func FuzzParseAggregates(f *testing.F) {
+	for _, s := range []string{"count()", "count(), sum(id), min(email), avg(id)", "SUM( score )", "sum", "median(x)", "count(", "", ",", "sum())", "max(a(b))", " , count()"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fns, err := client.ParseAggregates(s)
+		if err != nil {
+			if fns != nil {
+				t.Fatalf("%q: functions %v with error %v", s, fns, err)
+			}
+			return
+		}
+		names := make([]string, len(fns))
+		for i, fn := range fns {
+			names[i] = client.AggregateName(fn)
+		}
+		again, err := client.ParseAggregates(strings.Join(names, ","))
+		if err != nil {
+			t.Fatalf("%q parsed, printed as %q, which does not parse: %v", s, names, err)
+		}
+		if len(again) != len(fns) {
+			t.Fatalf("%q: %d functions, printed and parsed again %d", s, len(fns), len(again))
+		}
+		for i := range fns {
+			if again[i].GetOp() != fns[i].GetOp() || again[i].GetField() != fns[i].GetField() {
+				t.Fatalf("%q: function %d %v, printed and parsed again %v", s, i, fns[i], again[i])
+			}
+		}
+	})
+}
