@@ -2,6 +2,7 @@ package oneop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -79,22 +80,93 @@ func openSearchRaw(t *bench.Target, records int) opener {
 
 func runOps(b *testing.B, clients int, open opener) {
 	b.Helper()
-	ctx := b.Context()
+	sessions := openSessions(b, clients, open)
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	runSlice(b, sessions, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	// CPU holds under load where the rate does not: the measure of the
+	// path's own cost on a shared machine (client and server together).
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	closeSessions(b, sessions)
+}
+
+// BenchmarkOpsRatio measures the pairs the one-operation targets compare
+// (get and query against a health check; search, and search-raw without
+// the client library, against echo) in turns of 2,000 operations, A then
+// B, b.N operations of each, and reports A's rate over B's (ratio), with
+// each side's rate and CPU per operation (client and server together).
+// Taken in turns, both see the same load on a shared machine; rows
+// measured one after the other (BenchmarkOps) each meet whatever load
+// there is then, and their ratios moved by a third from round to round.
+//
+//	go test -run '^$' -bench OpsRatio -benchtime 200000x -count 5 ./bench/oneop/
+func BenchmarkOpsRatio(b *testing.B) {
+	const clients, records, turn = 16, 10000, 2000
+	t := labtest.ItemTarget(b, bench.TargetConfig{})
+	if err := t.LoadItems(b.Context(), nil, records); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		a, b opener
+	}{
+		{"get_health", openGet(t.Client, records), openHealth(t.Client)},
+		{"query_health", openQuery(t.Client, records), openHealth(t.Client)},
+		{"search_echo", openSearch(t.Client, records), openEcho(t, records)},
+		{"search-raw_echo", openSearchRaw(t, records), openEcho(t, records)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			a, o := openSessions(b, clients, tc.a), openSessions(b, clients, tc.b)
+			var ta, to, ca, co time.Duration
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(turn, b.N-done)
+				cpu := processCPU(b)
+				ta += runSlice(b, a, n)
+				mid := processCPU(b)
+				to += runSlice(b, o, n)
+				ca, co = ca+mid-cpu, co+processCPU(b)-mid
+				done += n
+			}
+			b.StopTimer()
+			perOp := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(float64(b.N)/ta.Seconds(), "A-ops/s")
+			b.ReportMetric(float64(b.N)/to.Seconds(), "B-ops/s")
+			b.ReportMetric(perOp(ca), "A-cpu-µs/op")
+			b.ReportMetric(perOp(co), "B-cpu-µs/op")
+			b.ReportMetric(to.Seconds()/ta.Seconds(), "ratio")
+			closeSessions(b, a)
+			closeSessions(b, o)
+		})
+	}
+}
+
+// openSessions opens one session per client goroutine.
+func openSessions(b *testing.B, clients int, open opener) []session {
+	b.Helper()
 	sessions := make([]session, clients)
 	for cl := range sessions {
-		s, err := open(ctx, cl)
+		s, err := open(b.Context(), cl)
 		if err != nil {
 			b.Fatal(err)
 		}
 		sessions[cl] = s
 	}
+	return sessions
+}
+
+// runSlice performs n operations in all, one goroutine per session, and
+// returns how long they took.
+func runSlice(b *testing.B, sessions []session, n int) time.Duration {
+	b.Helper()
 	var left atomic.Int64
-	left.Store(int64(b.N))
+	left.Store(int64(n))
 	var wg sync.WaitGroup
-	errs := make([]error, clients)
-	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	b.ResetTimer()
+	errs := make([]error, len(sessions))
+	start := time.Now()
 	for cl := range sessions {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
@@ -106,15 +178,17 @@ func runOps(b *testing.B, clients int, open opener) {
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-	// CPU holds under load where the rate does not: the measure of the
-	// path's own cost on a shared machine (client and server together).
-	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
-	for cl, s := range sessions {
-		if errs[cl] != nil {
-			b.Fatal(errs[cl])
-		}
+	took := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// closeSessions ends every session, failing on what went wrong there.
+func closeSessions(b *testing.B, sessions []session) {
+	b.Helper()
+	for _, s := range sessions {
 		if err := s.close(); err != nil {
 			b.Fatal(err)
 		}
