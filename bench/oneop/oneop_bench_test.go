@@ -89,7 +89,7 @@ func runOps(b *testing.B, clients int, open opener) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 	// CPU holds under load where the rate does not: the measure of the
 	// path's own cost on a shared machine (client and server together).
-	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(microsPerOp(processCPU(b)-cpu0, b.N), "cpu-µs/op")
 	closeSessions(b, sessions)
 }
 
@@ -132,11 +132,10 @@ func BenchmarkOpsRatio(b *testing.B) {
 				done += n
 			}
 			b.StopTimer()
-			perOp := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
 			b.ReportMetric(float64(b.N)/ta.Seconds(), "A-ops/s")
 			b.ReportMetric(float64(b.N)/to.Seconds(), "B-ops/s")
-			b.ReportMetric(perOp(ca), "A-cpu-µs/op")
-			b.ReportMetric(perOp(co), "B-cpu-µs/op")
+			b.ReportMetric(microsPerOp(ca, b.N), "A-cpu-µs/op")
+			b.ReportMetric(microsPerOp(co, b.N), "B-cpu-µs/op")
 			b.ReportMetric(to.Seconds()/ta.Seconds(), "ratio")
 			closeSessions(b, a)
 			closeSessions(b, o)
@@ -194,6 +193,9 @@ func closeSessions(b *testing.B, sessions []session) {
 		}
 	}
 }
+
+// microsPerOp is d spread over n operations, in microseconds.
+func microsPerOp(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
 
 // processCPU is the CPU time the process has used so far.
 func processCPU(b *testing.B) time.Duration {

@@ -50,17 +50,22 @@ func startJSONServe(t *testing.T, extra ...string) *jsonServe {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
-	addrOf := func(stdout string) string {
-		for _, l := range jsonLines(t, "stdout", stdout) {
-			if l["msg"] == "protobase serving" {
-				addr, _ := l["addr"].(string)
-				return addr
-			}
-		}
-		return ""
-	}
+	addrOf := func(stdout string) string { return jsonField(t, stdout, "protobase serving", "addr") }
 	args := append([]string{"--data", t.TempDir(), "--log-format", "json", "--sync=false"}, extra...)
 	return &jsonServe{serveRun: runServe(t, ctx, addrOf, args...), cancel: cancel}
+}
+
+// jsonField is the string field of the first JSON line of out whose msg
+// is msg; "" when there is none.
+func jsonField(t *testing.T, out, msg, field string) string {
+	t.Helper()
+	for _, l := range jsonLines(t, "stdout", out) {
+		if l["msg"] == msg {
+			v, _ := l[field].(string)
+			return v
+		}
+	}
+	return ""
 }
 
 // stop stops serve and wants it to exit 0.
@@ -78,24 +83,22 @@ func (s *jsonServe) stop(t *testing.T) {
 func TestServeLogFormatJSON(t *testing.T) {
 	s := startJSONServe(t, "--slow-query", "1ns", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--nats", "--nats-addr", "127.0.0.1:0")
-	addr := s.addr
-	stdout, stderr := &s.stdout, &s.stderr
-	applyShop(t, addr)
-	mustCLI(t, "{\"id\": 1, \"email\": \"a@x\"}\n{\"id\": 2, \"email\": \"b@x\"}\n", "--addr", addr, "insert", "--type", "shop.User")
-	mustCLI(t, "", "--addr", addr, "search", "--type", "shop.User", "--where", "email = \"b@x\"")
+	applyShop(t, s.addr)
+	mustCLI(t, "{\"id\": 1, \"email\": \"a@x\"}\n{\"id\": 2, \"email\": \"b@x\"}\n", "--addr", s.addr, "insert", "--type", "shop.User")
+	mustCLI(t, "", "--addr", s.addr, "search", "--type", "shop.User", "--where", "email = \"b@x\"")
 	s.stop(t)
 
 	msgs := map[string]map[string]any{}
-	for _, l := range jsonLines(t, "stdout", stdout.String()) {
+	for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
 		msgs[l["msg"].(string)] = l
 	}
 	for _, msg := range []string{"protobase serving", "metrics", "REST/JSON", "NATS"} {
 		if msgs[msg] == nil {
-			t.Errorf("stdout has no %q line:\n%s", msg, stdout.String())
+			t.Errorf("stdout has no %q line:\n%s", msg, s.stdout.String())
 		}
 	}
 	slow := 0
-	for _, l := range jsonLines(t, "stderr", stderr.String()) {
+	for _, l := range jsonLines(t, "stderr", s.stderr.String()) {
 		if l["msg"] != "slow query" {
 			continue
 		}
@@ -105,7 +108,7 @@ func TestServeLogFormatJSON(t *testing.T) {
 		}
 	}
 	if slow == 0 {
-		t.Errorf("no slow query line:\n%s", stderr.String())
+		t.Errorf("no slow query line:\n%s", s.stderr.String())
 	}
 }
 
@@ -164,15 +167,11 @@ func TestServeRESTHeadersNotLogged(t *testing.T) {
 // restURL is the REST gateway's URL from serve's REST/JSON line.
 func (s *jsonServe) restURL(t *testing.T) string {
 	t.Helper()
-	for _, l := range jsonLines(t, "stdout", s.stdout.String()) {
-		if l["msg"] == "REST/JSON" {
-			if url, _ := l["url"].(string); url != "" {
-				return url
-			}
-		}
+	url := jsonField(t, s.stdout.String(), "REST/JSON", "url")
+	if url == "" {
+		t.Fatalf("no REST/JSON line:\n%s", s.stdout.String())
 	}
-	t.Fatalf("no REST/JSON line:\n%s", s.stdout.String())
-	return ""
+	return url
 }
 
 // getSchema GETs /v1/schema over REST with the headers and wants 200.
