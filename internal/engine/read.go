@@ -272,8 +272,12 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 		ok = it.Last()
 	}
 	for ; ok; ok = cu.step() {
-		if err := ctx.Err(); err != nil {
-			return false, err
+		// A canceled scan stops within a few dozen records: checking for
+		// every one cost 2 % of an aggregation's time.
+		if cu.read%ctxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
 		}
 		cu.read++
 		if cu.wantVer {
@@ -285,6 +289,9 @@ func (cu *cursor) scan(ctx context.Context, emit func(key, rec []byte) bool) (bo
 	}
 	return true, it.Error()
 }
+
+// ctxEvery is how many records a scan reads between looks at its context.
+const ctxEvery = 64
 
 func (cu *cursor) step() bool {
 	if cu.c.plan.Reverse {

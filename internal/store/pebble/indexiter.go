@@ -159,6 +159,22 @@ func (p *iterPair) step(i *Iter, back bool) bool {
 	if i.it == nil {
 		return false
 	}
+	if p.empty[1-p.cur] {
+		// One side only (a range within the records, or within one index):
+		// no merge, and nothing to compare.
+		p.back = back
+		var ok bool
+		if back {
+			ok = i.it.Prev()
+		} else {
+			ok = i.it.Next()
+		}
+		p.valid[p.cur] = ok
+		if !ok {
+			i.it = nil
+		}
+		return ok
+	}
 	if p.back != back {
 		p.back = back
 		if o := 1 - p.cur; !p.empty[o] && p.its[o] != nil {
