@@ -129,10 +129,7 @@ func (cu *cursor) scanIndex(ctx context.Context, emit func(key, rec []byte) bool
 			return false, err
 		}
 	}
-	ok := it.First()
-	if p.Reverse {
-		ok = it.Last()
-	}
+	ok := cu.start()
 	if cu.ib == nil {
 		cu.ib = indexBatches.Get().(*indexBatchBuf)
 	}
