@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -552,6 +553,30 @@ func TestAggregateBounds(t *testing.T) {
 		resp, err = ae.aggregate("level < 40", &pb.Aggregate{GroupBy: []string{"level"}, Functions: []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}}})
 		if err != nil || len(resp.Rows) != 40 || !strings.Contains(resp.Plan.GetText(), "aggregate group by level: count() parallel") || resp.Plan.GetParallelism() == 0 {
 			t.Fatalf("40 groups: %v %v", resp.GetPlan(), err)
+		}
+	})
+}
+
+// TestAggregateCanceled: an aggregation, and a count, whose context is
+// canceled return the context's error instead of an answer.
+func TestAggregateCanceled(t *testing.T) {
+	aggStores(t, engine.Options{}, func(t *testing.T, ae *aggEngine) {
+		rows := make([]aggRow, 300)
+		for i := range rows {
+			rows[i] = aggRow{ID: int64(i), Team: aggTeams[i%len(aggTeams)], Score: int64(i)}
+		}
+		ae.write(engine.OpInsert, rows)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		fns := []*pb.AggregateFunction{{Op: pb.AggregateOp_AGGREGATE_OP_COUNT}, {Op: pb.AggregateOp_AGGREGATE_OP_SUM, Field: "score"}}
+		for _, q := range []*pb.Query{
+			{Type: "ag.Row", Aggregate: &pb.Aggregate{Functions: fns}},
+			{Type: "ag.Row", Aggregate: &pb.Aggregate{GroupBy: []string{"team"}, Functions: fns}},
+			{Type: "ag.Row", Filter: "score >= 10", Count: true},
+		} {
+			if resp, err := query(ae.e, ctx, &pb.QueryRequest{Query: q}); !errors.Is(err, context.Canceled) {
+				t.Fatalf("%v: %v, %v; want the context's error", q, resp, err)
+			}
 		}
 	})
 }
