@@ -3,11 +3,13 @@ package pebble
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/protobase/protobase/internal/keyspace"
 	"github.com/protobase/protobase/internal/orderedcode"
@@ -255,11 +257,13 @@ func TestIndexInstanceJournalTrimmed(t *testing.T) {
 	}
 }
 
+var iterSeed = flag.Uint64("iter.seed", 0, "first seed of TestIndexInstanceIterator (0: from the clock)")
+
 // TestIndexInstanceIterator checks an iterator over both instances against
 // a sorted list of the keys, through random seeks, steps in both
-// directions and bound changes, on the store and on a snapshot. The keys
-// span the meta, record and index tags and keys above them, and the
-// journal never shows.
+// directions and bound changes, on the store and on a snapshot, for 20
+// seeds from -iter.seed on. The keys span the meta, record and index tags
+// and keys above them, and the journal never shows.
 func TestIndexInstanceIterator(t *testing.T) {
 	s := openT(t, t.TempDir(), false)
 	var keys []string
@@ -280,7 +284,20 @@ func TestIndexInstanceIterator(t *testing.T) {
 	if s.index == nil || journalLen(t, s) == 0 {
 		t.Fatal("want an index instance and a journal entry")
 	}
-	rng := rand.New(rand.NewPCG(3, 4))
+	first := *iterSeed
+	if first == 0 {
+		first = uint64(time.Now().UnixNano())
+	}
+	for seed := first; seed < first+20; seed++ {
+		checkIterator(t, s, keys, seed)
+	}
+}
+
+// checkIterator makes 3,000 random moves of an iterator over s, and of one
+// over a snapshot of it, checking each against the sorted keys.
+func checkIterator(t *testing.T, s *Store, keys []string, seed uint64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 4))
 	probe := func() []byte {
 		k := []byte(keys[rng.IntN(len(keys))])
 		switch rng.IntN(3) {
@@ -306,10 +323,10 @@ func TestIndexInstanceIterator(t *testing.T) {
 			}
 			want := m.inBounds(m.pos)
 			if it.Valid() != want {
-				t.Fatalf("step %d %s: Valid() = %v, want %v", step, op, it.Valid(), want)
+				t.Fatalf("seed %d, %T, step %d %s within [%q, %q): Valid() = %v, want %v", seed, r, step, op, m.lo, m.hi, it.Valid(), want)
 			}
 			if want && string(it.Key()) != keys[m.pos] {
-				t.Fatalf("step %d %s: key % x, want % x", step, op, it.Key(), keys[m.pos])
+				t.Fatalf("seed %d, %T, step %d %s: key % x, want % x", seed, r, step, op, it.Key(), keys[m.pos])
 			}
 			if !want {
 				m.pos = -1
@@ -317,6 +334,41 @@ func TestIndexInstanceIterator(t *testing.T) {
 		}
 		if err := it.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestIterEmptyUpperBound: an empty upper bound, as against none (nil),
+// leaves nothing in range, given to NewIter or to SetBounds, on the store
+// and on a snapshot (whose iterator opens its sides on first use).
+func TestIterEmptyUpperBound(t *testing.T) {
+	s := openT(t, t.TempDir(), false)
+	commitT(t, s, func(b *Batch) {
+		b.Set(keyspace.AppendRecordKey(nil, 1, []byte("r")), []byte("v"))
+		b.Set(append(keyspace.IndexPrefix(1), 'x'), nil)
+	})
+	sn := s.NewSnapshot()
+	defer sn.Close()
+	for _, r := range []Reader{s, sn} {
+		for _, lower := range [][]byte{nil, {}, []byte("a")} {
+			it, err := r.NewIter(lower, []byte{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if it.First() || it.Last() {
+				t.Errorf("%T: NewIter(%q, empty) holds % x", r, lower, it.Key())
+			}
+			it.SetBounds(nil, nil)
+			if !it.First() {
+				t.Errorf("%T: no bounds: no key", r)
+			}
+			it.SetBounds(lower, []byte{})
+			if it.First() || it.Last() {
+				t.Errorf("%T: SetBounds(%q, empty) holds % x", r, lower, it.Key())
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

@@ -61,6 +61,11 @@ func (p *iterPair) setBounds(lower, upper []byte) {
 	}
 	if upper != nil {
 		upper = p.buf[len(p.buf)-len(upper):]
+		if upper == nil {
+			// buf is still nil when both bounds are empty: an empty upper
+			// bound leaves nothing in range, where a nil one is no bound.
+			upper = []byte{}
+		}
 	}
 	mainLower, mainOK := p.layout.mainPart(lower, upper)
 	p.bounds[sideMain] = [2][]byte{mainLower, upper}
