@@ -223,6 +223,17 @@ func testIterate(t *testing.T, b Backend) {
 	equal(t, "SeekGE below the lower bound", collect(t, it, it.SeekGE(key(0)), false), want(5, 8, false))
 	it.SetBounds(key(n-3), nil)
 	equal(t, "upper nil", collect(t, it, it.First(), false), want(n-3, n, false))
+	// An empty upper bound is one (no key is below it); nil is none.
+	it.SetBounds(nil, []byte{})
+	equal(t, "SetBounds(nil, empty)", collect(t, it, it.First(), false), nil)
+	equal(t, "SetBounds(nil, empty) reverse", collect(t, it, it.Last(), true), nil)
+	none, err := kv.NewIterator([]byte{}, []byte{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	equal(t, "NewIterator(empty, empty)", collect(t, none, none.First(), false), nil)
+	equal(t, "NewIterator(empty, empty) reverse", collect(t, none, none.Last(), true), nil)
 
 	all, err := kv.NewIterator(nil, nil)
 	if err != nil {
