@@ -212,7 +212,8 @@ type View interface {
 	// process sees every change it makes to those.
 	GetVersioned(key, dst []byte) (val []byte, version uint64, found bool, err error)
 	// NewIterator returns an unpositioned iterator over [lower, upper)
-	// (nil: unbounded) at one version. It must be closed.
+	// (nil: unbounded; an empty upper bound holds nothing) at one version.
+	// It must be closed.
 	NewIterator(lower, upper []byte) (Iterator, error)
 }
 
