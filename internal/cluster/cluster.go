@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,28 +285,6 @@ func (p *process) logTail() string {
 		}
 	}
 	return "\n--- " + p.log + " (end) ---\n" + string(b)
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free
-// when this returns; a process of another program may take one before the
-// member binds it, which the member then reports as a start failure.
-func freePorts(n int) ([]int, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // stopAll stops ps concurrently and joins their errors.

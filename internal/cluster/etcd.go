@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/protobase/protobase/internal/freeport"
 )
 
 // EtcdOptions shape an etcd cluster.
@@ -61,7 +63,7 @@ func StartEtcd(ctx context.Context, bin, dir string, opt EtcdOptions) (*Etcd, er
 	}
 	clientPorts, peerPorts := opt.ClientPorts, opt.PeerPorts
 	if clientPorts == nil || peerPorts == nil {
-		ports, err := freePorts(2 * n)
+		ports, err := freeport.Loopback(2 * n)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/protobase/protobase/internal/freeport"
 )
 
 // Replace puts a new member in the place of member i, which must have
@@ -42,7 +44,7 @@ func (c *Etcd) Replace(ctx context.Context, i int) (*Member, error) {
 	if p != nil && !p.exited() {
 		return nil, fmt.Errorf("etcd member %s is still running: kill it before replacing it", old.Name)
 	}
-	ports, err := freePorts(2)
+	ports, err := freeport.Loopback(2)
 	if err != nil {
 		return nil, err
 	}

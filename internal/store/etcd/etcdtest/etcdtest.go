@@ -6,13 +6,14 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/protobase/protobase/internal/freeport"
 )
 
 // Limits are the member's transaction limits; zero fields keep etcd's
@@ -68,10 +69,9 @@ func Start(t testing.TB, lim Limits) string {
 // member needs its peer URL before it listens.
 func freeURL(t testing.TB) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)}
+	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
 }
