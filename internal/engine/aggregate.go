@@ -45,6 +45,7 @@ type aggAcc struct {
 type aggGroup struct {
 	vals []aggVal
 	accs []aggAcc
+	fp   []uint64 // its values' fingerprint (aggField.fingerprint), nil if they have none
 }
 
 // aggPart aggregates the records of one part of the key ranges.
@@ -58,12 +59,14 @@ type aggPart struct {
 	vals    []aggVal
 	scratch []byte
 	occ     []occurrence
+	fp      []uint64                  // the fingerprint of the values just read (group)
 	cache   [groupCacheSize]*aggGroup // see group
 	err     error
 }
 
 func newAggPart(s *aggSpec, limit int, room int64) *aggPart {
-	p := &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields))}
+	p := &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields)),
+		fp: make([]uint64, fpWords*len(s.groups))}
 	if s.w != nil {
 		p.occ = make([]occurrence, len(s.w.nums))
 	}
@@ -101,7 +104,7 @@ func (p *aggPart) newGroup(key string) *aggGroup {
 		v.b = append([]byte(nil), v.b...)
 		grp.vals[i] = v
 	}
-	p.used += int64(2*len(key)) + 64
+	p.used += int64(2*len(key)+8*len(p.fp)) + 64
 	if p.used > p.room {
 		p.err = apierror.Errorf(apierror.ResourceExhausted,
 			"aggregate: the groups' values pass %d bytes, the most one response may hold (max response bytes; docs/limits.md)", p.room)

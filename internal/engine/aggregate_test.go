@@ -131,7 +131,12 @@ func (ae *aggEngine) aggregate(filter string, a *pb.Aggregate) (*pb.QueryRespons
 	return query(ae.e, ae.t.Context(), &pb.QueryRequest{Query: &pb.Query{Type: "ag.Row", Filter: filter, Aggregate: a, Explain: true}})
 }
 
-var aggTeams = []string{"a", "b", "c", "d", ""}
+// aggTeams are the values of team: besides short ones, strings that share
+// their first and last 8 bytes (told apart by their length), one that
+// fills 16 bytes and one past it, and long ones differing only in the
+// middle.
+var aggTeams = []string{"a", "b", "c", "d", "", "abcd", "abcde", "aaaaaaaaa", "aaaaaaaaaa",
+	"0123456789abcdef", "0123456789abcdef0", "a long team name, X, to group by", "a long team name, Y, to group by"}
 
 func randomAggRow(rnd *rand.Rand, id int64) aggRow {
 	r := aggRow{ID: id, Team: aggTeams[rnd.IntN(len(aggTeams))], Level: int32(rnd.IntN(4)),

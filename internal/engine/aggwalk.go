@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"hash/maphash"
 	"math"
 	"math/bits"
 
@@ -314,85 +313,4 @@ func (p *aggPart) accumulate(grp *aggGroup) {
 			acc.add(fn, *v)
 		}
 	}
-}
-
-// groupCacheSize is the number of groups a part finds without building
-// their keys; more groups share its slots and are found through the map.
-const groupCacheSize = 256
-
-// groupSeed hashes group values for the group cache.
-var groupSeed = maphash.MakeSeed()
-
-// group is the group of the values just read (p.vals), made if new; nil
-// when it cannot be, with p.err set. A group whose values hash to a cache
-// slot that holds it is found by comparing values in place; the others
-// build their key (appendKey) and look it up in p.groups, which stays the
-// one record of the part's groups.
-func (p *aggPart) group() *aggGroup {
-	s := p.s
-	var h uint64
-	for i, f := range s.groups {
-		h = h*0x9E3779B97F4A7C15 + f.hash(&p.vals[s.groupAt[i]])
-	}
-	slot := &p.cache[h%groupCacheSize]
-	if g := *slot; g != nil && p.same(g) {
-		return g
-	}
-	p.key = p.key[:0]
-	for i, g := range s.groups {
-		p.key = g.appendKey(p.key, p.vals[s.groupAt[i]])
-	}
-	grp := p.groups[string(p.key)]
-	if grp == nil {
-		if grp = p.newGroup(string(p.key)); grp == nil {
-			return nil
-		}
-	}
-	*slot = grp
-	return grp
-}
-
-// same reports whether the values just read are g's.
-func (p *aggPart) same(g *aggGroup) bool {
-	for i, f := range p.s.groups {
-		if !f.equal(&p.vals[p.s.groupAt[i]], &g.vals[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// hash is a hash of v for the group cache: values of one group hash alike
-// (any NaN, -0 and 0 need not: they then miss the cache, not the group).
-func (f *aggField) hash(v *aggVal) uint64 {
-	switch {
-	case !v.ok:
-		return 1
-	case f.cls == vUint:
-		return v.u
-	case f.cls == vFloat:
-		return math.Float64bits(v.f)
-	case f.cls == vBytes:
-		return maphash.Bytes(groupSeed, v.b)
-	}
-	return uint64(v.i) + uint64(v.n)
-}
-
-// equal reports whether a and b are one group's value of f, as appendKey
-// encodes them alike.
-func (f *aggField) equal(a, b *aggVal) bool {
-	if !a.ok || !b.ok {
-		return a.ok == b.ok
-	}
-	switch f.cls {
-	case vInt, vBool:
-		return a.i == b.i
-	case vUint:
-		return a.u == b.u
-	case vFloat:
-		return a.f == b.f || (a.f != a.f && b.f != b.f)
-	case vTime:
-		return a.i == b.i && a.n == b.n
-	}
-	return string(a.b) == string(b.b)
 }
