@@ -245,7 +245,6 @@ type aggChanges struct {
 	scratch []byte
 	val     []byte
 	cur     aggEntry
-	occ     []occurrence
 	vals    []aggVal
 }
 
@@ -286,10 +285,7 @@ func (c *aggChanges) counts(b store.WriteBatch, a *aggIndex, key []byte) (bool, 
 func (c *aggChanges) add(a *aggIndex, rec []byte, sign int) error {
 	n := len(a.spec.fields)
 	c.vals = slices.Grow(c.vals[:0], n)[:n]
-	if w := a.spec.w; w != nil {
-		c.occ = slices.Grow(c.occ[:0], len(w.nums))[:len(w.nums)]
-	}
-	if err := a.spec.readFields(rec, c.occ, c.vals, &c.scratch); err != nil {
+	if err := a.spec.readFields(rec, c.vals, &c.scratch); err != nil {
 		return unreadable(err)
 	}
 	c.key = append(c.key[:0], a.prefix...)

@@ -58,7 +58,6 @@ type aggPart struct {
 	key     []byte
 	vals    []aggVal
 	scratch []byte
-	occ     []occurrence
 	fp      []uint64                  // the fingerprint of the values just read (group)
 	cache   [groupCacheSize]*aggGroup // see group
 	err     error
@@ -67,9 +66,6 @@ type aggPart struct {
 func newAggPart(s *aggSpec, limit int, room int64) *aggPart {
 	p := &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields)),
 		fp: make([]uint64, fpWords*len(s.groups))}
-	if s.w != nil {
-		p.occ = make([]occurrence, len(s.w.nums))
-	}
 	return p
 }
 
