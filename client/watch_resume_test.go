@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,18 +22,6 @@ import (
 // TestMain lets servertest run a server in a child process of this test
 // binary, for the tests that kill it.
 func TestMain(m *testing.M) { servertest.Main(m, server.Config{}) }
-
-// freeAddr returns a loopback address with a port nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
 
 // keyID reads the id of a shop.User key.
 func keyID(t *testing.T, ch *pb.Change) int64 {
@@ -89,7 +76,7 @@ func insertBatches(ctx context.Context, c *client.Client, total, batch int64, wr
 // itself, delivers every change once and in order.
 func TestWatchResumesAcrossKills(t *testing.T) {
 	const total, batch = 100_000, 1000
-	dir, addr := t.TempDir(), freeAddr(t)
+	dir, addr := t.TempDir(), servertest.FreeAddr(t)
 	child := servertest.StartAt(t, dir, addr)
 	c, err := client.Dial(addr)
 	if err != nil {
@@ -163,7 +150,7 @@ func positionLess(a, b *pb.Position) bool {
 // NoResume a stopped server ends the watch, and a bounded ResumeFor gives
 // up with UNAVAILABLE when the server stays away.
 func TestWatchResumeSurfaces(t *testing.T) {
-	dir, addr := t.TempDir(), freeAddr(t)
+	dir, addr := t.TempDir(), servertest.FreeAddr(t)
 	child := servertest.StartAt(t, dir, addr)
 	c, err := client.Dial(addr)
 	if err != nil {

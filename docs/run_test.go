@@ -10,9 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/protobase/protobase/internal/freeport"
 )
 
 // TestDocsRunInOrder follows the docs as a new user would, on one fresh
@@ -156,14 +159,16 @@ func newDocsRun(t *testing.T, python string) *docsRun {
 	return d
 }
 
+// freeAddr is a loopback address on a port free a moment ago, outside the
+// kernel's ephemeral range so that no outgoing connection takes it before
+// the server listens.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(ports[0])
 }
 
 // startServer runs the server as the README's `make serve` does, on the

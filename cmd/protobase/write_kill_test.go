@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -131,12 +130,7 @@ func TestInsertServerKilled(t *testing.T) {
 // change once.
 func TestWatchCommandServerKilled(t *testing.T) {
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := servertest.FreeAddr(t)
 	child := servertest.StartAt(t, dir, addr)
 	applyShop(t, addr)
 	mustCLI(t, usersJSONL(0, 2, 3), "--addr", addr, "insert", "--type", "shop.User")

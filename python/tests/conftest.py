@@ -6,10 +6,13 @@ share no state; a server starts in a fraction of a second.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import re
 import selectors
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +49,29 @@ class Server:
 
     def admin_key(self) -> str:
         return (self.data / "admin.key").read_text().strip()
+
+
+def free_port() -> int:
+    """A loopback port free a moment ago, below the kernel's ephemeral range.
+
+    A port the kernel hands out (binding port 0) comes from the range it
+    also draws outgoing connections' local ports from, so any connection on
+    the machine may take it before a process told to listen there does; the
+    ports below that range it never hands out on its own.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        port = random.randrange(10000, low) if low > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            got: int = s.getsockname()[1]
+            return got
+    raise RuntimeError("no free loopback port")
 
 
 def first_line(proc: subprocess.Popen[str]) -> str:
@@ -163,7 +189,10 @@ class Restartable:
 
     def __init__(self, binary: Path, data: Path, *args: str) -> None:
         self.binary, self.data, self.args = binary, data, args
-        self.srv: Server = start_server(binary, data, *args)
+        # Its own port (free_port), not one the kernel picks: none of the
+        # machine's outgoing connections takes it while the server is down.
+        addr = f"127.0.0.1:{free_port()}"
+        self.srv: Server = start_server(binary, data, *args, "--grpc-addr", addr)
         self.addr = self.srv.addr
 
     def kill_and_restart(self) -> None:

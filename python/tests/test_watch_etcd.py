@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SCHEMA_DIR, first_line, start_server
+from conftest import REPO, SCHEMA_DIR, first_line, free_port, start_server
 from test_watch import (
     test_changes_come_in_commit_order_decoded,
     test_filters_as_text_and_expression_and_many_types,
@@ -42,13 +41,6 @@ __all__ = [
 _prefixes = itertools.count()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One etcd member for the session; its client address."""
@@ -58,7 +50,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     out = tmp_path_factory.mktemp("etcd")
     binary = out / "protobase-etcd"
     subprocess.run([go, "build", "-o", str(binary), "./cmd/protobase-etcd"], cwd=REPO, check=True)
-    client, peer = f"http://127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"
+    client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
     log = open(out / "member.log", "w")  # noqa: SIM115 (open for the member's life)
     proc = subprocess.Popen(
         [

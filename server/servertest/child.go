@@ -15,10 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/protobase/protobase/internal/freeport"
 	"github.com/protobase/protobase/server"
 )
 
@@ -128,8 +130,20 @@ func Start(t testing.TB, dir string) (*exec.Cmd, string) {
 	return StartWith(t, server.Config{DataDir: dir})
 }
 
-// StartAt is Start listening on addr ("127.0.0.1:PORT"): a server
-// killed and started again at the address its clients know.
+// FreeAddr is a loopback address ("127.0.0.1:PORT") for StartAt, on a port
+// outside the kernel's ephemeral range (internal/freeport), so that no
+// outgoing connection takes it while the server there is down.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ports, err := freeport.Loopback(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(ports[0])
+}
+
+// StartAt is Start listening on addr ("127.0.0.1:PORT", see FreeAddr): a
+// server killed and started again at the address its clients know.
 func StartAt(t testing.TB, dir, addr string) *exec.Cmd {
 	t.Helper()
 	cmd, _ := start(t, server.Config{DataDir: dir, GRPCAddr: addr}, nil)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/protobase/protobase/internal/freeport"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
 )
@@ -105,12 +105,11 @@ func startCluster(t *testing.T, n int, tune func(*embed.Config)) ([]*member, []s
 
 func freeURL(t *testing.T) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)}
+	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
 }
 
 // loseQuorum stops the leader and one more member, waits until a feed has
