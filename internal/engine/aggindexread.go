@@ -157,7 +157,7 @@ func (e *Engine) aggregateFromIndex(ctx context.Context, c *compiled, a *aggInde
 	}
 	if c.q.GetExplain() {
 		resp.Plan = explainAggIndex(c, a, s)
-		if c.t.exp != nil {
+		if expired > 0 {
 			resp.Plan.Text += fmt.Sprintf(", less %d expired records not yet removed", expired)
 		}
 	}
