@@ -242,6 +242,9 @@ func (p *aggPart) read(rec []byte) error {
 // refuses) each through its path.
 func (s *aggSpec) readFields(rec []byte, vals []aggVal, scratch *[]byte) error {
 	walked := s.w != nil && s.w.read(s.fields, rec, vals)
+	if walked && len(s.w.field) == len(s.fields) {
+		return nil // the walk read them all
+	}
 	for k, f := range s.fields {
 		if walked && f.slot >= 0 {
 			continue
