@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from conftest import SCHEMA_DIR, Server, start_server
+from conftest import SCHEMA_DIR, Server, free_port, start_server
 
 import protobase
 from protobase import (
@@ -137,9 +136,9 @@ def test_keys_and_limits(auth_server: Server) -> None:
 
 
 def test_unavailable_and_the_public_names() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # A port nothing listens on: one below the ephemeral range, which no
+    # outgoing connection takes meanwhile.
+    port = free_port()
     with protobase.Client(f"127.0.0.1:{port}") as c, pytest.raises(Unavailable) as un:
         c.get_schema(timeout=10)
     tb = "".join(traceback.format_exception(un.value))
