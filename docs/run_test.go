@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,11 +163,11 @@ func newDocsRun(t *testing.T, python string) *docsRun {
 // the server listens.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ports, err := freeport.Loopback(1)
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "127.0.0.1:" + strconv.Itoa(ports[0])
+	return addr
 }
 
 // startServer runs the server as the README's `make serve` does, on the

@@ -64,9 +64,8 @@ type aggPart struct {
 }
 
 func newAggPart(s *aggSpec, limit int, room int64) *aggPart {
-	p := &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields)),
+	return &aggPart{s: s, groups: make(map[string]*aggGroup), limit: limit, room: room, vals: make([]aggVal, len(s.fields)),
 		fp: make([]uint64, fpWords*len(s.groups))}
-	return p
 }
 
 // add aggregates one matching record; false stops the part, with err set.

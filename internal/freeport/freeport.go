@@ -1,6 +1,7 @@
 // Package freeport picks free TCP ports on loopback for processes that
 // must be told their port before they listen: an etcd member names its
-// peer URL in the cluster's membership before it binds it.
+// peer URL in the cluster's membership before it binds it, and a server a
+// test kills comes back at the address its clients know.
 //
 // A port found by listening on port 0 comes from the kernel's ephemeral
 // range, the same range from which it picks the local port of every
@@ -53,6 +54,15 @@ func Loopback(n int) ([]int, error) {
 	return ports, nil
 }
 
+// Addr is one such port as an address, "127.0.0.1:PORT".
+func Addr() (string, error) {
+	ports, err := Loopback(1)
+	if err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + strconv.Itoa(ports[0]), nil
+}
+
 // listen listens on a random free port in [floor, low), or on one the
 // kernel picks if that range is too small to pick from.
 func listen(low int) (net.Listener, error) {
@@ -77,10 +87,7 @@ func ephemeralLow() int {
 	if err != nil {
 		return 0
 	}
-	low, err := parseLow(string(b))
-	if err != nil {
-		return 0
-	}
+	low, _ := parseLow(string(b)) // 0 when it cannot be parsed
 	return low
 }
 

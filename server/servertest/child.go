@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,11 +134,11 @@ func Start(t testing.TB, dir string) (*exec.Cmd, string) {
 // outgoing connection takes it while the server there is down.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ports, err := freeport.Loopback(1)
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "127.0.0.1:" + strconv.Itoa(ports[0])
+	return addr
 }
 
 // StartAt is Start listening on addr ("127.0.0.1:PORT", see FreeAddr): a

@@ -16,9 +16,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/protobase/protobase/internal/freeport"
 	"github.com/protobase/protobase/internal/store"
 	"github.com/protobase/protobase/internal/store/etcd"
+	"github.com/protobase/protobase/internal/store/etcd/etcdtest"
 )
 
 // member is one etcd member of a test cluster, in this process, that can be
@@ -68,7 +68,7 @@ func startCluster(t *testing.T, n int, tune func(*embed.Config)) ([]*member, []s
 	client, peer := make([]url.URL, n), make([]url.URL, n)
 	var initial []string
 	for i := range n {
-		client[i], peer[i] = freeURL(t), freeURL(t)
+		client[i], peer[i] = etcdtest.FreeURL(t), etcdtest.FreeURL(t)
 		initial = append(initial, fmt.Sprintf("m%d=%s", i, peer[i].String()))
 	}
 	ms := make([]*member, n)
@@ -101,15 +101,6 @@ func startCluster(t *testing.T, n int, tune func(*embed.Config)) ([]*member, []s
 		m.ready()
 	}
 	return ms, eps
-}
-
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-	ports, err := freeport.Loopback(1)
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
 }
 
 // loseQuorum stops the leader and one more member, waits until a feed has

@@ -5,7 +5,6 @@
 package etcdtest
 
 import (
-	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -40,7 +39,7 @@ func Start(t testing.TB, lim Limits) string {
 	// Quiet: a member logs errors while it shuts down at the test's end.
 	cfg.Logger = "zap"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	client, peer := freeURL(t), freeURL(t)
+	client, peer := FreeURL(t), FreeURL(t)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
@@ -65,13 +64,14 @@ func Start(t testing.TB, lim Limits) string {
 	return client.Host
 }
 
-// freeURL returns a loopback URL on a port free a moment ago: etcd's
-// member needs its peer URL before it listens.
-func freeURL(t testing.TB) url.URL {
+// FreeURL returns a loopback URL on a port free a moment ago, below the
+// kernel's ephemeral range (internal/freeport): an etcd member needs its
+// peer URL before it listens.
+func FreeURL(t testing.TB) url.URL {
 	t.Helper()
-	ports, err := freeport.Loopback(1)
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
-	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
+	return url.URL{Scheme: "http", Host: addr}
 }
